@@ -1,0 +1,401 @@
+//! Argument parsing and the `sim` subcommand.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use onepipe_proto::switch::SwitchMode;
+use onepipe_sim::queue::QueueKind;
+use onepipe_sim::{run, Report, SimConfig, TopologySpec, WorkloadKind};
+use std::path::PathBuf;
+
+/// Exit code for a run whose checkers found a violation.
+pub const EXIT_VIOLATION: i32 = 1;
+/// Exit code for bad flags or an impossible configuration.
+pub const EXIT_USAGE: i32 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "onepipe",
+    version,
+    about = "Scalable total-order communication for clusters (1Pipe).",
+    long_about = "Scalable total-order communication for clusters: an implementation of 1Pipe \
+                  (SIGCOMM 2021). `onepipe sim` runs the protocol in a deterministic simulated \
+                  data center and checks total order, causality and barrier safety on every run."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run best-effort 1Pipe in a deterministic data-center simulation and check it.
+    ///
+    /// Durations take a unit: ns, us (or µs), ms, s — e.g. `--beacon-interval 3us`.
+    /// Exit codes: 0 ok, 1 a checker found a violation, 2 bad flags or configuration.
+    Sim(SimArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Topo {
+    /// k-ary fat tree (k³/4 hosts); set --k.
+    FatTree,
+    /// One rack; set --hosts.
+    Rack,
+    /// Leaves joined by spines; set --hosts, --rack-size, --spines.
+    LeafSpine,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Workload {
+    /// Every process broadcasts to every process (Fig. 8).
+    AllToAll,
+    /// Scatterings to --scatter-k random processes.
+    Scatter,
+    /// Process p sends to process (p + n/2) mod n.
+    OneToOne,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Mode {
+    /// Programmable chip: per-packet barrier rewrite (§6.2.1).
+    Chip,
+    /// Switch CPU: periodic beacons after a processing delay (§6.2.2).
+    Cpu,
+    /// Host representative: CPU mode plus a switch↔host hop (§6.2.3).
+    Host,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Queue {
+    /// Monotone radix heap (default, fastest).
+    Radix,
+    /// Implicit 4-ary heap.
+    #[value(name = "4ary")]
+    Quaternary,
+    /// std BinaryHeap (reference).
+    Binary,
+}
+
+#[derive(Args, Debug)]
+struct SimArgs {
+    /// Network topology.
+    #[arg(long, value_enum, default_value = "fat-tree")]
+    topology: Topo,
+    /// Fat-tree arity (even): k³/4 hosts.
+    #[arg(long, default_value_t = 4)]
+    k: u32,
+    /// Hosts (rack and leaf-spine).
+    #[arg(long, default_value_t = 8)]
+    hosts: u32,
+    /// Hosts per leaf (leaf-spine).
+    #[arg(long, default_value_t = 4)]
+    rack_size: u32,
+    /// Spine switches (leaf-spine).
+    #[arg(long, default_value_t = 2)]
+    spines: u32,
+    /// Processes per host.
+    #[arg(long, default_value_t = 1)]
+    procs_per_host: u32,
+    /// Switch incarnation (§6.2).
+    #[arg(long = "switch", value_enum, default_value = "chip")]
+    switch_mode: Mode,
+    /// Beacon interval (§4.2).
+    #[arg(long, default_value = "3us", value_parser = parse_duration)]
+    beacon_interval: u64,
+    /// Chip mode: least time between change-triggered beacons on one link [default: an eighth of the beacon interval].
+    #[arg(long, value_parser = parse_duration)]
+    beacon_min_gap: Option<u64>,
+    /// Mean absolute clock offset after synchronisation (§7.1: 0.3 µs).
+    #[arg(long, default_value = "0.3us", value_parser = parse_duration_f64)]
+    clock_skew: f64,
+    /// Clock drift bound, in ppm.
+    #[arg(long, default_value_t = 0.1)]
+    clock_drift_ppm: f64,
+    /// Clock synchronisation interval (§7.1: PTP every 125 ms).
+    #[arg(long, default_value = "125ms", value_parser = parse_duration)]
+    clock_sync_interval: u64,
+    /// Local clock reading at time zero (e.g. 281474976ms to start near the 48-bit wrap).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    clock_epoch: u64,
+    /// Traffic pattern.
+    #[arg(long, value_enum, default_value = "all-to-all")]
+    workload: Workload,
+    /// Destinations per scattering (scatter workload).
+    #[arg(long, default_value_t = 4)]
+    scatter_k: u32,
+    /// Message size in bytes (at least 16).
+    #[arg(long, default_value_t = 64)]
+    msg_size: usize,
+    /// Sends per second per process (a broadcast or scattering counts as one), Poisson.
+    #[arg(long, default_value_t = 10_000.0)]
+    rate: f64,
+    /// How long processes send.
+    #[arg(long, default_value = "2ms", value_parser = parse_duration)]
+    duration: u64,
+    /// Settling time after sending stops.
+    #[arg(long, default_value = "200us", value_parser = parse_duration)]
+    drain: u64,
+    /// Probability a packet is held back on a link and overtaken (non-FIFO links).
+    #[arg(long, default_value_t = 0.0)]
+    reorder_prob: f64,
+    /// Largest extra delay of a held-back packet.
+    #[arg(long, default_value = "5us", value_parser = parse_duration)]
+    reorder_delay: u64,
+    /// Seed of the run: the same seed gives the same trace hash.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Turn the checkers off (faster; metrics only).
+    #[arg(long)]
+    no_check: bool,
+    /// Link bandwidth in Gbit/s.
+    #[arg(long, default_value_t = 100.0)]
+    link_gbps: f64,
+    /// Per-link latency (propagation plus switch pipeline).
+    #[arg(long, default_value = "500ns", value_parser = parse_duration)]
+    link_delay: u64,
+    /// Host CPU time to send one packet.
+    #[arg(long, default_value = "50ns", value_parser = parse_duration)]
+    host_send_cost: u64,
+    /// Host CPU time to receive one packet.
+    #[arg(long, default_value = "50ns", value_parser = parse_duration)]
+    host_recv_cost: u64,
+    /// Host CPU time to deliver one message.
+    #[arg(long, default_value = "20ns", value_parser = parse_duration)]
+    host_deliver_cost: u64,
+    /// Switch CPU beacon processing delay (cpu mode).
+    #[arg(long, default_value = "2us", value_parser = parse_duration)]
+    switch_cpu_delay: u64,
+    /// Host-representative processing delay (host mode).
+    #[arg(long, default_value = "500ns", value_parser = parse_duration)]
+    rep_delay: u64,
+    /// Switch ↔ representative round trip (host mode).
+    #[arg(long, default_value = "2us", value_parser = parse_duration)]
+    rep_rtt: u64,
+    /// Largest payload per packet; longer messages are fragmented.
+    #[arg(long, default_value_t = 4060)]
+    mtu: usize,
+    /// Event queue implementation.
+    #[arg(long, value_enum, default_value = "radix")]
+    queue: Queue,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Parses `3us`, `1.5ms`, `200ns`, `2s` (also `µs`) into nanoseconds.
+pub fn parse_duration_f64(s: &str) -> Result<f64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == '-' || c == '+'))
+        .ok_or_else(|| format!("'{s}' needs a unit: ns, us, ms or s (e.g. 3us)"))?;
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{num}' is not a number (in '{s}')"))?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => {
+            return Err(format!(
+                "unknown unit '{unit}' in '{s}': use ns, us, ms or s"
+            ))
+        }
+    };
+    let ns = v * scale;
+    if !(0.0..=1e15).contains(&ns) || !ns.is_finite() {
+        return Err(format!("'{s}' is out of range (0 to 1e6 s)"));
+    }
+    Ok(ns)
+}
+
+/// Like [`parse_duration_f64`], rounded to whole nanoseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    parse_duration_f64(s).map(|ns| ns.round() as u64)
+}
+
+impl SimArgs {
+    fn config(&self) -> SimConfig {
+        SimConfig {
+            topology: match self.topology {
+                Topo::FatTree => TopologySpec::FatTree { k: self.k },
+                Topo::Rack => TopologySpec::Rack { hosts: self.hosts },
+                Topo::LeafSpine => TopologySpec::LeafSpine {
+                    hosts: self.hosts,
+                    rack_size: self.rack_size,
+                    spines: self.spines,
+                },
+            },
+            procs_per_host: self.procs_per_host,
+            switch_mode: match self.switch_mode {
+                Mode::Chip => SwitchMode::Chip,
+                Mode::Cpu => SwitchMode::Cpu,
+                Mode::Host => SwitchMode::Host,
+            },
+            beacon_interval_ns: self.beacon_interval,
+            beacon_min_gap_ns: self.beacon_min_gap,
+            clock_skew_ns: self.clock_skew,
+            clock_drift_ppm: self.clock_drift_ppm,
+            clock_sync_interval_ns: self.clock_sync_interval,
+            clock_epoch_ns: self.clock_epoch,
+            workload: match self.workload {
+                Workload::AllToAll => WorkloadKind::AllToAll,
+                Workload::Scatter => WorkloadKind::Scatter { k: self.scatter_k },
+                Workload::OneToOne => WorkloadKind::OneToOne,
+            },
+            msg_size: self.msg_size,
+            rate_per_proc: self.rate,
+            duration_ns: self.duration,
+            drain_ns: self.drain,
+            reorder_prob: self.reorder_prob,
+            reorder_delay_ns: self.reorder_delay,
+            seed: self.seed,
+            check: !self.no_check,
+            link_gbps: self.link_gbps,
+            link_delay_ns: self.link_delay,
+            host_send_ns: self.host_send_cost,
+            host_recv_ns: self.host_recv_cost,
+            host_deliver_ns: self.host_deliver_cost,
+            switch_cpu_delay_ns: self.switch_cpu_delay,
+            rep_proc_delay_ns: self.rep_delay,
+            rep_rtt_ns: self.rep_rtt,
+            mtu_payload: self.mtu,
+            queue: match self.queue {
+                Queue::Radix => QueueKind::Radix,
+                Queue::Quaternary => QueueKind::Quaternary,
+                Queue::Binary => QueueKind::Binary,
+            },
+        }
+    }
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Sim(args) => sim(&args),
+    }
+}
+
+fn sim(args: &SimArgs) -> i32 {
+    let cfg = args.config();
+    if let Err(e) = cfg.validate() {
+        eprintln!("onepipe sim: {e}");
+        return EXIT_USAGE;
+    }
+    let bar = (!args.quiet).then(|| {
+        let bar = indicatif::ProgressBar::new(1000);
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} simulating [{bar:40}] {percent}% ({elapsed} elapsed, ~{eta} left)",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        // Only runs that take a while show the bar.
+        bar.set_position(0);
+        bar
+    });
+    let started = std::time::Instant::now();
+    let mut progress = |f: f64| {
+        if let Some(b) = &bar {
+            if started.elapsed().as_secs_f64() > 2.0 {
+                b.set_position((f * 1000.0) as u64);
+            }
+        }
+    };
+    let report = match run(&cfg, &mut progress) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("onepipe sim: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    print_summary(&report);
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report).expect("report serializes");
+        if let Err(e) = std::fs::write(path, json + "\n") {
+            eprintln!("onepipe sim: --json: cannot write {}: {e}", path.display());
+            return EXIT_USAGE;
+        }
+    }
+    if report.violations > 0 {
+        eprintln!(
+            "onepipe sim: {} violation(s) with seed {} — replay with --seed {}",
+            report.violations, report.seed, report.seed
+        );
+        for v in &report.violation_samples {
+            eprintln!("  {v}");
+        }
+        return EXIT_VIOLATION;
+    }
+    0
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.2} µs", ns / 1e3)
+}
+
+fn print_summary(r: &Report) {
+    println!("onepipe sim — seed {}", r.seed);
+    println!(
+        "  network     {} ({} processes), switch mode {}",
+        r.topology, r.procs, r.switch_mode
+    );
+    println!(
+        "  messages    {} sent in {} scatterings, {} delivered, {} dropped late, {} send-failed",
+        r.sent, r.scatterings, r.delivered, r.dropped_late, r.send_failed
+    );
+    println!(
+        "  throughput  {:.0} msgs/s per process",
+        r.throughput_msgs_per_s_per_proc
+    );
+    println!(
+        "  latency     mean {}  p50 {}  p99 {}",
+        us(r.latency_ns.mean),
+        us(r.latency_ns.p50 as f64),
+        us(r.latency_ns.p99 as f64)
+    );
+    println!(
+        "  reorder     mean {}  p50 {}  p99 {}   buffer max {}",
+        us(r.reorder_delay_ns.mean),
+        us(r.reorder_delay_ns.p50 as f64),
+        us(r.reorder_delay_ns.p99 as f64),
+        r.reorder_buffer_len_max
+    );
+    println!(
+        "  beacons     {:.4}% of link capacity, {:.2}% of bytes sent",
+        r.beacon_bandwidth_share * 100.0,
+        r.beacon_byte_share * 100.0
+    );
+    let checks = if r.checked {
+        format!(
+            "{} violations in {} checked deliveries",
+            r.violations, r.checked_deliveries
+        )
+    } else {
+        "off (--no-check)".to_string()
+    };
+    println!("  checks      {checks}");
+    println!(
+        "  engine      {} events in {:.2} s wall ({:.2} M events/s), trace {}",
+        r.events,
+        r.wall_s,
+        r.events_per_wall_s / 1e6,
+        r.trace_hash
+    );
+}

@@ -1,0 +1,8 @@
+//! The `onepipe` command: `onepipe sim` runs the deterministic data-center simulator.
+#![allow(clippy::disallowed_methods)] // a CLI may read files and clocks.
+
+mod cli;
+
+fn main() {
+    std::process::exit(cli::main());
+}

@@ -1,0 +1,672 @@
+//! The 1Pipe host endpoint (§4, §6.1): timestamps, scattering send, fragmentation, reorder and
+//! delivery below the barrier, late drops with NAKs, and beacons on an idle uplink.
+//!
+//! One `Host` serves every process on one host: they share the host's timestamp counter
+//! (§2.1: "each host maintains a monotonically increasing timestamp") and its barrier (the
+//! first-hop switch aggregates the whole network for it), and each has its own reorder buffer and
+//! delivers independently. In the UDP runtime a host usually carries one process.
+//!
+//! What it is not (yet): the reliable service (§5: ACKs, retransmission, the commit barrier) and
+//! failure handling (§4.2, §5.2) come with later issues. Best-effort losses are reported to the
+//! sender only when the receiver sees them — a late packet is NAKed; a packet the network drops
+//! silently is not yet detected (the paper's best-effort ACKs arrive with the reliable service).
+//!
+//! Driving: see [`crate::node`] for the call order. Application commands are [`Host::send`] and
+//! the accessors; everything the host reports comes out of [`Node::poll_output`] as
+//! [`HostEvent`]s.
+
+use crate::ids::{NodeId, PortId, ProcId, Psn};
+use crate::node::{Input, Node, Output};
+use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
+use crate::time::{Barrier, Instant, Timestamp};
+use crate::wire::{flags, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
+use bytes::{Bytes, BytesMut};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The host's only network port: uplink out, downlink in.
+pub const UPLINK: PortId = PortId(0);
+
+/// Static configuration of a host endpoint.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// This host's node id in the routing graph (names it in beacons).
+    pub node: NodeId,
+    /// The processes that live on this host.
+    pub procs: Vec<ProcId>,
+    /// Process ids are dense in `0..senders_max`; anything else from the wire is dropped.
+    pub senders_max: u32,
+    /// Beacon interval T_beacon (§4.2).
+    pub beacon_interval_ns: u64,
+    /// Send a beacon every interval even when the uplink is busy. Needed when switches do not
+    /// read barriers from data packets (switch-CPU and host-representative modes, §6.2.2–6.2.3).
+    pub beacon_always: bool,
+    /// Stamp the barrier on data packets (programmable-chip mode, §6.2.1). When false, data
+    /// packets carry no barrier and barriers travel in beacons only.
+    pub barrier_on_data: bool,
+    /// Largest payload of one packet; longer messages are fragmented.
+    pub mtu_payload: usize,
+    /// Largest message accepted by [`Host::send`].
+    pub message_len_max: usize,
+    /// Most messages buffered for reordering per local process.
+    pub reorder_len_max: usize,
+    /// Most partially reassembled messages held at once.
+    pub reassembly_len_max: usize,
+}
+
+impl HostConfig {
+    /// A configuration with the defaults used by the simulator (3 µs beacons, 4 KiB MTU).
+    pub fn new(node: NodeId, procs: Vec<ProcId>, senders_max: u32) -> HostConfig {
+        HostConfig {
+            node,
+            procs,
+            senders_max,
+            beacon_interval_ns: 3_000,
+            beacon_always: false,
+            barrier_on_data: true,
+            mtu_payload: 4096 - crate::wire::DATA_HEADER_LEN,
+            message_len_max: 1 << 20,
+            reorder_len_max: 1 << 20,
+            reassembly_len_max: 4096,
+        }
+    }
+}
+
+/// A message delivered to a local process, in total order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// The receiving (local) process.
+    pub dst: ProcId,
+    /// The sending process.
+    pub src: ProcId,
+    /// The message timestamp.
+    pub ts: Timestamp,
+    /// PSN of the message's first packet, per (src, dst).
+    pub psn: Psn,
+    /// The message.
+    pub payload: Bytes,
+    /// The barrier that released it (`ts < barrier`).
+    pub barrier: Timestamp,
+    /// Local instant the (last fragment of the) message arrived.
+    pub arrived: Instant,
+    /// The host's timestamp when it delivered (§4.1 causality: `ts < now_ts`).
+    pub now_ts: Timestamp,
+}
+
+/// What a host reports upward.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostEvent {
+    /// A message is delivered (`onepipe_unreliable_recv`).
+    Deliver(Delivery),
+    /// A message sent by a local process was dropped by its receiver
+    /// (`onepipe_send_fail_callback(TS, dst, msg)`; §2.1, §4.1).
+    SendFailed {
+        /// The local sender.
+        src: ProcId,
+        /// The receiver that dropped it.
+        dst: ProcId,
+        /// Its timestamp.
+        ts: Timestamp,
+        /// PSN of its first packet.
+        psn: Psn,
+        /// Why.
+        reason: NakReason,
+    },
+}
+
+/// Why [`Host::send`] refused a scattering. Nothing was sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// The scattering has no messages.
+    Empty,
+    /// The sending process does not live on this host.
+    NotLocal(ProcId),
+    /// A destination is outside `0..senders_max`.
+    UnknownDestination(ProcId),
+    /// A message is longer than `message_len_max`.
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+impl core::fmt::Display for SendError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SendError::Empty => write!(f, "empty scattering"),
+            SendError::NotLocal(p) => write!(f, "process {p} does not live on this host"),
+            SendError::UnknownDestination(p) => write!(f, "unknown destination process {p}"),
+            SendError::TooLarge { len, max } => {
+                write!(f, "message of {len} bytes exceeds the {max}-byte limit")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// Counters a host keeps; never reset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostStats {
+    /// Messages sent (one per destination of a scattering).
+    pub messages_sent: u64,
+    /// Data packets sent on the uplink.
+    pub packets_sent: u64,
+    /// Beacons sent.
+    pub beacons_sent: u64,
+    /// Messages delivered to local processes.
+    pub delivered: u64,
+    /// Packets dropped because they arrived below the barrier (§4.1).
+    pub dropped_late: u64,
+    /// Messages dropped because a fragment never came before the barrier passed them.
+    pub dropped_incomplete: u64,
+    /// Messages dropped because a reorder or reassembly buffer was full.
+    pub dropped_full: u64,
+    /// Packets dropped as malformed, misaddressed or duplicate.
+    pub dropped_invalid: u64,
+    /// NAKs sent.
+    pub naks_sent: u64,
+    /// Send-failed notifications raised.
+    pub send_failed: u64,
+}
+
+/// One message waiting in a reorder buffer.
+#[derive(Debug)]
+struct Buffered {
+    payload: Bytes,
+    arrived: Instant,
+}
+
+/// A message some of whose fragments have arrived.
+#[derive(Debug)]
+struct Partial {
+    ts: Timestamp,
+    parts: BTreeMap<u16, Bytes>,
+    last_frag: Option<u16>,
+}
+
+/// Per local process state.
+#[derive(Debug)]
+struct LocalProc {
+    id: ProcId,
+    /// Next PSN per destination, indexed by destination process id.
+    next_psn: Vec<Psn>,
+    reorder: ReorderBuffer<Buffered>,
+}
+
+/// How many recently NAKed messages are remembered, so that the fragments of one late message
+/// raise one NAK rather than one each.
+const RECENT_NAKS_MAX: usize = 64;
+
+/// The 1Pipe host endpoint. See the module docs.
+#[derive(Debug)]
+pub struct Host {
+    cfg: HostConfig,
+    procs: Vec<LocalProc>,
+    /// The host's timestamp counter: the largest timestamp issued or clock value seen. Never
+    /// decreases, even when the clock steps backwards (§2.1, §4.1).
+    clock_ts: Timestamp,
+    /// Everything below this has been delivered; arrivals below it are late (§4.1).
+    barrier: Option<Timestamp>,
+    partials: BTreeMap<(ProcId, ProcId, Psn), Partial>,
+    recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
+    /// The barrier the last packet sent on the uplink carried, if it carried one.
+    last_uplink_barrier: Option<Timestamp>,
+    next_beacon: Instant,
+    last_beacon_barrier: Timestamp,
+    outputs: VecDeque<Output<Packet, HostEvent>>,
+    stats: HostStats,
+}
+
+impl Host {
+    /// A host at local time `now`.
+    ///
+    /// # Panics
+    /// On an inconsistent configuration (no processes, a process id outside `senders_max`, a
+    /// zero beacon interval or MTU): those are programming errors of the caller.
+    pub fn new(cfg: HostConfig, now: Instant) -> Host {
+        assert!(!cfg.procs.is_empty(), "a host needs at least one process");
+        assert!(
+            cfg.beacon_interval_ns > 0,
+            "beacon interval must be positive"
+        );
+        assert!(cfg.mtu_payload > 0 && cfg.mtu_payload <= crate::wire::PAYLOAD_LEN_MAX);
+        assert!(cfg.message_len_max.div_ceil(cfg.mtu_payload) <= u16::MAX as usize + 1);
+        let procs = cfg
+            .procs
+            .iter()
+            .map(|&id| {
+                assert!(id.0 < cfg.senders_max, "process {id} outside senders_max");
+                LocalProc {
+                    id,
+                    next_psn: vec![Psn(0); cfg.senders_max as usize],
+                    reorder: ReorderBuffer::new(cfg.senders_max, cfg.reorder_len_max),
+                }
+            })
+            .collect();
+        let next_beacon = next_tick(now, cfg.beacon_interval_ns, 0);
+        Host {
+            procs,
+            clock_ts: now.timestamp(),
+            barrier: None,
+            partials: BTreeMap::new(),
+            recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
+            last_uplink_barrier: None,
+            next_beacon,
+            last_beacon_barrier: now.timestamp(),
+            outputs: VecDeque::new(),
+            stats: HostStats::default(),
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &HostStats {
+        &self.stats
+    }
+
+    /// The barrier below which everything has been delivered, once one has arrived.
+    pub fn barrier(&self) -> Option<Barrier> {
+        self.barrier.map(Barrier)
+    }
+
+    /// The host's current timestamp (`onepipe_get_timestamp`) as of local time `now`: never
+    /// below any timestamp issued before, whatever the clock did.
+    pub fn timestamp(&mut self, now: Instant) -> Timestamp {
+        self.clock_ts = self.clock_ts.max_wrapping(now.timestamp());
+        self.clock_ts
+    }
+
+    /// Messages buffered for reordering, over all local processes.
+    pub fn reorder_len(&self) -> usize {
+        self.procs.iter().map(|p| p.reorder.len()).sum()
+    }
+
+    /// The largest reorder buffer length any local process reached.
+    pub fn reorder_len_peak(&self) -> usize {
+        self.procs
+            .iter()
+            .map(|p| p.reorder.len_peak())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Sends a scattering from local process `src`: every message gets one timestamp (§2.1),
+    /// which is returned. Messages to processes on this host skip the network but are still
+    /// delivered in total order. Drain [`Node::poll_output`] afterwards.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        scattering: &[(ProcId, Bytes)],
+    ) -> Result<Timestamp, SendError> {
+        let src_idx = self.local_index(src).ok_or(SendError::NotLocal(src))?;
+        if scattering.is_empty() {
+            return Err(SendError::Empty);
+        }
+        for (dst, msg) in scattering {
+            if dst.0 >= self.cfg.senders_max {
+                return Err(SendError::UnknownDestination(*dst));
+            }
+            if msg.len() > self.cfg.message_len_max {
+                return Err(SendError::TooLarge {
+                    len: msg.len(),
+                    max: self.cfg.message_len_max,
+                });
+            }
+        }
+        // §4.1: one non-decreasing timestamp for the whole scattering; the barrier field starts
+        // equal to it.
+        let ts = self.timestamp(now);
+        for (dst, msg) in scattering {
+            let psn = self.procs[src_idx].next_psn[dst.index()];
+            let frags = msg.len().div_ceil(self.cfg.mtu_payload).max(1);
+            self.procs[src_idx].next_psn[dst.index()] = Psn(psn.0.wrapping_add(frags as u32));
+            self.stats.messages_sent += 1;
+            for frag in 0..frags {
+                let lo = frag * self.cfg.mtu_payload;
+                let hi = (lo + self.cfg.mtu_payload).min(msg.len());
+                let mut fl = if self.cfg.barrier_on_data {
+                    flags::BARRIER_VALID
+                } else {
+                    0
+                };
+                if frag + 1 == frags {
+                    fl |= flags::END_OF_MESSAGE;
+                }
+                let packet = DataPacket {
+                    header: DataHeader {
+                        flags: fl,
+                        frag: frag as u16,
+                        ts,
+                        barrier: ts,
+                        commit: ts,
+                        psn: Psn(psn.0.wrapping_add(frag as u32)),
+                        src,
+                        dst: *dst,
+                    },
+                    payload: msg.slice(lo..hi),
+                };
+                if self.local_index(*dst).is_some() {
+                    self.on_data(now, packet);
+                } else {
+                    self.stats.packets_sent += 1;
+                    self.send_uplink(Packet::Data(packet));
+                }
+            }
+        }
+        self.deliver_ready(now);
+        self.invariants();
+        Ok(ts)
+    }
+
+    fn local_index(&self, p: ProcId) -> Option<usize> {
+        self.procs.iter().position(|lp| lp.id == p)
+    }
+
+    fn send_uplink(&mut self, packet: Packet) {
+        match &packet {
+            Packet::Data(d) => {
+                if let Some(b) = d.header.barrier() {
+                    self.last_uplink_barrier = Some(b);
+                }
+            }
+            Packet::Beacon(b) => self.last_uplink_barrier = Some(b.barrier),
+            Packet::Nak(_) => {}
+        }
+        self.outputs.push_back(Output::Send {
+            port: UPLINK,
+            packet,
+        });
+    }
+
+    fn on_packet(&mut self, now: Instant, packet: Packet) {
+        match packet {
+            Packet::Data(d) => {
+                let barrier = d.header.barrier();
+                self.on_data(now, d);
+                if let Some(b) = barrier {
+                    self.raise_barrier(b);
+                }
+            }
+            Packet::Beacon(b) => self.raise_barrier(b.barrier),
+            Packet::Nak(n) => self.on_nak(n),
+        }
+        self.deliver_ready(now);
+    }
+
+    /// §4.1: buffer an arriving fragment, or drop and NAK it if it is below the barrier.
+    fn on_data(&mut self, now: Instant, d: DataPacket) {
+        let h = d.header;
+        let Some(dst_idx) = self.local_index(h.dst) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        if h.src.0 >= self.cfg.senders_max {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        let first_psn = Psn(h.psn.0.wrapping_sub(h.frag as u32));
+        if self.barrier.is_some_and(|b| h.ts < b) {
+            self.stats.dropped_late += 1;
+            self.partials.remove(&(h.src, h.dst, first_psn));
+            self.nak(h.dst, h.src, first_psn, h.ts, NakReason::Late);
+            return;
+        }
+        let payload = if h.frag == 0 && h.end_of_message() {
+            d.payload
+        } else {
+            match self.reassemble(h, first_psn, d.payload) {
+                Some(p) => p,
+                None => return,
+            }
+        };
+        let key = OrderKey {
+            ts: h.ts,
+            src: h.src,
+            psn: first_psn,
+        };
+        let item = Buffered {
+            payload,
+            arrived: now,
+        };
+        match self.procs[dst_idx].reorder.insert(key, item) {
+            Ok(()) => {}
+            Err(InsertError::Full) => {
+                self.stats.dropped_full += 1;
+                self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
+            }
+            Err(InsertError::Duplicate | InsertError::UnknownSender) => {
+                self.stats.dropped_invalid += 1;
+            }
+        }
+    }
+
+    /// Adds a fragment to its partial message; returns the whole payload once complete.
+    fn reassemble(&mut self, h: DataHeader, first_psn: Psn, payload: Bytes) -> Option<Bytes> {
+        let id = (h.src, h.dst, first_psn);
+        if !self.partials.contains_key(&id) && self.partials.len() >= self.cfg.reassembly_len_max {
+            self.stats.dropped_full += 1;
+            self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
+            return None;
+        }
+        let max_frags = self
+            .cfg
+            .message_len_max
+            .div_ceil(self.cfg.mtu_payload)
+            .max(1);
+        let partial = self.partials.entry(id).or_insert_with(|| Partial {
+            ts: h.ts,
+            parts: BTreeMap::new(),
+            last_frag: None,
+        });
+        if partial.ts != h.ts
+            || h.frag as usize >= max_frags
+            || partial.parts.contains_key(&h.frag)
+            || partial.last_frag.is_some_and(|l| h.frag > l)
+            || (h.end_of_message() && partial.parts.keys().any(|&f| f > h.frag))
+        {
+            self.stats.dropped_invalid += 1;
+            return None;
+        }
+        partial.parts.insert(h.frag, payload);
+        if h.end_of_message() {
+            partial.last_frag = Some(h.frag);
+        }
+        let complete = partial
+            .last_frag
+            .is_some_and(|l| partial.parts.len() == l as usize + 1);
+        if !complete {
+            return None;
+        }
+        let partial = self.partials.remove(&id).expect("present above");
+        let len = partial.parts.values().map(Bytes::len).sum();
+        let mut whole = BytesMut::with_capacity(len);
+        for part in partial.parts.values() {
+            whole.extend_from_slice(part);
+        }
+        Some(whole.freeze())
+    }
+
+    fn raise_barrier(&mut self, b: Timestamp) {
+        // Barriers from the network only ever move the host's barrier forward; an older one
+        // (reordered beacon) carries no new information.
+        self.barrier = Some(match self.barrier {
+            Some(cur) => cur.max_wrapping(b),
+            None => b,
+        });
+    }
+
+    /// Delivers, per local process, everything strictly below the barrier (§4.1), and gives up on
+    /// partial messages the barrier has passed.
+    fn deliver_ready(&mut self, now: Instant) {
+        let Some(barrier) = self.barrier else {
+            return;
+        };
+        let now_ts = self.timestamp(now);
+        for lp in &mut self.procs {
+            while let Some((key, item)) = lp.reorder.pop_below(barrier) {
+                self.stats.delivered += 1;
+                self.outputs
+                    .push_back(Output::Event(HostEvent::Deliver(Delivery {
+                        dst: lp.id,
+                        src: key.src,
+                        ts: key.ts,
+                        psn: key.psn,
+                        payload: item.payload,
+                        barrier,
+                        arrived: item.arrived,
+                        now_ts,
+                    })));
+            }
+        }
+        if self.partials.is_empty() {
+            return;
+        }
+        let stale: Vec<_> = self
+            .partials
+            .iter()
+            .filter(|(_, p)| p.ts < barrier)
+            .map(|(id, p)| (*id, p.ts))
+            .collect();
+        for ((src, dst, psn), ts) in stale {
+            self.partials.remove(&(src, dst, psn));
+            self.stats.dropped_incomplete += 1;
+            self.nak(dst, src, psn, ts, NakReason::Incomplete);
+        }
+    }
+
+    /// Tells `to` that the message `psn` it sent to local process `from` was dropped.
+    fn nak(&mut self, from: ProcId, to: ProcId, psn: Psn, ts: Timestamp, reason: NakReason) {
+        let id = (from, to, psn);
+        if self.recent_naks.contains(&id) {
+            return;
+        }
+        if self.recent_naks.len() == RECENT_NAKS_MAX {
+            self.recent_naks.pop_front();
+        }
+        self.recent_naks.push_back(id);
+        let nak = Nak {
+            reason,
+            from,
+            to,
+            psn,
+            ts,
+        };
+        if self.local_index(to).is_some() {
+            self.on_nak(nak);
+        } else {
+            self.stats.naks_sent += 1;
+            // A NAK leaving the host is a packet on the uplink like any other.
+            self.outputs.push_back(Output::Send {
+                port: UPLINK,
+                packet: Packet::Nak(nak),
+            });
+        }
+    }
+
+    fn on_nak(&mut self, n: Nak) {
+        if self.local_index(n.to).is_none() || n.from.0 >= self.cfg.senders_max {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        self.stats.send_failed += 1;
+        self.outputs.push_back(Output::Event(HostEvent::SendFailed {
+            src: n.to,
+            dst: n.from,
+            ts: n.ts,
+            psn: n.psn,
+            reason: n.reason,
+        }));
+    }
+
+    /// §4.2: at synchronized beacon times, an idle uplink gets a beacon. "Idle" is taken
+    /// precisely: no packet has gone up since the beacon time carrying a barrier at least as high,
+    /// so the first-hop switch would learn something from the beacon. A busy uplink's data packets
+    /// carry the barrier themselves (programmable-chip mode); with `beacon_always` (switch CPU and
+    /// representative modes, whose switches read no barriers from data) every tick sends one.
+    fn on_timeout(&mut self, now: Instant) {
+        if now < self.next_beacon {
+            return;
+        }
+        self.timestamp(now);
+        // The beacon carries the synchronized beacon time itself, not the clock reading a little
+        // after it: every host of a wave then reports the same value, so a switch's minimum moves
+        // once per wave. It is a valid barrier: every later timestamp is at least the clock,
+        // which is past the beacon time.
+        let barrier = self
+            .next_beacon
+            .timestamp()
+            .max_wrapping(self.last_beacon_barrier);
+        let stale = self.last_uplink_barrier.is_none_or(|last| last < barrier);
+        if stale || self.cfg.beacon_always {
+            self.last_beacon_barrier = barrier;
+            self.stats.beacons_sent += 1;
+            self.send_uplink(Packet::Beacon(Beacon {
+                from: self.cfg.node,
+                barrier,
+                commit: barrier,
+            }));
+        }
+        self.next_beacon = next_tick(now, self.cfg.beacon_interval_ns, 0);
+    }
+
+    /// Checks internal invariants (debug builds only).
+    fn invariants(&self) {
+        if cfg!(debug_assertions) {
+            debug_assert!(self.partials.len() <= self.cfg.reassembly_len_max);
+            debug_assert!(self.recent_naks.len() <= RECENT_NAKS_MAX);
+            for lp in &self.procs {
+                debug_assert!(lp.reorder.len() <= self.cfg.reorder_len_max);
+            }
+        }
+    }
+}
+
+impl Node for Host {
+    type Packet = Packet;
+    type Event = HostEvent;
+
+    fn handle(&mut self, now: Instant, input: Input<Packet>) {
+        self.timestamp(now);
+        match input {
+            Input::Packet { port, packet } => {
+                if port != UPLINK {
+                    self.stats.dropped_invalid += 1;
+                } else {
+                    self.on_packet(now, packet);
+                }
+            }
+            Input::Timeout => self.on_timeout(now),
+        }
+        self.invariants();
+    }
+
+    fn poll_output(&mut self) -> Option<Output<Packet, HostEvent>> {
+        self.outputs.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_beacon)
+    }
+}
+
+/// The first instant strictly after `now` that is congruent to `phase` modulo `interval`: the
+/// synchronized beacon times of §4.2 (every node derives them from its own synchronized clock).
+pub fn next_tick(now: Instant, interval: u64, phase: u64) -> Instant {
+    debug_assert!(interval > 0);
+    let phase = phase % interval;
+    let n = now.as_nanos();
+    let k = if n < phase {
+        0
+    } else {
+        (n - phase) / interval + 1
+    };
+    Instant(k * interval + phase)
+}

@@ -1,0 +1,419 @@
+//! The barrier aggregator (§4.1, Eq. 4.1; §6.2): what a switch — or the CPU or host that stands in
+//! for one — does to barriers.
+//!
+//! The switch keeps one register per input link holding the latest barrier seen on it, and its
+//! output barrier is the minimum of the registers (Eq. 4.1). The output barrier never moves
+//! backwards: an input whose register lags (a reordered beacon) cannot pull it down.
+//!
+//! Three incarnations (§6.2), chosen by [`SwitchMode`]:
+//! * [`SwitchMode::Chip`] — a programmable switching chip (§6.2.1): every forwarded data packet has
+//!   its barrier field rewritten to the output barrier. When a *beacon* advances the output
+//!   barrier, a beacon goes out at once on every output link (at most one per link per
+//!   `beacon_idle_ns`), so a wave of synchronized host beacons (§4.2) crosses the network in one
+//!   pass instead of waiting at every layer for a timer; at each beacon time, every output link
+//!   whose last packet carried a stale barrier gets a beacon too. Because hosts stamp their beacons with
+//!   the synchronized beacon time itself, a wave changes a switch's minimum once, not once per
+//!   input.
+//! * [`SwitchMode::Cpu`] — the switch CPU (§6.2.2): data is forwarded unchanged by the chip; the
+//!   CPU sees only beacons, which reach it after a processing delay, and periodically sends a beacon
+//!   with the minimum on *every* output link.
+//! * [`SwitchMode::Host`] — a host representative (§6.2.3): as `Cpu`, with the extra switch↔host
+//!   hop folded into the processing delay by whoever configures it.
+//!
+//! Forwarding (which output port a data packet takes) is not the aggregator's business: it asks a
+//! [`Router`]. In the simulator the router is the topology's ECMP table; a live aggregator
+//! daemon, which sees only beacons, has none.
+//!
+//! What it is not (yet): link failure detection and link addition (§4.2) and the commit-barrier
+//! register (§5.1) come with later issues.
+
+use crate::host::next_tick;
+use crate::ids::{NodeId, PortId, ProcId};
+use crate::node::{Input, Node, Output};
+use crate::time::{Instant, Timestamp};
+use crate::wire::{flags, Beacon, Packet};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Chooses the output port for a packet addressed to a process.
+pub trait Router: core::fmt::Debug + Send + Sync {
+    /// The output port at switch `at` for a packet from `src` to `dst`, or `None` if unroutable.
+    fn route(&self, at: NodeId, src: ProcId, dst: ProcId) -> Option<PortId>;
+}
+
+/// The switch incarnation (§6.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SwitchMode {
+    /// Programmable chip: per-packet barrier rewrite (§6.2.1).
+    Chip,
+    /// Switch CPU: periodic beacons after a processing delay (§6.2.2).
+    Cpu,
+    /// Host representative: as `Cpu` plus the switch↔host hop (§6.2.3).
+    Host,
+}
+
+impl SwitchMode {
+    /// True if data packets carry barriers that this incarnation reads and rewrites.
+    pub fn rewrites_data(self) -> bool {
+        self == SwitchMode::Chip
+    }
+}
+
+impl core::str::FromStr for SwitchMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "chip" => Ok(SwitchMode::Chip),
+            "cpu" => Ok(SwitchMode::Cpu),
+            "host" => Ok(SwitchMode::Host),
+            _ => Err(format!(
+                "unknown switch mode '{s}' (expected chip, cpu or host)"
+            )),
+        }
+    }
+}
+
+impl core::fmt::Display for SwitchMode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            SwitchMode::Chip => "chip",
+            SwitchMode::Cpu => "cpu",
+            SwitchMode::Host => "host",
+        })
+    }
+}
+
+/// Static configuration of an aggregator.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    /// This switch's node id (names it in beacons and routing).
+    pub node: NodeId,
+    /// The incarnation.
+    pub mode: SwitchMode,
+    /// Number of input links (ports `0..inputs`).
+    pub inputs: usize,
+    /// Number of output links (ports `0..outputs`).
+    pub outputs: usize,
+    /// Beacon interval T_beacon (§4.2).
+    pub beacon_interval_ns: u64,
+    /// Offset of this switch's beacon times within the interval: a switch `d` hops above the
+    /// hosts fires when the beacons of the layer below have arrived, so one wave of beacons
+    /// crosses the network per interval (§4.2, "sent at synchronized times").
+    pub beacon_phase_ns: u64,
+    /// Chip mode: least time between two beacons a barrier change triggers on one output link.
+    pub beacon_min_gap_ns: u64,
+    /// Cpu/Host modes: how long a received beacon takes to reach the registers (§6.2.2–6.2.3).
+    pub beacon_delay_ns: u64,
+    /// Cpu/Host modes: most beacons in flight to the CPU; more are dropped and counted.
+    pub pending_max: usize,
+}
+
+impl SwitchConfig {
+    /// A configuration with defaults (3 µs beacons, no phase, no processing delay).
+    pub fn new(node: NodeId, mode: SwitchMode, inputs: usize, outputs: usize) -> SwitchConfig {
+        SwitchConfig {
+            node,
+            mode,
+            inputs,
+            outputs,
+            beacon_interval_ns: 3_000,
+            beacon_phase_ns: 0,
+            beacon_min_gap_ns: 375,
+            beacon_delay_ns: 0,
+            pending_max: 4096,
+        }
+    }
+}
+
+/// Counters a switch keeps; never reset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchStats {
+    /// Data packets and NAKs forwarded.
+    pub forwarded: u64,
+    /// Beacons received.
+    pub beacons_received: u64,
+    /// Beacons sent.
+    pub beacons_sent: u64,
+    /// Packets dropped: unroutable, on an unknown port, or beacon overflow in CPU modes.
+    pub dropped: u64,
+}
+
+/// The barrier aggregator. See the module docs.
+#[derive(Debug)]
+pub struct Switch {
+    cfg: SwitchConfig,
+    router: Option<Arc<dyn Router>>,
+    /// R_i of Eq. 4.1, per input link; `None` until the link has said anything.
+    registers: Vec<Option<Timestamp>>,
+    /// B_new of Eq. 4.1, kept monotone.
+    out_barrier: Option<Timestamp>,
+    last_beacon: Vec<Option<Instant>>,
+    last_barrier_sent: Vec<Option<Timestamp>>,
+    /// Cpu/Host modes: beacons on their way to the CPU: (ready at, input port, barrier).
+    pending: VecDeque<(Instant, PortId, Timestamp)>,
+    next_beacon: Instant,
+    /// Chip mode: when deferred change-triggered beacons are due.
+    flush_at: Option<Instant>,
+    outputs: VecDeque<Output<Packet, SwitchEvent>>,
+    stats: SwitchStats,
+}
+
+/// Switches report nothing upward yet (failure detection comes with §4.2's link removal).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SwitchEvent {}
+
+impl Switch {
+    /// A switch at local time `now`.
+    ///
+    /// # Panics
+    /// On a zero beacon interval: a configuration bug of the caller.
+    pub fn new(cfg: SwitchConfig, router: Option<Arc<dyn Router>>, now: Instant) -> Switch {
+        assert!(
+            cfg.beacon_interval_ns > 0,
+            "beacon interval must be positive"
+        );
+        Switch {
+            registers: vec![None; cfg.inputs],
+            out_barrier: None,
+            last_beacon: vec![None; cfg.outputs],
+            last_barrier_sent: vec![None; cfg.outputs],
+            pending: VecDeque::new(),
+            next_beacon: next_tick(now, cfg.beacon_interval_ns, cfg.beacon_phase_ns),
+            flush_at: None,
+            outputs: VecDeque::new(),
+            stats: SwitchStats::default(),
+            router,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SwitchConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &SwitchStats {
+        &self.stats
+    }
+
+    /// The output barrier B_new (Eq. 4.1), once every input link has reported.
+    pub fn barrier(&self) -> Option<Timestamp> {
+        self.out_barrier
+    }
+
+    /// The register of one input link.
+    pub fn register(&self, port: PortId) -> Option<Timestamp> {
+        self.registers.get(port.index()).copied().flatten()
+    }
+
+    /// R_i := B for input `port` (kept monotone), then B_new := min_i R_i (Eq. 4.1).
+    fn update_register(&mut self, port: PortId, b: Timestamp) {
+        let r = &mut self.registers[port.index()];
+        *r = Some(r.map_or(b, |old| old.max_wrapping(b)));
+        self.recompute_barrier();
+    }
+
+    fn recompute_barrier(&mut self) {
+        let mut min: Option<Timestamp> = None;
+        for r in &self.registers {
+            let Some(r) = *r else {
+                return; // an input that never spoke bounds nothing yet
+            };
+            min = Some(min.map_or(r, |m| m.min_wrapping(r)));
+        }
+        if let Some(m) = min {
+            // Never backwards (§4.2: "the switch must maintain monotonicity of its B_new").
+            self.out_barrier = Some(self.out_barrier.map_or(m, |o| o.max_wrapping(m)));
+        }
+    }
+
+    fn on_packet(&mut self, now: Instant, port: PortId, mut packet: Packet) {
+        if port.index() >= self.cfg.inputs {
+            self.stats.dropped += 1;
+            return;
+        }
+        let (src, dst) = match &mut packet {
+            Packet::Beacon(b) => {
+                self.on_beacon(now, port, *b);
+                return;
+            }
+            Packet::Data(d) => {
+                if self.cfg.mode.rewrites_data() {
+                    if let Some(b) = d.header.barrier() {
+                        self.update_register(port, b);
+                    }
+                    // §4.1: the forwarded packet carries B_new.
+                    match self.out_barrier {
+                        Some(b) => {
+                            d.header.barrier = b;
+                            d.header.flags |= flags::BARRIER_VALID;
+                        }
+                        None => d.header.flags &= !flags::BARRIER_VALID,
+                    }
+                }
+                (d.header.src, d.header.dst)
+            }
+            Packet::Nak(n) => (n.from, n.to),
+        };
+        let Some(out) = self
+            .router
+            .as_ref()
+            .and_then(|r| r.route(self.cfg.node, src, dst))
+        else {
+            self.stats.dropped += 1;
+            return;
+        };
+        if out.index() >= self.cfg.outputs {
+            self.stats.dropped += 1;
+            return;
+        }
+        if let Packet::Data(d) = &packet {
+            if d.header.barrier().is_some() {
+                self.last_barrier_sent[out.index()] = Some(d.header.barrier);
+            }
+        }
+        self.stats.forwarded += 1;
+        self.outputs.push_back(Output::Send { port: out, packet });
+    }
+
+    fn on_beacon(&mut self, now: Instant, port: PortId, b: Beacon) {
+        self.stats.beacons_received += 1;
+        match self.cfg.mode {
+            SwitchMode::Chip => {
+                let before = self.out_barrier;
+                self.update_register(port, b.barrier);
+                if self.out_barrier != before {
+                    self.send_paced_beacons(now);
+                }
+            }
+            SwitchMode::Cpu | SwitchMode::Host => {
+                if self.pending.len() >= self.cfg.pending_max {
+                    self.stats.dropped += 1;
+                    return;
+                }
+                self.pending
+                    .push_back((now + self.cfg.beacon_delay_ns, port, b.barrier));
+            }
+        }
+    }
+
+    fn on_timeout(&mut self, now: Instant) {
+        if self.flush_at.is_some_and(|t| t <= now) {
+            self.send_paced_beacons(now);
+        }
+        if now < self.next_beacon {
+            return;
+        }
+        self.next_beacon = next_tick(now, self.cfg.beacon_interval_ns, self.cfg.beacon_phase_ns);
+        if self.cfg.mode != SwitchMode::Chip {
+            while let Some(&(ready, port, b)) = self.pending.front() {
+                if ready > now {
+                    break;
+                }
+                self.pending.pop_front();
+                self.update_register(port, b);
+            }
+        }
+        match self.cfg.mode {
+            // Links whose last packet carried a stale barrier: idle ones, or busy ones whose data
+            // went out before the barrier last moved (§4.2).
+            SwitchMode::Chip => self.send_beacons(now, |_, _| true),
+            // §6.2.2: every output link, every interval, "regardless of whether the link is idle
+            // or busy".
+            SwitchMode::Cpu | SwitchMode::Host => self.send_beacons(now, |_, _| true),
+        }
+    }
+
+    /// Chip mode: sends the output barrier at once on every output link that would learn
+    /// something and has had no beacon for `beacon_min_gap_ns`; the others are deferred (not
+    /// dropped) until their gap has passed, so the last change of a wave always goes out promptly
+    /// and a link never carries more than one change-triggered beacon per gap.
+    fn send_paced_beacons(&mut self, now: Instant) {
+        let gap = self.cfg.beacon_min_gap_ns;
+        let mut flush_at: Option<Instant> = None;
+        let barrier = self.out_barrier;
+        for o in 0..self.cfg.outputs {
+            let fresh = match (barrier, self.last_barrier_sent[o]) {
+                (Some(b), Some(last)) => b > last,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if !fresh {
+                continue;
+            }
+            match self.last_beacon[o]
+                .map(|t| t + gap)
+                .filter(|ready| *ready > now)
+            {
+                Some(ready) => flush_at = Some(flush_at.map_or(ready, |f| f.min(ready))),
+                None => self.send_beacon(now, o),
+            }
+        }
+        self.flush_at = flush_at;
+    }
+
+    /// Sends a beacon with the output barrier on every output link that would learn something
+    /// from it and that `eligible` admits.
+    fn send_beacons(&mut self, now: Instant, eligible: impl Fn(&Switch, usize) -> bool) {
+        let Some(barrier) = self.out_barrier else {
+            return;
+        };
+        for o in 0..self.cfg.outputs {
+            let fresh = self.last_barrier_sent[o].is_none_or(|last| barrier > last);
+            if fresh && eligible(self, o) {
+                self.send_beacon(now, o);
+            }
+        }
+    }
+
+    fn send_beacon(&mut self, now: Instant, o: usize) {
+        let barrier = self
+            .out_barrier
+            .expect("callers check the barrier is known");
+        self.stats.beacons_sent += 1;
+        self.last_beacon[o] = Some(now);
+        self.last_barrier_sent[o] = Some(barrier);
+        self.outputs.push_back(Output::Send {
+            port: PortId(o as u32),
+            packet: Packet::Beacon(Beacon {
+                from: self.cfg.node,
+                barrier,
+                commit: barrier,
+            }),
+        });
+    }
+
+    fn invariants(&self, before: Option<Timestamp>) {
+        if let (Some(b), Some(a)) = (before, self.out_barrier) {
+            assert!(a >= b, "switch {} barrier moved backwards", self.cfg.node);
+        }
+        debug_assert!(before.is_none() || self.out_barrier.is_some());
+        debug_assert!(self.pending.len() <= self.cfg.pending_max);
+    }
+}
+
+impl Node for Switch {
+    type Packet = Packet;
+    type Event = SwitchEvent;
+
+    fn handle(&mut self, now: Instant, input: Input<Packet>) {
+        let before = self.out_barrier;
+        match input {
+            Input::Packet { port, packet } => self.on_packet(now, port, packet),
+            Input::Timeout => self.on_timeout(now),
+        }
+        self.invariants(before);
+    }
+
+    fn poll_output(&mut self) -> Option<Output<Packet, SwitchEvent>> {
+        self.outputs.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(match self.flush_at {
+            Some(f) => f.min(self.next_beacon),
+            None => self.next_beacon,
+        })
+    }
+}

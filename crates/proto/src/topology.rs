@@ -1,0 +1,1536 @@
+//! The routing DAG of a multi-rooted tree data-center network (1Pipe §3.1, Fig. 3).
+//!
+//! In a multi-rooted tree a shortest path climbs to one of the lowest common ancestors of its
+//! two hosts, turns, and descends (§3.1). Following Fig. 3, every physical switch below the top
+//! layer is split into an *up* logical switch, which carries climbing traffic, and a *down*
+//! logical switch, which carries descending traffic; a virtual *loopback* link joins the two
+//! halves for traffic that turns at that switch. A top-layer switch (fat-tree core, leaf-spine
+//! spine) only ever turns traffic, so it is one logical node ([`Half::Top`]). Taking each host
+//! as a source on its uplink and a sink on its downlink, the graph is acyclic, which is what lets
+//! every node compute its barrier as the min over its input links, hop by hop (§4.1, Eq. 4.1).
+//!
+//! This module builds that graph ([`Topology::fat_tree`], [`Topology::rack`],
+//! [`Topology::leaf_spine`]), numbers every node's ports, and answers per-hop ECMP routing
+//! queries ([`Topology::route`]) from compact tables precomputed at build time. It is not a
+//! simulator and not a switch: it holds no queues, clocks or barrier state, and it models no
+//! failures or rerouting (the job of §3.1's SDN controller). Drivers build those on top of it.
+//!
+//! # Routing tables
+//!
+//! [`Topology::route`] runs once per packet per hop in the simulator, so it is O(1) and does not
+//! allocate. Rather than a `hosts`-long table per switch (which would be `nodes × hosts` entries,
+//! ~1.6 M for a k=16 fat tree), it exploits the fact that every builder numbers hosts so that the
+//! hosts below any logical switch form a contiguous range, and the children of a descending node
+//! split that range into equal, aligned blocks in port order (only the last may be short):
+//!
+//! - an up half stores the host range below its physical switch, its loopback port, and the
+//!   contiguous port range of its uplinks: "below me" is a range test, otherwise ECMP picks an
+//!   uplink;
+//! - a down half or top node stores the host range it reaches and the block size `hosts_per_port`:
+//!   the port toward `dst` is `(dst - lo) / hosts_per_port`;
+//! - a host always sends on port 0.
+//!
+//! That is 24 bytes per logical node, whatever the number of hosts. The build asserts the
+//! alignment it relies on, and [`Topology::validate`] checks every routing choice end to end.
+
+use core::fmt;
+
+use crate::ids::{LinkId, NodeId, PortId};
+
+/// The most hosts a topology may have (a k=160 fat tree has 1,024,000).
+pub const HOSTS_MAX: u32 = 1 << 20;
+
+/// The most links a topology may have. A leaf-spine grows as `leaves × spines`, so its host limit
+/// alone does not bound it.
+pub const LINKS_MAX: u64 = 1 << 24;
+
+// Every host owns two links (its uplink and its downlink), so the host limit must fit the link
+// limit with room for the switch fabric; the largest fat tree under HOSTS_MAX has about 6.2 M links.
+const _: () = assert!(8 * HOSTS_MAX as u64 <= LINKS_MAX);
+
+/// The golden-ratio increment of SplitMix64, used to spread small integers before mixing.
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// What a node of the routing graph is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// An end host: a source on its single output port and a sink on its single input port.
+    Host,
+    /// A logical switch (§3.1, Fig. 3).
+    Switch {
+        /// 1 = ToR / leaf, 2 = aggregation (fat tree) or spine (leaf-spine), 3 = core (fat tree).
+        layer: u8,
+        /// Which logical half of its physical switch this node is.
+        half: Half,
+    },
+}
+
+/// Which logical half of a physical switch a node is (§3.1, Fig. 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Half {
+    /// Carries traffic climbing toward the lowest common ancestor.
+    Up,
+    /// Carries traffic descending toward the destination.
+    Down,
+    /// The single logical node of a top-layer switch, which only turns traffic.
+    Top,
+}
+
+/// What a link of the routing graph is. Along any route the kinds appear in this order (§3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LinkKind {
+    /// A host's uplink, to its ToR's up half.
+    HostUp,
+    /// From an up half to a higher layer's up half or top node.
+    Up,
+    /// The virtual link from a physical switch's up half to its own down half (Fig. 3, dashed):
+    /// traffic that turns at that switch.
+    Loopback,
+    /// From a down half or top node to a lower layer's down half.
+    Down,
+    /// A host's downlink, from its ToR's down half.
+    HostDown,
+}
+
+/// A node of the routing graph: a host or a logical switch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopoNode {
+    /// What the node is.
+    pub kind: NodeKind,
+    /// A readable name: "host-3", "tor-1-up", "agg-2-down", "core-0", "leaf-0-up", "spine-1".
+    pub name: String,
+    /// The index of the physical switch (or host) this node belongs to, within its layer.
+    pub physical: u32,
+    /// The longest path, in links, from any host to this node (hosts: 0). Drivers use it to
+    /// phase-shift beacon timers layer by layer.
+    pub depth: u32,
+    /// Input links in port order: `inputs[p]` arrives on input port `PortId(p)`.
+    pub inputs: Vec<LinkId>,
+    /// Output links in port order: `outputs[p]` leaves on output port `PortId(p)`.
+    pub outputs: Vec<LinkId>,
+}
+
+/// A directed link of the routing graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopoLink {
+    /// The node it leaves.
+    pub from: NodeId,
+    /// The output port of `from` it leaves on.
+    pub from_port: PortId,
+    /// The node it enters.
+    pub to: NodeId,
+    /// The input port of `to` it enters on.
+    pub to_port: PortId,
+    /// What the link is.
+    pub kind: LinkKind,
+}
+
+/// The routing DAG of a multi-rooted tree (§3.1, Fig. 3) with precomputed ECMP routing tables.
+///
+/// Hosts are nodes `0..hosts()` in host order (`NodeId(h)` is host `h`); logical switches follow.
+/// Every host has exactly one output port 0 (its [`LinkKind::HostUp`]) and one input port 0 (its
+/// [`LinkKind::HostDown`]). Ports are dense per node, numbered in the order links were added.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    label: String,
+    hosts: u32,
+    layers: u8,
+    physical_switches: u32,
+    nodes: Vec<TopoNode>,
+    links: Vec<TopoLink>,
+    /// One compressed routing entry per node (see the module docs), indexed by `NodeId`.
+    routes: Vec<Route>,
+    max_depth: u32,
+    diameter_links: u32,
+}
+
+/// Why a topology could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopologyError {
+    /// A fat tree's arity must be even and at least 2.
+    FatTreeArity {
+        /// The arity asked for.
+        k: u32,
+    },
+    /// A topology needs at least one host.
+    NoHosts,
+    /// A leaf-spine's rack size must be at least 1.
+    RackSize {
+        /// The rack size asked for.
+        rack_size: u32,
+    },
+    /// A leaf-spine needs at least one spine.
+    Spines {
+        /// The number of spines asked for.
+        spines: u32,
+    },
+    /// The topology would exceed [`HOSTS_MAX`] hosts or [`LINKS_MAX`] links.
+    TooLarge {
+        /// What overflowed: "hosts" or "links".
+        what: &'static str,
+        /// How many there would be.
+        count: u64,
+        /// The limit.
+        max: u64,
+    },
+}
+
+/// A half-open range of host indices, `lo..hi`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HostRange {
+    lo: u32,
+    hi: u32,
+}
+
+/// A node's compressed routing entry (module docs, "Routing tables").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    /// A host sends everything but its own traffic on port 0.
+    Host { host: u32 },
+    /// An up half: loop back if the destination is below, else ECMP over the uplinks, which
+    /// occupy ports `uplinks_first .. uplinks_first + uplinks_count`.
+    Up {
+        below: HostRange,
+        loopback: PortId,
+        uplinks_first: u32,
+        uplinks_count: u32,
+    },
+    /// A down half or top node: output port `p` leads to hosts
+    /// `reach.lo + p * hosts_per_port ..` (the last block may be short).
+    Down {
+        reach: HostRange,
+        hosts_per_port: u32,
+    },
+}
+
+// The module docs promise a routing entry of 24 bytes per node.
+const _: () = assert!(size_of::<Route>() <= 24);
+
+/// Accumulates nodes and links, assigning ports in the order links are added.
+struct Builder {
+    hosts: u32,
+    nodes: Vec<TopoNode>,
+    links: Vec<TopoLink>,
+}
+
+impl Topology {
+    /// The Al-Fares k-ary fat tree: `k` pods of `k/2` edge (ToR) and `k/2` aggregation switches,
+    /// `(k/2)²` core switches and `k³/4` hosts, `k/2` per ToR.
+    ///
+    /// Edge switch `e` of pod `p` connects to all `k/2` aggregation switches of pod `p`;
+    /// aggregation switch `a` (0-based within its pod) connects to cores
+    /// `a·k/2 .. a·k/2 + k/2 - 1`. Physical indices run pod by pod: `tor-{p·k/2 + e}`,
+    /// `agg-{p·k/2 + a}`, `core-{c}`. `k` must be even and at least 2 (k=2 gives 2 hosts).
+    pub fn fat_tree(k: u32) -> Result<Topology, TopologyError> {
+        if k < 2 || k & 1 == 1 {
+            return Err(TopologyError::FatTreeArity { k });
+        }
+        let hosts = check_hosts(u128::from(k).pow(3) / 4)?;
+        let half = k / 2;
+        let pod_switches = k * half; // ToRs, and also aggregation switches, across all pods.
+        let cores = half * half;
+
+        let mut b = Builder::with_hosts(hosts);
+        let (tor_up, tor_down) = b.add_split_switches(1, "tor", pod_switches);
+        let (agg_up, agg_down) = b.add_split_switches(2, "agg", pod_switches);
+        let core: Vec<NodeId> = (0..cores)
+            .map(|c| b.add_switch(3, Half::Top, format!("core-{c}"), c))
+            .collect();
+
+        // Links are added node by node so that each up half's uplinks take contiguous ports,
+        // followed by its loopback; every host's links are its port 0 both ways. `w` is the
+        // width of a pod (k/2) and `pod_of(i)` the switches of the pod holding switch `i`.
+        let w = half as usize;
+        let pod_of = |i: usize| (i / w * w)..(i / w * w + w);
+        for h in 0..hosts {
+            b.add_link(NodeId(h), tor_up[h as usize / w], LinkKind::HostUp);
+        }
+        for (t, (&up, &down)) in tor_up.iter().zip(&tor_down).enumerate() {
+            for &agg in &agg_up[pod_of(t)] {
+                b.add_link(up, agg, LinkKind::Up);
+            }
+            b.add_link(up, down, LinkKind::Loopback);
+        }
+        // Aggregation switch a of every pod climbs to cores a·k/2 .. a·k/2 + k/2 - 1.
+        for (g, (&up, &down)) in agg_up.iter().zip(&agg_down).enumerate() {
+            let a = g % w;
+            for &top in &core[a * w..a * w + w] {
+                b.add_link(up, top, LinkKind::Up);
+            }
+            b.add_link(up, down, LinkKind::Loopback);
+        }
+        for (c, &top) in core.iter().enumerate() {
+            for pod in agg_down.chunks(w) {
+                b.add_link(top, pod[c / w], LinkKind::Down);
+            }
+        }
+        for (g, &down) in agg_down.iter().enumerate() {
+            for &tor in &tor_down[pod_of(g)] {
+                b.add_link(down, tor, LinkKind::Down);
+            }
+        }
+        for h in 0..hosts {
+            b.add_link(tor_down[h as usize / w], NodeId(h), LinkKind::HostDown);
+        }
+        Ok(b.finish(format!("fat-tree k={k}")))
+    }
+
+    /// A single rack: `hosts` hosts under one ToR (`tor-0-up`, `tor-0-down` and the loopback
+    /// between them).
+    pub fn rack(hosts: u32) -> Result<Topology, TopologyError> {
+        let hosts = check_hosts(u128::from(hosts))?;
+        let mut b = Builder::with_hosts(hosts);
+        let (up, down) = b.add_split_switches(1, "tor", 1);
+        for h in 0..hosts {
+            b.add_link(NodeId(h), up[0], LinkKind::HostUp);
+        }
+        b.add_link(up[0], down[0], LinkKind::Loopback);
+        for h in 0..hosts {
+            b.add_link(down[0], NodeId(h), LinkKind::HostDown);
+        }
+        Ok(b.finish("rack".to_string()))
+    }
+
+    /// A two-layer leaf-spine: `ceil(hosts / rack_size)` leaves, `rack_size` hosts each (the last
+    /// may be partly filled), every leaf's up half linked to every spine and every spine to every
+    /// leaf's down half.
+    pub fn leaf_spine(hosts: u32, rack_size: u32, spines: u32) -> Result<Topology, TopologyError> {
+        if hosts == 0 {
+            return Err(TopologyError::NoHosts);
+        }
+        if rack_size == 0 {
+            return Err(TopologyError::RackSize { rack_size });
+        }
+        if spines == 0 {
+            return Err(TopologyError::Spines { spines });
+        }
+        let hosts = check_hosts(u128::from(hosts))?;
+        let leaves = hosts.div_ceil(rack_size);
+        let links = 2 * u64::from(hosts) + u64::from(leaves) * (1 + 2 * u64::from(spines));
+        if links > LINKS_MAX {
+            return Err(TopologyError::TooLarge {
+                what: "links",
+                count: links,
+                max: LINKS_MAX,
+            });
+        }
+
+        let mut b = Builder::with_hosts(hosts);
+        let (leaf_up, leaf_down) = b.add_split_switches(1, "leaf", leaves);
+        let spine: Vec<NodeId> = (0..spines)
+            .map(|s| b.add_switch(2, Half::Top, format!("spine-{s}"), s))
+            .collect();
+        let leaf_of = |h: u32| (h / rack_size) as usize;
+        for h in 0..hosts {
+            b.add_link(NodeId(h), leaf_up[leaf_of(h)], LinkKind::HostUp);
+        }
+        for (&up, &down) in leaf_up.iter().zip(&leaf_down) {
+            for &s in &spine {
+                b.add_link(up, s, LinkKind::Up);
+            }
+            b.add_link(up, down, LinkKind::Loopback);
+        }
+        for &s in &spine {
+            for &down in &leaf_down {
+                b.add_link(s, down, LinkKind::Down);
+            }
+        }
+        for h in 0..hosts {
+            b.add_link(leaf_down[leaf_of(h)], NodeId(h), LinkKind::HostDown);
+        }
+        Ok(b.finish(format!("leaf-spine rack={rack_size} spines={spines}")))
+    }
+
+    /// The output port to take at node `at` for a packet to host `dst_host`.
+    ///
+    /// At an up half: the loopback if `dst_host` is below this physical switch, else an uplink
+    /// chosen by ECMP from `flow_hash` and `at`, so different switches choose independently for
+    /// the same flow. At a down half or top node: the unique port toward `dst_host`. At a host:
+    /// port 0. `None` if `at` is `dst_host` itself, or `dst_host` or `at` is out of range, or
+    /// `dst_host` is not reachable from `at`. O(1); does not allocate.
+    #[inline]
+    pub fn route(&self, at: NodeId, dst_host: u32, flow_hash: u64) -> Option<PortId> {
+        let (first, count) = self.choices(at, dst_host)?;
+        debug_assert!(count >= 1);
+        let pick = if count == 1 {
+            0
+        } else {
+            (ecmp_mix(flow_hash, at) % u64::from(count)) as u32
+        };
+        Some(PortId(first + pick))
+    }
+
+    /// The seeded per-flow hash used for ECMP; the same as the free function [`flow_hash`].
+    pub fn flow_hash(seed: u64, src_host: u32, dst_host: u32) -> u64 {
+        flow_hash(seed, src_host, dst_host)
+    }
+
+    /// The links a packet from `src_host` to `dst_host` takes, following [`Topology::route`]
+    /// hop by hop. Empty if the two are the same host or either is out of range. For tests and
+    /// tools; it allocates.
+    pub fn path(&self, src_host: u32, dst_host: u32, flow_hash: u64) -> Vec<LinkId> {
+        let mut path = Vec::new();
+        if src_host >= self.hosts || dst_host >= self.hosts {
+            return path;
+        }
+        let mut at = NodeId(src_host);
+        while let Some(port) = self.route(at, dst_host, flow_hash) {
+            let link = self.nodes[at.index()].outputs[port.index()];
+            path.push(link);
+            at = self.links[link.index()].to;
+            // The graph is a DAG (§3.1), so a route can never revisit a link.
+            assert!(
+                path.len() <= self.links.len(),
+                "routing loop toward host-{dst_host}"
+            );
+        }
+        path
+    }
+
+    /// The number of hosts.
+    pub fn hosts(&self) -> u32 {
+        self.hosts
+    }
+
+    /// All nodes, indexed by `NodeId`: hosts first, then logical switches.
+    pub fn nodes(&self) -> &[TopoNode] {
+        &self.nodes
+    }
+
+    /// One node.
+    pub fn node(&self, id: NodeId) -> &TopoNode {
+        &self.nodes[id.index()]
+    }
+
+    /// All links, indexed by `LinkId`.
+    pub fn links(&self) -> &[TopoLink] {
+        &self.links
+    }
+
+    /// One link.
+    pub fn link(&self, id: LinkId) -> &TopoLink {
+        &self.links[id.index()]
+    }
+
+    /// The node of host `host`, which is `NodeId(host)`.
+    pub fn host_node(&self, host: u32) -> NodeId {
+        assert!(host < self.hosts, "host-{host} out of range");
+        NodeId(host)
+    }
+
+    /// Host `host`'s uplink ([`LinkKind::HostUp`], its output port 0).
+    pub fn uplink(&self, host: u32) -> LinkId {
+        self.nodes[self.host_node(host).index()].outputs[0]
+    }
+
+    /// Host `host`'s downlink ([`LinkKind::HostDown`], its input port 0).
+    pub fn downlink(&self, host: u32) -> LinkId {
+        self.nodes[self.host_node(host).index()].inputs[0]
+    }
+
+    /// The logical switches, in node order.
+    pub fn switches(&self) -> impl Iterator<Item = NodeId> {
+        let end = u32::try_from(self.nodes.len()).expect("node count fits u32");
+        (self.hosts..end).map(NodeId)
+    }
+
+    /// The largest [`TopoNode::depth`].
+    pub fn max_depth(&self) -> u32 {
+        self.max_depth
+    }
+
+    /// The longest route, in links, between two distinct hosts (0 if there is only one host).
+    pub fn diameter_links(&self) -> u32 {
+        self.diameter_links
+    }
+
+    /// One line, e.g. "fat-tree k=4: 16 hosts, 20 switches (36 logical), 3 layers, 112 links".
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: {}, {} ({} logical), {}, {}",
+            self.label,
+            plural(u64::from(self.hosts), "host"),
+            plural(u64::from(self.physical_switches), "switch"),
+            self.nodes.len() - self.hosts as usize,
+            plural(u64::from(self.layers), "layer"),
+            plural(self.links.len() as u64, "link"),
+        )
+    }
+
+    /// Approximate bytes owned by this topology, inline and on the heap, ignoring allocator
+    /// overhead.
+    pub fn memory_bytes(&self) -> usize {
+        let per_node: usize = self
+            .nodes
+            .iter()
+            .map(|n| {
+                n.name.capacity()
+                    + (n.inputs.capacity() + n.outputs.capacity()) * size_of::<LinkId>()
+            })
+            .sum();
+        size_of::<Self>()
+            + self.label.capacity()
+            + self.nodes.capacity() * size_of::<TopoNode>()
+            + per_node
+            + self.links.capacity() * size_of::<TopoLink>()
+            + self.routes.capacity() * size_of::<Route>()
+    }
+
+    /// Checks every structural promise this type makes, returning the first broken one:
+    /// hosts come first with one port each way; port tables agree with links; link kinds join
+    /// the node kinds they should; the graph is acyclic once hosts are split into sources and
+    /// sinks (§3.1); depths are longest paths; every routing choice (every ECMP branch) from
+    /// every node leads to the destination; every host reaches every other host along a path
+    /// that climbs, turns once and descends; and the longest such path is
+    /// [`Topology::diameter_links`].
+    ///
+    /// Costs O(nodes × hosts + hosts² × diameter): meant for tests and tools, not for
+    /// million-host topologies.
+    pub fn validate(&self) -> Result<(), String> {
+        self.validate_nodes()?;
+        self.validate_ports()?;
+        for (l, link) in self.links.iter().enumerate() {
+            self.validate_link_kind(LinkId(l as u32), link)?;
+        }
+        let order = topological_order(&self.nodes, &self.links)
+            .ok_or("the routing graph has a cycle (§3.1 requires a DAG)")?;
+        let depth = longest_paths(&self.nodes, &self.links, &order);
+        for (node, d) in self.nodes.iter().zip(&depth) {
+            if node.depth != *d {
+                return Err(format!(
+                    "{} has depth {}, expected {d}",
+                    node.name, node.depth
+                ));
+            }
+        }
+        if self.max_depth != depth.iter().copied().max().unwrap_or(0) {
+            return Err(format!(
+                "max_depth {} is not the largest depth",
+                self.max_depth
+            ));
+        }
+        self.validate_all_choices(&order)?;
+        self.validate_paths()
+    }
+
+    /// The output ports `first .. first + count` that [`Topology::route`] chooses among, or
+    /// `None` if there is no way on.
+    #[inline]
+    fn choices(&self, at: NodeId, dst: u32) -> Option<(u32, u32)> {
+        if dst >= self.hosts {
+            return None;
+        }
+        match *self.routes.get(at.index())? {
+            Route::Host { host } => (host != dst).then_some((0, 1)),
+            Route::Up {
+                below,
+                loopback,
+                uplinks_first,
+                uplinks_count,
+            } => {
+                if below.contains(dst) {
+                    // §3.1: this physical switch is the lowest common ancestor; turn here.
+                    Some((loopback.0, 1))
+                } else if uplinks_count > 0 {
+                    Some((uplinks_first, uplinks_count))
+                } else {
+                    None
+                }
+            }
+            Route::Down {
+                reach,
+                hosts_per_port,
+            } => reach
+                .contains(dst)
+                .then(|| ((dst - reach.lo) / hosts_per_port, 1)),
+        }
+    }
+
+    /// Hosts are nodes `0..hosts` with one port each way; everything after them is a switch.
+    fn validate_nodes(&self) -> Result<(), String> {
+        if self.hosts == 0 || self.hosts as usize > self.nodes.len() {
+            return Err(format!(
+                "{} hosts among {} nodes",
+                self.hosts,
+                self.nodes.len()
+            ));
+        }
+        if self.routes.len() != self.nodes.len() {
+            return Err("one routing entry per node".to_string());
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            let is_host = i < self.hosts as usize;
+            if is_host != (node.kind == NodeKind::Host) {
+                return Err(format!("node {i} ({}) is out of place", node.name));
+            }
+            if is_host && node.physical != i as u32 {
+                return Err(format!(
+                    "{} has physical index {}",
+                    node.name, node.physical
+                ));
+            }
+            if is_host && (node.inputs.len() != 1 || node.outputs.len() != 1) {
+                return Err(format!("{} must have exactly one port each way", node.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every link sits at the port its endpoints list it under, and vice versa.
+    fn validate_ports(&self) -> Result<(), String> {
+        let n = self.nodes.len();
+        for (l, link) in self.links.iter().enumerate() {
+            let id = LinkId(l as u32);
+            if link.from.index() >= n || link.to.index() >= n {
+                return Err(format!("{id} has an endpoint out of range"));
+            }
+            let from = &self.nodes[link.from.index()];
+            let to = &self.nodes[link.to.index()];
+            if from.outputs.get(link.from_port.index()) != Some(&id) {
+                return Err(format!(
+                    "{id} is not output {} of {}",
+                    link.from_port, from.name
+                ));
+            }
+            if to.inputs.get(link.to_port.index()) != Some(&id) {
+                return Err(format!("{id} is not input {} of {}", link.to_port, to.name));
+            }
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            let at = NodeId(i as u32);
+            for (p, l) in node.outputs.iter().enumerate() {
+                let ok = self
+                    .links
+                    .get(l.index())
+                    .is_some_and(|link| link.from == at && link.from_port == PortId(p as u32));
+                if !ok {
+                    return Err(format!("output {p} of {} lists {l} wrongly", node.name));
+                }
+            }
+            for (p, l) in node.inputs.iter().enumerate() {
+                let ok = self
+                    .links
+                    .get(l.index())
+                    .is_some_and(|link| link.to == at && link.to_port == PortId(p as u32));
+                if !ok {
+                    return Err(format!("input {p} of {} lists {l} wrongly", node.name));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A link's kind agrees with the kinds of the nodes it joins (Fig. 3).
+    fn validate_link_kind(&self, id: LinkId, link: &TopoLink) -> Result<(), String> {
+        use Half::{Down, Top, Up};
+        let from = &self.nodes[link.from.index()];
+        let to = &self.nodes[link.to.index()];
+        let ok = match (link.kind, switch_of(from.kind), switch_of(to.kind)) {
+            (LinkKind::HostUp, None, Some((1, Up))) => link.from_port.0 == 0,
+            (LinkKind::HostDown, Some((1, Down)), None) => link.to_port.0 == 0,
+            (LinkKind::Up, Some((a, Up)), Some((b, Up | Top))) => b > a,
+            (LinkKind::Loopback, Some((a, Up)), Some((b, Down))) => {
+                a == b && from.physical == to.physical
+            }
+            (LinkKind::Down, Some((a, Down | Top)), Some((b, Down))) => b < a,
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{id} ({:?}) from {} to {} is miswired",
+                link.kind, from.name, to.name
+            ))
+        }
+    }
+
+    /// For every destination, every choice [`Topology::route`] could make at every node (every
+    /// ECMP branch) leads to the destination; in particular every other host reaches it.
+    fn validate_all_choices(&self, order: &[NodeId]) -> Result<(), String> {
+        let mut reaches = vec![false; self.nodes.len()];
+        for dst in 0..self.hosts {
+            reaches.fill(false);
+            // Reverse topological order: every non-host successor is decided before its
+            // predecessors, and a downlink is decided by where it lands.
+            for &at in order.iter().rev() {
+                reaches[at.index()] = self.choices(at, dst).is_some_and(|(first, count)| {
+                    (first..first + count).all(|p| {
+                        let node = &self.nodes[at.index()];
+                        node.outputs.get(p as usize).is_some_and(|l| {
+                            let link = &self.links[l.index()];
+                            if link.kind == LinkKind::HostDown {
+                                link.to == NodeId(dst)
+                            } else {
+                                reaches[link.to.index()]
+                            }
+                        })
+                    })
+                });
+            }
+            if let Some(src) = (0..self.hosts).find(|&s| s != dst && !reaches[s as usize]) {
+                return Err(format!("some route from host-{src} misses host-{dst}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every host reaches every other along a path that climbs, turns once and descends
+    /// (§3.1), and the longest such path is `diameter_links`.
+    fn validate_paths(&self) -> Result<(), String> {
+        let mut longest = 0;
+        for src in 0..self.hosts {
+            for dst in (0..self.hosts).filter(|&d| d != src) {
+                let path = self.path(src, dst, flow_hash(0x1bad_5eed, src, dst));
+                if path.last() != Some(&self.downlink(dst)) {
+                    return Err(format!(
+                        "the route from host-{src} to host-{dst} goes astray"
+                    ));
+                }
+                self.check_path_shape(&path)
+                    .map_err(|e| format!("host-{src} to host-{dst}: {e}"))?;
+                longest = longest.max(path.len() as u32);
+            }
+        }
+        if longest != self.diameter_links {
+            return Err(format!(
+                "diameter_links is {}, but the longest route has {longest} links",
+                self.diameter_links
+            ));
+        }
+        Ok(())
+    }
+
+    /// A path is contiguous and its link kinds read `HostUp Up* (Loopback)? Down* HostDown`,
+    /// turning exactly once: at a loopback or at a top node (§3.1).
+    fn check_path_shape(&self, path: &[LinkId]) -> Result<(), String> {
+        let rank = |kind| match kind {
+            LinkKind::HostUp => 0,
+            LinkKind::Up => 1,
+            LinkKind::Loopback => 2,
+            LinkKind::Down => 3,
+            LinkKind::HostDown => 4,
+        };
+        let mut rank_prev = 0;
+        let mut turns = 0;
+        for (i, &l) in path.iter().enumerate() {
+            let link = &self.links[l.index()];
+            if i > 0 && self.links[path[i - 1].index()].to != link.from {
+                return Err(format!("{l} does not continue the path"));
+            }
+            let first_or_last_ok = (i == 0) == (link.kind == LinkKind::HostUp)
+                && (i + 1 == path.len()) == (link.kind == LinkKind::HostDown);
+            if rank(link.kind) < rank_prev || !first_or_last_ok {
+                return Err(format!("{l} ({:?}) is out of order", link.kind));
+            }
+            rank_prev = rank(link.kind);
+            let to_top = matches!(
+                self.nodes[link.to.index()].kind,
+                NodeKind::Switch {
+                    half: Half::Top,
+                    ..
+                }
+            );
+            turns += u32::from(link.kind == LinkKind::Loopback) + u32::from(to_top);
+        }
+        if turns != 1 {
+            return Err(format!("the path turns {turns} times"));
+        }
+        Ok(())
+    }
+
+    /// The longest route between two distinct hosts, from the tables, in O(hosts × layers).
+    ///
+    /// From each source it climbs the first uplinks; wherever an up half's "below" range grows
+    /// (or a top node reaches beyond it), some destination turns there, at `hops + 1 + the
+    /// longest descent` (loopback) or `hops + the longest descent` (top). It assumes what every
+    /// builder here gives: ECMP siblings have equal ranges and equal depths; `validate` checks
+    /// the result against every route.
+    fn diameter_from_tables(&self, descent_len: &[u32]) -> u32 {
+        let mut diameter = 0;
+        for src in 0..self.hosts {
+            let mut covered = HostRange {
+                lo: src,
+                hi: src + 1,
+            };
+            let mut hops = 1;
+            let mut at = self.links[self.uplink(src).index()].to;
+            loop {
+                let outputs = &self.nodes[at.index()].outputs;
+                match self.routes[at.index()] {
+                    Route::Up {
+                        below,
+                        loopback,
+                        uplinks_first,
+                        uplinks_count,
+                    } => {
+                        assert!(below.lo <= covered.lo && covered.hi <= below.hi);
+                        if below.len() > covered.len() {
+                            let turn = self.links[outputs[loopback.index()].index()].to;
+                            diameter = diameter.max(hops + 1 + descent_len[turn.index()]);
+                        }
+                        if uplinks_count == 0 {
+                            break;
+                        }
+                        covered = below;
+                        hops += 1;
+                        at = self.links[outputs[uplinks_first as usize].index()].to;
+                    }
+                    Route::Down { reach, .. } => {
+                        // Climbing only ever ends at a top node.
+                        if reach.len() > covered.len() {
+                            diameter = diameter.max(hops + descent_len[at.index()]);
+                        }
+                        break;
+                    }
+                    Route::Host { .. } => unreachable!("an uplink leads to a host"),
+                }
+            }
+        }
+        diameter
+    }
+}
+
+impl Builder {
+    /// A builder holding hosts `0..hosts`, with no links yet.
+    fn with_hosts(hosts: u32) -> Builder {
+        assert!((1..=HOSTS_MAX).contains(&hosts));
+        let nodes = (0..hosts)
+            .map(|h| TopoNode {
+                kind: NodeKind::Host,
+                name: format!("host-{h}"),
+                physical: h,
+                depth: 0,
+                inputs: Vec::with_capacity(1),
+                outputs: Vec::with_capacity(1),
+            })
+            .collect();
+        Builder {
+            hosts,
+            nodes,
+            links: Vec::new(),
+        }
+    }
+
+    /// Adds one logical switch.
+    fn add_switch(&mut self, layer: u8, half: Half, name: String, physical: u32) -> NodeId {
+        let id = NodeId(u32::try_from(self.nodes.len()).expect("node count fits u32"));
+        self.nodes.push(TopoNode {
+            kind: NodeKind::Switch { layer, half },
+            name,
+            physical,
+            depth: 0,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        });
+        id
+    }
+
+    /// Adds `count` physical switches of one layer, each split into an up and a down half
+    /// (Fig. 3), interleaved in node order; returns the up halves and the down halves.
+    fn add_split_switches(
+        &mut self,
+        layer: u8,
+        prefix: &str,
+        count: u32,
+    ) -> (Vec<NodeId>, Vec<NodeId>) {
+        let mut up = Vec::with_capacity(count as usize);
+        let mut down = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            up.push(self.add_switch(layer, Half::Up, format!("{prefix}-{i}-up"), i));
+            down.push(self.add_switch(layer, Half::Down, format!("{prefix}-{i}-down"), i));
+        }
+        (up, down)
+    }
+
+    /// Adds a link on the next free output port of `from` and input port of `to`.
+    fn add_link(&mut self, from: NodeId, to: NodeId, kind: LinkKind) -> LinkId {
+        assert_ne!(from, to);
+        let id = LinkId(u32::try_from(self.links.len()).expect("link count fits u32"));
+        let from_port = PortId(self.nodes[from.index()].outputs.len() as u32);
+        let to_port = PortId(self.nodes[to.index()].inputs.len() as u32);
+        self.nodes[from.index()].outputs.push(id);
+        self.nodes[to.index()].inputs.push(id);
+        self.links.push(TopoLink {
+            from,
+            from_port,
+            to,
+            to_port,
+            kind,
+        });
+        id
+    }
+
+    /// Computes depths and routing tables and seals the topology.
+    fn finish(self, label: String) -> Topology {
+        let Builder {
+            hosts,
+            mut nodes,
+            links,
+        } = self;
+        assert!(links.len() as u64 <= LINKS_MAX);
+        let order = topological_order(&nodes, &links)
+            .expect("a multi-rooted tree's routing graph is a DAG (§3.1)");
+        let depth = longest_paths(&nodes, &links, &order);
+        for (node, d) in nodes.iter_mut().zip(&depth) {
+            node.depth = *d;
+        }
+        let (routes, descent_len) = route_tables(&nodes, &links, &order, hosts);
+        let mut layers = 0;
+        let mut physical_switches = 0;
+        for node in &nodes {
+            if let NodeKind::Switch { layer, half } = node.kind {
+                layers = layers.max(layer);
+                physical_switches += u32::from(half != Half::Down);
+            }
+        }
+        let mut topology = Topology {
+            label,
+            hosts,
+            layers,
+            physical_switches,
+            nodes,
+            links,
+            routes,
+            max_depth: depth.iter().copied().max().unwrap_or(0),
+            diameter_links: 0,
+        };
+        topology.diameter_links = topology.diameter_from_tables(&descent_len);
+        topology
+    }
+}
+
+impl HostRange {
+    fn contains(self, host: u32) -> bool {
+        self.lo <= host && host < self.hi
+    }
+
+    fn len(self) -> u32 {
+        self.hi - self.lo
+    }
+}
+
+impl fmt::Display for TopologyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TopologyError::FatTreeArity { k } => {
+                write!(f, "fat-tree --k must be even and >= 2, got {k}")
+            }
+            TopologyError::NoHosts => write!(f, "--hosts must be >= 1, got 0"),
+            TopologyError::RackSize { rack_size } => {
+                write!(f, "leaf-spine --rack-size must be >= 1, got {rack_size}")
+            }
+            TopologyError::Spines { spines } => {
+                write!(f, "leaf-spine --spines must be >= 1, got {spines}")
+            }
+            TopologyError::TooLarge { what, count, max } => {
+                write!(f, "topology too large: {count} {what}, the limit is {max}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TopologyError {}
+
+/// The seeded per-flow hash used for ECMP: the same `(seed, src_host, dst_host)` always gives
+/// the same hash, and under one seed distinct pairs give distinct hashes (it is a bijection of
+/// the pair).
+pub fn flow_hash(seed: u64, src_host: u32, dst_host: u32) -> u64 {
+    let pair = (u64::from(src_host) << 32) | u64::from(dst_host);
+    mix64(mix64(seed.wrapping_add(GOLDEN)) ^ pair)
+}
+
+/// SplitMix64's finalizer: a bijective 64-bit mixer with full avalanche.
+#[inline]
+const fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The ECMP draw of switch `at` for a flow: mixing in the node makes the switches along a path
+/// choose independently of each other.
+#[inline]
+fn ecmp_mix(flow_hash: u64, at: NodeId) -> u64 {
+    mix64(flow_hash ^ u64::from(at.0).wrapping_mul(GOLDEN))
+}
+
+/// Host count as `u32`, or why not.
+fn check_hosts(hosts: u128) -> Result<u32, TopologyError> {
+    if hosts == 0 {
+        return Err(TopologyError::NoHosts);
+    }
+    if hosts > u128::from(HOSTS_MAX) {
+        return Err(TopologyError::TooLarge {
+            what: "hosts",
+            count: u64::try_from(hosts).unwrap_or(u64::MAX),
+            max: u64::from(HOSTS_MAX),
+        });
+    }
+    Ok(hosts as u32)
+}
+
+/// "1 host", "16 hosts", "2 switches".
+fn plural(n: u64, noun: &str) -> String {
+    match (n, noun.ends_with("ch")) {
+        (1, _) => format!("1 {noun}"),
+        (_, true) => format!("{n} {noun}es"),
+        (_, false) => format!("{n} {noun}s"),
+    }
+}
+
+/// A topological order of the nodes (Kahn), or `None` if there is a cycle.
+///
+/// Downlinks into hosts are left out: a host is a source on its uplink and a sink on its
+/// downlink (§3.1, Fig. 3), and the barrier a host sends is its own clock, not a function of
+/// what it received, so host → ToR → host is not a dependency cycle. Hosts therefore come first.
+fn topological_order(nodes: &[TopoNode], links: &[TopoLink]) -> Option<Vec<NodeId>> {
+    let counts_in = |l: &LinkId| links[l.index()].kind != LinkKind::HostDown;
+    let mut indegree: Vec<usize> = nodes
+        .iter()
+        .map(|n| n.inputs.iter().filter(|l| counts_in(l)).count())
+        .collect();
+    let mut order: Vec<NodeId> = (0..nodes.len())
+        .filter(|&i| indegree[i] == 0)
+        .map(|i| NodeId(i as u32))
+        .collect();
+    let mut next = 0;
+    while let Some(&at) = order.get(next) {
+        next += 1;
+        for l in nodes[at.index()].outputs.iter().filter(|l| counts_in(l)) {
+            let to = links[l.index()].to;
+            indegree[to.index()] -= 1;
+            if indegree[to.index()] == 0 {
+                order.push(to);
+            }
+        }
+    }
+    (order.len() == nodes.len()).then_some(order)
+}
+
+/// Each node's longest path in links from any host (hosts: 0), over `order`.
+fn longest_paths(nodes: &[TopoNode], links: &[TopoLink], order: &[NodeId]) -> Vec<u32> {
+    let mut depth = vec![0; nodes.len()];
+    for &at in order {
+        for l in &nodes[at.index()].outputs {
+            let link = &links[l.index()];
+            if link.kind != LinkKind::HostDown {
+                let d = depth[at.index()] + 1;
+                let to = &mut depth[link.to.index()];
+                *to = (*to).max(d);
+            }
+        }
+    }
+    depth
+}
+
+/// Every node's compressed routing entry, and every descending node's longest descent to a
+/// host in links (0 for hosts and up halves).
+fn route_tables(
+    nodes: &[TopoNode],
+    links: &[TopoLink],
+    order: &[NodeId],
+    hosts: u32,
+) -> (Vec<Route>, Vec<u32>) {
+    let mut reach = vec![HostRange { lo: 0, hi: 0 }; nodes.len()];
+    let mut descent_len = vec![0; nodes.len()];
+    let mut routes: Vec<Option<Route>> = vec![None; nodes.len()];
+    for h in 0..hosts {
+        reach[h as usize] = HostRange { lo: h, hi: h + 1 };
+        routes[h as usize] = Some(Route::Host { host: h });
+    }
+    // Reverse topological order decides a descending node's children before the node itself.
+    for &at in order.iter().rev() {
+        if let NodeKind::Switch { half, .. } = nodes[at.index()].kind {
+            if half != Half::Up {
+                let (route, range, descent) = down_route(nodes, links, &reach, &descent_len, at);
+                routes[at.index()] = Some(route);
+                reach[at.index()] = range;
+                descent_len[at.index()] = descent;
+            }
+        }
+    }
+    for (i, node) in nodes.iter().enumerate() {
+        if is_up(node) {
+            routes[i] = Some(up_route(nodes, links, &reach, NodeId(i as u32)));
+        }
+    }
+    let routes = routes
+        .into_iter()
+        .map(|r| r.expect("every node has a routing entry"))
+        .collect();
+    (routes, descent_len)
+}
+
+/// A switch's layer and half; `None` for a host.
+fn switch_of(kind: NodeKind) -> Option<(u8, Half)> {
+    match kind {
+        NodeKind::Host => None,
+        NodeKind::Switch { layer, half } => Some((layer, half)),
+    }
+}
+
+/// True for an up half.
+fn is_up(node: &TopoNode) -> bool {
+    matches!(node.kind, NodeKind::Switch { half: Half::Up, .. })
+}
+
+/// A down half's or top node's entry, the hosts it reaches and its longest descent. Asserts the
+/// aligned block layout the compressed entry relies on (module docs).
+fn down_route(
+    nodes: &[TopoNode],
+    links: &[TopoLink],
+    reach: &[HostRange],
+    descent_len: &[u32],
+    at: NodeId,
+) -> (Route, HostRange, u32) {
+    let node = &nodes[at.index()];
+    assert!(!node.outputs.is_empty(), "{} has no way down", node.name);
+    let child = |p: usize| {
+        let link = &links[node.outputs[p].index()];
+        assert!(
+            matches!(link.kind, LinkKind::Down | LinkKind::HostDown),
+            "{} has a non-descending output",
+            node.name
+        );
+        link.to
+    };
+    let first = reach[child(0).index()];
+    let hosts_per_port = first.len();
+    let last_port = node.outputs.len() - 1;
+    let mut descent = 0;
+    for p in 0..=last_port {
+        let to = child(p);
+        let r = reach[to.index()];
+        let aligned = r.lo == first.lo + p as u32 * hosts_per_port
+            && r.len() >= 1
+            && (r.len() == hosts_per_port || (p == last_port && r.len() < hosts_per_port));
+        assert!(
+            aligned,
+            "{}: port {p} breaks the aligned host blocks",
+            node.name
+        );
+        descent = descent.max(descent_len[to.index()] + 1);
+    }
+    let range = HostRange {
+        lo: first.lo,
+        hi: reach[child(last_port).index()].hi,
+    };
+    let route = Route::Down {
+        reach: range,
+        hosts_per_port,
+    };
+    (route, range, descent)
+}
+
+/// An up half's entry: the hosts below its physical switch (what its loopback reaches), its
+/// loopback port and its contiguous uplink ports.
+fn up_route(nodes: &[TopoNode], links: &[TopoLink], reach: &[HostRange], at: NodeId) -> Route {
+    let node = &nodes[at.index()];
+    let mut loopback = None;
+    let mut uplinks_first = None;
+    let mut uplinks_count = 0;
+    for (p, l) in node.outputs.iter().enumerate() {
+        let link = &links[l.index()];
+        match link.kind {
+            LinkKind::Loopback => {
+                assert!(loopback.is_none(), "{} has two loopbacks", node.name);
+                loopback = Some((PortId(p as u32), link.to));
+            }
+            LinkKind::Up => {
+                let first = *uplinks_first.get_or_insert(p as u32);
+                assert_eq!(
+                    first + uplinks_count,
+                    p as u32,
+                    "{}: uplinks not contiguous",
+                    node.name
+                );
+                uplinks_count += 1;
+            }
+            kind => panic!("{} has a {kind:?} output", node.name),
+        }
+    }
+    let (loopback, down) = loopback.unwrap_or_else(|| panic!("{} has no loopback", node.name));
+    Route::Up {
+        below: reach[down.index()],
+        loopback,
+        uplinks_first: uplinks_first.unwrap_or(0),
+        uplinks_count,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+    use proptest::prelude::*;
+
+    fn by_name(topo: &Topology, name: &str) -> NodeId {
+        let i = topo.nodes().iter().position(|n| n.name == name);
+        NodeId(i.unwrap_or_else(|| panic!("no node {name}")) as u32)
+    }
+
+    fn kinds(topo: &Topology, path: &[LinkId]) -> Vec<LinkKind> {
+        path.iter().map(|&l| topo.link(l).kind).collect()
+    }
+
+    fn logical_switches(topo: &Topology) -> usize {
+        topo.switches().count()
+    }
+
+    /// The route from `src` to `dst` starts on `src`'s uplink, ends on `dst`'s downlink and
+    /// climbs, turns once and descends (§3.1).
+    fn assert_route_reaches(topo: &Topology, src: u32, dst: u32, flow: u64) {
+        let path = topo.path(src, dst, flow);
+        if src == dst {
+            assert!(path.is_empty());
+            return;
+        }
+        assert_eq!(path.first(), Some(&topo.uplink(src)), "{src} -> {dst}");
+        assert_eq!(path.last(), Some(&topo.downlink(dst)), "{src} -> {dst}");
+        assert_eq!(topo.check_path_shape(&path), Ok(()), "{src} -> {dst}");
+    }
+
+    #[test]
+    fn fat_tree_k4_has_16_hosts_20_switches_3_1() {
+        let topo = Topology::fat_tree(4).unwrap();
+        assert_eq!(topo.hosts(), 16);
+        // 8 edge + 8 aggregation switches split in two halves each, plus 4 single cores.
+        assert_eq!(logical_switches(&topo), 36);
+        assert_eq!(topo.nodes().len(), 16 + 36);
+        assert_eq!(topo.links().len(), 112);
+        assert_eq!(
+            topo.describe(),
+            "fat-tree k=4: 16 hosts, 20 switches (36 logical), 3 layers, 112 links"
+        );
+        assert_eq!(topo.validate(), Ok(()));
+    }
+
+    #[test]
+    fn fat_tree_k2_and_k8_have_al_fares_counts() {
+        // k=2: 2 pods of 1 ToR and 1 aggregation switch, 1 core, 1 host per ToR.
+        let topo = Topology::fat_tree(2).unwrap();
+        assert_eq!(topo.hosts(), 2);
+        assert_eq!(logical_switches(&topo), 2 * 2 + 2 * 2 + 1);
+        assert!(topo.describe().contains("5 switches (9 logical)"));
+        assert_eq!(topo.validate(), Ok(()));
+
+        // k=8: 128 hosts, 32 ToRs, 32 aggregation switches, 16 cores.
+        let topo = Topology::fat_tree(8).unwrap();
+        assert_eq!(topo.hosts(), 128);
+        assert_eq!(logical_switches(&topo), 64 + 64 + 16);
+        assert!(topo
+            .describe()
+            .contains("128 hosts, 80 switches (144 logical), 3 layers"));
+        assert_eq!(topo.validate(), Ok(()));
+    }
+
+    #[test]
+    fn rack_is_one_tor_split_in_two_halves_3_1() {
+        let one = Topology::rack(1).unwrap();
+        assert_eq!(
+            one.describe(),
+            "rack: 1 host, 1 switch (2 logical), 1 layer, 3 links"
+        );
+        assert_eq!(one.diameter_links(), 0);
+        assert_eq!(one.validate(), Ok(()));
+
+        let five = Topology::rack(5).unwrap();
+        assert_eq!(
+            five.describe(),
+            "rack: 5 hosts, 1 switch (2 logical), 1 layer, 11 links"
+        );
+        assert_eq!(five.node(by_name(&five, "tor-0-up")).outputs.len(), 1);
+        assert_eq!(five.validate(), Ok(()));
+    }
+
+    #[test]
+    fn leaf_spine_10_hosts_racks_of_4_has_3_leaves_last_partly_filled() {
+        let topo = Topology::leaf_spine(10, 4, 2).unwrap();
+        assert_eq!(topo.hosts(), 10);
+        assert_eq!(logical_switches(&topo), 3 * 2 + 2);
+        // 10 host uplinks + 10 downlinks + 3 loopbacks + 3 leaves × 2 spines × 2 directions.
+        assert_eq!(
+            topo.describe(),
+            "leaf-spine rack=4 spines=2: 10 hosts, 5 switches (8 logical), 2 layers, 35 links"
+        );
+        assert_eq!(topo.node(by_name(&topo, "leaf-2-down")).outputs.len(), 2);
+        assert_eq!(topo.node(by_name(&topo, "spine-1")).outputs.len(), 3);
+        assert_eq!(topo.validate(), Ok(()));
+    }
+
+    #[test]
+    fn fat_tree_k16_validates_within_memory_bound() {
+        let topo = Topology::fat_tree(16).unwrap();
+        assert_eq!(topo.hosts(), 1024);
+        // 128 ToRs and 128 aggregation switches split in two, plus 64 cores: 320 physical
+        // switches, 576 logical ones.
+        assert_eq!(logical_switches(&topo), 2 * 128 + 2 * 128 + 64);
+        assert!(topo.describe().contains("320 switches (576 logical)"));
+        assert_eq!(topo.validate(), Ok(()));
+        // The routing entry is per node, not per (node, destination) pair.
+        assert_eq!(topo.routes.len(), topo.nodes().len());
+        assert!(
+            topo.memory_bytes() < 10 << 20,
+            "{} bytes",
+            topo.memory_bytes()
+        );
+    }
+
+    #[test]
+    fn hosts_have_one_port_each_way_to_their_tor() {
+        let topo = Topology::fat_tree(4).unwrap();
+        for h in 0..topo.hosts() {
+            let node = topo.node(topo.host_node(h));
+            assert_eq!(node.kind, NodeKind::Host);
+            assert_eq!(node.name, format!("host-{h}"));
+            let up = topo.link(topo.uplink(h));
+            let down = topo.link(topo.downlink(h));
+            assert_eq!((up.kind, up.from_port), (LinkKind::HostUp, PortId(0)));
+            assert_eq!((down.kind, down.to_port), (LinkKind::HostDown, PortId(0)));
+            assert_eq!(topo.node(up.to).name, format!("tor-{}-up", h / 2));
+            assert_eq!(topo.node(down.from).name, format!("tor-{}-down", h / 2));
+        }
+    }
+
+    #[test]
+    fn fat_tree_aggregation_a_connects_to_cores_a_times_half_onwards() {
+        let topo = Topology::fat_tree(4).unwrap();
+        let up_targets = |name: &str| -> Vec<String> {
+            let node = topo.node(by_name(&topo, name));
+            node.outputs
+                .iter()
+                .map(|&l| topo.link(l))
+                .filter(|l| l.kind == LinkKind::Up)
+                .map(|l| topo.node(l.to).name.clone())
+                .collect()
+        };
+        // agg-1 is aggregation switch 1 of pod 0 and agg-3 is switch 1 of pod 1.
+        assert_eq!(up_targets("agg-1-up"), ["core-2", "core-3"]);
+        assert_eq!(up_targets("agg-3-up"), ["core-2", "core-3"]);
+        assert_eq!(up_targets("tor-2-up"), ["agg-2-up", "agg-3-up"]);
+        let core = topo.node(by_name(&topo, "core-2"));
+        let downs: Vec<&str> = core
+            .outputs
+            .iter()
+            .map(|&l| topo.node(topo.link(l).to).name.as_str())
+            .collect();
+        assert_eq!(
+            downs,
+            ["agg-1-down", "agg-3-down", "agg-5-down", "agg-7-down"]
+        );
+    }
+
+    #[test]
+    fn routing_graph_is_a_dag_3_1() {
+        for topo in [
+            Topology::fat_tree(4).unwrap(),
+            Topology::leaf_spine(10, 4, 2).unwrap(),
+            Topology::rack(3).unwrap(),
+        ] {
+            let order = topological_order(&topo.nodes, &topo.links).expect("acyclic");
+            let mut position = vec![0; order.len()];
+            for (i, at) in order.iter().enumerate() {
+                position[at.index()] = i;
+            }
+            for link in topo.links().iter().filter(|l| l.kind != LinkKind::HostDown) {
+                assert!(position[link.from.index()] < position[link.to.index()]);
+                assert!(topo.node(link.from).depth < topo.node(link.to).depth);
+            }
+        }
+    }
+
+    #[test]
+    fn depth_is_the_longest_path_from_any_host() {
+        let topo = Topology::fat_tree(4).unwrap();
+        let depth = |name| topo.node(by_name(&topo, name)).depth;
+        // agg-down is fed by its own up half (depth 3) and by cores (depth 4): the longer wins.
+        assert_eq!(
+            [
+                depth("host-0"),
+                depth("tor-0-up"),
+                depth("agg-0-up"),
+                depth("core-0")
+            ],
+            [0, 1, 2, 3]
+        );
+        assert_eq!([depth("agg-0-down"), depth("tor-0-down")], [4, 5]);
+        assert_eq!(topo.max_depth(), 5);
+        assert_eq!(Topology::leaf_spine(10, 4, 2).unwrap().max_depth(), 3);
+        assert_eq!(Topology::rack(5).unwrap().max_depth(), 2);
+    }
+
+    #[test]
+    fn every_path_climbs_turns_once_and_descends_3_1() {
+        for topo in [
+            Topology::fat_tree(4).unwrap(),
+            Topology::leaf_spine(10, 4, 2).unwrap(),
+            Topology::rack(5).unwrap(),
+        ] {
+            for src in 0..topo.hosts() {
+                for dst in 0..topo.hosts() {
+                    assert_route_reaches(&topo, src, dst, flow_hash(7, src, dst));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn path_lengths_follow_the_lowest_common_ancestor_3_1() {
+        use LinkKind::{Down, HostDown, HostUp, Loopback, Up};
+        let topo = Topology::fat_tree(4).unwrap();
+        let kinds_of = |src, dst| kinds(&topo, &topo.path(src, dst, flow_hash(1, src, dst)));
+        // Hosts 0 and 1 share ToR 0: up to the ToR, loop back, down to the host — 3 links.
+        assert_eq!(kinds_of(0, 1), [HostUp, Loopback, HostDown]);
+        // Hosts 0 and 2 share pod 0 but not a ToR: turn at an aggregation switch — 5 links.
+        assert_eq!(kinds_of(0, 2), [HostUp, Up, Loopback, Down, HostDown]);
+        // Hosts 0 and 4 are in different pods: turn at a core, which has no loopback because it
+        // is a single logical node — 6 links.
+        assert_eq!(kinds_of(0, 4), [HostUp, Up, Up, Down, Down, HostDown]);
+        assert_eq!(topo.diameter_links(), 6);
+
+        // Leaf-spine: same leaf 3 links; across leaves turn at a spine — 4 links.
+        let ls = Topology::leaf_spine(10, 4, 2).unwrap();
+        assert_eq!(kinds(&ls, &ls.path(0, 3, 1)), [HostUp, Loopback, HostDown]);
+        assert_eq!(kinds(&ls, &ls.path(0, 9, 1)), [HostUp, Up, Down, HostDown]);
+        assert_eq!(ls.diameter_links(), 4);
+        // One leaf holds every host, so nothing ever turns at a spine.
+        assert_eq!(Topology::leaf_spine(4, 4, 2).unwrap().diameter_links(), 3);
+        assert_eq!(Topology::rack(5).unwrap().diameter_links(), 3);
+        assert_eq!(Topology::fat_tree(2).unwrap().diameter_links(), 6);
+    }
+
+    #[test]
+    fn route_is_none_for_self_and_out_of_range_and_path_to_self_is_empty() {
+        let topo = Topology::fat_tree(4).unwrap();
+        assert_eq!(topo.route(NodeId(3), 3, 0), None);
+        assert_eq!(topo.route(NodeId(3), 16, 0), None);
+        assert_eq!(topo.route(NodeId(10_000), 1, 0), None);
+        assert_eq!(topo.route(NodeId(3), 4, 0), Some(PortId(0)));
+        // A down half routes only toward hosts below it.
+        assert_eq!(topo.route(by_name(&topo, "tor-0-down"), 5, 0), None);
+        assert!(topo.path(3, 3, 0).is_empty());
+        assert!(topo.path(3, 99, 0).is_empty());
+    }
+
+    #[test]
+    fn ecmp_spreads_a_tor_over_both_uplinks() {
+        let topo = Topology::fat_tree(4).unwrap();
+        let tor = by_name(&topo, "tor-0-up");
+        let mut rng = Rng::new(42);
+        let mut uses = [0u32; 3]; // Ports 0 and 1 are uplinks, port 2 the loopback.
+        for _ in 0..1000 {
+            let port = topo.route(tor, 9, rng.next_u64()).unwrap();
+            uses[port.index()] += 1;
+        }
+        assert_eq!(uses[2], 0);
+        assert!(uses[0] > 300 && uses[1] > 300, "{uses:?}");
+    }
+
+    #[test]
+    fn same_seed_same_path_different_seed_different_choices() {
+        let topo = Topology::fat_tree(4).unwrap();
+        let mut differ = 0;
+        for src in 0..topo.hosts() {
+            for dst in 0..topo.hosts() {
+                let a = topo.path(src, dst, flow_hash(5, src, dst));
+                let again = topo.path(src, dst, Topology::flow_hash(5, src, dst));
+                assert_eq!(a, again);
+                differ += u32::from(a != topo.path(src, dst, flow_hash(6, src, dst)));
+            }
+        }
+        assert!(differ > 0);
+        assert_eq!(Topology::fat_tree(4).unwrap(), topo);
+    }
+
+    #[test]
+    fn bad_parameters_are_typed_errors_naming_the_parameter() {
+        let err = Topology::fat_tree(3).unwrap_err();
+        assert_eq!(err, TopologyError::FatTreeArity { k: 3 });
+        assert!(err.to_string().contains("--k") && err.to_string().contains('3'));
+        assert_eq!(
+            Topology::fat_tree(0),
+            Err(TopologyError::FatTreeArity { k: 0 })
+        );
+        let err = Topology::rack(0).unwrap_err();
+        assert_eq!(err, TopologyError::NoHosts);
+        assert!(err.to_string().contains("--hosts"));
+        let err = Topology::leaf_spine(4, 0, 1).unwrap_err();
+        assert_eq!(err, TopologyError::RackSize { rack_size: 0 });
+        assert!(err.to_string().contains("--rack-size"));
+        let err = Topology::leaf_spine(4, 1, 0).unwrap_err();
+        assert!(err.to_string().contains("--spines"));
+        assert_eq!(Topology::leaf_spine(0, 1, 1), Err(TopologyError::NoHosts));
+        let err = Topology::fat_tree(162).unwrap_err();
+        assert!(
+            matches!(err, TopologyError::TooLarge { what: "hosts", .. }),
+            "{err}"
+        );
+        let err = Topology::leaf_spine(1 << 20, 1, 1 << 10).unwrap_err();
+        assert!(
+            matches!(err, TopologyError::TooLarge { what: "links", .. }),
+            "{err}"
+        );
+        let _: &dyn std::error::Error = &err;
+    }
+
+    #[test]
+    fn validate_rejects_a_miswired_link_and_a_bad_route_table() {
+        let good = Topology::fat_tree(2).unwrap();
+
+        let mut miswired = good.clone();
+        let (from, to) = (by_name(&good, "tor-0-down"), by_name(&good, "tor-0-up"));
+        let mut b = Builder {
+            hosts: miswired.hosts,
+            nodes: miswired.nodes.clone(),
+            links: miswired.links.clone(),
+        };
+        b.add_link(from, to, LinkKind::Up);
+        miswired.nodes = b.nodes;
+        miswired.links = b.links;
+        assert!(miswired.validate().is_err());
+
+        let mut misrouted = good.clone();
+        let tor_down = by_name(&good, "tor-0-down");
+        misrouted.routes[tor_down.index()] = Route::Down {
+            reach: HostRange { lo: 1, hi: 2 },
+            hosts_per_port: 1,
+        };
+        let err = misrouted.validate().unwrap_err();
+        assert!(err.contains("misses host-0"), "{err}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_leaf_spine_validates_and_routes_every_pair(
+            hosts in 1u32..=40,
+            rack_size in 1u32..=8,
+            spines in 1u32..=4,
+            seed: u64,
+        ) {
+            let topo = Topology::leaf_spine(hosts, rack_size, spines).unwrap();
+            prop_assert_eq!(topo.validate(), Ok(()));
+            for src in 0..hosts {
+                for dst in 0..hosts {
+                    assert_route_reaches(&topo, src, dst, flow_hash(seed, src, dst));
+                }
+            }
+        }
+
+        #[test]
+        fn small_fat_trees_validate_and_route_every_pair(
+            k in prop::sample::select(vec![2u32, 4, 6]),
+            seed: u64,
+        ) {
+            let topo = Topology::fat_tree(k).unwrap();
+            prop_assert_eq!(topo.validate(), Ok(()));
+            for src in 0..topo.hosts() {
+                for dst in 0..topo.hosts() {
+                    assert_route_reaches(&topo, src, dst, flow_hash(seed, src, dst));
+                }
+            }
+        }
+    }
+}

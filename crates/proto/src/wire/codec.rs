@@ -1,0 +1,323 @@
+//! Byte encoding of [`Packet`]: fixed layouts, big-endian, every field checked on decode.
+
+use super::*;
+use core::fmt;
+
+// Compile-time layout checks: the header is the sum of its fields (§6.1 plus our UDP additions).
+const _: () = assert!(DATA_HEADER_LEN == 1 + 1 + 2 + 6 + 6 + 6 + 4 + 4 + 4 + 2);
+const _: () = assert!(BEACON_LEN == 1 + 1 + 2 + 4 + 6 + 6);
+const _: () = assert!(NAK_LEN == 1 + 1 + 2 + 4 + 4 + 4 + 6 + 2);
+/// Largest payload one data packet can carry (the length field is 16 bits).
+pub const PAYLOAD_LEN_MAX: usize = u16::MAX as usize;
+
+/// Why a buffer is not a valid packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The buffer is empty.
+    Empty,
+    /// The first byte is not a known opcode.
+    UnknownOpcode(u8),
+    /// The buffer ends before the packet does.
+    Truncated {
+        /// Bytes the packet needs.
+        needed: usize,
+        /// Bytes available.
+        got: usize,
+    },
+    /// A flag bit that no version defines is set.
+    UnknownFlags(u8),
+    /// A NAK reason byte is not known.
+    UnknownNakReason(u8),
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Empty => write!(f, "empty packet"),
+            DecodeError::UnknownOpcode(b) => write!(f, "unknown opcode {b:#04x}"),
+            DecodeError::Truncated { needed, got } => {
+                write!(f, "truncated packet: need {needed} bytes, got {got}")
+            }
+            DecodeError::UnknownFlags(b) => write!(f, "unknown flag bits {b:#04x}"),
+            DecodeError::UnknownNakReason(b) => write!(f, "unknown NAK reason {b}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+fn put_u48(out: &mut Vec<u8>, t: Timestamp) {
+    out.extend_from_slice(&t.raw().to_be_bytes()[2..]);
+}
+
+fn get_u48(b: &[u8]) -> Timestamp {
+    let mut x = [0u8; 8];
+    x[2..].copy_from_slice(&b[..6]);
+    Timestamp::new(u64::from_be_bytes(x))
+}
+
+fn get_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+fn get_u16(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
+}
+
+fn need(buf: &[u8], n: usize) -> Result<(), DecodeError> {
+    if buf.len() < n {
+        Err(DecodeError::Truncated {
+            needed: n,
+            got: buf.len(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+impl Packet {
+    /// Appends the encoding of `self` to `out`.
+    ///
+    /// # Panics
+    /// If a data payload exceeds [`PAYLOAD_LEN_MAX`]: the host fragments messages long before
+    /// that, so a larger payload here is a bug in the caller.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Packet::Data(d) => {
+                let h = &d.header;
+                assert!(
+                    d.payload.len() <= PAYLOAD_LEN_MAX,
+                    "payload too large to encode"
+                );
+                out.push(Opcode::Data as u8);
+                out.push(h.flags);
+                out.extend_from_slice(&h.frag.to_be_bytes());
+                put_u48(out, h.ts);
+                put_u48(out, h.barrier);
+                put_u48(out, h.commit);
+                out.extend_from_slice(&h.psn.0.to_be_bytes());
+                out.extend_from_slice(&h.src.0.to_be_bytes());
+                out.extend_from_slice(&h.dst.0.to_be_bytes());
+                out.extend_from_slice(&(d.payload.len() as u16).to_be_bytes());
+                out.extend_from_slice(&d.payload);
+            }
+            Packet::Beacon(b) => {
+                out.extend_from_slice(&[Opcode::Beacon as u8, 0, 0, 0]);
+                out.extend_from_slice(&b.from.0.to_be_bytes());
+                put_u48(out, b.barrier);
+                put_u48(out, b.commit);
+            }
+            Packet::Nak(n) => {
+                out.extend_from_slice(&[Opcode::Nak as u8, n.reason as u8, 0, 0]);
+                out.extend_from_slice(&n.from.0.to_be_bytes());
+                out.extend_from_slice(&n.to.0.to_be_bytes());
+                out.extend_from_slice(&n.psn.0.to_be_bytes());
+                put_u48(out, n.ts);
+                out.extend_from_slice(&[0, 0]);
+            }
+        }
+    }
+
+    /// Decodes one packet from the front of `buf`, returning it and the bytes it used. Data
+    /// payloads are copied out of `buf` (`Bytes::copy_from_slice`); use
+    /// [`Packet::decode_bytes`] to share the buffer instead.
+    pub fn decode(buf: &[u8]) -> Result<(Packet, usize), DecodeError> {
+        Self::decode_with(buf, |range| Bytes::copy_from_slice(&buf[range]))
+    }
+
+    /// Like [`Packet::decode`], but data payloads are zero-copy slices of `buf`.
+    pub fn decode_bytes(buf: &Bytes) -> Result<(Packet, usize), DecodeError> {
+        Self::decode_with(buf, |range| buf.slice(range))
+    }
+
+    fn decode_with(
+        buf: &[u8],
+        payload: impl FnOnce(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<(Packet, usize), DecodeError> {
+        let op = *buf.first().ok_or(DecodeError::Empty)?;
+        match Opcode::from_u8(op).ok_or(DecodeError::UnknownOpcode(op))? {
+            Opcode::Data => {
+                need(buf, DATA_HEADER_LEN)?;
+                let flags = buf[1];
+                if flags & !flags::ALL != 0 {
+                    return Err(DecodeError::UnknownFlags(flags));
+                }
+                let len = get_u16(&buf[34..]) as usize;
+                let total = DATA_HEADER_LEN + len;
+                need(buf, total)?;
+                let header = DataHeader {
+                    flags,
+                    frag: get_u16(&buf[2..]),
+                    ts: get_u48(&buf[4..]),
+                    barrier: get_u48(&buf[10..]),
+                    commit: get_u48(&buf[16..]),
+                    psn: Psn(get_u32(&buf[22..])),
+                    src: ProcId(get_u32(&buf[26..])),
+                    dst: ProcId(get_u32(&buf[30..])),
+                };
+                let payload = payload(DATA_HEADER_LEN..total);
+                Ok((Packet::Data(DataPacket { header, payload }), total))
+            }
+            Opcode::Beacon => {
+                need(buf, BEACON_LEN)?;
+                if buf[1] != 0 {
+                    return Err(DecodeError::UnknownFlags(buf[1]));
+                }
+                let b = Beacon {
+                    from: NodeId(get_u32(&buf[4..])),
+                    barrier: get_u48(&buf[8..]),
+                    commit: get_u48(&buf[14..]),
+                };
+                Ok((Packet::Beacon(b), BEACON_LEN))
+            }
+            Opcode::Nak => {
+                need(buf, NAK_LEN)?;
+                let reason = match buf[1] {
+                    1 => NakReason::Late,
+                    2 => NakReason::Incomplete,
+                    3 => NakReason::BufferFull,
+                    r => return Err(DecodeError::UnknownNakReason(r)),
+                };
+                let n = Nak {
+                    reason,
+                    from: ProcId(get_u32(&buf[4..])),
+                    to: ProcId(get_u32(&buf[8..])),
+                    psn: Psn(get_u32(&buf[12..])),
+                    ts: get_u48(&buf[16..]),
+                };
+                Ok((Packet::Nak(n), NAK_LEN))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ts() -> impl Strategy<Value = Timestamp> {
+        any::<u64>().prop_map(Timestamp::new)
+    }
+
+    fn packet() -> impl Strategy<Value = Packet> {
+        let data = (
+            0u8..=flags::ALL,
+            any::<u16>(),
+            ts(),
+            ts(),
+            ts(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u32>(),
+            proptest::collection::vec(any::<u8>(), 0..300),
+        )
+            .prop_map(|(flags, frag, ts, barrier, commit, psn, src, dst, p)| {
+                Packet::Data(DataPacket {
+                    header: DataHeader {
+                        flags,
+                        frag,
+                        ts,
+                        barrier,
+                        commit,
+                        psn: Psn(psn),
+                        src: ProcId(src),
+                        dst: ProcId(dst),
+                    },
+                    payload: Bytes::from(p),
+                })
+            });
+        let beacon = (any::<u32>(), ts(), ts()).prop_map(|(from, barrier, commit)| {
+            Packet::Beacon(Beacon {
+                from: NodeId(from),
+                barrier,
+                commit,
+            })
+        });
+        let nak = (0u8..3, any::<u32>(), any::<u32>(), any::<u32>(), ts()).prop_map(
+            |(reason, from, to, psn, ts)| {
+                Packet::Nak(Nak {
+                    reason: [
+                        NakReason::Late,
+                        NakReason::Incomplete,
+                        NakReason::BufferFull,
+                    ][reason as usize],
+                    from: ProcId(from),
+                    to: ProcId(to),
+                    psn: Psn(psn),
+                    ts,
+                })
+            },
+        );
+        prop_oneof![data, beacon, nak]
+    }
+
+    proptest! {
+        #[test]
+        fn every_packet_round_trips(p in packet()) {
+            let mut buf = Vec::new();
+            p.encode(&mut buf);
+            prop_assert_eq!(buf.len(), p.encoded_len());
+            let (q, used) = Packet::decode(&buf).unwrap();
+            prop_assert_eq!(used, buf.len());
+            prop_assert_eq!(&q, &p);
+            let shared = Bytes::from(buf);
+            let (r, _) = Packet::decode_bytes(&shared).unwrap();
+            prop_assert_eq!(r, p);
+        }
+
+        #[test]
+        fn every_strict_prefix_is_truncated(p in packet()) {
+            let mut buf = Vec::new();
+            p.encode(&mut buf);
+            for cut in 1..buf.len() {
+                let r = Packet::decode(&buf[..cut]);
+                prop_assert!(matches!(r, Err(DecodeError::Truncated { .. })), "{:?}", r);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok((p, used)) = Packet::decode(&bytes) {
+                prop_assert!(used <= bytes.len());
+                let mut again = Vec::new();
+                p.encode(&mut again);
+                prop_assert_eq!(&again[..], &bytes[..used]);
+            }
+        }
+
+        #[test]
+        fn concatenated_packets_decode_in_sequence(ps in proptest::collection::vec(packet(), 1..8)) {
+            let mut buf = Vec::new();
+            for p in &ps { p.encode(&mut buf); }
+            let mut at = 0;
+            for p in &ps {
+                let (q, used) = Packet::decode(&buf[at..]).unwrap();
+                prop_assert_eq!(&q, p);
+                at += used;
+            }
+            prop_assert_eq!(at, buf.len());
+        }
+    }
+
+    #[test]
+    fn typed_errors_name_the_problem() {
+        assert_eq!(Packet::decode(&[]), Err(DecodeError::Empty));
+        assert_eq!(
+            Packet::decode(&[0x7f]),
+            Err(DecodeError::UnknownOpcode(0x7f))
+        );
+        assert_eq!(
+            Packet::decode(&[1, 0, 0]),
+            Err(DecodeError::Truncated { needed: 36, got: 3 })
+        );
+        let mut b = vec![0u8; BEACON_LEN];
+        b[0] = Opcode::Beacon as u8;
+        b[1] = 0x80;
+        assert_eq!(Packet::decode(&b), Err(DecodeError::UnknownFlags(0x80)));
+        let mut n = vec![0u8; NAK_LEN];
+        n[0] = Opcode::Nak as u8;
+        n[1] = 9;
+        assert_eq!(Packet::decode(&n), Err(DecodeError::UnknownNakReason(9)));
+    }
+}

@@ -1,0 +1,193 @@
+//! The 1Pipe wire format (§6.1): typed packets and their byte encoding.
+//!
+//! The protocol roles exchange the typed [`Packet`]; the simulator moves those values directly,
+//! and the UDP runtime encodes them with [`Packet::encode`] / [`Packet::decode`]. The encoding is
+//! big-endian, fixed-layout, and versionless for now (the opcode space leaves room).
+//!
+//! Data packet header, 36 bytes (§6.1 lists "3 timestamps including message, best-effort barrier,
+//! and commit barrier; PSN; an opcode and a flag that marks end of message" = 24 bytes on RDMA UD,
+//! where the queue pair names the peers; over UDP we add the fragment index, payload length and
+//! the source and destination process ids):
+//!
+//! ```text
+//!  0      1      2      4          10         16         22     26     30     34     36
+//!  +------+------+------+----------+----------+----------+------+------+------+------+
+//!  |opcode|flags | frag | msg ts   | barrier  | commit   | psn  | src  | dst  | len  | payload..
+//!  +------+------+------+----------+----------+----------+------+------+------+------+
+//! ```
+//!
+//! Beacon, 20 bytes: opcode, flags, 2 reserved, sending node id (4), barrier (6), commit barrier (6).
+//! NAK, 24 bytes: opcode, reason, 2 reserved, from process (4), to process (4), psn (4), msg ts (6).
+
+mod codec;
+
+pub use codec::{DecodeError, PAYLOAD_LEN_MAX};
+
+use crate::ids::{NodeId, ProcId, Psn};
+use crate::time::Timestamp;
+use bytes::Bytes;
+
+/// Length of a data packet header.
+pub const DATA_HEADER_LEN: usize = 36;
+/// Length of a beacon.
+pub const BEACON_LEN: usize = 20;
+/// Length of a NAK.
+pub const NAK_LEN: usize = 24;
+/// Bytes of lower-layer framing a simulated packet also occupies on a link (Ethernet + IP + UDP:
+/// 14 + 4 FCS + 20 + 8 + 20 preamble/IFG), used for serialization delay and bandwidth shares.
+pub const FRAMING_LEN: usize = 66;
+
+/// Packet kinds (first byte on the wire).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Opcode {
+    /// A fragment of a best-effort message.
+    Data = 1,
+    /// A hop-by-hop beacon carrying only barriers (§4.2).
+    Beacon = 2,
+    /// A negative acknowledgement: a packet was dropped because it arrived late (§4.1).
+    Nak = 3,
+}
+
+impl Opcode {
+    /// Parses an opcode byte.
+    pub fn from_u8(b: u8) -> Option<Opcode> {
+        match b {
+            1 => Some(Opcode::Data),
+            2 => Some(Opcode::Beacon),
+            3 => Some(Opcode::Nak),
+            _ => None,
+        }
+    }
+}
+
+/// Flag bits of a data packet.
+pub mod flags {
+    /// The last fragment of a message.
+    pub const END_OF_MESSAGE: u8 = 1 << 0;
+    /// The barrier field is meaningful. Hosts clear it when the switches do not rewrite barriers
+    /// on data (switch-CPU and host-representative modes, §6.2.2–6.2.3): then a data packet's
+    /// barrier field would describe only its sender, not the link it arrives on.
+    pub const BARRIER_VALID: u8 = 1 << 1;
+    /// The commit-barrier field is meaningful (reliable service; reserved).
+    pub const COMMIT_VALID: u8 = 1 << 2;
+    /// All flag bits defined so far; others must be zero.
+    pub const ALL: u8 = END_OF_MESSAGE | BARRIER_VALID | COMMIT_VALID;
+}
+
+/// The fixed header of a data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataHeader {
+    /// Flag bits, see [`flags`].
+    pub flags: u8,
+    /// Index of this fragment within its message (0 for the first).
+    pub frag: u16,
+    /// The message timestamp, set by the sender and never modified (§4.1).
+    pub ts: Timestamp,
+    /// The best-effort barrier, initialised by the sender and rewritten by switches (§4.1).
+    pub barrier: Timestamp,
+    /// The commit barrier of reliable 1Pipe (§5.1); carried, not yet used.
+    pub commit: Timestamp,
+    /// Packet sequence number per (src, dst) pair (§6.1).
+    pub psn: Psn,
+    /// Sending process.
+    pub src: ProcId,
+    /// Receiving process.
+    pub dst: ProcId,
+}
+
+impl DataHeader {
+    /// True if this is the last fragment of its message.
+    pub fn end_of_message(&self) -> bool {
+        self.flags & flags::END_OF_MESSAGE != 0
+    }
+
+    /// The barrier, if the field is valid.
+    pub fn barrier(&self) -> Option<Timestamp> {
+        (self.flags & flags::BARRIER_VALID != 0).then_some(self.barrier)
+    }
+}
+
+/// One fragment of a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataPacket {
+    /// The header.
+    pub header: DataHeader,
+    /// This fragment's payload.
+    pub payload: Bytes,
+}
+
+/// A beacon: barriers only, sent hop by hop on idle links (§4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Beacon {
+    /// The node that sent it (its one-hop neighbour receives it).
+    pub from: NodeId,
+    /// The best-effort barrier.
+    pub barrier: Timestamp,
+    /// The commit barrier (reliable 1Pipe, §5.1; carried, not yet used).
+    pub commit: Timestamp,
+}
+
+/// Why a NAK was sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum NakReason {
+    /// The packet arrived with a timestamp below the receiver's barrier (§4.1).
+    Late = 1,
+    /// The message could not be reassembled: a fragment was late or missing when the barrier
+    /// passed its timestamp.
+    Incomplete = 2,
+    /// The receiver's reorder or reassembly buffer was full.
+    BufferFull = 3,
+}
+
+/// A NAK from a receiver to the sender of a dropped message (§4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nak {
+    /// Why the message was dropped.
+    pub reason: NakReason,
+    /// The receiving process that dropped it (the NAK's sender).
+    pub from: ProcId,
+    /// The process that sent the dropped message (the NAK's receiver).
+    pub to: ProcId,
+    /// The PSN of the message's first fragment.
+    pub psn: Psn,
+    /// The dropped message's timestamp.
+    pub ts: Timestamp,
+}
+
+/// Any 1Pipe packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Packet {
+    /// A message fragment.
+    Data(DataPacket),
+    /// A beacon.
+    Beacon(Beacon),
+    /// A NAK.
+    Nak(Nak),
+}
+
+impl Packet {
+    /// The packet's opcode.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Packet::Data(_) => Opcode::Data,
+            Packet::Beacon(_) => Opcode::Beacon,
+            Packet::Nak(_) => Opcode::Nak,
+        }
+    }
+
+    /// Encoded length in bytes (header plus payload), without lower-layer framing.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Packet::Data(d) => DATA_HEADER_LEN + d.payload.len(),
+            Packet::Beacon(_) => BEACON_LEN,
+            Packet::Nak(_) => NAK_LEN,
+        }
+    }
+
+    /// Bytes this packet occupies on a link, framing included.
+    pub fn wire_len(&self) -> usize {
+        self.encoded_len() + FRAMING_LEN
+    }
+}

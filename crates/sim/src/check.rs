@@ -1,0 +1,358 @@
+//! Global checkers (DESIGN.md §5): every run's sends, deliveries and barriers against the
+//! properties 1Pipe promises (§2.1, §4.1). A violation is recorded with the true time and enough
+//! detail to find it; the run's seed replays it.
+//!
+//! What is checked:
+//! * `order` — each receiver delivers in strictly increasing (timestamp, sender, scattering)
+//!   order, the key taken from the *sender's* record, not from the receiver's claim (§4.1). A
+//!   duplicate breaks strictness too.
+//! * `agreement` — any two receivers deliver the scatterings they both receive in the same
+//!   relative order. Checked independently of the key: the two delivery logs, each filtered to
+//!   what both saw, must be equal; for every adjacent pair of processes and 32 random pairs.
+//! * `causality` — a delivered timestamp is below the receiving host's timestamp at delivery, and
+//!   every timestamp a host issues is above everything it delivered before (§2.1, §4.1).
+//! * `phantom` / `duplicate` — a delivery matches a send to that receiver with that timestamp,
+//!   at most once.
+//! * `barrier` — delivery strictly below the barrier that released it; never below a barrier the
+//!   receiver had already passed; host and switch barriers never move backwards.
+//! * `lower-bound` — with FIFO links, no packet ever arrives below its receiver's barrier (§4.1:
+//!   the barrier property holds "given the FIFO property of each network link"); every late drop
+//!   then is a barrier that lied.
+//! * `unreported-loss` — every best-effort message not delivered was reported to its sender.
+
+use onepipe_proto::host::Delivery;
+use onepipe_proto::rng::Rng;
+use onepipe_proto::wire::NakReason;
+use onepipe_proto::Timestamp;
+use std::collections::{BTreeMap, HashSet};
+
+/// Destinations of one scattering.
+#[derive(Clone, Debug)]
+pub enum Dsts {
+    /// Every process.
+    All(u32),
+    /// These processes.
+    List(Vec<u32>),
+}
+
+impl Dsts {
+    fn len(&self) -> usize {
+        match self {
+            Dsts::All(n) => *n as usize,
+            Dsts::List(v) => v.len(),
+        }
+    }
+
+    fn contains(&self, p: u32) -> bool {
+        match self {
+            Dsts::All(n) => p < *n,
+            Dsts::List(v) => v.contains(&p),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct SendRec {
+    ts: Timestamp,
+    dsts: Dsts,
+    delivered: u32,
+}
+
+/// One broken property.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    /// True time, ns.
+    pub time_ns: u64,
+    /// Which property (see the module docs).
+    pub kind: &'static str,
+    /// What happened.
+    pub detail: String,
+}
+
+impl core::fmt::Display for Violation {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "[{} ns] {}: {}", self.time_ns, self.kind, self.detail)
+    }
+}
+
+/// How many violations are kept in full; the rest are only counted.
+const VIOLATIONS_KEPT: usize = 20;
+
+/// The global checker of one run.
+#[derive(Debug)]
+pub struct Checker {
+    procs: u32,
+    procs_per_host: u32,
+    fifo_links: bool,
+    sends: Vec<Vec<SendRec>>,
+    last_key: Vec<Option<(Timestamp, u32, u64)>>,
+    logs: Vec<Vec<(u32, u64)>>,
+    host_barrier: Vec<Option<Timestamp>>,
+    host_max_delivered: Vec<Option<Timestamp>>,
+    switch_barrier: Vec<Option<Timestamp>>,
+    failed: BTreeMap<(u32, u64), u32>,
+    violations: Vec<Violation>,
+    violation_count: u64,
+    deliveries_checked: u64,
+}
+
+impl Checker {
+    /// A checker for `procs` processes on `hosts` hosts and `switches` switches.
+    pub fn new(procs: u32, procs_per_host: u32, switches: usize, fifo_links: bool) -> Checker {
+        let hosts = (procs / procs_per_host) as usize;
+        Checker {
+            procs,
+            procs_per_host,
+            fifo_links,
+            sends: vec![Vec::new(); procs as usize],
+            last_key: vec![None; procs as usize],
+            logs: vec![Vec::new(); procs as usize],
+            host_barrier: vec![None; hosts],
+            host_max_delivered: vec![None; hosts],
+            switch_barrier: vec![None; switches],
+            failed: BTreeMap::new(),
+            violations: Vec::new(),
+            violation_count: 0,
+            deliveries_checked: 0,
+        }
+    }
+
+    fn violate(&mut self, time_ns: u64, kind: &'static str, detail: String) {
+        self.violation_count += 1;
+        if self.violations.len() < VIOLATIONS_KEPT {
+            self.violations.push(Violation {
+                time_ns,
+                kind,
+                detail,
+            });
+        }
+    }
+
+    /// Number of violations found.
+    pub fn violation_count(&self) -> u64 {
+        self.violation_count
+    }
+
+    /// The first violations, in the order found.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Deliveries checked so far.
+    pub fn deliveries_checked(&self) -> u64 {
+        self.deliveries_checked
+    }
+
+    /// Records scattering `seq` of `src`, stamped `ts` by host `host`.
+    pub fn on_send(&mut self, t: u64, host: u32, src: u32, seq: u64, ts: Timestamp, dsts: Dsts) {
+        debug_assert_eq!(self.sends[src as usize].len() as u64, seq);
+        if let Some(d) = self.host_max_delivered[host as usize] {
+            if ts <= d {
+                self.violate(
+                    t,
+                    "causality",
+                    format!("p{src} sent ts {ts} after its host delivered ts {d}"),
+                );
+            }
+        }
+        self.sends[src as usize].push(SendRec {
+            ts,
+            dsts,
+            delivered: 0,
+        });
+    }
+
+    /// Checks a host's barrier after it handled an input: monotone.
+    pub fn on_host_barrier(&mut self, t: u64, host: u32, barrier: Option<Timestamp>) {
+        let slot = &mut self.host_barrier[host as usize];
+        match (*slot, barrier) {
+            (Some(old), Some(new)) if new < old => {
+                self.violate(
+                    t,
+                    "barrier",
+                    format!("host {host} barrier moved back from {old} to {new}"),
+                );
+            }
+            (Some(_), None) => {
+                self.violate(t, "barrier", format!("host {host} lost its barrier"));
+            }
+            _ => *slot = barrier,
+        }
+    }
+
+    /// Checks a switch's output barrier after it handled an input: monotone.
+    pub fn on_switch_barrier(&mut self, t: u64, switch: usize, barrier: Option<Timestamp>) {
+        let old = self.switch_barrier[switch];
+        if let (Some(old), Some(new)) = (old, barrier) {
+            if new < old {
+                self.violate(
+                    t,
+                    "barrier",
+                    format!("switch {switch} barrier moved back from {old} to {new}"),
+                );
+                return;
+            }
+        }
+        if barrier.is_some() {
+            self.switch_barrier[switch] = barrier;
+        }
+    }
+
+    /// Checks that barriers sent on one link by a switch never go backwards.
+    pub fn on_link_barrier(&mut self, t: u64, link: u32, last: Timestamp, b: Timestamp) {
+        if b < last {
+            self.violate(
+                t,
+                "barrier",
+                format!("link l{link} carried barrier {b} after {last}"),
+            );
+        }
+    }
+
+    /// Checks one delivery. `barrier_before` is the host's barrier before the input that caused
+    /// it; `seq` is the scattering id read from the payload.
+    pub fn on_deliver(
+        &mut self,
+        t: u64,
+        host: u32,
+        d: &Delivery,
+        seq: u64,
+        barrier_before: Option<Timestamp>,
+    ) {
+        self.deliveries_checked += 1;
+        let (src, dst) = (d.src.0, d.dst.0);
+        if dst / self.procs_per_host != host || src >= self.procs {
+            self.violate(t, "phantom", format!("{d:?} at host {host}"));
+            return;
+        }
+        let Some(rec) = self.sends[src as usize].get_mut(seq as usize) else {
+            self.violate(
+                t,
+                "phantom",
+                format!("p{dst} got unknown scattering p{src}#{seq}"),
+            );
+            return;
+        };
+        if rec.ts != d.ts || !rec.dsts.contains(dst) {
+            let detail = format!(
+                "p{dst} got p{src}#{seq} ts {} but it was sent with ts {} to {:?}",
+                d.ts, rec.ts, rec.dsts
+            );
+            self.violate(t, "phantom", detail);
+            return;
+        }
+        rec.delivered += 1;
+        if rec.delivered as usize > rec.dsts.len() {
+            self.violate(t, "duplicate", format!("p{dst} got p{src}#{seq} again"));
+        }
+        if d.ts >= d.barrier {
+            let detail = format!(
+                "p{dst} delivered p{src}#{seq} ts {} at or above its barrier {}",
+                d.ts, d.barrier
+            );
+            self.violate(t, "barrier", detail);
+        }
+        if let Some(b) = barrier_before {
+            if d.ts < b {
+                let detail = format!(
+                    "p{dst} delivered p{src}#{seq} ts {} below barrier {b} it had already passed",
+                    d.ts
+                );
+                self.violate(t, "barrier", detail);
+            }
+        }
+        if d.ts >= d.now_ts {
+            let detail = format!(
+                "p{dst} delivered ts {} while its host's timestamp was {}",
+                d.ts, d.now_ts
+            );
+            self.violate(t, "causality", detail);
+        }
+        let key = (d.ts, src, seq);
+        if let Some(last) = self.last_key[dst as usize] {
+            if !key_lt(last, key) {
+                let detail = format!(
+                    "p{dst} delivered (ts {}, p{src}, #{seq}) after (ts {}, p{}, #{})",
+                    d.ts, last.0, last.1, last.2
+                );
+                self.violate(t, "order", detail);
+            }
+        }
+        self.last_key[dst as usize] = Some(key);
+        self.logs[dst as usize].push((src, seq));
+        let m = &mut self.host_max_delivered[host as usize];
+        *m = Some(m.map_or(d.ts, |x| x.max_wrapping(d.ts)));
+    }
+
+    /// Records a send-failed notification at `src` for a message to `dst`.
+    pub fn on_send_failed(&mut self, t: u64, src: u32, dst: u32, ts: Timestamp, reason: NakReason) {
+        if self.fifo_links && reason == NakReason::Late {
+            self.violate(
+                t,
+                "lower-bound",
+                format!("p{dst} dropped a late message from p{src} ts {ts} on FIFO links: a barrier above a message still in flight"),
+            );
+        }
+        let _ = dst;
+        *self.failed.entry((src, ts.raw())).or_default() += 1;
+    }
+
+    /// End-of-run checks: every loss reported; pairwise agreement.
+    pub fn finish(&mut self, t: u64, seed: u64) {
+        for src in 0..self.procs as usize {
+            for seq in 0..self.sends[src].len() {
+                let rec = &self.sends[src][seq];
+                let key = (src as u32, rec.ts.raw());
+                let failed = self.failed.get(&key).copied().unwrap_or(0);
+                let missing = rec.dsts.len().saturating_sub(rec.delivered as usize);
+                if missing > failed as usize {
+                    let detail = format!(
+                        "p{src}#{seq} ts {}: {missing} destination(s) never delivered it and the sender was told of {failed}",
+                        rec.ts
+                    );
+                    self.violate(t, "unreported-loss", detail);
+                }
+                if missing > 0 {
+                    let Some(f) = self.failed.get_mut(&key) else {
+                        continue;
+                    };
+                    *f -= (missing as u32).min(*f);
+                }
+            }
+        }
+        self.check_agreement(t, seed);
+    }
+
+    fn check_agreement(&mut self, t: u64, seed: u64) {
+        let n = self.procs as usize;
+        if n < 2 {
+            return;
+        }
+        let mut pairs: Vec<(usize, usize)> = (0..n).map(|r| (r, (r + 1) % n)).collect();
+        let mut rng = Rng::new(seed ^ 0xA6EE);
+        for _ in 0..32 {
+            let a = rng.below(n as u64) as usize;
+            let b = rng.below(n as u64) as usize;
+            if a != b {
+                pairs.push((a, b));
+            }
+        }
+        for (a, b) in pairs {
+            let sa: HashSet<_> = self.logs[a].iter().copied().collect();
+            let sb: HashSet<_> = self.logs[b].iter().copied().collect();
+            let fa = self.logs[a].iter().filter(|x| sb.contains(x));
+            let fb = self.logs[b].iter().filter(|x| sa.contains(x));
+            if let Some((i, (x, y))) = fa.zip(fb).enumerate().find(|(_, (x, y))| x != y) {
+                let detail = format!(
+                    "p{a} and p{b} disagree at their {i}th common delivery: p{}#{} vs p{}#{}",
+                    x.0, x.1, y.0, y.1
+                );
+                self.violate(t, "agreement", detail);
+            }
+        }
+    }
+}
+
+fn key_lt(a: (Timestamp, u32, u64), b: (Timestamp, u32, u64)) -> bool {
+    a.0 < b.0 || (a.0 == b.0 && (a.1, a.2) < (b.1, b.2))
+}

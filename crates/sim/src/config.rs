@@ -1,0 +1,285 @@
+//! Everything a simulated run is made of. Defaults follow the paper's testbed (§7.1) where it
+//! says, and are stated beside each field otherwise.
+
+use crate::queue::QueueKind;
+use onepipe_proto::switch::SwitchMode;
+
+/// Which network to build (§3.1, Fig. 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopologySpec {
+    /// A k-ary fat tree (Al-Fares): k³/4 hosts.
+    FatTree {
+        /// Arity (even, ≥ 2).
+        k: u32,
+    },
+    /// Hosts under one top-of-rack switch.
+    Rack {
+        /// Number of hosts.
+        hosts: u32,
+    },
+    /// Two layers: leaves (racks) joined by spines.
+    LeafSpine {
+        /// Number of hosts.
+        hosts: u32,
+        /// Hosts per leaf.
+        rack_size: u32,
+        /// Number of spines.
+        spines: u32,
+    },
+}
+
+/// The traffic pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadKind {
+    /// Every process broadcasts to every process (itself included) — Fig. 8.
+    AllToAll,
+    /// Every process sends scatterings to `k` distinct random processes.
+    Scatter {
+        /// Destinations per scattering.
+        k: u32,
+    },
+    /// Process `p` sends to process `(p + n/2) mod n`.
+    OneToOne,
+}
+
+/// A full run description.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The network.
+    pub topology: TopologySpec,
+    /// Processes per host.
+    pub procs_per_host: u32,
+    /// Switch incarnation (§6.2).
+    pub switch_mode: SwitchMode,
+    /// Beacon interval (§4.2; testbed 3 µs).
+    pub beacon_interval_ns: u64,
+    /// Chip mode: least time between change-triggered beacons on one link; default an eighth of
+    /// the beacon interval.
+    pub beacon_min_gap_ns: Option<u64>,
+    /// Mean absolute clock offset after sync (§7.1: 0.3 µs).
+    pub clock_skew_ns: f64,
+    /// Clock drift bound, ppm.
+    pub clock_drift_ppm: f64,
+    /// Clock sync interval (§7.1: PTP every 125 ms).
+    pub clock_sync_interval_ns: u64,
+    /// Local clock reading at true time 0.
+    pub clock_epoch_ns: u64,
+    /// Traffic pattern.
+    pub workload: WorkloadKind,
+    /// Message size in bytes.
+    pub msg_size: usize,
+    /// Sends (messages or scatterings) per second per process, Poisson.
+    pub rate_per_proc: f64,
+    /// How long processes send.
+    pub duration_ns: u64,
+    /// How long the run goes on after sending stops so that everything in flight settles.
+    pub drain_ns: u64,
+    /// Probability that a packet is held back on a link and overtaken (non-FIFO links).
+    pub reorder_prob: f64,
+    /// Largest extra delay of a held-back packet.
+    pub reorder_delay_ns: u64,
+    /// The run's seed.
+    pub seed: u64,
+    /// Run the checkers.
+    pub check: bool,
+    /// Link bandwidth, Gbit/s (testbed: 100).
+    pub link_gbps: f64,
+    /// Per-link latency: propagation plus switch pipeline, ns.
+    pub link_delay_ns: u64,
+    /// Host CPU cost to send one packet, ns.
+    pub host_send_ns: u64,
+    /// Host CPU cost to receive one packet, ns.
+    pub host_recv_ns: u64,
+    /// Host CPU cost to deliver one message from the reorder buffer, ns.
+    pub host_deliver_ns: u64,
+    /// Switch CPU beacon processing delay (§6.2.2), ns.
+    pub switch_cpu_delay_ns: u64,
+    /// Host-representative processing delay (§6.2.3), ns.
+    pub rep_proc_delay_ns: u64,
+    /// Round trip between a switch and its host representative (§6.2.3), ns.
+    pub rep_rtt_ns: u64,
+    /// Largest packet payload.
+    pub mtu_payload: usize,
+    /// Event queue implementation.
+    pub queue: QueueKind,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            topology: TopologySpec::FatTree { k: 4 },
+            procs_per_host: 1,
+            switch_mode: SwitchMode::Chip,
+            beacon_interval_ns: 3_000,
+            beacon_min_gap_ns: None,
+            clock_skew_ns: 300.0,
+            clock_drift_ppm: 0.1,
+            clock_sync_interval_ns: 125_000_000,
+            clock_epoch_ns: 1_000_000_000,
+            workload: WorkloadKind::AllToAll,
+            msg_size: 64,
+            rate_per_proc: 10_000.0,
+            duration_ns: 2_000_000,
+            drain_ns: 200_000,
+            reorder_prob: 0.0,
+            reorder_delay_ns: 5_000,
+            seed: 1,
+            check: true,
+            link_gbps: 100.0,
+            link_delay_ns: 500,
+            host_send_ns: 50,
+            host_recv_ns: 50,
+            host_deliver_ns: 20,
+            switch_cpu_delay_ns: 2_000,
+            rep_proc_delay_ns: 500,
+            rep_rtt_ns: 2_000,
+            mtu_payload: 4096 - onepipe_proto::wire::DATA_HEADER_LEN,
+            queue: QueueKind::Radix,
+        }
+    }
+}
+
+/// A configuration that cannot run; the message names the flag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The offending flag, as the CLI spells it (e.g. `--k`).
+    pub flag: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}: {}", self.flag, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        flag,
+        message: message.into(),
+    }
+}
+
+/// Bytes at the start of every simulated payload: the scattering's sequence number and its send
+/// time, so deliveries can be matched and timed without a lookup table.
+pub const PAYLOAD_HEADER_LEN: usize = 16;
+
+impl SimConfig {
+    /// Checks the configuration; the error names the first bad flag.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.procs_per_host == 0 {
+            return Err(bad("--procs-per-host", "must be at least 1"));
+        }
+        if self.beacon_interval_ns == 0 {
+            return Err(bad("--beacon-interval", "must be positive"));
+        }
+        if self.msg_size < PAYLOAD_HEADER_LEN {
+            return Err(bad(
+                "--msg-size",
+                format!(
+                    "must be at least {PAYLOAD_HEADER_LEN} bytes in the simulator (it carries the send time and scattering id)"
+                ),
+            ));
+        }
+        if self.msg_size > 1 << 20 {
+            return Err(bad("--msg-size", "must be at most 1 MiB"));
+        }
+        if !(self.rate_per_proc > 0.0 && self.rate_per_proc.is_finite()) {
+            return Err(bad("--rate", "must be a positive number of messages/s"));
+        }
+        if self.rate_per_proc > 1e9 {
+            return Err(bad("--rate", "must be at most 1e9 messages/s per process"));
+        }
+        if self.duration_ns == 0 {
+            return Err(bad("--duration", "must be positive"));
+        }
+        if !(0.0..=1.0).contains(&self.reorder_prob) {
+            return Err(bad("--reorder-prob", "must be between 0 and 1"));
+        }
+        if !(self.clock_skew_ns >= 0.0 && self.clock_skew_ns < 1e9) {
+            return Err(bad("--clock-skew", "must be between 0 and 1s"));
+        }
+        if !(self.link_gbps > 0.0 && self.link_gbps.is_finite()) {
+            return Err(bad("--link-gbps", "must be positive"));
+        }
+        if self.clock_sync_interval_ns == 0 {
+            return Err(bad("--clock-sync-interval", "must be positive"));
+        }
+        if self.mtu_payload == 0 || self.mtu_payload > onepipe_proto::wire::PAYLOAD_LEN_MAX {
+            return Err(bad("--mtu", "payload per packet must be 1..=65535 bytes"));
+        }
+        let procs = self.procs()?;
+        if let WorkloadKind::Scatter { k } = self.workload {
+            if k == 0 || k as u64 > procs as u64 {
+                return Err(bad(
+                    "--scatter-k",
+                    format!("must be between 1 and the number of processes ({procs}), got {k}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of hosts the topology has.
+    pub fn hosts(&self) -> Result<u32, ConfigError> {
+        match self.topology {
+            TopologySpec::FatTree { k } => {
+                if k < 2 || k % 2 == 1 || k > 64 {
+                    return Err(bad(
+                        "--k",
+                        format!("fat-tree arity must be even, 2..=64, got {k}"),
+                    ));
+                }
+                Ok(k * k * k / 4)
+            }
+            TopologySpec::Rack { hosts } | TopologySpec::LeafSpine { hosts, .. } => {
+                if hosts == 0 || hosts > 1 << 16 {
+                    return Err(bad("--hosts", format!("must be 1..=65536, got {hosts}")));
+                }
+                if let TopologySpec::LeafSpine {
+                    rack_size, spines, ..
+                } = self.topology
+                {
+                    if rack_size == 0 {
+                        return Err(bad("--rack-size", "must be at least 1"));
+                    }
+                    if spines == 0 {
+                        return Err(bad("--spines", "must be at least 1"));
+                    }
+                }
+                Ok(hosts)
+            }
+        }
+    }
+
+    /// Number of processes.
+    pub fn procs(&self) -> Result<u32, ConfigError> {
+        let hosts = self.hosts()? as u64;
+        let procs = hosts * self.procs_per_host as u64;
+        if procs > 1 << 20 {
+            return Err(bad(
+                "--procs-per-host",
+                format!("{procs} processes in all is more than the simulator's 1,048,576"),
+            ));
+        }
+        Ok(procs as u32)
+    }
+
+    /// The least gap between change-triggered beacons on one link.
+    pub fn beacon_min_gap(&self) -> u64 {
+        self.beacon_min_gap_ns
+            .unwrap_or(self.beacon_interval_ns / 8)
+    }
+
+    /// Per-hop beacon processing delay for the configured switch mode (§6.2).
+    pub fn beacon_delay(&self) -> u64 {
+        match self.switch_mode {
+            SwitchMode::Chip => 0,
+            SwitchMode::Cpu => self.switch_cpu_delay_ns,
+            SwitchMode::Host => self.rep_proc_delay_ns + self.rep_rtt_ns,
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! # onepipe-sim
+//!
+//! A deterministic simulator of a data-center network running the sans-IO 1Pipe roles of
+//! `onepipe-proto`: fat trees of thousands of hosts, µs links, clock skew, non-FIFO links, a
+//! host CPU model, workloads, global checkers and metrics. Same seed, same trace hash.
+//!
+//! ```
+//! use onepipe_sim::{run, SimConfig, TopologySpec};
+//! let cfg = SimConfig {
+//!     topology: TopologySpec::Rack { hosts: 4 },
+//!     duration_ns: 200_000,
+//!     ..SimConfig::default()
+//! };
+//! let report = run(&cfg, &mut |_| {}).unwrap();
+//! assert_eq!(report.violations, 0);
+//! assert!(report.delivered > 0);
+//! ```
+#![allow(clippy::disallowed_methods)] // wall-clock time is measured here, for events per second.
+
+pub mod check;
+pub mod clock;
+pub mod config;
+pub mod metrics;
+pub mod queue;
+pub mod world;
+
+pub use config::{ConfigError, SimConfig, TopologySpec, WorkloadKind};
+
+use metrics::Summary;
+use queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, StdBinaryHeap};
+use serde::Serialize;
+use world::{Ev, World};
+
+/// The outcome of a run (the JSON of `onepipe sim --json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// The topology, in words.
+    pub topology: String,
+    /// Hosts.
+    pub hosts: u32,
+    /// Processes.
+    pub procs: u32,
+    /// Switch incarnation.
+    pub switch_mode: String,
+    /// Messages sent (one per destination of each scattering).
+    pub sent: u64,
+    /// Scatterings sent.
+    pub scatterings: u64,
+    /// Messages delivered.
+    pub delivered: u64,
+    /// Checker violations (0 when checks are off).
+    pub violations: u64,
+    /// The first violations, described.
+    pub violation_samples: Vec<String>,
+    /// Whether the checkers ran.
+    pub checked: bool,
+    /// Deliveries the checkers examined.
+    pub checked_deliveries: u64,
+    /// Packets dropped because they arrived below the barrier (§4.1).
+    pub dropped_late: u64,
+    /// Messages dropped as incomplete (a fragment late or missing).
+    pub dropped_incomplete: u64,
+    /// Send-failed notifications delivered to senders.
+    pub send_failed: u64,
+    /// Sends refused because a host CPU was hopelessly backlogged.
+    pub sends_rejected: u64,
+    /// Delivered messages per second per process, over the sending period.
+    pub throughput_msgs_per_s_per_proc: f64,
+    /// Send → deliver latency (true time), ns.
+    pub latency_ns: Summary,
+    /// Arrive → deliver delay at the receiver, ns.
+    pub reorder_delay_ns: Summary,
+    /// Beacon bytes over the capacity of all links during the run.
+    pub beacon_bandwidth_share: f64,
+    /// Beacon bytes over all bytes sent on links.
+    pub beacon_byte_share: f64,
+    /// The largest reorder buffer any process had.
+    pub reorder_buffer_len_max: usize,
+    /// Packets the non-FIFO option held back.
+    pub reordered_packets: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Events per wall-clock second.
+    pub events_per_wall_s: f64,
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+    /// Simulated nanoseconds (sending plus drain).
+    pub simulated_ns: u64,
+    /// Hash of every send, delivery and failure, in order.
+    pub trace_hash: String,
+}
+
+/// Builds and runs the configured simulation. `progress` is called now and then with the
+/// fraction done.
+pub fn run(cfg: &SimConfig, progress: &mut dyn FnMut(f64)) -> Result<Report, ConfigError> {
+    cfg.validate()?;
+    match cfg.queue {
+        QueueKind::Radix => run_with(cfg, RadixHeap::new(), progress),
+        QueueKind::Quaternary => run_with(cfg, QuaternaryHeap::new(), progress),
+        QueueKind::Binary => run_with(cfg, StdBinaryHeap::new(), progress),
+    }
+}
+
+fn run_with<Q: EventQueue<Ev>>(
+    cfg: &SimConfig,
+    queue: Q,
+    progress: &mut dyn FnMut(f64),
+) -> Result<Report, ConfigError> {
+    let started = std::time::Instant::now();
+    let mut world = World::new(cfg.clone(), queue).map_err(|message| ConfigError {
+        flag: "--topology",
+        message,
+    })?;
+    let end = cfg.duration_ns + cfg.drain_ns;
+    world.run_until(end, &mut |t| progress(t as f64 / end as f64));
+    if let Some(c) = world.checker.as_mut() {
+        c.finish(end, cfg.seed);
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    let topo = world.topology();
+    let link_count = topo.links().len() as f64;
+    let capacity_bytes = link_count * cfg.link_gbps / 8.0 * end as f64;
+    let (mut dropped_late, mut dropped_incomplete, mut reorder_max) = (0, 0, 0);
+    for h in world.hosts() {
+        dropped_late += h.stats().dropped_late;
+        dropped_incomplete += h.stats().dropped_incomplete;
+        reorder_max = reorder_max.max(h.reorder_len_peak());
+    }
+    let s = &world.stats;
+    let (violations, violation_samples, checked_deliveries) = match &world.checker {
+        Some(c) => (
+            c.violation_count(),
+            c.violations().iter().map(|v| v.to_string()).collect(),
+            c.deliveries_checked(),
+        ),
+        None => (0, Vec::new(), 0),
+    };
+    Ok(Report {
+        seed: cfg.seed,
+        topology: topo.describe(),
+        hosts: topo.hosts(),
+        procs: world.procs(),
+        switch_mode: cfg.switch_mode.to_string(),
+        sent: s.messages_sent,
+        scatterings: s.scatterings,
+        delivered: s.delivered,
+        violations,
+        violation_samples,
+        checked: cfg.check,
+        checked_deliveries,
+        dropped_late,
+        dropped_incomplete,
+        send_failed: s.send_failed,
+        sends_rejected: s.sends_rejected,
+        throughput_msgs_per_s_per_proc: s.delivered as f64
+            / world.procs() as f64
+            / (cfg.duration_ns as f64 / 1e9),
+        latency_ns: world.latency.summary(),
+        reorder_delay_ns: world.reorder_delay.summary(),
+        beacon_bandwidth_share: s.beacon_bytes as f64 / capacity_bytes,
+        beacon_byte_share: s.beacon_bytes as f64 / (s.link_bytes.max(1)) as f64,
+        reorder_buffer_len_max: reorder_max,
+        reordered_packets: s.reordered_packets,
+        events: s.events,
+        events_per_wall_s: s.events as f64 / wall_s.max(1e-9),
+        wall_s,
+        simulated_ns: end,
+        trace_hash: format!("{:016x}", world.trace.value()),
+    })
+}

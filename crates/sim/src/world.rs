@@ -1,0 +1,673 @@
+//! The simulation engine: nodes, links, the event loop, the host CPU model and the workload.
+//!
+//! One event queue keyed (time, insertion order) drives everything. Hosts and switches are the
+//! sans-IO roles of `onepipe-proto`, handed their *local* time from a [`Clock`]; the engine
+//! follows the driving contract of `onepipe_proto::node` (mutate, drain, re-arm).
+//!
+//! Links are FIFO with serialization (`bytes / bandwidth`) and a fixed latency; with probability
+//! `reorder_prob` a packet is held back by a random extra delay so later packets overtake it.
+//! A host is one CPU: each input costs `host_recv_ns`, each packet it sends `host_send_ns` and
+//! each message it delivers `host_deliver_ns`; inputs that arrive while it is busy wait in a
+//! FIFO. That is what makes throughput saturate (§7.2: "limited by CPU processing").
+//! Switches forward in zero time (their pipeline latency is part of the link latency).
+
+use crate::check::{Checker, Dsts};
+use crate::clock::{Clock, ClockParams};
+use crate::config::{SimConfig, TopologySpec, WorkloadKind, PAYLOAD_HEADER_LEN};
+use crate::metrics::{NsHistogram, TraceHash};
+use crate::queue::{EventQueue, SimTime};
+use bytes::{BufMut, Bytes, BytesMut};
+use onepipe_proto::host::{Host, HostConfig, HostEvent, UPLINK};
+use onepipe_proto::rng::Rng;
+use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchMode};
+use onepipe_proto::topology::{flow_hash, Topology};
+use onepipe_proto::wire::Packet;
+use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Timestamp};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// An event. Small and `Copy`: packets live in a slab and events carry their index.
+#[derive(Clone, Copy, Debug)]
+pub enum Ev {
+    /// A packet reaches the far end of a link.
+    Arrive {
+        /// The link.
+        link: u32,
+        /// Slab index of the packet.
+        pkt: u32,
+    },
+    /// A node's timer, valid if `generation` is still current.
+    Timer {
+        /// The node.
+        node: u32,
+        /// Generation of the arming.
+        generation: u32,
+    },
+    /// A busy host CPU takes its next input.
+    CpuWake {
+        /// The host.
+        host: u32,
+    },
+    /// A process issues its next send.
+    Send {
+        /// The process.
+        proc: u32,
+    },
+}
+
+/// Routes by the topology's ECMP tables (§3.1): process → host, then per-flow hashing.
+#[derive(Debug)]
+struct TopoRouter {
+    topo: Arc<Topology>,
+    procs_per_host: u32,
+    seed: u64,
+}
+
+impl Router for TopoRouter {
+    fn route(&self, at: NodeId, src: ProcId, dst: ProcId) -> Option<PortId> {
+        let (sh, dh) = (src.0 / self.procs_per_host, dst.0 / self.procs_per_host);
+        self.topo.route(at, dh, flow_hash(self.seed, sh, dh))
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum HostInput {
+    Packet(u32),
+    Timeout,
+    Send { proc: u32, issued: SimTime },
+}
+
+#[derive(Debug)]
+struct HostSt {
+    host: Host,
+    clock: Clock,
+    cpu_free: SimTime,
+    pending: VecDeque<HostInput>,
+    wake_armed: bool,
+    timer_generation: u32,
+    armed: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct SwitchSt {
+    sw: Switch,
+    clock: Clock,
+    timer_generation: u32,
+    armed: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct LinkSt {
+    to: u32,
+    to_port: u32,
+    from_switch: bool,
+    ps_per_byte: u64,
+    delay_ns: u64,
+    busy_until: SimTime,
+    last_barrier: Option<Timestamp>,
+}
+
+/// Counters the engine keeps.
+#[derive(Clone, Debug, Default)]
+pub struct EngineStats {
+    /// Events processed.
+    pub events: u64,
+    /// Bytes sent on all links.
+    pub link_bytes: u64,
+    /// Bytes of beacons sent on all links.
+    pub beacon_bytes: u64,
+    /// Packets held back by the non-FIFO option.
+    pub reordered_packets: u64,
+    /// Sends refused because the host CPU queue was full.
+    pub sends_rejected: u64,
+    /// Scatterings sent.
+    pub scatterings: u64,
+    /// Messages sent (one per destination).
+    pub messages_sent: u64,
+    /// Messages delivered.
+    pub delivered: u64,
+    /// Send-failed notifications.
+    pub send_failed: u64,
+}
+
+/// Most inputs a host CPU queues before the workload's sends are refused.
+const HOST_QUEUE_SEND_MAX: usize = 1 << 16;
+
+/// A simulated data center.
+pub struct World<Q: EventQueue<Ev>> {
+    cfg: SimConfig,
+    topo: Arc<Topology>,
+    hosts: Vec<HostSt>,
+    switches: Vec<SwitchSt>,
+    links: Vec<LinkSt>,
+    packets: Vec<Option<Packet>>,
+    free_packets: Vec<u32>,
+    queue: Q,
+    rng: Rng,
+    workload_rng: Rng,
+    scatter_seq: Vec<u64>,
+    scratch_out: Vec<Output<Packet, HostEvent>>,
+    scratch_sw: Vec<Output<Packet, onepipe_proto::switch::SwitchEvent>>,
+    scratch_scatter: Vec<(ProcId, Bytes)>,
+    scratch_dsts: Vec<u32>,
+    procs: u32,
+    now: SimTime,
+    /// The checker, when checks are on.
+    pub checker: Option<Checker>,
+    /// Send → deliver latency, true time.
+    pub latency: NsHistogram,
+    /// Arrive → deliver delay at the receiver, its local time.
+    pub reorder_delay: NsHistogram,
+    /// Hash of every send, delivery and failure.
+    pub trace: TraceHash,
+    /// Counters.
+    pub stats: EngineStats,
+}
+
+impl<Q: EventQueue<Ev>> World<Q> {
+    /// Builds the network of `cfg` (which must have passed `validate`).
+    pub fn new(cfg: SimConfig, queue: Q) -> Result<World<Q>, String> {
+        let topo = Arc::new(
+            match cfg.topology {
+                TopologySpec::FatTree { k } => Topology::fat_tree(k),
+                TopologySpec::Rack { hosts } => Topology::rack(hosts),
+                TopologySpec::LeafSpine {
+                    hosts,
+                    rack_size,
+                    spines,
+                } => Topology::leaf_spine(hosts, rack_size, spines),
+            }
+            .map_err(|e| e.to_string())?,
+        );
+        let pph = cfg.procs_per_host;
+        let procs = topo.hosts() * pph;
+        let mut rng = Rng::new(cfg.seed);
+        let clock_params = ClockParams {
+            skew_ns: cfg.clock_skew_ns,
+            drift_ppm: cfg.clock_drift_ppm,
+            sync_interval_ns: cfg.clock_sync_interval_ns,
+            epoch_ns: cfg.clock_epoch_ns,
+        };
+        let clock_seed = rng.next_u64();
+        let router: Arc<dyn Router> = Arc::new(TopoRouter {
+            topo: topo.clone(),
+            procs_per_host: pph,
+            seed: rng.next_u64(),
+        });
+        let chip = cfg.switch_mode == SwitchMode::Chip;
+        let mut hosts = Vec::new();
+        for h in 0..topo.hosts() {
+            let mut clock = Clock::new(clock_params, clock_seed, h);
+            let mut hc = HostConfig::new(
+                NodeId(h),
+                (h * pph..(h + 1) * pph).map(ProcId).collect(),
+                procs,
+            );
+            hc.beacon_interval_ns = cfg.beacon_interval_ns;
+            hc.barrier_on_data = chip;
+            hc.beacon_always = !chip;
+            hc.mtu_payload = cfg.mtu_payload;
+            let host = Host::new(hc, clock.local(0));
+            hosts.push(HostSt {
+                host,
+                clock,
+                cpu_free: 0,
+                pending: VecDeque::new(),
+                wake_armed: false,
+                timer_generation: 0,
+                armed: None,
+            });
+        }
+        let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
+            from: NodeId(0),
+            barrier: Timestamp::new(0),
+            commit: Timestamp::new(0),
+        })
+        .wire_len() as u64;
+        let ps_per_byte = (8_000.0 / cfg.link_gbps).round().max(1.0) as u64;
+        // §4.2: beacons are sent at synchronized times, and a switch `d` links above the hosts
+        // fires once the wave from below has arrived: one hop of latency, serialization and
+        // processing per layer, plus slack for the skew between the clocks at either end of the
+        // hop. (Timer-driven beacons matter in CPU and representative modes; a chip forwards a
+        // wave as it arrives and its timer only sweeps stale links.)
+        let slack_ns = (2.0 * cfg.clock_skew_ns) as u64 + cfg.host_recv_ns;
+        let hop_ns = cfg.link_delay_ns
+            + (beacon_wire * ps_per_byte).div_ceil(1000)
+            + cfg.beacon_delay()
+            + slack_ns;
+        let mut switches = Vec::new();
+        for n in topo.switches() {
+            let node = topo.node(n);
+            let mut clock = Clock::new(clock_params, clock_seed, n.0);
+            let mut sc =
+                SwitchConfig::new(n, cfg.switch_mode, node.inputs.len(), node.outputs.len());
+            sc.beacon_interval_ns = cfg.beacon_interval_ns;
+            sc.beacon_min_gap_ns = cfg.beacon_min_gap();
+            sc.beacon_delay_ns = cfg.beacon_delay();
+            sc.beacon_phase_ns = node.depth as u64 * hop_ns;
+            let sw = Switch::new(sc, Some(router.clone()), clock.local(0));
+            switches.push(SwitchSt {
+                sw,
+                clock,
+                timer_generation: 0,
+                armed: None,
+            });
+        }
+        let links = topo
+            .links()
+            .iter()
+            .map(|l| LinkSt {
+                to: l.to.0,
+                to_port: l.to_port.0,
+                from_switch: l.from.0 >= topo.hosts(),
+                ps_per_byte,
+                delay_ns: cfg.link_delay_ns,
+                busy_until: 0,
+                last_barrier: None,
+            })
+            .collect();
+        let checker = cfg
+            .check
+            .then(|| Checker::new(procs, pph, switches.len(), cfg.reorder_prob == 0.0));
+        let workload_rng = rng.fork(1);
+        let mut w = World {
+            topo,
+            hosts,
+            switches,
+            links,
+            packets: Vec::new(),
+            free_packets: Vec::new(),
+            queue,
+            rng,
+            workload_rng,
+            scatter_seq: vec![0; procs as usize],
+            scratch_out: Vec::new(),
+            scratch_sw: Vec::new(),
+            scratch_scatter: Vec::new(),
+            scratch_dsts: Vec::new(),
+            procs,
+            now: 0,
+            checker,
+            latency: NsHistogram::default(),
+            reorder_delay: NsHistogram::default(),
+            trace: TraceHash::default(),
+            stats: EngineStats::default(),
+            cfg,
+        };
+        for n in 0..w.topo.nodes().len() as u32 {
+            w.rearm(n);
+        }
+        for p in 0..procs {
+            let gap = w.next_gap();
+            w.queue.push(gap, Ev::Send { proc: p });
+        }
+        Ok(w)
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Number of processes.
+    pub fn procs(&self) -> u32 {
+        self.procs
+    }
+
+    /// Current true time.
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// The host endpoints.
+    pub fn hosts(&self) -> impl Iterator<Item = &Host> {
+        self.hosts.iter().map(|h| &h.host)
+    }
+
+    /// The switches.
+    pub fn switches(&self) -> impl Iterator<Item = &Switch> {
+        self.switches.iter().map(|s| &s.sw)
+    }
+
+    fn next_gap(&mut self) -> SimTime {
+        let mean = 1e9 / self.cfg.rate_per_proc;
+        (self.workload_rng.exponential(mean).round() as SimTime).max(1)
+    }
+
+    /// Runs until true time `end`, calling `progress` with the current time now and then.
+    pub fn run_until(&mut self, end: SimTime, progress: &mut dyn FnMut(SimTime)) {
+        while let Some(t) = self.queue.peek_time() {
+            if t > end {
+                break;
+            }
+            let (t, ev) = self.queue.pop().expect("peeked");
+            self.now = t;
+            self.stats.events += 1;
+            if self.stats.events % (1 << 20) == 0 {
+                progress(t);
+            }
+            match ev {
+                Ev::Arrive { link, pkt } => self.on_arrive(t, link, pkt),
+                Ev::Timer { node, generation } => self.on_timer(t, node, generation),
+                Ev::CpuWake { host } => self.on_cpu_wake(t, host),
+                Ev::Send { proc } => self.on_send_event(t, proc),
+            }
+        }
+        self.now = self.now.max(end);
+    }
+
+    fn alloc_packet(&mut self, p: Packet) -> u32 {
+        match self.free_packets.pop() {
+            Some(i) => {
+                self.packets[i as usize] = Some(p);
+                i
+            }
+            None => {
+                self.packets.push(Some(p));
+                (self.packets.len() - 1) as u32
+            }
+        }
+    }
+
+    fn take_packet(&mut self, i: u32) -> Packet {
+        self.free_packets.push(i);
+        self.packets[i as usize].take().expect("live packet")
+    }
+
+    fn transmit(&mut self, link: u32, packet: Packet, t: SimTime) {
+        let bytes = packet.wire_len() as u64;
+        let is_beacon = matches!(packet, Packet::Beacon(_));
+        let barrier = match &packet {
+            Packet::Beacon(b) => Some(b.barrier),
+            Packet::Data(d) => d.header.barrier(),
+            Packet::Nak(_) => None,
+        };
+        let l = &mut self.links[link as usize];
+        if l.from_switch {
+            if let Some(b) = barrier {
+                if let (Some(last), Some(c)) = (l.last_barrier, self.checker.as_mut()) {
+                    c.on_link_barrier(t, link, last, b);
+                }
+                l.last_barrier = Some(b);
+            }
+        }
+        let ser = (bytes * l.ps_per_byte).div_ceil(1000);
+        let start = t.max(l.busy_until);
+        l.busy_until = start + ser;
+        let mut arrive = l.busy_until + l.delay_ns;
+        if self.cfg.reorder_prob > 0.0 && self.rng.chance(self.cfg.reorder_prob) {
+            arrive += 1 + self.rng.below(self.cfg.reorder_delay_ns.max(1));
+            self.stats.reordered_packets += 1;
+        }
+        self.stats.link_bytes += bytes;
+        if is_beacon {
+            self.stats.beacon_bytes += bytes;
+        }
+        let pkt = self.alloc_packet(packet);
+        self.queue.push(arrive, Ev::Arrive { link, pkt });
+    }
+
+    fn on_arrive(&mut self, t: SimTime, link: u32, pkt: u32) {
+        let (to, port) = {
+            let l = &self.links[link as usize];
+            (l.to, l.to_port)
+        };
+        if to < self.topo.hosts() {
+            debug_assert_eq!(port, UPLINK.0);
+            self.host_input(t, to, HostInput::Packet(pkt));
+        } else {
+            let packet = self.take_packet(pkt);
+            self.switch_handle(
+                t,
+                to,
+                Input::Packet {
+                    port: PortId(port),
+                    packet,
+                },
+            );
+        }
+    }
+
+    fn on_timer(&mut self, t: SimTime, node: u32, generation: u32) {
+        if node < self.topo.hosts() {
+            let st = &mut self.hosts[node as usize];
+            if st.timer_generation != generation {
+                return;
+            }
+            st.armed = None;
+            self.host_input(t, node, HostInput::Timeout);
+        } else {
+            let st = &mut self.switches[(node - self.topo.hosts()) as usize];
+            if st.timer_generation != generation {
+                return;
+            }
+            st.armed = None;
+            self.switch_handle(t, node, Input::Timeout);
+        }
+    }
+
+    fn on_send_event(&mut self, t: SimTime, proc: u32) {
+        if t >= self.cfg.duration_ns {
+            return;
+        }
+        let host = proc / self.cfg.procs_per_host;
+        if self.hosts[host as usize].pending.len() >= HOST_QUEUE_SEND_MAX {
+            self.stats.sends_rejected += 1;
+        } else {
+            self.host_input(t, host, HostInput::Send { proc, issued: t });
+        }
+        let gap = self.next_gap();
+        self.queue.push(t + gap, Ev::Send { proc });
+    }
+
+    fn host_input(&mut self, t: SimTime, h: u32, input: HostInput) {
+        let st = &mut self.hosts[h as usize];
+        if st.pending.is_empty() && st.cpu_free <= t {
+            self.host_process(t, h, input);
+        } else {
+            st.pending.push_back(input);
+            if !st.wake_armed {
+                st.wake_armed = true;
+                let at = st.cpu_free.max(t);
+                self.queue.push(at, Ev::CpuWake { host: h });
+            }
+        }
+    }
+
+    fn on_cpu_wake(&mut self, t: SimTime, h: u32) {
+        let st = &mut self.hosts[h as usize];
+        st.wake_armed = false;
+        let Some(input) = st.pending.pop_front() else {
+            return;
+        };
+        self.host_process(t, h, input);
+        let st = &mut self.hosts[h as usize];
+        if !st.pending.is_empty() {
+            st.wake_armed = true;
+            let at = st.cpu_free.max(t);
+            self.queue.push(at, Ev::CpuWake { host: h });
+        }
+    }
+
+    /// Builds the scattering of one send of `proc` into `scratch_scatter` / `scratch_dsts`.
+    fn build_scattering(&mut self, proc: u32, seq: u64, issued: SimTime) -> Dsts {
+        let mut payload = BytesMut::with_capacity(self.cfg.msg_size);
+        payload.put_u64(seq);
+        payload.put_u64(issued);
+        payload.resize(self.cfg.msg_size, 0);
+        let payload = payload.freeze();
+        self.scratch_scatter.clear();
+        self.scratch_dsts.clear();
+        let n = self.procs;
+        let dsts = match self.cfg.workload {
+            WorkloadKind::AllToAll => {
+                self.scratch_dsts.extend(0..n);
+                Dsts::All(n)
+            }
+            WorkloadKind::OneToOne => {
+                self.scratch_dsts.push((proc + n / 2) % n);
+                Dsts::List(self.scratch_dsts.clone())
+            }
+            WorkloadKind::Scatter { k } => {
+                // k distinct destinations, uniformly (rejection sampling; k <= n is validated).
+                while self.scratch_dsts.len() < k as usize {
+                    let d = self.workload_rng.below(n as u64) as u32;
+                    if !self.scratch_dsts.contains(&d) {
+                        self.scratch_dsts.push(d);
+                    }
+                }
+                self.scratch_dsts.sort_unstable();
+                Dsts::List(self.scratch_dsts.clone())
+            }
+        };
+        for &d in &self.scratch_dsts {
+            self.scratch_scatter.push((ProcId(d), payload.clone()));
+        }
+        dsts
+    }
+
+    fn host_process(&mut self, t: SimTime, h: u32, input: HostInput) {
+        let hi = h as usize;
+        let local = self.hosts[hi].clock.local(t);
+        let barrier_before = self.hosts[hi].host.barrier().map(|b| b.timestamp());
+        let mut cursor = t;
+        match input {
+            HostInput::Packet(pkt) => {
+                cursor += self.cfg.host_recv_ns;
+                let packet = self.take_packet(pkt);
+                self.hosts[hi].host.handle(
+                    local,
+                    Input::Packet {
+                        port: UPLINK,
+                        packet,
+                    },
+                );
+            }
+            HostInput::Timeout => self.hosts[hi].host.handle(local, Input::Timeout),
+            HostInput::Send { proc, issued } => {
+                let seq = self.scatter_seq[proc as usize];
+                self.scatter_seq[proc as usize] += 1;
+                let dsts = self.build_scattering(proc, seq, issued);
+                let scattering = std::mem::take(&mut self.scratch_scatter);
+                let sent = self.hosts[hi].host.send(local, ProcId(proc), &scattering);
+                self.scratch_scatter = scattering;
+                let ts = sent.expect("the simulator's workload only sends valid scatterings");
+                self.stats.scatterings += 1;
+                self.stats.messages_sent += self.scratch_dsts.len() as u64;
+                self.trace.add(t);
+                self.trace.add((proc as u64) << 32 | seq);
+                self.trace.add(ts.raw());
+                if let Some(c) = self.checker.as_mut() {
+                    c.on_send(t, h, proc, seq, ts, dsts);
+                }
+            }
+        }
+        let mut outs = std::mem::take(&mut self.scratch_out);
+        while let Some(o) = self.hosts[hi].host.poll_output() {
+            outs.push(o);
+        }
+        let uplink = self.topo.uplink(h).0;
+        for o in outs.drain(..) {
+            match o {
+                Output::Send { packet, .. } => {
+                    cursor += self.cfg.host_send_ns;
+                    self.transmit(uplink, packet, cursor);
+                }
+                Output::Event(HostEvent::Deliver(d)) => {
+                    cursor += self.cfg.host_deliver_ns;
+                    self.stats.delivered += 1;
+                    let seq =
+                        u64::from_be_bytes(d.payload[..8].try_into().expect("16-byte header"));
+                    let issued =
+                        u64::from_be_bytes(d.payload[8..16].try_into().expect("16-byte header"));
+                    debug_assert!(d.payload.len() >= PAYLOAD_HEADER_LEN);
+                    self.latency.record(cursor - issued);
+                    self.reorder_delay.record(local.saturating_since(d.arrived));
+                    self.trace.add(cursor);
+                    self.trace.add((d.dst.0 as u64) << 32 | d.src.0 as u64);
+                    self.trace.add(seq);
+                    if let Some(c) = self.checker.as_mut() {
+                        c.on_deliver(cursor, h, &d, seq, barrier_before);
+                    }
+                }
+                Output::Event(HostEvent::SendFailed {
+                    src,
+                    dst,
+                    ts,
+                    reason,
+                    ..
+                }) => {
+                    self.stats.send_failed += 1;
+                    self.trace.add(0xFA11 ^ (src.0 as u64) << 32 ^ dst.0 as u64);
+                    self.trace.add(ts.raw());
+                    if let Some(c) = self.checker.as_mut() {
+                        c.on_send_failed(cursor, src.0, dst.0, ts, reason);
+                    }
+                }
+            }
+        }
+        self.scratch_out = outs;
+        self.hosts[hi].cpu_free = cursor;
+        if let Some(c) = self.checker.as_mut() {
+            let b = self.hosts[hi].host.barrier().map(|b| b.timestamp());
+            c.on_host_barrier(t, h, b);
+        }
+        self.rearm(h);
+    }
+
+    fn switch_handle(&mut self, t: SimTime, node: u32, input: Input<Packet>) {
+        let si = (node - self.topo.hosts()) as usize;
+        let local = self.switches[si].clock.local(t);
+        self.switches[si].sw.handle(local, input);
+        let mut outs = std::mem::take(&mut self.scratch_sw);
+        while let Some(o) = self.switches[si].sw.poll_output() {
+            outs.push(o);
+        }
+        for o in outs.drain(..) {
+            match o {
+                Output::Send { port, packet } => {
+                    let link = self.topo.node(NodeId(node)).outputs[port.index()].0;
+                    self.transmit(link, packet, t);
+                }
+                Output::Event(e) => match e {},
+            }
+        }
+        self.scratch_sw = outs;
+        if let Some(c) = self.checker.as_mut() {
+            c.on_switch_barrier(t, si, self.switches[si].sw.barrier());
+        }
+        self.rearm(node);
+    }
+
+    /// Re-arms a node's timer from its `poll_timeout`, if it changed.
+    fn rearm(&mut self, node: u32) {
+        let now = self.now;
+        let (deadline, armed, clock, generation) = if node < self.topo.hosts() {
+            let st = &mut self.hosts[node as usize];
+            (
+                st.host.poll_timeout(),
+                &mut st.armed,
+                &mut st.clock,
+                &mut st.timer_generation,
+            )
+        } else {
+            let st = &mut self.switches[(node - self.topo.hosts()) as usize];
+            (
+                st.sw.poll_timeout(),
+                &mut st.armed,
+                &mut st.clock,
+                &mut st.timer_generation,
+            )
+        };
+        if deadline == *armed {
+            return;
+        }
+        *armed = deadline;
+        *generation = generation.wrapping_add(1);
+        if let Some(d) = deadline {
+            let at = clock.true_time_of(d, now);
+            let generation = *generation;
+            self.queue.push(at, Ev::Timer { node, generation });
+        }
+    }
+}
