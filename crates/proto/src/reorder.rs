@@ -15,7 +15,7 @@ use crate::ids::{ProcId, Psn};
 use crate::time::Timestamp;
 use core::cmp::{Ordering, Reverse};
 use std::collections::binary_heap::PeekMut;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 /// The total order key: timestamp, ties broken by sender id (§4.1), then by the sender's PSN so
 /// that two messages one sender stamped alike keep their send order.
@@ -56,13 +56,32 @@ pub enum InsertError {
     Duplicate,
 }
 
-/// Per-sender FIFO queues merged through a heap of their heads.
+/// End of a list.
+const NIL: u32 = u32::MAX;
+
+/// One buffered message, linked into its sender's FIFO list.
+#[derive(Debug)]
+struct Slot<T> {
+    key: OrderKey,
+    next: u32,
+    item: Option<T>,
+}
+
+/// Per-sender FIFO lists merged through a heap of their heads.
+///
+/// Layout: the lists are intrusive, threaded through one slab of slots shared by all senders, so
+/// a sender costs 8 bytes (head and tail index) whether or not it has anything buffered, and
+/// freed slots are reused while still in cache. A simulator holding a thousand hosts of a
+/// thousand senders each depends on that footprint (docs/BENCHMARKS.md).
 #[derive(Debug)]
 pub struct ReorderBuffer<T> {
-    queues: Vec<VecDeque<(OrderKey, T)>>,
-    /// One entry per non-empty queue holding its head's key, plus possibly stale entries left by
-    /// out-of-order inserts at a queue's front; a stale entry is recognised (its key is not the
-    /// head of its queue) and discarded when it surfaces.
+    /// (head, tail) slot index per sender, `NIL` when empty.
+    lists: Vec<(u32, u32)>,
+    slots: Vec<Slot<T>>,
+    free: Vec<u32>,
+    /// One entry per non-empty list holding its head's key, plus possibly stale entries left by
+    /// out-of-order inserts at a list's front; a stale entry is recognised (its key is not the
+    /// head of its list) and discarded when it surfaces.
     heads: BinaryHeap<Reverse<OrderKey>>,
     len: usize,
     len_max: usize,
@@ -73,8 +92,11 @@ impl<T> ReorderBuffer<T> {
     /// A buffer for senders `0..senders_max` holding at most `len_max` messages.
     pub fn new(senders_max: u32, len_max: usize) -> Self {
         assert!(len_max > 0, "a reorder buffer must hold something");
+        assert!(len_max < NIL as usize, "slot indexes are u32");
         ReorderBuffer {
-            queues: (0..senders_max).map(|_| VecDeque::new()).collect(),
+            lists: vec![(NIL, NIL); senders_max as usize],
+            slots: Vec::new(),
+            free: Vec::new(),
             heads: BinaryHeap::new(),
             len: 0,
             len_max,
@@ -99,8 +121,37 @@ impl<T> ReorderBuffer<T> {
 
     /// The smallest buffered key, if any.
     pub fn peek(&mut self) -> Option<OrderKey> {
-        self.discard_stale_heads();
-        self.heads.peek().map(|r| r.0)
+        while let Some(top) = self.heads.peek() {
+            let key = top.0;
+            if self.head_key(key.src.index()) == Some(key) {
+                return Some(key);
+            }
+            self.heads.pop();
+        }
+        None
+    }
+
+    fn head_key(&self, sender: usize) -> Option<OrderKey> {
+        let head = self.lists[sender].0;
+        (head != NIL).then(|| self.slots[head as usize].key)
+    }
+
+    fn alloc(&mut self, key: OrderKey, item: T) -> u32 {
+        let slot = Slot {
+            key,
+            next: NIL,
+            item: Some(item),
+        };
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        }
     }
 
     /// Buffers `item` under `key`.
@@ -108,27 +159,36 @@ impl<T> ReorderBuffer<T> {
         if self.len >= self.len_max {
             return Err(InsertError::Full);
         }
-        let queue = self
-            .queues
-            .get_mut(key.src.index())
-            .ok_or(InsertError::UnknownSender)?;
-        match queue.back() {
-            None => {
-                queue.push_back((key, item));
-                self.heads.push(Reverse(key));
-            }
+        let s = key.src.index();
+        let (head, tail) = *self.lists.get(s).ok_or(InsertError::UnknownSender)?;
+        if head == NIL {
+            let i = self.alloc(key, item);
+            self.lists[s] = (i, i);
+            self.heads.push(Reverse(key));
+        } else if self.slots[tail as usize].key < key {
             // The common case: in order for this sender.
-            Some((last, _)) if *last < key => queue.push_back((key, item)),
-            Some(_) => {
-                let at = queue.partition_point(|(k, _)| *k < key);
-                if queue.get(at).is_some_and(|(k, _)| *k == key) {
-                    return Err(InsertError::Duplicate);
-                }
-                queue.insert(at, (key, item));
-                if at == 0 {
-                    // The queue has a new, smaller head; the old head's entry becomes stale.
-                    self.heads.push(Reverse(key));
-                }
+            let i = self.alloc(key, item);
+            self.slots[tail as usize].next = i;
+            self.lists[s].1 = i;
+        } else {
+            // Out of order (a non-FIFO path): walk to the insertion point. The key is below the
+            // tail's, so the walk stops inside the list.
+            let (mut prev, mut cur) = (NIL, head);
+            while self.slots[cur as usize].key < key {
+                prev = cur;
+                cur = self.slots[cur as usize].next;
+            }
+            if self.slots[cur as usize].key == key {
+                return Err(InsertError::Duplicate);
+            }
+            let i = self.alloc(key, item);
+            self.slots[i as usize].next = cur;
+            if prev == NIL {
+                // A new, smaller head; the old head's heap entry becomes stale.
+                self.lists[s].0 = i;
+                self.heads.push(Reverse(key));
+            } else {
+                self.slots[prev as usize].next = i;
             }
         }
         self.len += 1;
@@ -146,41 +206,38 @@ impl<T> ReorderBuffer<T> {
             if key.ts >= barrier {
                 return None;
             }
-            let queue = &mut self.queues[key.src.index()];
-            if queue.front().map(|(k, _)| *k) != Some(key) {
+            let s = key.src.index();
+            let head = self.lists[s].0;
+            if head == NIL || self.slots[head as usize].key != key {
                 PeekMut::pop(top);
                 continue;
             }
-            let popped = queue.pop_front().expect("front checked above");
-            match queue.front() {
+            let slot = &mut self.slots[head as usize];
+            let item = slot.item.take().expect("linked slots hold items");
+            let next = slot.next;
+            self.free.push(head);
+            self.lists[s].0 = next;
+            if next == NIL {
+                self.lists[s].1 = NIL;
+                PeekMut::pop(top);
+            } else {
                 // Replace the top in place: one sift-down instead of a pop and a push.
-                Some((next, _)) => top.0 = *next,
-                None => {
-                    PeekMut::pop(top);
-                }
+                top.0 = self.slots[next as usize].key;
             }
             self.len -= 1;
-            return Some(popped);
+            return Some((key, item));
         }
     }
 
     /// Removes every buffered message (e.g. when a process leaves), returning how many.
     pub fn clear(&mut self) -> usize {
         let n = self.len;
-        self.queues.iter_mut().for_each(VecDeque::clear);
+        self.lists.iter_mut().for_each(|l| *l = (NIL, NIL));
+        self.slots.clear();
+        self.free.clear();
         self.heads.clear();
         self.len = 0;
         n
-    }
-
-    fn discard_stale_heads(&mut self) {
-        while let Some(top) = self.heads.peek() {
-            let key = top.0;
-            if self.queues[key.src.index()].front().map(|(k, _)| *k) == Some(key) {
-                return;
-            }
-            self.heads.pop();
-        }
     }
 }
 

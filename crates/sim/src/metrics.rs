@@ -49,7 +49,7 @@ impl NsHistogram {
     }
 }
 
-/// FNV-1a over a stream of u64 words: the run's trace hash.
+/// A word-at-a-time multiplicative hash over a stream of u64 words: the run's trace hash.
 #[derive(Clone, Copy, Debug)]
 pub struct TraceHash(u64);
 
@@ -63,10 +63,9 @@ impl TraceHash {
     /// Mixes in one word.
     #[inline]
     pub fn add(&mut self, x: u64) {
-        for b in x.to_le_bytes() {
-            self.0 ^= b as u64;
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        self.0 = (self.0 ^ x)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
     }
 
     /// The hash so far.

@@ -146,8 +146,11 @@ pub struct World<Q: EventQueue<Ev>> {
     rng: Rng,
     workload_rng: Rng,
     scatter_seq: Vec<u64>,
-    scratch_out: Vec<Output<Packet, HostEvent>>,
-    scratch_sw: Vec<Output<Packet, onepipe_proto::switch::SwitchEvent>>,
+    /// Flattened routing-graph lookups for the hot path: each host's uplink, and each switch's
+    /// output links (`switch_out_links[switch_out_base[s] + port]`).
+    host_uplinks: Vec<u32>,
+    switch_out_base: Vec<u32>,
+    switch_out_links: Vec<u32>,
     scratch_scatter: Vec<(ProcId, Bytes)>,
     scratch_dsts: Vec<u32>,
     procs: u32,
@@ -266,6 +269,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 last_barrier: None,
             })
             .collect();
+        let host_uplinks = (0..topo.hosts()).map(|h| topo.uplink(h).0).collect();
+        let (mut switch_out_base, mut switch_out_links) = (Vec::new(), Vec::new());
+        for n in topo.switches() {
+            switch_out_base.push(switch_out_links.len() as u32);
+            switch_out_links.extend(topo.node(n).outputs.iter().map(|l| l.0));
+        }
         let checker = cfg
             .check
             .then(|| Checker::new(procs, pph, switches.len(), cfg.reorder_prob == 0.0));
@@ -281,8 +290,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
             rng,
             workload_rng,
             scatter_seq: vec![0; procs as usize],
-            scratch_out: Vec::new(),
-            scratch_sw: Vec::new(),
+            host_uplinks,
+            switch_out_base,
+            switch_out_links,
             scratch_scatter: Vec::new(),
             scratch_dsts: Vec::new(),
             procs,
@@ -343,7 +353,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             let (t, ev) = self.queue.pop().expect("peeked");
             self.now = t;
             self.stats.events += 1;
-            if self.stats.events % (1 << 20) == 0 {
+            if self.stats.events.is_multiple_of(1 << 20) {
                 progress(t);
             }
             match ev {
@@ -562,12 +572,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
             }
         }
-        let mut outs = std::mem::take(&mut self.scratch_out);
+        let uplink = self.host_uplinks[hi];
         while let Some(o) = self.hosts[hi].host.poll_output() {
-            outs.push(o);
-        }
-        let uplink = self.topo.uplink(h).0;
-        for o in outs.drain(..) {
             match o {
                 Output::Send { packet, .. } => {
                     cursor += self.cfg.host_send_ns;
@@ -606,7 +612,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
             }
         }
-        self.scratch_out = outs;
         self.hosts[hi].cpu_free = cursor;
         if let Some(c) = self.checker.as_mut() {
             let b = self.hosts[hi].host.barrier().map(|b| b.timestamp());
@@ -619,20 +624,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let si = (node - self.topo.hosts()) as usize;
         let local = self.switches[si].clock.local(t);
         self.switches[si].sw.handle(local, input);
-        let mut outs = std::mem::take(&mut self.scratch_sw);
+        let base = self.switch_out_base[si] as usize;
         while let Some(o) = self.switches[si].sw.poll_output() {
-            outs.push(o);
-        }
-        for o in outs.drain(..) {
             match o {
                 Output::Send { port, packet } => {
-                    let link = self.topo.node(NodeId(node)).outputs[port.index()].0;
+                    let link = self.switch_out_links[base + port.index()];
                     self.transmit(link, packet, t);
                 }
                 Output::Event(e) => match e {},
             }
         }
-        self.scratch_sw = outs;
         if let Some(c) = self.checker.as_mut() {
             c.on_switch_barrier(t, si, self.switches[si].sw.barrier());
         }
