@@ -356,3 +356,128 @@ impl Checker {
 fn key_lt(a: (Timestamp, u32, u64), b: (Timestamp, u32, u64)) -> bool {
     a.0 < b.0 || (a.0 == b.0 && (a.1, a.2) < (b.1, b.2))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use onepipe_proto::{Instant, ProcId, Psn};
+
+    /// Two hosts, one process each.
+    fn checker() -> Checker {
+        Checker::new(2, 1, 1, true)
+    }
+
+    fn ts(x: u64) -> Timestamp {
+        Timestamp::new(x)
+    }
+
+    fn delivery(dst: u32, src: u32, t: u64, barrier: u64, now: u64) -> Delivery {
+        Delivery {
+            dst: ProcId(dst),
+            src: ProcId(src),
+            ts: ts(t),
+            psn: Psn(0),
+            payload: Bytes::new(),
+            barrier: ts(barrier),
+            arrived: Instant(0),
+            now_ts: ts(now),
+        }
+    }
+
+    fn kinds(c: &Checker) -> Vec<&'static str> {
+        c.violations().iter().map(|v| v.kind).collect()
+    }
+
+    #[test]
+    fn clean_history_has_no_violations() {
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_send(0, 1, 1, 0, ts(12), Dsts::All(2));
+        for r in 0..2 {
+            c.on_deliver(5, r, &delivery(r, 0, 10, 20, 30), 0, None);
+            c.on_deliver(5, r, &delivery(r, 1, 12, 20, 30), 0, None);
+        }
+        c.finish(100, 1);
+        assert_eq!(c.violation_count(), 0, "{:?}", c.violations());
+    }
+
+    #[test]
+    fn detects_out_of_order_delivery() {
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_send(0, 1, 1, 0, ts(12), Dsts::All(2));
+        c.on_deliver(5, 0, &delivery(0, 1, 12, 20, 30), 0, None);
+        c.on_deliver(5, 0, &delivery(0, 0, 10, 20, 30), 0, None);
+        assert!(kinds(&c).contains(&"order"));
+    }
+
+    #[test]
+    fn detects_delivery_at_or_above_the_barrier_and_below_a_passed_one() {
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_deliver(5, 1, &delivery(1, 0, 10, 10, 30), 0, None);
+        assert_eq!(kinds(&c), vec!["barrier"]);
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_deliver(5, 1, &delivery(1, 0, 10, 20, 30), 0, Some(ts(15)));
+        assert_eq!(kinds(&c), vec!["barrier"]);
+    }
+
+    #[test]
+    fn detects_causality_duplicates_and_phantoms() {
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::List(vec![1]));
+        c.on_deliver(5, 1, &delivery(1, 0, 10, 20, 10), 0, None);
+        assert!(kinds(&c).contains(&"causality"));
+        c.on_deliver(6, 1, &delivery(1, 0, 10, 20, 30), 0, None);
+        assert!(kinds(&c).contains(&"duplicate"));
+        c.on_deliver(7, 0, &delivery(0, 0, 10, 20, 30), 0, None);
+        c.on_deliver(7, 0, &delivery(0, 1, 10, 20, 30), 5, None);
+        assert_eq!(kinds(&c).iter().filter(|k| **k == "phantom").count(), 2);
+        // A host that delivered ts 10 must not stamp a later send at or below it.
+        c.on_send(8, 1, 1, 0, ts(10), Dsts::All(2));
+        assert_eq!(kinds(&c).iter().filter(|k| **k == "causality").count(), 2);
+    }
+
+    #[test]
+    fn detects_unreported_loss_and_late_drops_on_fifo_links() {
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_deliver(5, 0, &delivery(0, 0, 10, 20, 30), 0, None);
+        c.finish(100, 1);
+        assert_eq!(kinds(&c), vec!["unreported-loss"]);
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_deliver(5, 0, &delivery(0, 0, 10, 20, 30), 0, None);
+        c.on_send_failed(6, 0, 1, ts(10), NakReason::Late);
+        c.finish(100, 1);
+        assert_eq!(
+            kinds(&c),
+            vec!["lower-bound"],
+            "reported, but late on FIFO links"
+        );
+    }
+
+    #[test]
+    fn detects_disagreement_between_receivers() {
+        // Bypass the per-receiver key check by giving both scatterings one timestamp and
+        // feeding logs directly: agreement is checked independently of the key.
+        let mut c = checker();
+        c.logs[0] = vec![(0, 0), (1, 0)];
+        c.logs[1] = vec![(1, 0), (0, 0)];
+        c.finish(100, 1);
+        assert!(kinds(&c).contains(&"agreement"));
+    }
+
+    #[test]
+    fn detects_barriers_moving_backwards() {
+        let mut c = checker();
+        c.on_host_barrier(1, 0, Some(ts(20)));
+        c.on_host_barrier(2, 0, Some(ts(10)));
+        c.on_switch_barrier(3, 0, Some(ts(20)));
+        c.on_switch_barrier(4, 0, Some(ts(19)));
+        c.on_link_barrier(5, 3, ts(20), ts(18));
+        assert_eq!(kinds(&c), vec!["barrier", "barrier", "barrier"]);
+    }
+}

@@ -1,0 +1,250 @@
+//! Whole-network simulations with the checkers on: fixed seeds, properties over random
+//! configurations, and scenarios named after the paper sections whose numbers they reproduce.
+//! A failure message always carries the seed; `onepipe sim --seed S` with the same flags replays.
+
+use onepipe_proto::switch::SwitchMode;
+use onepipe_sim::{run, Report, SimConfig, TopologySpec, WorkloadKind};
+use proptest::prelude::*;
+
+fn small(topology: TopologySpec, seed: u64) -> SimConfig {
+    SimConfig {
+        topology,
+        duration_ns: 400_000,
+        drain_ns: 100_000,
+        rate_per_proc: 20_000.0,
+        seed,
+        ..SimConfig::default()
+    }
+}
+
+fn run_ok(cfg: &SimConfig) -> Report {
+    let r = run(cfg, &mut |_| {}).unwrap_or_else(|e| panic!("seed {}: {e}", cfg.seed));
+    assert_eq!(
+        r.violations, 0,
+        "seed {} ({:?}): violations {:#?}",
+        cfg.seed, cfg, r.violation_samples
+    );
+    assert!(r.delivered > 0, "seed {}: nothing delivered", cfg.seed);
+    assert_eq!(r.checked_deliveries, r.delivered, "seed {}", cfg.seed);
+    r
+}
+
+/// 24 fixed seeds, each a different mix of topology, switch mode, workload, processes per host,
+/// clock skew and link ordering. With FIFO links nothing may be late (§4.1).
+#[test]
+fn fixed_seeds_pass_every_checker() {
+    let topologies = [
+        TopologySpec::FatTree { k: 4 },
+        TopologySpec::Rack { hosts: 5 },
+        TopologySpec::LeafSpine {
+            hosts: 9,
+            rack_size: 4,
+            spines: 2,
+        },
+        TopologySpec::FatTree { k: 2 },
+    ];
+    let modes = [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host];
+    let workloads = [
+        WorkloadKind::AllToAll,
+        WorkloadKind::Scatter { k: 3 },
+        WorkloadKind::OneToOne,
+    ];
+    for seed in 1..=24u64 {
+        let i = seed as usize;
+        let mut cfg = small(topologies[i % 4], seed);
+        cfg.switch_mode = modes[i % 3];
+        cfg.workload = workloads[(i / 3) % 3];
+        cfg.procs_per_host = 1 + (i % 2) as u32;
+        cfg.clock_skew_ns = [0.0, 300.0, 1000.0][(i / 2) % 3];
+        cfg.reorder_prob = if i % 4 == 3 { 0.02 } else { 0.0 };
+        let r = run_ok(&cfg);
+        if cfg.reorder_prob == 0.0 {
+            assert_eq!(r.dropped_late, 0, "seed {seed}: late drop on FIFO links");
+        }
+    }
+}
+
+#[test]
+fn same_seed_same_trace_hash_different_seed_different_hash() {
+    let cfg = small(TopologySpec::FatTree { k: 4 }, 7);
+    let a = run_ok(&cfg);
+    let b = run_ok(&cfg);
+    assert_eq!(a.trace_hash, b.trace_hash);
+    assert_eq!(a.delivered, b.delivered);
+    let c = run_ok(&SimConfig { seed: 8, ..cfg });
+    assert_ne!(a.trace_hash, c.trace_hash);
+}
+
+/// §6.2.1 and Fig. 9a: with a programmable chip and mostly idle links the reorder delay is about
+/// half the beacon interval plus the clock skew (paper: 1.7–2.3 µs at a 3 µs interval).
+#[test]
+fn reorder_delay_is_half_the_beacon_interval_plus_skew_6_2_1() {
+    let cfg = SimConfig {
+        duration_ns: 2_000_000,
+        rate_per_proc: 10_000.0,
+        seed: 1,
+        ..SimConfig::default()
+    };
+    let r = run_ok(&cfg);
+    let mean = r.reorder_delay_ns.mean;
+    assert!(
+        (1_000.0..4_000.0).contains(&mean),
+        "mean reorder delay {mean} ns"
+    );
+    // A longer interval raises it by about half the difference.
+    let slow = run_ok(&SimConfig {
+        beacon_interval_ns: 9_000,
+        ..cfg
+    });
+    let grew = slow.reorder_delay_ns.mean - mean;
+    assert!((1_500.0..6_000.0).contains(&grew), "grew by {grew} ns");
+}
+
+/// §6.2.2–6.2.3: switch CPUs add processing delay per hop, representatives an extra hop on top.
+#[test]
+fn switch_cpu_and_host_representatives_are_slower_than_the_chip_6_2() {
+    let delay = |mode| {
+        let cfg = SimConfig {
+            switch_mode: mode,
+            ..small(TopologySpec::FatTree { k: 4 }, 3)
+        };
+        run_ok(&cfg).reorder_delay_ns.mean
+    };
+    let (chip, cpu, host) = (
+        delay(SwitchMode::Chip),
+        delay(SwitchMode::Cpu),
+        delay(SwitchMode::Host),
+    );
+    assert!(
+        chip < cpu && cpu < host,
+        "chip {chip} cpu {cpu} host {host}"
+    );
+}
+
+/// §4.1: non-FIFO links make packets late; late packets are dropped and reported, never
+/// delivered out of order.
+#[test]
+fn non_fifo_links_cause_late_drops_never_disorder_4_1() {
+    let cfg = SimConfig {
+        reorder_prob: 0.05,
+        ..small(TopologySpec::FatTree { k: 4 }, 11)
+    };
+    let r = run_ok(&cfg);
+    assert!(r.dropped_late > 0);
+    assert!(r.send_failed > 0, "late drops must reach their senders");
+    assert!(r.reordered_packets > 0);
+}
+
+/// §4.1: clock skew slows delivery but never breaks order; clocks that step backwards at every
+/// sync (large skew, frequent syncs) included.
+#[test]
+fn clock_steps_backwards_delay_but_never_disorder_4_1() {
+    let cfg = SimConfig {
+        clock_skew_ns: 2_000.0,
+        clock_sync_interval_ns: 20_000,
+        clock_drift_ppm: 50.0,
+        ..small(
+            TopologySpec::LeafSpine {
+                hosts: 6,
+                rack_size: 3,
+                spines: 2,
+            },
+            5,
+        )
+    };
+    run_ok(&cfg);
+}
+
+/// §6.1: 48-bit timestamps wrap every ~78 hours; comparisons are wrap-safe (PAWS).
+#[test]
+fn timestamps_wrap_at_48_bits_6_1() {
+    let cfg = SimConfig {
+        clock_epoch_ns: (1 << 48) - 200_000,
+        ..small(TopologySpec::FatTree { k: 4 }, 2)
+    };
+    let r = run_ok(&cfg);
+    assert_eq!(r.dropped_late, 0);
+}
+
+/// §6.1: messages larger than the MTU are fragmented and reassembled.
+#[test]
+fn large_messages_fragment_and_reassemble_6_1() {
+    let cfg = SimConfig {
+        msg_size: 10_000,
+        mtu_payload: 1_000,
+        workload: WorkloadKind::Scatter { k: 2 },
+        ..small(TopologySpec::Rack { hosts: 4 }, 9)
+    };
+    let r = run_ok(&cfg);
+    assert_eq!(r.delivered, r.sent);
+}
+
+/// §7.2, Fig. 13b: beacons are a tiny share of link bandwidth (paper: ~0.3% at 3 µs, 100 G).
+#[test]
+fn beacons_are_a_small_share_of_link_bandwidth_7_2() {
+    let r = run_ok(&small(TopologySpec::FatTree { k: 4 }, 4));
+    assert!(r.beacon_bandwidth_share > 0.0 && r.beacon_bandwidth_share < 0.01);
+}
+
+/// With FIFO links and no loss, every message sent is delivered (best effort is "almost
+/// reliable", §2.1).
+#[test]
+fn fifo_network_delivers_everything_2_1() {
+    for seed in 30..33 {
+        let r = run_ok(&small(TopologySpec::FatTree { k: 4 }, seed));
+        assert_eq!(r.delivered, r.sent, "seed {seed}");
+        assert_eq!(r.send_failed, 0, "seed {seed}");
+    }
+}
+
+fn topology() -> impl Strategy<Value = TopologySpec> {
+    prop_oneof![
+        (1u32..7).prop_map(|hosts| TopologySpec::Rack { hosts }),
+        (1u32..12, 1u32..5, 1u32..4).prop_map(|(hosts, rack_size, spines)| {
+            TopologySpec::LeafSpine {
+                hosts,
+                rack_size,
+                spines,
+            }
+        }),
+        prop_oneof![Just(2u32), Just(4)].prop_map(|k| TopologySpec::FatTree { k }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    /// Random topologies, link delays, skews, switch modes, workloads and seeds: the checkers
+    /// always pass, and with FIFO links nothing is late.
+    #[test]
+    fn random_networks_pass_every_checker(
+        topology in topology(),
+        seed in any::<u64>(),
+        link_delay_ns in 50u64..3_000,
+        skew in 0.0f64..2_000.0,
+        mode in 0usize..3,
+        beacon_interval_ns in 1_000u64..20_000,
+        pph in 1u32..3,
+        reorder in prop_oneof![Just(0.0), 0.0f64..0.1],
+    ) {
+        let cfg = SimConfig {
+            topology,
+            seed,
+            link_delay_ns,
+            clock_skew_ns: skew,
+            switch_mode: [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host][mode],
+            beacon_interval_ns,
+            procs_per_host: pph,
+            reorder_prob: reorder,
+            duration_ns: 200_000,
+            drain_ns: 200_000,
+            rate_per_proc: 20_000.0,
+            ..SimConfig::default()
+        };
+        let r = run(&cfg, &mut |_| {}).unwrap();
+        prop_assert_eq!(r.violations, 0, "seed {}: {:#?}", seed, r.violation_samples);
+        if reorder == 0.0 {
+            prop_assert_eq!(r.dropped_late, 0, "seed {}", seed);
+        }
+    }
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Planted bugs: each mutant below breaks one rule of 1Pipe in a copy of the tree; the test suite
+# must fail for every one of them. Prints one line per mutant and exits non-zero if the suite
+# missed any. Usage: scripts/planted-bugs.sh [mutant-name ...]
+set -euo pipefail
+root=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Reuse one target dir across mutants so only the mutated crates rebuild.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/mutants}"
+
+# name @@ file @@ exact text @@ replacement @@ why the suite must catch it
+mutants=(
+  "eq41-max@@crates/proto/src/switch.rs@@min.map_or(r, |m| m.min_wrapping(r))@@min.map_or(r, |m| m.max_wrapping(r))@@Eq. 4.1 takes the max of the input registers: barriers overtake messages in flight"
+  "deliver-at-barrier@@crates/proto/src/reorder.rs@@if key.ts >= barrier {@@if key.ts > barrier {@@the receiver delivers a message whose timestamp equals the barrier"
+  "no-late-drop@@crates/proto/src/host.rs@@if self.barrier.is_some_and(|b| h.ts < b) {@@if false \&\& self.barrier.is_some_and(|b| h.ts < b) {@@late packets are buffered and delivered below a passed barrier"
+  "beacon-too-high@@crates/proto/src/host.rs@@.next_beacon\n            .timestamp()@@.next_beacon\n            .timestamp().plus(self.cfg.beacon_interval_ns)@@hosts beacon a barrier one interval in the future"
+  "no-nak@@crates/proto/src/host.rs@@let id = (from, to, psn);@@return; let id = (from, to, psn);@@late drops are never reported to the sender"
+)
+
+selected=("$@")
+missed=0
+for m in "${mutants[@]}"; do
+  name=${m%%@@*}; rest=${m#*@@}
+  file=${rest%%@@*}; rest=${rest#*@@}
+  from=${rest%%@@*}; rest=${rest#*@@}
+  to=${rest%%@@*}; why=${rest#*@@}
+  if [ ${#selected[@]} -gt 0 ] && [[ ! " ${selected[*]} " =~ " $name " ]]; then continue; fi
+  rm -rf "$work/tree" && mkdir -p "$work/tree"
+  (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$work/tree"
+  FROM="$from" TO="$to" python3 - "$work/tree/$file" <<'PY'
+import os, sys
+p = sys.argv[1]; s = open(p).read()
+frm = os.environ["FROM"].replace("\\n", "\n"); to = os.environ["TO"].replace("\\n", "\n").replace("\\&", "&")
+if frm not in s:
+    sys.exit(f"mutant text not found in {p}: {frm!r}")
+open(p, "w").write(s.replace(frm, to, 1))
+PY
+  if (cd "$work/tree" && cargo test -q -p onepipe-proto -p onepipe-sim >"$work/log" 2>&1); then
+    echo "MISSED  $name — $why"
+    missed=$((missed + 1))
+  else
+    failing=$(grep -E '^    [A-Za-z_0-9:]+$' "$work/log" | sed 's/^ *//' | sort -u | head -4 | tr '\n' ' ' || true)
+    echo "caught  $name — $why; failing: ${failing:-see log}"
+  fi
+done
+[ "$missed" -eq 0 ]
