@@ -451,23 +451,28 @@ impl Host {
     /// Adds a fragment to its partial message; returns the whole payload once complete.
     fn reassemble(&mut self, h: DataHeader, first_psn: Psn, payload: Bytes) -> Option<Bytes> {
         let id = (h.src, h.dst, first_psn);
-        if !self.partials.contains_key(&id) && self.partials.len() >= self.cfg.reassembly_len_max {
-            self.stats.dropped_full += 1;
-            self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
-            return None;
-        }
+        // Validate before creating any state: a fragment index no message can have must not
+        // leave an empty partial behind (it would hold a slot and later raise a false NAK).
         let max_frags = self
             .cfg
             .message_len_max
             .div_ceil(self.cfg.mtu_payload)
             .max(1);
+        if h.frag as usize >= max_frags {
+            self.stats.dropped_invalid += 1;
+            return None;
+        }
+        if !self.partials.contains_key(&id) && self.partials.len() >= self.cfg.reassembly_len_max {
+            self.stats.dropped_full += 1;
+            self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
+            return None;
+        }
         let partial = self.partials.entry(id).or_insert_with(|| Partial {
             ts: h.ts,
             parts: BTreeMap::new(),
             last_frag: None,
         });
         if partial.ts != h.ts
-            || h.frag as usize >= max_frags
             || partial.parts.contains_key(&h.frag)
             || partial.last_frag.is_some_and(|l| h.frag > l)
             || (h.end_of_message() && partial.parts.keys().any(|&f| f > h.frag))
@@ -600,8 +605,11 @@ impl Host {
         // after it: every host of a wave then reports the same value, so a switch's minimum moves
         // once per wave. It is a valid barrier: every later timestamp is at least the clock,
         // which is past the beacon time.
-        let barrier = self
-            .next_beacon
+        // The latest beacon time that has passed: the one due, or a later one if the timer fired
+        // late (a busy CPU), so a late beacon still reports everything it can.
+        let interval = self.cfg.beacon_interval_ns;
+        let latest_tick = self.next_beacon.max(next_tick(now, interval, 0) - interval);
+        let barrier = latest_tick
             .timestamp()
             .max_wrapping(self.last_beacon_barrier);
         let stale = self.last_uplink_barrier.is_none_or(|last| last < barrier);

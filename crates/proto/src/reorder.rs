@@ -13,7 +13,7 @@
 
 use crate::ids::{ProcId, Psn};
 use crate::time::Timestamp;
-use core::cmp::{Ordering, Reverse};
+use core::cmp::Ordering;
 use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 
@@ -29,19 +29,54 @@ pub struct OrderKey {
     pub psn: Psn,
 }
 
+impl OrderKey {
+    /// Signed three-way comparison folded into one integer: negative, zero or positive. Both
+    /// wrap-safe differences are shifted so that their sign bit is the 64-bit sign bit: the
+    /// timestamps' 48-bit difference (§6.1, PAWS) and the PSNs' 32-bit one.
+    #[inline(always)]
+    fn order(&self, other: &Self) -> i64 {
+        let ts = (self.ts.raw().wrapping_sub(other.ts.raw()) << 16) as i64;
+        if ts != 0 {
+            return ts;
+        }
+        if self.src != other.src {
+            return if self.src < other.src { -1 } else { 1 };
+        }
+        (self.psn.0.wrapping_sub(other.psn.0) as i32) as i64
+    }
+}
+
 impl Ord for OrderKey {
+    #[inline(always)]
     fn cmp(&self, other: &Self) -> Ordering {
-        self.ts
-            .cmp(&other.ts)
-            .then(self.src.cmp(&other.src))
-            // PSNs wrap after 2^32 messages per pair: compare them by signed distance too.
-            .then((self.psn.0.wrapping_sub(other.psn.0) as i32).cmp(&0))
+        self.order(other).cmp(&0)
     }
 }
 
 impl PartialOrd for OrderKey {
+    #[inline(always)]
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
+    }
+
+    #[inline(always)]
+    fn lt(&self, other: &Self) -> bool {
+        self.order(other) < 0
+    }
+
+    #[inline(always)]
+    fn le(&self, other: &Self) -> bool {
+        self.order(other) <= 0
+    }
+
+    #[inline(always)]
+    fn gt(&self, other: &Self) -> bool {
+        self.order(other) > 0
+    }
+
+    #[inline(always)]
+    fn ge(&self, other: &Self) -> bool {
+        self.order(other) >= 0
     }
 }
 
@@ -58,6 +93,58 @@ pub enum InsertError {
 
 /// End of a list.
 const NIL: u32 = u32::MAX;
+
+/// Most senders one buffer can order: a sender id must fit the 16 low bits of a [`HeadKey`].
+pub const SENDERS_MAX: u32 = 1 << 16;
+
+/// A list head in the merge heap: `ts << 16 | src`, one `u64`. The heap orders heads only by
+/// (timestamp, sender) — within one sender the list is already sorted by (timestamp, PSN) — so
+/// one wrapping subtraction compares two heads: the 48-bit timestamp difference lands in the top
+/// bits, wrap-safe as for [`Timestamp`], and the sender difference (below 2^16 in magnitude)
+/// decides only when the timestamps are equal. Ordered in reverse so `BinaryHeap` is a min-heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HeadKey(u64);
+
+impl HeadKey {
+    #[inline(always)]
+    fn new(key: &OrderKey) -> HeadKey {
+        HeadKey((key.ts.raw() << 16) | key.src.0 as u64)
+    }
+
+    #[inline(always)]
+    fn src(self) -> usize {
+        (self.0 & 0xFFFF) as usize
+    }
+
+    #[inline(always)]
+    fn ts(self) -> Timestamp {
+        Timestamp::new(self.0 >> 16)
+    }
+}
+
+impl Ord for HeadKey {
+    #[inline(always)]
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.0.wrapping_sub(self.0) as i64).cmp(&0)
+    }
+}
+
+impl PartialOrd for HeadKey {
+    #[inline(always)]
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+
+    #[inline(always)]
+    fn lt(&self, other: &Self) -> bool {
+        (other.0.wrapping_sub(self.0) as i64) < 0
+    }
+
+    #[inline(always)]
+    fn le(&self, other: &Self) -> bool {
+        (other.0.wrapping_sub(self.0) as i64) <= 0
+    }
+}
 
 /// One buffered message, linked into its sender's FIFO list.
 #[derive(Debug)]
@@ -79,10 +166,11 @@ pub struct ReorderBuffer<T> {
     lists: Vec<(u32, u32)>,
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
-    /// One entry per non-empty list holding its head's key, plus possibly stale entries left by
-    /// out-of-order inserts at a list's front; a stale entry is recognised (its key is not the
-    /// head of its list) and discarded when it surfaces.
-    heads: BinaryHeap<Reverse<OrderKey>>,
+    /// At least one entry per non-empty list carrying its head's (timestamp, sender), plus
+    /// possibly extra entries left by out-of-order inserts at a list's front. An entry that
+    /// surfaces pops its sender's head if the head has the entry's timestamp — the head is then
+    /// the smallest buffered message whatever the entry's history — and is discarded otherwise.
+    heads: BinaryHeap<HeadKey>,
     len: usize,
     len_max: usize,
     len_peak: usize,
@@ -93,6 +181,7 @@ impl<T> ReorderBuffer<T> {
     pub fn new(senders_max: u32, len_max: usize) -> Self {
         assert!(len_max > 0, "a reorder buffer must hold something");
         assert!(len_max < NIL as usize, "slot indexes are u32");
+        assert!(senders_max <= SENDERS_MAX, "at most {SENDERS_MAX} senders");
         ReorderBuffer {
             lists: vec![(NIL, NIL); senders_max as usize],
             slots: Vec::new(),
@@ -122,11 +211,12 @@ impl<T> ReorderBuffer<T> {
     /// The smallest buffered key, if any.
     pub fn peek(&mut self) -> Option<OrderKey> {
         while let Some(top) = self.heads.peek() {
-            let key = top.0;
-            if self.head_key(key.src.index()) == Some(key) {
-                return Some(key);
+            match self.head_key(top.src()) {
+                Some(k) if k.ts == top.ts() => return Some(k),
+                _ => {
+                    self.heads.pop();
+                }
             }
-            self.heads.pop();
         }
         None
     }
@@ -164,7 +254,7 @@ impl<T> ReorderBuffer<T> {
         if head == NIL {
             let i = self.alloc(key, item);
             self.lists[s] = (i, i);
-            self.heads.push(Reverse(key));
+            self.heads.push(HeadKey::new(&key));
         } else if self.slots[tail as usize].key < key {
             // The common case: in order for this sender.
             let i = self.alloc(key, item);
@@ -186,7 +276,7 @@ impl<T> ReorderBuffer<T> {
             if prev == NIL {
                 // A new, smaller head; the old head's heap entry becomes stale.
                 self.lists[s].0 = i;
-                self.heads.push(Reverse(key));
+                self.heads.push(HeadKey::new(&key));
             } else {
                 self.slots[prev as usize].next = i;
             }
@@ -202,17 +292,18 @@ impl<T> ReorderBuffer<T> {
     pub fn pop_below(&mut self, barrier: Timestamp) -> Option<(OrderKey, T)> {
         loop {
             let mut top = self.heads.peek_mut()?;
-            let key = top.0;
-            if key.ts >= barrier {
+            let ts = top.ts();
+            if ts >= barrier {
                 return None;
             }
-            let s = key.src.index();
+            let s = top.src();
             let head = self.lists[s].0;
-            if head == NIL || self.slots[head as usize].key != key {
+            if head == NIL || self.slots[head as usize].key.ts != ts {
                 PeekMut::pop(top);
                 continue;
             }
             let slot = &mut self.slots[head as usize];
+            let key = slot.key;
             let item = slot.item.take().expect("linked slots hold items");
             let next = slot.next;
             self.free.push(head);
@@ -222,7 +313,7 @@ impl<T> ReorderBuffer<T> {
                 PeekMut::pop(top);
             } else {
                 // Replace the top in place: one sift-down instead of a pop and a push.
-                top.0 = self.slots[next as usize].key;
+                *top = HeadKey::new(&self.slots[next as usize].key);
             }
             self.len -= 1;
             return Some((key, item));

@@ -268,7 +268,9 @@ impl Switch {
             self.stats.dropped += 1;
             return;
         }
-        if let Packet::Data(d) = &packet {
+        // Only a chip's rewritten barrier describes this link; in CPU modes the field (if a
+        // misconfigured host set it) is the sender's, and must not suppress our next beacon.
+        if let (Packet::Data(d), true) = (&packet, self.cfg.mode.rewrites_data()) {
             if d.header.barrier().is_some() {
                 self.last_barrier_sent[out.index()] = Some(d.header.barrier);
             }
@@ -319,8 +321,9 @@ impl Switch {
             // Links whose last packet carried a stale barrier: idle ones, or busy ones whose data
             // went out before the barrier last moved (§4.2).
             SwitchMode::Chip => self.send_beacons(now, |_, _| true),
-            // §6.2.2: every output link, every interval, "regardless of whether the link is idle
-            // or busy".
+            // §6.2.2: every output link, "regardless of whether the link is idle or busy" — when
+            // the barrier has moved since the last beacon on it (an unchanged barrier tells the
+            // link nothing).
             SwitchMode::Cpu | SwitchMode::Host => self.send_beacons(now, |_, _| true),
         }
     }

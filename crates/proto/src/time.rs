@@ -129,14 +129,26 @@ impl Timestamp {
 }
 
 impl Ord for Timestamp {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         self.signed_distance(*other).cmp(&0)
     }
 }
 
 impl PartialOrd for Timestamp {
+    #[inline]
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
+    }
+
+    #[inline]
+    fn lt(&self, other: &Self) -> bool {
+        self.signed_distance(*other) < 0
+    }
+
+    #[inline]
+    fn ge(&self, other: &Self) -> bool {
+        self.signed_distance(*other) >= 0
     }
 }
 

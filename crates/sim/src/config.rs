@@ -259,10 +259,13 @@ impl SimConfig {
     pub fn procs(&self) -> Result<u32, ConfigError> {
         let hosts = self.hosts()? as u64;
         let procs = hosts * self.procs_per_host as u64;
-        if procs > 1 << 20 {
+        // A receiver orders at most 65,536 senders (onepipe_proto::reorder::SENDERS_MAX).
+        if procs > onepipe_proto::reorder::SENDERS_MAX as u64 {
             return Err(bad(
                 "--procs-per-host",
-                format!("{procs} processes in all is more than the simulator's 1,048,576"),
+                format!(
+                    "{procs} processes in all is more than the 65,536 senders a receiver can order"
+                ),
             ));
         }
         Ok(procs as u32)

@@ -1,0 +1,1664 @@
+//! Scripted scenario tests of the 1Pipe roles (STYLE.md "Tests, in layers", layer 3).
+//!
+//! A tiny harness sits at the top: packet builders, a `drain` that empties a node's outputs, and a
+//! `Rack` — two or three [`Host`]s wired to one [`Switch`] through links of equal latency (so every
+//! link is FIFO, as §4.1 assumes), with per-host clock offsets to model skew. Most scenarios
+//! hand-feed packets to a single node; the end-to-end ones drive a `Rack` event by event.
+//!
+//! Each test is named after what it proves and the paper section it checks (Li et al., "1Pipe:
+//! Scalable Total Order Communication in Data Center Networks", SIGCOMM 2021). A test that found
+//! a bug is kept, marked `#[ignore = "BUG: ..."]`.
+//!
+//! What this is not: a simulator. Loss, reordering by the network and failures are injected by
+//! hand where a scenario needs them; random configurations and faults live in `onepipe-sim`.
+
+use bytes::Bytes;
+use onepipe_proto::host::{Delivery, Host, HostConfig, HostEvent, UPLINK};
+use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchMode};
+use onepipe_proto::time::{Barrier, TIMESTAMP_MASK};
+use onepipe_proto::wire::{flags, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
+use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Psn, Timestamp};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+// ---------------------------------------------------------------------------------------------
+// Harness: builders.
+// ---------------------------------------------------------------------------------------------
+
+/// Beacon interval used throughout (1 µs keeps the numbers readable).
+const INTERVAL_NS: u64 = 1_000;
+/// The switch's node id in hand-fed scenarios.
+const SWITCH_NODE: NodeId = NodeId(100);
+
+fn p(i: u32) -> ProcId {
+    ProcId(i)
+}
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::new(ns)
+}
+
+fn at(ns: u64) -> Instant {
+    Instant(ns)
+}
+
+fn host_config(node: u32, procs: &[u32], senders_max: u32) -> HostConfig {
+    let procs = procs.iter().map(|&i| ProcId(i)).collect();
+    let mut cfg = HostConfig::new(NodeId(node), procs, senders_max);
+    cfg.beacon_interval_ns = INTERVAL_NS;
+    cfg
+}
+
+fn switch_config(mode: SwitchMode, inputs: usize, outputs: usize) -> SwitchConfig {
+    let mut cfg = SwitchConfig::new(SWITCH_NODE, mode, inputs, outputs);
+    cfg.beacon_interval_ns = INTERVAL_NS;
+    cfg
+}
+
+/// One fragment with full control over its header; the barrier field equals the timestamp, as a
+/// sender initialises it (§4.1).
+fn fragment(src: u32, dst: u32, ts: u64, psn: u32, frag: u16, fl: u8, payload: &[u8]) -> Packet {
+    Packet::Data(DataPacket {
+        header: DataHeader {
+            flags: fl,
+            frag,
+            ts: t(ts),
+            barrier: t(ts),
+            commit: t(ts),
+            psn: Psn(psn),
+            src: p(src),
+            dst: p(dst),
+        },
+        payload: Bytes::copy_from_slice(payload),
+    })
+}
+
+/// A whole single-fragment message whose barrier field is not valid, so that feeding it to a host
+/// does not move the host's barrier: only beacons do, in the scenarios that use this.
+fn message(src: u32, dst: u32, ts: u64, psn: u32, payload: &[u8]) -> Packet {
+    fragment(src, dst, ts, psn, 0, flags::END_OF_MESSAGE, payload)
+}
+
+fn beacon(from: u32, barrier: u64) -> Packet {
+    Packet::Beacon(Beacon {
+        from: NodeId(from),
+        barrier: t(barrier),
+        commit: t(barrier),
+    })
+}
+
+fn nak(reason: NakReason, from: u32, to: u32, psn: u32, ts: u64) -> Packet {
+    Packet::Nak(Nak {
+        reason,
+        from: p(from),
+        to: p(to),
+        psn: Psn(psn),
+        ts: t(ts),
+    })
+}
+
+fn bytes(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+/// A payload of `len` bytes whose content depends on its position, so reassembly mistakes show.
+fn patterned(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Harness: driving one node by hand.
+// ---------------------------------------------------------------------------------------------
+
+type Out<N> = Output<<N as Node>::Packet, <N as Node>::Event>;
+
+/// Drains every output of the last mutation (the `node` call order: mutate, drain, poll_timeout).
+fn drain<N: Node>(node: &mut N) -> Vec<Out<N>> {
+    std::iter::from_fn(|| node.poll_output()).collect()
+}
+
+fn feed<N: Node<Packet = Packet>>(
+    node: &mut N,
+    now: u64,
+    port: PortId,
+    packet: Packet,
+) -> Vec<Out<N>> {
+    node.handle(at(now), Input::Packet { port, packet });
+    drain(node)
+}
+
+fn tick<N: Node>(node: &mut N, now: u64) -> Vec<Out<N>> {
+    node.handle(at(now), Input::Timeout);
+    drain(node)
+}
+
+fn sent<E>(outputs: &[Output<Packet, E>]) -> Vec<(PortId, Packet)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send { port, packet } => Some((*port, packet.clone())),
+            Output::Event(_) => None,
+        })
+        .collect()
+}
+
+fn data_of(packets: &[(PortId, Packet)]) -> Vec<DataPacket> {
+    packets
+        .iter()
+        .filter_map(|(_, pk)| match pk {
+            Packet::Data(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The beacons among `outputs`, as (port, barrier).
+fn beacons_sent<E>(outputs: &[Output<Packet, E>]) -> Vec<(PortId, u64)> {
+    sent(outputs)
+        .into_iter()
+        .filter_map(|(port, pk)| match pk {
+            Packet::Beacon(b) => Some((port, b.barrier.raw())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn deliveries(outputs: &[Output<Packet, HostEvent>]) -> Vec<Delivery> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(HostEvent::Deliver(d)) => Some(d.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn failures(outputs: &[Output<Packet, HostEvent>]) -> Vec<HostEvent> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(e @ HostEvent::SendFailed { .. }) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// (ts, src, payload) of each delivery, the fields a total-order assertion compares.
+fn summary(ds: &[Delivery]) -> Vec<(u64, u32, Bytes)> {
+    ds.iter()
+        .map(|d| (d.ts.raw(), d.src.0, d.payload.clone()))
+        .collect()
+}
+
+/// Routes process `p` to output port `port_of[p]`; anything else is unroutable.
+#[derive(Debug)]
+struct ProcRouter {
+    port_of: Vec<PortId>,
+}
+
+impl Router for ProcRouter {
+    fn route(&self, _at: NodeId, _src: ProcId, dst: ProcId) -> Option<PortId> {
+        self.port_of.get(dst.index()).copied()
+    }
+}
+
+/// A router sending process `i` to port `i`.
+fn identity_router(procs: u32) -> Arc<dyn Router> {
+    Arc::new(ProcRouter {
+        port_of: (0..procs).map(PortId).collect(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Harness: a rack of hosts under one switch.
+// ---------------------------------------------------------------------------------------------
+
+/// Where an in-flight packet is going.
+#[derive(Debug, Clone, Copy)]
+enum Dest {
+    Switch,
+    Host(usize),
+}
+
+/// A packet on a link: (arrival time, sequence) -> (destination, its input port, packet).
+type InFlight = BTreeMap<(u64, u64), (Dest, PortId, Packet)>;
+
+/// Hosts `0..n` under one switch: host `i`'s uplink is switch input `i`, switch output `i` is
+/// host `i`'s downlink. Every link has the same latency, so every link is FIFO. Host `i`'s local
+/// clock reads the global time plus `offsets_ns[i]`; the switch's reads the global time.
+struct Rack {
+    now: u64,
+    hosts: Vec<Host>,
+    offsets_ns: Vec<u64>,
+    switch: Switch,
+    latency_ns: u64,
+    in_flight: InFlight,
+    seq: u64,
+    /// Per host: deliveries, in the order they were reported.
+    delivered: Vec<Vec<Delivery>>,
+    /// Per host: send-failed notifications.
+    failed: Vec<Vec<HostEvent>>,
+    /// Every packet a host put on its uplink: (global time, host, packet).
+    uplink: Vec<(u64, usize, Packet)>,
+}
+
+/// Events one `run_until` may process before the harness calls it a livelock.
+const RACK_STEPS_MAX: usize = 1_000_000;
+
+impl Rack {
+    /// A rack with the processes of `layout[i]` on host `i`. Chip mode stamps barriers on data;
+    /// the CPU modes need hosts that beacon every interval and leave data barriers invalid
+    /// (`HostConfig::beacon_always`, `barrier_on_data` docs).
+    fn new(layout: &[&[u32]], start_ns: u64, offsets_ns: &[u64], mode: SwitchMode) -> Rack {
+        assert_eq!(layout.len(), offsets_ns.len());
+        let procs: u32 = layout.iter().map(|h| h.len() as u32).sum();
+        let mut port_of = vec![PortId(u32::MAX); procs as usize];
+        let hosts = layout
+            .iter()
+            .enumerate()
+            .map(|(i, ps)| {
+                for &q in ps.iter() {
+                    port_of[q as usize] = PortId(i as u32);
+                }
+                let mut cfg = host_config(i as u32, ps, procs);
+                if !mode.rewrites_data() {
+                    cfg.beacon_always = true;
+                    cfg.barrier_on_data = false;
+                }
+                Host::new(cfg, at(start_ns + offsets_ns[i]))
+            })
+            .collect();
+        let mut scfg = switch_config(mode, layout.len(), layout.len());
+        if !mode.rewrites_data() {
+            scfg.beacon_delay_ns = 200;
+        }
+        let router: Arc<dyn Router> = Arc::new(ProcRouter { port_of });
+        Rack {
+            now: start_ns,
+            hosts,
+            offsets_ns: offsets_ns.to_vec(),
+            switch: Switch::new(scfg, Some(router), at(start_ns)),
+            latency_ns: 100,
+            in_flight: BTreeMap::new(),
+            seq: 0,
+            delivered: vec![Vec::new(); layout.len()],
+            failed: vec![Vec::new(); layout.len()],
+            uplink: Vec::new(),
+        }
+    }
+
+    fn local(&self, h: usize) -> Instant {
+        at(self.now + self.offsets_ns[h])
+    }
+
+    /// Host `h`'s process `src` sends a scattering now; returns its timestamp.
+    fn send(&mut self, h: usize, src: u32, msgs: &[(u32, Bytes)]) -> Timestamp {
+        let scattering: Vec<(ProcId, Bytes)> =
+            msgs.iter().map(|(d, m)| (p(*d), m.clone())).collect();
+        let now = self.local(h);
+        let ts = self.hosts[h]
+            .send(now, p(src), &scattering)
+            .expect("a valid scattering");
+        self.drain_host(h);
+        ts
+    }
+
+    fn schedule(&mut self, dest: Dest, port: PortId, packet: Packet) {
+        self.seq += 1;
+        self.in_flight
+            .insert((self.now + self.latency_ns, self.seq), (dest, port, packet));
+    }
+
+    fn drain_host(&mut self, h: usize) {
+        while let Some(o) = self.hosts[h].poll_output() {
+            match o {
+                Output::Send { port, packet } => {
+                    assert_eq!(port, UPLINK, "a host has one port");
+                    self.uplink.push((self.now, h, packet.clone()));
+                    self.schedule(Dest::Switch, PortId(h as u32), packet);
+                }
+                Output::Event(HostEvent::Deliver(d)) => self.delivered[h].push(d),
+                Output::Event(e) => self.failed[h].push(e),
+            }
+        }
+    }
+
+    fn drain_switch(&mut self) {
+        while let Some(o) = self.switch.poll_output() {
+            match o {
+                Output::Send { port, packet } => {
+                    self.schedule(Dest::Host(port.index()), UPLINK, packet)
+                }
+                Output::Event(e) => match e {},
+            }
+        }
+    }
+
+    /// The earliest global time a node's timer is due.
+    fn next_timer(&self) -> Option<u64> {
+        let hosts = self
+            .hosts
+            .iter()
+            .zip(&self.offsets_ns)
+            .filter_map(|(h, off)| h.poll_timeout().map(|d| d.as_nanos().saturating_sub(*off)));
+        hosts
+            .chain(self.switch.poll_timeout().map(Instant::as_nanos))
+            .min()
+    }
+
+    /// Processes the next event (a packet arrival first when a timer is due at the same time) if
+    /// it is due by `end`; returns false when nothing is.
+    fn step(&mut self, end: u64) -> bool {
+        let packet_at = self.in_flight.keys().next().map(|k| k.0);
+        let Some(next) = [packet_at, self.next_timer()].into_iter().flatten().min() else {
+            return false;
+        };
+        if next > end {
+            return false;
+        }
+        self.now = self.now.max(next);
+        if packet_at == Some(next) {
+            let (_, (dest, port, packet)) = self.in_flight.pop_first().expect("peeked above");
+            match dest {
+                Dest::Switch => {
+                    self.switch
+                        .handle(at(self.now), Input::Packet { port, packet });
+                    self.drain_switch();
+                }
+                Dest::Host(h) => {
+                    let now = self.local(h);
+                    self.hosts[h].handle(now, Input::Packet { port, packet });
+                    self.drain_host(h);
+                }
+            }
+            return true;
+        }
+        for h in 0..self.hosts.len() {
+            let now = self.local(h);
+            if self.hosts[h].poll_timeout().is_some_and(|d| d <= now) {
+                self.hosts[h].handle(now, Input::Timeout);
+                self.drain_host(h);
+            }
+        }
+        if self
+            .switch
+            .poll_timeout()
+            .is_some_and(|d| d <= at(self.now))
+        {
+            self.switch.handle(at(self.now), Input::Timeout);
+            self.drain_switch();
+        }
+        true
+    }
+
+    /// Runs every event due by global time `end`, then sets the clock to `end`.
+    fn run_until(&mut self, end: u64) {
+        for _ in 0..RACK_STEPS_MAX {
+            if !self.step(end) {
+                self.now = self.now.max(end);
+                return;
+            }
+        }
+        panic!("the rack did not settle by {end}: livelock");
+    }
+
+    /// What process `dst` was delivered, in order.
+    fn delivered_to(&self, dst: u32) -> Vec<Delivery> {
+        self.delivered
+            .iter()
+            .flatten()
+            .filter(|d| d.dst == p(dst))
+            .cloned()
+            .collect()
+    }
+
+    /// §4.1 on every delivery so far: released by a barrier above it, causal (`ts < now_ts`), and,
+    /// per receiving process, strictly increasing in (timestamp, sender, PSN).
+    fn assert_ordered_and_causal(&self) {
+        for ds in &self.delivered {
+            for d in ds {
+                assert!(d.ts < d.barrier, "delivered at or above its barrier: {d:?}");
+                assert!(
+                    d.ts < d.now_ts,
+                    "§4.1 causality: delivered ts not below the host's: {d:?}"
+                );
+            }
+            let mut by_dst: BTreeMap<ProcId, Vec<&Delivery>> = BTreeMap::new();
+            for d in ds {
+                by_dst.entry(d.dst).or_default().push(d);
+            }
+            for seq in by_dst.values() {
+                for w in seq.windows(2) {
+                    let a = (w[0].ts, w[0].src, w[0].psn);
+                    let b = (w[1].ts, w[1].src, w[1].psn);
+                    assert!(a < b, "out of total order: {:?} then {:?}", w[0], w[1]);
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// §2.1, §4.1: message timestamps.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn timestamps_never_decrease_when_the_clock_steps_back_2_1() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(10_000));
+    let a = h.send(at(10_000), p(0), &[(p(1), bytes("a"))]).unwrap();
+    assert_eq!(a, t(10_000));
+    // Clock synchronisation steps the clock back 6 µs.
+    let b = h.send(at(4_000), p(0), &[(p(1), bytes("b"))]).unwrap();
+    assert!(b >= a, "timestamp went backwards: {a:?} then {b:?}");
+    let mut out = drain(&mut h);
+    // Inputs handled while the clock is behind do not lower it either.
+    assert!(tick(&mut h, 3_000).is_empty());
+    assert!(feed(&mut h, 3_500, UPLINK, beacon(9, 2_000)).is_empty());
+    let c = h.send(at(5_000), p(0), &[(p(1), bytes("c"))]).unwrap();
+    assert!(c >= b);
+    // Once the clock passes the old high-water mark, timestamps follow it again.
+    let d = h.send(at(12_000), p(0), &[(p(1), bytes("d"))]).unwrap();
+    assert_eq!(d, t(12_000));
+    out.extend(drain(&mut h));
+    let stamped: Vec<Timestamp> = data_of(&sent(&out)).iter().map(|pk| pk.header.ts).collect();
+    assert_eq!(
+        stamped,
+        vec![a, b, c, d],
+        "packets carry the returned timestamps"
+    );
+    assert!(stamped.windows(2).all(|w| w[0] <= w[1]));
+}
+
+#[test]
+fn all_messages_of_a_scattering_carry_one_timestamp_2_1() {
+    let mut cfg = host_config(0, &[0], 4);
+    cfg.mtu_payload = 8;
+    cfg.message_len_max = 1_024;
+    let mut h = Host::new(cfg, at(777));
+    let scattering = [
+        (p(1), patterned(20, 1)), // three fragments
+        (p(2), bytes("x")),
+        (p(3), Bytes::new()), // an empty message is still one packet
+    ];
+    let ts = h.send(at(777), p(0), &scattering).unwrap();
+    assert_eq!(ts, t(777));
+    let packets = data_of(&sent(&drain(&mut h)));
+    assert_eq!(packets.len(), 5);
+    for pk in &packets {
+        assert_eq!(pk.header.ts, ts, "§2.1: one timestamp per scattering");
+        assert_eq!(
+            pk.header.barrier, ts,
+            "§4.1: the barrier field starts at the timestamp"
+        );
+        assert_ne!(pk.header.flags & flags::BARRIER_VALID, 0);
+        assert_eq!(pk.header.src, p(0));
+    }
+    let dsts: Vec<u32> = packets.iter().map(|pk| pk.header.dst.0).collect();
+    assert_eq!(dsts, vec![1, 1, 1, 2, 3]);
+    assert_eq!(h.stats().messages_sent, 3);
+    assert_eq!(h.stats().packets_sent, 5);
+}
+
+/// The brief asked for `timestamp()` strictly above every issued timestamp; `Host::timestamp`
+/// documents "never below any timestamp issued before", and two scatterings sent at one clock
+/// reading share a timestamp (the reorder key's PSN keeps their send order). This checks `>=`.
+#[test]
+fn get_timestamp_is_never_below_an_issued_timestamp_2_1() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(5_000));
+    let mut issued = Vec::new();
+    for now in [5_000, 5_000, 9_000, 2_000, 9_500, 1] {
+        issued.push(h.send(at(now), p(0), &[(p(1), bytes("m"))]).unwrap());
+        for probe in [0, now, now.saturating_sub(1_000)] {
+            let got = h.timestamp(at(probe));
+            assert!(
+                issued.iter().all(|&i| got >= i),
+                "{got:?} below one of {issued:?}"
+            );
+        }
+    }
+    assert_eq!(
+        issued[0], issued[1],
+        "same clock reading, same timestamp (non-decreasing)"
+    );
+    assert_eq!(
+        h.timestamp(at(20_000)),
+        t(20_000),
+        "and it follows the clock forward"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// §4.1: delivery below the barrier.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn receiver_delivers_below_barrier_in_timestamp_then_sender_order_4_1() {
+    let mut rx = Host::new(host_config(1, &[0], 4), at(1_000));
+    for pk in [
+        message(3, 0, 200, 0, b"c"),
+        message(1, 0, 300, 1, b"d"), // out of order for sender 1
+        message(2, 0, 100, 0, b"a"),
+        message(1, 0, 200, 0, b"b"),
+    ] {
+        let out = feed(&mut rx, 1_000, UPLINK, pk);
+        assert!(
+            out.is_empty(),
+            "nothing is delivered before a barrier arrives"
+        );
+    }
+    assert_eq!(rx.reorder_len(), 4);
+    let got = deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 300)));
+    assert_eq!(
+        summary(&got),
+        vec![
+            (100, 2, bytes("a")),
+            (200, 1, bytes("b")), // tie at 200 broken by sender id
+            (200, 3, bytes("c")),
+        ]
+    );
+    assert!(got.iter().all(|d| d.barrier == t(300) && d.dst == p(0)));
+    assert_eq!(rx.reorder_len(), 1, "ts 300 sits exactly at the barrier");
+    let got = deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 301)));
+    assert_eq!(summary(&got), vec![(300, 1, bytes("d"))]);
+    assert_eq!(rx.stats().delivered, 4);
+}
+
+#[test]
+fn message_at_exactly_the_barrier_waits_until_the_barrier_passes_it_4_1() {
+    let mut rx = Host::new(host_config(1, &[0], 2), at(1_000));
+    assert!(feed(&mut rx, 1_000, UPLINK, message(1, 0, 500, 0, b"m")).is_empty());
+    assert!(deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 500))).is_empty());
+    assert_eq!(rx.barrier(), Some(Barrier(t(500))));
+    // A reordered, older beacon neither delivers nor lowers the barrier.
+    assert!(deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 499))).is_empty());
+    assert_eq!(rx.barrier(), Some(Barrier(t(500))));
+    let got = deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 501)));
+    assert_eq!(summary(&got), vec![(500, 1, bytes("m"))]);
+    assert_eq!(got[0].barrier, t(501));
+}
+
+#[test]
+fn late_packet_below_barrier_is_dropped_and_nacked_4_1() {
+    let mut tx = Host::new(host_config(0, &[0], 2), at(400));
+    let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));
+    let on_time = tx.send(at(400), p(0), &[(p(1), bytes("on time"))]).unwrap();
+    let late = tx.send(at(450), p(0), &[(p(1), bytes("late"))]).unwrap();
+    let up = sent(&drain(&mut tx));
+    assert_eq!(up.len(), 2);
+    // The first arrives before the barrier passes it, the second after.
+    assert!(feed(&mut rx, 1_000, UPLINK, up[0].1.clone()).is_empty());
+    let got = deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 500)));
+    assert_eq!(summary(&got), vec![(on_time.raw(), 0, bytes("on time"))]);
+    let out = feed(&mut rx, 1_000, UPLINK, up[1].1.clone());
+    assert!(
+        deliveries(&out).is_empty(),
+        "a late packet is never delivered"
+    );
+    let expected_nak = nak(NakReason::Late, 1, 0, 1, late.raw());
+    assert_eq!(sent(&out), vec![(UPLINK, expected_nak.clone())]);
+    assert_eq!(rx.stats().dropped_late, 1);
+    assert_eq!(rx.stats().naks_sent, 1);
+    assert_eq!(rx.reorder_len(), 0, "nor buffered");
+    // onepipe_send_fail_callback(TS, dst, msg): the NAK raises SendFailed at the sender.
+    let out = feed(&mut tx, 1_100, UPLINK, expected_nak);
+    assert_eq!(
+        failures(&out),
+        vec![HostEvent::SendFailed {
+            src: p(0),
+            dst: p(1),
+            ts: late,
+            psn: Psn(1),
+            reason: NakReason::Late,
+        }]
+    );
+    assert_eq!(tx.stats().send_failed, 1);
+}
+
+#[test]
+fn fragments_of_one_late_message_raise_one_nak_4_1() {
+    let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));
+    feed(&mut rx, 1_000, UPLINK, beacon(9, 900));
+    let mut naks = Vec::new();
+    for frag in 0..3u16 {
+        let fl = if frag == 2 { flags::END_OF_MESSAGE } else { 0 };
+        let out = feed(
+            &mut rx,
+            1_000,
+            UPLINK,
+            fragment(0, 1, 800, 7 + u32::from(frag), frag, fl, b"f"),
+        );
+        naks.extend(sent(&out));
+    }
+    assert_eq!(
+        naks,
+        vec![(UPLINK, nak(NakReason::Late, 1, 0, 7, 800))],
+        "one NAK, first PSN"
+    );
+    assert_eq!(rx.stats().dropped_late, 3);
+}
+
+#[test]
+fn delivery_is_causal_and_the_next_send_is_stamped_above_it_4_1() {
+    // Host 2's clock runs 600 ns ahead: its message carries a timestamp from host 0's future.
+    let mut rack = Rack::new(&[&[0], &[1], &[2]], 0, &[0, 0, 600], SwitchMode::Chip);
+    rack.run_until(100);
+    let ts = rack.send(2, 2, &[(0, bytes("from the future")), (1, bytes("to one"))]);
+    assert_eq!(ts, t(700));
+    while rack.delivered[0].is_empty() {
+        assert!(rack.step(10_000), "never delivered");
+    }
+    let d = rack.delivered[0][0].clone();
+    assert_eq!(d.ts, ts);
+    assert!(d.now_ts > d.ts, "§4.1 causality: {d:?}");
+    assert!(
+        rack.local(0) > at(700),
+        "the barrier waited for host 0's own clock to pass 700"
+    );
+    // Right after delivering T, host 0's next send is stamped above T — even if its clock now
+    // steps back below T.
+    let next = rack.hosts[0]
+        .send(at(50), p(0), &[(p(1), bytes("reply"))])
+        .unwrap();
+    assert!(
+        next > d.ts,
+        "next send {next:?} not above delivered {:?}",
+        d.ts
+    );
+    rack.drain_host(0);
+    rack.run_until(10_000);
+    rack.assert_ordered_and_causal();
+    assert_eq!(
+        summary(&rack.delivered_to(1)),
+        vec![(700, 2, bytes("to one")), (next.raw(), 0, bytes("reply")),]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// §6.1: fragmentation and reassembly.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn long_message_is_fragmented_with_consecutive_psns_6_1() {
+    let mut cfg = host_config(0, &[0], 3);
+    cfg.mtu_payload = 100;
+    let mut tx = Host::new(cfg, at(1_000));
+    let long = patterned(350, 7);
+    tx.send(
+        at(1_000),
+        p(0),
+        &[(p(1), long.clone()), (p(2), patterned(50, 1))],
+    )
+    .unwrap();
+    tx.send(at(1_001), p(0), &[(p(1), bytes("short"))]).unwrap();
+    let packets = data_of(&sent(&drain(&mut tx)));
+    let to_one: Vec<&DataPacket> = packets.iter().filter(|d| d.header.dst == p(1)).collect();
+    assert_eq!(to_one.len(), 5);
+    for (i, d) in to_one[..4].iter().enumerate() {
+        assert_eq!(d.header.psn, Psn(i as u32), "consecutive PSNs");
+        assert_eq!(d.header.frag, i as u16);
+        assert_eq!(
+            d.header.end_of_message(),
+            i == 3,
+            "END_OF_MESSAGE on the last only"
+        );
+        let lo = i * 100;
+        assert_eq!(d.payload, long.slice(lo..(lo + 100).min(350)));
+    }
+    // The next message to the same receiver continues the PSN sequence.
+    assert_eq!(to_one[4].header.psn, Psn(4));
+    assert_eq!(to_one[4].header.frag, 0);
+    assert!(to_one[4].header.end_of_message());
+    // PSNs are per (src, dst) pair.
+    let to_two: Vec<&DataPacket> = packets.iter().filter(|d| d.header.dst == p(2)).collect();
+    assert_eq!(to_two.len(), 1);
+    assert_eq!(to_two[0].header.psn, Psn(0));
+}
+
+#[test]
+fn fragments_are_reassembled_byte_for_byte_even_in_reverse_order_6_1() {
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.mtu_payload = 100;
+    let mut tx = Host::new(cfg, at(1_000));
+    let first = patterned(350, 3);
+    let second = patterned(201, 9);
+    let ts0 = tx.send(at(1_000), p(0), &[(p(1), first.clone())]).unwrap();
+    let ts1 = tx.send(at(1_001), p(0), &[(p(1), second.clone())]).unwrap();
+    let mut packets = sent(&drain(&mut tx));
+    assert_eq!(packets.len(), 4 + 3);
+    packets.reverse();
+    let mut rx = Host::new(host_config(1, &[1], 2), at(2_000));
+    for (_, mut pk) in packets {
+        // As if forwarded before the switch knew a barrier: only the beacon below releases them.
+        if let Packet::Data(d) = &mut pk {
+            d.header.flags &= !flags::BARRIER_VALID;
+        }
+        assert!(deliveries(&feed(&mut rx, 2_000, UPLINK, pk)).is_empty());
+    }
+    let got = deliveries(&feed(&mut rx, 2_000, UPLINK, beacon(9, 1_002)));
+    assert_eq!(
+        summary(&got),
+        vec![(ts0.raw(), 0, first), (ts1.raw(), 0, second)]
+    );
+    assert_eq!((got[0].psn, got[1].psn), (Psn(0), Psn(4)));
+    assert_eq!(rx.stats().dropped_invalid, 0);
+}
+
+#[test]
+fn partial_message_passed_by_the_barrier_is_dropped_with_an_incomplete_nak_6_1() {
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.mtu_payload = 100;
+    let mut tx = Host::new(cfg, at(1_000));
+    let ts = tx
+        .send(at(1_000), p(0), &[(p(1), patterned(350, 5))])
+        .unwrap();
+    let packets = sent(&drain(&mut tx));
+    let mut rx = Host::new(host_config(1, &[1], 2), at(2_000));
+    for i in [0, 1, 3] {
+        assert!(feed(&mut rx, 2_000, UPLINK, packets[i].1.clone()).is_empty());
+    }
+    let out = feed(&mut rx, 2_000, UPLINK, beacon(9, 1_001));
+    assert!(deliveries(&out).is_empty());
+    let incomplete = nak(NakReason::Incomplete, 1, 0, 0, ts.raw());
+    assert_eq!(sent(&out), vec![(UPLINK, incomplete.clone())]);
+    assert_eq!(rx.stats().dropped_incomplete, 1);
+    // The straggler is late now; its message was NAKed already, so no second NAK.
+    let out = feed(&mut rx, 2_000, UPLINK, packets[2].1.clone());
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(rx.stats().dropped_late, 1);
+    let out = feed(&mut tx, 2_100, UPLINK, incomplete);
+    assert_eq!(
+        failures(&out),
+        vec![HostEvent::SendFailed {
+            src: p(0),
+            dst: p(1),
+            ts,
+            psn: Psn(0),
+            reason: NakReason::Incomplete,
+        }]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// §2.1, §6.1: several processes per host.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn message_between_local_processes_never_leaves_the_host_and_keeps_total_order_6_1() {
+    let mut rack = Rack::new(&[&[0, 1], &[2]], 0, &[0, 0], SwitchMode::Chip);
+    rack.run_until(100);
+    rack.send(1, 2, &[(1, bytes("remote 100"))]);
+    rack.run_until(200);
+    let local_ts = rack.send(0, 0, &[(1, bytes("local 200"))]);
+    assert!(
+        rack.uplink.iter().all(|(_, h, _)| *h != 0),
+        "a local message left the host: {:?}",
+        rack.uplink
+    );
+    rack.send(1, 2, &[(1, bytes("remote 200"))]);
+    rack.run_until(5_000);
+    assert_eq!(local_ts, t(200));
+    assert_eq!(
+        summary(&rack.delivered_to(1)),
+        vec![
+            (100, 2, bytes("remote 100")),
+            (200, 0, bytes("local 200")), // tie with remote 200: lower sender first
+            (200, 2, bytes("remote 200")),
+        ]
+    );
+    assert!(!rack
+        .uplink
+        .iter()
+        .any(|(_, h, pk)| *h == 0 && matches!(pk, Packet::Data(_))));
+    assert_eq!(rack.hosts[0].stats().messages_sent, 1);
+    assert_eq!(rack.hosts[0].stats().packets_sent, 0);
+    rack.assert_ordered_and_causal();
+}
+
+// ---------------------------------------------------------------------------------------------
+// §4.2: host beacons.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn idle_host_beacons_at_synchronized_times_carrying_the_beacon_time_4_2() {
+    // Two hosts with the same clock, started at different instants, agree on beacon times.
+    let mut a = Host::new(host_config(0, &[0], 2), at(1_234));
+    let mut b = Host::new(host_config(1, &[1], 2), at(1_999));
+    assert_eq!(a.poll_timeout(), Some(at(2_000)));
+    assert_eq!(b.poll_timeout(), Some(at(2_000)));
+    assert_eq!(sent(&tick(&mut a, 2_000)), vec![(UPLINK, beacon(0, 2_000))]);
+    assert_eq!(sent(&tick(&mut b, 2_000)), vec![(UPLINK, beacon(1, 2_000))]);
+    assert_eq!(a.poll_timeout(), Some(at(3_000)));
+    // A timer that fires early does nothing.
+    assert!(tick(&mut a, 2_500).is_empty());
+    assert_eq!(a.poll_timeout(), Some(at(3_000)));
+    // A timer that fires late still reports the beacon time, not the clock reading.
+    assert_eq!(sent(&tick(&mut b, 3_040)), vec![(UPLINK, beacon(1, 3_000))]);
+    assert_eq!(b.poll_timeout(), Some(at(4_000)));
+    assert_eq!(a.stats().beacons_sent, 1);
+    assert_eq!(b.stats().beacons_sent, 2);
+}
+
+#[test]
+fn data_carrying_a_barrier_past_the_beacon_time_suppresses_the_beacon_4_2() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(0));
+    // Sent at the beacon time, before the timer is handled: the data's barrier (1000) already
+    // tells the switch everything the beacon would.
+    h.send(at(1_000), p(0), &[(p(1), bytes("busy"))]).unwrap();
+    drain(&mut h);
+    assert!(sent(&tick(&mut h, 1_000)).is_empty());
+    // Sent after the previous beacon time but before this one: its barrier 1500 is below 2000.
+    h.send(at(1_500), p(0), &[(p(1), bytes("earlier"))])
+        .unwrap();
+    drain(&mut h);
+    assert_eq!(sent(&tick(&mut h, 2_000)), vec![(UPLINK, beacon(0, 2_000))]);
+    // A late timer: data at 3010 carried barrier 3010 >= beacon time 3000.
+    h.send(at(3_010), p(0), &[(p(1), bytes("late timer"))])
+        .unwrap();
+    drain(&mut h);
+    assert!(sent(&tick(&mut h, 3_020)).is_empty());
+    // Idle again.
+    assert_eq!(sent(&tick(&mut h, 4_000)), vec![(UPLINK, beacon(0, 4_000))]);
+    assert_eq!(h.stats().beacons_sent, 2);
+}
+
+#[test]
+fn beacon_always_sends_a_beacon_every_interval_6_2_2() {
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.beacon_always = true;
+    let mut h = Host::new(cfg, at(0));
+    for k in 1..=4u64 {
+        h.send(at(k * 1_000), p(0), &[(p(1), bytes("busy"))])
+            .unwrap();
+        drain(&mut h);
+        assert_eq!(
+            sent(&tick(&mut h, k * 1_000)),
+            vec![(UPLINK, beacon(0, k * 1_000))]
+        );
+    }
+    assert_eq!(h.stats().beacons_sent, 4);
+}
+
+#[test]
+fn without_barriers_on_data_a_busy_uplink_still_gets_beacons_6_2_2() {
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.barrier_on_data = false;
+    let mut h = Host::new(cfg, at(0));
+    h.send(at(1_000), p(0), &[(p(1), bytes("busy"))]).unwrap();
+    let up = data_of(&sent(&drain(&mut h)));
+    assert_eq!(up[0].header.barrier(), None, "BARRIER_VALID clear");
+    assert_eq!(sent(&tick(&mut h, 1_000)), vec![(UPLINK, beacon(0, 1_000))]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// §4.1 Eq. 4.1, §4.2, §6.2.1: the switch in chip mode.
+// ---------------------------------------------------------------------------------------------
+
+fn chip_switch(ports: usize) -> Switch {
+    Switch::new(
+        switch_config(SwitchMode::Chip, ports, ports),
+        Some(identity_router(ports as u32)),
+        at(0),
+    )
+}
+
+#[test]
+fn output_barrier_is_min_over_input_registers_eq_4_1() {
+    let mut sw = chip_switch(3);
+    assert!(feed(&mut sw, 100, PortId(0), beacon(0, 500)).is_empty());
+    assert!(feed(&mut sw, 100, PortId(1), beacon(1, 300)).is_empty());
+    assert_eq!(sw.barrier(), None, "input 2 has not reported");
+    let out = feed(&mut sw, 100, PortId(2), beacon(2, 400));
+    assert_eq!(sw.barrier(), Some(t(300)));
+    assert_eq!(
+        beacons_sent(&out),
+        vec![(PortId(0), 300), (PortId(1), 300), (PortId(2), 300)]
+    );
+    let out = feed(&mut sw, 600, PortId(1), beacon(1, 700));
+    assert_eq!(sw.barrier(), Some(t(400)), "min(500, 700, 400)");
+    assert_eq!(beacons_sent(&out).len(), 3);
+    assert!(beacons_sent(&out).iter().all(|&(_, b)| b == 400));
+    // A reordered, older beacon and an older data barrier change nothing.
+    assert!(feed(&mut sw, 700, PortId(0), beacon(0, 200)).is_empty());
+    assert_eq!(sw.register(PortId(0)), Some(t(500)));
+    let out = feed(
+        &mut sw,
+        700,
+        PortId(2),
+        fragment(
+            2,
+            0,
+            100,
+            0,
+            0,
+            flags::END_OF_MESSAGE | flags::BARRIER_VALID,
+            b"",
+        ),
+    );
+    assert_eq!(sw.register(PortId(2)), Some(t(400)));
+    assert_eq!(sw.barrier(), Some(t(400)), "never backwards");
+    assert_eq!(data_of(&sent(&out))[0].header.barrier, t(400));
+    // The switch names itself in its beacons.
+    let Packet::Beacon(b) = &sent(&feed(&mut sw, 1_500, PortId(2), beacon(2, 900)))[0].1 else {
+        panic!("expected a beacon");
+    };
+    assert_eq!(b.from, SWITCH_NODE);
+    assert_eq!(b.barrier, t(500));
+}
+
+#[test]
+fn nothing_is_known_until_every_input_has_reported_eq_4_1() {
+    let mut sw = chip_switch(3);
+    let valid = flags::END_OF_MESSAGE | flags::BARRIER_VALID;
+    let out = sent(&feed(
+        &mut sw,
+        100,
+        PortId(0),
+        fragment(0, 1, 500, 0, 0, valid, b"x"),
+    ));
+    let fwd = data_of(&out);
+    assert_eq!(out[0].0, PortId(1));
+    assert_eq!(
+        fwd[0].header.barrier(),
+        None,
+        "forwarded with BARRIER_VALID cleared"
+    );
+    assert_eq!(sw.register(PortId(0)), Some(t(500)));
+    assert!(feed(&mut sw, 100, PortId(1), beacon(1, 600)).is_empty());
+    assert_eq!(sw.barrier(), None);
+    let out = sent(&feed(
+        &mut sw,
+        100,
+        PortId(2),
+        fragment(2, 0, 450, 0, 0, valid, b"y"),
+    ));
+    assert_eq!(sw.barrier(), Some(t(450)));
+    assert_eq!(data_of(&out)[0].header.barrier(), Some(t(450)));
+}
+
+#[test]
+fn forwarded_data_carries_the_output_barrier_4_1() {
+    let mut sw = chip_switch(2);
+    feed(&mut sw, 100, PortId(0), beacon(0, 300));
+    feed(&mut sw, 100, PortId(1), beacon(1, 400));
+    assert_eq!(sw.barrier(), Some(t(300)));
+    let valid = flags::END_OF_MESSAGE | flags::BARRIER_VALID;
+    let Packet::Data(inbound) = fragment(0, 1, 900, 42, 0, valid, b"payload") else {
+        unreachable!()
+    };
+    let out = sent(&feed(
+        &mut sw,
+        900,
+        PortId(0),
+        Packet::Data(inbound.clone()),
+    ));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, PortId(1));
+    let fwd = &data_of(&out)[0];
+    assert_eq!(sw.register(PortId(0)), Some(t(900)));
+    assert_eq!(sw.barrier(), Some(t(400)));
+    assert_eq!(
+        fwd.header.barrier,
+        t(400),
+        "barrier field rewritten to B_new"
+    );
+    assert_eq!(fwd.header.flags, valid);
+    let mut unchanged = fwd.clone();
+    unchanged.header.barrier = inbound.header.barrier;
+    assert_eq!(unchanged, inbound, "nothing but the barrier changes");
+    // A packet without a valid barrier leaves the register alone but leaves with B_new.
+    let mut no_barrier = fragment(1, 0, 950, 0, 0, flags::END_OF_MESSAGE, b"");
+    if let Packet::Data(d) = &mut no_barrier {
+        d.header.barrier = t(5);
+    }
+    let fwd = data_of(&sent(&feed(&mut sw, 950, PortId(1), no_barrier)));
+    assert_eq!(sw.register(PortId(1)), Some(t(400)));
+    assert_eq!(fwd[0].header.barrier(), Some(t(400)));
+    assert_eq!(
+        fwd[0].header.flags,
+        flags::END_OF_MESSAGE | flags::BARRIER_VALID
+    );
+    assert_eq!(sw.stats().forwarded, 2);
+}
+
+#[test]
+fn beacon_advancing_the_barrier_goes_out_at_once_and_a_second_within_min_gap_is_deferred_4_2() {
+    let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
+    cfg.beacon_interval_ns = 3_000;
+    cfg.beacon_min_gap_ns = 375;
+    let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+    assert!(feed(&mut sw, 1_000, PortId(0), beacon(0, 500)).is_empty());
+    let out = feed(&mut sw, 1_000, PortId(1), beacon(1, 600));
+    assert_eq!(
+        beacons_sent(&out),
+        vec![(PortId(0), 500), (PortId(1), 500)],
+        "promptly"
+    );
+    assert_eq!(sw.poll_timeout(), Some(at(3_000)), "nothing deferred");
+    // A second change 100 ns later is deferred until the gap has passed...
+    assert!(feed(&mut sw, 1_100, PortId(0), beacon(0, 800)).is_empty());
+    assert_eq!(sw.barrier(), Some(t(600)));
+    assert_eq!(sw.poll_timeout(), Some(at(1_375)));
+    // ...and a third coalesces with it.
+    assert!(feed(&mut sw, 1_200, PortId(1), beacon(1, 900)).is_empty());
+    assert_eq!(sw.barrier(), Some(t(800)));
+    assert_eq!(sw.poll_timeout(), Some(at(1_375)));
+    // Output 1 learns 800 from a data packet meanwhile, so only output 0 still needs a beacon.
+    let fwd = sent(&feed(&mut sw, 1_250, PortId(0), message(0, 1, 850, 0, b"")));
+    assert_eq!(
+        (fwd[0].0, data_of(&fwd)[0].header.barrier),
+        (PortId(1), t(800))
+    );
+    assert!(tick(&mut sw, 1_300).is_empty(), "not due yet");
+    assert_eq!(beacons_sent(&tick(&mut sw, 1_375)), vec![(PortId(0), 800)]);
+    assert_eq!(sw.poll_timeout(), Some(at(3_000)));
+    assert_eq!(sw.stats().beacons_sent, 3);
+}
+
+#[test]
+fn at_each_beacon_time_only_output_links_with_a_stale_barrier_get_a_beacon_4_2() {
+    let mut sw = chip_switch(2);
+    let valid = flags::END_OF_MESSAGE | flags::BARRIER_VALID;
+    // Barriers arrive on data only, so no change-triggered beacon is sent.
+    let out = sent(&feed(
+        &mut sw,
+        100,
+        PortId(0),
+        fragment(0, 1, 300, 0, 0, valid, b""),
+    ));
+    assert_eq!(data_of(&out)[0].header.barrier(), None);
+    let out = sent(&feed(
+        &mut sw,
+        200,
+        PortId(1),
+        fragment(1, 0, 400, 0, 0, valid, b""),
+    ));
+    assert_eq!(data_of(&out)[0].header.barrier(), Some(t(300)));
+    assert_eq!(sw.poll_timeout(), Some(at(INTERVAL_NS)));
+    // Output 0 carried 300 already; output 1 never carried a barrier.
+    assert_eq!(
+        beacons_sent(&tick(&mut sw, INTERVAL_NS)),
+        vec![(PortId(1), 300)]
+    );
+    assert_eq!(sw.poll_timeout(), Some(at(2 * INTERVAL_NS)));
+    // Nothing moved: the next beacon time sends nothing.
+    assert!(tick(&mut sw, 2 * INTERVAL_NS).is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// §6.2.2: the switch CPU.
+// ---------------------------------------------------------------------------------------------
+
+fn cpu_switch(inputs: usize, outputs: usize, delay_ns: u64) -> Switch {
+    let mut cfg = switch_config(SwitchMode::Cpu, inputs, outputs);
+    cfg.beacon_delay_ns = delay_ns;
+    Switch::new(cfg, Some(identity_router(outputs as u32)), at(0))
+}
+
+#[test]
+fn cpu_switch_forwards_data_unchanged_6_2_2() {
+    let mut sw = cpu_switch(2, 2, 0);
+    feed(&mut sw, 50, PortId(0), beacon(0, 10));
+    feed(&mut sw, 50, PortId(1), beacon(1, 10));
+    for pk in [
+        fragment(
+            0,
+            1,
+            777,
+            3,
+            0,
+            flags::END_OF_MESSAGE | flags::BARRIER_VALID,
+            b"abc",
+        ),
+        fragment(1, 0, 778, 9, 2, 0, b"def"),
+    ] {
+        let out = sent(&feed(&mut sw, 100, PortId(0), pk.clone()));
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1, pk, "the chip forwards data untouched");
+    }
+    assert_eq!(
+        sw.register(PortId(0)),
+        None,
+        "data barriers never reach the CPU"
+    );
+    assert_eq!(sw.barrier(), None, "beacons wait for the CPU's beacon time");
+}
+
+#[test]
+fn cpu_switch_applies_a_beacon_only_after_its_processing_delay_6_2_2() {
+    let mut sw = cpu_switch(2, 3, 300);
+    assert!(feed(&mut sw, 100, PortId(0), beacon(0, 500)).is_empty());
+    assert!(feed(&mut sw, 100, PortId(1), beacon(1, 600)).is_empty());
+    assert!(feed(&mut sw, 800, PortId(0), beacon(0, 900)).is_empty()); // reaches the CPU at 1100
+    assert_eq!(sw.register(PortId(0)), None, "not before the beacon time");
+    assert_eq!(sw.poll_timeout(), Some(at(1_000)));
+    let out = tick(&mut sw, 1_000);
+    assert_eq!(
+        sw.register(PortId(0)),
+        Some(t(500)),
+        "the 900 is still being processed"
+    );
+    assert_eq!(sw.register(PortId(1)), Some(t(600)));
+    assert_eq!(
+        beacons_sent(&out),
+        vec![(PortId(0), 500), (PortId(1), 500), (PortId(2), 500)],
+        "every output link"
+    );
+    // Busy or idle makes no difference: output 0 carries data, and still gets the beacon.
+    assert_eq!(
+        sent(&feed(
+            &mut sw,
+            1_500,
+            PortId(1),
+            message(1, 0, 950, 0, b"busy")
+        ))
+        .len(),
+        1
+    );
+    let out = tick(&mut sw, 2_000);
+    assert_eq!(sw.register(PortId(0)), Some(t(900)));
+    assert_eq!(
+        beacons_sent(&out),
+        vec![(PortId(0), 600), (PortId(1), 600), (PortId(2), 600)]
+    );
+    // `send_beacons` documents "every output link that would learn something": with no change,
+    // the next beacon time sends nothing.
+    assert!(tick(&mut sw, 3_000).is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// STYLE §7: distrust the wire.
+// ---------------------------------------------------------------------------------------------
+
+/// Feeds `pk` on `port` and checks it was dropped as invalid and produced nothing.
+fn assert_host_drops(h: &mut Host, port: PortId, pk: Packet) {
+    let before = h.stats().dropped_invalid;
+    let out = feed(h, 1_000, port, pk.clone());
+    assert!(out.is_empty(), "{pk:?} produced {out:?}");
+    assert_eq!(h.stats().dropped_invalid, before + 1, "{pk:?} not counted");
+}
+
+#[test]
+fn host_drops_and_counts_garbage_without_panicking_7() {
+    let mut cfg = host_config(0, &[0, 1], 4);
+    cfg.mtu_payload = 100;
+    cfg.message_len_max = 400; // at most 4 fragments
+    let mut h = Host::new(cfg, at(1_000));
+    // Misaddressed and unknown senders.
+    assert_host_drops(
+        &mut h,
+        UPLINK,
+        message(2, 3, 500, 0, b"dst on another host"),
+    );
+    assert_host_drops(&mut h, UPLINK, message(2, 999, 500, 0, b"dst out of range"));
+    assert_host_drops(&mut h, UPLINK, message(4, 0, 500, 0, b"src == senders_max"));
+    assert_host_drops(&mut h, UPLINK, message(u32::MAX, 0, 500, 0, b"src way out"));
+    // The wrong port.
+    assert_host_drops(&mut h, PortId(1), message(2, 0, 500, 0, b"wrong port"));
+    assert_host_drops(&mut h, PortId(7), beacon(9, 10_000));
+    assert_eq!(h.barrier(), None, "a beacon on a wrong port is ignored");
+    // Duplicates.
+    assert!(feed(&mut h, 1_000, UPLINK, message(2, 0, 500, 0, b"once")).is_empty());
+    assert_host_drops(&mut h, UPLINK, message(2, 0, 500, 0, b"once"));
+    assert!(feed(&mut h, 1_000, UPLINK, fragment(2, 1, 500, 10, 0, 0, b"f0")).is_empty());
+    assert_host_drops(&mut h, UPLINK, fragment(2, 1, 500, 10, 0, 0, b"f0"));
+    // Inconsistent fragment headers of message psn 10: another timestamp; past the last.
+    assert_host_drops(&mut h, UPLINK, fragment(2, 1, 501, 11, 1, 0, b"f1"));
+    assert!(feed(
+        &mut h,
+        1_000,
+        UPLINK,
+        fragment(2, 1, 500, 12, 2, flags::END_OF_MESSAGE, b"f2")
+    )
+    .is_empty());
+    assert_host_drops(&mut h, UPLINK, fragment(2, 1, 500, 13, 3, 0, b"f3"));
+    // END_OF_MESSAGE below a fragment already held (message psn 20).
+    assert!(feed(&mut h, 1_000, UPLINK, fragment(3, 0, 500, 22, 2, 0, b"g2")).is_empty());
+    assert_host_drops(
+        &mut h,
+        UPLINK,
+        fragment(3, 0, 500, 21, 1, flags::END_OF_MESSAGE, b"g1"),
+    );
+    // NAKs for processes not on this host, or from processes that do not exist.
+    assert_host_drops(&mut h, UPLINK, nak(NakReason::Late, 2, 3, 0, 500));
+    assert_host_drops(&mut h, UPLINK, nak(NakReason::Late, 2, 77, 0, 500));
+    assert_host_drops(&mut h, UPLINK, nak(NakReason::Late, 9, 0, 0, 500));
+    assert_eq!(h.stats().send_failed, 0);
+    // The one valid message is delivered exactly once; the two partial ones are given up.
+    let out = feed(&mut h, 1_000, UPLINK, beacon(9, 600));
+    assert_eq!(summary(&deliveries(&out)), vec![(500, 2, bytes("once"))]);
+    assert_eq!(h.stats().dropped_incomplete, 2);
+    assert_eq!(h.reorder_len(), 0);
+}
+
+/// A fragment whose index exceeds what `message_len_max` allows is dropped as invalid, and should
+/// leave no trace: no NAK when the barrier passes its timestamp, no reassembly slot held.
+#[test]
+fn invalid_fragment_index_leaves_no_partial_behind_7() {
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.mtu_payload = 100;
+    cfg.message_len_max = 400; // at most 4 fragments
+    let garbage = fragment(1, 0, 500, 9, 9, 0, b"frag 9 of at most 4");
+    // No NAK for a message that was never accepted.
+    let mut h = Host::new(cfg.clone(), at(1_000));
+    assert_host_drops(&mut h, UPLINK, garbage.clone());
+    let out = feed(&mut h, 1_000, UPLINK, beacon(9, 600));
+    assert!(out.is_empty(), "spurious NAK: {out:?}");
+    assert_eq!(h.stats().dropped_incomplete, 0);
+    // No reassembly slot taken from legitimate messages.
+    cfg.reassembly_len_max = 1;
+    let mut h = Host::new(cfg, at(1_000));
+    assert_host_drops(&mut h, UPLINK, garbage);
+    let out = feed(&mut h, 1_000, UPLINK, fragment(1, 0, 510, 20, 0, 0, b"a"));
+    assert!(
+        out.is_empty(),
+        "the rejected fragment holds the only slot: {out:?}"
+    );
+    feed(
+        &mut h,
+        1_000,
+        UPLINK,
+        fragment(1, 0, 510, 21, 1, flags::END_OF_MESSAGE, b"b"),
+    );
+    let got = deliveries(&feed(&mut h, 1_000, UPLINK, beacon(9, 600)));
+    assert_eq!(summary(&got), vec![(510, 1, bytes("ab"))]);
+}
+
+#[test]
+fn switch_drops_and_counts_garbage_without_panicking_7() {
+    // Process 2 routes to a port that does not exist; processes 3.. are unroutable.
+    let router: Arc<dyn Router> = Arc::new(ProcRouter {
+        port_of: vec![PortId(0), PortId(1), PortId(5)],
+    });
+    for mode in [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host] {
+        let mut sw = Switch::new(switch_config(mode, 2, 2), Some(router.clone()), at(0));
+        let garbage = [
+            (PortId(2), message(0, 1, 500, 0, b"input port out of range")),
+            (PortId(9), beacon(0, 500)),
+            (PortId(u32::MAX), nak(NakReason::Late, 0, 1, 0, 5)),
+            (PortId(0), message(0, 7, 500, 0, b"unroutable")),
+            (
+                PortId(0),
+                message(0, 2, 500, 0, b"routed to a missing port"),
+            ),
+            (PortId(1), nak(NakReason::Late, 1, 9, 0, 500)),
+        ];
+        for (i, (port, pk)) in garbage.into_iter().enumerate() {
+            let out = feed(&mut sw, 100, port, pk.clone());
+            assert!(out.is_empty(), "{mode}: {pk:?} produced {out:?}");
+            assert_eq!(
+                sw.stats().dropped,
+                i as u64 + 1,
+                "{mode}: {pk:?} not counted"
+            );
+        }
+        assert_eq!(sw.stats().forwarded, 0);
+        assert_eq!(
+            sw.stats().beacons_received,
+            0,
+            "{mode}: a beacon on a bad port counted"
+        );
+        assert_eq!(sw.register(PortId(1)), None);
+        assert_eq!(sw.register(PortId(9)), None);
+    }
+    // No router at all (a live aggregator daemon): data and NAKs are dropped.
+    let mut sw = Switch::new(switch_config(SwitchMode::Cpu, 1, 1), None, at(0));
+    assert!(feed(&mut sw, 10, PortId(0), message(0, 0, 5, 0, b"")).is_empty());
+    assert!(feed(&mut sw, 10, PortId(0), nak(NakReason::Late, 0, 0, 0, 5)).is_empty());
+    assert_eq!(sw.stats().dropped, 2);
+    // A CPU that is behind drops beacons beyond `pending_max`.
+    let mut cfg = switch_config(SwitchMode::Cpu, 1, 1);
+    cfg.pending_max = 2;
+    let mut sw = Switch::new(cfg, None, at(0));
+    for b in [10, 20, 30] {
+        assert!(feed(&mut sw, 10, PortId(0), beacon(0, b)).is_empty());
+    }
+    assert_eq!(sw.stats().dropped, 1);
+    assert_eq!(
+        beacons_sent(&tick(&mut sw, INTERVAL_NS)),
+        vec![(PortId(0), 20)]
+    );
+}
+
+/// Clock reading the fuzz scenarios start at; packet timestamps are shaped around it.
+const FUZZ_BASE_NS: u64 = 1_000_000;
+
+fn put(b: &mut [u8], offset: usize, v: &[u8]) {
+    b[offset..offset + v.len()].copy_from_slice(v);
+}
+
+fn u48(ns: u64) -> [u8; 6] {
+    let x = (ns & TIMESTAMP_MASK).to_be_bytes();
+    [x[2], x[3], x[4], x[5], x[6], x[7]]
+}
+
+/// Wire bytes for `Packet::decode`: pure noise, or random bytes under a header shaped so that it
+/// usually decodes and addresses small process ids and timestamps near the host's clock.
+fn wire_bytes() -> impl Strategy<Value = Vec<u8>> {
+    (
+        0u8..5,
+        proptest::collection::vec(any::<u8>(), 0..80),
+        (0u32..5, 0u32..3, 0u16..3, 0u8..8, 0u32..4),
+        (0u64..8_000, 0u64..8_000),
+    )
+        .prop_map(|(kind, mut b, (src, dst, frag, fl, psn), (ts, bar))| {
+            let ts = FUZZ_BASE_NS + ts - 4_000;
+            let bar = FUZZ_BASE_NS + bar - 4_000;
+            match kind {
+                1 => {
+                    b.resize(b.len().max(36), 0);
+                    b[0] = 1;
+                    b[1] = fl;
+                    put(&mut b, 2, &frag.to_be_bytes());
+                    put(&mut b, 4, &u48(ts));
+                    put(&mut b, 10, &u48(bar));
+                    put(&mut b, 22, &(psn + u32::from(frag)).to_be_bytes());
+                    put(&mut b, 26, &src.to_be_bytes());
+                    put(&mut b, 30, &dst.to_be_bytes());
+                    let len = (b.len() - 36) as u16;
+                    put(&mut b, 34, &len.to_be_bytes());
+                }
+                2 => {
+                    b.resize(b.len().max(20), 0);
+                    put(&mut b, 0, &[2, 0, 0, 0]);
+                    put(&mut b, 8, &u48(bar));
+                }
+                3 => {
+                    b.resize(b.len().max(24), 0);
+                    put(&mut b, 0, &[3, 1 + fl % 3]);
+                    put(&mut b, 4, &src.to_be_bytes());
+                    put(&mut b, 8, &dst.to_be_bytes());
+                    put(&mut b, 12, &psn.to_be_bytes());
+                    put(&mut b, 16, &u48(ts));
+                }
+                4 => b.insert(0, 1 + fl % 3), // a valid opcode over noise
+                _ => {}
+            }
+            b
+        })
+}
+
+/// One fuzz step: (what, wire bytes, clock step in ns, possibly negative).
+fn fuzz_ops() -> impl Strategy<Value = Vec<(u8, Vec<u8>, i64)>> {
+    proptest::collection::vec((0u8..12, wire_bytes(), -500i64..2_000), 1..80)
+}
+
+fn fuzz_host() -> Host {
+    let mut cfg = host_config(0, &[0, 1], 4);
+    cfg.mtu_payload = 16;
+    cfg.message_len_max = 64;
+    cfg.reorder_len_max = 8;
+    cfg.reassembly_len_max = 4;
+    Host::new(cfg, at(FUZZ_BASE_NS))
+}
+
+fn fuzz_switch(mode: SwitchMode) -> Switch {
+    let router: Arc<dyn Router> = Arc::new(ProcRouter {
+        port_of: vec![PortId(0), PortId(1), PortId(5)],
+    });
+    let mut cfg = switch_config(mode, 2, 2);
+    cfg.beacon_delay_ns = 300;
+    cfg.pending_max = 8;
+    Switch::new(cfg, Some(router), at(FUZZ_BASE_NS))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// STYLE §7 and §4.1: any sequence of decoded packets, timeouts, sends and clock steps leaves
+    /// the host standing, its barrier never moves backwards, and it only delivers what the
+    /// barrier admits to its own processes.
+    #[test]
+    fn host_survives_arbitrary_packets_and_its_barrier_never_moves_back_7(ops in fuzz_ops()) {
+        let mut h = fuzz_host();
+        let mut now = FUZZ_BASE_NS;
+        for (what, raw, dt) in ops {
+            now = now.saturating_add_signed(dt);
+            let before = h.barrier();
+            match what {
+                0..=7 => {
+                    let Ok((packet, _)) = Packet::decode(&raw) else { continue };
+                    let port = if what == 7 { PortId(1) } else { UPLINK };
+                    h.handle(at(now), Input::Packet { port, packet });
+                }
+                8 | 9 => h.handle(at(now), Input::Timeout),
+                10 => {
+                    let dst = p(u32::from(raw.first().copied().unwrap_or(0) % 5));
+                    let _ = h.send(at(now), p(0), &[(dst, Bytes::from(raw))]);
+                }
+                _ => {
+                    now = now.max(h.poll_timeout().expect("hosts always have a beacon timer").as_nanos());
+                    h.handle(at(now), Input::Timeout);
+                }
+            }
+            let after = h.barrier();
+            if let Some(b) = before {
+                prop_assert!(after.is_some_and(|a| a >= b), "barrier {before:?} -> {after:?}");
+            }
+            for o in drain(&mut h) {
+                match o {
+                    Output::Send { port, .. } => prop_assert_eq!(port, UPLINK),
+                    Output::Event(HostEvent::Deliver(d)) => {
+                        prop_assert!(d.dst == p(0) || d.dst == p(1));
+                        prop_assert!(d.ts < d.barrier);
+                        prop_assert!(after.is_some_and(|a| a.admits(d.ts)));
+                    }
+                    Output::Event(HostEvent::SendFailed { src, .. }) => {
+                        prop_assert!(src == p(0) || src == p(1));
+                    }
+                }
+            }
+        }
+    }
+
+    /// STYLE §7 and Eq. 4.1: the same for a switch in any mode; its output barrier never moves
+    /// backwards (the switch also asserts this itself).
+    #[test]
+    fn switch_survives_arbitrary_packets_and_its_barrier_never_moves_back_7(
+        ops in fuzz_ops(),
+        mode in prop_oneof![Just(SwitchMode::Chip), Just(SwitchMode::Cpu), Just(SwitchMode::Host)],
+    ) {
+        let mut sw = fuzz_switch(mode);
+        let mut now = FUZZ_BASE_NS;
+        for (what, raw, dt) in ops {
+            now = now.saturating_add_signed(dt);
+            let before = sw.barrier();
+            if what < 9 {
+                let Ok((packet, _)) = Packet::decode(&raw) else { continue };
+                sw.handle(at(now), Input::Packet { port: PortId(u32::from(what % 3)), packet });
+            } else {
+                if what == 11 {
+                    now = now.max(sw.poll_timeout().expect("switches always have a timer").as_nanos());
+                }
+                sw.handle(at(now), Input::Timeout);
+            }
+            let after = sw.barrier();
+            if let Some(b) = before {
+                prop_assert!(after.is_some_and(|a| a >= b), "barrier {before:?} -> {after:?}");
+            }
+            for o in drain(&mut sw) {
+                match o {
+                    Output::Send { port, .. } => {
+                        prop_assert!(port.index() < 2, "sent on a port that does not exist");
+                    }
+                    Output::Event(e) => match e {},
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// §6.1: the 48-bit timestamp wraps (PAWS).
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn messages_across_the_2_pow_48_wrap_are_delivered_in_order_6_1_paws() {
+    let wrap: u64 = 1 << 48;
+    let start = wrap - 1_000_000; // 1 ms before the wrap
+    let mut rack = Rack::new(&[&[0], &[1], &[2]], start, &[0, 0, 0], SwitchMode::Chip);
+    let mut sent_ts = Vec::new();
+    for k in 0..12u64 {
+        // 800 µs .. 1.35 ms after the start: straddles the wrap at 1 ms.
+        rack.run_until(start + 800_000 + k * 50_000);
+        let h = (k % 3) as usize;
+        let others: Vec<(u32, Bytes)> = (0..3u32)
+            .filter(|&d| d as usize != h)
+            .map(|d| (d, bytes(&format!("m{k}"))))
+            .collect();
+        sent_ts.push(rack.send(h, h as u32, &others));
+    }
+    rack.run_until(start + 1_400_000);
+    assert!(
+        sent_ts.iter().any(|ts| ts.raw() > wrap - 300_000),
+        "some before the wrap"
+    );
+    assert!(
+        sent_ts.iter().any(|ts| ts.raw() < 400_000),
+        "some after the wrap"
+    );
+    assert!(
+        sent_ts.windows(2).all(|w| w[0] < w[1]),
+        "wrap-safe order: {sent_ts:?}"
+    );
+    for dst in 0..3u32 {
+        let got: Vec<String> = rack
+            .delivered_to(dst)
+            .iter()
+            .map(|d| String::from_utf8(d.payload.to_vec()).unwrap())
+            .collect();
+        let expected: Vec<String> = (0..12u64)
+            .filter(|k| k % 3 != u64::from(dst))
+            .map(|k| format!("m{k}"))
+            .collect();
+        assert_eq!(got, expected, "process {dst}");
+    }
+    rack.assert_ordered_and_causal();
+    for h in &rack.hosts {
+        assert_eq!(h.stats().dropped_late, 0);
+        assert_eq!(h.reorder_len(), 0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// End to end: a rack (§4.1, §4.2, §6.2).
+// ---------------------------------------------------------------------------------------------
+
+/// One planned scattering: (global time, host, src, [(dst, payload)]).
+type Planned = (u64, usize, u32, Vec<(u32, Bytes)>);
+
+/// A fixed plan of 30 scatterings from every process, two at a time, to varying destination
+/// sets; every seventh carries 9000-byte messages (three fragments at the default MTU). Each
+/// payload starts with `<index>:` so a delivery names its scattering.
+fn rack_plan(layout: &[&[u32]]) -> Vec<Planned> {
+    let procs: u32 = layout.iter().map(|h| h.len() as u32).sum();
+    (0..30u32)
+        .map(|i| {
+            let host = (i as usize * 7 + i as usize / 4) % layout.len();
+            let src = layout[host][(i as usize / 3) % layout[host].len()];
+            let mut dsts: Vec<u32> = (0..procs)
+                .filter(|&d| d != src && (i * 11 + 5) >> d & 1 == 1)
+                .collect();
+            if dsts.is_empty() {
+                dsts.push((src + 1) % procs);
+            }
+            let len = if i % 7 == 3 { 9_000 } else { 16 };
+            let msgs = dsts
+                .into_iter()
+                .map(|d| {
+                    let mut m = format!("{i}:{src}->{d}:").into_bytes();
+                    m.extend_from_slice(&patterned(len, i as u8));
+                    (d, Bytes::from(m))
+                })
+                .collect();
+            (100 + 350 * u64::from(i / 2), host, src, msgs)
+        })
+        .collect()
+}
+
+fn scattering_of(d: &Delivery) -> u32 {
+    let end = d
+        .payload
+        .iter()
+        .position(|&c| c == b':')
+        .expect("planned payload");
+    std::str::from_utf8(&d.payload[..end])
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn run_rack_scenario(mode: SwitchMode) {
+    let layout: &[&[u32]] = &[&[0], &[1, 2], &[3]];
+    let mut rack = Rack::new(layout, 0, &[0, 130, 270], mode);
+    let plan = rack_plan(layout);
+    // Per destination: (ts, src, plan index, payload), in the order 1Pipe must deliver them.
+    let mut expected: Vec<Vec<(Timestamp, u32, usize, Bytes)>> = vec![Vec::new(); 4];
+    for (i, (when, host, src, msgs)) in plan.iter().enumerate() {
+        rack.run_until(*when);
+        let ts = rack.send(*host, *src, msgs);
+        for (dst, payload) in msgs {
+            expected[*dst as usize].push((ts, *src, i, payload.clone()));
+        }
+    }
+    let last = plan.last().expect("a plan").0;
+    rack.run_until(last + 10 * INTERVAL_NS);
+    for (dst, exp) in expected.iter_mut().enumerate() {
+        exp.sort_by_key(|e| (e.0, e.1, e.2));
+        let want: Vec<(u64, u32, Bytes)> =
+            exp.iter().map(|e| (e.0.raw(), e.1, e.3.clone())).collect();
+        assert_eq!(
+            summary(&rack.delivered_to(dst as u32)),
+            want,
+            "{mode}: process {dst}"
+        );
+    }
+    // Agreement: any two processes see the scatterings they share in the same relative order.
+    for a in 0..4u32 {
+        for b in a + 1..4 {
+            let seq_a: Vec<u32> = rack.delivered_to(a).iter().map(scattering_of).collect();
+            let seq_b: Vec<u32> = rack.delivered_to(b).iter().map(scattering_of).collect();
+            let common_a: Vec<u32> = seq_a
+                .iter()
+                .copied()
+                .filter(|s| seq_b.contains(s))
+                .collect();
+            let common_b: Vec<u32> = seq_b
+                .iter()
+                .copied()
+                .filter(|s| seq_a.contains(s))
+                .collect();
+            assert_eq!(common_a, common_b, "{mode}: processes {a} and {b} disagree");
+        }
+    }
+    rack.assert_ordered_and_causal();
+    for (i, h) in rack.hosts.iter().enumerate() {
+        let s = h.stats();
+        assert_eq!(
+            (
+                s.dropped_late,
+                s.dropped_incomplete,
+                s.dropped_full,
+                s.dropped_invalid
+            ),
+            (0, 0, 0, 0),
+            "{mode}: host {i} dropped something: {s:?}"
+        );
+        assert_eq!(h.reorder_len(), 0, "{mode}: host {i} still holds messages");
+        assert!(rack.failed[i].is_empty(), "{mode}: {:?}", rack.failed[i]);
+    }
+    assert_eq!(rack.switch.stats().dropped, 0);
+}
+
+#[test]
+fn rack_of_three_hosts_delivers_every_message_once_in_one_agreed_order_4_1() {
+    run_rack_scenario(SwitchMode::Chip);
+}
+
+#[test]
+fn rack_under_a_switch_cpu_delivers_in_one_agreed_order_by_beacons_alone_6_2_2() {
+    run_rack_scenario(SwitchMode::Cpu);
+}
