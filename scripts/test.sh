@@ -14,9 +14,16 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 echo "== cargo test"
-cargo test --workspace --all-targets
+cargo test --workspace --all-targets 2>&1 | tee -a "$log"
 echo "== doc tests"
-cargo test --workspace --doc
+cargo test --workspace --doc 2>&1 | tee -a "$log"
 echo "== planted bugs (each must make the suite fail)"
-scripts/planted-bugs.sh
+scripts/planted-bugs.sh | tee -a "$log"
+
+passed=$(awk '/^test result: /{for(i=1;i<=NF;i++) if($(i+1) ~ /^passed/) s+=$i} END{print s+0}' "$log")
+failed=$(awk '/^test result: /{for(i=1;i<=NF;i++) if($(i+1) ~ /^failed/) s+=$i} END{print s+0}' "$log")
+caught=$(grep -c '^caught ' "$log" || true)
+echo "suite: $((passed + caught)) passed, $failed failed ($passed tests, $caught planted bugs caught)"
