@@ -145,6 +145,8 @@ pub struct Switch {
     router: Option<Arc<dyn Router>>,
     /// R_i of Eq. 4.1, per input link; `None` until the link has said anything.
     registers: Vec<Option<Timestamp>>,
+    /// The minimum of the registers when every input has reported (cached for `update_register`).
+    min_register: Option<Timestamp>,
     /// B_new of Eq. 4.1, kept monotone.
     out_barrier: Option<Timestamp>,
     last_beacon: Vec<Option<Instant>>,
@@ -174,6 +176,7 @@ impl Switch {
         );
         Switch {
             registers: vec![None; cfg.inputs],
+            min_register: None,
             out_barrier: None,
             last_beacon: vec![None; cfg.outputs],
             last_barrier_sent: vec![None; cfg.outputs],
@@ -210,8 +213,15 @@ impl Switch {
     /// R_i := B for input `port` (kept monotone), then B_new := min_i R_i (Eq. 4.1).
     fn update_register(&mut self, port: PortId, b: Timestamp) {
         let r = &mut self.registers[port.index()];
-        *r = Some(r.map_or(b, |old| old.max_wrapping(b)));
-        self.recompute_barrier();
+        let old = *r;
+        let new = old.map_or(b, |old| old.max_wrapping(b));
+        *r = Some(new);
+        // Raising a register that was above the minimum cannot move the minimum: skip the scan
+        // (the common case — one input in a wave, or data from a sender that is not the laggard).
+        match (old, self.min_register) {
+            (Some(old), Some(min)) if old > min || new == old => {}
+            _ => self.recompute_barrier(),
+        }
     }
 
     fn recompute_barrier(&mut self) {
@@ -222,6 +232,7 @@ impl Switch {
             };
             min = Some(min.map_or(r, |m| m.min_wrapping(r)));
         }
+        self.min_register = min;
         if let Some(m) = min {
             // Never backwards (§4.2: "the switch must maintain monotonicity of its B_new").
             self.out_barrier = Some(self.out_barrier.map_or(m, |o| o.max_wrapping(m)));

@@ -74,10 +74,15 @@ impl Clock {
     }
 
     /// The local reading at true time `t`.
+    #[inline]
     pub fn local(&mut self, t: u64) -> Instant {
-        let k = self.period_of(t);
-        self.enter(k);
-        let since_sync = (t - k * self.params.sync_interval_ns) as f64;
+        // Fast path: still in the cached sync period (no division).
+        let start = self.period * self.params.sync_interval_ns;
+        if t < start || t - start >= self.params.sync_interval_ns {
+            self.enter(self.period_of(t));
+        }
+        let start = self.period * self.params.sync_interval_ns;
+        let since_sync = (t - start) as f64;
         let v = (self.params.epoch_ns + t) as f64 + self.offset + self.drift * since_sync;
         Instant(v.max(0.0) as u64)
     }

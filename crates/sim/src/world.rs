@@ -59,13 +59,15 @@ pub enum Ev {
 #[derive(Debug)]
 struct TopoRouter {
     topo: Arc<Topology>,
-    procs_per_host: u32,
+    /// Host of each process (a table lookup is cheaper than a division per hop).
+    host_of: Vec<u32>,
     seed: u64,
 }
 
 impl Router for TopoRouter {
     fn route(&self, at: NodeId, src: ProcId, dst: ProcId) -> Option<PortId> {
-        let (sh, dh) = (src.0 / self.procs_per_host, dst.0 / self.procs_per_host);
+        let sh = *self.host_of.get(src.index())?;
+        let dh = *self.host_of.get(dst.index())?;
         self.topo.route(at, dh, flow_hash(self.seed, sh, dh))
     }
 }
@@ -194,7 +196,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let clock_seed = rng.next_u64();
         let router: Arc<dyn Router> = Arc::new(TopoRouter {
             topo: topo.clone(),
-            procs_per_host: pph,
+            host_of: (0..procs).map(|p| p / pph).collect(),
             seed: rng.next_u64(),
         });
         let chip = cfg.switch_mode == SwitchMode::Chip;
