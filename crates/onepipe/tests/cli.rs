@@ -345,6 +345,8 @@ fn bad_flags_exit_2_naming_the_flag() {
         // A few more of the same kind.
         (&["--topology", "rack", "--hosts", "0"], &["--hosts"], true),
         (&["--mtu", "0"], &["--mtu"], true),
+        // 65,536 hosts × 65,536 processes of per-sender state: refused, not an out-of-memory.
+        (&["--k", "64"], &["--k", "GiB"], true),
         (&["--duration", "0us"], &["--duration"], true),
         (&["--beacon-interval", "0us"], &["--beacon-interval"], true),
         (

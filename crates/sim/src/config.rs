@@ -163,6 +163,9 @@ fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Most per-sender protocol state a run may allocate (see `validate`).
+pub const STATE_BYTES_MAX: u64 = 8 << 30;
+
 /// Bytes at the start of every simulated payload: the scattering's sequence number and its send
 /// time, so deliveries can be matched and timed without a lookup table.
 pub const PAYLOAD_HEADER_LEN: usize = 16;
@@ -212,6 +215,24 @@ impl SimConfig {
             return Err(bad("--mtu", "payload per packet must be 1..=65535 bytes"));
         }
         let procs = self.procs()?;
+        // Every host keeps per-sender state for every process (reorder list heads, 8 bytes;
+        // next PSN per destination, 4 bytes per local process): bound it before allocating.
+        let hosts = self.hosts()? as u64;
+        let state_bytes = hosts * procs as u64 * 8 + procs as u64 * procs as u64 * 4;
+        if state_bytes > STATE_BYTES_MAX {
+            return Err(bad(
+                if matches!(self.topology, TopologySpec::FatTree { .. }) {
+                    "--k"
+                } else {
+                    "--hosts"
+                },
+                format!(
+                    "{hosts} hosts × {procs} processes need ~{} GiB of per-sender state; the simulator allows {} GiB",
+                    state_bytes >> 30,
+                    STATE_BYTES_MAX >> 30
+                ),
+            ));
+        }
         if let WorkloadKind::Scatter { k } = self.workload {
             if k == 0 || k as u64 > procs as u64 {
                 return Err(bad(
