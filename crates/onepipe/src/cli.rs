@@ -131,8 +131,9 @@ struct SimArgs {
     /// How long processes send.
     #[arg(long, default_value = "2ms", value_parser = parse_duration)]
     duration: u64,
-    /// Settling time after sending stops.
-    #[arg(long, default_value = "200us", value_parser = parse_duration)]
+    /// Longest settling time after sending stops; the run ends as soon as every message has
+    /// been delivered or reported lost.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
     drain: u64,
     /// Probability a packet is held back on a link and overtaken (non-FIFO links).
     #[arg(long, default_value_t = 0.0)]
@@ -382,6 +383,12 @@ fn print_summary(r: &Report) {
         r.beacon_bandwidth_share * 100.0,
         r.beacon_byte_share * 100.0
     );
+    if !r.drained {
+        println!(
+            "  drain       limit reached with {} message(s) still on their way (not judged as losses; raise --drain)",
+            r.undrained
+        );
+    }
     let checks = if r.checked {
         format!(
             "{} violations in {} checked deliveries",

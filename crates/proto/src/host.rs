@@ -288,6 +288,11 @@ impl Host {
         self.procs.iter().map(|p| p.reorder.len()).sum()
     }
 
+    /// Messages partially reassembled.
+    pub fn partial_len(&self) -> usize {
+        self.partials.len()
+    }
+
     /// The largest reorder buffer length any local process reached.
     pub fn reorder_len_peak(&self) -> usize {
         self.procs

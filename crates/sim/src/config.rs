@@ -72,7 +72,8 @@ pub struct SimConfig {
     pub rate_per_proc: f64,
     /// How long processes send.
     pub duration_ns: u64,
-    /// How long the run goes on after sending stops so that everything in flight settles.
+    /// Longest the run goes on after sending stops, until everything in flight has been
+    /// delivered or reported; it stops as soon as that is so.
     pub drain_ns: u64,
     /// Probability that a packet is held back on a link and overtaken (non-FIFO links).
     pub reorder_prob: f64,
@@ -120,7 +121,7 @@ impl Default for SimConfig {
             msg_size: 64,
             rate_per_proc: 10_000.0,
             duration_ns: 2_000_000,
-            drain_ns: 200_000,
+            drain_ns: 10_000_000,
             reorder_prob: 0.0,
             reorder_delay_ns: 5_000,
             seed: 1,

@@ -85,6 +85,8 @@ struct HostSt {
     clock: Clock,
     cpu_free: SimTime,
     pending: VecDeque<HostInput>,
+    /// Sends among `pending`.
+    pending_sends: u32,
     wake_armed: bool,
     timer_generation: u32,
     armed: Option<Instant>,
@@ -128,12 +130,18 @@ pub struct EngineStats {
     pub messages_sent: u64,
     /// Messages delivered.
     pub delivered: u64,
+    /// Messages delivered while processes were still sending (the throughput numerator: at
+    /// overload, deliveries during the drain would overstate it).
+    pub delivered_in_period: u64,
     /// Send-failed notifications.
     pub send_failed: u64,
 }
 
-/// Most inputs a host CPU queues before the workload's sends are refused.
-const HOST_QUEUE_SEND_MAX: usize = 1 << 16;
+/// Most sends waiting for a host's CPU before the workload's next send is refused — the
+/// application's send queue. Open-loop sends beyond capacity would otherwise pile up without
+/// bound and, served first-come first-served, starve the receive path: with the bound, offered
+/// load beyond capacity is refused (`sends_rejected`) and delivered throughput levels off.
+const HOST_QUEUE_SEND_MAX: u32 = 64;
 
 /// A simulated data center.
 pub struct World<Q: EventQueue<Ev>> {
@@ -157,6 +165,8 @@ pub struct World<Q: EventQueue<Ev>> {
     scratch_dsts: Vec<u32>,
     procs: u32,
     now: SimTime,
+    /// Data and NAK packets alive (on links or queued at host CPUs).
+    live_messages: u64,
     /// The checker, when checks are on.
     pub checker: Option<Checker>,
     /// Send → deliver latency, true time.
@@ -218,6 +228,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 clock,
                 cpu_free: 0,
                 pending: VecDeque::new(),
+                pending_sends: 0,
                 wake_armed: false,
                 timer_generation: 0,
                 armed: None,
@@ -299,6 +310,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             scratch_dsts: Vec::new(),
             procs,
             now: 0,
+            live_messages: 0,
             checker,
             latency: NsHistogram::default(),
             reorder_delay: NsHistogram::default(),
@@ -369,6 +381,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
     }
 
     fn alloc_packet(&mut self, p: Packet) -> u32 {
+        if !matches!(p, Packet::Beacon(_)) {
+            self.live_messages += 1;
+        }
         match self.free_packets.pop() {
             Some(i) => {
                 self.packets[i as usize] = Some(p);
@@ -383,7 +398,23 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     fn take_packet(&mut self, i: u32) -> Packet {
         self.free_packets.push(i);
-        self.packets[i as usize].take().expect("live packet")
+        let p = self.packets[i as usize].take().expect("live packet");
+        if !matches!(p, Packet::Beacon(_)) {
+            self.live_messages -= 1;
+        }
+        p
+    }
+
+    /// True when nothing but beacons and timers is left: no data or NAK on a link or waiting for
+    /// a host CPU, no send waiting, nothing buffered for reordering or reassembly. A run drains
+    /// until then (or its drain limit), so undelivered messages are losses, not stragglers.
+    pub fn quiescent(&self) -> bool {
+        self.live_messages == 0
+            && self.hosts.iter().all(|h| {
+                h.host.reorder_len() == 0
+                    && h.host.partial_len() == 0
+                    && h.pending.iter().all(|i| matches!(i, HostInput::Timeout))
+            })
     }
 
     fn transmit(&mut self, link: u32, packet: Packet, t: SimTime) {
@@ -463,7 +494,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             return;
         }
         let host = proc / self.cfg.procs_per_host;
-        if self.hosts[host as usize].pending.len() >= HOST_QUEUE_SEND_MAX {
+        if self.hosts[host as usize].pending_sends >= HOST_QUEUE_SEND_MAX {
             self.stats.sends_rejected += 1;
         } else {
             self.host_input(t, host, HostInput::Send { proc, issued: t });
@@ -477,6 +508,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if st.pending.is_empty() && st.cpu_free <= t {
             self.host_process(t, h, input);
         } else {
+            if matches!(input, HostInput::Send { .. }) {
+                st.pending_sends += 1;
+            }
             st.pending.push_back(input);
             if !st.wake_armed {
                 st.wake_armed = true;
@@ -492,6 +526,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let Some(input) = st.pending.pop_front() else {
             return;
         };
+        if matches!(input, HostInput::Send { .. }) {
+            st.pending_sends -= 1;
+        }
         self.host_process(t, h, input);
         let st = &mut self.hosts[h as usize];
         if !st.pending.is_empty() {
@@ -584,6 +621,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 Output::Event(HostEvent::Deliver(d)) => {
                     cursor += self.cfg.host_deliver_ns;
                     self.stats.delivered += 1;
+                    if cursor <= self.cfg.duration_ns {
+                        self.stats.delivered_in_period += 1;
+                    }
                     let seq =
                         u64::from_be_bytes(d.payload[..8].try_into().expect("16-byte header"));
                     let issued =

@@ -248,3 +248,28 @@ proptest! {
         }
     }
 }
+
+/// §7.2: throughput is limited by host CPU processing — offered load beyond it is refused at the
+/// sender (backpressure) and delivered throughput levels off instead of collapsing; a run drains
+/// until every message is delivered, so overload is never mistaken for loss.
+#[test]
+fn throughput_levels_off_at_the_host_cpu_limit_7_2() {
+    let at = |rate| {
+        run_ok(&SimConfig {
+            rate_per_proc: rate,
+            duration_ns: 300_000,
+            ..small(TopologySpec::Rack { hosts: 4 }, 21)
+        })
+    };
+    let (below, over, far_over) = (at(100_000.0), at(3_000_000.0), at(10_000_000.0));
+    assert_eq!(below.sends_rejected, 0);
+    assert!(over.sends_rejected > 0 && far_over.sends_rejected > over.sends_rejected);
+    assert!(over.throughput_msgs_per_s_per_proc > below.throughput_msgs_per_s_per_proc);
+    let ratio = far_over.throughput_msgs_per_s_per_proc / over.throughput_msgs_per_s_per_proc;
+    assert!(
+        (0.9..1.1).contains(&ratio),
+        "throughput at 3x overload / 1x: {ratio}"
+    );
+    assert!(over.drained && far_over.drained);
+    assert_eq!(far_over.delivered, far_over.sent);
+}
