@@ -240,14 +240,38 @@ impl Switch {
     }
 
     fn on_packet(&mut self, now: Instant, port: PortId, mut packet: Packet) {
-        if port.index() >= self.cfg.inputs {
-            self.stats.dropped += 1;
+        if let Packet::Beacon(b) = packet {
+            if port.index() >= self.cfg.inputs {
+                self.stats.dropped += 1;
+                return;
+            }
+            self.on_beacon(now, port, b);
             return;
         }
-        let (src, dst) = match &mut packet {
-            Packet::Beacon(b) => {
-                self.on_beacon(now, port, *b);
-                return;
+        if let Some(out) = self.forward(port, &mut packet) {
+            self.outputs.push_back(Output::Send { port: out, packet });
+        }
+    }
+
+    /// Forwards a data packet or NAK that arrived on input `port`, in place: updates the input's
+    /// register and rewrites the barrier field (chip mode, §4.1), and returns the output port —
+    /// or `None` if the packet is dropped (unknown port, unroutable, or a beacon, which only
+    /// [`Node::handle`] takes).
+    ///
+    /// This is exactly what `handle(now, Input::Packet { port, packet })` does with such a packet,
+    /// minus queueing the one `Output::Send` — `handle` calls it. It reads no clock and never
+    /// changes [`Node::poll_timeout`], so a driver that moves packets in place (the simulator's
+    /// hot path) may call it without a time and without re-arming the switch's timer.
+    pub fn forward(&mut self, port: PortId, packet: &mut Packet) -> Option<PortId> {
+        if port.index() >= self.cfg.inputs {
+            self.stats.dropped += 1;
+            return None;
+        }
+        let before = self.out_barrier;
+        let (src, dst) = match packet {
+            Packet::Beacon(_) => {
+                self.stats.dropped += 1;
+                return None;
             }
             Packet::Data(d) => {
                 if self.cfg.mode.rewrites_data() {
@@ -267,27 +291,28 @@ impl Switch {
             }
             Packet::Nak(n) => (n.from, n.to),
         };
+        self.invariants(before);
         let Some(out) = self
             .router
             .as_ref()
             .and_then(|r| r.route(self.cfg.node, src, dst))
         else {
             self.stats.dropped += 1;
-            return;
+            return None;
         };
         if out.index() >= self.cfg.outputs {
             self.stats.dropped += 1;
-            return;
+            return None;
         }
         // Only a chip's rewritten barrier describes this link; in CPU modes the field (if a
         // misconfigured host set it) is the sender's, and must not suppress our next beacon.
-        if let (Packet::Data(d), true) = (&packet, self.cfg.mode.rewrites_data()) {
+        if let (Packet::Data(d), true) = (&*packet, self.cfg.mode.rewrites_data()) {
             if d.header.barrier().is_some() {
                 self.last_barrier_sent[out.index()] = Some(d.header.barrier);
             }
         }
         self.stats.forwarded += 1;
-        self.outputs.push_back(Output::Send { port: out, packet });
+        Some(out)
     }
 
     fn on_beacon(&mut self, now: Instant, port: PortId, b: Beacon) {
@@ -429,5 +454,101 @@ impl Node for Switch {
             Some(f) => f.min(self.next_beacon),
             None => self.next_beacon,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{DataHeader, DataPacket, Nak, NakReason};
+    use crate::{Psn, Timestamp};
+    use bytes::Bytes;
+    use proptest::prelude::*;
+
+    /// Routes process p to output p % outputs.
+    #[derive(Debug)]
+    struct Modulo(u32);
+
+    impl Router for Modulo {
+        fn route(&self, _at: NodeId, _src: ProcId, dst: ProcId) -> Option<PortId> {
+            (dst.0 < 100).then_some(PortId(dst.0 % self.0))
+        }
+    }
+
+    fn switch(mode: SwitchMode) -> Switch {
+        let cfg = SwitchConfig::new(NodeId(9), mode, 3, 2);
+        Switch::new(cfg, Some(Arc::new(Modulo(2))), Instant(0))
+    }
+
+    fn packet(kind: u8, port_ts: u64, dst: u32, barrier_valid: bool) -> Packet {
+        let ts = Timestamp::new(port_ts);
+        match kind {
+            0 => Packet::Beacon(Beacon {
+                from: NodeId(1),
+                barrier: ts,
+                commit: ts,
+            }),
+            1 => Packet::Nak(Nak {
+                reason: NakReason::Late,
+                from: ProcId(dst),
+                to: ProcId(dst + 1),
+                psn: Psn(0),
+                ts,
+            }),
+            _ => Packet::Data(DataPacket {
+                header: DataHeader {
+                    flags: if barrier_valid {
+                        flags::BARRIER_VALID
+                    } else {
+                        0
+                    } | flags::END_OF_MESSAGE,
+                    frag: 0,
+                    ts,
+                    barrier: ts,
+                    commit: ts,
+                    psn: Psn(0),
+                    src: ProcId(0),
+                    dst: ProcId(dst),
+                },
+                payload: Bytes::new(),
+            }),
+        }
+    }
+
+    proptest! {
+        /// `forward` (the simulator's in-place hot path) is exactly `handle` for data and NAKs:
+        /// same output port, same rewritten packet, same registers, barrier, timer and counters.
+        #[test]
+        fn forward_is_handle_for_data_and_naks(
+            mode in prop_oneof![Just(SwitchMode::Chip), Just(SwitchMode::Cpu)],
+            inputs in proptest::collection::vec(
+                (0u8..3, 0u32..4, 0u64..10_000, 0u32..120, any::<bool>()), 1..60),
+        ) {
+            let (mut a, mut b) = (switch(mode), switch(mode));
+            let mut now = 0;
+            for (kind, port, ts, dst, valid) in inputs {
+                now += 100;
+                let p = packet(kind, ts, dst, valid);
+                let port = PortId(port);
+                a.handle(Instant(now), Input::Packet { port, packet: p.clone() });
+                let via_handle: Vec<_> = std::iter::from_fn(|| a.poll_output()).collect();
+                let via_forward = if matches!(p, Packet::Beacon(_)) {
+                    b.handle(Instant(now), Input::Packet { port, packet: p });
+                    std::iter::from_fn(|| b.poll_output()).collect()
+                } else {
+                    let mut p = p;
+                    let out = b.forward(port, &mut p);
+                    prop_assert!(b.poll_output().is_none());
+                    out.map(|port| Output::Send { port, packet: p }).into_iter().collect::<Vec<_>>()
+                };
+                prop_assert_eq!(via_handle, via_forward);
+                prop_assert_eq!(a.barrier(), b.barrier());
+                prop_assert_eq!(a.poll_timeout(), b.poll_timeout());
+                prop_assert_eq!(a.stats(), b.stats());
+                for i in 0..3 {
+                    prop_assert_eq!(a.register(PortId(i)), b.register(PortId(i)));
+                }
+            }
+        }
     }
 }

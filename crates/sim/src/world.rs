@@ -418,9 +418,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
     }
 
     fn transmit(&mut self, link: u32, packet: Packet, t: SimTime) {
+        let pkt = self.alloc_packet(packet);
+        self.transmit_slot(link, pkt, t);
+    }
+
+    /// Puts the packet in slab slot `pkt` on `link` at time `t`.
+    fn transmit_slot(&mut self, link: u32, pkt: u32, t: SimTime) {
+        let packet = self.packets[pkt as usize].as_ref().expect("live packet");
         let bytes = packet.wire_len() as u64;
         let is_beacon = matches!(packet, Packet::Beacon(_));
-        let barrier = match &packet {
+        let barrier = match packet {
             Packet::Beacon(b) => Some(b.barrier),
             Packet::Data(d) => d.header.barrier(),
             Packet::Nak(_) => None,
@@ -446,7 +453,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if is_beacon {
             self.stats.beacon_bytes += bytes;
         }
-        let pkt = self.alloc_packet(packet);
         self.queue.push(arrive, Ev::Arrive { link, pkt });
     }
 
@@ -458,7 +464,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if to < self.topo.hosts() {
             debug_assert_eq!(port, UPLINK.0);
             self.host_input(t, to, HostInput::Packet(pkt));
-        } else {
+            return;
+        }
+        let si = (to - self.topo.hosts()) as usize;
+        let packet = self.packets[pkt as usize].as_mut().expect("live packet");
+        if matches!(packet, Packet::Beacon(_)) {
             let packet = self.take_packet(pkt);
             self.switch_handle(
                 t,
@@ -468,6 +478,23 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     packet,
                 },
             );
+            return;
+        }
+        // The hot path: data and NAKs are forwarded in place (`Switch::forward`, which is what
+        // `handle` does for them); the packet keeps its slab slot, and the switch's timer is
+        // unaffected, so there is no clock read and no re-arm.
+        match self.switches[si].sw.forward(PortId(port), packet) {
+            Some(out) => {
+                let base = self.switch_out_base[si] as usize;
+                let out_link = self.switch_out_links[base + out.index()];
+                self.transmit_slot(out_link, pkt, t);
+            }
+            None => {
+                self.take_packet(pkt);
+            }
+        }
+        if let Some(c) = self.checker.as_mut() {
+            c.on_switch_barrier(t, si, self.switches[si].sw.barrier());
         }
     }
 
