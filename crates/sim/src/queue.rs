@@ -33,6 +33,13 @@ pub trait EventQueue<T> {
     fn push(&mut self, time: SimTime, item: T);
     /// Removes and returns the earliest event.
     fn pop(&mut self) -> Option<(SimTime, T)>;
+    /// Removes and returns the earliest event if it is due at or before `end`.
+    fn pop_until(&mut self, end: SimTime) -> Option<(SimTime, T)> {
+        if self.peek_time()? > end {
+            return None;
+        }
+        self.pop()
+    }
     /// Time of the earliest event without removing it.
     fn peek_time(&self) -> Option<SimTime>;
     /// Number of pending events.
@@ -450,11 +457,20 @@ impl<T> EventQueue<T> for RadixHeap<T> {
 
     #[inline]
     fn pop(&mut self) -> Option<(SimTime, T)> {
+        self.pop_until(SimTime::MAX)
+    }
+
+    /// One pass: the minimum bucket is found once, for the test against `end` and the pop.
+    #[inline]
+    fn pop_until(&mut self, end: SimTime) -> Option<(SimTime, T)> {
         if self.current.is_empty() {
             let Some(from) = self.buckets_occupied.first() else {
                 debug_assert_eq!(self.len, 0);
                 return None;
             };
+            if self.bucket_time_min[from] > end {
+                return None;
+            }
             // Fast path: a lone event in the smallest bucket is the minimum, with nothing to
             // redistribute (the common case when pending times are mostly distinct).
             if self.buckets[from].len() == 1 {
@@ -467,6 +483,9 @@ impl<T> EventQueue<T> for RadixHeap<T> {
                 return Some((entry.time, entry.item));
             }
             self.refill();
+        }
+        if self.last > end {
+            return None;
         }
         let event = self.current.pop_front()?;
         self.len -= 1;
@@ -768,6 +787,24 @@ mod tests {
         let popped: Vec<_> = std::iter::from_fn(|| queue.pop()).collect();
         let expected: Vec<_> = (0..=10).map(|item| (7, item)).collect();
         assert_eq!(popped, expected);
+    }
+
+    #[test]
+    fn pop_until_stops_at_the_bound_for_every_queue() {
+        for kind in QueueKind::ALL {
+            let mut q = boxed::<u32>(kind);
+            for (i, t) in [5u64, 1, 9, 5, 3].into_iter().enumerate() {
+                q.push(t, i as u32);
+            }
+            let mut got = Vec::new();
+            while let Some(e) = q.pop_until(5) {
+                got.push(e);
+            }
+            assert_eq!(got, vec![(1, 1), (3, 4), (5, 0), (5, 3)], "{kind}");
+            assert_eq!(q.pop_until(8), None, "{kind}");
+            assert_eq!(q.len(), 1, "{kind}");
+            assert_eq!(q.pop_until(9), Some((9, 2)), "{kind}");
+        }
     }
 
     #[test]

@@ -360,11 +360,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     /// Runs until true time `end`, calling `progress` with the current time now and then.
     pub fn run_until(&mut self, end: SimTime, progress: &mut dyn FnMut(SimTime)) {
-        while let Some(t) = self.queue.peek_time() {
-            if t > end {
-                break;
-            }
-            let (t, ev) = self.queue.pop().expect("peeked");
+        while let Some((t, ev)) = self.queue.pop_until(end) {
             self.now = t;
             self.stats.events += 1;
             if self.stats.events.is_multiple_of(1 << 20) {
