@@ -15,6 +15,7 @@ mutants=(
   "deliver-at-barrier@@crates/proto/src/reorder.rs@@if ts >= barrier {@@if ts > barrier {@@the receiver delivers a message whose timestamp equals the barrier"
   "no-late-drop@@crates/proto/src/host.rs@@if self.barrier.is_some_and(|b| h.ts < b) {@@if false \&\& self.barrier.is_some_and(|b| h.ts < b) {@@late packets are buffered and delivered below a passed barrier"
   "beacon-too-high@@crates/proto/src/host.rs@@let barrier = latest_tick\n            .timestamp()@@let barrier = latest_tick\n            .timestamp().plus(self.cfg.beacon_interval_ns)@@hosts beacon a barrier one interval in the future"
+  "no-loss-report@@crates/proto/src/host.rs@@        for e in lost {@@        for e in lost.into_iter().take(0) {@@senders never report messages whose acknowledgement timed out (§2.1)"
   "no-nak@@crates/proto/src/host.rs@@let id = (from, to, psn);@@return; let id = (from, to, psn);@@late drops are never reported to the sender"
 )
 

@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use onepipe_proto::switch::SwitchMode;
+use onepipe_sim::config::PacketKind;
 use onepipe_sim::queue::QueueKind;
 use onepipe_sim::{run, Report, SimConfig, TopologySpec, WorkloadKind};
 use std::path::PathBuf;
@@ -62,6 +63,18 @@ enum Mode {
     Cpu,
     /// Host representative: CPU mode plus a switch↔host hop (§6.2.3).
     Host,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Kind {
+    /// Data packets.
+    Data,
+    /// End-to-end ACKs.
+    Ack,
+    /// NAKs.
+    Nak,
+    /// Beacons.
+    Beacon,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -141,6 +154,18 @@ struct SimArgs {
     /// Largest extra delay of a held-back packet.
     #[arg(long, default_value = "5us", value_parser = parse_duration)]
     reorder_delay: u64,
+    /// Probability that a packet starts a loss event on its link (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Packets one loss event drops on its link (bursty loss).
+    #[arg(long, default_value_t = 1)]
+    loss_burst: u32,
+    /// Only lose packets of this kind [default: any].
+    #[arg(long, value_enum)]
+    loss_kind: Option<Kind>,
+    /// Probability that a packet is duplicated on its link (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    dup: f64,
     /// Seed of the run: the same seed gives the same trace hash.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -253,6 +278,15 @@ impl SimArgs {
             drain_ns: self.drain,
             reorder_prob: self.reorder_prob,
             reorder_delay_ns: self.reorder_delay,
+            loss_rate: self.loss,
+            loss_burst: self.loss_burst,
+            dup_rate: self.dup,
+            loss_kind: self.loss_kind.map(|k| match k {
+                Kind::Data => PacketKind::Data,
+                Kind::Ack => PacketKind::Ack,
+                Kind::Nak => PacketKind::Nak,
+                Kind::Beacon => PacketKind::Beacon,
+            }),
             seed: self.seed,
             check: !self.no_check,
             link_gbps: self.link_gbps,
@@ -361,6 +395,12 @@ fn print_summary(r: &Report) {
         "  messages    {} sent in {} scatterings, {} delivered, {} dropped late, {} send-failed",
         r.sent, r.scatterings, r.delivered, r.dropped_late, r.send_failed
     );
+    if r.packets_lost + r.packets_duplicated > 0 {
+        println!(
+            "  faults      {} packets lost, {} duplicated; {} duplicates dropped, {} messages reported lost",
+            r.packets_lost, r.packets_duplicated, r.dropped_duplicate, r.lost_reported
+        );
+    }
     println!(
         "  throughput  {:.0} msgs/s per process",
         r.throughput_msgs_per_s_per_proc

@@ -8,18 +8,21 @@
 //!
 //! What it is not (yet): the reliable service (§5: ACKs, retransmission, the commit barrier) and
 //! failure handling (§4.2, §5.2) come with later issues. Best-effort losses are reported to the
-//! sender only when the receiver sees them — a late packet is NAKed; a packet the network drops
-//! silently is not yet detected (the paper's best-effort ACKs arrive with the reliable service).
+//! sender (§2.1: "detects lost packets via end-to-end ACK, but does not retransmit them"): a late
+//! packet is NAKed by its receiver; receivers acknowledge what arrives, and a message left
+//! unacknowledged for `rto_ns` is reported as `Lost` (it may have been delivered if only its
+//! acknowledgements were lost — the callback means "possibly lost", as in the paper).
 //!
 //! Driving: see [`crate::node`] for the call order. Application commands are [`Host::send`] and
 //! the accessors; everything the host reports comes out of [`Node::poll_output`] as
 //! [`HostEvent`]s.
 
+use crate::ack::{RecvWindow, SendTracker};
 use crate::ids::{NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Output};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
 use crate::time::{Barrier, Instant, Timestamp};
-use crate::wire::{flags, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
+use crate::wire::{flags, Ack, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
 use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -51,6 +54,14 @@ pub struct HostConfig {
     pub reorder_len_max: usize,
     /// Most partially reassembled messages held at once.
     pub reassembly_len_max: usize,
+    /// A receiver acknowledges at the latest this long after a packet arrives…
+    pub ack_delay_ns: u64,
+    /// …or at once after this many unacknowledged packets from one sender.
+    pub ack_every: u32,
+    /// A sent message unacknowledged for this long is reported lost.
+    pub rto_ns: u64,
+    /// Most messages tracked for acknowledgement at once; more sends are `SendError::Full`.
+    pub inflight_max: usize,
 }
 
 impl HostConfig {
@@ -67,6 +78,10 @@ impl HostConfig {
             message_len_max: 1 << 20,
             reorder_len_max: 1 << 20,
             reassembly_len_max: 4096,
+            ack_delay_ns: 2_000,
+            ack_every: 16,
+            rto_ns: 1_000_000,
+            inflight_max: 1 << 20,
         }
     }
 }
@@ -122,6 +137,9 @@ pub enum SendError {
     NotLocal(ProcId),
     /// A destination is outside `0..senders_max`.
     UnknownDestination(ProcId),
+    /// The host tracks `inflight_max` unacknowledged messages already (§6.1: "if the send
+    /// buffer is full, the send API returns fail").
+    Full,
     /// A message is longer than `message_len_max`.
     TooLarge {
         /// Its length.
@@ -137,6 +155,7 @@ impl core::fmt::Display for SendError {
             SendError::Empty => write!(f, "empty scattering"),
             SendError::NotLocal(p) => write!(f, "process {p} does not live on this host"),
             SendError::UnknownDestination(p) => write!(f, "unknown destination process {p}"),
+            SendError::Full => write!(f, "send buffer full: too many unacknowledged messages"),
             SendError::TooLarge { len, max } => {
                 write!(f, "message of {len} bytes exceeds the {max}-byte limit")
             }
@@ -169,6 +188,14 @@ pub struct HostStats {
     pub naks_sent: u64,
     /// Send-failed notifications raised.
     pub send_failed: u64,
+    /// Packets dropped as duplicates of ones already received.
+    pub dropped_duplicate: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// ACKs received.
+    pub acks_received: u64,
+    /// Messages reported lost after the retransmission timeout.
+    pub lost: u64,
 }
 
 /// One message waiting in a reorder buffer.
@@ -192,6 +219,8 @@ struct LocalProc {
     id: ProcId,
     /// Next PSN per destination, indexed by destination process id.
     next_psn: Vec<Psn>,
+    /// What arrived from each sender, indexed by sender process id.
+    recv: Vec<RecvWindow>,
     reorder: ReorderBuffer<Buffered>,
 }
 
@@ -210,6 +239,10 @@ pub struct Host {
     /// Everything below this has been delivered; arrivals below it are late (§4.1).
     barrier: Option<Timestamp>,
     partials: BTreeMap<(ProcId, ProcId, Psn), Partial>,
+    /// Messages sent to other hosts, until acknowledged, NAKed or timed out.
+    tracker: SendTracker,
+    /// Delayed ACKs: (due, sender, index of the local receiver), in scheduling order.
+    acks_due: VecDeque<(Instant, ProcId, usize)>,
     recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
     /// The barrier the last packet sent on the uplink carried, if it carried one.
     last_uplink_barrier: Option<Timestamp>,
@@ -241,6 +274,7 @@ impl Host {
                 LocalProc {
                     id,
                     next_psn: vec![Psn(0); cfg.senders_max as usize],
+                    recv: vec![RecvWindow::default(); cfg.senders_max as usize],
                     reorder: ReorderBuffer::new(cfg.senders_max, cfg.reorder_len_max),
                 }
             })
@@ -251,6 +285,8 @@ impl Host {
             clock_ts: now.timestamp(),
             barrier: None,
             partials: BTreeMap::new(),
+            tracker: SendTracker::new(cfg.procs.clone(), cfg.senders_max, cfg.inflight_max),
+            acks_due: VecDeque::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             last_uplink_barrier: None,
             next_beacon,
@@ -286,6 +322,16 @@ impl Host {
     /// Messages buffered for reordering, over all local processes.
     pub fn reorder_len(&self) -> usize {
         self.procs.iter().map(|p| p.reorder.len()).sum()
+    }
+
+    /// Messages sent to other hosts and not yet acknowledged, NAKed or reported lost.
+    pub fn unresolved_sends(&self) -> usize {
+        self.tracker.unresolved()
+    }
+
+    /// ACKs scheduled and not yet sent.
+    pub fn acks_pending(&self) -> usize {
+        self.acks_due.len()
     }
 
     /// Messages partially reassembled.
@@ -326,6 +372,13 @@ impl Host {
                 });
             }
         }
+        let remote = scattering
+            .iter()
+            .filter(|(dst, _)| self.local_index(*dst).is_none())
+            .count();
+        if !self.tracker.has_room(remote) {
+            return Err(SendError::Full);
+        }
         // §4.1: one non-decreasing timestamp for the whole scattering; the barrier field starts
         // equal to it.
         let ts = self.timestamp(now);
@@ -334,6 +387,12 @@ impl Host {
             let frags = msg.len().div_ceil(self.cfg.mtu_payload).max(1);
             self.procs[src_idx].next_psn[dst.index()] = Psn(psn.0.wrapping_add(frags as u32));
             self.stats.messages_sent += 1;
+            if self.local_index(*dst).is_none() {
+                let deadline = now + self.cfg.rto_ns;
+                self.tracker
+                    .track(deadline, src, *dst, psn, frags as u32, ts)
+                    .expect("room checked above");
+            }
             for frag in 0..frags {
                 let lo = frag * self.cfg.mtu_payload;
                 let hi = (lo + self.cfg.mtu_payload).min(msg.len());
@@ -383,7 +442,7 @@ impl Host {
                 }
             }
             Packet::Beacon(b) => self.last_uplink_barrier = Some(b.barrier),
-            Packet::Nak(_) => {}
+            Packet::Nak(_) | Packet::Ack(_) => {}
         }
         self.outputs.push_back(Output::Send {
             port: UPLINK,
@@ -402,6 +461,7 @@ impl Host {
             }
             Packet::Beacon(b) => self.raise_barrier(b.barrier),
             Packet::Nak(n) => self.on_nak(n),
+            Packet::Ack(a) => self.on_ack(a),
         }
         self.deliver_ready(now);
     }
@@ -418,11 +478,32 @@ impl Host {
             return;
         }
         let first_psn = Psn(h.psn.0.wrapping_sub(h.frag as u32));
+        let remote = self.local_index(h.src).is_none();
+        // §2.1: acknowledge what arrives. A duplicate (network duplication) is acknowledged again
+        // — an earlier ACK may have been lost — but goes no further: it must neither be delivered
+        // twice nor NAKed as late when the original was delivered.
+        if remote && self.procs[dst_idx].recv[h.src.index()].contains(h.psn) {
+            self.stats.dropped_duplicate += 1;
+            self.schedule_ack(now, h.src, dst_idx);
+            return;
+        }
+        // A late or refused packet is NAKed and *not* recorded: were the NAK lost, an ACK
+        // covering the packet would tell the sender it arrived. Unrecorded, it times out and
+        // is reported lost instead.
         if self.barrier.is_some_and(|b| h.ts < b) {
             self.stats.dropped_late += 1;
             self.partials.remove(&(h.src, h.dst, first_psn));
             self.nak(h.dst, h.src, first_psn, h.ts, NakReason::Late);
             return;
+        }
+        if self.procs[dst_idx].reorder.len() >= self.cfg.reorder_len_max {
+            self.stats.dropped_full += 1;
+            self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
+            return;
+        }
+        if remote {
+            self.procs[dst_idx].recv[h.src.index()].record(h.psn);
+            self.schedule_ack(now, h.src, dst_idx);
         }
         let payload = if h.frag == 0 && h.end_of_message() {
             d.payload
@@ -581,11 +662,53 @@ impl Host {
         }
     }
 
+    /// Acknowledgement state for `src`'s packets at local receiver `dst_idx`: send an ACK after
+    /// `ack_every` packets, else schedule one `ack_delay_ns` from now.
+    fn schedule_ack(&mut self, now: Instant, src: ProcId, dst_idx: usize) {
+        let w = &mut self.procs[dst_idx].recv[src.index()];
+        w.unacked += 1;
+        if w.unacked >= self.cfg.ack_every {
+            self.send_ack(src, dst_idx);
+        } else if !w.ack_pending {
+            w.ack_pending = true;
+            self.acks_due
+                .push_back((now + self.cfg.ack_delay_ns, src, dst_idx));
+        }
+    }
+
+    fn send_ack(&mut self, src: ProcId, dst_idx: usize) {
+        let lp = &mut self.procs[dst_idx];
+        let w = &mut lp.recv[src.index()];
+        w.unacked = 0;
+        w.ack_pending = false;
+        let (cum_psn, sack) = w.ack();
+        let ack = Ack {
+            from: lp.id,
+            to: src,
+            cum_psn,
+            sack,
+        };
+        self.stats.acks_sent += 1;
+        self.send_uplink(Packet::Ack(ack));
+    }
+
+    fn on_ack(&mut self, a: Ack) {
+        if self.local_index(a.to).is_none() || a.from.0 >= self.cfg.senders_max {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        self.stats.acks_received += 1;
+        self.tracker.on_ack(a.to, a.from, a.cum_psn, a.sack);
+    }
+
     fn on_nak(&mut self, n: Nak) {
         if self.local_index(n.to).is_none() || n.from.0 >= self.cfg.senders_max {
             self.stats.dropped_invalid += 1;
             return;
         }
+        // The NAK is authoritative (the receiver dropped the message), even if an ACK already
+        // covered the PSN: resolve the record so the timeout does not report it again.
+        self.tracker.resolve(n.to, n.from, n.psn);
         self.stats.send_failed += 1;
         self.outputs.push_back(Output::Event(HostEvent::SendFailed {
             src: n.to,
@@ -602,6 +725,31 @@ impl Host {
     /// carry the barrier themselves (programmable-chip mode); with `beacon_always` (switch CPU and
     /// representative modes, whose switches read no barriers from data) every tick sends one.
     fn on_timeout(&mut self, now: Instant) {
+        // Delayed ACKs due now, and those due within the next half delay with them: one wakeup
+        // sends a batch rather than one ACK per timer.
+        let horizon = now + self.cfg.ack_delay_ns / 2;
+        while let Some(&(due, src, dst_idx)) = self.acks_due.front() {
+            if due > horizon {
+                break;
+            }
+            self.acks_due.pop_front();
+            if self.procs[dst_idx].recv[src.index()].ack_pending {
+                self.send_ack(src, dst_idx);
+            }
+        }
+        let mut lost = Vec::new();
+        self.tracker.expire(now, |e| lost.push(e));
+        for e in lost {
+            self.stats.lost += 1;
+            self.stats.send_failed += 1;
+            self.outputs.push_back(Output::Event(HostEvent::SendFailed {
+                src: e.src,
+                dst: e.dst,
+                ts: e.ts,
+                psn: e.psn,
+                reason: NakReason::Lost,
+            }));
+        }
         if now < self.next_beacon {
             return;
         }
@@ -666,7 +814,14 @@ impl Node for Host {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        Some(self.next_beacon)
+        let mut t = self.next_beacon;
+        if let Some(&(due, _, _)) = self.acks_due.front() {
+            t = t.min(due);
+        }
+        if let Some(deadline) = self.tracker.next_deadline() {
+            t = t.min(deadline);
+        }
+        Some(t)
     }
 }
 

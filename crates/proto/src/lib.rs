@@ -11,6 +11,7 @@
 //! Section references (§) are to Li et al., "1Pipe: Scalable Total Order Communication in Data
 //! Center Networks", SIGCOMM 2021.
 
+pub mod ack;
 pub mod host;
 pub mod ids;
 pub mod node;

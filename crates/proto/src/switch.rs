@@ -253,7 +253,7 @@ impl Switch {
         }
     }
 
-    /// Forwards a data packet or NAK that arrived on input `port`, in place: updates the input's
+    /// Forwards a data packet, NAK or ACK that arrived on input `port`, in place: updates the input's
     /// register and rewrites the barrier field (chip mode, §4.1), and returns the output port —
     /// or `None` if the packet is dropped (unknown port, unroutable, or a beacon, which only
     /// [`Node::handle`] takes).
@@ -290,6 +290,7 @@ impl Switch {
                 (d.header.src, d.header.dst)
             }
             Packet::Nak(n) => (n.from, n.to),
+            Packet::Ack(a) => (a.from, a.to),
         };
         self.invariants(before);
         let Some(out) = self

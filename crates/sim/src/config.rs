@@ -42,6 +42,33 @@ pub enum WorkloadKind {
     OneToOne,
 }
 
+/// Which packets the loss model may drop (`--loss-kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketKind {
+    /// Data packets (message fragments).
+    Data,
+    /// End-to-end ACKs.
+    Ack,
+    /// NAKs.
+    Nak,
+    /// Beacons.
+    Beacon,
+}
+
+impl PacketKind {
+    /// True if `p` is of this kind.
+    pub fn matches(self, p: &onepipe_proto::wire::Packet) -> bool {
+        use onepipe_proto::wire::Packet;
+        matches!(
+            (self, p),
+            (PacketKind::Data, Packet::Data(_))
+                | (PacketKind::Ack, Packet::Ack(_))
+                | (PacketKind::Nak, Packet::Nak(_))
+                | (PacketKind::Beacon, Packet::Beacon(_))
+        )
+    }
+}
+
 /// A full run description.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -79,6 +106,14 @@ pub struct SimConfig {
     pub reorder_prob: f64,
     /// Largest extra delay of a held-back packet.
     pub reorder_delay_ns: u64,
+    /// Probability that a packet starts a loss event on its link (seeded, per link).
+    pub loss_rate: f64,
+    /// Packets one loss event drops on its link (1: independent losses).
+    pub loss_burst: u32,
+    /// Probability that a packet is duplicated on its link.
+    pub dup_rate: f64,
+    /// Only packets of this kind are lost (`None`: any kind).
+    pub loss_kind: Option<PacketKind>,
     /// The run's seed.
     pub seed: u64,
     /// Run the checkers.
@@ -124,6 +159,10 @@ impl Default for SimConfig {
             drain_ns: 10_000_000,
             reorder_prob: 0.0,
             reorder_delay_ns: 5_000,
+            loss_rate: 0.0,
+            loss_burst: 1,
+            dup_rate: 0.0,
+            loss_kind: None,
             seed: 1,
             check: true,
             link_gbps: 100.0,
@@ -202,6 +241,15 @@ impl SimConfig {
         }
         if !(0.0..=1.0).contains(&self.reorder_prob) {
             return Err(bad("--reorder-prob", "must be between 0 and 1"));
+        }
+        if !(0.0..=1.0).contains(&self.loss_rate) {
+            return Err(bad("--loss", "must be between 0 and 1"));
+        }
+        if self.loss_burst == 0 {
+            return Err(bad("--loss-burst", "must be at least 1 packet"));
+        }
+        if !(0.0..=1.0).contains(&self.dup_rate) {
+            return Err(bad("--dup", "must be between 0 and 1"));
         }
         if !(self.clock_skew_ns >= 0.0 && self.clock_skew_ns < 1e9) {
             return Err(bad("--clock-skew", "must be between 0 and 1s"));

@@ -86,6 +86,16 @@ pub struct Report {
     pub reorder_buffer_len_max: usize,
     /// Packets the non-FIFO option held back.
     pub reordered_packets: u64,
+    /// Packets the loss model dropped (`--loss`).
+    pub packets_lost: u64,
+    /// Packets the duplication model copied (`--dup`).
+    pub packets_duplicated: u64,
+    /// Duplicates receivers recognised and dropped.
+    pub dropped_duplicate: u64,
+    /// End-to-end ACKs sent.
+    pub acks: u64,
+    /// Messages their senders reported lost after the retransmission timeout.
+    pub lost_reported: u64,
     /// Events processed.
     pub events: u64,
     /// Events per wall-clock second.
@@ -138,9 +148,14 @@ fn run_with<Q: EventQueue<Ev>>(
     let link_count = topo.links().len() as f64;
     let capacity_bytes = link_count * cfg.link_gbps / 8.0 * end as f64;
     let (mut dropped_late, mut dropped_incomplete, mut reorder_max) = (0, 0, 0);
+    let (mut dropped_duplicate, mut acks, mut lost_reported) = (0, 0, 0);
     for h in world.hosts() {
-        dropped_late += h.stats().dropped_late;
-        dropped_incomplete += h.stats().dropped_incomplete;
+        let st = h.stats();
+        dropped_late += st.dropped_late;
+        dropped_incomplete += st.dropped_incomplete;
+        dropped_duplicate += st.dropped_duplicate;
+        acks += st.acks_sent;
+        lost_reported += st.lost;
         reorder_max = reorder_max.max(h.reorder_len_peak());
     }
     let s = &world.stats;
@@ -180,6 +195,11 @@ fn run_with<Q: EventQueue<Ev>>(
         beacon_byte_share: s.beacon_bytes as f64 / (s.link_bytes.max(1)) as f64,
         reorder_buffer_len_max: reorder_max,
         reordered_packets: s.reordered_packets,
+        packets_lost: s.packets_lost,
+        packets_duplicated: s.packets_duplicated,
+        dropped_duplicate,
+        acks,
+        lost_reported,
         events: s.events,
         events_per_wall_s: s.events as f64 / wall_s.max(1e-9),
         wall_s,

@@ -109,6 +109,8 @@ struct LinkSt {
     delay_ns: u64,
     busy_until: SimTime,
     last_barrier: Option<Timestamp>,
+    /// Packets still to drop in the current loss burst.
+    burst_left: u32,
 }
 
 /// Counters the engine keeps.
@@ -122,6 +124,10 @@ pub struct EngineStats {
     pub beacon_bytes: u64,
     /// Packets held back by the non-FIFO option.
     pub reordered_packets: u64,
+    /// Packets the loss model dropped.
+    pub packets_lost: u64,
+    /// Packets the duplication model copied.
+    pub packets_duplicated: u64,
     /// Sends refused because the host CPU queue was full.
     pub sends_rejected: u64,
     /// Scatterings sent.
@@ -280,6 +286,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 delay_ns: cfg.link_delay_ns,
                 busy_until: 0,
                 last_barrier: None,
+                burst_left: 0,
             })
             .collect();
         let host_uplinks = (0..topo.hosts()).map(|h| topo.uplink(h).0).collect();
@@ -409,6 +416,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             && self.hosts.iter().all(|h| {
                 h.host.reorder_len() == 0
                     && h.host.partial_len() == 0
+                    && h.host.unresolved_sends() == 0
                     && h.pending.iter().all(|i| matches!(i, HostInput::Timeout))
             })
     }
@@ -426,7 +434,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let barrier = match packet {
             Packet::Beacon(b) => Some(b.barrier),
             Packet::Data(d) => d.header.barrier(),
-            Packet::Nak(_) => None,
+            Packet::Nak(_) | Packet::Ack(_) => None,
         };
         let l = &mut self.links[link as usize];
         if l.from_switch {
@@ -441,15 +449,47 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let start = t.max(l.busy_until);
         l.busy_until = start + ser;
         let mut arrive = l.busy_until + l.delay_ns;
-        if self.cfg.reorder_prob > 0.0 && self.rng.chance(self.cfg.reorder_prob) {
-            arrive += 1 + self.rng.below(self.cfg.reorder_delay_ns.max(1));
-            self.stats.reordered_packets += 1;
-        }
         self.stats.link_bytes += bytes;
         if is_beacon {
             self.stats.beacon_bytes += bytes;
         }
+        // Faults are drawn only when configured, so fault-free runs keep their exact traces.
+        if self.cfg.loss_rate > 0.0 && self.lose(link, pkt) {
+            self.stats.packets_lost += 1;
+            self.take_packet(pkt);
+            return;
+        }
+        if self.cfg.reorder_prob > 0.0 && self.rng.chance(self.cfg.reorder_prob) {
+            arrive += 1 + self.rng.below(self.cfg.reorder_delay_ns.max(1));
+            self.stats.reordered_packets += 1;
+        }
+        if self.cfg.dup_rate > 0.0 && self.rng.chance(self.cfg.dup_rate) {
+            let copy = self.packets[pkt as usize].clone().expect("live packet");
+            let dup = self.alloc_packet(copy);
+            self.stats.packets_duplicated += 1;
+            // The copy follows the original on the same link (FIFO), one serialization later.
+            self.queue.push(arrive + ser, Ev::Arrive { link, pkt: dup });
+        }
         self.queue.push(arrive, Ev::Arrive { link, pkt });
+    }
+
+    /// Whether the loss model drops this packet on `link`: a loss event (probability
+    /// `loss_rate`) drops it and the next `loss_burst - 1` packets of the targeted kind.
+    fn lose(&mut self, link: u32, pkt: u32) -> bool {
+        let packet = self.packets[pkt as usize].as_ref().expect("live packet");
+        if self.cfg.loss_kind.is_some_and(|k| !k.matches(packet)) {
+            return false;
+        }
+        let l = &mut self.links[link as usize];
+        if l.burst_left > 0 {
+            l.burst_left -= 1;
+            return true;
+        }
+        if self.rng.chance(self.cfg.loss_rate) {
+            self.links[link as usize].burst_left = self.cfg.loss_burst - 1;
+            return true;
+        }
+        false
     }
 
     fn on_arrive(&mut self, t: SimTime, link: u32, pkt: u32) {

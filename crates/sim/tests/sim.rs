@@ -226,6 +226,8 @@ proptest! {
         beacon_interval_ns in 1_000u64..20_000,
         pph in 1u32..3,
         reorder in prop_oneof![Just(0.0), 0.0f64..0.1],
+        loss in prop_oneof![Just(0.0), 0.0f64..0.01],
+        dup in prop_oneof![Just(0.0), 0.0f64..0.01],
     ) {
         let cfg = SimConfig {
             topology,
@@ -236,13 +238,16 @@ proptest! {
             beacon_interval_ns,
             procs_per_host: pph,
             reorder_prob: reorder,
+            loss_rate: loss,
+            dup_rate: dup,
             duration_ns: 200_000,
-            drain_ns: 200_000,
+            drain_ns: 5_000_000,
             rate_per_proc: 20_000.0,
             ..SimConfig::default()
         };
         let r = run(&cfg, &mut |_| {}).unwrap();
         prop_assert_eq!(r.violations, 0, "seed {}: {:#?}", seed, r.violation_samples);
+        prop_assert!(r.drained, "seed {}", seed);
         if reorder == 0.0 {
             prop_assert_eq!(r.dropped_late, 0, "seed {}", seed);
         }
@@ -272,4 +277,55 @@ fn throughput_levels_off_at_the_host_cpu_limit_7_2() {
     );
     assert!(over.drained && far_over.drained);
     assert_eq!(far_over.delivered, far_over.sent);
+}
+
+/// §2.1: best effort "detects lost packets via end-to-end ACK, but does not retransmit them".
+/// Under random, bursty and targeted loss, duplication and reordering, every message is delivered
+/// exactly once or reported to its sender (the `unreported-loss`, `duplicate` and `order`
+/// checkers), and the run drains — so the loss check really ran.
+#[test]
+fn best_effort_losses_are_detected_by_ack_and_reported_2_1() {
+    use onepipe_sim::config::PacketKind;
+    let cases = [
+        (41, 1e-3, 1, 0.0, None, 0.0),
+        (42, 1e-2, 4, 0.0, None, 0.0),
+        (43, 0.0, 1, 0.02, None, 0.0),
+        (44, 0.05, 1, 0.0, Some(PacketKind::Ack), 0.0),
+        (45, 0.2, 1, 0.0, Some(PacketKind::Nak), 0.05),
+        (46, 0.05, 1, 0.0, Some(PacketKind::Beacon), 0.0),
+        (47, 5e-3, 2, 5e-3, None, 0.02),
+    ];
+    for (seed, loss, burst, dup, kind, reorder) in cases {
+        let cfg = SimConfig {
+            loss_rate: loss,
+            loss_burst: burst,
+            dup_rate: dup,
+            loss_kind: kind,
+            reorder_prob: reorder,
+            drain_ns: 5_000_000,
+            ..small(TopologySpec::FatTree { k: 4 }, seed)
+        };
+        let r = run_ok(&cfg);
+        assert!(r.drained, "seed {seed}: the loss check must run");
+        assert!(r.acks > 0);
+        if loss > 0.0 {
+            assert!(r.packets_lost > 0, "seed {seed}");
+        }
+        if dup > 0.0 {
+            assert!(
+                r.dropped_duplicate > 0,
+                "seed {seed}: duplicates reached receivers"
+            );
+        }
+        if loss > 0.0 && matches!(kind, None | Some(PacketKind::Ack)) {
+            assert!(
+                r.lost_reported > 0,
+                "seed {seed}: timeouts must report losses"
+            );
+        }
+        if kind == Some(PacketKind::Beacon) {
+            assert_eq!(r.delivered, r.sent, "seed {seed}: lost beacons only delay");
+        }
+        assert!(r.sent - r.delivered <= r.send_failed, "seed {seed}");
+    }
 }

@@ -7,6 +7,7 @@ use core::fmt;
 const _: () = assert!(DATA_HEADER_LEN == 1 + 1 + 2 + 6 + 6 + 6 + 4 + 4 + 4 + 2);
 const _: () = assert!(BEACON_LEN == 1 + 1 + 2 + 4 + 6 + 6);
 const _: () = assert!(NAK_LEN == 1 + 1 + 2 + 4 + 4 + 4 + 6 + 2);
+const _: () = assert!(ACK_LEN == 1 + 3 + 4 + 4 + 4 + 8);
 /// Largest payload one data packet can carry (the length field is 16 bits).
 pub const PAYLOAD_LEN_MAX: usize = u16::MAX as usize;
 
@@ -115,6 +116,13 @@ impl Packet {
                 put_u48(out, n.ts);
                 out.extend_from_slice(&[0, 0]);
             }
+            Packet::Ack(a) => {
+                out.extend_from_slice(&[Opcode::Ack as u8, 0, 0, 0]);
+                out.extend_from_slice(&a.from.0.to_be_bytes());
+                out.extend_from_slice(&a.to.0.to_be_bytes());
+                out.extend_from_slice(&a.cum_psn.0.to_be_bytes());
+                out.extend_from_slice(&a.sack.to_be_bytes());
+            }
         }
     }
 
@@ -176,6 +184,7 @@ impl Packet {
                     1 => NakReason::Late,
                     2 => NakReason::Incomplete,
                     3 => NakReason::BufferFull,
+                    // `Lost` is raised by senders, never sent: on the wire it is unknown.
                     r => return Err(DecodeError::UnknownNakReason(r)),
                 };
                 let n = Nak {
@@ -186,6 +195,19 @@ impl Packet {
                     ts: get_u48(&buf[16..]),
                 };
                 Ok((Packet::Nak(n), NAK_LEN))
+            }
+            Opcode::Ack => {
+                need(buf, ACK_LEN)?;
+                if buf[1..4] != [0, 0, 0] {
+                    return Err(DecodeError::UnknownFlags(buf[1]));
+                }
+                let a = Ack {
+                    from: ProcId(get_u32(&buf[4..])),
+                    to: ProcId(get_u32(&buf[8..])),
+                    cum_psn: Psn(get_u32(&buf[12..])),
+                    sack: u64::from_be_bytes(buf[16..24].try_into().expect("8 bytes")),
+                };
+                Ok((Packet::Ack(a), ACK_LEN))
             }
         }
     }
@@ -249,7 +271,17 @@ mod tests {
                 })
             },
         );
-        prop_oneof![data, beacon, nak]
+        let ack = (any::<u32>(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(
+            |(from, to, cum, sack)| {
+                Packet::Ack(Ack {
+                    from: ProcId(from),
+                    to: ProcId(to),
+                    cum_psn: Psn(cum),
+                    sack,
+                })
+            },
+        );
+        prop_oneof![data, beacon, nak, ack]
     }
 
     proptest! {

@@ -18,6 +18,8 @@
 //!
 //! Beacon, 20 bytes: opcode, flags, 2 reserved, sending node id (4), barrier (6), commit barrier (6).
 //! NAK, 24 bytes: opcode, reason, 2 reserved, from process (4), to process (4), psn (4), msg ts (6).
+//! ACK, 24 bytes: opcode, 3 reserved, from process (4), to process (4), cumulative psn (4), SACK
+//! bitmap (8).
 
 mod codec;
 
@@ -33,6 +35,8 @@ pub const DATA_HEADER_LEN: usize = 36;
 pub const BEACON_LEN: usize = 20;
 /// Length of a NAK.
 pub const NAK_LEN: usize = 24;
+/// Length of an ACK.
+pub const ACK_LEN: usize = 24;
 /// Bytes of lower-layer framing a simulated packet also occupies on a link (Ethernet + IP + UDP:
 /// 14 + 4 FCS + 20 + 8 + 20 preamble/IFG), used for serialization delay and bandwidth shares.
 pub const FRAMING_LEN: usize = 66;
@@ -47,6 +51,8 @@ pub enum Opcode {
     Beacon = 2,
     /// A negative acknowledgement: a packet was dropped because it arrived late (§4.1).
     Nak = 3,
+    /// An end-to-end acknowledgement (§2.1, §5.1).
+    Ack = 4,
 }
 
 impl Opcode {
@@ -56,6 +62,7 @@ impl Opcode {
             1 => Some(Opcode::Data),
             2 => Some(Opcode::Beacon),
             3 => Some(Opcode::Nak),
+            4 => Some(Opcode::Ack),
             _ => None,
         }
     }
@@ -139,6 +146,10 @@ pub enum NakReason {
     Incomplete = 2,
     /// The receiver's reorder or reassembly buffer was full.
     BufferFull = 3,
+    /// No acknowledgement came within the retransmission timeout: the network probably lost it
+    /// (raised by the sender itself, never sent on the wire; the message may still have been
+    /// delivered if only its acknowledgements were lost).
+    Lost = 4,
 }
 
 /// A NAK from a receiver to the sender of a dropped message (§4.1).
@@ -156,6 +167,21 @@ pub struct Nak {
     pub ts: Timestamp,
 }
 
+/// An end-to-end acknowledgement from a receiver to a sender, per (sender, receiver) pair: every
+/// packet with a PSN below `cum_psn` has been received (or given up on), and bit `i` of `sack`
+/// says that packet `cum_psn + 1 + i` has been received too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// The receiving process (the ACK's sender).
+    pub from: ProcId,
+    /// The sending process (the ACK's receiver).
+    pub to: ProcId,
+    /// Cumulative: all PSNs below this one are acknowledged.
+    pub cum_psn: Psn,
+    /// Selective acknowledgements above `cum_psn` (bit `i` ↔ PSN `cum_psn + 1 + i`).
+    pub sack: u64,
+}
+
 /// Any 1Pipe packet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Packet {
@@ -165,6 +191,8 @@ pub enum Packet {
     Beacon(Beacon),
     /// A NAK.
     Nak(Nak),
+    /// An ACK.
+    Ack(Ack),
 }
 
 impl Packet {
@@ -174,6 +202,7 @@ impl Packet {
             Packet::Data(_) => Opcode::Data,
             Packet::Beacon(_) => Opcode::Beacon,
             Packet::Nak(_) => Opcode::Nak,
+            Packet::Ack(_) => Opcode::Ack,
         }
     }
 
@@ -183,6 +212,7 @@ impl Packet {
             Packet::Data(d) => DATA_HEADER_LEN + d.payload.len(),
             Packet::Beacon(_) => BEACON_LEN,
             Packet::Nak(_) => NAK_LEN,
+            Packet::Ack(_) => ACK_LEN,
         }
     }
 

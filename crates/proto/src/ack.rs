@@ -1,0 +1,435 @@
+//! End-to-end acknowledgement state, per (sender, receiver) process pair.
+//!
+//! Best-effort 1Pipe "detects lost packets via end-to-end ACK, but does not retransmit them"
+//! (§2.1): the receiver acknowledges what arrives ([`RecvWindow`]), the sender remembers what it
+//! sent until it is acknowledged, NAKed or times out ([`SendTracker`]), and a timeout becomes a
+//! send-failed notification. The reliable service (§5.1, docs/RELIABLE.md) builds on the same
+//! state and adds retransmission.
+//!
+//! PSNs are 32-bit and wrap; every comparison here is by signed distance, like timestamps.
+
+use crate::ids::{ProcId, Psn};
+use crate::time::{Instant, Timestamp};
+use std::collections::VecDeque;
+
+/// Width of the selective-acknowledgement window above the cumulative PSN.
+pub const SACK_BITS: u32 = 64;
+
+/// `a - b` as a signed distance in the wrapped PSN space.
+#[inline]
+fn psn_distance(a: Psn, b: Psn) -> i32 {
+    a.0.wrapping_sub(b.0) as i32
+}
+
+/// What a receiver has seen of one sender: every PSN below `cum` arrived (or was given up on),
+/// and bit `i` of `sack` says PSN `cum + 1 + i` arrived.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecvWindow {
+    cum: Psn,
+    sack: u64,
+    /// Packets recorded since the last ACK went out.
+    pub unacked: u32,
+    /// An ACK is scheduled.
+    pub ack_pending: bool,
+}
+
+impl RecvWindow {
+    /// Records the arrival of `psn`; returns `false` if it is a duplicate (already recorded, or
+    /// below the window). A PSN more than [`SACK_BITS`] ahead slides the window: the PSNs it
+    /// passes are given up on (their senders time out and report them).
+    pub fn record(&mut self, psn: Psn) -> bool {
+        let d = psn_distance(psn, self.cum);
+        if d < 0 {
+            return false;
+        }
+        if d == 0 {
+            // In order: advance over it and over every selectively acknowledged successor.
+            self.cum = self.cum.next();
+            while self.sack & 1 == 1 {
+                self.sack >>= 1;
+                self.cum = self.cum.next();
+            }
+            self.sack >>= 1;
+            return true;
+        }
+        if d as u32 > SACK_BITS {
+            let slide = d as u32 - SACK_BITS;
+            self.sack = if slide >= 64 { 0 } else { self.sack >> slide };
+            self.cum = Psn(self.cum.0.wrapping_add(slide));
+            return self.record(psn);
+        }
+        let bit = 1u64 << (d - 1);
+        if self.sack & bit != 0 {
+            return false;
+        }
+        self.sack |= bit;
+        true
+    }
+
+    /// True if `psn` was recorded already (or given up on: below the window).
+    pub fn contains(&self, psn: Psn) -> bool {
+        let d = psn_distance(psn, self.cum);
+        d < 0 || (d >= 1 && d as u32 <= SACK_BITS && self.sack & (1 << (d - 1)) != 0)
+    }
+
+    /// The acknowledgement to send: (cumulative PSN, SACK bitmap).
+    pub fn ack(&self) -> (Psn, u64) {
+        (self.cum, self.sack)
+    }
+}
+
+/// End of a list.
+const NIL: u32 = u32::MAX;
+
+/// One message awaiting its acknowledgement, linked into its pair's list (PSN order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct InFlight {
+    first: Psn,
+    frags: u32,
+    ts: Timestamp,
+    /// Acknowledged, NAKed or timed out: nothing more to report.
+    resolved: bool,
+    next: u32,
+}
+
+/// A message the sender gave up on: no acknowledgement within the timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expired {
+    /// The local sender.
+    pub src: ProcId,
+    /// The destination.
+    pub dst: ProcId,
+    /// The message's first PSN.
+    pub psn: Psn,
+    /// Its timestamp.
+    pub ts: Timestamp,
+}
+
+/// Why [`SendTracker::track`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrackerFull;
+
+/// The sender's record of unacknowledged messages, bounded by `len_max`.
+///
+/// Layout: per (local sender slot, destination) an intrusive list through one slab, so a pair
+/// costs 8 bytes and a lookup is an index — a simulator of a thousand hosts each sending to a
+/// thousand destinations depends on that (docs/BENCHMARKS.md).
+#[derive(Debug)]
+pub struct SendTracker {
+    senders: Vec<ProcId>,
+    destinations: usize,
+    /// (head, tail) per `sender slot * destinations + dst`.
+    lists: Vec<(u32, u32)>,
+    slots: Vec<InFlight>,
+    free: Vec<u32>,
+    /// (deadline, sender slot, destination, first PSN) in send order.
+    deadlines: VecDeque<(Instant, u32, ProcId, Psn)>,
+    unresolved: usize,
+    len_max: usize,
+}
+
+impl SendTracker {
+    /// A tracker for local `senders` sending to processes `0..destinations`, holding at most
+    /// `len_max` messages (acknowledged ones included until their deadline passes).
+    pub fn new(senders: Vec<ProcId>, destinations: u32, len_max: usize) -> SendTracker {
+        assert!(len_max < NIL as usize);
+        SendTracker {
+            lists: vec![(NIL, NIL); senders.len() * destinations as usize],
+            senders,
+            destinations: destinations as usize,
+            slots: Vec::new(),
+            free: Vec::new(),
+            deadlines: VecDeque::new(),
+            unresolved: 0,
+            len_max,
+        }
+    }
+
+    /// Messages tracked (the bound `len_max` applies to this).
+    pub fn len(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    /// True if nothing is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.deadlines.is_empty()
+    }
+
+    /// Room for `n` more messages?
+    pub fn has_room(&self, n: usize) -> bool {
+        self.deadlines.len() + n <= self.len_max
+    }
+
+    /// Messages sent and not yet acknowledged, NAKed or expired.
+    pub fn unresolved(&self) -> usize {
+        self.unresolved
+    }
+
+    fn list_index(&self, src: ProcId, dst: ProcId) -> Option<usize> {
+        let slot = self.senders.iter().position(|&p| p == src)?;
+        (dst.index() < self.destinations).then(|| slot * self.destinations + dst.index())
+    }
+
+    /// Remembers a message of `frags` packets from `first`, due by `deadline`.
+    pub fn track(
+        &mut self,
+        deadline: Instant,
+        src: ProcId,
+        dst: ProcId,
+        first: Psn,
+        frags: u32,
+        ts: Timestamp,
+    ) -> Result<(), TrackerFull> {
+        if !self.has_room(1) {
+            return Err(TrackerFull);
+        }
+        let Some(li) = self.list_index(src, dst) else {
+            return Err(TrackerFull);
+        };
+        let m = InFlight {
+            first,
+            frags,
+            ts,
+            resolved: false,
+            next: NIL,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = m;
+                i
+            }
+            None => {
+                self.slots.push(m);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let (head, tail) = self.lists[li];
+        if head == NIL {
+            self.lists[li] = (i, i);
+        } else {
+            self.slots[tail as usize].next = i;
+            self.lists[li].1 = i;
+        }
+        self.unresolved += 1;
+        self.deadlines
+            .push_back((deadline, (li / self.destinations) as u32, dst, first));
+        Ok(())
+    }
+
+    /// Applies an ACK from `dst` to local sender `src`.
+    pub fn on_ack(&mut self, src: ProcId, dst: ProcId, cum: Psn, sack: u64) {
+        let Some(li) = self.list_index(src, dst) else {
+            return;
+        };
+        let received = |p: Psn| {
+            let d = psn_distance(p, cum);
+            d < 0 || (d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0)
+        };
+        let mut i = self.lists[li].0;
+        while i != NIL {
+            let m = &mut self.slots[i as usize];
+            if !m.resolved && (0..m.frags).all(|f| received(Psn(m.first.0.wrapping_add(f)))) {
+                m.resolved = true;
+                self.unresolved -= 1;
+            }
+            // Past the cumulative PSN and the SACK window nothing can be acknowledged.
+            if psn_distance(m.first, cum) > SACK_BITS as i32 {
+                break;
+            }
+            i = m.next;
+        }
+        self.pop_resolved(li);
+    }
+
+    /// Marks message `first` from `src` to `dst` resolved (a NAK reported it). Returns whether
+    /// it was being tracked unresolved.
+    pub fn resolve(&mut self, src: ProcId, dst: ProcId, first: Psn) -> bool {
+        let Some(li) = self.list_index(src, dst) else {
+            return false;
+        };
+        let found = self.resolve_in(li, first).is_some();
+        self.pop_resolved(li);
+        found
+    }
+
+    /// Resolves the unresolved message `first` of list `li`, returning its timestamp.
+    fn resolve_in(&mut self, li: usize, first: Psn) -> Option<Timestamp> {
+        let mut i = self.lists[li].0;
+        while i != NIL {
+            let m = &mut self.slots[i as usize];
+            if m.first == first && !m.resolved {
+                m.resolved = true;
+                self.unresolved -= 1;
+                return Some(m.ts);
+            }
+            i = m.next;
+        }
+        None
+    }
+
+    /// Pops resolved messages off the front of a list.
+    fn pop_resolved(&mut self, li: usize) {
+        let (mut head, tail) = self.lists[li];
+        while head != NIL && self.slots[head as usize].resolved {
+            self.free.push(head);
+            let next = self.slots[head as usize].next;
+            if head == tail {
+                head = NIL;
+                self.lists[li] = (NIL, NIL);
+                break;
+            }
+            head = next;
+        }
+        if head != NIL {
+            self.lists[li].0 = head;
+        }
+    }
+
+    /// The earliest deadline still pending.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.front().map(|d| d.0)
+    }
+
+    /// Drops every record whose deadline has passed; each still unresolved is returned.
+    pub fn expire(&mut self, now: Instant, mut expired: impl FnMut(Expired)) {
+        while let Some(&(deadline, slot, dst, first)) = self.deadlines.front() {
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            let li = slot as usize * self.destinations + dst.index();
+            if let Some(ts) = self.resolve_in(li, first) {
+                expired(Expired {
+                    src: self.senders[slot as usize],
+                    dst,
+                    psn: first,
+                    ts,
+                });
+            }
+            self.pop_resolved(li);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn in_order_arrivals_advance_the_cumulative_psn() {
+        let mut w = RecvWindow::default();
+        for p in 0..5 {
+            assert!(w.record(Psn(p)));
+        }
+        assert_eq!(w.ack(), (Psn(5), 0));
+        assert!(!w.record(Psn(3)), "below the window is a duplicate");
+    }
+
+    #[test]
+    fn a_gap_is_selectively_acknowledged_and_closed_later() {
+        let mut w = RecvWindow::default();
+        assert!(w.record(Psn(0)));
+        assert!(w.record(Psn(2)));
+        assert!(w.record(Psn(3)));
+        assert_eq!(w.ack(), (Psn(1), 0b11));
+        assert!(
+            !w.record(Psn(2)),
+            "a selectively acknowledged PSN again is a duplicate"
+        );
+        assert!(w.record(Psn(1)));
+        assert_eq!(w.ack(), (Psn(4), 0));
+    }
+
+    #[test]
+    fn far_ahead_slides_the_window_and_gives_up_on_the_gap() {
+        let mut w = RecvWindow::default();
+        assert!(w.record(Psn(100)));
+        let (cum, sack) = w.ack();
+        assert_eq!(cum, Psn(100 - SACK_BITS));
+        assert_eq!(sack, 1 << 63);
+        assert!(!w.record(Psn(0)), "given up on");
+    }
+
+    #[test]
+    fn psns_wrap() {
+        let mut w = RecvWindow {
+            cum: Psn(u32::MAX),
+            ..RecvWindow::default()
+        };
+        assert!(w.record(Psn(u32::MAX)));
+        assert!(w.record(Psn(0)));
+        assert_eq!(w.ack(), (Psn(1), 0));
+    }
+
+    #[test]
+    fn tracker_resolves_on_ack_nak_or_timeout() {
+        let mut t = SendTracker::new(vec![ProcId(0)], 4, 10);
+        let (a, b) = (ProcId(0), ProcId(1));
+        t.track(Instant(100), a, b, Psn(0), 1, Timestamp::new(5))
+            .unwrap();
+        t.track(Instant(110), a, b, Psn(1), 2, Timestamp::new(6))
+            .unwrap();
+        t.track(Instant(120), a, b, Psn(3), 1, Timestamp::new(7))
+            .unwrap();
+        // PSN 0 and 3 arrive (3 selectively); the two-fragment message is missing PSN 2.
+        t.on_ack(a, b, Psn(2), 0b1);
+        assert_eq!(t.unresolved(), 1);
+        let mut lost = Vec::new();
+        t.expire(Instant(1000), |e| lost.push(e));
+        assert_eq!(
+            lost,
+            vec![Expired {
+                src: a,
+                dst: b,
+                psn: Psn(1),
+                ts: Timestamp::new(6)
+            }]
+        );
+        assert!(t.is_empty());
+        t.track(Instant(2000), a, b, Psn(4), 1, Timestamp::new(8))
+            .unwrap();
+        assert!(t.resolve(a, b, Psn(4)));
+        assert!(!t.resolve(a, b, Psn(4)));
+        t.expire(Instant(3000), |_| panic!("resolved by a NAK"));
+    }
+
+    #[test]
+    fn tracker_is_bounded() {
+        let mut t = SendTracker::new(vec![ProcId(0)], 4, 2);
+        let (a, b) = (ProcId(0), ProcId(1));
+        t.track(Instant(1), a, b, Psn(0), 1, Timestamp::new(1))
+            .unwrap();
+        t.track(Instant(1), a, b, Psn(1), 1, Timestamp::new(1))
+            .unwrap();
+        assert_eq!(
+            t.track(Instant(1), a, b, Psn(2), 1, Timestamp::new(1)),
+            Err(TrackerFull)
+        );
+        t.on_ack(a, b, Psn(2), 0);
+        assert!(
+            !t.has_room(1),
+            "acknowledged records count until their deadline"
+        );
+        t.expire(Instant(1), |_| panic!("acknowledged"));
+        assert!(t.has_room(2));
+    }
+
+    proptest! {
+        /// Whatever the arrival order and duplication, each PSN is recorded as new exactly
+        /// once, and the cumulative PSN ends past every PSN when all arrived (no window slide).
+        #[test]
+        fn each_psn_is_new_exactly_once(order in proptest::collection::vec(0u32..40, 1..200)) {
+            let mut w = RecvWindow::default();
+            let mut seen = std::collections::BTreeSet::new();
+            for p in &order {
+                prop_assert_eq!(w.record(Psn(*p)), seen.insert(*p));
+            }
+            let all: Vec<u32> = (0..40).collect();
+            for p in &all {
+                w.record(Psn(*p));
+            }
+            prop_assert_eq!(w.ack(), (Psn(40), 0));
+        }
+    }
+}
