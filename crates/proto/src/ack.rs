@@ -12,6 +12,8 @@ use crate::ids::{ProcId, Psn};
 use crate::time::{Instant, Timestamp};
 use std::collections::VecDeque;
 
+const _: () = assert!(core::mem::size_of::<RecvWindow>() == 16);
+
 /// Width of the selective-acknowledgement window above the cumulative PSN.
 pub const SACK_BITS: u32 = 64;
 
@@ -27,8 +29,9 @@ fn psn_distance(a: Psn, b: Psn) -> i32 {
 pub struct RecvWindow {
     cum: Psn,
     sack: u64,
-    /// Packets recorded since the last ACK went out.
-    pub unacked: u32,
+    /// Packets recorded since the last ACK went out (16 bits keep the window at 16 bytes:
+    /// every host holds one per sender).
+    pub unacked: u16,
     /// An ACK is scheduled.
     pub ack_pending: bool,
 }

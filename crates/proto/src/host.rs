@@ -57,7 +57,7 @@ pub struct HostConfig {
     /// A receiver acknowledges at the latest this long after a packet arrives…
     pub ack_delay_ns: u64,
     /// …or at once after this many unacknowledged packets from one sender.
-    pub ack_every: u32,
+    pub ack_every: u16,
     /// A sent message unacknowledged for this long is reported lost.
     pub rto_ns: u64,
     /// Most messages tracked for acknowledgement at once; more sends are `SendError::Full`.
@@ -666,7 +666,7 @@ impl Host {
     /// `ack_every` packets, else schedule one `ack_delay_ns` from now.
     fn schedule_ack(&mut self, now: Instant, src: ProcId, dst_idx: usize) {
         let w = &mut self.procs[dst_idx].recv[src.index()];
-        w.unacked += 1;
+        w.unacked = w.unacked.saturating_add(1);
         if w.unacked >= self.cfg.ack_every {
             self.send_ack(src, dst_idx);
         } else if !w.ack_pending {
