@@ -709,24 +709,37 @@ impl Host {
         // The NAK is authoritative (the receiver dropped the message), even if an ACK already
         // covered the PSN: resolve the record so the timeout does not report it again.
         self.tracker.resolve(n.to, n.from, n.psn);
+        self.report_send_failed(n.to, n.from, n.ts, n.psn, n.reason);
+    }
+
+    /// Raises `onepipe_send_fail_callback` for a message of local process `src`.
+    fn report_send_failed(
+        &mut self,
+        src: ProcId,
+        dst: ProcId,
+        ts: Timestamp,
+        psn: Psn,
+        reason: NakReason,
+    ) {
         self.stats.send_failed += 1;
         self.outputs.push_back(Output::Event(HostEvent::SendFailed {
-            src: n.to,
-            dst: n.from,
-            ts: n.ts,
-            psn: n.psn,
-            reason: n.reason,
+            src,
+            dst,
+            ts,
+            psn,
+            reason,
         }));
     }
 
-    /// §4.2: at synchronized beacon times, an idle uplink gets a beacon. "Idle" is taken
-    /// precisely: no packet has gone up since the beacon time carrying a barrier at least as high,
-    /// so the first-hop switch would learn something from the beacon. A busy uplink's data packets
-    /// carry the barrier themselves (programmable-chip mode); with `beacon_always` (switch CPU and
-    /// representative modes, whose switches read no barriers from data) every tick sends one.
     fn on_timeout(&mut self, now: Instant) {
-        // Delayed ACKs due now, and those due within the next half delay with them: one wakeup
-        // sends a batch rather than one ACK per timer.
+        self.send_due_acks(now);
+        self.expire_sends(now);
+        self.beacon_tick(now);
+    }
+
+    /// Delayed ACKs due now, and those due within the next half delay with them: one wakeup
+    /// sends a batch rather than one ACK per timer.
+    fn send_due_acks(&mut self, now: Instant) {
         let horizon = now + self.cfg.ack_delay_ns / 2;
         while let Some(&(due, src, dst_idx)) = self.acks_due.front() {
             if due > horizon {
@@ -737,19 +750,24 @@ impl Host {
                 self.send_ack(src, dst_idx);
             }
         }
+    }
+
+    /// §2.1: messages unacknowledged for `rto_ns` are reported lost.
+    fn expire_sends(&mut self, now: Instant) {
         let mut lost = Vec::new();
         self.tracker.expire(now, |e| lost.push(e));
         for e in lost {
             self.stats.lost += 1;
-            self.stats.send_failed += 1;
-            self.outputs.push_back(Output::Event(HostEvent::SendFailed {
-                src: e.src,
-                dst: e.dst,
-                ts: e.ts,
-                psn: e.psn,
-                reason: NakReason::Lost,
-            }));
+            self.report_send_failed(e.src, e.dst, e.ts, e.psn, NakReason::Lost);
         }
+    }
+
+    /// §4.2: at synchronized beacon times, an idle uplink gets a beacon. "Idle" is taken
+    /// precisely: no packet has gone up since the beacon time carrying a barrier at least as high,
+    /// so the first-hop switch would learn something from the beacon. A busy uplink's data packets
+    /// carry the barrier themselves (programmable-chip mode); with `beacon_always` (switch CPU and
+    /// representative modes, whose switches read no barriers from data) every tick sends one.
+    fn beacon_tick(&mut self, now: Instant) {
         if now < self.next_beacon {
             return;
         }
