@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints (including the sans-IO rule), every test of every
+# The whole test suite: formatting, lints (including the sans-IO rule), rustdoc, every test of every
 # crate (benchmarks run once each in test mode so they cannot rot), and the planted-bug check.
 # Needs only a Rust toolchain (rustup's stable, with rustfmt and clippy); it installs what else
 # it needs. Run from anywhere: scripts/test.sh
@@ -14,6 +14,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo doc -D warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 echo "== cargo test"

@@ -94,7 +94,7 @@ pub enum InsertError {
 /// End of a list.
 const NIL: u32 = u32::MAX;
 
-/// Most senders one buffer can order: a sender id must fit the 16 low bits of a [`HeadKey`].
+/// Most senders one buffer can order: the merge heap packs a sender id into 16 bits.
 pub const SENDERS_MAX: u32 = 1 << 16;
 
 /// A list head in the merge heap: `ts << 16 | src`, one `u64`. The heap orders heads only by
