@@ -345,6 +345,11 @@ fn bad_flags_exit_2_naming_the_flag() {
         // A few more of the same kind.
         (&["--topology", "rack", "--hosts", "0"], &["--hosts"], true),
         (&["--mtu", "0"], &["--mtu"], true),
+        // Fault model.
+        (&["--loss", "2"], &["--loss"], true),
+        (&["--loss-burst", "0"], &["--loss-burst"], true),
+        (&["--dup", "1.5"], &["--dup"], true),
+        (&["--loss-kind", "everything"], &["--loss-kind"], false),
         // 65,536 hosts × 65,536 processes of per-sender state: refused, not an out-of-memory.
         (&["--k", "64"], &["--k", "GiB"], true),
         (&["--duration", "0us"], &["--duration"], true),
