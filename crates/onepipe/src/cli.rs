@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use onepipe_proto::switch::SwitchMode;
 use onepipe_sim::config::PacketKind;
 use onepipe_sim::queue::QueueKind;
-use onepipe_sim::{run, Report, SimConfig, TopologySpec, WorkloadKind};
+use onepipe_sim::{run, Report, Service, SimConfig, TopologySpec, WorkloadKind};
 use std::path::PathBuf;
 
 /// Exit code for a run whose checkers found a violation.
@@ -28,7 +28,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run best-effort 1Pipe in a deterministic data-center simulation and check it.
+    /// Run 1Pipe (best effort, reliable or both) in a deterministic data-center simulation and
+    /// check it.
     ///
     /// Durations take a unit: ns, us (or µs), ms, s — e.g. `--beacon-interval 3us`.
     /// Exit codes: 0 ok, 1 a checker found a violation, 2 bad flags or configuration.
@@ -75,6 +76,19 @@ enum Kind {
     Nak,
     /// Beacons.
     Beacon,
+    /// Packets carrying commit barriers: beacons, and data packets in chip mode (§5.1).
+    Commit,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Svc {
+    /// Best effort (§4): late or lost messages are reported to the sender, not retransmitted.
+    Be,
+    /// Reliable (§5.1): ACKs, retransmission and the commit barrier; exactly-once,
+    /// all-or-nothing scatterings.
+    Reliable,
+    /// Each scattering picks best effort or reliable at random (seeded).
+    Mixed,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -132,6 +146,20 @@ struct SimArgs {
     /// Traffic pattern.
     #[arg(long, value_enum, default_value = "all-to-all")]
     workload: Workload,
+    /// Delivery service the workload uses (Table 1: unreliable or reliable send).
+    #[arg(long, value_enum, default_value = "be")]
+    service: Svc,
+    /// Floor of the reliable retransmission timeout; above it the timeout is estimated from
+    /// the RTT (RFC 6298) and backs off exponentially.
+    #[arg(long, default_value = "25us", value_parser = parse_duration)]
+    rto: u64,
+    /// Each host's reliable send buffer in bytes of payload; reliable sends beyond it are
+    /// refused with SendError::Full.
+    #[arg(long, default_value_t = 65_536)]
+    send_buffer: usize,
+    /// Switch queue depth in bytes above which data packets are ECN-marked (DCTCP's K, §6.1).
+    #[arg(long, default_value_t = 100_000)]
+    ecn_threshold: u64,
     /// Destinations per scattering (scatter workload).
     #[arg(long, default_value_t = 4)]
     scatter_k: u32,
@@ -286,7 +314,16 @@ impl SimArgs {
                 Kind::Ack => PacketKind::Ack,
                 Kind::Nak => PacketKind::Nak,
                 Kind::Beacon => PacketKind::Beacon,
+                Kind::Commit => PacketKind::Commit,
             }),
+            service: match self.service {
+                Svc::Be => Service::BestEffort,
+                Svc::Reliable => Service::Reliable,
+                Svc::Mixed => Service::Mixed,
+            },
+            rto_ns: self.rto,
+            send_buffer_bytes: self.send_buffer,
+            ecn_threshold_bytes: self.ecn_threshold,
             seed: self.seed,
             check: !self.no_check,
             link_gbps: self.link_gbps,
@@ -388,8 +425,8 @@ fn us(ns: f64) -> String {
 fn print_summary(r: &Report) {
     println!("onepipe sim — seed {}", r.seed);
     println!(
-        "  network     {} ({} processes), switch mode {}",
-        r.topology, r.procs, r.switch_mode
+        "  network     {} ({} processes), switch mode {}, service {}",
+        r.topology, r.procs, r.switch_mode, r.service
     );
     println!(
         "  messages    {} sent in {} scatterings, {} delivered, {} dropped late, {} send-failed",
@@ -411,6 +448,24 @@ fn print_summary(r: &Report) {
         us(r.latency_ns.p50 as f64),
         us(r.latency_ns.p99 as f64)
     );
+    if r.delivered_reliable > 0 {
+        for (name, l) in [
+            ("best effort", &r.latency_ns_be),
+            ("reliable", &r.latency_ns_reliable),
+        ] {
+            if l.count > 0 {
+                println!(
+                    "    {name:<11} p50 {}  p99 {}",
+                    us(l.p50 as f64),
+                    us(l.p99 as f64)
+                );
+            }
+        }
+        println!(
+            "  reliable    {} delivered, {} retransmits ({} fast), {} ECN marks, {} refused (buffer full)",
+            r.delivered_reliable, r.retransmits, r.fast_retransmits, r.ecn_marked, r.sends_refused_full
+        );
+    }
     println!(
         "  reorder     mean {}  p50 {}  p99 {}   buffer max {}",
         us(r.reorder_delay_ns.mean),

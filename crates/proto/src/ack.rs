@@ -34,6 +34,8 @@ pub struct RecvWindow {
     pub unacked: u16,
     /// An ACK is scheduled.
     pub ack_pending: bool,
+    /// ECN-marked packets recorded since the last ACK (saturating; echoed for DCTCP).
+    pub ecn: u8,
 }
 
 impl RecvWindow {
@@ -67,6 +69,13 @@ impl RecvWindow {
         }
         self.sack |= bit;
         true
+    }
+
+    /// True if `psn` is more than [`SACK_BITS`] ahead of the cumulative PSN: recording it would
+    /// slide the window. Reliable senders never get that far ahead (their window is at most
+    /// `SACK_BITS` packets), so a reliable receiver drops such a packet instead.
+    pub fn beyond(&self, psn: Psn) -> bool {
+        psn_distance(psn, self.cum) > SACK_BITS as i32
     }
 
     /// True if `psn` was recorded already (or given up on: below the window).

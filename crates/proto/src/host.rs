@@ -6,8 +6,14 @@
 //! first-hop switch aggregates the whole network for it), and each has its own reorder buffer and
 //! delivers independently. In the UDP runtime a host usually carries one process.
 //!
-//! What it is not (yet): the reliable service (§5: ACKs, retransmission, the commit barrier) and
-//! failure handling (§4.2, §5.2) come with later issues. Best-effort losses are reported to the
+//! Reliable 1Pipe (§5.1) runs beside best effort in the same host: [`Host::send_reliable`] queues
+//! a scattering in the send buffer ([`crate::reliable`]: credits, windows, DCTCP, retransmission);
+//! reliable fragments have their own PSN space per pair, their own receive windows and reorder
+//! buffers, and are released by the *commit* barrier, which the host advertises as the timestamp
+//! of its oldest unacknowledged reliable message (or its clock, if none) on data packets and
+//! beacons. Receivers discard duplicates before anything else and acknowledge them again.
+//!
+//! What it is not (yet): failure handling (§4.2, §5.2) comes with a later issue. Best-effort losses are reported to the
 //! sender (§2.1: "detects lost packets via end-to-end ACK, but does not retransmit them"): a late
 //! packet is NAKed by its receiver; receivers acknowledge what arrives, and a message left
 //! unacknowledged for `rto_ns` is reported as `Lost` (it may have been delivered if only its
@@ -20,6 +26,7 @@
 use crate::ack::{RecvWindow, SendTracker};
 use crate::ids::{NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Output};
+use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
 use crate::time::{Barrier, Instant, Timestamp};
 use crate::wire::{flags, Ack, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
@@ -62,6 +69,8 @@ pub struct HostConfig {
     pub rto_ns: u64,
     /// Most messages tracked for acknowledgement at once; more sends are `SendError::Full`.
     pub inflight_max: usize,
+    /// The reliable send path (§5.1, §6.1).
+    pub reliable: ReliableConfig,
 }
 
 impl HostConfig {
@@ -82,6 +91,7 @@ impl HostConfig {
             ack_every: 16,
             rto_ns: 1_000_000,
             inflight_max: 1 << 20,
+            reliable: ReliableConfig::default(),
         }
     }
 }
@@ -99,8 +109,10 @@ pub struct Delivery {
     pub psn: Psn,
     /// The message.
     pub payload: Bytes,
-    /// The barrier that released it (`ts < barrier`).
+    /// The barrier that released it (`ts < barrier`): the commit barrier for a reliable message.
     pub barrier: Timestamp,
+    /// Sent with the reliable service (`onepipe_reliable_recv`), else best effort.
+    pub reliable: bool,
     /// Local instant the (last fragment of the) message arrived.
     pub arrived: Instant,
     /// The host's timestamp when it delivered (§4.1 causality: `ts < now_ts`).
@@ -126,6 +138,15 @@ pub enum HostEvent {
         /// Why.
         reason: NakReason,
     },
+    /// A reliable scattering left the send buffer: it was stamped `ts` and sent.
+    ReliableSent {
+        /// The handle [`Host::send_reliable`] returned.
+        handle: u64,
+        /// The local sender.
+        src: ProcId,
+        /// Its timestamp.
+        ts: Timestamp,
+    },
 }
 
 /// Why [`Host::send`] refused a scattering. Nothing was sent.
@@ -137,8 +158,9 @@ pub enum SendError {
     NotLocal(ProcId),
     /// A destination is outside `0..senders_max`.
     UnknownDestination(ProcId),
-    /// The host tracks `inflight_max` unacknowledged messages already (§6.1: "if the send
-    /// buffer is full, the send API returns fail").
+    /// The send buffer is full (§6.1: "if the send buffer is full, the send API returns fail"):
+    /// `inflight_max` unacknowledged best-effort messages, or `send_buffer_bytes_max` bytes of
+    /// reliable ones.
     Full,
     /// A message is longer than `message_len_max`.
     TooLarge {
@@ -196,6 +218,11 @@ pub struct HostStats {
     pub acks_received: u64,
     /// Messages reported lost after the retransmission timeout.
     pub lost: u64,
+    /// Reliable messages delivered to local processes.
+    pub delivered_reliable: u64,
+    /// Reliable packets received below the commit barrier yet not recorded as received: never
+    /// happens unless a sender broke the protocol; dropped.
+    pub dropped_reliable_stale: u64,
 }
 
 /// One message waiting in a reorder buffer.
@@ -222,6 +249,17 @@ struct LocalProc {
     /// What arrived from each sender, indexed by sender process id.
     recv: Vec<RecvWindow>,
     reorder: ReorderBuffer<Buffered>,
+    /// The reliable counterparts, allocated when the first reliable packet arrives.
+    rel: Option<Box<ReliableRecv>>,
+    /// The application stopped reading reliable messages (a test hook: they stay buffered).
+    paused: bool,
+}
+
+/// Receive state of one local process for the reliable service.
+#[derive(Debug)]
+struct ReliableRecv {
+    recv: Vec<RecvWindow>,
+    reorder: ReorderBuffer<Buffered>,
 }
 
 /// How many recently NAKed messages are remembered, so that the fragments of one late message
@@ -238,14 +276,23 @@ pub struct Host {
     clock_ts: Timestamp,
     /// Everything below this has been delivered; arrivals below it are late (§4.1).
     barrier: Option<Timestamp>,
-    partials: BTreeMap<(ProcId, ProcId, Psn), Partial>,
-    /// Messages sent to other hosts, until acknowledged, NAKed or timed out.
+    /// The commit barrier from the network: reliable messages below it are delivered (§5.1).
+    commit: Option<Timestamp>,
+    /// Partially reassembled messages by (src, dst, first PSN, reliable).
+    partials: BTreeMap<(ProcId, ProcId, Psn, bool), Partial>,
+    /// Best-effort messages sent to other hosts, until acknowledged, NAKed or timed out.
     tracker: SendTracker,
-    /// Delayed ACKs: (due, sender, index of the local receiver), in scheduling order.
-    acks_due: VecDeque<(Instant, ProcId, usize)>,
+    /// The reliable send path.
+    sender: ReliableSender,
+    /// The highest commit barrier advertised on the uplink (kept monotone).
+    commit_sent: Timestamp,
+    /// Delayed ACKs: (due, sender, index of the local receiver, reliable), in scheduling order.
+    acks_due: VecDeque<(Instant, ProcId, usize, bool)>,
     recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
     /// The barrier the last packet sent on the uplink carried, if it carried one.
     last_uplink_barrier: Option<Timestamp>,
+    /// Likewise for the commit barrier.
+    last_uplink_commit: Option<Timestamp>,
     next_beacon: Instant,
     last_beacon_barrier: Timestamp,
     outputs: VecDeque<Output<Packet, HostEvent>>,
@@ -276,6 +323,8 @@ impl Host {
                     next_psn: vec![Psn(0); cfg.senders_max as usize],
                     recv: vec![RecvWindow::default(); cfg.senders_max as usize],
                     reorder: ReorderBuffer::new(cfg.senders_max, cfg.reorder_len_max),
+                    rel: None,
+                    paused: false,
                 }
             })
             .collect();
@@ -284,11 +333,20 @@ impl Host {
             procs,
             clock_ts: now.timestamp(),
             barrier: None,
+            commit: None,
             partials: BTreeMap::new(),
             tracker: SendTracker::new(cfg.procs.clone(), cfg.senders_max, cfg.inflight_max),
+            sender: ReliableSender::new(
+                cfg.reliable.clone(),
+                cfg.procs.clone(),
+                cfg.senders_max,
+                cfg.mtu_payload,
+            ),
+            commit_sent: now.timestamp(),
             acks_due: VecDeque::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             last_uplink_barrier: None,
+            last_uplink_commit: None,
             next_beacon,
             last_beacon_barrier: now.timestamp(),
             outputs: VecDeque::new(),
@@ -312,6 +370,39 @@ impl Host {
         self.barrier.map(Barrier)
     }
 
+    /// The commit barrier received from the network (§5.1), once one has arrived.
+    pub fn commit_barrier(&self) -> Option<Barrier> {
+        self.commit.map(Barrier)
+    }
+
+    /// Counters of the reliable sender.
+    pub fn reliable_stats(&self) -> &ReliableStats {
+        self.sender.stats()
+    }
+
+    /// Reliable scatterings queued and messages unacknowledged: (queued, unacked).
+    pub fn reliable_pending(&self) -> (usize, usize) {
+        (self.sender.queued(), self.sender.unacked())
+    }
+
+    /// Payload bytes the reliable send buffer holds.
+    pub fn send_buffer_bytes(&self) -> usize {
+        self.sender.buffered_bytes()
+    }
+
+    /// Stops (`true`) or resumes delivering reliable messages to local process `p` — what a
+    /// receiver that stops reading looks like to the protocol: its messages stay in the reorder
+    /// buffer, which fills, after which it refuses and stops acknowledging new ones. Returns
+    /// false if `p` is not local.
+    pub fn set_paused(&mut self, now: Instant, p: ProcId, paused: bool) -> bool {
+        let Some(i) = self.local_index(p) else {
+            return false;
+        };
+        self.procs[i].paused = paused;
+        self.deliver_ready(now);
+        true
+    }
+
     /// The host's current timestamp (`onepipe_get_timestamp`) as of local time `now`: never
     /// below any timestamp issued before, whatever the clock did.
     pub fn timestamp(&mut self, now: Instant) -> Timestamp {
@@ -321,12 +412,15 @@ impl Host {
 
     /// Messages buffered for reordering, over all local processes.
     pub fn reorder_len(&self) -> usize {
-        self.procs.iter().map(|p| p.reorder.len()).sum()
+        self.procs
+            .iter()
+            .map(|p| p.reorder.len() + p.rel.as_ref().map_or(0, |r| r.reorder.len()))
+            .sum()
     }
 
     /// Messages sent to other hosts and not yet acknowledged, NAKed or reported lost.
     pub fn unresolved_sends(&self) -> usize {
-        self.tracker.unresolved()
+        self.tracker.unresolved() + self.sender.queued() + self.sender.unacked()
     }
 
     /// ACKs scheduled and not yet sent.
@@ -384,50 +478,157 @@ impl Host {
         let ts = self.timestamp(now);
         for (dst, msg) in scattering {
             let psn = self.procs[src_idx].next_psn[dst.index()];
-            let frags = msg.len().div_ceil(self.cfg.mtu_payload).max(1);
-            self.procs[src_idx].next_psn[dst.index()] = Psn(psn.0.wrapping_add(frags as u32));
+            let frags = self.sender.frags(msg.len());
+            self.procs[src_idx].next_psn[dst.index()] = Psn(psn.0.wrapping_add(frags));
             self.stats.messages_sent += 1;
             if self.local_index(*dst).is_none() {
                 let deadline = now + self.cfg.rto_ns;
                 self.tracker
-                    .track(deadline, src, *dst, psn, frags as u32, ts)
+                    .track(deadline, src, *dst, psn, frags, ts)
                     .expect("room checked above");
             }
-            for frag in 0..frags {
-                let lo = frag * self.cfg.mtu_payload;
-                let hi = (lo + self.cfg.mtu_payload).min(msg.len());
-                let mut fl = if self.cfg.barrier_on_data {
-                    flags::BARRIER_VALID
-                } else {
-                    0
-                };
-                if frag + 1 == frags {
-                    fl |= flags::END_OF_MESSAGE;
-                }
-                let packet = DataPacket {
-                    header: DataHeader {
-                        flags: fl,
-                        frag: frag as u16,
-                        ts,
-                        barrier: ts,
-                        commit: ts,
-                        psn: Psn(psn.0.wrapping_add(frag as u32)),
-                        src,
-                        dst: *dst,
-                    },
-                    payload: msg.slice(lo..hi),
-                };
-                if self.local_index(*dst).is_some() {
-                    self.on_data(now, packet);
-                } else {
-                    self.stats.packets_sent += 1;
-                    self.send_uplink(Packet::Data(packet));
-                }
-            }
+            self.emit_message(now, src, *dst, psn, ts, msg, false);
         }
         self.deliver_ready(now);
         self.invariants();
         Ok(ts)
+    }
+
+    /// Queues a reliable scattering from local process `src` (Table 1 `onepipe_reliable_send`,
+    /// §5.1). It is stamped and sent once every message fits its destination's window (§6.1);
+    /// [`HostEvent::ReliableSent`] then reports its timestamp. Delivery is all-or-nothing and
+    /// exactly once, in total order among reliable messages, unless a process fails. Returns
+    /// the scattering's handle; `Err(SendError::Full)` if the send buffer cannot take it
+    /// (nothing is queued then). Drain [`Node::poll_output`] afterwards.
+    pub fn send_reliable(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        scattering: &[(ProcId, Bytes)],
+    ) -> Result<u64, SendError> {
+        self.local_index(src).ok_or(SendError::NotLocal(src))?;
+        if scattering.is_empty() {
+            return Err(SendError::Empty);
+        }
+        // A reliable message must fit one window, so that receivers never see a PSN beyond
+        // their acknowledgement window (reliable.rs).
+        let max = self
+            .cfg
+            .message_len_max
+            .min(WINDOW_MAX as usize * self.cfg.mtu_payload);
+        for (dst, msg) in scattering {
+            if dst.0 >= self.cfg.senders_max {
+                return Err(SendError::UnknownDestination(*dst));
+            }
+            if msg.len() > max {
+                return Err(SendError::TooLarge {
+                    len: msg.len(),
+                    max,
+                });
+            }
+        }
+        let procs = &self.procs;
+        let handle = self
+            .sender
+            .enqueue(src, scattering, |d| procs.iter().all(|lp| lp.id != d))
+            .map_err(|_| SendError::Full)?;
+        self.pump(now);
+        self.deliver_ready(now);
+        self.invariants();
+        Ok(handle)
+    }
+
+    /// Stamps and sends every reliable scattering at the head of the send buffer that holds its
+    /// credits (§6.1: "attached with the current timestamp and sent out").
+    fn pump(&mut self, now: Instant) {
+        while let Some(q) = self.sender.pop_ready() {
+            let ts = self.timestamp(now);
+            self.outputs
+                .push_back(Output::Event(HostEvent::ReliableSent {
+                    handle: q.handle,
+                    src: q.src,
+                    ts,
+                }));
+            for (dst, msg, remote) in q.messages() {
+                self.stats.messages_sent += 1;
+                if remote {
+                    let psn = self.sender.sent(now, q.src, dst, ts, msg.clone());
+                    self.emit_message(now, q.src, dst, psn, ts, msg, true);
+                } else {
+                    // Local: no network, no ACK; a PSN from the best-effort space only orders
+                    // it among equal timestamps.
+                    let si = self.local_index(q.src).expect("validated at enqueue");
+                    let psn = self.procs[si].next_psn[dst.index()];
+                    let frags = self.sender.frags(msg.len());
+                    self.procs[si].next_psn[dst.index()] = Psn(psn.0.wrapping_add(frags));
+                    self.emit_message(now, q.src, dst, psn, ts, msg, true);
+                }
+            }
+        }
+    }
+
+    /// Retransmits a reliable message: same timestamp, same PSNs, current barriers.
+    fn retransmit(&mut self, now: Instant, t: Transmit) {
+        self.emit_message(now, t.src, t.dst, t.first, t.ts, &t.payload, true);
+    }
+
+    /// Fragments one message and sends it up (or delivers it here, for a local destination).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_message(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        dst: ProcId,
+        psn: Psn,
+        ts: Timestamp,
+        msg: &Bytes,
+        reliable: bool,
+    ) {
+        let frags = self.sender.frags(msg.len());
+        let local = self.local_index(dst).is_some();
+        // What the packet advertises: the host's timestamp is its best-effort barrier (every later
+        // best-effort message is stamped at or above it), and the commit barrier (§5.1).
+        let barrier = self.clock_ts;
+        let commit = self.commit_now();
+        let mut base = if reliable { flags::RELIABLE } else { 0 };
+        if self.cfg.barrier_on_data {
+            base |= flags::BARRIER_VALID | flags::COMMIT_VALID;
+        }
+        for frag in 0..frags {
+            let lo = frag as usize * self.cfg.mtu_payload;
+            let hi = (lo + self.cfg.mtu_payload).min(msg.len());
+            let mut fl = base;
+            if frag + 1 == frags {
+                fl |= flags::END_OF_MESSAGE;
+            }
+            let packet = DataPacket {
+                header: DataHeader {
+                    flags: fl,
+                    frag: frag as u16,
+                    ts,
+                    barrier,
+                    commit,
+                    psn: Psn(psn.0.wrapping_add(frag)),
+                    src,
+                    dst,
+                },
+                payload: msg.slice(lo..hi),
+            };
+            if local {
+                self.on_data(now, packet);
+            } else {
+                self.stats.packets_sent += 1;
+                self.send_uplink(Packet::Data(packet));
+            }
+        }
+    }
+
+    /// The commit barrier this host advertises now: monotone, and never above what
+    /// [`ReliableSender::commit`] allows.
+    fn commit_now(&mut self) -> Timestamp {
+        let c = self.sender.commit(self.clock_ts);
+        self.commit_sent = self.commit_sent.max_wrapping(c);
+        self.commit_sent
     }
 
     fn local_index(&self, p: ProcId) -> Option<usize> {
@@ -440,8 +641,14 @@ impl Host {
                 if let Some(b) = d.header.barrier() {
                     self.last_uplink_barrier = Some(b);
                 }
+                if let Some(c) = d.header.commit() {
+                    self.last_uplink_commit = Some(c);
+                }
             }
-            Packet::Beacon(b) => self.last_uplink_barrier = Some(b.barrier),
+            Packet::Beacon(b) => {
+                self.last_uplink_barrier = Some(b.barrier);
+                self.last_uplink_commit = Some(b.commit);
+            }
             Packet::Nak(_) | Packet::Ack(_) => {}
         }
         self.outputs.push_back(Output::Send {
@@ -454,14 +661,21 @@ impl Host {
         match packet {
             Packet::Data(d) => {
                 let barrier = d.header.barrier();
+                let commit = d.header.commit();
                 self.on_data(now, d);
                 if let Some(b) = barrier {
                     self.raise_barrier(b);
                 }
+                if let Some(c) = commit {
+                    self.raise_commit(c);
+                }
             }
-            Packet::Beacon(b) => self.raise_barrier(b.barrier),
+            Packet::Beacon(b) => {
+                self.raise_barrier(b.barrier);
+                self.raise_commit(b.commit);
+            }
             Packet::Nak(n) => self.on_nak(n),
-            Packet::Ack(a) => self.on_ack(a),
+            Packet::Ack(a) => self.on_ack(now, a),
         }
         self.deliver_ready(now);
     }
@@ -479,12 +693,16 @@ impl Host {
         }
         let first_psn = Psn(h.psn.0.wrapping_sub(h.frag as u32));
         let remote = self.local_index(h.src).is_none();
+        if h.reliable() {
+            self.on_reliable_data(now, dst_idx, remote, d, first_psn);
+            return;
+        }
         // §2.1: acknowledge what arrives. A duplicate (network duplication) is acknowledged again
         // — an earlier ACK may have been lost — but goes no further: it must neither be delivered
         // twice nor NAKed as late when the original was delivered.
         if remote && self.procs[dst_idx].recv[h.src.index()].contains(h.psn) {
             self.stats.dropped_duplicate += 1;
-            self.schedule_ack(now, h.src, dst_idx);
+            self.schedule_ack(now, h.src, dst_idx, false);
             return;
         }
         // A late or refused packet is NAKed and *not* recorded: were the NAK lost, an ACK
@@ -492,7 +710,7 @@ impl Host {
         // is reported lost instead.
         if self.barrier.is_some_and(|b| h.ts < b) {
             self.stats.dropped_late += 1;
-            self.partials.remove(&(h.src, h.dst, first_psn));
+            self.partials.remove(&(h.src, h.dst, first_psn, false));
             self.nak(h.dst, h.src, first_psn, h.ts, NakReason::Late);
             return;
         }
@@ -503,7 +721,7 @@ impl Host {
         }
         if remote {
             self.procs[dst_idx].recv[h.src.index()].record(h.psn);
-            self.schedule_ack(now, h.src, dst_idx);
+            self.schedule_ack(now, h.src, dst_idx, false);
         }
         let payload = if h.frag == 0 && h.end_of_message() {
             d.payload
@@ -534,9 +752,106 @@ impl Host {
         }
     }
 
+    /// §5.1 receive path: discard duplicates (and acknowledge them again), refuse what the
+    /// buffer cannot hold (unrecorded, so the sender retransmits), buffer the rest until the
+    /// commit barrier passes it. Never NAKed as late: a reliable packet below the commit barrier
+    /// was acknowledged before the barrier could pass it, so it is a duplicate.
+    fn on_reliable_data(
+        &mut self,
+        now: Instant,
+        dst_idx: usize,
+        remote: bool,
+        d: DataPacket,
+        first_psn: Psn,
+    ) {
+        let h = d.header;
+        let senders = self.cfg.senders_max;
+        let len_max = self.cfg.reorder_len_max;
+        let rel = self.procs[dst_idx].rel.get_or_insert_with(|| {
+            Box::new(ReliableRecv {
+                recv: vec![RecvWindow::default(); senders as usize],
+                reorder: ReorderBuffer::new(senders, len_max),
+            })
+        });
+        if remote {
+            let w = &rel.recv[h.src.index()];
+            if w.contains(h.psn) {
+                self.stats.dropped_duplicate += 1;
+                self.schedule_ack(now, h.src, dst_idx, true);
+                return;
+            }
+            if w.beyond(h.psn) {
+                self.stats.dropped_invalid += 1;
+                return;
+            }
+        }
+        if self.commit.is_some_and(|c| h.ts < c) {
+            self.stats.dropped_reliable_stale += 1;
+            return;
+        }
+        let rel = self.procs[dst_idx].rel.as_mut().expect("created above");
+        if rel.reorder.len() >= self.cfg.reorder_len_max {
+            self.stats.dropped_full += 1;
+            self.nak_reliable(h.dst, h.src, first_psn, h.ts);
+            return;
+        }
+        if remote {
+            let w = &mut rel.recv[h.src.index()];
+            w.record(h.psn);
+            if h.flags & flags::ECN != 0 {
+                w.ecn = w.ecn.saturating_add(1);
+            }
+            self.schedule_ack(now, h.src, dst_idx, true);
+        }
+        let payload = if h.frag == 0 && h.end_of_message() {
+            d.payload
+        } else {
+            match self.reassemble(h, first_psn, d.payload) {
+                Some(p) => p,
+                None => return,
+            }
+        };
+        let key = OrderKey {
+            ts: h.ts,
+            src: h.src,
+            psn: first_psn,
+        };
+        let item = Buffered {
+            payload,
+            arrived: now,
+        };
+        let rel = self.procs[dst_idx].rel.as_mut().expect("created above");
+        match rel.reorder.insert(key, item) {
+            Ok(()) => {}
+            // Recorded already: the retransmission's duplicate check will absorb a resend, so
+            // only a bug lands here.
+            Err(_) => self.stats.dropped_invalid += 1,
+        }
+    }
+
+    /// A reliable message was refused (buffer full): tell the sender, which retransmits it on
+    /// its timer. Not remembered in `recent_naks`: every refusal is news.
+    fn nak_reliable(&mut self, from: ProcId, to: ProcId, psn: Psn, ts: Timestamp) {
+        if self.local_index(to).is_some() {
+            return; // a local message is never refused: see `on_reliable_data`
+        }
+        self.stats.naks_sent += 1;
+        self.outputs.push_back(Output::Send {
+            port: UPLINK,
+            packet: Packet::Nak(Nak {
+                reason: NakReason::BufferFull,
+                from,
+                to,
+                psn,
+                ts,
+                reliable: true,
+            }),
+        });
+    }
+
     /// Adds a fragment to its partial message; returns the whole payload once complete.
     fn reassemble(&mut self, h: DataHeader, first_psn: Psn, payload: Bytes) -> Option<Bytes> {
-        let id = (h.src, h.dst, first_psn);
+        let id = (h.src, h.dst, first_psn, h.reliable());
         // Validate before creating any state: a fragment index no message can have must not
         // leave an empty partial behind (it would hold a slot and later raise a false NAK).
         let max_frags = self
@@ -550,7 +865,11 @@ impl Host {
         }
         if !self.partials.contains_key(&id) && self.partials.len() >= self.cfg.reassembly_len_max {
             self.stats.dropped_full += 1;
-            self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
+            if h.reliable() {
+                self.nak_reliable(h.dst, h.src, first_psn, h.ts);
+            } else {
+                self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
+            }
             return None;
         }
         let partial = self.partials.entry(id).or_insert_with(|| Partial {
@@ -585,6 +904,13 @@ impl Host {
         Some(whole.freeze())
     }
 
+    fn raise_commit(&mut self, c: Timestamp) {
+        self.commit = Some(match self.commit {
+            Some(cur) => cur.max_wrapping(c),
+            None => c,
+        });
+    }
+
     fn raise_barrier(&mut self, b: Timestamp) {
         // Barriers from the network only ever move the host's barrier forward; an older one
         // (reordered beacon) carries no new information.
@@ -597,6 +923,29 @@ impl Host {
     /// Delivers, per local process, everything strictly below the barrier (§4.1), and gives up on
     /// partial messages the barrier has passed.
     fn deliver_ready(&mut self, now: Instant) {
+        if let Some(commit) = self.commit {
+            let now_ts = self.timestamp(now);
+            for lp in &mut self.procs {
+                let Some(rel) = lp.rel.as_mut().filter(|_| !lp.paused) else {
+                    continue;
+                };
+                while let Some((key, item)) = rel.reorder.pop_below(commit) {
+                    self.stats.delivered_reliable += 1;
+                    self.outputs
+                        .push_back(Output::Event(HostEvent::Deliver(Delivery {
+                            dst: lp.id,
+                            src: key.src,
+                            ts: key.ts,
+                            psn: key.psn,
+                            payload: item.payload,
+                            barrier: commit,
+                            reliable: true,
+                            arrived: item.arrived,
+                            now_ts,
+                        })));
+                }
+            }
+        }
         let Some(barrier) = self.barrier else {
             return;
         };
@@ -612,6 +961,7 @@ impl Host {
                         psn: key.psn,
                         payload: item.payload,
                         barrier,
+                        reliable: false,
                         arrived: item.arrived,
                         now_ts,
                     })));
@@ -620,14 +970,16 @@ impl Host {
         if self.partials.is_empty() {
             return;
         }
+        // Best-effort partials the barrier passed are given up on. (A reliable partial cannot
+        // fall below the commit barrier: its fragments are acknowledged before it can pass.)
         let stale: Vec<_> = self
             .partials
             .iter()
-            .filter(|(_, p)| p.ts < barrier)
+            .filter(|(id, p)| !id.3 && p.ts < barrier)
             .map(|(id, p)| (*id, p.ts))
             .collect();
-        for ((src, dst, psn), ts) in stale {
-            self.partials.remove(&(src, dst, psn));
+        for ((src, dst, psn, _), ts) in stale {
+            self.partials.remove(&(src, dst, psn, false));
             self.stats.dropped_incomplete += 1;
             self.nak(dst, src, psn, ts, NakReason::Incomplete);
         }
@@ -649,6 +1001,7 @@ impl Host {
             to,
             psn,
             ts,
+            reliable: false,
         };
         if self.local_index(to).is_some() {
             self.on_nak(nak);
@@ -664,46 +1017,85 @@ impl Host {
 
     /// Acknowledgement state for `src`'s packets at local receiver `dst_idx`: send an ACK after
     /// `ack_every` packets, else schedule one `ack_delay_ns` from now.
-    fn schedule_ack(&mut self, now: Instant, src: ProcId, dst_idx: usize) {
-        let w = &mut self.procs[dst_idx].recv[src.index()];
-        w.unacked = w.unacked.saturating_add(1);
-        if w.unacked >= self.cfg.ack_every {
-            self.send_ack(src, dst_idx);
-        } else if !w.ack_pending {
-            w.ack_pending = true;
-            self.acks_due
-                .push_back((now + self.cfg.ack_delay_ns, src, dst_idx));
+    fn window(&mut self, src: ProcId, dst_idx: usize, reliable: bool) -> &mut RecvWindow {
+        let lp = &mut self.procs[dst_idx];
+        if reliable {
+            &mut lp.rel.as_mut().expect("a reliable packet arrived").recv[src.index()]
+        } else {
+            &mut lp.recv[src.index()]
         }
     }
 
-    fn send_ack(&mut self, src: ProcId, dst_idx: usize) {
-        let lp = &mut self.procs[dst_idx];
-        let w = &mut lp.recv[src.index()];
+    fn schedule_ack(&mut self, now: Instant, src: ProcId, dst_idx: usize, reliable: bool) {
+        let ack_every = self.cfg.ack_every;
+        let w = self.window(src, dst_idx, reliable);
+        w.unacked = w.unacked.saturating_add(1);
+        if w.unacked >= ack_every {
+            self.send_ack(src, dst_idx, reliable);
+        } else if !w.ack_pending {
+            w.ack_pending = true;
+            self.acks_due
+                .push_back((now + self.cfg.ack_delay_ns, src, dst_idx, reliable));
+        }
+    }
+
+    fn send_ack(&mut self, src: ProcId, dst_idx: usize, reliable: bool) {
+        let rwnd = match &self.procs[dst_idx].rel {
+            Some(rel) if reliable => {
+                let free = self.cfg.reorder_len_max.saturating_sub(rel.reorder.len());
+                free.min(WINDOW_MAX as usize) as u8
+            }
+            _ => WINDOW_MAX as u8,
+        };
+        let from = self.procs[dst_idx].id;
+        let w = self.window(src, dst_idx, reliable);
         w.unacked = 0;
         w.ack_pending = false;
+        let ecn = std::mem::take(&mut w.ecn);
         let (cum_psn, sack) = w.ack();
         let ack = Ack {
-            from: lp.id,
+            from,
             to: src,
             cum_psn,
             sack,
+            reliable,
+            ecn,
+            rwnd,
         };
         self.stats.acks_sent += 1;
         self.send_uplink(Packet::Ack(ack));
     }
 
-    fn on_ack(&mut self, a: Ack) {
+    fn on_ack(&mut self, now: Instant, a: Ack) {
         if self.local_index(a.to).is_none() || a.from.0 >= self.cfg.senders_max {
             self.stats.dropped_invalid += 1;
             return;
         }
         self.stats.acks_received += 1;
-        self.tracker.on_ack(a.to, a.from, a.cum_psn, a.sack);
+        if !a.reliable {
+            self.tracker.on_ack(a.to, a.from, a.cum_psn, a.sack);
+            return;
+        }
+        let mut resend = Vec::new();
+        self.sender
+            .on_ack(now, a.to, a.from, a.cum_psn, a.sack, a.ecn, a.rwnd, |t| {
+                resend.push(t)
+            });
+        for t in resend {
+            self.retransmit(now, t);
+        }
+        // Credits came back: the head of the send buffer may go now.
+        self.pump(now);
     }
 
     fn on_nak(&mut self, n: Nak) {
         if self.local_index(n.to).is_none() || n.from.0 >= self.cfg.senders_max {
             self.stats.dropped_invalid += 1;
+            return;
+        }
+        if n.reliable {
+            // The receiver refused it (buffer full) and did not record it: the retransmission
+            // timer resends it. Reliable messages are never reported failed while both ends live.
             return;
         }
         // The NAK is authoritative (the receiver dropped the message), even if an ACK already
@@ -734,20 +1126,34 @@ impl Host {
     fn on_timeout(&mut self, now: Instant) {
         self.send_due_acks(now);
         self.expire_sends(now);
+        self.retransmit_due(now);
         self.beacon_tick(now);
+    }
+
+    /// Reliable messages whose retransmission timer fired go again.
+    fn retransmit_due(&mut self, now: Instant) {
+        if self.sender.next_deadline().is_none_or(|d| d > now) {
+            return;
+        }
+        let mut resend = Vec::new();
+        self.sender.expire(now, |t| resend.push(t));
+        for t in resend {
+            self.retransmit(now, t);
+        }
+        self.pump(now);
     }
 
     /// Delayed ACKs due now, and those due within the next half delay with them: one wakeup
     /// sends a batch rather than one ACK per timer.
     fn send_due_acks(&mut self, now: Instant) {
         let horizon = now + self.cfg.ack_delay_ns / 2;
-        while let Some(&(due, src, dst_idx)) = self.acks_due.front() {
+        while let Some(&(due, src, dst_idx, reliable)) = self.acks_due.front() {
             if due > horizon {
                 break;
             }
             self.acks_due.pop_front();
-            if self.procs[dst_idx].recv[src.index()].ack_pending {
-                self.send_ack(src, dst_idx);
+            if self.window(src, dst_idx, reliable).ack_pending {
+                self.send_ack(src, dst_idx, reliable);
             }
         }
     }
@@ -783,14 +1189,20 @@ impl Host {
         let barrier = latest_tick
             .timestamp()
             .max_wrapping(self.last_beacon_barrier);
-        let stale = self.last_uplink_barrier.is_none_or(|last| last < barrier);
+        // §5.1: the commit barrier rides on the same beacons; the oldest unacknowledged reliable
+        // message holds it back.
+        let c = self.sender.commit(self.clock_ts).min_wrapping(barrier);
+        self.commit_sent = self.commit_sent.max_wrapping(c);
+        let commit = self.commit_sent;
+        let stale = self.last_uplink_barrier.is_none_or(|last| last < barrier)
+            || self.last_uplink_commit.is_none_or(|last| last < commit);
         if stale || self.cfg.beacon_always {
             self.last_beacon_barrier = barrier;
             self.stats.beacons_sent += 1;
             self.send_uplink(Packet::Beacon(Beacon {
                 from: self.cfg.node,
                 barrier,
-                commit: barrier,
+                commit,
             }));
         }
         self.next_beacon = next_tick(now, self.cfg.beacon_interval_ns, 0);
@@ -833,10 +1245,13 @@ impl Node for Host {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.next_beacon;
-        if let Some(&(due, _, _)) = self.acks_due.front() {
+        if let Some(&(due, _, _, _)) = self.acks_due.front() {
             t = t.min(due);
         }
         if let Some(deadline) = self.tracker.next_deadline() {
+            t = t.min(deadline);
+        }
+        if let Some(deadline) = self.sender.next_deadline() {
             t = t.min(deadline);
         }
         Some(t)

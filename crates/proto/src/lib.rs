@@ -15,6 +15,7 @@ pub mod ack;
 pub mod host;
 pub mod ids;
 pub mod node;
+pub mod reliable;
 pub mod reorder;
 pub mod rng;
 pub mod switch;

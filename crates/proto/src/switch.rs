@@ -24,8 +24,12 @@
 //! [`Router`]. In the simulator the router is the topology's ECMP table; a live aggregator
 //! daemon, which sees only beacons, has none.
 //!
-//! What it is not (yet): link failure detection and link addition (§4.2) and the commit-barrier
-//! register (§5.1) come with later issues.
+//! Reliable 1Pipe (§5.1) adds the commit barrier, aggregated "exactly like best-effort barriers":
+//! a second register per input link ([`Aggregate`] twice), a second monotone output, both rewritten
+//! on forwarded data in chip mode and both carried by every beacon. A beacon goes out when either
+//! output moved.
+//!
+//! What it is not (yet): link failure detection and link addition (§4.2) come with a later issue.
 
 use crate::host::next_tick;
 use crate::ids::{NodeId, PortId, ProcId};
@@ -138,21 +142,73 @@ pub struct SwitchStats {
     pub dropped: u64,
 }
 
+/// One barrier of Eq. 4.1 over all input links: the best-effort barrier or the commit barrier.
+#[derive(Clone, Debug)]
+struct Aggregate {
+    /// R_i of Eq. 4.1, per input link; `None` until the link has said anything.
+    registers: Vec<Option<Timestamp>>,
+    /// The minimum of the registers when every input has reported (cached for `update`).
+    min_register: Option<Timestamp>,
+    /// B_new of Eq. 4.1, kept monotone.
+    out: Option<Timestamp>,
+}
+
+impl Aggregate {
+    fn new(inputs: usize) -> Aggregate {
+        Aggregate {
+            registers: vec![None; inputs],
+            min_register: None,
+            out: None,
+        }
+    }
+
+    /// R_i := B for input `port` (kept monotone), then B_new := min_i R_i (Eq. 4.1).
+    fn update(&mut self, port: usize, b: Timestamp) {
+        let r = &mut self.registers[port];
+        let old = *r;
+        let new = old.map_or(b, |old| old.max_wrapping(b));
+        *r = Some(new);
+        // Raising a register that was above the minimum cannot move the minimum: skip the scan
+        // (the common case — one input in a wave, or data from a sender that is not the laggard).
+        match (old, self.min_register) {
+            (Some(old), Some(min)) if old > min || new == old => {}
+            _ => self.recompute(),
+        }
+    }
+
+    fn recompute(&mut self) {
+        let mut min: Option<Timestamp> = None;
+        for r in &self.registers {
+            let Some(r) = *r else {
+                return; // an input that never spoke bounds nothing yet
+            };
+            min = Some(min.map_or(r, |m| m.min_wrapping(r)));
+        }
+        self.min_register = min;
+        if let Some(m) = min {
+            // Never backwards (§4.2: "the switch must maintain monotonicity of its B_new").
+            self.out = Some(self.out.map_or(m, |o| o.max_wrapping(m)));
+        }
+    }
+}
+
+/// Both outputs of a switch at one moment: (best-effort barrier, commit barrier).
+type Outputs = (Option<Timestamp>, Option<Timestamp>);
+
 /// The barrier aggregator. See the module docs.
 #[derive(Debug)]
 pub struct Switch {
     cfg: SwitchConfig,
     router: Option<Arc<dyn Router>>,
-    /// R_i of Eq. 4.1, per input link; `None` until the link has said anything.
-    registers: Vec<Option<Timestamp>>,
-    /// The minimum of the registers when every input has reported (cached for `update_register`).
-    min_register: Option<Timestamp>,
-    /// B_new of Eq. 4.1, kept monotone.
-    out_barrier: Option<Timestamp>,
+    /// The best-effort barrier (§4.1).
+    be: Aggregate,
+    /// The commit barrier (§5.1).
+    commit: Aggregate,
     last_beacon: Vec<Option<Instant>>,
-    last_barrier_sent: Vec<Option<Timestamp>>,
-    /// Cpu/Host modes: beacons on their way to the CPU: (ready at, input port, barrier).
-    pending: VecDeque<(Instant, PortId, Timestamp)>,
+    /// What the last barrier-carrying packet on each output link said.
+    last_sent: Vec<Outputs>,
+    /// Cpu/Host modes: beacons on their way to the CPU: (ready at, input port, barrier, commit).
+    pending: VecDeque<(Instant, PortId, Timestamp, Timestamp)>,
     next_beacon: Instant,
     /// Chip mode: when deferred change-triggered beacons are due.
     flush_at: Option<Instant>,
@@ -175,11 +231,10 @@ impl Switch {
             "beacon interval must be positive"
         );
         Switch {
-            registers: vec![None; cfg.inputs],
-            min_register: None,
-            out_barrier: None,
+            be: Aggregate::new(cfg.inputs),
+            commit: Aggregate::new(cfg.inputs),
             last_beacon: vec![None; cfg.outputs],
-            last_barrier_sent: vec![None; cfg.outputs],
+            last_sent: vec![(None, None); cfg.outputs],
             pending: VecDeque::new(),
             next_beacon: next_tick(now, cfg.beacon_interval_ns, cfg.beacon_phase_ns),
             flush_at: None,
@@ -202,41 +257,26 @@ impl Switch {
 
     /// The output barrier B_new (Eq. 4.1), once every input link has reported.
     pub fn barrier(&self) -> Option<Timestamp> {
-        self.out_barrier
+        self.be.out
     }
 
-    /// The register of one input link.
+    /// The output commit barrier (§5.1), once every input link has reported one.
+    pub fn commit_barrier(&self) -> Option<Timestamp> {
+        self.commit.out
+    }
+
+    /// The best-effort register of one input link.
     pub fn register(&self, port: PortId) -> Option<Timestamp> {
-        self.registers.get(port.index()).copied().flatten()
+        self.be.registers.get(port.index()).copied().flatten()
     }
 
-    /// R_i := B for input `port` (kept monotone), then B_new := min_i R_i (Eq. 4.1).
-    fn update_register(&mut self, port: PortId, b: Timestamp) {
-        let r = &mut self.registers[port.index()];
-        let old = *r;
-        let new = old.map_or(b, |old| old.max_wrapping(b));
-        *r = Some(new);
-        // Raising a register that was above the minimum cannot move the minimum: skip the scan
-        // (the common case — one input in a wave, or data from a sender that is not the laggard).
-        match (old, self.min_register) {
-            (Some(old), Some(min)) if old > min || new == old => {}
-            _ => self.recompute_barrier(),
-        }
+    /// The commit register of one input link.
+    pub fn commit_register(&self, port: PortId) -> Option<Timestamp> {
+        self.commit.registers.get(port.index()).copied().flatten()
     }
 
-    fn recompute_barrier(&mut self) {
-        let mut min: Option<Timestamp> = None;
-        for r in &self.registers {
-            let Some(r) = *r else {
-                return; // an input that never spoke bounds nothing yet
-            };
-            min = Some(min.map_or(r, |m| m.min_wrapping(r)));
-        }
-        self.min_register = min;
-        if let Some(m) = min {
-            // Never backwards (§4.2: "the switch must maintain monotonicity of its B_new").
-            self.out_barrier = Some(self.out_barrier.map_or(m, |o| o.max_wrapping(m)));
-        }
+    fn outputs_now(&self) -> Outputs {
+        (self.be.out, self.commit.out)
     }
 
     fn on_packet(&mut self, now: Instant, port: PortId, mut packet: Packet) {
@@ -267,7 +307,7 @@ impl Switch {
             self.stats.dropped += 1;
             return None;
         }
-        let before = self.out_barrier;
+        let before = self.outputs_now();
         let (src, dst) = match packet {
             Packet::Beacon(_) => {
                 self.stats.dropped += 1;
@@ -275,16 +315,28 @@ impl Switch {
             }
             Packet::Data(d) => {
                 if self.cfg.mode.rewrites_data() {
-                    if let Some(b) = d.header.barrier() {
-                        self.update_register(port, b);
+                    let h = &mut d.header;
+                    if let Some(b) = h.barrier() {
+                        self.be.update(port.index(), b);
                     }
                     // §4.1: the forwarded packet carries B_new.
-                    match self.out_barrier {
+                    match self.be.out {
                         Some(b) => {
-                            d.header.barrier = b;
-                            d.header.flags |= flags::BARRIER_VALID;
+                            h.barrier = b;
+                            h.flags |= flags::BARRIER_VALID;
                         }
-                        None => d.header.flags &= !flags::BARRIER_VALID,
+                        None => h.flags &= !flags::BARRIER_VALID,
+                    }
+                    // §5.1: and the commit barrier likewise.
+                    if let Some(c) = h.commit() {
+                        self.commit.update(port.index(), c);
+                    }
+                    match self.commit.out {
+                        Some(c) => {
+                            h.commit = c;
+                            h.flags |= flags::COMMIT_VALID;
+                        }
+                        None => h.flags &= !flags::COMMIT_VALID,
                     }
                 }
                 (d.header.src, d.header.dst)
@@ -308,8 +360,12 @@ impl Switch {
         // Only a chip's rewritten barrier describes this link; in CPU modes the field (if a
         // misconfigured host set it) is the sender's, and must not suppress our next beacon.
         if let (Packet::Data(d), true) = (&*packet, self.cfg.mode.rewrites_data()) {
-            if d.header.barrier().is_some() {
-                self.last_barrier_sent[out.index()] = Some(d.header.barrier);
+            let last = &mut self.last_sent[out.index()];
+            if let Some(b) = d.header.barrier() {
+                last.0 = Some(b);
+            }
+            if let Some(c) = d.header.commit() {
+                last.1 = Some(c);
             }
         }
         self.stats.forwarded += 1;
@@ -320,9 +376,10 @@ impl Switch {
         self.stats.beacons_received += 1;
         match self.cfg.mode {
             SwitchMode::Chip => {
-                let before = self.out_barrier;
-                self.update_register(port, b.barrier);
-                if self.out_barrier != before {
+                let before = self.outputs_now();
+                self.be.update(port.index(), b.barrier);
+                self.commit.update(port.index(), b.commit);
+                if self.outputs_now() != before {
                     self.send_paced_beacons(now);
                 }
             }
@@ -332,7 +389,7 @@ impl Switch {
                     return;
                 }
                 self.pending
-                    .push_back((now + self.cfg.beacon_delay_ns, port, b.barrier));
+                    .push_back((now + self.cfg.beacon_delay_ns, port, b.barrier, b.commit));
             }
         }
     }
@@ -346,12 +403,13 @@ impl Switch {
         }
         self.next_beacon = next_tick(now, self.cfg.beacon_interval_ns, self.cfg.beacon_phase_ns);
         if self.cfg.mode != SwitchMode::Chip {
-            while let Some(&(ready, port, b)) = self.pending.front() {
+            while let Some(&(ready, port, b, c)) = self.pending.front() {
                 if ready > now {
                     break;
                 }
                 self.pending.pop_front();
-                self.update_register(port, b);
+                self.be.update(port.index(), b);
+                self.commit.update(port.index(), c);
             }
         }
         match self.cfg.mode {
@@ -372,14 +430,8 @@ impl Switch {
     fn send_paced_beacons(&mut self, now: Instant) {
         let gap = self.cfg.beacon_min_gap_ns;
         let mut flush_at: Option<Instant> = None;
-        let barrier = self.out_barrier;
         for o in 0..self.cfg.outputs {
-            let fresh = match (barrier, self.last_barrier_sent[o]) {
-                (Some(b), Some(last)) => b > last,
-                (Some(_), None) => true,
-                (None, _) => false,
-            };
-            if !fresh {
+            if !self.fresh(o) {
                 continue;
             }
             match self.last_beacon[o]
@@ -396,39 +448,51 @@ impl Switch {
     /// Sends a beacon with the output barrier on every output link that would learn something
     /// from it and that `eligible` admits.
     fn send_beacons(&mut self, now: Instant, eligible: impl Fn(&Switch, usize) -> bool) {
-        let Some(barrier) = self.out_barrier else {
-            return;
-        };
         for o in 0..self.cfg.outputs {
-            let fresh = self.last_barrier_sent[o].is_none_or(|last| barrier > last);
-            if fresh && eligible(self, o) {
+            if self.fresh(o) && eligible(self, o) {
                 self.send_beacon(now, o);
             }
         }
     }
 
+    /// Would a beacon on output `o` tell the link something? Both outputs must be known (a
+    /// beacon carries both), and one of them must have moved past what the link last carried.
+    fn fresh(&self, o: usize) -> bool {
+        let (Some(b), Some(c)) = self.outputs_now() else {
+            return false;
+        };
+        let (last_b, last_c) = self.last_sent[o];
+        last_b.is_none_or(|l| b > l) || last_c.is_none_or(|l| c > l)
+    }
+
     fn send_beacon(&mut self, now: Instant, o: usize) {
-        let barrier = self
-            .out_barrier
-            .expect("callers check the barrier is known");
+        let (Some(barrier), Some(commit)) = self.outputs_now() else {
+            unreachable!("callers check both barriers are known");
+        };
         self.stats.beacons_sent += 1;
         self.last_beacon[o] = Some(now);
-        self.last_barrier_sent[o] = Some(barrier);
+        self.last_sent[o] = (Some(barrier), Some(commit));
         self.outputs.push_back(Output::Send {
             port: PortId(o as u32),
             packet: Packet::Beacon(Beacon {
                 from: self.cfg.node,
                 barrier,
-                commit: barrier,
+                commit,
             }),
         });
     }
 
-    fn invariants(&self, before: Option<Timestamp>) {
-        if let (Some(b), Some(a)) = (before, self.out_barrier) {
-            assert!(a >= b, "switch {} barrier moved backwards", self.cfg.node);
+    fn invariants(&self, before: Outputs) {
+        let after = self.outputs_now();
+        for (b, a, what) in [
+            (before.0, after.0, "barrier"),
+            (before.1, after.1, "commit barrier"),
+        ] {
+            if let (Some(b), Some(a)) = (b, a) {
+                assert!(a >= b, "switch {} {what} moved backwards", self.cfg.node);
+            }
+            debug_assert!(b.is_none() || a.is_some());
         }
-        debug_assert!(before.is_none() || self.out_barrier.is_some());
         debug_assert!(self.pending.len() <= self.cfg.pending_max);
     }
 }
@@ -438,7 +502,7 @@ impl Node for Switch {
     type Event = SwitchEvent;
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
-        let before = self.out_barrier;
+        let before = self.outputs_now();
         match input {
             Input::Packet { port, packet } => self.on_packet(now, port, packet),
             Input::Timeout => self.on_timeout(now),
@@ -495,6 +559,7 @@ mod tests {
                 to: ProcId(dst + 1),
                 psn: Psn(0),
                 ts,
+                reliable: false,
             }),
             _ => Packet::Data(DataPacket {
                 header: DataHeader {

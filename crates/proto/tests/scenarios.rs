@@ -95,6 +95,7 @@ fn nak(reason: NakReason, from: u32, to: u32, psn: u32, ts: u64) -> Packet {
         to: p(to),
         psn: Psn(psn),
         ts: t(ts),
+        reliable: false,
     })
 }
 
@@ -1005,10 +1006,14 @@ fn forwarded_data_carries_the_output_barrier_4_1() {
         t(400),
         "barrier field rewritten to B_new"
     );
-    assert_eq!(fwd.header.flags, valid);
+    // §5.1: the commit barrier is stamped alongside (the data packet carried none here).
+    assert_eq!(fwd.header.flags, valid | flags::COMMIT_VALID);
+    assert_eq!(fwd.header.commit(), sw.commit_barrier());
     let mut unchanged = fwd.clone();
     unchanged.header.barrier = inbound.header.barrier;
-    assert_eq!(unchanged, inbound, "nothing but the barrier changes");
+    unchanged.header.commit = inbound.header.commit;
+    unchanged.header.flags = inbound.header.flags;
+    assert_eq!(unchanged, inbound, "nothing but the barriers change");
     // A packet without a valid barrier leaves the register alone but leaves with B_new.
     let mut no_barrier = fragment(1, 0, 950, 0, 0, flags::END_OF_MESSAGE, b"");
     if let Packet::Data(d) = &mut no_barrier {
@@ -1019,7 +1024,7 @@ fn forwarded_data_carries_the_output_barrier_4_1() {
     assert_eq!(fwd[0].header.barrier(), Some(t(400)));
     assert_eq!(
         fwd[0].header.flags,
-        flags::END_OF_MESSAGE | flags::BARRIER_VALID
+        flags::END_OF_MESSAGE | flags::BARRIER_VALID | flags::COMMIT_VALID
     );
     assert_eq!(sw.stats().forwarded, 2);
 }
@@ -1061,7 +1066,9 @@ fn beacon_advancing_the_barrier_goes_out_at_once_and_a_second_within_min_gap_is_
 #[test]
 fn at_each_beacon_time_only_output_links_with_a_stale_barrier_get_a_beacon_4_2() {
     let mut sw = chip_switch(2);
-    let valid = flags::END_OF_MESSAGE | flags::BARRIER_VALID;
+    // Hosts in chip mode stamp both barriers on data (§5.1); a beacon carries both, so a switch
+    // beacons once it knows both.
+    let valid = flags::END_OF_MESSAGE | flags::BARRIER_VALID | flags::COMMIT_VALID;
     // Barriers arrive on data only, so no change-triggered beacon is sent.
     let out = sent(&feed(
         &mut sw,
@@ -1447,9 +1454,11 @@ proptest! {
                     Output::Event(HostEvent::Deliver(d)) => {
                         prop_assert!(d.dst == p(0) || d.dst == p(1));
                         prop_assert!(d.ts < d.barrier);
-                        prop_assert!(after.is_some_and(|a| a.admits(d.ts)));
+                        let released = if d.reliable { h.commit_barrier() } else { after };
+                        prop_assert!(released.is_some_and(|a| a.admits(d.ts)));
                     }
-                    Output::Event(HostEvent::SendFailed { src, .. }) => {
+                    Output::Event(HostEvent::SendFailed { src, .. })
+                    | Output::Event(HostEvent::ReliableSent { src, .. }) => {
                         prop_assert!(src == p(0) || src == p(1));
                     }
                 }

@@ -19,6 +19,13 @@
 //!   the barrier property holds "given the FIFO property of each network link"); every late drop
 //!   then is a barrier that lied.
 //! * `unreported-loss` — every best-effort message not delivered was reported to its sender.
+//!
+//! Reliable messages (§5.1) are checked the same way in their own total order (`order`,
+//! `agreement`, `barrier` against the commit barrier that released them, `causality`,
+//! `phantom`), and, with nothing crashed and the run drained:
+//! * `reliable-loss` — every reliable message is delivered at every destination, exactly once
+//!   (a duplicate breaks `order`); the count is `undelivered_reliable`;
+//! * `atomicity` — each reliable scattering is delivered by all its receivers or by none.
 
 use onepipe_proto::host::Delivery;
 use onepipe_proto::rng::Rng;
@@ -56,6 +63,7 @@ struct SendRec {
     ts: Timestamp,
     dsts: Dsts,
     delivered: u32,
+    reliable: bool,
 }
 
 /// One broken property.
@@ -84,9 +92,13 @@ pub struct Checker {
     procs: u32,
     procs_per_host: u32,
     fifo_links: bool,
-    sends: Vec<Vec<SendRec>>,
-    last_key: Vec<Option<(Timestamp, u32, u64)>>,
-    logs: Vec<Vec<(u32, u64)>>,
+    /// Per sender, by scattering id (reliable scatterings are recorded when stamped, so ids
+    /// may arrive out of order).
+    sends: Vec<Vec<Option<SendRec>>>,
+    /// Per (receiver, service): the last delivered key, and the delivery log.
+    last_key: [Vec<Option<(Timestamp, u32, u64)>>; 2],
+    logs: [Vec<Vec<(u32, u64)>>; 2],
+    undelivered_reliable: u64,
     host_barrier: Vec<Option<Timestamp>>,
     host_max_delivered: Vec<Option<Timestamp>>,
     switch_barrier: Vec<Option<Timestamp>>,
@@ -106,8 +118,12 @@ impl Checker {
             procs_per_host,
             fifo_links,
             sends: vec![Vec::new(); procs as usize],
-            last_key: vec![None; procs as usize],
-            logs: vec![Vec::new(); procs as usize],
+            last_key: [vec![None; procs as usize], vec![None; procs as usize]],
+            logs: [
+                vec![Vec::new(); procs as usize],
+                vec![Vec::new(); procs as usize],
+            ],
+            undelivered_reliable: 0,
             host_barrier: vec![None; hosts],
             host_max_delivered: vec![None; hosts],
             switch_barrier: vec![None; switches],
@@ -150,9 +166,23 @@ impl Checker {
         self.deliveries_checked
     }
 
+    /// Reliable messages not delivered everywhere with nothing to excuse it (drained runs).
+    pub fn undelivered_reliable(&self) -> u64 {
+        self.undelivered_reliable
+    }
+
     /// Records scattering `seq` of `src`, stamped `ts` by host `host`.
-    pub fn on_send(&mut self, t: u64, host: u32, src: u32, seq: u64, ts: Timestamp, dsts: Dsts) {
-        debug_assert_eq!(self.sends[src as usize].len() as u64, seq);
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_send(
+        &mut self,
+        t: u64,
+        host: u32,
+        src: u32,
+        seq: u64,
+        ts: Timestamp,
+        dsts: Dsts,
+        reliable: bool,
+    ) {
         if let Some(d) = self.host_max_delivered[host as usize] {
             if ts <= d {
                 self.violate(
@@ -162,10 +192,16 @@ impl Checker {
                 );
             }
         }
-        self.sends[src as usize].push(SendRec {
+        let log = &mut self.sends[src as usize];
+        if log.len() <= seq as usize {
+            log.resize(seq as usize + 1, None);
+        }
+        debug_assert!(log[seq as usize].is_none(), "p{src}#{seq} recorded twice");
+        log[seq as usize] = Some(SendRec {
             ts,
             dsts,
             delivered: 0,
+            reliable,
         });
     }
 
@@ -232,7 +268,10 @@ impl Checker {
             self.violate(t, "phantom", format!("{d:?} at host {host}"));
             return;
         }
-        let Some(rec) = self.sends[src as usize].get_mut(seq as usize) else {
+        let Some(rec) = self.sends[src as usize]
+            .get_mut(seq as usize)
+            .and_then(Option::as_mut)
+        else {
             self.violate(
                 t,
                 "phantom",
@@ -240,10 +279,10 @@ impl Checker {
             );
             return;
         };
-        if rec.ts != d.ts || !rec.dsts.contains(dst) {
+        if rec.ts != d.ts || !rec.dsts.contains(dst) || rec.reliable != d.reliable {
             let detail = format!(
-                "p{dst} got p{src}#{seq} ts {} but it was sent with ts {} to {:?}",
-                d.ts, rec.ts, rec.dsts
+                "p{dst} got p{src}#{seq} ts {} (reliable: {}) but it was sent with ts {} to {:?} (reliable: {})",
+                d.ts, d.reliable, rec.ts, rec.dsts, rec.reliable
             );
             self.violate(t, "phantom", detail);
             return;
@@ -276,17 +315,22 @@ impl Checker {
             self.violate(t, "causality", detail);
         }
         let key = (d.ts, src, seq);
-        if let Some(last) = self.last_key[dst as usize] {
+        let service = d.reliable as usize;
+        if let Some(last) = self.last_key[service][dst as usize] {
             if !key_lt(last, key) {
                 let detail = format!(
-                    "p{dst} delivered (ts {}, p{src}, #{seq}) after (ts {}, p{}, #{})",
-                    d.ts, last.0, last.1, last.2
+                    "p{dst} delivered {}(ts {}, p{src}, #{seq}) after (ts {}, p{}, #{})",
+                    if d.reliable { "reliable " } else { "" },
+                    d.ts,
+                    last.0,
+                    last.1,
+                    last.2
                 );
                 self.violate(t, "order", detail);
             }
         }
-        self.last_key[dst as usize] = Some(key);
-        self.logs[dst as usize].push((src, seq));
+        self.last_key[service][dst as usize] = Some(key);
+        self.logs[service][dst as usize].push((src, seq));
         let m = &mut self.host_max_delivered[host as usize];
         *m = Some(m.map_or(d.ts, |x| x.max_wrapping(d.ts)));
     }
@@ -313,6 +357,7 @@ impl Checker {
                 .sends
                 .iter()
                 .flatten()
+                .flatten()
                 .map(|r| r.dsts.len().saturating_sub(r.delivered as usize) as u64)
                 .sum::<u64>()
                 .saturating_sub(self.failed.values().map(|&f| f as u64).sum());
@@ -321,7 +366,28 @@ impl Checker {
         }
         for src in 0..self.procs as usize {
             for seq in 0..self.sends[src].len() {
-                let rec = &self.sends[src][seq];
+                let Some(rec) = &self.sends[src][seq] else {
+                    continue;
+                };
+                if rec.reliable {
+                    // §2.1: with no failure, a reliable message reaches every destination, and
+                    // a scattering all of them or none.
+                    let missing = rec.dsts.len().saturating_sub(rec.delivered as usize);
+                    if missing > 0 {
+                        self.undelivered_reliable += missing as u64;
+                        let detail = format!(
+                            "reliable p{src}#{seq} ts {}: {missing} of {} destination(s) never delivered it",
+                            rec.ts,
+                            rec.dsts.len()
+                        );
+                        let partial = rec.delivered > 0;
+                        self.violate(t, "reliable-loss", detail.clone());
+                        if partial {
+                            self.violate(t, "atomicity", detail);
+                        }
+                    }
+                    continue;
+                }
                 let key = (src as u32, rec.ts.raw());
                 let failed = self.failed.get(&key).copied().unwrap_or(0);
                 let missing = rec.dsts.len().saturating_sub(rec.delivered as usize);
@@ -357,17 +423,24 @@ impl Checker {
                 pairs.push((a, b));
             }
         }
-        for (a, b) in pairs {
-            let sa: HashSet<_> = self.logs[a].iter().copied().collect();
-            let sb: HashSet<_> = self.logs[b].iter().copied().collect();
-            let fa = self.logs[a].iter().filter(|x| sb.contains(x));
-            let fb = self.logs[b].iter().filter(|x| sa.contains(x));
-            if let Some((i, (x, y))) = fa.zip(fb).enumerate().find(|(_, (x, y))| x != y) {
-                let detail = format!(
-                    "p{a} and p{b} disagree at their {i}th common delivery: p{}#{} vs p{}#{}",
-                    x.0, x.1, y.0, y.1
-                );
-                self.violate(t, "agreement", detail);
+        for service in 0..2 {
+            for &(a, b) in &pairs {
+                let logs = &self.logs[service];
+                let sa: HashSet<_> = logs[a].iter().copied().collect();
+                let sb: HashSet<_> = logs[b].iter().copied().collect();
+                let fa = logs[a].iter().filter(|x| sb.contains(x));
+                let fb = logs[b].iter().filter(|x| sa.contains(x));
+                if let Some((i, (x, y))) = fa.zip(fb).enumerate().find(|(_, (x, y))| x != y) {
+                    let detail = format!(
+                        "p{a} and p{b} disagree at their {i}th common {}delivery: p{}#{} vs p{}#{}",
+                        if service == 1 { "reliable " } else { "" },
+                        x.0,
+                        x.1,
+                        y.0,
+                        y.1
+                    );
+                    self.violate(t, "agreement", detail);
+                }
             }
         }
     }
@@ -394,6 +467,7 @@ mod tests {
 
     fn delivery(dst: u32, src: u32, t: u64, barrier: u64, now: u64) -> Delivery {
         Delivery {
+            reliable: false,
             dst: ProcId(dst),
             src: ProcId(src),
             ts: ts(t),
@@ -412,8 +486,8 @@ mod tests {
     #[test]
     fn clean_history_has_no_violations() {
         let mut c = checker();
-        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
-        c.on_send(0, 1, 1, 0, ts(12), Dsts::All(2));
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
+        c.on_send(0, 1, 1, 0, ts(12), Dsts::All(2), false);
         for r in 0..2 {
             c.on_deliver(5, r, &delivery(r, 0, 10, 20, 30), 0, None);
             c.on_deliver(5, r, &delivery(r, 1, 12, 20, 30), 0, None);
@@ -425,8 +499,8 @@ mod tests {
     #[test]
     fn detects_out_of_order_delivery() {
         let mut c = checker();
-        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
-        c.on_send(0, 1, 1, 0, ts(12), Dsts::All(2));
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
+        c.on_send(0, 1, 1, 0, ts(12), Dsts::All(2), false);
         c.on_deliver(5, 0, &delivery(0, 1, 12, 20, 30), 0, None);
         c.on_deliver(5, 0, &delivery(0, 0, 10, 20, 30), 0, None);
         assert!(kinds(&c).contains(&"order"));
@@ -435,11 +509,11 @@ mod tests {
     #[test]
     fn detects_delivery_at_or_above_the_barrier_and_below_a_passed_one() {
         let mut c = checker();
-        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
         c.on_deliver(5, 1, &delivery(1, 0, 10, 10, 30), 0, None);
         assert_eq!(kinds(&c), vec!["barrier"]);
         let mut c = checker();
-        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
         c.on_deliver(5, 1, &delivery(1, 0, 10, 20, 30), 0, Some(ts(15)));
         assert_eq!(kinds(&c), vec!["barrier"]);
     }
@@ -447,7 +521,7 @@ mod tests {
     #[test]
     fn detects_causality_duplicates_and_phantoms() {
         let mut c = checker();
-        c.on_send(0, 0, 0, 0, ts(10), Dsts::List(vec![1]));
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::List(vec![1]), false);
         c.on_deliver(5, 1, &delivery(1, 0, 10, 20, 10), 0, None);
         assert!(kinds(&c).contains(&"causality"));
         c.on_deliver(6, 1, &delivery(1, 0, 10, 20, 30), 0, None);
@@ -456,19 +530,19 @@ mod tests {
         c.on_deliver(7, 0, &delivery(0, 1, 10, 20, 30), 5, None);
         assert_eq!(kinds(&c).iter().filter(|k| **k == "phantom").count(), 2);
         // A host that delivered ts 10 must not stamp a later send at or below it.
-        c.on_send(8, 1, 1, 0, ts(10), Dsts::All(2));
+        c.on_send(8, 1, 1, 0, ts(10), Dsts::All(2), false);
         assert_eq!(kinds(&c).iter().filter(|k| **k == "causality").count(), 2);
     }
 
     #[test]
     fn detects_unreported_loss_and_late_drops_on_fifo_links() {
         let mut c = checker();
-        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
         c.on_deliver(5, 0, &delivery(0, 0, 10, 20, 30), 0, None);
         c.finish(100, 1, true);
         assert_eq!(kinds(&c), vec!["unreported-loss"]);
         let mut c = checker();
-        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
         c.on_deliver(5, 0, &delivery(0, 0, 10, 20, 30), 0, None);
         c.on_send_failed(6, 0, 1, ts(10), NakReason::Late);
         c.finish(100, 1, true);
@@ -482,7 +556,7 @@ mod tests {
     #[test]
     fn a_run_cut_short_by_its_drain_limit_counts_stragglers_not_losses() {
         let mut c = checker();
-        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2));
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
         c.on_deliver(5, 0, &delivery(0, 0, 10, 20, 30), 0, None);
         c.finish(100, 1, false);
         assert_eq!(c.violation_count(), 0);
@@ -494,8 +568,8 @@ mod tests {
         // Bypass the per-receiver key check by giving both scatterings one timestamp and
         // feeding logs directly: agreement is checked independently of the key.
         let mut c = checker();
-        c.logs[0] = vec![(0, 0), (1, 0)];
-        c.logs[1] = vec![(1, 0), (0, 0)];
+        c.logs[0][0] = vec![(0, 0), (1, 0)];
+        c.logs[0][1] = vec![(1, 0), (0, 0)];
         c.finish(100, 1, true);
         assert!(kinds(&c).contains(&"agreement"));
     }
@@ -509,5 +583,31 @@ mod tests {
         c.on_switch_barrier(4, 0, Some(ts(19)));
         c.on_link_barrier(5, 3, ts(20), ts(18));
         assert_eq!(kinds(&c), vec!["barrier", "barrier", "barrier"]);
+    }
+
+    #[test]
+    fn detects_lost_and_partially_delivered_reliable_scatterings() {
+        let mut c = checker();
+        // p0's reliable #0 to both: only p1 delivers it. p1's reliable #0: nobody.
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), true);
+        c.on_send(0, 1, 1, 0, ts(11), Dsts::All(2), true);
+        let mut d = delivery(1, 0, 10, 20, 30);
+        d.reliable = true;
+        c.on_deliver(5, 1, &d, 0, None);
+        c.finish(100, 1, true);
+        assert_eq!(c.undelivered_reliable(), 3);
+        let k = kinds(&c);
+        assert!(k.contains(&"atomicity"), "{k:?}");
+        assert_eq!(k.iter().filter(|k| **k == "reliable-loss").count(), 2);
+    }
+
+    #[test]
+    fn a_reliable_delivery_of_a_best_effort_send_is_a_phantom() {
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
+        let mut d = delivery(1, 0, 10, 20, 30);
+        d.reliable = true;
+        c.on_deliver(5, 1, &d, 0, None);
+        assert_eq!(kinds(&c), ["phantom"]);
     }
 }

@@ -42,6 +42,17 @@ pub enum WorkloadKind {
     OneToOne,
 }
 
+/// Which service the workload uses (`--service`, Table 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// Best effort (`onepipe_unreliable_send`, §4).
+    BestEffort,
+    /// Reliable (`onepipe_reliable_send`, §5.1).
+    Reliable,
+    /// Each scattering picks one of the two with equal probability (seeded).
+    Mixed,
+}
+
 /// Which packets the loss model may drop (`--loss-kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PacketKind {
@@ -53,6 +64,9 @@ pub enum PacketKind {
     Nak,
     /// Beacons.
     Beacon,
+    /// The packets that carry commit barriers forward (§5.1): beacons, and data packets with a
+    /// valid commit field (chip mode).
+    Commit,
 }
 
 impl PacketKind {
@@ -65,7 +79,8 @@ impl PacketKind {
                 | (PacketKind::Ack, Packet::Ack(_))
                 | (PacketKind::Nak, Packet::Nak(_))
                 | (PacketKind::Beacon, Packet::Beacon(_))
-        )
+                | (PacketKind::Commit, Packet::Beacon(_))
+        ) || matches!((self, p), (PacketKind::Commit, Packet::Data(d)) if d.header.commit().is_some())
     }
 }
 
@@ -93,6 +108,16 @@ pub struct SimConfig {
     pub clock_epoch_ns: u64,
     /// Traffic pattern.
     pub workload: WorkloadKind,
+    /// Best effort, reliable, or both.
+    pub service: Service,
+    /// A switch egress queue holding more than this many bytes marks data packets ECN (§6.1,
+    /// DCTCP's K).
+    pub ecn_threshold_bytes: u64,
+    /// Floor of the reliable retransmission timeout (estimated from RTT samples above it).
+    pub rto_ns: u64,
+    /// Each host's reliable send buffer, payload bytes (`--send-buffer`): beyond it reliable
+    /// sends are refused (`SendError::Full`), as best-effort sends are beyond the CPU queue.
+    pub send_buffer_bytes: usize,
     /// Message size in bytes.
     pub msg_size: usize,
     /// Sends (messages or scatterings) per second per process, Poisson.
@@ -153,6 +178,10 @@ impl Default for SimConfig {
             clock_sync_interval_ns: 125_000_000,
             clock_epoch_ns: 1_000_000_000,
             workload: WorkloadKind::AllToAll,
+            service: Service::BestEffort,
+            ecn_threshold_bytes: 100_000,
+            rto_ns: 25_000,
+            send_buffer_bytes: 64 << 10,
             msg_size: 64,
             rate_per_proc: 10_000.0,
             duration_ns: 2_000_000,
@@ -244,6 +273,15 @@ impl SimConfig {
         }
         if !(0.0..=1.0).contains(&self.loss_rate) {
             return Err(bad("--loss", "must be between 0 and 1"));
+        }
+        if self.send_buffer_bytes < self.msg_size {
+            return Err(bad(
+                "--send-buffer",
+                format!("must hold at least one message ({} bytes)", self.msg_size),
+            ));
+        }
+        if self.rto_ns == 0 {
+            return Err(bad("--rto", "must be positive"));
         }
         if self.loss_burst == 0 {
             return Err(bad("--loss-burst", "must be at least 1 packet"));

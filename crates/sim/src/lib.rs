@@ -24,7 +24,7 @@ pub mod metrics;
 pub mod queue;
 pub mod world;
 
-pub use config::{ConfigError, SimConfig, TopologySpec, WorkloadKind};
+pub use config::{ConfigError, Service, SimConfig, TopologySpec, WorkloadKind};
 
 use metrics::Summary;
 use queue::SimTime;
@@ -45,12 +45,29 @@ pub struct Report {
     pub procs: u32,
     /// Switch incarnation.
     pub switch_mode: String,
+    /// Service the workload used: `be`, `reliable` or `mixed`.
+    pub service: String,
     /// Messages sent (one per destination of each scattering).
     pub sent: u64,
     /// Scatterings sent.
     pub scatterings: u64,
     /// Messages delivered.
     pub delivered: u64,
+    /// Of which reliable.
+    pub delivered_reliable: u64,
+    /// Reliable messages not delivered everywhere with no failure to excuse it (drained runs
+    /// with checks on; must be 0).
+    pub undelivered_reliable: u64,
+    /// Reliable messages retransmitted (timeouts and fast retransmissions).
+    pub retransmits: u64,
+    /// Of which fast retransmissions (duplicate ACKs).
+    pub fast_retransmits: u64,
+    /// Data packets switch queues marked ECN (§6.1).
+    pub ecn_marked: u64,
+    /// DCTCP window reductions.
+    pub window_cuts: u64,
+    /// Reliable sends refused with `SendError::Full` (send buffer full).
+    pub sends_refused_full: u64,
     /// Checker violations (0 when checks are off).
     pub violations: u64,
     /// The first violations, described.
@@ -76,6 +93,10 @@ pub struct Report {
     pub throughput_msgs_per_s_per_proc: f64,
     /// Send → deliver latency (true time), ns.
     pub latency_ns: Summary,
+    /// The same for best-effort messages.
+    pub latency_ns_be: Summary,
+    /// The same for reliable messages.
+    pub latency_ns_reliable: Summary,
     /// Arrive → deliver delay at the receiver, ns.
     pub reorder_delay_ns: Summary,
     /// Beacon bytes over the capacity of all links during the run.
@@ -149,7 +170,12 @@ fn run_with<Q: EventQueue<Ev>>(
     let capacity_bytes = link_count * cfg.link_gbps / 8.0 * end as f64;
     let (mut dropped_late, mut dropped_incomplete, mut reorder_max) = (0, 0, 0);
     let (mut dropped_duplicate, mut acks, mut lost_reported) = (0, 0, 0);
+    let (mut retransmits, mut fast_retransmits, mut window_cuts) = (0, 0, 0);
     for h in world.hosts() {
+        let rs = h.reliable_stats();
+        retransmits += rs.retransmits;
+        fast_retransmits += rs.fast_retransmits;
+        window_cuts += rs.window_cuts;
         let st = h.stats();
         dropped_late += st.dropped_late;
         dropped_incomplete += st.dropped_incomplete;
@@ -173,9 +199,25 @@ fn run_with<Q: EventQueue<Ev>>(
         hosts: topo.hosts(),
         procs: world.procs(),
         switch_mode: cfg.switch_mode.to_string(),
+        service: match cfg.service {
+            Service::BestEffort => "be",
+            Service::Reliable => "reliable",
+            Service::Mixed => "mixed",
+        }
+        .to_string(),
         sent: s.messages_sent,
         scatterings: s.scatterings,
         delivered: s.delivered,
+        delivered_reliable: s.delivered_reliable,
+        undelivered_reliable: world
+            .checker
+            .as_ref()
+            .map_or(0, |c| c.undelivered_reliable()),
+        retransmits,
+        fast_retransmits,
+        ecn_marked: s.ecn_marked,
+        window_cuts,
+        sends_refused_full: s.sends_refused_full,
         violations,
         violation_samples,
         checked: cfg.check,
@@ -190,6 +232,8 @@ fn run_with<Q: EventQueue<Ev>>(
             / world.procs() as f64
             / (cfg.duration_ns as f64 / 1e9),
         latency_ns: world.latency.summary(),
+        latency_ns_be: world.latency_be.summary(),
+        latency_ns_reliable: world.latency_reliable.summary(),
         reorder_delay_ns: world.reorder_delay.summary(),
         beacon_bandwidth_share: s.beacon_bytes as f64 / capacity_bytes,
         beacon_byte_share: s.beacon_bytes as f64 / (s.link_bytes.max(1)) as f64,

@@ -13,7 +13,7 @@
 
 use crate::check::{Checker, Dsts};
 use crate::clock::{Clock, ClockParams};
-use crate::config::{SimConfig, TopologySpec, WorkloadKind, PAYLOAD_HEADER_LEN};
+use crate::config::{Service, SimConfig, TopologySpec, WorkloadKind, PAYLOAD_HEADER_LEN};
 use crate::metrics::{NsHistogram, TraceHash};
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -21,7 +21,7 @@ use onepipe_proto::host::{Host, HostConfig, HostEvent, UPLINK};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchMode};
 use onepipe_proto::topology::{flow_hash, Topology};
-use onepipe_proto::wire::Packet;
+use onepipe_proto::wire::{flags, Packet};
 use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Timestamp};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -90,6 +90,9 @@ struct HostSt {
     wake_armed: bool,
     timer_generation: u32,
     armed: Option<Instant>,
+    /// Reliable scatterings queued in the host's send buffer, in handle order: (handle, process,
+    /// scattering id, destinations), until `HostEvent::ReliableSent` reports their timestamp.
+    reliable_queued: VecDeque<(u64, u32, u64, Dsts)>,
 }
 
 #[derive(Debug)]
@@ -141,6 +144,12 @@ pub struct EngineStats {
     pub delivered_in_period: u64,
     /// Send-failed notifications.
     pub send_failed: u64,
+    /// Reliable sends refused because the host's send buffer was full (`SendError::Full`).
+    pub sends_refused_full: u64,
+    /// Data packets marked ECN by a switch queue above the threshold.
+    pub ecn_marked: u64,
+    /// Reliable messages delivered.
+    pub delivered_reliable: u64,
 }
 
 /// Most sends waiting for a host's CPU before the workload's next send is refused — the
@@ -177,6 +186,10 @@ pub struct World<Q: EventQueue<Ev>> {
     pub checker: Option<Checker>,
     /// Send → deliver latency, true time.
     pub latency: NsHistogram,
+    /// The same, best-effort messages only.
+    pub latency_be: NsHistogram,
+    /// The same, reliable messages only.
+    pub latency_reliable: NsHistogram,
     /// Arrive → deliver delay at the receiver, its local time.
     pub reorder_delay: NsHistogram,
     /// Hash of every send, delivery and failure.
@@ -228,6 +241,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             hc.barrier_on_data = chip;
             hc.beacon_always = !chip;
             hc.mtu_payload = cfg.mtu_payload;
+            hc.reliable.rto_ns = cfg.rto_ns;
+            hc.reliable.send_buffer_bytes_max = cfg.send_buffer_bytes;
             let host = Host::new(hc, clock.local(0));
             hosts.push(HostSt {
                 host,
@@ -238,6 +253,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 wake_armed: false,
                 timer_generation: 0,
                 armed: None,
+                reliable_queued: VecDeque::new(),
             });
         }
         let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
@@ -320,6 +336,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             live_messages: 0,
             checker,
             latency: NsHistogram::default(),
+            latency_be: NsHistogram::default(),
+            latency_reliable: NsHistogram::default(),
             reorder_delay: NsHistogram::default(),
             trace: TraceHash::default(),
             stats: EngineStats::default(),
@@ -447,6 +465,19 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         let ser = (bytes * l.ps_per_byte).div_ceil(1000);
         let start = t.max(l.busy_until);
+        // §6.1 DCTCP: a switch egress queue above the threshold marks data packets.
+        if l.from_switch && start > t {
+            let queued_bytes = (start - t) * 1000 / l.ps_per_byte.max(1);
+            if queued_bytes > self.cfg.ecn_threshold_bytes {
+                if let Some(Packet::Data(d)) = self.packets[pkt as usize].as_mut() {
+                    if d.header.flags & flags::ECN == 0 {
+                        d.header.flags |= flags::ECN;
+                        self.stats.ecn_marked += 1;
+                    }
+                }
+            }
+        }
+        let l = &mut self.links[link as usize];
         l.busy_until = start + ser;
         let mut arrive = l.busy_until + l.delay_ns;
         self.stats.link_bytes += bytes;
@@ -642,6 +673,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let hi = h as usize;
         let local = self.hosts[hi].clock.local(t);
         let barrier_before = self.hosts[hi].host.barrier().map(|b| b.timestamp());
+        let commit_before = self.hosts[hi].host.commit_barrier().map(|b| b.timestamp());
         let mut cursor = t;
         match input {
             HostInput::Packet(pkt) => {
@@ -657,20 +689,40 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
             HostInput::Timeout => self.hosts[hi].host.handle(local, Input::Timeout),
             HostInput::Send { proc, issued } => {
+                let reliable = match self.cfg.service {
+                    Service::BestEffort => false,
+                    Service::Reliable => true,
+                    Service::Mixed => self.workload_rng.chance(0.5),
+                };
                 let seq = self.scatter_seq[proc as usize];
-                self.scatter_seq[proc as usize] += 1;
                 let dsts = self.build_scattering(proc, seq, issued);
                 let scattering = std::mem::take(&mut self.scratch_scatter);
-                let sent = self.hosts[hi].host.send(local, ProcId(proc), &scattering);
+                let host = &mut self.hosts[hi].host;
+                let sent = if reliable {
+                    host.send_reliable(local, ProcId(proc), &scattering)
+                        .map(Err)
+                } else {
+                    host.send(local, ProcId(proc), &scattering).map(Ok)
+                };
                 self.scratch_scatter = scattering;
-                let ts = sent.expect("the simulator's workload only sends valid scatterings");
-                self.stats.scatterings += 1;
-                self.stats.messages_sent += self.scratch_dsts.len() as u64;
-                self.trace.add(t);
-                self.trace.add((proc as u64) << 32 | seq);
-                self.trace.add(ts.raw());
-                if let Some(c) = self.checker.as_mut() {
-                    c.on_send(t, h, proc, seq, ts, dsts);
+                match sent {
+                    Ok(stamped) => {
+                        self.scatter_seq[proc as usize] += 1;
+                        self.stats.scatterings += 1;
+                        self.stats.messages_sent += self.scratch_dsts.len() as u64;
+                        match stamped {
+                            Ok(ts) => self.record_send(t, h, proc, seq, ts, dsts, false),
+                            Err(handle) => {
+                                self.hosts[hi]
+                                    .reliable_queued
+                                    .push_back((handle, proc, seq, dsts));
+                            }
+                        }
+                    }
+                    Err(onepipe_proto::host::SendError::Full) => {
+                        self.stats.sends_refused_full += 1;
+                    }
+                    Err(e) => panic!("the simulator's workload sent an invalid scattering: {e}"),
                 }
             }
         }
@@ -693,13 +745,32 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         u64::from_be_bytes(d.payload[8..16].try_into().expect("16-byte header"));
                     debug_assert!(d.payload.len() >= PAYLOAD_HEADER_LEN);
                     self.latency.record(cursor - issued);
+                    if d.reliable {
+                        self.stats.delivered_reliable += 1;
+                        self.latency_reliable.record(cursor - issued);
+                    } else {
+                        self.latency_be.record(cursor - issued);
+                    }
                     self.reorder_delay.record(local.saturating_since(d.arrived));
                     self.trace.add(cursor);
                     self.trace.add((d.dst.0 as u64) << 32 | d.src.0 as u64);
                     self.trace.add(seq);
                     if let Some(c) = self.checker.as_mut() {
-                        c.on_deliver(cursor, h, &d, seq, barrier_before);
+                        let before = if d.reliable {
+                            commit_before
+                        } else {
+                            barrier_before
+                        };
+                        c.on_deliver(cursor, h, &d, seq, before);
                     }
+                }
+                Output::Event(HostEvent::ReliableSent { handle, src, ts }) => {
+                    let (queued, proc, seq, dsts) = self.hosts[hi]
+                        .reliable_queued
+                        .pop_front()
+                        .expect("a queued reliable scattering");
+                    debug_assert_eq!((queued, proc), (handle, src.0));
+                    self.record_send(t, h, proc, seq, ts, dsts, true);
                 }
                 Output::Event(HostEvent::SendFailed {
                     src,
@@ -723,6 +794,26 @@ impl<Q: EventQueue<Ev>> World<Q> {
             c.on_host_barrier(t, h, b);
         }
         self.rearm(h);
+    }
+
+    /// A scattering got its timestamp: into the trace and the checker.
+    #[allow(clippy::too_many_arguments)]
+    fn record_send(
+        &mut self,
+        t: SimTime,
+        h: u32,
+        proc: u32,
+        seq: u64,
+        ts: Timestamp,
+        dsts: Dsts,
+        reliable: bool,
+    ) {
+        self.trace.add(t);
+        self.trace.add((proc as u64) << 32 | seq);
+        self.trace.add(ts.raw());
+        if let Some(c) = self.checker.as_mut() {
+            c.on_send(t, h, proc, seq, ts, dsts, reliable);
+        }
     }
 
     fn switch_handle(&mut self, t: SimTime, node: u32, input: Input<Packet>) {

@@ -109,7 +109,7 @@ impl Packet {
                 put_u48(out, b.commit);
             }
             Packet::Nak(n) => {
-                out.extend_from_slice(&[Opcode::Nak as u8, n.reason as u8, 0, 0]);
+                out.extend_from_slice(&[Opcode::Nak as u8, n.reason as u8, n.reliable as u8, 0]);
                 out.extend_from_slice(&n.from.0.to_be_bytes());
                 out.extend_from_slice(&n.to.0.to_be_bytes());
                 out.extend_from_slice(&n.psn.0.to_be_bytes());
@@ -117,7 +117,7 @@ impl Packet {
                 out.extend_from_slice(&[0, 0]);
             }
             Packet::Ack(a) => {
-                out.extend_from_slice(&[Opcode::Ack as u8, 0, 0, 0]);
+                out.extend_from_slice(&[Opcode::Ack as u8, a.reliable as u8, a.ecn, a.rwnd]);
                 out.extend_from_slice(&a.from.0.to_be_bytes());
                 out.extend_from_slice(&a.to.0.to_be_bytes());
                 out.extend_from_slice(&a.cum_psn.0.to_be_bytes());
@@ -187,7 +187,11 @@ impl Packet {
                     // `Lost` is raised by senders, never sent: on the wire it is unknown.
                     r => return Err(DecodeError::UnknownNakReason(r)),
                 };
+                if buf[2] > 1 {
+                    return Err(DecodeError::UnknownFlags(buf[2]));
+                }
                 let n = Nak {
+                    reliable: buf[2] == 1,
                     reason,
                     from: ProcId(get_u32(&buf[4..])),
                     to: ProcId(get_u32(&buf[8..])),
@@ -198,7 +202,7 @@ impl Packet {
             }
             Opcode::Ack => {
                 need(buf, ACK_LEN)?;
-                if buf[1..4] != [0, 0, 0] {
+                if buf[1] > 1 {
                     return Err(DecodeError::UnknownFlags(buf[1]));
                 }
                 let a = Ack {
@@ -206,6 +210,9 @@ impl Packet {
                     to: ProcId(get_u32(&buf[8..])),
                     cum_psn: Psn(get_u32(&buf[12..])),
                     sack: u64::from_be_bytes(buf[16..24].try_into().expect("8 bytes")),
+                    reliable: buf[1] == 1,
+                    ecn: buf[2],
+                    rwnd: buf[3],
                 };
                 Ok((Packet::Ack(a), ACK_LEN))
             }
@@ -256,8 +263,15 @@ mod tests {
                 commit,
             })
         });
-        let nak = (0u8..3, any::<u32>(), any::<u32>(), any::<u32>(), ts()).prop_map(
-            |(reason, from, to, psn, ts)| {
+        let nak = (
+            0u8..3,
+            any::<u32>(),
+            any::<u32>(),
+            any::<u32>(),
+            ts(),
+            any::<bool>(),
+        )
+            .prop_map(|(reason, from, to, psn, ts, reliable)| {
                 Packet::Nak(Nak {
                     reason: [
                         NakReason::Late,
@@ -268,19 +282,29 @@ mod tests {
                     to: ProcId(to),
                     psn: Psn(psn),
                     ts,
+                    reliable,
                 })
-            },
-        );
-        let ack = (any::<u32>(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(
-            |(from, to, cum, sack)| {
+            });
+        let ack = (
+            any::<u32>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<bool>(),
+            any::<u8>(),
+            any::<u8>(),
+        )
+            .prop_map(|(from, to, cum, sack, reliable, ecn, rwnd)| {
                 Packet::Ack(Ack {
                     from: ProcId(from),
                     to: ProcId(to),
                     cum_psn: Psn(cum),
                     sack,
+                    reliable,
+                    ecn,
+                    rwnd,
                 })
-            },
-        );
+            });
         prop_oneof![data, beacon, nak, ack]
     }
 

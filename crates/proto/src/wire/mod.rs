@@ -17,9 +17,10 @@
 //! ```
 //!
 //! Beacon, 20 bytes: opcode, flags, 2 reserved, sending node id (4), barrier (6), commit barrier (6).
-//! NAK, 24 bytes: opcode, reason, 2 reserved, from process (4), to process (4), psn (4), msg ts (6).
-//! ACK, 24 bytes: opcode, 3 reserved, from process (4), to process (4), cumulative psn (4), SACK
-//! bitmap (8).
+//! NAK, 24 bytes: opcode, reason, service (0 best effort, 1 reliable), 1 reserved, from process (4),
+//! to process (4), psn (4), msg ts (6), 2 reserved.
+//! ACK, 24 bytes: opcode, service (0/1), ECN echo count, receive window, from process (4), to
+//! process (4), cumulative psn (4), SACK bitmap (8).
 
 mod codec;
 
@@ -76,10 +77,15 @@ pub mod flags {
     /// on data (switch-CPU and host-representative modes, §6.2.2–6.2.3): then a data packet's
     /// barrier field would describe only its sender, not the link it arrives on.
     pub const BARRIER_VALID: u8 = 1 << 1;
-    /// The commit-barrier field is meaningful (reliable service; reserved).
+    /// The commit-barrier field is meaningful (§5.1; set with `BARRIER_VALID` in chip mode).
     pub const COMMIT_VALID: u8 = 1 << 2;
+    /// The fragment belongs to a reliable message (§5.1): it has its own PSN space per pair, is
+    /// retransmitted until acknowledged and is released by the commit barrier.
+    pub const RELIABLE: u8 = 1 << 3;
+    /// Congestion experienced: a switch queue above its threshold marked it (§6.1, DCTCP).
+    pub const ECN: u8 = 1 << 4;
     /// All flag bits defined so far; others must be zero.
-    pub const ALL: u8 = END_OF_MESSAGE | BARRIER_VALID | COMMIT_VALID;
+    pub const ALL: u8 = END_OF_MESSAGE | BARRIER_VALID | COMMIT_VALID | RELIABLE | ECN;
 }
 
 /// The fixed header of a data packet.
@@ -93,9 +99,10 @@ pub struct DataHeader {
     pub ts: Timestamp,
     /// The best-effort barrier, initialised by the sender and rewritten by switches (§4.1).
     pub barrier: Timestamp,
-    /// The commit barrier of reliable 1Pipe (§5.1); carried, not yet used.
+    /// The commit barrier of reliable 1Pipe (§5.1), when `COMMIT_VALID`; rewritten by switches
+    /// like the best-effort barrier.
     pub commit: Timestamp,
-    /// Packet sequence number per (src, dst) pair (§6.1).
+    /// Packet sequence number per (src, dst) pair and service (§6.1).
     pub psn: Psn,
     /// Sending process.
     pub src: ProcId,
@@ -112,6 +119,16 @@ impl DataHeader {
     /// The barrier, if the field is valid.
     pub fn barrier(&self) -> Option<Timestamp> {
         (self.flags & flags::BARRIER_VALID != 0).then_some(self.barrier)
+    }
+
+    /// The commit barrier, if the field is valid.
+    pub fn commit(&self) -> Option<Timestamp> {
+        (self.flags & flags::COMMIT_VALID != 0).then_some(self.commit)
+    }
+
+    /// True for a fragment of a reliable message.
+    pub fn reliable(&self) -> bool {
+        self.flags & flags::RELIABLE != 0
     }
 }
 
@@ -131,7 +148,7 @@ pub struct Beacon {
     pub from: NodeId,
     /// The best-effort barrier.
     pub barrier: Timestamp,
-    /// The commit barrier (reliable 1Pipe, §5.1; carried, not yet used).
+    /// The commit barrier (reliable 1Pipe, §5.1: "commit messages also need periodic beacons").
     pub commit: Timestamp,
 }
 
@@ -165,6 +182,8 @@ pub struct Nak {
     pub psn: Psn,
     /// The dropped message's timestamp.
     pub ts: Timestamp,
+    /// The message was reliable (the PSN is in the reliable space; the sender retransmits).
+    pub reliable: bool,
 }
 
 /// An end-to-end acknowledgement from a receiver to a sender, per (sender, receiver) pair: every
@@ -180,6 +199,13 @@ pub struct Ack {
     pub cum_psn: Psn,
     /// Selective acknowledgements above `cum_psn` (bit `i` ↔ PSN `cum_psn + 1 + i`).
     pub sack: u64,
+    /// The PSNs are in the reliable space of the pair.
+    pub reliable: bool,
+    /// Packets that arrived ECN-marked since the previous ACK of this pair (saturating; DCTCP
+    /// echo, §6.1).
+    pub ecn: u8,
+    /// Receive window: how many more reliable packets the receiver will buffer for this sender.
+    pub rwnd: u8,
 }
 
 /// Any 1Pipe packet.

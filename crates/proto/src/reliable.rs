@@ -1,0 +1,769 @@
+//! The sender side of reliable 1Pipe (§5.1, §6.1): the send buffer with its credit queue,
+//! per-destination windows with DCTCP congestion control, retransmission, and the commit barrier.
+//!
+//! The [`crate::host::Host`] owns one [`ReliableSender`] and does the framing; this module keeps
+//! the state and the rules (docs/RELIABLE.md):
+//!
+//! * **Send buffer and credits** (§6.1): scatterings wait in FIFO order. Only the head of the
+//!   queue acquires *credits* — window room at each of its destinations — and keeps what it
+//!   acquired while it waits for the rest, so a large scattering cannot starve behind small ones.
+//!   When it holds credits everywhere it is stamped and sent. The bytes of queued and in-flight
+//!   messages are bounded by `send_buffer_bytes_max`; beyond that `enqueue` refuses.
+//! * **Windows**: per (local sender, destination) pair, packets in flight ≤ min(cwnd, rwnd,
+//!   [`WINDOW_MAX`]) — except that an empty window always admits one message, so no message is
+//!   too large for a shrunken window. `WINDOW_MAX` equals the receiver's SACK width, so a
+//!   receiver never sees a reliable PSN beyond its window (a gap there is never given up on).
+//! * **DCTCP** (§6.1 "DCTCP-style congestion control"): once per window of data, `alpha ← (1 −
+//!   g)·alpha + g·F` with `F` the fraction of ECN-echoed packets; `cwnd ← cwnd·(1 − alpha/2)` if
+//!   any were marked, else `cwnd + 1`.
+//! * **Retransmission**: on timeout and on `dupack_threshold` ACKs that do not advance the
+//!   cumulative PSN. A retransmission keeps its timestamp and PSNs; receivers discard duplicates.
+//!   The timeout is estimated per pair as in TCP (RFC 6298: `srtt + 4·rttvar`, samples only from
+//!   messages sent once — Karn), between `rto_ns` and `rto_max_ns`, and backs off exponentially
+//!   per message. A fixed timeout is not enough: at saturation, host queues make the RTT
+//!   hundreds of µs, and a short fixed timeout retransmits most messages spuriously.
+//! * **Commit barrier** (§5.1): the timestamp of the oldest unacknowledged reliable message, or —
+//!   if none — the host's current timestamp. Everything below it has been ACKed by every
+//!   receiver, and every future reliable message is stamped at or above it.
+
+use crate::ack::SACK_BITS;
+use crate::ids::{ProcId, Psn};
+use crate::time::{Instant, Timestamp};
+use bytes::Bytes;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Most packets in flight per (sender, receiver) pair: the receiver's SACK width.
+pub const WINDOW_MAX: u32 = SACK_BITS;
+
+/// Configuration of the reliable send path.
+#[derive(Clone, Debug)]
+pub struct ReliableConfig {
+    /// Bytes of payload the send buffer holds, queued and in flight together; beyond it
+    /// `send_reliable` fails with `SendError::Full` (§6.1: "if the send buffer is full, the send
+    /// API returns fail").
+    pub send_buffer_bytes_max: usize,
+    /// Initial congestion window per destination, in packets.
+    pub window_init: u32,
+    /// Retransmission timeout before the first RTT sample (RFC 6298's initial RTO, scaled to a
+    /// data center): conservative, because a host that starts under load has no estimate yet.
+    pub rto_init_ns: u64,
+    /// Floor of the estimated retransmission timeout.
+    pub rto_ns: u64,
+    /// Largest retransmission timeout after back-off.
+    pub rto_max_ns: u64,
+    /// ACKs that do not advance the cumulative PSN (with a gap above it) before a fast
+    /// retransmission.
+    pub dupack_threshold: u32,
+    /// DCTCP gain `g` as a power of two: `g = 2^-dctcp_g_shift` (DCTCP's 1/16 is 4).
+    pub dctcp_g_shift: u32,
+}
+
+impl Default for ReliableConfig {
+    fn default() -> ReliableConfig {
+        ReliableConfig {
+            send_buffer_bytes_max: 64 << 20,
+            window_init: 32,
+            rto_init_ns: 200_000,
+            rto_ns: 25_000,
+            rto_max_ns: 1_000_000,
+            dupack_threshold: 3,
+            dctcp_g_shift: 4,
+        }
+    }
+}
+
+/// Why [`ReliableSender::enqueue`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferFull;
+
+/// Counters of the reliable sender; never reset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReliableStats {
+    /// Messages retransmitted (each retransmission of a message counts once).
+    pub retransmits: u64,
+    /// Of which triggered by duplicate ACKs rather than a timeout.
+    pub fast_retransmits: u64,
+    /// Windows in which DCTCP saw ECN marks and cut the window.
+    pub window_cuts: u64,
+    /// Scatterings refused because the send buffer was full.
+    pub refused_full: u64,
+}
+
+/// A reliable message in flight, awaiting its ACK.
+#[derive(Debug)]
+struct InFlight {
+    first: Psn,
+    frags: u32,
+    ts: Timestamp,
+    payload: Bytes,
+    acked: bool,
+    rto_ns: u64,
+    sent_at: Instant,
+    retransmitted: bool,
+}
+
+/// Send state of one (local sender, destination) pair.
+#[derive(Debug)]
+struct Pair {
+    src: ProcId,
+    dst: ProcId,
+    next_psn: Psn,
+    /// Packets in flight plus credits the queue head holds here.
+    used: u32,
+    cwnd: f64,
+    alpha: f64,
+    /// The receiver's advertised window.
+    rwnd: u32,
+    /// DCTCP observation window: ends when the cumulative PSN passes `win_end`.
+    win_end: Psn,
+    win_acked: u32,
+    win_marked: u32,
+    /// Last cumulative PSN acknowledged, and ACKs since that did not advance it.
+    cum: Psn,
+    dupacks: u32,
+    /// Messages in PSN order; acknowledged ones leave from the front.
+    msgs: VecDeque<InFlight>,
+}
+
+/// The RTT estimator (RFC 6298), one per host: in a data center the paths are alike and most of
+/// the variation is queueing at the hosts themselves, so every pair informs every other — a new
+/// pair starts with a realistic timeout instead of the floor.
+#[derive(Clone, Copy, Debug, Default)]
+struct Rtt {
+    /// Smoothed RTT and its variation, ns; `srtt == 0` before the first sample.
+    srtt: u64,
+    rttvar: u64,
+    /// RFC 6298 §5.5: timeouts double the timeout for everything sent after them, until a
+    /// valid sample arrives. Without it, at overload most messages time out spuriously, are
+    /// never sampled (Karn), and their retransmissions deepen the queues: a collapse.
+    backoff: u32,
+}
+
+impl Rtt {
+    /// RFC 6298 §2: one RTT sample.
+    fn sample(&mut self, rtt: u64) {
+        if self.srtt == 0 {
+            self.srtt = rtt.max(1);
+            self.rttvar = rtt / 2;
+        } else {
+            let err = self.srtt.abs_diff(rtt);
+            self.rttvar = (3 * self.rttvar + err) / 4;
+            self.srtt = (7 * self.srtt + rtt) / 8;
+        }
+        self.backoff = 0;
+    }
+
+    fn rto(&self, init: u64, floor: u64, ceiling: u64) -> u64 {
+        let base = if self.srtt == 0 {
+            init.max(floor)
+        } else {
+            (self.srtt + 4 * self.rttvar).max(floor)
+        };
+        (base << self.backoff.min(20)).min(ceiling.max(floor))
+    }
+}
+
+impl Pair {
+    fn window(&self) -> u32 {
+        (self.cwnd as u32)
+            .clamp(1, WINDOW_MAX)
+            .min(self.rwnd.max(1))
+    }
+
+    fn fits(&self, frags: u32) -> bool {
+        self.used == 0 || self.used + frags <= self.window()
+    }
+
+    fn find(&self, first: Psn) -> Option<usize> {
+        let front = self.msgs.front()?.first;
+        let target = first.0.wrapping_sub(front.0);
+        let i = self
+            .msgs
+            .partition_point(|m| m.first.0.wrapping_sub(front.0) < target);
+        (i < self.msgs.len() && self.msgs[i].first == first).then_some(i)
+    }
+}
+
+/// A scattering waiting in the send buffer.
+#[derive(Debug)]
+pub struct Queued {
+    /// The handle `enqueue` returned.
+    pub handle: u64,
+    /// The local sender.
+    pub src: ProcId,
+    /// (destination, payload, pair index or `None` for a destination on this host).
+    items: Vec<(ProcId, Bytes, Option<u32>)>,
+    /// How many leading `items` hold their credits.
+    acquired: usize,
+    bytes: usize,
+}
+
+impl Queued {
+    /// The messages: (destination, payload, true if the destination is remote).
+    pub fn messages(&self) -> impl Iterator<Item = (ProcId, &Bytes, bool)> + '_ {
+        self.items.iter().map(|(d, b, p)| (*d, b, p.is_some()))
+    }
+}
+
+/// A message to (re)send: the host frames it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Local sender.
+    pub src: ProcId,
+    /// Destination.
+    pub dst: ProcId,
+    /// First PSN (reliable space of the pair).
+    pub first: Psn,
+    /// Timestamp, as first stamped.
+    pub ts: Timestamp,
+    /// The whole message.
+    pub payload: Bytes,
+}
+
+const NIL: u32 = u32::MAX;
+
+/// The reliable sender of one host. See the module docs.
+#[derive(Debug)]
+pub struct ReliableSender {
+    cfg: ReliableConfig,
+    mtu_payload: usize,
+    senders: Vec<ProcId>,
+    destinations: u32,
+    /// Pair index per `sender slot * destinations + dst`, `NIL` until first used.
+    pair_of: Vec<u32>,
+    pairs: Vec<Pair>,
+    queue: VecDeque<Queued>,
+    bytes: usize,
+    /// Stamped messages in stamping (= timestamp) order: (ts, pair, first PSN).
+    order: VecDeque<(Timestamp, u32, Psn)>,
+    rtt: Rtt,
+    /// Retransmission deadlines: (deadline, pair, first PSN); stale entries are skipped.
+    timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    next_handle: u64,
+    stats: ReliableStats,
+}
+
+impl ReliableSender {
+    /// A sender for local `senders` to processes `0..destinations`, fragmenting at
+    /// `mtu_payload`.
+    pub fn new(
+        cfg: ReliableConfig,
+        senders: Vec<ProcId>,
+        destinations: u32,
+        mtu_payload: usize,
+    ) -> ReliableSender {
+        ReliableSender {
+            pair_of: Vec::new(),
+            pairs: Vec::new(),
+            queue: VecDeque::new(),
+            bytes: 0,
+            order: VecDeque::new(),
+            rtt: Rtt::default(),
+            timers: BinaryHeap::new(),
+            next_handle: 0,
+            stats: ReliableStats::default(),
+            cfg,
+            mtu_payload,
+            senders,
+            destinations,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ReliableConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ReliableStats {
+        &self.stats
+    }
+
+    /// Payload bytes held (queued and in flight).
+    pub fn buffered_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Scatterings waiting for credits.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Messages sent and not yet acknowledged.
+    pub fn unacked(&self) -> usize {
+        self.pairs
+            .iter()
+            .map(|p| p.msgs.iter().filter(|m| !m.acked).count())
+            .sum()
+    }
+
+    /// Nothing queued and nothing unacknowledged.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.order.is_empty()
+    }
+
+    /// Packets a message of `len` bytes takes.
+    pub fn frags(&self, len: usize) -> u32 {
+        len.div_ceil(self.mtu_payload).max(1) as u32
+    }
+
+    fn pair(&mut self, src: ProcId, dst: ProcId) -> Option<u32> {
+        let slot = self.senders.iter().position(|&p| p == src)?;
+        if dst.0 >= self.destinations {
+            return None;
+        }
+        if self.pair_of.is_empty() {
+            self.pair_of = vec![NIL; self.senders.len() * self.destinations as usize];
+        }
+        let k = slot * self.destinations as usize + dst.index();
+        if self.pair_of[k] == NIL {
+            self.pair_of[k] = self.pairs.len() as u32;
+            self.pairs.push(Pair {
+                src,
+                dst,
+                next_psn: Psn(0),
+                used: 0,
+                cwnd: self.cfg.window_init.clamp(1, WINDOW_MAX) as f64,
+                alpha: 0.0,
+                rwnd: WINDOW_MAX,
+                win_end: Psn(0),
+                win_acked: 0,
+                win_marked: 0,
+                cum: Psn(0),
+                dupacks: 0,
+                msgs: VecDeque::new(),
+            });
+        }
+        Some(self.pair_of[k])
+    }
+
+    fn lookup(&self, src: ProcId, dst: ProcId) -> Option<u32> {
+        let slot = self.senders.iter().position(|&p| p == src)?;
+        if dst.0 >= self.destinations || self.pair_of.is_empty() {
+            return None;
+        }
+        let i = self.pair_of[slot * self.destinations as usize + dst.index()];
+        (i != NIL).then_some(i)
+    }
+
+    /// Queues a scattering of local `src`; `is_remote(dst)` says which destinations need the
+    /// network. Callers validate the scattering (non-empty, known destinations, sizes) first.
+    pub fn enqueue(
+        &mut self,
+        src: ProcId,
+        scattering: &[(ProcId, Bytes)],
+        is_remote: impl Fn(ProcId) -> bool,
+    ) -> Result<u64, BufferFull> {
+        let bytes: usize = scattering.iter().map(|(_, b)| b.len()).sum();
+        if self.bytes + bytes > self.cfg.send_buffer_bytes_max {
+            self.stats.refused_full += 1;
+            return Err(BufferFull);
+        }
+        let mut items = Vec::with_capacity(scattering.len());
+        for (dst, payload) in scattering {
+            let pair = if is_remote(*dst) {
+                Some(self.pair(src, *dst).ok_or(BufferFull)?)
+            } else {
+                None
+            };
+            items.push((*dst, payload.clone(), pair));
+        }
+        self.bytes += bytes;
+        let handle = self.next_handle;
+        self.next_handle += 1;
+        self.queue.push_back(Queued {
+            handle,
+            src,
+            items,
+            acquired: 0,
+            bytes,
+        });
+        Ok(handle)
+    }
+
+    /// The head scattering acquires what credits it can; once it holds all of them it is
+    /// removed and returned, to be stamped and sent (every remote message then goes through
+    /// [`ReliableSender::sent`]).
+    pub fn pop_ready(&mut self) -> Option<Queued> {
+        let head = self.queue.front_mut()?;
+        while head.acquired < head.items.len() {
+            let (_, payload, pair) = &head.items[head.acquired];
+            if let Some(p) = *pair {
+                let frags = payload.len().div_ceil(self.mtu_payload).max(1) as u32;
+                let pair = &mut self.pairs[p as usize];
+                if !pair.fits(frags) {
+                    return None;
+                }
+                pair.used += frags;
+            }
+            head.acquired += 1;
+        }
+        let q = self.queue.pop_front().expect("head exists");
+        // Local messages leave the buffer at once; remote ones when acknowledged.
+        let local: usize = q
+            .items
+            .iter()
+            .filter(|i| i.2.is_none())
+            .map(|i| i.1.len())
+            .sum();
+        self.bytes -= local;
+        debug_assert!(q.bytes >= local);
+        Some(q)
+    }
+
+    /// Records remote message `dst` of a scattering popped by `pop_ready`, stamped `ts` at
+    /// `now`; returns its first PSN. Credits were acquired by `pop_ready`.
+    pub fn sent(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        dst: ProcId,
+        ts: Timestamp,
+        payload: Bytes,
+    ) -> Psn {
+        let p = self.lookup(src, dst).expect("pair created by enqueue");
+        let frags = self.frags(payload.len());
+        let rto = self
+            .rtt
+            .rto(self.cfg.rto_init_ns, self.cfg.rto_ns, self.cfg.rto_max_ns);
+        let pair = &mut self.pairs[p as usize];
+        let first = pair.next_psn;
+        pair.next_psn = Psn(first.0.wrapping_add(frags));
+        pair.msgs.push_back(InFlight {
+            first,
+            frags,
+            ts,
+            payload,
+            acked: false,
+            rto_ns: rto,
+            sent_at: now,
+            retransmitted: false,
+        });
+        self.order.push_back((ts, p, first));
+        self.timers.push(Reverse((now + rto, p, first.0)));
+        first
+    }
+
+    /// Applies an ACK from `dst` to local `src`; messages to retransmit at once (fast
+    /// retransmission) are passed to `retransmit`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_ack(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        dst: ProcId,
+        cum: Psn,
+        sack: u64,
+        ecn: u8,
+        rwnd: u8,
+        mut retransmit: impl FnMut(Transmit),
+    ) {
+        let Some(p) = self.lookup(src, dst) else {
+            return;
+        };
+        let g = 1.0 / (1u64 << self.cfg.dctcp_g_shift.min(16)) as f64;
+        let threshold = self.cfg.dupack_threshold.max(1);
+        let pair = &mut self.pairs[p as usize];
+        // An ACK from before the last one (reordered) says nothing new about the window.
+        let advance = cum.0.wrapping_sub(pair.cum.0) as i32;
+        if advance < 0 {
+            return;
+        }
+        // The receiver cannot acknowledge what was never sent.
+        if cum.0.wrapping_sub(pair.next_psn.0) as i32 > 0 {
+            return;
+        }
+        pair.rwnd = rwnd as u32;
+        let received = |q: Psn| {
+            let d = q.0.wrapping_sub(cum.0) as i32;
+            d < 0 || (d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0)
+        };
+        let mut newly = 0u32;
+        let mut rtt = None;
+        for m in pair.msgs.iter_mut() {
+            if m.first.0.wrapping_sub(cum.0) as i32 > SACK_BITS as i32 {
+                break;
+            }
+            if !m.acked && (0..m.frags).all(|f| received(Psn(m.first.0.wrapping_add(f)))) {
+                m.acked = true;
+                newly += m.frags;
+                self.bytes -= m.payload.len();
+                pair.used -= m.frags;
+                if !m.retransmitted {
+                    let r = now.saturating_since(m.sent_at);
+                    rtt = Some(rtt.map_or(r, |x: u64| x.max(r)));
+                }
+            }
+        }
+        // Karn: only a message sent once gives an unambiguous sample. Of those this ACK covers,
+        // the oldest waited longest for it: a delayed or cumulative ACK must not make the RTT
+        // look shorter than what a message can wait for its acknowledgement.
+        if let Some(rtt) = rtt {
+            self.rtt.sample(rtt);
+        }
+        while pair.msgs.front().is_some_and(|m| m.acked) {
+            pair.msgs.pop_front();
+        }
+        // DCTCP (§6.1): per window of data, fold the marked fraction into alpha and adjust.
+        pair.win_acked += newly;
+        pair.win_marked += ecn as u32;
+        if pair.win_end.0.wrapping_sub(cum.0) as i32 <= 0 {
+            if pair.win_acked > 0 {
+                let f = (pair.win_marked.min(pair.win_acked)) as f64 / pair.win_acked as f64;
+                pair.alpha = (1.0 - g) * pair.alpha + g * f;
+                if pair.win_marked > 0 {
+                    pair.cwnd = (pair.cwnd * (1.0 - pair.alpha / 2.0)).max(1.0);
+                    self.stats.window_cuts += 1;
+                } else {
+                    pair.cwnd = (pair.cwnd + 1.0).min(WINDOW_MAX as f64);
+                }
+            }
+            pair.win_acked = 0;
+            pair.win_marked = 0;
+            pair.win_end = pair.next_psn;
+        }
+        if advance > 0 {
+            pair.cum = cum;
+            pair.dupacks = 0;
+        } else if sack != 0 {
+            pair.dupacks += 1;
+            if pair.dupacks == threshold {
+                if let Some(m) = pair.msgs.iter_mut().find(|m| !m.acked) {
+                    m.retransmitted = true;
+                    self.stats.retransmits += 1;
+                    self.stats.fast_retransmits += 1;
+                    retransmit(Transmit {
+                        src: pair.src,
+                        dst: pair.dst,
+                        first: m.first,
+                        ts: m.ts,
+                        payload: m.payload.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The earliest retransmission deadline (possibly of a message acknowledged since).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// Retransmits every unacknowledged message whose deadline has passed, backing its timeout
+    /// off.
+    pub fn expire(&mut self, now: Instant, mut retransmit: impl FnMut(Transmit)) {
+        while let Some(&Reverse((deadline, p, first))) = self.timers.peek() {
+            if deadline > now {
+                break;
+            }
+            self.timers.pop();
+            let rto_max = self.cfg.rto_max_ns;
+            let pair = &mut self.pairs[p as usize];
+            let Some(i) = pair.find(Psn(first)) else {
+                continue;
+            };
+            let m = &mut pair.msgs[i];
+            if m.acked {
+                continue;
+            }
+            m.retransmitted = true;
+            m.rto_ns = (m.rto_ns * 2).min(rto_max.max(m.rto_ns));
+            self.rtt.backoff = self.rtt.backoff.saturating_add(1);
+            self.timers.push(Reverse((now + m.rto_ns, p, first)));
+            self.stats.retransmits += 1;
+            retransmit(Transmit {
+                src: pair.src,
+                dst: pair.dst,
+                first: m.first,
+                ts: m.ts,
+                payload: m.payload.clone(),
+            });
+        }
+    }
+
+    /// The commit barrier (§5.1) given the host's current timestamp `now_ts`: every reliable
+    /// message below it is acknowledged by all its receivers, and every future one will be
+    /// stamped at or above it.
+    pub fn commit(&mut self, now_ts: Timestamp) -> Timestamp {
+        while let Some(&(_, p, first)) = self.order.front() {
+            let pair = &self.pairs[p as usize];
+            match pair.find(first) {
+                Some(i) if !pair.msgs[i].acked => break,
+                _ => {
+                    self.order.pop_front();
+                }
+            }
+        }
+        match self.order.front() {
+            Some(&(ts, _, _)) => ts.min_wrapping(now_ts),
+            None => now_ts,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sender() -> ReliableSender {
+        let cfg = ReliableConfig {
+            rto_init_ns: 50_000,
+            rto_ns: 50_000,
+            ..ReliableConfig::default()
+        };
+        ReliableSender::new(cfg, vec![ProcId(0)], 4, 100)
+    }
+
+    fn msg(n: usize) -> Bytes {
+        Bytes::from(vec![7u8; n])
+    }
+
+    #[test]
+    fn credits_are_held_by_the_head_until_it_fits_everywhere() {
+        let mut s = ReliableSender::new(
+            ReliableConfig {
+                window_init: 2,
+                ..ReliableConfig::default()
+            },
+            vec![ProcId(0)],
+            4,
+            100,
+        );
+        // Two packets to p1 fill its window.
+        s.enqueue(ProcId(0), &[(ProcId(1), msg(150))], |_| true)
+            .unwrap();
+        let q = s.pop_ready().unwrap();
+        s.sent(Instant(0), q.src, ProcId(1), Timestamp::new(10), msg(150));
+        // A scattering to p2 and p1: acquires p2, waits for p1.
+        s.enqueue(
+            ProcId(0),
+            &[(ProcId(2), msg(10)), (ProcId(1), msg(10))],
+            |_| true,
+        )
+        .unwrap();
+        assert!(s.pop_ready().is_none());
+        // A later small message to p2 cannot overtake it.
+        s.enqueue(ProcId(0), &[(ProcId(2), msg(10))], |_| true)
+            .unwrap();
+        assert!(s.pop_ready().is_none());
+        assert_eq!(s.queued(), 2);
+        // The ACK for both packets to p1 frees the window.
+        s.on_ack(Instant(1), ProcId(0), ProcId(1), Psn(2), 0, 0, 64, |_| {});
+        let q = s.pop_ready().expect("head fits now");
+        assert_eq!(q.messages().count(), 2);
+    }
+
+    #[test]
+    fn commit_waits_for_the_oldest_unacked_message() {
+        let mut s = sender();
+        for (i, d) in [1u32, 2].into_iter().enumerate() {
+            s.enqueue(ProcId(0), &[(ProcId(d), msg(10))], |_| true)
+                .unwrap();
+            s.pop_ready().unwrap();
+            s.sent(
+                Instant(0),
+                ProcId(0),
+                ProcId(d),
+                Timestamp::new(10 + i as u64),
+                msg(10),
+            );
+        }
+        assert_eq!(s.commit(Timestamp::new(50)), Timestamp::new(10));
+        // Acknowledging the younger one does not move it.
+        s.on_ack(Instant(1), ProcId(0), ProcId(2), Psn(1), 0, 0, 64, |_| {});
+        assert_eq!(s.commit(Timestamp::new(50)), Timestamp::new(10));
+        s.on_ack(Instant(1), ProcId(0), ProcId(1), Psn(1), 0, 0, 64, |_| {});
+        assert_eq!(s.commit(Timestamp::new(50)), Timestamp::new(50));
+        assert!(s.is_idle());
+        assert_eq!(s.buffered_bytes(), 0);
+    }
+
+    #[test]
+    fn timeouts_retransmit_with_backoff_and_dupacks_fast_retransmit() {
+        let mut s = sender();
+        for ts in [10u64, 11, 12, 13] {
+            s.enqueue(ProcId(0), &[(ProcId(1), msg(10))], |_| true)
+                .unwrap();
+            s.pop_ready().unwrap();
+            s.sent(
+                Instant(0),
+                ProcId(0),
+                ProcId(1),
+                Timestamp::new(ts),
+                msg(10),
+            );
+        }
+        // PSN 0 lost: three ACKs with cum 0 and SACKs trigger one fast retransmission.
+        let mut re = Vec::new();
+        for sack in [0b1, 0b11, 0b111] {
+            s.on_ack(Instant(1), ProcId(0), ProcId(1), Psn(0), sack, 0, 64, |t| {
+                re.push(t)
+            });
+        }
+        assert_eq!(re.len(), 1);
+        assert_eq!(re[0].first, Psn(0));
+        assert_eq!(re[0].ts, Timestamp::new(10));
+        // Timeout: PSN 0 again (the others are SACKed).
+        re.clear();
+        s.expire(Instant(50_000), |t| re.push(t));
+        assert_eq!(re.iter().map(|t| t.first).collect::<Vec<_>>(), [Psn(0)]);
+        // Backed off: nothing at the next base RTO, again at twice it.
+        re.clear();
+        s.expire(Instant(100_000), |t| re.push(t));
+        assert!(re.is_empty());
+        s.expire(Instant(150_000), |t| re.push(t));
+        assert_eq!(re.len(), 1);
+        assert_eq!(s.stats().retransmits, 3);
+        assert_eq!(s.stats().fast_retransmits, 1);
+        s.on_ack(Instant(2), ProcId(0), ProcId(1), Psn(4), 0, 0, 64, |_| {});
+        assert!(s.is_idle() || s.commit(Timestamp::new(99)) == Timestamp::new(99));
+        assert_eq!(s.unacked(), 0);
+    }
+
+    #[test]
+    fn a_full_buffer_refuses_and_memory_stays_bounded() {
+        let mut s = ReliableSender::new(
+            ReliableConfig {
+                send_buffer_bytes_max: 1000,
+                ..ReliableConfig::default()
+            },
+            vec![ProcId(0)],
+            4,
+            100,
+        );
+        let mut ok = 0;
+        for _ in 0..100 {
+            if s.enqueue(ProcId(0), &[(ProcId(1), msg(100))], |_| true)
+                .is_ok()
+            {
+                ok += 1;
+            }
+        }
+        assert_eq!(ok, 10);
+        assert_eq!(s.stats().refused_full, 90);
+        assert!(s.buffered_bytes() <= 1000);
+    }
+
+    #[test]
+    fn ecn_marks_shrink_the_window_and_clean_windows_grow_it() {
+        let mut s = sender();
+        let send = |s: &mut ReliableSender, n: u32| {
+            for _ in 0..n {
+                s.enqueue(ProcId(0), &[(ProcId(1), msg(10))], |_| true)
+                    .unwrap();
+                s.pop_ready().unwrap();
+                s.sent(Instant(0), ProcId(0), ProcId(1), Timestamp::new(1), msg(10));
+            }
+        };
+        send(&mut s, 8);
+        let cwnd0 = s.pairs[0].cwnd;
+        s.on_ack(Instant(1), ProcId(0), ProcId(1), Psn(8), 0, 8, 64, |_| {});
+        assert!(s.pairs[0].cwnd < cwnd0, "all marked: window cut");
+        let cut = s.pairs[0].cwnd;
+        send(&mut s, 8);
+        s.on_ack(Instant(2), ProcId(0), ProcId(1), Psn(16), 0, 0, 64, |_| {});
+        assert_eq!(s.pairs[0].cwnd, cut + 1.0);
+        assert_eq!(s.stats().window_cuts, 1);
+    }
+}
