@@ -17,6 +17,8 @@ mutants=(
   "beacon-too-high@@crates/proto/src/host.rs@@let barrier = latest_tick\n            .timestamp()@@let barrier = latest_tick\n            .timestamp().plus(self.cfg.beacon_interval_ns)@@hosts beacon a barrier one interval in the future"
   "no-loss-report@@crates/proto/src/host.rs@@        for e in lost {@@        for e in lost.into_iter().take(0) {@@senders never report messages whose acknowledgement timed out (§2.1)"
   "no-nak@@crates/proto/src/host.rs@@let id = (from, to, psn);@@return; let id = (from, to, psn);@@late drops are never reported to the sender"
+  "commit-before-acks@@crates/proto/src/reliable.rs@@match self.order.front() {\n            Some(&(ts, _, _)) => ts.min_wrapping(now_ts),@@match self.order.back() {\n            Some(\&(ts, _, _)) => ts.min_wrapping(now_ts),@@the commit barrier follows the newest unacknowledged message, not the oldest: commit before all ACKs are in (CommitBarrier-planted-bug.cfg)"
+  "no-dup-discard@@crates/proto/src/host.rs@@let duplicate = (remote@@let duplicate = false \&\& (remote@@receivers do not discard duplicate reliable packets (§5.1)"
 )
 
 selected=("$@")

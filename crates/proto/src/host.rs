@@ -220,9 +220,6 @@ pub struct HostStats {
     pub lost: u64,
     /// Reliable messages delivered to local processes.
     pub delivered_reliable: u64,
-    /// Reliable packets received below the commit barrier yet not recorded as received: never
-    /// happens unless a sender broke the protocol; dropped.
-    pub dropped_reliable_stale: u64,
 }
 
 /// One message waiting in a reorder buffer.
@@ -437,7 +434,10 @@ impl Host {
     pub fn reorder_len_peak(&self) -> usize {
         self.procs
             .iter()
-            .map(|p| p.reorder.len_peak())
+            .map(|p| {
+                let rel = p.rel.as_ref().map_or(0, |r| r.reorder.len_peak());
+                p.reorder.len_peak().max(rel)
+            })
             .max()
             .unwrap_or(0)
     }
@@ -773,20 +773,20 @@ impl Host {
                 reorder: ReorderBuffer::new(senders, len_max),
             })
         });
-        if remote {
-            let w = &rel.recv[h.src.index()];
-            if w.contains(h.psn) {
-                self.stats.dropped_duplicate += 1;
+        // A duplicate — recorded already, or below the commit barrier, which cannot pass a
+        // message before its receiver acknowledged it — is dropped and acknowledged again (the
+        // first ACK may have been lost).
+        let duplicate = (remote && rel.recv[h.src.index()].contains(h.psn))
+            || self.commit.is_some_and(|c| h.ts < c);
+        if duplicate {
+            self.stats.dropped_duplicate += 1;
+            if remote {
                 self.schedule_ack(now, h.src, dst_idx, true);
-                return;
             }
-            if w.beyond(h.psn) {
-                self.stats.dropped_invalid += 1;
-                return;
-            }
+            return;
         }
-        if self.commit.is_some_and(|c| h.ts < c) {
-            self.stats.dropped_reliable_stale += 1;
+        if remote && rel.recv[h.src.index()].beyond(h.psn) {
+            self.stats.dropped_invalid += 1;
             return;
         }
         let rel = self.procs[dst_idx].rel.as_mut().expect("created above");

@@ -428,9 +428,10 @@ impl Rack {
                     "§4.1 causality: delivered ts not below the host's: {d:?}"
                 );
             }
-            let mut by_dst: BTreeMap<ProcId, Vec<&Delivery>> = BTreeMap::new();
+            // One total order per receiver and service (Table 1: two receive calls).
+            let mut by_dst: BTreeMap<(ProcId, bool), Vec<&Delivery>> = BTreeMap::new();
             for d in ds {
-                by_dst.entry(d.dst).or_default().push(d);
+                by_dst.entry((d.dst, d.reliable)).or_default().push(d);
             }
             for seq in by_dst.values() {
                 for w in seq.windows(2) {
@@ -1673,4 +1674,124 @@ fn rack_of_three_hosts_delivers_every_message_once_in_one_agreed_order_4_1() {
 #[test]
 fn rack_under_a_switch_cpu_delivers_in_one_agreed_order_by_beacons_alone_6_2_2() {
     run_rack_scenario(SwitchMode::Cpu);
+}
+
+// ---------------------------------------------------------------------------------------------
+// §5.1, §6.1: reliable service — flow control, the send buffer and the commit barrier.
+// ---------------------------------------------------------------------------------------------
+
+/// §6.1: a receiver that stops reading fills its buffer, then the sender's window, then the
+/// sender's send buffer — and the caller gets `SendError::Full`, with every buffer bounded. When
+/// the receiver reads again, every accepted message is delivered exactly once, in order.
+#[test]
+fn a_receiver_that_stops_reading_fills_the_window_then_the_send_buffer_6_1() {
+    use onepipe_proto::host::SendError;
+    const BUFFER_BYTES: usize = 20_000;
+    const RECEIVER_SLOTS: usize = 16;
+    let mut rack = Rack::new(&[&[0], &[1]], 10_000, &[0, 0], SwitchMode::Chip);
+    // Rebuild both hosts with small buffers (same ids and clocks as the rack made them).
+    for h in 0..2 {
+        let mut cfg = rack.hosts[h].config().clone();
+        cfg.reliable.send_buffer_bytes_max = BUFFER_BYTES;
+        cfg.reorder_len_max = RECEIVER_SLOTS;
+        rack.hosts[h] = Host::new(cfg, rack.local(h));
+    }
+    rack.run_until(20_000);
+    let now = rack.local(1);
+    assert!(rack.hosts[1].set_paused(now, p(1), true));
+    let msg = Bytes::from(vec![9u8; 100]);
+    let mut accepted = 0usize;
+    let mut peak_unacked = 0;
+    let full = loop {
+        let now = rack.local(0);
+        match rack.hosts[0].send_reliable(now, p(0), &[(p(1), msg.clone())]) {
+            Ok(_) => accepted += 1,
+            Err(e) => break e,
+        }
+        rack.drain_host(0);
+        peak_unacked = peak_unacked.max(rack.hosts[0].reliable_pending().1);
+        let next = rack.now + 2_000;
+        rack.run_until(next);
+        assert!(accepted < 10_000, "the send buffer never filled");
+    };
+    assert_eq!(full, SendError::Full);
+    // The receiver's buffer is full (acknowledged, undelivered), its advertised window closed:
+    // the sender keeps one probe in flight and queues the rest, up to its send buffer.
+    assert_eq!(rack.hosts[1].reorder_len(), RECEIVER_SLOTS);
+    assert!(rack.hosts[0].send_buffer_bytes() <= BUFFER_BYTES);
+    assert!(rack.hosts[0].send_buffer_bytes() + msg.len() > BUFFER_BYTES);
+    let (queued, unacked) = rack.hosts[0].reliable_pending();
+    assert_eq!(
+        unacked, 1,
+        "one probe while the receiver's window is closed"
+    );
+    assert!(peak_unacked >= 1);
+    assert_eq!(accepted, RECEIVER_SLOTS + unacked + queued);
+    assert!(rack.delivered_to(1).is_empty());
+    // The receiver reads again: everything accepted arrives, once, in order.
+    let now = rack.local(1);
+    rack.hosts[1].set_paused(now, p(1), false);
+    rack.drain_host(1);
+    let end = rack.now + 50_000_000;
+    rack.run_until(end);
+    let got = rack.delivered_to(1);
+    assert_eq!(got.len(), accepted);
+    assert!(got.iter().all(|d| d.reliable && d.src == p(0)));
+    rack.assert_ordered_and_causal();
+    assert_eq!(rack.hosts[0].reliable_pending(), (0, 0));
+    assert_eq!(rack.hosts[0].send_buffer_bytes(), 0);
+}
+
+/// §5.1: a reliable scattering is delivered only once every receiver acknowledged it — the
+/// commit barrier waits for the slowest ACK — and best-effort traffic keeps its own order.
+#[test]
+fn reliable_scattering_waits_for_every_ack_then_is_delivered_everywhere_5_1() {
+    let mut rack = Rack::new(&[&[0], &[1], &[2]], 10_000, &[0, 0, 0], SwitchMode::Chip);
+    rack.run_until(15_000);
+    let now = rack.local(0);
+    rack.hosts[0]
+        .send_reliable(now, p(0), &[(p(1), bytes("a")), (p(2), bytes("b"))])
+        .expect("room");
+    rack.drain_host(0);
+    rack.send(1, 1, &[(2, bytes("be"))]);
+    // Hold every ACK to p0 back: nothing reliable may be delivered.
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        let next = rack.now + 100;
+        rack.run_until(next);
+        let acks: Vec<_> = rack
+            .in_flight
+            .iter()
+            .filter(
+                |(_, (d, _, pk))| matches!((d, pk), (Dest::Host(0), Packet::Ack(a)) if a.reliable),
+            )
+            .map(|(k, _)| *k)
+            .collect();
+        for k in acks {
+            held.push(rack.in_flight.remove(&k).expect("present"));
+        }
+    }
+    assert!(!held.is_empty(), "the receivers acknowledged");
+    assert!(rack.delivered.iter().flatten().all(|d| !d.reliable));
+    assert_eq!(
+        rack.delivered_to(2).len(),
+        1,
+        "best effort is not held back"
+    );
+    // Release the ACKs: both receivers deliver it.
+    for v in held {
+        rack.schedule(v.0, v.1, v.2);
+    }
+    let end = rack.now + 200_000;
+    rack.run_until(end);
+    for (dst, payload) in [(1, "a"), (2, "b")] {
+        let rel: Vec<_> = rack
+            .delivered_to(dst)
+            .into_iter()
+            .filter(|d| d.reliable)
+            .collect();
+        assert_eq!(rel.len(), 1, "p{dst}");
+        assert_eq!(rel[0].payload, bytes(payload));
+    }
+    rack.assert_ordered_and_causal();
 }

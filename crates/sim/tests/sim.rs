@@ -3,7 +3,7 @@
 //! A failure message always carries the seed; `onepipe sim --seed S` with the same flags replays.
 
 use onepipe_proto::switch::SwitchMode;
-use onepipe_sim::{run, Report, SimConfig, TopologySpec, WorkloadKind};
+use onepipe_sim::{run, Report, Service, SimConfig, TopologySpec, WorkloadKind};
 use proptest::prelude::*;
 
 fn small(topology: TopologySpec, seed: u64) -> SimConfig {
@@ -228,6 +228,7 @@ proptest! {
         reorder in prop_oneof![Just(0.0), 0.0f64..0.1],
         loss in prop_oneof![Just(0.0), 0.0f64..0.01],
         dup in prop_oneof![Just(0.0), 0.0f64..0.01],
+        service in 0usize..3,
     ) {
         let cfg = SimConfig {
             topology,
@@ -240,6 +241,7 @@ proptest! {
             reorder_prob: reorder,
             loss_rate: loss,
             dup_rate: dup,
+            service: [Service::BestEffort, Service::Reliable, Service::Mixed][service],
             duration_ns: 200_000,
             drain_ns: 5_000_000,
             rate_per_proc: 20_000.0,
@@ -248,6 +250,7 @@ proptest! {
         let r = run(&cfg, &mut |_| {}).unwrap();
         prop_assert_eq!(r.violations, 0, "seed {}: {:#?}", seed, r.violation_samples);
         prop_assert!(r.drained, "seed {}", seed);
+        prop_assert_eq!(r.undelivered_reliable, 0, "seed {}", seed);
         if reorder == 0.0 {
             prop_assert_eq!(r.dropped_late, 0, "seed {}", seed);
         }
@@ -328,4 +331,143 @@ fn best_effort_losses_are_detected_by_ack_and_reported_2_1() {
         }
         assert!(r.sent - r.delivered <= r.send_failed, "seed {seed}");
     }
+}
+
+/// §5.1 and §2.1: reliable 1Pipe under random, bursty and targeted loss (data, ACKs, commit
+/// barriers, beacons), duplication and reordering, on every switch incarnation: every reliable
+/// message is delivered exactly once at every destination, scatterings all-or-nothing, in total
+/// order below the commit barrier (`reliable-loss`, `atomicity`, `order`, `barrier` checkers),
+/// and the runs drain, so those checks really ran.
+#[test]
+fn reliable_delivery_survives_loss_duplication_and_reordering_5_1() {
+    use onepipe_sim::config::PacketKind;
+    let cases = [
+        (51, 1e-3, 1, 0.0, None, 0.0, SwitchMode::Chip),
+        (52, 1e-2, 4, 0.0, None, 0.0, SwitchMode::Chip),
+        (53, 0.0, 1, 0.02, None, 0.0, SwitchMode::Cpu),
+        (
+            54,
+            0.05,
+            1,
+            0.0,
+            Some(PacketKind::Ack),
+            0.0,
+            SwitchMode::Chip,
+        ),
+        (
+            55,
+            0.05,
+            1,
+            0.0,
+            Some(PacketKind::Commit),
+            0.0,
+            SwitchMode::Chip,
+        ),
+        (
+            56,
+            0.05,
+            1,
+            0.0,
+            Some(PacketKind::Beacon),
+            0.0,
+            SwitchMode::Host,
+        ),
+        (
+            57,
+            0.02,
+            1,
+            0.0,
+            Some(PacketKind::Data),
+            0.02,
+            SwitchMode::Chip,
+        ),
+        (58, 5e-3, 2, 5e-3, None, 0.02, SwitchMode::Cpu),
+    ];
+    for (seed, loss, burst, dup, kind, reorder, mode) in cases {
+        for service in [Service::Reliable, Service::Mixed] {
+            let cfg = SimConfig {
+                loss_rate: loss,
+                loss_burst: burst,
+                dup_rate: dup,
+                loss_kind: kind,
+                reorder_prob: reorder,
+                switch_mode: mode,
+                service,
+                procs_per_host: 2,
+                workload: WorkloadKind::Scatter { k: 5 },
+                drain_ns: 20_000_000,
+                ..small(TopologySpec::FatTree { k: 4 }, seed)
+            };
+            let r = run_ok(&cfg);
+            assert!(r.drained, "seed {seed}: the exactly-once check must run");
+            assert_eq!(r.undelivered_reliable, 0, "seed {seed}");
+            assert!(r.delivered_reliable > 0, "seed {seed}");
+            if service == Service::Reliable {
+                assert_eq!(r.delivered, r.sent, "seed {seed}: reliable loses nothing");
+            }
+            if loss > 0.0 && matches!(kind, None | Some(PacketKind::Data)) {
+                assert!(r.retransmits > 0, "seed {seed}: losses must be repaired");
+            }
+            if dup > 0.0 {
+                assert!(r.dropped_duplicate > 0, "seed {seed}");
+            }
+        }
+    }
+}
+
+/// The acceptance run, fixed: scatterings over a k=4 fat tree with 0.1% loss.
+#[test]
+fn reliable_scatterings_with_loss_are_repaired_and_atomic_5_1() {
+    let cfg = SimConfig {
+        topology: TopologySpec::FatTree { k: 4 },
+        procs_per_host: 2,
+        service: Service::Reliable,
+        loss_rate: 1e-3,
+        workload: WorkloadKind::Scatter { k: 4 },
+        duration_ns: 5_000_000,
+        seed: 3,
+        ..SimConfig::default()
+    };
+    let r = run_ok(&cfg);
+    assert!(r.drained);
+    assert_eq!(r.undelivered_reliable, 0);
+    assert!(r.retransmits > 0);
+    assert_eq!(r.delivered, r.sent);
+}
+
+/// §5.1: the Prepare phase costs about one round trip — at zero loss reliable latency exceeds
+/// best effort, by less than the slowest path's few round trips. (The figures are in
+/// docs/BENCHMARKS.md; this pins the shape, not the numbers.)
+#[test]
+fn reliable_costs_about_one_round_trip_more_than_best_effort_5_1() {
+    let at = |service| {
+        run_ok(&SimConfig {
+            service,
+            workload: WorkloadKind::Scatter { k: 4 },
+            procs_per_host: 2,
+            ..small(TopologySpec::FatTree { k: 4 }, 61)
+        })
+    };
+    let (be, rel) = (at(Service::BestEffort), at(Service::Reliable));
+    let (b, r) = (be.latency_ns_be.p50, rel.latency_ns_reliable.p50);
+    assert!(r > b + 2_000, "reliable p50 {r} ns vs best effort {b} ns");
+    assert!(r < b + 20_000, "reliable p50 {r} ns vs best effort {b} ns");
+    assert_eq!(rel.retransmits, 0, "no loss, no retransmission");
+}
+
+/// §6.1: a full send buffer is refused at the sender (`SendError::Full`), never unbounded growth;
+/// everything admitted is still delivered.
+#[test]
+fn overload_fills_the_send_buffer_and_refuses_6_1() {
+    let r = run_ok(&SimConfig {
+        service: Service::Reliable,
+        rate_per_proc: 5_000_000.0,
+        send_buffer_bytes: 8 << 10,
+        duration_ns: 200_000,
+        drain_ns: 20_000_000,
+        ..small(TopologySpec::Rack { hosts: 4 }, 71)
+    });
+    assert!(r.sends_refused_full > 0);
+    assert!(r.drained);
+    assert_eq!(r.delivered, r.sent);
 }
