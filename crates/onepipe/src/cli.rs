@@ -34,6 +34,9 @@ enum Command {
     /// Durations take a unit: ns, us (or µs), ms, s — e.g. `--beacon-interval 3us`.
     /// Exit codes: 0 ok, 1 a checker found a violation, 2 bad flags or configuration.
     Sim(SimArgs),
+    /// Run a simulator experiment of docs/BENCHMARKS.md and write its CSV.
+    #[command(subcommand)]
+    Bench(crate::bench::Bench),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -356,6 +359,19 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Sim(args) => sim(&args),
+        Command::Bench(b) => {
+            let result = match &b {
+                crate::bench::Bench::Loss(a) => crate::bench::loss(a),
+                crate::bench::Bench::Throughput(a) => crate::bench::throughput(a),
+            };
+            match result {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("onepipe bench: {e}");
+                    EXIT_VIOLATION
+                }
+            }
+        }
     }
 }
 

@@ -1,6 +1,8 @@
-//! The `onepipe` command: `onepipe sim` runs the deterministic data-center simulator.
+//! The `onepipe` command: `onepipe sim` runs the deterministic data-center simulator, `onepipe
+//! bench` its experiments.
 #![allow(clippy::disallowed_methods)] // a CLI may read files and clocks.
 
+mod bench;
 mod cli;
 
 fn main() {

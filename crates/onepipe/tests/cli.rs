@@ -656,3 +656,64 @@ fn no_check_turns_the_checkers_off() {
     let checked = sim_json("no-check-checked", &small(&[]));
     assert_eq!(hash(&r), hash(&checked));
 }
+
+// Reliable service (issue 3).
+
+/// The issue's acceptance command: reliable scatterings with 0.1% loss on a k=4 fat tree.
+#[test]
+fn reliable_acceptance_command_repairs_every_loss() {
+    let args = [
+        "--topology",
+        "fat-tree",
+        "--k",
+        "4",
+        "--procs-per-host",
+        "2",
+        "--service",
+        "reliable",
+        "--loss",
+        "1e-3",
+        "--workload",
+        "scatter",
+        "--duration",
+        "5ms",
+        "--seed",
+        "3",
+    ];
+    let r = sim_json("reliable", &args);
+    assert_eq!(u(&r, "violations"), 0, "{r:#}");
+    assert_eq!(u(&r, "undelivered_reliable"), 0);
+    assert!(u(&r, "retransmits") > 0);
+    assert!(u(&r, "acks") > 0);
+    assert_eq!(u(&r, "delivered"), u(&r, "sent"));
+    assert_eq!(r["service"], "reliable");
+    for key in ["latency_ns_be", "latency_ns_reliable"] {
+        assert!(r[key]["p50"].as_u64().is_some(), "missing `{key}` in {r:#}");
+    }
+}
+
+#[test]
+fn mixed_service_reports_both_latencies() {
+    let r = sim_json("mixed", &small(&["--service", "mixed", "--dup", "0.01"]));
+    assert_clean(&r, "mixed");
+    assert!(u(&r["latency_ns_be"], "count") > 0 && u(&r["latency_ns_reliable"], "count") > 0);
+    assert!(u(&r, "delivered_reliable") > 0);
+}
+
+/// `onepipe bench loss --quick` and `bench throughput --quick` run and write their CSVs, so the
+/// documented benchmark commands cannot rot.
+#[test]
+fn bench_commands_write_their_csv() {
+    let dir = TempDir::new("bench");
+    for (bench, rows) in [("loss", 12), ("throughput", 2)] {
+        let csv = dir.path(&format!("{bench}.csv"));
+        let args = ["bench", bench, "--quick", "--out", csv.to_str().unwrap()];
+        let out = onepipe(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+        let text = std::fs::read_to_string(&csv).expect("csv written");
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), rows + 1, "{text}");
+        assert!(lines[0].starts_with("service,"));
+        assert!(lines[1..].iter().any(|l| l.starts_with("reliable,")));
+    }
+}

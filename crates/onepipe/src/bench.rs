@@ -1,0 +1,173 @@
+//! `onepipe bench`: the simulator experiments behind docs/BENCHMARKS.md, each writing a CSV.
+
+use clap::{Args, Subcommand};
+use onepipe_sim::{run, Report, Service, SimConfig, TopologySpec, WorkloadKind};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The experiments.
+#[derive(Subcommand, Debug)]
+pub enum Bench {
+    /// Latency of both services against the packet loss rate, 1e-8 … 1e-3 (Fig. 9b): a k=4 fat
+    /// tree, scatterings to 4 processes, loss on every link.
+    Loss(LossArgs),
+    /// Throughput of best effort and reliable at saturation on the Fig. 8 workload (all-to-all
+    /// broadcast of 64 B messages on a k=4 fat tree).
+    Throughput(ThroughputArgs),
+}
+
+/// Flags of `bench loss`.
+#[derive(Args, Debug)]
+pub struct LossArgs {
+    /// Where to write the CSV.
+    #[arg(long, default_value = "loss-sweep.csv")]
+    pub out: PathBuf,
+    /// A short version (0.5 ms of sending per point) for the test suite.
+    #[arg(long)]
+    pub quick: bool,
+    /// Seed of every run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Flags of `bench throughput`.
+#[derive(Args, Debug)]
+pub struct ThroughputArgs {
+    /// Where to write the CSV.
+    #[arg(long, default_value = "throughput.csv")]
+    pub out: PathBuf,
+    /// A short version for the test suite.
+    #[arg(long)]
+    pub quick: bool,
+    /// Seed of every run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// The loss rates of Fig. 9b.
+pub const LOSS_RATES: [f64; 6] = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3];
+
+fn service_name(s: Service) -> &'static str {
+    match s {
+        Service::BestEffort => "be",
+        Service::Reliable => "reliable",
+        Service::Mixed => "mixed",
+    }
+}
+
+/// Runs one point; a checker violation is an error (a benchmark of a broken run means nothing).
+fn point(cfg: &SimConfig) -> Result<Report, String> {
+    let r = run(cfg, &mut |_| {}).map_err(|e| e.to_string())?;
+    if r.violations > 0 {
+        return Err(format!(
+            "seed {}: {} violation(s): {:?}",
+            cfg.seed, r.violations, r.violation_samples
+        ));
+    }
+    Ok(r)
+}
+
+fn write_csv(path: &PathBuf, header: &str, rows: &[String]) -> Result<(), String> {
+    let mut f = std::fs::File::create(path)
+        .map_err(|e| format!("--out: cannot create {}: {e}", path.display()))?;
+    writeln!(f, "{header}").map_err(|e| e.to_string())?;
+    for r in rows {
+        writeln!(f, "{r}").map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// `bench loss`.
+pub fn loss(a: &LossArgs) -> Result<(), String> {
+    let header = "service,loss_rate,sent,delivered,latency_mean_ns,latency_p50_ns,latency_p99_ns,latency_max_ns,packets_lost,retransmits,lost_reported";
+    println!("{header}");
+    let mut rows = Vec::new();
+    for &loss in &LOSS_RATES {
+        for service in [Service::BestEffort, Service::Reliable] {
+            let cfg = SimConfig {
+                topology: TopologySpec::FatTree { k: 4 },
+                procs_per_host: 2,
+                workload: WorkloadKind::Scatter { k: 4 },
+                rate_per_proc: 50_000.0,
+                duration_ns: if a.quick { 500_000 } else { 20_000_000 },
+                drain_ns: 50_000_000,
+                loss_rate: loss,
+                service,
+                seed: a.seed,
+                ..SimConfig::default()
+            };
+            let r = point(&cfg)?;
+            let l = if service == Service::Reliable {
+                r.latency_ns_reliable
+            } else {
+                r.latency_ns_be
+            };
+            let row = format!(
+                "{},{loss:e},{},{},{:.0},{},{},{},{},{},{}",
+                service_name(service),
+                r.sent,
+                r.delivered,
+                l.mean,
+                l.p50,
+                l.p99,
+                l.max,
+                r.packets_lost,
+                r.retransmits,
+                r.lost_reported
+            );
+            println!("{row}");
+            rows.push(row);
+        }
+    }
+    write_csv(&a.out, header, &rows)
+}
+
+/// `bench throughput`.
+pub fn throughput(a: &ThroughputArgs) -> Result<(), String> {
+    let header = "service,offered_per_proc,throughput_per_proc,latency_p50_ns,latency_p99_ns,retransmits,sends_refused";
+    println!("{header}");
+    let mut rows = Vec::new();
+    let mut best = [0.0f64; 2];
+    let rates: &[f64] = if a.quick {
+        &[1_000_000.0]
+    } else {
+        &[250_000.0, 500_000.0, 1_000_000.0, 2_000_000.0]
+    };
+    for &rate in rates {
+        for (i, service) in [Service::BestEffort, Service::Reliable]
+            .into_iter()
+            .enumerate()
+        {
+            let cfg = SimConfig {
+                topology: TopologySpec::FatTree { k: 4 },
+                workload: WorkloadKind::AllToAll,
+                rate_per_proc: rate,
+                duration_ns: if a.quick { 200_000 } else { 2_000_000 },
+                drain_ns: 50_000_000,
+                service,
+                seed: a.seed,
+                ..SimConfig::default()
+            };
+            let r = point(&cfg)?;
+            best[i] = best[i].max(r.throughput_msgs_per_s_per_proc);
+            let row = format!(
+                "{},{rate:.0},{:.0},{},{},{},{}",
+                service_name(service),
+                r.throughput_msgs_per_s_per_proc,
+                r.latency_ns.p50,
+                r.latency_ns.p99,
+                r.retransmits,
+                r.sends_rejected + r.sends_refused_full
+            );
+            println!("{row}");
+            rows.push(row);
+        }
+    }
+    println!(
+        "# peak: best effort {:.0}, reliable {:.0} msgs/s per process: reliable/best effort = {:.2}",
+        best[0],
+        best[1],
+        best[1] / best[0].max(1.0)
+    );
+    write_csv(&a.out, header, &rows)
+}
