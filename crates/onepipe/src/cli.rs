@@ -33,7 +33,7 @@ enum Command {
     ///
     /// Durations take a unit: ns, us (or µs), ms, s — e.g. `--beacon-interval 3us`.
     /// Exit codes: 0 ok, 1 a checker found a violation, 2 bad flags or configuration.
-    Sim(SimArgs),
+    Sim(Box<SimArgs>),
     /// Run a simulator experiment of docs/BENCHMARKS.md and write its CSV.
     #[command(subcommand)]
     Bench(crate::bench::Bench),
