@@ -25,7 +25,7 @@
 //! daemon, which sees only beacons, has none.
 //!
 //! Reliable 1Pipe (§5.1) adds the commit barrier, aggregated "exactly like best-effort barriers":
-//! a second register per input link ([`Aggregate`] twice), a second monotone output, both rewritten
+//! a second register per input link (the private `Aggregate`, twice), a second monotone output, both rewritten
 //! on forwarded data in chip mode and both carried by every beacon. A beacon goes out when either
 //! output moved.
 //!

@@ -1,0 +1,604 @@
+//! Byte encoding of [`BasePacket`]: fixed layouts, big-endian, every field checked on decode.
+//!
+//! ```text
+//!  0      1      2      4          8          12
+//!  +------+------+------+----------+----------+---------------------------+
+//!  |opcode|flags | rsvd | src proc | dst proc | body (Opcode::fixed_len) ..
+//!  +------+------+------+----------+----------+---------------------------+
+//! ```
+//!
+//! Body layouts, in order (all integers big-endian):
+//!
+//! * `Submit`: msg_id u64, dest count u32, dests u32 × count, payload length u16, payload.
+//!   Flag [`flags::ALL_DESTS`] means "everyone" and requires a count of 0.
+//! * `Ordered`: gseq u64, rseq u64, origin u32, length u16, payload.
+//! * `SeqSync`: rseq_next u64, gseq_last u64. `SubmitLost`: msg_id u64, count u32.
+//! * `Nack`: seq u64, count u32, index_lo u64, index_hi u64. `Lost`: seq u64, count u32.
+//! * `TokenPass`: seq u64, pass u64, last holder u32, last start u64 (flag [`flags::HOLDING`]).
+//! * `TokenAck`: pass u64.
+//! * `TokenData`: gseq u64, holding start u64, prev holder u32, prev start u64, length u16,
+//!   payload (flags [`flags::HOLDING`] for `prev`, [`flags::ADDRESSED`]).
+//! * `TokenLost`: gseq u64, count u32, holding start u64, prev holder u32, prev start u64.
+//! * `Stamped`: ts u64, cseq u64, index u64, length u16, payload.
+//! * `Clock`: ts u64, cseq_next u64, index_next u64. `ClockRequest`: empty.
+//!
+//! Absent optional fields are encoded as zeros with their flag clear; decoding refuses unknown
+//! flag bits, unknown opcodes, truncation, and destination lists that are not strictly
+//! ascending.
+
+use crate::dests::Dests;
+use crate::packet::{BasePacket, Body, Holding, Opcode, HEADER_LEN, PAYLOAD_LEN_MAX};
+use bytes::Bytes;
+use core::fmt;
+use onepipe_proto::ids::ProcId;
+
+/// Flag bits (the second byte).
+pub mod flags {
+    /// `Submit`: the message goes to every process.
+    pub const ALL_DESTS: u8 = 1 << 0;
+    /// `TokenPass`, `TokenData`, `TokenLost`: the optional holding field is present.
+    pub const HOLDING: u8 = 1 << 1;
+    /// `TokenData`: the receiver is a destination (not a filler).
+    pub const ADDRESSED: u8 = 1 << 2;
+}
+
+/// Why a buffer is not a valid [`BasePacket`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The buffer is empty.
+    Empty,
+    /// The first byte is not a known opcode.
+    UnknownOpcode(u8),
+    /// The buffer ends before the packet does.
+    Truncated {
+        /// Bytes the packet needs (at least).
+        needed: usize,
+        /// Bytes available.
+        got: usize,
+    },
+    /// A flag bit this opcode does not define is set, or `ALL_DESTS` with a non-empty list.
+    UnknownFlags(u8),
+    /// A destination list is not strictly ascending.
+    UnsortedDests,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Empty => write!(f, "empty packet"),
+            DecodeError::UnknownOpcode(b) => write!(f, "unknown opcode {b:#04x}"),
+            DecodeError::Truncated { needed, got } => {
+                write!(f, "truncated packet: need {needed} bytes, got {got}")
+            }
+            DecodeError::UnknownFlags(b) => write!(f, "invalid flag bits {b:#04x}"),
+            DecodeError::UnsortedDests => write!(f, "destination list not strictly ascending"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// The flag bits each opcode may use.
+fn allowed_flags(op: Opcode) -> u8 {
+    match op {
+        Opcode::Submit => flags::ALL_DESTS,
+        Opcode::TokenPass | Opcode::TokenLost => flags::HOLDING,
+        Opcode::TokenData => flags::HOLDING | flags::ADDRESSED,
+        _ => 0,
+    }
+}
+
+struct Writer<'a>(&'a mut Vec<u8>);
+
+impl Writer<'_> {
+    fn u16(&mut self, x: u16) {
+        self.0.extend_from_slice(&x.to_be_bytes());
+    }
+    fn u32(&mut self, x: u32) {
+        self.0.extend_from_slice(&x.to_be_bytes());
+    }
+    fn u64(&mut self, x: u64) {
+        self.0.extend_from_slice(&x.to_be_bytes());
+    }
+    fn holding(&mut self, h: Option<Holding>) {
+        let h = h.unwrap_or(Holding {
+            holder: ProcId(0),
+            start: 0,
+        });
+        self.u32(h.holder.0);
+        self.u64(h.start);
+    }
+    fn payload(&mut self, p: &Bytes) {
+        assert!(p.len() <= PAYLOAD_LEN_MAX, "payload too large to encode");
+        self.u16(p.len() as u16);
+        self.0.extend_from_slice(p);
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos + n;
+        if end > self.buf.len() {
+            return Err(DecodeError::Truncated {
+                needed: end,
+                got: self.buf.len(),
+            });
+        }
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        let b = self.take(2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.take(8)?;
+        let mut x = [0u8; 8];
+        x.copy_from_slice(b);
+        Ok(u64::from_be_bytes(x))
+    }
+    fn proc(&mut self) -> Result<ProcId, DecodeError> {
+        self.u32().map(ProcId)
+    }
+    fn holding(&mut self, present: bool) -> Result<Option<Holding>, DecodeError> {
+        let holder = self.proc()?;
+        let start = self.u64()?;
+        Ok(present.then_some(Holding { holder, start }))
+    }
+    /// A length-prefixed payload, returned as the range it occupies in the buffer.
+    fn payload(&mut self) -> Result<core::ops::Range<usize>, DecodeError> {
+        let len = self.u16()? as usize;
+        let start = self.pos;
+        self.take(len)?;
+        Ok(start..start + len)
+    }
+}
+
+impl BasePacket {
+    /// Appends the encoding of `self` to `out` ([`BasePacket::encoded_len`] bytes).
+    ///
+    /// # Panics
+    /// If a payload exceeds [`PAYLOAD_LEN_MAX`] or a destination list has more than `u32::MAX`
+    /// entries: `send` refuses both, so either here is a bug in the caller.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        let op = self.opcode();
+        let flag = match &self.body {
+            Body::Submit { dests, .. } if dests.is_all() => flags::ALL_DESTS,
+            Body::TokenPass { last: Some(_), .. } | Body::TokenLost { prev: Some(_), .. } => {
+                flags::HOLDING
+            }
+            Body::TokenData {
+                prev, addressed, ..
+            } => {
+                (if prev.is_some() { flags::HOLDING } else { 0 })
+                    | (if *addressed { flags::ADDRESSED } else { 0 })
+            }
+            _ => 0,
+        };
+        out.extend_from_slice(&[op as u8, flag, 0, 0]);
+        let mut w = Writer(out);
+        w.u32(self.src.0);
+        w.u32(self.dst.0);
+        match &self.body {
+            Body::Submit {
+                msg_id,
+                dests,
+                payload,
+            } => {
+                w.u64(*msg_id);
+                let list = dests.as_slice().unwrap_or(&[]);
+                w.u32(u32::try_from(list.len()).expect("destination list too long"));
+                for p in list {
+                    w.u32(p.0);
+                }
+                w.payload(payload);
+            }
+            Body::Ordered {
+                gseq,
+                rseq,
+                origin,
+                payload,
+            } => {
+                w.u64(*gseq);
+                w.u64(*rseq);
+                w.u32(origin.0);
+                w.payload(payload);
+            }
+            Body::SeqSync {
+                rseq_next,
+                gseq_last,
+            } => {
+                w.u64(*rseq_next);
+                w.u64(*gseq_last);
+            }
+            Body::SubmitLost { msg_id, count } => {
+                w.u64(*msg_id);
+                w.u32(*count);
+            }
+            Body::Nack {
+                seq,
+                count,
+                index_lo,
+                index_hi,
+            } => {
+                w.u64(*seq);
+                w.u32(*count);
+                w.u64(*index_lo);
+                w.u64(*index_hi);
+            }
+            Body::Lost { seq, count } => {
+                w.u64(*seq);
+                w.u32(*count);
+            }
+            Body::TokenPass { seq, pass, last } => {
+                w.u64(*seq);
+                w.u64(*pass);
+                w.holding(*last);
+            }
+            Body::TokenAck { pass } => w.u64(*pass),
+            Body::TokenData {
+                gseq,
+                holding_start,
+                prev,
+                payload,
+                ..
+            } => {
+                w.u64(*gseq);
+                w.u64(*holding_start);
+                w.holding(*prev);
+                w.payload(payload);
+            }
+            Body::TokenLost {
+                gseq,
+                count,
+                holding_start,
+                prev,
+            } => {
+                w.u64(*gseq);
+                w.u32(*count);
+                w.u64(*holding_start);
+                w.holding(*prev);
+            }
+            Body::Stamped {
+                ts,
+                cseq,
+                index,
+                payload,
+            } => {
+                w.u64(*ts);
+                w.u64(*cseq);
+                w.u64(*index);
+                w.payload(payload);
+            }
+            Body::Clock {
+                ts,
+                cseq_next,
+                index_next,
+            } => {
+                w.u64(*ts);
+                w.u64(*cseq_next);
+                w.u64(*index_next);
+            }
+            Body::ClockRequest => {}
+        }
+        debug_assert_eq!(out.len() - start, self.encoded_len());
+    }
+
+    /// Decodes one packet from the front of `buf`, returning it and the bytes it used. Payloads
+    /// are copied out of `buf`; [`BasePacket::decode_bytes`] shares the buffer instead.
+    pub fn decode(buf: &[u8]) -> Result<(BasePacket, usize), DecodeError> {
+        Self::decode_with(buf, |r| Bytes::copy_from_slice(&buf[r]))
+    }
+
+    /// Like [`BasePacket::decode`], but payloads are zero-copy slices of `buf`.
+    pub fn decode_bytes(buf: &Bytes) -> Result<(BasePacket, usize), DecodeError> {
+        Self::decode_with(buf, |r| buf.slice(r))
+    }
+
+    fn decode_with(
+        buf: &[u8],
+        payload: impl Fn(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<(BasePacket, usize), DecodeError> {
+        let op_byte = *buf.first().ok_or(DecodeError::Empty)?;
+        let op = Opcode::from_u8(op_byte).ok_or(DecodeError::UnknownOpcode(op_byte))?;
+        let mut r = Reader { buf, pos: 0 };
+        r.take(HEADER_LEN)?;
+        let flag = buf[1];
+        if flag & !allowed_flags(op) != 0 || buf[2] != 0 || buf[3] != 0 {
+            return Err(DecodeError::UnknownFlags(flag));
+        }
+        let holding = flag & flags::HOLDING != 0;
+        let src = ProcId(u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]));
+        let dst = ProcId(u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]));
+        let body = match op {
+            Opcode::Submit => {
+                let msg_id = r.u64()?;
+                let n = r.u32()? as usize;
+                if flag & flags::ALL_DESTS != 0 && n != 0 {
+                    return Err(DecodeError::UnknownFlags(flag));
+                }
+                // Check the whole list is there before allocating for it.
+                let list_at = r.pos;
+                r.take(4usize.saturating_mul(n))?;
+                r.pos = list_at;
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(r.proc()?);
+                }
+                let dests = if flag & flags::ALL_DESTS != 0 {
+                    Dests::all()
+                } else {
+                    Dests::from_sorted(v).ok_or(DecodeError::UnsortedDests)?
+                };
+                let p = r.payload()?;
+                Body::Submit {
+                    msg_id,
+                    dests,
+                    payload: payload(p),
+                }
+            }
+            Opcode::Ordered => Body::Ordered {
+                gseq: r.u64()?,
+                rseq: r.u64()?,
+                origin: r.proc()?,
+                payload: payload(r.payload()?),
+            },
+            Opcode::SeqSync => Body::SeqSync {
+                rseq_next: r.u64()?,
+                gseq_last: r.u64()?,
+            },
+            Opcode::SubmitLost => Body::SubmitLost {
+                msg_id: r.u64()?,
+                count: r.u32()?,
+            },
+            Opcode::Nack => Body::Nack {
+                seq: r.u64()?,
+                count: r.u32()?,
+                index_lo: r.u64()?,
+                index_hi: r.u64()?,
+            },
+            Opcode::Lost => Body::Lost {
+                seq: r.u64()?,
+                count: r.u32()?,
+            },
+            Opcode::TokenPass => Body::TokenPass {
+                seq: r.u64()?,
+                pass: r.u64()?,
+                last: r.holding(holding)?,
+            },
+            Opcode::TokenAck => Body::TokenAck { pass: r.u64()? },
+            Opcode::TokenData => Body::TokenData {
+                gseq: r.u64()?,
+                holding_start: r.u64()?,
+                prev: r.holding(holding)?,
+                addressed: flag & flags::ADDRESSED != 0,
+                payload: payload(r.payload()?),
+            },
+            Opcode::TokenLost => Body::TokenLost {
+                gseq: r.u64()?,
+                count: r.u32()?,
+                holding_start: r.u64()?,
+                prev: r.holding(holding)?,
+            },
+            Opcode::Stamped => Body::Stamped {
+                ts: r.u64()?,
+                cseq: r.u64()?,
+                index: r.u64()?,
+                payload: payload(r.payload()?),
+            },
+            Opcode::Clock => Body::Clock {
+                ts: r.u64()?,
+                cseq_next: r.u64()?,
+                index_next: r.u64()?,
+            },
+            Opcode::ClockRequest => Body::ClockRequest,
+        };
+        Ok((BasePacket { src, dst, body }, r.pos))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn holding() -> impl Strategy<Value = Option<Holding>> {
+        proptest::option::of((any::<u32>(), any::<u64>()).prop_map(|(h, s)| Holding {
+            holder: ProcId(h),
+            start: s,
+        }))
+    }
+
+    fn bytes() -> impl Strategy<Value = Bytes> {
+        proptest::collection::vec(any::<u8>(), 0..200).prop_map(Bytes::from)
+    }
+
+    fn dests() -> impl Strategy<Value = Dests> {
+        prop_oneof![
+            Just(Dests::all()),
+            proptest::collection::vec(any::<u32>(), 0..20)
+                .prop_map(|v| Dests::list(v.into_iter().map(ProcId))),
+        ]
+    }
+
+    fn body() -> impl Strategy<Value = Body> {
+        prop_oneof![
+            (any::<u64>(), dests(), bytes()).prop_map(|(msg_id, dests, payload)| Body::Submit {
+                msg_id,
+                dests,
+                payload
+            }),
+            (any::<u64>(), any::<u64>(), any::<u32>(), bytes()).prop_map(|(g, r, o, p)| {
+                Body::Ordered {
+                    gseq: g,
+                    rseq: r,
+                    origin: ProcId(o),
+                    payload: p,
+                }
+            }),
+            (any::<u64>(), any::<u64>()).prop_map(|(a, b)| Body::SeqSync {
+                rseq_next: a,
+                gseq_last: b
+            }),
+            (any::<u64>(), any::<u32>())
+                .prop_map(|(msg_id, count)| Body::SubmitLost { msg_id, count }),
+            (any::<u64>(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(s, c, l, h)| {
+                Body::Nack {
+                    seq: s,
+                    count: c,
+                    index_lo: l,
+                    index_hi: h,
+                }
+            }),
+            (any::<u64>(), any::<u32>()).prop_map(|(seq, count)| Body::Lost { seq, count }),
+            (any::<u64>(), any::<u64>(), holding()).prop_map(|(seq, pass, last)| Body::TokenPass {
+                seq,
+                pass,
+                last
+            }),
+            any::<u64>().prop_map(|pass| Body::TokenAck { pass }),
+            (
+                any::<u64>(),
+                any::<u64>(),
+                holding(),
+                any::<bool>(),
+                bytes()
+            )
+                .prop_map(|(gseq, holding_start, prev, addressed, payload)| {
+                    Body::TokenData {
+                        gseq,
+                        holding_start,
+                        prev,
+                        addressed,
+                        payload,
+                    }
+                }),
+            (any::<u64>(), any::<u32>(), any::<u64>(), holding()).prop_map(
+                |(gseq, count, holding_start, prev)| Body::TokenLost {
+                    gseq,
+                    count,
+                    holding_start,
+                    prev,
+                }
+            ),
+            (any::<u64>(), any::<u64>(), any::<u64>(), bytes()).prop_map(|(ts, c, i, p)| {
+                Body::Stamped {
+                    ts,
+                    cseq: c,
+                    index: i,
+                    payload: p,
+                }
+            }),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(ts, c, i)| Body::Clock {
+                ts,
+                cseq_next: c,
+                index_next: i
+            }),
+            Just(Body::ClockRequest),
+        ]
+    }
+
+    fn packet() -> impl Strategy<Value = BasePacket> {
+        (any::<u32>(), any::<u32>(), body()).prop_map(|(s, d, body)| BasePacket {
+            src: ProcId(s),
+            dst: ProcId(d),
+            body,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn encode_decode_round_trip(p in packet(), tail in proptest::collection::vec(any::<u8>(), 0..8)) {
+            let mut buf = Vec::new();
+            p.encode(&mut buf);
+            prop_assert_eq!(buf.len(), p.encoded_len());
+            let len = buf.len();
+            buf.extend_from_slice(&tail);
+            let (q, used) = BasePacket::decode(&buf).unwrap();
+            prop_assert_eq!(used, len);
+            prop_assert_eq!(&q, &p);
+            let (r, used) = BasePacket::decode_bytes(&Bytes::from(buf)).unwrap();
+            prop_assert_eq!(used, len);
+            prop_assert_eq!(r, p);
+        }
+
+        #[test]
+        fn every_strict_prefix_is_truncated(p in packet()) {
+            let mut buf = Vec::new();
+            p.encode(&mut buf);
+            for cut in 1..buf.len() {
+                let e = BasePacket::decode(&buf[..cut]).unwrap_err();
+                prop_assert!(matches!(e, DecodeError::Truncated { .. }), "{:?}", e);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(buf in proptest::collection::vec(any::<u8>(), 0..300)) {
+            // Whatever decodes re-encodes to the same length and decodes to itself (absent
+            // optional fields are canonicalised to zeros).
+            if let Ok((p, used)) = BasePacket::decode(&buf) {
+                let mut again = Vec::new();
+                p.encode(&mut again);
+                prop_assert_eq!(again.len(), used);
+                prop_assert_eq!(BasePacket::decode(&again).unwrap().0, p);
+            }
+        }
+    }
+
+    #[test]
+    fn typed_errors() {
+        assert_eq!(BasePacket::decode(&[]), Err(DecodeError::Empty));
+        assert_eq!(
+            BasePacket::decode(&[0xEE]),
+            Err(DecodeError::UnknownOpcode(0xEE))
+        );
+        let mut buf = Vec::new();
+        BasePacket {
+            src: ProcId(1),
+            dst: ProcId(2),
+            body: Body::TokenAck { pass: 3 },
+        }
+        .encode(&mut buf);
+        buf[1] = flags::ADDRESSED;
+        assert_eq!(
+            BasePacket::decode(&buf),
+            Err(DecodeError::UnknownFlags(flags::ADDRESSED))
+        );
+        let mut s = Vec::new();
+        BasePacket {
+            src: ProcId(1),
+            dst: ProcId(2),
+            body: Body::Submit {
+                msg_id: 0,
+                dests: Dests::list([ProcId(1), ProcId(2)]),
+                payload: Bytes::new(),
+            },
+        }
+        .encode(&mut s);
+        // Swap the two destinations: 1, 2 → 2, 1.
+        s[HEADER_LEN + 12..HEADER_LEN + 20].copy_from_slice(&[0, 0, 0, 2, 0, 0, 0, 1]);
+        assert_eq!(BasePacket::decode(&s), Err(DecodeError::UnsortedDests));
+    }
+
+    #[test]
+    fn huge_dest_count_is_truncated_not_allocated() {
+        let mut buf = vec![Opcode::Submit as u8, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2];
+        buf.extend_from_slice(&7u64.to_be_bytes());
+        buf.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert!(matches!(
+            BasePacket::decode(&buf),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+}

@@ -1,0 +1,241 @@
+//! # onepipe-baselines
+//!
+//! The classic total-order protocols 1Pipe is measured against (Li et al., "1Pipe: Scalable
+//! Total Order Communication in Data Center Networks", SIGCOMM 2021, §7.2 "Scalability" and
+//! Fig. 8; related work in §8), as sans-IO roles that run in the same simulator and under the
+//! same order checkers as 1Pipe:
+//!
+//! * [`sequencer`] — a fixed sequencer, on a host behind its NIC (\[57\], Kalia et al.) or on a
+//!   programmable switch (\[51\], Eris): [`sequencer::Sequencer`] plus one
+//!   [`sequencer::SeqEndpoint`] per process;
+//! * [`token`] — a token circulating among the senders (\[86\], Rajagopalan and McKinley):
+//!   [`token::TokenEndpoint`];
+//! * [`lamport`] — Lamport timestamps with clocks exchanged per interval rather than per message
+//!   (\[63\], the optimization of §7.2): [`lamport::LamportEndpoint`].
+//!
+//! Every role implements [`onepipe_proto::node::Node`] with [`BasePacket`] and [`BaseEvent`],
+//! has one port ([`PORT`]) and is driven as the 1Pipe roles are: a mutation (`handle`, or the
+//! application command [`Endpoint::send`]), then drain `poll_output` until `None`, then re-arm
+//! one timer from `poll_timeout`. Packets name their destination *process*; the driver routes
+//! each to the node where that process lives. Deliveries come out as [`BaseEvent::Deliver`],
+//! increasing in `(seq_or_ts, src)` at every process, with the same key for a message
+//! everywhere — the total order.
+//!
+//! Nothing here reads a clock, opens a socket, spawns a thread or draws randomness: time is an
+//! argument, and no protocol needs randomness at all. Faults (loss, duplication, reordering)
+//! are the driver's; each module says how its protocol reacts to them. Section and reference
+//! numbers (\[57\], \[51\], \[86\], \[63\]) are the 1Pipe paper's.
+//!
+//! What this crate is not: fault-tolerant. As in the paper's comparison, a failed sequencer,
+//! ring member or Lamport process stops the protocol; no failover is modelled.
+
+#![forbid(unsafe_code)]
+
+pub mod codec;
+pub mod common;
+pub mod dests;
+pub mod lamport;
+pub mod packet;
+pub mod sequencer;
+pub mod token;
+
+pub use codec::DecodeError;
+pub use common::{BaseEvent, BaseSendError, BaseStats, Endpoint, PORT};
+pub use dests::Dests;
+pub use packet::{BasePacket, Body, Holding, PacketClass};
+
+use bytes::Bytes;
+use lamport::{LamportConfig, LamportEndpoint};
+use onepipe_proto::ids::ProcId;
+use onepipe_proto::node::{Input, Node, Output};
+use onepipe_proto::time::Instant;
+use sequencer::{SeqEndpoint, SeqEndpointConfig, Sequencer, SequencerConfig, SequencerPlacement};
+use token::{TokenConfig, TokenEndpoint};
+
+/// Which baseline a group runs (the simulator's `--protocol` values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// Fixed sequencer on a host (\[57\]).
+    Sequencer,
+    /// Fixed sequencer on a programmable switch (\[51\]).
+    SequencerSwitch,
+    /// Token ring (\[86\]).
+    Token,
+    /// Lamport timestamps with per-interval clock exchange (\[63\]).
+    Lamport,
+}
+
+impl Protocol {
+    /// Every baseline.
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Sequencer,
+        Protocol::SequencerSwitch,
+        Protocol::Token,
+        Protocol::Lamport,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Sequencer => "sequencer",
+            Protocol::SequencerSwitch => "sequencer-switch",
+            Protocol::Token => "token",
+            Protocol::Lamport => "lamport",
+        }
+    }
+
+    /// Parses a command-line name.
+    pub fn from_name(s: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// Any baseline role, so a driver can hold a whole group in one `Vec`.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum BaseNode {
+    /// The fixed sequencer.
+    Sequencer(Sequencer),
+    /// A fixed-sequencer endpoint.
+    SeqEndpoint(SeqEndpoint),
+    /// A token-ring endpoint.
+    Token(TokenEndpoint),
+    /// A Lamport endpoint.
+    Lamport(LamportEndpoint),
+}
+
+impl BaseNode {
+    /// A group running `protocol` over processes `0..procs` with default knobs, indexed by
+    /// process id: endpoints `0..procs`, then, for the sequencer protocols, the sequencer as
+    /// process `procs` (placed on a switch for [`Protocol::SequencerSwitch`]).
+    pub fn group(protocol: Protocol, procs: u32) -> Vec<BaseNode> {
+        let ids = (0..procs).map(ProcId);
+        match protocol {
+            Protocol::Sequencer | Protocol::SequencerSwitch => {
+                let mut nodes: Vec<BaseNode> = ids
+                    .map(|id| {
+                        BaseNode::SeqEndpoint(SeqEndpoint::new(SeqEndpointConfig::new(id, procs)))
+                    })
+                    .collect();
+                let mut cfg = SequencerConfig::new(procs);
+                if protocol == Protocol::SequencerSwitch {
+                    cfg.placement = SequencerPlacement::Switch;
+                }
+                nodes.push(BaseNode::Sequencer(Sequencer::new(cfg)));
+                nodes
+            }
+            Protocol::Token => ids
+                .map(|id| BaseNode::Token(TokenEndpoint::new(TokenConfig::new(id, procs))))
+                .collect(),
+            Protocol::Lamport => ids
+                .map(|id| BaseNode::Lamport(LamportEndpoint::new(LamportConfig::new(id, procs))))
+                .collect(),
+        }
+    }
+
+    /// The process this role is.
+    pub fn id(&self) -> ProcId {
+        match self {
+            BaseNode::Sequencer(s) => s.config().id,
+            BaseNode::SeqEndpoint(e) => e.id(),
+            BaseNode::Token(e) => e.id(),
+            BaseNode::Lamport(e) => e.id(),
+        }
+    }
+
+    /// The endpoint, if this role is one.
+    pub fn endpoint_mut(&mut self) -> Option<&mut dyn Endpoint> {
+        match self {
+            BaseNode::Sequencer(_) => None,
+            BaseNode::SeqEndpoint(e) => Some(e),
+            BaseNode::Token(e) => Some(e),
+            BaseNode::Lamport(e) => Some(e),
+        }
+    }
+
+    /// Sends as [`Endpoint::send`]; a sequencer refuses with [`BaseSendError::NotASender`].
+    pub fn send(
+        &mut self,
+        now: Instant,
+        payload: Bytes,
+        dests: Dests,
+    ) -> Result<(), BaseSendError> {
+        match self.endpoint_mut() {
+            Some(e) => e.send(now, payload, dests),
+            None => Err(BaseSendError::NotASender),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &BaseStats {
+        match self {
+            BaseNode::Sequencer(s) => s.stats(),
+            BaseNode::SeqEndpoint(e) => e.stats(),
+            BaseNode::Token(e) => e.stats(),
+            BaseNode::Lamport(e) => e.stats(),
+        }
+    }
+}
+
+impl Node for BaseNode {
+    type Packet = BasePacket;
+    type Event = BaseEvent;
+
+    fn handle(&mut self, now: Instant, input: Input<BasePacket>) {
+        match self {
+            BaseNode::Sequencer(n) => n.handle(now, input),
+            BaseNode::SeqEndpoint(n) => n.handle(now, input),
+            BaseNode::Token(n) => n.handle(now, input),
+            BaseNode::Lamport(n) => n.handle(now, input),
+        }
+    }
+
+    fn poll_output(&mut self) -> Option<Output<BasePacket, BaseEvent>> {
+        match self {
+            BaseNode::Sequencer(n) => n.poll_output(),
+            BaseNode::SeqEndpoint(n) => n.poll_output(),
+            BaseNode::Token(n) => n.poll_output(),
+            BaseNode::Lamport(n) => n.poll_output(),
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            BaseNode::Sequencer(n) => n.poll_timeout(),
+            BaseNode::SeqEndpoint(n) => n.poll_timeout(),
+            BaseNode::Token(n) => n.poll_timeout(),
+            BaseNode::Lamport(n) => n.poll_timeout(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_names_round_trip() {
+        for p in Protocol::ALL {
+            assert_eq!(Protocol::from_name(p.name()), Some(p));
+        }
+        assert_eq!(Protocol::from_name("onepipe-be"), None);
+    }
+
+    #[test]
+    fn groups_are_indexed_by_process_id() {
+        for p in Protocol::ALL {
+            let g = BaseNode::group(p, 3);
+            for (i, n) in g.iter().enumerate() {
+                assert_eq!(n.id(), ProcId(i as u32));
+            }
+        }
+        let mut g = BaseNode::group(Protocol::SequencerSwitch, 2);
+        assert!(
+            matches!(&g[2], BaseNode::Sequencer(s) if s.config().placement == SequencerPlacement::Switch)
+        );
+        assert_eq!(
+            g[2].send(Instant(0), Bytes::new(), Dests::all()),
+            Err(BaseSendError::NotASender)
+        );
+    }
+}

@@ -1,0 +1,457 @@
+//! The one packet type every baseline role exchanges: [`BasePacket`].
+//!
+//! A packet names its source and destination *process*; the driver routes it to the host (or
+//! switch) where the destination process lives, exactly as it routes 1Pipe data packets by
+//! `(src, dst)`. The body says which protocol message it is. Roles exchange the typed values;
+//! [`BasePacket::encode`] and [`BasePacket::decode`] (in `codec.rs`) turn them into bytes for a
+//! live runtime.
+//!
+//! What it is not: a fragmenting transport. A payload travels in one packet (at most
+//! [`PAYLOAD_LEN_MAX`] bytes), as the 64-byte messages of the paper's Fig. 8 do.
+
+use crate::dests::Dests;
+use bytes::Bytes;
+use onepipe_proto::ids::ProcId;
+use onepipe_proto::wire::FRAMING_LEN;
+
+/// Largest payload one packet carries (the length field is 16 bits).
+pub const PAYLOAD_LEN_MAX: usize = u16::MAX as usize;
+
+/// Largest sequence number, index, timestamp or transfer counter accepted from the wire.
+///
+/// None ever comes near it (2^62 messages), and refusing larger ones keeps every `+ 1` and
+/// `+ window` a role computes from wire values in range: a role must never overflow, let alone
+/// panic, on what a peer sends.
+pub const WIRE_SEQ_MAX: u64 = 1 << 62;
+
+/// Length of the header every packet starts with: opcode, flags, two reserved bytes, source
+/// process, destination process.
+pub const HEADER_LEN: usize = 1 + 1 + 2 + 4 + 4;
+
+/// One holding of the token: who held it and the first global sequence number it stamped.
+///
+/// The messages of one holding carry consecutive sequence numbers starting at `start`, and the
+/// next non-empty holding starts right after the last of them — which is what lets a receiver
+/// find the sender of a sequence number it never saw (see [`crate::token`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holding {
+    /// The process that held the token and sent the messages.
+    pub holder: ProcId,
+    /// The first global sequence number it stamped in that holding.
+    pub start: u64,
+}
+
+/// The protocol message a [`BasePacket`] carries.
+///
+/// Sequence numbers and counters are `u64` and never wrap in practice (2^64 messages); counts in
+/// NACKs and loss markers are `u32`, bounded by the receivers' windows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    // --- Fixed sequencer ([57], [51]; see `crate::sequencer`) ---------------------------------
+    /// Endpoint → sequencer: order this message. `msg_id` counts the sender's accepted sends
+    /// from 0, so the sequencer keeps each sender's messages in FIFO order and drops duplicates.
+    Submit {
+        /// The sender's send counter.
+        msg_id: u64,
+        /// Who should receive it.
+        dests: Dests,
+        /// The application message.
+        payload: Bytes,
+    },
+    /// Sequencer → endpoint: an ordered message (first copy or a retransmission).
+    Ordered {
+        /// The global sequence number: the total order.
+        gseq: u64,
+        /// The per-receiver sequence number: consecutive over the messages addressed to this
+        /// receiver, so a gap is visible even when the receiver gets only a subset.
+        rseq: u64,
+        /// The process that submitted it.
+        origin: ProcId,
+        /// The application message.
+        payload: Bytes,
+    },
+    /// Sequencer → endpoint, after the stream to it went idle: "messages to you have
+    /// `rseq < rseq_next`, the last one stamped `gseq_last`" — so a lost last message is noticed.
+    SeqSync {
+        /// One past the last per-receiver sequence number sent.
+        rseq_next: u64,
+        /// The global sequence number of the last message sent to this receiver.
+        gseq_last: u64,
+    },
+    /// Sequencer → endpoint: your sends `msg_id .. msg_id + count` never reached the sequencer
+    /// in time; they were skipped and will be delivered nowhere.
+    SubmitLost {
+        /// The first skipped send counter.
+        msg_id: u64,
+        /// How many.
+        count: u32,
+    },
+
+    // --- Shared by the sequencer and Lamport streams ------------------------------------------
+    /// Receiver → source of a stream (the sequencer, or a Lamport sender): "I am missing stream
+    /// sequence numbers `seq .. seq + count`; their source-wide indexes lie in
+    /// `index_lo .. index_hi`". For the token protocol `seq` is the global sequence number and
+    /// the index range repeats it.
+    Nack {
+        /// First missing sequence number.
+        seq: u64,
+        /// How many.
+        count: u32,
+        /// Lower bound (inclusive) of the missing messages' source indexes.
+        index_lo: u64,
+        /// Upper bound (exclusive).
+        index_hi: u64,
+    },
+    /// Source → receiver, answering a NACK: sequence numbers `seq .. seq + count` fell out of
+    /// the source's bounded history and will never come; skip them.
+    Lost {
+        /// First lost sequence number.
+        seq: u64,
+        /// How many.
+        count: u32,
+    },
+
+    // --- Token ([86]; see `crate::token`) -----------------------------------------------------
+    /// The token, passed from a ring member to its successor.
+    TokenPass {
+        /// The next global sequence number to stamp.
+        seq: u64,
+        /// Transfer counter: +1 per pass, so a retransmitted token is recognised as a duplicate.
+        pass: u64,
+        /// The last non-empty holding, if any (tells the receiver who sent `.. seq`).
+        last: Option<Holding>,
+    },
+    /// Acknowledges the token transfer numbered `pass`.
+    TokenAck {
+        /// The acknowledged transfer.
+        pass: u64,
+    },
+    /// A message stamped by the token holder (to a destination), or a header-only filler (to a
+    /// non-destination) so that every member sees every global sequence number.
+    TokenData {
+        /// The global sequence number.
+        gseq: u64,
+        /// The first sequence number of this holding.
+        holding_start: u64,
+        /// The previous non-empty holding, if any.
+        prev: Option<Holding>,
+        /// True if the receiver is a destination; false for a filler (empty payload).
+        addressed: bool,
+        /// The application message (empty for a filler).
+        payload: Bytes,
+    },
+    /// Holder → receiver, answering a NACK: `gseq .. gseq + count` fell out of the holder's
+    /// history. Carries the holding they belong to, so the receiver can keep tracing senders.
+    TokenLost {
+        /// First lost global sequence number.
+        gseq: u64,
+        /// How many.
+        count: u32,
+        /// Start of the holding they belong to (equal to `gseq` when unknown).
+        holding_start: u64,
+        /// The holding before it; `None` when the holder no longer knows.
+        prev: Option<Holding>,
+    },
+
+    // --- Lamport timestamps ([63]; see `crate::lamport`) --------------------------------------
+    /// A message stamped with its sender's Lamport clock.
+    Stamped {
+        /// The Lamport timestamp; ties between senders break by process id.
+        ts: u64,
+        /// Per-(src, dst) channel sequence number: makes the channel FIFO over a reordering
+        /// network.
+        cseq: u64,
+        /// The sender-wide message index (for NACK lookups).
+        index: u64,
+        /// The application message.
+        payload: Bytes,
+    },
+    /// A Lamport clock heartbeat: "my clock is `ts`; I have sent you `cseq_next` messages, the
+    /// last with index `index_next - 1`". Sent every heartbeat interval (§7.2: "exchanges
+    /// received timestamps per interval rather than per message").
+    Clock {
+        /// The sender's clock: all its future messages carry larger timestamps.
+        ts: u64,
+        /// One past the last channel sequence number sent to this receiver.
+        cseq_next: u64,
+        /// One past the index of the last message sent to this receiver (0 if none).
+        index_next: u64,
+    },
+    /// "Send me your clock now": a receiver whose delivery has waited on this process for a
+    /// NACK timeout pulls a heartbeat instead of waiting for one that may have been lost.
+    ClockRequest,
+}
+
+/// A baseline packet: source and destination processes and the protocol message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BasePacket {
+    /// The sending process (for a sequencer, its own process id).
+    pub src: ProcId,
+    /// The receiving process. The driver routes on the host where it lives.
+    pub dst: ProcId,
+    /// The protocol message.
+    pub body: Body,
+}
+
+/// Packet kinds (the first byte on the wire).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Opcode {
+    /// [`Body::Submit`].
+    Submit = 1,
+    /// [`Body::Ordered`].
+    Ordered = 2,
+    /// [`Body::SeqSync`].
+    SeqSync = 3,
+    /// [`Body::SubmitLost`].
+    SubmitLost = 4,
+    /// [`Body::Nack`].
+    Nack = 5,
+    /// [`Body::Lost`].
+    Lost = 6,
+    /// [`Body::TokenPass`].
+    TokenPass = 7,
+    /// [`Body::TokenAck`].
+    TokenAck = 8,
+    /// [`Body::TokenData`].
+    TokenData = 9,
+    /// [`Body::TokenLost`].
+    TokenLost = 10,
+    /// [`Body::Stamped`].
+    Stamped = 11,
+    /// [`Body::Clock`].
+    Clock = 12,
+    /// [`Body::ClockRequest`].
+    ClockRequest = 13,
+}
+
+impl Opcode {
+    /// Parses an opcode byte.
+    pub fn from_u8(b: u8) -> Option<Opcode> {
+        use Opcode::*;
+        Some(match b {
+            1 => Submit,
+            2 => Ordered,
+            3 => SeqSync,
+            4 => SubmitLost,
+            5 => Nack,
+            6 => Lost,
+            7 => TokenPass,
+            8 => TokenAck,
+            9 => TokenData,
+            10 => TokenLost,
+            11 => Stamped,
+            12 => Clock,
+            13 => ClockRequest,
+            _ => return None,
+        })
+    }
+
+    /// Length of the body's fixed part, after the [`HEADER_LEN`]-byte header: everything but
+    /// the destination list of a `Submit` and the payload.
+    pub const fn fixed_len(self) -> usize {
+        match self {
+            // msg_id, dest count, payload length.
+            Opcode::Submit => 8 + 4 + 2,
+            // gseq, rseq, origin, payload length.
+            Opcode::Ordered => 8 + 8 + 4 + 2,
+            Opcode::SeqSync => 8 + 8,
+            Opcode::SubmitLost => 8 + 4,
+            Opcode::Nack => 8 + 4 + 8 + 8,
+            Opcode::Lost => 8 + 4,
+            // seq, pass, last holder, last start.
+            Opcode::TokenPass => 8 + 8 + 4 + 8,
+            Opcode::TokenAck => 8,
+            // gseq, holding start, prev holder, prev start, payload length.
+            Opcode::TokenData => 8 + 8 + 4 + 8 + 2,
+            // gseq, count, holding start, prev holder, prev start.
+            Opcode::TokenLost => 8 + 4 + 8 + 4 + 8,
+            // ts, cseq, index, payload length.
+            Opcode::Stamped => 8 + 8 + 8 + 2,
+            Opcode::Clock => 8 + 8 + 8,
+            Opcode::ClockRequest => 0,
+        }
+    }
+}
+
+/// Coarse classes of packets, for a driver that injects loss by kind or decides when a run is
+/// quiescent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PacketClass {
+    /// Carries an application message (or a token filler standing for one): `Submit`,
+    /// `Ordered`, `TokenData`, `Stamped`.
+    Data,
+    /// Loss recovery: `Nack`, `Lost`, `SubmitLost`, `TokenLost`, `ClockRequest`, `SeqSync`.
+    Repair,
+    /// The token and its acknowledgement. The token circulates for ever, so a driver waiting
+    /// for quiescence must not wait for these.
+    Token,
+    /// Lamport clock heartbeats.
+    Heartbeat,
+}
+
+impl Body {
+    /// The opcode of this body.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Body::Submit { .. } => Opcode::Submit,
+            Body::Ordered { .. } => Opcode::Ordered,
+            Body::SeqSync { .. } => Opcode::SeqSync,
+            Body::SubmitLost { .. } => Opcode::SubmitLost,
+            Body::Nack { .. } => Opcode::Nack,
+            Body::Lost { .. } => Opcode::Lost,
+            Body::TokenPass { .. } => Opcode::TokenPass,
+            Body::TokenAck { .. } => Opcode::TokenAck,
+            Body::TokenData { .. } => Opcode::TokenData,
+            Body::TokenLost { .. } => Opcode::TokenLost,
+            Body::Stamped { .. } => Opcode::Stamped,
+            Body::Clock { .. } => Opcode::Clock,
+            Body::ClockRequest => Opcode::ClockRequest,
+        }
+    }
+
+    /// True if every sequence number, index, timestamp and counter is at most
+    /// [`WIRE_SEQ_MAX`]. Roles drop (and count) packets that are not.
+    pub fn plausible(&self) -> bool {
+        let ok = |x: &u64| *x <= WIRE_SEQ_MAX;
+        let holding = |h: &Option<Holding>| h.as_ref().is_none_or(|h| ok(&h.start));
+        match self {
+            Body::Submit { msg_id, .. } | Body::SubmitLost { msg_id, .. } => ok(msg_id),
+            Body::Ordered { gseq, rseq, .. } => ok(gseq) && ok(rseq),
+            Body::SeqSync {
+                rseq_next,
+                gseq_last,
+            } => ok(rseq_next) && ok(gseq_last),
+            Body::Nack {
+                seq,
+                index_lo,
+                index_hi,
+                ..
+            } => ok(seq) && ok(index_lo) && ok(index_hi),
+            Body::Lost { seq, .. } => ok(seq),
+            Body::TokenPass { seq, pass, last } => ok(seq) && ok(pass) && holding(last),
+            Body::TokenAck { pass } => ok(pass),
+            Body::TokenData {
+                gseq,
+                holding_start,
+                prev,
+                ..
+            }
+            | Body::TokenLost {
+                gseq,
+                holding_start,
+                prev,
+                ..
+            } => ok(gseq) && ok(holding_start) && holding(prev),
+            Body::Stamped {
+                ts, cseq, index, ..
+            } => ok(ts) && ok(cseq) && ok(index),
+            Body::Clock {
+                ts,
+                cseq_next,
+                index_next,
+            } => ok(ts) && ok(cseq_next) && ok(index_next),
+            Body::ClockRequest => true,
+        }
+    }
+
+    /// The application payload, if this body carries one.
+    pub fn payload(&self) -> Option<&Bytes> {
+        match self {
+            Body::Submit { payload, .. }
+            | Body::Ordered { payload, .. }
+            | Body::TokenData { payload, .. }
+            | Body::Stamped { payload, .. } => Some(payload),
+            _ => None,
+        }
+    }
+}
+
+impl BasePacket {
+    /// The packet's opcode.
+    pub fn opcode(&self) -> Opcode {
+        self.body.opcode()
+    }
+
+    /// The packet's class (for targeted loss and quiescence).
+    pub fn class(&self) -> PacketClass {
+        match self.body {
+            Body::Submit { .. }
+            | Body::Ordered { .. }
+            | Body::TokenData { .. }
+            | Body::Stamped { .. } => PacketClass::Data,
+            Body::TokenPass { .. } | Body::TokenAck { .. } => PacketClass::Token,
+            Body::Clock { .. } => PacketClass::Heartbeat,
+            Body::SeqSync { .. }
+            | Body::SubmitLost { .. }
+            | Body::Nack { .. }
+            | Body::Lost { .. }
+            | Body::TokenLost { .. }
+            | Body::ClockRequest => PacketClass::Repair,
+        }
+    }
+
+    /// Encoded length in bytes (header, body and payload), without lower-layer framing.
+    pub fn encoded_len(&self) -> usize {
+        let op = self.opcode();
+        let dests = match &self.body {
+            Body::Submit { dests, .. } => 4 * dests.as_slice().map_or(0, <[ProcId]>::len),
+            _ => 0,
+        };
+        let payload = self.body.payload().map_or(0, Bytes::len);
+        HEADER_LEN + op.fixed_len() + dests + payload
+    }
+
+    /// Bytes this packet occupies on a link, framing included (Ethernet + IP + UDP, the same
+    /// [`FRAMING_LEN`] the 1Pipe packets are charged): what the simulator's serialization delay
+    /// should use.
+    pub fn wire_len(&self) -> usize {
+        self.encoded_len() + FRAMING_LEN
+    }
+}
+
+// Compile-time checks of the layout arithmetic.
+const _: () = assert!(HEADER_LEN == 12);
+const _: () = assert!(Opcode::Nack.fixed_len() == 28);
+const _: () = assert!(Opcode::TokenLost.fixed_len() == 32);
+const _: () = assert!(PAYLOAD_LEN_MAX <= u16::MAX as usize);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_len_adds_header_body_payload_and_framing() {
+        let p = BasePacket {
+            src: ProcId(1),
+            dst: ProcId(2),
+            body: Body::Stamped {
+                ts: 1,
+                cseq: 0,
+                index: 0,
+                payload: Bytes::from_static(&[0; 64]),
+            },
+        };
+        assert_eq!(p.encoded_len(), 12 + 26 + 64);
+        assert_eq!(p.wire_len(), 12 + 26 + 64 + FRAMING_LEN);
+        let s = BasePacket {
+            src: ProcId(1),
+            dst: ProcId(9),
+            body: Body::Submit {
+                msg_id: 0,
+                dests: Dests::list([ProcId(3), ProcId(1)]),
+                payload: Bytes::new(),
+            },
+        };
+        assert_eq!(s.encoded_len(), 12 + 14 + 8);
+    }
+
+    #[test]
+    fn opcode_bytes_round_trip() {
+        for b in 0..=255u8 {
+            if let Some(op) = Opcode::from_u8(b) {
+                assert_eq!(op as u8, b);
+            }
+        }
+    }
+}

@@ -1,0 +1,601 @@
+//! Coalescing: many packets per datagram, one pending datagram per output port.
+//!
+//! On this class of machine a datagram costs ~4–5 µs of kernel time whatever its size, so small
+//! 1Pipe packets (36-byte data headers, 20-byte beacons, 24-byte ACKs) are packed back to back
+//! into datagrams — the batching of paxos-batching-pipelining §IV-A (Fig. 6) with BSZ =
+//! `datagram_len_max` and Δ_B = `flush_delay_ns`. A pending datagram is flushed:
+//!
+//! * **full** — when the next packet would not fit (bytes or `packets_per_datagram_max`), or
+//!   less room is left than the smallest packet;
+//! * **delay** — when its oldest packet has waited `flush_delay_ns` and the loop is still busy;
+//! * **idle** — as soon as the loop has nothing more to do: a packet never waits for company
+//!   that is not coming.
+//!
+//! Flushed datagrams join one FIFO send queue, so packets to one port leave in the order the
+//! role emitted them (a beacon never overtakes the data it follows). The queue is bounded
+//! (`send_queue_len_max`); a flush into a full queue drops the datagram and counts it.
+//!
+//! On receive, [`decode_datagram`] takes packets off a datagram one after another; a malformed
+//! tail is reported and the rest of the datagram dropped.
+//!
+//! This module is pure: no sockets, no clock (time is an argument), so the policy is unit-tested
+//! on its own. Buffers are recycled through a free list: the steady state allocates nothing.
+
+use crate::config::{CoalesceConfig, PACKET_LEN_MIN, UDP_PAYLOAD_MAX};
+use bytes::Bytes;
+use onepipe_proto::ids::PortId;
+use onepipe_proto::time::Instant;
+use onepipe_proto::wire::{DecodeError, Packet};
+use std::collections::VecDeque;
+
+/// Why a pending datagram was flushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushReason {
+    /// The next packet would not fit.
+    Full,
+    /// Its oldest packet waited `flush_delay_ns`.
+    Delay,
+    /// The loop had nothing more to do.
+    Idle,
+}
+
+/// A flushed datagram waiting for the socket.
+#[derive(Debug)]
+pub struct Datagram {
+    /// The output port it goes to.
+    pub port: PortId,
+    /// The encoded packets, back to back.
+    pub bytes: Vec<u8>,
+    /// How many packets it holds.
+    pub packets: u32,
+}
+
+/// Counters of the coalescing layer; never reset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CoalesceStats {
+    /// Packets accepted into a pending datagram.
+    pub packets_queued: u64,
+    /// Flushes because the next packet would not fit.
+    pub flushes_full: u64,
+    /// Flushes because the oldest packet waited `flush_delay_ns`.
+    pub flushes_delay: u64,
+    /// Flushes because the loop was idle.
+    pub flushes_idle: u64,
+    /// Packets longer than `datagram_len_max` sent alone in a datagram of their own.
+    pub packets_oversize: u64,
+    /// Packets longer than a UDP datagram can be: dropped.
+    pub packets_too_large: u64,
+    /// Datagrams dropped because the send queue was full.
+    pub send_queue_dropped_datagrams: u64,
+    /// Packets in those datagrams.
+    pub send_queue_dropped_packets: u64,
+}
+
+/// One output port's pending datagram.
+#[derive(Debug, Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    packets: u32,
+    /// When the oldest packet was appended.
+    oldest: Option<Instant>,
+}
+
+/// Per-port coalescing buffers and the FIFO send queue behind them. See the module docs.
+#[derive(Debug)]
+pub struct Coalescer {
+    cfg: CoalesceConfig,
+    pending: Vec<Pending>,
+    queue: VecDeque<Datagram>,
+    /// Emptied buffers, reused for the next pending datagram.
+    free: Vec<Vec<u8>>,
+    stats: CoalesceStats,
+}
+
+impl Coalescer {
+    /// Buffers for output ports `0..ports`.
+    ///
+    /// # Panics
+    /// If `cfg` fails [`CoalesceConfig::check`] (a programming error of the caller).
+    pub fn new(cfg: CoalesceConfig, ports: usize) -> Coalescer {
+        if let Err(e) = cfg.check() {
+            panic!("{e}");
+        }
+        Coalescer {
+            pending: (0..ports)
+                .map(|_| Pending {
+                    bytes: Vec::with_capacity(cfg.datagram_len_max),
+                    ..Pending::default()
+                })
+                .collect(),
+            queue: VecDeque::with_capacity(cfg.send_queue_len_max),
+            free: Vec::new(),
+            stats: CoalesceStats::default(),
+            cfg,
+        }
+    }
+
+    /// The policy.
+    pub fn config(&self) -> &CoalesceConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &CoalesceStats {
+        &self.stats
+    }
+
+    /// Number of output ports.
+    pub fn ports(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Appends `packet` to output `port`'s pending datagram at local time `now`, flushing that
+    /// datagram first if the packet would not fit, and after if nothing more could fit.
+    ///
+    /// # Panics
+    /// If `port` is not below [`Coalescer::ports`]: the driver checks ports against its table.
+    pub fn push(&mut self, now: Instant, port: PortId, packet: &Packet) {
+        assert!(port.index() < self.pending.len(), "unknown output {port}");
+        let len = packet.encoded_len();
+        self.stats.packets_queued += 1;
+        if len > self.cfg.datagram_len_max {
+            self.push_oversize(port, packet, len);
+            return;
+        }
+        let p = &self.pending[port.index()];
+        if !p.bytes.is_empty() && p.bytes.len() + len > self.cfg.datagram_len_max {
+            self.flush_port(port, FlushReason::Full);
+        }
+        let p = &mut self.pending[port.index()];
+        if p.oldest.is_none() {
+            p.oldest = Some(now);
+        }
+        let before = p.bytes.len();
+        packet.encode(&mut p.bytes);
+        debug_assert_eq!(
+            p.bytes.len() - before,
+            len,
+            "encoded_len agrees with encode"
+        );
+        p.packets += 1;
+        let room = self.cfg.datagram_len_max - p.bytes.len();
+        if room < PACKET_LEN_MIN || p.packets as usize >= self.cfg.packets_per_datagram_max {
+            self.flush_port(port, FlushReason::Full);
+        }
+    }
+
+    /// Fig. 6 lets a request larger than BSZ form a batch of its own: flush what is pending
+    /// (order), then send the packet alone — unless no UDP datagram can hold it.
+    fn push_oversize(&mut self, port: PortId, packet: &Packet, len: usize) {
+        if len > UDP_PAYLOAD_MAX {
+            self.stats.packets_too_large += 1;
+            return;
+        }
+        self.stats.packets_oversize += 1;
+        if !self.pending[port.index()].bytes.is_empty() {
+            self.flush_port(port, FlushReason::Full);
+        }
+        let mut bytes = self.free.pop().unwrap_or_default();
+        debug_assert!(bytes.is_empty());
+        packet.encode(&mut bytes);
+        self.enqueue(Datagram {
+            port,
+            bytes,
+            packets: 1,
+        });
+    }
+
+    /// Flushes every pending datagram whose oldest packet has waited `flush_delay_ns` by `now`.
+    pub fn flush_due(&mut self, now: Instant) {
+        let delay = self.cfg.flush_delay_ns;
+        for i in 0..self.pending.len() {
+            if self.pending[i]
+                .oldest
+                .is_some_and(|t| now.saturating_since(t) >= delay)
+            {
+                self.flush_port(PortId(i as u32), FlushReason::Delay);
+            }
+        }
+    }
+
+    /// Flushes every pending datagram: the loop is idle.
+    pub fn flush_idle(&mut self) {
+        for i in 0..self.pending.len() {
+            if self.pending[i].packets > 0 {
+                self.flush_port(PortId(i as u32), FlushReason::Idle);
+            }
+        }
+    }
+
+    /// The earliest instant a pending datagram is due for a delay flush.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.pending
+            .iter()
+            .filter_map(|p| p.oldest)
+            .min()
+            .map(|t| t + self.cfg.flush_delay_ns)
+    }
+
+    /// Packets waiting in pending (unflushed) datagrams.
+    pub fn pending_packets(&self) -> usize {
+        self.pending.iter().map(|p| p.packets as usize).sum()
+    }
+
+    /// The send queue: flushed datagrams, oldest first.
+    pub fn queue(&self) -> &VecDeque<Datagram> {
+        &self.queue
+    }
+
+    /// Removes the `n` oldest datagrams from the send queue (they were sent, or failed for
+    /// good) and recycles their buffers.
+    ///
+    /// # Panics
+    /// If the queue holds fewer than `n`.
+    pub fn pop_sent(&mut self, n: usize) {
+        assert!(n <= self.queue.len(), "popping more than was queued");
+        for _ in 0..n {
+            let mut d = self.queue.pop_front().expect("length checked");
+            d.bytes.clear();
+            if d.bytes.capacity() < self.cfg.datagram_len_max {
+                d.bytes.reserve_exact(self.cfg.datagram_len_max);
+            }
+            self.free.push(d.bytes);
+        }
+    }
+
+    fn flush_port(&mut self, port: PortId, reason: FlushReason) {
+        let fresh = self
+            .free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.cfg.datagram_len_max));
+        let p = &mut self.pending[port.index()];
+        debug_assert!(p.packets > 0 && !p.bytes.is_empty());
+        let bytes = core::mem::replace(&mut p.bytes, fresh);
+        let packets = core::mem::take(&mut p.packets);
+        p.oldest = None;
+        match reason {
+            FlushReason::Full => self.stats.flushes_full += 1,
+            FlushReason::Delay => self.stats.flushes_delay += 1,
+            FlushReason::Idle => self.stats.flushes_idle += 1,
+        }
+        self.enqueue(Datagram {
+            port,
+            bytes,
+            packets,
+        });
+    }
+
+    fn enqueue(&mut self, d: Datagram) {
+        if self.queue.len() >= self.cfg.send_queue_len_max {
+            self.stats.send_queue_dropped_datagrams += 1;
+            self.stats.send_queue_dropped_packets += u64::from(d.packets);
+            let mut bytes = d.bytes;
+            bytes.clear();
+            self.free.push(bytes);
+            return;
+        }
+        self.queue.push_back(d);
+        debug_assert!(self.free.len() <= self.cfg.send_queue_len_max + self.pending.len());
+    }
+}
+
+/// What [`decode_datagram`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DatagramDecode {
+    /// Packets decoded (and handed over) before the end or the first error.
+    pub packets: usize,
+    /// Why decoding stopped early, if it did: the rest of the datagram was dropped.
+    pub error: Option<DecodeError>,
+}
+
+/// Decodes the packets of one datagram, front to back, into `out`. Data payloads are zero-copy
+/// slices of `datagram`. Stops at the first malformed packet: what follows it cannot be framed.
+pub fn decode_datagram(datagram: &Bytes, out: &mut Vec<Packet>) -> DatagramDecode {
+    let mut rest = datagram.clone();
+    let mut packets = 0;
+    if rest.is_empty() {
+        return DatagramDecode {
+            packets,
+            error: Some(DecodeError::Empty),
+        };
+    }
+    while !rest.is_empty() {
+        match Packet::decode_bytes(&rest) {
+            Ok((packet, used)) => {
+                debug_assert!(used > 0 && used <= rest.len());
+                out.push(packet);
+                packets += 1;
+                let _ = rest.split_to(used);
+            }
+            Err(e) => {
+                return DatagramDecode {
+                    packets,
+                    error: Some(e),
+                }
+            }
+        }
+    }
+    DatagramDecode {
+        packets,
+        error: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onepipe_proto::ids::{NodeId, ProcId, Psn};
+    use onepipe_proto::time::Timestamp;
+    use onepipe_proto::wire::{flags, Beacon, DataHeader, DataPacket, BEACON_LEN, DATA_HEADER_LEN};
+
+    fn beacon(b: u64) -> Packet {
+        Packet::Beacon(Beacon {
+            from: NodeId(7),
+            barrier: Timestamp::new(b),
+            commit: Timestamp::new(b),
+        })
+    }
+
+    fn data(ts: u64, payload_len: usize) -> Packet {
+        Packet::Data(DataPacket {
+            header: DataHeader {
+                flags: flags::END_OF_MESSAGE,
+                frag: 0,
+                ts: Timestamp::new(ts),
+                barrier: Timestamp::new(ts),
+                commit: Timestamp::new(ts),
+                psn: Psn(ts as u32),
+                src: ProcId(1),
+                dst: ProcId(2),
+            },
+            payload: Bytes::from(vec![ts as u8; payload_len]),
+        })
+    }
+
+    fn cfg(datagram_len_max: usize) -> CoalesceConfig {
+        CoalesceConfig {
+            datagram_len_max,
+            ..CoalesceConfig::default()
+        }
+    }
+
+    /// Every packet in the send queue, decoded, with the port it goes to.
+    fn sent(c: &Coalescer) -> Vec<(PortId, Packet)> {
+        let mut out = Vec::new();
+        for d in c.queue() {
+            let mut ps = Vec::new();
+            let r = decode_datagram(&Bytes::copy_from_slice(&d.bytes), &mut ps);
+            assert_eq!(r.error, None);
+            assert_eq!(r.packets, d.packets as usize);
+            out.extend(ps.into_iter().map(|p| (d.port, p)));
+        }
+        out
+    }
+
+    #[test]
+    fn packets_wait_until_the_next_would_not_fit_iv_a() {
+        // Three 40-byte data packets fit in 140 bytes, leaving room for a beacon but not for a
+        // fourth data packet.
+        let mut c = Coalescer::new(cfg(3 * (DATA_HEADER_LEN + 4) + BEACON_LEN), 1);
+        for i in 0..3 {
+            c.push(Instant(i), PortId(0), &data(i, 4));
+        }
+        assert!(c.queue().is_empty(), "three fit; nothing flushed yet");
+        c.push(Instant(3), PortId(0), &data(3, 4));
+        assert_eq!(c.queue().len(), 1);
+        assert_eq!(c.queue()[0].packets, 3);
+        assert_eq!(c.stats().flushes_full, 1);
+        assert_eq!(c.pending_packets(), 1);
+    }
+
+    #[test]
+    fn a_datagram_with_no_room_for_the_smallest_packet_goes_at_once() {
+        let mut c = Coalescer::new(cfg(2 * BEACON_LEN + 5), 1);
+        c.push(Instant(0), PortId(0), &beacon(0));
+        assert!(c.queue().is_empty());
+        c.push(Instant(0), PortId(0), &beacon(1));
+        assert_eq!(
+            c.queue().len(),
+            1,
+            "5 bytes left: nothing fits, flushed as full"
+        );
+        assert_eq!(c.stats().flushes_full, 1);
+        assert_eq!(c.pending_packets(), 0);
+        assert_eq!(c.next_deadline(), None);
+    }
+
+    #[test]
+    fn the_oldest_packet_waits_at_most_the_flush_delay_iv_a() {
+        let mut c = Coalescer::new(
+            CoalesceConfig {
+                flush_delay_ns: 1_000,
+                ..CoalesceConfig::default()
+            },
+            2,
+        );
+        c.push(Instant(100), PortId(0), &beacon(1));
+        c.push(Instant(600), PortId(0), &beacon(2));
+        c.push(Instant(700), PortId(1), &beacon(3));
+        assert_eq!(c.next_deadline(), Some(Instant(1_100)), "oldest packet + Δ");
+        c.flush_due(Instant(1_099));
+        assert!(c.queue().is_empty());
+        c.flush_due(Instant(1_100));
+        assert_eq!(c.queue().len(), 1, "only port 0's oldest packet is due");
+        assert_eq!(c.queue()[0].packets, 2);
+        assert_eq!(c.next_deadline(), Some(Instant(1_700)));
+        c.flush_due(Instant(5_000));
+        assert_eq!(c.stats().flushes_delay, 2);
+        assert_eq!(c.next_deadline(), None);
+    }
+
+    #[test]
+    fn an_idle_loop_flushes_everything_at_once() {
+        let mut c = Coalescer::new(CoalesceConfig::default(), 3);
+        c.push(Instant(0), PortId(0), &beacon(1));
+        c.push(Instant(0), PortId(2), &beacon(2));
+        c.push(Instant(0), PortId(2), &data(3, 10));
+        c.flush_idle();
+        assert_eq!(c.stats().flushes_idle, 2, "one per non-empty port");
+        assert_eq!(
+            sent(&c),
+            vec![
+                (PortId(0), beacon(1)),
+                (PortId(2), beacon(2)),
+                (PortId(2), data(3, 10)),
+            ]
+        );
+        c.flush_idle();
+        assert_eq!(
+            c.stats().flushes_idle,
+            2,
+            "nothing pending: no empty datagrams"
+        );
+    }
+
+    #[test]
+    fn coalescing_off_sends_one_packet_per_datagram() {
+        let mut c = Coalescer::new(CoalesceConfig::default().uncoalesced(), 1);
+        for i in 0..5 {
+            c.push(Instant(0), PortId(0), &beacon(i));
+        }
+        assert_eq!(c.queue().len(), 5);
+        assert!(c.queue().iter().all(|d| d.packets == 1));
+    }
+
+    #[test]
+    fn per_port_order_is_kept_across_flushes_and_oversize_packets() {
+        let mut c = Coalescer::new(cfg(100), 2);
+        let mut expect = Vec::new();
+        for i in 0..40u64 {
+            let port = PortId((i % 2) as u32);
+            // Every seventh packet is larger than a datagram: it goes alone, after what is
+            // pending on its port.
+            let p = if i % 7 == 0 {
+                data(i, 200)
+            } else {
+                data(i, (i % 20) as usize)
+            };
+            c.push(Instant(i), port, &p);
+            expect.push((port, p));
+        }
+        c.flush_idle();
+        let got = sent(&c);
+        for port in [PortId(0), PortId(1)] {
+            let e: Vec<_> = expect.iter().filter(|(p, _)| *p == port).collect();
+            let g: Vec<_> = got.iter().filter(|(p, _)| *p == port).collect();
+            assert_eq!(e, g, "order on {port}");
+        }
+        assert_eq!(c.stats().packets_oversize, 6);
+        assert!(c
+            .queue()
+            .iter()
+            .all(|d| d.bytes.len() <= 100 || d.packets == 1));
+    }
+
+    #[test]
+    fn a_packet_no_datagram_can_hold_is_dropped_and_counted() {
+        let mut c = Coalescer::new(CoalesceConfig::default(), 1);
+        c.push(Instant(0), PortId(0), &data(1, UDP_PAYLOAD_MAX));
+        assert_eq!(c.stats().packets_too_large, 1);
+        assert!(c.queue().is_empty());
+        c.push(
+            Instant(0),
+            PortId(0),
+            &data(1, UDP_PAYLOAD_MAX - DATA_HEADER_LEN),
+        );
+        assert_eq!(c.queue().len(), 1, "exactly the UDP maximum still goes");
+    }
+
+    #[test]
+    fn a_full_send_queue_drops_and_counts_new_datagrams() {
+        let mut c = Coalescer::new(
+            CoalesceConfig {
+                send_queue_len_max: 2,
+                ..CoalesceConfig::default().uncoalesced()
+            },
+            1,
+        );
+        for i in 0..5 {
+            c.push(Instant(0), PortId(0), &beacon(i));
+        }
+        assert_eq!(c.queue().len(), 2);
+        assert_eq!(c.stats().send_queue_dropped_datagrams, 3);
+        assert_eq!(c.stats().send_queue_dropped_packets, 3);
+        assert_eq!(
+            sent(&c),
+            vec![(PortId(0), beacon(0)), (PortId(0), beacon(1))]
+        );
+        c.pop_sent(2);
+        c.push(Instant(0), PortId(0), &beacon(9));
+        assert_eq!(
+            sent(&c),
+            vec![(PortId(0), beacon(9))],
+            "room again after sending"
+        );
+    }
+
+    #[test]
+    fn buffers_are_recycled_in_the_steady_state() {
+        let mut c = Coalescer::new(cfg(200), 1);
+        for round in 0..10 {
+            for i in 0..30 {
+                c.push(Instant(round), PortId(0), &beacon(i));
+            }
+            c.flush_idle();
+            let n = c.queue().len();
+            c.pop_sent(n);
+        }
+        assert!(c.free.len() <= 4, "free list stays small: {}", c.free.len());
+    }
+
+    #[test]
+    fn a_malformed_tail_keeps_the_packets_before_it() {
+        let mut bytes = Vec::new();
+        beacon(1).encode(&mut bytes);
+        data(2, 5).encode(&mut bytes);
+        bytes.extend_from_slice(&[0xEE, 1, 2, 3]);
+        beacon(3).encode(&mut bytes);
+        let mut out = Vec::new();
+        let r = decode_datagram(&Bytes::from(bytes), &mut out);
+        assert_eq!(r.packets, 2);
+        assert_eq!(r.error, Some(DecodeError::UnknownOpcode(0xEE)));
+        assert_eq!(out, vec![beacon(1), data(2, 5)]);
+    }
+
+    #[test]
+    fn a_truncated_last_packet_is_an_error_not_a_panic() {
+        let mut bytes = Vec::new();
+        data(1, 50).encode(&mut bytes);
+        data(2, 50).encode(&mut bytes);
+        bytes.truncate(bytes.len() - 10);
+        let mut out = Vec::new();
+        let r = decode_datagram(&Bytes::from(bytes), &mut out);
+        assert_eq!(r.packets, 1);
+        assert!(matches!(r.error, Some(DecodeError::Truncated { .. })));
+        let r = decode_datagram(&Bytes::new(), &mut out);
+        assert_eq!(r.error, Some(DecodeError::Empty));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A small deterministic fuzz: xorshift bytes, some starting with valid opcodes.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut out = Vec::new();
+        for _ in 0..2_000 {
+            let mut v = Vec::new();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 120) as usize;
+            for i in 0..len {
+                v.push((x >> (i % 56)) as u8 ^ i as u8);
+            }
+            if let Some(b) = v.first_mut() {
+                *b = (*b % 6).max(1);
+            }
+            out.clear();
+            let r = decode_datagram(&Bytes::from(v), &mut out);
+            assert_eq!(r.packets, out.len());
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Live defaults for the 1Pipe roles, and a static process router for aggregators.
+//!
+//! The roles' own defaults suit the simulator (3 µs beacons on µs links). Over UDP a datagram
+//! costs microseconds of kernel time, so the live runtime beacons every millisecond by default,
+//! runs aggregators as host representatives (§6.2.3: they read barriers from beacons only, so
+//! hosts beacon every interval and leave data barriers invalid), sizes the host's MTU so one
+//! packet fits one datagram, and gives acknowledgements a timeout that survives a busy machine's
+//! scheduling delays.
+
+use crate::config::DriverConfig;
+use onepipe_proto::host::HostConfig;
+use onepipe_proto::ids::{NodeId, PortId, ProcId};
+use onepipe_proto::switch::{Router, SwitchConfig, SwitchMode};
+use onepipe_proto::wire::DATA_HEADER_LEN;
+
+/// Default live beacon interval: 1 ms.
+pub const BEACON_INTERVAL_NS_DEFAULT: u64 = 1_000_000;
+
+/// Role settings for a live cluster. Build the roles' configurations with
+/// [`LiveRoles::host_config`] and [`LiveRoles::switch_config`], then adjust fields as needed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveRoles {
+    /// T_beacon (§4.2) for hosts and aggregators.
+    pub beacon_interval_ns: u64,
+    /// How long after each beacon time an aggregator one hop above the hosts sends its beacons,
+    /// so the hosts' beacons of that wave have arrived (§4.2, synchronized beacons). An
+    /// aggregator `d` hops up uses `d` times this.
+    pub aggregator_phase_ns: u64,
+    /// A host reports a message lost when it is unacknowledged this long.
+    pub rto_ns: u64,
+}
+
+impl Default for LiveRoles {
+    fn default() -> Self {
+        LiveRoles {
+            beacon_interval_ns: BEACON_INTERVAL_NS_DEFAULT,
+            aggregator_phase_ns: BEACON_INTERVAL_NS_DEFAULT / 5,
+            rto_ns: 50_000_000,
+        }
+    }
+}
+
+impl LiveRoles {
+    /// A host configuration for processes `procs` (ids below `senders_max`) whose packets fit
+    /// the datagrams of `driver`.
+    pub fn host_config(
+        &self,
+        node: NodeId,
+        procs: Vec<ProcId>,
+        senders_max: u32,
+        driver: &DriverConfig,
+    ) -> HostConfig {
+        let mut cfg = HostConfig::new(node, procs, senders_max);
+        cfg.beacon_interval_ns = self.beacon_interval_ns;
+        cfg.beacon_always = true;
+        cfg.barrier_on_data = false;
+        cfg.mtu_payload = cfg
+            .mtu_payload
+            .min(driver.coalesce.datagram_len_max - DATA_HEADER_LEN)
+            .max(1);
+        cfg.rto_ns = self.rto_ns;
+        cfg
+    }
+
+    /// A host-representative aggregator (§6.2.3) `depth` hops above the hosts, with `inputs`
+    /// input links and `outputs` output links.
+    pub fn switch_config(
+        &self,
+        node: NodeId,
+        depth: u32,
+        inputs: usize,
+        outputs: usize,
+    ) -> SwitchConfig {
+        let mut cfg = SwitchConfig::new(node, SwitchMode::Host, inputs, outputs);
+        cfg.beacon_interval_ns = self.beacon_interval_ns;
+        cfg.beacon_phase_ns =
+            (u64::from(depth) * self.aggregator_phase_ns) % self.beacon_interval_ns;
+        // The real switch-to-representative hop is in the network, not simulated.
+        cfg.beacon_delay_ns = 0;
+        cfg
+    }
+}
+
+/// Routes a packet by its destination process through a fixed table: process `p` leaves on
+/// `port_of[p]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessRouter {
+    port_of: Vec<Option<PortId>>,
+}
+
+impl ProcessRouter {
+    /// An empty table.
+    pub fn new() -> ProcessRouter {
+        ProcessRouter::default()
+    }
+
+    /// Process `p` is reached through output `port`.
+    pub fn set(&mut self, p: ProcId, port: PortId) {
+        if self.port_of.len() <= p.index() {
+            self.port_of.resize(p.index() + 1, None);
+        }
+        self.port_of[p.index()] = Some(port);
+    }
+}
+
+impl Router for ProcessRouter {
+    fn route(&self, _at: NodeId, _src: ProcId, dst: ProcId) -> Option<PortId> {
+        self.port_of.get(dst.index()).copied().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_packet_fits_one_datagram() {
+        let driver = DriverConfig::default();
+        let cfg = LiveRoles::default().host_config(NodeId(0), vec![ProcId(0)], 4, &driver);
+        assert_eq!(
+            cfg.mtu_payload + DATA_HEADER_LEN,
+            driver.coalesce.datagram_len_max
+        );
+        assert!(cfg.beacon_always && !cfg.barrier_on_data);
+        assert_eq!(cfg.beacon_interval_ns, 1_000_000);
+    }
+
+    #[test]
+    fn aggregators_fire_later_the_higher_they_are() {
+        let roles = LiveRoles::default();
+        let tor = roles.switch_config(NodeId(1), 1, 2, 2);
+        let spine = roles.switch_config(NodeId(2), 2, 2, 2);
+        assert_eq!(tor.mode, SwitchMode::Host);
+        assert!(spine.beacon_phase_ns > tor.beacon_phase_ns);
+        assert!(spine.beacon_phase_ns < roles.beacon_interval_ns);
+    }
+
+    #[test]
+    fn the_router_maps_known_processes_only() {
+        let mut r = ProcessRouter::new();
+        r.set(ProcId(3), PortId(1));
+        assert_eq!(r.route(NodeId(0), ProcId(0), ProcId(3)), Some(PortId(1)));
+        assert_eq!(r.route(NodeId(0), ProcId(0), ProcId(2)), None);
+        assert_eq!(r.route(NodeId(0), ProcId(0), ProcId(99)), None);
+    }
+}

@@ -1,0 +1,60 @@
+//! Counters a driver keeps. Never reset; never logged per packet (read them instead).
+
+use crate::coalesce::CoalesceStats;
+
+/// What a [`crate::Driver`] has done, counted. Packets are 1Pipe packets; datagrams are UDP
+/// datagrams, each carrying one or more packets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    /// Datagrams handed to the kernel.
+    pub datagrams_sent: u64,
+    /// Packets in those datagrams.
+    pub packets_sent: u64,
+    /// Bytes in those datagrams (UDP payload).
+    pub bytes_sent: u64,
+    /// Datagrams received from known addresses.
+    pub datagrams_received: u64,
+    /// Packets decoded from them and handed to the role.
+    pub packets_received: u64,
+    /// Bytes received from known addresses (UDP payload).
+    pub bytes_received: u64,
+    /// Datagrams that ended in a malformed packet (the rest of each was dropped).
+    pub decode_errors: u64,
+    /// Datagrams longer than a receive slot, cut by the kernel (only their whole packets were
+    /// used).
+    pub datagrams_truncated: u64,
+    /// Datagrams from addresses in no port-table entry: dropped.
+    pub unknown_source: u64,
+    /// Packets the role sent to an output port with no address: dropped.
+    pub unknown_output_port: u64,
+    /// `sendmmsg` calls that found the socket buffer full (`EAGAIN`); the datagrams stayed
+    /// queued and were retried when the socket became writable.
+    pub send_would_block: u64,
+    /// Datagrams the kernel refused for good (for example `EMSGSIZE`): dropped.
+    pub send_errors: u64,
+    /// `recvmmsg` failures other than "nothing to read".
+    pub recv_errors: u64,
+    /// `sendmmsg` calls.
+    pub sendmmsg_calls: u64,
+    /// `recvmmsg` calls that returned at least one datagram.
+    pub recvmmsg_calls: u64,
+    /// Times the role's timer fired (`Input::Timeout`).
+    pub timeouts: u64,
+    /// Loop turns (receive, timers, flush, send).
+    pub turns: u64,
+    /// Times the loop blocked in `epoll_wait`.
+    pub blocks: u64,
+    /// The coalescing layer's counters: flushes by reason, oversize packets, queue drops.
+    pub coalesce: CoalesceStats,
+}
+
+impl DriverStats {
+    /// Mean packets per datagram sent (0 before anything was sent).
+    pub fn packets_per_datagram_sent(&self) -> f64 {
+        if self.datagrams_sent == 0 {
+            0.0
+        } else {
+            self.packets_sent as f64 / self.datagrams_sent as f64
+        }
+    }
+}
