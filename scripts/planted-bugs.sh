@@ -11,7 +11,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/mutants}"
 
 # name @@ file @@ exact text @@ replacement @@ why the suite must catch it
 mutants=(
-  "eq41-max@@crates/proto/src/switch.rs@@min.map_or(r, |m| m.min_wrapping(r))@@min.map_or(r, |m| m.max_wrapping(r))@@Eq. 4.1 takes the max of the input registers: barriers overtake messages in flight"
+  "eq41-max@@crates/proto/src/switch.rs@@Some(min.map_or(v, |m| m.min_wrapping(v)))@@Some(min.map_or(v, |m| m.max_wrapping(v)))@@Eq. 4.1 takes the max of the input registers: barriers overtake messages in flight"
   "deliver-at-barrier@@crates/proto/src/reorder.rs@@if ts >= barrier {@@if ts > barrier {@@the receiver delivers a message whose timestamp equals the barrier"
   "no-late-drop@@crates/proto/src/host.rs@@if self.barrier.is_some_and(|b| h.ts < b) {@@if false \&\& self.barrier.is_some_and(|b| h.ts < b) {@@late packets are buffered and delivered below a passed barrier"
   "beacon-too-high@@crates/proto/src/host.rs@@let barrier = latest_tick\n            .timestamp()@@let barrier = latest_tick\n            .timestamp().plus(self.cfg.beacon_interval_ns)@@hosts beacon a barrier one interval in the future"

@@ -162,7 +162,8 @@ pub enum SendError {
     /// `inflight_max` unacknowledged best-effort messages, or `send_buffer_bytes_max` bytes of
     /// reliable ones.
     Full,
-    /// A message is longer than `message_len_max`.
+    /// A message is longer than `message_len_max` (for reliable messages: than one window of
+    /// packets), or a reliable scattering is larger than the whole send buffer.
     TooLarge {
         /// Its length.
         len: usize,
@@ -281,6 +282,8 @@ pub struct Host {
     tracker: SendTracker,
     /// The reliable send path.
     sender: ReliableSender,
+    /// A reliable message was received here: the reliable reorder buffers exist.
+    reliable_seen: bool,
     /// The highest commit barrier advertised on the uplink (kept monotone).
     commit_sent: Timestamp,
     /// Delayed ACKs: (due, sender, index of the local receiver, reliable), in scheduling order.
@@ -339,6 +342,7 @@ impl Host {
                 cfg.senders_max,
                 cfg.mtu_payload,
             ),
+            reliable_seen: false,
             commit_sent: now.timestamp(),
             acks_due: VecDeque::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
@@ -526,6 +530,16 @@ impl Host {
                     max,
                 });
             }
+        }
+        // A scattering larger than the whole send buffer could never be queued: say so, rather
+        // than `Full` for ever.
+        let total: usize = scattering.iter().map(|(_, m)| m.len()).sum();
+        let buffer = self.cfg.reliable.send_buffer_bytes_max;
+        if total > buffer {
+            return Err(SendError::TooLarge {
+                len: total,
+                max: buffer,
+            });
         }
         let procs = &self.procs;
         let handle = self
@@ -765,6 +779,7 @@ impl Host {
         first_psn: Psn,
     ) {
         let h = d.header;
+        self.reliable_seen = true;
         let senders = self.cfg.senders_max;
         let len_max = self.cfg.reorder_len_max;
         let rel = self.procs[dst_idx].rel.get_or_insert_with(|| {
@@ -923,6 +938,15 @@ impl Host {
     /// Delivers, per local process, everything strictly below the barrier (§4.1), and gives up on
     /// partial messages the barrier has passed.
     fn deliver_ready(&mut self, now: Instant) {
+        if self.reliable_seen {
+            self.deliver_reliable(now);
+        }
+        self.deliver_best_effort(now);
+    }
+
+    /// §5.1: per local process that reads, everything strictly below the commit barrier.
+    #[inline(never)]
+    fn deliver_reliable(&mut self, now: Instant) {
         if let Some(commit) = self.commit {
             let now_ts = self.timestamp(now);
             for lp in &mut self.procs {
@@ -946,6 +970,10 @@ impl Host {
                 }
             }
         }
+    }
+
+    /// §4.1: per local process, everything strictly below the best-effort barrier.
+    fn deliver_best_effort(&mut self, now: Instant) {
         let Some(barrier) = self.barrier else {
             return;
         };

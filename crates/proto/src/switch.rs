@@ -25,7 +25,7 @@
 //! daemon, which sees only beacons, has none.
 //!
 //! Reliable 1Pipe (§5.1) adds the commit barrier, aggregated "exactly like best-effort barriers":
-//! a second register per input link (the private `Aggregate`, twice), a second monotone output, both rewritten
+//! a second register per input link (beside the first), a second monotone output, both rewritten
 //! on forwarded data in chip mode and both carried by every beacon. A beacon goes out when either
 //! output moved.
 //!
@@ -142,53 +142,131 @@ pub struct SwitchStats {
     pub dropped: u64,
 }
 
-/// One barrier of Eq. 4.1 over all input links: the best-effort barrier or the commit barrier.
+/// Which barrier: index into [`Aggregates`]' per-input pair.
+const BE: usize = 0;
+/// The commit barrier's index.
+const COMMIT: usize = 1;
+/// A register that has not heard from its link yet.
+const NONE: u64 = u64::MAX;
+
+/// Eq. 4.1 over all input links, for both barriers (§4.1 best effort, §5.1 commit). The two
+/// registers of a link sit side by side — one cache line serves a data packet that carries both —
+/// and hold raw timestamps with a sentinel for "not yet" (8 bytes each, not 16).
 #[derive(Clone, Debug)]
-struct Aggregate {
-    /// R_i of Eq. 4.1, per input link; `None` until the link has said anything.
-    registers: Vec<Option<Timestamp>>,
-    /// The minimum of the registers when every input has reported (cached for `update`).
-    min_register: Option<Timestamp>,
-    /// B_new of Eq. 4.1, kept monotone.
-    out: Option<Timestamp>,
+struct Aggregates {
+    /// R_i of Eq. 4.1, per input link: [best effort, commit]; `NONE` until the link has spoken.
+    registers: Vec<[u64; 2]>,
+    /// The minimum of each barrier's registers once every input has reported (cached for
+    /// `update`).
+    min_register: [Option<Timestamp>; 2],
+    /// B_new of Eq. 4.1 for each barrier, kept monotone.
+    out: [Option<Timestamp>; 2],
 }
 
-impl Aggregate {
-    fn new(inputs: usize) -> Aggregate {
-        Aggregate {
-            registers: vec![None; inputs],
-            min_register: None,
-            out: None,
+impl Aggregates {
+    fn new(inputs: usize) -> Aggregates {
+        Aggregates {
+            registers: vec![[NONE; 2]; inputs],
+            min_register: [None; 2],
+            out: [None; 2],
         }
     }
 
-    /// R_i := B for input `port` (kept monotone), then B_new := min_i R_i (Eq. 4.1).
-    fn update(&mut self, port: usize, b: Timestamp) {
-        let r = &mut self.registers[port];
+    fn register(&self, port: usize, k: usize) -> Option<Timestamp> {
+        let r = self.registers.get(port)?[k];
+        (r != NONE).then(|| Timestamp::new(r))
+    }
+
+    /// R_i := B for input `port` and barrier `k` (kept monotone), then B_new := min_i R_i
+    /// (Eq. 4.1).
+    #[inline]
+    fn update(&mut self, port: usize, k: usize, b: Timestamp) {
+        if self.raise(port, k, b) {
+            self.recompute([k == BE, k == COMMIT]);
+        }
+    }
+
+    /// Both barriers of one input at once (a beacon, or a chip-mode data packet carrying both):
+    /// one scan of the registers serves both minimums when both may have moved.
+    #[inline]
+    fn update_both(&mut self, port: usize, b: Timestamp, c: Timestamp) {
+        let scan = [self.raise(port, BE, b), self.raise(port, COMMIT, c)];
+        if scan[BE] || scan[COMMIT] {
+            self.recompute(scan);
+        }
+    }
+
+    /// Raises one register; true if the minimum may have moved. Raising a register that was
+    /// above the minimum cannot move it: no scan then (the common case — one input in a wave,
+    /// or data from a sender that is not the laggard).
+    #[inline]
+    fn raise(&mut self, port: usize, k: usize, b: Timestamp) -> bool {
+        let r = &mut self.registers[port][k];
         let old = *r;
-        let new = old.map_or(b, |old| old.max_wrapping(b));
-        *r = Some(new);
-        // Raising a register that was above the minimum cannot move the minimum: skip the scan
-        // (the common case — one input in a wave, or data from a sender that is not the laggard).
-        match (old, self.min_register) {
-            (Some(old), Some(min)) if old > min || new == old => {}
-            _ => self.recompute(),
+        if old == NONE {
+            *r = b.raw();
+            return true;
+        }
+        let old = Timestamp::new(old);
+        let new = old.max_wrapping(b);
+        *r = new.raw();
+        !(new == old || self.min_register[k].is_some_and(|min| old > min))
+    }
+
+    /// Recomputes the minimum of the barriers selected by `which`, in one pass over the
+    /// registers when both are.
+    #[inline(never)]
+    fn recompute(&mut self, which: [bool; 2]) {
+        match which {
+            [true, true] => {
+                let (mut b, mut c) = (None, None);
+                let (mut b_ok, mut c_ok) = (true, true);
+                for r in &self.registers {
+                    b_ok &= r[BE] != NONE;
+                    c_ok &= r[COMMIT] != NONE;
+                    if !(b_ok || c_ok) {
+                        return; // inputs that never spoke bound nothing yet
+                    }
+                    b = Self::fold(b, r[BE]);
+                    c = Self::fold(c, r[COMMIT]);
+                }
+                self.set_min(BE, b_ok.then_some(b).flatten());
+                self.set_min(COMMIT, c_ok.then_some(c).flatten());
+            }
+            [true, false] => self.recompute_one(BE),
+            [false, true] => self.recompute_one(COMMIT),
+            [false, false] => {}
         }
     }
 
-    fn recompute(&mut self) {
-        let mut min: Option<Timestamp> = None;
+    fn recompute_one(&mut self, k: usize) {
+        let mut min = None;
         for r in &self.registers {
-            let Some(r) = *r else {
+            if r[k] == NONE {
                 return; // an input that never spoke bounds nothing yet
-            };
-            min = Some(min.map_or(r, |m| m.min_wrapping(r)));
+            }
+            min = Self::fold(min, r[k]);
         }
-        self.min_register = min;
-        if let Some(m) = min {
-            // Never backwards (§4.2: "the switch must maintain monotonicity of its B_new").
-            self.out = Some(self.out.map_or(m, |o| o.max_wrapping(m)));
+        self.set_min(k, min);
+    }
+
+    #[inline]
+    fn fold(min: Option<Timestamp>, raw: u64) -> Option<Timestamp> {
+        if raw == NONE {
+            return min;
         }
+        let v = Timestamp::new(raw);
+        Some(min.map_or(v, |m| m.min_wrapping(v)))
+    }
+
+    /// Stores a new minimum (all inputs reported) and raises the output to it — never
+    /// backwards (§4.2: "the switch must maintain monotonicity of its B_new").
+    fn set_min(&mut self, k: usize, min: Option<Timestamp>) {
+        let Some(m) = min else {
+            return;
+        };
+        self.min_register[k] = Some(m);
+        self.out[k] = Some(self.out[k].map_or(m, |o| o.max_wrapping(m)));
     }
 }
 
@@ -200,10 +278,8 @@ type Outputs = (Option<Timestamp>, Option<Timestamp>);
 pub struct Switch {
     cfg: SwitchConfig,
     router: Option<Arc<dyn Router>>,
-    /// The best-effort barrier (§4.1).
-    be: Aggregate,
-    /// The commit barrier (§5.1).
-    commit: Aggregate,
+    /// Both barriers' registers and outputs (§4.1, §5.1).
+    agg: Aggregates,
     last_beacon: Vec<Option<Instant>>,
     /// What the last barrier-carrying packet on each output link said.
     last_sent: Vec<Outputs>,
@@ -231,8 +307,7 @@ impl Switch {
             "beacon interval must be positive"
         );
         Switch {
-            be: Aggregate::new(cfg.inputs),
-            commit: Aggregate::new(cfg.inputs),
+            agg: Aggregates::new(cfg.inputs),
             last_beacon: vec![None; cfg.outputs],
             last_sent: vec![(None, None); cfg.outputs],
             pending: VecDeque::new(),
@@ -257,26 +332,26 @@ impl Switch {
 
     /// The output barrier B_new (Eq. 4.1), once every input link has reported.
     pub fn barrier(&self) -> Option<Timestamp> {
-        self.be.out
+        self.agg.out[BE]
     }
 
     /// The output commit barrier (§5.1), once every input link has reported one.
     pub fn commit_barrier(&self) -> Option<Timestamp> {
-        self.commit.out
+        self.agg.out[COMMIT]
     }
 
     /// The best-effort register of one input link.
     pub fn register(&self, port: PortId) -> Option<Timestamp> {
-        self.be.registers.get(port.index()).copied().flatten()
+        self.agg.register(port.index(), BE)
     }
 
     /// The commit register of one input link.
     pub fn commit_register(&self, port: PortId) -> Option<Timestamp> {
-        self.commit.registers.get(port.index()).copied().flatten()
+        self.agg.register(port.index(), COMMIT)
     }
 
     fn outputs_now(&self) -> Outputs {
-        (self.be.out, self.commit.out)
+        (self.agg.out[BE], self.agg.out[COMMIT])
     }
 
     fn on_packet(&mut self, now: Instant, port: PortId, mut packet: Packet) {
@@ -316,11 +391,14 @@ impl Switch {
             Packet::Data(d) => {
                 if self.cfg.mode.rewrites_data() {
                     let h = &mut d.header;
-                    if let Some(b) = h.barrier() {
-                        self.be.update(port.index(), b);
+                    match (h.barrier(), h.commit()) {
+                        (Some(b), Some(c)) => self.agg.update_both(port.index(), b, c),
+                        (Some(b), None) => self.agg.update(port.index(), BE, b),
+                        (None, Some(c)) => self.agg.update(port.index(), COMMIT, c),
+                        (None, None) => {}
                     }
                     // §4.1: the forwarded packet carries B_new.
-                    match self.be.out {
+                    match self.agg.out[BE] {
                         Some(b) => {
                             h.barrier = b;
                             h.flags |= flags::BARRIER_VALID;
@@ -328,10 +406,7 @@ impl Switch {
                         None => h.flags &= !flags::BARRIER_VALID,
                     }
                     // §5.1: and the commit barrier likewise.
-                    if let Some(c) = h.commit() {
-                        self.commit.update(port.index(), c);
-                    }
-                    match self.commit.out {
+                    match self.agg.out[COMMIT] {
                         Some(c) => {
                             h.commit = c;
                             h.flags |= flags::COMMIT_VALID;
@@ -377,8 +452,7 @@ impl Switch {
         match self.cfg.mode {
             SwitchMode::Chip => {
                 let before = self.outputs_now();
-                self.be.update(port.index(), b.barrier);
-                self.commit.update(port.index(), b.commit);
+                self.agg.update_both(port.index(), b.barrier, b.commit);
                 if self.outputs_now() != before {
                     self.send_paced_beacons(now);
                 }
@@ -408,8 +482,7 @@ impl Switch {
                     break;
                 }
                 self.pending.pop_front();
-                self.be.update(port.index(), b);
-                self.commit.update(port.index(), c);
+                self.agg.update_both(port.index(), b, c);
             }
         }
         match self.cfg.mode {

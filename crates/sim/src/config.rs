@@ -274,11 +274,24 @@ impl SimConfig {
         if !(0.0..=1.0).contains(&self.loss_rate) {
             return Err(bad("--loss", "must be between 0 and 1"));
         }
-        if self.send_buffer_bytes < self.msg_size {
-            return Err(bad(
-                "--send-buffer",
-                format!("must hold at least one message ({} bytes)", self.msg_size),
-            ));
+        if self.service != Service::BestEffort {
+            // A reliable scattering must fit the send buffer whole (§6.1: it waits there until
+            // every message fits its window).
+            let dsts = match self.workload {
+                WorkloadKind::AllToAll => self.procs()? as usize,
+                WorkloadKind::Scatter { k } => k as usize,
+                WorkloadKind::OneToOne => 1,
+            };
+            let need = dsts.saturating_mul(self.msg_size);
+            if self.send_buffer_bytes < need {
+                return Err(bad(
+                    "--send-buffer",
+                    format!(
+                        "a reliable scattering here is {dsts} × {} = {need} bytes and must fit the send buffer ({} bytes)",
+                        self.msg_size, self.send_buffer_bytes
+                    ),
+                ));
+            }
         }
         if self.rto_ns == 0 {
             return Err(bad("--rto", "must be positive"));

@@ -109,6 +109,8 @@ struct LinkSt {
     to_port: u32,
     from_switch: bool,
     ps_per_byte: u64,
+    /// Queueing delay (ns) beyond which the egress queue holds more than the ECN threshold.
+    ecn_queue_ns: u64,
     delay_ns: u64,
     busy_until: SimTime,
     last_barrier: Option<Timestamp>,
@@ -299,6 +301,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 to_port: l.to_port.0,
                 from_switch: l.from.0 >= topo.hosts(),
                 ps_per_byte,
+                ecn_queue_ns: cfg.ecn_threshold_bytes.saturating_mul(ps_per_byte) / 1000,
                 delay_ns: cfg.link_delay_ns,
                 busy_until: 0,
                 last_barrier: None,
@@ -466,14 +469,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let ser = (bytes * l.ps_per_byte).div_ceil(1000);
         let start = t.max(l.busy_until);
         // §6.1 DCTCP: a switch egress queue above the threshold marks data packets.
-        if l.from_switch && start > t {
-            let queued_bytes = (start - t) * 1000 / l.ps_per_byte.max(1);
-            if queued_bytes > self.cfg.ecn_threshold_bytes {
-                if let Some(Packet::Data(d)) = self.packets[pkt as usize].as_mut() {
-                    if d.header.flags & flags::ECN == 0 {
-                        d.header.flags |= flags::ECN;
-                        self.stats.ecn_marked += 1;
-                    }
+        if l.from_switch && start > t + l.ecn_queue_ns {
+            if let Some(Packet::Data(d)) = self.packets[pkt as usize].as_mut() {
+                if d.header.flags & flags::ECN == 0 {
+                    d.header.flags |= flags::ECN;
+                    self.stats.ecn_marked += 1;
                 }
             }
         }

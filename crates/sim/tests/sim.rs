@@ -471,3 +471,23 @@ fn overload_fills_the_send_buffer_and_refuses_6_1() {
     assert!(r.drained);
     assert_eq!(r.delivered, r.sent);
 }
+
+/// §6.1: large broadcasts queue at switch egress ports; packets above the ECN threshold are
+/// marked, receivers echo the marks, senders cut their windows (DCTCP) — and nothing is lost or
+/// disordered on the way.
+#[test]
+fn congested_switch_queues_mark_ecn_and_senders_cut_their_windows_6_1() {
+    let r = run_ok(&SimConfig {
+        service: Service::Reliable,
+        msg_size: 20_000,
+        rate_per_proc: 20_000.0,
+        send_buffer_bytes: 4 << 20,
+        duration_ns: 300_000,
+        drain_ns: 20_000_000,
+        ..small(TopologySpec::FatTree { k: 4 }, 81)
+    });
+    assert!(r.ecn_marked > 0, "no ECN marks");
+    assert!(r.window_cuts > 0, "DCTCP never cut a window");
+    assert!(r.drained);
+    assert_eq!(r.delivered, r.sent);
+}
