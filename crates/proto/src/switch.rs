@@ -179,27 +179,24 @@ impl Aggregates {
 
     /// R_i := B for input `port` and barrier `k` (kept monotone), then B_new := min_i R_i
     /// (Eq. 4.1).
-    #[inline]
+    #[inline(always)]
     fn update(&mut self, port: usize, k: usize, b: Timestamp) {
         if self.raise(port, k, b) {
-            self.recompute([k == BE, k == COMMIT]);
+            self.recompute_one(k);
         }
     }
 
-    /// Both barriers of one input at once (a beacon, or a chip-mode data packet carrying both):
-    /// one scan of the registers serves both minimums when both may have moved.
-    #[inline]
+    /// Both barriers of one input (a beacon, or a chip-mode data packet carrying both).
+    #[inline(always)]
     fn update_both(&mut self, port: usize, b: Timestamp, c: Timestamp) {
-        let scan = [self.raise(port, BE, b), self.raise(port, COMMIT, c)];
-        if scan[BE] || scan[COMMIT] {
-            self.recompute(scan);
-        }
+        self.update(port, BE, b);
+        self.update(port, COMMIT, c);
     }
 
     /// Raises one register; true if the minimum may have moved. Raising a register that was
     /// above the minimum cannot move it: no scan then (the common case — one input in a wave,
     /// or data from a sender that is not the laggard).
-    #[inline]
+    #[inline(always)]
     fn raise(&mut self, port: usize, k: usize, b: Timestamp) -> bool {
         let r = &mut self.registers[port][k];
         let old = *r;
@@ -213,32 +210,7 @@ impl Aggregates {
         !(new == old || self.min_register[k].is_some_and(|min| old > min))
     }
 
-    /// Recomputes the minimum of the barriers selected by `which`, in one pass over the
-    /// registers when both are.
     #[inline(never)]
-    fn recompute(&mut self, which: [bool; 2]) {
-        match which {
-            [true, true] => {
-                let (mut b, mut c) = (None, None);
-                let (mut b_ok, mut c_ok) = (true, true);
-                for r in &self.registers {
-                    b_ok &= r[BE] != NONE;
-                    c_ok &= r[COMMIT] != NONE;
-                    if !(b_ok || c_ok) {
-                        return; // inputs that never spoke bound nothing yet
-                    }
-                    b = Self::fold(b, r[BE]);
-                    c = Self::fold(c, r[COMMIT]);
-                }
-                self.set_min(BE, b_ok.then_some(b).flatten());
-                self.set_min(COMMIT, c_ok.then_some(c).flatten());
-            }
-            [true, false] => self.recompute_one(BE),
-            [false, true] => self.recompute_one(COMMIT),
-            [false, false] => {}
-        }
-    }
-
     fn recompute_one(&mut self, k: usize) {
         let mut min = None;
         for r in &self.registers {
