@@ -156,6 +156,13 @@ struct SimArgs {
     /// the RTT (RFC 6298) and backs off exponentially.
     #[arg(long, default_value = "25us", value_parser = parse_duration)]
     rto: u64,
+    /// Crash host H at time T (true time), e.g. `--crash-host 3@200us`; repeatable. Switches
+    /// remove its link after --link-timeout beacon intervals (§4.2). Best effort only.
+    #[arg(long, value_parser = parse_crash)]
+    crash_host: Vec<(u32, u64)>,
+    /// Beacon intervals of silence after which a switch removes an input link (§4.2; 0 never).
+    #[arg(long, default_value_t = 10)]
+    link_timeout: u32,
     /// Each host's reliable send buffer in bytes of payload; reliable sends beyond it are
     /// refused with SendError::Full.
     #[arg(long, default_value_t = 65_536)]
@@ -269,6 +276,18 @@ pub fn parse_duration_f64(s: &str) -> Result<f64, String> {
     Ok(ns)
 }
 
+/// Parses `H@TIME` (a host and a true time with a unit) for `--crash-host`.
+fn parse_crash(s: &str) -> Result<(u32, u64), String> {
+    let (h, t) = s
+        .split_once('@')
+        .ok_or_else(|| format!("'{s}' should be HOST@TIME, e.g. 3@200us"))?;
+    let h = h
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{h}' is not a host number (in '{s}')"))?;
+    Ok((h, parse_duration(t)?))
+}
+
 /// Like [`parse_duration_f64`], rounded to whole nanoseconds.
 pub fn parse_duration(s: &str) -> Result<u64, String> {
     parse_duration_f64(s).map(|ns| ns.round() as u64)
@@ -325,6 +344,8 @@ impl SimArgs {
                 Svc::Mixed => Service::Mixed,
             },
             rto_ns: self.rto,
+            crashes: self.crash_host.clone(),
+            link_timeout_intervals: self.link_timeout,
             send_buffer_bytes: self.send_buffer,
             ecn_threshold_bytes: self.ecn_threshold,
             seed: self.seed,
@@ -494,6 +515,12 @@ fn print_summary(r: &Report) {
         r.beacon_bandwidth_share * 100.0,
         r.beacon_byte_share * 100.0
     );
+    if r.links_removed > 0 {
+        println!(
+            "  failures    {} input link(s) removed by switch timeouts (§4.2)",
+            r.links_removed
+        );
+    }
     if !r.drained {
         println!(
             "  drain       limit reached with {} message(s) still on their way (not judged as losses; raise --drain)",

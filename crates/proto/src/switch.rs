@@ -29,7 +29,13 @@
 //! on forwarded data in chip mode and both carried by every beacon. A beacon goes out when either
 //! output moved.
 //!
-//! What it is not (yet): link failure detection and link addition (§4.2) come with a later issue.
+//! Failures (§4.2, "Handling failures"): an input link that says nothing — no beacon, no data —
+//! for `link_timeout_intervals` beacon intervals is removed from the minimum, so the barrier
+//! resumes; a removed link that speaks again is added back, and because the output never moves
+//! backwards, B_new is in effect suspended until the new link's barrier passes it ("Addition of
+//! new hosts and links"). So that a stalled barrier is not mistaken for a dead link downstream, a
+//! switch sends a keep-alive beacon (its unchanged barriers) on every output link that carried
+//! nothing during a beacon interval.
 
 use crate::host::next_tick;
 use crate::ids::{NodeId, PortId, ProcId};
@@ -110,6 +116,9 @@ pub struct SwitchConfig {
     pub beacon_delay_ns: u64,
     /// Cpu/Host modes: most beacons in flight to the CPU; more are dropped and counted.
     pub pending_max: usize,
+    /// An input link silent for this many beacon intervals is removed (§4.2: "e.g., 10 beacon
+    /// intervals"); 0 never removes.
+    pub link_timeout_intervals: u32,
 }
 
 impl SwitchConfig {
@@ -125,6 +134,7 @@ impl SwitchConfig {
             beacon_min_gap_ns: 375,
             beacon_delay_ns: 0,
             pending_max: 4096,
+            link_timeout_intervals: 10,
         }
     }
 }
@@ -138,6 +148,10 @@ pub struct SwitchStats {
     pub beacons_received: u64,
     /// Beacons sent.
     pub beacons_sent: u64,
+    /// Input links removed after a timeout (§4.2).
+    pub links_removed: u64,
+    /// Removed input links added back when they spoke again (§4.2).
+    pub links_added: u64,
     /// Packets dropped: unroutable, on an unknown port, or beacon overflow in CPU modes.
     pub dropped: u64,
 }
@@ -148,6 +162,11 @@ const BE: usize = 0;
 const COMMIT: usize = 1;
 /// A register that has not heard from its link yet.
 const NONE: u64 = u64::MAX;
+/// A barrier this far (2^43 ns, about 2.4 hours) or more ahead of the switch's output is garbage,
+/// not time: dropped. Timestamps compare on a 2^48 ring (PAWS, §6.1), and barriers that leap
+/// across a large part of it would make "ahead" meaningless — several such leaps within one
+/// input could even look like the output moving backwards.
+pub const BARRIER_JUMP_MAX_NS: u64 = 1 << 43;
 
 /// Eq. 4.1 over all input links, for both barriers (§4.1 best effort, §5.1 commit). The two
 /// registers of a link sit side by side — one cache line serves a data packet that carries both —
@@ -156,19 +175,25 @@ const NONE: u64 = u64::MAX;
 struct Aggregates {
     /// R_i of Eq. 4.1, per input link: [best effort, commit]; `NONE` until the link has spoken.
     registers: Vec<[u64; 2]>,
+    /// Per input link: removed after a timeout (§4.2); a removed link bounds nothing.
+    dead: Vec<bool>,
     /// The minimum of each barrier's registers once every input has reported (cached for
     /// `update`).
     min_register: [Option<Timestamp>; 2],
     /// B_new of Eq. 4.1 for each barrier, kept monotone.
     out: [Option<Timestamp>; 2],
+    /// Barriers dropped as implausible leaps (`BARRIER_JUMP_MAX_NS`).
+    garbage: u64,
 }
 
 impl Aggregates {
     fn new(inputs: usize) -> Aggregates {
         Aggregates {
             registers: vec![[NONE; 2]; inputs],
+            dead: vec![false; inputs],
             min_register: [None; 2],
             out: [None; 2],
+            garbage: 0,
         }
     }
 
@@ -198,6 +223,14 @@ impl Aggregates {
     /// or data from a sender that is not the laggard).
     #[inline(always)]
     fn raise(&mut self, port: usize, k: usize, b: Timestamp) -> bool {
+        if self.out[k].is_some_and(|o| {
+            b > o
+                && b.raw().wrapping_sub(o.raw()) & crate::time::TIMESTAMP_MASK
+                    >= BARRIER_JUMP_MAX_NS
+        }) {
+            self.garbage += 1;
+            return false;
+        }
         let r = &mut self.registers[port][k];
         let old = *r;
         if old == NONE {
@@ -213,13 +246,26 @@ impl Aggregates {
     #[inline(never)]
     fn recompute_one(&mut self, k: usize) {
         let mut min = None;
-        for r in &self.registers {
+        for (r, dead) in self.registers.iter().zip(&self.dead) {
+            if *dead {
+                continue; // removed (§4.2)
+            }
             if r[k] == NONE {
                 return; // an input that never spoke bounds nothing yet
             }
             min = Self::fold(min, r[k]);
         }
         self.set_min(k, min);
+    }
+
+    /// §4.2: removes or re-adds an input link, and recomputes both minimums.
+    #[cold]
+    fn set_dead(&mut self, port: usize, dead: bool) {
+        self.dead[port] = dead;
+        // A removed link's minimum must be forgotten, or `raise` would skip scans it needs.
+        self.min_register = [None; 2];
+        self.recompute_one(BE);
+        self.recompute_one(COMMIT);
     }
 
     #[inline]
@@ -260,6 +306,12 @@ pub struct Switch {
     next_beacon: Instant,
     /// Chip mode: when deferred change-triggered beacons are due.
     flush_at: Option<Instant>,
+    /// Per input link: heard anything since the last beacon time; beacon times in a row it was
+    /// silent (§4.2 failure detection).
+    heard: Vec<bool>,
+    silent: Vec<u32>,
+    /// Per output link: carried something since the last beacon time.
+    active: Vec<bool>,
     outputs: VecDeque<Output<Packet, SwitchEvent>>,
     stats: SwitchStats,
 }
@@ -285,6 +337,9 @@ impl Switch {
             pending: VecDeque::new(),
             next_beacon: next_tick(now, cfg.beacon_interval_ns, cfg.beacon_phase_ns),
             flush_at: None,
+            heard: vec![false; cfg.inputs],
+            silent: vec![0; cfg.inputs],
+            active: vec![false; cfg.outputs],
             outputs: VecDeque::new(),
             stats: SwitchStats::default(),
             router,
@@ -322,6 +377,26 @@ impl Switch {
         self.agg.register(port.index(), COMMIT)
     }
 
+    /// Barriers dropped as implausible leaps ahead of the output ([`BARRIER_JUMP_MAX_NS`]).
+    pub fn barriers_rejected(&self) -> u64 {
+        self.agg.garbage
+    }
+
+    /// Whether input link `port` has been removed after a timeout (§4.2).
+    pub fn link_removed(&self, port: PortId) -> bool {
+        self.agg.dead.get(port.index()).copied().unwrap_or(false)
+    }
+
+    /// Input `port` spoke: alive, and back in the minimum if it had been removed (§4.2).
+    #[inline]
+    fn heard_from(&mut self, port: usize) {
+        self.heard[port] = true;
+        if self.agg.dead[port] {
+            self.stats.links_added += 1;
+            self.agg.set_dead(port, false);
+        }
+    }
+
     fn outputs_now(&self) -> Outputs {
         (self.agg.out[BE], self.agg.out[COMMIT])
     }
@@ -354,6 +429,7 @@ impl Switch {
             self.stats.dropped += 1;
             return None;
         }
+        self.heard_from(port.index());
         let before = self.outputs_now();
         let (src, dst) = match packet {
             Packet::Beacon(_) => {
@@ -415,12 +491,14 @@ impl Switch {
                 last.1 = Some(c);
             }
         }
+        self.active[out.index()] = true;
         self.stats.forwarded += 1;
         Some(out)
     }
 
     fn on_beacon(&mut self, now: Instant, port: PortId, b: Beacon) {
         self.stats.beacons_received += 1;
+        self.heard_from(port.index());
         match self.cfg.mode {
             SwitchMode::Chip => {
                 let before = self.outputs_now();
@@ -448,6 +526,7 @@ impl Switch {
             return;
         }
         self.next_beacon = next_tick(now, self.cfg.beacon_interval_ns, self.cfg.beacon_phase_ns);
+        self.detect_dead_links();
         if self.cfg.mode != SwitchMode::Chip {
             while let Some(&(ready, port, b, c)) = self.pending.front() {
                 if ready > now {
@@ -465,6 +544,36 @@ impl Switch {
             // the barrier has moved since the last beacon on it (an unchanged barrier tells the
             // link nothing).
             SwitchMode::Cpu | SwitchMode::Host => self.send_beacons(now, |_, _| true),
+        }
+        // Keep-alive: an output link that carried nothing this interval gets the unchanged
+        // barriers, so its far end does not take a stalled barrier for a dead link (§4.2).
+        if self.cfg.link_timeout_intervals > 0 && self.outputs_now().0.is_some() {
+            for o in 0..self.cfg.outputs {
+                if !self.active[o] && self.outputs_now().1.is_some() {
+                    self.send_beacon(now, o);
+                }
+            }
+        }
+        self.active.fill(false);
+    }
+
+    /// §4.2 "Handling failures": an input link silent for `link_timeout_intervals` beacon
+    /// intervals is removed from the minimum, so the barrier resumes.
+    fn detect_dead_links(&mut self) {
+        let timeout = self.cfg.link_timeout_intervals;
+        if timeout == 0 {
+            return;
+        }
+        for i in 0..self.cfg.inputs {
+            if std::mem::take(&mut self.heard[i]) {
+                self.silent[i] = 0;
+            } else if !self.agg.dead[i] {
+                self.silent[i] += 1;
+                if self.silent[i] >= timeout {
+                    self.stats.links_removed += 1;
+                    self.agg.set_dead(i, true);
+                }
+            }
         }
     }
 
@@ -515,6 +624,7 @@ impl Switch {
             unreachable!("callers check both barriers are known");
         };
         self.stats.beacons_sent += 1;
+        self.active[o] = true;
         self.last_beacon[o] = Some(now);
         self.last_sent[o] = (Some(barrier), Some(commit));
         self.outputs.push_back(Output::Send {

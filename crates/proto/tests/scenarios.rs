@@ -50,9 +50,12 @@ fn host_config(node: u32, procs: &[u32], senders_max: u32) -> HostConfig {
     cfg
 }
 
+/// Failure detection (link timeouts, keep-alive beacons) is off here, so beacon scenarios see
+/// exactly the beacons they reason about; the §4.2 failure scenarios turn it on.
 fn switch_config(mode: SwitchMode, inputs: usize, outputs: usize) -> SwitchConfig {
     let mut cfg = SwitchConfig::new(SWITCH_NODE, mode, inputs, outputs);
     cfg.beacon_interval_ns = INTERVAL_NS;
+    cfg.link_timeout_intervals = 0;
     cfg
 }
 
@@ -1794,4 +1797,91 @@ fn reliable_scattering_waits_for_every_ack_then_is_delivered_everywhere_5_1() {
         assert_eq!(rel[0].payload, bytes(payload));
     }
     rack.assert_ordered_and_causal();
+}
+
+// ---------------------------------------------------------------------------------------------
+// §4.2: handling failures.
+// ---------------------------------------------------------------------------------------------
+
+/// §4.2 "Handling failures": an input link silent for 10 beacon intervals is removed and the
+/// barrier resumes; when it speaks again it is added back, and the output barrier, which never
+/// moves backwards, waits for it ("Addition of new hosts and links").
+#[test]
+fn a_silent_input_link_is_removed_and_the_barrier_resumes_then_it_is_added_back_4_2() {
+    let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
+    cfg.link_timeout_intervals = 10;
+    let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+    // Both inputs beacon for a while, then input 1 falls silent at 5 µs.
+    let mut t_ns = 100;
+    while t_ns < 5_000 {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        feed(&mut sw, t_ns, PortId(1), beacon(1, t_ns));
+        tick(&mut sw, t_ns + 900);
+        t_ns += INTERVAL_NS;
+    }
+    let stalled = sw.barrier().expect("both inputs reported");
+    while t_ns < 14_000 {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        tick(&mut sw, t_ns + 900);
+        t_ns += INTERVAL_NS;
+        assert!(
+            !sw.link_removed(PortId(1)) || t_ns > 14_000,
+            "removed too early at {t_ns}"
+        );
+    }
+    assert_eq!(
+        sw.barrier(),
+        Some(stalled),
+        "a silent input holds the barrier"
+    );
+    // Input 0 keeps the output links alive with keep-alive beacons even while stalled.
+    let out = tick(&mut sw, t_ns + 900);
+    while t_ns < 17_000 {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        tick(&mut sw, t_ns + 900);
+        t_ns += INTERVAL_NS;
+    }
+    let _ = out;
+    assert!(
+        sw.link_removed(PortId(1)),
+        "10 silent intervals remove the link"
+    );
+    assert_eq!(sw.stats().links_removed, 1);
+    let resumed = sw.barrier().expect("barrier");
+    assert!(
+        resumed > stalled,
+        "the barrier resumes without the dead link"
+    );
+    // Input 1 comes back with an old barrier: added back, and the output does not move back.
+    feed(&mut sw, t_ns, PortId(1), beacon(1, 4_000));
+    assert!(!sw.link_removed(PortId(1)));
+    assert_eq!(sw.stats().links_added, 1);
+    assert_eq!(sw.barrier(), Some(resumed));
+    feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns + 5_000));
+    assert_eq!(
+        sw.barrier(),
+        Some(resumed),
+        "suspended until the new link passes B_new"
+    );
+    feed(&mut sw, t_ns, PortId(1), beacon(1, t_ns + 4_000));
+    assert_eq!(sw.barrier(), Some(t(t_ns + 4_000)));
+}
+
+/// §4.2: a stalled switch keeps its output links alive — an output that carried nothing during
+/// an interval gets a beacon with the unchanged barrier — so the next switch does not remove a
+/// healthy link because the barrier stopped moving.
+#[test]
+fn a_stalled_switch_sends_keep_alive_beacons_on_idle_outputs_4_2() {
+    let mut cfg = switch_config(SwitchMode::Chip, 1, 2);
+    cfg.link_timeout_intervals = 10;
+    let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+    feed(&mut sw, 100, PortId(0), beacon(0, 100));
+    let first = beacons_sent(&tick(&mut sw, 1_000));
+    assert!(first.is_empty(), "the change already went out at once");
+    // No input moves: every tick re-sends the unchanged barrier on both outputs.
+    for k in 2..5u64 {
+        let b = beacons_sent(&tick(&mut sw, k * INTERVAL_NS));
+        assert_eq!(b, vec![(PortId(0), 100), (PortId(1), 100)], "tick {k}");
+        feed(&mut sw, k * INTERVAL_NS + 1, PortId(0), beacon(0, 100));
+    }
 }

@@ -163,6 +163,11 @@ pub struct SimConfig {
     pub mtu_payload: usize,
     /// Event queue implementation.
     pub queue: QueueKind,
+    /// Host crashes: (host, true time ns). A crashed host sends nothing more and loses what
+    /// reaches it; switches remove its link after `link_timeout_intervals` (§4.2).
+    pub crashes: Vec<(u32, u64)>,
+    /// A switch removes an input link silent for this many beacon intervals (§4.2; 0: never).
+    pub link_timeout_intervals: u32,
 }
 
 impl Default for SimConfig {
@@ -204,6 +209,8 @@ impl Default for SimConfig {
             rep_rtt_ns: 2_000,
             mtu_payload: 4096 - onepipe_proto::wire::DATA_HEADER_LEN,
             queue: QueueKind::Radix,
+            crashes: Vec::new(),
+            link_timeout_intervals: 10,
         }
     }
 }
@@ -315,6 +322,20 @@ impl SimConfig {
             return Err(bad("--mtu", "payload per packet must be 1..=65535 bytes"));
         }
         let procs = self.procs()?;
+        for &(h, _) in &self.crashes {
+            if h >= self.hosts()? {
+                return Err(bad(
+                    "--crash-host",
+                    format!("host {h} does not exist (hosts are 0..{})", self.hosts()?),
+                ));
+            }
+        }
+        if !self.crashes.is_empty() && self.service != Service::BestEffort {
+            return Err(bad(
+                "--crash-host",
+                "crashes need the controller procedure of reliable 1Pipe (§5.2), not built yet: use --service be",
+            ));
+        }
         // Every host keeps per-sender state for every process (reorder list heads, 8 bytes;
         // next PSN per destination, 4 bytes per local process): bound it before allocating.
         let hosts = self.hosts()? as u64;

@@ -82,6 +82,8 @@ pub struct Report {
     pub dropped_incomplete: u64,
     /// Send-failed notifications delivered to senders.
     pub send_failed: u64,
+    /// Input links switches removed after a timeout (§4.2; `--crash-host`).
+    pub links_removed: u64,
     /// Sends refused because a host CPU was hopelessly backlogged.
     pub sends_rejected: u64,
     /// Whether everything sent was delivered or reported before the drain limit.
@@ -225,6 +227,7 @@ fn run_with<Q: EventQueue<Ev>>(
         dropped_late,
         dropped_incomplete,
         send_failed: s.send_failed,
+        links_removed: world.switches().map(|w| w.stats().links_removed).sum(),
         sends_rejected: s.sends_rejected,
         drained,
         undrained: world.checker.as_ref().map_or(0, |c| c.undrained()),

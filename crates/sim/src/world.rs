@@ -93,6 +93,9 @@ struct HostSt {
     /// Reliable scatterings queued in the host's send buffer, in handle order: (handle, process,
     /// scattering id, destinations), until `HostEvent::ReliableSent` reports their timestamp.
     reliable_queued: VecDeque<(u64, u32, u64, Dsts)>,
+    /// True time at which the host crashes (`--crash-host`); `SimTime::MAX` for never. From then
+    /// on it sends nothing and everything that reaches it is lost.
+    crash_at: SimTime,
 }
 
 #[derive(Debug)]
@@ -256,6 +259,13 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 timer_generation: 0,
                 armed: None,
                 reliable_queued: VecDeque::new(),
+                crash_at: cfg
+                    .crashes
+                    .iter()
+                    .filter(|c| c.0 == h)
+                    .map(|c| c.1)
+                    .min()
+                    .unwrap_or(SimTime::MAX),
             });
         }
         let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
@@ -285,6 +295,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             sc.beacon_min_gap_ns = cfg.beacon_min_gap();
             sc.beacon_delay_ns = cfg.beacon_delay();
             sc.beacon_phase_ns = node.depth as u64 * hop_ns;
+            sc.link_timeout_intervals = cfg.link_timeout_intervals;
             let sw = Switch::new(sc, Some(router.clone()), clock.local(0));
             switches.push(SwitchSt {
                 sw,
@@ -433,12 +444,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// a host CPU, no send waiting, nothing buffered for reordering or reassembly. A run drains
     /// until then (or its drain limit), so undelivered messages are losses, not stragglers.
     pub fn quiescent(&self) -> bool {
+        // Packets in flight to a crashed host count until they arrive and are dropped.
         self.live_messages == 0
             && self.hosts.iter().all(|h| {
-                h.host.reorder_len() == 0
-                    && h.host.partial_len() == 0
-                    && h.host.unresolved_sends() == 0
-                    && h.pending.iter().all(|i| matches!(i, HostInput::Timeout))
+                h.crash_at <= self.now
+                    || h.host.reorder_len() == 0
+                        && h.host.partial_len() == 0
+                        && h.host.unresolved_sends() == 0
+                        && h.pending.iter().all(|i| matches!(i, HostInput::Timeout))
             })
     }
 
@@ -598,6 +611,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
     }
 
     fn host_input(&mut self, t: SimTime, h: u32, input: HostInput) {
+        if t >= self.hosts[h as usize].crash_at {
+            self.crashed_input(t, h, input);
+            return;
+        }
         let st = &mut self.hosts[h as usize];
         if st.pending.is_empty() && st.cpu_free <= t {
             self.host_process(t, h, input);
@@ -614,7 +631,26 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
     }
 
+    /// A crashed host: what reaches it is lost, its timers and sends never run.
+    fn crashed_input(&mut self, t: SimTime, h: u32, input: HostInput) {
+        if let Some(c) = self.checker.as_mut() {
+            c.on_crash(t, h);
+        }
+        let st = &mut self.hosts[h as usize];
+        for i in std::mem::take(&mut st.pending).into_iter().chain([input]) {
+            if let HostInput::Packet(pkt) = i {
+                self.take_packet(pkt);
+            }
+        }
+        self.hosts[h as usize].pending_sends = 0;
+    }
+
     fn on_cpu_wake(&mut self, t: SimTime, h: u32) {
+        if t >= self.hosts[h as usize].crash_at {
+            self.hosts[h as usize].wake_armed = false;
+            self.crashed_input(t, h, HostInput::Timeout);
+            return;
+        }
         let st = &mut self.hosts[h as usize];
         st.wake_armed = false;
         let Some(input) = st.pending.pop_front() else {

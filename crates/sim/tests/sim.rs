@@ -491,3 +491,55 @@ fn congested_switch_queues_mark_ecn_and_senders_cut_their_windows_6_1() {
     assert!(r.drained);
     assert_eq!(r.delivered, r.sent);
 }
+
+/// §4.2 "Handling failures": a host crashes mid-run; its first-hop switch removes the silent link
+/// after 10 beacon intervals and every barrier resumes: the others go on delivering to each
+/// other, every checker passes (messages of and to the crashed host excused), and the run drains.
+#[test]
+fn a_crashed_host_is_removed_and_the_others_keep_delivering_4_2() {
+    for (seed, mode) in [
+        (91, SwitchMode::Chip),
+        (92, SwitchMode::Cpu),
+        (93, SwitchMode::Host),
+    ] {
+        let base = SimConfig {
+            switch_mode: mode,
+            duration_ns: 600_000,
+            drain_ns: 20_000_000,
+            ..small(TopologySpec::FatTree { k: 4 }, seed)
+        };
+        let healthy = run_ok(&base);
+        let r = run_ok(&SimConfig {
+            crashes: vec![(5, 200_000)],
+            ..base.clone()
+        });
+        assert!(
+            r.drained,
+            "seed {seed} {mode}: barriers stalled after the crash"
+        );
+        // 15 of 16 hosts keep delivering to each other for the rest of the run: most of what a
+        // healthy run delivers, far more than the 200 µs before the crash.
+        assert!(
+            r.delivered * 10 > healthy.delivered * 7,
+            "seed {seed} {mode}: {} of {} delivered",
+            r.delivered,
+            healthy.delivered
+        );
+        // With failure detection off, the crash stalls every barrier: nothing after it drains.
+        let stuck = run(
+            &SimConfig {
+                crashes: vec![(5, 200_000)],
+                link_timeout_intervals: 0,
+                drain_ns: 2_000_000,
+                check: false,
+                ..base.clone()
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(
+            !stuck.drained && stuck.delivered < r.delivered,
+            "seed {seed} {mode}"
+        );
+    }
+}
