@@ -37,6 +37,11 @@ enum Command {
     /// Run a simulator experiment of docs/BENCHMARKS.md and write its CSV.
     #[command(subcommand)]
     Bench(crate::bench::Bench),
+    /// Run the fault-injecting swarm: each seed draws a network, workload and faults (loss,
+    /// bursts, targeted loss, duplication, reordering, skew, host crashes), checks safety with
+    /// every checker and liveness by draining. Exit codes: 0 ok, 1 correctness, 3 liveness,
+    /// 4 crash (the first failing seed's); each failure prints its replay command.
+    Vopr(crate::vopr::VoprArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -380,6 +385,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Sim(args) => sim(&args),
+        Command::Vopr(a) => crate::vopr::vopr(&a),
         Command::Bench(b) => {
             let result = match &b {
                 crate::bench::Bench::Loss(a) => crate::bench::loss(a),

@@ -4,6 +4,7 @@
 
 mod bench;
 mod cli;
+mod vopr;
 
 fn main() {
     std::process::exit(cli::main());

@@ -717,3 +717,23 @@ fn bench_commands_write_their_csv() {
         assert!(lines[1..].iter().any(|l| l.starts_with("reliable,")));
     }
 }
+
+// The swarm (issue 5).
+
+#[test]
+fn vopr_runs_seeds_and_replays_one() {
+    let args = ["vopr", "--seeds", "5", "--seed", "11"];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("5 ok, 0 correctness, 0 liveness, 0 crash"),
+        "{text}"
+    );
+    assert!(text.contains("checked_deliveries"), "{text}");
+    assert!(text.contains("host crashes"), "{text}");
+    let args = ["vopr", "--seeds", "0"];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--seeds"));
+}

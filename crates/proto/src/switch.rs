@@ -546,8 +546,11 @@ impl Switch {
             SwitchMode::Cpu | SwitchMode::Host => self.send_beacons(now, |_, _| true),
         }
         // Keep-alive: an output link that carried nothing this interval gets the unchanged
-        // barriers, so its far end does not take a stalled barrier for a dead link (§4.2).
-        if self.cfg.link_timeout_intervals > 0 && self.outputs_now().0.is_some() {
+        // barriers, so its far end does not take a stalled barrier for a dead link (§4.2). A
+        // switch whose every input is dead keeps silent instead: it bounds nothing any more, and
+        // its silence lets the next switch remove it in turn.
+        let any_alive = self.agg.dead.iter().any(|d| !d);
+        if self.cfg.link_timeout_intervals > 0 && any_alive && self.outputs_now().0.is_some() {
             for o in 0..self.cfg.outputs {
                 if !self.active[o] && self.outputs_now().1.is_some() {
                     self.send_beacon(now, o);

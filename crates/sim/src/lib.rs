@@ -22,6 +22,7 @@ pub mod clock;
 pub mod config;
 pub mod metrics;
 pub mod queue;
+pub mod vopr;
 pub mod world;
 
 pub use config::{ConfigError, Service, SimConfig, TopologySpec, WorkloadKind};

@@ -1,0 +1,74 @@
+//! `onepipe vopr`: the fault-injecting swarm over the simulator (`onepipe_sim::vopr`).
+
+use clap::Args;
+use onepipe_sim::vopr::{run_seed, Verdict};
+
+/// Flags of `onepipe vopr`.
+#[derive(Args, Debug)]
+pub struct VoprArgs {
+    /// How many seeds to run, starting at --seed.
+    #[arg(long, default_value_t = 100)]
+    pub seeds: u64,
+    /// The first seed; with --seeds 1 it replays exactly that seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print every seed's line, not only failures.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+/// Runs the swarm; returns the exit code: 0 all passed, otherwise that of the first failing
+/// seed — 1 correctness (a checker fired), 3 liveness (a run did not drain), 4 crash (a panic).
+pub fn vopr(a: &VoprArgs) -> i32 {
+    if a.seeds == 0 {
+        eprintln!("onepipe vopr: --seeds: must be at least 1");
+        return crate::cli::EXIT_USAGE;
+    }
+    let (mut ok, mut correctness, mut liveness, mut crash) = (0u64, 0u64, 0u64, 0u64);
+    let (mut checked, mut lost, mut duplicated, mut crashes, mut links_removed) = (0, 0, 0, 0, 0);
+    let (mut lossy, mut dupy, mut reordering, mut targeted) = (0, 0, 0, 0);
+    let mut first_failure: Option<Verdict> = None;
+    for seed in a.seed..a.seed.saturating_add(a.seeds) {
+        let o = run_seed(seed);
+        checked += o.checked_deliveries;
+        lost += o.packets_lost;
+        duplicated += o.packets_duplicated;
+        links_removed += o.links_removed;
+        crashes += o.faults.host_crashes as u64;
+        lossy += (o.faults.loss > 0.0) as u64;
+        dupy += (o.faults.dup > 0.0) as u64;
+        reordering += (o.faults.reorder > 0.0) as u64;
+        targeted += o.faults.loss_kind.is_some() as u64;
+        match o.verdict {
+            Verdict::Ok => ok += 1,
+            Verdict::Correctness => correctness += 1,
+            Verdict::Liveness => liveness += 1,
+            Verdict::Crash => crash += 1,
+        }
+        if o.verdict != Verdict::Ok {
+            first_failure.get_or_insert(o.verdict);
+            println!(
+                "seed {seed}: {:?} — {} — faults {:?} — replay: onepipe vopr --seeds 1 --seed {seed}",
+                o.verdict, o.scenario, o.faults
+            );
+            for d in &o.detail {
+                println!("    {d}");
+            }
+        } else if a.verbose {
+            println!(
+                "seed {seed}: ok, {} checked deliveries — {} — faults {:?}",
+                o.checked_deliveries, o.scenario, o.faults
+            );
+        }
+    }
+    println!(
+        "onepipe vopr — seeds {}..={}: {ok} ok, {correctness} correctness, {liveness} liveness, {crash} crash",
+        a.seed,
+        a.seed.saturating_add(a.seeds - 1)
+    );
+    println!("  checked_deliveries {checked}");
+    println!(
+        "  faults: host crashes {crashes} (links removed {links_removed}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}"
+    );
+    first_failure.map_or(0, Verdict::exit_code)
+}
