@@ -71,6 +71,9 @@ pub struct HostConfig {
     pub inflight_max: usize,
     /// The reliable send path (§5.1, §6.1).
     pub reliable: ReliableConfig,
+    /// The first-hop switch is taken for dead after this many beacon intervals without a packet
+    /// from it (§4.2; switches send keep-alive beacons on idle links); 0 never.
+    pub uplink_timeout_intervals: u32,
 }
 
 impl HostConfig {
@@ -92,6 +95,7 @@ impl HostConfig {
             rto_ns: 1_000_000,
             inflight_max: 1 << 20,
             reliable: ReliableConfig::default(),
+            uplink_timeout_intervals: 10,
         }
     }
 }
@@ -221,6 +225,8 @@ pub struct HostStats {
     pub lost: u64,
     /// Reliable messages delivered to local processes.
     pub delivered_reliable: u64,
+    /// Times the first-hop switch fell silent for `uplink_timeout_intervals` (§4.2).
+    pub uplink_failures: u64,
 }
 
 /// One message waiting in a reorder buffer.
@@ -289,6 +295,10 @@ pub struct Host {
     /// Delayed ACKs: (due, sender, index of the local receiver, reliable), in scheduling order.
     acks_due: VecDeque<(Instant, ProcId, usize, bool)>,
     recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
+    /// Heard from the first-hop switch since the last beacon time; beacon times in a row it
+    /// was silent (§4.2 failure detection).
+    uplink_heard: bool,
+    uplink_silent: u32,
     /// The barrier the last packet sent on the uplink carried, if it carried one.
     last_uplink_barrier: Option<Timestamp>,
     /// Likewise for the commit barrier.
@@ -346,6 +356,8 @@ impl Host {
             commit_sent: now.timestamp(),
             acks_due: VecDeque::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
+            uplink_heard: false,
+            uplink_silent: 0,
             last_uplink_barrier: None,
             last_uplink_commit: None,
             next_beacon,
@@ -369,6 +381,13 @@ impl Host {
     /// The barrier below which everything has been delivered, once one has arrived.
     pub fn barrier(&self) -> Option<Barrier> {
         self.barrier.map(Barrier)
+    }
+
+    /// False once the first-hop switch has been silent for `uplink_timeout_intervals` beacon
+    /// intervals (§4.2); true again as soon as anything arrives from it.
+    pub fn uplink_alive(&self) -> bool {
+        self.cfg.uplink_timeout_intervals == 0
+            || self.uplink_silent < self.cfg.uplink_timeout_intervals
     }
 
     /// The commit barrier received from the network (§5.1), once one has arrived.
@@ -672,6 +691,8 @@ impl Host {
     }
 
     fn on_packet(&mut self, now: Instant, packet: Packet) {
+        self.uplink_heard = true;
+        self.uplink_silent = 0;
         match packet {
             Packet::Data(d) => {
                 let barrier = d.header.barrier();
@@ -1205,6 +1226,7 @@ impl Host {
         if now < self.next_beacon {
             return;
         }
+        self.watch_uplink();
         self.timestamp(now);
         // The beacon carries the synchronized beacon time itself, not the clock reading a little
         // after it: every host of a wave then reports the same value, so a switch's minimum moves
@@ -1234,6 +1256,21 @@ impl Host {
             }));
         }
         self.next_beacon = next_tick(now, self.cfg.beacon_interval_ns, 0);
+    }
+
+    /// §4.2: a first-hop switch that says nothing for `uplink_timeout_intervals` beacon times is
+    /// taken for dead (it would send keep-alive beacons if it were alive). Reported by
+    /// [`Host::uplink_alive`] and counted; what to do about it is the controller's business
+    /// (§5.2, not built yet).
+    fn watch_uplink(&mut self) {
+        let timeout = self.cfg.uplink_timeout_intervals;
+        if timeout == 0 || std::mem::take(&mut self.uplink_heard) {
+            return;
+        }
+        self.uplink_silent = self.uplink_silent.saturating_add(1);
+        if self.uplink_silent == timeout {
+            self.stats.uplink_failures += 1;
+        }
     }
 
     /// Checks internal invariants (debug builds only).

@@ -1885,3 +1885,34 @@ fn a_stalled_switch_sends_keep_alive_beacons_on_idle_outputs_4_2() {
         feed(&mut sw, k * INTERVAL_NS + 1, PortId(0), beacon(0, 100));
     }
 }
+
+/// §4.2: hosts detect a dead first-hop switch — silence for 10 beacon intervals — and notice
+/// when it speaks again.
+#[test]
+fn a_host_detects_a_silent_first_hop_switch_4_2() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(500));
+    for k in 1..=5u64 {
+        feed(
+            &mut h,
+            k * INTERVAL_NS - 10,
+            UPLINK,
+            beacon(100, k * INTERVAL_NS - 100),
+        );
+        tick(&mut h, k * INTERVAL_NS);
+    }
+    assert!(h.uplink_alive());
+    for k in 6..=14u64 {
+        tick(&mut h, k * INTERVAL_NS);
+        assert!(h.uplink_alive(), "only {} silent intervals at {k}", k - 5);
+    }
+    tick(&mut h, 15 * INTERVAL_NS);
+    assert!(!h.uplink_alive(), "10 silent intervals");
+    assert_eq!(h.stats().uplink_failures, 1);
+    feed(
+        &mut h,
+        15 * INTERVAL_NS + 10,
+        UPLINK,
+        beacon(100, 14 * INTERVAL_NS),
+    );
+    assert!(h.uplink_alive());
+}
