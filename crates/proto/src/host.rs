@@ -758,22 +758,8 @@ impl Host {
             self.procs[dst_idx].recv[h.src.index()].record(h.psn);
             self.schedule_ack(now, h.src, dst_idx, false);
         }
-        let payload = if h.frag == 0 && h.end_of_message() {
-            d.payload
-        } else {
-            match self.reassemble(h, first_psn, d.payload) {
-                Some(p) => p,
-                None => return,
-            }
-        };
-        let key = OrderKey {
-            ts: h.ts,
-            src: h.src,
-            psn: first_psn,
-        };
-        let item = Buffered {
-            payload,
-            arrived: now,
+        let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
+            return;
         };
         match self.procs[dst_idx].reorder.insert(key, item) {
             Ok(()) => {}
@@ -839,22 +825,8 @@ impl Host {
             }
             self.schedule_ack(now, h.src, dst_idx, true);
         }
-        let payload = if h.frag == 0 && h.end_of_message() {
-            d.payload
-        } else {
-            match self.reassemble(h, first_psn, d.payload) {
-                Some(p) => p,
-                None => return,
-            }
-        };
-        let key = OrderKey {
-            ts: h.ts,
-            src: h.src,
-            psn: first_psn,
-        };
-        let item = Buffered {
-            payload,
-            arrived: now,
+        let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
+            return;
         };
         let rel = self.procs[dst_idx].rel.as_mut().expect("created above");
         match rel.reorder.insert(key, item) {
@@ -883,6 +855,34 @@ impl Host {
                 reliable: true,
             }),
         });
+    }
+
+    /// The reorder-buffer entry for a fragment: at once for a single-fragment message, else once
+    /// reassembly completes it.
+    fn whole_message(
+        &mut self,
+        now: Instant,
+        h: DataHeader,
+        first_psn: Psn,
+        payload: Bytes,
+    ) -> Option<(OrderKey, Buffered)> {
+        let payload = if h.frag == 0 && h.end_of_message() {
+            payload
+        } else {
+            self.reassemble(h, first_psn, payload)?
+        };
+        let key = OrderKey {
+            ts: h.ts,
+            src: h.src,
+            psn: first_psn,
+        };
+        Some((
+            key,
+            Buffered {
+                payload,
+                arrived: now,
+            },
+        ))
     }
 
     /// Adds a fragment to its partial message; returns the whole payload once complete.
