@@ -1,5 +1,6 @@
 //! `onepipe vopr`: the fault-injecting swarm over the simulator (`onepipe_sim::vopr`).
 
+use crate::cli::parse_duration;
 use clap::Args;
 use onepipe_sim::vopr::{run_seed, Verdict};
 
@@ -12,6 +13,9 @@ pub struct VoprArgs {
     /// The first seed; with --seeds 1 it replays exactly that seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Sending time per seed (simulated); part of what a seed replays.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    pub duration: u64,
     /// Print every seed's line, not only failures.
     #[arg(long)]
     pub verbose: bool,
@@ -24,12 +28,16 @@ pub fn vopr(a: &VoprArgs) -> i32 {
         eprintln!("onepipe vopr: --seeds: must be at least 1");
         return crate::cli::EXIT_USAGE;
     }
+    if a.duration < 10_000 {
+        eprintln!("onepipe vopr: --duration: must be at least 10us");
+        return crate::cli::EXIT_USAGE;
+    }
     let (mut ok, mut correctness, mut liveness, mut crash) = (0u64, 0u64, 0u64, 0u64);
     let (mut checked, mut lost, mut duplicated, mut crashes, mut links_removed) = (0, 0, 0, 0, 0);
     let (mut lossy, mut dupy, mut reordering, mut targeted) = (0, 0, 0, 0);
     let mut first_failure: Option<Verdict> = None;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
-        let o = run_seed(seed);
+        let o = run_seed(seed, a.duration);
         checked += o.checked_deliveries;
         lost += o.packets_lost;
         duplicated += o.packets_duplicated;
@@ -48,8 +56,8 @@ pub fn vopr(a: &VoprArgs) -> i32 {
         if o.verdict != Verdict::Ok {
             first_failure.get_or_insert(o.verdict);
             println!(
-                "seed {seed}: {:?} — {} — faults {:?} — replay: onepipe vopr --seeds 1 --seed {seed}",
-                o.verdict, o.scenario, o.faults
+                "seed {seed}: {:?} — {} — faults {:?} — replay: onepipe vopr --seeds 1 --seed {seed} --duration {}ns",
+                o.verdict, o.scenario, o.faults, a.duration
             );
             for d in &o.detail {
                 println!("    {d}");

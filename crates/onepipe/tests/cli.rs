@@ -722,7 +722,15 @@ fn bench_commands_write_their_csv() {
 
 #[test]
 fn vopr_runs_seeds_and_replays_one() {
-    let args = ["vopr", "--seeds", "5", "--seed", "11"];
+    let args = [
+        "vopr",
+        "--seeds",
+        "5",
+        "--seed",
+        "11",
+        "--duration",
+        "300us",
+    ];
     let out = onepipe(&args);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
     let text = String::from_utf8_lossy(&out.stdout);

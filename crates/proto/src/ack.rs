@@ -17,6 +17,9 @@ const _: () = assert!(core::mem::size_of::<RecvWindow>() == 16);
 /// Width of the selective-acknowledgement window above the cumulative PSN.
 pub const SACK_BITS: u32 = 64;
 
+/// Most given-up PSNs one arrival reports (see [`RecvWindow::record_with`]).
+pub const GIVEN_UP_REPORTED_MAX: u32 = 2 * SACK_BITS;
+
 /// `a - b` as a signed distance in the wrapped PSN space.
 #[inline]
 fn psn_distance(a: Psn, b: Psn) -> i32 {
@@ -34,15 +37,26 @@ pub struct RecvWindow {
     pub unacked: u16,
     /// An ACK is scheduled.
     pub ack_pending: bool,
-    /// ECN-marked packets recorded since the last ACK (saturating; echoed for DCTCP).
+    /// Reliable windows: ECN-marked packets recorded since the last ACK (saturating; echoed for
+    /// DCTCP). Best-effort windows: PSNs given up on so far, mod 256, echoed in every ACK so a
+    /// sender that missed a given-up NAK notices (see [`SendTracker::on_ack`]).
     pub ecn: u8,
 }
 
 impl RecvWindow {
     /// Records the arrival of `psn`; returns `false` if it is a duplicate (already recorded, or
     /// below the window). A PSN more than [`SACK_BITS`] ahead slides the window: the PSNs it
-    /// passes are given up on (their senders time out and report them).
+    /// passes without their having arrived are given up on — see [`RecvWindow::record_with`].
     pub fn record(&mut self, psn: Psn) -> bool {
+        self.record_with(psn, &mut |_| {})
+    }
+
+    /// [`RecvWindow::record`], passing every PSN the window gives up on to `given_up` (at most
+    /// [`GIVEN_UP_REPORTED_MAX`] per call; a far larger leap is garbage or a long outage, and the
+    /// senders' timeouts cover the rest). The cumulative ACK then covers those PSNs although they
+    /// never arrived, so the receiver must tell their senders (a best-effort NAK), or the losses
+    /// would go unreported.
+    pub fn record_with(&mut self, psn: Psn, given_up: &mut impl FnMut(Psn)) -> bool {
         let d = psn_distance(psn, self.cum);
         if d < 0 {
             return false;
@@ -59,9 +73,32 @@ impl RecvWindow {
         }
         if d as u32 > SACK_BITS {
             let slide = d as u32 - SACK_BITS;
+            let received = |j: u32| (1..=SACK_BITS).contains(&j) && self.sack & (1 << (j - 1)) != 0;
+            for j in 0..slide.min(GIVEN_UP_REPORTED_MAX) {
+                if !received(j) {
+                    given_up(Psn(self.cum.0.wrapping_add(j)));
+                }
+            }
+            // Counted whole (beyond the reported ones too): the count is what tells a sender
+            // it missed a report.
+            let gave_up = (0..slide.min(SACK_BITS + 1))
+                .filter(|&j| !received(j))
+                .count() as u32
+                + slide.saturating_sub(SACK_BITS + 1);
+            self.ecn = self.ecn.wrapping_add(gave_up as u8);
+            // The new cumulative PSN may itself have arrived (old bit `slide - 1`).
+            let cum_arrived = received(slide);
             self.sack = if slide >= 64 { 0 } else { self.sack >> slide };
             self.cum = Psn(self.cum.0.wrapping_add(slide));
-            return self.record(psn);
+            if cum_arrived {
+                self.cum = self.cum.next();
+                while self.sack & 1 == 1 {
+                    self.sack >>= 1;
+                    self.cum = self.cum.next();
+                }
+                self.sack >>= 1;
+            }
+            return self.record_with(psn, given_up);
         }
         let bit = 1u64 << (d - 1);
         if self.sack & bit != 0 {
@@ -132,6 +169,9 @@ pub struct SendTracker {
     destinations: usize,
     /// (head, tail) per `sender slot * destinations + dst`.
     lists: Vec<(u32, u32)>,
+    /// Per list: given-up reports (best-effort `Lost` NAKs) received, mod 256 — compared with
+    /// the count each ACK echoes.
+    given_up_seen: Vec<u8>,
     slots: Vec<InFlight>,
     free: Vec<u32>,
     /// (deadline, sender slot, destination, first PSN) in send order.
@@ -147,6 +187,7 @@ impl SendTracker {
         assert!(len_max < NIL as usize);
         SendTracker {
             lists: vec![(NIL, NIL); senders.len() * destinations as usize],
+            given_up_seen: vec![0; senders.len() * destinations as usize],
             senders,
             destinations: destinations as usize,
             slots: Vec::new(),
@@ -229,20 +270,52 @@ impl SendTracker {
     }
 
     /// Applies an ACK from `dst` to local sender `src`.
-    pub fn on_ack(&mut self, src: ProcId, dst: ProcId, cum: Psn, sack: u64) {
+    ///
+    /// `given_up` is the receiver's count of PSNs its window gave up on (mod 256). If it is
+    /// ahead of the given-up reports this sender has seen ([`SendTracker::note_given_up`]), a
+    /// report was lost and the cumulative PSN may cover packets that never arrived: every message
+    /// this ACK resolves through the cumulative PSN alone is then passed to `possibly_lost` —
+    /// over-reporting, which best effort's "possibly lost" callback allows, rather than missing a
+    /// loss.
+    pub fn on_ack(
+        &mut self,
+        src: ProcId,
+        dst: ProcId,
+        cum: Psn,
+        sack: u64,
+        given_up: u8,
+        mut possibly_lost: impl FnMut(Expired),
+    ) {
         let Some(li) = self.list_index(src, dst) else {
             return;
         };
+        let missed = (given_up.wrapping_sub(self.given_up_seen[li]) as i8) > 0;
+        if missed {
+            self.given_up_seen[li] = given_up;
+        }
         let received = |p: Psn| {
             let d = psn_distance(p, cum);
             d < 0 || (d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0)
         };
+        let sacked = |p: Psn| {
+            let d = psn_distance(p, cum);
+            d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0
+        };
+        let slot = li / self.destinations;
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];
             if !m.resolved && (0..m.frags).all(|f| received(Psn(m.first.0.wrapping_add(f)))) {
                 m.resolved = true;
                 self.unresolved -= 1;
+                if missed && !(0..m.frags).all(|f| sacked(Psn(m.first.0.wrapping_add(f)))) {
+                    possibly_lost(Expired {
+                        src: self.senders[slot],
+                        dst,
+                        psn: m.first,
+                        ts: m.ts,
+                    });
+                }
             }
             // Past the cumulative PSN and the SACK window nothing can be acknowledged.
             if psn_distance(m.first, cum) > SACK_BITS as i32 {
@@ -251,6 +324,40 @@ impl SendTracker {
             i = m.next;
         }
         self.pop_resolved(li);
+    }
+
+    /// Counts one given-up report (a best-effort `Lost` NAK) from `dst` to `src`.
+    pub fn note_given_up(&mut self, src: ProcId, dst: ProcId) {
+        if let Some(li) = self.list_index(src, dst) {
+            self.given_up_seen[li] = self.given_up_seen[li].wrapping_add(1);
+        }
+    }
+
+    /// Resolves the unresolved message of `src` to `dst` that contains packet `psn` (a receiver
+    /// gave up on that packet); returns the message's first PSN and timestamp, or `None` if no
+    /// unresolved message holds it (acknowledged, reported already, or unknown).
+    pub fn resolve_containing(
+        &mut self,
+        src: ProcId,
+        dst: ProcId,
+        psn: Psn,
+    ) -> Option<(Psn, Timestamp)> {
+        let li = self.list_index(src, dst)?;
+        let mut i = self.lists[li].0;
+        let mut found = None;
+        while i != NIL {
+            let m = &mut self.slots[i as usize];
+            let off = psn.0.wrapping_sub(m.first.0);
+            if !m.resolved && off < m.frags {
+                m.resolved = true;
+                self.unresolved -= 1;
+                found = Some((m.first, m.ts));
+                break;
+            }
+            i = m.next;
+        }
+        self.pop_resolved(li);
+        found
     }
 
     /// Marks message `first` from `src` to `dst` resolved (a NAK reported it). Returns whether
@@ -354,6 +461,21 @@ mod tests {
     }
 
     #[test]
+    fn a_slide_reports_exactly_the_psns_that_never_arrived() {
+        let mut w = RecvWindow::default();
+        for p in [0u32, 1, 3, 4, 66] {
+            assert!(w.record(Psn(p)));
+        }
+        // PSN 2 is missing; 70 is more than 64 ahead of it: the window slides past 2..=5.
+        let mut gave_up = Vec::new();
+        assert!(w.record_with(Psn(70), &mut |p| gave_up.push(p.0)));
+        assert_eq!(gave_up, vec![2, 5]);
+        // 3 and 4 had arrived and 5 was given up: the window starts at 6 now, nothing lost twice.
+        assert!(w.contains(Psn(4)) && w.contains(Psn(5)) && !w.contains(Psn(6)));
+        assert!(w.contains(Psn(66)) && w.contains(Psn(70)));
+    }
+
+    #[test]
     fn far_ahead_slides_the_window_and_gives_up_on_the_gap() {
         let mut w = RecvWindow::default();
         assert!(w.record(Psn(100)));
@@ -385,7 +507,7 @@ mod tests {
         t.track(Instant(120), a, b, Psn(3), 1, Timestamp::new(7))
             .unwrap();
         // PSN 0 and 3 arrive (3 selectively); the two-fragment message is missing PSN 2.
-        t.on_ack(a, b, Psn(2), 0b1);
+        t.on_ack(a, b, Psn(2), 0b1, 0, |_| panic!("nothing missed"));
         assert_eq!(t.unresolved(), 1);
         let mut lost = Vec::new();
         t.expire(Instant(1000), |e| lost.push(e));
@@ -418,7 +540,7 @@ mod tests {
             t.track(Instant(1), a, b, Psn(2), 1, Timestamp::new(1)),
             Err(TrackerFull)
         );
-        t.on_ack(a, b, Psn(2), 0);
+        t.on_ack(a, b, Psn(2), 0, 0, |_| panic!("nothing missed"));
         assert!(
             !t.has_room(1),
             "acknowledged records count until their deadline"

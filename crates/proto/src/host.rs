@@ -755,7 +755,13 @@ impl Host {
             return;
         }
         if remote {
-            self.procs[dst_idx].recv[h.src.index()].record(h.psn);
+            let mut given_up = Vec::new();
+            self.procs[dst_idx].recv[h.src.index()].record_with(h.psn, &mut |p| given_up.push(p));
+            // The window slid past packets that never arrived: the next ACK covers them, so tell
+            // the sender they are lost (§2.1: best effort reports losses to the sender).
+            for p in given_up {
+                self.nak(h.dst, h.src, p, Timestamp::new(0), NakReason::Lost);
+            }
             self.schedule_ack(now, h.src, dst_idx, false);
         }
         let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
@@ -1100,7 +1106,12 @@ impl Host {
         let w = self.window(src, dst_idx, reliable);
         w.unacked = 0;
         w.ack_pending = false;
-        let ecn = std::mem::take(&mut w.ecn);
+        // Reliable: the ECN echo since the last ACK. Best effort: the running given-up count.
+        let ecn = if reliable {
+            std::mem::take(&mut w.ecn)
+        } else {
+            w.ecn
+        };
         let (cum_psn, sack) = w.ack();
         let ack = Ack {
             from,
@@ -1122,7 +1133,15 @@ impl Host {
         }
         self.stats.acks_received += 1;
         if !a.reliable {
-            self.tracker.on_ack(a.to, a.from, a.cum_psn, a.sack);
+            let mut possibly_lost = Vec::new();
+            self.tracker
+                .on_ack(a.to, a.from, a.cum_psn, a.sack, a.ecn, |e| {
+                    possibly_lost.push(e)
+                });
+            for e in possibly_lost {
+                self.stats.lost += 1;
+                self.report_send_failed(e.src, e.dst, e.ts, e.psn, NakReason::Lost);
+            }
             return;
         }
         let mut resend = Vec::new();
@@ -1145,6 +1164,18 @@ impl Host {
         if n.reliable {
             // The receiver refused it (buffer full) and did not record it: the retransmission
             // timer resends it. Reliable messages are never reported failed while both ends live.
+            return;
+        }
+        if n.reason == NakReason::Lost {
+            // The receiver's window gave up on packet `psn`, of a message still tracked here (or
+            // not: acknowledged, or reported already — then nothing is news).
+            if let Some((first, ts)) = self.tracker.resolve_containing(n.to, n.from, n.psn) {
+                // Counted only when news: a duplicated NAK, or one the ACK count already
+                // accounted for (see `SendTracker::on_ack`), must not inflate the count.
+                self.tracker.note_given_up(n.to, n.from);
+                self.stats.lost += 1;
+                self.report_send_failed(n.to, n.from, ts, first, NakReason::Lost);
+            }
             return;
         }
         // The NAK is authoritative (the receiver dropped the message), even if an ACK already

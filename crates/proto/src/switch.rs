@@ -30,8 +30,8 @@
 //! output moved.
 //!
 //! Failures (§4.2, "Handling failures"): an input link that says nothing — no beacon, no data —
-//! for `link_timeout_intervals` beacon intervals is removed from the minimum, so the barrier
-//! resumes; a removed link that speaks again is added back, and because the output never moves
+//! for `link_timeout_intervals` beacon intervals is removed from the best-effort minimum, so the
+//! barrier resumes (the commit barrier stays held: §5.2's controller must decide first); a removed link that speaks again is added back, and because the output never moves
 //! backwards, B_new is in effect suspended until the new link's barrier passes it ("Addition of
 //! new hosts and links"). So that a stalled barrier is not mistaken for a dead link downstream, a
 //! switch sends a keep-alive beacon (its unchanged barriers) on every output link that carried
@@ -247,8 +247,12 @@ impl Aggregates {
     fn recompute_one(&mut self, k: usize) {
         let mut min = None;
         for (r, dead) in self.registers.iter().zip(&self.dead) {
-            if *dead {
-                continue; // removed (§4.2)
+            // A removed link no longer bounds the best-effort barrier (§4.2). It still bounds
+            // the commit barrier: "a failed component cannot be simply removed, because
+            // otherwise, the in-flight messages sent by the failed component cannot be
+            // consistently delivered or discarded" (§5.2) — that is the controller's procedure.
+            if *dead && k == BE {
+                continue;
             }
             if r[k] == NONE {
                 return; // an input that never spoke bounds nothing yet

@@ -85,8 +85,11 @@ pub struct Outcome {
     pub detail: Vec<String>,
 }
 
-/// The configuration seed `seed` runs: a pure function of the seed.
-pub fn scenario(seed: u64) -> (SimConfig, FaultMix) {
+/// Simulated sending time per seed by default (`onepipe vopr --duration`).
+pub const DURATION_NS: u64 = 10_000_000;
+
+/// The configuration seed `seed` runs with `duration_ns` of sending: a pure function of both.
+pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
     let mut rng = Rng::new(seed ^ 0x5EED_F00D);
     let pick = |rng: &mut Rng, n: u64| rng.below(n) as usize;
     let topology = match pick(&mut rng, 4) {
@@ -111,8 +114,8 @@ pub fn scenario(seed: u64) -> (SimConfig, FaultMix) {
             1 => WorkloadKind::OneToOne,
             _ => WorkloadKind::Scatter { k: 2 },
         },
-        rate_per_proc: [5_000.0, 20_000.0, 50_000.0][pick(&mut rng, 3)],
-        duration_ns: 300_000,
+        rate_per_proc: [20_000.0, 50_000.0, 100_000.0][pick(&mut rng, 3)],
+        duration_ns,
         drain_ns: 30_000_000,
         ..SimConfig::default()
     };
@@ -153,7 +156,7 @@ pub fn scenario(seed: u64) -> (SimConfig, FaultMix) {
         let n = 1 + rng.below(2) as u32;
         for _ in 0..n {
             let h = rng.below(hosts as u64) as u32;
-            let at = 50_000 + rng.below(200_000);
+            let at = duration_ns / 6 + rng.below(duration_ns / 2);
             if !cfg.crashes.iter().any(|c| c.0 == h) {
                 cfg.crashes.push((h, at));
             }
@@ -177,9 +180,9 @@ fn describe(cfg: &SimConfig) -> String {
     )
 }
 
-/// Runs seed `seed` and judges it.
-pub fn run_seed(seed: u64) -> Outcome {
-    let (cfg, faults) = scenario(seed);
+/// Runs seed `seed` with `duration_ns` of sending and judges it.
+pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
+    let (cfg, faults) = scenario(seed, duration_ns);
     let scenario = describe(&cfg);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&cfg, &mut |_| {})));
     let mut out = Outcome {
@@ -234,11 +237,11 @@ mod tests {
 
     #[test]
     fn a_seed_is_a_pure_function() {
-        let (a, fa) = scenario(7);
-        let (b, fb) = scenario(7);
+        let (a, fa) = scenario(7, DURATION_NS);
+        let (b, fb) = scenario(7, DURATION_NS);
         assert_eq!(format!("{a:?}{fa:?}"), format!("{b:?}{fb:?}"));
         for s in 0..200 {
-            scenario(s)
+            scenario(s, DURATION_NS)
                 .0
                 .validate()
                 .unwrap_or_else(|e| panic!("seed {s}: {e}"));

@@ -184,7 +184,7 @@ impl Packet {
                     1 => NakReason::Late,
                     2 => NakReason::Incomplete,
                     3 => NakReason::BufferFull,
-                    // `Lost` is raised by senders, never sent: on the wire it is unknown.
+                    4 => NakReason::Lost,
                     r => return Err(DecodeError::UnknownNakReason(r)),
                 };
                 if buf[2] > 1 {
@@ -264,7 +264,7 @@ mod tests {
             })
         });
         let nak = (
-            0u8..3,
+            0u8..4,
             any::<u32>(),
             any::<u32>(),
             any::<u32>(),
@@ -277,6 +277,7 @@ mod tests {
                         NakReason::Late,
                         NakReason::Incomplete,
                         NakReason::BufferFull,
+                        NakReason::Lost,
                     ][reason as usize],
                     from: ProcId(from),
                     to: ProcId(to),

@@ -163,9 +163,11 @@ pub enum NakReason {
     Incomplete = 2,
     /// The receiver's reorder or reassembly buffer was full.
     BufferFull = 3,
-    /// No acknowledgement came within the retransmission timeout: the network probably lost it
-    /// (raised by the sender itself, never sent on the wire; the message may still have been
-    /// delivered if only its acknowledgements were lost).
+    /// Lost in the network: raised by the sender when no acknowledgement came within the
+    /// retransmission timeout (the message may still have been delivered if only its
+    /// acknowledgements were lost), or sent by a receiver whose acknowledgement window slid past
+    /// a packet that never arrived (the NAK's PSN is that packet's, maybe not the message's
+    /// first; its timestamp is unknown to the receiver and zero).
     Lost = 4,
 }
 
@@ -201,8 +203,9 @@ pub struct Ack {
     pub sack: u64,
     /// The PSNs are in the reliable space of the pair.
     pub reliable: bool,
-    /// Packets that arrived ECN-marked since the previous ACK of this pair (saturating; DCTCP
-    /// echo, §6.1).
+    /// Reliable: packets that arrived ECN-marked since the previous ACK of this pair
+    /// (saturating; DCTCP echo, §6.1). Best effort: how many PSNs the receiver's window has given
+    /// up on so far, mod 256 — a sender that saw fewer `Lost` NAKs missed one.
     pub ecn: u8,
     /// Receive window: how many more reliable packets the receiver will buffer for this sender.
     pub rwnd: u8,
