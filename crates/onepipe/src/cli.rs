@@ -165,6 +165,11 @@ struct SimArgs {
     /// remove its link after --link-timeout beacon intervals (§4.2). Best effort only.
     #[arg(long, value_parser = parse_crash)]
     crash_host: Vec<(u32, u64)>,
+    /// Cut every link of a host (`host-3@1ms`: a host link failure) or of a physical switch
+    /// (`tor-1@1ms`, `agg-0@..`, `core-0@..`, `leaf-0@..`, `spine-0@..`) from a time on;
+    /// repeatable. Best effort only.
+    #[arg(long, value_parser = parse_cut)]
+    cut: Vec<(String, u64)>,
     /// Beacon intervals of silence after which a switch removes an input link (§4.2; 0 never).
     #[arg(long, default_value_t = 10)]
     link_timeout: u32,
@@ -281,6 +286,17 @@ pub fn parse_duration_f64(s: &str) -> Result<f64, String> {
     Ok(ns)
 }
 
+/// Parses `NAME@TIME` for `--cut`.
+fn parse_cut(s: &str) -> Result<(String, u64), String> {
+    let (n, t) = s
+        .split_once('@')
+        .ok_or_else(|| format!("'{s}' should be NAME@TIME, e.g. tor-1@200us"))?;
+    if n.trim().is_empty() {
+        return Err(format!("'{s}' names no host or switch"));
+    }
+    Ok((n.trim().to_string(), parse_duration(t)?))
+}
+
 /// Parses `H@TIME` (a host and a true time with a unit) for `--crash-host`.
 fn parse_crash(s: &str) -> Result<(u32, u64), String> {
     let (h, t) = s
@@ -350,6 +366,7 @@ impl SimArgs {
             },
             rto_ns: self.rto,
             crashes: self.crash_host.clone(),
+            cuts: self.cut.clone(),
             link_timeout_intervals: self.link_timeout,
             send_buffer_bytes: self.send_buffer,
             ecn_threshold_bytes: self.ecn_threshold,

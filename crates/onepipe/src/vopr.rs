@@ -34,6 +34,7 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     }
     let (mut ok, mut correctness, mut liveness, mut crash) = (0u64, 0u64, 0u64, 0u64);
     let (mut checked, mut lost, mut duplicated, mut crashes, mut links_removed) = (0, 0, 0, 0, 0);
+    let (mut host_link_cuts, mut switch_cuts) = (0u64, 0u64);
     let (mut lossy, mut dupy, mut reordering, mut targeted) = (0, 0, 0, 0);
     let mut first_failure: Option<Verdict> = None;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
@@ -43,6 +44,8 @@ pub fn vopr(a: &VoprArgs) -> i32 {
         duplicated += o.packets_duplicated;
         links_removed += o.links_removed;
         crashes += o.faults.host_crashes as u64;
+        host_link_cuts += o.faults.host_link_cuts as u64;
+        switch_cuts += o.faults.switch_cuts as u64;
         lossy += (o.faults.loss > 0.0) as u64;
         dupy += (o.faults.dup > 0.0) as u64;
         reordering += (o.faults.reorder > 0.0) as u64;
@@ -76,7 +79,7 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     );
     println!("  checked_deliveries {checked}");
     println!(
-        "  faults: host crashes {crashes} (links removed {links_removed}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}"
+        "  faults: host crashes {crashes}, host link cuts {host_link_cuts}, switch failures {switch_cuts} (links removed {links_removed}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}"
     );
     first_failure.map_or(0, Verdict::exit_code)
 }

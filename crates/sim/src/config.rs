@@ -168,6 +168,10 @@ pub struct SimConfig {
     pub crashes: Vec<(u32, u64)>,
     /// A switch removes an input link silent for this many beacon intervals (§4.2; 0: never).
     pub link_timeout_intervals: u32,
+    /// Cuts: (node name, true time ns). Every link of the named host ("host-3": a host link
+    /// failure) or physical switch ("tor-1", "core-0": a switch failure) carries nothing from
+    /// then on.
+    pub cuts: Vec<(String, u64)>,
 }
 
 impl Default for SimConfig {
@@ -211,6 +215,7 @@ impl Default for SimConfig {
             queue: QueueKind::Radix,
             crashes: Vec::new(),
             link_timeout_intervals: 10,
+            cuts: Vec::new(),
         }
     }
 }
@@ -329,6 +334,12 @@ impl SimConfig {
                     format!("host {h} does not exist (hosts are 0..{})", self.hosts()?),
                 ));
             }
+        }
+        if !self.cuts.is_empty() && self.service != Service::BestEffort {
+            return Err(bad(
+                "--cut",
+                "failures need the controller procedure of reliable 1Pipe (§5.2), not built yet: use --service be",
+            ));
         }
         if !self.crashes.is_empty() && self.service != Service::BestEffort {
             return Err(bad(

@@ -114,6 +114,8 @@ pub struct Report {
     pub packets_lost: u64,
     /// Packets the duplication model copied (`--dup`).
     pub packets_duplicated: u64,
+    /// Packets dropped on cut links (`--cut`).
+    pub packets_cut: u64,
     /// Duplicates receivers recognised and dropped.
     pub dropped_duplicate: u64,
     /// End-to-end ACKs sent.
@@ -149,9 +151,17 @@ fn run_with<Q: EventQueue<Ev>>(
     progress: &mut dyn FnMut(f64),
 ) -> Result<Report, ConfigError> {
     let started = std::time::Instant::now();
-    let mut world = World::new(cfg.clone(), queue).map_err(|message| ConfigError {
-        flag: "--topology",
-        message,
+    let mut world = World::new(cfg.clone(), queue).map_err(|message| {
+        match message.strip_prefix("--cut: ") {
+            Some(m) => ConfigError {
+                flag: "--cut",
+                message: m.to_string(),
+            },
+            None => ConfigError {
+                flag: "--topology",
+                message,
+            },
+        }
     })?;
     let limit = cfg.duration_ns + cfg.drain_ns;
     let mut report_progress = |t: SimTime| progress(t as f64 / cfg.duration_ns.max(1) as f64);
@@ -245,6 +255,7 @@ fn run_with<Q: EventQueue<Ev>>(
         reordered_packets: s.reordered_packets,
         packets_lost: s.packets_lost,
         packets_duplicated: s.packets_duplicated,
+        packets_cut: s.packets_cut,
         dropped_duplicate,
         acks,
         lost_reported,

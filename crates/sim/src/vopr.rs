@@ -7,7 +7,8 @@
 //! drain within its limit), so a swarm run says at once which kind of bug it found.
 //!
 //! Faults drawn today: per-link random and bursty loss, targeted loss of one packet kind,
-//! duplication, reordering (non-FIFO links), clock skew, and host crashes (best effort only:
+//! duplication, reordering (non-FIFO links), clock skew, host crashes, host-link cuts and whole
+//! switch failures (best effort only:
 //! the reliable service needs the controller procedure of §5.2 to survive a crash, which is not
 //! built yet). Every fault stays on for the whole run — the drain phase is the "liveness" phase
 //! under the same faults, which is stricter than healing first.
@@ -16,6 +17,7 @@ use crate::config::{PacketKind, Service, SimConfig, TopologySpec, WorkloadKind};
 use crate::{run, Report};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::switch::SwitchMode;
+use onepipe_proto::topology::Topology;
 use serde::Serialize;
 
 /// What one seed found.
@@ -48,6 +50,10 @@ impl Verdict {
 pub struct FaultMix {
     /// Hosts crashed.
     pub host_crashes: u32,
+    /// Host links cut (the host lives on, cut off).
+    pub host_link_cuts: u32,
+    /// Physical switches cut (every link).
+    pub switch_cuts: u32,
     /// Per-link loss probability.
     pub loss: f64,
     /// Loss burst length.
@@ -162,7 +168,40 @@ pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
             }
         }
         faults.host_crashes = cfg.crashes.len() as u32;
-    } else {
+    }
+    if cfg.service == Service::BestEffort && rng.chance(0.3) {
+        // Cut a host's links or a whole physical switch (names from the topology itself).
+        let topo = match cfg.topology {
+            TopologySpec::FatTree { k } => Topology::fat_tree(k),
+            TopologySpec::Rack { hosts } => Topology::rack(hosts),
+            TopologySpec::LeafSpine {
+                hosts,
+                rack_size,
+                spines,
+            } => Topology::leaf_spine(hosts, rack_size, spines),
+        };
+        if let Ok(topo) = topo {
+            let names: Vec<String> = topo
+                .nodes()
+                .iter()
+                .map(|n| {
+                    n.name
+                        .trim_end_matches("-up")
+                        .trim_end_matches("-down")
+                        .to_string()
+                })
+                .collect();
+            let name = names[rng.below(names.len() as u64) as usize].clone();
+            let at = duration_ns / 6 + rng.below(duration_ns / 2);
+            if name.starts_with("host-") {
+                faults.host_link_cuts += 1;
+            } else {
+                faults.switch_cuts += 1;
+            }
+            cfg.cuts.push((name, at));
+        }
+    }
+    if cfg.crashes.is_empty() && cfg.cuts.is_empty() {
         cfg.service = [Service::BestEffort, Service::Reliable, Service::Mixed][pick(&mut rng, 3)];
     }
     (cfg, faults)

@@ -96,6 +96,16 @@ struct HostSt {
     /// True time at which the host crashes (`--crash-host`); `SimTime::MAX` for never. From then
     /// on it sends nothing and everything that reaches it is lost.
     crash_at: SimTime,
+    /// True time at which the host's own link (up or down, or its ToR) is cut (`--cut`): alive,
+    /// but cut off.
+    cut_at: SimTime,
+}
+
+impl HostSt {
+    /// When the host crashed or was cut off, if it was.
+    fn gone_at(&self) -> SimTime {
+        self.crash_at.min(self.cut_at)
+    }
 }
 
 #[derive(Debug)]
@@ -119,6 +129,8 @@ struct LinkSt {
     last_barrier: Option<Timestamp>,
     /// Packets still to drop in the current loss burst.
     burst_left: u32,
+    /// True time from which the link carries nothing (`--cut`).
+    cut_at: SimTime,
 }
 
 /// Counters the engine keeps.
@@ -136,6 +148,8 @@ pub struct EngineStats {
     pub packets_lost: u64,
     /// Packets the duplication model copied.
     pub packets_duplicated: u64,
+    /// Packets dropped on cut links (`--cut`).
+    pub packets_cut: u64,
     /// Sends refused because the host CPU queue was full.
     pub sends_rejected: u64,
     /// Scatterings sent.
@@ -266,6 +280,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     .map(|c| c.1)
                     .min()
                     .unwrap_or(SimTime::MAX),
+                cut_at: SimTime::MAX,
             });
         }
         let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
@@ -317,17 +332,59 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 busy_until: 0,
                 last_barrier: None,
                 burst_left: 0,
+                cut_at: SimTime::MAX,
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // `--cut NAME@T`: every link of the named nodes — a host ("host-3": its two links), or a
+        // physical switch ("tor-1": both logical halves, "core-0") — carries nothing from T on.
+        let mut links = links;
+        let mut hosts = hosts;
+        for (name, at) in &cfg.cuts {
+            let nodes: Vec<usize> = topo
+                .nodes()
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| {
+                    n.name == *name
+                        || n.name == format!("{name}-up")
+                        || n.name == format!("{name}-down")
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if nodes.is_empty() {
+                return Err(format!(
+                    "--cut: no host or switch named '{name}' (names look like host-3, tor-1, agg-0, core-0, leaf-1, spine-0)"
+                ));
+            }
+            for (i, l) in topo.links().iter().enumerate() {
+                if nodes.contains(&(l.from.0 as usize)) || nodes.contains(&(l.to.0 as usize)) {
+                    links[i].cut_at = links[i].cut_at.min(*at);
+                }
+            }
+        }
+        for (h, st) in hosts.iter_mut().enumerate() {
+            let up = links[topo.uplink(h as u32).index()].cut_at;
+            let down = links[topo.downlink(h as u32).index()].cut_at;
+            st.cut_at = up.min(down);
+        }
         let host_uplinks = (0..topo.hosts()).map(|h| topo.uplink(h).0).collect();
         let (mut switch_out_base, mut switch_out_links) = (Vec::new(), Vec::new());
         for n in topo.switches() {
             switch_out_base.push(switch_out_links.len() as u32);
             switch_out_links.extend(topo.node(n).outputs.iter().map(|l| l.0));
         }
-        let checker = cfg
+        let mut checker = cfg
             .check
             .then(|| Checker::new(procs, pph, switches.len(), cfg.reorder_prob == 0.0));
+        if let Some(c) = checker.as_mut() {
+            // A host cut off is excused like a crashed one (§4.2: best effort promises nothing
+            // to or from it).
+            for (h, st) in hosts.iter().enumerate() {
+                if st.cut_at < SimTime::MAX {
+                    c.on_crash(st.cut_at, h as u32);
+                }
+            }
+        }
         let workload_rng = rng.fork(1);
         let mut w = World {
             topo,
@@ -447,7 +504,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         // Packets in flight to a crashed host count until they arrive and are dropped.
         self.live_messages == 0
             && self.hosts.iter().all(|h| {
-                h.crash_at <= self.now
+                h.gone_at() <= self.now
                     || h.host.reorder_len() == 0
                         && h.host.partial_len() == 0
                         && h.host.unresolved_sends() == 0
@@ -478,6 +535,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
                 l.last_barrier = Some(b);
             }
+        }
+        if t >= l.cut_at {
+            self.stats.packets_cut += 1;
+            self.take_packet(pkt);
+            return;
         }
         let ser = (bytes * l.ps_per_byte).div_ceil(1000);
         let start = t.max(l.busy_until);

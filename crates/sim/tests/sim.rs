@@ -543,3 +543,21 @@ fn a_crashed_host_is_removed_and_the_others_keep_delivering_4_2() {
         );
     }
 }
+
+/// §4.2: a ToR switch fails (every link of both halves cut) and a host link fails: the switches
+/// around them remove the dead links, the rest of the network resumes, and every checker passes
+/// with the cut-off hosts excused.
+#[test]
+fn switch_and_host_link_failures_are_routed_around_4_2() {
+    for (seed, cut) in [(95, "tor-1"), (96, "host-6"), (97, "core-0"), (98, "agg-2")] {
+        let r = run_ok(&SimConfig {
+            cuts: vec![(cut.to_string(), 200_000)],
+            duration_ns: 600_000,
+            drain_ns: 20_000_000,
+            ..small(TopologySpec::FatTree { k: 4 }, seed)
+        });
+        assert!(r.drained, "seed {seed}, {cut}: barriers stalled");
+        assert!(r.links_removed > 0, "seed {seed}, {cut}: nothing removed");
+        assert!(r.packets_cut > 0, "seed {seed}, {cut}: nothing crossed the cut");
+    }
+}
