@@ -558,6 +558,9 @@ fn switch_and_host_link_failures_are_routed_around_4_2() {
         });
         assert!(r.drained, "seed {seed}, {cut}: barriers stalled");
         assert!(r.links_removed > 0, "seed {seed}, {cut}: nothing removed");
-        assert!(r.packets_cut > 0, "seed {seed}, {cut}: nothing crossed the cut");
+        assert!(
+            r.packets_cut > 0,
+            "seed {seed}, {cut}: nothing crossed the cut"
+        );
     }
 }
