@@ -10,6 +10,11 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy
 fi
 
+# `onepipe bench fig8 --quick` (a test) draws its plots with a TrueType font read at run time.
+if [ -z "${ONEPIPE_FONT:-}" ] && [ ! -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
+  (apt-get install -y -q fonts-dejavu-core || (apt-get update -q && apt-get install -y -q fonts-dejavu-core)) >/dev/null
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

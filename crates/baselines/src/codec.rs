@@ -12,7 +12,8 @@
 //! * `Submit`: msg_id u64, dest count u32, dests u32 × count, payload length u16, payload.
 //!   Flag [`flags::ALL_DESTS`] means "everyone" and requires a count of 0.
 //! * `Ordered`: gseq u64, rseq u64, origin u32, length u16, payload.
-//! * `SeqSync`: rseq_next u64, gseq_last u64. `SubmitLost`: msg_id u64, count u32.
+//! * `SeqSync`: rseq_next u64, gseq_last u64. `SyncAck`: rseq_next u64. `SubmitLost`:
+//!   msg_id u64, count u32.
 //! * `Nack`: seq u64, count u32, index_lo u64, index_hi u64. `Lost`: seq u64, count u32.
 //! * `TokenPass`: seq u64, pass u64, last holder u32, last start u64 (flag [`flags::HOLDING`]).
 //! * `TokenAck`: pass u64.
@@ -222,6 +223,7 @@ impl BasePacket {
                 w.u64(*rseq_next);
                 w.u64(*gseq_last);
             }
+            Body::SyncAck { rseq_next } => w.u64(*rseq_next),
             Body::SubmitLost { msg_id, count } => {
                 w.u64(*msg_id);
                 w.u32(*count);
@@ -358,6 +360,9 @@ impl BasePacket {
                 rseq_next: r.u64()?,
                 gseq_last: r.u64()?,
             },
+            Opcode::SyncAck => Body::SyncAck {
+                rseq_next: r.u64()?,
+            },
             Opcode::SubmitLost => Body::SubmitLost {
                 msg_id: r.u64()?,
                 count: r.u32()?,
@@ -451,6 +456,7 @@ mod tests {
                 rseq_next: a,
                 gseq_last: b
             }),
+            any::<u64>().prop_map(|rseq_next| Body::SyncAck { rseq_next }),
             (any::<u64>(), any::<u32>())
                 .prop_map(|(msg_id, count)| Body::SubmitLost { msg_id, count }),
             (any::<u64>(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(s, c, l, h)| {

@@ -211,6 +211,29 @@ impl LamportEndpoint {
         self.latest.min()
     }
 
+    /// Messages sent to `dst` so far (its channel's next sequence number).
+    pub fn sent_to(&self, dst: ProcId) -> u64 {
+        self.cseq_next.get(dst.index()).copied().unwrap_or(0)
+    }
+
+    /// Messages from `src` released from its channel or given up on so far (the channel's next
+    /// expected sequence number). A driver compares it with the sender's
+    /// [`LamportEndpoint::sent_to`] to tell a finished run from one whose tail is still missing.
+    pub fn received_from(&self, src: ProcId) -> u64 {
+        self.channels.get(src.index()).map_or(0, |c| c.rx.next())
+    }
+
+    /// True when nothing waits for the clocks, no channel has a gap or buffered message, and
+    /// no heartbeat round is still due (the clock was sent and its repeats are done). A driver
+    /// waiting for quiescence checks this. O(procs).
+    pub fn is_idle(&self) -> bool {
+        !self.busy()
+            && self
+                .channels
+                .iter()
+                .all(|c| c.rx.is_empty() && c.tail.is_none() && c.clock.is_none())
+    }
+
     fn me(&self) -> usize {
         self.cfg.id.index()
     }

@@ -166,6 +166,19 @@ impl BaseNode {
         }
     }
 
+    /// True when the role owes nothing: nothing buffered, queued or being repaired, no
+    /// heartbeat or sync still due. Token packets may still circulate (see
+    /// [`PacketClass::Token`]); a driver is quiescent when every role is idle and only token
+    /// packets are on the way.
+    pub fn is_idle(&self) -> bool {
+        match self {
+            BaseNode::Sequencer(s) => s.is_idle(),
+            BaseNode::SeqEndpoint(e) => e.is_idle(),
+            BaseNode::Token(e) => e.is_idle(),
+            BaseNode::Lamport(e) => e.is_idle(),
+        }
+    }
+
     /// Counters.
     pub fn stats(&self) -> &BaseStats {
         match self {

@@ -78,6 +78,12 @@ pub enum Body {
         /// The global sequence number of the last message sent to this receiver.
         gseq_last: u64,
     },
+    /// Endpoint → sequencer, answering a [`Body::SeqSync`]: "I have taken in every message to
+    /// me below `rseq_next`" — so the sequencer stops syncing this receiver.
+    SyncAck {
+        /// The receiver's next expected per-receiver sequence number.
+        rseq_next: u64,
+    },
     /// Sequencer → endpoint: your sends `msg_id .. msg_id + count` never reached the sequencer
     /// in time; they were skipped and will be delivered nowhere.
     SubmitLost {
@@ -223,6 +229,8 @@ pub enum Opcode {
     Clock = 12,
     /// [`Body::ClockRequest`].
     ClockRequest = 13,
+    /// [`Body::SyncAck`].
+    SyncAck = 14,
 }
 
 impl Opcode {
@@ -243,6 +251,7 @@ impl Opcode {
             11 => Stamped,
             12 => Clock,
             13 => ClockRequest,
+            14 => SyncAck,
             _ => return None,
         })
     }
@@ -270,6 +279,7 @@ impl Opcode {
             Opcode::Stamped => 8 + 8 + 8 + 2,
             Opcode::Clock => 8 + 8 + 8,
             Opcode::ClockRequest => 0,
+            Opcode::SyncAck => 8,
         }
     }
 }
@@ -281,7 +291,8 @@ pub enum PacketClass {
     /// Carries an application message (or a token filler standing for one): `Submit`,
     /// `Ordered`, `TokenData`, `Stamped`.
     Data,
-    /// Loss recovery: `Nack`, `Lost`, `SubmitLost`, `TokenLost`, `ClockRequest`, `SeqSync`.
+    /// Loss recovery: `Nack`, `Lost`, `SubmitLost`, `TokenLost`, `ClockRequest`, `SeqSync`,
+    /// `SyncAck`.
     Repair,
     /// The token and its acknowledgement. The token circulates for ever, so a driver waiting
     /// for quiescence must not wait for these.
@@ -297,6 +308,7 @@ impl Body {
             Body::Submit { .. } => Opcode::Submit,
             Body::Ordered { .. } => Opcode::Ordered,
             Body::SeqSync { .. } => Opcode::SeqSync,
+            Body::SyncAck { .. } => Opcode::SyncAck,
             Body::SubmitLost { .. } => Opcode::SubmitLost,
             Body::Nack { .. } => Opcode::Nack,
             Body::Lost { .. } => Opcode::Lost,
@@ -329,6 +341,7 @@ impl Body {
                 ..
             } => ok(seq) && ok(index_lo) && ok(index_hi),
             Body::Lost { seq, .. } => ok(seq),
+            Body::SyncAck { rseq_next } => ok(rseq_next),
             Body::TokenPass { seq, pass, last } => ok(seq) && ok(pass) && holding(last),
             Body::TokenAck { pass } => ok(pass),
             Body::TokenData {
@@ -383,6 +396,7 @@ impl BasePacket {
             Body::TokenPass { .. } | Body::TokenAck { .. } => PacketClass::Token,
             Body::Clock { .. } => PacketClass::Heartbeat,
             Body::SeqSync { .. }
+            | Body::SyncAck { .. }
             | Body::SubmitLost { .. }
             | Body::Nack { .. }
             | Body::Lost { .. }

@@ -22,7 +22,8 @@
 //!   [`BaseEvent::Lost`] — it never stalls for ever, and the order of what it does deliver is
 //!   unaffected. A lost *last* message is noticed through [`Body::SeqSync`]: when the stream to
 //!   a receiver goes idle for a sync interval, the sequencer tells it how many messages it should
-//!   have had (repeated `sync_repeats` times in case a sync is lost).
+//!   have had, and repeats that every interval until the receiver acknowledges having them all
+//!   ([`Body::SyncAck`]) or `sync_repeats` syncs went unanswered.
 //! * Sender → sequencer: best effort. The sequencer keeps each sender's messages in FIFO order
 //!   (the network may reorder them) and drops duplicates; a gap still open after
 //!   `upstream_gap_timeout_ns` is skipped, and the sender hears [`Body::SubmitLost`] →
@@ -81,7 +82,8 @@ pub struct SequencerConfig {
     pub nack_count_max: u64,
     /// A receiver idle this long gets a [`Body::SeqSync`]. Default 20 µs.
     pub sync_interval_ns: u64,
-    /// How many syncs an idle receiver gets (each an interval apart). Default 3; 0 disables.
+    /// Most syncs an idle receiver gets (each an interval apart) while it does not acknowledge
+    /// them. Default 32; 0 disables syncs.
     pub sync_repeats: u8,
 }
 
@@ -98,7 +100,7 @@ impl SequencerConfig {
             upstream_gap_timeout_ns: 100_000,
             nack_count_max: 1 << 16,
             sync_interval_ns: 20_000,
-            sync_repeats: 3,
+            sync_repeats: 32,
         }
     }
 }
@@ -120,7 +122,7 @@ struct DestState {
     gseq_last: u64,
     /// Something was sent to it since the last sync tick.
     busy: bool,
-    /// Syncs still to send once it is idle.
+    /// Syncs still to send once it is idle (0 once it acknowledged everything sent to it).
     syncs_left: u8,
 }
 
@@ -188,6 +190,12 @@ impl Sequencer {
         self.dests.get(dst.index()).map_or(0, |d| d.rseq_next)
     }
 
+    /// True when the sequencer owes nothing: no sender's message waits for an earlier one and
+    /// no tail sync is still to be sent. A driver waiting for quiescence checks this.
+    pub fn is_idle(&self) -> bool {
+        self.syncs_pending == 0 && self.upstream.iter().all(SeqBuffer::is_empty)
+    }
+
     fn send_packet(&mut self, dst: ProcId, body: Body) {
         self.stats.packets_sent += 1;
         self.out.push_back(Output::Send {
@@ -221,7 +229,19 @@ impl Sequencer {
                 index_lo,
                 index_hi,
             } => self.on_nack(p.src, seq, u64::from(count), index_lo, index_hi),
+            Body::SyncAck { rseq_next } => self.on_sync_ack(p.src, rseq_next),
             _ => self.stats.dropped_invalid += 1,
+        }
+    }
+
+    /// A receiver has everything below `rseq_next`: if that is all it was sent, stop syncing it.
+    fn on_sync_ack(&mut self, dst: ProcId, rseq_next: u64) {
+        let d = &mut self.dests[dst.index()];
+        if rseq_next > d.rseq_next {
+            self.stats.dropped_invalid += 1;
+        } else if rseq_next == d.rseq_next && d.syncs_left > 0 {
+            d.syncs_left = 0;
+            self.syncs_pending -= 1;
         }
     }
 
@@ -533,6 +553,12 @@ impl SeqEndpoint {
         self.rx.next()
     }
 
+    /// True when nothing is buffered past a gap and no gap is known (nothing to repair). A
+    /// driver waiting for quiescence checks this.
+    pub fn is_idle(&self) -> bool {
+        !self.has_gap()
+    }
+
     fn event(&mut self, e: BaseEvent) {
         self.out.push_back(Output::Event(e));
     }
@@ -573,6 +599,22 @@ impl SeqEndpoint {
             } => {
                 if self.tail.is_none_or(|(t, _)| rseq_next > t) {
                     self.tail = Some((rseq_next, gseq_last.saturating_add(1)));
+                }
+                self.deliver_ready();
+                if self.rx.next() >= rseq_next {
+                    // Everything the sync announces is here: tell the sequencer to stop. (With
+                    // a gap, the NACKs repair it and the next sync is acknowledged.)
+                    self.stats.packets_sent += 1;
+                    self.out.push_back(Output::Send {
+                        port: PORT,
+                        packet: BasePacket {
+                            src: self.cfg.id,
+                            dst: self.cfg.sequencer,
+                            body: Body::SyncAck {
+                                rseq_next: self.rx.next(),
+                            },
+                        },
+                    });
                 }
             }
             Body::SubmitLost { msg_id, count } if msg_id < self.next_msg_id => {

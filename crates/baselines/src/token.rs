@@ -227,6 +227,13 @@ impl TokenEndpoint {
         self.rx.next()
     }
 
+    /// True when no message waits for the token, nothing is buffered past a gap and no gap is
+    /// known. The token itself may still be here or on its way: it circulates for ever, so a
+    /// driver waiting for quiescence checks this and ignores token packets.
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty() && !self.has_gap()
+    }
+
     fn successor(&self) -> ProcId {
         ProcId((self.cfg.id.0 + 1) % self.cfg.procs)
     }

@@ -52,6 +52,7 @@ fn body() -> impl Strategy<Value = Body> {
             rseq_next: a,
             gseq_last: b
         }),
+        small().prop_map(|r| Body::SyncAck { rseq_next: r }),
         (small(), 0u32..4).prop_map(|(m, c)| Body::SubmitLost {
             msg_id: m,
             count: c

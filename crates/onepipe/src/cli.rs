@@ -31,6 +31,9 @@ enum Command {
     /// Run 1Pipe (best effort, reliable or both) in a deterministic data-center simulation and
     /// check it.
     ///
+    /// `--protocol sequencer|sequencer-switch|token|lamport` runs a baseline of the paper's
+    /// Fig. 8 on the same network instead (docs/BASELINES.md).
+    ///
     /// Durations take a unit: ns, us (or µs), ms, s — e.g. `--beacon-interval 3us`.
     /// Exit codes: 0 ok, 1 a checker found a violation, 2 bad flags or configuration.
     Sim(Box<SimArgs>),
@@ -42,6 +45,18 @@ enum Command {
     /// every checker and liveness by draining. Exit codes: 0 ok, 1 correctness, 3 liveness,
     /// 4 crash (the first failing seed's); each failure prints its replay command.
     Vopr(crate::vopr::VoprArgs),
+    /// Run a local cluster in one command: controller, aggregators and endpoints as separate
+    /// processes on 127.0.0.1, a workload, every delivery checked. Exit codes: 0 ok, 1 a checker
+    /// found a violation, 2 bad flags, 3 a process failed or the deadline passed, 130 Ctrl-C.
+    Up(Box<crate::live::UpArgs>),
+    /// Run the controller of a live cluster (registration, process ids, addresses, health).
+    Controller(crate::live::ControllerArgs),
+    /// Run one barrier aggregator of a live cluster (host-representative mode, §6.2.3).
+    Agg(crate::live::AggArgs),
+    /// Run one workload endpoint of a live cluster (what `up` starts).
+    Node(Box<crate::live::NodeArgs>),
+    /// Print a cluster file for a local cluster (racks under tor-N, joined by spine-0).
+    Topology(crate::live::TopologyArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -256,6 +271,8 @@ struct SimArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    baseline: crate::sim_baseline::BaselineArgs,
 }
 
 /// Parses `3us`, `1.5ms`, `200ns`, `2s` (also `µs`) into nanoseconds.
@@ -403,10 +420,16 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Sim(args) => sim(&args),
         Command::Vopr(a) => crate::vopr::vopr(&a),
+        Command::Up(a) => crate::live::up(&a),
+        Command::Controller(a) => crate::live::controller(&a),
+        Command::Agg(a) => crate::live::agg(&a),
+        Command::Node(a) => crate::live::node(&a),
+        Command::Topology(a) => crate::live::topology(&a),
         Command::Bench(b) => {
             let result = match &b {
                 crate::bench::Bench::Loss(a) => crate::bench::loss(a),
                 crate::bench::Bench::Throughput(a) => crate::bench::throughput(a),
+                crate::bench::Bench::Fig8(a) => crate::fig8::fig8(a),
             };
             match result {
                 Ok(()) => 0,
@@ -420,7 +443,16 @@ pub fn main() -> i32 {
 }
 
 fn sim(args: &SimArgs) -> i32 {
-    let cfg = args.config();
+    let mut cfg = args.config();
+    match args.baseline.protocol {
+        Some(crate::sim_baseline::Proto::OnepipeBe) => cfg.service = Service::BestEffort,
+        Some(crate::sim_baseline::Proto::OnepipeR) => cfg.service = Service::Reliable,
+        Some(p) => {
+            let base = args.baseline.config(p.baseline().expect("a baseline"));
+            return crate::sim_baseline::sim(&cfg, &base, args.quiet, args.json.as_deref());
+        }
+        None => {}
+    }
     if let Err(e) = cfg.validate() {
         eprintln!("onepipe sim: {e}");
         return EXIT_USAGE;

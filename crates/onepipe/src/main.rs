@@ -1,9 +1,13 @@
 //! The `onepipe` command: `onepipe sim` runs the deterministic data-center simulator, `onepipe
-//! bench` its experiments.
+//! bench` its experiments, `onepipe up` a live local cluster (with the daemons `controller`,
+//! `agg` and `node`, and `topology` for cluster files).
 #![allow(clippy::disallowed_methods)] // a CLI may read files and clocks.
 
 mod bench;
 mod cli;
+mod fig8;
+mod live;
+mod sim_baseline;
 mod vopr;
 
 fn main() {

@@ -27,8 +27,19 @@
 //! * **Never panic on the network**: malformed datagrams, unknown senders and refused sends are
 //!   counted in [`DriverStats`].
 //!
-//! What it is not: the library facade (`onepipe::Endpoint`), daemons and cluster files build on
-//! it. The crate has no `unsafe` code.
+//! On top of the transport, the live cluster:
+//!
+//! * [`cluster`]: the cluster file (TOML) — processes, aggregators and their links, controller,
+//!   beacon interval, clock;
+//! * [`controller`] and [`control`]: registration, process ids, addresses and health over TCP;
+//! * [`aggregator`]: an aggregator daemon, the up and down halves of one node of the aggregator
+//!   tree on one socket;
+//! * [`endpoint`]: [`Endpoint`], the library API of Table 1 (re-exported as
+//!   `onepipe::Endpoint`), one I/O thread per endpoint and bounded queues to the application;
+//! * [`unordered`]: the same transport with ordering switched off, the baseline;
+//! * [`LocalCluster`]: a controller and aggregators on threads, for examples and tests.
+//!
+//! The crate has no `unsafe` code.
 //!
 //! ## Example
 //!
@@ -75,20 +86,36 @@
 // is its job. clippy.toml forbids them for the sans-IO protocol crates only.
 #![allow(clippy::disallowed_methods)]
 
+pub mod aggregator;
 pub mod bench;
 pub mod clock;
+pub mod cluster;
 pub mod coalesce;
 pub mod config;
+pub mod control;
+pub mod controller;
 pub mod driver;
+pub mod endpoint;
+pub mod local;
 pub mod ports;
+mod queue;
 pub mod roles;
 pub mod stats;
 mod sys;
+pub mod unordered;
 
-pub use clock::Clock;
+pub use aggregator::{Aggregator, AggregatorDaemon, AggregatorReport};
+pub use clock::{Clock, ClockSource};
+pub use cluster::{Cluster, ClusterError, LocalLayout};
 pub use coalesce::{CoalesceStats, FlushReason};
 pub use config::{CoalesceConfig, ConfigError, DriverConfig};
+pub use control::JoinError;
+pub use controller::Controller;
 pub use driver::Driver;
+pub use endpoint::{
+    Endpoint, EndpointStats, Event, JoinOptions, Message, RecvError, SendError, SendHandle,
+};
+pub use local::LocalCluster;
 pub use ports::PortTable;
 pub use roles::{LiveRoles, ProcessRouter};
 pub use stats::DriverStats;

@@ -4,8 +4,8 @@
 //! costs microseconds of kernel time, so the live runtime beacons every millisecond by default,
 //! runs aggregators as host representatives (§6.2.3: they read barriers from beacons only, so
 //! hosts beacon every interval and leave data barriers invalid), sizes the host's MTU so one
-//! packet fits one datagram, and gives acknowledgements a timeout that survives a busy machine's
-//! scheduling delays.
+//! packet fits one datagram, and gives acknowledgements and retransmissions timeouts that survive
+//! a busy machine's scheduling delays (milliseconds, where the simulator's are microseconds).
 
 use crate::config::DriverConfig;
 use onepipe_proto::host::HostConfig;
@@ -26,8 +26,27 @@ pub struct LiveRoles {
     /// so the hosts' beacons of that wave have arrived (§4.2, synchronized beacons). An
     /// aggregator `d` hops up uses `d` times this.
     pub aggregator_phase_ns: u64,
-    /// A host reports a message lost when it is unacknowledged this long.
+    /// A host reports a best-effort message lost when it is unacknowledged this long.
     pub rto_ns: u64,
+    /// A receiver acknowledges at the latest this long after a packet arrives (or after
+    /// `ack_every` packets, whichever comes first).
+    pub ack_delay_ns: u64,
+    /// Most best-effort messages a host keeps unacknowledged; beyond it `send` is
+    /// `SendError::Full` (a window that keeps a fast sender from flooding a slow receiver).
+    pub inflight_max: usize,
+    /// Reliable service (§5.1): retransmission timeout before the first RTT sample.
+    pub reliable_rto_init_ns: u64,
+    /// Reliable service: floor of the estimated retransmission timeout.
+    pub reliable_rto_ns: u64,
+    /// Reliable service: largest retransmission timeout after back-off.
+    pub reliable_rto_max_ns: u64,
+    /// Reliable service: payload bytes the send buffer holds; beyond it `send_reliable` is
+    /// `SendError::Full`.
+    pub send_buffer_bytes_max: usize,
+    /// An aggregator removes an input link silent this long (§4.2 best-effort failure
+    /// handling); 0 never removes. The paper's "10 beacon intervals" is 10 ms here, shorter
+    /// than a process on a busy machine may wait for a core.
+    pub link_timeout_ns: u64,
 }
 
 impl Default for LiveRoles {
@@ -36,6 +55,16 @@ impl Default for LiveRoles {
             beacon_interval_ns: BEACON_INTERVAL_NS_DEFAULT,
             aggregator_phase_ns: BEACON_INTERVAL_NS_DEFAULT / 5,
             rto_ns: 50_000_000,
+            ack_delay_ns: 100_000,
+            inflight_max: 16_384,
+            // The simulator's 25 µs floor and 200 µs initial value suit µs links; here a
+            // round trip crosses several processes on a shared machine and scheduling delays
+            // of milliseconds are normal.
+            reliable_rto_init_ns: 20_000_000,
+            reliable_rto_ns: 5_000_000,
+            reliable_rto_max_ns: 200_000_000,
+            send_buffer_bytes_max: 4 << 20,
+            link_timeout_ns: 1_000_000_000,
         }
     }
 }
@@ -59,6 +88,12 @@ impl LiveRoles {
             .min(driver.coalesce.datagram_len_max - DATA_HEADER_LEN)
             .max(1);
         cfg.rto_ns = self.rto_ns;
+        cfg.ack_delay_ns = self.ack_delay_ns;
+        cfg.inflight_max = self.inflight_max;
+        cfg.reliable.rto_init_ns = self.reliable_rto_init_ns;
+        cfg.reliable.rto_ns = self.reliable_rto_ns;
+        cfg.reliable.rto_max_ns = self.reliable_rto_max_ns;
+        cfg.reliable.send_buffer_bytes_max = self.send_buffer_bytes_max;
         cfg
     }
 
@@ -77,6 +112,9 @@ impl LiveRoles {
             (u64::from(depth) * self.aggregator_phase_ns) % self.beacon_interval_ns;
         // The real switch-to-representative hop is in the network, not simulated.
         cfg.beacon_delay_ns = 0;
+        cfg.link_timeout_intervals =
+            u32::try_from(self.link_timeout_ns.div_ceil(self.beacon_interval_ns))
+                .unwrap_or(u32::MAX);
         cfg
     }
 }

@@ -49,6 +49,38 @@ pub struct DriverStats {
 }
 
 impl DriverStats {
+    /// The counters by name, for reports and health messages.
+    pub fn counters(&self) -> std::collections::BTreeMap<String, u64> {
+        let c = &self.coalesce;
+        [
+            ("datagrams_sent", self.datagrams_sent),
+            ("packets_sent", self.packets_sent),
+            ("bytes_sent", self.bytes_sent),
+            ("datagrams_received", self.datagrams_received),
+            ("packets_received", self.packets_received),
+            ("bytes_received", self.bytes_received),
+            ("decode_errors", self.decode_errors),
+            ("datagrams_truncated", self.datagrams_truncated),
+            ("unknown_source", self.unknown_source),
+            ("unknown_output_port", self.unknown_output_port),
+            ("send_would_block", self.send_would_block),
+            ("send_errors", self.send_errors),
+            ("recv_errors", self.recv_errors),
+            ("sendmmsg_calls", self.sendmmsg_calls),
+            ("recvmmsg_calls", self.recvmmsg_calls),
+            ("timeouts", self.timeouts),
+            ("turns", self.turns),
+            ("blocks", self.blocks),
+            ("flushes_full", c.flushes_full),
+            ("flushes_delay", c.flushes_delay),
+            ("flushes_idle", c.flushes_idle),
+            ("send_queue_dropped_packets", c.send_queue_dropped_packets),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
     /// Mean packets per datagram sent (0 before anything was sent).
     pub fn packets_per_datagram_sent(&self) -> f64 {
         if self.datagrams_sent == 0 {

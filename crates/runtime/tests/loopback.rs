@@ -175,6 +175,7 @@ fn a_rack_over_udp_delivers_everything_in_one_total_order() {
         // The machine may be busy: never report a delivered message lost because its
         // acknowledgement was scheduled late.
         rto_ns: 30_000_000_000,
+        ..LiveRoles::default()
     };
     let clock = Clock::monotonic();
     let deadline = clock.now() + DEADLINE_NS;

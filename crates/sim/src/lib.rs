@@ -17,6 +17,7 @@
 //! ```
 #![allow(clippy::disallowed_methods)] // wall-clock time is measured here, for events per second.
 
+pub mod baseline;
 pub mod check;
 pub mod clock;
 pub mod config;

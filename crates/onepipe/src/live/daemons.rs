@@ -1,0 +1,127 @@
+//! `onepipe controller`, `onepipe agg` and `onepipe topology`: thin command lines over the
+//! runtime's controller and aggregator. Each daemon prints one line when it is up (`listening
+//! ADDR`, `ready ADDR`) and one `stats {json}` line when it stops, on standard output, for
+//! `onepipe up` and for scripts.
+
+use super::supervise;
+use super::{AggArgs, ControllerArgs, TopologyArgs};
+use crate::cli::EXIT_USAGE;
+use onepipe_runtime::aggregator::run_aggregator;
+use onepipe_runtime::cluster::{Cluster, LocalLayout};
+use onepipe_runtime::controller::Controller;
+use onepipe_runtime::DriverConfig;
+use serde_json::json;
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn load(path: &std::path::Path, who: &str) -> Result<Cluster, i32> {
+    Cluster::load(path).map_err(|e| {
+        eprintln!("onepipe {who}: {}: {e}", path.display());
+        EXIT_USAGE
+    })
+}
+
+pub fn controller(args: &ControllerArgs) -> i32 {
+    let cluster = match load(&args.config, "controller") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let (stop, _orders) = supervise::install(args.supervised);
+    let listen = args.listen.unwrap_or(cluster.controller);
+    let controller = match Controller::start(cluster, listen, !args.quiet) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("onepipe controller: cannot listen on {listen}: {e}");
+            return super::EXIT_RUNTIME;
+        }
+    };
+    say(&format!("listening {}", controller.addr()));
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (members, malformed) = controller.status();
+    controller.stop();
+    let lost = members.iter().filter(|m| m.state == "lost").count();
+    say(&format!(
+        "stats {}",
+        json!({ "malformed": malformed, "members": members.len(), "lost": lost })
+    ));
+    0
+}
+
+pub fn agg(args: &AggArgs) -> i32 {
+    let cluster = match load(&args.config, "agg") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if cluster.aggregator(&args.id).is_none() {
+        let names: Vec<_> = cluster
+            .aggregators
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect();
+        eprintln!(
+            "onepipe agg: --id: no aggregator '{}' in {} (it has {names:?})",
+            args.id,
+            args.config.display()
+        );
+        return EXIT_USAGE;
+    }
+    let (stop, _orders) = supervise::install(args.supervised);
+    let controller = args.controller.unwrap_or(cluster.controller);
+    let cfg = DriverConfig {
+        spin_ns: 0,
+        ..DriverConfig::default()
+    };
+    let result = run_aggregator(controller, &args.id, &cfg, &stop, &mut |addr| {
+        say(&format!("ready {addr}"));
+    });
+    match result {
+        Ok(report) => {
+            say(&format!(
+                "stats {}",
+                json!({ "name": report.name, "addr": report.addr.to_string(), "counters": report.counters() })
+            ));
+            0
+        }
+        // Stopped before the cluster was ready is a normal end too.
+        Err(onepipe_runtime::JoinError::Timeout) if stop.load(Ordering::SeqCst) => 0,
+        Err(e) => {
+            eprintln!("onepipe agg {}: {e}", args.id);
+            super::EXIT_RUNTIME
+        }
+    }
+}
+
+pub fn topology(args: &TopologyArgs) -> i32 {
+    let layout = LocalLayout {
+        hosts: args.hosts,
+        procs_per_host: args.procs_per_host,
+        layers: args.layers,
+        rack_size: args.rack_size,
+        controller: args.controller,
+    };
+    match Cluster::generate(&layout) {
+        Ok(mut c) => {
+            c.beacon_interval_ns = args.beacon_interval;
+            c.aggregator_phase_ns = c.aggregator_phase_ns.min(args.beacon_interval / 5);
+            if let Err(e) = c.validate() {
+                eprintln!("onepipe topology: {e}");
+                return EXIT_USAGE;
+            }
+            print!("{}", c.to_toml());
+            0
+        }
+        Err(e) => {
+            eprintln!("onepipe topology: --{}: {}", e.field, e.message);
+            EXIT_USAGE
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The live cluster's subcommands: `onepipe up` (a whole local cluster in one command),
+//! `onepipe controller`, `onepipe agg`, `onepipe node` (the daemons it starts) and `onepipe
+//! topology` (a cluster file). The protocol, transport and daemons' cores live in
+//! `onepipe-runtime`; this module is their command lines, the workload, and the orchestration.
+
+mod daemons;
+mod node;
+mod records;
+mod supervise;
+mod up;
+
+use clap::{Args, ValueEnum};
+use onepipe_runtime::cluster::parse_duration_ns;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Exit code when a process of the cluster failed or the run missed its deadline.
+pub const EXIT_RUNTIME: i32 = 3;
+/// Exit code after Ctrl-C (128 + SIGINT).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+fn duration(s: &str) -> Result<u64, String> {
+    parse_duration_ns(s)
+}
+
+/// Traffic pattern of a live workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Every process broadcasts to every process (itself included).
+    AllToAll,
+    /// Scatterings to --scatter-k distinct random processes.
+    Scatter,
+    /// Process p sends to process (p + n/2) mod n.
+    OneToOne,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::AllToAll => "all-to-all",
+            Workload::Scatter => "scatter",
+            Workload::OneToOne => "one-to-one",
+        }
+    }
+}
+
+/// Delivery service of a live workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Service {
+    /// Best effort (§4): losses reported to the sender, never retransmitted.
+    Be,
+    /// Reliable (§5.1): retransmission and the commit barrier.
+    Reliable,
+}
+
+impl Service {
+    fn name(self) -> &'static str {
+        match self {
+            Service::Be => "be",
+            Service::Reliable => "reliable",
+        }
+    }
+}
+
+/// The workload flags shared by `up` and `node`.
+#[derive(Args, Clone, Debug)]
+pub struct WorkloadArgs {
+    /// Traffic pattern.
+    #[arg(long, value_enum, default_value = "all-to-all")]
+    pub workload: Workload,
+    /// Delivery service (Table 1: unreliable or reliable send).
+    #[arg(long, value_enum, default_value = "be")]
+    pub service: Service,
+    /// Message size in bytes (at least 16: the scattering id and send time).
+    #[arg(long, default_value_t = 64)]
+    pub msg_size: usize,
+    /// Sends per second per process (a broadcast or scattering counts as one), evenly paced;
+    /// a rate above what the machine sustains runs at saturation.
+    #[arg(long, default_value_t = 2000.0)]
+    pub rate: f64,
+    /// How long processes send.
+    #[arg(long, default_value = "3s", value_parser = duration)]
+    pub duration: u64,
+    /// Destinations per scattering (scatter workload).
+    #[arg(long, default_value_t = 4)]
+    pub scatter_k: u32,
+    /// Seed of the scatter workload's destination choice.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl WorkloadArgs {
+    /// Checks the flags; the message names the flag.
+    pub fn check(&self) -> Result<(), String> {
+        if self.msg_size < records::PAYLOAD_HEADER_LEN {
+            return Err(format!(
+                "--msg-size: must be at least {} bytes (the scattering id and send time)",
+                records::PAYLOAD_HEADER_LEN
+            ));
+        }
+        if self.msg_size > 1 << 20 {
+            return Err("--msg-size: at most 1 MiB".into());
+        }
+        if !(self.rate > 0.0 && self.rate.is_finite()) {
+            return Err("--rate: must be a positive number of sends per second".into());
+        }
+        if self.duration == 0 {
+            return Err("--duration: must be positive".into());
+        }
+        if self.scatter_k == 0 {
+            return Err("--scatter-k: must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// `onepipe up`: a local cluster in one command.
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Hosts (each with --procs-per-host endpoint processes).
+    #[arg(long, default_value_t = 4)]
+    pub hosts: u32,
+    /// Endpoint processes per host.
+    #[arg(long, default_value_t = 1)]
+    pub procs_per_host: u32,
+    /// 1: every process under tor-0; 2: racks of --rack-size hosts under tor-N, joined by
+    /// spine-0.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub layers: u8,
+    /// Hosts per rack (two layers).
+    #[arg(long, default_value_t = 2)]
+    pub rack_size: u32,
+    /// Run the identical transport with ordering switched off (the baseline): no beacons, no
+    /// reordering, delivery on arrival. Best effort only.
+    #[arg(long)]
+    pub unordered: bool,
+    /// Beacon interval (§4.2).
+    #[arg(long, default_value = "1ms", value_parser = duration)]
+    pub beacon_interval: u64,
+    /// How much later each layer of aggregators beacons within an interval [default: a fifth
+    /// of the interval].
+    #[arg(long, value_parser = duration)]
+    pub aggregator_phase: Option<u64>,
+    /// The workload.
+    #[command(flatten)]
+    pub work: WorkloadArgs,
+    /// Longest wait, after sending stops, for everything to be delivered.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub drain: u64,
+    /// Hard deadline for the whole run [default: duration + drain + 60s]; past it everything
+    /// is killed.
+    #[arg(long, value_parser = duration)]
+    pub deadline: Option<u64>,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Keep the run's directory (cluster file, per-process records) and print where it is.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// `onepipe controller`.
+#[derive(Args, Debug)]
+pub struct ControllerArgs {
+    /// The cluster file.
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Listen here instead of the file's `controller` address (port 0: any free port).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Started by `onepipe up`: exit when standard input closes or the parent dies.
+    #[arg(long, hide = true)]
+    pub supervised: bool,
+    /// No log of joins and departures on standard error.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `onepipe agg`.
+#[derive(Args, Debug)]
+pub struct AggArgs {
+    /// The cluster file.
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Which aggregator of the file this is.
+    #[arg(long)]
+    pub id: String,
+    /// The controller's address, if not the file's.
+    #[arg(long)]
+    pub controller: Option<SocketAddr>,
+    /// Started by `onepipe up`: exit when standard input closes or the parent dies.
+    #[arg(long, hide = true)]
+    pub supervised: bool,
+}
+
+/// `onepipe node`.
+#[derive(Args, Debug)]
+pub struct NodeArgs {
+    /// The controller's address.
+    #[arg(long)]
+    pub controller: SocketAddr,
+    /// Join as this process id [default: the lowest free one].
+    #[arg(long)]
+    pub proc: Option<u32>,
+    /// The workload.
+    #[command(flatten)]
+    pub work: WorkloadArgs,
+    /// Longest wait, after sending stops, for everything to be delivered.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub drain: u64,
+    /// Write every send, delivery and failure here (binary records), and a summary beside it
+    /// (same name, `.json`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Started by `onepipe up`: wait for `start`, `drain` and `stop` on standard input; exit
+    /// when it closes or the parent dies.
+    #[arg(long, hide = true)]
+    pub supervised: bool,
+}
+
+/// `onepipe topology`.
+#[derive(Args, Debug)]
+pub struct TopologyArgs {
+    /// Hosts.
+    #[arg(long, default_value_t = 4)]
+    pub hosts: u32,
+    /// Processes per host.
+    #[arg(long, default_value_t = 1)]
+    pub procs_per_host: u32,
+    /// 1: every process under tor-0; 2: racks under tor-N joined by spine-0.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub layers: u8,
+    /// Hosts per rack (two layers).
+    #[arg(long, default_value_t = 2)]
+    pub rack_size: u32,
+    /// The controller's address.
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub controller: SocketAddr,
+    /// Beacon interval (§4.2).
+    #[arg(long, default_value = "1ms", value_parser = duration)]
+    pub beacon_interval: u64,
+}
+
+/// `onepipe up`.
+pub fn up(args: &UpArgs) -> i32 {
+    up::run(args)
+}
+
+/// `onepipe controller`.
+pub fn controller(args: &ControllerArgs) -> i32 {
+    daemons::controller(args)
+}
+
+/// `onepipe agg`.
+pub fn agg(args: &AggArgs) -> i32 {
+    daemons::agg(args)
+}
+
+/// `onepipe node`.
+pub fn node(args: &NodeArgs) -> i32 {
+    node::run(args)
+}
+
+/// `onepipe topology`.
+pub fn topology(args: &TopologyArgs) -> i32 {
+    daemons::topology(args)
+}

@@ -1,0 +1,508 @@
+//! `onepipe node`: one workload endpoint. It joins the cluster through the public
+//! [`Endpoint`] API, sends scatterings at a paced rate for a while, receives on two threads
+//! (best effort and reliable), and records everything for the checkers.
+//!
+//! Under `onepipe up` (`--supervised`) it follows orders on standard input, so that every node
+//! starts, stops sending and stops draining at the same moments:
+//!
+//! ```text
+//! node → up   ready <proc> <udp addr>
+//! up → node   start <t0>           (CLOCK_MONOTONIC ns: when to start sending)
+//! node → up   sent <max ts> <n>    (sending ended and every own send is resolved)
+//! up → node   drain <M>            (the largest timestamp anyone sent)
+//! node → up   done <drained>       (barriers passed M, or the drain limit; records written)
+//! up → node   stop                 (or end of input: leave and exit)
+//! node → up   event <text>         (at any time: a process failed, …)
+//! ```
+//!
+//! Alone, it starts at once and drains until its barrier is a few beacon intervals past its
+//! own last send.
+
+use super::records::{self, DeliveryRec, FailureRec, NodeRecords, SendRec};
+use super::supervise;
+use super::{NodeArgs, Service, Workload};
+use onepipe_proto::rng::Rng;
+use onepipe_proto::{ProcId, Timestamp};
+use onepipe_runtime::clock::monotonic_ns;
+use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, RecvError, SendError, SendHandle};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A reliable scattering waiting for its stamp: (seq, send time, destinations).
+type Unstamped = (u64, u64, Option<Vec<u32>>);
+
+/// What the receive and event threads share with the sender.
+struct Shared {
+    ep: Endpoint,
+    stop_receiving: AtomicBool,
+    deliveries: [Mutex<Vec<DeliveryRec>>; 2],
+    failures: Mutex<Vec<FailureRec>>,
+    /// Reliable scatterings sent and not yet stamped: handle → (seq, send time, dsts).
+    unstamped: Mutex<BTreeMap<SendHandle, Unstamped>>,
+    stamped: Mutex<Vec<SendRec>>,
+    last_delivery_ns: AtomicU64,
+    malformed: AtomicU64,
+    /// Receive and event threads that have finished (and handed over what they recorded).
+    finished: std::sync::atomic::AtomicUsize,
+}
+
+/// The receive threads (one per service) and the event thread.
+const THREADS: usize = 3;
+
+/// Prints a line for `up` (or a person) at once.
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+pub fn run(args: &NodeArgs) -> i32 {
+    if let Err(e) = args.work.check() {
+        eprintln!("onepipe node: {e}");
+        return crate::cli::EXIT_USAGE;
+    }
+    let (stop, orders) = supervise::install(args.supervised);
+    let opts = JoinOptions {
+        proc: args.proc,
+        report_reliable_sent: args.work.service == Service::Reliable,
+        // Every notice matters to the checkers: at saturation a burst of loss reports must not
+        // overflow the queue.
+        event_queue_len_max: 1 << 22,
+        ..JoinOptions::default()
+    };
+    let ep = match Endpoint::join(args.controller, opts) {
+        Ok(ep) => ep,
+        Err(e) => {
+            eprintln!("onepipe node: cannot join {}: {e}", args.controller);
+            return super::EXIT_RUNTIME;
+        }
+    };
+    let me = ep.proc();
+    let addr = ep.cluster().process(me.0).map(|p| p.addr);
+    say(&format!(
+        "ready {} {}",
+        me.0,
+        addr.map_or("?".into(), |a| a.to_string())
+    ));
+    let shared = Arc::new(Shared {
+        ep,
+        stop_receiving: AtomicBool::new(false),
+        deliveries: [Mutex::new(Vec::new()), Mutex::new(Vec::new())],
+        failures: Mutex::new(Vec::new()),
+        unstamped: Mutex::new(BTreeMap::new()),
+        stamped: Mutex::new(Vec::new()),
+        last_delivery_ns: AtomicU64::new(monotonic_ns()),
+        malformed: AtomicU64::new(0),
+        finished: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let threads: Vec<_> = [false, true]
+        .into_iter()
+        .map(|reliable| {
+            let s = shared.clone();
+            std::thread::spawn(move || receive(&s, reliable))
+        })
+        .chain(std::iter::once({
+            let s = shared.clone();
+            std::thread::spawn(move || events(&s))
+        }))
+        .collect();
+    let outcome = drive(args, &shared, &stop, orders.as_ref());
+    shared.stop_receiving.store(true, Ordering::SeqCst);
+    for t in threads {
+        let _ = t.join();
+    }
+    let Ok(shared) = Arc::try_unwrap(shared) else {
+        unreachable!("every thread has ended");
+    };
+    let stats = shared.ep.leave();
+    match outcome {
+        Ok(()) => 0,
+        Err(Exit::Stopped) => {
+            eprintln!(
+                "onepipe node p{}: stopped ({} delivered)",
+                me.0, stats.host.delivered
+            );
+            0
+        }
+        Err(Exit::Failed(e)) => {
+            eprintln!("onepipe node p{}: {e}", me.0);
+            super::EXIT_RUNTIME
+        }
+    }
+}
+
+enum Exit {
+    /// Told to stop (signal, end of input, `stop`) before the run finished.
+    Stopped,
+    Failed(String),
+}
+
+/// Waits for the next order from `up`; `None` at end of input or stop.
+fn order(orders: &Receiver<String>, stop: &AtomicBool) -> Option<String> {
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        match orders.recv_timeout(Duration::from_millis(20)) {
+            Ok(line) => return Some(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+fn expect_order(
+    orders: Option<&Receiver<String>>,
+    stop: &AtomicBool,
+    word: &str,
+) -> Result<Option<u64>, Exit> {
+    let Some(orders) = orders else {
+        return Ok(None);
+    };
+    let line = order(orders, stop).ok_or(Exit::Stopped)?;
+    let mut it = line.split_whitespace();
+    if it.next() == Some("stop") {
+        return Err(Exit::Stopped);
+    }
+    match (
+        line.split_whitespace().next(),
+        it.next().map(str::parse::<u64>),
+    ) {
+        (Some(w), Some(Ok(v))) if w == word => Ok(Some(v)),
+        _ => Err(Exit::Failed(format!("expected '{word} <n>', got '{line}'"))),
+    }
+}
+
+/// The node's life after joining: start, send, resolve, drain, write, wait for stop.
+fn drive(
+    args: &NodeArgs,
+    s: &Shared,
+    stop: &AtomicBool,
+    orders: Option<&Receiver<String>>,
+) -> Result<(), Exit> {
+    let t0 = expect_order(orders, stop, "start")?.unwrap_or_else(|| monotonic_ns() + 10_000_000);
+    let end = t0 + args.work.duration;
+    let mut sends = send_loop(args, s, t0, end, stop)?;
+    // Every own send resolved: acknowledged, reported, or (reliable) stamped and acknowledged.
+    let resolve_until = monotonic_ns() + args.drain;
+    while (s.ep.pending_sends() > 0 || !lock(&s.unstamped).is_empty())
+        && monotonic_ns() < resolve_until
+    {
+        if stop.load(Ordering::SeqCst) {
+            return Err(Exit::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    sends.append(&mut lock(&s.stamped));
+    sends.sort_by_key(|r| r.seq);
+    let max_ts = sends
+        .iter()
+        .map(|r| Timestamp::new(r.ts))
+        .max()
+        .unwrap_or(Timestamp::new(0));
+    let drain_to = match orders {
+        Some(_) => {
+            say(&format!("sent {} {}", max_ts.raw(), sends.len()));
+            Timestamp::new(expect_order(orders, stop, "drain")?.unwrap_or(0))
+        }
+        // Alone: the others started about when we did; give them a few beacon intervals.
+        None => max_ts.plus(20 * s.ep.cluster().beacon_interval_ns),
+    };
+    let drained = drain(args, s, drain_to, stop)?;
+    // Everything up to the drain point is in the endpoint's queues: the threads empty them,
+    // then stop and hand over what they recorded.
+    s.stop_receiving.store(true, Ordering::SeqCst);
+    while s.finished.load(Ordering::SeqCst) < THREADS {
+        if stop.load(Ordering::SeqCst) {
+            return Err(Exit::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    if orders.is_none() {
+        print_summary(s, sends.len());
+    }
+    write_records(args, s, sends)?;
+    say(&format!("done {drained}"));
+    // Keep beaconing until told to go: the others' barriers need ours.
+    while let Some(line) = orders.and_then(|o| order(o, stop)) {
+        if line.trim() == "stop" {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The destinations of one scattering.
+fn destinations(args: &NodeArgs, me: u32, n: u32, rng: &mut Rng) -> Option<Vec<u32>> {
+    match args.work.workload {
+        Workload::AllToAll => None,
+        Workload::OneToOne => Some(vec![(me + n / 2) % n]),
+        Workload::Scatter => {
+            let k = args.work.scatter_k.min(n);
+            let mut all: Vec<u32> = (0..n).collect();
+            // A partial Fisher–Yates shuffle: the first k are a uniform choice.
+            for i in 0..k as usize {
+                let j = i + rng.below((n as usize - i) as u64) as usize;
+                all.swap(i, j);
+            }
+            all.truncate(k as usize);
+            all.sort_unstable();
+            Some(all)
+        }
+    }
+}
+
+/// Sends paced scatterings from `t0` to `end` — on average `rate` per second, in small bursts
+/// of what fell due while the thread slept; returns the best-effort sends (reliable ones are
+/// recorded when stamped).
+fn send_loop(
+    args: &NodeArgs,
+    s: &Shared,
+    t0: u64,
+    end: u64,
+    stop: &AtomicBool,
+) -> Result<Vec<SendRec>, Exit> {
+    let me = s.ep.proc().0;
+    let n = s.ep.cluster().procs();
+    let interval_ns = (1e9 / args.work.rate).max(1.0);
+    let reliable = args.work.service == Service::Reliable;
+    let mut rng = Rng::new(args.work.seed ^ (u64::from(me) << 32) ^ 0x5EED);
+    let mut sends = Vec::new();
+    let mut seq: u64 = 0;
+    let mut next_due = t0 as f64;
+    let mut refused: u64 = 0;
+    loop {
+        let now = monotonic_ns();
+        if now >= end {
+            break;
+        }
+        if stop.load(Ordering::SeqCst) {
+            return Err(Exit::Stopped);
+        }
+        if (now as f64) < next_due {
+            // Sleep at least 200 µs and send what fell due meanwhile in a burst: spinning
+            // for exact pacing would take a core from the cluster on a small machine.
+            let wait = (next_due - now as f64)
+                .max(200_000.0)
+                .min((end - now) as f64);
+            std::thread::sleep(Duration::from_nanos(wait as u64));
+            continue;
+        }
+        // Never more than 10 ms of backlog at once: a stalled sender resumes at the rate, it
+        // does not burst.
+        next_due = next_due.max(now as f64 - 10e6);
+        let dsts = destinations(args, me, n, &mut rng);
+        let payload = records::payload(seq, now, args.work.msg_size);
+        let scattering: Vec<(ProcId, bytes::Bytes)> = match &dsts {
+            None => (0..n).map(|d| (ProcId(d), payload.clone())).collect(),
+            Some(v) => v.iter().map(|&d| (ProcId(d), payload.clone())).collect(),
+        };
+        let sent = if reliable {
+            // Record before sending: the stamp may come back before we could.
+            let mut pending = lock(&s.unstamped);
+            match s.ep.send_reliable(&scattering) {
+                Ok(h) => {
+                    pending.insert(h, (seq, now, dsts));
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            s.ep.send_unreliable(&scattering).map(|ts| {
+                sends.push(SendRec {
+                    seq,
+                    ts: ts.raw(),
+                    send_ns: now,
+                    reliable: false,
+                    dsts,
+                });
+            })
+        };
+        match sent {
+            Ok(()) => {
+                seq += 1;
+                next_due += interval_ns;
+            }
+            Err(SendError::Full) => {
+                // §6.1: the send buffer is full; back off briefly and try again.
+                refused += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(e) => return Err(Exit::Failed(format!("send failed: {e}"))),
+        }
+    }
+    REFUSED.store(refused, Ordering::Relaxed);
+    Ok(sends)
+}
+
+/// Sends refused with `SendError::Full` (for the summary).
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// One receive thread: takes messages of one service and records them.
+fn receive(s: &Shared, reliable: bool) {
+    let mut local = Vec::new();
+    loop {
+        let r = if reliable {
+            s.ep.recv_reliable_timeout(Duration::from_millis(10))
+        } else {
+            s.ep.recv_unreliable_timeout(Duration::from_millis(10))
+        };
+        match r {
+            Ok(m) => {
+                let now = monotonic_ns();
+                s.last_delivery_ns.store(now, Ordering::Relaxed);
+                let Some((seq, sent_ns)) = records::read_payload(&m.payload) else {
+                    s.malformed.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                local.push(DeliveryRec {
+                    src: m.src.0,
+                    seq,
+                    ts: m.ts.raw(),
+                    barrier: m.barrier.raw(),
+                    delivered_ts: m.delivered_ts.raw(),
+                    recv_ns: now,
+                    latency_ns: now.saturating_sub(sent_ns),
+                    reliable: m.reliable,
+                    psn: m.psn,
+                });
+            }
+            Err(RecvError::Timeout | RecvError::Empty) => {
+                if s.stop_receiving.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+            Err(RecvError::Closed) => break,
+        }
+    }
+    lock(&s.deliveries[usize::from(reliable)]).append(&mut local);
+    s.finished.fetch_add(1, Ordering::SeqCst);
+}
+
+/// The event thread: send failures, reliable stamps, failed processes.
+fn events(s: &Shared) {
+    loop {
+        match s.ep.next_event_timeout(Duration::from_millis(10)) {
+            Ok(Event::SendFailed { dst, ts, reason }) => lock(&s.failures).push(FailureRec {
+                dst: dst.0,
+                ts: ts.raw(),
+                reason: reason as u8,
+                at_ns: monotonic_ns(),
+            }),
+            Ok(Event::ReliableSent { handle, ts }) => {
+                if let Some((seq, send_ns, dsts)) = lock(&s.unstamped).remove(&handle) {
+                    lock(&s.stamped).push(SendRec {
+                        seq,
+                        ts: ts.raw(),
+                        send_ns,
+                        reliable: true,
+                        dsts,
+                    });
+                }
+            }
+            Ok(Event::ProcessFailed { proc, reason, .. }) => {
+                say(&format!("event process-failed {} {reason}", proc.0));
+            }
+            Ok(Event::AggregatorFailed { name }) => say(&format!("event aggregator-failed {name}")),
+            Err(RecvError::Timeout | RecvError::Empty) => {
+                if s.stop_receiving.load(Ordering::SeqCst) && lock(&s.unstamped).is_empty() {
+                    break;
+                }
+            }
+            Err(RecvError::Closed) => break,
+        }
+    }
+    s.finished.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Waits until everything stamped up to `to` can have been delivered here: the barrier of the
+/// service in use has passed it (ordered), or nothing has arrived for a while (unordered); and
+/// every own send is resolved. Returns whether that happened before the drain limit.
+fn drain(args: &NodeArgs, s: &Shared, to: Timestamp, stop: &AtomicBool) -> Result<bool, Exit> {
+    let until = monotonic_ns() + args.drain;
+    let reliable = args.work.service == Service::Reliable;
+    let quiet_ns = 20 * s.ep.cluster().beacon_interval_ns.max(10_000_000);
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return Err(Exit::Stopped);
+        }
+        let passed = if s.ep.cluster().ordered {
+            let b = if reliable {
+                s.ep.commit_barrier()
+            } else {
+                s.ep.barrier()
+            };
+            b.is_some_and(|b| b > to)
+        } else {
+            monotonic_ns().saturating_sub(s.last_delivery_ns.load(Ordering::Relaxed)) > quiet_ns
+        };
+        if passed && s.ep.pending_sends() == 0 {
+            return Ok(true);
+        }
+        if monotonic_ns() >= until {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn write_records(args: &NodeArgs, s: &Shared, sends: Vec<SendRec>) -> Result<(), Exit> {
+    let Some(path) = &args.out else {
+        return Ok(());
+    };
+    let mut deliveries = std::mem::take(&mut *lock(&s.deliveries[0]));
+    deliveries.append(&mut lock(&s.deliveries[1]));
+    let recs = NodeRecords {
+        sends,
+        deliveries,
+        failures: std::mem::take(&mut *lock(&s.failures)),
+    };
+    recs.write(path)
+        .map_err(|e| Exit::Failed(format!("cannot write {}: {e}", path.display())))?;
+    let st = s.ep.stats();
+    let summary = json!({
+        "proc": s.ep.proc().0,
+        "sends_refused_full": REFUSED.load(Ordering::Relaxed),
+        "recv_refused_full": st.recv_refused_full,
+        "events_dropped": st.events_dropped,
+        "malformed_payloads": s.malformed.load(Ordering::Relaxed),
+        "dropped_late": st.host.dropped_late,
+        "dropped_incomplete": st.host.dropped_incomplete,
+        "dropped_full": st.host.dropped_full,
+        "dropped_invalid": st.host.dropped_invalid,
+        "dropped_duplicate": st.host.dropped_duplicate,
+        "send_failed": st.host.send_failed,
+        "lost": st.host.lost,
+        "acks_sent": st.host.acks_sent,
+        "beacons_sent": st.host.beacons_sent,
+        "retransmits": st.reliable.retransmits,
+        "fast_retransmits": st.reliable.fast_retransmits,
+        "driver": st.driver.counters(),
+    });
+    let json_path = path.with_extension("json");
+    std::fs::write(&json_path, summary.to_string())
+        .map_err(|e| Exit::Failed(format!("cannot write {}: {e}", json_path.display())))
+}
+
+fn print_summary(s: &Shared, sent: usize) {
+    let be = lock(&s.deliveries[0]).len();
+    let rel = lock(&s.deliveries[1]).len();
+    let st = s.ep.stats();
+    say(&format!(
+        "p{}: {sent} scatterings sent; {} best-effort and {} reliable messages delivered, {} send failures, {} late drops",
+        s.ep.proc().0,
+        be,
+        rel,
+        st.host.send_failed,
+        st.host.dropped_late
+    ));
+}

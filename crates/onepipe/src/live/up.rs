@@ -1,0 +1,802 @@
+//! `onepipe up`: a whole local cluster in one command.
+//!
+//! It writes a cluster file (two layers by default: racks of `--rack-size` hosts under `tor-N`,
+//! joined by `spine-0`), starts the controller, every aggregator and every endpoint as separate
+//! OS processes of this same binary on 127.0.0.1, runs the workload on every endpoint at once,
+//! collects every send, delivery and failure, runs the simulator's checkers over them, prints a
+//! summary and (with `--json`) a report, and stops everything.
+//!
+//! Shutdown is clean on success, on error and on Ctrl-C: endpoints are told to stop, then the
+//! aggregators and the controller; whatever has not exited within a grace period is killed. The
+//! children run in process groups of their own (Ctrl-C reaches only `up`), die with `up`
+//! (`PR_SET_PDEATHSIG`), and stop when their standard input closes; a hard deadline bounds
+//! the whole run.
+
+use super::records::NodeRecords;
+use super::supervise::{self, Child, ChildLine};
+use super::{Service, UpArgs, EXIT_INTERRUPTED, EXIT_RUNTIME};
+use crate::cli::{EXIT_USAGE, EXIT_VIOLATION};
+use onepipe_proto::host::Delivery;
+use onepipe_proto::wire::NakReason;
+use onepipe_proto::{Instant as ProtoInstant, ProcId, Psn, Timestamp};
+use onepipe_runtime::clock::monotonic_ns;
+use onepipe_runtime::cluster::{format_duration, Cluster, LocalLayout};
+use onepipe_sim::check::{Checker, Dsts};
+use onepipe_sim::metrics::{NsHistogram, Summary};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// The report of `onepipe up --json`: the keys of `onepipe sim` where they apply.
+#[derive(Debug, Serialize)]
+pub struct UpReport {
+    /// Always `live`.
+    pub mode: &'static str,
+    /// Ordering on (false: `--unordered`).
+    pub ordered: bool,
+    /// `be` or `reliable`.
+    pub service: &'static str,
+    /// The workload's name.
+    pub workload: &'static str,
+    /// Hosts.
+    pub hosts: u32,
+    /// Endpoint processes.
+    pub procs: u32,
+    /// Aggregator layers.
+    pub layers: u8,
+    /// Aggregator processes.
+    pub aggregators: usize,
+    /// Payload bytes per message.
+    pub msg_size: usize,
+    /// Sends per second per process asked for.
+    pub rate_per_proc: f64,
+    /// Sending time, seconds.
+    pub duration_s: f64,
+    /// T_beacon, ns.
+    pub beacon_interval_ns: u64,
+    /// Messages sent (one per destination of each scattering).
+    pub sent: u64,
+    /// Scatterings sent.
+    pub scatterings: u64,
+    /// Messages delivered.
+    pub delivered: u64,
+    /// Of which reliable.
+    pub delivered_reliable: u64,
+    /// Checker violations (0 when the checkers did not run).
+    pub violations: u64,
+    /// The first violations, described.
+    pub violation_samples: Vec<String>,
+    /// Whether the checkers ran (not with `--unordered`, whose order is the baseline's).
+    pub checked: bool,
+    /// Deliveries the checkers examined.
+    pub checked_deliveries: u64,
+    /// Reliable messages not delivered everywhere (must be 0).
+    pub undelivered_reliable: u64,
+    /// Every endpoint drained before its limit.
+    pub drained: bool,
+    /// Messages neither delivered nor reported when a drain limit ended the run.
+    pub undrained: u64,
+    /// Packets dropped because they arrived below the barrier (§4.1).
+    pub dropped_late: u64,
+    /// Send-failed notifications.
+    pub send_failed: u64,
+    /// Of which reported lost after the acknowledgement timeout.
+    pub lost_reported: u64,
+    /// Reliable retransmissions.
+    pub retransmits: u64,
+    /// Sends refused with `SendError::Full` (and retried).
+    pub sends_refused_full: u64,
+    /// Best-effort deliveries refused because the application's queue was full (NAKed).
+    pub recv_refused_full: u64,
+    /// Messages delivered per second, all receivers together, over the sending time.
+    pub throughput_msgs_per_s: f64,
+    /// Send call → application receive, ns.
+    pub latency_ns: Summary,
+    /// UDP datagrams sent by every process.
+    pub datagrams_sent: u64,
+    /// 1Pipe packets in them.
+    pub packets_sent: u64,
+    /// Packets per datagram (coalescing).
+    pub packets_per_datagram: f64,
+    /// Datagrams from unknown addresses or malformed, dropped by any process.
+    pub garbage_dropped: u64,
+    /// Control lines the controller could not read.
+    pub controller_malformed: u64,
+    /// Per process: its counters (aggregators and endpoints).
+    pub counters: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Wall-clock seconds for the whole command.
+    pub wall_s: f64,
+}
+
+/// What a child is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Role {
+    Controller,
+    Aggregator(String),
+    Node(u32),
+}
+
+/// What we heard from a child.
+#[derive(Debug, Default)]
+struct Heard {
+    addr: Option<String>,
+    sent: Option<(u64, u64)>,
+    done: Option<bool>,
+    stats: Option<serde_json::Value>,
+    closed: bool,
+}
+
+/// Why the run ended early.
+enum Abort {
+    Interrupted,
+    Failed(String),
+}
+
+struct Run<'a> {
+    args: &'a UpArgs,
+    exe: PathBuf,
+    dir: PathBuf,
+    stop: &'a AtomicBool,
+    deadline: Instant,
+    children: Vec<Child>,
+    roles: Vec<Role>,
+    heard: Vec<Heard>,
+    lines: Receiver<ChildLine>,
+    tx: std::sync::mpsc::Sender<ChildLine>,
+    /// Children whose exit is expected now.
+    stopping: bool,
+}
+
+pub fn run(args: &UpArgs) -> i32 {
+    if let Err(e) = args.work.check() {
+        eprintln!("onepipe up: {e}");
+        return EXIT_USAGE;
+    }
+    if args.unordered && args.work.service == Service::Reliable {
+        eprintln!("onepipe up: --unordered runs best effort only (the baseline has no reliable service); drop --service reliable");
+        return EXIT_USAGE;
+    }
+    let started = Instant::now();
+    let cluster = match cluster(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("onepipe up: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("onepipe up: cannot find my own executable: {e}");
+            return EXIT_RUNTIME;
+        }
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "onepipe-up-{}-{}",
+        std::process::id(),
+        monotonic_ns() % 1_000_000_000
+    ));
+    if let Err(e) = std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::write(dir.join("cluster.toml"), cluster.to_toml()))
+    {
+        eprintln!("onepipe up: cannot write {}: {e}", dir.display());
+        return EXIT_RUNTIME;
+    }
+    let (stop, _) = supervise::install(false);
+    let deadline_ns = args
+        .deadline
+        .unwrap_or(args.work.duration + args.drain + 60_000_000_000);
+    let (tx, lines) = std::sync::mpsc::channel();
+    let mut run = Run {
+        args,
+        exe,
+        dir: dir.clone(),
+        stop: &stop,
+        deadline: started + Duration::from_nanos(deadline_ns),
+        children: Vec::new(),
+        roles: Vec::new(),
+        heard: Vec::new(),
+        lines,
+        tx,
+        stopping: false,
+    };
+    let outcome = run.execute(&cluster);
+    let clean = run.shutdown();
+    let code = match outcome {
+        Ok(()) => match report(args, &cluster, &run, started) {
+            Ok(r) => finish(args, &r),
+            Err(e) => {
+                eprintln!("onepipe up: {e}");
+                EXIT_RUNTIME
+            }
+        },
+        Err(Abort::Interrupted) => {
+            eprintln!("onepipe up: interrupted; every process stopped");
+            EXIT_INTERRUPTED
+        }
+        Err(Abort::Failed(e)) => {
+            eprintln!("onepipe up: {e}");
+            eprintln!(
+                "onepipe up: {}",
+                if clean {
+                    "every other process exited cleanly when told to stop"
+                } else {
+                    "some processes had to be killed"
+                }
+            );
+            EXIT_RUNTIME
+        }
+    };
+    drop(run);
+    if args.keep {
+        eprintln!("onepipe up: run directory kept: {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    code
+}
+
+fn cluster(args: &UpArgs) -> Result<Cluster, String> {
+    let layout = LocalLayout {
+        hosts: args.hosts,
+        procs_per_host: args.procs_per_host,
+        layers: args.layers,
+        rack_size: args.rack_size,
+        controller: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    let mut c = Cluster::generate(&layout).map_err(|e| format!("--{}: {}", e.field, e.message))?;
+    c.beacon_interval_ns = args.beacon_interval;
+    c.aggregator_phase_ns = args.aggregator_phase.unwrap_or(args.beacon_interval / 5);
+    c.ordered = !args.unordered;
+    c.validate().map_err(|e| match e.field.as_str() {
+        "beacon_interval" => format!("--beacon-interval: {}", e.message),
+        "aggregator_phase" => format!("--aggregator-phase: {}", e.message),
+        _ => e.to_string(),
+    })?;
+    Ok(c)
+}
+
+impl Run<'_> {
+    fn spawn(&mut self, role: Role, args: &[String]) -> Result<(), Abort> {
+        let name = match &role {
+            Role::Controller => "controller".to_string(),
+            Role::Aggregator(n) => n.clone(),
+            Role::Node(p) => format!("p{p}"),
+        };
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(args);
+        let index = self.children.len();
+        let child = Child::spawn(&name, cmd, index, self.tx.clone())
+            .map_err(|e| Abort::Failed(format!("cannot start {name}: {e}")))?;
+        self.children.push(child);
+        self.roles.push(role);
+        self.heard.push(Heard::default());
+        Ok(())
+    }
+
+    fn execute(&mut self, cluster: &Cluster) -> Result<(), Abort> {
+        let a = self.args;
+        let config = self.dir.join("cluster.toml").display().to_string();
+        let shape = if a.layers == 1 {
+            "one rack under tor-0".to_string()
+        } else {
+            format!("racks of {} under tor-N joined by spine-0", a.rack_size)
+        };
+        println!(
+            "onepipe up: {} hosts × {} process(es), {shape} ({} aggregators), {} beacons, {}",
+            a.hosts,
+            a.procs_per_host,
+            cluster.aggregators.len(),
+            format_duration(cluster.beacon_interval_ns),
+            if a.unordered {
+                "UNORDERED (baseline)"
+            } else {
+                "ordered"
+            },
+        );
+        self.spawn(
+            Role::Controller,
+            &strings(&[
+                "controller",
+                "--config",
+                &config,
+                "--listen",
+                "127.0.0.1:0",
+                "--supervised",
+                "--quiet",
+            ]),
+        )?;
+        self.wait_until(
+            "the controller to listen",
+            Duration::from_secs(30),
+            |h, _| h[0].addr.is_some(),
+        )?;
+        let controller = self.heard[0].addr.clone().expect("listening");
+        for agg in &cluster.aggregators {
+            self.spawn(
+                Role::Aggregator(agg.name.clone()),
+                &strings(&[
+                    "agg",
+                    "--config",
+                    &config,
+                    "--id",
+                    &agg.name,
+                    "--controller",
+                    &controller,
+                    "--supervised",
+                ]),
+            )?;
+        }
+        let w = &a.work;
+        for p in &cluster.processes {
+            let out = self
+                .dir
+                .join(format!("p{}.rec", p.id))
+                .display()
+                .to_string();
+            self.spawn(
+                Role::Node(p.id),
+                &strings(&[
+                    "node",
+                    "--controller",
+                    &controller,
+                    "--proc",
+                    &p.id.to_string(),
+                    "--workload",
+                    w.workload.name(),
+                    "--service",
+                    w.service.name(),
+                    "--msg-size",
+                    &w.msg_size.to_string(),
+                    "--rate",
+                    &w.rate.to_string(),
+                    "--duration",
+                    &format!("{}ns", w.duration),
+                    "--scatter-k",
+                    &w.scatter_k.to_string(),
+                    "--seed",
+                    &w.seed.to_string(),
+                    "--drain",
+                    &format!("{}ns", a.drain),
+                    "--out",
+                    &out,
+                    "--supervised",
+                ]),
+            )?;
+        }
+        self.wait_until("every member to join", Duration::from_secs(60), |h, _| {
+            h.iter().all(|h| h.addr.is_some())
+        })?;
+        for (i, c) in self.children.iter().enumerate() {
+            let proto = if i == 0 { "tcp" } else { "udp" };
+            println!(
+                "  {:<12} pid {:<8} {proto} {}",
+                c.name,
+                c.pid(),
+                self.heard[i].addr.as_deref().unwrap_or("?")
+            );
+        }
+        let t0 = monotonic_ns() + 100_000_000;
+        println!(
+            "running {} ({} service), {} B messages, {}/s per process, for {}",
+            w.workload.name(),
+            w.service.name(),
+            w.msg_size,
+            w.rate,
+            format_duration(w.duration)
+        );
+        self.tell_nodes(&format!("start {t0}"));
+        let send_wait = Duration::from_nanos(w.duration + a.drain) + Duration::from_secs(30);
+        self.wait_until("every endpoint to finish sending", send_wait, |h, r| {
+            nodes(r).all(|i| h[i].sent.is_some())
+        })?;
+        let max_ts = nodes(&self.roles)
+            .filter_map(|i| self.heard[i].sent.map(|s| Timestamp::new(s.0)))
+            .max()
+            .unwrap_or(Timestamp::new(0));
+        self.tell_nodes(&format!("drain {}", max_ts.raw()));
+        let drain_wait = Duration::from_nanos(a.drain) + Duration::from_secs(30);
+        self.wait_until("every endpoint to drain", drain_wait, |h, r| {
+            nodes(r).all(|i| h[i].done.is_some())
+        })?;
+        Ok(())
+    }
+
+    fn tell_nodes(&mut self, line: &str) {
+        for i in nodes(&self.roles).collect::<Vec<_>>() {
+            self.children[i].send(line);
+        }
+    }
+
+    fn on_line(&mut self, line: ChildLine) {
+        let (i, text) = match line {
+            ChildLine::Closed(i) => {
+                self.heard[i].closed = true;
+                return;
+            }
+            ChildLine::Line(i, t) => (i, t),
+        };
+        let mut words = text.split_whitespace();
+        let h = &mut self.heard[i];
+        match (words.next(), &self.roles[i]) {
+            (Some("listening"), Role::Controller) => h.addr = words.next().map(str::to_string),
+            (Some("ready"), Role::Aggregator(_)) => h.addr = words.next().map(str::to_string),
+            (Some("ready"), Role::Node(_)) => h.addr = words.nth(1).map(str::to_string),
+            (Some("sent"), Role::Node(_)) => {
+                let v: Vec<u64> = words.filter_map(|w| w.parse().ok()).collect();
+                if let [ts, n] = v[..] {
+                    h.sent = Some((ts, n));
+                }
+            }
+            (Some("done"), Role::Node(_)) => h.done = Some(words.next() == Some("true")),
+            (Some("stats"), _) => {
+                let json = text.trim_start_matches("stats").trim();
+                h.stats = serde_json::from_str(json).ok();
+            }
+            (Some("event"), _) => {
+                let rest: Vec<&str> = words.collect();
+                match rest[..] {
+                    ["process-failed", p, how] => println!(
+                        "  {}: the controller reports p{p} {how}",
+                        self.children[i].name
+                    ),
+                    _ => println!("  {}: {}", self.children[i].name, rest.join(" ")),
+                }
+            }
+            _ => println!("  {}: {text}", self.children[i].name),
+        }
+    }
+
+    /// Handles children's output until `done` holds, a child dies, Ctrl-C, or the deadline.
+    fn wait_until(
+        &mut self,
+        what: &str,
+        limit: Duration,
+        done: impl Fn(&[Heard], &[Role]) -> bool,
+    ) -> Result<(), Abort> {
+        let until = (Instant::now() + limit).min(self.deadline);
+        loop {
+            if done(&self.heard, &self.roles) {
+                return Ok(());
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return Err(Abort::Interrupted);
+            }
+            if let Some(dead) = self.children.iter_mut().position(|c| c.exited().is_some()) {
+                return Err(self.died(dead));
+            }
+            if Instant::now() >= until {
+                return Err(Abort::Failed(format!(
+                    "gave up waiting for {what} after {:.1} s",
+                    limit.as_secs_f64()
+                )));
+            }
+            match self.lines.recv_timeout(Duration::from_millis(20)) {
+                Ok(line) => self.on_line(line),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {}
+            }
+        }
+    }
+
+    /// A child exited while it should be running: say so, and check for a moment that the
+    /// others keep running (no failure handling yet: they stall, they must not crash).
+    fn died(&mut self, dead: usize) -> Abort {
+        let status = self.children[dead]
+            .exited()
+            .map(supervise::describe)
+            .unwrap_or_default();
+        let name = self.children[dead].name.clone();
+        let grace = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < grace {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(20)) {
+                self.on_line(line);
+            }
+        }
+        let others = self.children.len() - 1;
+        let running = (0..self.children.len())
+            .filter(|&i| i != dead && self.children[i].exited().is_none())
+            .count();
+        Abort::Failed(format!(
+            "{name} exited unexpectedly ({status}); {running} of the {others} other processes kept running"
+        ))
+    }
+
+    /// Stops everyone: endpoints first (so they leave), then aggregators, then the controller.
+    /// Returns true if every one exited with status 0 when asked, none had to be killed.
+    fn shutdown(&mut self) -> bool {
+        self.stopping = true;
+        let mut clean = true;
+        let order: Vec<Vec<usize>> = vec![
+            nodes(&self.roles).collect(),
+            (0..self.roles.len())
+                .filter(|&i| matches!(self.roles[i], Role::Aggregator(_)))
+                .collect(),
+            vec![0]
+                .into_iter()
+                .filter(|&i| i < self.roles.len())
+                .collect(),
+        ];
+        for group in order {
+            for &i in &group {
+                if self.children[i].exited().is_none() {
+                    self.children[i].send("stop");
+                    self.children[i].close_stdin();
+                }
+            }
+            for &i in &group {
+                let was_dead = self.children[i].exited().is_some();
+                let (status, killed) = self.children[i].finish(Duration::from_secs(5));
+                if !was_dead && (killed || status.is_none_or(|s| !s.success())) {
+                    clean = false;
+                }
+            }
+        }
+        // The last lines (stats) may still be in the pipe.
+        let until = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < until && !self.heard.iter().all(|h| h.closed) {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(10)) {
+                self.on_line(line);
+            }
+        }
+        while let Ok(line) = self.lines.try_recv() {
+            self.on_line(line);
+        }
+        clean
+    }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn nodes(roles: &[Role]) -> impl Iterator<Item = usize> + '_ {
+    (0..roles.len()).filter(|&i| matches!(roles[i], Role::Node(_)))
+}
+
+fn nak_reason(r: u8) -> NakReason {
+    match r {
+        1 => NakReason::Late,
+        2 => NakReason::Incomplete,
+        3 => NakReason::BufferFull,
+        _ => NakReason::Lost,
+    }
+}
+
+fn counters_of(v: &serde_json::Value) -> BTreeMap<String, u64> {
+    v.as_object()
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| v.as_u64().map(|v| (k.clone(), v)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Reads every node's records and counters, runs the checkers, and sums up.
+fn report(
+    args: &UpArgs,
+    cluster: &Cluster,
+    run: &Run<'_>,
+    started: Instant,
+) -> Result<UpReport, String> {
+    let n = cluster.procs();
+    let mut checker = Checker::new(n, 1, 0, false);
+    let mut all = Vec::with_capacity(n as usize);
+    let mut counters: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let sum = |c: &BTreeMap<String, u64>, k: &str| c.get(k).copied().unwrap_or(0);
+    let (mut dropped_late, mut send_failed, mut lost, mut retransmits) = (0, 0, 0, 0);
+    let (mut refused, mut recv_refused, mut garbage, mut datagrams, mut packets) = (0, 0, 0, 0, 0);
+    for p in 0..n {
+        let path = run.dir.join(format!("p{p}.rec"));
+        let recs = NodeRecords::read(&path).map_err(|e| format!("p{p}: {e}"))?;
+        let summary: serde_json::Value = std::fs::read_to_string(path.with_extension("json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .ok_or_else(|| format!("p{p}: no summary"))?;
+        let mut c = counters_of(&summary);
+        let driver = counters_of(&summary["driver"]);
+        dropped_late += sum(&c, "dropped_late");
+        send_failed += sum(&c, "send_failed");
+        lost += sum(&c, "lost");
+        retransmits += sum(&c, "retransmits");
+        refused += sum(&c, "sends_refused_full");
+        recv_refused += sum(&c, "recv_refused_full");
+        garbage += sum(&driver, "unknown_source") + sum(&driver, "decode_errors");
+        datagrams += sum(&driver, "datagrams_sent");
+        packets += sum(&driver, "packets_sent");
+        c.extend(driver);
+        counters.insert(format!("p{p}"), c);
+        all.push(recs);
+    }
+    for (i, role) in run.roles.iter().enumerate() {
+        if let (Role::Aggregator(name), Some(stats)) = (role, &run.heard[i].stats) {
+            let c = counters_of(&stats["counters"]);
+            garbage += sum(&c, "unknown_source") + sum(&c, "decode_errors");
+            datagrams += sum(&c, "datagrams_sent");
+            packets += sum(&c, "packets_sent");
+            counters.insert(name.clone(), c);
+        }
+    }
+    let controller_malformed = run.heard[0]
+        .stats
+        .as_ref()
+        .and_then(|s| s["malformed"].as_u64())
+        .unwrap_or(0);
+    let (mut sent, mut scatterings) = (0u64, 0u64);
+    for (p, recs) in all.iter().enumerate() {
+        for s in &recs.sends {
+            let dsts = match &s.dsts {
+                None => Dsts::All(n),
+                Some(v) => Dsts::List(v.clone()),
+            };
+            scatterings += 1;
+            sent += s.dsts.as_ref().map_or(u64::from(n), |v| v.len() as u64);
+            checker.on_send(
+                s.send_ns,
+                p as u32,
+                p as u32,
+                s.seq,
+                Timestamp::new(s.ts),
+                dsts,
+                s.reliable,
+            );
+        }
+    }
+    let mut latency = NsHistogram::default();
+    let (mut delivered, mut delivered_reliable) = (0u64, 0u64);
+    for (p, recs) in all.iter().enumerate() {
+        for d in &recs.deliveries {
+            delivered += 1;
+            delivered_reliable += u64::from(d.reliable);
+            latency.record(d.latency_ns);
+            let delivery = Delivery {
+                dst: ProcId(p as u32),
+                src: ProcId(d.src),
+                ts: Timestamp::new(d.ts),
+                psn: Psn(d.psn),
+                payload: bytes::Bytes::new(),
+                barrier: Timestamp::new(d.barrier),
+                reliable: d.reliable,
+                arrived: ProtoInstant(d.recv_ns),
+                now_ts: Timestamp::new(d.delivered_ts),
+            };
+            checker.on_deliver(d.recv_ns, p as u32, &delivery, d.seq, None);
+        }
+        for f in &recs.failures {
+            checker.on_send_failed(
+                f.at_ns,
+                p as u32,
+                f.dst,
+                Timestamp::new(f.ts),
+                nak_reason(f.reason),
+            );
+        }
+    }
+    let drained = nodes(&run.roles).all(|i| run.heard[i].done == Some(true));
+    checker.finish(monotonic_ns(), args.work.seed, drained);
+    let checked = !args.unordered;
+    let duration_s = args.work.duration as f64 / 1e9;
+    Ok(UpReport {
+        mode: "live",
+        ordered: checked,
+        service: args.work.service.name(),
+        workload: args.work.workload.name(),
+        hosts: args.hosts,
+        procs: n,
+        layers: args.layers,
+        aggregators: cluster.aggregators.len(),
+        msg_size: args.work.msg_size,
+        rate_per_proc: args.work.rate,
+        duration_s,
+        beacon_interval_ns: cluster.beacon_interval_ns,
+        sent,
+        scatterings,
+        delivered,
+        delivered_reliable,
+        violations: if checked {
+            checker.violation_count()
+        } else {
+            0
+        },
+        violation_samples: if checked {
+            checker.violations().iter().map(|v| v.to_string()).collect()
+        } else {
+            Vec::new()
+        },
+        checked,
+        checked_deliveries: if checked {
+            checker.deliveries_checked()
+        } else {
+            0
+        },
+        undelivered_reliable: checker.undelivered_reliable(),
+        drained,
+        undrained: checker.undrained(),
+        dropped_late,
+        send_failed,
+        lost_reported: lost,
+        retransmits,
+        sends_refused_full: refused,
+        recv_refused_full: recv_refused,
+        throughput_msgs_per_s: delivered as f64 / duration_s,
+        latency_ns: latency.summary(),
+        datagrams_sent: datagrams,
+        packets_sent: packets,
+        packets_per_datagram: if datagrams == 0 {
+            0.0
+        } else {
+            packets as f64 / datagrams as f64
+        },
+        garbage_dropped: garbage,
+        controller_malformed,
+        counters,
+        wall_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1} µs", ns / 1e3)
+}
+
+fn finish(args: &UpArgs, r: &UpReport) -> i32 {
+    println!(
+        "  messages    {} sent in {} scatterings, {} delivered ({} reliable), {} dropped late, {} send-failed ({} lost)",
+        r.sent, r.scatterings, r.delivered, r.delivered_reliable, r.dropped_late, r.send_failed, r.lost_reported
+    );
+    println!(
+        "  throughput  {:.0} msgs/s delivered (all receivers), {} sends refused (buffer full)",
+        r.throughput_msgs_per_s, r.sends_refused_full
+    );
+    println!(
+        "  latency     mean {}  p50 {}  p99 {}  max {}",
+        us(r.latency_ns.mean),
+        us(r.latency_ns.p50 as f64),
+        us(r.latency_ns.p99 as f64),
+        us(r.latency_ns.max as f64)
+    );
+    if r.service == "reliable" {
+        println!(
+            "  reliable    {} retransmits, {} undelivered",
+            r.retransmits, r.undelivered_reliable
+        );
+    }
+    println!(
+        "  transport   {} datagrams, {:.1} packets per datagram, {} garbage datagrams dropped",
+        r.datagrams_sent, r.packets_per_datagram, r.garbage_dropped
+    );
+    if !r.drained {
+        println!(
+            "  drain       limit reached with {} message(s) unresolved (raise --drain)",
+            r.undrained
+        );
+    }
+    let checks = if r.checked {
+        format!(
+            "{} violations in {} checked deliveries",
+            r.violations, r.checked_deliveries
+        )
+    } else {
+        "off (--unordered: delivery order is the baseline's)".to_string()
+    };
+    println!("  checks      {checks}");
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(r).expect("report serializes");
+        if let Err(e) = std::fs::write(path, json + "\n") {
+            eprintln!("onepipe up: --json: cannot write {}: {e}", path.display());
+            return EXIT_USAGE;
+        }
+    }
+    if r.violations > 0 || r.undelivered_reliable > 0 {
+        eprintln!("onepipe up: {} violation(s):", r.violations);
+        for v in &r.violation_samples {
+            eprintln!("  {v}");
+        }
+        return EXIT_VIOLATION;
+    }
+    0
+}

@@ -1,0 +1,227 @@
+//! `onepipe sim --protocol …`: which total-order protocol a simulation runs — 1Pipe best effort
+//! or reliable, or one of the classic designs of the paper's scalability comparison (§7.2,
+//! Fig. 8) — and, for the latter, the knobs they add and their summary.
+
+use clap::{Args, ValueEnum};
+use onepipe_baselines::Protocol;
+use onepipe_sim::baseline::{run_baseline, BaseReport, BaselineConfig};
+use onepipe_sim::SimConfig;
+use std::path::Path;
+
+/// The protocols `onepipe sim` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Proto {
+    /// 1Pipe, best effort (§4): the same as `--service be`.
+    #[value(name = "onepipe-be")]
+    OnepipeBe,
+    /// 1Pipe, reliable (§5.1): the same as `--service reliable`.
+    #[value(name = "onepipe-r")]
+    OnepipeR,
+    /// Fixed sequencer on a host with its NIC ([57]).
+    Sequencer,
+    /// Fixed sequencer on a programmable switch ([51]).
+    SequencerSwitch,
+    /// Token ring ([86]).
+    Token,
+    /// Lamport timestamps with clocks exchanged per interval ([63]).
+    Lamport,
+}
+
+impl Proto {
+    /// The baseline this names, if it is not 1Pipe.
+    pub fn baseline(self) -> Option<Protocol> {
+        match self {
+            Proto::OnepipeBe | Proto::OnepipeR => None,
+            Proto::Sequencer => Some(Protocol::Sequencer),
+            Proto::SequencerSwitch => Some(Protocol::SequencerSwitch),
+            Proto::Token => Some(Protocol::Token),
+            Proto::Lamport => Some(Protocol::Lamport),
+        }
+    }
+}
+
+/// A duration, or `auto` (`None`): the value of `--lamport-heartbeat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutoDuration(pub Option<u64>);
+
+/// Parses `auto` or a duration.
+fn parse_auto_duration(s: &str) -> Result<AutoDuration, String> {
+    if s.trim() == "auto" {
+        Ok(AutoDuration(None))
+    } else {
+        crate::cli::parse_duration(s).map(|ns| AutoDuration(Some(ns)))
+    }
+}
+
+/// The flags that choose the protocol and tune the baselines (docs/BASELINES.md).
+#[derive(Args, Debug)]
+pub struct BaselineArgs {
+    /// Total-order protocol: 1Pipe (onepipe-be, onepipe-r: the same as --service be|reliable)
+    /// or a baseline of the paper's Fig. 8 [default: 1Pipe with --service].
+    #[arg(long, value_enum, conflicts_with = "service")]
+    pub protocol: Option<Proto>,
+    /// Host-placed sequencer: its cost per packet in and out, the reciprocal of its NIC message
+    /// rate [default: --host-recv-cost in, --host-send-cost out].
+    #[arg(long, value_parser = crate::cli::parse_duration)]
+    pub seq_host_cost: Option<u64>,
+    /// Switch-placed sequencer: pipeline time per packet it takes in (copies leave at line
+    /// rate).
+    #[arg(long, default_value = "100ns", value_parser = crate::cli::parse_duration)]
+    pub seq_switch_cost: u64,
+    /// Packets waiting at the sequencer's input beyond which processes' sends are refused
+    /// (lossless backpressure).
+    #[arg(long, default_value_t = 64)]
+    pub seq_queue: u32,
+    /// Lamport clock exchange interval; auto = the beacon interval, or longer so heartbeats
+    /// take at most half of each process's CPU: max(beacon interval, 2 × (procs − 1) ×
+    /// (send + receive cost)).
+    #[arg(long, default_value = "auto", value_parser = parse_auto_duration)]
+    pub lamport_heartbeat: AutoDuration,
+    /// Token: most messages per holding; a process queues at most this many waiting for the
+    /// token (more sends are refused).
+    #[arg(long, default_value_t = 16)]
+    pub token_batch: usize,
+}
+
+impl BaselineArgs {
+    /// The baseline configuration for `protocol`.
+    pub fn config(&self, protocol: Protocol) -> BaselineConfig {
+        BaselineConfig {
+            seq_host_packet_ns: self.seq_host_cost,
+            seq_switch_packet_ns: self.seq_switch_cost,
+            seq_queue_len_max: self.seq_queue,
+            lamport_heartbeat_interval_ns: self.lamport_heartbeat.0,
+            token_batch_max: self.token_batch,
+            token_queue_len_max: self.token_batch,
+            ..BaselineConfig::new(protocol)
+        }
+    }
+}
+
+/// Runs a baseline simulation and prints it; returns the exit code.
+pub fn sim(cfg: &SimConfig, base: &BaselineConfig, quiet: bool, json: Option<&Path>) -> i32 {
+    if let Err(e) = base.validate(cfg) {
+        eprintln!("onepipe sim: {e}");
+        return crate::cli::EXIT_USAGE;
+    }
+    let bar = (!quiet).then(|| {
+        let bar = indicatif::ProgressBar::new(1000);
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} simulating [{bar:40}] {percent}% ({elapsed} elapsed, ~{eta} left)",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar
+    });
+    let started = std::time::Instant::now();
+    let mut progress = |f: f64| {
+        if let Some(b) = &bar {
+            if started.elapsed().as_secs_f64() > 2.0 {
+                b.set_position((f.min(1.0) * 1000.0) as u64);
+            }
+        }
+    };
+    let report = match run_baseline(cfg, base, &mut progress) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("onepipe sim: {e}");
+            return crate::cli::EXIT_USAGE;
+        }
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    print_summary(&report);
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&report).expect("report serializes");
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("onepipe sim: --json: cannot write {}: {e}", path.display());
+            return crate::cli::EXIT_USAGE;
+        }
+    }
+    if report.violations > 0 {
+        eprintln!(
+            "onepipe sim: {} violation(s) with seed {} — replay with --seed {}",
+            report.violations, report.seed, report.seed
+        );
+        for v in &report.violation_samples {
+            eprintln!("  {v}");
+        }
+        return crate::cli::EXIT_VIOLATION;
+    }
+    0
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.2} µs", ns / 1e3)
+}
+
+fn print_summary(r: &BaseReport) {
+    println!("onepipe sim — protocol {}, seed {}", r.protocol, r.seed);
+    println!("  network     {} ({} processes)", r.topology, r.procs);
+    if let Some(node) = &r.sequencer_node {
+        println!(
+            "  sequencer   on {node}, busy {:.1}% of the run",
+            r.sequencer_busy_share.unwrap_or(0.0) * 100.0
+        );
+    }
+    if let Some(hb) = r.heartbeat_interval_ns {
+        println!(
+            "  heartbeats  every {}, {:.3}% of link capacity",
+            us(hb as f64),
+            r.heartbeat_bandwidth_share * 100.0
+        );
+    }
+    println!(
+        "  messages    {} sent in {} sends, {} delivered; {} sends refused",
+        r.sent,
+        r.scatterings,
+        r.delivered,
+        r.sends_rejected + r.sends_refused_full
+    );
+    if r.packets_lost + r.packets_duplicated + r.reordered_packets > 0 {
+        println!(
+            "  faults      {} packets lost, {} duplicated, {} reordered; {} NACKs, {} retransmits, {} token retransmits",
+            r.packets_lost, r.packets_duplicated, r.reordered_packets, r.nacks, r.retransmits, r.token_retransmits
+        );
+        println!(
+            "  losses      {} given up by receivers, {} sends failed before ordering, {} lost unreported before ordering",
+            r.lost_reported, r.send_failed, r.unordered_unreported
+        );
+    }
+    println!(
+        "  throughput  {:.0} msgs/s per process",
+        r.throughput_msgs_per_s_per_proc
+    );
+    println!(
+        "  latency     mean {}  p50 {}  p99 {}",
+        us(r.latency_ns.mean),
+        us(r.latency_ns.p50 as f64),
+        us(r.latency_ns.p99 as f64)
+    );
+    if !r.drained {
+        println!(
+            "  drain       limit reached with {} message(s) still on their way (not judged as losses; raise --drain)",
+            r.undrained
+        );
+    }
+    let checks = if r.checked {
+        format!(
+            "{} violations in {} checked deliveries",
+            r.violations, r.checked_deliveries
+        )
+    } else {
+        "off (--no-check)".to_string()
+    };
+    println!("  checks      {checks}");
+    println!(
+        "  engine      {} events in {:.2} s wall ({:.2} M events/s), trace {}",
+        r.events,
+        r.wall_s,
+        r.events_per_wall_s / 1e6,
+        r.trace_hash
+    );
+}

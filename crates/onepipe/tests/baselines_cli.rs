@@ -1,0 +1,210 @@
+//! End-to-end tests of `onepipe sim --protocol …` and `onepipe bench fig8 --quick`: they run the
+//! real binary and read what it writes.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// A scratch directory, unique per process and test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "onepipe-baselines-cli-{}-{test}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn onepipe(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_onepipe"))
+        .args(args)
+        .output()
+        .expect("run onepipe")
+}
+
+fn describe(args: &[&str], out: &Output) -> String {
+    format!(
+        "onepipe {}\nstatus {:?}\nstdout:\n{}\nstderr:\n{}",
+        args.join(" "),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `onepipe sim ARGS --quiet --json FILE` and returns the report.
+fn sim_json(dir: &TempDir, args: &[&str]) -> Value {
+    let json = dir.0.join("r.json");
+    let mut full = vec!["sim"];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["--quiet", "--json", json.to_str().expect("utf-8 path")]);
+    let out = onepipe(&full);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&full, &out));
+    serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("valid json")
+}
+
+fn u(r: &Value, key: &str) -> u64 {
+    r[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {r}"))
+}
+
+const SMALL: &[&str] = &["--k", "4", "--duration", "200us", "--rate", "20000"];
+
+#[test]
+fn every_protocol_runs_checked_and_drained_with_the_shared_report_keys() {
+    let dir = TempDir::new("every");
+    for p in [
+        "onepipe-be",
+        "onepipe-r",
+        "sequencer",
+        "sequencer-switch",
+        "token",
+        "lamport",
+    ] {
+        let mut args = vec!["--protocol", p];
+        args.extend_from_slice(SMALL);
+        let r = sim_json(&dir, &args);
+        for key in [
+            "seed",
+            "sent",
+            "delivered",
+            "violations",
+            "violation_samples",
+            "latency_ns",
+            "throughput_msgs_per_s_per_proc",
+            "events",
+            "trace_hash",
+            "drained",
+        ] {
+            assert!(r.get(key).is_some(), "{p}: no `{key}` in {r}");
+        }
+        assert_eq!(u(&r, "violations"), 0, "{p}: {r}");
+        assert_eq!(r["drained"], Value::Bool(true), "{p}: {r}");
+        assert_eq!(u(&r, "delivered"), u(&r, "sent"), "{p}: {r}");
+        assert!(u(&r, "delivered") > 0, "{p}");
+    }
+    let r = sim_json(
+        &dir,
+        &["--protocol", "onepipe-r", "--k", "4", "--duration", "100us"],
+    );
+    assert_eq!(r["service"], "reliable");
+    let r = sim_json(
+        &dir,
+        &[
+            "--protocol",
+            "sequencer-switch",
+            "--k",
+            "4",
+            "--duration",
+            "100us",
+        ],
+    );
+    assert_eq!(r["sequencer_node"], "core-0");
+}
+
+#[test]
+fn baseline_runs_replay_by_seed_and_survive_loss() {
+    let dir = TempDir::new("replay");
+    for p in ["sequencer", "token", "lamport"] {
+        let mut args = vec!["--protocol", p, "--loss", "0.01", "--seed", "7"];
+        args.extend_from_slice(SMALL);
+        let a = sim_json(&dir, &args);
+        let b = sim_json(&dir, &args);
+        assert_eq!(a["trace_hash"], b["trace_hash"], "{p}");
+        assert_eq!(u(&a, "violations"), 0, "{p}: {a}");
+        assert!(u(&a, "packets_lost") > 0, "{p}: {a}");
+    }
+}
+
+#[test]
+fn baseline_flags_are_checked_and_conflicts_refused() {
+    let out = onepipe(&["sim", "--protocol", "token", "--service", "reliable"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--protocol with --service must be refused"
+    );
+    let out = onepipe(&[
+        "sim",
+        "--protocol",
+        "token",
+        "--token-batch",
+        "0",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--token-batch"));
+    let out = onepipe(&["sim", "--protocol", "paxos"]);
+    assert_eq!(out.status.code(), Some(2));
+    let dir = TempDir::new("flags");
+    let r = sim_json(
+        &dir,
+        &[
+            "--protocol",
+            "lamport",
+            "--lamport-heartbeat",
+            "7us",
+            "--k",
+            "4",
+            "--duration",
+            "100us",
+        ],
+    );
+    assert_eq!(u(&r, "heartbeat_interval_ns"), 7_000);
+}
+
+#[test]
+fn bench_fig8_quick_writes_the_csv_and_the_plots() {
+    let dir = TempDir::new("fig8");
+    let out_dir = dir.0.join("out");
+    let args = [
+        "bench",
+        "fig8",
+        "--quick",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let csv = std::fs::read_to_string(out_dir.join("fig8.csv")).expect("fig8.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    for col in [
+        "protocol",
+        "processes",
+        "throughput_msgs_per_s_per_proc",
+        "latency_p50_ns",
+        "latency_p99_ns",
+    ] {
+        assert!(header.contains(&col), "no column {col} in {header:?}");
+    }
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // 6 protocols × N = 1, 4, 16.
+    assert_eq!(rows.len(), 18, "{csv}");
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    for r in &rows {
+        let thr: f64 = r[col("throughput_msgs_per_s_per_proc")].parse().unwrap();
+        assert!(thr > 0.0, "{r:?}");
+    }
+    // The plots need a TrueType font at run time (docs/DEPENDENCIES.md); with one, both exist.
+    let font = std::env::var("ONEPIPE_FONT").is_ok()
+        || std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists();
+    if font {
+        for png in ["fig8-throughput.png", "fig8-latency.png"] {
+            let bytes = std::fs::read(out_dir.join(png)).expect(png);
+            assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! End-to-end tests of the live cluster: they run the real `onepipe` binary, which starts a
+//! controller, aggregators and endpoints as separate OS processes on 127.0.0.1.
+//!
+//! * `onepipe up` (best effort, reliable, unordered) passes the simulator's checkers: one total
+//!   order, causality, nothing lost unreported, every reliable message delivered.
+//! * Garbage datagrams sent to every daemon's port are counted and dropped, and every message
+//!   is still delivered, in order.
+//! * Killing one endpoint does not crash the others; Ctrl-C stops everything and leaves no
+//!   process behind.
+//! * Cluster files: `onepipe topology` writes one that parses; an error names field and line.
+//!
+//! Runs are short (about a second of sending at a modest rate) and every wait has a generous
+//! deadline: the machine is shared and has two cores. Nothing asserts speed.
+#![allow(clippy::disallowed_methods)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(120);
+
+fn onepipe() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_onepipe"))
+}
+
+/// A scratch directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("onepipe-live-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn path(&self, f: &str) -> PathBuf {
+        self.0.join(f)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `onepipe up` with a small cluster and `extra` flags, to completion; returns the exit code,
+/// the output, and the JSON report if there is one.
+fn up(test: &str, extra: &[&str]) -> (i32, String, Option<Value>) {
+    let dir = TempDir::new(test);
+    let json = dir.path("up.json");
+    let out = onepipe()
+        .args([
+            "up",
+            "--hosts",
+            "4",
+            "--procs-per-host",
+            "1",
+            "--msg-size",
+            "64",
+        ])
+        .args(["--rate", "500", "--duration", "1s", "--deadline", "100s"])
+        .args(extra)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = std::fs::read_to_string(&json)
+        .ok()
+        .map(|s| serde_json::from_str(&s).unwrap());
+    (out.status.code().unwrap_or(-1), text, report)
+}
+
+fn u(r: &Value, k: &str) -> u64 {
+    r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"))
+}
+
+/// The acceptance run, short: two layers, all-to-all, best effort; every delivery
+/// checked for total order, causality and barrier safety, every message delivered.
+#[test]
+fn up_runs_a_two_layer_cluster_whose_deliveries_pass_the_checkers() {
+    let (code, out, r) = up("be", &["--workload", "all-to-all"]);
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert!(u(&r, "delivered") > 0);
+    assert!(r["checked"].as_bool().unwrap() && r["ordered"].as_bool().unwrap());
+    assert_eq!(u(&r, "aggregators"), 3, "tor-0, tor-1, spine-0");
+    // Same keys as `onepipe sim` where they apply, plus the live throughput.
+    for k in [
+        "delivered",
+        "violations",
+        "latency_ns",
+        "undelivered_reliable",
+        "dropped_late",
+        "throughput_msgs_per_s",
+    ] {
+        assert!(r.get(k).is_some(), "{k}");
+    }
+    assert!(r["latency_ns"]["p50"].as_u64().unwrap() > 0);
+    assert!(
+        out.contains("spine-0") && out.contains("checks      0 violations"),
+        "{out}"
+    );
+}
+
+/// §5.1: with the reliable service every message reaches every destination.
+#[test]
+fn up_with_the_reliable_service_delivers_every_message() {
+    let (code, out, r) = up("reliable", &["--service", "reliable", "--layers", "1"]);
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_eq!(u(&r, "undelivered_reliable"), 0);
+    assert!(u(&r, "delivered_reliable") > 0);
+    assert_eq!(u(&r, "delivered"), u(&r, "sent"), "{out}");
+}
+
+/// The baseline: the same processes and transport with ordering off; not checked for order.
+#[test]
+fn up_unordered_runs_the_baseline_and_refuses_the_reliable_service() {
+    let (code, out, r) = up(
+        "unordered",
+        &["--unordered", "--workload", "scatter", "--scatter-k", "2"],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert!(!r["checked"].as_bool().unwrap() && !r["ordered"].as_bool().unwrap());
+    assert!(u(&r, "delivered") > 0);
+    let out = onepipe()
+        .args(["up", "--unordered", "--service", "reliable"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--unordered"));
+}
+
+#[test]
+fn bad_flags_name_the_flag() {
+    for (flags, needle) in [
+        (&["--msg-size", "8"][..], "--msg-size"),
+        (&["--rate", "0"][..], "--rate"),
+        (&["--hosts", "0"][..], "--hosts"),
+        (&["--aggregator-phase", "2ms"][..], "--aggregator-phase"),
+    ] {
+        let out = onepipe().arg("up").args(flags).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{flags:?}: {err}");
+    }
+}
+
+/// `up` running in the background, its output read line by line.
+struct Running {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    fn start(dir: &TempDir, extra: &[&str]) -> Running {
+        let mut child = onepipe()
+            .args(["up", "--hosts", "4", "--rate", "500", "--deadline", "100s"])
+            .args(extra)
+            .arg("--json")
+            .arg(dir.path("up.json"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Running {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads lines until one contains `needle`.
+    fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.seen.iter().any(|l| l.contains(needle)) {
+            assert!(
+                Instant::now() < deadline,
+                "no '{needle}' in {:#?}",
+                self.seen
+            );
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => self.seen.push(l),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("ended before '{needle}': {:#?}", self.seen)
+                }
+            }
+        }
+    }
+
+    /// The table `up` prints: (name, pid, address) of every process.
+    fn table(&self) -> Vec<(String, u32, SocketAddr)> {
+        self.seen
+            .iter()
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                match w[..] {
+                    [name, "pid", pid, "tcp" | "udp", addr] => {
+                        Some((name.to_string(), pid.parse().ok()?, addr.parse().ok()?))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// Waits for the exit; returns the code and every line.
+    fn finish(mut self) -> (i32, String) {
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("up did not end: {:#?}", self.seen);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // The reader threads end with the pipes.
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(l);
+        }
+        (status.code().unwrap_or(-1), self.seen.join("\n"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // /proc/PID exists until the process is reaped; a zombie counts as gone.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            != Some("Z")
+    })
+}
+
+/// Distrust the wire: datagrams from a stranger to every aggregator and endpoint, and junk on
+/// the controller's TCP port, are counted and dropped; every message is still delivered once,
+/// in order.
+#[test]
+fn garbage_sent_to_every_daemon_is_counted_and_dropped_and_deliveries_are_unchanged() {
+    let dir = TempDir::new("garbage");
+    let mut run = Running::start(&dir, &["--duration", "2s"]);
+    run.wait_for("running");
+    let table = run.table();
+    assert_eq!(
+        table.len(),
+        8,
+        "controller, 3 aggregators, 4 endpoints: {table:?}"
+    );
+    const EACH: u64 = 20;
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut junk = vec![0xFFu8; 100];
+    junk.extend_from_slice(&[0x01, 0x00, 0x00]);
+    for (name, _, addr) in &table {
+        if name == "controller" {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(b"\x16\x03\x01 hello?\nnot json either\n")
+                .unwrap();
+            let _ = c.flush();
+            continue;
+        }
+        for i in 0..EACH {
+            let datagram: &[u8] = match i % 3 {
+                0 => &junk,
+                1 => &[],
+                _ => &[0x01; 36],
+            };
+            stranger.send_to(datagram, addr).unwrap();
+        }
+    }
+    let (code, out) = run.finish();
+    assert_eq!(code, 0, "{out}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path("up.json")).unwrap()).unwrap();
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_eq!(
+        u(&r, "delivered"),
+        u(&r, "sent"),
+        "every message delivered: {out}"
+    );
+    assert_eq!(u(&r, "send_failed"), 0, "{out}");
+    for (name, _, _) in table.iter().filter(|(n, _, _)| n != "controller") {
+        let c = &r["counters"][name];
+        assert_eq!(c["unknown_source"].as_u64(), Some(EACH), "{name}: {c}");
+    }
+    assert_eq!(u(&r, "garbage_dropped"), 7 * EACH);
+    assert!(u(&r, "controller_malformed") >= 2, "{r}");
+}
+
+/// Killing one endpoint does not crash the others: they keep running (the controller tells
+/// them it is lost), and when `up` stops them they exit cleanly. No process is left.
+#[test]
+fn killing_one_endpoint_leaves_the_others_running() {
+    let dir = TempDir::new("kill");
+    let mut run = Running::start(&dir, &["--duration", "30s"]);
+    run.wait_for("running");
+    let table = run.table();
+    let (_, victim, _) = table.iter().find(|(n, _, _)| n == "p2").unwrap().clone();
+    std::thread::sleep(Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-9", &victim.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, out) = run.finish();
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains(
+            "p2 exited unexpectedly (killed by signal 9); 7 of the 7 other processes kept running"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("the controller reports p2 lost"), "{out}");
+    assert!(out.contains("every other process exited cleanly"), "{out}");
+    for (name, pid, _) in &table {
+        assert!(!alive(*pid), "{name} (pid {pid}) is still running");
+    }
+}
+
+/// Ctrl-C (SIGINT to `up`) stops the whole cluster and leaves no process behind.
+#[test]
+fn ctrl_c_stops_everything_and_leaves_no_process_behind() {
+    let dir = TempDir::new("sigint");
+    let mut run = Running::start(&dir, &["--duration", "60s", "--service", "reliable"]);
+    run.wait_for("running");
+    let table = run.table();
+    std::thread::sleep(Duration::from_millis(300));
+    let up = run.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &up])
+        .status()
+        .unwrap()
+        .success());
+    let (code, out) = run.finish();
+    assert_eq!(code, 130, "{out}");
+    assert!(out.contains("interrupted"), "{out}");
+    for (name, pid, _) in &table {
+        assert!(!alive(*pid), "{name} (pid {pid}) is still running");
+    }
+}
+
+#[test]
+fn topology_writes_a_cluster_file_that_parses() {
+    let out = onepipe()
+        .args([
+            "topology",
+            "--hosts",
+            "5",
+            "--procs-per-host",
+            "2",
+            "--layers",
+            "2",
+            "--rack-size",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let c = onepipe::Cluster::parse(&text).unwrap();
+    assert_eq!(c.procs(), 10);
+    let names: Vec<_> = c.aggregators.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["tor-0", "tor-1", "tor-2", "spine-0"]);
+    let one = onepipe()
+        .args(["topology", "--layers", "1"])
+        .output()
+        .unwrap();
+    let c = onepipe::Cluster::parse(&String::from_utf8(one.stdout).unwrap()).unwrap();
+    assert_eq!(c.aggregators.len(), 1);
+}
+
+/// A cluster file error names the field and the line, and the daemon exits 2.
+#[test]
+fn a_bad_cluster_file_is_refused_naming_field_and_line() {
+    let dir = TempDir::new("badfile");
+    let good = String::from_utf8(
+        onepipe()
+            .args(["topology", "--hosts", "4"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bad = good.replacen("aggregator = \"tor-1\"", "aggregator = \"tor-7\"", 1);
+    let line = bad.lines().position(|l| l.contains("tor-7")).unwrap() + 1;
+    std::fs::write(dir.path("c.toml"), bad).unwrap();
+    for args in [
+        vec!["controller", "--listen", "127.0.0.1:0"],
+        vec!["agg", "--id", "tor-0"],
+    ] {
+        let out = onepipe()
+            .args(&args)
+            .arg("--config")
+            .arg(dir.path("c.toml"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("line {line}: process.aggregator")),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,542 @@
+//! The aggregator daemon: one node of the cluster's aggregator tree, as a host representative
+//! (§6.2.3) that also forwards the data.
+//!
+//! A tree of physical aggregators becomes an acyclic routing graph the way a multi-rooted tree
+//! does (§3.1, Fig. 3; `onepipe_proto::topology`): every aggregator below the root is split into
+//! an *up* half, which aggregates what climbs (its processes' uplinks and its children's up
+//! halves), and a *down* half, which aggregates what descends (its parent's down half, and its
+//! own up half through a loopback link for traffic that turns here); the root is one node. Each
+//! half is an unchanged [`Switch`] in [`onepipe_proto::switch::SwitchMode::Host`]: barriers
+//! come in beacons, the minimum over inputs goes out in beacons every interval, phased by the
+//! half's depth so that one wave of beacons climbs and descends per interval (§4.2).
+//!
+//! [`Aggregator`] is that pair as one role with one port per *peer* (an attached process, a
+//! child aggregator, the parent), so one UDP socket serves it: datagrams from a peer arrive on
+//! its port, whichever half they are for, and the loopback link never leaves the process.
+//! [`AggregatorDaemon`] runs it: it joins the controller, binds, waits for the cluster's
+//! addresses and drives the role with a [`Driver`] until stopped.
+//!
+//! What it is not: a router of its own — data packets follow the tree by destination process
+//! ([`ProcessRouter`]); and not failure handling (a silent input stalls its barrier; §4.2's
+//! link removal comes with a later issue).
+
+use crate::clock::Clock;
+use crate::cluster::Cluster;
+use crate::config::DriverConfig;
+use crate::control::{ControlClient, JoinAs, JoinError, ToController};
+use crate::driver::Driver;
+use crate::ports::PortTable;
+use crate::roles::ProcessRouter;
+use crate::stats::DriverStats;
+use crate::sys::bind_udp;
+use onepipe_proto::ids::{NodeId, PortId, ProcId};
+use onepipe_proto::node::{Input, Node, Output};
+use onepipe_proto::switch::{Switch, SwitchEvent, SwitchStats};
+use onepipe_proto::time::{Instant, Timestamp};
+use onepipe_proto::wire::Packet;
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// One neighbour of an aggregator: the far end of one of its ports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// A process attached here.
+    Process(u32),
+    /// A child aggregator.
+    Child(String),
+    /// The parent aggregator.
+    Parent(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Half {
+    Up,
+    Down,
+}
+
+/// Where an output port of a half leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Out {
+    /// A peer's port of the aggregator.
+    Peer(PortId),
+    /// The up half's loopback link into the down half's input 0.
+    Loopback,
+}
+
+/// The up and down halves of one aggregator as one role. See the module docs.
+#[derive(Debug)]
+pub struct Aggregator {
+    name: String,
+    peers: Vec<Peer>,
+    /// The up half, or the root's only node.
+    up: Switch,
+    down: Option<Switch>,
+    /// Input port of the aggregator → (half, that half's input port).
+    inputs: Vec<(Half, PortId)>,
+    up_outs: Vec<Out>,
+    down_outs: Vec<Out>,
+    outputs: VecDeque<Output<Packet, SwitchEvent>>,
+    /// Packets on a port with no peer.
+    dropped: u64,
+}
+
+impl Aggregator {
+    /// The aggregator called `name` of `cluster`, at local time `now`.
+    ///
+    /// # Errors
+    /// `name` is not an aggregator of the cluster.
+    pub fn new(cluster: &Cluster, name: &str, now: Instant) -> Result<Aggregator, String> {
+        let index = cluster
+            .aggregator_index(name)
+            .ok_or_else(|| format!("no aggregator '{name}' in the cluster"))?;
+        let spec = &cluster.aggregators[index];
+        let roles = cluster.roles();
+        let procs = cluster.attached(name);
+        let children: Vec<String> = cluster
+            .children(name)
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let mut peers: Vec<Peer> = procs.iter().map(|&p| Peer::Process(p)).collect();
+        peers.extend(children.iter().cloned().map(Peer::Child));
+        let below = peers.len();
+        // Where each process is reached going down: its own port, or its child's.
+        let mut down_router = ProcessRouter::new();
+        for (i, &p) in procs.iter().enumerate() {
+            down_router.set(ProcId(p), PortId(i as u32));
+        }
+        for (j, c) in children.iter().enumerate() {
+            for p in cluster.subtree_procs(c) {
+                down_router.set(ProcId(p), PortId((procs.len() + j) as u32));
+            }
+        }
+        let n = cluster.procs();
+        let node = |half: u32| NodeId(n + 2 * index as u32 + half);
+        let (up, down, inputs, up_outs, down_outs) = match &spec.parent {
+            None => {
+                let cfg = roles.switch_config(node(0), cluster.up_depth(name), below, below);
+                let up = Switch::new(cfg, Some(Arc::new(down_router)), now);
+                let ports: Vec<PortId> = (0..below as u32).map(PortId).collect();
+                let inputs = ports.iter().map(|&p| (Half::Up, p)).collect();
+                (
+                    up,
+                    None,
+                    inputs,
+                    ports.into_iter().map(Out::Peer).collect(),
+                    Vec::new(),
+                )
+            }
+            Some(parent) => {
+                peers.push(Peer::Parent(parent.clone()));
+                // Up: inputs are the peers below; output 0 turns here (loopback), 1 climbs.
+                let mut up_router = ProcessRouter::new();
+                let mine = cluster.subtree_procs(name);
+                for p in 0..n {
+                    let port = if mine.binary_search(&p).is_ok() { 0 } else { 1 };
+                    up_router.set(ProcId(p), PortId(port));
+                }
+                let up_cfg = roles.switch_config(node(0), cluster.up_depth(name), below, 2);
+                let up = Switch::new(up_cfg, Some(Arc::new(up_router)), now);
+                // Down: input 0 is the loopback, 1 the parent; outputs are the peers below.
+                let down_cfg = roles.switch_config(node(1), cluster.down_depth(name), 2, below);
+                let down = Switch::new(down_cfg, Some(Arc::new(down_router)), now);
+                let mut inputs: Vec<(Half, PortId)> =
+                    (0..below as u32).map(|p| (Half::Up, PortId(p))).collect();
+                inputs.push((Half::Down, PortId(1)));
+                let up_outs = vec![Out::Loopback, Out::Peer(PortId(below as u32))];
+                let down_outs = (0..below as u32).map(|p| Out::Peer(PortId(p))).collect();
+                (up, Some(down), inputs, up_outs, down_outs)
+            }
+        };
+        Ok(Aggregator {
+            name: name.to_string(),
+            peers,
+            up,
+            down,
+            inputs,
+            up_outs,
+            down_outs,
+            outputs: VecDeque::new(),
+            dropped: 0,
+        })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The peers in port order: port `i` is a link with `peers()[i]` both ways.
+    pub fn peers(&self) -> &[Peer] {
+        &self.peers
+    }
+
+    /// The port table for this aggregator given every member's address (from the controller's
+    /// `Ready`).
+    ///
+    /// # Errors
+    /// A peer missing from `cluster`.
+    pub fn port_table(&self, cluster: &Cluster) -> Result<PortTable, String> {
+        let mut t = PortTable::new();
+        for (i, peer) in self.peers.iter().enumerate() {
+            let addr = match peer {
+                Peer::Process(p) => cluster.process(*p).map(|p| p.addr),
+                Peer::Child(name) | Peer::Parent(name) => cluster.aggregator(name).map(|a| a.addr),
+            }
+            .ok_or_else(|| format!("peer {peer:?} is not in the cluster"))?;
+            t.link(PortId(i as u32), addr);
+        }
+        Ok(t)
+    }
+
+    /// Both halves' counters added up, plus packets that arrived on a port with no peer.
+    pub fn stats(&self) -> SwitchStats {
+        let mut s = self.up.stats().clone();
+        if let Some(d) = &self.down {
+            let d = d.stats();
+            s.forwarded += d.forwarded;
+            s.beacons_received += d.beacons_received;
+            s.beacons_sent += d.beacons_sent;
+            s.dropped += d.dropped;
+            s.links_removed += d.links_removed;
+            s.links_added += d.links_added;
+        }
+        s.dropped += self.dropped;
+        s
+    }
+
+    /// The barrier this aggregator sends down to its processes (the root's only barrier).
+    pub fn barrier(&self) -> Option<Timestamp> {
+        self.down.as_ref().unwrap_or(&self.up).barrier()
+    }
+
+    /// Moves what the halves emitted to the aggregator's outputs; loopback sends go into the
+    /// down half at once (the link never leaves the process).
+    fn pump(&mut self, now: Instant) {
+        while let Some(o) = self.up.poll_output() {
+            match o {
+                Output::Send { port, packet } => match self.up_outs.get(port.index()) {
+                    Some(Out::Peer(p)) => self.outputs.push_back(Output::Send { port: *p, packet }),
+                    Some(Out::Loopback) => {
+                        let down = self
+                            .down
+                            .as_mut()
+                            .expect("only a split aggregator loops back");
+                        down.handle(
+                            now,
+                            Input::Packet {
+                                port: PortId(0),
+                                packet,
+                            },
+                        );
+                    }
+                    None => self.dropped += 1,
+                },
+                Output::Event(e) => match e {},
+            }
+        }
+        let Some(down) = self.down.as_mut() else {
+            return;
+        };
+        while let Some(o) = down.poll_output() {
+            match o {
+                Output::Send { port, packet } => match self.down_outs.get(port.index()) {
+                    Some(Out::Peer(p)) => self.outputs.push_back(Output::Send { port: *p, packet }),
+                    _ => self.dropped += 1,
+                },
+                Output::Event(e) => match e {},
+            }
+        }
+    }
+}
+
+impl Node for Aggregator {
+    type Packet = Packet;
+    type Event = SwitchEvent;
+
+    fn handle(&mut self, now: Instant, input: Input<Packet>) {
+        match input {
+            Input::Packet { port, packet } => match self.inputs.get(port.index()) {
+                Some(&(Half::Up, p)) => self.up.handle(now, Input::Packet { port: p, packet }),
+                Some(&(Half::Down, p)) => match self.down.as_mut() {
+                    Some(d) => d.handle(now, Input::Packet { port: p, packet }),
+                    None => self.dropped += 1,
+                },
+                None => self.dropped += 1,
+            },
+            Input::Timeout => {
+                if self.up.poll_timeout().is_some_and(|t| t <= now) {
+                    self.up.handle(now, Input::Timeout);
+                }
+                if let Some(d) = self.down.as_mut() {
+                    if d.poll_timeout().is_some_and(|t| t <= now) {
+                        d.handle(now, Input::Timeout);
+                    }
+                }
+            }
+        }
+        self.pump(now);
+    }
+
+    fn poll_output(&mut self) -> Option<Output<Packet, SwitchEvent>> {
+        self.outputs.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let down = self.down.as_ref().and_then(|d| d.poll_timeout());
+        [self.up.poll_timeout(), down].into_iter().flatten().min()
+    }
+}
+
+/// What an aggregator daemon did, when it stops.
+#[derive(Clone, Debug)]
+pub struct AggregatorReport {
+    /// Its name.
+    pub name: String,
+    /// The UDP address it bound.
+    pub addr: SocketAddr,
+    /// Transport counters (`unknown_source` and `decode_errors` count datagrams dropped as
+    /// strangers' or garbage).
+    pub driver: DriverStats,
+    /// Both halves' counters.
+    pub switch: SwitchStats,
+}
+
+impl AggregatorReport {
+    /// The counters by name (what the daemon reports to the controller and prints at exit).
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        counters(&self.driver, &self.switch)
+    }
+}
+
+fn counters(d: &DriverStats, s: &SwitchStats) -> BTreeMap<String, u64> {
+    let mut m = d.counters();
+    m.insert("forwarded".into(), s.forwarded);
+    m.insert("beacons_received".into(), s.beacons_received);
+    m.insert("beacons_sent".into(), s.beacons_sent);
+    m.insert("switch_dropped".into(), s.dropped);
+    m.insert("links_removed".into(), s.links_removed);
+    m.insert("links_added".into(), s.links_added);
+    m
+}
+
+/// Joins the controller at `controller` as aggregator `name`, binds, waits for the cluster and
+/// runs the aggregator until `stop` is set. `on_ready` is called with the bound address once the
+/// cluster is ready.
+///
+/// # Errors
+/// Joining failed, the socket could not be bound, or the poller failed.
+pub fn run_aggregator(
+    controller: SocketAddr,
+    name: &str,
+    cfg: &DriverConfig,
+    stop: &AtomicBool,
+    on_ready: &mut dyn FnMut(SocketAddr),
+) -> Result<AggregatorReport, JoinError> {
+    let join_timeout = Duration::from_secs(60);
+    let mut control = ControlClient::connect(controller, join_timeout)?;
+    let (_, bind) = control.join(JoinAs::Aggregator(name.to_string()), join_timeout)?;
+    let socket = bind_udp(bind, cfg)?;
+    let addr = socket.local_addr()?;
+    let cluster = control.bound_and_wait(addr, Duration::from_secs(3600), stop)?;
+    let clock = Clock::of(cluster.clock);
+    let node = Aggregator::new(&cluster, name, clock.now()).map_err(JoinError::Protocol)?;
+    let ports = node.port_table(&cluster).map_err(JoinError::Protocol)?;
+    let mut driver = Driver::new(node, socket, ports, clock, cfg.clone())?;
+    on_ready(addr);
+    let mut last_health = std::time::Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        driver.run_once(Duration::from_millis(20), &mut |e| match e {})?;
+        if last_health.elapsed() >= Duration::from_secs(1) {
+            last_health = std::time::Instant::now();
+            let counters = counters(&driver.stats(), &driver.node().stats());
+            // Health is best effort: a controller that went away does not stop the data path.
+            let _ = control.send(&ToController::Health { counters });
+            while let Ok(Some(_)) = control.recv(Duration::from_millis(1)) {}
+        }
+    }
+    let _ = driver.flush();
+    let report = AggregatorReport {
+        name: name.to_string(),
+        addr,
+        driver: driver.stats(),
+        switch: driver.node().stats(),
+    };
+    let _ = control.send(&ToController::Health {
+        counters: report.counters(),
+    });
+    let _ = control.send(&ToController::Leave);
+    Ok(report)
+}
+
+/// An aggregator running on a thread of this process (what [`crate::LocalCluster`] and tests
+/// use; the `onepipe agg` daemon runs [`run_aggregator`] on its main thread).
+pub struct AggregatorDaemon {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<AggregatorReport, JoinError>>>,
+}
+
+impl AggregatorDaemon {
+    /// Starts aggregator `name` of the cluster whose controller is at `controller`.
+    ///
+    /// # Errors
+    /// The thread could not be spawned (joining happens on the thread: see
+    /// [`AggregatorDaemon::stop`]).
+    pub fn start(
+        controller: SocketAddr,
+        name: &str,
+        cfg: DriverConfig,
+    ) -> io::Result<AggregatorDaemon> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stop2, name) = (stop.clone(), name.to_string());
+        let thread = std::thread::Builder::new()
+            .name(format!("onepipe-agg-{name}"))
+            .spawn(move || run_aggregator(controller, &name, &cfg, &stop2, &mut |_| {}))?;
+        Ok(AggregatorDaemon {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops it and returns its report.
+    ///
+    /// # Errors
+    /// What made it fail, if it did.
+    pub fn stop(mut self) -> Result<AggregatorReport, JoinError> {
+        self.stop.store(true, Ordering::SeqCst);
+        let t = self.thread.take().expect("joined once");
+        t.join()
+            .unwrap_or_else(|_| Err(JoinError::Protocol("the aggregator thread panicked".into())))
+    }
+}
+
+impl Drop for AggregatorDaemon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::LocalLayout;
+    use onepipe_proto::wire::Beacon;
+
+    fn cluster() -> Cluster {
+        Cluster::generate(&LocalLayout {
+            hosts: 4,
+            ..LocalLayout::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_tor_has_its_processes_then_its_parent_as_peers() {
+        let c = cluster();
+        let tor = Aggregator::new(&c, "tor-1", Instant(0)).unwrap();
+        assert_eq!(
+            tor.peers(),
+            [
+                Peer::Process(2),
+                Peer::Process(3),
+                Peer::Parent("spine-0".into())
+            ]
+        );
+        let spine = Aggregator::new(&c, "spine-0", Instant(0)).unwrap();
+        assert_eq!(
+            spine.peers(),
+            [Peer::Child("tor-0".into()), Peer::Child("tor-1".into())]
+        );
+        assert!(Aggregator::new(&c, "tor-9", Instant(0)).is_err());
+    }
+
+    fn beacon(b: u64) -> Packet {
+        Packet::Beacon(Beacon {
+            from: NodeId(0),
+            barrier: Timestamp::new(b),
+            commit: Timestamp::new(b),
+        })
+    }
+
+    /// Runs the aggregator's timers up to `until`, collecting the barriers it sends per port.
+    fn run_until(a: &mut Aggregator, until: u64) -> Vec<(PortId, u64)> {
+        let mut sent = Vec::new();
+        while let Some(t) = a.poll_timeout() {
+            if t.as_nanos() > until {
+                break;
+            }
+            a.handle(t, Input::Timeout);
+            while let Some(o) = a.poll_output() {
+                match o {
+                    Output::Send {
+                        port,
+                        packet: Packet::Beacon(b),
+                    } => sent.push((port, b.barrier.raw())),
+                    Output::Send { packet, .. } => panic!("only beacons: {packet:?}"),
+                    Output::Event(e) => match e {},
+                }
+            }
+        }
+        sent
+    }
+
+    /// §3.1, Fig. 3: what a tor sends down is the min of its own processes' barriers (through
+    /// the loopback) and what comes down from the spine; what it sends up is its processes' min.
+    #[test]
+    fn a_split_tor_climbs_its_processes_minimum_and_descends_the_spines_eq_4_1() {
+        let c = cluster();
+        let mut tor = Aggregator::new(&c, "tor-0", Instant(0)).unwrap();
+        tor.handle(
+            Instant(1),
+            Input::Packet {
+                port: PortId(0),
+                packet: beacon(5_000),
+            },
+        );
+        tor.handle(
+            Instant(1),
+            Input::Packet {
+                port: PortId(1),
+                packet: beacon(7_000),
+            },
+        );
+        // Within one beacon interval: the up half's beacon goes to the spine (port 2) with the
+        // processes' minimum.
+        let sent = run_until(&mut tor, 2_000_000);
+        assert!(sent.contains(&(PortId(2), 5_000)), "{sent:?}");
+        assert!(
+            sent.iter().all(|(p, _)| *p == PortId(2)),
+            "nothing goes down before the spine speaks: {sent:?}"
+        );
+        // The spine says 4,000: the processes hear min(5,000 via loopback, 4,000).
+        tor.handle(
+            Instant(2_000_001),
+            Input::Packet {
+                port: PortId(2),
+                packet: beacon(4_000),
+            },
+        );
+        let sent = run_until(&mut tor, 4_000_000);
+        for p in [PortId(0), PortId(1)] {
+            assert!(sent.contains(&(p, 4_000)), "{sent:?}");
+        }
+        assert_eq!(tor.barrier(), Some(Timestamp::new(4_000)));
+        // A port with no peer is dropped and counted.
+        tor.handle(
+            Instant(4_000_001),
+            Input::Packet {
+                port: PortId(9),
+                packet: beacon(1),
+            },
+        );
+        assert_eq!(tor.stats().dropped, 1);
+    }
+}

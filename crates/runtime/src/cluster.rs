@@ -1,0 +1,943 @@
+//! The cluster file: who is in a live cluster, how its aggregators are linked, and the settings
+//! every member shares (beacon interval, clock, ordering).
+//!
+//! A cluster is a tree of barrier aggregators (§6.2.3 host representatives: `tor-0`, `tor-1`, …
+//! under a `spine-0`) with processes attached to the leaves of the tree — or to any
+//! aggregator. It is written in TOML:
+//!
+//! ```toml
+//! controller = "127.0.0.1:7400"   # the controller's TCP address
+//! beacon_interval = "1ms"         # T_beacon (§4.2)
+//! aggregator_phase = "200us"      # an aggregator d hops up beacons d × this after each tick
+//! clock = "monotonic"             # or "realtime" for a cluster across machines (chrony/PTP)
+//! ordered = true                  # false: the same transport with ordering switched off
+//! loss_timeout = "50ms"           # a best-effort message unacknowledged this long is reported lost
+//! link_timeout = "1s"             # an aggregator removes an input silent this long (§4.2); "0s": never
+//!
+//! [[aggregator]]
+//! name = "tor-0"
+//! addr = "127.0.0.1:0"            # UDP; port 0: any free port, announced to the controller
+//! parent = "spine-0"
+//!
+//! [[aggregator]]
+//! name = "spine-0"
+//! addr = "127.0.0.1:0"
+//!
+//! [[process]]
+//! id = 0                          # process ids are 0, 1, 2, … with none missing
+//! host = 0                        # the machine it runs on (informational)
+//! addr = "127.0.0.1:0"
+//! aggregator = "tor-0"
+//! ```
+//!
+//! [`Cluster::parse`] reads it and checks it; an error names the field and the line
+//! ([`ClusterError`]). [`Cluster::generate`] writes one for a local cluster (what
+//! `onepipe topology` prints); [`Cluster::to_toml`] renders any cluster back to TOML.
+//!
+//! What it is not: the addresses every member actually bound. Members announce those to the
+//! controller, which hands the completed cluster to everyone once all have joined
+//! ([`crate::control`]).
+
+use crate::clock::ClockSource;
+use crate::roles::LiveRoles;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use toml::Spanned;
+
+/// Most processes a cluster may have (the host role packs a sender id into 16 bits).
+pub const PROCS_MAX: u32 = 1 << 16;
+
+/// Most aggregators a cluster may have.
+pub const AGGREGATORS_MAX: usize = 4096;
+
+/// A live cluster: its members and shared settings. See the module docs for the file format.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cluster {
+    /// Where the controller listens (TCP).
+    pub controller: SocketAddr,
+    /// T_beacon (§4.2), for hosts and aggregators.
+    pub beacon_interval_ns: u64,
+    /// An aggregator `d` hops above the hosts beacons `d` times this after each beacon tick, so
+    /// one wave of beacons crosses the tree per interval (§4.2).
+    pub aggregator_phase_ns: u64,
+    /// The clock every member reads.
+    pub clock: ClockSource,
+    /// Total order on (the default). `false` runs the identical transport with no barriers and
+    /// no reordering: messages are delivered on arrival (a baseline, best effort only).
+    pub ordered: bool,
+    /// A best-effort message unacknowledged this long is reported lost to its sender.
+    pub loss_timeout_ns: u64,
+    /// An aggregator removes an input link silent this long (§4.2); 0 never.
+    pub link_timeout_ns: u64,
+    /// The aggregators, in file order.
+    pub aggregators: Vec<AggregatorSpec>,
+    /// The processes, by id.
+    pub processes: Vec<ProcessSpec>,
+}
+
+/// One barrier aggregator (a host representative of a switch, §6.2.3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AggregatorSpec {
+    /// Its name (`tor-0`, `spine-0`, …).
+    pub name: String,
+    /// Its UDP address (port 0: any free port).
+    pub addr: SocketAddr,
+    /// The aggregator one layer up, if any. Exactly one aggregator has none: the root.
+    pub parent: Option<String>,
+}
+
+/// One process (an endpoint).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessSpec {
+    /// Its process id.
+    pub id: u32,
+    /// The machine it runs on (informational: processes of one host share nothing here).
+    pub host: u32,
+    /// Its UDP address (port 0: any free port).
+    pub addr: SocketAddr,
+    /// The aggregator its uplink goes to.
+    pub aggregator: String,
+}
+
+/// How [`Cluster::generate`] lays out a local cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalLayout {
+    /// Hosts.
+    pub hosts: u32,
+    /// Processes per host.
+    pub procs_per_host: u32,
+    /// 1: every process under `tor-0`; 2: racks of `rack_size` hosts under `tor-N`, joined by
+    /// `spine-0`.
+    pub layers: u8,
+    /// Hosts per rack (two layers).
+    pub rack_size: u32,
+    /// The controller's address.
+    pub controller: SocketAddr,
+}
+
+impl Default for LocalLayout {
+    fn default() -> Self {
+        LocalLayout {
+            hosts: 4,
+            procs_per_host: 1,
+            layers: 2,
+            rack_size: 2,
+            controller: SocketAddr::from(([127, 0, 0, 1], 7400)),
+        }
+    }
+}
+
+/// A cluster file that does not parse or does not make sense. Names the field and, when it came
+/// from a file, the line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterError {
+    /// 1-based line in the file, when known.
+    pub line: Option<usize>,
+    /// The field, as a path: `beacon_interval`, `process.aggregator`, `aggregator.parent`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}: {}", self.field, self.message),
+            None => write!(f, "{}: {}", self.field, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ClusterError {}
+
+/// Where a field of the cluster lives, for error messages.
+#[derive(Clone, Copy, Debug)]
+enum Loc {
+    Top(&'static str),
+    Aggregator(usize, &'static str),
+    Process(usize, &'static str),
+}
+
+impl Loc {
+    fn field(self) -> String {
+        match self {
+            Loc::Top(f) => f.to_string(),
+            Loc::Aggregator(_, f) => format!("aggregator.{f}"),
+            Loc::Process(_, f) => format!("process.{f}"),
+        }
+    }
+}
+
+impl Cluster {
+    /// Reads and checks a cluster file.
+    ///
+    /// # Errors
+    /// The file cannot be read, or [`Cluster::parse`] refuses it (the message names the file).
+    pub fn load(path: &Path) -> Result<Cluster, ClusterError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ClusterError {
+            line: None,
+            field: path.display().to_string(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Cluster::parse(&text)
+    }
+
+    /// Parses and checks a cluster file's text.
+    ///
+    /// ```
+    /// use onepipe_runtime::cluster::Cluster;
+    /// let c = Cluster::parse(r#"
+    /// controller = "127.0.0.1:7400"
+    /// [[aggregator]]
+    /// name = "tor-0"
+    /// addr = "127.0.0.1:0"
+    /// [[process]]
+    /// id = 0
+    /// addr = "127.0.0.1:0"
+    /// aggregator = "tor-9"
+    /// "#).unwrap_err();
+    /// assert_eq!((c.line, c.field.as_str()), (Some(9), "process.aggregator"));
+    /// ```
+    ///
+    /// # Errors
+    /// Bad TOML, an unknown or mistyped field, or a cluster that does not make sense (see
+    /// [`Cluster::validate`]): the error names the field and the line.
+    pub fn parse(text: &str) -> Result<Cluster, ClusterError> {
+        let file: FileRepr = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        let line_of = |start: usize| Some(text[..start.min(text.len())].matches('\n').count() + 1);
+        let mut spans: BTreeMap<String, usize> = BTreeMap::new();
+        let mut top = |name: &str, span: Option<std::ops::Range<usize>>| {
+            if let Some(s) = span {
+                spans.insert(name.to_string(), s.start);
+            }
+        };
+        top("controller", Some(file.controller.span()));
+        let dur = |v: &Option<Spanned<String>>, name: &'static str, default: u64| match v {
+            None => Ok(default),
+            Some(s) => parse_duration_ns(s.get_ref()).map_err(|message| ClusterError {
+                line: line_of(s.span().start),
+                field: name.to_string(),
+                message,
+            }),
+        };
+        let roles = LiveRoles::default();
+        let beacon_interval_ns = dur(
+            &file.beacon_interval,
+            "beacon_interval",
+            roles.beacon_interval_ns,
+        )?;
+        let aggregator_phase_ns = dur(
+            &file.aggregator_phase,
+            "aggregator_phase",
+            roles.aggregator_phase_ns.min(beacon_interval_ns / 5),
+        )?;
+        let loss_timeout_ns = dur(&file.loss_timeout, "loss_timeout", roles.rto_ns)?;
+        let link_timeout_ns = dur(&file.link_timeout, "link_timeout", roles.link_timeout_ns)?;
+        for (name, v) in [
+            ("beacon_interval", &file.beacon_interval),
+            ("aggregator_phase", &file.aggregator_phase),
+            ("loss_timeout", &file.loss_timeout),
+            ("link_timeout", &file.link_timeout),
+        ] {
+            top(name, v.as_ref().map(|s| s.span()));
+        }
+        let cluster = Cluster {
+            controller: *file.controller.get_ref(),
+            beacon_interval_ns,
+            aggregator_phase_ns,
+            clock: file.clock.map(|c| *c.get_ref()).unwrap_or_default(),
+            ordered: file.ordered.unwrap_or(true),
+            loss_timeout_ns,
+            link_timeout_ns,
+            aggregators: file
+                .aggregators
+                .iter()
+                .map(|a| AggregatorSpec {
+                    name: a.name.get_ref().clone(),
+                    addr: *a.addr.get_ref(),
+                    parent: a.parent.as_ref().map(|p| p.get_ref().clone()),
+                })
+                .collect(),
+            processes: file
+                .processes
+                .iter()
+                .map(|p| ProcessSpec {
+                    id: *p.id.get_ref(),
+                    host: p.host.unwrap_or(*p.id.get_ref()),
+                    addr: *p.addr.get_ref(),
+                    aggregator: p.aggregator.get_ref().clone(),
+                })
+                .collect(),
+        };
+        let locate = |loc: Loc| -> Option<usize> {
+            let start = match loc {
+                Loc::Top(name) => *spans.get(name)?,
+                Loc::Aggregator(i, f) => {
+                    let a = file.aggregators.get(i)?;
+                    match f {
+                        "parent" => a.parent.as_ref().map_or(a.name.span(), |p| p.span()),
+                        "addr" => a.addr.span(),
+                        _ => a.name.span(),
+                    }
+                    .start
+                }
+                Loc::Process(i, f) => {
+                    let p = file.processes.get(i)?;
+                    match f {
+                        "aggregator" => p.aggregator.span(),
+                        "addr" => p.addr.span(),
+                        _ => p.id.span(),
+                    }
+                    .start
+                }
+            };
+            line_of(start)
+        };
+        let mut sorted = cluster;
+        sorted.check(&locate)?;
+        sorted.processes.sort_by_key(|p| p.id);
+        Ok(sorted)
+    }
+
+    /// Checks that the cluster makes sense: at least one process and aggregator; process ids
+    /// `0..n` each once; aggregator names unique; every parent and every process's aggregator
+    /// named; the aggregators form one tree; every aggregator has something below it; beacon
+    /// interval positive and the phase below it.
+    ///
+    /// # Errors
+    /// The first problem found, naming the field (no line: use [`Cluster::parse`] for that).
+    pub fn validate(&self) -> Result<(), ClusterError> {
+        self.check(&|_| None)
+    }
+
+    fn check(&self, locate: &dyn Fn(Loc) -> Option<usize>) -> Result<(), ClusterError> {
+        let err = |loc: Loc, message: String| ClusterError {
+            line: locate(loc),
+            field: loc.field(),
+            message,
+        };
+        if self.beacon_interval_ns == 0 || self.beacon_interval_ns > 10_000_000_000 {
+            return Err(err(
+                Loc::Top("beacon_interval"),
+                "must be between 1ns and 10s".into(),
+            ));
+        }
+        if self.aggregator_phase_ns >= self.beacon_interval_ns {
+            return Err(err(
+                Loc::Top("aggregator_phase"),
+                format!(
+                    "must be below the beacon interval ({} ns)",
+                    self.beacon_interval_ns
+                ),
+            ));
+        }
+        if self.loss_timeout_ns == 0 {
+            return Err(err(Loc::Top("loss_timeout"), "must be positive".into()));
+        }
+        if self.aggregators.is_empty() {
+            return Err(err(
+                Loc::Top("aggregator"),
+                "a cluster needs at least one [[aggregator]]".into(),
+            ));
+        }
+        if self.aggregators.len() > AGGREGATORS_MAX {
+            return Err(err(
+                Loc::Top("aggregator"),
+                format!("at most {AGGREGATORS_MAX} aggregators"),
+            ));
+        }
+        if self.processes.is_empty() {
+            return Err(err(
+                Loc::Top("process"),
+                "a cluster needs at least one [[process]]".into(),
+            ));
+        }
+        let n = self.processes.len();
+        if n > PROCS_MAX as usize {
+            return Err(err(
+                Loc::Top("process"),
+                format!("at most {PROCS_MAX} processes"),
+            ));
+        }
+        let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, a) in self.aggregators.iter().enumerate() {
+            if a.name.is_empty() || a.name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(err(
+                    Loc::Aggregator(i, "name"),
+                    format!("'{}' is not a name (non-empty, no spaces)", a.name),
+                ));
+            }
+            if index.insert(&a.name, i).is_some() {
+                return Err(err(
+                    Loc::Aggregator(i, "name"),
+                    format!("duplicate aggregator '{}'", a.name),
+                ));
+            }
+        }
+        let mut roots = Vec::new();
+        for (i, a) in self.aggregators.iter().enumerate() {
+            match &a.parent {
+                None => roots.push(i),
+                Some(p) if !index.contains_key(p.as_str()) => {
+                    return Err(err(
+                        Loc::Aggregator(i, "parent"),
+                        format!("unknown aggregator '{p}'"),
+                    ));
+                }
+                Some(p) if p == &a.name => {
+                    return Err(err(
+                        Loc::Aggregator(i, "parent"),
+                        format!("'{p}' cannot be its own parent"),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        if roots.len() != 1 {
+            let names: Vec<_> = roots.iter().map(|&i| &self.aggregators[i].name).collect();
+            let at = roots.get(1).copied().unwrap_or(0);
+            return Err(err(
+                Loc::Aggregator(at, "parent"),
+                format!(
+                    "the aggregators must form one tree with one root (no parent); roots: {names:?}"
+                ),
+            ));
+        }
+        // Every chain of parents must reach the root within `len` steps, else there is a cycle.
+        for (i, a) in self.aggregators.iter().enumerate() {
+            let mut at = a;
+            for step in 0..=self.aggregators.len() {
+                let Some(p) = &at.parent else { break };
+                if step == self.aggregators.len() {
+                    return Err(err(
+                        Loc::Aggregator(i, "parent"),
+                        format!("'{}' is in a cycle of parents", a.name),
+                    ));
+                }
+                at = &self.aggregators[index[p.as_str()]];
+            }
+        }
+        let mut seen = vec![false; n];
+        for (i, p) in self.processes.iter().enumerate() {
+            if p.id as usize >= n {
+                return Err(err(
+                    Loc::Process(i, "id"),
+                    format!("id {} out of range: {n} processes have ids 0..{n}", p.id),
+                ));
+            }
+            if std::mem::replace(&mut seen[p.id as usize], true) {
+                return Err(err(Loc::Process(i, "id"), format!("duplicate id {}", p.id)));
+            }
+            if !index.contains_key(p.aggregator.as_str()) {
+                return Err(err(
+                    Loc::Process(i, "aggregator"),
+                    format!("unknown aggregator '{}'", p.aggregator),
+                ));
+            }
+        }
+        for (i, a) in self.aggregators.iter().enumerate() {
+            if self.subtree_procs(&a.name).is_empty() {
+                return Err(err(
+                    Loc::Aggregator(i, "name"),
+                    format!("aggregator '{}' has no process below it", a.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A local cluster laid out as `layout` says: processes `0..hosts × procs_per_host`
+    /// numbered host by host, aggregators `tor-0`, `tor-1`, … (and `spine-0` with two
+    /// layers), every address on 127.0.0.1 with port 0 (any free port).
+    ///
+    /// ```
+    /// use onepipe_runtime::cluster::{Cluster, LocalLayout};
+    /// let c = Cluster::generate(&LocalLayout { hosts: 4, ..LocalLayout::default() }).unwrap();
+    /// let names: Vec<_> = c.aggregators.iter().map(|a| a.name.as_str()).collect();
+    /// assert_eq!(names, ["tor-0", "tor-1", "spine-0"]);
+    /// assert_eq!(c.processes[3].aggregator, "tor-1");
+    /// assert_eq!(Cluster::parse(&c.to_toml()).unwrap(), c);
+    /// ```
+    ///
+    /// # Errors
+    /// No hosts or processes, a zero rack size, more than one layer of racks asked of one
+    /// layer, or too many processes.
+    pub fn generate(layout: &LocalLayout) -> Result<Cluster, ClusterError> {
+        let bad = |field: &str, message: &str| ClusterError {
+            line: None,
+            field: field.to_string(),
+            message: message.to_string(),
+        };
+        if layout.hosts == 0 {
+            return Err(bad("hosts", "must be at least 1"));
+        }
+        if layout.procs_per_host == 0 {
+            return Err(bad("procs-per-host", "must be at least 1"));
+        }
+        if layout.rack_size == 0 {
+            return Err(bad("rack-size", "must be at least 1"));
+        }
+        if !(1..=2).contains(&layout.layers) {
+            return Err(bad("layers", "must be 1 or 2"));
+        }
+        let procs = u64::from(layout.hosts) * u64::from(layout.procs_per_host);
+        if procs > u64::from(PROCS_MAX) {
+            return Err(bad("hosts", &format!("at most {PROCS_MAX} processes")));
+        }
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        let racks = if layout.layers == 1 {
+            1
+        } else {
+            layout.hosts.div_ceil(layout.rack_size)
+        };
+        let mut aggregators: Vec<AggregatorSpec> = (0..racks)
+            .map(|r| AggregatorSpec {
+                name: format!("tor-{r}"),
+                addr: any,
+                parent: (layout.layers == 2).then(|| "spine-0".to_string()),
+            })
+            .collect();
+        if layout.layers == 2 {
+            aggregators.push(AggregatorSpec {
+                name: "spine-0".into(),
+                addr: any,
+                parent: None,
+            });
+        }
+        let processes = (0..procs as u32)
+            .map(|id| {
+                let host = id / layout.procs_per_host;
+                let rack = if layout.layers == 1 {
+                    0
+                } else {
+                    host / layout.rack_size
+                };
+                ProcessSpec {
+                    id,
+                    host,
+                    addr: any,
+                    aggregator: format!("tor-{rack}"),
+                }
+            })
+            .collect();
+        let roles = LiveRoles::default();
+        let cluster = Cluster {
+            controller: layout.controller,
+            beacon_interval_ns: roles.beacon_interval_ns,
+            aggregator_phase_ns: roles.aggregator_phase_ns,
+            clock: ClockSource::Monotonic,
+            ordered: true,
+            loss_timeout_ns: roles.rto_ns,
+            link_timeout_ns: roles.link_timeout_ns,
+            aggregators,
+            processes,
+        };
+        cluster.validate()?;
+        Ok(cluster)
+    }
+
+    /// The cluster as a TOML cluster file (the format of the module docs).
+    pub fn to_toml(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let hosts: BTreeSet<u32> = self.processes.iter().map(|p| p.host).collect();
+        let _ = writeln!(
+            s,
+            "# onepipe cluster: {} processes on {} hosts, {} aggregators.",
+            self.processes.len(),
+            hosts.len(),
+            self.aggregators.len()
+        );
+        let _ = writeln!(
+            s,
+            "# Addresses with port 0 take any free port and are announced to the controller."
+        );
+        let _ = writeln!(s, "controller = \"{}\"", self.controller);
+        let _ = writeln!(
+            s,
+            "beacon_interval = \"{}\"",
+            format_duration(self.beacon_interval_ns)
+        );
+        let _ = writeln!(
+            s,
+            "aggregator_phase = \"{}\"",
+            format_duration(self.aggregator_phase_ns)
+        );
+        let clock = match self.clock {
+            ClockSource::Monotonic => "monotonic",
+            ClockSource::Realtime => "realtime",
+        };
+        let _ = writeln!(s, "clock = \"{clock}\"");
+        let _ = writeln!(s, "ordered = {}", self.ordered);
+        let _ = writeln!(
+            s,
+            "loss_timeout = \"{}\"",
+            format_duration(self.loss_timeout_ns)
+        );
+        let _ = writeln!(
+            s,
+            "link_timeout = \"{}\"",
+            format_duration(self.link_timeout_ns)
+        );
+        for a in &self.aggregators {
+            let _ = writeln!(
+                s,
+                "\n[[aggregator]]\nname = \"{}\"\naddr = \"{}\"",
+                a.name, a.addr
+            );
+            if let Some(p) = &a.parent {
+                let _ = writeln!(s, "parent = \"{p}\"");
+            }
+        }
+        for p in &self.processes {
+            let _ = writeln!(
+                s,
+                "\n[[process]]\nid = {}\nhost = {}\naddr = \"{}\"\naggregator = \"{}\"",
+                p.id, p.host, p.addr, p.aggregator
+            );
+        }
+        s
+    }
+
+    /// Number of processes.
+    pub fn procs(&self) -> u32 {
+        self.processes.len() as u32
+    }
+
+    /// The aggregator called `name`.
+    pub fn aggregator(&self, name: &str) -> Option<&AggregatorSpec> {
+        self.aggregators.iter().find(|a| a.name == name)
+    }
+
+    /// The index of the aggregator called `name`.
+    pub fn aggregator_index(&self, name: &str) -> Option<usize> {
+        self.aggregators.iter().position(|a| a.name == name)
+    }
+
+    /// Process `id`.
+    pub fn process(&self, id: u32) -> Option<&ProcessSpec> {
+        self.processes.iter().find(|p| p.id == id)
+    }
+
+    /// The aggregators whose parent is `name`, in file order.
+    pub fn children(&self, name: &str) -> Vec<&AggregatorSpec> {
+        self.aggregators
+            .iter()
+            .filter(|a| a.parent.as_deref() == Some(name))
+            .collect()
+    }
+
+    /// The processes attached directly to `name`, by id.
+    pub fn attached(&self, name: &str) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .processes
+            .iter()
+            .filter(|p| p.aggregator == name)
+            .map(|p| p.id)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Every process below `name` (attached to it or to an aggregator below it), by id.
+    pub fn subtree_procs(&self, name: &str) -> Vec<u32> {
+        let mut v = self.attached(name);
+        let mut stack: Vec<&str> = vec![name];
+        let mut visited = BTreeSet::new();
+        while let Some(at) = stack.pop() {
+            if !visited.insert(at.to_string()) {
+                continue;
+            }
+            for c in self.children(at) {
+                v.extend(self.attached(&c.name));
+                stack.push(&c.name);
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Hops from the hosts up to `name`'s upward half (the root's one node): 1 for an
+    /// aggregator with only processes below it.
+    pub fn up_depth(&self, name: &str) -> u32 {
+        1 + self
+            .children(name)
+            .iter()
+            .map(|c| self.up_depth(&c.name))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Hops from the hosts to `name`'s downward half: one more than the later of its own
+    /// upward half and its parent's downward half (the root has no downward half: its depth is
+    /// its upward one).
+    pub fn down_depth(&self, name: &str) -> u32 {
+        let up = self.up_depth(name);
+        match self.aggregator(name).and_then(|a| a.parent.as_deref()) {
+            None => up,
+            Some(p) => 1 + up.max(self.down_depth(p)),
+        }
+    }
+
+    /// The live role settings of this cluster.
+    pub fn roles(&self) -> LiveRoles {
+        LiveRoles {
+            beacon_interval_ns: self.beacon_interval_ns,
+            aggregator_phase_ns: self.aggregator_phase_ns,
+            rto_ns: self.loss_timeout_ns,
+            link_timeout_ns: self.link_timeout_ns,
+            ..LiveRoles::default()
+        }
+    }
+}
+
+/// The TOML form, with spans for error messages.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRepr {
+    controller: Spanned<SocketAddr>,
+    beacon_interval: Option<Spanned<String>>,
+    aggregator_phase: Option<Spanned<String>>,
+    clock: Option<Spanned<ClockSource>>,
+    ordered: Option<bool>,
+    loss_timeout: Option<Spanned<String>>,
+    link_timeout: Option<Spanned<String>>,
+    #[serde(default, rename = "aggregator")]
+    aggregators: Vec<AggregatorRepr>,
+    #[serde(default, rename = "process")]
+    processes: Vec<ProcessRepr>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AggregatorRepr {
+    name: Spanned<String>,
+    addr: Spanned<SocketAddr>,
+    parent: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessRepr {
+    id: Spanned<u32>,
+    host: Option<u32>,
+    addr: Spanned<SocketAddr>,
+    aggregator: Spanned<String>,
+}
+
+/// A TOML or type error: the line from its span, the field from the key on that line.
+fn toml_error(text: &str, e: &toml::de::Error) -> ClusterError {
+    let (line, field) = match e.span() {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            let line = text[..start].matches('\n').count() + 1;
+            let line_text = text.lines().nth(line - 1).unwrap_or("");
+            let key = line_text
+                .split_once('=')
+                .map(|(k, _)| k.trim().trim_matches('"').to_string())
+                .filter(|k| !k.is_empty() && !k.starts_with('['))
+                .unwrap_or_else(|| line_text.trim().to_string());
+            (Some(line), key)
+        }
+        None => (None, "cluster file".to_string()),
+    };
+    ClusterError {
+        line,
+        field,
+        message: e.message().trim().to_string(),
+    }
+}
+
+/// Parses `3us`, `1.5ms`, `200ns`, `2s` (also `µs`) into nanoseconds.
+///
+/// ```
+/// assert_eq!(onepipe_runtime::cluster::parse_duration_ns("1.5ms"), Ok(1_500_000));
+/// assert!(onepipe_runtime::cluster::parse_duration_ns("3").is_err());
+/// ```
+///
+/// # Errors
+/// No unit, an unknown unit, not a number, or out of range (negative or above 10⁶ s).
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("'{s}' needs a unit: ns, us, ms or s (e.g. 1ms)"))?;
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{num}' is not a number (in '{s}')"))?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => {
+            return Err(format!(
+                "unknown unit '{unit}' in '{s}': use ns, us, ms or s"
+            ))
+        }
+    };
+    let ns = v * scale;
+    if !ns.is_finite() || !(0.0..=1e15).contains(&ns) {
+        return Err(format!("'{s}' is out of range (0 to 1e6 s)"));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// The shortest exact form of `ns` in the largest whole unit: `1ms`, `250us`, `7ns`.
+pub fn format_duration(ns: u64) -> String {
+    if ns == 0 {
+        return "0s".into();
+    }
+    for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns >= scale && ns.is_multiple_of(scale) {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_layers() -> Cluster {
+        Cluster::generate(&LocalLayout {
+            hosts: 5,
+            procs_per_host: 2,
+            layers: 2,
+            rack_size: 2,
+            ..LocalLayout::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_generated_cluster_round_trips_through_toml() {
+        let c = two_layers();
+        assert_eq!(c.procs(), 10);
+        assert_eq!(c.aggregators.len(), 4, "3 racks and a spine");
+        assert_eq!(c.attached("tor-2"), vec![8, 9]);
+        assert_eq!(c.subtree_procs("spine-0").len(), 10);
+        assert_eq!(Cluster::parse(&c.to_toml()).unwrap(), c);
+        let one = Cluster::generate(&LocalLayout {
+            layers: 1,
+            ..LocalLayout::default()
+        })
+        .unwrap();
+        assert_eq!(one.aggregators.len(), 1);
+        assert_eq!(one.aggregators[0].parent, None);
+    }
+
+    #[test]
+    fn depths_follow_the_tree_and_beacon_waves_climb_then_descend() {
+        let c = two_layers();
+        assert_eq!(c.up_depth("tor-0"), 1);
+        assert_eq!(c.up_depth("spine-0"), 2);
+        assert_eq!(c.down_depth("spine-0"), 2);
+        assert_eq!(c.down_depth("tor-0"), 3);
+    }
+
+    /// Replaces the first occurrence of `from` in a generated file.
+    fn edited(from: &str, to: &str) -> String {
+        let text = two_layers().to_toml();
+        assert!(text.contains(from), "{from}");
+        text.replacen(from, to, 1)
+    }
+
+    fn error(text: &str) -> ClusterError {
+        Cluster::parse(text).unwrap_err()
+    }
+
+    fn line_of(text: &str, needle: &str) -> usize {
+        text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    #[test]
+    fn errors_name_the_field_and_the_line() {
+        let text = edited("aggregator = \"tor-1\"", "aggregator = \"tor-7\"");
+        let e = error(&text);
+        assert_eq!(e.field, "process.aggregator");
+        assert_eq!(e.line, Some(line_of(&text, "tor-7")), "{e}");
+
+        let text = edited("parent = \"spine-0\"", "parent = \"spine-9\"");
+        let e = error(&text);
+        assert_eq!(e.field, "aggregator.parent");
+        assert_eq!(e.line, Some(line_of(&text, "spine-9")));
+
+        let text = edited("id = 3", "id = 2");
+        let e = error(&text);
+        assert_eq!(
+            (e.field.as_str(), e.line),
+            ("process.id", Some(line_of(&text, "id = 2") + 6))
+        );
+        assert!(e.message.contains("duplicate"), "{e}");
+
+        let text = edited(
+            "beacon_interval = \"1ms\"",
+            "beacon_interval = \"1 parsec\"",
+        );
+        let e = error(&text);
+        assert_eq!(e.field, "beacon_interval");
+        assert_eq!(e.line, Some(line_of(&text, "parsec")));
+
+        let text = edited("clock = \"monotonic\"", "clock = \"sundial\"");
+        let e = error(&text);
+        assert_eq!(
+            (e.field.as_str(), e.line),
+            ("clock", Some(line_of(&text, "sundial")))
+        );
+
+        let text = edited("ordered = true", "ordered = true\ncolour = \"blue\"");
+        let e = error(&text);
+        assert_eq!(e.line, Some(line_of(&text, "colour")), "{e}");
+        assert!(e.message.contains("colour"), "{e}");
+
+        let text = edited("addr = \"127.0.0.1:0\"", "addr = \"localhost\"");
+        let e = error(&text);
+        assert_eq!(
+            (e.field.as_str(), e.line),
+            ("addr", Some(line_of(&text, "localhost")))
+        );
+    }
+
+    #[test]
+    fn the_aggregators_must_form_one_tree() {
+        let text = edited(
+            "name = \"spine-0\"",
+            "name = \"spine-0\"\nparent = \"tor-0\"",
+        );
+        let e = error(&text);
+        assert_eq!(e.field, "aggregator.parent");
+        assert!(e.message.contains("root"), "{e}");
+        let mut c = two_layers();
+        c.aggregators[0].parent = Some("tor-0".into());
+        assert!(c.validate().unwrap_err().message.contains("own parent"));
+        let mut c = two_layers();
+        c.aggregators.push(AggregatorSpec {
+            name: "spare".into(),
+            addr: c.controller,
+            parent: Some("spine-0".into()),
+        });
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .message
+            .contains("no process below"));
+    }
+
+    #[test]
+    fn durations_parse_and_format() {
+        assert_eq!(parse_duration_ns("250us"), Ok(250_000));
+        assert_eq!(parse_duration_ns("2s"), Ok(2_000_000_000));
+        assert!(parse_duration_ns("-1ms").is_err());
+        assert!(parse_duration_ns("1h").is_err());
+        for ns in [1, 999, 1_000, 1_500, 1_000_000, 3_000_000_000] {
+            assert_eq!(parse_duration_ns(&format_duration(ns)), Ok(ns));
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! The control protocol between the controller and the members of a cluster (aggregators and
+//! endpoints): registration, addresses, health. One TCP connection per member, one JSON object
+//! per line.
+//!
+//! ```text
+//! member                                   controller
+//!   Join { member }                 ─────▶   assigns a process id if asked, checks the name
+//!                                   ◀─────   Welcome { member, bind }   (the address to bind)
+//!   Bound { addr }                  ─────▶   (the address actually bound)
+//!                                   ◀─────   Ready { cluster }          once every member is bound:
+//!                                            the cluster with every address filled in
+//!   Health { counters } (every ~1 s) ────▶   kept for `Status`
+//!                                   ◀─────   Down { member, reason }    a member left or was lost
+//!   Leave                           ─────▶
+//! ```
+//!
+//! Anyone may also send `Status` and get `Status { members, malformed }` back (what `onepipe
+//! up` and the tests read). A line that is not a message is counted and answered with
+//! `Error`; the connection stays up. A line longer than [`LINE_LEN_MAX`] closes it.
+//!
+//! What it is not: failure handling (§5.2's Detect → … → Resume comes with a later issue). The
+//! controller reports a member that went away; nobody's barrier is repaired.
+
+use crate::cluster::Cluster;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The longest control line accepted, in bytes (a `Ready` for a few thousand members fits).
+pub const LINE_LEN_MAX: usize = 8 << 20;
+
+/// A member of a cluster.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Member {
+    /// An aggregator, by name.
+    Aggregator(String),
+    /// A process, by id.
+    Process(u32),
+}
+
+impl std::fmt::Display for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Member::Aggregator(name) => f.write_str(name),
+            Member::Process(p) => write!(f, "p{p}"),
+        }
+    }
+}
+
+/// What a member asks to join as.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinAs {
+    /// The aggregator of that name.
+    Aggregator(String),
+    /// A process: that id, or (`None`) the lowest id nobody has taken.
+    Process(Option<u32>),
+}
+
+/// A message to the controller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToController {
+    /// Register.
+    Join {
+        /// As whom.
+        member: JoinAs,
+    },
+    /// The UDP address the member bound, after `Welcome`.
+    Bound {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// Counters, now and then: kept for `Status`.
+    Health {
+        /// Named counters.
+        counters: BTreeMap<String, u64>,
+    },
+    /// The member is leaving on purpose.
+    Leave,
+    /// Asks for the members' status.
+    Status,
+}
+
+/// A message from the controller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromController {
+    /// Registered as `member`: bind `bind` (port 0: any) and say `Bound`.
+    Welcome {
+        /// Who the member is now.
+        member: Member,
+        /// The address to bind, from the cluster file.
+        bind: SocketAddr,
+    },
+    /// Every member is bound: the cluster with every member's actual address.
+    Ready {
+        /// The cluster.
+        cluster: Box<Cluster>,
+    },
+    /// A member went away.
+    Down {
+        /// Who.
+        member: Member,
+        /// `left` (said `Leave`) or `lost` (its connection closed without it).
+        reason: String,
+    },
+    /// The members' status.
+    Status {
+        /// One entry per member of the cluster file.
+        members: Vec<MemberStatus>,
+        /// Control lines the controller could not read, since it started.
+        malformed: u64,
+    },
+    /// A request was refused or could not be read.
+    Error {
+        /// Why.
+        message: String,
+    },
+}
+
+/// One member as the controller sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    /// Who.
+    pub member: Member,
+    /// `waiting` (not joined), `joined`, `bound`, `left` or `lost`.
+    pub state: String,
+    /// The UDP address it bound, once bound.
+    pub addr: Option<SocketAddr>,
+    /// Milliseconds since its last message, once joined.
+    pub last_seen_ms: Option<u64>,
+    /// Its last `Health` counters.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// Writes one message as a line.
+///
+/// # Errors
+/// The write failed.
+pub fn write_line<T: Serialize>(w: &mut impl Write, msg: &T) -> io::Result<()> {
+    let mut line = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    line.push(b'\n');
+    w.write_all(&line)?;
+    w.flush()
+}
+
+/// Reads one line into `buf` (cleared first), at most [`LINE_LEN_MAX`] bytes. Returns `false`
+/// at end of stream.
+///
+/// # Errors
+/// Read errors (including timeouts, `WouldBlock`/`TimedOut`), and `InvalidData` for a line too
+/// long.
+pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<bool> {
+    buf.clear();
+    loop {
+        let available = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(!buf.is_empty());
+        }
+        let (take, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        buf.extend_from_slice(&available[..take]);
+        r.consume(take);
+        if buf.len() > LINE_LEN_MAX {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "control line too long",
+            ));
+        }
+        if done {
+            return Ok(true);
+        }
+    }
+}
+
+/// Parses one line as a message.
+///
+/// # Errors
+/// The line is not one (a description for an `Error` reply).
+pub fn parse_line<T: for<'de> Deserialize<'de>>(line: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(line).map_err(|e| e.to_string())
+}
+
+/// Why joining a cluster failed.
+#[derive(Debug)]
+pub enum JoinError {
+    /// The controller could not be reached, or the connection failed.
+    Io(io::Error),
+    /// The controller refused: its reason.
+    Refused(String),
+    /// The cluster was not ready before the deadline.
+    Timeout,
+    /// The controller said something out of turn.
+    Protocol(String),
+}
+
+impl std::fmt::Display for JoinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JoinError::Io(e) => write!(f, "controller connection: {e}"),
+            JoinError::Refused(why) => write!(f, "the controller refused: {why}"),
+            JoinError::Timeout => write!(f, "the cluster was not ready in time"),
+            JoinError::Protocol(what) => write!(f, "unexpected control message: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+impl From<io::Error> for JoinError {
+    fn from(e: io::Error) -> JoinError {
+        JoinError::Io(e)
+    }
+}
+
+/// A member's end of the control connection.
+#[derive(Debug)]
+pub struct ControlClient {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+    buf: Vec<u8>,
+    /// The start of a line a read timeout cut short.
+    pending: Vec<u8>,
+}
+
+impl ControlClient {
+    /// Connects to the controller at `addr`, retrying while it refuses (it may be starting) for
+    /// up to `timeout`.
+    ///
+    /// # Errors
+    /// The last connection error once `timeout` has passed.
+    pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<ControlClient> {
+        let deadline = std::time::Instant::now() + timeout;
+        let stream = loop {
+            match TcpStream::connect_timeout(&addr, Duration::from_secs(1).min(timeout)) {
+                Ok(s) => break s,
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        stream.set_nodelay(true)?;
+        stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+        Ok(ControlClient {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+            buf: Vec::new(),
+            pending: Vec::new(),
+        })
+    }
+
+    /// Sends one message.
+    ///
+    /// # Errors
+    /// The connection failed.
+    pub fn send(&mut self, msg: &ToController) -> io::Result<()> {
+        write_line(&mut self.writer, msg)
+    }
+
+    /// The next message, waiting at most `timeout` (`Ok(None)` if none came).
+    ///
+    /// # Errors
+    /// The connection closed (`UnexpectedEof`) or failed, or the controller sent something that
+    /// is not a message (`InvalidData`).
+    pub fn recv(&mut self, timeout: Duration) -> io::Result<Option<FromController>> {
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        match read_line(&mut self.reader, &mut self.buf) {
+            Ok(false) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the controller closed the connection",
+            )),
+            Ok(true) => {
+                self.pending.extend_from_slice(&self.buf);
+                if self.pending.last() != Some(&b'\n') {
+                    return Ok(None);
+                }
+                let line = std::mem::take(&mut self.pending);
+                parse_line(&line)
+                    .map(Some)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+            }
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut =>
+            {
+                self.pending.extend_from_slice(&self.buf);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Joins as `want` and returns who the controller made us and the address to bind.
+    ///
+    /// # Errors
+    /// Refused, timed out, or the connection failed.
+    pub fn join(
+        &mut self,
+        want: JoinAs,
+        timeout: Duration,
+    ) -> Result<(Member, SocketAddr), JoinError> {
+        self.send(&ToController::Join { member: want })?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(JoinError::Timeout);
+            }
+            match self.recv(left.min(Duration::from_millis(100)))? {
+                None => continue,
+                Some(FromController::Welcome { member, bind }) => return Ok((member, bind)),
+                Some(FromController::Error { message }) => return Err(JoinError::Refused(message)),
+                Some(other) => return Err(JoinError::Protocol(format!("{other:?}"))),
+            }
+        }
+    }
+
+    /// Says which address we bound and waits until the cluster is ready (every member bound),
+    /// or `timeout` passes, or `stop` is set.
+    ///
+    /// # Errors
+    /// Refused, timed out (or stopped: `Timeout`), or the connection failed.
+    pub fn bound_and_wait(
+        &mut self,
+        addr: SocketAddr,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<Cluster, JoinError> {
+        self.send(&ToController::Bound { addr })?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || stop.load(Ordering::SeqCst) {
+                return Err(JoinError::Timeout);
+            }
+            match self.recv(left.min(Duration::from_millis(100)))? {
+                None | Some(FromController::Down { .. }) => continue,
+                Some(FromController::Ready { cluster }) => return Ok(*cluster),
+                Some(FromController::Error { message }) => return Err(JoinError::Refused(message)),
+                Some(other) => return Err(JoinError::Protocol(format!("{other:?}"))),
+            }
+        }
+    }
+
+    /// Asks a controller for every member's status (a connection of its own, closed after).
+    ///
+    /// # Errors
+    /// The controller cannot be reached or did not answer within `timeout`.
+    pub fn status(
+        addr: SocketAddr,
+        timeout: Duration,
+    ) -> Result<(Vec<MemberStatus>, u64), JoinError> {
+        let mut c = ControlClient::connect(addr, timeout)?;
+        c.send(&ToController::Status)?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(JoinError::Timeout);
+            }
+            if let Some(FromController::Status { members, malformed }) =
+                c.recv(left.min(Duration::from_millis(100)))?
+            {
+                return Ok((members, malformed));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_as_lines() {
+        let msgs = [
+            ToController::Join {
+                member: JoinAs::Process(None),
+            },
+            ToController::Join {
+                member: JoinAs::Aggregator("tor-0".into()),
+            },
+            ToController::Bound {
+                addr: "127.0.0.1:9".parse().unwrap(),
+            },
+            ToController::Leave,
+        ];
+        let mut wire = Vec::new();
+        for m in &msgs {
+            write_line(&mut wire, m).unwrap();
+        }
+        let mut r = io::BufReader::new(&wire[..]);
+        let mut buf = Vec::new();
+        for m in &msgs {
+            assert!(read_line(&mut r, &mut buf).unwrap());
+            assert_eq!(&parse_line::<ToController>(&buf).unwrap(), m);
+        }
+        assert!(!read_line(&mut r, &mut buf).unwrap());
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for junk in [&b"\xff\xfe"[..], b"{", b"{\"type\":\"nope\"}", b"[]", b""] {
+            assert!(parse_line::<ToController>(junk).is_err());
+        }
+    }
+}

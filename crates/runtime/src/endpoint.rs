@@ -1,0 +1,950 @@
+//! [`Endpoint`]: the 1Pipe library API (Table 1) for one process of a live cluster.
+//!
+//! | Table 1 (§2.1) | here |
+//! | --- | --- |
+//! | `onepipe_init()` | [`Endpoint::join`] |
+//! | `onepipe_exit()` | [`Endpoint::leave`] (or drop) |
+//! | `onepipe_unreliable_send(vec[<dst, msg>])` | [`Endpoint::send_unreliable`] |
+//! | `TS, src, msg = onepipe_unreliable_recv()` | [`Endpoint::recv_unreliable`], [`Endpoint::try_recv_unreliable`], [`Endpoint::recv_unreliable_timeout`] |
+//! | `onepipe_reliable_send(vec[<dst, msg>])` | [`Endpoint::send_reliable`] |
+//! | `TS, src, msg = onepipe_reliable_recv()` | [`Endpoint::recv_reliable`], [`Endpoint::try_recv_reliable`], [`Endpoint::recv_reliable_timeout`] |
+//! | `onepipe_send_fail_callback(func(TS, dst, msg))` | [`Event::SendFailed`] from [`Endpoint::next_event`] |
+//! | `onepipe_proc_fail_callback(func(proc, TS))` | [`Event::ProcessFailed`] from [`Endpoint::next_event`] |
+//! | `TS = onepipe_get_timestamp()` | [`Endpoint::timestamp`] |
+//!
+//! ## Threads and queues (§6.1)
+//!
+//! Joining registers with the controller, binds a UDP socket and starts one **I/O thread**,
+//! lib1pipe's polling thread: it runs the host role (`onepipe_proto::host::Host`) in a
+//! [`Driver`] — beacons, receive, acknowledgements, retransmission, reordering — and a small
+//! control thread keeps the controller connection (health, failure notices).
+//!
+//! * **Sending** runs on the calling thread: the role sits behind a mutex, `send_*` stamps the
+//!   scattering and queues its packets there and then (so the timestamp or the error comes back
+//!   at once), and wakes the I/O thread only if it was not already due to look. A full send
+//!   buffer is [`SendError::Full`] (§6.1: "if the send buffer is full, the send API returns
+//!   fail") — best effort holds at most `inflight_max` unacknowledged messages, reliable at most
+//!   `send_buffer_bytes_max` bytes.
+//! * **Receiving**: the I/O thread puts each delivered message in one of two bounded queues
+//!   (best effort, reliable), which application threads drain. When the best-effort queue is
+//!   full the message is dropped and NAKed to its sender (`BufferFull`), which learns of it
+//!   through its own [`Event::SendFailed`], as a full receive buffer does in §4.1. When the
+//!   reliable queue is full the role stops delivering to this process: its reorder buffer fills,
+//!   its receive window closes and senders wait (§6.1 flow control) — nothing is lost.
+//! * **Events** go to a third bounded queue; when it is full, further events are dropped and
+//!   counted ([`EndpointStats::events_dropped`]).
+//!
+//! Every queue is bounded by [`JoinOptions`]; nothing grows without limit.
+//!
+//! ## Example
+//!
+//! Two processes of a one-rack cluster (in one program here; normally each is its own OS
+//! process, and `onepipe controller` and `onepipe agg` are daemons) each broadcast a message;
+//! both deliver the two in the same order.
+//!
+//! ```
+//! use onepipe_runtime::cluster::LocalLayout;
+//! use onepipe_runtime::endpoint::{Endpoint, JoinOptions};
+//! use onepipe_runtime::LocalCluster;
+//! use onepipe_proto::ProcId;
+//! use std::time::Duration;
+//!
+//! let local = LocalCluster::start(&LocalLayout { hosts: 2, layers: 1, ..LocalLayout::default() }).unwrap();
+//! let controller = local.controller_addr();
+//! // Joining waits until every process of the cluster has joined: join the two concurrently.
+//! let other = std::thread::spawn(move || Endpoint::join(controller, JoinOptions::default()));
+//! let a = Endpoint::join(controller, JoinOptions::default()).unwrap();
+//! let b = other.join().unwrap().unwrap();
+//!
+//! let everyone = |msg: &'static str| [(ProcId(0), msg.into()), (ProcId(1), msg.into())];
+//! a.send_unreliable(&everyone("from a")).unwrap();
+//! b.send_unreliable(&everyone("from b")).unwrap();
+//! let order = |e: &Endpoint| -> Vec<_> {
+//!     (0..2).map(|_| e.recv_unreliable_timeout(Duration::from_secs(30)).unwrap().payload).collect()
+//! };
+//! assert_eq!(order(&a), order(&b), "one total order");
+//! a.leave();
+//! b.leave();
+//! local.stop();
+//! ```
+
+use crate::clock::Clock;
+use crate::cluster::Cluster;
+use crate::config::DriverConfig;
+use crate::control::{ControlClient, FromController, JoinAs, JoinError, Member, ToController};
+use crate::driver::Driver;
+use crate::ports::PortTable;
+use crate::queue::{BoundedQueue, PopError};
+use crate::stats::DriverStats;
+use crate::sys::{bind_udp, Waker};
+use crate::unordered::UnorderedHost;
+use bytes::Bytes;
+use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
+use onepipe_proto::ids::{NodeId, ProcId};
+use onepipe_proto::node::{Input, Node, Output};
+use onepipe_proto::reliable::ReliableStats;
+use onepipe_proto::time::{Instant, Timestamp};
+use onepipe_proto::wire::{Nak, NakReason, Packet};
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How an endpoint joins and how big its queues are.
+#[derive(Clone, Debug)]
+pub struct JoinOptions {
+    /// Join as this process id; `None`: the lowest id nobody has taken.
+    pub proc: Option<u32>,
+    /// Most delivered messages waiting for the application, per service.
+    pub recv_queue_len_max: usize,
+    /// Most events waiting for the application.
+    pub event_queue_len_max: usize,
+    /// Report each reliable scattering's timestamp as [`Event::ReliableSent`] once it leaves
+    /// the send buffer.
+    pub report_reliable_sent: bool,
+    /// How long to wait for the controller and for the rest of the cluster to join.
+    pub join_timeout: Duration,
+    /// The transport's settings.
+    pub driver: DriverConfig,
+}
+
+impl Default for JoinOptions {
+    fn default() -> Self {
+        JoinOptions {
+            proc: None,
+            recv_queue_len_max: 1 << 16,
+            event_queue_len_max: 1 << 12,
+            report_reliable_sent: false,
+            join_timeout: Duration::from_secs(60),
+            // A machine may run a whole cluster: block rather than spin between datagrams.
+            driver: DriverConfig {
+                spin_ns: 0,
+                ..DriverConfig::default()
+            },
+        }
+    }
+}
+
+/// A delivered message: `TS, src, msg` of Table 1, and how it was released.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Its timestamp (one per scattering).
+    pub ts: Timestamp,
+    /// The sending process.
+    pub src: ProcId,
+    /// The message.
+    pub payload: Bytes,
+    /// Sent with the reliable service.
+    pub reliable: bool,
+    /// The barrier that released it (`ts < barrier`; the commit barrier if reliable).
+    pub barrier: Timestamp,
+    /// This endpoint's timestamp when it was delivered (§4.1 causality: `ts < delivered_ts`).
+    pub delivered_ts: Timestamp,
+    /// PSN of its first packet, per (sender, receiver) and service.
+    pub psn: u32,
+}
+
+/// A notification (Table 1's callbacks, as an event stream).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A best-effort message this process sent was dropped by its receiver or is presumed lost
+    /// (`onepipe_send_fail_callback(TS, dst, msg)`).
+    SendFailed {
+        /// The receiver.
+        dst: ProcId,
+        /// The message's timestamp.
+        ts: Timestamp,
+        /// Why.
+        reason: NakReason,
+    },
+    /// The controller lost contact with a process, or it left (`onepipe_proc_fail_callback`).
+    /// Failure handling is a later issue: until then delivery from the rest stalls, because the
+    /// failed process's barrier no longer advances.
+    ProcessFailed {
+        /// The process.
+        proc: ProcId,
+        /// This endpoint's timestamp when it heard.
+        ts: Timestamp,
+        /// `left` or `lost`.
+        reason: String,
+    },
+    /// An aggregator left or was lost (delivery stalls).
+    AggregatorFailed {
+        /// Its name.
+        name: String,
+    },
+    /// A reliable scattering left the send buffer stamped `ts` (with
+    /// [`JoinOptions::report_reliable_sent`]).
+    ReliableSent {
+        /// What [`Endpoint::send_reliable`] returned.
+        handle: SendHandle,
+        /// Its timestamp.
+        ts: Timestamp,
+    },
+}
+
+/// Names a reliable scattering until [`Event::ReliableSent`] gives its timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SendHandle(pub u64);
+
+/// Why a send was refused. Nothing was sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// The scattering has no messages.
+    Empty,
+    /// A destination is not a process of the cluster.
+    UnknownDestination(ProcId),
+    /// The send buffer is full: retry after some messages are acknowledged (§6.1).
+    Full,
+    /// A message (or a reliable scattering) is larger than the limit.
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The cluster runs with ordering off, which has no reliable service.
+    Unsupported,
+    /// The endpoint has left, or its I/O thread stopped.
+    Closed,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Empty => write!(f, "empty scattering"),
+            SendError::UnknownDestination(p) => write!(f, "unknown destination process {p}"),
+            SendError::Full => write!(f, "send buffer full"),
+            SendError::TooLarge { len, max } => {
+                write!(f, "{len} bytes exceed the {max}-byte limit")
+            }
+            SendError::Unsupported => write!(f, "no reliable service with ordering off"),
+            SendError::Closed => write!(f, "the endpoint is closed"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+impl From<onepipe_proto::host::SendError> for SendError {
+    fn from(e: onepipe_proto::host::SendError) -> SendError {
+        use onepipe_proto::host::SendError as P;
+        match e {
+            P::Empty => SendError::Empty,
+            P::UnknownDestination(p) => SendError::UnknownDestination(p),
+            P::Full => SendError::Full,
+            P::TooLarge { len, max } => SendError::TooLarge { len, max },
+            // The endpoint always sends as its own process.
+            P::NotLocal(_) => unreachable!("an endpoint sends as itself"),
+        }
+    }
+}
+
+/// Why a receive returned no message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvError {
+    /// Nothing was waiting (`try_recv_*`, `try_next_event`).
+    Empty,
+    /// Nothing came before the timeout.
+    Timeout,
+    /// The endpoint has left, or its I/O thread stopped, and everything delivered was read.
+    Closed,
+}
+
+impl std::fmt::Display for RecvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RecvError::Empty => "nothing to receive",
+            RecvError::Timeout => "timed out",
+            RecvError::Closed => "the endpoint is closed",
+        })
+    }
+}
+
+impl std::error::Error for RecvError {}
+
+impl From<PopError> for RecvError {
+    fn from(e: PopError) -> RecvError {
+        match e {
+            PopError::Empty => RecvError::Empty,
+            PopError::Timeout => RecvError::Timeout,
+            PopError::Closed => RecvError::Closed,
+        }
+    }
+}
+
+/// An endpoint's counters.
+#[derive(Clone, Debug, Default)]
+pub struct EndpointStats {
+    /// The host role's counters.
+    pub host: HostStats,
+    /// The reliable sender's counters.
+    pub reliable: ReliableStats,
+    /// The transport's counters (as of the I/O thread's last report, every few ms).
+    pub driver: DriverStats,
+    /// Best-effort messages dropped (and NAKed) because the application's queue was full.
+    pub recv_refused_full: u64,
+    /// Events dropped because the event queue was full.
+    pub events_dropped: u64,
+}
+
+/// The role an endpoint runs: the 1Pipe host, or the unordered baseline.
+#[derive(Debug)]
+enum Role {
+    Ordered(Box<Host>),
+    Unordered(Box<UnorderedHost>),
+}
+
+/// What the I/O thread and application threads share under one lock.
+#[derive(Debug)]
+struct Core {
+    role: Role,
+    /// NAKs for messages the application had no room for.
+    extra: VecDeque<Output<Packet, HostEvent>>,
+    /// Outputs are waiting that the I/O thread has not drained: no need to wake it again.
+    dirty: bool,
+}
+
+struct Shared {
+    proc: ProcId,
+    core: Mutex<Core>,
+    clock: Clock,
+    waker: OnceLock<Waker>,
+    be: BoundedQueue<Message>,
+    rel: BoundedQueue<Message>,
+    events: BoundedQueue<Event>,
+    stop: AtomicBool,
+    /// Reliable delivery is paused because the reliable queue is full.
+    rel_paused: AtomicBool,
+    report_reliable_sent: bool,
+    driver_stats: Mutex<DriverStats>,
+    recv_refused_full: AtomicU64,
+    events_dropped: AtomicU64,
+    /// The role's best-effort and commit barriers as of the I/O thread's last drain (raw
+    /// timestamps; [`NO_BARRIER`] before the first): everything below them is in the queues.
+    published: [AtomicU64; 2],
+}
+
+/// A published barrier that has not arrived yet.
+const NO_BARRIER: u64 = u64::MAX;
+
+/// One process of a live cluster. See the module docs.
+pub struct Endpoint {
+    proc: ProcId,
+    cluster: Arc<Cluster>,
+    shared: Arc<Shared>,
+    io: Option<JoinHandle<io::Result<()>>>,
+    control: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("proc", &self.proc)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// Joins the cluster whose controller listens at `controller` (Table 1 `onepipe_init`):
+    /// registers, binds the UDP address the cluster file gives this process, waits until every
+    /// member of the cluster has joined, and starts the I/O thread. See the module docs for an
+    /// example.
+    ///
+    /// # Errors
+    /// The controller cannot be reached or refuses (an id taken, none free), the socket cannot
+    /// be bound, or the cluster is not complete within [`JoinOptions::join_timeout`].
+    pub fn join(controller: SocketAddr, opts: JoinOptions) -> Result<Endpoint, JoinError> {
+        let mut control = ControlClient::connect(controller, opts.join_timeout)?;
+        let (member, bind) = control.join(JoinAs::Process(opts.proc), opts.join_timeout)?;
+        let Member::Process(id) = member else {
+            return Err(JoinError::Protocol(format!("joined as {member}")));
+        };
+        let socket = bind_udp(bind, &opts.driver)?;
+        let addr = socket.local_addr()?;
+        let cluster = control.bound_and_wait(addr, opts.join_timeout, &AtomicBool::new(false))?;
+        let spec = cluster
+            .process(id)
+            .ok_or_else(|| JoinError::Protocol(format!("p{id} is not in the cluster")))?;
+        let uplink = cluster
+            .aggregator(&spec.aggregator)
+            .ok_or_else(|| JoinError::Protocol(format!("no aggregator {}", spec.aggregator)))?
+            .addr;
+        let clock = Clock::of(cluster.clock);
+        let me = ProcId(id);
+        let roles = cluster.roles();
+        let host_cfg = roles.host_config(NodeId(id), vec![me], cluster.procs(), &opts.driver);
+        let role = if cluster.ordered {
+            Role::Ordered(Box::new(Host::new(host_cfg, clock.now())))
+        } else {
+            Role::Unordered(Box::new(UnorderedHost::new(
+                me,
+                cluster.procs(),
+                host_cfg.mtu_payload,
+                clock.now(),
+            )))
+        };
+        let shared = Arc::new(Shared {
+            proc: me,
+            core: Mutex::new(Core {
+                role,
+                extra: VecDeque::new(),
+                dirty: false,
+            }),
+            clock,
+            waker: OnceLock::new(),
+            be: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
+            rel: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
+            events: BoundedQueue::new(opts.event_queue_len_max.max(1)),
+            stop: AtomicBool::new(false),
+            rel_paused: AtomicBool::new(false),
+            report_reliable_sent: opts.report_reliable_sent,
+            driver_stats: Mutex::new(DriverStats::default()),
+            recv_refused_full: AtomicU64::new(0),
+            events_dropped: AtomicU64::new(0),
+            published: [AtomicU64::new(NO_BARRIER), AtomicU64::new(NO_BARRIER)],
+        });
+        let ports = PortTable::new().with_link(UPLINK, uplink);
+        let driver = Driver::new(CoreNode(shared.clone()), socket, ports, clock, opts.driver)?;
+        let _ = shared.waker.set(driver.waker());
+        let io = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("onepipe-io-p{id}"))
+                .spawn(move || io_loop(driver, shared))?
+        };
+        let control = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("onepipe-ctl-p{id}"))
+                .spawn(move || control_loop(control, shared))?
+        };
+        Ok(Endpoint {
+            proc: me,
+            cluster: Arc::new(cluster),
+            shared,
+            io: Some(io),
+            control: Some(control),
+        })
+    }
+
+    /// This endpoint's process id.
+    pub fn proc(&self) -> ProcId {
+        self.proc
+    }
+
+    /// The cluster, with every member's address.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// Every process of the cluster, in id order (a broadcast goes to all of them).
+    pub fn processes(&self) -> impl Iterator<Item = ProcId> + '_ {
+        (0..self.cluster.procs()).map(ProcId)
+    }
+
+    /// Sends a scattering with the best-effort service (Table 1 `onepipe_unreliable_send`):
+    /// every message gets the returned timestamp, and every receiver delivers it in timestamp
+    /// order with everything else (§2.1). A message that cannot be delivered is reported by
+    /// [`Event::SendFailed`].
+    ///
+    /// ```no_run
+    /// # fn f(e: &onepipe_runtime::endpoint::Endpoint) {
+    /// use onepipe_proto::ProcId;
+    /// // Different messages to different processes, one timestamp.
+    /// let ts = e.send_unreliable(&[(ProcId(1), "x = 1".into()), (ProcId(2), "y = 2".into())]);
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`SendError::Full`] when `inflight_max` messages await acknowledgement; the others as
+    /// named. Nothing was sent then.
+    pub fn send_unreliable(&self, scattering: &[(ProcId, Bytes)]) -> Result<Timestamp, SendError> {
+        self.command(|role, now, me| match role {
+            Role::Ordered(h) => h.send(now, me, scattering).map_err(SendError::from),
+            Role::Unordered(h) => h.send(now, me, scattering).map_err(SendError::from),
+        })
+    }
+
+    /// Sends a scattering with the reliable service (Table 1 `onepipe_reliable_send`, §5.1):
+    /// delivered exactly once at every destination, all or nothing, in timestamp order among
+    /// reliable messages, unless a process fails. It waits in the send buffer until every
+    /// destination's window has room, then is stamped: [`Event::ReliableSent`] says when (with
+    /// [`JoinOptions::report_reliable_sent`]).
+    ///
+    /// # Errors
+    /// [`SendError::Full`] when the send buffer cannot take it; [`SendError::Unsupported`] when
+    /// the cluster runs with ordering off.
+    pub fn send_reliable(&self, scattering: &[(ProcId, Bytes)]) -> Result<SendHandle, SendError> {
+        self.command(|role, now, me| match role {
+            Role::Ordered(h) => h
+                .send_reliable(now, me, scattering)
+                .map(SendHandle)
+                .map_err(SendError::from),
+            Role::Unordered(_) => Err(SendError::Unsupported),
+        })
+    }
+
+    /// Runs an application command on the role and wakes the I/O thread if it has new output
+    /// to drain and was not already told.
+    fn command<R>(
+        &self,
+        f: impl FnOnce(&mut Role, Instant, ProcId) -> Result<R, SendError>,
+    ) -> Result<R, SendError> {
+        if self.shared.stop.load(Ordering::SeqCst) {
+            return Err(SendError::Closed);
+        }
+        let mut core = self.shared.lock();
+        let r = f(&mut core.role, self.shared.clock.now(), self.proc)?;
+        let was_dirty = std::mem::replace(&mut core.dirty, true);
+        drop(core);
+        if !was_dirty {
+            self.shared.wake();
+        }
+        Ok(r)
+    }
+
+    /// The next best-effort message, waiting as long as it takes (Table 1
+    /// `onepipe_unreliable_recv`).
+    ///
+    /// # Errors
+    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
+    pub fn recv_unreliable(&self) -> Result<Message, RecvError> {
+        Ok(self.shared.be.pop(true, None)?)
+    }
+
+    /// The next best-effort message if one is waiting.
+    ///
+    /// # Errors
+    /// [`RecvError::Empty`] if none is; [`RecvError::Closed`] as [`Endpoint::recv_unreliable`].
+    pub fn try_recv_unreliable(&self) -> Result<Message, RecvError> {
+        Ok(self.shared.be.pop(false, None)?)
+    }
+
+    /// The next best-effort message, waiting at most `timeout`.
+    ///
+    /// # Errors
+    /// [`RecvError::Timeout`] if none came; [`RecvError::Closed`] as
+    /// [`Endpoint::recv_unreliable`].
+    pub fn recv_unreliable_timeout(&self, timeout: Duration) -> Result<Message, RecvError> {
+        Ok(self.shared.be.pop(false, Some(deadline(timeout)))?)
+    }
+
+    /// The next reliable message, waiting as long as it takes (Table 1 `onepipe_reliable_recv`).
+    ///
+    /// # Errors
+    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
+    pub fn recv_reliable(&self) -> Result<Message, RecvError> {
+        self.after_reliable_pop(self.shared.rel.pop(true, None))
+    }
+
+    /// The next reliable message if one is waiting.
+    ///
+    /// # Errors
+    /// [`RecvError::Empty`] if none is; [`RecvError::Closed`] as [`Endpoint::recv_reliable`].
+    pub fn try_recv_reliable(&self) -> Result<Message, RecvError> {
+        self.after_reliable_pop(self.shared.rel.pop(false, None))
+    }
+
+    /// The next reliable message, waiting at most `timeout`.
+    ///
+    /// # Errors
+    /// [`RecvError::Timeout`] if none came; [`RecvError::Closed`] as
+    /// [`Endpoint::recv_reliable`].
+    pub fn recv_reliable_timeout(&self, timeout: Duration) -> Result<Message, RecvError> {
+        self.after_reliable_pop(self.shared.rel.pop(false, Some(deadline(timeout))))
+    }
+
+    /// A reliable pop made room: if delivery was paused for want of it, let the I/O thread
+    /// resume once the queue is half empty.
+    fn after_reliable_pop(&self, r: Result<Message, PopError>) -> Result<Message, RecvError> {
+        if self.shared.rel_paused.load(Ordering::Relaxed)
+            && self.shared.rel.len() <= self.shared.rel.len_max() / 2
+        {
+            self.shared.wake();
+        }
+        Ok(r?)
+    }
+
+    /// The next event, waiting as long as it takes.
+    ///
+    /// ```no_run
+    /// # fn f(e: &onepipe_runtime::endpoint::Endpoint) {
+    /// use onepipe_runtime::endpoint::Event;
+    /// while let Ok(event) = e.next_event() {
+    ///     match event {
+    ///         Event::SendFailed { dst, ts, reason } => eprintln!("message {ts} to {dst}: {reason:?}"),
+    ///         Event::ProcessFailed { proc, .. } => eprintln!("{proc} failed"),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
+    pub fn next_event(&self) -> Result<Event, RecvError> {
+        Ok(self.shared.events.pop(true, None)?)
+    }
+
+    /// The next event if one is waiting.
+    ///
+    /// # Errors
+    /// [`RecvError::Empty`] if none is; [`RecvError::Closed`] as [`Endpoint::next_event`].
+    pub fn try_next_event(&self) -> Result<Event, RecvError> {
+        Ok(self.shared.events.pop(false, None)?)
+    }
+
+    /// The next event, waiting at most `timeout`.
+    ///
+    /// # Errors
+    /// [`RecvError::Timeout`] if none came; [`RecvError::Closed`] as [`Endpoint::next_event`].
+    pub fn next_event_timeout(&self, timeout: Duration) -> Result<Event, RecvError> {
+        Ok(self.shared.events.pop(false, Some(deadline(timeout)))?)
+    }
+
+    /// This endpoint's current timestamp (Table 1 `onepipe_get_timestamp`): never below any
+    /// timestamp it issued or delivered before.
+    pub fn timestamp(&self) -> Timestamp {
+        let now = self.shared.clock.now();
+        match &mut self.shared.lock().role {
+            Role::Ordered(h) => h.timestamp(now),
+            Role::Unordered(h) => h.timestamp(now),
+        }
+    }
+
+    /// The best-effort barrier: every best-effort message with a lower timestamp has been
+    /// delivered into this endpoint's queue (or dropped and reported) — read the queue empty
+    /// and you have them all. `None` before the first barrier arrives, and always with
+    /// ordering off.
+    pub fn barrier(&self) -> Option<Timestamp> {
+        self.shared.published(0)
+    }
+
+    /// The commit barrier (§5.1): every reliable message with a lower timestamp has been
+    /// delivered into this endpoint's queue.
+    pub fn commit_barrier(&self) -> Option<Timestamp> {
+        self.shared.published(1)
+    }
+
+    /// Messages this endpoint sent that are not yet acknowledged, NAKed or reported lost, and
+    /// reliable scatterings still queued.
+    pub fn pending_sends(&self) -> usize {
+        match &self.shared.lock().role {
+            Role::Ordered(h) => h.unresolved_sends(),
+            Role::Unordered(_) => 0,
+        }
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> EndpointStats {
+        self.shared.stats()
+    }
+
+    /// Leaves the cluster (Table 1 `onepipe_exit`): stops the I/O thread (sending what is
+    /// pending), tells the controller, and returns the final counters. Messages delivered but
+    /// not yet read are dropped with the endpoint: read them first. Until failure handling
+    /// arrives (a later issue), the others' delivery stalls once a process has left.
+    pub fn leave(mut self) -> EndpointStats {
+        self.shutdown();
+        self.shared.stats()
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.wake();
+        if let Some(t) = self.io.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.control.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn deadline(timeout: Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.waker.get() {
+            // Only fails if the eventfd is gone, i.e. the I/O thread has ended.
+            let _ = w.wake();
+        }
+    }
+
+    fn stats(&self) -> EndpointStats {
+        let (host, reliable) = match &self.lock().role {
+            Role::Ordered(h) => (h.stats().clone(), h.reliable_stats().clone()),
+            Role::Unordered(h) => (h.stats().clone(), ReliableStats::default()),
+        };
+        EndpointStats {
+            host,
+            reliable,
+            driver: self
+                .driver_stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            recv_refused_full: self.recv_refused_full.load(Ordering::Relaxed),
+            events_dropped: self.events_dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    fn published(&self, k: usize) -> Option<Timestamp> {
+        let raw = self.published[k].load(Ordering::Acquire);
+        (raw != NO_BARRIER).then(|| Timestamp::new(raw))
+    }
+
+    /// Publishes the role's barriers. Called by the I/O thread right after a drain: deliveries
+    /// come only from the I/O thread's own mutations, so everything below these barriers is in
+    /// the queues. Not the commit barrier while reliable delivery is paused or overflowing: the
+    /// role's commit barrier then runs ahead of what it has delivered.
+    fn publish(&self, overflow_empty: bool) {
+        let (be, commit) = match &self.lock().role {
+            Role::Ordered(h) => (h.barrier(), h.commit_barrier()),
+            Role::Unordered(_) => (None, None),
+        };
+        if let Some(b) = be {
+            self.published[0].store(b.timestamp().raw(), Ordering::Release);
+        }
+        let reliable_flowing = overflow_empty && !self.rel_paused.load(Ordering::Relaxed);
+        if let (Some(c), true) = (commit, reliable_flowing) {
+            self.published[1].store(c.timestamp().raw(), Ordering::Release);
+        }
+    }
+
+    fn push_event(&self, e: Event) {
+        if self.events.try_push(e).is_err() {
+            self.events_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// What the I/O thread does with each event of the role. `overflow` holds reliable
+    /// messages the full queue could not take (bounded: delivery pauses at once).
+    fn on_event(&self, e: HostEvent, overflow: &mut VecDeque<Message>) {
+        match e {
+            HostEvent::Deliver(d) => {
+                let m = Message {
+                    ts: d.ts,
+                    src: d.src,
+                    payload: d.payload,
+                    reliable: d.reliable,
+                    barrier: d.barrier,
+                    delivered_ts: d.now_ts,
+                    psn: d.psn.0,
+                };
+                if m.reliable {
+                    if !overflow.is_empty() {
+                        overflow.push_back(m);
+                    } else if let Err(m) = self.rel.try_push(m) {
+                        overflow.push_back(m);
+                        self.set_reliable_paused(true);
+                    }
+                } else if let Err(m) = self.be.try_push(m) {
+                    // §4.1: a receiver with no room drops the message and NAKs it, so that its
+                    // sender hears of the loss.
+                    self.recv_refused_full.fetch_add(1, Ordering::Relaxed);
+                    let nak = Nak {
+                        reason: NakReason::BufferFull,
+                        from: self.proc,
+                        to: m.src,
+                        psn: d.psn,
+                        ts: m.ts,
+                        reliable: false,
+                    };
+                    let mut core = self.lock();
+                    if m.src == self.proc {
+                        // Our own message: tell the role directly (a NAK through the network
+                        // could be lost, and nothing would report it).
+                        let input = Input::Packet {
+                            port: UPLINK,
+                            packet: Packet::Nak(nak),
+                        };
+                        let now = self.clock.now();
+                        match &mut core.role {
+                            Role::Ordered(h) => h.handle(now, input),
+                            Role::Unordered(h) => h.handle(now, input),
+                        }
+                    } else {
+                        core.extra.push_back(Output::Send {
+                            port: UPLINK,
+                            packet: Packet::Nak(nak),
+                        });
+                    }
+                }
+            }
+            HostEvent::SendFailed {
+                dst, ts, reason, ..
+            } => self.push_event(Event::SendFailed { dst, ts, reason }),
+            HostEvent::ReliableSent { handle, ts, .. } => {
+                if self.report_reliable_sent {
+                    self.push_event(Event::ReliableSent {
+                        handle: SendHandle(handle),
+                        ts,
+                    });
+                }
+            }
+        }
+    }
+
+    fn set_reliable_paused(&self, paused: bool) {
+        self.rel_paused.store(paused, Ordering::Relaxed);
+        let now = self.clock.now();
+        let me = self.proc;
+        if let Role::Ordered(h) = &mut self.lock().role {
+            h.set_paused(now, me, paused);
+        }
+    }
+}
+
+/// The role as the driver sees it: every call takes the lock for its duration only.
+struct CoreNode(Arc<Shared>);
+
+impl Node for CoreNode {
+    type Packet = Packet;
+    type Event = HostEvent;
+
+    fn handle(&mut self, now: Instant, input: Input<Packet>) {
+        match &mut self.0.lock().role {
+            Role::Ordered(h) => h.handle(now, input),
+            Role::Unordered(h) => h.handle(now, input),
+        }
+    }
+
+    fn poll_output(&mut self) -> Option<Output<Packet, HostEvent>> {
+        let mut core = self.0.lock();
+        let out = match &mut core.role {
+            Role::Ordered(h) => h.poll_output(),
+            Role::Unordered(h) => h.poll_output(),
+        };
+        let out = out.or_else(|| core.extra.pop_front());
+        if out.is_none() {
+            core.dirty = false;
+        }
+        out
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match &self.0.lock().role {
+            Role::Ordered(h) => h.poll_timeout(),
+            Role::Unordered(h) => h.poll_timeout(),
+        }
+    }
+}
+
+/// The I/O thread: lib1pipe's polling thread (§6.1).
+fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> {
+    let mut overflow: VecDeque<Message> = VecDeque::new();
+    let mut last_stats = std::time::Instant::now();
+    let result = loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            break Ok(());
+        }
+        let mut sink = |e| shared.on_event(e, &mut overflow);
+        if let Err(e) = driver.run_once(Duration::from_millis(50), &mut sink) {
+            break Err(e);
+        }
+        // Drain what application threads queued since the last turn (sends, NAKs).
+        driver.with_node(|_, _| (), &mut sink);
+        // Reliable messages the full queue could not take go first; delivery resumes when the
+        // application has made room.
+        while let Some(m) = overflow.pop_front() {
+            if let Err(m) = shared.rel.try_push(m) {
+                overflow.push_front(m);
+                break;
+            }
+        }
+        if overflow.is_empty()
+            && shared.rel_paused.load(Ordering::Relaxed)
+            && shared.rel.len() <= shared.rel.len_max() / 2
+        {
+            shared.set_reliable_paused(false);
+            driver.with_node(|_, _| (), &mut |e| shared.on_event(e, &mut overflow));
+        }
+        shared.publish(overflow.is_empty());
+        if last_stats.elapsed() >= Duration::from_millis(20) {
+            last_stats = std::time::Instant::now();
+            *shared
+                .driver_stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = driver.stats();
+        }
+    };
+    let _ = driver.flush();
+    *shared
+        .driver_stats
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = driver.stats();
+    // Wake whoever waits: the queues say Closed once drained.
+    shared.stop.store(true, Ordering::SeqCst);
+    shared.be.close();
+    shared.rel.close();
+    shared.events.close();
+    result
+}
+
+/// The control thread: health to the controller, failure notices from it.
+fn control_loop(mut control: ControlClient, shared: Arc<Shared>) {
+    let mut last_health: Option<std::time::Instant> = None;
+    let mut connected = true;
+    while !shared.stop.load(Ordering::SeqCst) {
+        if !connected {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        if last_health.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            last_health = Some(std::time::Instant::now());
+            let s = shared.stats();
+            let counters: BTreeMap<String, u64> = [
+                ("delivered", s.host.delivered),
+                ("messages_sent", s.host.messages_sent),
+                ("dropped_late", s.host.dropped_late),
+                ("send_failed", s.host.send_failed),
+                ("retransmits", s.reliable.retransmits),
+                ("recv_refused_full", s.recv_refused_full),
+                ("decode_errors", s.driver.decode_errors),
+                ("unknown_source", s.driver.unknown_source),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            connected = control.send(&ToController::Health { counters }).is_ok();
+        }
+        match control.recv(Duration::from_millis(50)) {
+            Ok(Some(FromController::Down { member, reason })) => match member {
+                Member::Process(p) => {
+                    let ts = shared.clock.now().timestamp();
+                    shared.push_event(Event::ProcessFailed {
+                        proc: ProcId(p),
+                        ts,
+                        reason,
+                    });
+                }
+                Member::Aggregator(name) => shared.push_event(Event::AggregatorFailed { name }),
+            },
+            Ok(_) => {}
+            // The controller is gone or talks nonsense: the data path goes on without it.
+            Err(_) => connected = false,
+        }
+    }
+    if connected {
+        let _ = control.send(&ToController::Leave);
+    }
+}

@@ -1,0 +1,322 @@
+//! The library API over real sockets on 127.0.0.1: a controller and aggregators on threads
+//! ([`LocalCluster`]), endpoints joining it from threads as separate processes would.
+//!
+//! * Four endpoints under two layers of aggregators deliver best-effort and reliable
+//!   broadcasts in one total order each (§2.1, §4.1, §5.1).
+//! * Bounded queues: a best-effort message the application has no room for is dropped and its
+//!   sender hears of it (§4.1); a reliable one waits (§6.1) and nothing is lost.
+//! * The unordered baseline delivers but has no reliable service; the controller hands out
+//!   process ids, refuses a taken one, and counts garbage.
+//!
+//! Every wait has a generous deadline; nothing asserts speed.
+#![allow(clippy::disallowed_methods)]
+
+use bytes::Bytes;
+use onepipe_proto::wire::NakReason;
+use onepipe_proto::{ProcId, Timestamp};
+use onepipe_runtime::cluster::{Cluster, LocalLayout};
+use onepipe_runtime::control::{ControlClient, FromController};
+use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, Message, RecvError, SendError};
+use onepipe_runtime::{JoinError, LocalCluster};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Joins `n` endpoints concurrently (joining waits for the whole cluster).
+fn join_all(controller: SocketAddr, n: u32, opts: JoinOptions) -> Vec<Endpoint> {
+    let threads: Vec<_> = (0..n)
+        .map(|p| {
+            let opts = JoinOptions {
+                proc: Some(p),
+                ..opts.clone()
+            };
+            std::thread::spawn(move || Endpoint::join(controller, opts))
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().unwrap().expect("join"))
+        .collect()
+}
+
+fn receive(e: &Endpoint, reliable: bool, n: usize) -> Vec<Message> {
+    let deadline = Instant::now() + PATIENCE;
+    let mut got = Vec::new();
+    while got.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "p{} got {} of {n}",
+            e.proc(),
+            got.len()
+        );
+        let r = if reliable {
+            e.recv_reliable_timeout(Duration::from_millis(100))
+        } else {
+            e.recv_unreliable_timeout(Duration::from_millis(100))
+        };
+        match r {
+            Ok(m) => got.push(m),
+            Err(RecvError::Timeout) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    got
+}
+
+fn id(m: &Message) -> (u32, u32) {
+    (
+        m.src.0,
+        u32::from_le_bytes(m.payload[..4].try_into().unwrap()),
+    )
+}
+
+/// §2.1, §4.1, §5.1: every endpoint delivers every broadcast of each service once, in
+/// (timestamp, sender) order, so all four see one sequence per service.
+#[test]
+fn four_endpoints_under_two_layers_deliver_one_total_order_per_service() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 4,
+        layers: 2,
+        rack_size: 2,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let eps = join_all(local.controller_addr(), 4, JoinOptions::default());
+    const EACH: u32 = 60;
+    let senders: Vec<_> = eps
+        .into_iter()
+        .map(|e| {
+            std::thread::spawn(move || {
+                let all: Vec<ProcId> = e.processes().collect();
+                for i in 0..EACH {
+                    let msg = Bytes::copy_from_slice(&i.to_le_bytes());
+                    let s: Vec<_> = all.iter().map(|&p| (p, msg.clone())).collect();
+                    e.send_unreliable(&s).unwrap();
+                    e.send_reliable(&s).unwrap();
+                    if i % 10 == 0 {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                let be = receive(&e, false, 4 * EACH as usize);
+                let rel = receive(&e, true, 4 * EACH as usize);
+                let stats = e.leave();
+                (be, rel, stats)
+            })
+        })
+        .collect();
+    let runs: Vec<_> = senders.into_iter().map(|t| t.join().unwrap()).collect();
+    for service in 0..2 {
+        let logs: Vec<&Vec<Message>> = runs
+            .iter()
+            .map(|r| if service == 0 { &r.0 } else { &r.1 })
+            .collect();
+        for log in &logs {
+            for w in log.windows(2) {
+                assert!(
+                    (w[0].ts, w[0].src) < (w[1].ts, w[1].src),
+                    "out of order: {:?} then {:?}",
+                    id(&w[0]),
+                    id(&w[1])
+                );
+            }
+            assert!(log
+                .iter()
+                .all(|m| m.ts < m.barrier && m.ts < m.delivered_ts));
+            assert!(log.iter().all(|m| m.reliable == (service == 1)));
+        }
+        let first: Vec<_> = logs[0].iter().map(id).collect();
+        for log in &logs[1..] {
+            assert_eq!(
+                log.iter().map(id).collect::<Vec<_>>(),
+                first,
+                "one total order"
+            );
+        }
+    }
+    for (_, _, stats) in &runs {
+        assert_eq!(stats.host.dropped_late, 0);
+        assert_eq!(stats.driver.decode_errors, 0);
+    }
+    let reports = local.stop();
+    assert_eq!(reports.len(), 3, "tor-0, tor-1, spine-0");
+    assert!(reports
+        .iter()
+        .all(|r| r.switch.forwarded > 0 && r.driver.unknown_source == 0));
+}
+
+/// §4.1: a best-effort message the receiving application has no room for is dropped and NAKed;
+/// its sender gets `SendFailed { reason: BufferFull }`. The queue never holds more than its
+/// limit.
+#[test]
+fn a_full_best_effort_queue_drops_and_the_sender_hears_of_it_4_1() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 2,
+        layers: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let opts = JoinOptions {
+        recv_queue_len_max: 4,
+        ..JoinOptions::default()
+    };
+    let eps = join_all(local.controller_addr(), 2, opts);
+    for i in 0..50u32 {
+        eps[0]
+            .send_unreliable(&[(ProcId(1), Bytes::copy_from_slice(&i.to_le_bytes()))])
+            .unwrap();
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let mut failed = 0;
+    while failed < 46 {
+        assert!(Instant::now() < deadline, "{failed} send failures reported");
+        match eps[0].next_event_timeout(Duration::from_millis(100)) {
+            Ok(Event::SendFailed { dst, reason, .. }) => {
+                assert_eq!((dst, reason), (ProcId(1), NakReason::BufferFull));
+                failed += 1;
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(_) => {}
+        }
+    }
+    // The four that fit are there, in order.
+    let got: Vec<_> = (0..4)
+        .map(|_| id(&eps[1].try_recv_unreliable().unwrap()))
+        .collect();
+    assert_eq!(got, vec![(0, 0), (0, 1), (0, 2), (0, 3)]);
+    assert_eq!(eps[1].try_recv_unreliable(), Err(RecvError::Empty));
+    assert_eq!(eps[1].stats().recv_refused_full, 46);
+}
+
+/// §6.1: a receiver that does not read reliable messages holds them back (its window closes);
+/// when it reads again every one arrives, in order, none lost.
+#[test]
+fn a_full_reliable_queue_pauses_delivery_and_loses_nothing_6_1() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 2,
+        layers: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let opts = JoinOptions {
+        recv_queue_len_max: 8,
+        ..JoinOptions::default()
+    };
+    let eps = join_all(local.controller_addr(), 2, opts);
+    let mut sent = 0u32;
+    let deadline = Instant::now() + PATIENCE;
+    while sent < 300 {
+        assert!(Instant::now() < deadline);
+        match eps[0].send_reliable(&[(ProcId(1), Bytes::copy_from_slice(&sent.to_le_bytes()))]) {
+            Ok(_) => sent += 1,
+            Err(SendError::Full) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let got = receive(&eps[1], true, 300);
+    assert_eq!(
+        got.iter().map(id).collect::<Vec<_>>(),
+        (0..300).map(|i| (0, i)).collect::<Vec<_>>()
+    );
+    assert_eq!(eps[1].try_recv_reliable(), Err(RecvError::Empty));
+    assert_eq!(eps[0].try_next_event(), Err(RecvError::Empty), "no failure");
+}
+
+/// The baseline: the same transport, delivery on arrival, no reliable service.
+#[test]
+fn the_unordered_baseline_delivers_on_arrival_and_has_no_reliable_service() {
+    let mut cluster = Cluster::generate(&LocalLayout {
+        hosts: 2,
+        layers: 2,
+        rack_size: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    cluster.ordered = false;
+    let local = LocalCluster::with_cluster(cluster).unwrap();
+    let eps = join_all(local.controller_addr(), 2, JoinOptions::default());
+    assert_eq!(
+        eps[0].send_reliable(&[(ProcId(1), "x".into())]),
+        Err(SendError::Unsupported)
+    );
+    for i in 0..20u32 {
+        eps[0]
+            .send_unreliable(&[
+                (ProcId(1), Bytes::copy_from_slice(&i.to_le_bytes())),
+                (ProcId(0), Bytes::copy_from_slice(&i.to_le_bytes())),
+            ])
+            .unwrap();
+    }
+    assert_eq!(receive(&eps[1], false, 20).len(), 20);
+    assert_eq!(receive(&eps[0], false, 20).len(), 20);
+    assert_eq!(eps[0].barrier(), None);
+    assert_eq!(eps[1].stats().host.beacons_sent, 0);
+}
+
+/// The controller gives out the lowest free id, refuses a taken one, answers `Status`, and
+/// counts a garbage line without dropping the connection.
+#[test]
+fn the_controller_assigns_ids_refuses_a_taken_one_and_counts_garbage() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 2,
+        layers: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let controller = local.controller_addr();
+    let first = std::thread::spawn(move || Endpoint::join(controller, JoinOptions::default()));
+    // Wait until p0 is taken, then ask for it again.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (members, _) = ControlClient::status(controller, PATIENCE).unwrap();
+        if members.iter().any(|m| {
+            m.member == onepipe_runtime::control::Member::Process(0) && m.state != "waiting"
+        }) {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let taken = Endpoint::join(
+        controller,
+        JoinOptions {
+            proc: Some(0),
+            ..JoinOptions::default()
+        },
+    );
+    assert!(matches!(taken, Err(JoinError::Refused(_))), "{taken:?}");
+    let second = Endpoint::join(controller, JoinOptions::default()).unwrap();
+    let first = first.join().unwrap().unwrap();
+    assert_eq!((first.proc(), second.proc()), (ProcId(0), ProcId(1)));
+    assert!(first.timestamp() > Timestamp::new(0));
+
+    let mut junk = TcpStream::connect(controller).unwrap();
+    junk.write_all(b"\x00\xffnot json\n{\"type\":\"status\"}\n")
+        .unwrap();
+    let mut r = BufReader::new(junk.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("error"), "{line}");
+    line.clear();
+    r.read_line(&mut line).unwrap();
+    let reply: FromController = serde_json::from_str(&line).unwrap();
+    let FromController::Status { members, malformed } = reply else {
+        panic!("{reply:?}");
+    };
+    assert_eq!(malformed, 1);
+    assert!(members.iter().filter(|m| m.state == "bound").count() >= 3);
+    // p1 leaves: p0 hears of it.
+    second.leave();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        assert!(Instant::now() < deadline, "no notice");
+        if let Ok(Event::ProcessFailed { proc, reason, .. }) =
+            first.next_event_timeout(Duration::from_millis(100))
+        {
+            assert_eq!((proc, reason.as_str()), (ProcId(1), "left"));
+            break;
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! What a baseline run adds to [`SimConfig`]: which protocol, and the knobs Fig. 8's numbers
+//! depend on that 1Pipe does not have (the sequencer's per-packet cost, the Lamport heartbeat
+//! interval, the token's batch). Everything else — topology, links, host CPU costs, clocks,
+//! workload, faults, seed — is the [`SimConfig`] a 1Pipe run uses, so both run on the same
+//! footing.
+
+use crate::config::{ConfigError, PacketKind, SimConfig};
+use onepipe_baselines::{PacketClass, Protocol};
+
+/// Baseline-specific configuration (`onepipe sim --protocol sequencer|sequencer-switch|token|lamport`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BaselineConfig {
+    /// Which protocol.
+    pub protocol: Protocol,
+    /// Host-placed sequencer (\[57\]): its cost per packet taken in or sent out — the reciprocal
+    /// of its NIC/CPU message rate (`--seq-host-cost`). `None`: the host CPU costs
+    /// (`host_recv_ns` in, `host_send_ns` out, 50 ns each by default, i.e. 20 M packets/s), as
+    /// the sequencer is one more process with a core of its own.
+    pub seq_host_packet_ns: Option<u64>,
+    /// Switch-placed sequencer (\[51\]): its pipeline time per packet taken in
+    /// (`--seq-switch-cost`; default 100 ns, 10 M orderings/s). Its copies leave at line rate,
+    /// so beyond that its egress links bound it.
+    pub seq_switch_packet_ns: u64,
+    /// Most packets waiting at the sequencer's input. While this many wait, processes' sends are
+    /// refused (`sends_rejected`): the lossless fabric (PFC in the paper's RoCEv2 testbed)
+    /// pauses senders rather than dropping, and offered load beyond the sequencer's rate is
+    /// backpressure, as the 64-send host CPU queue is for 1Pipe. Default 64.
+    pub seq_queue_len_max: u32,
+    /// Lamport clock exchange interval (`--lamport-heartbeat`). `None` (auto): the beacon
+    /// interval, or longer if heartbeats would take more than half of a process's CPU — each
+    /// round costs every process `procs − 1` sends and `procs − 1` receives, so the interval is
+    /// `max(beacon interval, 2 × (procs − 1) × (send + receive cost))` (§7.2: "even if 50%
+    /// throughput is used for timestamp exchange").
+    pub lamport_heartbeat_interval_ns: Option<u64>,
+    /// Token: most messages a holder stamps per holding (`--token-batch`; default 16).
+    pub token_batch_max: usize,
+    /// Token: most messages a process queues waiting for the token; more sends are refused
+    /// (`sends_refused_full`). Default 16 (one holding's worth).
+    pub token_queue_len_max: usize,
+}
+
+impl BaselineConfig {
+    /// Defaults for `protocol`.
+    pub fn new(protocol: Protocol) -> BaselineConfig {
+        BaselineConfig {
+            protocol,
+            seq_host_packet_ns: None,
+            seq_switch_packet_ns: 100,
+            seq_queue_len_max: 64,
+            lamport_heartbeat_interval_ns: None,
+            token_batch_max: 16,
+            token_queue_len_max: 16,
+        }
+    }
+
+    /// The Lamport heartbeat interval this run uses (see
+    /// [`BaselineConfig::lamport_heartbeat_interval_ns`]).
+    pub fn heartbeat_interval(&self, sim: &SimConfig, procs: u32) -> u64 {
+        self.lamport_heartbeat_interval_ns.unwrap_or_else(|| {
+            let round = u64::from(procs.saturating_sub(1)) * (sim.host_send_ns + sim.host_recv_ns);
+            sim.beacon_interval_ns.max(2 * round)
+        })
+    }
+
+    /// The host-placed sequencer's cost per packet in and per packet out.
+    pub fn seq_host_costs(&self, sim: &SimConfig) -> (u64, u64) {
+        match self.seq_host_packet_ns {
+            Some(ns) => (ns, ns),
+            None => (sim.host_recv_ns, sim.host_send_ns),
+        }
+    }
+
+    /// Checks the baseline knobs and the parts of `sim` a baseline run uses; the error names the
+    /// flag.
+    pub fn validate(&self, sim: &SimConfig) -> Result<(), ConfigError> {
+        sim.validate()?;
+        let bad = |flag, message: &str| {
+            Err(ConfigError {
+                flag,
+                message: message.to_string(),
+            })
+        };
+        if self.lamport_heartbeat_interval_ns == Some(0) {
+            return bad("--lamport-heartbeat", "must be positive (or auto)");
+        }
+        if self.token_batch_max == 0 {
+            return bad("--token-batch", "must be at least 1");
+        }
+        if self.token_queue_len_max == 0 {
+            return bad(
+                "--token-batch",
+                "the token's send queue must hold at least 1",
+            );
+        }
+        if self.seq_queue_len_max == 0 {
+            return bad(
+                "--seq-queue",
+                "the sequencer's input queue must hold at least 1",
+            );
+        }
+        if sim.msg_size > onepipe_baselines::packet::PAYLOAD_LEN_MAX {
+            return bad(
+                "--msg-size",
+                "a baseline message travels in one packet: at most 65,535 bytes",
+            );
+        }
+        if !sim.crashes.is_empty() {
+            return bad(
+                "--crash-host",
+                "the baselines do not fail over (BASELINES.md): crashes are not modelled for them",
+            );
+        }
+        if !sim.cuts.is_empty() {
+            return bad("--cut", "link cuts are not modelled for the baselines");
+        }
+        if sim.loss_kind == Some(PacketKind::Commit) {
+            return bad(
+                "--loss-kind",
+                "commit packets are 1Pipe's; baselines take data, nak (repair), beacon (heartbeat) or ack (token)",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The baseline packet class a `--loss-kind` targets: `data` → [`PacketClass::Data`], `nak` →
+/// [`PacketClass::Repair`], `beacon` → [`PacketClass::Heartbeat`] (the periodic control
+/// packets), `ack` → [`PacketClass::Token`] (the token and its acknowledgements). `commit` has
+/// no counterpart (refused by [`BaselineConfig::validate`]).
+pub fn class_of_kind(kind: PacketKind) -> Option<PacketClass> {
+    match kind {
+        PacketKind::Data => Some(PacketClass::Data),
+        PacketKind::Nak => Some(PacketClass::Repair),
+        PacketKind::Beacon => Some(PacketClass::Heartbeat),
+        PacketKind::Ack => Some(PacketClass::Token),
+        PacketKind::Commit => None,
+    }
+}

@@ -1,0 +1,261 @@
+//! The baseline protocols of Fig. 8 (fixed sequencer on a host or a switch, token, Lamport) in
+//! the simulator, under their checkers (`onepipe_sim::baseline::check`: total order per
+//! receiver, agreement, FIFO, no phantom or duplicate, and with the run drained, exactly-once
+//! delivery less what the protocol reported lost): fixed seeds per protocol with and without
+//! faults, targeted loss per packet class, determinism. A failure message carries the seed;
+//! `onepipe sim --protocol P --seed S` with the same flags replays it.
+
+use onepipe_baselines::Protocol;
+use onepipe_sim::baseline::{run_baseline, BaseReport, BaselineConfig};
+use onepipe_sim::config::PacketKind;
+use onepipe_sim::{SimConfig, TopologySpec, WorkloadKind};
+
+fn small(topology: TopologySpec, seed: u64) -> SimConfig {
+    SimConfig {
+        topology,
+        duration_ns: 300_000,
+        drain_ns: 20_000_000,
+        rate_per_proc: 50_000.0,
+        seed,
+        ..SimConfig::default()
+    }
+}
+
+fn run_ok(cfg: &SimConfig, base: &BaselineConfig) -> BaseReport {
+    let name = base.protocol.name();
+    let r = run_baseline(cfg, base, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{name} seed {}: {e}", cfg.seed));
+    assert_eq!(
+        r.violations, 0,
+        "{name} seed {} ({cfg:?}): violations {:#?}",
+        cfg.seed, r.violation_samples
+    );
+    assert!(r.drained, "{name} seed {}: not drained: {r:?}", cfg.seed);
+    assert!(
+        r.delivered > 0,
+        "{name} seed {}: nothing delivered",
+        cfg.seed
+    );
+    assert_eq!(r.checked_deliveries, r.delivered);
+    r
+}
+
+/// Seed `seed`'s configuration: a mix of topology, processes per host, workload, clock skew
+/// and faults — none, non-FIFO links, loss of any packet, or loss with duplication and
+/// reordering (up to 5% loss).
+fn mixed(seed: u64) -> SimConfig {
+    let topologies = [
+        TopologySpec::FatTree { k: 4 },
+        TopologySpec::Rack { hosts: 5 },
+        TopologySpec::LeafSpine {
+            hosts: 9,
+            rack_size: 4,
+            spines: 2,
+        },
+        TopologySpec::FatTree { k: 2 },
+    ];
+    let workloads = [
+        WorkloadKind::AllToAll,
+        WorkloadKind::Scatter { k: 3 },
+        WorkloadKind::OneToOne,
+    ];
+    let i = seed as usize;
+    let mut cfg = small(topologies[i % 4], seed);
+    cfg.workload = workloads[(i / 4) % 3];
+    cfg.procs_per_host = 1 + (i % 3 == 1) as u32;
+    cfg.clock_skew_ns = [0.0, 300.0, 1000.0][(i / 2) % 3];
+    match (i / 3) % 4 {
+        0 => {}
+        1 => cfg.reorder_prob = 0.05,
+        2 => cfg.loss_rate = 0.01,
+        _ => {
+            cfg.loss_rate = 0.05;
+            cfg.dup_rate = 0.01;
+            cfg.reorder_prob = 0.02;
+        }
+    }
+    cfg
+}
+
+/// Runs `protocol` on 32 mixed seeds; without loss, every message must reach every destination
+/// exactly once; with it, at least one seed must have exercised the repair path.
+fn fixed_seeds(protocol: Protocol) {
+    let base = BaselineConfig::new(protocol);
+    let mut repaired = 0;
+    for seed in 1..=32u64 {
+        let cfg = mixed(seed);
+        let r = run_ok(&cfg, &base);
+        if cfg.loss_rate == 0.0 {
+            assert_eq!(
+                (r.delivered, r.lost_reported, r.send_failed),
+                (r.sent, 0, 0),
+                "{} seed {seed}: a loss-free run must deliver everything exactly once",
+                protocol.name()
+            );
+        } else {
+            assert!(
+                r.packets_lost > 0,
+                "seed {seed}: the loss model lost nothing"
+            );
+            repaired += r.retransmits + r.token_retransmits;
+        }
+    }
+    assert!(
+        repaired > 0,
+        "{}: no retransmission in any lossy seed",
+        protocol.name()
+    );
+}
+
+#[test]
+fn sequencer_on_a_host_passes_the_checkers_on_32_seeds() {
+    fixed_seeds(Protocol::Sequencer);
+}
+
+#[test]
+fn sequencer_on_a_switch_passes_the_checkers_on_32_seeds() {
+    fixed_seeds(Protocol::SequencerSwitch);
+}
+
+#[test]
+fn token_passes_the_checkers_on_32_seeds() {
+    fixed_seeds(Protocol::Token);
+}
+
+#[test]
+fn lamport_passes_the_checkers_on_32_seeds() {
+    fixed_seeds(Protocol::Lamport);
+}
+
+/// Loss aimed at one packet class at a time (`--loss-kind`): data, repair (nak), heartbeats
+/// and syncs (beacon), the token (ack). Each protocol survives each, 10%.
+#[test]
+fn targeted_loss_of_each_class_is_survived() {
+    let kinds = [
+        PacketKind::Data,
+        PacketKind::Nak,
+        PacketKind::Beacon,
+        PacketKind::Ack,
+    ];
+    for protocol in Protocol::ALL {
+        for (i, kind) in kinds.into_iter().enumerate() {
+            let mut cfg = small(TopologySpec::FatTree { k: 4 }, 100 + i as u64);
+            cfg.loss_rate = 0.1;
+            cfg.loss_kind = Some(kind);
+            run_ok(&cfg, &BaselineConfig::new(protocol));
+        }
+    }
+}
+
+/// Bursts of loss (8 packets per event) on every link.
+#[test]
+fn bursty_loss_is_survived() {
+    for protocol in Protocol::ALL {
+        let mut cfg = small(TopologySpec::FatTree { k: 4 }, 31);
+        cfg.loss_rate = 0.002;
+        cfg.loss_burst = 8;
+        let r = run_ok(&cfg, &BaselineConfig::new(protocol));
+        assert!(r.packets_lost >= 8);
+    }
+}
+
+#[test]
+fn same_seed_same_trace_hash_different_seed_different_hash() {
+    for protocol in Protocol::ALL {
+        let base = BaselineConfig::new(protocol);
+        let mut cfg = mixed(11); // loss, duplication and reordering
+        cfg.topology = TopologySpec::FatTree { k: 4 };
+        let a = run_ok(&cfg, &base);
+        let b = run_ok(&cfg, &base);
+        assert_eq!(
+            (&a.trace_hash, a.delivered, a.events),
+            (&b.trace_hash, b.delivered, b.events),
+            "{}",
+            protocol.name()
+        );
+        let c = run_ok(&SimConfig { seed: 12, ..cfg }, &base);
+        assert_ne!(a.trace_hash, c.trace_hash, "{}", protocol.name());
+    }
+}
+
+/// Fig. 8's mechanism for the sequencer: every copy costs it a send, so it saturates at
+/// 1 / ((procs + 1) × cost) orderings per second and refuses what it cannot take; a switch
+/// sequencer is far faster but still a single point every message crosses.
+#[test]
+fn a_saturated_sequencer_bounds_throughput_and_refuses_the_rest() {
+    let mut cfg = small(TopologySpec::FatTree { k: 4 }, 5);
+    cfg.rate_per_proc = 1_000_000.0;
+    cfg.duration_ns = 100_000;
+    let host = run_ok(&cfg, &BaselineConfig::new(Protocol::Sequencer));
+    // 16 processes: (1 + 16) × 50 ns per broadcast, 1.18 M broadcasts/s, each delivered once
+    // per process.
+    let ceiling = 1e9 / (17.0 * 50.0);
+    assert!(
+        host.throughput_msgs_per_s_per_proc < ceiling * 1.01
+            && host.throughput_msgs_per_s_per_proc > ceiling * 0.8,
+        "{host:?}"
+    );
+    assert!(host.sends_rejected > 0 && host.sequencer_busy_share.unwrap() > 0.5);
+    let switch = run_ok(&cfg, &BaselineConfig::new(Protocol::SequencerSwitch));
+    assert!(switch.throughput_msgs_per_s_per_proc > 2.0 * host.throughput_msgs_per_s_per_proc);
+}
+
+/// The token protocol refuses sends beyond one holding's worth per process and delivers the
+/// rest in one total order; the token keeps circulating but the run still drains.
+#[test]
+fn token_at_saturation_refuses_and_drains() {
+    let mut cfg = small(TopologySpec::FatTree { k: 2 }, 9);
+    cfg.procs_per_host = 4;
+    cfg.rate_per_proc = 2_000_000.0;
+    cfg.duration_ns = 50_000;
+    let r = run_ok(&cfg, &BaselineConfig::new(Protocol::Token));
+    assert!(r.sends_refused_full > 0);
+    assert_eq!(r.delivered, r.sent);
+    assert!(r.token_passes > 8);
+}
+
+/// Lamport heartbeats: the automatic interval keeps their cost at half of each process's CPU
+/// at most (§7.2) — `max(beacon interval, 2 × (procs − 1) × (send + receive))`.
+#[test]
+fn lamport_heartbeat_interval_scales_with_the_group() {
+    let mut cfg = small(TopologySpec::FatTree { k: 4 }, 3);
+    cfg.procs_per_host = 4; // 64 processes: 2 × 63 × 100 ns = 12.6 µs > 3 µs
+    cfg.duration_ns = 100_000;
+    let r = run_ok(&cfg, &BaselineConfig::new(Protocol::Lamport));
+    assert_eq!(r.heartbeat_interval_ns, Some(12_600));
+    let fixed = BaselineConfig {
+        lamport_heartbeat_interval_ns: Some(50_000),
+        ..BaselineConfig::new(Protocol::Lamport)
+    };
+    let slow = run_ok(&cfg, &fixed);
+    assert!(slow.latency_ns.p50 > r.latency_ns.p50);
+}
+
+#[test]
+fn bad_baseline_knobs_name_their_flag() {
+    let cfg = small(TopologySpec::FatTree { k: 4 }, 1);
+    let bad = BaselineConfig {
+        token_batch_max: 0,
+        ..BaselineConfig::new(Protocol::Token)
+    };
+    let e = run_baseline(&cfg, &bad, &mut |_| {}).unwrap_err();
+    assert_eq!(e.flag, "--token-batch");
+    let crash = SimConfig {
+        crashes: vec![(1, 10_000)],
+        ..cfg.clone()
+    };
+    let e = run_baseline(&crash, &BaselineConfig::new(Protocol::Token), &mut |_| {}).unwrap_err();
+    assert_eq!(e.flag, "--crash-host");
+    let commit = SimConfig {
+        loss_rate: 0.1,
+        loss_kind: Some(PacketKind::Commit),
+        ..cfg
+    };
+    let e = run_baseline(
+        &commit,
+        &BaselineConfig::new(Protocol::Lamport),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert_eq!(e.flag, "--loss-kind");
+}
