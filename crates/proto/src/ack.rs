@@ -48,15 +48,16 @@ impl RecvWindow {
     /// below the window). A PSN more than [`SACK_BITS`] ahead slides the window: the PSNs it
     /// passes without their having arrived are given up on — see [`RecvWindow::record_with`].
     pub fn record(&mut self, psn: Psn) -> bool {
-        self.record_with(psn, &mut |_| {})
+        self.record_with(psn, &mut |_, _| {})
     }
 
-    /// [`RecvWindow::record`], passing every PSN the window gives up on to `given_up` (at most
-    /// [`GIVEN_UP_REPORTED_MAX`] per call; a far larger leap is garbage or a long outage, and the
-    /// senders' timeouts cover the rest). The cumulative ACK then covers those PSNs although they
+    /// [`RecvWindow::record`], passing every PSN the window gives up on to `given_up`, with its
+    /// give-up number (the running count, mod 256, this give-up brings it to); at most
+    /// [`GIVEN_UP_REPORTED_MAX`] per call (a far larger leap is garbage or a long outage: the
+    /// rest are counted, not reported, and their senders notice the gap in the numbers). The cumulative ACK then covers those PSNs although they
     /// never arrived, so the receiver must tell their senders (a best-effort NAK), or the losses
     /// would go unreported.
-    pub fn record_with(&mut self, psn: Psn, given_up: &mut impl FnMut(Psn)) -> bool {
+    pub fn record_with(&mut self, psn: Psn, given_up: &mut impl FnMut(Psn, u8)) -> bool {
         let d = psn_distance(psn, self.cum);
         if d < 0 {
             return false;
@@ -74,13 +75,15 @@ impl RecvWindow {
         if d as u32 > SACK_BITS {
             let slide = d as u32 - SACK_BITS;
             let received = |j: u32| (1..=SACK_BITS).contains(&j) && self.sack & (1 << (j - 1)) != 0;
+            let mut n = self.ecn;
             for j in 0..slide.min(GIVEN_UP_REPORTED_MAX) {
                 if !received(j) {
-                    given_up(Psn(self.cum.0.wrapping_add(j)));
+                    n = n.wrapping_add(1);
+                    given_up(Psn(self.cum.0.wrapping_add(j)), n);
                 }
             }
-            // Counted whole (beyond the reported ones too): the count is what tells a sender
-            // it missed a report.
+            // Counted whole (beyond the reported ones too): a gap in the numbers is what tells a
+            // sender it missed a report.
             let gave_up = (0..slide.min(SACK_BITS + 1))
                 .filter(|&j| !received(j))
                 .count() as u32
@@ -169,9 +172,10 @@ pub struct SendTracker {
     destinations: usize,
     /// (head, tail) per `sender slot * destinations + dst`.
     lists: Vec<(u32, u32)>,
-    /// Per list: given-up reports (best-effort `Lost` NAKs) received, mod 256 — compared with
-    /// the count each ACK echoes.
-    given_up_seen: Vec<u8>,
+    /// Per list: which give-up reports (best-effort `Lost` NAKs, numbered mod 256) arrived —
+    /// every number up to `.0` is accounted for, bit `i` of `.1` is number `.0 + 1 + i` — so an
+    /// ACK's give-up count can be checked against exactly the reports received.
+    given_up_seen: Vec<(u8, u32)>,
     slots: Vec<InFlight>,
     free: Vec<u32>,
     /// (deadline, sender slot, destination, first PSN) in send order.
@@ -187,7 +191,7 @@ impl SendTracker {
         assert!(len_max < NIL as usize);
         SendTracker {
             lists: vec![(NIL, NIL); senders.len() * destinations as usize],
-            given_up_seen: vec![0; senders.len() * destinations as usize],
+            given_up_seen: vec![(0, 0); senders.len() * destinations as usize],
             senders,
             destinations: destinations as usize,
             slots: Vec::new(),
@@ -271,8 +275,8 @@ impl SendTracker {
 
     /// Applies an ACK from `dst` to local sender `src`.
     ///
-    /// `given_up` is the receiver's count of PSNs its window gave up on (mod 256). If it is
-    /// ahead of the given-up reports this sender has seen ([`SendTracker::note_given_up`]), a
+    /// `given_up` is the receiver's count of PSNs its window gave up on (mod 256). If any of
+    /// the give-ups up to it was not reported to this sender ([`SendTracker::note_given_up`]), a
     /// report was lost and the cumulative PSN may cover packets that never arrived: every message
     /// this ACK resolves through the cumulative PSN alone is then passed to `possibly_lost` —
     /// over-reporting, which best effort's "possibly lost" callback allows, rather than missing a
@@ -289,10 +293,18 @@ impl SendTracker {
         let Some(li) = self.list_index(src, dst) else {
             return;
         };
-        let missed = (given_up.wrapping_sub(self.given_up_seen[li]) as i8) > 0;
-        if missed {
-            self.given_up_seen[li] = given_up;
-        }
+        let (base, bits) = self.given_up_seen[li];
+        let ahead = given_up.wrapping_sub(base) as i8;
+        let missed = if ahead > 0 {
+            let n = ahead as u32;
+            let all = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+            let missed = n > 32 || bits & all != all;
+            // Everything up to the ACK's count is accounted for now, reported or not.
+            self.given_up_seen[li] = (given_up, if n >= 32 { 0 } else { bits >> n });
+            missed
+        } else {
+            false
+        };
         let received = |p: Psn| {
             let d = psn_distance(p, cum);
             d < 0 || (d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0)
@@ -326,11 +338,28 @@ impl SendTracker {
         self.pop_resolved(li);
     }
 
-    /// Counts one given-up report (a best-effort `Lost` NAK) from `dst` to `src`.
-    pub fn note_given_up(&mut self, src: ProcId, dst: ProcId) {
-        if let Some(li) = self.list_index(src, dst) {
-            self.given_up_seen[li] = self.given_up_seen[li].wrapping_add(1);
+    /// Notes give-up report number `seq` (a best-effort `Lost` NAK) from `dst` to `src`.
+    /// Duplicates and reports older than the last ACK's count change nothing.
+    pub fn note_given_up(&mut self, src: ProcId, dst: ProcId, seq: u8) {
+        let Some(li) = self.list_index(src, dst) else {
+            return;
+        };
+        let (mut base, mut bits) = self.given_up_seen[li];
+        let d = seq.wrapping_sub(base) as i8;
+        if d <= 0 {
+            return;
         }
+        if d as u32 > 32 {
+            // Far ahead of what is accounted for: the window cannot say; leave it to the ACK
+            // count, which will find the gap below.
+            return;
+        }
+        bits |= 1 << (d - 1);
+        while bits & 1 == 1 {
+            bits >>= 1;
+            base = base.wrapping_add(1);
+        }
+        self.given_up_seen[li] = (base, bits);
     }
 
     /// Resolves the unresolved message of `src` to `dst` that contains packet `psn` (a receiver
@@ -468,8 +497,8 @@ mod tests {
         }
         // PSN 2 is missing; 70 is more than 64 ahead of it: the window slides past 2..=5.
         let mut gave_up = Vec::new();
-        assert!(w.record_with(Psn(70), &mut |p| gave_up.push(p.0)));
-        assert_eq!(gave_up, vec![2, 5]);
+        assert!(w.record_with(Psn(70), &mut |p, n| gave_up.push((p.0, n))));
+        assert_eq!(gave_up, vec![(2, 1), (5, 2)]);
         // 3 and 4 had arrived and 5 was given up: the window starts at 6 now, nothing lost twice.
         assert!(w.contains(Psn(4)) && w.contains(Psn(5)) && !w.contains(Psn(6)));
         assert!(w.contains(Psn(66)) && w.contains(Psn(70)));

@@ -756,11 +756,26 @@ impl Host {
         }
         if remote {
             let mut given_up = Vec::new();
-            self.procs[dst_idx].recv[h.src.index()].record_with(h.psn, &mut |p| given_up.push(p));
+            self.procs[dst_idx].recv[h.src.index()]
+                .record_with(h.psn, &mut |p, n| given_up.push((p, n)));
             // The window slid past packets that never arrived: the next ACK covers them, so tell
-            // the sender they are lost (§2.1: best effort reports losses to the sender).
-            for p in given_up {
-                self.nak(h.dst, h.src, p, Timestamp::new(0), NakReason::Lost);
+            // the sender they are lost (§2.1: best effort reports losses to the sender), each
+            // give-up numbered. Not deduplicated like other NAKs: each happens once, and a
+            // missing number makes the sender over-report.
+            for (p, n) in given_up {
+                self.stats.naks_sent += 1;
+                self.outputs.push_back(Output::Send {
+                    port: UPLINK,
+                    packet: Packet::Nak(Nak {
+                        reason: NakReason::Lost,
+                        from: h.dst,
+                        to: h.src,
+                        psn: p,
+                        ts: Timestamp::new(0),
+                        reliable: false,
+                        seq: n,
+                    }),
+                });
             }
             self.schedule_ack(now, h.src, dst_idx, false);
         }
@@ -859,6 +874,7 @@ impl Host {
                 psn,
                 ts,
                 reliable: true,
+                seq: 0,
             }),
         });
     }
@@ -1057,6 +1073,7 @@ impl Host {
             psn,
             ts,
             reliable: false,
+            seq: 0,
         };
         if self.local_index(to).is_some() {
             self.on_nak(nak);
@@ -1169,10 +1186,8 @@ impl Host {
         if n.reason == NakReason::Lost {
             // The receiver's window gave up on packet `psn`, of a message still tracked here (or
             // not: acknowledged, or reported already — then nothing is news).
+            self.tracker.note_given_up(n.to, n.from, n.seq);
             if let Some((first, ts)) = self.tracker.resolve_containing(n.to, n.from, n.psn) {
-                // Counted only when news: a duplicated NAK, or one the ACK count already
-                // accounted for (see `SendTracker::on_ack`), must not inflate the count.
-                self.tracker.note_given_up(n.to, n.from);
                 self.stats.lost += 1;
                 self.report_send_failed(n.to, n.from, ts, first, NakReason::Lost);
             }

@@ -722,6 +722,7 @@ mod tests {
                 psn: Psn(0),
                 ts,
                 reliable: false,
+                seq: 0,
             }),
             _ => Packet::Data(DataPacket {
                 header: DataHeader {

@@ -99,6 +99,7 @@ fn nak(reason: NakReason, from: u32, to: u32, psn: u32, ts: u64) -> Packet {
         psn: Psn(psn),
         ts: t(ts),
         reliable: false,
+        seq: 0,
     })
 }
 

@@ -768,6 +768,7 @@ impl Shared {
                         psn: d.psn,
                         ts: m.ts,
                         reliable: false,
+                        seq: 0,
                     };
                     let mut core = self.lock();
                     if m.src == self.proc {

@@ -114,7 +114,7 @@ impl Packet {
                 out.extend_from_slice(&n.to.0.to_be_bytes());
                 out.extend_from_slice(&n.psn.0.to_be_bytes());
                 put_u48(out, n.ts);
-                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&[n.seq, 0]);
             }
             Packet::Ack(a) => {
                 out.extend_from_slice(&[Opcode::Ack as u8, a.reliable as u8, a.ecn, a.rwnd]);
@@ -197,6 +197,7 @@ impl Packet {
                     to: ProcId(get_u32(&buf[8..])),
                     psn: Psn(get_u32(&buf[12..])),
                     ts: get_u48(&buf[16..]),
+                    seq: buf[22],
                 };
                 Ok((Packet::Nak(n), NAK_LEN))
             }
@@ -270,8 +271,9 @@ mod tests {
             any::<u32>(),
             ts(),
             any::<bool>(),
+            any::<u8>(),
         )
-            .prop_map(|(reason, from, to, psn, ts, reliable)| {
+            .prop_map(|(reason, from, to, psn, ts, reliable, seq)| {
                 Packet::Nak(Nak {
                     reason: [
                         NakReason::Late,
@@ -284,6 +286,7 @@ mod tests {
                     psn: Psn(psn),
                     ts,
                     reliable,
+                    seq,
                 })
             });
         let ack = (

@@ -18,7 +18,7 @@
 //!
 //! Beacon, 20 bytes: opcode, flags, 2 reserved, sending node id (4), barrier (6), commit barrier (6).
 //! NAK, 24 bytes: opcode, reason, service (0 best effort, 1 reliable), 1 reserved, from process (4),
-//! to process (4), psn (4), msg ts (6), 2 reserved.
+//! to process (4), psn (4), msg ts (6), give-up number (1), 1 reserved.
 //! ACK, 24 bytes: opcode, service (0/1), ECN echo count, receive window, from process (4), to
 //! process (4), cumulative psn (4), SACK bitmap (8).
 
@@ -186,6 +186,9 @@ pub struct Nak {
     pub ts: Timestamp,
     /// The message was reliable (the PSN is in the reliable space; the sender retransmits).
     pub reliable: bool,
+    /// For a `Lost` NAK from a receiver: which of the pair's give-ups this is (mod 256), so the
+    /// sender knows exactly which ones it heard of; 0 otherwise.
+    pub seq: u8,
 }
 
 /// An end-to-end acknowledgement from a receiver to a sender, per (sender, receiver) pair: every
