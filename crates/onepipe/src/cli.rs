@@ -510,7 +510,7 @@ fn sim(args: &SimArgs) -> i32 {
     0
 }
 
-fn us(ns: f64) -> String {
+pub(crate) fn us(ns: f64) -> String {
     format!("{:.2} µs", ns / 1e3)
 }
 
@@ -576,6 +576,34 @@ fn print_summary(r: &Report) {
             r.links_removed
         );
     }
+    print_tail(&Tail {
+        drained: r.drained,
+        undrained: r.undrained,
+        checked: r.checked,
+        violations: r.violations,
+        checked_deliveries: r.checked_deliveries,
+        events: r.events,
+        wall_s: r.wall_s,
+        events_per_wall_s: r.events_per_wall_s,
+        trace_hash: &r.trace_hash,
+    });
+}
+
+/// The last lines every simulation summary prints: drain, checks, engine.
+pub(crate) struct Tail<'a> {
+    pub drained: bool,
+    pub undrained: u64,
+    pub checked: bool,
+    pub violations: u64,
+    pub checked_deliveries: u64,
+    pub events: u64,
+    pub wall_s: f64,
+    pub events_per_wall_s: f64,
+    pub trace_hash: &'a str,
+}
+
+/// Prints a [`Tail`].
+pub(crate) fn print_tail(r: &Tail<'_>) {
     if !r.drained {
         println!(
             "  drain       limit reached with {} message(s) still on their way (not judged as losses; raise --drain)",

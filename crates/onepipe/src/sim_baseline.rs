@@ -2,6 +2,7 @@
 //! or reliable, or one of the classic designs of the paper's scalability comparison (§7.2,
 //! Fig. 8) — and, for the latter, the knobs they add and their summary.
 
+use crate::cli::us;
 use clap::{Args, ValueEnum};
 use onepipe_baselines::Protocol;
 use onepipe_sim::baseline::{run_baseline, BaseReport, BaselineConfig};
@@ -155,10 +156,6 @@ pub fn sim(cfg: &SimConfig, base: &BaselineConfig, quiet: bool, json: Option<&Pa
     0
 }
 
-fn us(ns: f64) -> String {
-    format!("{:.2} µs", ns / 1e3)
-}
-
 fn print_summary(r: &BaseReport) {
     println!("onepipe sim — protocol {}, seed {}", r.protocol, r.seed);
     println!("  network     {} ({} processes)", r.topology, r.procs);
@@ -202,26 +199,15 @@ fn print_summary(r: &BaseReport) {
         us(r.latency_ns.p50 as f64),
         us(r.latency_ns.p99 as f64)
     );
-    if !r.drained {
-        println!(
-            "  drain       limit reached with {} message(s) still on their way (not judged as losses; raise --drain)",
-            r.undrained
-        );
-    }
-    let checks = if r.checked {
-        format!(
-            "{} violations in {} checked deliveries",
-            r.violations, r.checked_deliveries
-        )
-    } else {
-        "off (--no-check)".to_string()
-    };
-    println!("  checks      {checks}");
-    println!(
-        "  engine      {} events in {:.2} s wall ({:.2} M events/s), trace {}",
-        r.events,
-        r.wall_s,
-        r.events_per_wall_s / 1e6,
-        r.trace_hash
-    );
+    crate::cli::print_tail(&crate::cli::Tail {
+        drained: r.drained,
+        undrained: r.undrained,
+        checked: r.checked,
+        violations: r.violations,
+        checked_deliveries: r.checked_deliveries,
+        events: r.events,
+        wall_s: r.wall_s,
+        events_per_wall_s: r.events_per_wall_s,
+        trace_hash: &r.trace_hash,
+    });
 }
