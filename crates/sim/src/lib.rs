@@ -23,6 +23,7 @@ pub mod clock;
 pub mod config;
 pub mod metrics;
 pub mod queue;
+pub mod slab;
 pub mod vopr;
 pub mod world;
 

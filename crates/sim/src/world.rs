@@ -184,8 +184,7 @@ pub struct World<Q: EventQueue<Ev>> {
     hosts: Vec<HostSt>,
     switches: Vec<SwitchSt>,
     links: Vec<LinkSt>,
-    packets: Vec<Option<Packet>>,
-    free_packets: Vec<u32>,
+    packets: crate::slab::Slab<Packet>,
     queue: Q,
     rng: Rng,
     workload_rng: Rng,
@@ -391,8 +390,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             hosts,
             switches,
             links,
-            packets: Vec::new(),
-            free_packets: Vec::new(),
+            packets: crate::slab::Slab::default(),
             queue,
             rng,
             workload_rng,
@@ -476,21 +474,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if !matches!(p, Packet::Beacon(_)) {
             self.live_messages += 1;
         }
-        match self.free_packets.pop() {
-            Some(i) => {
-                self.packets[i as usize] = Some(p);
-                i
-            }
-            None => {
-                self.packets.push(Some(p));
-                (self.packets.len() - 1) as u32
-            }
-        }
+        self.packets.insert(p)
     }
 
     fn take_packet(&mut self, i: u32) -> Packet {
-        self.free_packets.push(i);
-        let p = self.packets[i as usize].take().expect("live packet");
+        let p = self.packets.take(i);
         if !matches!(p, Packet::Beacon(_)) {
             self.live_messages -= 1;
         }
@@ -519,7 +507,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     /// Puts the packet in slab slot `pkt` on `link` at time `t`.
     fn transmit_slot(&mut self, link: u32, pkt: u32, t: SimTime) {
-        let packet = self.packets[pkt as usize].as_ref().expect("live packet");
+        let packet = self.packets.get(pkt);
         let bytes = packet.wire_len() as u64;
         let is_beacon = matches!(packet, Packet::Beacon(_));
         let barrier = match packet {
@@ -545,7 +533,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let start = t.max(l.busy_until);
         // §6.1 DCTCP: a switch egress queue above the threshold marks data packets.
         if l.from_switch && start > t + l.ecn_queue_ns {
-            if let Some(Packet::Data(d)) = self.packets[pkt as usize].as_mut() {
+            if let Packet::Data(d) = self.packets.get_mut(pkt) {
                 if d.header.flags & flags::ECN == 0 {
                     d.header.flags |= flags::ECN;
                     self.stats.ecn_marked += 1;
@@ -570,7 +558,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.stats.reordered_packets += 1;
         }
         if self.cfg.dup_rate > 0.0 && self.rng.chance(self.cfg.dup_rate) {
-            let copy = self.packets[pkt as usize].clone().expect("live packet");
+            let copy = self.packets.get(pkt).clone();
             let dup = self.alloc_packet(copy);
             self.stats.packets_duplicated += 1;
             // The copy follows the original on the same link (FIFO), one serialization later.
@@ -582,7 +570,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// Whether the loss model drops this packet on `link`: a loss event (probability
     /// `loss_rate`) drops it and the next `loss_burst - 1` packets of the targeted kind.
     fn lose(&mut self, link: u32, pkt: u32) -> bool {
-        let packet = self.packets[pkt as usize].as_ref().expect("live packet");
+        let packet = self.packets.get(pkt);
         if self.cfg.loss_kind.is_some_and(|k| !k.matches(packet)) {
             return false;
         }
@@ -609,7 +597,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             return;
         }
         let si = (to - self.topo.hosts()) as usize;
-        let packet = self.packets[pkt as usize].as_mut().expect("live packet");
+        let packet = self.packets.get_mut(pkt);
         if matches!(packet, Packet::Beacon(_)) {
             let packet = self.take_packet(pkt);
             self.switch_handle(

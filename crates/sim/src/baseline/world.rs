@@ -193,8 +193,7 @@ pub struct BaseWorld<Q: EventQueue<Ev>> {
     /// Per node, the output link toward the switch-placed sequencer.
     toward_seq: Vec<u32>,
     links: Vec<LinkSt>,
-    packets: Vec<Option<BasePacket>>,
-    free_packets: Vec<u32>,
+    packets: crate::slab::Slab<BasePacket>,
     queue: Q,
     rng: Rng,
     workload_rng: Rng,
@@ -357,8 +356,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             sequencer,
             toward_seq,
             links,
-            packets: Vec::new(),
-            free_packets: Vec::new(),
+            packets: crate::slab::Slab::default(),
             queue,
             rng,
             workload_rng,
@@ -544,21 +542,11 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
         if p.class() != PacketClass::Token {
             self.live_packets += 1;
         }
-        match self.free_packets.pop() {
-            Some(i) => {
-                self.packets[i as usize] = Some(p);
-                i
-            }
-            None => {
-                self.packets.push(Some(p));
-                (self.packets.len() - 1) as u32
-            }
-        }
+        self.packets.insert(p)
     }
 
     fn take_packet(&mut self, i: u32) -> BasePacket {
-        self.free_packets.push(i);
-        let p = self.packets[i as usize].take().expect("live packet");
+        let p = self.packets.take(i);
         if p.class() != PacketClass::Token {
             self.live_packets -= 1;
         }
@@ -566,7 +554,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     }
 
     fn packet(&self, i: u32) -> &BasePacket {
-        self.packets[i as usize].as_ref().expect("live packet")
+        self.packets.get(i)
     }
 
     // --- The network -------------------------------------------------------------------------
