@@ -18,6 +18,9 @@ mutants=(
   "no-loss-report@@crates/proto/src/host.rs@@        for e in lost {@@        for e in lost.into_iter().take(0) {@@senders never report messages whose acknowledgement timed out (§2.1)"
   "no-nak@@crates/proto/src/host.rs@@let id = (from, to, psn);@@return; let id = (from, to, psn);@@late drops are never reported to the sender"
   "commit-before-acks@@crates/proto/src/reliable.rs@@match self.order.front() {\n            Some(&(ts, _, _)) => ts.min_wrapping(now_ts),@@match self.order.back() {\n            Some(\&(ts, _, _)) => ts.min_wrapping(now_ts),@@the commit barrier follows the newest unacknowledged message, not the oldest: commit before all ACKs are in (CommitBarrier-planted-bug.cfg)"
+  "skip-discard@@crates/proto/src/host.rs@@rel.reorder.retain(|k| !gone(k.src, k.ts, f));@@rel.reorder.retain(|k| !gone(k.src, k.ts, f) || true);@@§5.2 Discard skipped: receivers deliver what a failed sender never committed"
+  "skip-recall@@crates/proto/src/host.rs@@self.sender.fail(round, |d| f.contains_key(&d))@@self.sender.fail(round, |d| f.contains_key(\&d) \&\& false)@@§5.2 Recall skipped: scatterings a failed receiver never acknowledged stay and hold the commit barrier, or are delivered by some"
+  "failure-ts-max@@crates/proto/src/failure.rs@@let Some(ts) = self.failure_ts(h, &correct) else {@@let Some(ts) = self.failure_ts(h, \&correct).map(|_| now.timestamp()) else {@@§5.2 failure timestamp taken as the newest timestamp the process could have used, not the neighbours' reported commit barriers"
   "no-dup-discard@@crates/proto/src/host.rs@@let duplicate = (remote@@let duplicate = false \&\& (remote@@receivers do not discard duplicate reliable packets (§5.1)"
 )
 

@@ -177,17 +177,25 @@ struct SimArgs {
     #[arg(long, default_value = "25us", value_parser = parse_duration)]
     rto: u64,
     /// Crash host H at time T (true time), e.g. `--crash-host 3@200us`; repeatable. Switches
-    /// remove its link after --link-timeout beacon intervals (§4.2). Best effort only.
+    /// remove its link after --link-timeout beacon intervals (§4.2); with the reliable service
+    /// the controller's procedure (§5.2) then fails its processes.
     #[arg(long, value_parser = parse_crash)]
     crash_host: Vec<(u32, u64)>,
     /// Cut every link of a host (`host-3@1ms`: a host link failure) or of a physical switch
-    /// (`tor-1@1ms`, `agg-0@..`, `core-0@..`, `leaf-0@..`, `spine-0@..`) from a time on;
-    /// repeatable. Best effort only.
+    /// (`tor-1@1ms`, `agg-0@..`, `core-0@..`, `leaf-0@..`, `spine-0@..`), or one physical link
+    /// between two of them (`agg-0/core-0@1ms`), from a time on; repeatable.
     #[arg(long, value_parser = parse_cut)]
     cut: Vec<(String, u64)>,
     /// Beacon intervals of silence after which a switch removes an input link (§4.2; 0 never).
     #[arg(long, default_value_t = 10)]
     link_timeout: u32,
+    /// One-way delay of the management network carrying the controller's messages (§5.2).
+    #[arg(long, default_value = "3us", value_parser = parse_duration)]
+    ctrl_delay: u64,
+    /// How long the controller waits after the first failure report before it determines who
+    /// failed, so every neighbour of the failure has reported (§5.2).
+    #[arg(long, default_value = "6us", value_parser = parse_duration)]
+    failure_settle: u64,
     /// Each host's reliable send buffer in bytes of payload; reliable sends beyond it are
     /// refused with SendError::Full.
     #[arg(long, default_value_t = 65_536)]
@@ -385,6 +393,8 @@ impl SimArgs {
             crashes: self.crash_host.clone(),
             cuts: self.cut.clone(),
             link_timeout_intervals: self.link_timeout,
+            ctrl_delay_ns: self.ctrl_delay,
+            failure_settle_ns: self.failure_settle,
             send_buffer_bytes: self.send_buffer,
             ecn_threshold_bytes: self.ecn_threshold,
             seed: self.seed,
@@ -574,6 +584,37 @@ fn print_summary(r: &Report) {
         println!(
             "  failures    {} input link(s) removed by switch timeouts (§4.2)",
             r.links_removed
+        );
+    }
+    for f in &r.failure_rounds {
+        let hosts: Vec<String> = f
+            .hosts
+            .iter()
+            .map(|(h, ts)| format!("host-{h} at ts {ts}"))
+            .collect();
+        let resumed = match f.resumed_ns {
+            Some(t) => format!("resumed at {}", us(t as f64)),
+            None => "not resumed".to_string(),
+        };
+        println!(
+            "  §5.2 round {}  declared at {}: {}; {resumed}",
+            f.round,
+            us(f.declared_ns as f64),
+            if hosts.is_empty() {
+                "no process failed".to_string()
+            } else {
+                hosts.join(", ")
+            }
+        );
+    }
+    if !r.failure_rounds.is_empty() {
+        println!(
+            "  recovery    {} recalled, {} process-failed callbacks, {} control messages; stall (Fig. 10) best effort {}, commit {}",
+            r.recalled,
+            r.proc_failed_callbacks,
+            r.ctrl_messages,
+            us(r.stall_ns_be),
+            us(r.stall_ns_reliable)
         );
     }
     print_tail(&Tail {

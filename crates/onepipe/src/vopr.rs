@@ -34,7 +34,8 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     }
     let (mut ok, mut correctness, mut liveness, mut crash) = (0u64, 0u64, 0u64, 0u64);
     let (mut checked, mut lost, mut duplicated, mut crashes, mut links_removed) = (0, 0, 0, 0, 0);
-    let (mut host_link_cuts, mut switch_cuts) = (0u64, 0u64);
+    let (mut host_link_cuts, mut switch_cuts, mut link_cuts) = (0u64, 0u64, 0u64);
+    let (mut rounds, mut declared, mut recalled) = (0u64, 0u64, 0u64);
     let (mut lossy, mut dupy, mut reordering, mut targeted) = (0, 0, 0, 0);
     let mut first_failure: Option<Verdict> = None;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
@@ -46,6 +47,10 @@ pub fn vopr(a: &VoprArgs) -> i32 {
         crashes += o.faults.host_crashes as u64;
         host_link_cuts += o.faults.host_link_cuts as u64;
         switch_cuts += o.faults.switch_cuts as u64;
+        link_cuts += o.faults.link_cuts as u64;
+        rounds += o.failure_rounds;
+        declared += o.hosts_declared;
+        recalled += o.recalled;
         lossy += (o.faults.loss > 0.0) as u64;
         dupy += (o.faults.dup > 0.0) as u64;
         reordering += (o.faults.reorder > 0.0) as u64;
@@ -79,7 +84,7 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     );
     println!("  checked_deliveries {checked}");
     println!(
-        "  faults: host crashes {crashes}, host link cuts {host_link_cuts}, switch failures {switch_cuts} (links removed {links_removed}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}"
+        "  faults: host crashes {crashes}, host link cuts {host_link_cuts}, switch failures {switch_cuts}, switch link cuts {link_cuts} (links removed {links_removed}; §5.2 rounds {rounds}, hosts declared failed {declared}, scatterings recalled {recalled}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}"
     );
     first_failure.map_or(0, Verdict::exit_code)
 }

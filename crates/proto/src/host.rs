@@ -24,6 +24,7 @@
 //! [`HostEvent`]s.
 
 use crate::ack::{RecvWindow, SendTracker};
+use crate::failure::{CtrlDest, CtrlMsg};
 use crate::ids::{NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Output};
 use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Transmit, WINDOW_MAX};
@@ -31,7 +32,7 @@ use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
 use crate::time::{Barrier, Instant, Timestamp};
 use crate::wire::{flags, Ack, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
 use bytes::{Bytes, BytesMut};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The host's only network port: uplink out, downlink in.
 pub const UPLINK: PortId = PortId(0);
@@ -142,6 +143,44 @@ pub enum HostEvent {
         /// Why.
         reason: NakReason,
     },
+    /// §5.2 Callback (`onepipe_proc_fail_callback`): process `proc` failed at `ts`. Reliable
+    /// messages it sent at or below `ts` are delivered everywhere; those above, nowhere.
+    ProcFailed {
+        /// The failed process.
+        proc: ProcId,
+        /// Its failure timestamp.
+        ts: Timestamp,
+    },
+    /// §5.2 Recall: the reliable scattering `src` stamped `ts` was aborted because a receiver
+    /// failed before acknowledging it; no correct receiver delivers it (the send-failed callback
+    /// for a recalled scattering).
+    Recalled {
+        /// The local sender.
+        src: ProcId,
+        /// Its timestamp.
+        ts: Timestamp,
+    },
+    /// A queued reliable scattering was dropped before it was stamped: a destination failed.
+    ReliableAborted {
+        /// The handle [`Host::send_reliable`] returned.
+        handle: u64,
+        /// The local sender.
+        src: ProcId,
+    },
+    /// §5.2 Detect: the first-hop switch fell silent for `uplink_timeout_intervals` beacon
+    /// times; `last_commit` is the last commit barrier it sent. The driver tells the controller
+    /// (as [`CtrlMsg::LinkDown`] for the host's input link).
+    UplinkDown {
+        /// The last commit barrier heard.
+        last_commit: Option<Timestamp>,
+    },
+    /// A control message to send on the management network (§5.2).
+    Control {
+        /// Addressee.
+        to: CtrlDest,
+        /// The message.
+        msg: CtrlMsg,
+    },
     /// A reliable scattering left the send buffer: it was stamped `ts` and sent.
     ReliableSent {
         /// The handle [`Host::send_reliable`] returned.
@@ -166,6 +205,8 @@ pub enum SendError {
     /// `inflight_max` unacknowledged best-effort messages, or `send_buffer_bytes_max` bytes of
     /// reliable ones.
     Full,
+    /// A destination process has failed (§5.2): reliable scatterings to it are refused.
+    Failed(ProcId),
     /// A message is longer than `message_len_max` (for reliable messages: than one window of
     /// packets), or a reliable scattering is larger than the whole send buffer.
     TooLarge {
@@ -182,6 +223,7 @@ impl core::fmt::Display for SendError {
             SendError::Empty => write!(f, "empty scattering"),
             SendError::NotLocal(p) => write!(f, "process {p} does not live on this host"),
             SendError::UnknownDestination(p) => write!(f, "unknown destination process {p}"),
+            SendError::Failed(p) => write!(f, "destination process {p} has failed"),
             SendError::Full => write!(f, "send buffer full: too many unacknowledged messages"),
             SendError::TooLarge { len, max } => {
                 write!(f, "message of {len} bytes exceeds the {max}-byte limit")
@@ -306,6 +348,12 @@ pub struct Host {
     next_beacon: Instant,
     last_beacon_barrier: Timestamp,
     outputs: VecDeque<Output<Packet, HostEvent>>,
+    /// §5.2: failed processes and their failure timestamps, as the controller announced.
+    failed: BTreeMap<ProcId, Timestamp>,
+    /// Recalls under way: (round, hosts yet to answer).
+    recalls: Vec<(u32, BTreeSet<NodeId>)>,
+    /// Rounds announced and not yet completed.
+    rounds_open: BTreeSet<u32>,
     stats: HostStats,
 }
 
@@ -363,6 +411,9 @@ impl Host {
             next_beacon,
             last_beacon_barrier: now.timestamp(),
             outputs: VecDeque::new(),
+            failed: BTreeMap::new(),
+            recalls: Vec::new(),
+            rounds_open: BTreeSet::new(),
             stats: HostStats::default(),
             cfg,
         }
@@ -440,7 +491,25 @@ impl Host {
 
     /// Messages sent to other hosts and not yet acknowledged, NAKed or reported lost.
     pub fn unresolved_sends(&self) -> usize {
-        self.tracker.unresolved() + self.sender.queued() + self.sender.unacked()
+        self.tracker.unresolved()
+            + self.sender.queued()
+            + self.sender.unacked()
+            + self.sender.recalls_pending()
+    }
+
+    /// Whether the controller announced process `p` failed (§5.2), and when.
+    pub fn failure_of(&self, p: ProcId) -> Option<Timestamp> {
+        self.failed.get(&p).copied()
+    }
+
+    /// How many processes the controller announced failed (§5.2).
+    pub fn failures_known(&self) -> usize {
+        self.failed.len()
+    }
+
+    /// Failure rounds announced here and not completed yet (§5.2).
+    pub fn failure_rounds_open(&self) -> usize {
+        self.rounds_open.len()
     }
 
     /// ACKs scheduled and not yet sent.
@@ -543,6 +612,9 @@ impl Host {
             if dst.0 >= self.cfg.senders_max {
                 return Err(SendError::UnknownDestination(*dst));
             }
+            if self.failed.contains_key(dst) {
+                return Err(SendError::Failed(*dst));
+            }
             if msg.len() > max {
                 return Err(SendError::TooLarge {
                     len: msg.len(),
@@ -575,6 +647,17 @@ impl Host {
     /// credits (§6.1: "attached with the current timestamp and sent out").
     fn pump(&mut self, now: Instant) {
         while let Some(q) = self.sender.pop_ready() {
+            // A destination failed while it waited (§5.2): never stamped, never sent.
+            if !self.failed.is_empty() && q.messages().any(|(d, _, _)| self.failed.contains_key(&d))
+            {
+                self.outputs
+                    .push_back(Output::Event(HostEvent::ReliableAborted {
+                        handle: q.handle,
+                        src: q.src,
+                    }));
+                self.sender.abort(q);
+                continue;
+            }
             let ts = self.timestamp(now);
             self.outputs
                 .push_back(Output::Event(HostEvent::ReliableSent {
@@ -807,6 +890,12 @@ impl Host {
         first_psn: Psn,
     ) {
         let h = d.header;
+        // §5.2 Discard also covers what is still on its way: nothing from a failed process
+        // above its failure timestamp is buffered.
+        if !self.failed.is_empty() && self.failed.get(&h.src).is_some_and(|&t| h.ts > t) {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
         self.reliable_seen = true;
         let senders = self.cfg.senders_max;
         let len_max = self.cfg.reorder_len_max;
@@ -1316,6 +1405,203 @@ impl Host {
         self.uplink_silent = self.uplink_silent.saturating_add(1);
         if self.uplink_silent == timeout {
             self.stats.uplink_failures += 1;
+            self.outputs.push_back(Output::Event(HostEvent::UplinkDown {
+                last_commit: self.commit,
+            }));
+        }
+    }
+
+    /// Handles a control message from the controller or another host (§5.2). Drain
+    /// [`Node::poll_output`] afterwards.
+    pub fn on_control(&mut self, now: Instant, msg: CtrlMsg) {
+        self.timestamp(now);
+        match msg {
+            CtrlMsg::Failure {
+                round,
+                failed,
+                correct,
+            } => self.on_failure(now, round, &failed, &correct),
+            CtrlMsg::Recall {
+                round,
+                from,
+                groups,
+                unacked,
+            } => self.on_recall(now, round, from, &groups, &unacked),
+            CtrlMsg::RecallAck { round, from } => {
+                if let Some(r) = self.recalls.iter_mut().find(|r| r.0 == round) {
+                    r.1.remove(&from);
+                }
+                self.finish_recalls();
+            }
+            // Routes changed: what died with the failed component goes again.
+            CtrlMsg::Resume { .. } => {
+                self.sender.rearm_after_reroute(now);
+                self.retransmit_due(now);
+            }
+            // Addressed to the controller.
+            CtrlMsg::LinkDown { .. } | CtrlMsg::Completed { .. } => {
+                self.stats.dropped_invalid += 1;
+            }
+        }
+        self.deliver_ready(now);
+        self.invariants();
+    }
+
+    /// §5.2 Broadcast received: Discard, Recall, Callback, then Completed (once the recall is
+    /// acknowledged).
+    fn on_failure(
+        &mut self,
+        now: Instant,
+        round: u32,
+        failed: &[(ProcId, Timestamp)],
+        correct: &[NodeId],
+    ) {
+        let mut news = Vec::new();
+        for &(p, ts) in failed {
+            if p.0 < self.cfg.senders_max && !self.failed.contains_key(&p) {
+                self.failed.insert(p, ts);
+                news.push((p, ts));
+            }
+        }
+        // Discard: buffered messages from a failed process above its failure timestamp.
+        let gone = |src: ProcId, ts: Timestamp, f: &BTreeMap<ProcId, Timestamp>| {
+            f.get(&src).is_some_and(|&t| ts > t)
+        };
+        let f = &self.failed;
+        for lp in &mut self.procs {
+            if let Some(rel) = lp.rel.as_mut() {
+                rel.reorder.retain(|k| !gone(k.src, k.ts, f));
+            }
+        }
+        self.partials.retain(|id, p| !(id.3 && gone(id.0, p.ts, f)));
+        // Hosts failed now will never answer an earlier recall.
+        for r in &mut self.recalls {
+            r.1.retain(|h| correct.contains(h));
+        }
+        // Recall: scatterings a failed process never acknowledged.
+        let f = &self.failed;
+        let recalled = self.sender.fail(round, |d| f.contains_key(&d));
+        if !recalled.groups.is_empty() {
+            self.discard_groups(&recalled.groups);
+            let targets: BTreeSet<NodeId> = correct
+                .iter()
+                .copied()
+                .filter(|&h| h != self.cfg.node)
+                .collect();
+            for &t in &targets {
+                self.outputs.push_back(Output::Event(HostEvent::Control {
+                    to: CtrlDest::Node(t),
+                    msg: CtrlMsg::Recall {
+                        round,
+                        from: self.cfg.node,
+                        groups: recalled.groups.clone(),
+                        unacked: recalled.unacked.clone(),
+                    },
+                }));
+            }
+            for &(src, ts) in &recalled.groups {
+                self.outputs
+                    .push_back(Output::Event(HostEvent::Recalled { src, ts }));
+            }
+            self.recalls.push((round, targets));
+        }
+        // Callback.
+        for (proc, ts) in news {
+            self.outputs
+                .push_back(Output::Event(HostEvent::ProcFailed { proc, ts }));
+        }
+        self.rounds_open.insert(round);
+        self.finish_recalls();
+        // Credits to failed processes came back: the head of the send buffer may go (or be
+        // aborted) now.
+        self.pump(now);
+    }
+
+    /// Removes the messages of aborted scatterings from every local reliable buffer.
+    fn discard_groups(&mut self, groups: &[(ProcId, Timestamp)]) {
+        for lp in &mut self.procs {
+            if let Some(rel) = lp.rel.as_mut() {
+                rel.reorder
+                    .retain(|k| groups.binary_search(&(k.src, k.ts)).is_err());
+            }
+        }
+        self.partials
+            .retain(|id, p| !(id.3 && groups.binary_search(&(id.0, p.ts)).is_ok()));
+    }
+
+    /// §5.2 Recall at a receiver: discard, record the never-acknowledged packets as received
+    /// (so the window moves on and late copies are duplicates), answer.
+    fn on_recall(
+        &mut self,
+        now: Instant,
+        round: u32,
+        from: NodeId,
+        groups: &[(ProcId, Timestamp)],
+        unacked: &[(ProcId, ProcId, Psn, u32)],
+    ) {
+        let mut groups = groups.to_vec();
+        groups.sort_unstable();
+        self.discard_groups(&groups);
+        for &(src, dst, first, frags) in unacked {
+            let Some(dst_idx) = self.local_index(dst) else {
+                continue;
+            };
+            if src.0 >= self.cfg.senders_max || frags > WINDOW_MAX {
+                continue;
+            }
+            self.reliable_seen = true;
+            let senders = self.cfg.senders_max;
+            let len_max = self.cfg.reorder_len_max;
+            let rel = self.procs[dst_idx].rel.get_or_insert_with(|| {
+                Box::new(ReliableRecv {
+                    recv: vec![RecvWindow::default(); senders as usize],
+                    reorder: ReorderBuffer::new(senders, len_max),
+                })
+            });
+            let w = &mut rel.recv[src.index()];
+            for f in 0..frags {
+                let psn = Psn(first.0.wrapping_add(f));
+                if !w.beyond(psn) {
+                    w.record(psn);
+                }
+            }
+            self.schedule_ack(now, src, dst_idx, true);
+        }
+        self.outputs.push_back(Output::Event(HostEvent::Control {
+            to: CtrlDest::Node(from),
+            msg: CtrlMsg::RecallAck {
+                round,
+                from: self.cfg.node,
+            },
+        }));
+    }
+
+    /// Releases recalls every target answered, and completes rounds with nothing pending.
+    fn finish_recalls(&mut self) {
+        let sender = &mut self.sender;
+        self.recalls.retain(|(round, waiting)| {
+            if waiting.is_empty() {
+                sender.release_recall(*round);
+                false
+            } else {
+                true
+            }
+        });
+        let done: Vec<u32> = self
+            .rounds_open
+            .iter()
+            .copied()
+            .filter(|r| !self.recalls.iter().any(|(x, _)| x == r))
+            .collect();
+        for round in done {
+            self.rounds_open.remove(&round);
+            self.outputs.push_back(Output::Event(HostEvent::Control {
+                to: CtrlDest::Controller,
+                msg: CtrlMsg::Completed {
+                    round,
+                    host: self.cfg.node,
+                },
+            }));
         }
     }
 

@@ -31,7 +31,7 @@ use crate::ids::{ProcId, Psn};
 use crate::time::{Instant, Timestamp};
 use bytes::Bytes;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 /// Most packets in flight per (sender, receiver) pair: the receiver's SACK width.
 pub const WINDOW_MAX: u32 = SACK_BITS;
@@ -80,6 +80,8 @@ pub struct BufferFull;
 /// Counters of the reliable sender; never reset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReliableStats {
+    /// Scatterings recalled because a receiver failed before acknowledging (§5.2).
+    pub recalled: u64,
     /// Messages retransmitted (each retransmission of a message counts once).
     pub retransmits: u64,
     /// Of which triggered by duplicate ACKs rather than a timeout.
@@ -243,7 +245,20 @@ pub struct ReliableSender {
     /// Retransmission deadlines: (deadline, pair, first PSN); stale entries are skipped.
     timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
     next_handle: u64,
+    /// §5.2 Recall: per round, the lowest timestamp of a scattering being recalled; the commit
+    /// barrier stays below it until every receiver has discarded it.
+    recall_holds: BTreeMap<u32, Timestamp>,
     stats: ReliableStats,
+}
+
+/// What [`ReliableSender::fail`] took out of the send buffer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recalled {
+    /// Scatterings to abort: (local sender, timestamp).
+    pub groups: Vec<(ProcId, Timestamp)>,
+    /// Their messages to correct receivers that were never acknowledged: (sender, receiver,
+    /// first PSN, packets).
+    pub unacked: Vec<(ProcId, ProcId, Psn, u32)>,
 }
 
 impl ReliableSender {
@@ -265,6 +280,7 @@ impl ReliableSender {
             rtt: Rtt::default(),
             timers: BinaryHeap::new(),
             next_handle: 0,
+            recall_holds: BTreeMap::new(),
             stats: ReliableStats::default(),
             cfg,
             mtu_payload,
@@ -298,9 +314,14 @@ impl ReliableSender {
         self.unacked
     }
 
-    /// Nothing queued and nothing unacknowledged.
+    /// Nothing queued, nothing unacknowledged, no recall under way.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.unacked == 0
+        self.queue.is_empty() && self.unacked == 0 && self.recall_holds.is_empty()
+    }
+
+    /// Recall rounds under way.
+    pub fn recalls_pending(&self) -> usize {
+        self.recall_holds.len()
     }
 
     /// Packets a message of `len` bytes takes.
@@ -584,6 +605,84 @@ impl ReliableSender {
         }
     }
 
+    /// §5.2 Recall, at the sender: every stamped scattering with a message that a failed
+    /// process (`is_failed`) has not acknowledged is aborted — all its unacknowledged messages
+    /// leave the buffer, and the commit barrier is held below the oldest of them (round `round`)
+    /// until [`ReliableSender::release_recall`]. Messages to failed processes that *were*
+    /// acknowledged stay (2PC delivers them: §5.2 appendix). Returns what was aborted.
+    pub fn fail(&mut self, round: u32, is_failed: impl Fn(ProcId) -> bool) -> Recalled {
+        let mut groups = BTreeSet::new();
+        for pair in self.pairs.iter().filter(|p| is_failed(p.dst)) {
+            for m in pair.msgs.iter().filter(|m| !m.acked) {
+                groups.insert((pair.src, m.ts));
+            }
+        }
+        let mut out = Recalled::default();
+        if groups.is_empty() {
+            return out;
+        }
+        for pair in self.pairs.iter_mut() {
+            let failed = is_failed(pair.dst);
+            let mut kept = VecDeque::with_capacity(pair.msgs.len());
+            for m in pair.msgs.drain(..) {
+                if m.acked || !groups.contains(&(pair.src, m.ts)) {
+                    kept.push_back(m);
+                    continue;
+                }
+                self.unacked -= 1;
+                self.bytes -= m.payload.len();
+                pair.used -= m.frags;
+                if !failed {
+                    out.unacked.push((pair.src, pair.dst, m.first, m.frags));
+                }
+            }
+            while kept.front().is_some_and(|m| m.acked) {
+                kept.pop_front();
+            }
+            pair.msgs = kept;
+        }
+        let oldest = groups.iter().map(|g| g.1).min().expect("not empty");
+        let hold = self.recall_holds.entry(round).or_insert(oldest);
+        *hold = hold.min_wrapping(oldest);
+        self.stats.recalled += groups.len() as u64;
+        out.groups = groups.into_iter().collect();
+        out
+    }
+
+    /// §5.2 Resume changed the routes: every unacknowledged message goes again now, with the
+    /// back-off reset — any copy sent before may have died with the failed component, and a
+    /// timeout backed off during the outage would stall the commit barrier for as long again.
+    /// (Receivers drop the duplicates.)
+    pub fn rearm_after_reroute(&mut self, now: Instant) {
+        self.rtt.backoff = 0;
+        let base = self
+            .rtt
+            .rto(self.cfg.rto_init_ns, self.cfg.rto_ns, self.cfg.rto_max_ns);
+        for (p, pair) in self.pairs.iter_mut().enumerate() {
+            for m in pair.msgs.iter_mut().filter(|m| !m.acked) {
+                m.rto_ns = base;
+                self.timers.push(Reverse((now, p as u32, m.first.0)));
+            }
+        }
+    }
+
+    /// Every receiver discarded what round `round` recalled: the commit barrier may pass it.
+    pub fn release_recall(&mut self, round: u32) {
+        self.recall_holds.remove(&round);
+    }
+
+    /// Gives back the credits and bytes of a scattering [`ReliableSender::pop_ready`] returned
+    /// but that will not be sent (a destination failed: §5.2).
+    pub fn abort(&mut self, q: Queued) {
+        for (_, payload, pair) in &q.items {
+            if let Some(p) = *pair {
+                let frags = self.frags(payload.len());
+                self.pairs[p as usize].used -= frags;
+                self.bytes -= payload.len();
+            }
+        }
+    }
+
     /// The commit barrier (§5.1) given the host's current timestamp `now_ts`: every reliable
     /// message below it is acknowledged by all its receivers, and every future one will be
     /// stamped at or above it.
@@ -597,10 +696,13 @@ impl ReliableSender {
                 }
             }
         }
-        match self.order.front() {
+        let c = match self.order.front() {
             Some(&(ts, _, _)) => ts.min_wrapping(now_ts),
             None => now_ts,
-        }
+        };
+        self.recall_holds
+            .values()
+            .fold(c, |c, &h| c.min_wrapping(h))
     }
 }
 

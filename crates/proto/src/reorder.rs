@@ -320,6 +320,48 @@ impl<T> ReorderBuffer<T> {
         }
     }
 
+    /// Removes every buffered message whose key `keep` rejects (§5.2 Discard and Recall),
+    /// returning how many. Linear in what is buffered: for failures, not the data path.
+    pub fn retain(&mut self, mut keep: impl FnMut(&OrderKey) -> bool) -> usize {
+        let mut removed = 0;
+        for s in 0..self.lists.len() {
+            let (head, _) = self.lists[s];
+            if head == NIL {
+                continue;
+            }
+            let (mut new_head, mut new_tail) = (NIL, NIL);
+            let mut cur = head;
+            while cur != NIL {
+                let next = self.slots[cur as usize].next;
+                if keep(&self.slots[cur as usize].key) {
+                    if new_tail == NIL {
+                        new_head = cur;
+                    } else {
+                        self.slots[new_tail as usize].next = cur;
+                    }
+                    new_tail = cur;
+                } else {
+                    self.slots[cur as usize].item = None;
+                    self.free.push(cur);
+                    removed += 1;
+                }
+                cur = next;
+            }
+            if new_tail != NIL {
+                self.slots[new_tail as usize].next = NIL;
+            }
+            self.lists[s] = (new_head, new_tail);
+            // A new head needs a heap entry; the old head's becomes stale (skipped when it
+            // surfaces, or harmlessly pops the new head if the timestamps agree).
+            if new_head != NIL && new_head != head {
+                self.heads
+                    .push(HeadKey::new(&self.slots[new_head as usize].key));
+            }
+        }
+        self.len -= removed;
+        removed
+    }
+
     /// Removes every buffered message (e.g. when a process leaves), returning how many.
     pub fn clear(&mut self) -> usize {
         let n = self.len;
@@ -422,6 +464,39 @@ mod tests {
                     delivered.push(k);
                 }
             }
+            prop_assert_eq!(delivered, reference);
+            prop_assert!(b.is_empty());
+        }
+            /// Discarding (§5.2) leaves exactly the kept messages, still delivered in order.
+        #[test]
+        fn retain_keeps_exactly_the_kept(
+            keys in proptest::collection::btree_set((0u64..40, 0u32..5, 0u32..4), 1..60),
+            drop_ts in 0u64..40,
+            drop_src in 0u32..5,
+            deliver_first in 0u64..20,
+        ) {
+            let mut b = ReorderBuffer::new(5, 1000);
+            let keys: Vec<_> = keys.into_iter().collect();
+            for &(ts, src, psn) in keys.iter().rev() {
+                b.insert(key(ts, src, psn), (ts, src, psn)).unwrap();
+            }
+            let mut delivered: Vec<_> =
+                std::iter::from_fn(|| b.pop_below(Timestamp::new(deliver_first)))
+                    .map(|(_, v)| v)
+                    .collect();
+            let gone = |ts: u64, src: u32| src == drop_src && ts > drop_ts;
+            let removed = b.retain(|k| !gone(k.ts.raw(), k.src.0));
+            delivered.extend(
+                std::iter::from_fn(|| b.pop_below(Timestamp::new(100))).map(|(_, v)| v),
+            );
+            let mut reference: Vec<_> = keys
+                .iter()
+                .copied()
+                .filter(|&(ts, src, _)| ts < deliver_first || !gone(ts, src))
+                .collect();
+            reference.sort_by_key(|&(ts, src, psn)| (ts, src, psn));
+            let expected_removed = keys.len() - reference.len();
+            prop_assert_eq!(removed, expected_removed);
             prop_assert_eq!(delivered, reference);
             prop_assert!(b.is_empty());
         }

@@ -177,6 +177,8 @@ struct Aggregates {
     registers: Vec<[u64; 2]>,
     /// Per input link: removed after a timeout (§4.2); a removed link bounds nothing.
     dead: Vec<bool>,
+    /// Per input link: removed from the commit minimum by the controller's Resume (§5.2).
+    commit_removed: Vec<bool>,
     /// The minimum of each barrier's registers once every input has reported (cached for
     /// `update`).
     min_register: [Option<Timestamp>; 2],
@@ -191,6 +193,7 @@ impl Aggregates {
         Aggregates {
             registers: vec![[NONE; 2]; inputs],
             dead: vec![false; inputs],
+            commit_removed: vec![false; inputs],
             min_register: [None; 2],
             out: [None; 2],
             garbage: 0,
@@ -246,12 +249,16 @@ impl Aggregates {
     #[inline(never)]
     fn recompute_one(&mut self, k: usize) {
         let mut min = None;
-        for (r, dead) in self.registers.iter().zip(&self.dead) {
+        for (i, r) in self.registers.iter().enumerate() {
             // A removed link no longer bounds the best-effort barrier (§4.2). It still bounds
             // the commit barrier: "a failed component cannot be simply removed, because
             // otherwise, the in-flight messages sent by the failed component cannot be
-            // consistently delivered or discarded" (§5.2) — that is the controller's procedure.
-            if *dead && k == BE {
+            // consistently delivered or discarded" (§5.2) — until the controller's Resume.
+            if if k == BE {
+                self.dead[i]
+            } else {
+                self.commit_removed[i]
+            } {
                 continue;
             }
             if r[k] == NONE {
@@ -320,9 +327,18 @@ pub struct Switch {
     stats: SwitchStats,
 }
 
-/// Switches report nothing upward yet (failure detection comes with §4.2's link removal).
+/// What a switch reports to its driver.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SwitchEvent {}
+pub enum SwitchEvent {
+    /// §5.2 Detect: input `port` timed out; `last_commit` is its commit register, for the
+    /// controller.
+    LinkDown {
+        /// The silent input.
+        port: PortId,
+        /// The last commit barrier it carried, if any.
+        last_commit: Option<Timestamp>,
+    },
+}
 
 impl Switch {
     /// A switch at local time `now`.
@@ -389,6 +405,31 @@ impl Switch {
     /// Whether input link `port` has been removed after a timeout (§4.2).
     pub fn link_removed(&self, port: PortId) -> bool {
         self.agg.dead.get(port.index()).copied().unwrap_or(false)
+    }
+
+    /// §5.2 Resume: input `port` no longer bounds the commit barrier, for good (a failed
+    /// component rejoins only as a new one). Returns false for an unknown port.
+    pub fn remove_commit_input(&mut self, port: PortId) -> bool {
+        let i = port.index();
+        if i >= self.cfg.inputs {
+            return false;
+        }
+        if !self.agg.commit_removed[i] {
+            self.agg.commit_removed[i] = true;
+            self.agg.min_register = [None; 2];
+            self.agg.recompute_one(BE);
+            self.agg.recompute_one(COMMIT);
+        }
+        true
+    }
+
+    /// Whether Resume removed input `port` from the commit minimum.
+    pub fn commit_input_removed(&self, port: PortId) -> bool {
+        self.agg
+            .commit_removed
+            .get(port.index())
+            .copied()
+            .unwrap_or(false)
     }
 
     /// Input `port` spoke: alive, and back in the minimum if it had been removed (§4.2).
@@ -579,6 +620,10 @@ impl Switch {
                 if self.silent[i] >= timeout {
                     self.stats.links_removed += 1;
                     self.agg.set_dead(i, true);
+                    self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
+                        port: PortId(i as u32),
+                        last_commit: self.agg.register(i, COMMIT),
+                    }));
                 }
             }
         }

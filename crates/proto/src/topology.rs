@@ -360,6 +360,12 @@ impl Topology {
         Some(PortId(first + pick))
     }
 
+    /// The ECMP group at `at` towards `dst_host`: (first output port, number of ports). A driver
+    /// routing around failures (§5.2 Resume) picks another member of it.
+    pub fn route_choices(&self, at: NodeId, dst_host: u32) -> Option<(u32, u32)> {
+        self.choices(at, dst_host)
+    }
+
     /// The seeded per-flow hash used for ECMP; the same as the free function [`flow_hash`].
     pub fn flow_hash(seed: u64, src_host: u32, dst_host: u32) -> u64 {
         flow_hash(seed, src_host, dst_host)

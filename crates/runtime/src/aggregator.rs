@@ -237,7 +237,8 @@ impl Aggregator {
                     }
                     None => self.dropped += 1,
                 },
-                Output::Event(e) => match e {},
+                // §5.2 Detect reports: the live controller procedure is not built yet.
+                Output::Event(SwitchEvent::LinkDown { .. }) => {}
             }
         }
         let Some(down) = self.down.as_mut() else {
@@ -249,7 +250,8 @@ impl Aggregator {
                     Some(Out::Peer(p)) => self.outputs.push_back(Output::Send { port: *p, packet }),
                     _ => self.dropped += 1,
                 },
-                Output::Event(e) => match e {},
+                // §5.2 Detect reports: the live controller procedure is not built yet.
+                Output::Event(SwitchEvent::LinkDown { .. }) => {}
             }
         }
     }
@@ -351,7 +353,7 @@ pub fn run_aggregator(
     on_ready(addr);
     let mut last_health = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
-        driver.run_once(Duration::from_millis(20), &mut |e| match e {})?;
+        driver.run_once(Duration::from_millis(20), &mut |_: SwitchEvent| {})?;
         if last_health.elapsed() >= Duration::from_secs(1) {
             last_health = std::time::Instant::now();
             let counters = counters(&driver.stats(), &driver.node().stats());
@@ -481,7 +483,8 @@ mod tests {
                         packet: Packet::Beacon(b),
                     } => sent.push((port, b.barrier.raw())),
                     Output::Send { packet, .. } => panic!("only beacons: {packet:?}"),
-                    Output::Event(e) => match e {},
+                    // §5.2 Detect reports: the live controller procedure is not built yet.
+                    Output::Event(SwitchEvent::LinkDown { .. }) => {}
                 }
             }
         }

@@ -206,6 +206,8 @@ pub enum SendError {
         /// The limit.
         max: usize,
     },
+    /// A destination process has failed (§5.2): reliable scatterings to it are refused.
+    Failed(ProcId),
     /// The cluster runs with ordering off, which has no reliable service.
     Unsupported,
     /// The endpoint has left, or its I/O thread stopped.
@@ -223,6 +225,7 @@ impl std::fmt::Display for SendError {
             }
             SendError::Unsupported => write!(f, "no reliable service with ordering off"),
             SendError::Closed => write!(f, "the endpoint is closed"),
+            SendError::Failed(p) => write!(f, "destination process {p} has failed"),
         }
     }
 }
@@ -237,6 +240,7 @@ impl From<onepipe_proto::host::SendError> for SendError {
             P::UnknownDestination(p) => SendError::UnknownDestination(p),
             P::Full => SendError::Full,
             P::TooLarge { len, max } => SendError::TooLarge { len, max },
+            P::Failed(p) => SendError::Failed(p),
             // The endpoint always sends as its own process.
             P::NotLocal(_) => unreachable!("an endpoint sends as itself"),
         }
@@ -794,6 +798,17 @@ impl Shared {
             HostEvent::SendFailed {
                 dst, ts, reason, ..
             } => self.push_event(Event::SendFailed { dst, ts, reason }),
+            HostEvent::ProcFailed { proc, ts } => self.push_event(Event::ProcessFailed {
+                proc,
+                ts,
+                reason: "failed".to_string(),
+            }),
+            // §5.2 in the live runtime (recall, control messages, link reports) is not built
+            // yet: nothing produces these without a controller procedure.
+            HostEvent::Recalled { .. }
+            | HostEvent::ReliableAborted { .. }
+            | HostEvent::UplinkDown { .. }
+            | HostEvent::Control { .. } => {}
             HostEvent::ReliableSent { handle, ts, .. } => {
                 if self.report_reliable_sent {
                     self.push_event(Event::ReliableSent {

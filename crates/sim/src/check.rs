@@ -105,6 +105,10 @@ pub struct Checker {
     host_max_delivered: Vec<Option<Timestamp>>,
     switch_barrier: Vec<Option<Timestamp>>,
     failed: BTreeMap<(u32, u64), u32>,
+    /// §5.2: hosts the controller declared failed, with their failure timestamps.
+    declared: Vec<Option<Timestamp>>,
+    /// §5.2: reliable scatterings recalled, as (sender, raw timestamp).
+    recalled: HashSet<(u32, u64)>,
     violations: Vec<Violation>,
     violation_count: u64,
     deliveries_checked: u64,
@@ -131,6 +135,8 @@ impl Checker {
             host_max_delivered: vec![None; hosts],
             switch_barrier: vec![None; switches],
             failed: BTreeMap::new(),
+            declared: vec![None; hosts],
+            recalled: HashSet::new(),
             violations: Vec::new(),
             violation_count: 0,
             deliveries_checked: 0,
@@ -173,6 +179,19 @@ impl Checker {
     /// of a crashed sender or to a crashed receiver (§4.2); everything else is checked as before.
     pub fn on_crash(&mut self, _t: u64, host: u32) {
         self.crashed[host as usize] = true;
+    }
+
+    /// §5.2: the controller declared `host` failed with failure timestamp `ts`. Its processes
+    /// are excused as receivers; as a sender, its reliable scatterings above `ts` must be
+    /// delivered nowhere and those at or below it everywhere correct.
+    pub fn on_declared(&mut self, host: u32, ts: Timestamp) {
+        self.crashed[host as usize] = true;
+        self.declared[host as usize] = Some(ts);
+    }
+
+    /// §5.2 Recall: the reliable scattering(s) `src` stamped `ts` were aborted.
+    pub fn on_recalled(&mut self, src: u32, ts: Timestamp) {
+        self.recalled.insert((src, ts.raw()));
     }
 
     fn crashed_proc(&self, p: u32) -> bool {
@@ -378,6 +397,18 @@ impl Checker {
             return;
         }
         let any_crash = self.crashed.iter().any(|&c| c);
+        // Reliable deliveries by receivers that failed: excused, so not counted for atomicity.
+        let mut by_gone: std::collections::HashMap<(u32, u64), u32> =
+            std::collections::HashMap::new();
+        if any_crash {
+            for p in 0..self.procs {
+                if self.crashed_proc(p) {
+                    for &k in &self.logs[1][p as usize] {
+                        *by_gone.entry(k).or_default() += 1;
+                    }
+                }
+            }
+        }
         for src in 0..self.procs as usize {
             for seq in 0..self.sends[src].len() {
                 let Some(rec) = &self.sends[src][seq] else {
@@ -385,8 +416,42 @@ impl Checker {
                 };
                 if rec.reliable {
                     // §2.1: with no failure, a reliable message reaches every destination, and
-                    // a scattering all of them or none.
-                    let missing = rec.dsts.len().saturating_sub(rec.delivered as usize);
+                    // a scattering all of them or none. §5.2 (restricted failure atomicity):
+                    // every correct destination or none; none if it was recalled or its sender
+                    // failed below its timestamp.
+                    let sender_host = src as u32 / self.procs_per_host;
+                    let fail_ts = self.declared[sender_host as usize];
+                    if fail_ts.is_none() && self.crashed[sender_host as usize] {
+                        continue; // crashed and never declared: nothing is promised
+                    }
+                    let aborted = self.recalled.contains(&(src as u32, rec.ts.raw()))
+                        || fail_ts.is_some_and(|f| rec.ts > f);
+                    if aborted {
+                        if rec.delivered > 0 {
+                            let why = if self.recalled.contains(&(src as u32, rec.ts.raw())) {
+                                "was recalled".to_string()
+                            } else {
+                                format!(
+                                    "is above its sender's failure timestamp {}",
+                                    fail_ts.expect("set")
+                                )
+                            };
+                            let detail = format!(
+                                "reliable p{src}#{seq} ts {} {why} but {} destination(s) delivered it",
+                                rec.ts, rec.delivered
+                            );
+                            self.violate(t, "failure-atomicity", detail);
+                        }
+                        continue;
+                    }
+                    let gone_dsts = match &rec.dsts {
+                        _ if !any_crash => 0,
+                        Dsts::All(n) => (0..*n).filter(|&p| self.crashed_proc(p)).count(),
+                        Dsts::List(v) => v.iter().filter(|&&p| self.crashed_proc(p)).count(),
+                    };
+                    let delivered = rec.delivered as usize
+                        - by_gone.get(&(src as u32, seq as u64)).copied().unwrap_or(0) as usize;
+                    let missing = (rec.dsts.len() - gone_dsts).saturating_sub(delivered);
                     if missing > 0 {
                         self.undelivered_reliable += missing as u64;
                         let detail = format!(
@@ -394,7 +459,7 @@ impl Checker {
                             rec.ts,
                             rec.dsts.len()
                         );
-                        let partial = rec.delivered > 0;
+                        let partial = delivered > 0;
                         self.violate(t, "reliable-loss", detail.clone());
                         if partial {
                             self.violate(t, "atomicity", detail);

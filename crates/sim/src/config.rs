@@ -172,6 +172,11 @@ pub struct SimConfig {
     /// failure) or physical switch ("tor-1", "core-0": a switch failure) carries nothing from
     /// then on.
     pub cuts: Vec<(String, u64)>,
+    /// One-way delay of the management network that carries §5.2's control messages, ns.
+    pub ctrl_delay_ns: u64,
+    /// Time the controller waits after the first failure report before Determine, so that
+    /// every neighbour of a failure has reported (§5.2), ns.
+    pub failure_settle_ns: u64,
 }
 
 impl Default for SimConfig {
@@ -216,6 +221,8 @@ impl Default for SimConfig {
             crashes: Vec::new(),
             link_timeout_intervals: 10,
             cuts: Vec::new(),
+            ctrl_delay_ns: 3_000,
+            failure_settle_ns: 6_000,
         }
     }
 }
@@ -335,16 +342,13 @@ impl SimConfig {
                 ));
             }
         }
-        if !self.cuts.is_empty() && self.service != Service::BestEffort {
+        if self.link_timeout_intervals == 0
+            && self.service != Service::BestEffort
+            && !(self.cuts.is_empty() && self.crashes.is_empty())
+        {
             return Err(bad(
-                "--cut",
-                "failures need the controller procedure of reliable 1Pipe (§5.2), not built yet: use --service be",
-            ));
-        }
-        if !self.crashes.is_empty() && self.service != Service::BestEffort {
-            return Err(bad(
-                "--crash-host",
-                "crashes need the controller procedure of reliable 1Pipe (§5.2), not built yet: use --service be",
+                "--link-timeout",
+                "reliable failure handling (§5.2) starts from link timeouts: it cannot be 0 with --crash-host or --cut",
             ));
         }
         // Every host keeps per-sender state for every process (reorder list heads, 8 bytes;

@@ -134,6 +134,22 @@ pub struct Report {
     pub simulated_ns: u64,
     /// Hash of every send, delivery and failure, in order.
     pub trace_hash: String,
+    /// §5.2 rounds the controller ran: hosts declared failed with their failure timestamps,
+    /// when declared and when resumed.
+    pub failure_rounds: Vec<world::FailureRound>,
+    /// Reliable scatterings recalled because a receiver failed (§5.2).
+    pub recalled: u64,
+    /// Process-failed callbacks raised, over all hosts.
+    pub proc_failed_callbacks: u64,
+    /// Control messages on the management network.
+    pub ctrl_messages: u64,
+    /// Sends not made because a destination had failed.
+    pub sends_to_failed: u64,
+    /// Fig. 10: the longest best-effort barrier stall after the first fault, mean over correct
+    /// hosts, ns (0 without faults).
+    pub stall_ns_be: f64,
+    /// The same for the commit barrier.
+    pub stall_ns_reliable: f64,
 }
 
 /// Builds and runs the configured simulation. `progress` is called now and then with the
@@ -266,5 +282,12 @@ fn run_with<Q: EventQueue<Ev>>(
         wall_s,
         simulated_ns: end,
         trace_hash: format!("{:016x}", world.trace.value()),
+        failure_rounds: world.failure_rounds.clone(),
+        recalled: s.recalled,
+        proc_failed_callbacks: s.proc_failed_callbacks,
+        ctrl_messages: s.ctrl_messages,
+        sends_to_failed: s.sends_to_failed,
+        stall_ns_be: world.stall_ns().map_or(0.0, |s| s.0),
+        stall_ns_reliable: world.stall_ns().map_or(0.0, |s| s.1),
     })
 }

@@ -7,10 +7,10 @@
 //! drain within its limit), so a swarm run says at once which kind of bug it found.
 //!
 //! Faults drawn today: per-link random and bursty loss, targeted loss of one packet kind,
-//! duplication, reordering (non-FIFO links), clock skew, host crashes, host-link cuts and whole
-//! switch failures (best effort only:
-//! the reliable service needs the controller procedure of §5.2 to survive a crash, which is not
-//! built yet). Every fault stays on for the whole run — the drain phase is the "liveness" phase
+//! duplication, reordering (non-FIFO links), clock skew, host crashes, host-link cuts, whole
+//! switch failures and switch-to-switch link cuts — under every service: with the reliable one,
+//! the controller's procedure (§5.2) must fail the disconnected processes consistently and
+//! resume. Every fault stays on for the whole run — the drain phase is the "liveness" phase
 //! under the same faults, which is stricter than healing first.
 
 use crate::config::{PacketKind, Service, SimConfig, TopologySpec, WorkloadKind};
@@ -54,6 +54,8 @@ pub struct FaultMix {
     pub host_link_cuts: u32,
     /// Physical switches cut (every link).
     pub switch_cuts: u32,
+    /// Physical switch-to-switch links cut (both directions).
+    pub link_cuts: u32,
     /// Per-link loss probability.
     pub loss: f64,
     /// Loss burst length.
@@ -87,6 +89,12 @@ pub struct Outcome {
     pub packets_duplicated: u64,
     /// Links switches removed (§4.2).
     pub links_removed: u64,
+    /// §5.2 rounds the controller ran, and hosts it declared failed in them.
+    pub failure_rounds: u64,
+    /// Hosts declared failed (§5.2).
+    pub hosts_declared: u64,
+    /// Reliable scatterings recalled (§5.2).
+    pub recalled: u64,
     /// The first violations, or the panic message.
     pub detail: Vec<String>,
 }
@@ -157,7 +165,7 @@ pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
     cfg.dup_rate = faults.dup;
     cfg.reorder_prob = faults.reorder;
     let hosts = cfg.hosts().unwrap_or(1);
-    // Crashes only for best effort (see the module docs), and never every host.
+    // Never every host.
     if hosts > 2 && rng.chance(0.4) {
         let n = 1 + rng.below(2) as u32;
         for _ in 0..n {
@@ -169,8 +177,9 @@ pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
         }
         faults.host_crashes = cfg.crashes.len() as u32;
     }
-    if cfg.service == Service::BestEffort && rng.chance(0.3) {
-        // Cut a host's links or a whole physical switch (names from the topology itself).
+    if rng.chance(0.3) {
+        // Cut a host's links, a whole physical switch or one switch-to-switch link (names from
+        // the topology itself).
         let topo = match cfg.topology {
             TopologySpec::FatTree { k } => Topology::fat_tree(k),
             TopologySpec::Rack { hosts } => Topology::rack(hosts),
@@ -191,31 +200,49 @@ pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
                         .to_string()
                 })
                 .collect();
-            let name = names[rng.below(names.len() as u64) as usize].clone();
+            let mut name = names[rng.below(names.len() as u64) as usize].clone();
             let at = duration_ns / 6 + rng.below(duration_ns / 2);
             if name.starts_with("host-") {
                 faults.host_link_cuts += 1;
+            } else if rng.chance(0.5) {
+                // One of the switch's links to another switch, if it has one.
+                let i = names
+                    .iter()
+                    .position(|n| *n == name)
+                    .expect("drawn from names");
+                let peers: Vec<&String> = topo.nodes()[i]
+                    .outputs
+                    .iter()
+                    .map(|l| &names[topo.links()[l.index()].to.index()])
+                    .filter(|n| !n.starts_with("host-") && **n != name)
+                    .collect();
+                if peers.is_empty() {
+                    faults.switch_cuts += 1;
+                } else {
+                    name = format!("{name}/{}", peers[rng.below(peers.len() as u64) as usize]);
+                    faults.link_cuts += 1;
+                }
             } else {
                 faults.switch_cuts += 1;
             }
             cfg.cuts.push((name, at));
         }
     }
-    if cfg.crashes.is_empty() && cfg.cuts.is_empty() {
-        cfg.service = [Service::BestEffort, Service::Reliable, Service::Mixed][pick(&mut rng, 3)];
-    }
+    cfg.service = [Service::BestEffort, Service::Reliable, Service::Mixed][pick(&mut rng, 3)];
     (cfg, faults)
 }
 
 fn describe(cfg: &SimConfig) -> String {
     format!(
-        "{:?}, {} procs/host, {} switches, {:?}, {:?}, {} sends/s per process",
+        "{:?}, {} procs/host, {} switches, {:?}, {:?}, {} sends/s per process, crashes {:?}, cuts {:?}",
         cfg.topology,
         cfg.procs_per_host,
         cfg.switch_mode,
         cfg.workload,
         cfg.service,
-        cfg.rate_per_proc
+        cfg.rate_per_proc,
+        cfg.crashes,
+        cfg.cuts
     )
 }
 
@@ -233,6 +260,9 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
         packets_lost: 0,
         packets_duplicated: 0,
         links_removed: 0,
+        failure_rounds: 0,
+        hosts_declared: 0,
+        recalled: 0,
         detail: Vec::new(),
     };
     let report: Report = match result {
@@ -257,6 +287,13 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
     out.packets_lost = report.packets_lost;
     out.packets_duplicated = report.packets_duplicated;
     out.links_removed = report.links_removed;
+    out.failure_rounds = report.failure_rounds.len() as u64;
+    out.hosts_declared = report
+        .failure_rounds
+        .iter()
+        .map(|r| r.hosts.len() as u64)
+        .sum();
+    out.recalled = report.recalled;
     if report.violations > 0 {
         out.verdict = Verdict::Correctness;
         out.detail = report.violation_samples;

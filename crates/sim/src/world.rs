@@ -17,9 +17,12 @@ use crate::config::{Service, SimConfig, TopologySpec, WorkloadKind, PAYLOAD_HEAD
 use crate::metrics::{NsHistogram, TraceHash};
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
+use onepipe_proto::failure::{
+    reach_table, Controller, ControllerConfig, CtrlDest, CtrlMsg, CtrlOut,
+};
 use onepipe_proto::host::{Host, HostConfig, HostEvent, UPLINK};
 use onepipe_proto::rng::Rng;
-use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchMode};
+use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
 use onepipe_proto::topology::{flow_hash, Topology};
 use onepipe_proto::wire::{flags, Packet};
 use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Timestamp};
@@ -53,22 +56,63 @@ pub enum Ev {
         /// The process.
         proc: u32,
     },
+    /// A control message (§5.2) reaches its addressee over the management network.
+    Ctrl {
+        /// Index into the world's control-message slab.
+        msg: u32,
+    },
+    /// The controller's timer.
+    CtrlTimer,
 }
 
-/// Routes by the topology's ECMP tables (§3.1): process → host, then per-flow hashing.
+/// Routes by the topology's ECMP tables (§3.1): process → host, then per-flow hashing. After a
+/// §5.2 Resume, around dead links: a choice whose next hop can no longer reach the destination is
+/// skipped for the next one of its ECMP group.
 #[derive(Debug)]
 struct TopoRouter {
     topo: Arc<Topology>,
     /// Host of each process (a table lookup is cheaper than a division per hop).
     host_of: Vec<u32>,
     seed: u64,
+    /// Set once a failure was resumed: `reach[dst_host][node]` and the dead links. The simulator
+    /// is single-threaded, so the lock is never contended; fault-free runs never take it.
+    detour: std::sync::RwLock<Option<Detour>>,
+    detouring: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Debug)]
+struct Detour {
+    reach: Vec<Vec<bool>>,
+    dead: std::collections::BTreeSet<onepipe_proto::LinkId>,
 }
 
 impl Router for TopoRouter {
     fn route(&self, at: NodeId, src: ProcId, dst: ProcId) -> Option<PortId> {
         let sh = *self.host_of.get(src.index())?;
         let dh = *self.host_of.get(dst.index())?;
-        self.topo.route(at, dh, flow_hash(self.seed, sh, dh))
+        let hash = flow_hash(self.seed, sh, dh);
+        let port = self.topo.route(at, dh, hash)?;
+        if !self.detouring.load(std::sync::atomic::Ordering::Relaxed) {
+            return Some(port);
+        }
+        let guard = self.detour.read().expect("never poisoned");
+        let Some(d) = guard.as_ref() else {
+            return Some(port);
+        };
+        let node = self.topo.node(at);
+        let usable = |p: u32| {
+            let l = node.outputs[p as usize];
+            !d.dead.contains(&l) && d.reach[dh as usize][self.topo.links()[l.index()].to.index()]
+        };
+        if usable(port.0) {
+            return Some(port);
+        }
+        let (first, count) = self.topo.route_choices(at, dh)?;
+        (1..count)
+            .map(|i| first + (port.0 - first + i) % count)
+            .find(|&p| usable(p))
+            .map(PortId)
+            .or(Some(port))
     }
 }
 
@@ -76,7 +120,12 @@ impl Router for TopoRouter {
 enum HostInput {
     Packet(u32),
     Timeout,
-    Send { proc: u32, issued: SimTime },
+    Send {
+        proc: u32,
+        issued: SimTime,
+    },
+    /// A control message (slab index).
+    Ctrl(u32),
 }
 
 #[derive(Debug)]
@@ -99,6 +148,10 @@ struct HostSt {
     /// True time at which the host's own link (up or down, or its ToR) is cut (`--cut`): alive,
     /// but cut off.
     cut_at: SimTime,
+    /// When its [best-effort, commit] barrier last moved, and the longest stall of each that
+    /// ended after the first fault (Fig. 10's measure).
+    last_move: [SimTime; 2],
+    stall_max: [SimTime; 2],
 }
 
 impl HostSt {
@@ -169,6 +222,27 @@ pub struct EngineStats {
     pub ecn_marked: u64,
     /// Reliable messages delivered.
     pub delivered_reliable: u64,
+    /// Control messages sent on the management network (§5.2).
+    pub ctrl_messages: u64,
+    /// Reliable scatterings recalled (§5.2).
+    pub recalled: u64,
+    /// Process-failed callbacks raised (§5.2), over all hosts.
+    pub proc_failed_callbacks: u64,
+    /// Reliable sends not made because a destination had failed.
+    pub sends_to_failed: u64,
+}
+
+/// One §5.2 round, as the simulator saw it (true times, ns).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct FailureRound {
+    /// Round number.
+    pub round: u32,
+    /// Hosts declared failed, with their failure timestamps (raw ns).
+    pub hosts: Vec<(u32, u64)>,
+    /// When the controller determined it.
+    pub declared_ns: u64,
+    /// When it resumed.
+    pub resumed_ns: Option<u64>,
 }
 
 /// Most sends waiting for a host's CPU before the workload's next send is refused — the
@@ -200,6 +274,16 @@ pub struct World<Q: EventQueue<Ev>> {
     now: SimTime,
     /// Data and NAK packets alive (on links or queued at host CPUs).
     live_messages: u64,
+    router: Arc<TopoRouter>,
+    /// §5.2: the controller, its messages in flight, and its armed timer.
+    controller: Controller,
+    ctrl_msgs: crate::slab::Slab<(CtrlDest, CtrlMsg)>,
+    ctrl_in_flight: u64,
+    ctrl_armed: Option<Instant>,
+    /// §5.2 rounds, in order.
+    pub failure_rounds: Vec<FailureRound>,
+    /// True time of the first crash or cut (`SimTime::MAX` if none).
+    first_fault: SimTime,
     /// The checker, when checks are on.
     pub checker: Option<Checker>,
     /// Send → deliver latency, true time.
@@ -241,11 +325,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
             epoch_ns: cfg.clock_epoch_ns,
         };
         let clock_seed = rng.next_u64();
-        let router: Arc<dyn Router> = Arc::new(TopoRouter {
+        let topo_router = Arc::new(TopoRouter {
             topo: topo.clone(),
             host_of: (0..procs).map(|p| p / pph).collect(),
             seed: rng.next_u64(),
+            detour: std::sync::RwLock::new(None),
+            detouring: std::sync::atomic::AtomicBool::new(false),
         });
+        let router: Arc<dyn Router> = topo_router.clone();
         let chip = cfg.switch_mode == SwitchMode::Chip;
         let mut hosts = Vec::new();
         for h in 0..topo.hosts() {
@@ -280,6 +367,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     .min()
                     .unwrap_or(SimTime::MAX),
                 cut_at: SimTime::MAX,
+                last_move: [0; 2],
+                stall_max: [0; 2],
             });
         }
         let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
@@ -338,13 +427,13 @@ impl<Q: EventQueue<Ev>> World<Q> {
         // physical switch ("tor-1": both logical halves, "core-0") — carries nothing from T on.
         let mut links = links;
         let mut hosts = hosts;
-        for (name, at) in &cfg.cuts {
+        let named = |name: &str| -> Result<Vec<usize>, String> {
             let nodes: Vec<usize> = topo
                 .nodes()
                 .iter()
                 .enumerate()
                 .filter(|(_, n)| {
-                    n.name == *name
+                    n.name == name
                         || n.name == format!("{name}-up")
                         || n.name == format!("{name}-down")
                 })
@@ -355,10 +444,30 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     "--cut: no host or switch named '{name}' (names look like host-3, tor-1, agg-0, core-0, leaf-1, spine-0)"
                 ));
             }
+            Ok(nodes)
+        };
+        for (name, at) in &cfg.cuts {
+            // "A/B": the physical link between A and B (both directions); else every link of A.
+            let (a, b) = match name.split_once('/') {
+                Some((a, b)) => (named(a)?, Some(named(b)?)),
+                None => (named(name)?, None),
+            };
+            let mut any = false;
             for (i, l) in topo.links().iter().enumerate() {
-                if nodes.contains(&(l.from.0 as usize)) || nodes.contains(&(l.to.0 as usize)) {
+                let (from, to) = (l.from.0 as usize, l.to.0 as usize);
+                let hit = match &b {
+                    None => a.contains(&from) || a.contains(&to),
+                    Some(b) => {
+                        a.contains(&from) && b.contains(&to) || b.contains(&from) && a.contains(&to)
+                    }
+                };
+                if hit {
                     links[i].cut_at = links[i].cut_at.min(*at);
+                    any = true;
                 }
+            }
+            if !any {
+                return Err(format!("--cut: no link between the nodes of '{name}'"));
             }
         }
         for (h, st) in hosts.iter_mut().enumerate() {
@@ -385,6 +494,15 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
         }
         let workload_rng = rng.fork(1);
+        let controller = Controller::new(
+            ControllerConfig {
+                procs_of_host: (0..topo.hosts())
+                    .map(|h| (h * pph..(h + 1) * pph).map(ProcId).collect())
+                    .collect(),
+                settle_ns: cfg.failure_settle_ns,
+            },
+            topo.clone(),
+        );
         let mut w = World {
             topo,
             hosts,
@@ -403,6 +521,19 @@ impl<Q: EventQueue<Ev>> World<Q> {
             procs,
             now: 0,
             live_messages: 0,
+            router: topo_router,
+            controller,
+            ctrl_msgs: crate::slab::Slab::default(),
+            ctrl_in_flight: 0,
+            ctrl_armed: None,
+            failure_rounds: Vec::new(),
+            first_fault: cfg
+                .crashes
+                .iter()
+                .map(|c| c.1)
+                .chain(cfg.cuts.iter().map(|c| c.1))
+                .min()
+                .unwrap_or(SimTime::MAX),
             checker,
             latency: NsHistogram::default(),
             latency_be: NsHistogram::default(),
@@ -442,6 +573,25 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.hosts.iter().map(|h| &h.host)
     }
 
+    /// Fig. 10's measure: the longest barrier stall that ended after the first fault, averaged
+    /// over the hosts that stayed correct: (best-effort, commit) in ns; `None` without faults.
+    pub fn stall_ns(&self) -> Option<(f64, f64)> {
+        if self.first_fault == SimTime::MAX {
+            return None;
+        }
+        let failed: Vec<u32> = self.controller.failed_hosts().map(|h| h.0).collect();
+        let correct: Vec<&HostSt> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .filter(|(h, st)| st.gone_at() == SimTime::MAX && !failed.contains(&(*h as u32)))
+            .map(|(_, st)| st)
+            .collect();
+        let n = correct.len().max(1) as f64;
+        let mean = |k: usize| correct.iter().map(|st| st.stall_max[k] as f64).sum::<f64>() / n;
+        Some((mean(0), mean(1)))
+    }
+
     /// The switches.
     pub fn switches(&self) -> impl Iterator<Item = &Switch> {
         self.switches.iter().map(|s| &s.sw)
@@ -465,6 +615,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 Ev::Timer { node, generation } => self.on_timer(t, node, generation),
                 Ev::CpuWake { host } => self.on_cpu_wake(t, host),
                 Ev::Send { proc } => self.on_send_event(t, proc),
+                Ev::Ctrl { msg } => self.on_ctrl(t, msg),
+                Ev::CtrlTimer => {
+                    self.ctrl_armed = None;
+                    self.controller.on_timeout(Instant(t));
+                    self.drain_controller(t);
+                }
             }
         }
         self.now = self.now.max(end);
@@ -491,11 +647,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
     pub fn quiescent(&self) -> bool {
         // Packets in flight to a crashed host count until they arrive and are dropped.
         self.live_messages == 0
-            && self.hosts.iter().all(|h| {
+            && self.ctrl_in_flight == 0
+            && self.controller.open_rounds() == 0
+            && self.controller.poll_timeout().is_none()
+            && self.hosts.iter().enumerate().all(|(i, h)| {
                 h.gone_at() <= self.now
+                    || self.controller.is_failed(NodeId(i as u32))
                     || h.host.reorder_len() == 0
                         && h.host.partial_len() == 0
                         && h.host.unresolved_sends() == 0
+                        && h.host.failure_rounds_open() == 0
                         && h.pending.iter().all(|i| matches!(i, HostInput::Timeout))
             })
     }
@@ -688,8 +849,15 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         let st = &mut self.hosts[h as usize];
         for i in std::mem::take(&mut st.pending).into_iter().chain([input]) {
-            if let HostInput::Packet(pkt) = i {
-                self.take_packet(pkt);
+            match i {
+                HostInput::Packet(pkt) => {
+                    self.take_packet(pkt);
+                }
+                HostInput::Ctrl(m) => {
+                    self.ctrl_msgs.take(m);
+                    self.ctrl_in_flight -= 1;
+                }
+                _ => {}
             }
         }
         self.hosts[h as usize].pending_sends = 0;
@@ -749,6 +917,20 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 Dsts::List(self.scratch_dsts.clone())
             }
         };
+        // An application told a process failed (§5.2 callback) stops sending to it.
+        let host = &self.hosts[(proc / self.cfg.procs_per_host) as usize].host;
+        let dsts = if host.failures_known() == 0 {
+            dsts
+        } else {
+            let before = self.scratch_dsts.len();
+            self.scratch_dsts
+                .retain(|&d| host.failure_of(ProcId(d)).is_none());
+            if self.scratch_dsts.len() == before {
+                dsts
+            } else {
+                Dsts::List(self.scratch_dsts.clone())
+            }
+        };
         for &d in &self.scratch_dsts {
             self.scratch_scatter.push((ProcId(d), payload.clone()));
         }
@@ -774,6 +956,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 );
             }
             HostInput::Timeout => self.hosts[hi].host.handle(local, Input::Timeout),
+            HostInput::Ctrl(m) => {
+                cursor += self.cfg.host_recv_ns;
+                self.ctrl_in_flight -= 1;
+                let (_, msg) = self.ctrl_msgs.take(m);
+                self.hosts[hi].host.on_control(local, msg);
+            }
             HostInput::Send { proc, issued } => {
                 let reliable = match self.cfg.service {
                     Service::BestEffort => false,
@@ -782,6 +970,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 };
                 let seq = self.scatter_seq[proc as usize];
                 let dsts = self.build_scattering(proc, seq, issued);
+                if self.scratch_scatter.is_empty() {
+                    self.stats.sends_to_failed += 1;
+                    let before = (barrier_before, commit_before);
+                    return self.finish_host_input(t, h, cursor, local, before);
+                }
                 let scattering = std::mem::take(&mut self.scratch_scatter);
                 let host = &mut self.hosts[hi].host;
                 let sent = if reliable {
@@ -808,10 +1001,28 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     Err(onepipe_proto::host::SendError::Full) => {
                         self.stats.sends_refused_full += 1;
                     }
+                    Err(onepipe_proto::host::SendError::Failed(_)) => {
+                        self.stats.sends_to_failed += 1;
+                    }
                     Err(e) => panic!("the simulator's workload sent an invalid scattering: {e}"),
                 }
             }
         }
+        self.finish_host_input(t, h, cursor, local, (barrier_before, commit_before));
+    }
+
+    /// Drains a host's outputs after an input, charging its CPU from `cursor` on; `before` are
+    /// its (barrier, commit barrier) before the input.
+    fn finish_host_input(
+        &mut self,
+        t: SimTime,
+        h: u32,
+        mut cursor: SimTime,
+        local: Instant,
+        before: (Option<Timestamp>, Option<Timestamp>),
+    ) {
+        let hi = h as usize;
+        let (barrier_before, commit_before) = before;
         let uplink = self.host_uplinks[hi];
         while let Some(o) = self.hosts[hi].host.poll_output() {
             match o {
@@ -858,6 +1069,38 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     debug_assert_eq!((queued, proc), (handle, src.0));
                     self.record_send(t, h, proc, seq, ts, dsts, true);
                 }
+                Output::Event(HostEvent::ReliableAborted { handle, src }) => {
+                    let (queued, proc, _, _) = self.hosts[hi]
+                        .reliable_queued
+                        .pop_front()
+                        .expect("a queued reliable scattering");
+                    debug_assert_eq!((queued, proc), (handle, src.0));
+                    self.stats.sends_to_failed += 1;
+                }
+                Output::Event(HostEvent::ProcFailed { proc, ts }) => {
+                    self.stats.proc_failed_callbacks += 1;
+                    self.trace.add(0xFA1D ^ (proc.0 as u64) << 32 ^ h as u64);
+                    self.trace.add(ts.raw());
+                }
+                Output::Event(HostEvent::Recalled { src, ts }) => {
+                    self.stats.recalled += 1;
+                    self.trace.add(0x2ECA ^ (src.0 as u64) << 32);
+                    self.trace.add(ts.raw());
+                    if let Some(c) = self.checker.as_mut() {
+                        c.on_recalled(src.0, ts);
+                    }
+                }
+                Output::Event(HostEvent::UplinkDown { last_commit }) => {
+                    let msg = CtrlMsg::LinkDown {
+                        reporter: NodeId(h),
+                        link: self.topo.downlink(h),
+                        last_commit,
+                    };
+                    self.send_ctrl(cursor, CtrlDest::Controller, msg);
+                }
+                Output::Event(HostEvent::Control { to, msg }) => {
+                    self.send_ctrl(cursor, to, msg);
+                }
                 Output::Event(HostEvent::SendFailed {
                     src,
                     dst,
@@ -875,6 +1118,20 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
         }
         self.hosts[hi].cpu_free = cursor;
+        let now_b = self.hosts[hi].host.barrier().map(|b| b.timestamp());
+        let now_c = self.hosts[hi].host.commit_barrier().map(|b| b.timestamp());
+        for (k, moved) in [now_b != barrier_before, now_c != commit_before]
+            .into_iter()
+            .enumerate()
+        {
+            if moved {
+                let st = &mut self.hosts[hi];
+                if t > self.first_fault {
+                    st.stall_max[k] = st.stall_max[k].max(t - st.last_move[k]);
+                }
+                st.last_move[k] = t;
+            }
+        }
         if let Some(c) = self.checker.as_mut() {
             let b = self.hosts[hi].host.barrier().map(|b| b.timestamp());
             c.on_host_barrier(t, h, b);
@@ -913,13 +1170,125 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     let link = self.switch_out_links[base + port.index()];
                     self.transmit(link, packet, t);
                 }
-                Output::Event(e) => match e {},
+                Output::Event(SwitchEvent::LinkDown { port, last_commit }) => {
+                    let link = self.topo.node(NodeId(node)).inputs[port.index()];
+                    let msg = CtrlMsg::LinkDown {
+                        reporter: NodeId(node),
+                        link,
+                        last_commit,
+                    };
+                    self.send_ctrl(t, CtrlDest::Controller, msg);
+                }
             }
         }
         if let Some(c) = self.checker.as_mut() {
             c.on_switch_barrier(t, si, self.switches[si].sw.barrier());
         }
         self.rearm(node);
+    }
+
+    /// Sends a control message on the management network: it arrives `ctrl_delay_ns` later.
+    fn send_ctrl(&mut self, t: SimTime, to: CtrlDest, msg: CtrlMsg) {
+        self.stats.ctrl_messages += 1;
+        self.ctrl_in_flight += 1;
+        let i = self.ctrl_msgs.insert((to, msg));
+        self.queue
+            .push(t + self.cfg.ctrl_delay_ns, Ev::Ctrl { msg: i });
+    }
+
+    fn on_ctrl(&mut self, t: SimTime, i: u32) {
+        let to = self.ctrl_msgs.get(i).0;
+        match to {
+            CtrlDest::Controller => {
+                let (_, msg) = self.ctrl_msgs.take(i);
+                self.ctrl_in_flight -= 1;
+                self.controller.on_message(Instant(t), msg);
+                self.drain_controller(t);
+            }
+            CtrlDest::Node(n) if n.0 < self.topo.hosts() => {
+                self.host_input(t, n.0, HostInput::Ctrl(i));
+            }
+            CtrlDest::Node(n) => {
+                let (_, msg) = self.ctrl_msgs.take(i);
+                self.ctrl_in_flight -= 1;
+                if let CtrlMsg::Resume { dead_links, .. } = msg {
+                    let si = (n.0 - self.topo.hosts()) as usize;
+                    for l in dead_links {
+                        let link = self.topo.links()[l.index()];
+                        if link.to == n {
+                            self.switches[si].sw.remove_commit_input(link.to_port);
+                        }
+                    }
+                    self.switch_handle(t, n.0, Input::Timeout);
+                }
+            }
+        }
+    }
+
+    /// Carries out what the controller decided (the controller runs on true time: it is one
+    /// node, its clock is the reference).
+    fn drain_controller(&mut self, t: SimTime) {
+        while let Some(o) = self.controller.poll_output() {
+            match o {
+                CtrlOut::Send { to, msg } => {
+                    if let CtrlMsg::Resume { round, dead_links } = &msg {
+                        // Routing around the dead links takes effect with the round's Resume.
+                        if self.failure_rounds.last().is_none_or(|r| r.round != *round)
+                            || self
+                                .failure_rounds
+                                .last()
+                                .is_some_and(|r| r.resumed_ns.is_none())
+                        {
+                            self.reroute(dead_links);
+                        }
+                    }
+                    self.send_ctrl(t, to, msg);
+                }
+                CtrlOut::Declared { round, hosts, .. } => {
+                    for &(h, ts) in &hosts {
+                        self.trace.add(0xDEC1 ^ (h.0 as u64) << 32 ^ round as u64);
+                        self.trace.add(ts.raw());
+                        if let Some(c) = self.checker.as_mut() {
+                            c.on_declared(h.0, ts);
+                        }
+                    }
+                    self.failure_rounds.push(FailureRound {
+                        round,
+                        hosts: hosts.iter().map(|&(h, ts)| (h.0, ts.raw())).collect(),
+                        declared_ns: t,
+                        resumed_ns: None,
+                    });
+                }
+                CtrlOut::Resumed { round } => {
+                    match self.failure_rounds.iter_mut().find(|r| r.round == round) {
+                        Some(r) => r.resumed_ns = Some(t),
+                        None => self.failure_rounds.push(FailureRound {
+                            round,
+                            declared_ns: t,
+                            resumed_ns: Some(t),
+                            ..FailureRound::default()
+                        }),
+                    }
+                }
+            }
+        }
+        let next = self.controller.poll_timeout();
+        if next != self.ctrl_armed {
+            self.ctrl_armed = next;
+            if let Some(at) = next {
+                self.queue.push(at.as_nanos().max(t), Ev::CtrlTimer);
+            }
+        }
+    }
+
+    /// §5.2 Resume: packets route around the dead links from now on.
+    fn reroute(&mut self, dead_links: &[onepipe_proto::LinkId]) {
+        let dead: std::collections::BTreeSet<_> = dead_links.iter().copied().collect();
+        let reach = reach_table(&self.topo, &dead);
+        *self.router.detour.write().expect("never poisoned") = Some(Detour { reach, dead });
+        self.router
+            .detouring
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Re-arms a node's timer from its `poll_timeout`, if it changed.

@@ -1,0 +1,617 @@
+//! Failure handling for reliable 1Pipe (§5.2): the control messages and the controller.
+//!
+//! The procedure, as the paper lists it, and where each step lives:
+//!
+//! 1. **Detect** — a switch that times out an input link ([`crate::switch::SwitchEvent::LinkDown`])
+//!    and a host whose first-hop switch fell silent ([`crate::host::HostEvent::Control`] with a
+//!    [`CtrlMsg::LinkDown`]) tell the controller, with the last commit barrier they had from it.
+//! 2. **Determine** — [`Controller`]: after a short settling time (so that every neighbour of a
+//!    failed component has reported), the processes that are disconnected in the routing graph
+//!    are failed; the failure timestamp of each is the *maximum* last commit barrier reported on a
+//!    dead link downstream of it (every such value was committed by it, and every correct
+//!    receiver's commit barrier is bounded by one of them).
+//! 3. **Broadcast** — [`CtrlMsg::Failure`] to every correct host.
+//! 4. **Discard** / 5. **Recall** / 6. **Callback** — [`crate::host::Host::on_control`]: drop
+//!    buffered messages from a failed process above its failure timestamp; abort every
+//!    scattering still waiting for an ACK from a failed process ([`CtrlMsg::Recall`] to the other
+//!    hosts, which discard it and answer [`CtrlMsg::RecallAck`]; the commit barrier is held below
+//!    it meanwhile); raise [`crate::host::HostEvent::ProcFailed`]; then [`CtrlMsg::Completed`].
+//! 7. **Resume** — once every correct host completed, [`CtrlMsg::Resume`] tells every switch to
+//!    stop waiting for the dead links' commit barriers (and drivers to route around them).
+//!
+//! A determination that finds no failed process (a core link or switch: connectivity survives)
+//! resumes at once. Rounds are numbered and resume in order; a failure found while a round is
+//! open starts another, and hosts newly failed are no longer waited for.
+//!
+//! Control messages travel on the management network, which drivers deliver reliably (the
+//! simulator with a fixed delay). Not built: controller forwarding, receiver recovery.
+
+use crate::ids::{LinkId, NodeId, ProcId, Psn};
+use crate::time::{Instant, Timestamp};
+use crate::topology::Topology;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// A control-plane message (§5.2 Fig. 7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CtrlMsg {
+    /// Detect: `reporter` timed out its input `link`; `last_commit` is the last commit barrier
+    /// it had from it (`None` if the link never carried one).
+    LinkDown {
+        /// The node whose input fell silent.
+        reporter: NodeId,
+        /// The silent link.
+        link: LinkId,
+        /// Its last commit barrier.
+        last_commit: Option<Timestamp>,
+    },
+    /// Broadcast: `failed` processes with their failure timestamps; `correct` are the hosts that
+    /// take part in this round (the recall targets).
+    Failure {
+        /// Round number.
+        round: u32,
+        /// (process, failure timestamp).
+        failed: Vec<(ProcId, Timestamp)>,
+        /// The correct hosts.
+        correct: Vec<NodeId>,
+    },
+    /// Recall: the scatterings `(sender, timestamp)` are aborted. `unacked` lists the messages
+    /// of them the sender never saw acknowledged — (sender, receiver, first PSN, packets) — which
+    /// the receiver records as received so its window moves on.
+    Recall {
+        /// Round number.
+        round: u32,
+        /// The recalling host.
+        from: NodeId,
+        /// Aborted scatterings.
+        groups: Vec<(ProcId, Timestamp)>,
+        /// Their unacknowledged messages.
+        unacked: Vec<(ProcId, ProcId, Psn, u32)>,
+    },
+    /// The recall of `round` from the addressee is done at host `from`.
+    RecallAck {
+        /// Round number.
+        round: u32,
+        /// The host that discarded.
+        from: NodeId,
+    },
+    /// Host `host` discarded, recalled and ran its callbacks for `round`.
+    Completed {
+        /// Round number.
+        round: u32,
+        /// The host.
+        host: NodeId,
+    },
+    /// Resume: stop waiting for the commit barriers of `dead_links`, and route around them.
+    Resume {
+        /// Round number.
+        round: u32,
+        /// Every link known dead.
+        dead_links: Vec<LinkId>,
+    },
+}
+
+/// Where a control message goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CtrlDest {
+    /// The controller.
+    Controller,
+    /// A host or switch.
+    Node(NodeId),
+}
+
+/// What the controller reports to its driver besides messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CtrlOut {
+    /// Send `msg` to `to`.
+    Send {
+        /// Addressee.
+        to: CtrlDest,
+        /// The message.
+        msg: CtrlMsg,
+    },
+    /// Determine: hosts declared failed in `round`, with their failure timestamps.
+    Declared {
+        /// Round number.
+        round: u32,
+        /// When (controller time).
+        at: Instant,
+        /// (host, failure timestamp).
+        hosts: Vec<(NodeId, Timestamp)>,
+    },
+    /// Round `round` resumed.
+    Resumed {
+        /// Round number.
+        round: u32,
+    },
+}
+
+/// Controller configuration.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// Processes of each host, by host index.
+    pub procs_of_host: Vec<Vec<ProcId>>,
+    /// Time from the first report to Determine, so every neighbour of a failure has reported.
+    pub settle_ns: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Round {
+    waiting: BTreeSet<NodeId>,
+    dead_links: Vec<LinkId>,
+}
+
+/// The network controller's failure procedure (§5.2). Sans-IO: feed it messages and timeouts,
+/// drain [`Controller::poll_output`].
+#[derive(Debug)]
+pub struct Controller {
+    cfg: ControllerConfig,
+    topo: Arc<Topology>,
+    /// Dead links as reported: link → (reporter, last commit).
+    reports: BTreeMap<LinkId, (NodeId, Option<Timestamp>)>,
+    /// Hosts declared failed.
+    failed: Vec<bool>,
+    /// Open rounds, resumed in order.
+    rounds: BTreeMap<u32, Round>,
+    next_round: u32,
+    determine_at: Option<Instant>,
+    outputs: VecDeque<CtrlOut>,
+}
+
+impl Controller {
+    /// A controller for `topo`.
+    pub fn new(cfg: ControllerConfig, topo: Arc<Topology>) -> Controller {
+        let hosts = topo.hosts() as usize;
+        assert_eq!(cfg.procs_of_host.len(), hosts, "procs_of_host per host");
+        Controller {
+            cfg,
+            topo,
+            reports: BTreeMap::new(),
+            failed: vec![false; hosts],
+            rounds: BTreeMap::new(),
+            next_round: 1,
+            determine_at: None,
+            outputs: VecDeque::new(),
+        }
+    }
+
+    /// Hosts declared failed so far.
+    pub fn failed_hosts(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.failed
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f)
+            .map(|(h, _)| NodeId(h as u32))
+    }
+
+    /// Whether host `h` was declared failed.
+    pub fn is_failed(&self, h: NodeId) -> bool {
+        self.is_failed_host(h)
+    }
+
+    /// Rounds not resumed yet.
+    pub fn open_rounds(&self) -> usize {
+        self.rounds.len()
+    }
+
+    /// Handles a control message addressed to the controller.
+    pub fn on_message(&mut self, now: Instant, msg: CtrlMsg) {
+        match msg {
+            CtrlMsg::LinkDown {
+                reporter,
+                link,
+                last_commit,
+            } => {
+                if link.index() >= self.topo.links().len()
+                    || self.topo.links()[link.index()].to != reporter
+                {
+                    return; // not the reporter's input: garbage
+                }
+                if self.is_failed_host(reporter) || self.reports.contains_key(&link) {
+                    return;
+                }
+                self.reports.insert(link, (reporter, last_commit));
+                if self.determine_at.is_none() {
+                    self.determine_at = Some(now + self.cfg.settle_ns);
+                }
+            }
+            CtrlMsg::Completed { round, host } => {
+                if let Some(r) = self.rounds.get_mut(&round) {
+                    r.waiting.remove(&host);
+                }
+                self.resume_ready();
+            }
+            _ => {}
+        }
+    }
+
+    /// When [`Controller::on_timeout`] wants to run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.determine_at
+    }
+
+    /// Runs Determine if it is due.
+    pub fn on_timeout(&mut self, now: Instant) {
+        if self.determine_at.is_some_and(|t| t <= now) {
+            self.determine_at = None;
+            self.determine(now);
+        }
+    }
+
+    /// The next thing to send or report.
+    pub fn poll_output(&mut self) -> Option<CtrlOut> {
+        self.outputs.pop_front()
+    }
+
+    fn is_failed_host(&self, n: NodeId) -> bool {
+        self.failed.get(n.index()).copied().unwrap_or(false)
+    }
+
+    /// Determine (§5.2): who is disconnected, and when it failed; then Broadcast.
+    fn determine(&mut self, now: Instant) {
+        let dead: BTreeSet<LinkId> = self.reports.keys().copied().collect();
+        let correct = connected_hosts(&self.topo, &dead);
+        let mut declared = Vec::new();
+        for h in 0..self.topo.hosts() {
+            if correct[h as usize] || self.failed[h as usize] {
+                continue;
+            }
+            let Some(ts) = self.failure_ts(h, &correct) else {
+                continue; // nothing bounds it yet: a later report will
+            };
+            self.failed[h as usize] = true;
+            declared.push((NodeId(h), ts));
+        }
+        let round = self.next_round;
+        self.next_round += 1;
+        // Hosts failed now are no longer waited for in earlier rounds.
+        for r in self.rounds.values_mut() {
+            r.waiting.retain(|h| !self.failed[h.index()]);
+        }
+        let correct_hosts: Vec<NodeId> = (0..self.topo.hosts())
+            .filter(|&h| !self.failed[h as usize])
+            .map(NodeId)
+            .collect();
+        let waiting = if declared.is_empty() {
+            BTreeSet::new()
+        } else {
+            let failed: Vec<(ProcId, Timestamp)> = declared
+                .iter()
+                .flat_map(|&(h, ts)| {
+                    self.cfg.procs_of_host[h.index()]
+                        .iter()
+                        .map(move |&p| (p, ts))
+                })
+                .collect();
+            self.outputs.push_back(CtrlOut::Declared {
+                round,
+                at: now,
+                hosts: declared,
+            });
+            for &h in &correct_hosts {
+                self.outputs.push_back(CtrlOut::Send {
+                    to: CtrlDest::Node(h),
+                    msg: CtrlMsg::Failure {
+                        round,
+                        failed: failed.clone(),
+                        correct: correct_hosts.clone(),
+                    },
+                });
+            }
+            correct_hosts.iter().copied().collect()
+        };
+        self.rounds.insert(
+            round,
+            Round {
+                waiting,
+                dead_links: dead.into_iter().collect(),
+            },
+        );
+        self.resume_ready();
+    }
+
+    /// The failure timestamp of host `h`: the largest last commit barrier reported by a correct
+    /// neighbour on a dead link that `h`'s barriers flow through.
+    fn failure_ts(&self, h: u32, correct: &[bool]) -> Option<Timestamp> {
+        let downstream = reachable_from(&self.topo, NodeId(h), &BTreeSet::new());
+        self.reports
+            .iter()
+            .filter(|(link, (reporter, _))| {
+                let from = self.topo.links()[link.index()].from;
+                downstream[from.index()]
+                    && (reporter.0 >= self.topo.hosts() || correct[reporter.index()])
+            })
+            .filter_map(|(_, (_, c))| *c)
+            .max()
+    }
+
+    /// Resume every leading round nobody is waiting for any more.
+    fn resume_ready(&mut self) {
+        while let Some(entry) = self.rounds.first_entry() {
+            if !entry.get().waiting.is_empty() {
+                break;
+            }
+            let (round, r) = entry.remove_entry();
+            // Switches stop waiting for the dead links; correct hosts resend what the failure
+            // swallowed (routes change with Resume).
+            let hosts = (0..self.topo.hosts())
+                .filter(|&h| !self.failed[h as usize])
+                .map(NodeId);
+            for s in hosts.chain(self.topo.switches()) {
+                self.outputs.push_back(CtrlOut::Send {
+                    to: CtrlDest::Node(s),
+                    msg: CtrlMsg::Resume {
+                        round,
+                        dead_links: r.dead_links.clone(),
+                    },
+                });
+            }
+            self.outputs.push_back(CtrlOut::Resumed { round });
+        }
+    }
+}
+
+/// Nodes reachable from `start` over links not in `dead` (the start included).
+pub fn reachable_from(topo: &Topology, start: NodeId, dead: &BTreeSet<LinkId>) -> Vec<bool> {
+    let mut seen = vec![false; topo.nodes().len()];
+    let mut stack = vec![start];
+    seen[start.index()] = true;
+    while let Some(n) = stack.pop() {
+        for &l in &topo.nodes()[n.index()].outputs {
+            if dead.contains(&l) {
+                continue;
+            }
+            let to = topo.links()[l.index()].to;
+            if !seen[to.index()] {
+                seen[to.index()] = true;
+                // A host is a sink here: what reaches it does not go on through it.
+                if to.0 >= topo.hosts() {
+                    stack.push(to);
+                }
+            }
+        }
+    }
+    seen
+}
+
+/// §5.2 "a process that disconnects … in a routing graph is regarded as failed": the hosts of the
+/// largest group that can all reach one another over live links (ties: the group of the lowest
+/// host), as a mask by host. Under a partition this is the greedy choice: the other side is
+/// failed.
+pub fn connected_hosts(topo: &Topology, dead: &BTreeSet<LinkId>) -> Vec<bool> {
+    let hosts = topo.hosts() as usize;
+    // Per host: which hosts it reaches, and whether it reaches itself through the network — a
+    // host whose uplink or downlink is dead is in no group; one cut off with its rack alone is.
+    let (reach, eligible): (Vec<Vec<bool>>, Vec<bool>) = (0..hosts)
+        .map(|h| {
+            let r = reachable_from(topo, NodeId(h as u32), dead);
+            let down = topo.downlink(h as u32);
+            let feeder = topo.links()[down.index()].from;
+            let ok = !dead.contains(&down) && r[feeder.index()];
+            (r[..hosts].to_vec(), ok)
+        })
+        .unzip();
+    let mut best: Vec<bool> = vec![false; hosts];
+    let mut best_n = 0;
+    for (h, r) in reach.iter().enumerate() {
+        if !eligible[h] {
+            continue;
+        }
+        let group: Vec<bool> = (0..hosts).map(|o| o == h || r[o] && reach[o][h]).collect();
+        let n = group.iter().filter(|&&g| g).count();
+        if n > best_n {
+            best_n = n;
+            best = group;
+        }
+    }
+    best
+}
+
+/// For each destination host, the nodes that can still reach it over live links: what a driver
+/// routes by after Resume (`usable[dst][node]`).
+pub fn reach_table(topo: &Topology, dead: &BTreeSet<LinkId>) -> Vec<Vec<bool>> {
+    let n = topo.nodes().len();
+    (0..topo.hosts())
+        .map(|d| {
+            let mut can = vec![false; n];
+            can[d as usize] = true;
+            let mut stack = vec![NodeId(d)];
+            while let Some(x) = stack.pop() {
+                for &l in &topo.nodes()[x.index()].inputs {
+                    if dead.contains(&l) {
+                        continue;
+                    }
+                    let from = topo.links()[l.index()].from;
+                    // Hosts are sources only: reaching host `from` says nothing of routing on.
+                    if !can[from.index()] && from.0 >= topo.hosts() {
+                        can[from.index()] = true;
+                        stack.push(from);
+                    }
+                }
+            }
+            can
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn controller(topo: &Arc<Topology>) -> Controller {
+        let cfg = ControllerConfig {
+            procs_of_host: (0..topo.hosts()).map(|h| vec![ProcId(h)]).collect(),
+            settle_ns: 1_000,
+        };
+        Controller::new(cfg, topo.clone())
+    }
+
+    fn drain(c: &mut Controller) -> Vec<CtrlOut> {
+        std::iter::from_fn(|| c.poll_output()).collect()
+    }
+
+    fn ts(n: u64) -> Timestamp {
+        Timestamp::new(n)
+    }
+
+    #[test]
+    fn a_host_crash_fails_its_processes_at_the_reported_commit_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        let up = topo.uplink(1);
+        let tor = topo.links()[up.index()].to;
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: tor,
+                link: up,
+                last_commit: Some(ts(500)),
+            },
+        );
+        assert_eq!(c.poll_timeout(), Some(Instant(1_000)));
+        c.on_timeout(Instant(1_000));
+        let out = drain(&mut c);
+        assert!(out.contains(&CtrlOut::Declared {
+            round: 1,
+            at: Instant(1_000),
+            hosts: vec![(NodeId(1), ts(500))]
+        }));
+        let failures: Vec<_> = out
+            .iter()
+            .filter_map(|o| match o {
+                CtrlOut::Send {
+                    to,
+                    msg: CtrlMsg::Failure { failed, .. },
+                } => Some((*to, failed.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failures.len(), 3, "every correct host is told");
+        assert!(failures
+            .iter()
+            .all(|(_, f)| f == &vec![(ProcId(1), ts(500))]));
+        // Resume waits for every correct host.
+        for h in [0, 2] {
+            c.on_message(
+                Instant(2_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+            assert!(drain(&mut c).is_empty());
+        }
+        c.on_message(
+            Instant(2_000),
+            CtrlMsg::Completed {
+                round: 1,
+                host: NodeId(3),
+            },
+        );
+        let out = drain(&mut c);
+        assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
+        assert!(out.iter().any(|o| matches!(o,
+            CtrlOut::Send { msg: CtrlMsg::Resume { dead_links, .. }, .. } if dead_links == &vec![up])));
+    }
+
+    #[test]
+    fn a_spine_failure_fails_nobody_and_resumes_at_once() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        let spine = topo
+            .nodes()
+            .iter()
+            .position(|n| n.name == "spine-0")
+            .unwrap();
+        for &l in &topo.nodes()[spine].outputs {
+            let to = topo.links()[l.index()].to;
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: to,
+                    link: l,
+                    last_commit: Some(ts(10)),
+                },
+            );
+        }
+        c.on_timeout(Instant(1_000));
+        let out = drain(&mut c);
+        assert!(!out.iter().any(|o| matches!(o, CtrlOut::Declared { .. })));
+        assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
+        assert_eq!(c.failed_hosts().count(), 0);
+    }
+
+    #[test]
+    fn a_tor_failure_fails_its_rack_at_the_spines_maximum() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        let leaf_up = topo
+            .nodes()
+            .iter()
+            .position(|n| n.name == "leaf-0-up")
+            .unwrap();
+        // The spines report their input from leaf-0-up, one behind the other.
+        let mut commit = 100;
+        for &l in &topo.nodes()[leaf_up].outputs {
+            let to = topo.links()[l.index()].to;
+            if topo.nodes()[to.index()].name.starts_with("spine") {
+                c.on_message(
+                    Instant(0),
+                    CtrlMsg::LinkDown {
+                        reporter: to,
+                        link: l,
+                        last_commit: Some(ts(commit)),
+                    },
+                );
+                commit += 50;
+            }
+        }
+        // The rack's hosts report their dead first-hop switch.
+        let leaf_down = topo
+            .nodes()
+            .iter()
+            .position(|n| n.name == "leaf-0-down")
+            .unwrap();
+        for &l in &topo.nodes()[leaf_down].outputs {
+            let to = topo.links()[l.index()].to;
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: to,
+                    link: l,
+                    last_commit: Some(ts(1)),
+                },
+            );
+        }
+        c.on_timeout(Instant(1_000));
+        let out = drain(&mut c);
+        assert!(out.contains(&CtrlOut::Declared {
+            round: 1,
+            at: Instant(1_000),
+            hosts: vec![(NodeId(0), ts(150)), (NodeId(1), ts(150))]
+        }));
+    }
+
+    #[test]
+    fn reports_that_are_not_the_reporters_input_are_ignored() {
+        let topo = Arc::new(Topology::rack(3).unwrap());
+        let mut c = controller(&topo);
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: NodeId(0),
+                link: topo.uplink(2),
+                last_commit: None,
+            },
+        );
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: NodeId(0),
+                link: LinkId(9_999),
+                last_commit: None,
+            },
+        );
+        assert_eq!(c.poll_timeout(), None);
+    }
+}
