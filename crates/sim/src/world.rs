@@ -284,6 +284,8 @@ pub struct World<Q: EventQueue<Ev>> {
     pub failure_rounds: Vec<FailureRound>,
     /// True time of the first crash or cut (`SimTime::MAX` if none).
     first_fault: SimTime,
+    /// The last round whose Resume changed the routes.
+    rerouted_round: u32,
     /// The checker, when checks are on.
     pub checker: Option<Checker>,
     /// Send → deliver latency, true time.
@@ -527,6 +529,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             ctrl_in_flight: 0,
             ctrl_armed: None,
             failure_rounds: Vec::new(),
+            rerouted_round: 0,
             first_fault: cfg
                 .crashes
                 .iter()
@@ -1232,13 +1235,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
             match o {
                 CtrlOut::Send { to, msg } => {
                     if let CtrlMsg::Resume { round, dead_links } = &msg {
-                        // Routing around the dead links takes effect with the round's Resume.
-                        if self.failure_rounds.last().is_none_or(|r| r.round != *round)
-                            || self
-                                .failure_rounds
-                                .last()
-                                .is_some_and(|r| r.resumed_ns.is_none())
-                        {
+                        // Routing around the dead links takes effect with the round's Resume
+                        // (computed once per round, not once per addressee).
+                        if *round > self.rerouted_round {
+                            self.rerouted_round = *round;
                             self.reroute(dead_links);
                         }
                     }
