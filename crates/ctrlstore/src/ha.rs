@@ -1,0 +1,722 @@
+//! [`HaController`]: the §5.2 controller made highly available by event sourcing.
+//!
+//! [`Controller`] is a deterministic state machine over its inputs (`on_message`, `on_timeout`),
+//! so its state *is* its input log. `HaController` wraps one with a [`ControllerStore`]: every
+//! input is appended to the store's log (fenced by the leadership) *before* it is applied, and a
+//! new leader rebuilds the state by replaying the log into a fresh `Controller`
+//! ([`HaController::recover`]). What the replay shows was sent but may not have arrived —
+//! the `Failure` broadcasts of rounds not resumed yet, and the last round's `Resume` — is queued
+//! again, so a standby that takes over mid-procedure finishes the round.
+//!
+//! Call order, as for `Controller`: mutate (`on_message`, `on_timeout`), drain
+//! [`HaController::poll_output`] until `None`, then read [`HaController::poll_timeout`]. A
+//! [`StoreError::NotLeader`] from a mutation means this controller was deposed: the input was
+//! not applied, and the caller must stop acting as controller (and may campaign again).
+//!
+//! Time: inputs are logged in *log time*. A new leader whose clock is behind the last logged
+//! input is shifted forward so log time never goes backwards; with a cluster-wide time base
+//! (synchronized wall clock) the shift is zero and pending deadlines keep their meaning.
+
+use crate::codec::{DecodeError, EncodeError, Entry};
+use crate::store::{ControllerStore, Leadership, StoreError};
+use onepipe_proto::failure::{Controller, ControllerConfig, CtrlDest, CtrlMsg, CtrlOut};
+use onepipe_proto::topology::Topology;
+use onepipe_proto::{Instant, NodeId};
+use std::collections::{BTreeSet, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+
+/// The metadata key holding the fingerprint of the routing graph and controller configuration
+/// the log was written against.
+pub const FINGERPRINT_KEY: &str = "fingerprint";
+
+/// A §5.2 controller whose inputs live in a store, so a standby can take over.
+pub struct HaController<S: ControllerStore> {
+    store: S,
+    leadership: Leadership,
+    ctrl: Controller,
+    /// The log time of the last logged input: log time never goes backwards.
+    log_now: Instant,
+    /// Added to the caller's clock to get log time.
+    offset_ns: u64,
+    /// The index the next append must get.
+    next_index: u64,
+    outputs: VecDeque<CtrlOut>,
+    stats: HaStats,
+}
+
+/// Counters of an [`HaController`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HaStats {
+    /// Log entries replayed by [`HaController::recover`].
+    pub replayed: u64,
+    /// Outputs queued again by [`HaController::recover`].
+    pub resent: u64,
+    /// Entries this controller appended.
+    pub appended: u64,
+    /// Timeouts that had nothing due (not logged).
+    pub idle_timeouts: u64,
+}
+
+/// Why an [`HaController`] could not recover or act.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HaError {
+    /// The store refused or failed ([`StoreError::NotLeader`]: deposed).
+    Store(StoreError),
+    /// An input too large to log.
+    Encode(EncodeError),
+    /// Log entry `index` is not an entry.
+    Decode {
+        /// Its index.
+        index: u64,
+        /// Why.
+        err: DecodeError,
+    },
+    /// The log was written for another routing graph or controller configuration.
+    ClusterMismatch {
+        /// The fingerprint in the store.
+        stored: String,
+        /// This controller's.
+        ours: String,
+    },
+    /// An append landed at another index than this leader expected: someone else wrote the
+    /// log, which fencing forbids. A bug in a store, or a store shared by two clusters.
+    Diverged {
+        /// The index expected.
+        expected: u64,
+        /// The index the store gave.
+        got: u64,
+    },
+}
+
+/// What the replay of a log saw, for working out what to send again.
+#[derive(Default)]
+struct Replay {
+    outputs: Vec<CtrlOut>,
+    /// (round, host) pairs whose `Completed` is in the log.
+    completed: BTreeSet<(u32, NodeId)>,
+    resumed: BTreeSet<u32>,
+}
+
+impl<S: ControllerStore> HaController<S> {
+    /// Rebuilds the controller from the store's log, as the holder of `leadership`: checks the
+    /// log was written for this `topo` and `cfg` (recording it if the log is new), replays
+    /// every entry, and queues again what may not have reached its addressee. `now` is this
+    /// controller's clock.
+    pub fn recover(
+        store: S,
+        leadership: Leadership,
+        cfg: ControllerConfig,
+        topo: Arc<Topology>,
+        now: Instant,
+    ) -> Result<HaController<S>, HaError> {
+        let ours = fingerprint(&cfg, &topo);
+        match store.get_meta(FINGERPRINT_KEY).map_err(HaError::Store)? {
+            Some(stored) if stored != ours.as_bytes() => {
+                return Err(HaError::ClusterMismatch {
+                    stored: String::from_utf8_lossy(&stored).into_owned(),
+                    ours,
+                })
+            }
+            Some(_) => {}
+            None => store
+                .put_meta(&leadership, FINGERPRINT_KEY, ours.as_bytes())
+                .map_err(HaError::Store)?,
+        }
+        // Fencing makes the log final once we lead: nobody else can append after this load.
+        let log = store.load().map_err(HaError::Store)?;
+        let mut ha = HaController {
+            store,
+            leadership,
+            ctrl: Controller::new(cfg, topo),
+            log_now: Instant(0),
+            offset_ns: 0,
+            next_index: log.len() as u64,
+            outputs: VecDeque::new(),
+            stats: HaStats::default(),
+        };
+        let mut replay = Replay::default();
+        for (index, bytes) in log.iter().enumerate() {
+            let entry = Entry::decode(bytes).map_err(|err| HaError::Decode {
+                index: index as u64,
+                err,
+            })?;
+            if let Entry::Message {
+                msg: CtrlMsg::Completed { round, host },
+                ..
+            } = &entry
+            {
+                replay.completed.insert((*round, *host));
+            }
+            ha.log_now = ha.log_now.max(entry.at());
+            ha.apply(entry);
+            replay.outputs.extend(ha.outputs.drain(..));
+        }
+        ha.stats.replayed = log.len() as u64;
+        ha.offset_ns = ha.log_now.0.saturating_sub(now.0);
+        ha.queue_outstanding(replay);
+        Ok(ha)
+    }
+
+    /// Queues, in their original order, the replayed outputs that may not have arrived: for
+    /// every round not resumed, its `Declared` and its `Failure` to each host neither failed
+    /// since nor logged as `Completed` (hosts tolerate a duplicate `Failure`: they answer
+    /// `Completed` again); for the last resumed round, its `Resume`s and `Resumed`. Earlier
+    /// `Resume`s are implied: each round's dead links include every earlier round's.
+    fn queue_outstanding(&mut self, mut replay: Replay) {
+        for out in &replay.outputs {
+            if let CtrlOut::Resumed { round } = out {
+                replay.resumed.insert(*round);
+            }
+        }
+        let last_resumed = replay.resumed.last().copied();
+        for out in replay.outputs {
+            let keep = match &out {
+                CtrlOut::Declared { round, .. } => !replay.resumed.contains(round),
+                CtrlOut::Send {
+                    to: CtrlDest::Node(h),
+                    msg: CtrlMsg::Failure { round, .. },
+                } => {
+                    !replay.resumed.contains(round)
+                        && !self.ctrl.is_failed(*h)
+                        && !replay.completed.contains(&(*round, *h))
+                }
+                CtrlOut::Send {
+                    msg: CtrlMsg::Resume { round, .. },
+                    ..
+                }
+                | CtrlOut::Resumed { round } => Some(*round) == last_resumed,
+                CtrlOut::Send { .. } => false,
+            };
+            if keep {
+                self.stats.resent += 1;
+                self.outputs.push_back(out);
+            }
+        }
+    }
+
+    /// Handles a control message addressed to the controller: logged, then applied.
+    pub fn on_message(&mut self, now: Instant, msg: CtrlMsg) -> Result<(), HaError> {
+        let at = self.log_time(now);
+        self.log_and_apply(Entry::Message { at, msg })
+    }
+
+    /// Runs Determine if it is due: logged, then applied. A timeout with nothing due is not
+    /// logged.
+    pub fn on_timeout(&mut self, now: Instant) -> Result<(), HaError> {
+        let at = self.log_time(now);
+        if self.ctrl.poll_timeout().is_none_or(|t| t > at) {
+            self.stats.idle_timeouts += 1;
+            return Ok(());
+        }
+        self.log_and_apply(Entry::Timeout { at })
+    }
+
+    /// When [`HaController::on_timeout`] wants to run, on the caller's clock.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.ctrl
+            .poll_timeout()
+            .map(|t| Instant(t.0.saturating_sub(self.offset_ns)))
+    }
+
+    /// The next thing to send or report.
+    pub fn poll_output(&mut self) -> Option<CtrlOut> {
+        self.outputs.pop_front()
+    }
+
+    /// Renews the leadership's lease; call it every third of the lease's time to live.
+    pub fn keep_alive(&self) -> Result<(), HaError> {
+        self.store
+            .keep_alive(&self.leadership)
+            .map_err(HaError::Store)
+    }
+
+    /// Whether this controller still leads.
+    pub fn is_leader(&self) -> Result<bool, HaError> {
+        self.store
+            .is_leader(&self.leadership)
+            .map_err(HaError::Store)
+    }
+
+    /// Gives up the leadership at once, so a standby need not wait for the lease to expire.
+    pub fn resign(self) -> Result<S, HaError> {
+        self.store.resign(self.leadership).map_err(HaError::Store)?;
+        Ok(self.store)
+    }
+
+    /// The wrapped controller (read-only: inputs go through the log).
+    pub fn controller(&self) -> &Controller {
+        &self.ctrl
+    }
+
+    /// The leadership this controller acts under.
+    pub fn leadership(&self) -> &Leadership {
+        &self.leadership
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Entries in the log (replayed and appended).
+    pub fn log_len(&self) -> u64 {
+        self.next_index
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> HaStats {
+        self.stats
+    }
+
+    fn log_time(&self, now: Instant) -> Instant {
+        Instant(now.0.saturating_add(self.offset_ns)).max(self.log_now)
+    }
+
+    fn log_and_apply(&mut self, entry: Entry) -> Result<(), HaError> {
+        let bytes = entry.encode().map_err(HaError::Encode)?;
+        let index = self
+            .store
+            .append(&self.leadership, &bytes)
+            .map_err(HaError::Store)?;
+        if index != self.next_index {
+            return Err(HaError::Diverged {
+                expected: self.next_index,
+                got: index,
+            });
+        }
+        self.next_index += 1;
+        self.stats.appended += 1;
+        debug_assert!(entry.at() >= self.log_now, "log time never goes backwards");
+        self.log_now = entry.at();
+        self.apply(entry);
+        Ok(())
+    }
+
+    fn apply(&mut self, entry: Entry) {
+        match entry {
+            Entry::Message { at, msg } => self.ctrl.on_message(at, msg),
+            Entry::Timeout { at } => self.ctrl.on_timeout(at),
+        }
+        self.outputs
+            .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
+    }
+}
+
+impl<S: ControllerStore> fmt::Debug for HaController<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HaController")
+            .field("leadership", &self.leadership)
+            .field("log_len", &self.next_index)
+            .field("offset_ns", &self.offset_ns)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A fingerprint of what replay depends on besides the log: the routing graph (nodes, their
+/// ports, links) and the controller configuration (processes per host, settling time). FNV-1a,
+/// 64 bits, over explicitly listed fields so it does not change with `Debug` formatting.
+pub fn fingerprint(cfg: &ControllerConfig, topo: &Topology) -> String {
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    h.u64(u64::from(topo.hosts()));
+    h.u64(topo.nodes().len() as u64);
+    for n in topo.nodes() {
+        h.bytes(n.name.as_bytes());
+        h.u64(n.inputs.len() as u64);
+        n.inputs.iter().for_each(|l| h.u64(u64::from(l.0)));
+        h.u64(n.outputs.len() as u64);
+        n.outputs.iter().for_each(|l| h.u64(u64::from(l.0)));
+    }
+    h.u64(topo.links().len() as u64);
+    for l in topo.links() {
+        for v in [l.from.0, l.from_port.0, l.to.0, l.to_port.0] {
+            h.u64(u64::from(v));
+        }
+    }
+    h.u64(cfg.procs_of_host.len() as u64);
+    for procs in &cfg.procs_of_host {
+        h.u64(procs.len() as u64);
+        procs.iter().for_each(|p| h.u64(u64::from(p.0)));
+    }
+    h.u64(cfg.settle_ns);
+    format!("fnv1a64:{:016x}", h.0)
+}
+
+struct Fnv(u64);
+
+impl Fnv {
+    fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        for &x in b {
+            self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn u64(&mut self, v: u64) {
+        for x in v.to_le_bytes() {
+            self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+impl From<StoreError> for HaError {
+    fn from(e: StoreError) -> HaError {
+        HaError::Store(e)
+    }
+}
+
+impl HaError {
+    /// Whether this controller was deposed (fenced by the store).
+    pub fn is_not_leader(&self) -> bool {
+        matches!(self, HaError::Store(e) if e.is_not_leader())
+    }
+}
+
+impl fmt::Display for HaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HaError::Store(e) => write!(f, "{e}"),
+            HaError::Encode(e) => write!(f, "log entry: {e}"),
+            HaError::Decode { index, err } => write!(f, "log entry {index}: {err}"),
+            HaError::ClusterMismatch { stored, ours } => write!(
+                f,
+                "the log is for another cluster (stored {stored}, this controller {ours})"
+            ),
+            HaError::Diverged { expected, got } => write!(
+                f,
+                "append landed at index {got}, expected {expected}: the log has another writer"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HaError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemStore;
+    use onepipe_proto::{LinkId, ProcId, Timestamp};
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    const TTL: Duration = Duration::from_secs(2);
+
+    fn topo() -> Arc<Topology> {
+        Arc::new(Topology::leaf_spine(4, 2, 2).unwrap())
+    }
+
+    fn cfg(topo: &Topology) -> ControllerConfig {
+        ControllerConfig {
+            procs_of_host: (0..topo.hosts()).map(|h| vec![ProcId(h)]).collect(),
+            settle_ns: 1_000,
+        }
+    }
+
+    fn lead(store: &MemStore, name: &str, now: Instant) -> HaController<MemStore> {
+        let l = store.campaign(name, TTL, Duration::ZERO).unwrap();
+        let t = topo();
+        HaController::recover(store.clone(), l, cfg(&t), t, now).unwrap()
+    }
+
+    fn drain(c: &mut HaController<MemStore>) -> Vec<CtrlOut> {
+        std::iter::from_fn(|| c.poll_output()).collect()
+    }
+
+    fn host_crash(topo: &Topology, host: u32, commit: u64) -> CtrlMsg {
+        let up = topo.uplink(host);
+        CtrlMsg::LinkDown {
+            reporter: topo.links()[up.index()].to,
+            link: up,
+            last_commit: Some(Timestamp::new(commit)),
+        }
+    }
+
+    fn completed(round: u32, host: u32) -> CtrlMsg {
+        CtrlMsg::Completed {
+            round,
+            host: NodeId(host),
+        }
+    }
+
+    fn failure_addressees(out: &[CtrlOut]) -> Vec<u32> {
+        out.iter()
+            .filter_map(|o| match o {
+                CtrlOut::Send {
+                    to: CtrlDest::Node(h),
+                    msg: CtrlMsg::Failure { .. },
+                } => Some(h.0),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn standby_finishes_a_round_the_leader_left_open_5_2() {
+        let store = MemStore::manual();
+        let t = topo();
+        let mut a = lead(&store, "a", Instant(0));
+        // Detect, Determine, Broadcast.
+        a.on_message(Instant(0), host_crash(&t, 1, 500)).unwrap();
+        a.on_timeout(Instant(1_000)).unwrap();
+        let out = drain(&mut a);
+        assert_eq!(failure_addressees(&out), vec![0, 2, 3]);
+        a.on_message(Instant(1_500), completed(1, 0)).unwrap();
+        assert!(drain(&mut a).is_empty(), "Resume waits for hosts 2 and 3");
+        // The leader dies before Resume: its lease runs out, the standby wins and replays.
+        store.advance(TTL);
+        let mut b = lead(&store, "b", Instant(2_000));
+        assert_eq!(b.stats().replayed, 3);
+        assert_eq!(
+            b.controller().failed_hosts().collect::<Vec<_>>(),
+            [NodeId(1)]
+        );
+        assert_eq!(b.controller().open_rounds(), 1);
+        let resent = drain(&mut b);
+        assert!(matches!(resent[0], CtrlOut::Declared { round: 1, .. }));
+        assert_eq!(
+            failure_addressees(&resent),
+            vec![2, 3],
+            "host 0's Completed is logged: only the others are told again"
+        );
+        // The round completes under the new leader.
+        b.on_message(Instant(2_100), completed(1, 2)).unwrap();
+        b.on_message(Instant(2_200), completed(1, 3)).unwrap();
+        let out = drain(&mut b);
+        assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
+        let resumes = out
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o,
+                    CtrlOut::Send {
+                        msg: CtrlMsg::Resume { .. },
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(
+            resumes,
+            3 + t.switches().count(),
+            "correct hosts and every switch"
+        );
+        // The deposed leader is fenced: its input is refused and not applied.
+        let err = a.on_message(Instant(2_300), completed(1, 2)).unwrap_err();
+        assert!(err.is_not_leader(), "{err}");
+        assert_eq!(a.controller().open_rounds(), 1);
+        assert_eq!(store.log_len(), 5);
+    }
+
+    #[test]
+    fn after_a_resumed_round_recovery_resends_only_its_resume() {
+        let store = MemStore::manual();
+        let t = topo();
+        let mut a = lead(&store, "a", Instant(0));
+        a.on_message(Instant(0), host_crash(&t, 1, 500)).unwrap();
+        a.on_timeout(Instant(1_000)).unwrap();
+        for h in [0, 2, 3] {
+            a.on_message(Instant(1_500), completed(1, h)).unwrap();
+        }
+        let straight = drain(&mut a);
+        a.resign().unwrap();
+        let mut b = lead(&store, "b", Instant(3_000));
+        let resent = drain(&mut b);
+        assert!(failure_addressees(&resent).is_empty());
+        let resume_tail: Vec<_> = straight
+            .iter()
+            .skip_while(|o| {
+                !matches!(
+                    o,
+                    CtrlOut::Send {
+                        msg: CtrlMsg::Resume { .. },
+                        ..
+                    }
+                )
+            })
+            .cloned()
+            .collect();
+        assert_eq!(resent, resume_tail);
+        assert_eq!(b.controller().open_rounds(), 0);
+    }
+
+    #[test]
+    fn a_new_leader_whose_clock_is_behind_the_log_is_shifted_forward() {
+        let store = MemStore::manual();
+        let t = topo();
+        let mut a = lead(&store, "a", Instant(0));
+        a.on_message(Instant(1_000_000), host_crash(&t, 2, 7))
+            .unwrap();
+        store.advance(TTL);
+        // The standby's clock started later: it reads 5 where the log is at 1_000_000.
+        let mut b = lead(&store, "b", Instant(5));
+        assert_eq!(b.poll_timeout(), Some(Instant(1_005)), "settle time kept");
+        b.on_timeout(Instant(1_004)).unwrap();
+        assert_eq!(b.stats().idle_timeouts, 1);
+        assert!(drain(&mut b).is_empty());
+        b.on_timeout(Instant(1_005)).unwrap();
+        let out = drain(&mut b);
+        assert!(out.contains(&CtrlOut::Declared {
+            round: 1,
+            at: Instant(1_001_000),
+            hosts: vec![(NodeId(2), Timestamp::new(7))],
+        }));
+    }
+
+    #[test]
+    fn idle_timeouts_are_not_logged() {
+        let store = MemStore::manual();
+        let mut a = lead(&store, "a", Instant(0));
+        for t in 0..10 {
+            a.on_timeout(Instant(t * 1_000)).unwrap();
+        }
+        assert_eq!(store.log_len(), 0);
+        assert_eq!(a.stats().idle_timeouts, 10);
+    }
+
+    #[test]
+    fn a_log_for_another_cluster_is_refused() {
+        let store = MemStore::manual();
+        let _a = lead(&store, "a", Instant(0));
+        store.advance(TTL);
+        let l = store.campaign("b", TTL, Duration::ZERO).unwrap();
+        let other = Arc::new(Topology::leaf_spine(8, 2, 2).unwrap());
+        let err =
+            HaController::recover(store.clone(), l, cfg(&other), other, Instant(0)).unwrap_err();
+        assert!(matches!(err, HaError::ClusterMismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_corrupt_entry_is_a_typed_error_naming_its_index() {
+        let store = MemStore::manual();
+        let l = store.campaign("a", TTL, Duration::ZERO).unwrap();
+        store.append(&l, &[9, 9]).unwrap();
+        let t = topo();
+        let err = HaController::recover(store.clone(), l, cfg(&t), t, Instant(0)).unwrap_err();
+        assert_eq!(
+            err,
+            HaError::Decode {
+                index: 0,
+                err: DecodeError::Version(9)
+            }
+        );
+    }
+
+    /// A controller input as the property test draws it.
+    #[derive(Clone, Debug)]
+    enum Input {
+        /// A report on link `link % links`, from its true reporter or (garbage) from host 0.
+        LinkDown {
+            link: u32,
+            honest: bool,
+            commit: Option<u64>,
+        },
+        Completed {
+            round: u32,
+            host: u32,
+        },
+        Timeout,
+    }
+
+    fn input() -> impl Strategy<Value = (u64, Input)> {
+        let kind = prop_oneof![
+            3 => (any::<u32>(), prop::bool::weighted(0.9), prop::option::of(0u64..10_000))
+                .prop_map(|(link, honest, commit)| Input::LinkDown { link, honest, commit }),
+            4 => (1u32..4, 0u32..4).prop_map(|(round, host)| Input::Completed { round, host }),
+            3 => Just(Input::Timeout),
+        ];
+        (0u64..1_500, kind)
+    }
+
+    fn feed(c: &mut HaController<MemStore>, t: &Topology, now: Instant, input: &Input) {
+        let r = match input {
+            Input::LinkDown {
+                link,
+                honest,
+                commit,
+            } => {
+                let link = LinkId(link % t.links().len() as u32);
+                let reporter = if *honest {
+                    t.links()[link.index()].to
+                } else {
+                    NodeId(0)
+                };
+                let msg = CtrlMsg::LinkDown {
+                    reporter,
+                    link,
+                    last_commit: commit.map(Timestamp::new),
+                };
+                c.on_message(now, msg)
+            }
+            Input::Completed { round, host } => c.on_message(now, completed(*round, *host)),
+            Input::Timeout => c.on_timeout(now),
+        };
+        r.unwrap();
+    }
+
+    fn times(inputs: &[(u64, Input)]) -> Vec<Instant> {
+        inputs
+            .iter()
+            .scan(0u64, |t, (dt, _)| {
+                *t += dt;
+                Some(Instant(*t))
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Event sourcing: crashing after any prefix, replaying it on a standby and going on
+        /// there gives the same outputs, the same failed hosts and the same log as one
+        /// controller running straight through; what recovery queues again is a subset of
+        /// what was already emitted.
+        #[test]
+        fn replaying_any_prefix_then_continuing_equals_running_straight_through(
+            inputs in prop::collection::vec(input(), 0..40),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let t = topo();
+            let at = times(&inputs);
+            let straight_store = MemStore::manual();
+            let mut straight = lead(&straight_store, "a", Instant(0));
+            let mut expected = Vec::new();
+            for (now, (_, i)) in at.iter().zip(&inputs) {
+                feed(&mut straight, &t, *now, i);
+                expected.extend(drain(&mut straight));
+            }
+
+            let k = cut.index(inputs.len() + 1);
+            let store = MemStore::manual();
+            let mut first = lead(&store, "a", Instant(0));
+            let mut got = Vec::new();
+            for (now, (_, i)) in at.iter().zip(&inputs).take(k) {
+                feed(&mut first, &t, *now, i);
+                got.extend(drain(&mut first));
+            }
+            store.advance(TTL);
+            let crash_at = if k == 0 { Instant(0) } else { at[k - 1] };
+            let mut second = lead(&store, "b", crash_at);
+            let resent = drain(&mut second);
+            for r in &resent {
+                prop_assert!(got.contains(r), "resent {:?} was never emitted", r);
+            }
+            for (now, (_, i)) in at.iter().zip(&inputs).skip(k) {
+                feed(&mut second, &t, *now, i);
+                got.extend(drain(&mut second));
+            }
+            prop_assert_eq!(got, expected);
+            prop_assert_eq!(
+                second.controller().failed_hosts().collect::<Vec<_>>(),
+                straight.controller().failed_hosts().collect::<Vec<_>>()
+            );
+            prop_assert_eq!(second.controller().open_rounds(), straight.controller().open_rounds());
+            prop_assert_eq!(second.poll_timeout(), straight.poll_timeout());
+            prop_assert_eq!(store.load().unwrap(), straight_store.load().unwrap());
+            // The first leader is fenced for good.
+            let late = first.on_message(Instant(u64::MAX / 2), completed(1, 0));
+            prop_assert!(late.unwrap_err().is_not_leader());
+        }
+    }
+}
