@@ -21,11 +21,15 @@
 #![allow(clippy::disallowed_methods)] // lease clocks and campaign waits, as in the runtime crate
 
 pub mod codec;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod ha;
 pub mod mem;
 pub mod store;
 
 pub use codec::Entry;
+#[cfg(feature = "etcd")]
+pub use etcd::EtcdStore;
 pub use ha::{HaController, HaError, HaStats};
 pub use mem::MemStore;
 pub use store::{ControllerStore, Leadership, Op, StoreError};

@@ -1,0 +1,311 @@
+//! Controller high availability on a real etcd (§5.2 procedure, §6.1 "controller state in
+//! etcd"): each test starts its own `etcd` on loopback (free ports, a temporary data directory,
+//! killed on drop). Without the `etcd` binary the tests fail and say how to install it.
+#![cfg(feature = "etcd")]
+#![allow(clippy::disallowed_methods)] // a test harness: it spawns etcd and reads clocks
+
+use onepipe_ctrlstore::{ControllerStore, EtcdStore, HaController, Leadership, StoreError};
+use onepipe_proto::failure::{ControllerConfig, CtrlDest, CtrlMsg, CtrlOut};
+use onepipe_proto::topology::Topology;
+use onepipe_proto::{Instant, NodeId, ProcId, Timestamp};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A leader's lease. etcd raises anything below its minimum (1.5 election timeouts, rounded up
+/// to a second: 1 s with the 100 ms election timeout below); 2 s leaves the leader room to
+/// renew on a busy machine.
+const TTL: Duration = Duration::from_secs(2);
+/// How long a standby may wait for the leader's lease to end: generous, the machine is shared.
+const STANDBY_WAIT: Duration = Duration::from_secs(60);
+
+/// An etcd server on loopback, killed and its data removed on drop.
+struct Etcd {
+    child: Child,
+    dir: PathBuf,
+    url: String,
+}
+
+impl Etcd {
+    fn start() -> Etcd {
+        match Command::new("etcd").arg("--version").output() {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!("`etcd --version` failed: {o:?}"),
+            Err(e) => panic!(
+                "the etcd binary is missing ({e}): install it with `apt-get install -y \
+                 etcd-server` (scripts/test.sh does)"
+            ),
+        }
+        // Ports the kernel just gave out are free; a stale etcd on a fixed port would make the
+        // new one exit while health checks pass against the old.
+        let (client, peer) = (free_port(), free_port());
+        let dir = std::env::temp_dir().join(format!(
+            "onepipe-etcd-{}-{client}-{peer}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = std::fs::File::create(dir.join("etcd.log")).unwrap();
+        let url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new("etcd")
+            .args(["--name", "t", "--data-dir"])
+            .arg(dir.join("data"))
+            .args([
+                "--listen-client-urls",
+                &url,
+                "--advertise-client-urls",
+                &url,
+            ])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("t={peer_url}")])
+            .args(["--heartbeat-interval", "10", "--election-timeout", "100"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn etcd");
+        let mut etcd = Etcd { child, dir, url };
+        etcd.wait_ready();
+        etcd
+    }
+
+    fn wait_ready(&mut self) {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let log = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
+                let tail: String = log.lines().rev().take(20).collect::<Vec<_>>().join("\n");
+                panic!("etcd exited ({status}) before it was ready; last lines:\n{tail}");
+            }
+            if let Ok(store) = self.store("ready-check") {
+                if store.get_meta("ready").is_ok() {
+                    return;
+                }
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "etcd at {} not ready after 60 s",
+                self.url
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn store(&self, cluster: &str) -> Result<EtcdStore, StoreError> {
+        EtcdStore::connect(std::slice::from_ref(&self.url), cluster)
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn topo() -> Arc<Topology> {
+    Arc::new(Topology::leaf_spine(4, 2, 2).unwrap())
+}
+
+fn cfg(topo: &Topology) -> ControllerConfig {
+    ControllerConfig {
+        procs_of_host: (0..topo.hosts()).map(|h| vec![ProcId(h)]).collect(),
+        settle_ns: 1_000,
+    }
+}
+
+fn recover(store: EtcdStore, l: Leadership, now: u64) -> HaController<EtcdStore> {
+    let t = topo();
+    HaController::recover(store, l, cfg(&t), t, Instant(now)).unwrap()
+}
+
+fn drain(c: &mut HaController<EtcdStore>) -> Vec<CtrlOut> {
+    std::iter::from_fn(|| c.poll_output()).collect()
+}
+
+fn failure_addressees(out: &[CtrlOut]) -> Vec<u32> {
+    out.iter()
+        .filter_map(|o| match o {
+            CtrlOut::Send {
+                to: CtrlDest::Node(h),
+                msg: CtrlMsg::Failure { .. },
+            } => Some(h.0),
+            _ => None,
+        })
+        .collect()
+}
+
+fn completed(round: u32, host: u32) -> CtrlMsg {
+    CtrlMsg::Completed {
+        round,
+        host: NodeId(host),
+    }
+}
+
+/// §5.2 with a controller failover in the middle: the leader detects a host crash, determines
+/// and broadcasts the Failure, collects one Completed, then stops (hung or partitioned: it never
+/// renews its lease again). The standby, campaigning all along, wins once the lease ends,
+/// replays the log, sends the Failure again to the hosts that had not completed, and resumes
+/// the round. The old leader, still running, is fenced: its writes are refused.
+#[test]
+fn standby_takes_over_mid_procedure_and_resumes_the_round_5_2() {
+    let etcd = Etcd::start();
+    let t = topo();
+    let store_a = etcd.store("fabric").unwrap();
+    let lease_a = store_a.campaign("ctrl-a", TTL, Duration::ZERO).unwrap();
+    let mut a = recover(store_a, lease_a, 0);
+
+    // The standby campaigns from its own connection and thread, blocking until it wins.
+    let store_b = etcd.store("fabric").unwrap();
+    let standby = std::thread::spawn(move || {
+        store_b
+            .campaign("ctrl-b", TTL, STANDBY_WAIT)
+            .map(|l| (store_b, l))
+    });
+
+    // Detect, Determine, Broadcast; host 0 completes. The leader renews its lease before each
+    // step, so the standby cannot win meanwhile.
+    let up = t.uplink(1);
+    a.keep_alive().unwrap();
+    a.on_message(
+        Instant(0),
+        CtrlMsg::LinkDown {
+            reporter: t.links()[up.index()].to,
+            link: up,
+            last_commit: Some(Timestamp::new(500)),
+        },
+    )
+    .unwrap();
+    a.keep_alive().unwrap();
+    a.on_timeout(Instant(1_000)).unwrap();
+    assert_eq!(failure_addressees(&drain(&mut a)), vec![0, 2, 3]);
+    a.keep_alive().unwrap();
+    a.on_message(Instant(1_500), completed(1, 0)).unwrap();
+    assert!(drain(&mut a).is_empty(), "Resume waits for hosts 2 and 3");
+    assert_eq!(a.store().leader().unwrap().as_deref(), Some("ctrl-a"));
+
+    // The leader stops renewing. The standby wins once the lease ends, and replays.
+    let (store_b, lease_b) = standby.join().unwrap().expect("the standby wins");
+    assert!(lease_b.fence > a.leadership().fence, "fences only grow");
+    let mut b = recover(store_b, lease_b, 2_000);
+    assert_eq!(b.stats().replayed, 3);
+    assert_eq!(
+        b.controller().failed_hosts().collect::<Vec<_>>(),
+        [NodeId(1)]
+    );
+    let resent = drain(&mut b);
+    assert!(matches!(resent[0], CtrlOut::Declared { round: 1, .. }));
+    assert_eq!(failure_addressees(&resent), vec![2, 3]);
+
+    // The hosts that had not completed do so (they answer a repeated Failure with Completed);
+    // the standby resumes the round.
+    b.on_message(Instant(2_100), completed(1, 2)).unwrap();
+    b.on_message(Instant(2_200), completed(1, 3)).unwrap();
+    let out = drain(&mut b);
+    assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
+    let resumes = out
+        .iter()
+        .filter(|o| {
+            matches!(
+                o,
+                CtrlOut::Send {
+                    msg: CtrlMsg::Resume { .. },
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(resumes, 3 + t.switches().count());
+
+    // Fencing: the deposed leader's input is refused (and not applied), as is a raw append,
+    // a metadata write and a lease renewal.
+    let err = a.on_message(Instant(2_300), completed(1, 2)).unwrap_err();
+    assert!(err.is_not_leader(), "{err}");
+    assert_eq!(a.controller().open_rounds(), 1);
+    let raw = a.store().append(a.leadership(), b"late").unwrap_err();
+    assert!(raw.is_not_leader(), "{raw}");
+    assert!(a
+        .store()
+        .put_meta(a.leadership(), "k", b"v")
+        .unwrap_err()
+        .is_not_leader());
+    let renew = a.keep_alive().unwrap_err();
+    assert!(renew.is_not_leader(), "{renew}");
+    assert!(!a.is_leader().unwrap());
+
+    // The log holds exactly the inputs of both leaders, in order.
+    assert_eq!(b.store().load().unwrap().len(), 5);
+    assert_eq!(b.log_len(), 5);
+    assert_eq!(b.store().leader().unwrap().as_deref(), Some("ctrl-b"));
+}
+
+/// A leader that resigns hands over at once; a leader whose process is gone (its connection
+/// dropped, its lease left to expire) is replaced after the lease; two clusters on one etcd
+/// keep separate leaders and logs; a log longer than a page loads whole and in order.
+#[test]
+fn leases_prefixes_and_paged_loads_on_etcd() {
+    let etcd = Etcd::start();
+
+    // Two clusters, two leaders at once.
+    let one = etcd.store("one").unwrap();
+    let two = etcd.store("two").unwrap();
+    let l1 = one.campaign("c1", TTL, Duration::ZERO).unwrap();
+    let l2 = two.campaign("c2", TTL, Duration::ZERO).unwrap();
+    for i in 0..5u8 {
+        assert_eq!(one.append(&l1, &[i]).unwrap(), u64::from(i));
+    }
+    two.append(&l2, b"other").unwrap();
+    assert_eq!(two.load().unwrap(), vec![b"other".to_vec()]);
+
+    // Paged load: pages of two entries, still one consistent, ordered log.
+    let mut paged = etcd.store("one").unwrap();
+    paged.set_load_page_entries(2);
+    let want: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i]).collect();
+    assert_eq!(paged.load().unwrap(), want);
+
+    // Only one leader per cluster.
+    let err = paged
+        .campaign("c1-standby", TTL, Duration::ZERO)
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::CampaignTimedOut { holder: Some(h), .. } if h == "c1"),
+        "{err}"
+    );
+
+    // Resignation hands over without waiting for the lease.
+    one.resign(l1.clone()).unwrap();
+    let l1b = paged.campaign("c1-standby", TTL, Duration::ZERO).unwrap();
+    assert!(one.append(&l1, b"late").unwrap_err().is_not_leader());
+    assert_eq!(
+        paged.append(&l1b, b"5").unwrap(),
+        5,
+        "the new leader counts the log"
+    );
+
+    // A leader whose process is gone: the connection closes, the lease runs out.
+    drop(two);
+    let standby = etcd.store("two").unwrap();
+    let l2b = standby.campaign("c2-standby", TTL, STANDBY_WAIT).unwrap();
+    assert!(l2b.fence > l2.fence);
+    assert_eq!(standby.append(&l2b, b"next").unwrap(), 1);
+    assert_eq!(standby.get_meta("missing").unwrap(), None);
+    standby.put_meta(&l2b, "cluster", b"toml").unwrap();
+    assert_eq!(standby.get_meta("cluster").unwrap(), Some(b"toml".to_vec()));
+    assert_eq!(
+        paged.get_meta("cluster").unwrap(),
+        None,
+        "meta is per cluster"
+    );
+}
