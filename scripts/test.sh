@@ -15,16 +15,28 @@ if [ -z "${ONEPIPE_FONT:-}" ] && [ ! -e /usr/share/fonts/truetype/dejavu/DejaVuS
   (apt-get install -y -q fonts-dejavu-core || (apt-get update -q && apt-get install -y -q fonts-dejavu-core)) >/dev/null
 fi
 
+# The controller store's etcd feature: `etcd-client` runs `protoc` at build time, and its
+# failover test starts Debian's etcd (`etcd-server`) on loopback.
+if ! command -v etcd >/dev/null 2>&1 || ! command -v protoc >/dev/null 2>&1; then
+  (apt-get install -y -q etcd-server protobuf-compiler || (apt-get update -q && apt-get install -y -q etcd-server protobuf-compiler)) >/dev/null
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo clippy -D warnings (onepipe-ctrlstore --features etcd)"
+cargo clippy -p onepipe-ctrlstore --features etcd --all-targets -- -D warnings
 echo "== cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 echo "== cargo test"
 cargo test --workspace --all-targets 2>&1 | tee -a "$log"
+# Its unit tests ran above; here the failover tests against a real etcd (the feature's build is
+# the ~90 crates of etcd-client, a few minutes once, then cached).
+echo "== controller store on etcd (cargo test -p onepipe-ctrlstore --features etcd --test etcd)"
+cargo test -p onepipe-ctrlstore --features etcd --test etcd 2>&1 | tee -a "$log"
 echo "== doc tests"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 echo "== planted bugs (each must make the suite fail)"
