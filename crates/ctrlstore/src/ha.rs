@@ -110,6 +110,9 @@ impl<S: ControllerStore> HaController<S> {
         topo: Arc<Topology>,
         now: Instant,
     ) -> Result<HaController<S>, HaError> {
+        // Fail fast (a lost leadership would only show at the first append), and start the
+        // replay with a fresh lease.
+        store.keep_alive(&leadership).map_err(HaError::Store)?;
         let ours = fingerprint(&cfg, &topo);
         match store.get_meta(FINGERPRINT_KEY).map_err(HaError::Store)? {
             Some(stored) if stored != ours.as_bytes() => {
@@ -562,6 +565,16 @@ mod tests {
             at: Instant(1_001_000),
             hosts: vec![(NodeId(2), Timestamp::new(7))],
         }));
+    }
+
+    #[test]
+    fn recovering_with_a_lost_leadership_is_refused() {
+        let store = MemStore::manual();
+        let l = store.campaign("a", TTL, Duration::ZERO).unwrap();
+        store.advance(TTL);
+        let t = topo();
+        let err = HaController::recover(store.clone(), l, cfg(&t), t, Instant(0)).unwrap_err();
+        assert!(err.is_not_leader(), "{err}");
     }
 
     #[test]

@@ -342,6 +342,22 @@ mod tests {
     }
 
     #[test]
+    fn of_many_concurrent_candidates_exactly_one_wins() {
+        let store = MemStore::manual();
+        let winners: Vec<_> = (0..8)
+            .map(|i| {
+                let s = store.clone();
+                std::thread::spawn(move || s.campaign(&format!("c{i}"), TTL, Duration::ZERO).ok())
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect();
+        assert_eq!(winners.len(), 1);
+        assert_eq!(store.leader().unwrap(), Some(winners[0].candidate.clone()));
+    }
+
+    #[test]
     fn meta_is_fenced_and_readable_by_anyone() {
         let store = MemStore::manual();
         let a = store.campaign("a", TTL, Duration::ZERO).unwrap();
