@@ -11,6 +11,7 @@ use onepipe_proto::{Instant, NodeId, ProcId, Timestamp};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,6 +108,39 @@ impl Drop for Etcd {
     }
 }
 
+/// A leader's heartbeat: renews the lease from its own connection every few hundred
+/// milliseconds until stopped — as the live controller's timer would, so the test does not
+/// depend on how fast the machine runs the steps in between.
+struct Heartbeat {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    fn start(store: EtcdStore, leadership: Leadership) -> Heartbeat {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                store
+                    .keep_alive(&leadership)
+                    .expect("the leader renews its lease");
+                std::thread::sleep(leadership.lease_ttl / 6);
+            }
+        });
+        Heartbeat {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The leader hangs: no more renewals.
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap();
+    }
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -165,6 +199,7 @@ fn standby_takes_over_mid_procedure_and_resumes_the_round_5_2() {
     let t = topo();
     let store_a = etcd.store("fabric").unwrap();
     let lease_a = store_a.campaign("ctrl-a", TTL, Duration::ZERO).unwrap();
+    let heartbeat = Heartbeat::start(etcd.store("fabric").unwrap(), lease_a.clone());
     let mut a = recover(store_a, lease_a, 0);
 
     // The standby campaigns from its own connection and thread, blocking until it wins.
@@ -175,10 +210,9 @@ fn standby_takes_over_mid_procedure_and_resumes_the_round_5_2() {
             .map(|l| (store_b, l))
     });
 
-    // Detect, Determine, Broadcast; host 0 completes. The leader renews its lease before each
-    // step, so the standby cannot win meanwhile.
+    // Detect, Determine, Broadcast; host 0 completes. The leader's heartbeat renews its lease,
+    // so the standby cannot win meanwhile.
     let up = t.uplink(1);
-    a.keep_alive().unwrap();
     a.on_message(
         Instant(0),
         CtrlMsg::LinkDown {
@@ -188,15 +222,15 @@ fn standby_takes_over_mid_procedure_and_resumes_the_round_5_2() {
         },
     )
     .unwrap();
-    a.keep_alive().unwrap();
     a.on_timeout(Instant(1_000)).unwrap();
     assert_eq!(failure_addressees(&drain(&mut a)), vec![0, 2, 3]);
-    a.keep_alive().unwrap();
     a.on_message(Instant(1_500), completed(1, 0)).unwrap();
     assert!(drain(&mut a).is_empty(), "Resume waits for hosts 2 and 3");
     assert_eq!(a.store().leader().unwrap().as_deref(), Some("ctrl-a"));
 
-    // The leader stops renewing. The standby wins once the lease ends, and replays.
+    // The leader hangs before Resume: no more renewals. The standby wins once the lease ends,
+    // and replays.
+    heartbeat.stop();
     let (store_b, lease_b) = standby.join().unwrap().expect("the standby wins");
     assert!(lease_b.fence > a.leadership().fence, "fences only grow");
     let mut b = recover(store_b, lease_b, 2_000);
