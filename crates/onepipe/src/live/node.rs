@@ -47,12 +47,21 @@ struct Shared {
     stamped: Mutex<Vec<SendRec>>,
     last_delivery_ns: AtomicU64,
     malformed: AtomicU64,
+    /// §5.2: timestamps of this process's reliable scatterings that were recalled (bounded by
+    /// [`RECALLED_MAX`]).
+    recalled: Mutex<Vec<u64>>,
+    /// §5.2: the controller declared this process failed (it is cut off): stop waiting for
+    /// acknowledgements and barriers that cannot come.
+    declared: AtomicBool,
     /// Receive and event threads that have finished (and handed over what they recorded).
     finished: std::sync::atomic::AtomicUsize,
 }
 
 /// The receive threads (one per service) and the event thread.
 const THREADS: usize = 3;
+
+/// Most recalled scatterings recorded (a recall is rare: a round aborts what was in flight).
+const RECALLED_MAX: usize = 1 << 20;
 
 /// Prints a line for `up` (or a person) at once.
 fn say(line: &str) {
@@ -98,6 +107,8 @@ pub fn run(args: &NodeArgs) -> i32 {
         stamped: Mutex::new(Vec::new()),
         last_delivery_ns: AtomicU64::new(monotonic_ns()),
         malformed: AtomicU64::new(0),
+        recalled: Mutex::new(Vec::new()),
+        declared: AtomicBool::new(false),
         finished: std::sync::atomic::AtomicUsize::new(0),
     });
     let threads: Vec<_> = [false, true]
@@ -192,6 +203,7 @@ fn drive(
     let resolve_until = monotonic_ns() + args.drain;
     while (s.ep.pending_sends() > 0 || !lock(&s.unstamped).is_empty())
         && monotonic_ns() < resolve_until
+        && !s.declared.load(Ordering::SeqCst)
     {
         if stop.load(Ordering::SeqCst) {
             return Err(Exit::Stopped);
@@ -409,8 +421,30 @@ fn events(s: &Shared) {
                     });
                 }
             }
-            Ok(Event::ProcessFailed { proc, reason, .. }) => {
-                say(&format!("event process-failed {} {reason}", proc.0));
+            Ok(Event::ProcessFailed { proc, reason, ts }) => {
+                if proc == s.ep.proc() && reason == "declared" {
+                    s.declared.store(true, Ordering::SeqCst);
+                }
+                // `left`/`lost` (a hint) carry no failure timestamp; `failed`/`declared` do.
+                if reason == "left" || reason == "lost" {
+                    say(&format!("event process-failed {} {reason}", proc.0));
+                } else {
+                    say(&format!(
+                        "event process-failed {} {reason} {}",
+                        proc.0,
+                        ts.raw()
+                    ));
+                }
+            }
+            Ok(Event::Recalled { ts }) => {
+                let mut r = lock(&s.recalled);
+                if r.len() < RECALLED_MAX {
+                    r.push(ts.raw());
+                }
+            }
+            Ok(Event::ReliableAborted { handle }) => {
+                // Never stamped, never sent: nothing to record.
+                lock(&s.unstamped).remove(&handle);
             }
             Ok(Event::AggregatorFailed { name }) => say(&format!("event aggregator-failed {name}")),
             Err(RecvError::Timeout | RecvError::Empty) => {
@@ -448,7 +482,7 @@ fn drain(args: &NodeArgs, s: &Shared, to: Timestamp, stop: &AtomicBool) -> Resul
         if passed && s.ep.pending_sends() == 0 {
             return Ok(true);
         }
-        if monotonic_ns() >= until {
+        if monotonic_ns() >= until || s.declared.load(Ordering::SeqCst) {
             return Ok(false);
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -475,6 +509,9 @@ fn write_records(args: &NodeArgs, s: &Shared, sends: Vec<SendRec>) -> Result<(),
         "recv_refused_full": st.recv_refused_full,
         "events_dropped": st.events_dropped,
         "malformed_payloads": s.malformed.load(Ordering::Relaxed),
+        "recalled": lock(&s.recalled).clone(),
+        "declared_failed": s.declared.load(Ordering::SeqCst),
+        "control_dropped": st.control_dropped,
         "dropped_late": st.host.dropped_late,
         "dropped_incomplete": st.host.dropped_incomplete,
         "dropped_full": st.host.dropped_full,
