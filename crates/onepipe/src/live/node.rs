@@ -26,7 +26,7 @@ use onepipe_proto::{ProcId, Timestamp};
 use onepipe_runtime::clock::monotonic_ns;
 use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, RecvError, SendError, SendHandle};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
@@ -50,6 +50,8 @@ struct Shared {
     /// §5.2: timestamps of this process's reliable scatterings that were recalled (bounded by
     /// [`RECALLED_MAX`]).
     recalled: Mutex<Vec<u64>>,
+    /// §5.2: processes the failure callback named (no more sends to them).
+    failed: Mutex<BTreeSet<u32>>,
     /// §5.2: the controller declared this process failed (it is cut off): stop waiting for
     /// acknowledgements and barriers that cannot come.
     declared: AtomicBool,
@@ -108,6 +110,7 @@ pub fn run(args: &NodeArgs) -> i32 {
         last_delivery_ns: AtomicU64::new(monotonic_ns()),
         malformed: AtomicU64::new(0),
         recalled: Mutex::new(Vec::new()),
+        failed: Mutex::new(BTreeSet::new()),
         declared: AtomicBool::new(false),
         finished: std::sync::atomic::AtomicUsize::new(0),
     });
@@ -253,20 +256,29 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The destinations of one scattering.
-fn destinations(args: &NodeArgs, me: u32, n: u32, rng: &mut Rng) -> Option<Vec<u32>> {
+/// The destinations of one scattering, leaving out the processes known to have failed
+/// (§5.2: after the failure callback an application stops sending to them).
+fn destinations(
+    args: &NodeArgs,
+    me: u32,
+    n: u32,
+    rng: &mut Rng,
+    failed: &BTreeSet<u32>,
+) -> Option<Vec<u32>> {
+    let alive = |p: &u32| !failed.contains(p);
     match args.work.workload {
-        Workload::AllToAll => None,
-        Workload::OneToOne => Some(vec![(me + n / 2) % n]),
+        Workload::AllToAll if failed.is_empty() => None,
+        Workload::AllToAll => Some((0..n).filter(alive).collect()),
+        Workload::OneToOne => Some(Some((me + n / 2) % n).into_iter().filter(alive).collect()),
         Workload::Scatter => {
-            let k = args.work.scatter_k.min(n);
-            let mut all: Vec<u32> = (0..n).collect();
+            let mut all: Vec<u32> = (0..n).filter(alive).collect();
+            let k = (args.work.scatter_k as usize).min(all.len());
             // A partial Fisher–Yates shuffle: the first k are a uniform choice.
-            for i in 0..k as usize {
-                let j = i + rng.below((n as usize - i) as u64) as usize;
+            for i in 0..k {
+                let j = i + rng.below((all.len() - i) as u64) as usize;
                 all.swap(i, j);
             }
-            all.truncate(k as usize);
+            all.truncate(k);
             all.sort_unstable();
             Some(all)
         }
@@ -312,7 +324,12 @@ fn send_loop(
         // Never more than 10 ms of backlog at once: a stalled sender resumes at the rate, it
         // does not burst.
         next_due = next_due.max(now as f64 - 10e6);
-        let dsts = destinations(args, me, n, &mut rng);
+        let dsts = destinations(args, me, n, &mut rng, &lock(&s.failed));
+        if dsts.as_ref().is_some_and(Vec::is_empty) {
+            // Everyone it would send to has failed: this send is skipped.
+            next_due += interval_ns;
+            continue;
+        }
         let payload = records::payload(seq, now, args.work.msg_size);
         let scattering: Vec<(ProcId, bytes::Bytes)> = match &dsts {
             None => (0..n).map(|d| (ProcId(d), payload.clone())).collect(),
@@ -343,6 +360,10 @@ fn send_loop(
             Ok(()) => {
                 seq += 1;
                 next_due += interval_ns;
+            }
+            // A destination failed (§5.2) before the callback reached the event thread.
+            Err(SendError::Failed(p)) => {
+                lock(&s.failed).insert(p.0);
             }
             Err(SendError::Full) => {
                 // §6.1: the send buffer is full; back off briefly and try again.
@@ -424,6 +445,9 @@ fn events(s: &Shared) {
             Ok(Event::ProcessFailed { proc, reason, ts }) => {
                 if proc == s.ep.proc() && reason == "declared" {
                     s.declared.store(true, Ordering::SeqCst);
+                }
+                if reason == "failed" {
+                    lock(&s.failed).insert(proc.0);
                 }
                 // `left`/`lost` (a hint) carry no failure timestamp; `failed`/`declared` do.
                 if reason == "left" || reason == "lost" {
