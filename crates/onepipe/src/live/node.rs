@@ -50,6 +50,8 @@ struct Shared {
     /// §5.2: timestamps of this process's reliable scatterings that were recalled (bounded by
     /// [`RECALLED_MAX`]).
     recalled: Mutex<Vec<u64>>,
+    /// The drain limit passed: stop waiting for unstamped reliable scatterings.
+    given_up: AtomicBool,
     /// §5.2: processes the failure callback named (no more sends to them).
     failed: Mutex<BTreeSet<u32>>,
     /// §5.2: the controller declared this process failed (it is cut off): stop waiting for
@@ -111,6 +113,7 @@ pub fn run(args: &NodeArgs) -> i32 {
         malformed: AtomicU64::new(0),
         recalled: Mutex::new(Vec::new()),
         failed: Mutex::new(BTreeSet::new()),
+        given_up: AtomicBool::new(false),
         declared: AtomicBool::new(false),
         finished: std::sync::atomic::AtomicUsize::new(0),
     });
@@ -229,6 +232,11 @@ fn drive(
         None => max_ts.plus(20 * s.ep.cluster().beacon_interval_ns),
     };
     let drained = drain(args, s, drain_to, stop)?;
+    if !drained {
+        // Reliable scatterings still unstamped now never will be (a destination failed and
+        // nobody repaired it: no controller): the event thread stops waiting for them.
+        s.given_up.store(true, Ordering::SeqCst);
+    }
     // Everything up to the drain point is in the endpoint's queues: the threads empty them,
     // then stop and hand over what they recorded.
     s.stop_receiving.store(true, Ordering::SeqCst);
@@ -472,7 +480,9 @@ fn events(s: &Shared) {
             }
             Ok(Event::AggregatorFailed { name }) => say(&format!("event aggregator-failed {name}")),
             Err(RecvError::Timeout | RecvError::Empty) => {
-                if s.stop_receiving.load(Ordering::SeqCst) && lock(&s.unstamped).is_empty() {
+                if s.stop_receiving.load(Ordering::SeqCst)
+                    && (lock(&s.unstamped).is_empty() || s.given_up.load(Ordering::SeqCst))
+                {
                     break;
                 }
             }

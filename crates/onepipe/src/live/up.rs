@@ -1163,11 +1163,16 @@ fn finish(args: &UpArgs, r: &UpReport) -> i32 {
             })
             .collect();
         println!(
-            "  failures    declared failed: {}",
+            "  failures    declared failed: {}{}",
             if declared.is_empty() {
                 "none".to_string()
             } else {
                 declared.join(", ")
+            },
+            if r.controller_killed {
+                " (the controller was killed: no failure after it was repaired)"
+            } else {
+                ""
             }
         );
         let after: Vec<String> = r
