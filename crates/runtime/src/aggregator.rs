@@ -632,6 +632,50 @@ mod tests {
         sent
     }
 
+    /// §5.2 Detect and Resume on a split aggregator: a silent process and a silent parent are
+    /// reported on the aggregator's own ports (what the daemon maps to graph links), and Resume
+    /// removes an input from the right half's commit minimum.
+    #[test]
+    fn silent_inputs_are_reported_on_the_aggregators_ports_and_resume_removes_them_5_2() {
+        let mut c = cluster();
+        c.link_timeout_ns = 5_000_000; // 5 beacon intervals
+        let mut tor = Aggregator::new(&c, "tor-1", Instant(0)).unwrap();
+        let mut reported = Vec::new();
+        for ms in 1..=20u64 {
+            let now = Instant(ms * 1_000_000);
+            // p2 (port 0) keeps beaconing; p3 (port 1) never does; the spine (port 2) stops
+            // after 8 ms.
+            let mut inputs = vec![PortId(0)];
+            if ms <= 8 {
+                inputs.push(PortId(2));
+            }
+            for port in inputs {
+                tor.handle(
+                    now,
+                    Input::Packet {
+                        port,
+                        packet: beacon(ms * 1_000),
+                    },
+                );
+            }
+            while let Some(t) = tor.poll_timeout().filter(|&t| t <= now) {
+                tor.handle(t, Input::Timeout);
+            }
+            while let Some(o) = tor.poll_output() {
+                if let Output::Event(SwitchEvent::LinkDown { port, .. }) = o {
+                    reported.push(port);
+                }
+            }
+        }
+        assert_eq!(reported, [PortId(1), PortId(2)], "p3, then the parent");
+        assert_eq!(tor.input_half(PortId(1)), Some((AggHalf::Up, PortId(1))));
+        assert_eq!(tor.input_half(PortId(2)), Some((AggHalf::Down, PortId(1))));
+        assert_eq!(tor.input_half(PortId(3)), None);
+        assert!(tor.remove_commit_input(AggHalf::Up, PortId(1)));
+        assert!(tor.remove_commit_input(AggHalf::Down, PortId(1)));
+        assert!(!tor.remove_commit_input(AggHalf::Up, PortId(7)));
+    }
+
     /// §3.1, Fig. 3: what a tor sends down is the min of its own processes' barriers (through
     /// the loopback) and what comes down from the spine; what it sends up is its processes' min.
     #[test]

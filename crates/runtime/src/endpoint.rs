@@ -201,7 +201,8 @@ pub enum Event {
         /// What [`Endpoint::send_reliable`] returned.
         handle: SendHandle,
     },
-    /// An aggregator left or was lost (delivery stalls).
+    /// The controller saw an aggregator's connection end (a hint: its neighbours time it out
+    /// and the controller declares the processes it cut off, §5.2).
     AggregatorFailed {
         /// Its name.
         name: String,

@@ -697,7 +697,7 @@ impl Run<'_> {
     }
 
     /// A child exited while it should be running: say so, and check for a moment that the
-    /// others keep running (no failure handling yet: they stall, they must not crash).
+    /// others keep running (they must not crash; a death `--kill` did not plan is an error).
     fn died(&mut self, dead: usize) -> Abort {
         let status = self.children[dead]
             .exited()
