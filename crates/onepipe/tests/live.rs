@@ -208,6 +208,35 @@ fn up_best_effort_survives_a_killed_process_4_2() {
     }
 }
 
+/// With the controller killed there is no standby: a later failure is not repaired (nobody is
+/// declared), but best effort still resumes by link removal (§4.2), and `up` says so.
+#[test]
+fn up_kill_the_controller_then_a_process_best_effort_goes_on_unrepaired() {
+    let (code, out, r) = up(
+        "kill-controller",
+        &[
+            "--duration",
+            "2s",
+            "--kill",
+            "controller@300ms",
+            "--kill",
+            "proc:1@600ms",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert!(r["controller_killed"].as_bool().unwrap());
+    assert!(r["declared_failed"].as_array().unwrap().is_empty(), "{out}");
+    assert!(out.contains("no standby controller"), "{out}");
+    for p in [0, 2, 3] {
+        let after = r["delivered_after_kills"][format!("p{p}")]
+            .as_u64()
+            .unwrap();
+        assert!(after > 0, "p{p} delivered nothing after the kills: {out}");
+    }
+}
+
 /// The baseline: the same processes and transport with ordering off; not checked for order.
 #[test]
 fn up_unordered_runs_the_baseline_and_refuses_the_reliable_service() {

@@ -1069,7 +1069,9 @@ fn control_loop(mut control: ControlClient, shared: Arc<Shared>) {
                 }
             }
             Ok(_) => {}
-            // The controller is gone or talks nonsense: the data path goes on without it.
+            // A line that is not a message: skipped (the connection is still good).
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {}
+            // The controller is gone: the data path goes on without it.
             Err(_) => connected = false,
         }
     }
