@@ -46,8 +46,10 @@ enum Command {
     /// 4 crash (the first failing seed's); each failure prints its replay command.
     Vopr(crate::vopr::VoprArgs),
     /// Run a local cluster in one command: controller, aggregators and endpoints as separate
-    /// processes on 127.0.0.1, a workload, every delivery checked. Exit codes: 0 ok, 1 a checker
-    /// found a violation, 2 bad flags, 3 a process failed or the deadline passed, 130 Ctrl-C.
+    /// processes on 127.0.0.1, a workload, every delivery checked; `--kill` kills members on
+    /// purpose to exercise failure handling (§5.2). Exit codes: 0 ok, 1 a checker found a
+    /// violation, 2 bad flags, 3 a process failed unexpectedly or the deadline passed, 130
+    /// Ctrl-C.
     Up(Box<crate::live::UpArgs>),
     /// Run the controller of a live cluster (registration, process ids, addresses, health).
     Controller(crate::live::ControllerArgs),

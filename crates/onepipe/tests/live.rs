@@ -7,6 +7,8 @@
 //!   is still delivered, in order.
 //! * Killing one endpoint does not crash the others; Ctrl-C stops everything and leaves no
 //!   process behind.
+//! * `--kill` (§5.2): a dead process and a dead rack aggregator are declared failed, the rest
+//!   keep delivering, and restricted failure atomicity holds (reliable and best effort).
 //! * Cluster files: `onepipe topology` writes one that parses; an error names field and line.
 //!
 //! Runs are short (about a second of sending at a modest rate) and every wait has a generous
@@ -49,22 +51,28 @@ impl Drop for TempDir {
     }
 }
 
-/// `onepipe up` with a small cluster and `extra` flags, to completion; returns the exit code,
-/// the output, and the JSON report if there is one.
+/// `onepipe up` with a small cluster and `extra` flags (which replace the defaults they name),
+/// to completion; returns the exit code, the output, and the JSON report if there
+/// is one.
 fn up(test: &str, extra: &[&str]) -> (i32, String, Option<Value>) {
     let dir = TempDir::new(test);
     let json = dir.path("up.json");
+    let defaults = [
+        ("--hosts", "4"),
+        ("--procs-per-host", "1"),
+        ("--msg-size", "64"),
+        ("--rate", "500"),
+        ("--duration", "1s"),
+        ("--deadline", "100s"),
+    ];
+    let mut args = vec!["up"];
+    for (flag, value) in defaults {
+        if !extra.contains(&flag) {
+            args.extend([flag, value]);
+        }
+    }
     let out = onepipe()
-        .args([
-            "up",
-            "--hosts",
-            "4",
-            "--procs-per-host",
-            "1",
-            "--msg-size",
-            "64",
-        ])
-        .args(["--rate", "500", "--duration", "1s", "--deadline", "100s"])
+        .args(args)
         .args(extra)
         .arg("--json")
         .arg(&json)
@@ -126,6 +134,109 @@ fn up_with_the_reliable_service_delivers_every_message() {
     assert_eq!(u(&r, "delivered"), u(&r, "sent"), "{out}");
 }
 
+fn procs(v: &Value) -> Vec<u64> {
+    let mut p: Vec<u64> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["proc"].as_u64().unwrap())
+        .collect();
+    p.sort_unstable();
+    p
+}
+
+/// §5.2 in the live cluster (the issue's acceptance run, shorter): a process dies, then its
+/// rack's aggregator. The controller declares the single-homed rack failed (p0..p3, §5.2: "if
+/// a ToR switch fails ... all processes in the rack fail") at the last commit barrier the
+/// spine had from it; the other rack resumes and keeps delivering; restricted failure
+/// atomicity holds over the survivors, and the stall is reported.
+#[test]
+fn up_kill_a_process_and_its_tor_declares_the_rack_failed_and_the_rest_deliver_5_2() {
+    let (code, out, r) = up(
+        "kill-reliable",
+        &[
+            "--procs-per-host",
+            "2",
+            "--service",
+            "reliable",
+            "--duration",
+            "4s",
+            "--kill",
+            "proc:3@1s",
+            "--kill",
+            "agg:tor-0@1500ms",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_eq!(u(&r, "undelivered_reliable"), 0, "{out}");
+    assert_eq!(procs(&r["declared_failed"]), [0, 1, 2, 3], "{out}");
+    for d in r["declared_failed"].as_array().unwrap() {
+        assert!(d["failure_ts"].as_u64().unwrap() > 0, "{d}");
+    }
+    let kills = r["kills"].as_array().unwrap();
+    assert_eq!(kills.len(), 2);
+    assert!(kills.iter().all(|k| k["at_s"].as_f64().is_some()), "{r}");
+    for p in 4..8 {
+        let after = r["delivered_after_kills"][format!("p{p}")]
+            .as_u64()
+            .unwrap();
+        assert!(after > 0, "p{p} delivered nothing after the kills: {out}");
+    }
+    assert!(r["stall_ms"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(
+        out.contains("declared failed p0") && out.contains("resumed") && out.contains("stall"),
+        "{out}"
+    );
+}
+
+/// §4.2 and §5.2 with the best-effort service: a dead process's link is removed after the
+/// link timeout, the controller declares it, and the others go on.
+#[test]
+fn up_best_effort_survives_a_killed_process_4_2() {
+    let (code, out, r) = up("kill-be", &["--duration", "3s", "--kill", "proc:1@1s"]);
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_eq!(procs(&r["declared_failed"]), [1], "{out}");
+    for p in [0, 2, 3] {
+        let after = r["delivered_after_kills"][format!("p{p}")]
+            .as_u64()
+            .unwrap();
+        assert!(after > 0, "p{p} delivered nothing after the kill: {out}");
+    }
+}
+
+/// With the controller killed there is no standby: a later failure is not repaired (nobody is
+/// declared), but best effort still resumes by link removal (§4.2), and `up` says so.
+#[test]
+fn up_kill_the_controller_then_a_process_best_effort_goes_on_unrepaired() {
+    let (code, out, r) = up(
+        "kill-controller",
+        &[
+            "--duration",
+            "2s",
+            "--kill",
+            "controller@300ms",
+            "--kill",
+            "proc:1@600ms",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert!(r["controller_killed"].as_bool().unwrap());
+    assert!(r["declared_failed"].as_array().unwrap().is_empty(), "{out}");
+    assert!(out.contains("no standby controller"), "{out}");
+    for p in [0, 2, 3] {
+        let after = r["delivered_after_kills"][format!("p{p}")]
+            .as_u64()
+            .unwrap();
+        assert!(after > 0, "p{p} delivered nothing after the kills: {out}");
+    }
+}
+
 /// The baseline: the same processes and transport with ordering off; not checked for order.
 #[test]
 fn up_unordered_runs_the_baseline_and_refuses_the_reliable_service() {
@@ -152,6 +263,11 @@ fn bad_flags_name_the_flag() {
         (&["--rate", "0"][..], "--rate"),
         (&["--hosts", "0"][..], "--hosts"),
         (&["--aggregator-phase", "2ms"][..], "--aggregator-phase"),
+        (&["--kill", "proc:99@1s"][..], "--kill"),
+        (&["--kill", "agg:tor-9@1s"][..], "--kill"),
+        (&["--kill", "proc:1@9s"][..], "--kill"),
+        (&["--kill", "router@1s"][..], "--kill"),
+        (&["--kill", "proc:1"][..], "--kill"),
     ] {
         let out = onepipe().arg("up").args(flags).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{flags:?}");

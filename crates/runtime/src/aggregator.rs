@@ -16,20 +16,28 @@
 //! [`AggregatorDaemon`] runs it: it joins the controller, binds, waits for the cluster's
 //! addresses and drives the role with a [`Driver`] until stopped.
 //!
+//! Failure handling: an input silent for the cluster's link timeout is removed from the
+//! best-effort minimum at once (§4.2) and reported to the controller as a §5.2 Detect
+//! (`SwitchEvent::LinkDown`, on the aggregator's port, with the last commit barrier it carried;
+//! the daemon sends it as the routing graph's link, [`crate::failure::LiveTopology`]); when the
+//! controller says Resume, the dead inputs stop bounding the commit barrier
+//! ([`Aggregator::remove_commit_input`]).
+//!
 //! What it is not: a router of its own — data packets follow the tree by destination process
-//! ([`ProcessRouter`]); and not failure handling (a silent input stalls its barrier; §4.2's
-//! link removal comes with a later issue).
+//! ([`ProcessRouter`]), with no detour around a dead aggregator (a tree has none).
 
 use crate::clock::Clock;
 use crate::cluster::Cluster;
 use crate::config::DriverConfig;
-use crate::control::{ControlClient, JoinAs, JoinError, ToController};
+use crate::control::{ControlClient, FromController, JoinAs, JoinError, ToController};
 use crate::driver::Driver;
+use crate::failure::{AggHalf, LiveTopology, WireCtrl};
 use crate::ports::PortTable;
 use crate::roles::ProcessRouter;
 use crate::stats::DriverStats;
 use crate::sys::bind_udp;
-use onepipe_proto::ids::{NodeId, PortId, ProcId};
+use onepipe_proto::failure::CtrlMsg;
+use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId};
 use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::switch::{Switch, SwitchEvent, SwitchStats};
 use onepipe_proto::time::{Instant, Timestamp};
@@ -83,6 +91,8 @@ pub struct Aggregator {
     outputs: VecDeque<Output<Packet, SwitchEvent>>,
     /// Packets on a port with no peer.
     dropped: u64,
+    /// Inputs removed from the commit minimum by §5.2 Resume (counted by the daemon).
+    commit_inputs_removed: u64,
 }
 
 impl Aggregator {
@@ -163,6 +173,7 @@ impl Aggregator {
             down_outs,
             outputs: VecDeque::new(),
             dropped: 0,
+            commit_inputs_removed: 0,
         })
     }
 
@@ -237,8 +248,9 @@ impl Aggregator {
                     }
                     None => self.dropped += 1,
                 },
-                // §5.2 Detect reports: the live controller procedure is not built yet.
-                Output::Event(SwitchEvent::LinkDown { .. }) => {}
+                Output::Event(SwitchEvent::LinkDown { port, last_commit }) => {
+                    self.report_link_down(Half::Up, port, last_commit)
+                }
             }
         }
         let Some(down) = self.down.as_mut() else {
@@ -250,9 +262,58 @@ impl Aggregator {
                     Some(Out::Peer(p)) => self.outputs.push_back(Output::Send { port: *p, packet }),
                     _ => self.dropped += 1,
                 },
-                // §5.2 Detect reports: the live controller procedure is not built yet.
-                Output::Event(SwitchEvent::LinkDown { .. }) => {}
+                Output::Event(SwitchEvent::LinkDown { port, last_commit }) => {
+                    let aggregator_port = self
+                        .inputs
+                        .iter()
+                        .position(|&(h, p)| h == Half::Down && p == port);
+                    // The loopback (down input 0) never leaves the process: it cannot fall
+                    // silent while the up half runs.
+                    if let Some(i) = aggregator_port {
+                        self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
+                            port: PortId(i as u32),
+                            last_commit,
+                        }));
+                    }
+                }
             }
+        }
+    }
+
+    /// §5.2 Detect: the up half's input `port` fell silent; reported on the aggregator's port.
+    fn report_link_down(&mut self, half: Half, port: PortId, last_commit: Option<Timestamp>) {
+        let i = self
+            .inputs
+            .iter()
+            .position(|&(h, p)| h == half && p == port);
+        if let Some(i) = i {
+            self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
+                port: PortId(i as u32),
+                last_commit,
+            }));
+        }
+    }
+
+    /// Which half, and which of its input ports, aggregator input `port` feeds.
+    pub fn input_half(&self, port: PortId) -> Option<(AggHalf, PortId)> {
+        self.inputs.get(port.index()).map(|&(h, p)| {
+            let half = match h {
+                Half::Up => AggHalf::Up,
+                Half::Down => AggHalf::Down,
+            };
+            (half, p)
+        })
+    }
+
+    /// §5.2 Resume: input `port` of `half` no longer bounds the commit barrier. Returns false
+    /// for a port that does not exist.
+    pub fn remove_commit_input(&mut self, half: AggHalf, port: PortId) -> bool {
+        match half {
+            AggHalf::Up => self.up.remove_commit_input(port),
+            AggHalf::Down => self
+                .down
+                .as_mut()
+                .is_some_and(|d| d.remove_commit_input(port)),
         }
     }
 }
@@ -307,16 +368,18 @@ pub struct AggregatorReport {
     pub driver: DriverStats,
     /// Both halves' counters.
     pub switch: SwitchStats,
+    /// Inputs the controller's Resume removed from the commit minimum (§5.2).
+    pub commit_inputs_removed: u64,
 }
 
 impl AggregatorReport {
     /// The counters by name (what the daemon reports to the controller and prints at exit).
     pub fn counters(&self) -> BTreeMap<String, u64> {
-        counters(&self.driver, &self.switch)
+        counters(&self.driver, &self.switch, self.commit_inputs_removed)
     }
 }
 
-fn counters(d: &DriverStats, s: &SwitchStats) -> BTreeMap<String, u64> {
+fn counters(d: &DriverStats, s: &SwitchStats, commit_removed: u64) -> BTreeMap<String, u64> {
     let mut m = d.counters();
     m.insert("forwarded".into(), s.forwarded);
     m.insert("beacons_received".into(), s.beacons_received);
@@ -324,6 +387,7 @@ fn counters(d: &DriverStats, s: &SwitchStats) -> BTreeMap<String, u64> {
     m.insert("switch_dropped".into(), s.dropped);
     m.insert("links_removed".into(), s.links_removed);
     m.insert("links_added".into(), s.links_added);
+    m.insert("commit_inputs_removed".into(), commit_removed);
     m
 }
 
@@ -349,17 +413,41 @@ pub fn run_aggregator(
     let clock = Clock::of(cluster.clock);
     let node = Aggregator::new(&cluster, name, clock.now()).map_err(JoinError::Protocol)?;
     let ports = node.port_table(&cluster).map_err(JoinError::Protocol)?;
+    let index = cluster
+        .aggregator_index(name)
+        .ok_or_else(|| JoinError::Protocol(format!("{name} is not in the cluster")))?;
+    // §5.2: the graph the controller reasons about (none for a shape it cannot express: then
+    // nothing is reported, and the controller has no procedure either).
+    let live = LiveTopology::of(&cluster).ok();
     let mut driver = Driver::new(node, socket, ports, clock, cfg.clone())?;
+    let reader_stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+    let (mut control, inbox, reader) =
+        control.split(&format!("onepipe-agg-{name}"), reader_stop.0.clone())?;
     on_ready(addr);
+    let mut detected: Vec<(PortId, Option<Timestamp>)> = Vec::new();
     let mut last_health = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
-        driver.run_once(Duration::from_millis(20), &mut |_: SwitchEvent| {})?;
+        driver.run_once(Duration::from_millis(20), &mut |e: SwitchEvent| {
+            let SwitchEvent::LinkDown { port, last_commit } = e;
+            detected.push((port, last_commit));
+        })?;
+        // §5.2 Detect: tell the controller, as the graph's link. Control messages are best
+        // effort here: a controller that went away does not stop the data path.
+        for (port, last_commit) in detected.drain(..) {
+            if let Some(msg) = link_down(live.as_ref(), index, driver.node(), port, last_commit) {
+                let _ = control.send(&ToController::Ctrl { to: None, msg });
+            }
+        }
+        while let Ok(msg) = inbox.try_recv() {
+            if let (FromController::Ctrl { msg }, Some(live)) = (msg, live.as_ref()) {
+                on_resume(&mut driver, live, index, msg.into());
+            }
+        }
         if last_health.elapsed() >= Duration::from_secs(1) {
             last_health = std::time::Instant::now();
-            let counters = counters(&driver.stats(), &driver.node().stats());
-            // Health is best effort: a controller that went away does not stop the data path.
+            let node = driver.node();
+            let counters = counters(&driver.stats(), &node.stats(), node.commit_inputs_removed);
             let _ = control.send(&ToController::Health { counters });
-            while let Ok(Some(_)) = control.recv(Duration::from_millis(1)) {}
         }
     }
     let _ = driver.flush();
@@ -368,12 +456,65 @@ pub fn run_aggregator(
         addr,
         driver: driver.stats(),
         switch: driver.node().stats(),
+        commit_inputs_removed: driver.node().commit_inputs_removed,
     };
     let _ = control.send(&ToController::Health {
         counters: report.counters(),
     });
     let _ = control.send(&ToController::Leave);
+    drop(reader_stop);
+    drop(inbox);
+    let _ = reader.join();
     Ok(report)
+}
+
+/// Sets a flag when dropped: the control reader stops however the daemon's loop ends.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A §5.2 Detect report for the aggregator's silent input `port`, as the routing graph's link
+/// and node; `None` without a graph.
+fn link_down(
+    live: Option<&LiveTopology>,
+    index: usize,
+    node: &Aggregator,
+    port: PortId,
+    last_commit: Option<Timestamp>,
+) -> Option<WireCtrl> {
+    let live = live?;
+    let (half, half_port) = node.input_half(port)?;
+    let link: LinkId = live.input_link(index, half, half_port)?;
+    let msg = CtrlMsg::LinkDown {
+        reporter: live.link_head(link)?,
+        link,
+        last_commit,
+    };
+    Some(WireCtrl::from(&msg))
+}
+
+/// §5.2 Resume: the dead links that enter this aggregator stop bounding its commit barrier.
+/// Anything else from the controller is not for an aggregator.
+fn on_resume(driver: &mut Driver<Aggregator>, live: &LiveTopology, index: usize, msg: CtrlMsg) {
+    let CtrlMsg::Resume { dead_links, .. } = msg else {
+        return;
+    };
+    driver.with_node(
+        |a, _| {
+            for l in dead_links {
+                if let Some((half, port)) = live.input_port(index, l) {
+                    if a.remove_commit_input(half, port) {
+                        a.commit_inputs_removed += 1;
+                    }
+                }
+            }
+        },
+        &mut |_| {},
+    );
 }
 
 /// An aggregator running on a thread of this process (what [`crate::LocalCluster`] and tests
@@ -483,12 +624,56 @@ mod tests {
                         packet: Packet::Beacon(b),
                     } => sent.push((port, b.barrier.raw())),
                     Output::Send { packet, .. } => panic!("only beacons: {packet:?}"),
-                    // §5.2 Detect reports: the live controller procedure is not built yet.
+                    // No input falls silent in this test.
                     Output::Event(SwitchEvent::LinkDown { .. }) => {}
                 }
             }
         }
         sent
+    }
+
+    /// §5.2 Detect and Resume on a split aggregator: a silent process and a silent parent are
+    /// reported on the aggregator's own ports (what the daemon maps to graph links), and Resume
+    /// removes an input from the right half's commit minimum.
+    #[test]
+    fn silent_inputs_are_reported_on_the_aggregators_ports_and_resume_removes_them_5_2() {
+        let mut c = cluster();
+        c.link_timeout_ns = 5_000_000; // 5 beacon intervals
+        let mut tor = Aggregator::new(&c, "tor-1", Instant(0)).unwrap();
+        let mut reported = Vec::new();
+        for ms in 1..=20u64 {
+            let now = Instant(ms * 1_000_000);
+            // p2 (port 0) keeps beaconing; p3 (port 1) never does; the spine (port 2) stops
+            // after 8 ms.
+            let mut inputs = vec![PortId(0)];
+            if ms <= 8 {
+                inputs.push(PortId(2));
+            }
+            for port in inputs {
+                tor.handle(
+                    now,
+                    Input::Packet {
+                        port,
+                        packet: beacon(ms * 1_000),
+                    },
+                );
+            }
+            while let Some(t) = tor.poll_timeout().filter(|&t| t <= now) {
+                tor.handle(t, Input::Timeout);
+            }
+            while let Some(o) = tor.poll_output() {
+                if let Output::Event(SwitchEvent::LinkDown { port, .. }) = o {
+                    reported.push(port);
+                }
+            }
+        }
+        assert_eq!(reported, [PortId(1), PortId(2)], "p3, then the parent");
+        assert_eq!(tor.input_half(PortId(1)), Some((AggHalf::Up, PortId(1))));
+        assert_eq!(tor.input_half(PortId(2)), Some((AggHalf::Down, PortId(1))));
+        assert_eq!(tor.input_half(PortId(3)), None);
+        assert!(tor.remove_commit_input(AggHalf::Up, PortId(1)));
+        assert!(tor.remove_commit_input(AggHalf::Down, PortId(1)));
+        assert!(!tor.remove_commit_input(AggHalf::Up, PortId(7)));
     }
 
     /// §3.1, Fig. 3: what a tor sends down is the min of its own processes' barriers (through

@@ -18,15 +18,35 @@
 //! up` and the tests read). A line that is not a message is counted and answered with
 //! `Error`; the connection stays up. A line longer than [`LINE_LEN_MAX`] closes it.
 //!
-//! What it is not: failure handling (§5.2's Detect → … → Resume comes with a later issue). The
-//! controller reports a member that went away; nobody's barrier is repaired.
+//! Reliable failure handling (§5.2) rides on the same connections, as `Ctrl` lines carrying
+//! [`WireCtrl`] (`onepipe_proto::failure::CtrlMsg`):
+//!
+//! ```text
+//! aggregator / endpoint                    controller
+//!   Ctrl { to: None, LinkDown }     ─────▶   Detect (an input fell silent; its last commit)
+//!                                   ◀─────   Declared { round, failed }   to every member
+//!                                   ◀─────   Ctrl { Failure }             to every correct process
+//!   Ctrl { to: Some(h), Recall }    ─────▶   forwarded to process h, which answers
+//!   Ctrl { to: Some(h), RecallAck } ─────▶   (forwarded back)
+//!   Ctrl { to: None, Completed }    ─────▶
+//!                                   ◀─────   Ctrl { Resume }              to every correct process
+//!                                            and every aggregator, once all completed
+//! ```
+//!
+//! A `Ctrl` line from a member that could not have sent it (a report about another member's
+//! input, a completion in another process's name) is counted as malformed and answered with
+//! `Error`.
 
 use crate::cluster::Cluster;
+use crate::failure::WireCtrl;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The longest control line accepted, in bytes (a `Ready` for a few thousand members fits).
@@ -84,6 +104,15 @@ pub enum ToController {
     Leave,
     /// Asks for the members' status.
     Status,
+    /// A §5.2 control message ([`crate::failure`]): to the controller (`to: None`: a Detect
+    /// report or a host's completion), or for the controller to forward to graph node `to` (a
+    /// host's recall and its acknowledgement).
+    Ctrl {
+        /// The addressee, if not the controller.
+        to: Option<u32>,
+        /// The message.
+        msg: WireCtrl,
+    },
 }
 
 /// A message from the controller.
@@ -115,6 +144,22 @@ pub enum FromController {
         members: Vec<MemberStatus>,
         /// Control lines the controller could not read, since it started.
         malformed: u64,
+    },
+    /// A §5.2 control message for this member ([`crate::failure`]): Failure, Recall,
+    /// RecallAck or Resume.
+    Ctrl {
+        /// The message.
+        msg: WireCtrl,
+    },
+    /// The controller declared processes failed (§5.2 Determine), sent to every member: the
+    /// survivors learn it again through `Failure`; a declared process that is still running
+    /// (cut off from the others) learns of its own failure (§5.2 "the controller notifies
+    /// process of its own failure").
+    Declared {
+        /// The round.
+        round: u32,
+        /// (process, failure timestamp in ns).
+        failed: Vec<(u32, u64)>,
     },
     /// A request was refused or could not be read.
     Error {
@@ -221,6 +266,25 @@ impl std::error::Error for JoinError {}
 impl From<io::Error> for JoinError {
     fn from(e: io::Error) -> JoinError {
         JoinError::Io(e)
+    }
+}
+
+/// Most messages from the controller waiting for a member that split its connection.
+pub const CONTROL_QUEUE_LEN_MAX: usize = 1024;
+
+/// The sending half of a split control connection ([`ControlClient::split`]).
+#[derive(Debug)]
+pub struct ControlSender {
+    writer: TcpStream,
+}
+
+impl ControlSender {
+    /// Sends one message.
+    ///
+    /// # Errors
+    /// The connection failed.
+    pub fn send(&mut self, msg: &ToController) -> io::Result<()> {
+        write_line(&mut self.writer, msg)
     }
 }
 
@@ -351,6 +415,40 @@ impl ControlClient {
                 Some(other) => return Err(JoinError::Protocol(format!("{other:?}"))),
             }
         }
+    }
+
+    /// Splits the connection once the cluster is ready: a sender for this thread, and a thread
+    /// that reads every message from the controller into a bounded channel (it blocks when the
+    /// channel is full, so nothing is dropped and nothing grows). The thread ends when the
+    /// connection closes, `stop` is set, or the receiver is dropped; lines that are not
+    /// messages are skipped.
+    ///
+    /// # Errors
+    /// The thread could not be spawned.
+    pub fn split(
+        mut self,
+        name: &str,
+        stop: Arc<AtomicBool>,
+    ) -> io::Result<(ControlSender, Receiver<FromController>, JoinHandle<()>)> {
+        let writer = self.writer.try_clone()?;
+        let (tx, rx) = sync_channel(CONTROL_QUEUE_LEN_MAX);
+        let reader = std::thread::Builder::new()
+            .name(format!("{name}-control"))
+            .spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    match self.recv(Duration::from_millis(20)) {
+                        Ok(Some(msg)) => {
+                            if tx.send(msg).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) if e.kind() == io::ErrorKind::InvalidData => {}
+                        Err(_) => return,
+                    }
+                }
+            })?;
+        Ok((ControlSender { writer }, rx, reader))
     }
 
     /// Asks a controller for every member's status (a connection of its own, closed after).

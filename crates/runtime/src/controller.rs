@@ -1,21 +1,50 @@
 //! The controller: registration, process ids, addresses and health of a live cluster (1Pipe
-//! §6.1: "when lib1pipe initializes, it registers to the controller").
+//! §6.1: "when lib1pipe initializes, it registers to the controller"), and the network
+//! controller of reliable failure handling (§5.2).
 //!
 //! It holds the cluster file, accepts members over TCP ([`crate::control`]), gives each process
 //! an id and each member the address to bind, and once every member of the file has bound its
 //! socket, sends everyone the cluster with all addresses filled in — from which each member
 //! builds its own port table. Afterwards it keeps each member's last counters and time seen,
-//! answers `Status`, and tells everyone when a member leaves or its connection is lost.
+//! answers `Status`, and tells everyone when a member leaves or its connection is lost
+//! (`Down`: a hint, which endpoints surface as [`crate::endpoint::Event::ProcessFailed`] with
+//! reason `lost`; it repairs nothing).
 //!
-//! What it is not (yet): failure handling. A lost process is reported (`Down`, which endpoints
-//! surface as [`crate::endpoint::Event::ProcessFailed`]), but nobody's barrier is repaired, so
-//! delivery stalls until failure handling (§5.2) arrives with a later issue. Nor is its state
-//! replicated: it lives in this process's memory.
+//! ## Failure handling (§5.2)
+//!
+//! The procedure is `onepipe_proto::failure::Controller`, the same sans-IO state machine the
+//! simulator drives, over the cluster's routing graph ([`crate::failure::LiveTopology`]):
+//!
+//! * **Detect**: aggregators and endpoints send `Ctrl { LinkDown }` when an input falls silent
+//!   for the cluster's link timeout, with the last commit barrier it carried — the failure
+//!   timestamp comes from these reports, never from a lost TCP connection. A report must be
+//!   about the sender's own input, a completion in its own name, a forwarded recall from itself:
+//!   anything else is counted as malformed and refused.
+//! * **Determine / Broadcast**: the state machine's timer runs on this controller's monotonic
+//!   clock (ns since it started), polled by the accept loop every few milliseconds; its
+//!   `Failure` messages go to the correct processes, and `Declared` to every member.
+//! * **Recall** between processes is relayed through here (`Ctrl { to: Some(h) }`).
+//! * **Resume** goes to every correct process and, once per round, to every aggregator, which
+//!   stops waiting for the dead inputs' commit barriers.
+//!
+//! A cluster whose shape has no routing graph runs without it (the reason is logged and kept
+//! for `failure_handling`), as before this existed.
+//!
+//! What it is not: replicated. Its state lives in this process's memory; if it dies, later
+//! failures cannot be repaired (the paper replicates it with Paxos or Raft — a standby that
+//! takes over is built separately; [`Controller::failure_rounds`] and the procedure's state are
+//! what it would have to take over).
 
 use crate::cluster::Cluster;
 use crate::control::{
     parse_line, read_line, write_line, FromController, JoinAs, Member, MemberStatus, ToController,
 };
+use crate::failure::{LiveTopology, WireCtrl};
+use onepipe_proto::failure::{
+    Controller as Procedure, ControllerConfig, CtrlDest, CtrlMsg, CtrlOut,
+};
+use onepipe_proto::ids::{NodeId, ProcId};
+use onepipe_proto::time::Instant as ProtoInstant;
 use std::collections::BTreeMap;
 use std::io::{self, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -74,8 +103,34 @@ struct Conn {
     member: Option<Member>,
 }
 
+/// One round of the failure procedure, as the controller saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailureRound {
+    /// The round number.
+    pub round: u32,
+    /// Milliseconds since the controller started, when Determine declared them.
+    pub declared_ms: u64,
+    /// The processes declared failed, with their failure timestamps (raw ns).
+    pub failed: Vec<(u32, u64)>,
+    /// When the round resumed, if it has.
+    pub resumed_ms: Option<u64>,
+}
+
+/// The §5.2 procedure and what it needs.
+struct Failure {
+    live: LiveTopology,
+    procedure: Procedure,
+    epoch: Instant,
+    rounds: Vec<FailureRound>,
+}
+
+/// Rounds remembered for [`Controller::failure_rounds`]; older ones are forgotten.
+const FAILURE_ROUNDS_MAX: usize = 1024;
+
 struct State {
     cluster: Cluster,
+    /// The failure procedure, or why this cluster has none.
+    failure: Result<Failure, String>,
     slots: BTreeMap<Member, Slot>,
     conns: BTreeMap<u64, Conn>,
     next_conn: u64,
@@ -105,7 +160,12 @@ impl Controller {
         for p in &cluster.processes {
             slots.insert(Member::Process(p.id), Slot::new());
         }
+        let failure = failure_procedure(&cluster);
+        if let (Err(why), true) = (&failure, log) {
+            eprintln!("onepipe controller: no failure handling (§5.2) for this cluster: {why}");
+        }
         let state = Arc::new(Mutex::new(State {
+            failure,
             cluster,
             slots,
             conns: BTreeMap::new(),
@@ -151,6 +211,25 @@ impl Controller {
         (st.status(), st.malformed)
     }
 
+    /// The failure procedure's rounds so far (§5.2): who was declared failed, with which
+    /// failure timestamp, and when each round resumed.
+    pub fn failure_rounds(&self) -> Vec<FailureRound> {
+        let st = self.state.lock().expect("controller state");
+        st.failure
+            .as_ref()
+            .map(|f| f.rounds.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether this cluster has failure handling (§5.2), or why not.
+    ///
+    /// # Errors
+    /// The cluster's shape has no routing graph ([`LiveTopology::of`]).
+    pub fn failure_handling(&self) -> Result<(), String> {
+        let st = self.state.lock().expect("controller state");
+        st.failure.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
     /// Stops accepting, closes every connection and joins the threads.
     pub fn stop(mut self) {
         self.shutdown();
@@ -186,8 +265,27 @@ impl Slot {
     }
 }
 
+/// The §5.2 procedure for `cluster`, settling for half a link timeout: every neighbour of a
+/// failed component times it out after the same silence, so their reports arrive within a few
+/// beacon intervals (and scheduling delays) of one another.
+fn failure_procedure(cluster: &Cluster) -> Result<Failure, String> {
+    let live = LiveTopology::of(cluster)?;
+    let cfg = ControllerConfig {
+        procs_of_host: (0..cluster.procs()).map(|p| vec![ProcId(p)]).collect(),
+        settle_ns: (cluster.link_timeout_ns / 2).max(20 * cluster.beacon_interval_ns),
+    };
+    Ok(Failure {
+        procedure: Procedure::new(cfg, live.topology().clone()),
+        live,
+        epoch: Instant::now(),
+        rounds: Vec::new(),
+    })
+}
+
 fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::SeqCst) {
+        // The failure procedure's timer: Determine once every report has had time to arrive.
+        state.lock().expect("controller state").on_tick();
         match listener.accept() {
             Ok((stream, peer)) => {
                 let mut st = state.lock().expect("controller state");
@@ -341,6 +439,152 @@ impl State {
                 };
                 self.reply(id, &msg);
             }
+            ToController::Ctrl { to, msg } => self.on_ctrl(id, to, msg),
+        }
+    }
+
+    /// A §5.2 control message from a member: to the procedure, or relayed to a process.
+    fn on_ctrl(&mut self, id: u64, to: Option<u32>, wire: WireCtrl) {
+        let Some(member) = self.conns.get(&id).and_then(|c| c.member.clone()) else {
+            self.malformed += 1;
+            return self.refuse(id, "Ctrl before Join".into());
+        };
+        let agg = match &member {
+            Member::Aggregator(name) => self.cluster.aggregator_index(name),
+            Member::Process(_) => None,
+        };
+        let procs = self.cluster.procs();
+        let Ok(f) = self.failure.as_mut() else {
+            let why = self.failure.as_ref().err().cloned().unwrap_or_default();
+            return self.refuse(id, format!("no failure handling in this cluster: {why}"));
+        };
+        // Distrust the wire: a member speaks for its own nodes only.
+        let live = &f.live;
+        let own = |n: NodeId| match &member {
+            Member::Process(p) => n == NodeId(*p),
+            Member::Aggregator(_) => agg.is_some_and(|a| live.nodes_of(a).contains(&n)),
+        };
+        let msg = CtrlMsg::from(wire.clone());
+        let allowed = match (to, &msg) {
+            (None, CtrlMsg::LinkDown { reporter, .. }) => own(*reporter),
+            (None, CtrlMsg::Completed { host, .. }) => own(*host),
+            (Some(h), CtrlMsg::Recall { from, .. } | CtrlMsg::RecallAck { from, .. }) => {
+                own(*from) && h < procs
+            }
+            _ => false,
+        };
+        if !allowed {
+            self.malformed += 1;
+            return self.refuse(id, format!("{member} may not send {wire:?}"));
+        }
+        if let Some(h) = to {
+            return self.send_to(&Member::Process(h), &FromController::Ctrl { msg: wire });
+        }
+        let now = ProtoInstant(f.epoch.elapsed().as_nanos() as u64);
+        f.procedure.on_message(now, msg);
+        self.drain_failure();
+    }
+
+    /// Runs the procedure's timer if it is due.
+    fn on_tick(&mut self) {
+        let Ok(f) = self.failure.as_mut() else {
+            return;
+        };
+        let now = ProtoInstant(f.epoch.elapsed().as_nanos() as u64);
+        if f.procedure.poll_timeout().is_some_and(|t| t <= now) {
+            f.procedure.on_timeout(now);
+            self.drain_failure();
+        }
+    }
+
+    /// Carries out what the procedure decided: messages to members, declarations, resumptions.
+    fn drain_failure(&mut self) {
+        let Ok(f) = self.failure.as_mut() else {
+            return;
+        };
+        let outs: Vec<CtrlOut> = std::iter::from_fn(|| f.procedure.poll_output()).collect();
+        let ms = f.epoch.elapsed().as_millis() as u64;
+        for o in outs {
+            match o {
+                CtrlOut::Send {
+                    to: CtrlDest::Node(n),
+                    msg,
+                } => self.send_ctrl(n, &msg),
+                // The procedure does not write to itself.
+                CtrlOut::Send {
+                    to: CtrlDest::Controller,
+                    ..
+                } => {}
+                CtrlOut::Declared { round, hosts, .. } => {
+                    let failed: Vec<(u32, u64)> =
+                        hosts.iter().map(|(h, ts)| (h.0, ts.raw())).collect();
+                    let names: Vec<String> = failed
+                        .iter()
+                        .map(|(p, ts)| format!("p{p} at ts {ts}"))
+                        .collect();
+                    self.log(format_args!(
+                        "round {round}: declared failed {}",
+                        names.join(", ")
+                    ));
+                    if let Ok(f) = self.failure.as_mut() {
+                        if f.rounds.len() < FAILURE_ROUNDS_MAX {
+                            f.rounds.push(FailureRound {
+                                round,
+                                declared_ms: ms,
+                                failed: failed.clone(),
+                                resumed_ms: None,
+                            });
+                        }
+                    }
+                    self.broadcast(&FromController::Declared { round, failed });
+                }
+                CtrlOut::Resumed { round } => {
+                    self.log(format_args!("round {round}: resumed"));
+                    if let Ok(f) = self.failure.as_mut() {
+                        if let Some(r) = f.rounds.iter_mut().find(|r| r.round == round) {
+                            r.resumed_ms = Some(ms);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends a procedure message to graph node `n`: a process, or the aggregator it belongs to
+    /// (once per message: an aggregator's halves share one connection, and a `Resume` names
+    /// every dead link, so only the one to its first node goes).
+    fn send_ctrl(&mut self, n: NodeId, msg: &CtrlMsg) {
+        let Ok(f) = self.failure.as_ref() else {
+            return;
+        };
+        let member = if n.0 < self.cluster.procs() {
+            Member::Process(n.0)
+        } else {
+            let Some(a) = f.live.aggregator_of(n) else {
+                return;
+            };
+            if f.live.nodes_of(a).first() != Some(&n) {
+                return;
+            }
+            Member::Aggregator(self.cluster.aggregators[a].name.clone())
+        };
+        let line = FromController::Ctrl {
+            msg: WireCtrl::from(msg),
+        };
+        self.send_to(&member, &line);
+    }
+
+    /// Writes to `member` if it is connected (a member that is gone misses it: it has failed).
+    fn send_to(&mut self, member: &Member, msg: &FromController) {
+        if let Some(c) = self.slots.get(member).and_then(|s| s.conn) {
+            self.reply(c, msg);
+        }
+    }
+
+    fn broadcast(&mut self, msg: &FromController) {
+        let ids: Vec<u64> = self.slots.values().filter_map(|s| s.conn).collect();
+        for c in ids {
+            self.reply(c, msg);
         }
     }
 

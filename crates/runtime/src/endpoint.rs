@@ -34,6 +34,17 @@
 //! * **Events** go to a third bounded queue; when it is full, further events are dropped and
 //!   counted ([`EndpointStats::events_dropped`]).
 //!
+//! ## Failures (§5.2)
+//!
+//! The control thread carries the failure procedure's messages between the controller and the
+//! host role ([`crate::failure`]): when the aggregator above falls silent for the cluster's link
+//! timeout the role reports it (Detect, with its last commit barrier); the controller's
+//! `Failure`, `Recall` and `Resume` go to `Host::on_control`, which discards, recalls and
+//! resumes, and raises [`Event::ProcessFailed`] (Callback, with the failure timestamp),
+//! [`Event::Recalled`] for this process's aborted scatterings, and [`Event::ReliableAborted`]
+//! for queued ones that can no longer be sent. Control messages the role sends wait in a
+//! bounded queue for the control thread.
+//!
 //! Every queue is bounded by [`JoinOptions`]; nothing grows without limit.
 //!
 //! ## Example
@@ -73,14 +84,16 @@ use crate::cluster::Cluster;
 use crate::config::DriverConfig;
 use crate::control::{ControlClient, FromController, JoinAs, JoinError, Member, ToController};
 use crate::driver::Driver;
+use crate::failure::{LiveTopology, WireCtrl};
 use crate::ports::PortTable;
 use crate::queue::{BoundedQueue, PopError};
 use crate::stats::DriverStats;
 use crate::sys::{bind_udp, Waker};
 use crate::unordered::UnorderedHost;
 use bytes::Bytes;
+use onepipe_proto::failure::{CtrlDest, CtrlMsg};
 use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
-use onepipe_proto::ids::{NodeId, ProcId};
+use onepipe_proto::ids::{LinkId, NodeId, ProcId};
 use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::reliable::ReliableStats;
 use onepipe_proto::time::{Instant, Timestamp};
@@ -160,18 +173,36 @@ pub enum Event {
         /// Why.
         reason: NakReason,
     },
-    /// The controller lost contact with a process, or it left (`onepipe_proc_fail_callback`).
-    /// Failure handling is a later issue: until then delivery from the rest stalls, because the
-    /// failed process's barrier no longer advances.
+    /// A process failed (`onepipe_proc_fail_callback(proc, TS)`).
+    ///
+    /// With reason `failed`, the controller declared it (§5.2 Callback) and `ts` is its failure
+    /// timestamp: its reliable messages at or below `ts` are delivered here, those above are
+    /// not, and delivery from the rest goes on once every correct process has done the same.
+    /// With reason `declared`, this process itself was declared failed (it is cut off from the
+    /// others; `ts` is its failure timestamp). With `left` or `lost`, the controller saw its
+    /// connection end (a hint only; `ts` is this endpoint's timestamp when it heard).
     ProcessFailed {
         /// The process.
         proc: ProcId,
-        /// This endpoint's timestamp when it heard.
+        /// See above.
         ts: Timestamp,
-        /// `left` or `lost`.
+        /// `failed`, `declared`, `left` or `lost`.
         reason: String,
     },
-    /// An aggregator left or was lost (delivery stalls).
+    /// §5.2 Recall: a reliable scattering this process sent, stamped `ts`, was aborted because
+    /// one of its receivers failed before acknowledging it; no correct receiver delivers it
+    /// (the send-failed callback for the whole scattering).
+    Recalled {
+        /// Its timestamp.
+        ts: Timestamp,
+    },
+    /// A reliable scattering still queued (not stamped) was dropped: a destination failed.
+    ReliableAborted {
+        /// What [`Endpoint::send_reliable`] returned.
+        handle: SendHandle,
+    },
+    /// The controller saw an aggregator's connection end (a hint: its neighbours time it out
+    /// and the controller declares the processes it cut off, §5.2).
     AggregatorFailed {
         /// Its name.
         name: String,
@@ -293,6 +324,8 @@ pub struct EndpointStats {
     pub recv_refused_full: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
+    /// §5.2 control messages dropped because the queue to the control thread was full.
+    pub control_dropped: u64,
 }
 
 /// The role an endpoint runs: the 1Pipe host, or the unordered baseline.
@@ -330,7 +363,18 @@ struct Shared {
     /// The role's best-effort and commit barriers as of the I/O thread's last drain (raw
     /// timestamps; [`NO_BARRIER`] before the first): everything below them is in the queues.
     published: [AtomicU64; 2],
+    /// §5.2 control messages from the role, waiting for the control thread (bounded by
+    /// [`CONTROL_OUT_LEN_MAX`]).
+    control_out: Mutex<VecDeque<ToController>>,
+    control_dropped: AtomicU64,
+    /// This process's input link in the cluster's routing graph (what it reports when its
+    /// aggregator falls silent); `None` for a cluster without one.
+    downlink: Option<LinkId>,
 }
+
+/// Most §5.2 control messages waiting for the control thread; more are dropped and counted
+/// (a round sends a few per process).
+pub const CONTROL_OUT_LEN_MAX: usize = 4096;
 
 /// A published barrier that has not arrived yet.
 const NO_BARRIER: u64 = u64::MAX;
@@ -410,6 +454,9 @@ impl Endpoint {
             recv_refused_full: AtomicU64::new(0),
             events_dropped: AtomicU64::new(0),
             published: [AtomicU64::new(NO_BARRIER), AtomicU64::new(NO_BARRIER)],
+            control_out: Mutex::new(VecDeque::new()),
+            control_dropped: AtomicU64::new(0),
+            downlink: LiveTopology::of(&cluster).ok().and_then(|t| t.downlink(id)),
         });
         let ports = PortTable::new().with_link(UPLINK, uplink);
         let driver = Driver::new(CoreNode(shared.clone()), socket, ports, clock, opts.driver)?;
@@ -650,8 +697,8 @@ impl Endpoint {
 
     /// Leaves the cluster (Table 1 `onepipe_exit`): stops the I/O thread (sending what is
     /// pending), tells the controller, and returns the final counters. Messages delivered but
-    /// not yet read are dropped with the endpoint: read them first. Until failure handling
-    /// arrives (a later issue), the others' delivery stalls once a process has left.
+    /// not yet read are dropped with the endpoint: read them first. The others' aggregator
+    /// then times this process's link out (§4.2) and the controller declares it failed (§5.2).
     pub fn leave(mut self) -> EndpointStats {
         self.shutdown();
         self.shared.stats()
@@ -708,6 +755,34 @@ impl Shared {
                 .clone(),
             recv_refused_full: self.recv_refused_full.load(Ordering::Relaxed),
             events_dropped: self.events_dropped.load(Ordering::Relaxed),
+            control_dropped: self.control_dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Queues a §5.2 control message for the control thread (`to`: `None` the controller).
+    fn push_control(&self, to: Option<u32>, msg: &CtrlMsg) {
+        let mut q = self.control_out.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() >= CONTROL_OUT_LEN_MAX {
+            self.control_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        q.push_back(ToController::Ctrl {
+            to,
+            msg: WireCtrl::from(msg),
+        });
+    }
+
+    /// A §5.2 message from the controller (or relayed from another process) for the role.
+    fn on_control(&self, msg: CtrlMsg) {
+        let now = self.clock.now();
+        let mut core = self.lock();
+        if let Role::Ordered(h) = &mut core.role {
+            h.on_control(now, msg);
+            let was_dirty = std::mem::replace(&mut core.dirty, true);
+            drop(core);
+            if !was_dirty {
+                self.wake();
+            }
         }
     }
 
@@ -803,12 +878,29 @@ impl Shared {
                 ts,
                 reason: "failed".to_string(),
             }),
-            // §5.2 in the live runtime (recall, control messages, link reports) is not built
-            // yet: nothing produces these without a controller procedure.
-            HostEvent::Recalled { .. }
-            | HostEvent::ReliableAborted { .. }
-            | HostEvent::UplinkDown { .. }
-            | HostEvent::Control { .. } => {}
+            HostEvent::Recalled { ts, .. } => self.push_event(Event::Recalled { ts }),
+            HostEvent::ReliableAborted { handle, .. } => self.push_event(Event::ReliableAborted {
+                handle: SendHandle(handle),
+            }),
+            // §5.2 Detect: the aggregator above fell silent; the controller hears of it as
+            // this process's input link in the routing graph.
+            HostEvent::UplinkDown { last_commit } => {
+                if let Some(link) = self.downlink {
+                    let msg = CtrlMsg::LinkDown {
+                        reporter: NodeId(self.proc.0),
+                        link,
+                        last_commit,
+                    };
+                    self.push_control(None, &msg);
+                }
+            }
+            HostEvent::Control { to, msg } => {
+                let to = match to {
+                    CtrlDest::Controller => None,
+                    CtrlDest::Node(n) => Some(n.0),
+                };
+                self.push_control(to, &msg);
+            }
             HostEvent::ReliableSent { handle, ts, .. } => {
                 if self.report_reliable_sent {
                     self.push_event(Event::ReliableSent {
@@ -916,7 +1008,8 @@ fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> 
     result
 }
 
-/// The control thread: health to the controller, failure notices from it.
+/// The control thread: health to the controller, failure notices and the §5.2 procedure's
+/// messages both ways.
 fn control_loop(mut control: ControlClient, shared: Arc<Shared>) {
     let mut last_health: Option<std::time::Instant> = None;
     let mut connected = true;
@@ -943,7 +1036,13 @@ fn control_loop(mut control: ControlClient, shared: Arc<Shared>) {
             .collect();
             connected = control.send(&ToController::Health { counters }).is_ok();
         }
-        match control.recv(Duration::from_millis(50)) {
+        let out: Vec<ToController> =
+            std::mem::take(&mut *shared.control_out.lock().unwrap_or_else(|e| e.into_inner()))
+                .into();
+        for msg in out {
+            connected &= control.send(&msg).is_ok();
+        }
+        match control.recv(Duration::from_millis(10)) {
             Ok(Some(FromController::Down { member, reason })) => match member {
                 Member::Process(p) => {
                     let ts = shared.clock.now().timestamp();
@@ -955,8 +1054,24 @@ fn control_loop(mut control: ControlClient, shared: Arc<Shared>) {
                 }
                 Member::Aggregator(name) => shared.push_event(Event::AggregatorFailed { name }),
             },
+            Ok(Some(FromController::Ctrl { msg })) => shared.on_control(msg.into()),
+            Ok(Some(FromController::Declared { failed, .. })) => {
+                // The others hear of it through `Failure`; this is for a process cut off from
+                // them, which learns of its own failure (§5.2).
+                for (p, ts) in failed {
+                    if p == shared.proc.0 {
+                        shared.push_event(Event::ProcessFailed {
+                            proc: shared.proc,
+                            ts: Timestamp::new(ts),
+                            reason: "declared".to_string(),
+                        });
+                    }
+                }
+            }
             Ok(_) => {}
-            // The controller is gone or talks nonsense: the data path goes on without it.
+            // A line that is not a message: skipped (the connection is still good).
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {}
+            // The controller is gone: the data path goes on without it.
             Err(_) => connected = false,
         }
     }

@@ -31,7 +31,10 @@
 //!
 //! * [`cluster`]: the cluster file (TOML) — processes, aggregators and their links, controller,
 //!   beacon interval, clock;
-//! * [`controller`] and [`control`]: registration, process ids, addresses and health over TCP;
+//! * [`controller`] and [`control`]: registration, process ids, addresses and health over TCP,
+//!   and the network controller of reliable failure handling (§5.2) on the same connections;
+//! * [`failure`]: what the §5.2 procedure needs live — the cluster's routing graph and the map
+//!   from the members' ports to its links, and the control messages as JSON;
 //! * [`aggregator`]: an aggregator daemon, the up and down halves of one node of the aggregator
 //!   tree on one socket;
 //! * [`endpoint`]: [`Endpoint`], the library API of Table 1 (re-exported as
@@ -96,6 +99,7 @@ pub mod control;
 pub mod controller;
 pub mod driver;
 pub mod endpoint;
+pub mod failure;
 pub mod local;
 pub mod ports;
 mod queue;

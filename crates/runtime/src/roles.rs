@@ -94,7 +94,21 @@ impl LiveRoles {
         cfg.reliable.rto_ns = self.reliable_rto_ns;
         cfg.reliable.rto_max_ns = self.reliable_rto_max_ns;
         cfg.reliable.send_buffer_bytes_max = self.send_buffer_bytes_max;
+        // §5.2 Detect: a host reports its silent aggregator after the same silence an
+        // aggregator reports a silent input after (the simulator's 10 intervals would be 10 ms
+        // here, which a busy machine's scheduling can exceed: a false report declares the host
+        // failed).
+        cfg.uplink_timeout_intervals = self.link_timeout_intervals();
         cfg
+    }
+
+    /// The link timeout in beacon intervals (0: never).
+    fn link_timeout_intervals(&self) -> u32 {
+        u32::try_from(
+            self.link_timeout_ns
+                .div_ceil(self.beacon_interval_ns.max(1)),
+        )
+        .unwrap_or(u32::MAX)
     }
 
     /// A host-representative aggregator (§6.2.3) `depth` hops above the hosts, with `inputs`
@@ -112,9 +126,7 @@ impl LiveRoles {
             (u64::from(depth) * self.aggregator_phase_ns) % self.beacon_interval_ns;
         // The real switch-to-representative hop is in the network, not simulated.
         cfg.beacon_delay_ns = 0;
-        cfg.link_timeout_intervals =
-            u32::try_from(self.link_timeout_ns.div_ceil(self.beacon_interval_ns))
-                .unwrap_or(u32::MAX);
+        cfg.link_timeout_intervals = self.link_timeout_intervals();
         cfg
     }
 }
@@ -161,6 +173,10 @@ mod tests {
         );
         assert!(cfg.beacon_always && !cfg.barrier_on_data);
         assert_eq!(cfg.beacon_interval_ns, 1_000_000);
+        assert_eq!(
+            cfg.uplink_timeout_intervals, 1_000,
+            "one second, as aggregators"
+        );
     }
 
     #[test]

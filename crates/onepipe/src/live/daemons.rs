@@ -43,8 +43,28 @@ pub fn controller(args: &ControllerArgs) -> i32 {
         }
     };
     say(&format!("listening {}", controller.addr()));
+    if let Err(why) = controller.failure_handling() {
+        say(&format!("event no-failure-handling {why}"));
+    }
+    // §5.2 rounds as they happen (`up` reads them: if this process is killed later, what it
+    // decided is not lost with it).
+    let (mut declared, mut resumed) = (0, 0);
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
+        let rounds = controller.failure_rounds();
+        for r in rounds.iter().skip(declared) {
+            let failed: Vec<String> = r.failed.iter().map(|(p, ts)| format!("{p}:{ts}")).collect();
+            say(&format!("event declared {} {}", r.round, failed.join(" ")));
+        }
+        declared = rounds.len();
+        for r in rounds
+            .iter()
+            .filter(|r| r.resumed_ms.is_some())
+            .skip(resumed)
+        {
+            say(&format!("event resumed {}", r.round));
+        }
+        resumed = rounds.iter().filter(|r| r.resumed_ms.is_some()).count();
     }
     let (members, malformed) = controller.status();
     controller.stop();

@@ -157,6 +157,64 @@ pub struct UpArgs {
     /// Keep the run's directory (cluster file, per-process records) and print where it is.
     #[arg(long)]
     pub keep: bool,
+    /// Kill a member with SIGKILL this long after sending starts (repeatable): `proc:N@2s`
+    /// (endpoint process N), `agg:NAME@3s` (aggregator NAME, e.g. tor-0), `controller@4s`.
+    /// The controller runs the §5.2 failure procedure: it declares the processes cut off
+    /// (a dead process, or a dead aggregator's single-homed rack) failed at the last commit
+    /// barrier their neighbours saw, and the others go on delivering. The checkers run over
+    /// the survivors with the failed processes declared (restricted failure atomicity); the
+    /// summary reports the longest delivery stall after the first kill. Killing the
+    /// controller leaves no standby: later failures cannot be repaired.
+    #[arg(long = "kill", value_name = "WHAT@TIME", value_parser = parse_kill)]
+    pub kill: Vec<Kill>,
+}
+
+/// A member `onepipe up --kill` kills.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KillTarget {
+    /// Endpoint process N.
+    Proc(u32),
+    /// The aggregator of that name.
+    Agg(String),
+    /// The controller.
+    Controller,
+}
+
+/// `--kill WHAT@TIME`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kill {
+    /// Whom.
+    pub target: KillTarget,
+    /// When, after sending starts (ns).
+    pub at_ns: u64,
+}
+
+impl std::fmt::Display for Kill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = onepipe_runtime::cluster::format_duration(self.at_ns);
+        match &self.target {
+            KillTarget::Proc(p) => write!(f, "proc:{p}@{at}"),
+            KillTarget::Agg(name) => write!(f, "agg:{name}@{at}"),
+            KillTarget::Controller => write!(f, "controller@{at}"),
+        }
+    }
+}
+
+fn parse_kill(s: &str) -> Result<Kill, String> {
+    let (what, at) = s
+        .split_once('@')
+        .ok_or("expected WHAT@TIME: proc:N@2s, agg:NAME@3s or controller@4s")?;
+    let at_ns = parse_duration_ns(at)?;
+    let target = match what.split_once(':') {
+        Some(("proc", n)) => KillTarget::Proc(
+            n.parse()
+                .map_err(|_| format!("'{n}' is not a process number"))?,
+        ),
+        Some(("agg", name)) if !name.is_empty() => KillTarget::Agg(name.to_string()),
+        None if what == "controller" => KillTarget::Controller,
+        _ => return Err(format!("'{what}': expected proc:N, agg:NAME or controller")),
+    };
+    Ok(Kill { target, at_ns })
 }
 
 /// `onepipe controller`.

@@ -26,7 +26,7 @@ use onepipe_proto::{ProcId, Timestamp};
 use onepipe_runtime::clock::monotonic_ns;
 use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, RecvError, SendError, SendHandle};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
@@ -47,12 +47,25 @@ struct Shared {
     stamped: Mutex<Vec<SendRec>>,
     last_delivery_ns: AtomicU64,
     malformed: AtomicU64,
+    /// §5.2: timestamps of this process's reliable scatterings that were recalled (bounded by
+    /// [`RECALLED_MAX`]).
+    recalled: Mutex<Vec<u64>>,
+    /// The drain limit passed: stop waiting for unstamped reliable scatterings.
+    given_up: AtomicBool,
+    /// §5.2: processes the failure callback named (no more sends to them).
+    failed: Mutex<BTreeSet<u32>>,
+    /// §5.2: the controller declared this process failed (it is cut off): stop waiting for
+    /// acknowledgements and barriers that cannot come.
+    declared: AtomicBool,
     /// Receive and event threads that have finished (and handed over what they recorded).
     finished: std::sync::atomic::AtomicUsize,
 }
 
 /// The receive threads (one per service) and the event thread.
 const THREADS: usize = 3;
+
+/// Most recalled scatterings recorded (a recall is rare: a round aborts what was in flight).
+const RECALLED_MAX: usize = 1 << 20;
 
 /// Prints a line for `up` (or a person) at once.
 fn say(line: &str) {
@@ -98,6 +111,10 @@ pub fn run(args: &NodeArgs) -> i32 {
         stamped: Mutex::new(Vec::new()),
         last_delivery_ns: AtomicU64::new(monotonic_ns()),
         malformed: AtomicU64::new(0),
+        recalled: Mutex::new(Vec::new()),
+        failed: Mutex::new(BTreeSet::new()),
+        given_up: AtomicBool::new(false),
+        declared: AtomicBool::new(false),
         finished: std::sync::atomic::AtomicUsize::new(0),
     });
     let threads: Vec<_> = [false, true]
@@ -192,6 +209,7 @@ fn drive(
     let resolve_until = monotonic_ns() + args.drain;
     while (s.ep.pending_sends() > 0 || !lock(&s.unstamped).is_empty())
         && monotonic_ns() < resolve_until
+        && !s.declared.load(Ordering::SeqCst)
     {
         if stop.load(Ordering::SeqCst) {
             return Err(Exit::Stopped);
@@ -214,6 +232,11 @@ fn drive(
         None => max_ts.plus(20 * s.ep.cluster().beacon_interval_ns),
     };
     let drained = drain(args, s, drain_to, stop)?;
+    if !drained {
+        // Reliable scatterings still unstamped now never will be (a destination failed and
+        // nobody repaired it: no controller): the event thread stops waiting for them.
+        s.given_up.store(true, Ordering::SeqCst);
+    }
     // Everything up to the drain point is in the endpoint's queues: the threads empty them,
     // then stop and hand over what they recorded.
     s.stop_receiving.store(true, Ordering::SeqCst);
@@ -241,20 +264,29 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The destinations of one scattering.
-fn destinations(args: &NodeArgs, me: u32, n: u32, rng: &mut Rng) -> Option<Vec<u32>> {
+/// The destinations of one scattering, leaving out the processes known to have failed
+/// (§5.2: after the failure callback an application stops sending to them).
+fn destinations(
+    args: &NodeArgs,
+    me: u32,
+    n: u32,
+    rng: &mut Rng,
+    failed: &BTreeSet<u32>,
+) -> Option<Vec<u32>> {
+    let alive = |p: &u32| !failed.contains(p);
     match args.work.workload {
-        Workload::AllToAll => None,
-        Workload::OneToOne => Some(vec![(me + n / 2) % n]),
+        Workload::AllToAll if failed.is_empty() => None,
+        Workload::AllToAll => Some((0..n).filter(alive).collect()),
+        Workload::OneToOne => Some(Some((me + n / 2) % n).into_iter().filter(alive).collect()),
         Workload::Scatter => {
-            let k = args.work.scatter_k.min(n);
-            let mut all: Vec<u32> = (0..n).collect();
+            let mut all: Vec<u32> = (0..n).filter(alive).collect();
+            let k = (args.work.scatter_k as usize).min(all.len());
             // A partial Fisher–Yates shuffle: the first k are a uniform choice.
-            for i in 0..k as usize {
-                let j = i + rng.below((n as usize - i) as u64) as usize;
+            for i in 0..k {
+                let j = i + rng.below((all.len() - i) as u64) as usize;
                 all.swap(i, j);
             }
-            all.truncate(k as usize);
+            all.truncate(k);
             all.sort_unstable();
             Some(all)
         }
@@ -300,7 +332,12 @@ fn send_loop(
         // Never more than 10 ms of backlog at once: a stalled sender resumes at the rate, it
         // does not burst.
         next_due = next_due.max(now as f64 - 10e6);
-        let dsts = destinations(args, me, n, &mut rng);
+        let dsts = destinations(args, me, n, &mut rng, &lock(&s.failed));
+        if dsts.as_ref().is_some_and(Vec::is_empty) {
+            // Everyone it would send to has failed: this send is skipped.
+            next_due += interval_ns;
+            continue;
+        }
         let payload = records::payload(seq, now, args.work.msg_size);
         let scattering: Vec<(ProcId, bytes::Bytes)> = match &dsts {
             None => (0..n).map(|d| (ProcId(d), payload.clone())).collect(),
@@ -331,6 +368,10 @@ fn send_loop(
             Ok(()) => {
                 seq += 1;
                 next_due += interval_ns;
+            }
+            // A destination failed (§5.2) before the callback reached the event thread.
+            Err(SendError::Failed(p)) => {
+                lock(&s.failed).insert(p.0);
             }
             Err(SendError::Full) => {
                 // §6.1: the send buffer is full; back off briefly and try again.
@@ -409,12 +450,39 @@ fn events(s: &Shared) {
                     });
                 }
             }
-            Ok(Event::ProcessFailed { proc, reason, .. }) => {
-                say(&format!("event process-failed {} {reason}", proc.0));
+            Ok(Event::ProcessFailed { proc, reason, ts }) => {
+                if proc == s.ep.proc() && reason == "declared" {
+                    s.declared.store(true, Ordering::SeqCst);
+                }
+                if reason == "failed" {
+                    lock(&s.failed).insert(proc.0);
+                }
+                // `left`/`lost` (a hint) carry no failure timestamp; `failed`/`declared` do.
+                if reason == "left" || reason == "lost" {
+                    say(&format!("event process-failed {} {reason}", proc.0));
+                } else {
+                    say(&format!(
+                        "event process-failed {} {reason} {}",
+                        proc.0,
+                        ts.raw()
+                    ));
+                }
+            }
+            Ok(Event::Recalled { ts }) => {
+                let mut r = lock(&s.recalled);
+                if r.len() < RECALLED_MAX {
+                    r.push(ts.raw());
+                }
+            }
+            Ok(Event::ReliableAborted { handle }) => {
+                // Never stamped, never sent: nothing to record.
+                lock(&s.unstamped).remove(&handle);
             }
             Ok(Event::AggregatorFailed { name }) => say(&format!("event aggregator-failed {name}")),
             Err(RecvError::Timeout | RecvError::Empty) => {
-                if s.stop_receiving.load(Ordering::SeqCst) && lock(&s.unstamped).is_empty() {
+                if s.stop_receiving.load(Ordering::SeqCst)
+                    && (lock(&s.unstamped).is_empty() || s.given_up.load(Ordering::SeqCst))
+                {
                     break;
                 }
             }
@@ -448,7 +516,7 @@ fn drain(args: &NodeArgs, s: &Shared, to: Timestamp, stop: &AtomicBool) -> Resul
         if passed && s.ep.pending_sends() == 0 {
             return Ok(true);
         }
-        if monotonic_ns() >= until {
+        if monotonic_ns() >= until || s.declared.load(Ordering::SeqCst) {
             return Ok(false);
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -475,6 +543,9 @@ fn write_records(args: &NodeArgs, s: &Shared, sends: Vec<SendRec>) -> Result<(),
         "recv_refused_full": st.recv_refused_full,
         "events_dropped": st.events_dropped,
         "malformed_payloads": s.malformed.load(Ordering::Relaxed),
+        "recalled": lock(&s.recalled).clone(),
+        "declared_failed": s.declared.load(Ordering::SeqCst),
+        "control_dropped": st.control_dropped,
         "dropped_late": st.host.dropped_late,
         "dropped_incomplete": st.host.dropped_incomplete,
         "dropped_full": st.host.dropped_full,

@@ -120,6 +120,14 @@ impl Child {
         }
     }
 
+    /// Kills it with SIGKILL (`onepipe up --kill`); it is reaped by [`Child::exited`].
+    pub fn kill(&mut self) {
+        if self.exited().is_none() {
+            let _ = self.child.kill();
+        }
+        self.stdin = None;
+    }
+
     /// Closes its standard input: a supervised child stops.
     pub fn close_stdin(&mut self) {
         self.stdin = None;

@@ -11,10 +11,18 @@
 //! children run in process groups of their own (Ctrl-C reaches only `up`), die with `up`
 //! (`PR_SET_PDEATHSIG`), and stop when their standard input closes; a hard deadline bounds
 //! the whole run.
+//!
+//! `--kill WHAT@TIME` kills members with SIGKILL while the workload runs (§5.2 failure
+//! handling): their exit is expected, their missing records are not an error (a dead sender's
+//! scatterings are rebuilt from what the others delivered), the processes the controller
+//! declares failed are excused as receivers and checked as senders against their failure
+//! timestamps (`Checker::on_declared`), recalled scatterings must be delivered nowhere
+//! (`Checker::on_recalled`), and the summary reports the longest delivery stall of the correct
+//! processes after the first kill.
 
 use super::records::NodeRecords;
 use super::supervise::{self, Child, ChildLine};
-use super::{Service, UpArgs, EXIT_INTERRUPTED, EXIT_RUNTIME};
+use super::{Kill, KillTarget, Service, UpArgs, Workload, EXIT_INTERRUPTED, EXIT_RUNTIME};
 use crate::cli::{EXIT_USAGE, EXIT_VIOLATION};
 use onepipe_proto::host::Delivery;
 use onepipe_proto::wire::NakReason;
@@ -24,7 +32,7 @@ use onepipe_runtime::cluster::{format_duration, Cluster, LocalLayout};
 use onepipe_sim::check::{Checker, Dsts};
 use onepipe_sim::metrics::{NsHistogram, Summary};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,8 +116,45 @@ pub struct UpReport {
     pub controller_malformed: u64,
     /// Per process: its counters (aggregators and endpoints).
     pub counters: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Members killed with `--kill`.
+    pub kills: Vec<KillReport>,
+    /// Whether the controller was killed (no standby: later failures are not repaired).
+    pub controller_killed: bool,
+    /// §5.2: processes the controller declared failed, with their failure timestamps.
+    pub declared_failed: Vec<DeclaredReport>,
+    /// Longest time, in ms, a correct process delivered nothing after the first kill (while
+    /// the workload was sending); 0 without kills.
+    pub stall_ms: f64,
+    /// The correct process that stalled longest.
+    pub stall_proc: Option<u32>,
+    /// Per correct process: messages it delivered after the last kill.
+    pub delivered_after_kills: BTreeMap<String, u64>,
     /// Wall-clock seconds for the whole command.
     pub wall_s: f64,
+}
+
+/// One `--kill`.
+#[derive(Debug, Serialize)]
+pub struct KillReport {
+    /// `proc:3@2s`, `agg:tor-0@3s`, `controller@4s`.
+    pub what: String,
+    /// Seconds after sending started, when it was killed (`None`: it never was).
+    pub at_s: Option<f64>,
+    /// Its process id.
+    pub pid: u32,
+}
+
+/// One process the controller declared failed (§5.2 Determine).
+#[derive(Debug, Serialize)]
+pub struct DeclaredReport {
+    /// The process.
+    pub proc: u32,
+    /// Its failure timestamp (raw ns).
+    pub failure_ts: u64,
+    /// The controller's round.
+    pub round: u32,
+    /// Seconds after sending started, when `up` heard of it.
+    pub at_s: f64,
 }
 
 /// What a child is.
@@ -128,7 +173,19 @@ struct Heard {
     done: Option<bool>,
     stats: Option<serde_json::Value>,
     closed: bool,
+    /// Killed on purpose, or (a node) declared failed: nobody waits for it any more.
+    gone: bool,
 }
+
+/// A `--kill` and what became of it.
+struct Planned {
+    kill: Kill,
+    /// When it fired (monotonic ns), and the victim's pid.
+    fired: Option<(u64, u32)>,
+}
+
+/// A process the controller declared failed: (round, failure ts, when `up` heard, mono ns).
+type Declared = (u32, u64, u64);
 
 /// Why the run ended early.
 enum Abort {
@@ -149,6 +206,14 @@ struct Run<'a> {
     tx: std::sync::mpsc::Sender<ChildLine>,
     /// Children whose exit is expected now.
     stopping: bool,
+    /// `--kill`s, in time order.
+    kills: Vec<Planned>,
+    /// When sending starts (monotonic ns; 0 before it is set).
+    t0: u64,
+    /// §5.2: processes the controller declared failed.
+    declared: BTreeMap<u32, Declared>,
+    /// News some child reported (printed once each).
+    said: BTreeSet<String>,
 }
 
 pub fn run(args: &UpArgs) -> i32 {
@@ -186,6 +251,19 @@ pub fn run(args: &UpArgs) -> i32 {
         eprintln!("onepipe up: cannot write {}: {e}", dir.display());
         return EXIT_RUNTIME;
     }
+    if let Err(e) = check_kills(args, &cluster) {
+        eprintln!("onepipe up: --kill: {e}");
+        return EXIT_USAGE;
+    }
+    let mut kills: Vec<Planned> = args
+        .kill
+        .iter()
+        .map(|k| Planned {
+            kill: k.clone(),
+            fired: None,
+        })
+        .collect();
+    kills.sort_by_key(|p| p.kill.at_ns);
     let (stop, _) = supervise::install(false);
     let deadline_ns = args
         .deadline
@@ -203,6 +281,10 @@ pub fn run(args: &UpArgs) -> i32 {
         lines,
         tx,
         stopping: false,
+        kills,
+        t0: 0,
+        declared: BTreeMap::new(),
+        said: BTreeSet::new(),
     };
     let outcome = run.execute(&cluster);
     let clean = run.shutdown();
@@ -238,6 +320,36 @@ pub fn run(args: &UpArgs) -> i32 {
         let _ = std::fs::remove_dir_all(&dir);
     }
     code
+}
+
+/// Every `--kill` names a member of the cluster and falls within the sending time.
+fn check_kills(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
+    for k in &args.kill {
+        match &k.target {
+            KillTarget::Proc(p) if *p >= cluster.procs() => {
+                return Err(format!("{k}: there are {} processes", cluster.procs()))
+            }
+            KillTarget::Agg(name) if cluster.aggregator(name).is_none() => {
+                let names: Vec<&str> = cluster
+                    .aggregators
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect();
+                return Err(format!("{k}: no aggregator '{name}' (there are {names:?})"));
+            }
+            _ => {}
+        }
+        if k.at_ns >= args.work.duration {
+            return Err(format!(
+                "{k}: must be within --duration ({})",
+                format_duration(args.work.duration)
+            ));
+        }
+    }
+    if args.unordered && !args.kill.is_empty() {
+        return Err("the unordered baseline has no failure handling".into());
+    }
+    Ok(())
 }
 
 fn cluster(args: &UpArgs) -> Result<Cluster, String> {
@@ -276,6 +388,51 @@ impl Run<'_> {
         self.roles.push(role);
         self.heard.push(Heard::default());
         Ok(())
+    }
+
+    /// Fires the `--kill`s that are due: SIGKILL, and their exit is expected from now on.
+    fn fire_kills(&mut self) {
+        if self.t0 == 0 {
+            return;
+        }
+        let now = monotonic_ns();
+        for k in 0..self.kills.len() {
+            if self.kills[k].fired.is_some() || now < self.t0 + self.kills[k].kill.at_ns {
+                continue;
+            }
+            let role = match &self.kills[k].kill.target {
+                KillTarget::Proc(p) => Role::Node(*p),
+                KillTarget::Agg(name) => Role::Aggregator(name.clone()),
+                KillTarget::Controller => Role::Controller,
+            };
+            let Some(i) = self.roles.iter().position(|r| *r == role) else {
+                continue;
+            };
+            let pid = self.children[i].pid();
+            self.children[i].kill();
+            self.heard[i].gone = true;
+            self.kills[k].fired = Some((now, pid));
+            println!(
+                "  kill        {} at {:.2} s: SIGKILL {} (pid {pid})",
+                self.kills[k].kill,
+                (now - self.t0) as f64 / 1e9,
+                self.children[i].name
+            );
+            if role == Role::Controller {
+                self.on_controller_lost();
+            }
+        }
+    }
+
+    /// The controller is gone. With no standby, the cluster runs on but a later failure cannot
+    /// be repaired (its survivors stall). This is where a standby controller (replicated state,
+    /// e.g. in etcd; §5.2 "the controller itself is replicated using Paxos or Raft") would be
+    /// told to take over.
+    fn on_controller_lost(&mut self) {
+        println!(
+            "  controller  killed: there is no standby controller, so failures from now on \
+             cannot be repaired (delivery would stall); the processes keep running"
+        );
     }
 
     fn execute(&mut self, cluster: &Cluster) -> Result<(), Abort> {
@@ -381,6 +538,7 @@ impl Run<'_> {
             );
         }
         let t0 = monotonic_ns() + 100_000_000;
+        self.t0 = t0;
         println!(
             "running {} ({} service), {} B messages, {}/s per process, for {}",
             w.workload.name(),
@@ -392,23 +550,26 @@ impl Run<'_> {
         self.tell_nodes(&format!("start {t0}"));
         let send_wait = Duration::from_nanos(w.duration + a.drain) + Duration::from_secs(30);
         self.wait_until("every endpoint to finish sending", send_wait, |h, r| {
-            nodes(r).all(|i| h[i].sent.is_some())
+            nodes(r).all(|i| h[i].gone || h[i].sent.is_some())
         })?;
         let max_ts = nodes(&self.roles)
+            .filter(|&i| !self.heard[i].gone)
             .filter_map(|i| self.heard[i].sent.map(|s| Timestamp::new(s.0)))
             .max()
             .unwrap_or(Timestamp::new(0));
         self.tell_nodes(&format!("drain {}", max_ts.raw()));
         let drain_wait = Duration::from_nanos(a.drain) + Duration::from_secs(30);
         self.wait_until("every endpoint to drain", drain_wait, |h, r| {
-            nodes(r).all(|i| h[i].done.is_some())
+            nodes(r).all(|i| h[i].gone || h[i].done.is_some())
         })?;
         Ok(())
     }
 
     fn tell_nodes(&mut self, line: &str) {
         for i in nodes(&self.roles).collect::<Vec<_>>() {
-            self.children[i].send(line);
+            if self.children[i].exited().is_none() {
+                self.children[i].send(line);
+            }
         }
     }
 
@@ -437,17 +598,66 @@ impl Run<'_> {
                 let json = text.trim_start_matches("stats").trim();
                 h.stats = serde_json::from_str(json).ok();
             }
-            (Some("event"), _) => {
+            (Some("event"), role) => {
+                let role = role.clone();
                 let rest: Vec<&str> = words.collect();
-                match rest[..] {
-                    ["process-failed", p, how] => println!(
-                        "  {}: the controller reports p{p} {how}",
-                        self.children[i].name
-                    ),
-                    _ => println!("  {}: {}", self.children[i].name, rest.join(" ")),
-                }
+                self.on_event(i, &role, &rest);
             }
             _ => println!("  {}: {text}", self.children[i].name),
+        }
+    }
+
+    /// An `event` line from child `i`.
+    fn on_event(&mut self, i: usize, role: &Role, rest: &[&str]) {
+        let name = self.children[i].name.clone();
+        match (role, rest) {
+            // Processes leaving when told to stop are timed out like failed ones: not news.
+            (Role::Controller, ["declared" | "resumed", ..]) if self.stopping => {}
+            (Role::Controller, ["declared", round, failed @ ..]) => {
+                let round: u32 = round.parse().unwrap_or(0);
+                let now = monotonic_ns();
+                let mut said = Vec::new();
+                for f in failed {
+                    let Some((p, ts)) = f.split_once(':') else {
+                        continue;
+                    };
+                    let (Ok(p), Ok(ts)) = (p.parse::<u32>(), ts.parse::<u64>()) else {
+                        continue;
+                    };
+                    self.declared.entry(p).or_insert((round, ts, now));
+                    if let Some(j) = self.roles.iter().position(|r| *r == Role::Node(p)) {
+                        self.heard[j].gone = true;
+                    }
+                    said.push(format!("p{p} (failure ts {ts})"));
+                }
+                println!(
+                    "  controller  round {round}: declared failed {}",
+                    said.join(", ")
+                );
+            }
+            (Role::Controller, ["resumed", round]) => {
+                println!("  controller  round {round}: every correct process completed; resumed");
+            }
+            // Every survivor hears the same news: say each once.
+            (_, ["process-failed", p, how @ ("lost" | "left"), ..]) => {
+                if self.said.insert(format!("{p} {how}")) {
+                    println!("  {name}: the controller reports p{p} {how}")
+                }
+            }
+            (_, ["process-failed", p, "failed", ts]) => {
+                if self.said.insert(format!("{p} failed")) {
+                    println!("  {name}: p{p} failed at ts {ts} (§5.2 callback)");
+                }
+            }
+            (_, ["aggregator-failed", agg]) => {
+                if self.said.insert(format!("{agg} failed")) {
+                    println!("  {name}: the controller reports {agg} lost");
+                }
+            }
+            (_, ["process-failed", _, "declared", _]) => {
+                println!("  {name}: told it was declared failed (cut off from the others)")
+            }
+            _ => println!("  {name}: {}", rest.join(" ")),
         }
     }
 
@@ -466,7 +676,10 @@ impl Run<'_> {
             if self.stop.load(Ordering::SeqCst) {
                 return Err(Abort::Interrupted);
             }
-            if let Some(dead) = self.children.iter_mut().position(|c| c.exited().is_some()) {
+            self.fire_kills();
+            let dead = (0..self.children.len())
+                .find(|&i| !self.heard[i].gone && self.children[i].exited().is_some());
+            if let Some(dead) = dead {
                 return Err(self.died(dead));
             }
             if Instant::now() >= until {
@@ -484,7 +697,7 @@ impl Run<'_> {
     }
 
     /// A child exited while it should be running: say so, and check for a moment that the
-    /// others keep running (no failure handling yet: they stall, they must not crash).
+    /// others keep running (they must not crash; a death `--kill` did not plan is an error).
     fn died(&mut self, dead: usize) -> Abort {
         let status = self.children[dead]
             .exited()
@@ -586,18 +799,42 @@ fn report(
 ) -> Result<UpReport, String> {
     let n = cluster.procs();
     let mut checker = Checker::new(n, 1, 0, false);
-    let mut all = Vec::with_capacity(n as usize);
+    let mut all: Vec<Option<NodeRecords>> = Vec::with_capacity(n as usize);
     let mut counters: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let sum = |c: &BTreeMap<String, u64>, k: &str| c.get(k).copied().unwrap_or(0);
     let (mut dropped_late, mut send_failed, mut lost, mut retransmits) = (0, 0, 0, 0);
     let (mut refused, mut recv_refused, mut garbage, mut datagrams, mut packets) = (0, 0, 0, 0, 0);
+    let killed: BTreeSet<u32> = run
+        .kills
+        .iter()
+        .filter(|k| k.fired.is_some())
+        .filter_map(|k| match k.kill.target {
+            KillTarget::Proc(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    let gone = |p: u32| killed.contains(&p) || run.declared.contains_key(&p);
     for p in 0..n {
         let path = run.dir.join(format!("p{p}.rec"));
-        let recs = NodeRecords::read(&path).map_err(|e| format!("p{p}: {e}"))?;
-        let summary: serde_json::Value = std::fs::read_to_string(path.with_extension("json"))
-            .ok()
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .ok_or_else(|| format!("p{p}: no summary"))?;
+        let read = NodeRecords::read(&path)
+            .map_err(|e| format!("p{p}: {e}"))
+            .and_then(|recs| {
+                let summary: serde_json::Value =
+                    std::fs::read_to_string(path.with_extension("json"))
+                        .ok()
+                        .and_then(|s| serde_json::from_str(&s).ok())
+                        .ok_or_else(|| format!("p{p}: no summary"))?;
+                Ok((recs, summary))
+            });
+        let (recs, summary) = match read {
+            Ok(r) => r,
+            // A killed or cut-off process may have left nothing (or half a file): expected.
+            Err(_) if gone(p) => {
+                all.push(None);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let mut c = counters_of(&summary);
         let driver = counters_of(&summary["driver"]);
         dropped_late += sum(&c, "dropped_late");
@@ -609,9 +846,15 @@ fn report(
         garbage += sum(&driver, "unknown_source") + sum(&driver, "decode_errors");
         datagrams += sum(&driver, "datagrams_sent");
         packets += sum(&driver, "packets_sent");
+        // §5.2 Recall: these scatterings must be delivered nowhere.
+        for ts in summary["recalled"].as_array().into_iter().flatten() {
+            if let Some(ts) = ts.as_u64() {
+                checker.on_recalled(p, Timestamp::new(ts));
+            }
+        }
         c.extend(driver);
         counters.insert(format!("p{p}"), c);
-        all.push(recs);
+        all.push(Some(recs));
     }
     for (i, role) in run.roles.iter().enumerate() {
         if let (Role::Aggregator(name), Some(stats)) = (role, &run.heard[i].stats) {
@@ -629,7 +872,7 @@ fn report(
         .unwrap_or(0);
     let (mut sent, mut scatterings) = (0u64, 0u64);
     for (p, recs) in all.iter().enumerate() {
-        for s in &recs.sends {
+        for s in recs.iter().flat_map(|r| &r.sends) {
             let dsts = match &s.dsts {
                 None => Dsts::All(n),
                 Some(v) => Dsts::List(v.clone()),
@@ -647,9 +890,26 @@ fn report(
             );
         }
     }
+    // A sender that left no records: its scatterings as the others delivered them (all-to-all
+    // knows every destination; otherwise those that delivered are all that is known).
+    for ((src, seq), (ts, reliable, receivers)) in rebuilt_sends(&all) {
+        let dsts = match args.work.workload {
+            Workload::AllToAll => Dsts::All(n),
+            _ => Dsts::List(receivers.into_iter().collect()),
+        };
+        scatterings += 1;
+        sent += match &dsts {
+            Dsts::All(n) => u64::from(*n),
+            Dsts::List(v) => v.len() as u64,
+        };
+        checker.on_send(0, src, src, seq, Timestamp::new(ts), dsts, reliable);
+    }
     let mut latency = NsHistogram::default();
     let (mut delivered, mut delivered_reliable) = (0u64, 0u64);
     for (p, recs) in all.iter().enumerate() {
+        let Some(recs) = recs else {
+            continue;
+        };
         for d in &recs.deliveries {
             delivered += 1;
             delivered_reliable += u64::from(d.reliable);
@@ -677,7 +937,19 @@ fn report(
             );
         }
     }
-    let drained = nodes(&run.roles).all(|i| run.heard[i].done == Some(true));
+    // §5.2: the declared processes are excused as receivers and checked as senders against
+    // their failure timestamps; a killed one never declared (no controller) promises nothing.
+    for (&p, &(_, ts, _)) in &run.declared {
+        checker.on_declared(p, Timestamp::new(ts));
+    }
+    for &p in &killed {
+        checker.on_crash(0, p);
+        if let Some(&(_, ts, _)) = run.declared.get(&p) {
+            checker.on_declared(p, Timestamp::new(ts));
+        }
+    }
+    let stall = stall(args, run, &all, &gone);
+    let drained = nodes(&run.roles).all(|i| run.heard[i].gone || run.heard[i].done == Some(true));
     checker.finish(monotonic_ns(), args.work.seed, drained);
     let checked = !args.unordered;
     let duration_s = args.work.duration as f64 / 1e9;
@@ -735,8 +1007,104 @@ fn report(
         garbage_dropped: garbage,
         controller_malformed,
         counters,
+        kills: run
+            .kills
+            .iter()
+            .map(|k| KillReport {
+                what: k.kill.to_string(),
+                at_s: k
+                    .fired
+                    .map(|(at, _)| at.saturating_sub(run.t0) as f64 / 1e9),
+                pid: k.fired.map_or(0, |(_, pid)| pid),
+            })
+            .collect(),
+        controller_killed: run
+            .kills
+            .iter()
+            .any(|k| k.fired.is_some() && k.kill.target == KillTarget::Controller),
+        declared_failed: run
+            .declared
+            .iter()
+            .map(|(&proc, &(round, failure_ts, at))| DeclaredReport {
+                proc,
+                failure_ts,
+                round,
+                at_s: at.saturating_sub(run.t0) as f64 / 1e9,
+            })
+            .collect(),
+        stall_ms: stall.0,
+        stall_proc: stall.1,
+        delivered_after_kills: stall.2,
         wall_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Scatterings of senders that left no records, rebuilt from the deliveries of the others:
+/// (sender, seq) → (timestamp, reliable, receivers that delivered it).
+#[allow(clippy::type_complexity)]
+fn rebuilt_sends(all: &[Option<NodeRecords>]) -> BTreeMap<(u32, u64), (u64, bool, BTreeSet<u32>)> {
+    let mut rebuilt: BTreeMap<(u32, u64), (u64, bool, BTreeSet<u32>)> = BTreeMap::new();
+    for (q, recs) in all.iter().enumerate() {
+        for d in recs.iter().flat_map(|r| &r.deliveries) {
+            if matches!(all.get(d.src as usize), Some(None)) {
+                rebuilt
+                    .entry((d.src, d.seq))
+                    .or_insert_with(|| (d.ts, d.reliable, BTreeSet::new()))
+                    .2
+                    .insert(q as u32);
+            }
+        }
+    }
+    rebuilt
+}
+
+/// The stall after the kills: the longest time (ms) a correct process delivered nothing
+/// between the first kill and the end of sending, which process, and how many messages each
+/// correct process delivered after the last kill.
+fn stall(
+    args: &UpArgs,
+    run: &Run<'_>,
+    all: &[Option<NodeRecords>],
+    gone: &dyn Fn(u32) -> bool,
+) -> (f64, Option<u32>, BTreeMap<String, u64>) {
+    let fired: Vec<u64> = run
+        .kills
+        .iter()
+        .filter_map(|k| k.fired.map(|f| f.0))
+        .collect();
+    let (Some(&first), Some(&last)) = (fired.iter().min(), fired.iter().max()) else {
+        return (0.0, None, BTreeMap::new());
+    };
+    let end = run.t0 + args.work.duration;
+    let (mut worst, mut worst_proc) = (0u64, None);
+    let mut after = BTreeMap::new();
+    for (p, recs) in all.iter().enumerate() {
+        let (Some(recs), false) = (recs, gone(p as u32)) else {
+            continue;
+        };
+        let mut times: Vec<u64> = recs.deliveries.iter().map(|d| d.recv_ns).collect();
+        times.sort_unstable();
+        let mut prev = first;
+        let mut gap = 0;
+        for &t in times.iter().filter(|&&t| t > first) {
+            gap = gap.max(t - prev);
+            prev = t;
+            if t >= end {
+                break;
+            }
+        }
+        if prev < end {
+            gap = gap.max(end - prev);
+        }
+        if gap > worst {
+            (worst, worst_proc) = (gap, Some(p as u32));
+        }
+        after.insert(
+            format!("p{p}"),
+            times.iter().filter(|&&t| t > last).count() as u64,
+        );
+    }
+    (worst as f64 / 1e6, worst_proc, after)
 }
 
 fn us(ns: f64) -> String {
@@ -783,6 +1151,42 @@ fn finish(args: &UpArgs, r: &UpReport) -> i32 {
     } else {
         "off (--unordered: delivery order is the baseline's)".to_string()
     };
+    if !r.kills.is_empty() {
+        let declared: Vec<String> = r
+            .declared_failed
+            .iter()
+            .map(|d| {
+                format!(
+                    "p{} at ts {} (round {}, {:.2} s)",
+                    d.proc, d.failure_ts, d.round, d.at_s
+                )
+            })
+            .collect();
+        println!(
+            "  failures    declared failed: {}{}",
+            if declared.is_empty() {
+                "none".to_string()
+            } else {
+                declared.join(", ")
+            },
+            if r.controller_killed {
+                " (the controller was killed: no failure after it was repaired)"
+            } else {
+                ""
+            }
+        );
+        let after: Vec<String> = r
+            .delivered_after_kills
+            .iter()
+            .map(|(p, k)| format!("{p} {k}"))
+            .collect();
+        println!(
+            "  stall       longest delivery gap of a correct process after the first kill: {:.1} ms{}; delivered after the last kill: {}",
+            r.stall_ms,
+            r.stall_proc.map_or(String::new(), |p| format!(" (p{p})")),
+            after.join(", ")
+        );
+    }
     println!("  checks      {checks}");
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(r).expect("report serializes");

@@ -1,0 +1,475 @@
+//! The live cluster's side of reliable failure handling (1Pipe §5.2): the routing graph the
+//! controller reasons about, the ids the members report in, and the control messages as JSON.
+//!
+//! The procedure itself — Detect, Determine, Broadcast, Discard, Recall, Callback, Resume — is
+//! `onepipe_proto::failure` (the controller) and `onepipe_proto::host::Host::on_control` (the
+//! hosts), unchanged from the simulator. This module gives it what the live runtime must:
+//!
+//! * [`LiveTopology`]: the cluster's tree of aggregators as a `onepipe_proto::topology::Topology`
+//!   routing graph (§3.1, Fig. 3), with each process a host of its own, and the map between the
+//!   graph's links and the ports the aggregators and endpoints report a silent input on. A tree
+//!   of one aggregator is [`Topology::rack`]; a root with leaf aggregators under it, each with
+//!   a contiguous block of processes of one size (the last may be short), is
+//!   [`Topology::leaf_spine`] with one spine — every cluster `onepipe up` and
+//!   `onepipe topology` generate. Other shapes have no graph ([`LiveTopology::of`] says why),
+//!   and the controller then only reports lost members, as before.
+//! * [`WireCtrl`]: `onepipe_proto::failure::CtrlMsg` as it travels on the control connection
+//!   (`onepipe-proto` has no serde). Converting it back never fails; whether its ids make sense
+//!   is checked by whoever receives it (the proto controller drops a report that is not the
+//!   reporter's input, hosts ignore processes they do not know).
+//!
+//! The ids: process `p` is host `NodeId(p)` both in the graph and in its endpoint's
+//! `HostConfig`; the aggregators report the graph's `NodeId`s and `LinkId`s (not the node ids
+//! their halves use for beacons), which they compute from the same cluster file.
+
+use crate::cluster::Cluster;
+use onepipe_proto::failure::CtrlMsg;
+use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId, Psn};
+use onepipe_proto::time::Timestamp;
+use onepipe_proto::topology::Topology;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Which half of a split aggregator (the root is one node, reported as `Up`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AggHalf {
+    /// Aggregates what climbs: the processes' uplinks and the children's up halves.
+    Up,
+    /// Aggregates what descends: the loopback (port 0) and the parent (port 1).
+    Down,
+}
+
+/// The routing graph of a live cluster and its id maps. See the module docs.
+#[derive(Clone, Debug)]
+pub struct LiveTopology {
+    topo: Arc<Topology>,
+    /// Per aggregator (cluster index): (half, that half's input port) → graph link.
+    inputs: Vec<BTreeMap<(AggHalf, u32), LinkId>>,
+    /// Per aggregator: the graph nodes it stands for (the halves, or the root's one node).
+    nodes: Vec<Vec<NodeId>>,
+}
+
+impl LiveTopology {
+    /// The graph of `cluster`, or why it has none (a shape the module docs do not list).
+    ///
+    /// # Errors
+    /// The cluster's shape cannot be expressed (the message says how it differs).
+    pub fn of(cluster: &Cluster) -> Result<LiveTopology, String> {
+        let n = cluster.procs();
+        let root = cluster
+            .aggregators
+            .iter()
+            .position(|a| a.parent.is_none())
+            .ok_or("no root aggregator")?;
+        let root_name = cluster.aggregators[root].name.clone();
+        let leaves = cluster.children(&root_name);
+        let naggs = cluster.aggregators.len();
+        let mut inputs = vec![BTreeMap::new(); naggs];
+        let mut nodes = vec![Vec::new(); naggs];
+        if leaves.is_empty() {
+            // One aggregator: a rack. Its one node stands for tor-0-up (the hosts' uplinks
+            // arrive there) and tor-0-down.
+            let topo = Topology::rack(n).map_err(|e| e.to_string())?;
+            let up = node_named(&topo, "tor-0-up")?;
+            let down = node_named(&topo, "tor-0-down")?;
+            for (port, &p) in cluster.attached(&root_name).iter().enumerate() {
+                inputs[root].insert((AggHalf::Up, port as u32), topo.uplink(p));
+            }
+            nodes[root] = vec![up, down];
+            return Ok(LiveTopology {
+                topo: Arc::new(topo),
+                inputs,
+                nodes,
+            });
+        }
+        if !cluster.attached(&root_name).is_empty() {
+            return Err(format!("processes are attached to the root {root_name}"));
+        }
+        // Leaf j holds processes [j·r, (j+1)·r): find each leaf aggregator's block.
+        let rack = cluster.attached(&leaves[0].name).len() as u32;
+        if rack == 0 {
+            return Err(format!("{} has no process", leaves[0].name));
+        }
+        let mut leaf_of = BTreeMap::new();
+        for l in &leaves {
+            if !cluster.children(&l.name).is_empty() {
+                return Err(format!(
+                    "{} has aggregators below it (three layers)",
+                    l.name
+                ));
+            }
+            let procs = cluster.attached(&l.name);
+            let first = *procs.first().ok_or(format!("{} has no process", l.name))?;
+            let j = first / rack;
+            let contiguous = procs
+                .iter()
+                .enumerate()
+                .all(|(i, &p)| p == first + i as u32);
+            let full = procs.len() as u32 == rack || (first + procs.len() as u32 == n);
+            if first % rack != 0 || !contiguous || !full || procs.len() as u32 > rack {
+                return Err(format!(
+                    "{}'s processes are not a contiguous block of {rack}",
+                    l.name
+                ));
+            }
+            leaf_of.insert(l.name.clone(), j);
+        }
+        let topo = Topology::leaf_spine(n, rack, 1).map_err(|e| e.to_string())?;
+        let spine = node_named(&topo, "spine-0")?;
+        for (port, l) in leaves.iter().enumerate() {
+            let j = leaf_of[&l.name];
+            let index = cluster
+                .aggregator_index(&l.name)
+                .expect("a child is an aggregator");
+            let up = node_named(&topo, &format!("leaf-{j}-up"))?;
+            let down = node_named(&topo, &format!("leaf-{j}-down"))?;
+            for (p_port, &p) in cluster.attached(&l.name).iter().enumerate() {
+                inputs[index].insert((AggHalf::Up, p_port as u32), topo.uplink(p));
+            }
+            inputs[index].insert((AggHalf::Down, 0), link_between(&topo, up, down)?);
+            inputs[index].insert((AggHalf::Down, 1), link_between(&topo, spine, down)?);
+            nodes[index] = vec![up, down];
+            // The root's inputs are its children, in the order Aggregator::new gives them.
+            inputs[root].insert((AggHalf::Up, port as u32), link_between(&topo, up, spine)?);
+        }
+        nodes[root] = vec![spine];
+        Ok(LiveTopology {
+            topo: Arc::new(topo),
+            inputs,
+            nodes,
+        })
+    }
+
+    /// The routing graph.
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topo
+    }
+
+    /// The graph link that enters input `port` of `half` of aggregator `agg` (cluster index).
+    pub fn input_link(&self, agg: usize, half: AggHalf, port: PortId) -> Option<LinkId> {
+        self.inputs.get(agg)?.get(&(half, port.0)).copied()
+    }
+
+    /// The aggregator `agg`'s (half, input port) that `link` enters, if it enters `agg`.
+    pub fn input_port(&self, agg: usize, link: LinkId) -> Option<(AggHalf, PortId)> {
+        self.inputs
+            .get(agg)?
+            .iter()
+            .find(|(_, &l)| l == link)
+            .map(|(&(h, p), _)| (h, PortId(p)))
+    }
+
+    /// The graph node that receives on `link` (the reporter of a `LinkDown` for it).
+    pub fn link_head(&self, link: LinkId) -> Option<NodeId> {
+        self.topo.links().get(link.index()).map(|l| l.to)
+    }
+
+    /// The aggregator (cluster index) a graph switch node belongs to.
+    pub fn aggregator_of(&self, node: NodeId) -> Option<usize> {
+        self.nodes.iter().position(|ns| ns.contains(&node))
+    }
+
+    /// The graph nodes aggregator `agg` stands for.
+    pub fn nodes_of(&self, agg: usize) -> &[NodeId] {
+        self.nodes.get(agg).map_or(&[], Vec::as_slice)
+    }
+
+    /// Process `p`'s input link (its downlink): what its endpoint reports when its aggregator
+    /// falls silent.
+    pub fn downlink(&self, p: u32) -> Option<LinkId> {
+        (p < self.topo.hosts()).then(|| self.topo.downlink(p))
+    }
+}
+
+fn node_named(topo: &Topology, name: &str) -> Result<NodeId, String> {
+    topo.nodes()
+        .iter()
+        .position(|n| n.name == name)
+        .map(|i| NodeId(i as u32))
+        .ok_or_else(|| format!("no {name} in the graph"))
+}
+
+fn link_between(topo: &Topology, from: NodeId, to: NodeId) -> Result<LinkId, String> {
+    topo.node(from)
+        .outputs
+        .iter()
+        .copied()
+        .find(|&l| topo.link(l).to == to)
+        .ok_or_else(|| format!("no link {from:?} → {to:?}"))
+}
+
+/// `onepipe_proto::failure::CtrlMsg` on the control connection: ids as numbers, timestamps as
+/// raw nanoseconds. See the module docs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireCtrl {
+    /// Detect: `reporter` timed out its input `link`.
+    LinkDown {
+        /// Graph node.
+        reporter: u32,
+        /// Graph link.
+        link: u32,
+        /// Last commit barrier on it.
+        last_commit: Option<u64>,
+    },
+    /// Broadcast: failed processes and their failure timestamps.
+    Failure {
+        /// Round.
+        round: u32,
+        /// (process, failure timestamp).
+        failed: Vec<(u32, u64)>,
+        /// Correct hosts.
+        correct: Vec<u32>,
+    },
+    /// Recall of aborted scatterings.
+    Recall {
+        /// Round.
+        round: u32,
+        /// Recalling host.
+        from: u32,
+        /// (sender, timestamp).
+        groups: Vec<(u32, u64)>,
+        /// (sender, receiver, first PSN, packets).
+        unacked: Vec<(u32, u32, u32, u32)>,
+    },
+    /// A recall is done at `from`.
+    RecallAck {
+        /// Round.
+        round: u32,
+        /// Host.
+        from: u32,
+    },
+    /// Host `host` completed `round`.
+    Completed {
+        /// Round.
+        round: u32,
+        /// Host.
+        host: u32,
+    },
+    /// Resume: stop waiting for the dead links.
+    Resume {
+        /// Round.
+        round: u32,
+        /// Graph links.
+        dead_links: Vec<u32>,
+    },
+}
+
+impl From<&CtrlMsg> for WireCtrl {
+    fn from(m: &CtrlMsg) -> WireCtrl {
+        match m {
+            CtrlMsg::LinkDown {
+                reporter,
+                link,
+                last_commit,
+            } => WireCtrl::LinkDown {
+                reporter: reporter.0,
+                link: link.0,
+                last_commit: last_commit.map(Timestamp::raw),
+            },
+            CtrlMsg::Failure {
+                round,
+                failed,
+                correct,
+            } => WireCtrl::Failure {
+                round: *round,
+                failed: failed.iter().map(|(p, t)| (p.0, t.raw())).collect(),
+                correct: correct.iter().map(|h| h.0).collect(),
+            },
+            CtrlMsg::Recall {
+                round,
+                from,
+                groups,
+                unacked,
+            } => WireCtrl::Recall {
+                round: *round,
+                from: from.0,
+                groups: groups.iter().map(|(p, t)| (p.0, t.raw())).collect(),
+                unacked: unacked
+                    .iter()
+                    .map(|(s, d, psn, k)| (s.0, d.0, psn.0, *k))
+                    .collect(),
+            },
+            CtrlMsg::RecallAck { round, from } => WireCtrl::RecallAck {
+                round: *round,
+                from: from.0,
+            },
+            CtrlMsg::Completed { round, host } => WireCtrl::Completed {
+                round: *round,
+                host: host.0,
+            },
+            CtrlMsg::Resume { round, dead_links } => WireCtrl::Resume {
+                round: *round,
+                dead_links: dead_links.iter().map(|l| l.0).collect(),
+            },
+        }
+    }
+}
+
+impl From<WireCtrl> for CtrlMsg {
+    fn from(m: WireCtrl) -> CtrlMsg {
+        let ts = Timestamp::new;
+        match m {
+            WireCtrl::LinkDown {
+                reporter,
+                link,
+                last_commit,
+            } => CtrlMsg::LinkDown {
+                reporter: NodeId(reporter),
+                link: LinkId(link),
+                last_commit: last_commit.map(ts),
+            },
+            WireCtrl::Failure {
+                round,
+                failed,
+                correct,
+            } => CtrlMsg::Failure {
+                round,
+                failed: failed
+                    .into_iter()
+                    .map(|(p, t)| (ProcId(p), ts(t)))
+                    .collect(),
+                correct: correct.into_iter().map(NodeId).collect(),
+            },
+            WireCtrl::Recall {
+                round,
+                from,
+                groups,
+                unacked,
+            } => CtrlMsg::Recall {
+                round,
+                from: NodeId(from),
+                groups: groups
+                    .into_iter()
+                    .map(|(p, t)| (ProcId(p), ts(t)))
+                    .collect(),
+                unacked: unacked
+                    .into_iter()
+                    .map(|(s, d, psn, k)| (ProcId(s), ProcId(d), Psn(psn), k))
+                    .collect(),
+            },
+            WireCtrl::RecallAck { round, from } => CtrlMsg::RecallAck {
+                round,
+                from: NodeId(from),
+            },
+            WireCtrl::Completed { round, host } => CtrlMsg::Completed {
+                round,
+                host: NodeId(host),
+            },
+            WireCtrl::Resume { round, dead_links } => CtrlMsg::Resume {
+                round,
+                dead_links: dead_links.into_iter().map(LinkId).collect(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::LocalLayout;
+
+    fn generated(hosts: u32, pph: u32, layers: u8) -> Cluster {
+        Cluster::generate(&LocalLayout {
+            hosts,
+            procs_per_host: pph,
+            layers,
+            ..LocalLayout::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_two_layer_cluster_is_a_leaf_spine_whose_links_match_the_aggregators_ports_3_1() {
+        let c = generated(4, 2, 2);
+        let lt = LiveTopology::of(&c).unwrap();
+        let topo = lt.topology();
+        assert_eq!(topo.hosts(), 8);
+        let tor1 = c.aggregator_index("tor-1").unwrap();
+        // tor-1's up half hears processes 4..8 on ports 0..4: their uplinks.
+        for port in 0..4 {
+            let l = lt.input_link(tor1, AggHalf::Up, PortId(port)).unwrap();
+            assert_eq!(l, topo.uplink(4 + port));
+            assert_eq!(lt.input_port(tor1, l), Some((AggHalf::Up, PortId(port))));
+            assert_eq!(lt.aggregator_of(lt.link_head(l).unwrap()), Some(tor1));
+        }
+        // Its down half hears the loopback and the spine; every process's downlink leaves it.
+        let from_spine = lt.input_link(tor1, AggHalf::Down, PortId(1)).unwrap();
+        let spine = c.aggregator_index("spine-0").unwrap();
+        assert_eq!(
+            lt.aggregator_of(topo.link(from_spine).from),
+            Some(spine),
+            "port 1 of a down half is the parent"
+        );
+        assert_eq!(
+            lt.aggregator_of(topo.link(topo.downlink(5)).from),
+            Some(tor1)
+        );
+        // The spine's port 1 is tor-1's up half.
+        let l = lt.input_link(spine, AggHalf::Up, PortId(1)).unwrap();
+        assert_eq!(lt.aggregator_of(topo.link(l).from), Some(tor1));
+        assert_eq!(lt.input_link(spine, AggHalf::Down, PortId(0)), None);
+    }
+
+    #[test]
+    fn one_aggregator_is_a_rack_and_odd_shapes_have_no_graph() {
+        let c = generated(3, 1, 1);
+        let lt = LiveTopology::of(&c).unwrap();
+        assert_eq!(lt.topology().hosts(), 3);
+        assert_eq!(
+            lt.input_link(0, AggHalf::Up, PortId(2)),
+            Some(lt.topology().uplink(2))
+        );
+        // A short last rack is fine; a process attached to the root is not.
+        assert!(LiveTopology::of(&generated(5, 1, 2)).is_ok());
+        let mut odd = generated(4, 1, 2);
+        odd.processes[3].aggregator = "spine-0".into();
+        assert!(LiveTopology::of(&odd).unwrap_err().contains("root"));
+    }
+
+    #[test]
+    fn control_messages_survive_json_both_ways() {
+        let msgs = [
+            CtrlMsg::LinkDown {
+                reporter: NodeId(9),
+                link: LinkId(3),
+                last_commit: Some(Timestamp::new(77)),
+            },
+            CtrlMsg::Failure {
+                round: 2,
+                failed: vec![(ProcId(3), Timestamp::new(1_000))],
+                correct: vec![NodeId(0), NodeId(4)],
+            },
+            CtrlMsg::Recall {
+                round: 2,
+                from: NodeId(1),
+                groups: vec![(ProcId(1), Timestamp::new(5))],
+                unacked: vec![(ProcId(1), ProcId(3), Psn(7), 2)],
+            },
+            CtrlMsg::RecallAck {
+                round: 2,
+                from: NodeId(4),
+            },
+            CtrlMsg::Completed {
+                round: 2,
+                host: NodeId(4),
+            },
+            CtrlMsg::Resume {
+                round: 2,
+                dead_links: vec![LinkId(3)],
+            },
+        ];
+        for m in msgs {
+            let json = serde_json::to_string(&WireCtrl::from(&m)).unwrap();
+            let back: WireCtrl = serde_json::from_str(&json).unwrap();
+            assert_eq!(CtrlMsg::from(back), m, "{json}");
+        }
+        for junk in [
+            r#"{"kind":"link_down"}"#,
+            r#"{"kind":"resume","round":-1,"dead_links":[]}"#,
+        ] {
+            assert!(serde_json::from_str::<WireCtrl>(junk).is_err());
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Reliable failure handling (1Pipe §5.2) over real sockets on 127.0.0.1: a controller and
+//! aggregators on threads ([`LocalCluster`]), endpoints joining from threads.
+//!
+//! * A process that stops is timed out by its aggregator, which reports its last commit
+//!   barrier (Detect); the controller declares it failed at that timestamp (Determine), every
+//!   other process hears of it (Broadcast, Callback), and once all have completed the
+//!   aggregators stop waiting for its commit barrier (Resume): reliable delivery goes on.
+//! * Control lines that a member could not have sent are counted and refused.
+//!
+//! Every wait has a generous deadline; nothing asserts speed.
+#![allow(clippy::disallowed_methods)]
+
+use bytes::Bytes;
+use onepipe_proto::ProcId;
+use onepipe_runtime::cluster::{Cluster, LocalLayout};
+use onepipe_runtime::control::ControlClient;
+use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, RecvError, SendError};
+use onepipe_runtime::LocalCluster;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn join_all(controller: SocketAddr, n: u32) -> Vec<Endpoint> {
+    let threads: Vec<_> = (0..n)
+        .map(|p| {
+            let opts = JoinOptions {
+                proc: Some(p),
+                ..JoinOptions::default()
+            };
+            std::thread::spawn(move || Endpoint::join(controller, opts))
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().unwrap().expect("join"))
+        .collect()
+}
+
+/// Receives `n` reliable messages at `e`; returns their (sender, first byte).
+fn receive(e: &Endpoint, n: usize) -> Vec<(u32, u8)> {
+    let deadline = Instant::now() + PATIENCE;
+    let mut got = Vec::new();
+    while got.len() < n {
+        assert!(Instant::now() < deadline, "p{} got {got:?}", e.proc());
+        match e.recv_reliable_timeout(Duration::from_millis(100)) {
+            Ok(m) => got.push((m.src.0, m.payload[0])),
+            Err(RecvError::Timeout) => {}
+            Err(err) => panic!("{err}"),
+        }
+    }
+    got
+}
+
+fn broadcast(e: &Endpoint, to: &[u32], tag: u8) {
+    let scattering: Vec<(ProcId, Bytes)> = to
+        .iter()
+        .map(|&d| (ProcId(d), Bytes::from(vec![tag; 8])))
+        .collect();
+    loop {
+        match e.send_reliable(&scattering) {
+            Ok(_) => return,
+            Err(SendError::Full) => std::thread::sleep(Duration::from_millis(1)),
+            Err(err) => panic!("p{}: {err}", e.proc()),
+        }
+    }
+}
+
+/// Waits at `e` for the §5.2 callback about `proc`; returns its failure timestamp.
+fn await_failed(e: &Endpoint, proc: u32) -> u64 {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "p{} never heard p{proc} failed",
+            e.proc()
+        );
+        if let Ok(Event::ProcessFailed {
+            proc: p,
+            ts,
+            reason,
+        }) = e.next_event_timeout(Duration::from_millis(100))
+        {
+            if p.0 == proc && reason == "failed" {
+                return ts.raw();
+            }
+        }
+    }
+}
+
+/// §5.2 Detect → Determine → Broadcast → Callback → Resume, live: p3 stops; tor-1 times its
+/// link out and reports its last commit barrier; the controller declares p3 failed at it;
+/// p0..p2 hear of it with that timestamp; Resume removes p3's input from tor-1's commit
+/// minimum, so the survivors' reliable messages are delivered again.
+#[test]
+fn a_stopped_process_is_declared_at_its_last_commit_and_the_others_resume_5_2() {
+    let mut cluster = Cluster::generate(&LocalLayout {
+        hosts: 4,
+        controller: SocketAddr::from(([127, 0, 0, 1], 0)),
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    cluster.link_timeout_ns = 300_000_000;
+    let local = LocalCluster::with_cluster(cluster).unwrap();
+    local
+        .controller()
+        .failure_handling()
+        .expect("a leaf-spine has a graph");
+    let mut eps = join_all(local.controller_addr(), 4);
+    for e in &eps {
+        broadcast(e, &[0, 1, 2, 3], 1);
+    }
+    for e in &eps {
+        assert_eq!(receive(e, 4).len(), 4);
+    }
+    let p3 = eps.pop().unwrap();
+    p3.leave();
+    let mut failure_ts = Vec::new();
+    for e in &eps {
+        failure_ts.push(await_failed(e, 3));
+    }
+    assert!(
+        failure_ts.windows(2).all(|w| w[0] == w[1]),
+        "{failure_ts:?}"
+    );
+    // Resumed: the commit barrier no longer waits for p3.
+    for e in &eps {
+        broadcast(e, &[0, 1, 2], 2);
+    }
+    for e in &eps {
+        let got = receive(e, 3);
+        assert!(got.iter().all(|&(_, tag)| tag == 2), "{got:?}");
+    }
+    // A destination declared failed is refused at once.
+    let to_p3 = [(ProcId(3), Bytes::from_static(b"late"))];
+    assert_eq!(
+        eps[0].send_reliable(&to_p3),
+        Err(SendError::Failed(ProcId(3)))
+    );
+    let rounds = local.controller().failure_rounds();
+    assert_eq!(rounds.len(), 1, "{rounds:?}");
+    assert_eq!(rounds[0].failed, vec![(3, failure_ts[0])]);
+    assert!(rounds[0].resumed_ms.is_some(), "{rounds:?}");
+    for e in eps {
+        e.leave();
+    }
+    let reports = local.stop();
+    let tor1 = reports.iter().find(|r| r.name == "tor-1").unwrap();
+    assert!(tor1.commit_inputs_removed >= 1, "{:?}", tor1.counters());
+}
+
+/// Distrust the wire: a `Ctrl` line from a connection that has not joined, or in another
+/// member's name, or one that does not parse, is counted and answered with an error.
+#[test]
+fn control_lines_a_member_could_not_have_sent_are_refused_and_counted() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 2,
+        layers: 1,
+        controller: SocketAddr::from(([127, 0, 0, 1], 0)),
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let addr = local.controller_addr();
+    let mut raw = TcpStream::connect(addr).unwrap();
+    let mut lines = BufReader::new(raw.try_clone().unwrap());
+    let mut ask = |line: &str| -> String {
+        raw.write_all(line.as_bytes()).unwrap();
+        raw.write_all(b"\n").unwrap();
+        let mut answer = String::new();
+        lines.read_line(&mut answer).unwrap();
+        answer
+    };
+    let not_joined =
+        ask(r#"{"type":"ctrl","to":null,"msg":{"kind":"completed","round":1,"host":0}}"#);
+    assert!(not_joined.contains("error"), "{not_joined}");
+    let welcome = ask(r#"{"type":"join","member":{"process":1}}"#);
+    assert!(welcome.contains("welcome"), "{welcome}");
+    // p1 speaking for p0, and for a link it does not receive on.
+    for line in [
+        r#"{"type":"ctrl","to":null,"msg":{"kind":"completed","round":1,"host":0}}"#,
+        r#"{"type":"ctrl","to":null,"msg":{"kind":"link_down","reporter":0,"link":0,"last_commit":5}}"#,
+        r#"{"type":"ctrl","to":0,"msg":{"kind":"recall_ack","round":1,"from":0}}"#,
+        r#"{"type":"ctrl","to":null,"msg":{"kind":"resume","round":1,"dead_links":[]}}"#,
+        r#"{"type":"ctrl","to":null,"msg":{"kind":"no_such_thing"}}"#,
+    ] {
+        let answer = ask(line);
+        assert!(answer.contains("error"), "{line}: {answer}");
+    }
+    let (_, malformed) = ControlClient::status(addr, PATIENCE).unwrap();
+    assert!(malformed >= 6, "{malformed}");
+    drop(raw);
+    assert!(local.controller().failure_rounds().is_empty());
+    local.stop();
+}
