@@ -12,7 +12,8 @@
 //!    receiver's commit barrier is bounded by one of them).
 //! 3. **Broadcast** — [`CtrlMsg::Failure`] to every correct host.
 //! 4. **Discard** / 5. **Recall** / 6. **Callback** — [`crate::host::Host::on_control`]: drop
-//!    buffered messages from a failed process above its failure timestamp; abort every
+//!    buffered messages from a failed process at or above its failure timestamp (a commit
+//!    barrier: it commits what is strictly below it); abort every
 //!    scattering still waiting for an ACK from a failed process ([`CtrlMsg::Recall`] to the other
 //!    hosts, which discard it and answer [`CtrlMsg::RecallAck`]; the commit barrier is held below
 //!    it meanwhile); raise [`crate::host::HostEvent::ProcFailed`]; then [`CtrlMsg::Completed`].

@@ -144,7 +144,8 @@ pub enum HostEvent {
         reason: NakReason,
     },
     /// §5.2 Callback (`onepipe_proc_fail_callback`): process `proc` failed at `ts`. Reliable
-    /// messages it sent at or below `ts` are delivered everywhere; those above, nowhere.
+    /// messages it sent below `ts` are delivered everywhere; those at or above it, nowhere
+    /// (`ts` is a commit barrier, which releases what is strictly below it).
     ProcFailed {
         /// The failed process.
         proc: ProcId,
@@ -341,6 +342,9 @@ pub struct Host {
     /// was silent (§4.2 failure detection).
     uplink_heard: bool,
     uplink_silent: u32,
+    /// The first-hop switch spoke at least once: silence before that is a network still
+    /// starting, not a failure (see `watch_uplink`).
+    uplink_spoke: bool,
     /// The barrier the last packet sent on the uplink carried, if it carried one.
     last_uplink_barrier: Option<Timestamp>,
     /// Likewise for the commit barrier.
@@ -406,6 +410,7 @@ impl Host {
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             uplink_heard: false,
             uplink_silent: 0,
+            uplink_spoke: false,
             last_uplink_barrier: None,
             last_uplink_commit: None,
             next_beacon,
@@ -454,6 +459,20 @@ impl Host {
     /// Reliable scatterings queued and messages unacknowledged: (queued, unacked).
     pub fn reliable_pending(&self) -> (usize, usize) {
         (self.sender.queued(), self.sender.unacked())
+    }
+
+    /// The reliable messages sent and not acknowledged: (sender, receiver, first PSN,
+    /// timestamp). For diagnostics.
+    pub fn reliable_unacked(&self) -> Vec<(ProcId, ProcId, Psn, Timestamp)> {
+        self.sender.unacked_messages()
+    }
+
+    /// Local process `dst`'s reliable receive window for sender `src`: (cumulative PSN, SACK
+    /// bitmap), if it has one. For diagnostics.
+    pub fn reliable_window(&self, src: ProcId, dst: ProcId) -> Option<(Psn, u64)> {
+        let i = self.local_index(dst)?;
+        let rel = self.procs[i].rel.as_ref()?;
+        rel.recv.get(src.index()).map(|w| w.ack())
     }
 
     /// Payload bytes the reliable send buffer holds.
@@ -775,6 +794,7 @@ impl Host {
 
     fn on_packet(&mut self, now: Instant, packet: Packet) {
         self.uplink_heard = true;
+        self.uplink_spoke = true;
         self.uplink_silent = 0;
         match packet {
             Packet::Data(d) => {
@@ -890,9 +910,9 @@ impl Host {
         first_psn: Psn,
     ) {
         let h = d.header;
-        // §5.2 Discard also covers what is still on its way: nothing from a failed process
-        // above its failure timestamp is buffered.
-        if !self.failed.is_empty() && self.failed.get(&h.src).is_some_and(|&t| h.ts > t) {
+        // §5.2 Discard also covers what is still on its way: nothing from a failed process at or
+        // above its failure timestamp is buffered (see `on_failure`).
+        if !self.failed.is_empty() && self.failed.get(&h.src).is_some_and(|&t| h.ts >= t) {
             self.stats.dropped_invalid += 1;
             return;
         }
@@ -1396,10 +1416,13 @@ impl Host {
     /// §4.2: a first-hop switch that says nothing for `uplink_timeout_intervals` beacon times is
     /// taken for dead (it would send keep-alive beacons if it were alive). Reported by
     /// [`Host::uplink_alive`] and counted; what to do about it is the controller's business
-    /// (§5.2, not built yet).
+    /// (§5.2). Only once the switch has spoken: in switch-CPU mode with a large clock skew the
+    /// first-hop switch's synchronized beacon phase (one hop per layer above it) can exceed the
+    /// timeout, and a host that reported it dead at start-up got its healthy rack declared
+    /// failed at the next real failure (VOPR seed 59).
     fn watch_uplink(&mut self) {
         let timeout = self.cfg.uplink_timeout_intervals;
-        if timeout == 0 || std::mem::take(&mut self.uplink_heard) {
+        if timeout == 0 || !self.uplink_spoke || std::mem::take(&mut self.uplink_heard) {
             return;
         }
         self.uplink_silent = self.uplink_silent.saturating_add(1);
@@ -1463,9 +1486,14 @@ impl Host {
                 news.push((p, ts));
             }
         }
-        // Discard: buffered messages from a failed process above its failure timestamp.
+        // Discard: buffered messages from a failed process at or above its failure timestamp.
+        // The paper's commit barrier T releases messages "below or equal to T"; ours releases
+        // messages strictly below it (the commit barrier is the timestamp of the oldest
+        // unacknowledged message, which may itself be unacknowledged somewhere), so the failure
+        // timestamp F — a commit barrier — commits exactly the messages below F, and one stamped
+        // F may be missing at some receiver: it is discarded (VOPR seeds 67, 75, 127).
         let gone = |src: ProcId, ts: Timestamp, f: &BTreeMap<ProcId, Timestamp>| {
-            f.get(&src).is_some_and(|&t| ts > t)
+            f.get(&src).is_some_and(|&t| ts >= t)
         };
         let f = &self.failed;
         for lp in &mut self.procs {

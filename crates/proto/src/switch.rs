@@ -321,6 +321,10 @@ pub struct Switch {
     /// silent (§4.2 failure detection).
     heard: Vec<bool>,
     silent: Vec<u32>,
+    /// Per input link: spoke at least once. Silence is counted only after that: a timeout
+    /// detects a link that stopped, and before its first beacon a link that is still starting
+    /// (its upstream's synchronized beacon phase can exceed the timeout) is not dead.
+    spoke: Vec<bool>,
     /// Per output link: carried something since the last beacon time.
     active: Vec<bool>,
     outputs: VecDeque<Output<Packet, SwitchEvent>>,
@@ -359,6 +363,7 @@ impl Switch {
             flush_at: None,
             heard: vec![false; cfg.inputs],
             silent: vec![0; cfg.inputs],
+            spoke: vec![false; cfg.inputs],
             active: vec![false; cfg.outputs],
             outputs: VecDeque::new(),
             stats: SwitchStats::default(),
@@ -436,6 +441,7 @@ impl Switch {
     #[inline]
     fn heard_from(&mut self, port: usize) {
         self.heard[port] = true;
+        self.spoke[port] = true;
         if self.agg.dead[port] {
             self.stats.links_added += 1;
             self.agg.set_dead(port, false);
@@ -615,7 +621,7 @@ impl Switch {
         for i in 0..self.cfg.inputs {
             if std::mem::take(&mut self.heard[i]) {
                 self.silent[i] = 0;
-            } else if !self.agg.dead[i] {
+            } else if self.spoke[i] && !self.agg.dead[i] {
                 self.silent[i] += 1;
                 if self.silent[i] >= timeout {
                     self.stats.links_removed += 1;

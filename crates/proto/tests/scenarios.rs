@@ -1921,3 +1921,42 @@ fn a_host_detects_a_silent_first_hop_switch_4_2() {
     );
     assert!(h.uplink_alive());
 }
+
+/// §4.2: detection is a timeout on a link that was alive. A first-hop switch that has not spoken
+/// yet — its synchronized beacon phase (one hop per layer above it, plus skew slack) can exceed
+/// 10 intervals at start-up — is not reported dead; once it spoke, its silence counts.
+#[test]
+fn silence_before_the_first_hop_switch_ever_spoke_is_not_a_failure_4_2() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(500));
+    for k in 1..=20u64 {
+        tick(&mut h, k * INTERVAL_NS);
+        assert!(h.uplink_alive(), "silent since start-up, at interval {k}");
+    }
+    assert_eq!(h.stats().uplink_failures, 0);
+    feed(
+        &mut h,
+        20 * INTERVAL_NS + 10,
+        UPLINK,
+        beacon(100, 20 * INTERVAL_NS),
+    );
+    for k in 21..=31u64 {
+        tick(&mut h, k * INTERVAL_NS);
+    }
+    assert!(!h.uplink_alive(), "10 silent intervals after it spoke");
+}
+
+/// §4.2 at a switch: an input that never spoke is not removed (it is starting, not dead).
+#[test]
+fn a_switch_input_that_never_spoke_is_not_removed_4_2() {
+    let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
+    cfg.link_timeout_intervals = 10;
+    let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+    let mut t_ns = 100;
+    while t_ns < 20 * INTERVAL_NS {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        tick(&mut sw, t_ns + 900);
+        t_ns += INTERVAL_NS;
+    }
+    assert!(!sw.link_removed(PortId(1)));
+    assert_eq!(sw.stats().links_removed, 0);
+}

@@ -182,8 +182,9 @@ impl Checker {
     }
 
     /// §5.2: the controller declared `host` failed with failure timestamp `ts`. Its processes
-    /// are excused as receivers; as a sender, its reliable scatterings above `ts` must be
-    /// delivered nowhere and those at or below it everywhere correct.
+    /// are excused as receivers; as a sender, its reliable scatterings at or above `ts` must be
+    /// delivered nowhere and those below it everywhere correct (`ts` is a commit barrier: it
+    /// commits what is strictly below it).
     pub fn on_declared(&mut self, host: u32, ts: Timestamp) {
         self.crashed[host as usize] = true;
         self.declared[host as usize] = Some(ts);
@@ -425,14 +426,14 @@ impl Checker {
                         continue; // crashed and never declared: nothing is promised
                     }
                     let aborted = self.recalled.contains(&(src as u32, rec.ts.raw()))
-                        || fail_ts.is_some_and(|f| rec.ts > f);
+                        || fail_ts.is_some_and(|f| rec.ts >= f);
                     if aborted {
                         if rec.delivered > 0 {
                             let why = if self.recalled.contains(&(src as u32, rec.ts.raw())) {
                                 "was recalled".to_string()
                             } else {
                                 format!(
-                                    "is above its sender's failure timestamp {}",
+                                    "is at or above its sender's failure timestamp {}",
                                     fail_ts.expect("set")
                                 )
                             };
@@ -454,8 +455,15 @@ impl Checker {
                     let missing = (rec.dsts.len() - gone_dsts).saturating_sub(delivered);
                     if missing > 0 {
                         self.undelivered_reliable += missing as u64;
+                        let absent: Vec<u32> = (0..self.procs)
+                            .filter(|&p| rec.dsts.contains(p) && !self.crashed_proc(p))
+                            .filter(|&p| {
+                                !self.logs[1][p as usize].contains(&(src as u32, seq as u64))
+                            })
+                            .take(4)
+                            .collect();
                         let detail = format!(
-                            "reliable p{src}#{seq} ts {}: {missing} of {} destination(s) never delivered it",
+                            "reliable p{src}#{seq} ts {}: {missing} of {} destination(s) never delivered it (e.g. {absent:?})",
                             rec.ts,
                             rec.dsts.len()
                         );

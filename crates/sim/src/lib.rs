@@ -191,6 +191,9 @@ fn run_with<Q: EventQueue<Ev>>(
         world.run_until(next, &mut report_progress);
     }
     let drained = world.quiescent();
+    if !drained {
+        world.trace_state();
+    }
     let end = world.now();
     if let Some(c) = world.checker.as_mut() {
         c.finish(end, cfg.seed, drained);

@@ -300,6 +300,9 @@ pub struct World<Q: EventQueue<Ev>> {
     pub trace: TraceHash,
     /// Counters.
     pub stats: EngineStats,
+    /// `ONEPIPE_SIM_TRACE` set: print every control message and the state at the end of a run
+    /// that did not drain (debugging aid; it changes nothing else).
+    trace_ctrl: bool,
 }
 
 impl<Q: EventQueue<Ev>> World<Q> {
@@ -544,6 +547,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             reorder_delay: NsHistogram::default(),
             trace: TraceHash::default(),
             stats: EngineStats::default(),
+            trace_ctrl: std::env::var_os("ONEPIPE_SIM_TRACE").is_some(),
             cfg,
         };
         for n in 0..w.topo.nodes().len() as u32 {
@@ -963,7 +967,26 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 cursor += self.cfg.host_recv_ns;
                 self.ctrl_in_flight -= 1;
                 let (_, msg) = self.ctrl_msgs.take(m);
+                let probe: Vec<(ProcId, ProcId)> = match &msg {
+                    CtrlMsg::Recall { unacked, .. } if self.trace_ctrl => unacked
+                        .iter()
+                        .filter(|u| u.1 .0 / self.cfg.procs_per_host == h)
+                        .map(|u| (u.0, u.1))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let before: Vec<_> = probe
+                    .iter()
+                    .map(|&(s, d)| self.hosts[hi].host.reliable_window(s, d))
+                    .collect();
                 self.hosts[hi].host.on_control(local, msg);
+                for (i, &(s, d)) in probe.iter().enumerate() {
+                    eprintln!(
+                        "[{t}] recall at host {h}: {s:?}->{d:?} window {:?} -> {:?}",
+                        before[i],
+                        self.hosts[hi].host.reliable_window(s, d)
+                    );
+                }
             }
             HostInput::Send { proc, issued } => {
                 let reliable = match self.cfg.service {
@@ -1192,6 +1215,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     /// Sends a control message on the management network: it arrives `ctrl_delay_ns` later.
     fn send_ctrl(&mut self, t: SimTime, to: CtrlDest, msg: CtrlMsg) {
+        if self.trace_ctrl {
+            eprintln!("[{t}] ctrl -> {to:?}: {msg:?}");
+        }
         self.stats.ctrl_messages += 1;
         self.ctrl_in_flight += 1;
         let i = self.ctrl_msgs.insert((to, msg));
@@ -1245,6 +1271,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     self.send_ctrl(t, to, msg);
                 }
                 CtrlOut::Declared { round, hosts, .. } => {
+                    if self.trace_ctrl {
+                        eprintln!("[{t}] declared round {round}: {hosts:?}");
+                    }
                     for &(h, ts) in &hosts {
                         self.trace.add(0xDEC1 ^ (h.0 as u64) << 32 ^ round as u64);
                         self.trace.add(ts.raw());
@@ -1289,6 +1318,43 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.router
             .detouring
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Prints what keeps the run from draining (with `ONEPIPE_SIM_TRACE`).
+    pub fn trace_state(&self) {
+        if !self.trace_ctrl {
+            return;
+        }
+        eprintln!(
+            "[{}] live {} ctrl in flight {} open rounds {} failed {:?}",
+            self.now,
+            self.live_messages,
+            self.ctrl_in_flight,
+            self.controller.open_rounds(),
+            self.controller.failed_hosts().collect::<Vec<_>>()
+        );
+        for (i, h) in self.hosts.iter().enumerate() {
+            eprintln!(
+                "  host {i}: gone {} unresolved {} pending {:?} rounds open {} reorder {} partial {} commit {:?} barrier {:?} uplink {}",
+                h.gone_at() <= self.now,
+                h.host.unresolved_sends(),
+                h.host.reliable_pending(),
+                h.host.failure_rounds_open(),
+                h.host.reorder_len(),
+                h.host.partial_len(),
+                h.host.commit_barrier(),
+                h.host.barrier(),
+                h.host.uplink_alive(),
+            );
+            for (src, dst, psn, ts) in h.host.reliable_unacked().into_iter().take(4) {
+                let rh = &self.hosts[(dst.0 / self.cfg.procs_per_host) as usize];
+                eprintln!(
+                    "    unacked {src:?}->{dst:?} psn {psn:?} ts {ts}: receiver window {:?}, commit {:?}",
+                    rh.host.reliable_window(src, dst),
+                    rh.host.commit_barrier()
+                );
+            }
+        }
     }
 
     /// Re-arms a node's timer from its `poll_timeout`, if it changed.
