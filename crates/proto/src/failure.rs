@@ -301,14 +301,37 @@ impl Controller {
             }
             correct_hosts.iter().copied().collect()
         };
+        let dead_links = self.with_orphaned(dead);
         self.rounds.insert(
             round,
             Round {
                 waiting,
-                dead_links: dead.into_iter().collect(),
+                dead_links,
             },
         );
         self.resume_ready();
+    }
+
+    /// `dead` plus every link out of a switch that no correct host reaches any more: such a
+    /// switch is disconnected too (a ToR whose hosts all failed), and Resume must remove its
+    /// outputs from the commit minimum downstream, or its last commit barrier — which nothing
+    /// will raise again — holds every receiver's commit barrier for good (VOPR seed 41 at 10 ms:
+    /// both hosts of a rack declared failed).
+    fn with_orphaned(&self, dead: BTreeSet<LinkId>) -> Vec<LinkId> {
+        let mut reached = vec![false; self.topo.nodes().len()];
+        for h in (0..self.topo.hosts()).filter(|&h| !self.failed[h as usize]) {
+            let r = reachable_from(&self.topo, NodeId(h), &dead);
+            for (x, y) in reached.iter_mut().zip(r) {
+                *x |= y;
+            }
+        }
+        let mut all = dead;
+        for (i, l) in self.topo.links().iter().enumerate() {
+            if l.from.0 >= self.topo.hosts() && !reached[l.from.index()] {
+                all.insert(LinkId(i as u32));
+            }
+        }
+        all.into_iter().collect()
     }
 
     /// The failure timestamp of host `h`: the largest last commit barrier reported by a correct
@@ -591,6 +614,63 @@ mod tests {
             at: Instant(1_000),
             hosts: vec![(NodeId(0), ts(150)), (NodeId(1), ts(150))]
         }));
+    }
+
+    /// §5.2 Resume: a ToR whose hosts all failed is disconnected too — its outputs leave the
+    /// commit minimum with the hosts' links, or its frozen commit barrier holds everyone's.
+    #[test]
+    fn resume_removes_the_outputs_of_a_switch_no_correct_host_reaches_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        for h in [0, 1] {
+            let up = topo.uplink(h);
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: topo.links()[up.index()].to,
+                    link: up,
+                    last_commit: Some(ts(100)),
+                },
+            );
+        }
+        c.on_timeout(Instant(1_000));
+        drain(&mut c);
+        for h in [2, 3] {
+            c.on_message(
+                Instant(2_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        let resumed: Vec<Vec<LinkId>> = drain(&mut c)
+            .into_iter()
+            .filter_map(|o| match o {
+                CtrlOut::Send {
+                    msg: CtrlMsg::Resume { dead_links, .. },
+                    ..
+                } => Some(dead_links),
+                _ => None,
+            })
+            .collect();
+        assert!(!resumed.is_empty(), "round 1 resumed");
+        let leaf_up = topo
+            .nodes()
+            .iter()
+            .position(|n| n.name == "leaf-0-up")
+            .unwrap();
+        for dead in &resumed {
+            assert!(dead.contains(&topo.uplink(0)) && dead.contains(&topo.uplink(1)));
+            for l in &topo.nodes()[leaf_up].outputs {
+                assert!(
+                    dead.contains(l),
+                    "leaf-0-up's output {l:?} still bounds commits"
+                );
+            }
+            // The rest of the network stays.
+            assert!(!dead.contains(&topo.uplink(2)));
+        }
     }
 
     #[test]

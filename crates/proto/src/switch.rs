@@ -179,6 +179,13 @@ struct Aggregates {
     dead: Vec<bool>,
     /// Per input link: removed from the commit minimum by the controller's Resume (§5.2).
     commit_removed: Vec<bool>,
+    /// Per input link: reported dead to the controller (§5.2 Detect); its commit register is
+    /// frozen at the value reported. The controller takes the failure timestamp from these
+    /// reports, so nothing above it may pass here afterwards — not even when the link speaks
+    /// again (it was slow, not dead: VOPR seed 15 at 10 ms, where hosts starved their own beacons
+    /// and, heard again, raised the commit barrier above the failure timestamp the controller was
+    /// about to announce for them).
+    commit_frozen: Vec<bool>,
     /// The minimum of each barrier's registers once every input has reported (cached for
     /// `update`).
     min_register: [Option<Timestamp>; 2],
@@ -194,6 +201,7 @@ impl Aggregates {
             registers: vec![[NONE; 2]; inputs],
             dead: vec![false; inputs],
             commit_removed: vec![false; inputs],
+            commit_frozen: vec![false; inputs],
             min_register: [None; 2],
             out: [None; 2],
             garbage: 0,
@@ -232,6 +240,9 @@ impl Aggregates {
                     >= BARRIER_JUMP_MAX_NS
         }) {
             self.garbage += 1;
+            return false;
+        }
+        if k == COMMIT && self.commit_frozen[port] {
             return false;
         }
         let r = &mut self.registers[port][k];
@@ -625,6 +636,7 @@ impl Switch {
                 self.silent[i] += 1;
                 if self.silent[i] >= timeout {
                     self.stats.links_removed += 1;
+                    self.agg.commit_frozen[i] = true;
                     self.agg.set_dead(i, true);
                     self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
                         port: PortId(i as u32),

@@ -14,7 +14,7 @@
 
 use bytes::Bytes;
 use onepipe_proto::host::{Delivery, Host, HostConfig, HostEvent, UPLINK};
-use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchMode};
+use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
 use onepipe_proto::time::{Barrier, TIMESTAMP_MASK};
 use onepipe_proto::wire::{flags, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
 use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Psn, Timestamp};
@@ -1959,4 +1959,50 @@ fn a_switch_input_that_never_spoke_is_not_removed_4_2() {
     }
     assert!(!sw.link_removed(PortId(1)));
     assert_eq!(sw.stats().links_removed, 0);
+}
+
+/// §5.2 Detect: a switch reports a silent input to the controller with its last commit barrier,
+/// and the controller takes the failure timestamp from such reports — so the commit barrier
+/// must not pass the reported value afterwards, even if the link speaks again (a slow host, not
+/// a dead one). Its best-effort barrier is added back (§4.2); its commit barrier stays frozen
+/// until the controller's Resume removes it.
+#[test]
+fn a_link_reported_dead_never_raises_the_commit_barrier_again_5_2() {
+    let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
+    cfg.link_timeout_intervals = 10;
+    let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+    let mut t_ns = 100;
+    while t_ns < 5_000 {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        feed(&mut sw, t_ns, PortId(1), beacon(1, t_ns));
+        tick(&mut sw, t_ns + 900);
+        t_ns += INTERVAL_NS;
+    }
+    let mut reported = None;
+    while reported.is_none() {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        for o in tick(&mut sw, t_ns + 900) {
+            if let Output::Event(SwitchEvent::LinkDown { port, last_commit }) = o {
+                assert_eq!(port, PortId(1));
+                reported = last_commit;
+            }
+        }
+        t_ns += INTERVAL_NS;
+        assert!(t_ns < 100_000, "never reported");
+    }
+    let reported = reported.expect("input 1 had a commit barrier");
+    // The slow input speaks again, far ahead: best effort moves on, the commit barrier does not
+    // pass what was reported.
+    feed(&mut sw, t_ns, PortId(1), beacon(1, t_ns + 50_000));
+    feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns + 60_000));
+    assert!(!sw.link_removed(PortId(1)));
+    assert_eq!(sw.barrier(), Some(t(t_ns + 50_000)));
+    assert!(
+        sw.commit_barrier().is_some_and(|c| c <= reported),
+        "commit {:?} passed the reported {reported}",
+        sw.commit_barrier()
+    );
+    // Resume removes it from the commit minimum: the commit barrier follows input 0 alone.
+    assert!(sw.remove_commit_input(PortId(1)));
+    assert_eq!(sw.commit_barrier(), Some(t(t_ns + 60_000)));
 }

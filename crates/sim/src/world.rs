@@ -8,7 +8,9 @@
 //! `reorder_prob` a packet is held back by a random extra delay so later packets overtake it.
 //! A host is one CPU: each input costs `host_recv_ns`, each packet it sends `host_send_ns` and
 //! each message it delivers `host_deliver_ns`; inputs that arrive while it is busy wait in a
-//! FIFO. That is what makes throughput saturate (§7.2: "limited by CPU processing").
+//! FIFO — except its timer, which runs next (a polling loop checks its timers every turn, so
+//! beacons are not starved). That is what makes throughput saturate (§7.2: "limited by CPU
+//! processing").
 //! Switches forward in zero time (their pipeline latency is part of the link latency).
 
 use crate::check::{Checker, Dsts};
@@ -840,7 +842,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
             if matches!(input, HostInput::Send { .. }) {
                 st.pending_sends += 1;
             }
-            st.pending.push_back(input);
+            // A timer runs as soon as the CPU finishes its current input, ahead of the queued
+            // packets — a polling loop checks its timers every iteration. Queued behind a burst
+            // (every unacknowledged message resent after a §5.2 Resume, or overload), the host's
+            // beacons starved for more than the link timeout and its ToR reported it dead (VOPR
+            // seed 15 at 10 ms: every host of the network declared failed).
+            if matches!(input, HostInput::Timeout) {
+                st.pending.push_front(input);
+            } else {
+                st.pending.push_back(input);
+            }
             if !st.wake_armed {
                 st.wake_armed = true;
                 let at = st.cpu_free.max(t);
@@ -1324,6 +1335,33 @@ impl<Q: EventQueue<Ev>> World<Q> {
     pub fn trace_state(&self) {
         if !self.trace_ctrl {
             return;
+        }
+        for (i, st) in self.switches.iter().enumerate() {
+            let n = NodeId(i as u32 + self.topo.hosts());
+            let inputs: Vec<String> = (0..self.topo.node(n).inputs.len())
+                .map(|p| {
+                    let port = onepipe_proto::PortId(p as u32);
+                    format!(
+                        "{:?}{}{}",
+                        st.sw.commit_register(port).map(|c| c.raw()),
+                        if st.sw.link_removed(port) {
+                            " dead"
+                        } else {
+                            ""
+                        },
+                        if st.sw.commit_input_removed(port) {
+                            " removed"
+                        } else {
+                            ""
+                        },
+                    )
+                })
+                .collect();
+            eprintln!(
+                "  switch {} commit {:?}: {inputs:?}",
+                self.topo.node(n).name,
+                st.sw.commit_barrier().map(|c| c.raw())
+            );
         }
         eprintln!(
             "[{}] live {} ctrl in flight {} open rounds {} failed {:?}",
