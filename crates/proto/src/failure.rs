@@ -341,9 +341,14 @@ impl Controller {
         self.reports
             .iter()
             .filter(|(link, (reporter, _))| {
+                // Out of `h` itself or out of a switch its barriers flow through — not out of
+                // another host that `h` reaches: that link carries the other host's commit
+                // barrier, which says nothing of what `h` committed (VOPR seed 201 at 10 ms: a
+                // ToR failure gave its first host the second host's, higher, failure timestamp).
                 let from = self.topo.links()[link.index()].from;
-                downstream[from.index()]
-                    && (reporter.0 >= self.topo.hosts() || correct[reporter.index()])
+                let carries_h =
+                    from.0 == h || from.0 >= self.topo.hosts() && downstream[from.index()];
+                carries_h && (reporter.0 >= self.topo.hosts() || correct[reporter.index()])
             })
             .filter_map(|(_, (_, c))| *c)
             .max()
@@ -671,6 +676,40 @@ mod tests {
             // The rest of the network stays.
             assert!(!dead.contains(&topo.uplink(2)));
         }
+    }
+
+    /// The failure timestamp of a host comes from links that carry its barriers: its own
+    /// uplink, or a switch's output downstream of it — not a rack neighbour's uplink.
+    #[test]
+    fn a_failure_timestamp_never_comes_from_another_hosts_link_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        for (h, commit) in [(0, 500), (1, 900)] {
+            let up = topo.uplink(h);
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: topo.links()[up.index()].to,
+                    link: up,
+                    last_commit: Some(ts(commit)),
+                },
+            );
+            let down = topo.downlink(h);
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: NodeId(h),
+                    link: down,
+                    last_commit: Some(ts(1)),
+                },
+            );
+        }
+        c.on_timeout(Instant(1_000));
+        assert!(drain(&mut c).contains(&CtrlOut::Declared {
+            round: 1,
+            at: Instant(1_000),
+            hosts: vec![(NodeId(0), ts(500)), (NodeId(1), ts(900))]
+        }));
     }
 
     #[test]
