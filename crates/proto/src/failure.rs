@@ -140,6 +140,8 @@ pub struct ControllerConfig {
 struct Round {
     waiting: BTreeSet<NodeId>,
     dead_links: Vec<LinkId>,
+    /// The round's Broadcast, to send again after a crash (`None` when nobody failed).
+    failure: Option<CtrlMsg>,
 }
 
 /// The network controller's failure procedure (§5.2). Sans-IO: feed it messages and timeouts,
@@ -226,6 +228,26 @@ impl Controller {
         }
     }
 
+    /// The controller recovers from a crash (§5.2 with §6.1's highly available state: this
+    /// object is that state). Messages sent to it meanwhile were lost: hosts and switches send
+    /// their `Completed` and `LinkDown` again on their own timers; here the controller sends
+    /// every open round's Broadcast again to the hosts it still waits for (a host that had
+    /// completed answers `Completed` at once), so an interrupted round resumes. A Determine that
+    /// fell due meanwhile runs at the next [`Controller::on_timeout`].
+    pub fn on_recover(&mut self, _now: Instant) {
+        for r in self.rounds.values() {
+            let Some(msg) = &r.failure else {
+                continue;
+            };
+            for &h in &r.waiting {
+                self.outputs.push_back(CtrlOut::Send {
+                    to: CtrlDest::Node(h),
+                    msg: msg.clone(),
+                });
+            }
+        }
+    }
+
     /// When [`Controller::on_timeout`] wants to run.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.determine_at
@@ -273,6 +295,7 @@ impl Controller {
             .filter(|&h| !self.failed[h as usize])
             .map(NodeId)
             .collect();
+        let mut failure = None;
         let waiting = if declared.is_empty() {
             BTreeSet::new()
         } else {
@@ -289,16 +312,18 @@ impl Controller {
                 at: now,
                 hosts: declared,
             });
+            let msg = CtrlMsg::Failure {
+                round,
+                failed,
+                correct: correct_hosts.clone(),
+            };
             for &h in &correct_hosts {
                 self.outputs.push_back(CtrlOut::Send {
                     to: CtrlDest::Node(h),
-                    msg: CtrlMsg::Failure {
-                        round,
-                        failed: failed.clone(),
-                        correct: correct_hosts.clone(),
-                    },
+                    msg: msg.clone(),
                 });
             }
+            failure = Some(msg);
             correct_hosts.iter().copied().collect()
         };
         let dead_links = self.with_orphaned(dead);
@@ -307,6 +332,7 @@ impl Controller {
             Round {
                 waiting,
                 dead_links,
+                failure,
             },
         );
         self.resume_ready();
@@ -676,6 +702,58 @@ mod tests {
             // The rest of the network stays.
             assert!(!dead.contains(&topo.uplink(2)));
         }
+    }
+
+    /// A controller that crashed mid-round (its `Completed` messages lost) sends the round's
+    /// Broadcast again on recovery to the hosts it still waits for — and only to them.
+    #[test]
+    fn a_recovered_controller_broadcasts_open_rounds_again_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        let up = topo.uplink(1);
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: topo.links()[up.index()].to,
+                link: up,
+                last_commit: Some(ts(500)),
+            },
+        );
+        c.on_timeout(Instant(1_000));
+        drain(&mut c);
+        c.on_message(
+            Instant(2_000),
+            CtrlMsg::Completed {
+                round: 1,
+                host: NodeId(0),
+            },
+        );
+        assert!(drain(&mut c).is_empty());
+        c.on_recover(Instant(9_000));
+        let again: Vec<CtrlDest> = drain(&mut c)
+            .into_iter()
+            .map(|o| match o {
+                CtrlOut::Send {
+                    to,
+                    msg: CtrlMsg::Failure { round: 1, .. },
+                } => to,
+                o => panic!("unexpected {o:?}"),
+            })
+            .collect();
+        assert_eq!(
+            again,
+            vec![CtrlDest::Node(NodeId(2)), CtrlDest::Node(NodeId(3))]
+        );
+        for h in [2, 3] {
+            c.on_message(
+                Instant(9_500),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
     }
 
     /// The failure timestamp of a host comes from links that carry its barriers: its own

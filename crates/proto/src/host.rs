@@ -75,7 +75,18 @@ pub struct HostConfig {
     /// The first-hop switch is taken for dead after this many beacon intervals without a packet
     /// from it (§4.2; switches send keep-alive beacons on idle links); 0 never.
     pub uplink_timeout_intervals: u32,
+    /// §5.2: a `Completed` the controller has not answered with the round's `Resume` within
+    /// this long is sent again (the controller may have been down and lost it), the wait
+    /// doubling each time up to [`CTRL_RETRY_MAX_NS`].
+    pub ctrl_retry_ns: u64,
 }
+
+/// Longest wait between two re-sent `Completed` messages (§5.2).
+pub const CTRL_RETRY_MAX_NS: u64 = 1_000_000;
+
+/// Most §5.2 rounds a host waits on at once; beyond it the oldest is forgotten (rounds resume
+/// in order, so a later `Resume` answers it anyway).
+const ROUNDS_AWAITED_MAX: usize = 64;
 
 impl HostConfig {
     /// A configuration with the defaults used by the simulator (3 µs beacons, 4 KiB MTU).
@@ -97,6 +108,7 @@ impl HostConfig {
             inflight_max: 1 << 20,
             reliable: ReliableConfig::default(),
             uplink_timeout_intervals: 10,
+            ctrl_retry_ns: 50_000,
         }
     }
 }
@@ -270,6 +282,8 @@ pub struct HostStats {
     pub delivered_reliable: u64,
     /// Times the first-hop switch fell silent for `uplink_timeout_intervals` (§4.2).
     pub uplink_failures: u64,
+    /// §5.2 `Completed` messages sent again because the controller had not answered.
+    pub ctrl_resent: u64,
 }
 
 /// One message waiting in a reorder buffer.
@@ -358,6 +372,9 @@ pub struct Host {
     recalls: Vec<(u32, BTreeSet<NodeId>)>,
     /// Rounds announced and not yet completed.
     rounds_open: BTreeSet<u32>,
+    /// §5.2 rounds completed here and not resumed yet: round → (when to send `Completed`
+    /// again, the wait after that).
+    rounds_awaited: BTreeMap<u32, (Instant, u64)>,
     stats: HostStats,
 }
 
@@ -419,6 +436,7 @@ impl Host {
             failed: BTreeMap::new(),
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
+            rounds_awaited: BTreeMap::new(),
             stats: HostStats::default(),
             cfg,
         }
@@ -1328,10 +1346,32 @@ impl Host {
     }
 
     fn on_timeout(&mut self, now: Instant) {
+        self.resend_completed(now);
         self.send_due_acks(now);
         self.expire_sends(now);
         self.retransmit_due(now);
         self.beacon_tick(now);
+    }
+
+    /// §5.2 with a controller that may crash and recover: a `Completed` not answered by its
+    /// round's `Resume` in time goes again, with back-off (the controller ignores duplicates).
+    fn resend_completed(&mut self, now: Instant) {
+        if self.rounds_awaited.first_key_value().is_none() {
+            return;
+        }
+        let node = self.cfg.node;
+        for (&round, (due, wait)) in self.rounds_awaited.iter_mut() {
+            if *due > now {
+                continue;
+            }
+            *wait = (*wait * 2).min(CTRL_RETRY_MAX_NS.max(*wait));
+            *due = now + *wait;
+            self.stats.ctrl_resent += 1;
+            self.outputs.push_back(Output::Event(HostEvent::Control {
+                to: CtrlDest::Controller,
+                msg: CtrlMsg::Completed { round, host: node },
+            }));
+        }
     }
 
     /// Reliable messages whose retransmission timer fired go again.
@@ -1454,10 +1494,12 @@ impl Host {
                 if let Some(r) = self.recalls.iter_mut().find(|r| r.0 == round) {
                     r.1.remove(&from);
                 }
-                self.finish_recalls();
+                self.finish_recalls(now);
             }
-            // Routes changed: what died with the failed component goes again.
-            CtrlMsg::Resume { .. } => {
+            // Routes changed: what died with the failed component goes again. Rounds resume in
+            // order: this answers every `Completed` up to `round`.
+            CtrlMsg::Resume { round, .. } => {
+                self.rounds_awaited.retain(|&r, _| r > round);
                 self.sender.rearm_after_reroute(now);
                 self.retransmit_due(now);
             }
@@ -1539,7 +1581,7 @@ impl Host {
                 .push_back(Output::Event(HostEvent::ProcFailed { proc, ts }));
         }
         self.rounds_open.insert(round);
-        self.finish_recalls();
+        self.finish_recalls(now);
         // Credits to failed processes came back: the head of the send buffer may go (or be
         // aborted) now.
         self.pump(now);
@@ -1605,7 +1647,7 @@ impl Host {
     }
 
     /// Releases recalls every target answered, and completes rounds with nothing pending.
-    fn finish_recalls(&mut self) {
+    fn finish_recalls(&mut self, now: Instant) {
         let sender = &mut self.sender;
         self.recalls.retain(|(round, waiting)| {
             if waiting.is_empty() {
@@ -1621,8 +1663,15 @@ impl Host {
             .copied()
             .filter(|r| !self.recalls.iter().any(|(x, _)| x == r))
             .collect();
+        let retry = self.cfg.ctrl_retry_ns;
         for round in done {
             self.rounds_open.remove(&round);
+            if retry > 0 {
+                self.rounds_awaited.insert(round, (now + retry, retry));
+                if self.rounds_awaited.len() > ROUNDS_AWAITED_MAX {
+                    self.rounds_awaited.pop_first();
+                }
+            }
             self.outputs.push_back(Output::Event(HostEvent::Control {
                 to: CtrlDest::Controller,
                 msg: CtrlMsg::Completed {
@@ -1678,6 +1727,9 @@ impl Node for Host {
         }
         if let Some(deadline) = self.sender.next_deadline() {
             t = t.min(deadline);
+        }
+        if let Some(due) = self.rounds_awaited.values().map(|r| r.0).min() {
+            t = t.min(due);
         }
         Some(t)
     }

@@ -13,6 +13,7 @@
 //! hand where a scenario needs them; random configurations and faults live in `onepipe-sim`.
 
 use bytes::Bytes;
+use onepipe_proto::failure::{CtrlDest, CtrlMsg};
 use onepipe_proto::host::{Delivery, Host, HostConfig, HostEvent, UPLINK};
 use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
 use onepipe_proto::time::{Barrier, TIMESTAMP_MASK};
@@ -2005,4 +2006,106 @@ fn a_link_reported_dead_never_raises_the_commit_barrier_again_5_2() {
     // Resume removes it from the commit minimum: the commit barrier follows input 0 alone.
     assert!(sw.remove_commit_input(PortId(1)));
     assert_eq!(sw.commit_barrier(), Some(t(t_ns + 60_000)));
+}
+
+fn completed_sent(outputs: &[Output<Packet, HostEvent>]) -> Vec<u32> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(HostEvent::Control {
+                to: CtrlDest::Controller,
+                msg: CtrlMsg::Completed { round, .. },
+            }) => Some(*round),
+            _ => None,
+        })
+        .collect()
+}
+
+/// §5.2 with a controller that may crash and lose messages: a host re-sends `Completed` until
+/// the round's `Resume` answers it, waiting twice as long each time; a duplicate Broadcast is
+/// answered at once.
+#[test]
+fn completed_is_sent_again_until_the_round_resumes_5_2() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(0));
+    let failure = CtrlMsg::Failure {
+        round: 1,
+        failed: vec![(p(1), t(50))],
+        correct: vec![NodeId(0)],
+    };
+    h.on_control(at(100), failure.clone());
+    assert_eq!(completed_sent(&drain(&mut h)), vec![1]);
+    let retry = h.config().ctrl_retry_ns;
+    assert_eq!(
+        completed_sent(&tick(&mut h, 100 + retry - 1)),
+        Vec::<u32>::new()
+    );
+    assert_eq!(completed_sent(&tick(&mut h, 100 + retry)), vec![1]);
+    assert_eq!(
+        completed_sent(&tick(&mut h, 100 + 2 * retry)),
+        Vec::<u32>::new()
+    );
+    assert_eq!(
+        completed_sent(&tick(&mut h, 100 + 3 * retry)),
+        vec![1],
+        "backed off"
+    );
+    // The controller, recovered, broadcasts again: answered at once.
+    h.on_control(at(100 + 3 * retry + 10), failure);
+    assert_eq!(completed_sent(&drain(&mut h)), vec![1]);
+    assert_eq!(h.stats().ctrl_resent, 2);
+    // Resume answers it: no more.
+    h.on_control(
+        at(100 + 3 * retry + 20),
+        CtrlMsg::Resume {
+            round: 1,
+            dead_links: vec![],
+        },
+    );
+    drain(&mut h);
+    for k in 4..40 {
+        assert_eq!(
+            completed_sent(&tick(&mut h, 100 + k * retry)),
+            Vec::<u32>::new()
+        );
+    }
+}
+
+/// §5.2 Detect with a controller that may have lost the report: a switch reports a dead input
+/// again, with the same (frozen) last commit barrier, until Resume removes it.
+#[test]
+fn a_dead_input_is_reported_again_until_resume_5_2() {
+    let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
+    cfg.link_timeout_intervals = 10;
+    let retry = cfg.report_retry_intervals as u64;
+    let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+    let reports = |outs: Vec<Output<Packet, SwitchEvent>>| -> Vec<Option<Timestamp>> {
+        outs.into_iter()
+            .filter_map(|o| match o {
+                Output::Event(SwitchEvent::LinkDown { port, last_commit }) => {
+                    assert_eq!(port, PortId(1));
+                    Some(last_commit)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let mut t_ns = 100;
+    let mut seen = Vec::new();
+    while t_ns < 5_000 + (10 + 2 * retry + 1) * INTERVAL_NS {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        if t_ns < 5_000 {
+            feed(&mut sw, t_ns, PortId(1), beacon(1, t_ns));
+        }
+        seen.extend(reports(tick(&mut sw, t_ns + 900)));
+        t_ns += INTERVAL_NS;
+    }
+    assert_eq!(seen.len(), 3, "first report and two retries: {seen:?}");
+    assert!(seen.iter().all(|c| c.is_some() && *c == seen[0]));
+    assert_eq!(sw.stats().reports_resent, 2);
+    sw.remove_commit_input(PortId(1));
+    for _ in 0..3 * retry {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        assert!(reports(tick(&mut sw, t_ns + 900)).is_empty());
+        t_ns += INTERVAL_NS;
+    }
 }

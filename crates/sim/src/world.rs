@@ -65,6 +65,8 @@ pub enum Ev {
     },
     /// The controller's timer.
     CtrlTimer,
+    /// The controller recovers from an outage (`--controller-down`).
+    CtrlRecover,
 }
 
 /// Routes by the topology's ECMP tables (§3.1): process → host, then per-flow hashing. After a
@@ -232,6 +234,8 @@ pub struct EngineStats {
     pub proc_failed_callbacks: u64,
     /// Reliable sends not made because a destination had failed.
     pub sends_to_failed: u64,
+    /// Control messages lost because the controller was down (`--controller-down`).
+    pub ctrl_lost: u64,
 }
 
 /// One §5.2 round, as the simulator saw it (true times, ns).
@@ -343,7 +347,13 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let chip = cfg.switch_mode == SwitchMode::Chip;
         let mut hosts = Vec::new();
         for h in 0..topo.hosts() {
-            let mut clock = Clock::new(clock_params, clock_seed, h);
+            let steps: Vec<(u64, i64)> = cfg
+                .clock_steps
+                .iter()
+                .filter(|s| s.0 == h)
+                .map(|s| (s.1, s.2))
+                .collect();
+            let mut clock = Clock::new(clock_params, clock_seed, h).with_steps(steps);
             let mut hc = HostConfig::new(
                 NodeId(h),
                 (h * pph..(h + 1) * pph).map(ProcId).collect(),
@@ -559,6 +569,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
             let gap = w.next_gap();
             w.queue.push(gap, Ev::Send { proc: p });
         }
+        for &(_, to) in &w.cfg.controller_down {
+            w.queue.push(to, Ev::CtrlRecover);
+        }
         Ok(w)
     }
 
@@ -626,9 +639,20 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 Ev::Send { proc } => self.on_send_event(t, proc),
                 Ev::Ctrl { msg } => self.on_ctrl(t, msg),
                 Ev::CtrlTimer => {
+                    if let Some(up) = self.controller_down_until(t) {
+                        // A crashed controller runs nothing; its timer fires on recovery.
+                        self.queue.push(up, Ev::CtrlTimer);
+                        continue;
+                    }
                     self.ctrl_armed = None;
                     self.controller.on_timeout(Instant(t));
                     self.drain_controller(t);
+                }
+                Ev::CtrlRecover => {
+                    if self.controller_down_until(t).is_none() {
+                        self.controller.on_recover(Instant(t));
+                        self.drain_controller(t);
+                    }
                 }
             }
         }
@@ -1242,6 +1266,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
             CtrlDest::Controller => {
                 let (_, msg) = self.ctrl_msgs.take(i);
                 self.ctrl_in_flight -= 1;
+                if self.controller_down_until(t).is_some() {
+                    // Lost, as with a crashed process; the senders' timers send it again.
+                    self.stats.ctrl_lost += 1;
+                    if self.trace_ctrl {
+                        eprintln!("[{t}] lost (controller down): {msg:?}");
+                    }
+                    return;
+                }
                 self.controller.on_message(Instant(t), msg);
                 self.drain_controller(t);
             }
@@ -1263,6 +1295,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
             }
         }
+    }
+
+    /// If the controller is down at true time `t` (`--controller-down`), when it recovers.
+    fn controller_down_until(&self, t: SimTime) -> Option<SimTime> {
+        self.cfg
+            .controller_down
+            .iter()
+            .filter(|&&(from, to)| from <= t && t < to)
+            .map(|&(_, to)| to)
+            .max()
     }
 
     /// Carries out what the controller decided (the controller runs on true time: it is one
