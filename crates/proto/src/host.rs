@@ -356,6 +356,10 @@ pub struct Host {
     /// was silent (§4.2 failure detection).
     uplink_heard: bool,
     uplink_silent: u32,
+    /// Sent anything on the uplink since the last beacon time: if not, the beacon goes even if
+    /// it tells nothing new — a keep-alive, like a switch's (§4.2), so the first-hop switch
+    /// does not take an idle host whose barrier stands still (its clock stepped back) for dead.
+    uplink_active: bool,
     /// The first-hop switch spoke at least once: silence before that is a network still
     /// starting, not a failure (see `watch_uplink`).
     uplink_spoke: bool,
@@ -427,6 +431,7 @@ impl Host {
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             uplink_heard: false,
             uplink_silent: 0,
+            uplink_active: false,
             uplink_spoke: false,
             last_uplink_barrier: None,
             last_uplink_commit: None,
@@ -789,6 +794,7 @@ impl Host {
     }
 
     fn send_uplink(&mut self, packet: Packet) {
+        self.uplink_active = true;
         match &packet {
             Packet::Data(d) => {
                 if let Some(b) = d.header.barrier() {
@@ -1105,6 +1111,19 @@ impl Host {
         });
     }
 
+    /// The host's timestamp, raised to at least `barrier` before anything below it is delivered:
+    /// §2.1 causality — a message sent after a delivery is stamped above it. Normally the
+    /// barrier is already below the host's timestamp (this host's own beacons bound it), but a
+    /// host whose clock stepped back, or whose link a switch removed as silent (§4.2), can
+    /// receive a barrier above its clock (VOPR seeds 615, 714, 1523 with clock steps).
+    fn timestamp_past(&mut self, now: Instant, barrier: Timestamp) -> Timestamp {
+        let ts = self.timestamp(now);
+        if ts < barrier {
+            self.clock_ts = barrier;
+        }
+        self.clock_ts
+    }
+
     /// Delivers, per local process, everything strictly below the barrier (§4.1), and gives up on
     /// partial messages the barrier has passed.
     fn deliver_ready(&mut self, now: Instant) {
@@ -1118,7 +1137,7 @@ impl Host {
     #[inline(never)]
     fn deliver_reliable(&mut self, now: Instant) {
         if let Some(commit) = self.commit {
-            let now_ts = self.timestamp(now);
+            let now_ts = self.timestamp_past(now, commit);
             for lp in &mut self.procs {
                 let Some(rel) = lp.rel.as_mut().filter(|_| !lp.paused) else {
                     continue;
@@ -1147,7 +1166,7 @@ impl Host {
         let Some(barrier) = self.barrier else {
             return;
         };
-        let now_ts = self.timestamp(now);
+        let now_ts = self.timestamp_past(now, barrier);
         for lp in &mut self.procs {
             while let Some((key, item)) = lp.reorder.pop_below(barrier) {
                 self.stats.delivered += 1;
@@ -1441,7 +1460,8 @@ impl Host {
         let commit = self.commit_sent;
         let stale = self.last_uplink_barrier.is_none_or(|last| last < barrier)
             || self.last_uplink_commit.is_none_or(|last| last < commit);
-        if stale || self.cfg.beacon_always {
+        let keep_alive = !std::mem::take(&mut self.uplink_active);
+        if stale || self.cfg.beacon_always || keep_alive {
             self.last_beacon_barrier = barrier;
             self.stats.beacons_sent += 1;
             self.send_uplink(Packet::Beacon(Beacon {
@@ -1449,8 +1469,24 @@ impl Host {
                 barrier,
                 commit,
             }));
+            // The beacon itself is not activity of the next interval.
+            self.uplink_active = false;
         }
         self.next_beacon = next_tick(now, self.cfg.beacon_interval_ns, 0);
+    }
+
+    /// The clock stepped back (a sync correction, or an injected step): the next beacon time,
+    /// computed from the clock before the step, may be many intervals ahead of it, and waiting
+    /// for it would leave the uplink silent until then — long enough for the first-hop switch to
+    /// take this host for dead (VOPR seed 433: a 49 µs step back). Beacons resume on the stepped
+    /// clock's schedule; they carry the last barrier until the clock passes it (`beacon_tick`
+    /// keeps it monotone), which is still a valid barrier: every later timestamp is at least the
+    /// host's counter, which is past it.
+    fn follow_clock_step_back(&mut self, now: Instant) {
+        let next = next_tick(now, self.cfg.beacon_interval_ns, 0);
+        if self.next_beacon > next {
+            self.next_beacon = next;
+        }
     }
 
     /// §4.2: a first-hop switch that says nothing for `uplink_timeout_intervals` beacon times is
@@ -1700,6 +1736,7 @@ impl Node for Host {
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
         self.timestamp(now);
+        self.follow_clock_step_back(now);
         match input {
             Input::Packet { port, packet } => {
                 if port != UPLINK {

@@ -2109,3 +2109,67 @@ fn a_dead_input_is_reported_again_until_resume_5_2() {
         t_ns += INTERVAL_NS;
     }
 }
+
+/// §2.1/§4.2 under a clock step back by many beacon intervals: the host keeps beaconing on the
+/// stepped clock's schedule (so its first-hop switch does not take it for dead), the barrier it
+/// reports never moves back, and its timestamps stay above everything before the step.
+#[test]
+fn a_clock_step_back_keeps_the_host_beaconing_and_its_barrier_monotone_2_1() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(500));
+    let mut last = 0;
+    for k in 20..=30u64 {
+        for (_, b) in beacons_sent(&tick(&mut h, k * INTERVAL_NS)) {
+            assert!(b >= last);
+            last = b;
+        }
+    }
+    let before = h.timestamp(at(30 * INTERVAL_NS + 10));
+    // The clock steps back 15 intervals. A packet from the switch arrives on the stepped clock.
+    let back = 15 * INTERVAL_NS;
+    feed(
+        &mut h,
+        30 * INTERVAL_NS + 100 - back,
+        UPLINK,
+        beacon(100, 1_000),
+    );
+    let mut sent = 0;
+    for k in 31..=36u64 {
+        for (_, b) in beacons_sent(&tick(&mut h, k * INTERVAL_NS - back)) {
+            assert!(b >= last, "barrier moved back from {last} to {b}");
+            last = b;
+            sent += 1;
+        }
+    }
+    assert!(
+        sent >= 5,
+        "the host fell silent after the step: {sent} beacons"
+    );
+    assert!(h.timestamp(at(36 * INTERVAL_NS - back)) >= before);
+}
+
+/// §2.1 causality with a clock behind the barrier (stepped back, or this host's link removed as
+/// silent so its beacons no longer bound the barrier): after delivering a message, the host
+/// stamps its next one above it, whatever its clock says.
+#[test]
+fn a_host_behind_the_barrier_stamps_above_what_it_delivered_2_1() {
+    let mut h = Host::new(host_config(1, &[1], 2), at(1_000));
+    feed(
+        &mut h,
+        1_000,
+        UPLINK,
+        message(0, 1, 50_000, 0, b"far ahead"),
+    );
+    let out = feed(&mut h, 1_010, UPLINK, beacon(100, 60_000));
+    let delivered: Vec<u64> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(HostEvent::Deliver(d)) => Some(d.ts.raw()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delivered, vec![50_000]);
+    assert!(
+        h.timestamp(at(1_020)) > t(50_000),
+        "stamped below a delivered message"
+    );
+}

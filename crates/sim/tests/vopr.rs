@@ -64,12 +64,22 @@ fn twenty_fixed_seeds_pass_safety_and_liveness() {
 /// * 201 (correctness): a ToR failure gave its first host the failure timestamp reported on its
 ///   rack neighbour's uplink — higher than anything the first host had committed. A failure
 ///   timestamp now comes only from links out of the host or out of switches downstream of it.
+///
+/// And once clock steps were drawn (`onepipe vopr --seeds 2000`, 10 ms):
+/// * 263, 297, 327, 433 (correctness, `lower-bound`): a host whose clock stepped back waited for
+///   its next beacon time, computed on the clock before the step, and fell silent for as long;
+///   its ToR removed the link and the barrier passed its messages in flight. Hosts now beacon
+///   on the stepped clock's schedule, and send a keep-alive beacon after an idle interval;
+/// * 615, 714, 1523 (correctness, `causality`): such a host, behind the barrier, delivered
+///   messages above its own timestamp and could stamp the next one below them. The host's
+///   timestamp is raised to the barrier before it delivers below it.
 #[test]
 fn past_swarm_failures_stay_fixed() {
     let pinned = [59u64, 67, 75, 127, 178]
         .map(|s| (s, 3_000_000))
         .into_iter()
-        .chain([15u64, 41, 45, 86, 147, 178, 201].map(|s| (s, 10_000_000)));
+        .chain([15u64, 41, 45, 86, 147, 178, 201].map(|s| (s, 10_000_000)))
+        .chain([263u64, 297, 327, 433, 615, 714, 1523].map(|s| (s, 10_000_000)));
     for (seed, duration_ns) in pinned {
         let o = run_seed(seed, duration_ns);
         assert_eq!(
