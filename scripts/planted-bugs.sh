@@ -21,6 +21,9 @@ mutants=(
   "skip-discard@@crates/proto/src/host.rs@@rel.reorder.retain(|k| !gone(k.src, k.ts, f));@@rel.reorder.retain(|k| !gone(k.src, k.ts, f) || true);@@§5.2 Discard skipped: receivers deliver what a failed sender never committed"
   "skip-recall@@crates/proto/src/host.rs@@self.sender.fail(round, |d| f.contains_key(&d))@@self.sender.fail(round, |d| f.contains_key(\&d) \&\& false)@@§5.2 Recall skipped: scatterings a failed receiver never acknowledged stay and hold the commit barrier, or are delivered by some"
   "failure-ts-max@@crates/proto/src/failure.rs@@let Some(ts) = self.failure_ts(h, &correct) else {@@let Some(ts) = self.failure_ts(h, \&correct).map(|_| now.timestamp()) else {@@§5.2 failure timestamp taken as the newest timestamp the process could have used, not the neighbours' reported commit barriers"
+  "window-span@@crates/proto/src/reliable.rs@@self.used + frags <= self.window() && span <= WINDOW_MAX@@self.used + frags <= self.window() \&\& (span <= WINDOW_MAX || true)@@the reliable window counts packets in flight only: PSNs pass the receiver's SACK window above a hole (§5.1)"
+  "discard-above-only@@crates/proto/src/host.rs@@f.get(&src).is_some_and(|&t| ts >= t)@@f.get(\&src).is_some_and(|\&t| ts > t)@@§5.2 Discard keeps the message stamped exactly the failure timestamp, which that commit barrier does not commit"
+  "thaw-reported-commit@@crates/proto/src/switch.rs@@if k == COMMIT && self.commit_frozen[port] {@@if k == COMMIT \&\& self.commit_frozen[port] \&\& false {@@a link reported dead to the controller raises the commit barrier again when it speaks (§5.2)"
   "no-dup-discard@@crates/proto/src/host.rs@@let duplicate = (remote@@let duplicate = false \&\& (remote@@receivers do not discard duplicate reliable packets (§5.1)"
 )
 

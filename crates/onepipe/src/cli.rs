@@ -188,6 +188,15 @@ struct SimArgs {
     /// between two of them (`agg-0/core-0@1ms`), from a time on; repeatable.
     #[arg(long, value_parser = parse_cut)]
     cut: Vec<(String, u64)>,
+    /// Step host H's clock by a signed amount at time T (true time), e.g. `--clock-step
+    /// 3@1ms:+20us` or `3@1ms:-5us`; repeatable. Its timestamps stay non-decreasing (§2.1).
+    #[arg(long, value_parser = parse_clock_step)]
+    clock_step: Vec<(u32, u64, i64)>,
+    /// Take the controller down from T1 to T2 (true time), e.g. `--controller-down
+    /// 700us..900us`; repeatable. Messages to it meanwhile are lost; it recovers with its state
+    /// and hosts and switches re-send what it missed (§5.2).
+    #[arg(long, value_parser = parse_interval)]
+    controller_down: Vec<(u64, u64)>,
     /// Beacon intervals of silence after which a switch removes an input link (§4.2; 0 never).
     #[arg(long, default_value_t = 10)]
     link_timeout: u32,
@@ -324,6 +333,29 @@ fn parse_cut(s: &str) -> Result<(String, u64), String> {
     Ok((n.trim().to_string(), parse_duration(t)?))
 }
 
+/// Parses `H@TIME:±STEP` for `--clock-step`.
+fn parse_clock_step(s: &str) -> Result<(u32, u64, i64), String> {
+    let usage = || format!("'{s}' should be HOST@TIME:±STEP, e.g. 3@1ms:+20us");
+    let (at, step) = s.split_once(':').ok_or_else(usage)?;
+    let (h, t) = parse_crash(at).map_err(|_| usage())?;
+    let step = step.trim();
+    let (sign, amount) = match step.as_bytes().first() {
+        Some(b'+') => (1, &step[1..]),
+        Some(b'-') => (-1, &step[1..]),
+        _ => return Err(usage()),
+    };
+    let ns = i64::try_from(parse_duration(amount)?).map_err(|_| usage())?;
+    Ok((h, t, sign * ns))
+}
+
+/// Parses `FROM..TO` (two true times with units) for `--controller-down`.
+fn parse_interval(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("'{s}' should be FROM..TO, e.g. 700us..900us"))?;
+    Ok((parse_duration(a)?, parse_duration(b)?))
+}
+
 /// Parses `H@TIME` (a host and a true time with a unit) for `--crash-host`.
 fn parse_crash(s: &str) -> Result<(u32, u64), String> {
     let (h, t) = s
@@ -394,6 +426,8 @@ impl SimArgs {
             rto_ns: self.rto,
             crashes: self.crash_host.clone(),
             cuts: self.cut.clone(),
+            clock_steps: self.clock_step.clone(),
+            controller_down: self.controller_down.clone(),
             link_timeout_intervals: self.link_timeout,
             ctrl_delay_ns: self.ctrl_delay,
             failure_settle_ns: self.failure_settle,
@@ -611,10 +645,12 @@ fn print_summary(r: &Report) {
     }
     if !r.failure_rounds.is_empty() {
         println!(
-            "  recovery    {} recalled, {} process-failed callbacks, {} control messages; stall (Fig. 10) best effort {}, commit {}",
+            "  recovery    {} recalled, {} process-failed callbacks, {} control messages ({} lost to a controller outage, {} re-sent); stall (Fig. 10) best effort {}, commit {}",
             r.recalled,
             r.proc_failed_callbacks,
             r.ctrl_messages,
+            r.ctrl_lost,
+            r.ctrl_resent,
             us(r.stall_ns_be),
             us(r.stall_ns_reliable)
         );

@@ -36,6 +36,8 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     let (mut checked, mut lost, mut duplicated, mut crashes, mut links_removed) = (0, 0, 0, 0, 0);
     let (mut host_link_cuts, mut switch_cuts, mut link_cuts) = (0u64, 0u64, 0u64);
     let (mut rounds, mut declared, mut recalled) = (0u64, 0u64, 0u64);
+    let (mut clock_steps, mut stepped_runs, mut ctrl_downs, mut ctrl_lost) =
+        (0u64, 0u64, 0u64, 0u64);
     let (mut lossy, mut dupy, mut reordering, mut targeted) = (0, 0, 0, 0);
     let mut first_failure: Option<Verdict> = None;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
@@ -51,6 +53,10 @@ pub fn vopr(a: &VoprArgs) -> i32 {
         rounds += o.failure_rounds;
         declared += o.hosts_declared;
         recalled += o.recalled;
+        clock_steps += o.faults.clock_steps as u64;
+        stepped_runs += (o.faults.clock_steps > 0) as u64;
+        ctrl_downs += o.faults.controller_downs as u64;
+        ctrl_lost += o.ctrl_lost;
         lossy += (o.faults.loss > 0.0) as u64;
         dupy += (o.faults.dup > 0.0) as u64;
         reordering += (o.faults.reorder > 0.0) as u64;
@@ -84,7 +90,7 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     );
     println!("  checked_deliveries {checked}");
     println!(
-        "  faults: host crashes {crashes}, host link cuts {host_link_cuts}, switch failures {switch_cuts}, switch link cuts {link_cuts} (links removed {links_removed}; §5.2 rounds {rounds}, hosts declared failed {declared}, scatterings recalled {recalled}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}"
+        "  faults: host crashes {crashes}, host link cuts {host_link_cuts}, switch failures {switch_cuts}, switch link cuts {link_cuts} (links removed {links_removed}; §5.2 rounds {rounds}, hosts declared failed {declared}, scatterings recalled {recalled}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}, clock steps {clock_steps} (runs {stepped_runs}), controller outages {ctrl_downs} (control messages lost {ctrl_lost})"
     );
     first_failure.map_or(0, Verdict::exit_code)
 }

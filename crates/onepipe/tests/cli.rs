@@ -370,6 +370,22 @@ fn bad_flags_exit_2_naming_the_flag() {
             &["--spines"],
             true,
         ),
+        (&["--clock-step", "3@1ms"], &["--clock-step"], false),
+        (
+            &["--clock-step", "99@1ms:+5us"],
+            &["--clock-step", "99"],
+            true,
+        ),
+        (
+            &["--controller-down", "900us..700us"],
+            &["--controller-down"],
+            true,
+        ),
+        (
+            &["--controller-down", "700us"],
+            &["--controller-down"],
+            false,
+        ),
     ];
     for (args, needles, one_line) in cases {
         let mut full = vec!["sim", "--quiet", "--duration", "100us", "--json", json_s];
@@ -658,6 +674,37 @@ fn no_check_turns_the_checkers_off() {
 }
 
 // Reliable service (issue 3).
+
+/// The swarm's newer fault types from the command line: clock steps and a controller outage in
+/// the middle of a §5.2 round — every checker passes, the round resumes, messages to the down
+/// controller were lost and re-sent.
+#[test]
+fn clock_steps_and_a_controller_outage_from_the_command_line_5_2() {
+    let args = [
+        "--service",
+        "reliable",
+        "--procs-per-host",
+        "2",
+        "--rate",
+        "50000",
+        "--duration",
+        "1500us",
+        "--crash-host",
+        "5@700us",
+        "--controller-down",
+        "720us..800us",
+        "--clock-step",
+        "3@400us:+40us",
+        "--clock-step",
+        "7@500us:-30us",
+    ];
+    let r = sim_json("faults-2", &args);
+    assert_eq!(u(&r, "violations"), 0, "{r:#}");
+    assert!(r["drained"].as_bool().expect("drained is a bool"));
+    assert!(u(&r, "ctrl_lost") > 0 && u(&r, "ctrl_resent") > 0, "{r:#}");
+    let rounds = r["failure_rounds"].as_array().expect("rounds");
+    assert!(!rounds.is_empty() && rounds.iter().all(|f| !f["resumed_ns"].is_null()));
+}
 
 /// The issue's acceptance command: reliable scatterings with 0.1% loss on a k=4 fat tree.
 #[test]

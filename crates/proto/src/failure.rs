@@ -12,7 +12,8 @@
 //!    receiver's commit barrier is bounded by one of them).
 //! 3. **Broadcast** — [`CtrlMsg::Failure`] to every correct host.
 //! 4. **Discard** / 5. **Recall** / 6. **Callback** — [`crate::host::Host::on_control`]: drop
-//!    buffered messages from a failed process above its failure timestamp; abort every
+//!    buffered messages from a failed process at or above its failure timestamp (a commit
+//!    barrier: it commits what is strictly below it); abort every
 //!    scattering still waiting for an ACK from a failed process ([`CtrlMsg::Recall`] to the other
 //!    hosts, which discard it and answer [`CtrlMsg::RecallAck`]; the commit barrier is held below
 //!    it meanwhile); raise [`crate::host::HostEvent::ProcFailed`]; then [`CtrlMsg::Completed`].
@@ -139,6 +140,8 @@ pub struct ControllerConfig {
 struct Round {
     waiting: BTreeSet<NodeId>,
     dead_links: Vec<LinkId>,
+    /// The round's Broadcast, to send again after a crash (`None` when nobody failed).
+    failure: Option<CtrlMsg>,
 }
 
 /// The network controller's failure procedure (§5.2). Sans-IO: feed it messages and timeouts,
@@ -225,6 +228,26 @@ impl Controller {
         }
     }
 
+    /// The controller recovers from a crash (§5.2 with §6.1's highly available state: this
+    /// object is that state). Messages sent to it meanwhile were lost: hosts and switches send
+    /// their `Completed` and `LinkDown` again on their own timers; here the controller sends
+    /// every open round's Broadcast again to the hosts it still waits for (a host that had
+    /// completed answers `Completed` at once), so an interrupted round resumes. A Determine that
+    /// fell due meanwhile runs at the next [`Controller::on_timeout`].
+    pub fn on_recover(&mut self, _now: Instant) {
+        for r in self.rounds.values() {
+            let Some(msg) = &r.failure else {
+                continue;
+            };
+            for &h in &r.waiting {
+                self.outputs.push_back(CtrlOut::Send {
+                    to: CtrlDest::Node(h),
+                    msg: msg.clone(),
+                });
+            }
+        }
+    }
+
     /// When [`Controller::on_timeout`] wants to run.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.determine_at
@@ -272,6 +295,7 @@ impl Controller {
             .filter(|&h| !self.failed[h as usize])
             .map(NodeId)
             .collect();
+        let mut failure = None;
         let waiting = if declared.is_empty() {
             BTreeSet::new()
         } else {
@@ -288,26 +312,52 @@ impl Controller {
                 at: now,
                 hosts: declared,
             });
+            let msg = CtrlMsg::Failure {
+                round,
+                failed,
+                correct: correct_hosts.clone(),
+            };
             for &h in &correct_hosts {
                 self.outputs.push_back(CtrlOut::Send {
                     to: CtrlDest::Node(h),
-                    msg: CtrlMsg::Failure {
-                        round,
-                        failed: failed.clone(),
-                        correct: correct_hosts.clone(),
-                    },
+                    msg: msg.clone(),
                 });
             }
+            failure = Some(msg);
             correct_hosts.iter().copied().collect()
         };
+        let dead_links = self.with_orphaned(dead);
         self.rounds.insert(
             round,
             Round {
                 waiting,
-                dead_links: dead.into_iter().collect(),
+                dead_links,
+                failure,
             },
         );
         self.resume_ready();
+    }
+
+    /// `dead` plus every link out of a switch that no correct host reaches any more: such a
+    /// switch is disconnected too (a ToR whose hosts all failed), and Resume must remove its
+    /// outputs from the commit minimum downstream, or its last commit barrier — which nothing
+    /// will raise again — holds every receiver's commit barrier for good (VOPR seed 41 at 10 ms:
+    /// both hosts of a rack declared failed).
+    fn with_orphaned(&self, dead: BTreeSet<LinkId>) -> Vec<LinkId> {
+        let mut reached = vec![false; self.topo.nodes().len()];
+        for h in (0..self.topo.hosts()).filter(|&h| !self.failed[h as usize]) {
+            let r = reachable_from(&self.topo, NodeId(h), &dead);
+            for (x, y) in reached.iter_mut().zip(r) {
+                *x |= y;
+            }
+        }
+        let mut all = dead;
+        for (i, l) in self.topo.links().iter().enumerate() {
+            if l.from.0 >= self.topo.hosts() && !reached[l.from.index()] {
+                all.insert(LinkId(i as u32));
+            }
+        }
+        all.into_iter().collect()
     }
 
     /// The failure timestamp of host `h`: the largest last commit barrier reported by a correct
@@ -317,9 +367,14 @@ impl Controller {
         self.reports
             .iter()
             .filter(|(link, (reporter, _))| {
+                // Out of `h` itself or out of a switch its barriers flow through — not out of
+                // another host that `h` reaches: that link carries the other host's commit
+                // barrier, which says nothing of what `h` committed (VOPR seed 201 at 10 ms: a
+                // ToR failure gave its first host the second host's, higher, failure timestamp).
                 let from = self.topo.links()[link.index()].from;
-                downstream[from.index()]
-                    && (reporter.0 >= self.topo.hosts() || correct[reporter.index()])
+                let carries_h =
+                    from.0 == h || from.0 >= self.topo.hosts() && downstream[from.index()];
+                carries_h && (reporter.0 >= self.topo.hosts() || correct[reporter.index()])
             })
             .filter_map(|(_, (_, c))| *c)
             .max()
@@ -589,6 +644,149 @@ mod tests {
             round: 1,
             at: Instant(1_000),
             hosts: vec![(NodeId(0), ts(150)), (NodeId(1), ts(150))]
+        }));
+    }
+
+    /// §5.2 Resume: a ToR whose hosts all failed is disconnected too — its outputs leave the
+    /// commit minimum with the hosts' links, or its frozen commit barrier holds everyone's.
+    #[test]
+    fn resume_removes_the_outputs_of_a_switch_no_correct_host_reaches_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        for h in [0, 1] {
+            let up = topo.uplink(h);
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: topo.links()[up.index()].to,
+                    link: up,
+                    last_commit: Some(ts(100)),
+                },
+            );
+        }
+        c.on_timeout(Instant(1_000));
+        drain(&mut c);
+        for h in [2, 3] {
+            c.on_message(
+                Instant(2_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        let resumed: Vec<Vec<LinkId>> = drain(&mut c)
+            .into_iter()
+            .filter_map(|o| match o {
+                CtrlOut::Send {
+                    msg: CtrlMsg::Resume { dead_links, .. },
+                    ..
+                } => Some(dead_links),
+                _ => None,
+            })
+            .collect();
+        assert!(!resumed.is_empty(), "round 1 resumed");
+        let leaf_up = topo
+            .nodes()
+            .iter()
+            .position(|n| n.name == "leaf-0-up")
+            .unwrap();
+        for dead in &resumed {
+            assert!(dead.contains(&topo.uplink(0)) && dead.contains(&topo.uplink(1)));
+            for l in &topo.nodes()[leaf_up].outputs {
+                assert!(
+                    dead.contains(l),
+                    "leaf-0-up's output {l:?} still bounds commits"
+                );
+            }
+            // The rest of the network stays.
+            assert!(!dead.contains(&topo.uplink(2)));
+        }
+    }
+
+    /// A controller that crashed mid-round (its `Completed` messages lost) sends the round's
+    /// Broadcast again on recovery to the hosts it still waits for — and only to them.
+    #[test]
+    fn a_recovered_controller_broadcasts_open_rounds_again_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        let up = topo.uplink(1);
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: topo.links()[up.index()].to,
+                link: up,
+                last_commit: Some(ts(500)),
+            },
+        );
+        c.on_timeout(Instant(1_000));
+        drain(&mut c);
+        c.on_message(
+            Instant(2_000),
+            CtrlMsg::Completed {
+                round: 1,
+                host: NodeId(0),
+            },
+        );
+        assert!(drain(&mut c).is_empty());
+        c.on_recover(Instant(9_000));
+        let again: Vec<CtrlDest> = drain(&mut c)
+            .into_iter()
+            .map(|o| match o {
+                CtrlOut::Send {
+                    to,
+                    msg: CtrlMsg::Failure { round: 1, .. },
+                } => to,
+                o => panic!("unexpected {o:?}"),
+            })
+            .collect();
+        assert_eq!(
+            again,
+            vec![CtrlDest::Node(NodeId(2)), CtrlDest::Node(NodeId(3))]
+        );
+        for h in [2, 3] {
+            c.on_message(
+                Instant(9_500),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
+    }
+
+    /// The failure timestamp of a host comes from links that carry its barriers: its own
+    /// uplink, or a switch's output downstream of it — not a rack neighbour's uplink.
+    #[test]
+    fn a_failure_timestamp_never_comes_from_another_hosts_link_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        for (h, commit) in [(0, 500), (1, 900)] {
+            let up = topo.uplink(h);
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: topo.links()[up.index()].to,
+                    link: up,
+                    last_commit: Some(ts(commit)),
+                },
+            );
+            let down = topo.downlink(h);
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: NodeId(h),
+                    link: down,
+                    last_commit: Some(ts(1)),
+                },
+            );
+        }
+        c.on_timeout(Instant(1_000));
+        assert!(drain(&mut c).contains(&CtrlOut::Declared {
+            round: 1,
+            at: Instant(1_000),
+            hosts: vec![(NodeId(0), ts(500)), (NodeId(1), ts(900))]
         }));
     }
 

@@ -75,7 +75,18 @@ pub struct HostConfig {
     /// The first-hop switch is taken for dead after this many beacon intervals without a packet
     /// from it (§4.2; switches send keep-alive beacons on idle links); 0 never.
     pub uplink_timeout_intervals: u32,
+    /// §5.2: a `Completed` the controller has not answered with the round's `Resume` within
+    /// this long is sent again (the controller may have been down and lost it), the wait
+    /// doubling each time up to [`CTRL_RETRY_MAX_NS`].
+    pub ctrl_retry_ns: u64,
 }
+
+/// Longest wait between two re-sent `Completed` messages (§5.2).
+pub const CTRL_RETRY_MAX_NS: u64 = 1_000_000;
+
+/// Most §5.2 rounds a host waits on at once; beyond it the oldest is forgotten (rounds resume
+/// in order, so a later `Resume` answers it anyway).
+const ROUNDS_AWAITED_MAX: usize = 64;
 
 impl HostConfig {
     /// A configuration with the defaults used by the simulator (3 µs beacons, 4 KiB MTU).
@@ -97,6 +108,7 @@ impl HostConfig {
             inflight_max: 1 << 20,
             reliable: ReliableConfig::default(),
             uplink_timeout_intervals: 10,
+            ctrl_retry_ns: 50_000,
         }
     }
 }
@@ -144,7 +156,8 @@ pub enum HostEvent {
         reason: NakReason,
     },
     /// §5.2 Callback (`onepipe_proc_fail_callback`): process `proc` failed at `ts`. Reliable
-    /// messages it sent at or below `ts` are delivered everywhere; those above, nowhere.
+    /// messages it sent below `ts` are delivered everywhere; those at or above it, nowhere
+    /// (`ts` is a commit barrier, which releases what is strictly below it).
     ProcFailed {
         /// The failed process.
         proc: ProcId,
@@ -269,6 +282,8 @@ pub struct HostStats {
     pub delivered_reliable: u64,
     /// Times the first-hop switch fell silent for `uplink_timeout_intervals` (§4.2).
     pub uplink_failures: u64,
+    /// §5.2 `Completed` messages sent again because the controller had not answered.
+    pub ctrl_resent: u64,
 }
 
 /// One message waiting in a reorder buffer.
@@ -341,6 +356,13 @@ pub struct Host {
     /// was silent (§4.2 failure detection).
     uplink_heard: bool,
     uplink_silent: u32,
+    /// Sent anything on the uplink since the last beacon time: if not, the beacon goes even if
+    /// it tells nothing new — a keep-alive, like a switch's (§4.2), so the first-hop switch
+    /// does not take an idle host whose barrier stands still (its clock stepped back) for dead.
+    uplink_active: bool,
+    /// The first-hop switch spoke at least once: silence before that is a network still
+    /// starting, not a failure (see `watch_uplink`).
+    uplink_spoke: bool,
     /// The barrier the last packet sent on the uplink carried, if it carried one.
     last_uplink_barrier: Option<Timestamp>,
     /// Likewise for the commit barrier.
@@ -354,6 +376,9 @@ pub struct Host {
     recalls: Vec<(u32, BTreeSet<NodeId>)>,
     /// Rounds announced and not yet completed.
     rounds_open: BTreeSet<u32>,
+    /// §5.2 rounds completed here and not resumed yet: round → (when to send `Completed`
+    /// again, the wait after that).
+    rounds_awaited: BTreeMap<u32, (Instant, u64)>,
     stats: HostStats,
 }
 
@@ -406,6 +431,8 @@ impl Host {
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             uplink_heard: false,
             uplink_silent: 0,
+            uplink_active: false,
+            uplink_spoke: false,
             last_uplink_barrier: None,
             last_uplink_commit: None,
             next_beacon,
@@ -414,6 +441,7 @@ impl Host {
             failed: BTreeMap::new(),
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
+            rounds_awaited: BTreeMap::new(),
             stats: HostStats::default(),
             cfg,
         }
@@ -454,6 +482,20 @@ impl Host {
     /// Reliable scatterings queued and messages unacknowledged: (queued, unacked).
     pub fn reliable_pending(&self) -> (usize, usize) {
         (self.sender.queued(), self.sender.unacked())
+    }
+
+    /// The reliable messages sent and not acknowledged: (sender, receiver, first PSN,
+    /// timestamp). For diagnostics.
+    pub fn reliable_unacked(&self) -> Vec<(ProcId, ProcId, Psn, Timestamp)> {
+        self.sender.unacked_messages()
+    }
+
+    /// Local process `dst`'s reliable receive window for sender `src`: (cumulative PSN, SACK
+    /// bitmap), if it has one. For diagnostics.
+    pub fn reliable_window(&self, src: ProcId, dst: ProcId) -> Option<(Psn, u64)> {
+        let i = self.local_index(dst)?;
+        let rel = self.procs[i].rel.as_ref()?;
+        rel.recv.get(src.index()).map(|w| w.ack())
     }
 
     /// Payload bytes the reliable send buffer holds.
@@ -752,6 +794,7 @@ impl Host {
     }
 
     fn send_uplink(&mut self, packet: Packet) {
+        self.uplink_active = true;
         match &packet {
             Packet::Data(d) => {
                 if let Some(b) = d.header.barrier() {
@@ -775,6 +818,7 @@ impl Host {
 
     fn on_packet(&mut self, now: Instant, packet: Packet) {
         self.uplink_heard = true;
+        self.uplink_spoke = true;
         self.uplink_silent = 0;
         match packet {
             Packet::Data(d) => {
@@ -890,9 +934,9 @@ impl Host {
         first_psn: Psn,
     ) {
         let h = d.header;
-        // §5.2 Discard also covers what is still on its way: nothing from a failed process
-        // above its failure timestamp is buffered.
-        if !self.failed.is_empty() && self.failed.get(&h.src).is_some_and(|&t| h.ts > t) {
+        // §5.2 Discard also covers what is still on its way: nothing from a failed process at or
+        // above its failure timestamp is buffered (see `on_failure`).
+        if !self.failed.is_empty() && self.failed.get(&h.src).is_some_and(|&t| h.ts >= t) {
             self.stats.dropped_invalid += 1;
             return;
         }
@@ -1067,6 +1111,19 @@ impl Host {
         });
     }
 
+    /// The host's timestamp, raised to at least `barrier` before anything below it is delivered:
+    /// §2.1 causality — a message sent after a delivery is stamped above it. Normally the
+    /// barrier is already below the host's timestamp (this host's own beacons bound it), but a
+    /// host whose clock stepped back, or whose link a switch removed as silent (§4.2), can
+    /// receive a barrier above its clock (VOPR seeds 615, 714, 1523 with clock steps).
+    fn timestamp_past(&mut self, now: Instant, barrier: Timestamp) -> Timestamp {
+        let ts = self.timestamp(now);
+        if ts < barrier {
+            self.clock_ts = barrier;
+        }
+        self.clock_ts
+    }
+
     /// Delivers, per local process, everything strictly below the barrier (§4.1), and gives up on
     /// partial messages the barrier has passed.
     fn deliver_ready(&mut self, now: Instant) {
@@ -1080,7 +1137,7 @@ impl Host {
     #[inline(never)]
     fn deliver_reliable(&mut self, now: Instant) {
         if let Some(commit) = self.commit {
-            let now_ts = self.timestamp(now);
+            let now_ts = self.timestamp_past(now, commit);
             for lp in &mut self.procs {
                 let Some(rel) = lp.rel.as_mut().filter(|_| !lp.paused) else {
                     continue;
@@ -1109,7 +1166,7 @@ impl Host {
         let Some(barrier) = self.barrier else {
             return;
         };
-        let now_ts = self.timestamp(now);
+        let now_ts = self.timestamp_past(now, barrier);
         for lp in &mut self.procs {
             while let Some((key, item)) = lp.reorder.pop_below(barrier) {
                 self.stats.delivered += 1;
@@ -1308,10 +1365,32 @@ impl Host {
     }
 
     fn on_timeout(&mut self, now: Instant) {
+        self.resend_completed(now);
         self.send_due_acks(now);
         self.expire_sends(now);
         self.retransmit_due(now);
         self.beacon_tick(now);
+    }
+
+    /// §5.2 with a controller that may crash and recover: a `Completed` not answered by its
+    /// round's `Resume` in time goes again, with back-off (the controller ignores duplicates).
+    fn resend_completed(&mut self, now: Instant) {
+        if self.rounds_awaited.first_key_value().is_none() {
+            return;
+        }
+        let node = self.cfg.node;
+        for (&round, (due, wait)) in self.rounds_awaited.iter_mut() {
+            if *due > now {
+                continue;
+            }
+            *wait = (*wait * 2).min(CTRL_RETRY_MAX_NS.max(*wait));
+            *due = now + *wait;
+            self.stats.ctrl_resent += 1;
+            self.outputs.push_back(Output::Event(HostEvent::Control {
+                to: CtrlDest::Controller,
+                msg: CtrlMsg::Completed { round, host: node },
+            }));
+        }
     }
 
     /// Reliable messages whose retransmission timer fired go again.
@@ -1381,7 +1460,8 @@ impl Host {
         let commit = self.commit_sent;
         let stale = self.last_uplink_barrier.is_none_or(|last| last < barrier)
             || self.last_uplink_commit.is_none_or(|last| last < commit);
-        if stale || self.cfg.beacon_always {
+        let keep_alive = !std::mem::take(&mut self.uplink_active);
+        if stale || self.cfg.beacon_always || keep_alive {
             self.last_beacon_barrier = barrier;
             self.stats.beacons_sent += 1;
             self.send_uplink(Packet::Beacon(Beacon {
@@ -1389,17 +1469,36 @@ impl Host {
                 barrier,
                 commit,
             }));
+            // The beacon itself is not activity of the next interval.
+            self.uplink_active = false;
         }
         self.next_beacon = next_tick(now, self.cfg.beacon_interval_ns, 0);
+    }
+
+    /// The clock stepped back (a sync correction, or an injected step): the next beacon time,
+    /// computed from the clock before the step, may be many intervals ahead of it, and waiting
+    /// for it would leave the uplink silent until then — long enough for the first-hop switch to
+    /// take this host for dead (VOPR seed 433: a 49 µs step back). Beacons resume on the stepped
+    /// clock's schedule; they carry the last barrier until the clock passes it (`beacon_tick`
+    /// keeps it monotone), which is still a valid barrier: every later timestamp is at least the
+    /// host's counter, which is past it.
+    fn follow_clock_step_back(&mut self, now: Instant) {
+        let next = next_tick(now, self.cfg.beacon_interval_ns, 0);
+        if self.next_beacon > next {
+            self.next_beacon = next;
+        }
     }
 
     /// §4.2: a first-hop switch that says nothing for `uplink_timeout_intervals` beacon times is
     /// taken for dead (it would send keep-alive beacons if it were alive). Reported by
     /// [`Host::uplink_alive`] and counted; what to do about it is the controller's business
-    /// (§5.2, not built yet).
+    /// (§5.2). Only once the switch has spoken: in switch-CPU mode with a large clock skew the
+    /// first-hop switch's synchronized beacon phase (one hop per layer above it) can exceed the
+    /// timeout, and a host that reported it dead at start-up got its healthy rack declared
+    /// failed at the next real failure (VOPR seed 59).
     fn watch_uplink(&mut self) {
         let timeout = self.cfg.uplink_timeout_intervals;
-        if timeout == 0 || std::mem::take(&mut self.uplink_heard) {
+        if timeout == 0 || !self.uplink_spoke || std::mem::take(&mut self.uplink_heard) {
             return;
         }
         self.uplink_silent = self.uplink_silent.saturating_add(1);
@@ -1431,10 +1530,12 @@ impl Host {
                 if let Some(r) = self.recalls.iter_mut().find(|r| r.0 == round) {
                     r.1.remove(&from);
                 }
-                self.finish_recalls();
+                self.finish_recalls(now);
             }
-            // Routes changed: what died with the failed component goes again.
-            CtrlMsg::Resume { .. } => {
+            // Routes changed: what died with the failed component goes again. Rounds resume in
+            // order: this answers every `Completed` up to `round`.
+            CtrlMsg::Resume { round, .. } => {
+                self.rounds_awaited.retain(|&r, _| r > round);
                 self.sender.rearm_after_reroute(now);
                 self.retransmit_due(now);
             }
@@ -1463,9 +1564,14 @@ impl Host {
                 news.push((p, ts));
             }
         }
-        // Discard: buffered messages from a failed process above its failure timestamp.
+        // Discard: buffered messages from a failed process at or above its failure timestamp.
+        // The paper's commit barrier T releases messages "below or equal to T"; ours releases
+        // messages strictly below it (the commit barrier is the timestamp of the oldest
+        // unacknowledged message, which may itself be unacknowledged somewhere), so the failure
+        // timestamp F — a commit barrier — commits exactly the messages below F, and one stamped
+        // F may be missing at some receiver: it is discarded (VOPR seeds 67, 75, 127).
         let gone = |src: ProcId, ts: Timestamp, f: &BTreeMap<ProcId, Timestamp>| {
-            f.get(&src).is_some_and(|&t| ts > t)
+            f.get(&src).is_some_and(|&t| ts >= t)
         };
         let f = &self.failed;
         for lp in &mut self.procs {
@@ -1511,7 +1617,7 @@ impl Host {
                 .push_back(Output::Event(HostEvent::ProcFailed { proc, ts }));
         }
         self.rounds_open.insert(round);
-        self.finish_recalls();
+        self.finish_recalls(now);
         // Credits to failed processes came back: the head of the send buffer may go (or be
         // aborted) now.
         self.pump(now);
@@ -1577,7 +1683,7 @@ impl Host {
     }
 
     /// Releases recalls every target answered, and completes rounds with nothing pending.
-    fn finish_recalls(&mut self) {
+    fn finish_recalls(&mut self, now: Instant) {
         let sender = &mut self.sender;
         self.recalls.retain(|(round, waiting)| {
             if waiting.is_empty() {
@@ -1593,8 +1699,15 @@ impl Host {
             .copied()
             .filter(|r| !self.recalls.iter().any(|(x, _)| x == r))
             .collect();
+        let retry = self.cfg.ctrl_retry_ns;
         for round in done {
             self.rounds_open.remove(&round);
+            if retry > 0 {
+                self.rounds_awaited.insert(round, (now + retry, retry));
+                if self.rounds_awaited.len() > ROUNDS_AWAITED_MAX {
+                    self.rounds_awaited.pop_first();
+                }
+            }
             self.outputs.push_back(Output::Event(HostEvent::Control {
                 to: CtrlDest::Controller,
                 msg: CtrlMsg::Completed {
@@ -1623,6 +1736,7 @@ impl Node for Host {
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
         self.timestamp(now);
+        self.follow_clock_step_back(now);
         match input {
             Input::Packet { port, packet } => {
                 if port != UPLINK {
@@ -1650,6 +1764,9 @@ impl Node for Host {
         }
         if let Some(deadline) = self.sender.next_deadline() {
             t = t.min(deadline);
+        }
+        if let Some(due) = self.rounds_awaited.values().map(|r| r.0).min() {
+            t = t.min(due);
         }
         Some(t)
     }

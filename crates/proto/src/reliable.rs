@@ -10,9 +10,12 @@
 //!   When it holds credits everywhere it is stamped and sent. The bytes of queued and in-flight
 //!   messages are bounded by `send_buffer_bytes_max`; beyond that `enqueue` refuses.
 //! * **Windows**: per (local sender, destination) pair, packets in flight ≤ min(cwnd, rwnd,
-//!   [`WINDOW_MAX`]) — except that an empty window always admits one message, so no message is
+//!   [`WINDOW_MAX`]), and the PSNs from the oldest unacknowledged one to the newest sent span at
+//!   most `WINDOW_MAX` — except that an empty window always admits one message, so no message is
 //!   too large for a shrunken window. `WINDOW_MAX` equals the receiver's SACK width, so a
 //!   receiver never sees a reliable PSN beyond its window (a gap there is never given up on).
+//!   The span limit matters when packets above a lost one are acknowledged selectively: they
+//!   leave the window, but the receiver's window cannot move past the hole.
 //! * **DCTCP** (§6.1 "DCTCP-style congestion control"): once per window of data, `alpha ← (1 −
 //!   g)·alpha + g·F` with `F` the fraction of ECN-echoed packets; `cwnd ← cwnd·(1 − alpha/2)` if
 //!   any were marked, else `cwnd + 1`.
@@ -113,6 +116,8 @@ struct Pair {
     next_psn: Psn,
     /// Packets in flight plus credits the queue head holds here.
     used: u32,
+    /// Of `used`, the packets in flight (sent, neither acknowledged nor recalled).
+    in_flight: u32,
     cwnd: f64,
     alpha: f64,
     /// The receiver's advertised window.
@@ -173,8 +178,20 @@ impl Pair {
             .min(self.rwnd.max(1))
     }
 
+    /// Whether `frags` more packets may acquire credits. Two limits: packets in flight (the
+    /// window), and the *span* of PSNs from the oldest unacknowledged one to the last that will
+    /// have been sent, which must stay within the receiver's SACK window — otherwise packets
+    /// acknowledged selectively above a hole free credits, later PSNs land beyond the receiver's
+    /// window, and a §5.2 Recall of such a PSN cannot be recorded there, leaving a hole its
+    /// cumulative ACK never passes (VOPR seed 127).
     fn fits(&self, frags: u32) -> bool {
-        self.used == 0 || self.used + frags <= self.window()
+        if self.used == 0 {
+            return true;
+        }
+        let oldest = self.msgs.front().map_or(self.next_psn, |m| m.first);
+        let held = self.used - self.in_flight;
+        let span = self.next_psn.0.wrapping_sub(oldest.0) + held + frags;
+        self.used + frags <= self.window() && span <= WINDOW_MAX
     }
 
     fn find(&self, first: Psn) -> Option<usize> {
@@ -324,6 +341,20 @@ impl ReliableSender {
         self.recall_holds.len()
     }
 
+    /// The unacknowledged messages, oldest first per pair: (sender, receiver, first PSN,
+    /// timestamp). For diagnostics (the simulator's trace of a run that did not drain).
+    pub fn unacked_messages(&self) -> Vec<(ProcId, ProcId, Psn, Timestamp)> {
+        self.pairs
+            .iter()
+            .flat_map(|p| {
+                p.msgs
+                    .iter()
+                    .filter(|m| !m.acked)
+                    .map(move |m| (p.src, p.dst, m.first, m.ts))
+            })
+            .collect()
+    }
+
     /// Packets a message of `len` bytes takes.
     pub fn frags(&self, len: usize) -> u32 {
         len.div_ceil(self.mtu_payload).max(1) as u32
@@ -345,6 +376,7 @@ impl ReliableSender {
                 dst,
                 next_psn: Psn(0),
                 used: 0,
+                in_flight: 0,
                 cwnd: self.cfg.window_init.clamp(1, WINDOW_MAX) as f64,
                 alpha: 0.0,
                 rwnd: WINDOW_MAX,
@@ -451,6 +483,8 @@ impl ReliableSender {
         let pair = &mut self.pairs[p as usize];
         let first = pair.next_psn;
         pair.next_psn = Psn(first.0.wrapping_add(frags));
+        pair.in_flight += frags;
+        debug_assert!(pair.in_flight <= pair.used);
         pair.msgs.push_back(InFlight {
             first,
             frags,
@@ -513,6 +547,7 @@ impl ReliableSender {
                 newly += m.frags;
                 self.bytes -= m.payload.len();
                 pair.used -= m.frags;
+                pair.in_flight -= m.frags;
                 if !m.retransmitted {
                     let r = now.saturating_since(m.sent_at);
                     rtt = Some(rtt.map_or(r, |x: u64| x.max(r)));
@@ -632,6 +667,7 @@ impl ReliableSender {
                 self.unacked -= 1;
                 self.bytes -= m.payload.len();
                 pair.used -= m.frags;
+                pair.in_flight -= m.frags;
                 if !failed {
                     out.unacked.push((pair.src, pair.dst, m.first, m.frags));
                 }
@@ -755,6 +791,63 @@ mod tests {
         s.on_ack(Instant(1), ProcId(0), ProcId(1), Psn(2), 0, 0, 64, |_| {});
         let q = s.pop_ready().expect("head fits now");
         assert_eq!(q.messages().count(), 2);
+    }
+
+    #[test]
+    fn selective_acks_above_a_hole_never_push_psns_past_the_receivers_window() {
+        let mut s = sender_with(ReliableConfig {
+            window_init: WINDOW_MAX,
+            ..ReliableConfig::default()
+        });
+        let send = |s: &mut ReliableSender, i: u64| -> Option<Psn> {
+            s.enqueue(ProcId(0), &[(ProcId(1), msg(10))], |_| true)
+                .unwrap();
+            let q = s.pop_ready()?;
+            Some(s.sent(
+                Instant(i),
+                q.src,
+                ProcId(1),
+                Timestamp::new(10 + i),
+                msg(10),
+            ))
+        };
+        for i in 0..WINDOW_MAX as u64 {
+            assert_eq!(send(&mut s, i), Some(Psn(i as u32)));
+        }
+        // PSN 0 is lost; 1..=63 are acknowledged selectively. Fewer packets are in flight now,
+        // but a 65th PSN would lie beyond the receiver's SACK window (cumulative PSN 0).
+        s.on_ack(
+            Instant(100),
+            ProcId(0),
+            ProcId(1),
+            Psn(0),
+            u64::MAX >> 1,
+            0,
+            64,
+            |_| {},
+        );
+        assert_eq!(s.unacked(), 1);
+        assert_eq!(
+            send(&mut s, 100),
+            None,
+            "PSN 64 would pass cumulative PSN 0 + 64"
+        );
+        // The hole fills: the span moves on and the queued message goes.
+        s.on_ack(
+            Instant(200),
+            ProcId(0),
+            ProcId(1),
+            Psn(64),
+            0,
+            0,
+            64,
+            |_| {},
+        );
+        let q = s.pop_ready().expect("fits once the oldest is acknowledged");
+        assert_eq!(
+            s.sent(Instant(200), q.src, ProcId(1), Timestamp::new(300), msg(10)),
+            Psn(64)
+        );
     }
 
     #[test]

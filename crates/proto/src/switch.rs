@@ -119,6 +119,10 @@ pub struct SwitchConfig {
     /// An input link silent for this many beacon intervals is removed (§4.2: "e.g., 10 beacon
     /// intervals"); 0 never removes.
     pub link_timeout_intervals: u32,
+    /// §5.2: an input reported dead is reported again every this many beacon intervals until
+    /// the controller's Resume removes it (the controller may have been down and lost the
+    /// report; it ignores duplicates); 0 never.
+    pub report_retry_intervals: u32,
 }
 
 impl SwitchConfig {
@@ -135,6 +139,7 @@ impl SwitchConfig {
             beacon_delay_ns: 0,
             pending_max: 4096,
             link_timeout_intervals: 10,
+            report_retry_intervals: 16,
         }
     }
 }
@@ -152,6 +157,8 @@ pub struct SwitchStats {
     pub links_removed: u64,
     /// Removed input links added back when they spoke again (§4.2).
     pub links_added: u64,
+    /// §5.2 `LinkDown` reports sent again, the controller not having answered with Resume.
+    pub reports_resent: u64,
     /// Packets dropped: unroutable, on an unknown port, or beacon overflow in CPU modes.
     pub dropped: u64,
 }
@@ -179,6 +186,13 @@ struct Aggregates {
     dead: Vec<bool>,
     /// Per input link: removed from the commit minimum by the controller's Resume (§5.2).
     commit_removed: Vec<bool>,
+    /// Per input link: reported dead to the controller (§5.2 Detect); its commit register is
+    /// frozen at the value reported. The controller takes the failure timestamp from these
+    /// reports, so nothing above it may pass here afterwards — not even when the link speaks
+    /// again (it was slow, not dead: VOPR seed 15 at 10 ms, where hosts starved their own beacons
+    /// and, heard again, raised the commit barrier above the failure timestamp the controller was
+    /// about to announce for them).
+    commit_frozen: Vec<bool>,
     /// The minimum of each barrier's registers once every input has reported (cached for
     /// `update`).
     min_register: [Option<Timestamp>; 2],
@@ -194,6 +208,7 @@ impl Aggregates {
             registers: vec![[NONE; 2]; inputs],
             dead: vec![false; inputs],
             commit_removed: vec![false; inputs],
+            commit_frozen: vec![false; inputs],
             min_register: [None; 2],
             out: [None; 2],
             garbage: 0,
@@ -232,6 +247,9 @@ impl Aggregates {
                     >= BARRIER_JUMP_MAX_NS
         }) {
             self.garbage += 1;
+            return false;
+        }
+        if k == COMMIT && self.commit_frozen[port] {
             return false;
         }
         let r = &mut self.registers[port][k];
@@ -321,6 +339,12 @@ pub struct Switch {
     /// silent (§4.2 failure detection).
     heard: Vec<bool>,
     silent: Vec<u32>,
+    /// Per input link: beacon intervals since it was last reported dead (§5.2 retries).
+    since_report: Vec<u32>,
+    /// Per input link: spoke at least once. Silence is counted only after that: a timeout
+    /// detects a link that stopped, and before its first beacon a link that is still starting
+    /// (its upstream's synchronized beacon phase can exceed the timeout) is not dead.
+    spoke: Vec<bool>,
     /// Per output link: carried something since the last beacon time.
     active: Vec<bool>,
     outputs: VecDeque<Output<Packet, SwitchEvent>>,
@@ -359,6 +383,8 @@ impl Switch {
             flush_at: None,
             heard: vec![false; cfg.inputs],
             silent: vec![0; cfg.inputs],
+            spoke: vec![false; cfg.inputs],
+            since_report: vec![0; cfg.inputs],
             active: vec![false; cfg.outputs],
             outputs: VecDeque::new(),
             stats: SwitchStats::default(),
@@ -436,6 +462,7 @@ impl Switch {
     #[inline]
     fn heard_from(&mut self, port: usize) {
         self.heard[port] = true;
+        self.spoke[port] = true;
         if self.agg.dead[port] {
             self.stats.links_added += 1;
             self.agg.set_dead(port, false);
@@ -612,13 +639,26 @@ impl Switch {
         if timeout == 0 {
             return;
         }
+        let retry = self.cfg.report_retry_intervals;
         for i in 0..self.cfg.inputs {
+            if retry > 0 && self.agg.commit_frozen[i] && !self.agg.commit_removed[i] {
+                self.since_report[i] += 1;
+                if self.since_report[i] >= retry {
+                    self.since_report[i] = 0;
+                    self.stats.reports_resent += 1;
+                    self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
+                        port: PortId(i as u32),
+                        last_commit: self.agg.register(i, COMMIT),
+                    }));
+                }
+            }
             if std::mem::take(&mut self.heard[i]) {
                 self.silent[i] = 0;
-            } else if !self.agg.dead[i] {
+            } else if self.spoke[i] && !self.agg.dead[i] {
                 self.silent[i] += 1;
                 if self.silent[i] >= timeout {
                     self.stats.links_removed += 1;
+                    self.agg.commit_frozen[i] = true;
                     self.agg.set_dead(i, true);
                     self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
                         port: PortId(i as u32),

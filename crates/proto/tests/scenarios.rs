@@ -13,8 +13,9 @@
 //! hand where a scenario needs them; random configurations and faults live in `onepipe-sim`.
 
 use bytes::Bytes;
+use onepipe_proto::failure::{CtrlDest, CtrlMsg};
 use onepipe_proto::host::{Delivery, Host, HostConfig, HostEvent, UPLINK};
-use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchMode};
+use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
 use onepipe_proto::time::{Barrier, TIMESTAMP_MASK};
 use onepipe_proto::wire::{flags, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
 use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Psn, Timestamp};
@@ -1920,4 +1921,255 @@ fn a_host_detects_a_silent_first_hop_switch_4_2() {
         beacon(100, 14 * INTERVAL_NS),
     );
     assert!(h.uplink_alive());
+}
+
+/// §4.2: detection is a timeout on a link that was alive. A first-hop switch that has not spoken
+/// yet — its synchronized beacon phase (one hop per layer above it, plus skew slack) can exceed
+/// 10 intervals at start-up — is not reported dead; once it spoke, its silence counts.
+#[test]
+fn silence_before_the_first_hop_switch_ever_spoke_is_not_a_failure_4_2() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(500));
+    for k in 1..=20u64 {
+        tick(&mut h, k * INTERVAL_NS);
+        assert!(h.uplink_alive(), "silent since start-up, at interval {k}");
+    }
+    assert_eq!(h.stats().uplink_failures, 0);
+    feed(
+        &mut h,
+        20 * INTERVAL_NS + 10,
+        UPLINK,
+        beacon(100, 20 * INTERVAL_NS),
+    );
+    for k in 21..=31u64 {
+        tick(&mut h, k * INTERVAL_NS);
+    }
+    assert!(!h.uplink_alive(), "10 silent intervals after it spoke");
+}
+
+/// §4.2 at a switch: an input that never spoke is not removed (it is starting, not dead).
+#[test]
+fn a_switch_input_that_never_spoke_is_not_removed_4_2() {
+    let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
+    cfg.link_timeout_intervals = 10;
+    let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+    let mut t_ns = 100;
+    while t_ns < 20 * INTERVAL_NS {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        tick(&mut sw, t_ns + 900);
+        t_ns += INTERVAL_NS;
+    }
+    assert!(!sw.link_removed(PortId(1)));
+    assert_eq!(sw.stats().links_removed, 0);
+}
+
+/// §5.2 Detect: a switch reports a silent input to the controller with its last commit barrier,
+/// and the controller takes the failure timestamp from such reports — so the commit barrier
+/// must not pass the reported value afterwards, even if the link speaks again (a slow host, not
+/// a dead one). Its best-effort barrier is added back (§4.2); its commit barrier stays frozen
+/// until the controller's Resume removes it.
+#[test]
+fn a_link_reported_dead_never_raises_the_commit_barrier_again_5_2() {
+    let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
+    cfg.link_timeout_intervals = 10;
+    let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+    let mut t_ns = 100;
+    while t_ns < 5_000 {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        feed(&mut sw, t_ns, PortId(1), beacon(1, t_ns));
+        tick(&mut sw, t_ns + 900);
+        t_ns += INTERVAL_NS;
+    }
+    let mut reported = None;
+    while reported.is_none() {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        for o in tick(&mut sw, t_ns + 900) {
+            if let Output::Event(SwitchEvent::LinkDown { port, last_commit }) = o {
+                assert_eq!(port, PortId(1));
+                reported = last_commit;
+            }
+        }
+        t_ns += INTERVAL_NS;
+        assert!(t_ns < 100_000, "never reported");
+    }
+    let reported = reported.expect("input 1 had a commit barrier");
+    // The slow input speaks again, far ahead: best effort moves on, the commit barrier does not
+    // pass what was reported.
+    feed(&mut sw, t_ns, PortId(1), beacon(1, t_ns + 50_000));
+    feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns + 60_000));
+    assert!(!sw.link_removed(PortId(1)));
+    assert_eq!(sw.barrier(), Some(t(t_ns + 50_000)));
+    assert!(
+        sw.commit_barrier().is_some_and(|c| c <= reported),
+        "commit {:?} passed the reported {reported}",
+        sw.commit_barrier()
+    );
+    // Resume removes it from the commit minimum: the commit barrier follows input 0 alone.
+    assert!(sw.remove_commit_input(PortId(1)));
+    assert_eq!(sw.commit_barrier(), Some(t(t_ns + 60_000)));
+}
+
+fn completed_sent(outputs: &[Output<Packet, HostEvent>]) -> Vec<u32> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(HostEvent::Control {
+                to: CtrlDest::Controller,
+                msg: CtrlMsg::Completed { round, .. },
+            }) => Some(*round),
+            _ => None,
+        })
+        .collect()
+}
+
+/// §5.2 with a controller that may crash and lose messages: a host re-sends `Completed` until
+/// the round's `Resume` answers it, waiting twice as long each time; a duplicate Broadcast is
+/// answered at once.
+#[test]
+fn completed_is_sent_again_until_the_round_resumes_5_2() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(0));
+    let failure = CtrlMsg::Failure {
+        round: 1,
+        failed: vec![(p(1), t(50))],
+        correct: vec![NodeId(0)],
+    };
+    h.on_control(at(100), failure.clone());
+    assert_eq!(completed_sent(&drain(&mut h)), vec![1]);
+    let retry = h.config().ctrl_retry_ns;
+    assert_eq!(
+        completed_sent(&tick(&mut h, 100 + retry - 1)),
+        Vec::<u32>::new()
+    );
+    assert_eq!(completed_sent(&tick(&mut h, 100 + retry)), vec![1]);
+    assert_eq!(
+        completed_sent(&tick(&mut h, 100 + 2 * retry)),
+        Vec::<u32>::new()
+    );
+    assert_eq!(
+        completed_sent(&tick(&mut h, 100 + 3 * retry)),
+        vec![1],
+        "backed off"
+    );
+    // The controller, recovered, broadcasts again: answered at once.
+    h.on_control(at(100 + 3 * retry + 10), failure);
+    assert_eq!(completed_sent(&drain(&mut h)), vec![1]);
+    assert_eq!(h.stats().ctrl_resent, 2);
+    // Resume answers it: no more.
+    h.on_control(
+        at(100 + 3 * retry + 20),
+        CtrlMsg::Resume {
+            round: 1,
+            dead_links: vec![],
+        },
+    );
+    drain(&mut h);
+    for k in 4..40 {
+        assert_eq!(
+            completed_sent(&tick(&mut h, 100 + k * retry)),
+            Vec::<u32>::new()
+        );
+    }
+}
+
+/// §5.2 Detect with a controller that may have lost the report: a switch reports a dead input
+/// again, with the same (frozen) last commit barrier, until Resume removes it.
+#[test]
+fn a_dead_input_is_reported_again_until_resume_5_2() {
+    let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
+    cfg.link_timeout_intervals = 10;
+    let retry = cfg.report_retry_intervals as u64;
+    let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+    let reports = |outs: Vec<Output<Packet, SwitchEvent>>| -> Vec<Option<Timestamp>> {
+        outs.into_iter()
+            .filter_map(|o| match o {
+                Output::Event(SwitchEvent::LinkDown { port, last_commit }) => {
+                    assert_eq!(port, PortId(1));
+                    Some(last_commit)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let mut t_ns = 100;
+    let mut seen = Vec::new();
+    while t_ns < 5_000 + (10 + 2 * retry + 1) * INTERVAL_NS {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        if t_ns < 5_000 {
+            feed(&mut sw, t_ns, PortId(1), beacon(1, t_ns));
+        }
+        seen.extend(reports(tick(&mut sw, t_ns + 900)));
+        t_ns += INTERVAL_NS;
+    }
+    assert_eq!(seen.len(), 3, "first report and two retries: {seen:?}");
+    assert!(seen.iter().all(|c| c.is_some() && *c == seen[0]));
+    assert_eq!(sw.stats().reports_resent, 2);
+    sw.remove_commit_input(PortId(1));
+    for _ in 0..3 * retry {
+        feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+        assert!(reports(tick(&mut sw, t_ns + 900)).is_empty());
+        t_ns += INTERVAL_NS;
+    }
+}
+
+/// §2.1/§4.2 under a clock step back by many beacon intervals: the host keeps beaconing on the
+/// stepped clock's schedule (so its first-hop switch does not take it for dead), the barrier it
+/// reports never moves back, and its timestamps stay above everything before the step.
+#[test]
+fn a_clock_step_back_keeps_the_host_beaconing_and_its_barrier_monotone_2_1() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(500));
+    let mut last = 0;
+    for k in 20..=30u64 {
+        for (_, b) in beacons_sent(&tick(&mut h, k * INTERVAL_NS)) {
+            assert!(b >= last);
+            last = b;
+        }
+    }
+    let before = h.timestamp(at(30 * INTERVAL_NS + 10));
+    // The clock steps back 15 intervals. A packet from the switch arrives on the stepped clock.
+    let back = 15 * INTERVAL_NS;
+    feed(
+        &mut h,
+        30 * INTERVAL_NS + 100 - back,
+        UPLINK,
+        beacon(100, 1_000),
+    );
+    let mut sent = 0;
+    for k in 31..=36u64 {
+        for (_, b) in beacons_sent(&tick(&mut h, k * INTERVAL_NS - back)) {
+            assert!(b >= last, "barrier moved back from {last} to {b}");
+            last = b;
+            sent += 1;
+        }
+    }
+    assert!(
+        sent >= 5,
+        "the host fell silent after the step: {sent} beacons"
+    );
+    assert!(h.timestamp(at(36 * INTERVAL_NS - back)) >= before);
+}
+
+/// §2.1 causality with a clock behind the barrier (stepped back, or this host's link removed as
+/// silent so its beacons no longer bound the barrier): after delivering a message, the host
+/// stamps its next one above it, whatever its clock says.
+#[test]
+fn a_host_behind_the_barrier_stamps_above_what_it_delivered_2_1() {
+    let mut h = Host::new(host_config(1, &[1], 2), at(1_000));
+    feed(
+        &mut h,
+        1_000,
+        UPLINK,
+        message(0, 1, 50_000, 0, b"far ahead"),
+    );
+    let out = feed(&mut h, 1_010, UPLINK, beacon(100, 60_000));
+    let delivered: Vec<u64> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(HostEvent::Deliver(d)) => Some(d.ts.raw()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delivered, vec![50_000]);
+    assert!(
+        h.timestamp(at(1_020)) > t(50_000),
+        "stamped below a delivered message"
+    );
 }

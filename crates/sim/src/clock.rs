@@ -7,7 +7,12 @@
 //! 1.0 µs at p95; a Laplace with scale 0.3 µs has p95 of |x| = 0.9 µs). The step at a boundary may
 //! be backwards; protocol roles must cope, and the host's timestamps stay non-decreasing anyway.
 //!
-//! Everything is a pure function of (seed, node, period), so a clock can be read in any order.
+//! Injected faults (`--clock-step`, drawn by `onepipe vopr`): at a given true time a clock steps
+//! by a fixed amount, forward or backward, and stays stepped (a bad sync, an operator setting
+//! the time). Roles must cope as with the sync steps: the host's timestamps stay non-decreasing.
+//!
+//! Everything is a pure function of (seed, node, period, steps), so a clock can be read in any
+//! order.
 
 use onepipe_proto::rng::Rng;
 use onepipe_proto::Instant;
@@ -35,6 +40,8 @@ pub struct Clock {
     /// Cached (period, offset) of the last period read.
     period: u64,
     offset: f64,
+    /// Injected steps: (true time, signed ns), sorted by time; each applies from its time on.
+    steps: Vec<(u64, i64)>,
 }
 
 impl Clock {
@@ -49,9 +56,27 @@ impl Clock {
             drift,
             period: 0,
             offset: 0.0,
+            steps: Vec::new(),
         };
         c.offset = c.offset_of(0);
         c
+    }
+
+    /// The same clock, stepped by `ns` at each true time `at` of `steps` (`--clock-step`).
+    pub fn with_steps(mut self, mut steps: Vec<(u64, i64)>) -> Clock {
+        steps.sort_by_key(|s| s.0);
+        self.steps = steps;
+        self
+    }
+
+    /// The sum of the steps taken by true time `t`.
+    #[inline]
+    fn stepped(&self, t: u64) -> f64 {
+        self.steps
+            .iter()
+            .take_while(|s| s.0 <= t)
+            .map(|s| s.1 as f64)
+            .sum()
     }
 
     fn offset_of(&self, period: u64) -> f64 {
@@ -83,21 +108,29 @@ impl Clock {
         }
         let start = self.period * self.params.sync_interval_ns;
         let since_sync = (t - start) as f64;
-        let v = (self.params.epoch_ns + t) as f64 + self.offset + self.drift * since_sync;
+        let mut v = (self.params.epoch_ns + t) as f64 + self.offset + self.drift * since_sync;
+        if !self.steps.is_empty() {
+            v += self.stepped(t);
+        }
         Instant(v.max(0.0) as u64)
     }
 
     /// The earliest true time `>= now` at which the local reading is `>= target`, or the next
-    /// sync boundary if the current period never gets there (the caller re-asks then).
+    /// sync boundary or injected step if the reading does not get there before it (the caller
+    /// re-asks then).
     pub fn true_time_of(&mut self, target: Instant, now: u64) -> u64 {
         if self.local(now) >= target {
             return now;
         }
         let k = self.period_of(now);
         let start = k * self.params.sync_interval_ns;
-        let boundary = start.saturating_add(self.params.sync_interval_ns);
-        // Solve epoch + t + offset + drift * (t - start) = target for t.
-        let t = (target.0 as f64 - self.params.epoch_ns as f64 - self.offset
+        let mut boundary = start.saturating_add(self.params.sync_interval_ns);
+        if let Some(&(at, _)) = self.steps.iter().find(|s| s.0 > now) {
+            boundary = boundary.min(at);
+        }
+        let stepped = self.stepped(now);
+        // Solve epoch + t + offset + stepped + drift * (t - start) = target for t.
+        let t = (target.0 as f64 - self.params.epoch_ns as f64 - self.offset - stepped
             + self.drift * start as f64)
             / (1.0 + self.drift);
         let mut t = (t.max(now as f64).ceil() as u64).max(now);
@@ -144,6 +177,27 @@ mod tests {
             assert!(c.local(t) >= Instant(target));
             assert!(t == 0 || c.local(t - 1) < Instant(target));
         }
+    }
+
+    #[test]
+    fn injected_steps_move_the_reading_and_timers_re_ask_at_a_step() {
+        let plain = Clock::new(params(0.0, 0.0), 5, 2);
+        let mut c = plain
+            .clone()
+            .with_steps(vec![(2_000, 30_000), (1_000, -5_000)]);
+        let mut p = plain;
+        assert_eq!(c.local(999), p.local(999));
+        assert_eq!(c.local(1_000).0, p.local(1_000).0 - 5_000, "stepped back");
+        assert_eq!(c.local(2_000).0, p.local(2_000).0 + 25_000, "then forward");
+        // A target the clock reaches only by stepping forward: the timer fires at the step.
+        let target = Instant(p.local(2_000).0 + 10_000);
+        assert_eq!(c.true_time_of(target, 1_500), 2_000);
+        assert!(c.local(2_000) >= target);
+        // Before the backward step: wake at the step, then re-ask.
+        let target = Instant(p.local(1_200).0);
+        assert_eq!(c.true_time_of(target, 500), 1_000);
+        let t = c.true_time_of(target, 1_000);
+        assert!(c.local(t) >= target && c.local(t - 1) < target);
     }
 
     #[test]

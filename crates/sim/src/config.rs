@@ -177,6 +177,13 @@ pub struct SimConfig {
     /// Time the controller waits after the first failure report before Determine, so that
     /// every neighbour of a failure has reported (§5.2), ns.
     pub failure_settle_ns: u64,
+    /// Clock steps: (host, true time ns, signed step ns). From then on the host's clock reads
+    /// that much more (or less); its timestamps stay non-decreasing (§2.1).
+    pub clock_steps: Vec<(u32, u64, i64)>,
+    /// Controller outages: [from, to) in true time ns. Meanwhile the controller neither
+    /// receives (messages to it are lost, as with a crash) nor runs; it recovers with its state
+    /// (§6.1: kept in a highly available store) and hosts and switches re-send what it missed.
+    pub controller_down: Vec<(u64, u64)>,
 }
 
 impl Default for SimConfig {
@@ -223,6 +230,8 @@ impl Default for SimConfig {
             cuts: Vec::new(),
             ctrl_delay_ns: 3_000,
             failure_settle_ns: 6_000,
+            clock_steps: Vec::new(),
+            controller_down: Vec::new(),
         }
     }
 }
@@ -339,6 +348,25 @@ impl SimConfig {
                 return Err(bad(
                     "--crash-host",
                     format!("host {h} does not exist (hosts are 0..{})", self.hosts()?),
+                ));
+            }
+        }
+        for &(h, _, step) in &self.clock_steps {
+            if h >= self.hosts()? {
+                return Err(bad(
+                    "--clock-step",
+                    format!("host {h} does not exist (hosts are 0..{})", self.hosts()?),
+                ));
+            }
+            if step.unsigned_abs() > 1_000_000_000 {
+                return Err(bad("--clock-step", "a step is at most 1 s either way"));
+            }
+        }
+        for &(from, to) in &self.controller_down {
+            if from >= to {
+                return Err(bad(
+                    "--controller-down",
+                    format!("the outage {from}..{to} ns ends before it starts"),
                 ));
             }
         }

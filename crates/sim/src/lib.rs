@@ -143,6 +143,10 @@ pub struct Report {
     pub proc_failed_callbacks: u64,
     /// Control messages on the management network.
     pub ctrl_messages: u64,
+    /// Control messages lost because the controller was down (`--controller-down`).
+    pub ctrl_lost: u64,
+    /// `Completed` and `LinkDown` messages hosts and switches sent again, unanswered (§5.2).
+    pub ctrl_resent: u64,
     /// Sends not made because a destination had failed.
     pub sends_to_failed: u64,
     /// Fig. 10: the longest best-effort barrier stall after the first fault, mean over correct
@@ -191,6 +195,9 @@ fn run_with<Q: EventQueue<Ev>>(
         world.run_until(next, &mut report_progress);
     }
     let drained = world.quiescent();
+    if !drained {
+        world.trace_state();
+    }
     let end = world.now();
     if let Some(c) = world.checker.as_mut() {
         c.finish(end, cfg.seed, drained);
@@ -286,6 +293,12 @@ fn run_with<Q: EventQueue<Ev>>(
         recalled: s.recalled,
         proc_failed_callbacks: s.proc_failed_callbacks,
         ctrl_messages: s.ctrl_messages,
+        ctrl_lost: s.ctrl_lost,
+        ctrl_resent: world.hosts().map(|h| h.stats().ctrl_resent).sum::<u64>()
+            + world
+                .switches()
+                .map(|w| w.stats().reports_resent)
+                .sum::<u64>(),
         sends_to_failed: s.sends_to_failed,
         stall_ns_be: world.stall_ns().map_or(0.0, |s| s.0),
         stall_ns_reliable: world.stall_ns().map_or(0.0, |s| s.1),

@@ -10,7 +10,8 @@
 //! duplication, reordering (non-FIFO links), clock skew, host crashes, host-link cuts, whole
 //! switch failures and switch-to-switch link cuts — under every service: with the reliable one,
 //! the controller's procedure (§5.2) must fail the disconnected processes consistently and
-//! resume. Every fault stays on for the whole run — the drain phase is the "liveness" phase
+//! resume — clock steps (a host's clock jumps 1–50 µs forward or back) and controller outages
+//! (it loses what is sent to it for 10–500 µs, then resumes from its state). Every fault stays on for the whole run — the drain phase is the "liveness" phase
 //! under the same faults, which is stricter than healing first.
 
 use crate::config::{PacketKind, Service, SimConfig, TopologySpec, WorkloadKind};
@@ -68,6 +69,10 @@ pub struct FaultMix {
     pub reorder: f64,
     /// Mean clock offset, ns.
     pub skew_ns: f64,
+    /// Host clock steps (forward or back).
+    pub clock_steps: u32,
+    /// Controller outages.
+    pub controller_downs: u32,
 }
 
 /// The result of one seed.
@@ -95,6 +100,8 @@ pub struct Outcome {
     pub hosts_declared: u64,
     /// Reliable scatterings recalled (§5.2).
     pub recalled: u64,
+    /// Control messages lost to a controller outage.
+    pub ctrl_lost: u64,
     /// The first violations, or the panic message.
     pub detail: Vec<String>,
 }
@@ -229,12 +236,40 @@ pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
         }
     }
     cfg.service = [Service::BestEffort, Service::Reliable, Service::Mixed][pick(&mut rng, 3)];
+    // Drawn after everything else, so seeds keep the rest of their scenario.
+    if rng.chance(0.25) {
+        for _ in 0..1 + rng.below(3) {
+            let h = rng.below(hosts as u64) as u32;
+            let at = duration_ns / 6 + rng.below(duration_ns / 2);
+            let ns = 1_000 + rng.below(49_000) as i64;
+            let step = if rng.chance(0.5) { ns } else { -ns };
+            cfg.clock_steps.push((h, at, step));
+        }
+        faults.clock_steps = cfg.clock_steps.len() as u32;
+    }
+    if rng.chance(0.25) {
+        // Mostly across a §5.2 round if there is one: detection takes ~10 beacon intervals
+        // (30 µs) after a crash or cut, Determine and Broadcast a few µs more.
+        let first_fault = cfg
+            .crashes
+            .iter()
+            .map(|c| c.1)
+            .chain(cfg.cuts.iter().map(|c| c.1))
+            .min();
+        let from = match first_fault {
+            Some(t) if rng.chance(0.6) => t + 20_000 + rng.below(60_000),
+            _ => duration_ns / 6 + rng.below(duration_ns / 2),
+        };
+        let len = 10_000 + rng.below(490_000);
+        cfg.controller_down.push((from, from + len));
+        faults.controller_downs = 1;
+    }
     (cfg, faults)
 }
 
 fn describe(cfg: &SimConfig) -> String {
     format!(
-        "{:?}, {} procs/host, {} switches, {:?}, {:?}, {} sends/s per process, crashes {:?}, cuts {:?}",
+        "{:?}, {} procs/host, {} switches, {:?}, {:?}, {} sends/s per process, crashes {:?}, cuts {:?}, clock steps {:?}, controller down {:?}",
         cfg.topology,
         cfg.procs_per_host,
         cfg.switch_mode,
@@ -242,7 +277,9 @@ fn describe(cfg: &SimConfig) -> String {
         cfg.service,
         cfg.rate_per_proc,
         cfg.crashes,
-        cfg.cuts
+        cfg.cuts,
+        cfg.clock_steps,
+        cfg.controller_down
     )
 }
 
@@ -263,6 +300,7 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
         failure_rounds: 0,
         hosts_declared: 0,
         recalled: 0,
+        ctrl_lost: 0,
         detail: Vec::new(),
     };
     let report: Report = match result {
@@ -294,6 +332,7 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
         .map(|r| r.hosts.len() as u64)
         .sum();
     out.recalled = report.recalled;
+    out.ctrl_lost = report.ctrl_lost;
     if report.violations > 0 {
         out.verdict = Verdict::Correctness;
         out.detail = report.violation_samples;
@@ -322,5 +361,40 @@ mod tests {
                 .validate()
                 .unwrap_or_else(|e| panic!("seed {s}: {e}"));
         }
+    }
+
+    #[test]
+    fn the_swarm_draws_clock_steps_and_controller_outages() {
+        let (mut steps, mut back, mut downs, mut during_a_round) = (0, 0, 0, 0);
+        for s in 0..200 {
+            let (cfg, f) = scenario(s, DURATION_NS);
+            assert_eq!(f.clock_steps as usize, cfg.clock_steps.len());
+            assert_eq!(f.controller_downs as usize, cfg.controller_down.len());
+            steps += cfg.clock_steps.len();
+            back += cfg.clock_steps.iter().filter(|c| c.2 < 0).count();
+            for &(from, to) in &cfg.controller_down {
+                assert!((10_000..=500_000).contains(&(to - from)));
+                downs += 1;
+                let fault = cfg
+                    .crashes
+                    .iter()
+                    .map(|c| c.1)
+                    .chain(cfg.cuts.iter().map(|c| c.1))
+                    .min();
+                during_a_round +=
+                    fault.is_some_and(|t| (t + 20_000..t + 80_000).contains(&from)) as u32;
+            }
+            for &(_, _, step) in &cfg.clock_steps {
+                assert!((1_000..=50_000).contains(&step.unsigned_abs()));
+            }
+        }
+        assert!(
+            steps > 20 && back > 5 && steps - back > 5,
+            "{steps} steps, {back} back"
+        );
+        assert!(
+            downs > 20 && during_a_round > 5,
+            "{downs} outages, {during_a_round} in a round"
+        );
     }
 }

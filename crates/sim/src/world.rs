@@ -8,7 +8,9 @@
 //! `reorder_prob` a packet is held back by a random extra delay so later packets overtake it.
 //! A host is one CPU: each input costs `host_recv_ns`, each packet it sends `host_send_ns` and
 //! each message it delivers `host_deliver_ns`; inputs that arrive while it is busy wait in a
-//! FIFO. That is what makes throughput saturate (§7.2: "limited by CPU processing").
+//! FIFO — except its timer, which runs next (a polling loop checks its timers every turn, so
+//! beacons are not starved). That is what makes throughput saturate (§7.2: "limited by CPU
+//! processing").
 //! Switches forward in zero time (their pipeline latency is part of the link latency).
 
 use crate::check::{Checker, Dsts};
@@ -63,6 +65,8 @@ pub enum Ev {
     },
     /// The controller's timer.
     CtrlTimer,
+    /// The controller recovers from an outage (`--controller-down`).
+    CtrlRecover,
 }
 
 /// Routes by the topology's ECMP tables (§3.1): process → host, then per-flow hashing. After a
@@ -230,6 +234,8 @@ pub struct EngineStats {
     pub proc_failed_callbacks: u64,
     /// Reliable sends not made because a destination had failed.
     pub sends_to_failed: u64,
+    /// Control messages lost because the controller was down (`--controller-down`).
+    pub ctrl_lost: u64,
 }
 
 /// One §5.2 round, as the simulator saw it (true times, ns).
@@ -300,6 +306,9 @@ pub struct World<Q: EventQueue<Ev>> {
     pub trace: TraceHash,
     /// Counters.
     pub stats: EngineStats,
+    /// `ONEPIPE_SIM_TRACE` set: print every control message and the state at the end of a run
+    /// that did not drain (debugging aid; it changes nothing else).
+    trace_ctrl: bool,
 }
 
 impl<Q: EventQueue<Ev>> World<Q> {
@@ -338,7 +347,13 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let chip = cfg.switch_mode == SwitchMode::Chip;
         let mut hosts = Vec::new();
         for h in 0..topo.hosts() {
-            let mut clock = Clock::new(clock_params, clock_seed, h);
+            let steps: Vec<(u64, i64)> = cfg
+                .clock_steps
+                .iter()
+                .filter(|s| s.0 == h)
+                .map(|s| (s.1, s.2))
+                .collect();
+            let mut clock = Clock::new(clock_params, clock_seed, h).with_steps(steps);
             let mut hc = HostConfig::new(
                 NodeId(h),
                 (h * pph..(h + 1) * pph).map(ProcId).collect(),
@@ -544,6 +559,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             reorder_delay: NsHistogram::default(),
             trace: TraceHash::default(),
             stats: EngineStats::default(),
+            trace_ctrl: std::env::var_os("ONEPIPE_SIM_TRACE").is_some(),
             cfg,
         };
         for n in 0..w.topo.nodes().len() as u32 {
@@ -552,6 +568,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
         for p in 0..procs {
             let gap = w.next_gap();
             w.queue.push(gap, Ev::Send { proc: p });
+        }
+        for &(_, to) in &w.cfg.controller_down {
+            w.queue.push(to, Ev::CtrlRecover);
         }
         Ok(w)
     }
@@ -620,9 +639,20 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 Ev::Send { proc } => self.on_send_event(t, proc),
                 Ev::Ctrl { msg } => self.on_ctrl(t, msg),
                 Ev::CtrlTimer => {
+                    if let Some(up) = self.controller_down_until(t) {
+                        // A crashed controller runs nothing; its timer fires on recovery.
+                        self.queue.push(up, Ev::CtrlTimer);
+                        continue;
+                    }
                     self.ctrl_armed = None;
                     self.controller.on_timeout(Instant(t));
                     self.drain_controller(t);
+                }
+                Ev::CtrlRecover => {
+                    if self.controller_down_until(t).is_none() {
+                        self.controller.on_recover(Instant(t));
+                        self.drain_controller(t);
+                    }
                 }
             }
         }
@@ -836,7 +866,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
             if matches!(input, HostInput::Send { .. }) {
                 st.pending_sends += 1;
             }
-            st.pending.push_back(input);
+            // A timer runs as soon as the CPU finishes its current input, ahead of the queued
+            // packets — a polling loop checks its timers every iteration. Queued behind a burst
+            // (every unacknowledged message resent after a §5.2 Resume, or overload), the host's
+            // beacons starved for more than the link timeout and its ToR reported it dead (VOPR
+            // seed 15 at 10 ms: every host of the network declared failed).
+            if matches!(input, HostInput::Timeout) {
+                st.pending.push_front(input);
+            } else {
+                st.pending.push_back(input);
+            }
             if !st.wake_armed {
                 st.wake_armed = true;
                 let at = st.cpu_free.max(t);
@@ -963,7 +1002,26 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 cursor += self.cfg.host_recv_ns;
                 self.ctrl_in_flight -= 1;
                 let (_, msg) = self.ctrl_msgs.take(m);
+                let probe: Vec<(ProcId, ProcId)> = match &msg {
+                    CtrlMsg::Recall { unacked, .. } if self.trace_ctrl => unacked
+                        .iter()
+                        .filter(|u| u.1 .0 / self.cfg.procs_per_host == h)
+                        .map(|u| (u.0, u.1))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let before: Vec<_> = probe
+                    .iter()
+                    .map(|&(s, d)| self.hosts[hi].host.reliable_window(s, d))
+                    .collect();
                 self.hosts[hi].host.on_control(local, msg);
+                for (i, &(s, d)) in probe.iter().enumerate() {
+                    eprintln!(
+                        "[{t}] recall at host {h}: {s:?}->{d:?} window {:?} -> {:?}",
+                        before[i],
+                        self.hosts[hi].host.reliable_window(s, d)
+                    );
+                }
             }
             HostInput::Send { proc, issued } => {
                 let reliable = match self.cfg.service {
@@ -1192,6 +1250,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     /// Sends a control message on the management network: it arrives `ctrl_delay_ns` later.
     fn send_ctrl(&mut self, t: SimTime, to: CtrlDest, msg: CtrlMsg) {
+        if self.trace_ctrl {
+            eprintln!("[{t}] ctrl -> {to:?}: {msg:?}");
+        }
         self.stats.ctrl_messages += 1;
         self.ctrl_in_flight += 1;
         let i = self.ctrl_msgs.insert((to, msg));
@@ -1205,6 +1266,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
             CtrlDest::Controller => {
                 let (_, msg) = self.ctrl_msgs.take(i);
                 self.ctrl_in_flight -= 1;
+                if self.controller_down_until(t).is_some() {
+                    // Lost, as with a crashed process; the senders' timers send it again.
+                    self.stats.ctrl_lost += 1;
+                    if self.trace_ctrl {
+                        eprintln!("[{t}] lost (controller down): {msg:?}");
+                    }
+                    return;
+                }
                 self.controller.on_message(Instant(t), msg);
                 self.drain_controller(t);
             }
@@ -1228,6 +1297,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
     }
 
+    /// If the controller is down at true time `t` (`--controller-down`), when it recovers.
+    fn controller_down_until(&self, t: SimTime) -> Option<SimTime> {
+        self.cfg
+            .controller_down
+            .iter()
+            .filter(|&&(from, to)| from <= t && t < to)
+            .map(|&(_, to)| to)
+            .max()
+    }
+
     /// Carries out what the controller decided (the controller runs on true time: it is one
     /// node, its clock is the reference).
     fn drain_controller(&mut self, t: SimTime) {
@@ -1245,6 +1324,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     self.send_ctrl(t, to, msg);
                 }
                 CtrlOut::Declared { round, hosts, .. } => {
+                    if self.trace_ctrl {
+                        eprintln!("[{t}] declared round {round}: {hosts:?}");
+                    }
                     for &(h, ts) in &hosts {
                         self.trace.add(0xDEC1 ^ (h.0 as u64) << 32 ^ round as u64);
                         self.trace.add(ts.raw());
@@ -1289,6 +1371,70 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.router
             .detouring
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Prints what keeps the run from draining (with `ONEPIPE_SIM_TRACE`).
+    pub fn trace_state(&self) {
+        if !self.trace_ctrl {
+            return;
+        }
+        for (i, st) in self.switches.iter().enumerate() {
+            let n = NodeId(i as u32 + self.topo.hosts());
+            let inputs: Vec<String> = (0..self.topo.node(n).inputs.len())
+                .map(|p| {
+                    let port = onepipe_proto::PortId(p as u32);
+                    format!(
+                        "{:?}{}{}",
+                        st.sw.commit_register(port).map(|c| c.raw()),
+                        if st.sw.link_removed(port) {
+                            " dead"
+                        } else {
+                            ""
+                        },
+                        if st.sw.commit_input_removed(port) {
+                            " removed"
+                        } else {
+                            ""
+                        },
+                    )
+                })
+                .collect();
+            eprintln!(
+                "  switch {} commit {:?}: {inputs:?}",
+                self.topo.node(n).name,
+                st.sw.commit_barrier().map(|c| c.raw())
+            );
+        }
+        eprintln!(
+            "[{}] live {} ctrl in flight {} open rounds {} failed {:?}",
+            self.now,
+            self.live_messages,
+            self.ctrl_in_flight,
+            self.controller.open_rounds(),
+            self.controller.failed_hosts().collect::<Vec<_>>()
+        );
+        for (i, h) in self.hosts.iter().enumerate() {
+            eprintln!(
+                "  host {i}: gone {} unresolved {} pending {:?} rounds open {} reorder {} partial {} commit {:?} barrier {:?} uplink {}",
+                h.gone_at() <= self.now,
+                h.host.unresolved_sends(),
+                h.host.reliable_pending(),
+                h.host.failure_rounds_open(),
+                h.host.reorder_len(),
+                h.host.partial_len(),
+                h.host.commit_barrier(),
+                h.host.barrier(),
+                h.host.uplink_alive(),
+            );
+            for (src, dst, psn, ts) in h.host.reliable_unacked().into_iter().take(4) {
+                let rh = &self.hosts[(dst.0 / self.cfg.procs_per_host) as usize];
+                eprintln!(
+                    "    unacked {src:?}->{dst:?} psn {psn:?} ts {ts}: receiver window {:?}, commit {:?}",
+                    rh.host.reliable_window(src, dst),
+                    rh.host.commit_barrier()
+                );
+            }
+        }
     }
 
     /// Re-arms a node's timer from its `poll_timeout`, if it changed.

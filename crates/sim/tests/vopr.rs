@@ -30,3 +30,65 @@ fn twenty_fixed_seeds_pass_safety_and_liveness() {
         "crashes {crashes}, lossy runs {lossy}"
     );
 }
+
+/// Seeds that failed `onepipe vopr --seeds 200 --duration 3ms`, each pinned at the duration that
+/// found it (docs/TESTING.md names the root causes):
+/// * 127, 75 (liveness): a reliable sender's window counted packets in flight, not the PSN
+///   span, so packets acknowledged selectively above a lost one let later PSNs pass the
+///   receiver's 64-PSN SACK window; a §5.2 Recall of such a PSN could not be recorded there and
+///   left a hole its cumulative ACK never passed;
+/// * 67, 75, 127, 178 (correctness): Discard kept a failed sender's message stamped exactly its
+///   failure timestamp, which — a commit barrier, releasing what is strictly below it — does not
+///   commit it: some receivers never had it (178's partition was not the cause);
+/// * 59 (liveness): hosts reported their first-hop switch dead at start-up, before it had ever
+///   spoken (switch-CPU mode, 2 µs skew: its beacon phase exceeds the timeout), and the next
+///   real failure declared their whole healthy racks failed.
+///
+/// And at 10 ms per seed (`onepipe vopr --seeds 200`):
+/// * 15, 147 (correctness): hosts starved their own beacons behind a burst of queued work (every
+///   unacknowledged message resent after a Resume), their ToRs reported them dead, and when
+///   they spoke again the commit barrier rose past the last commit the ToR had reported — the
+///   failure timestamp the controller then announced. A reported link's commit register is now
+///   frozen, and a host's timer runs ahead of its queued inputs (45, correctness, and 86,
+///   liveness, passed after the same two changes; not analysed one by one);
+/// * 178 (correctness): a host cut off with its rack by a leaf–spine cut delivered a scattering
+///   the correct side recalled — §5.2 "Limitations" allows exactly that ("separated receivers
+///   may deliver messages after failure timestamp"), so the checker excuses receivers the
+///   controller declared failed, and only them;
+/// * 41 (liveness): both hosts of a rack declared failed (overloaded, not crashed: safe now, see
+///   above), and their ToR's up half — left with no input — kept sending its last commit
+///   barrier, which nothing would raise again: Resume now also removes the outputs of switches
+///   no correct host reaches.
+///
+/// And in `onepipe vopr --seeds 250` (10 ms):
+/// * 201 (correctness): a ToR failure gave its first host the failure timestamp reported on its
+///   rack neighbour's uplink — higher than anything the first host had committed. A failure
+///   timestamp now comes only from links out of the host or out of switches downstream of it.
+///
+/// And once clock steps were drawn (`onepipe vopr --seeds 2000`, 10 ms):
+/// * 263, 297, 327, 433 (correctness, `lower-bound`): a host whose clock stepped back waited for
+///   its next beacon time, computed on the clock before the step, and fell silent for as long;
+///   its ToR removed the link and the barrier passed its messages in flight. Hosts now beacon
+///   on the stepped clock's schedule, and send a keep-alive beacon after an idle interval;
+/// * 615, 714, 1523 (correctness, `causality`): such a host, behind the barrier, delivered
+///   messages above its own timestamp and could stamp the next one below them. The host's
+///   timestamp is raised to the barrier before it delivers below it.
+#[test]
+fn past_swarm_failures_stay_fixed() {
+    let pinned = [59u64, 67, 75, 127, 178]
+        .map(|s| (s, 3_000_000))
+        .into_iter()
+        .chain([15u64, 41, 45, 86, 147, 178, 201].map(|s| (s, 10_000_000)))
+        .chain([263u64, 297, 327, 433, 615, 714, 1523].map(|s| (s, 10_000_000)));
+    for (seed, duration_ns) in pinned {
+        let o = run_seed(seed, duration_ns);
+        assert_eq!(
+            o.verdict,
+            Verdict::Ok,
+            "seed {seed} at {duration_ns} ns ({}; faults {:?}): {:#?}",
+            o.scenario,
+            o.faults,
+            o.detail
+        );
+    }
+}
