@@ -643,9 +643,13 @@ mod tests {
         let mut reported = Vec::new();
         for ms in 1..=20u64 {
             let now = Instant(ms * 1_000_000);
-            // p2 (port 0) keeps beaconing; p3 (port 1) never does; the spine (port 2) stops
-            // after 8 ms.
+            // p2 (port 0) keeps beaconing; p3 (port 1) stops after 1 ms; the spine (port 2)
+            // stops after 8 ms. (A link that never spoke is not timed out: it may be late to
+            // start, §4.2.)
             let mut inputs = vec![PortId(0)];
+            if ms <= 1 {
+                inputs.push(PortId(1));
+            }
             if ms <= 8 {
                 inputs.push(PortId(2));
             }
