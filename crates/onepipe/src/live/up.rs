@@ -124,6 +124,9 @@ pub struct UpReport {
     pub leaders: Vec<String>,
     /// §5.2 rounds: which controller declared and which resumed each.
     pub rounds: Vec<RoundReport>,
+    /// §5.2 Callback: for each failed process (`p3`), the failure timestamp each correct
+    /// process was told (`p0` → ts). Restricted failure atomicity needs one value everywhere.
+    pub failure_callbacks: BTreeMap<String, BTreeMap<String, u64>>,
     /// §5.2: processes the controller declared failed, with their failure timestamps.
     pub declared_failed: Vec<DeclaredReport>,
     /// Longest time, in ms, a correct process delivered nothing after the first kill (while
@@ -240,6 +243,8 @@ struct Run<'a> {
     leaders: Vec<String>,
     /// Round → (declared by, resumed by).
     rounds: BTreeMap<u32, (String, Option<String>)>,
+    /// Failed process → (told process → failure timestamp), from the §5.2 callbacks.
+    callbacks: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 pub fn run(args: &UpArgs) -> i32 {
@@ -324,6 +329,7 @@ pub fn run(args: &UpArgs) -> i32 {
         leader: None,
         leaders: Vec::new(),
         rounds: BTreeMap::new(),
+        callbacks: BTreeMap::new(),
     };
     let outcome = run.execute(&cluster);
     let clean = run.shutdown();
@@ -804,6 +810,10 @@ impl Run<'_> {
                 }
             }
             (_, ["process-failed", p, "failed", ts]) => {
+                if let Ok(t) = ts.parse::<u64>() {
+                    let told = self.callbacks.entry(format!("p{p}")).or_default();
+                    told.insert(name.clone(), t);
+                }
                 if self.said.insert(format!("{p} failed")) {
                     println!("  {name}: p{p} failed at ts {ts} (§5.2 callback)");
                 }
@@ -1182,6 +1192,7 @@ fn report(
                 .iter()
                 .any(|k| k.fired.is_some() && k.kill.target == KillTarget::Controller),
         leaders: run.leaders.clone(),
+        failure_callbacks: run.callbacks.clone(),
         rounds: run
             .rounds
             .iter()
