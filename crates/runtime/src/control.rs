@@ -586,6 +586,10 @@ mod tests {
                 addr: "127.0.0.1:9".parse().unwrap(),
             },
             ToController::Leave,
+            ToController::Rejoin {
+                member: Member::Aggregator("tor-0".into()),
+                addr: "127.0.0.1:9".parse().unwrap(),
+            },
         ];
         let mut wire = Vec::new();
         for m in &msgs {

@@ -6,6 +6,7 @@
 //!   other process hears of it (Broadcast, Callback), and once all have completed the
 //!   aggregators stop waiting for its commit barrier (Resume): reliable delivery goes on.
 //! * Control lines that a member could not have sent are counted and refused.
+//! * A standby controller turns members away (`Standby`); they join whichever leads.
 //! * Controller failover (docs/CONTROLLER-HA.md): two controllers share an in-memory store;
 //!   the leader dies after logging a Detect report; the standby replays the log, the members
 //!   re-register with it, and it finishes the round.
@@ -284,4 +285,47 @@ fn a_standby_controller_finishes_a_round_its_leader_died_in_5_2() {
         g.stop().unwrap();
     }
     b.stop();
+}
+
+/// A standby listens but serves nobody: a join is answered `Standby`; a member given both
+/// addresses, the standby's first, joins the leader.
+#[test]
+fn a_standby_turns_members_away_and_they_join_the_leader() {
+    let cluster = Cluster::generate(&LocalLayout {
+        hosts: 2,
+        layers: 1,
+        controller: SocketAddr::from(([127, 0, 0, 1], 0)),
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let store = Arc::new(MemStore::new());
+    let ha = |name: &str| HaOptions {
+        store: store.clone(),
+        name: name.into(),
+        lease_ttl: Duration::from_secs(5),
+    };
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    let leader = Controller::start_ha(cluster.clone(), any, false, ha("a")).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while !leader.leading() {
+        assert!(Instant::now() < deadline, "a never led");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let standby = Controller::start_ha(cluster, any, false, ha("b")).unwrap();
+    let mut c = ControlClient::connect(standby.addr(), PATIENCE).unwrap();
+    let refused = c.join(onepipe_runtime::control::JoinAs::Process(Some(0)), PATIENCE);
+    assert!(
+        matches!(refused, Err(onepipe_runtime::JoinError::Standby)),
+        "{refused:?}"
+    );
+    let (_, member, _) = ControlClient::join_leader(
+        &[standby.addr(), leader.addr()],
+        onepipe_runtime::control::JoinAs::Process(Some(1)),
+        PATIENCE,
+    )
+    .unwrap();
+    assert_eq!(member, onepipe_runtime::control::Member::Process(1));
+    assert!(!standby.leading());
+    standby.stop();
+    leader.stop();
 }
