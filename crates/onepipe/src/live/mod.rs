@@ -365,3 +365,20 @@ pub fn node(args: &NodeArgs) -> i32 {
 pub fn topology(args: &TopologyArgs) -> i32 {
     daemons::topology(args)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kills_parse_at_a_time_or_at_detection_and_print_back() {
+        let k = parse_kill("proc:3@1s").unwrap();
+        assert_eq!(k.target, KillTarget::Proc(3));
+        assert_eq!(k.at_ns, Some(1_000_000_000));
+        let k = parse_kill("controller@detected").unwrap();
+        assert_eq!((k.target.clone(), k.at_ns), (KillTarget::Controller, None));
+        assert_eq!(k.to_string(), "controller@detected");
+        assert_eq!(parse_kill(&k.to_string()).unwrap(), k);
+        assert!(parse_kill("controller@soon").is_err());
+    }
+}
