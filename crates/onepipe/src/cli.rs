@@ -51,7 +51,8 @@ enum Command {
     /// violation, 2 bad flags, 3 a process failed unexpectedly or the deadline passed, 130
     /// Ctrl-C.
     Up(Box<crate::live::UpArgs>),
-    /// Run the controller of a live cluster (registration, process ids, addresses, health).
+    /// Run the controller of a live cluster (registration, process ids, addresses, health, §5.2
+    /// failure handling); with --etcd, one of a leader and standbys.
     Controller(crate::live::ControllerArgs),
     /// Run one barrier aggregator of a live cluster (host-representative mode, §6.2.3).
     Agg(crate::live::AggArgs),

@@ -29,7 +29,7 @@
 use crate::clock::Clock;
 use crate::cluster::Cluster;
 use crate::config::DriverConfig;
-use crate::control::{ControlClient, FromController, JoinAs, JoinError, ToController};
+use crate::control::{ControlClient, FromController, JoinAs, JoinError, Member, ToController};
 use crate::driver::Driver;
 use crate::failure::{AggHalf, LiveTopology, WireCtrl};
 use crate::ports::PortTable;
@@ -46,6 +46,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::TryRecvError;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -391,22 +392,28 @@ fn counters(d: &DriverStats, s: &SwitchStats, commit_removed: u64) -> BTreeMap<S
     m
 }
 
-/// Joins the controller at `controller` as aggregator `name`, binds, waits for the cluster and
-/// runs the aggregator until `stop` is set. `on_ready` is called with the bound address once the
-/// cluster is ready.
+/// Joins whichever of the `controllers` leads (a leader and standbys, docs/CONTROLLER-HA.md)
+/// as aggregator `name`, binds, waits for the cluster and runs the aggregator until `stop` is
+/// set. `on_ready` is called with the bound address once the cluster is ready. When the control
+/// connection is lost, a thread of its own re-registers with whichever controller leads then
+/// (same name, same address) while the data path runs on, and the §5.2 reports sent so far go
+/// again (a new leader may not have logged them; it ignores a report it knows).
 ///
 /// # Errors
 /// Joining failed, the socket could not be bound, or the poller failed.
 pub fn run_aggregator(
-    controller: SocketAddr,
+    controllers: &[SocketAddr],
     name: &str,
     cfg: &DriverConfig,
     stop: &AtomicBool,
     on_ready: &mut dyn FnMut(SocketAddr),
 ) -> Result<AggregatorReport, JoinError> {
     let join_timeout = Duration::from_secs(60);
-    let mut control = ControlClient::connect(controller, join_timeout)?;
-    let (_, bind) = control.join(JoinAs::Aggregator(name.to_string()), join_timeout)?;
+    let (mut control, _, bind) = ControlClient::join_leader(
+        controllers,
+        JoinAs::Aggregator(name.to_string()),
+        join_timeout,
+    )?;
     let socket = bind_udp(bind, cfg)?;
     let addr = socket.local_addr()?;
     let cluster = control.bound_and_wait(addr, Duration::from_secs(3600), stop)?;
@@ -421,10 +428,15 @@ pub fn run_aggregator(
     let live = LiveTopology::of(&cluster).ok();
     let mut driver = Driver::new(node, socket, ports, clock, cfg.clone())?;
     let reader_stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
-    let (mut control, inbox, reader) =
-        control.split(&format!("onepipe-agg-{name}"), reader_stop.0.clone())?;
+    let thread_name = format!("onepipe-agg-{name}");
+    let (mut control, mut inbox, reader) = control.split(&thread_name, reader_stop.0.clone())?;
+    let mut readers = vec![reader];
     on_ready(addr);
     let mut detected: Vec<(PortId, Option<Timestamp>)> = Vec::new();
+    // Every report sent, to send again after a failover (a handful per failure).
+    let mut reports: Vec<ToController> = Vec::new();
+    let mut connected = true;
+    let mut rejoining: Option<JoinHandle<Option<ControlClient>>> = None;
     let mut last_health = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
         driver.run_once(Duration::from_millis(20), &mut |e: SwitchEvent| {
@@ -435,19 +447,69 @@ pub fn run_aggregator(
         // effort here: a controller that went away does not stop the data path.
         for (port, last_commit) in detected.drain(..) {
             if let Some(msg) = link_down(live.as_ref(), index, driver.node(), port, last_commit) {
-                let _ = control.send(&ToController::Ctrl { to: None, msg });
+                let msg = ToController::Ctrl { to: None, msg };
+                connected &= control.send(&msg).is_ok();
+                if reports.len() < REPORTS_MAX {
+                    reports.push(msg);
+                }
             }
         }
-        while let Ok(msg) = inbox.try_recv() {
-            if let (FromController::Ctrl { msg }, Some(live)) = (msg, live.as_ref()) {
-                on_resume(&mut driver, live, index, msg.into());
+        loop {
+            match inbox.try_recv() {
+                Ok(FromController::Ctrl { msg }) => {
+                    if let Some(live) = live.as_ref() {
+                        on_resume(&mut driver, live, index, msg.into());
+                    }
+                }
+                Ok(_) => {}
+                Err(TryRecvError::Empty) => break,
+                // The reader ended: the connection closed.
+                Err(TryRecvError::Disconnected) => {
+                    connected = false;
+                    break;
+                }
             }
         }
         if last_health.elapsed() >= Duration::from_secs(1) {
             last_health = std::time::Instant::now();
             let node = driver.node();
             let counters = counters(&driver.stats(), &node.stats(), node.commit_inputs_removed);
-            let _ = control.send(&ToController::Health { counters });
+            connected &= control.send(&ToController::Health { counters }).is_ok();
+        }
+        // The controller is gone: re-register with whoever leads, off the data path's thread.
+        if !connected && rejoining.is_none() {
+            let (controllers, member) = (controllers.to_vec(), Member::Aggregator(name.into()));
+            let flag = reader_stop.0.clone();
+            rejoining = Some(
+                std::thread::Builder::new()
+                    .name(format!("{thread_name}-rejoin"))
+                    .spawn(move || loop {
+                        let timeout = Duration::from_secs(2);
+                        let c = ControlClient::rejoin_leader(
+                            &controllers,
+                            member.clone(),
+                            addr,
+                            timeout,
+                            &flag,
+                        );
+                        match c {
+                            Ok(c) => return Some(c),
+                            Err(_) if flag.load(Ordering::SeqCst) => return None,
+                            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                        }
+                    })?,
+            );
+        }
+        if rejoining.as_ref().is_some_and(|h| h.is_finished()) {
+            let c = rejoining.take().and_then(|h| h.join().ok().flatten());
+            if let Some(c) = c {
+                let (sender, rx, reader) = c.split(&thread_name, reader_stop.0.clone())?;
+                (control, inbox, connected) = (sender, rx, true);
+                readers.push(reader);
+                for msg in &reports {
+                    connected &= control.send(msg).is_ok();
+                }
+            }
         }
     }
     let _ = driver.flush();
@@ -464,9 +526,18 @@ pub fn run_aggregator(
     let _ = control.send(&ToController::Leave);
     drop(reader_stop);
     drop(inbox);
-    let _ = reader.join();
+    for r in readers {
+        let _ = r.join();
+    }
+    if let Some(h) = rejoining {
+        let _ = h.join();
+    }
     Ok(report)
 }
+
+/// Most §5.2 reports an aggregator keeps to send again after a controller failover (one per
+/// input link at most, as a link is reported once).
+const REPORTS_MAX: usize = 4096;
 
 /// Sets a flag when dropped: the control reader stops however the daemon's loop ends.
 struct StopOnDrop(Arc<AtomicBool>);
@@ -535,11 +606,24 @@ impl AggregatorDaemon {
         name: &str,
         cfg: DriverConfig,
     ) -> io::Result<AggregatorDaemon> {
+        AggregatorDaemon::start_any(&[controller], name, cfg)
+    }
+
+    /// Starts aggregator `name` with a leader and standby controllers at `controllers` (see
+    /// [`run_aggregator`]).
+    ///
+    /// # Errors
+    /// The thread could not be spawned.
+    pub fn start_any(
+        controllers: &[SocketAddr],
+        name: &str,
+        cfg: DriverConfig,
+    ) -> io::Result<AggregatorDaemon> {
         let stop = Arc::new(AtomicBool::new(false));
-        let (stop2, name) = (stop.clone(), name.to_string());
+        let (stop2, name, controllers) = (stop.clone(), name.to_string(), controllers.to_vec());
         let thread = std::thread::Builder::new()
             .name(format!("onepipe-agg-{name}"))
-            .spawn(move || run_aggregator(controller, &name, &cfg, &stop2, &mut |_| {}))?;
+            .spawn(move || run_aggregator(&controllers, &name, &cfg, &stop2, &mut |_| {}))?;
         Ok(AggregatorDaemon {
             stop,
             thread: Some(thread),

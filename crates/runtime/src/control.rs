@@ -104,6 +104,15 @@ pub enum ToController {
     Leave,
     /// Asks for the members' status.
     Status,
+    /// Registers again after the control connection was lost (a controller failover): the
+    /// same member, already bound to `addr`, whose data path kept running. Answered with
+    /// `Welcome { member, bind: addr }`, or `Error` (not in the file, left, declared failed).
+    Rejoin {
+        /// Who.
+        member: Member,
+        /// The UDP address it is bound to.
+        addr: SocketAddr,
+    },
     /// A §5.2 control message ([`crate::failure`]): to the controller (`to: None`: a Detect
     /// report or a host's completion), or for the controller to forward to graph node `to` (a
     /// host's recall and its acknowledgement).
@@ -165,6 +174,12 @@ pub enum FromController {
     Error {
         /// Why.
         message: String,
+    },
+    /// This controller is a standby (it does not lead): it closes the connection after this
+    /// line; ask another controller of the list.
+    Standby {
+        /// The leader's name, if the store knows it.
+        leader: Option<String>,
     },
 }
 
@@ -248,6 +263,8 @@ pub enum JoinError {
     Timeout,
     /// The controller said something out of turn.
     Protocol(String),
+    /// The controller is a standby, not the leader.
+    Standby,
 }
 
 impl std::fmt::Display for JoinError {
@@ -257,6 +274,7 @@ impl std::fmt::Display for JoinError {
             JoinError::Refused(why) => write!(f, "the controller refused: {why}"),
             JoinError::Timeout => write!(f, "the cluster was not ready in time"),
             JoinError::Protocol(what) => write!(f, "unexpected control message: {what}"),
+            JoinError::Standby => write!(f, "the controller is a standby, not the leader"),
         }
     }
 }
@@ -375,6 +393,79 @@ impl ControlClient {
         timeout: Duration,
     ) -> Result<(Member, SocketAddr), JoinError> {
         self.send(&ToController::Join { member: want })?;
+        self.await_welcome(timeout)
+    }
+
+    /// Connects to whichever controller of `controllers` leads and joins it as `want`: a
+    /// standby answers `Standby` (or the connection fails) and the next address is tried, round
+    /// and round, until `timeout`. A refusal by the leader is final.
+    ///
+    /// # Errors
+    /// Refused by the leader, or no controller led within `timeout` (the last error).
+    pub fn join_leader(
+        controllers: &[SocketAddr],
+        want: JoinAs,
+        timeout: Duration,
+    ) -> Result<(ControlClient, Member, SocketAddr), JoinError> {
+        let msg = ToController::Join { member: want };
+        let (c, member, bind) = Self::register_leader(controllers, &msg, timeout, None)?;
+        Ok((c, member, bind))
+    }
+
+    /// Registers again with whichever controller of `controllers` leads, as `member` bound to
+    /// `addr` (after the control connection was lost: a controller failover). Tries every
+    /// address round and round until `timeout` or `stop`.
+    ///
+    /// # Errors
+    /// Refused by the leader, stopped, or no controller led within `timeout`.
+    pub fn rejoin_leader(
+        controllers: &[SocketAddr],
+        member: Member,
+        addr: SocketAddr,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<ControlClient, JoinError> {
+        let msg = ToController::Rejoin { member, addr };
+        let (c, _, _) = Self::register_leader(controllers, &msg, timeout, Some(stop))?;
+        Ok(c)
+    }
+
+    fn register_leader(
+        controllers: &[SocketAddr],
+        msg: &ToController,
+        timeout: Duration,
+        stop: Option<&AtomicBool>,
+    ) -> Result<(ControlClient, Member, SocketAddr), JoinError> {
+        assert!(!controllers.is_empty(), "at least one controller address");
+        let deadline = std::time::Instant::now() + timeout;
+        let mut last = JoinError::Timeout;
+        for (i, addr) in controllers.iter().enumerate().cycle() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+                return Err(last);
+            }
+            let attempt = Duration::from_secs(2).min(left);
+            let result = ControlClient::connect(*addr, attempt / 4)
+                .map_err(JoinError::Io)
+                .and_then(|mut c| {
+                    c.send(msg)?;
+                    let (member, bind) = c.await_welcome(attempt)?;
+                    Ok((c, member, bind))
+                });
+            match result {
+                Ok(ok) => return Ok(ok),
+                Err(JoinError::Refused(why)) => return Err(JoinError::Refused(why)),
+                Err(e) => last = e,
+            }
+            // Once round the list without a leader: a failover takes a lease's time to live.
+            if i + 1 == controllers.len() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        unreachable!("cycle over a non-empty list never ends")
+    }
+
+    fn await_welcome(&mut self, timeout: Duration) -> Result<(Member, SocketAddr), JoinError> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -382,9 +473,10 @@ impl ControlClient {
                 return Err(JoinError::Timeout);
             }
             match self.recv(left.min(Duration::from_millis(100)))? {
-                None => continue,
+                None | Some(FromController::Down { .. }) => continue,
                 Some(FromController::Welcome { member, bind }) => return Ok((member, bind)),
                 Some(FromController::Error { message }) => return Err(JoinError::Refused(message)),
+                Some(FromController::Standby { .. }) => return Err(JoinError::Standby),
                 Some(other) => return Err(JoinError::Protocol(format!("{other:?}"))),
             }
         }
@@ -411,6 +503,7 @@ impl ControlClient {
             match self.recv(left.min(Duration::from_millis(100)))? {
                 None | Some(FromController::Down { .. }) => continue,
                 Some(FromController::Ready { cluster }) => return Ok(*cluster),
+                Some(FromController::Standby { .. }) => return Err(JoinError::Standby),
                 Some(FromController::Error { message }) => return Err(JoinError::Refused(message)),
                 Some(other) => return Err(JoinError::Protocol(format!("{other:?}"))),
             }
@@ -493,6 +586,10 @@ mod tests {
                 addr: "127.0.0.1:9".parse().unwrap(),
             },
             ToController::Leave,
+            ToController::Rejoin {
+                member: Member::Aggregator("tor-0".into()),
+                addr: "127.0.0.1:9".parse().unwrap(),
+            },
         ];
         let mut wire = Vec::new();
         for m in &msgs {

@@ -30,24 +30,42 @@
 //! A cluster whose shape has no routing graph runs without it (the reason is logged and kept
 //! for `failure_handling`), as before this existed.
 //!
-//! What it is not: replicated. Its state lives in this process's memory; if it dies, later
-//! failures cannot be repaired (the paper replicates it with Paxos or Raft — a standby that
-//! takes over is built separately; [`Controller::failure_rounds`] and the procedure's state are
-//! what it would have to take over).
+//! ## High availability (docs/CONTROLLER-HA.md)
+//!
+//! The procedure runs through [`onepipe_ctrlstore::HaController`] over a
+//! [`ControllerStore`]: every input is logged before it is applied, so a standby that wins the
+//! store's election replays the log and finishes an open round. By default
+//! ([`Controller::start`]) the store is a private [`MemStore`] this controller leads at once —
+//! nothing changes for a single controller. With [`Controller::start_ha`] (e.g. an etcd store
+//! shared by several controllers) the controller:
+//!
+//! * **campaigns** while it listens; as a **standby** it answers every connection with one
+//!   `Standby` line and closes it (members try the next address of their list);
+//! * on **winning**, recovers the log ([`HaController::recover`]) and re-sends what may be
+//!   outstanding; messages for members that have not re-registered yet wait for them
+//!   (bounded, [`PENDING_LEN_MAX`]);
+//! * keeps its lease alive every third of its time to live, on a thread of its own;
+//! * when **deposed** (fenced, or the store unreachable for a whole lease, or an input the
+//!   store refused) it stops sending at once, closes every connection and reports it
+//!   ([`Controller::deposed`]): the daemon exits, a supervisor may start it again as a standby.
+//!
+//! Registration state is not stored: members whose control connection drops re-register with
+//! whichever controller leads (`Rejoin`: same member, same bound address) and re-send their
+//! §5.2 reports; the log fingerprints the cluster file, so both controllers must serve the
+//! same one.
 
 use crate::cluster::Cluster;
 use crate::control::{
     parse_line, read_line, write_line, FromController, JoinAs, Member, MemberStatus, ToController,
 };
 use crate::failure::{LiveTopology, WireCtrl};
-use onepipe_proto::failure::{
-    Controller as Procedure, ControllerConfig, CtrlDest, CtrlMsg, CtrlOut,
-};
+use onepipe_ctrlstore::{ControllerStore, HaController, Leadership, MemStore, StoreError};
+use onepipe_proto::failure::{ControllerConfig, CtrlDest, CtrlMsg, CtrlOut};
 use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::time::Instant as ProtoInstant;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, BufReader};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -58,6 +76,63 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Most connections open at once; more are closed on accept (counted as malformed).
 pub const CONNECTIONS_MAX: usize = 4096;
+
+/// Most messages waiting for one member that is not connected (after a takeover, until it
+/// re-registers); more are dropped.
+pub const PENDING_LEN_MAX: usize = 1024;
+
+/// How often a standby runs for leader.
+const CAMPAIGN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The procedure's log, through a shared store.
+type Procedure = HaController<Arc<dyn ControllerStore>>;
+
+/// How a controller takes part in leader election (docs/CONTROLLER-HA.md).
+#[derive(Clone)]
+pub struct HaOptions {
+    /// Where the procedure's log and the election live.
+    pub store: Arc<dyn ControllerStore>,
+    /// This controller's name in the election.
+    pub name: String,
+    /// The lease's time to live: how long a dead leader holds up a standby.
+    pub lease_ttl: Duration,
+}
+
+impl HaOptions {
+    /// A controller alone: a private in-memory store, which it leads at once.
+    pub fn solo() -> HaOptions {
+        HaOptions {
+            store: Arc::new(MemStore::new()),
+            name: "controller".into(),
+            lease_ttl: Duration::from_secs(10),
+        }
+    }
+}
+
+impl std::fmt::Debug for HaOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HaOptions")
+            .field("name", &self.name)
+            .field("lease_ttl", &self.lease_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Connects to etcd at `endpoints` for the cluster named `cluster_key` (keys under
+/// `/onepipe/<cluster_key>/`).
+///
+/// # Errors
+/// etcd cannot be reached.
+#[cfg(feature = "etcd")]
+pub fn etcd_store(
+    endpoints: &[String],
+    cluster_key: &str,
+) -> Result<Arc<dyn ControllerStore>, StoreError> {
+    Ok(Arc::new(onepipe_ctrlstore::EtcdStore::connect(
+        endpoints,
+        cluster_key,
+    )?))
+}
 
 /// A running controller. Stops (and joins its threads) on [`Controller::stop`] or drop.
 pub struct Controller {
@@ -119,9 +194,19 @@ pub struct FailureRound {
 /// The §5.2 procedure and what it needs.
 struct Failure {
     live: LiveTopology,
-    procedure: Procedure,
+    cfg: ControllerConfig,
+    /// The procedure, once this controller leads.
+    procedure: Option<Procedure>,
     epoch: Instant,
     rounds: Vec<FailureRound>,
+    /// Detect reports (`LinkDown`) this controller logged.
+    detected: u64,
+}
+
+impl Failure {
+    fn now(&self) -> ProtoInstant {
+        ProtoInstant(self.epoch.elapsed().as_nanos() as u64)
+    }
 }
 
 /// Rounds remembered for [`Controller::failure_rounds`]; older ones are forgotten.
@@ -138,6 +223,16 @@ struct State {
     malformed: u64,
     log: bool,
     handlers: Vec<JoinHandle<()>>,
+    /// This controller's name in the election.
+    name: String,
+    /// Serving members: false while standby, and again once deposed.
+    leading: bool,
+    /// Why this controller stopped leading, once it has.
+    deposed: Option<String>,
+    /// Messages for members not connected (after a takeover, until they re-register).
+    pending: BTreeMap<Member, VecDeque<FromController>>,
+    /// Whether a leader that stops gives up its lease (not when it plays dead).
+    resign_on_stop: bool,
 }
 
 impl Controller {
@@ -147,6 +242,20 @@ impl Controller {
     /// # Errors
     /// An invalid cluster (`InvalidInput`), or the address cannot be bound.
     pub fn start(cluster: Cluster, listen: SocketAddr, log: bool) -> io::Result<Controller> {
+        Controller::start_ha(cluster, listen, log, HaOptions::solo())
+    }
+
+    /// Listens on `listen` and campaigns in `ha`'s store; serves `cluster` once it leads (a
+    /// standby turns connections away with `Standby`). See the module docs.
+    ///
+    /// # Errors
+    /// An invalid cluster (`InvalidInput`), or the address cannot be bound.
+    pub fn start_ha(
+        cluster: Cluster,
+        listen: SocketAddr,
+        log: bool,
+        ha: HaOptions,
+    ) -> io::Result<Controller> {
         cluster
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -174,13 +283,18 @@ impl Controller {
             malformed: 0,
             log,
             handlers: Vec::new(),
+            name: ha.name.clone(),
+            leading: false,
+            deposed: None,
+            pending: BTreeMap::new(),
+            resign_on_stop: true,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let accept = {
             let (state, stop) = (state.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("onepipe-controller".into())
-                .spawn(move || accept_loop(listener, state, stop))?
+                .spawn(move || accept_loop(listener, state, stop, ha))?
         };
         Ok(Controller {
             addr,
@@ -221,6 +335,22 @@ impl Controller {
             .unwrap_or_default()
     }
 
+    /// Whether this controller leads (serves members).
+    pub fn leading(&self) -> bool {
+        self.state.lock().expect("controller state").leading
+    }
+
+    /// Why this controller stopped leading, once it has (it serves nobody any more).
+    pub fn deposed(&self) -> Option<String> {
+        self.state.lock().expect("controller state").deposed.clone()
+    }
+
+    /// Detect reports (`LinkDown`, §5.2) this controller logged while leading.
+    pub fn detected(&self) -> u64 {
+        let st = self.state.lock().expect("controller state");
+        st.failure.as_ref().map_or(0, |f| f.detected)
+    }
+
     /// Whether this cluster has failure handling (§5.2), or why not.
     ///
     /// # Errors
@@ -230,8 +360,16 @@ impl Controller {
         st.failure.as_ref().map(|_| ()).map_err(Clone::clone)
     }
 
-    /// Stops accepting, closes every connection and joins the threads.
+    /// Stops accepting, closes every connection and joins the threads; a leader resigns, so a
+    /// standby takes over at once.
     pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    /// Stops as if the process had died: like [`Controller::stop`], but a leader does not
+    /// resign — a standby waits for the lease to end (tests of failover).
+    pub fn stop_without_resigning(mut self) {
+        self.state.lock().expect("controller state").resign_on_stop = false;
         self.shutdown();
     }
 
@@ -275,17 +413,47 @@ fn failure_procedure(cluster: &Cluster) -> Result<Failure, String> {
         settle_ns: (cluster.link_timeout_ns / 2).max(20 * cluster.beacon_interval_ns),
     };
     Ok(Failure {
-        procedure: Procedure::new(cfg, live.topology().clone()),
+        procedure: None,
+        cfg,
         live,
         epoch: Instant::now(),
         rounds: Vec::new(),
+        detected: 0,
     })
 }
 
-fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>, stop: Arc<AtomicBool>) {
+fn accept_loop(
+    listener: TcpListener,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+    ha: HaOptions,
+) {
+    let Some(leadership) = campaign(&listener, &state, &stop, &ha) else {
+        return;
+    };
+    {
+        let mut st = state.lock().expect("controller state");
+        if let Err(why) = st.lead(ha.store.clone(), leadership.clone()) {
+            return st.depose(format!("cannot take over: {why}"));
+        }
+        let (state2, stop2, store) = (state.clone(), stop.clone(), ha.store.clone());
+        match std::thread::Builder::new()
+            .name("onepipe-controller-lease".into())
+            .spawn(move || lease_loop(store, leadership, state2, stop2))
+        {
+            Ok(h) => st.handlers.push(h),
+            Err(e) => return st.depose(format!("cannot start the lease thread: {e}")),
+        }
+    }
     while !stop.load(Ordering::SeqCst) {
         // The failure procedure's timer: Determine once every report has had time to arrive.
-        state.lock().expect("controller state").on_tick();
+        {
+            let mut st = state.lock().expect("controller state");
+            if st.deposed.is_some() {
+                return;
+            }
+            st.on_tick();
+        }
         match listener.accept() {
             Ok((stream, peer)) => {
                 let mut st = state.lock().expect("controller state");
@@ -324,6 +492,97 @@ fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>, stop: Arc<Atomic
             }
             Err(_) => std::thread::sleep(POLL_INTERVAL / 5),
         }
+    }
+}
+
+/// Runs for leader every [`CAMPAIGN_INTERVAL`] until it wins (`None`: stopped first). Meanwhile
+/// every connection is told `Standby` and closed.
+fn campaign(
+    listener: &TcpListener,
+    state: &Mutex<State>,
+    stop: &AtomicBool,
+    ha: &HaOptions,
+) -> Option<Leadership> {
+    let mut said = String::new();
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        let holder = match ha.store.campaign(&ha.name, ha.lease_ttl, Duration::ZERO) {
+            Ok(l) => return Some(l),
+            Err(StoreError::CampaignTimedOut { holder, .. }) => holder,
+            Err(e) => {
+                let why = e.to_string();
+                if why != said {
+                    state
+                        .lock()
+                        .expect("controller state")
+                        .log(format_args!("campaign: {why}"));
+                    said = why;
+                }
+                None
+            }
+        };
+        if let (Some(h), false) = (&holder, said == format!("standby {holder:?}")) {
+            said = format!("standby {holder:?}");
+            let st = state.lock().expect("controller state");
+            st.log(format_args!("standby: {h} leads"));
+        }
+        let until = Instant::now() + CAMPAIGN_INTERVAL;
+        while Instant::now() < until {
+            turn_away(listener, &holder);
+            std::thread::sleep(POLL_INTERVAL / 5);
+        }
+    }
+}
+
+/// A standby's answer to every connection: one `Standby` line, then the connection closes.
+fn turn_away(listener: &TcpListener, leader: &Option<String>) {
+    while let Ok((mut stream, _)) = listener.accept() {
+        let _ = stream.set_write_timeout(Some(POLL_INTERVAL));
+        let msg = FromController::Standby {
+            leader: leader.clone(),
+        };
+        let _ = write_line(&mut stream, &msg);
+        let _ = stream.shutdown(Shutdown::Write);
+    }
+}
+
+/// Renews the lease every third of its time to live; deposes the controller when the store
+/// says it no longer leads, or has not answered for a whole lease. Resigns when the controller
+/// stops, so a standby need not wait for the lease to end.
+fn lease_loop(
+    store: Arc<dyn ControllerStore>,
+    leadership: Leadership,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+) {
+    let ttl = leadership.lease_ttl;
+    let mut last_ok = Instant::now();
+    let mut next = last_ok + ttl / 3;
+    while !stop.load(Ordering::SeqCst) {
+        if state.lock().expect("controller state").deposed.is_some() {
+            return;
+        }
+        if Instant::now() < next {
+            std::thread::sleep(POLL_INTERVAL / 5);
+            continue;
+        }
+        match store.keep_alive(&leadership) {
+            Ok(()) => {
+                last_ok = Instant::now();
+                next = last_ok + ttl / 3;
+            }
+            Err(e) if e.is_not_leader() || last_ok.elapsed() >= ttl => {
+                let mut st = state.lock().expect("controller state");
+                return st.depose(format!("lease: {e}"));
+            }
+            // Unavailable: try again soon, until the lease would have ended.
+            Err(_) => next = Instant::now() + POLL_INTERVAL,
+        }
+    }
+    if state.lock().expect("controller state").resign_on_stop {
+        let _ = store.resign(leadership);
     }
 }
 
@@ -440,6 +699,109 @@ impl State {
                 self.reply(id, &msg);
             }
             ToController::Ctrl { to, msg } => self.on_ctrl(id, to, msg),
+            ToController::Rejoin { member, addr } => self.on_rejoin(id, member, addr),
+        }
+    }
+
+    /// Starts leading with `leadership`: recovers the procedure's log (re-queuing what may be
+    /// outstanding), and marks the processes it declared failed as lost (they do not rejoin).
+    fn lead(
+        &mut self,
+        store: Arc<dyn ControllerStore>,
+        leadership: Leadership,
+    ) -> Result<(), onepipe_ctrlstore::HaError> {
+        if let Ok(f) = self.failure.as_mut() {
+            let topo = f.live.topology().clone();
+            let ha = Procedure::recover(store, leadership, f.cfg.clone(), topo, f.now())?;
+            let failed: Vec<NodeId> = ha.controller().failed_hosts().collect();
+            let stats = ha.stats();
+            f.procedure = Some(ha);
+            for h in failed {
+                if let Some(s) = self.slots.get_mut(&Member::Process(h.0)) {
+                    s.state = SlotState::Lost;
+                }
+            }
+            if stats.replayed > 0 {
+                self.log(format_args!(
+                    "took over: replayed {} log entries, re-sending {}",
+                    stats.replayed, stats.resent
+                ));
+            }
+        }
+        self.leading = true;
+        self.log(format_args!("{} leads", self.name));
+        self.drain_failure();
+        Ok(())
+    }
+
+    /// Stops leading at once: nothing more is sent, every connection closes.
+    fn depose(&mut self, why: String) {
+        if self.deposed.is_some() {
+            return;
+        }
+        self.log(format_args!("deposed: {why}"));
+        self.leading = false;
+        self.deposed = Some(why);
+        if let Ok(f) = self.failure.as_mut() {
+            f.procedure = None;
+        }
+        for c in self.conns.values() {
+            let _ = c.writer.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// A member registers again after its control connection was lost (a failover): same
+    /// member, same bound address. Its data path never stopped, so the cluster was ready.
+    fn on_rejoin(&mut self, id: u64, member: Member, mut addr: SocketAddr) {
+        let Some(conn) = self.conns.get(&id) else {
+            return;
+        };
+        if conn.member.is_some() {
+            return self.refuse(id, "this connection has already joined".into());
+        }
+        if addr.ip().is_unspecified() {
+            addr.set_ip(conn.peer.ip());
+        }
+        let declared = match (&member, &self.failure) {
+            (Member::Process(p), Ok(f)) => f
+                .procedure
+                .as_ref()
+                .is_some_and(|ha| ha.controller().is_failed(NodeId(*p))),
+            _ => false,
+        };
+        let Some(slot) = self.slots.get_mut(&member) else {
+            return self.refuse(id, format!("{member} is not in the cluster file"));
+        };
+        if slot.state == SlotState::Left || declared {
+            let state = if declared { "declared failed" } else { "left" };
+            return self.refuse(id, format!("{member} may not rejoin ({state})"));
+        }
+        let old = slot.conn.replace(id);
+        slot.state = SlotState::Bound;
+        slot.addr = Some(addr);
+        slot.last_seen = Some(Instant::now());
+        if let Some(old) = old.and_then(|o| self.conns.get_mut(&o)) {
+            old.member = None;
+        }
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.member = Some(member.clone());
+        }
+        self.ready = true;
+        self.log(format_args!("{member} rejoined at {addr}"));
+        self.reply(
+            id,
+            &FromController::Welcome {
+                member: member.clone(),
+                bind: addr,
+            },
+        );
+        self.flush_pending(&member);
+    }
+
+    /// Sends `member` what waited for it.
+    fn flush_pending(&mut self, member: &Member) {
+        for msg in self.pending.remove(member).unwrap_or_default() {
+            self.send_to(member, &msg);
         }
     }
 
@@ -480,9 +842,20 @@ impl State {
         if let Some(h) = to {
             return self.send_to(&Member::Process(h), &FromController::Ctrl { msg: wire });
         }
-        let now = ProtoInstant(f.epoch.elapsed().as_nanos() as u64);
-        f.procedure.on_message(now, msg);
-        self.drain_failure();
+        let now = f.now();
+        let report = matches!(msg, CtrlMsg::LinkDown { .. });
+        let Some(ha) = f.procedure.as_mut() else {
+            return self.refuse(id, "this controller does not lead".into());
+        };
+        // Logged before it is applied: an input the store refuses is not applied, and a
+        // controller that cannot log cannot lead.
+        match ha.on_message(now, msg) {
+            Ok(()) => {
+                f.detected += u64::from(report);
+                self.drain_failure();
+            }
+            Err(e) => self.depose(format!("the store refused an input: {e}")),
+        }
     }
 
     /// Runs the procedure's timer if it is due.
@@ -490,20 +863,33 @@ impl State {
         let Ok(f) = self.failure.as_mut() else {
             return;
         };
-        let now = ProtoInstant(f.epoch.elapsed().as_nanos() as u64);
-        if f.procedure.poll_timeout().is_some_and(|t| t <= now) {
-            f.procedure.on_timeout(now);
-            self.drain_failure();
+        let now = f.now();
+        let Some(ha) = f.procedure.as_mut() else {
+            return;
+        };
+        if ha.poll_timeout().is_some_and(|t| t <= now) {
+            match ha.on_timeout(now) {
+                Ok(()) => self.drain_failure(),
+                Err(e) => self.depose(format!("the store refused a timeout: {e}")),
+            }
         }
     }
 
     /// Carries out what the procedure decided: messages to members, declarations, resumptions.
     fn drain_failure(&mut self) {
-        let Ok(f) = self.failure.as_mut() else {
+        let Some(ha) = self
+            .failure
+            .as_mut()
+            .ok()
+            .and_then(|f| f.procedure.as_mut())
+        else {
             return;
         };
-        let outs: Vec<CtrlOut> = std::iter::from_fn(|| f.procedure.poll_output()).collect();
-        let ms = f.epoch.elapsed().as_millis() as u64;
+        let outs: Vec<CtrlOut> = std::iter::from_fn(|| ha.poll_output()).collect();
+        let ms = self
+            .failure
+            .as_ref()
+            .map_or(0, |f| f.epoch.elapsed().as_millis() as u64);
         for o in outs {
             match o {
                 CtrlOut::Send {
@@ -527,7 +913,9 @@ impl State {
                         names.join(", ")
                     ));
                     if let Ok(f) = self.failure.as_mut() {
-                        if f.rounds.len() < FAILURE_ROUNDS_MAX {
+                        // A takeover declares an open round again: one entry per round.
+                        let known = f.rounds.iter().any(|r| r.round == round);
+                        if !known && f.rounds.len() < FAILURE_ROUNDS_MAX {
                             f.rounds.push(FailureRound {
                                 round,
                                 declared_ms: ms,
@@ -536,7 +924,11 @@ impl State {
                             });
                         }
                     }
-                    self.broadcast(&FromController::Declared { round, failed });
+                    let msg = FromController::Declared { round, failed };
+                    let members: Vec<Member> = self.slots.keys().cloned().collect();
+                    for m in members {
+                        self.send_to(&m, &msg);
+                    }
                 }
                 CtrlOut::Resumed { round } => {
                     self.log(format_args!("round {round}: resumed"));
@@ -574,17 +966,22 @@ impl State {
         self.send_to(&member, &line);
     }
 
-    /// Writes to `member` if it is connected (a member that is gone misses it: it has failed).
+    /// Writes to `member` if it is connected; keeps it for a member that is not (yet), unless
+    /// it left (after a takeover, members re-register one by one; a member that is gone for
+    /// good misses it: it has failed).
     fn send_to(&mut self, member: &Member, msg: &FromController) {
-        if let Some(c) = self.slots.get(member).and_then(|s| s.conn) {
-            self.reply(c, msg);
-        }
-    }
-
-    fn broadcast(&mut self, msg: &FromController) {
-        let ids: Vec<u64> = self.slots.values().filter_map(|s| s.conn).collect();
-        for c in ids {
-            self.reply(c, msg);
+        let Some(slot) = self.slots.get(member) else {
+            return;
+        };
+        match slot.conn {
+            Some(c) => self.reply(c, msg),
+            None if slot.state != SlotState::Left => {
+                let q = self.pending.entry(member.clone()).or_default();
+                if q.len() < PENDING_LEN_MAX {
+                    q.push_back(msg.clone());
+                }
+            }
+            None => {}
         }
     }
 
@@ -629,7 +1026,14 @@ impl State {
             c.member = Some(member.clone());
         }
         self.log(format_args!("{member} joined"));
-        self.reply(id, &FromController::Welcome { member, bind });
+        self.reply(
+            id,
+            &FromController::Welcome {
+                member: member.clone(),
+                bind,
+            },
+        );
+        self.flush_pending(&member);
     }
 
     fn on_bound(&mut self, id: u64, mut addr: SocketAddr) {
@@ -714,6 +1118,10 @@ impl State {
         let Some(conn) = self.conns.remove(&id) else {
             return;
         };
+        // A deposed controller closed every connection itself: nobody departed.
+        if self.deposed.is_some() {
+            return;
+        }
         if let (Some(m), false) = (conn.member, controller_stopping) {
             self.depart(&m, SlotState::Lost);
         }

@@ -215,6 +215,9 @@ pub enum Event {
         /// Its timestamp.
         ts: Timestamp,
     },
+    /// The control connection was lost and this endpoint re-registered with whichever
+    /// controller leads now (a failover, docs/CONTROLLER-HA.md); its data path never stopped.
+    ControllerChanged,
 }
 
 /// Names a reliable scattering until [`Event::ReliableSent`] gives its timestamp.
@@ -406,8 +409,19 @@ impl Endpoint {
     /// The controller cannot be reached or refuses (an id taken, none free), the socket cannot
     /// be bound, or the cluster is not complete within [`JoinOptions::join_timeout`].
     pub fn join(controller: SocketAddr, opts: JoinOptions) -> Result<Endpoint, JoinError> {
-        let mut control = ControlClient::connect(controller, opts.join_timeout)?;
-        let (member, bind) = control.join(JoinAs::Process(opts.proc), opts.join_timeout)?;
+        Endpoint::join_any(&[controller], opts)
+    }
+
+    /// Joins the cluster whose controllers (a leader and standbys, docs/CONTROLLER-HA.md)
+    /// listen at `controllers`: like [`Endpoint::join`], with whichever leads. When the control
+    /// connection is lost later, the control thread re-registers with whichever leads then (same
+    /// process id, same UDP address: the data path never stops) and re-sends its §5.2 reports.
+    ///
+    /// # Errors
+    /// As [`Endpoint::join`]; `controllers` must not be empty.
+    pub fn join_any(controllers: &[SocketAddr], opts: JoinOptions) -> Result<Endpoint, JoinError> {
+        let (mut control, member, bind) =
+            ControlClient::join_leader(controllers, JoinAs::Process(opts.proc), opts.join_timeout)?;
         let Member::Process(id) = member else {
             return Err(JoinError::Protocol(format!("joined as {member}")));
         };
@@ -469,9 +483,14 @@ impl Endpoint {
         };
         let control = {
             let shared = shared.clone();
+            let link = ControlLink {
+                controllers: controllers.to_vec(),
+                addr,
+                history: VecDeque::new(),
+            };
             std::thread::Builder::new()
                 .name(format!("onepipe-ctl-p{id}"))
-                .spawn(move || control_loop(control, shared))?
+                .spawn(move || control_loop(control, link, shared))?
         };
         Ok(Endpoint {
             proc: me,
@@ -1008,14 +1027,59 @@ fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> 
     result
 }
 
+/// What the control thread needs to re-register after a failover.
+struct ControlLink {
+    controllers: Vec<SocketAddr>,
+    /// The UDP address this endpoint is bound to.
+    addr: SocketAddr,
+    /// The §5.2 messages sent so far (bounded by [`CONTROL_HISTORY_LEN_MAX`], oldest first
+    /// out): a new leader may not have logged them, so they go again on re-registering. Every
+    /// one is idempotent there: a `LinkDown` for a known link and a `Completed` for a resumed
+    /// round are ignored, a `Recall` is answered again.
+    history: VecDeque<ToController>,
+}
+
+/// Most §5.2 messages an endpoint keeps to re-send after a controller failover.
+pub const CONTROL_HISTORY_LEN_MAX: usize = 4096;
+
+impl ControlLink {
+    fn sent(&mut self, msg: &ToController) {
+        if self.history.len() >= CONTROL_HISTORY_LEN_MAX {
+            self.history.pop_front();
+        }
+        self.history.push_back(msg.clone());
+    }
+
+    /// Registers again with whichever controller leads (one pass of at most a few seconds,
+    /// so a stop is noticed), and re-sends the history.
+    fn reconnect(&self, member: Member, stop: &AtomicBool) -> Option<ControlClient> {
+        let timeout = Duration::from_secs(2);
+        let mut c =
+            ControlClient::rejoin_leader(&self.controllers, member, self.addr, timeout, stop)
+                .ok()?;
+        for msg in &self.history {
+            c.send(msg).ok()?;
+        }
+        Some(c)
+    }
+}
+
 /// The control thread: health to the controller, failure notices and the §5.2 procedure's
-/// messages both ways.
-fn control_loop(mut control: ControlClient, shared: Arc<Shared>) {
+/// messages both ways; re-registration when the controller is lost.
+fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<Shared>) {
     let mut last_health: Option<std::time::Instant> = None;
     let mut connected = true;
     while !shared.stop.load(Ordering::SeqCst) {
         if !connected {
-            std::thread::sleep(Duration::from_millis(50));
+            // The controller is gone: the data path goes on; find whoever leads now.
+            match link.reconnect(Member::Process(shared.proc.0), &shared.stop) {
+                Some(c) => {
+                    control = c;
+                    connected = true;
+                    shared.push_event(Event::ControllerChanged);
+                }
+                None => std::thread::sleep(Duration::from_millis(50)),
+            }
             continue;
         }
         if last_health.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
@@ -1040,6 +1104,7 @@ fn control_loop(mut control: ControlClient, shared: Arc<Shared>) {
             std::mem::take(&mut *shared.control_out.lock().unwrap_or_else(|e| e.into_inner()))
                 .into();
         for msg in out {
+            link.sent(&msg);
             connected &= control.send(&msg).is_ok();
         }
         match control.recv(Duration::from_millis(10)) {

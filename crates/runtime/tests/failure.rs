@@ -6,18 +6,26 @@
 //!   other process hears of it (Broadcast, Callback), and once all have completed the
 //!   aggregators stop waiting for its commit barrier (Resume): reliable delivery goes on.
 //! * Control lines that a member could not have sent are counted and refused.
+//! * A standby controller turns members away (`Standby`); they join whichever leads.
+//! * Controller failover (docs/CONTROLLER-HA.md): two controllers share an in-memory store;
+//!   the leader dies after logging a Detect report; the standby replays the log, the members
+//!   re-register with it, and it finishes the round.
 //!
 //! Every wait has a generous deadline; nothing asserts speed.
 #![allow(clippy::disallowed_methods)]
 
 use bytes::Bytes;
+use onepipe_ctrlstore::MemStore;
 use onepipe_proto::ProcId;
+use onepipe_runtime::aggregator::AggregatorDaemon;
 use onepipe_runtime::cluster::{Cluster, LocalLayout};
 use onepipe_runtime::control::ControlClient;
+use onepipe_runtime::controller::{Controller, HaOptions};
 use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, RecvError, SendError};
 use onepipe_runtime::LocalCluster;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -192,4 +200,132 @@ fn control_lines_a_member_could_not_have_sent_are_refused_and_counted() {
     drop(raw);
     assert!(local.controller().failure_rounds().is_empty());
     local.stop();
+}
+
+/// §5.2 with a standby: the leader logs p3's Detect report and dies (without resigning, as a
+/// crashed process would); once its lease ends the standby wins, replays the log (Determine is
+/// still to come), the aggregators and endpoints re-register with it (same ids, same sockets)
+/// and re-send their reports, and it declares p3 with one failure timestamp and resumes.
+#[test]
+fn a_standby_controller_finishes_a_round_its_leader_died_in_5_2() {
+    let mut cluster = Cluster::generate(&LocalLayout {
+        hosts: 4,
+        controller: SocketAddr::from(([127, 0, 0, 1], 0)),
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    // Settling takes half of it: room to kill the leader between Detect and Determine.
+    cluster.link_timeout_ns = 1_000_000_000;
+    let store = Arc::new(MemStore::new());
+    let ha = |name: &str| HaOptions {
+        store: store.clone(),
+        name: name.into(),
+        lease_ttl: Duration::from_secs(1),
+    };
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    let a = Controller::start_ha(cluster.clone(), any, false, ha("a")).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while !a.leading() {
+        assert!(Instant::now() < deadline, "a never led");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let b = Controller::start_ha(cluster.clone(), any, false, ha("b")).unwrap();
+    let addrs = [a.addr(), b.addr()];
+    let aggs: Vec<AggregatorDaemon> = cluster
+        .aggregators
+        .iter()
+        .map(|g| AggregatorDaemon::start_any(&addrs, &g.name, Default::default()).unwrap())
+        .collect();
+    let threads: Vec<_> = (0..4)
+        .map(|p| {
+            let opts = JoinOptions {
+                proc: Some(p),
+                ..JoinOptions::default()
+            };
+            std::thread::spawn(move || Endpoint::join_any(&addrs, opts))
+        })
+        .collect();
+    let mut eps: Vec<Endpoint> = threads
+        .into_iter()
+        .map(|t| t.join().unwrap().expect("join"))
+        .collect();
+    for e in &eps {
+        broadcast(e, &[0, 1, 2, 3], 1);
+    }
+    for e in &eps {
+        assert_eq!(receive(e, 4).len(), 4);
+    }
+    eps.pop().unwrap().leave();
+    while a.detected() == 0 {
+        assert!(Instant::now() < deadline, "a never heard of p3");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    a.stop_without_resigning();
+    let failure_ts: Vec<u64> = eps.iter().map(|e| await_failed(e, 3)).collect();
+    assert!(
+        failure_ts.windows(2).all(|w| w[0] == w[1]),
+        "{failure_ts:?}"
+    );
+    for e in &eps {
+        broadcast(e, &[0, 1, 2], 2);
+    }
+    for e in &eps {
+        let got = receive(e, 3);
+        assert!(got.iter().all(|&(_, tag)| tag == 2), "{got:?}");
+    }
+    assert!(b.leading());
+    let rounds = b.failure_rounds();
+    assert_eq!(rounds.len(), 1, "{rounds:?}");
+    assert_eq!(rounds[0].failed, vec![(3, failure_ts[0])]);
+    assert!(rounds[0].resumed_ms.is_some(), "{rounds:?}");
+    for e in eps {
+        e.leave();
+    }
+    for g in aggs {
+        g.stop().unwrap();
+    }
+    b.stop();
+}
+
+/// A standby listens but serves nobody: a join is answered `Standby`; a member given both
+/// addresses, the standby's first, joins the leader.
+#[test]
+fn a_standby_turns_members_away_and_they_join_the_leader() {
+    let cluster = Cluster::generate(&LocalLayout {
+        hosts: 2,
+        layers: 1,
+        controller: SocketAddr::from(([127, 0, 0, 1], 0)),
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let store = Arc::new(MemStore::new());
+    let ha = |name: &str| HaOptions {
+        store: store.clone(),
+        name: name.into(),
+        lease_ttl: Duration::from_secs(5),
+    };
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    let leader = Controller::start_ha(cluster.clone(), any, false, ha("a")).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while !leader.leading() {
+        assert!(Instant::now() < deadline, "a never led");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let standby = Controller::start_ha(cluster, any, false, ha("b")).unwrap();
+    let mut c = ControlClient::connect(standby.addr(), PATIENCE).unwrap();
+    let refused = c.join(onepipe_runtime::control::JoinAs::Process(Some(0)), PATIENCE);
+    assert!(
+        matches!(refused, Err(onepipe_runtime::JoinError::Standby)),
+        "{refused:?}"
+    );
+    let (_, member, _) = ControlClient::join_leader(
+        &[standby.addr(), leader.addr()],
+        onepipe_runtime::control::JoinAs::Process(Some(1)),
+        PATIENCE,
+    )
+    .unwrap();
+    assert_eq!(member, onepipe_runtime::control::Member::Process(1));
+    assert!(!standby.leading());
+    standby.stop();
+    leader.stop();
 }

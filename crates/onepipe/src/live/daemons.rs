@@ -8,7 +8,7 @@ use super::{AggArgs, ControllerArgs, TopologyArgs};
 use crate::cli::EXIT_USAGE;
 use onepipe_runtime::aggregator::run_aggregator;
 use onepipe_runtime::cluster::{Cluster, LocalLayout};
-use onepipe_runtime::controller::Controller;
+use onepipe_runtime::controller::{Controller, HaOptions};
 use onepipe_runtime::DriverConfig;
 use serde_json::json;
 use std::io::Write;
@@ -33,9 +33,13 @@ pub fn controller(args: &ControllerArgs) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let ha = match ha_options(args) {
+        Ok(ha) => ha,
+        Err(code) => return code,
+    };
     let (stop, _orders) = supervise::install(args.supervised);
     let listen = args.listen.unwrap_or(cluster.controller);
-    let controller = match Controller::start(cluster, listen, !args.quiet) {
+    let controller = match Controller::start_ha(cluster, listen, !args.quiet, ha.clone()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("onepipe controller: cannot listen on {listen}: {e}");
@@ -46,11 +50,26 @@ pub fn controller(args: &ControllerArgs) -> i32 {
     if let Err(why) = controller.failure_handling() {
         say(&format!("event no-failure-handling {why}"));
     }
-    // §5.2 rounds as they happen (`up` reads them: if this process is killed later, what it
-    // decided is not lost with it).
-    let (mut declared, mut resumed) = (0, 0);
+    // Leadership and §5.2 rounds as they happen (`up` reads them: if this process is killed
+    // later, what it decided is not lost with it).
+    let (mut leading, mut detected, mut declared, mut resumed) = (false, 0, 0, 0);
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
+        if let Some(why) = controller.deposed() {
+            say(&format!("event deposed {why}"));
+            eprintln!("onepipe controller {}: deposed: {why}", ha.name);
+            controller.stop();
+            return super::EXIT_RUNTIME;
+        }
+        if !leading && controller.leading() {
+            leading = true;
+            say(&format!("event leader {}", ha.name));
+        }
+        let d = controller.detected();
+        if d > detected {
+            detected = d;
+            say(&format!("event detected {d}"));
+        }
         let rounds = controller.failure_rounds();
         for r in rounds.iter().skip(declared) {
             let failed: Vec<String> = r.failed.iter().map(|(p, ts)| format!("{p}:{ts}")).collect();
@@ -76,6 +95,42 @@ pub fn controller(args: &ControllerArgs) -> i32 {
     0
 }
 
+/// The election and store `args` ask for: etcd with `--etcd`, else a private in-memory store.
+fn ha_options(args: &ControllerArgs) -> Result<HaOptions, i32> {
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("controller-{}", std::process::id()));
+    if args.etcd.is_empty() {
+        return Ok(HaOptions {
+            name,
+            ..HaOptions::solo()
+        });
+    }
+    #[cfg(feature = "etcd")]
+    {
+        match onepipe_runtime::controller::etcd_store(&args.etcd, &args.cluster_key) {
+            Ok(store) => Ok(HaOptions {
+                store,
+                name,
+                lease_ttl: Duration::from_nanos(args.lease_ttl),
+            }),
+            Err(e) => {
+                eprintln!("onepipe controller: --etcd: {e}");
+                Err(super::EXIT_RUNTIME)
+            }
+        }
+    }
+    #[cfg(not(feature = "etcd"))]
+    {
+        eprintln!(
+            "onepipe controller: --etcd: this onepipe was built without etcd support; \
+             rebuild with `cargo build --features etcd` (needs protoc: apt-get install -y protobuf-compiler)"
+        );
+        Err(EXIT_USAGE)
+    }
+}
+
 pub fn agg(args: &AggArgs) -> i32 {
     let cluster = match load(&args.config, "agg") {
         Ok(c) => c,
@@ -95,12 +150,16 @@ pub fn agg(args: &AggArgs) -> i32 {
         return EXIT_USAGE;
     }
     let (stop, _orders) = supervise::install(args.supervised);
-    let controller = args.controller.unwrap_or(cluster.controller);
+    let controllers = if args.controller.is_empty() {
+        vec![cluster.controller]
+    } else {
+        args.controller.clone()
+    };
     let cfg = DriverConfig {
         spin_ns: 0,
         ..DriverConfig::default()
     };
-    let result = run_aggregator(controller, &args.id, &cfg, &stop, &mut |addr| {
+    let result = run_aggregator(&controllers, &args.id, &cfg, &stop, &mut |addr| {
         say(&format!("ready {addr}"));
     });
     match result {

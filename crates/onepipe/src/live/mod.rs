@@ -4,6 +4,7 @@
 //! `onepipe-runtime`; this module is their command lines, the workload, and the orchestration.
 
 mod daemons;
+mod etcd;
 mod node;
 mod records;
 mod supervise;
@@ -163,10 +164,21 @@ pub struct UpArgs {
     /// (a dead process, or a dead aggregator's single-homed rack) failed at the last commit
     /// barrier their neighbours saw, and the others go on delivering. The checkers run over
     /// the survivors with the failed processes declared (restricted failure atomicity); the
-    /// summary reports the longest delivery stall after the first kill. Killing the
-    /// controller leaves no standby: later failures cannot be repaired.
+    /// summary reports the longest delivery stall after the first kill. `controller` kills
+    /// the leading controller: without --etcd there is no standby, and later failures cannot
+    /// be repaired; with --etcd the standby takes over. `WHAT@detected` fires as soon as the
+    /// leading controller has logged a §5.2 Detect report (the middle of a failure round:
+    /// after detection, before Resume).
     #[arg(long = "kill", value_name = "WHAT@TIME", value_parser = parse_kill)]
     pub kill: Vec<Kill>,
+    /// Run two controllers, a leader and a standby, over etcd (needs a build with
+    /// `--features etcd`): the §5.2 procedure's log and the election live in etcd, and when
+    /// the leader dies the standby replays the log and finishes any open round. Without a
+    /// URL, a private etcd is started on loopback (Debian's `etcd`: apt-get install -y
+    /// etcd-server) with a temporary data directory, removed at exit; with one, that etcd is
+    /// used (under a key of this run's own).
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    pub etcd: Option<String>,
 }
 
 /// A member `onepipe up --kill` kills.
@@ -185,13 +197,16 @@ pub enum KillTarget {
 pub struct Kill {
     /// Whom.
     pub target: KillTarget,
-    /// When, after sending starts (ns).
-    pub at_ns: u64,
+    /// When, after sending starts (ns); `None`: when the leading controller first logs a
+    /// Detect report (`@detected`).
+    pub at_ns: Option<u64>,
 }
 
 impl std::fmt::Display for Kill {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let at = onepipe_runtime::cluster::format_duration(self.at_ns);
+        let at = self
+            .at_ns
+            .map_or("detected".into(), onepipe_runtime::cluster::format_duration);
         match &self.target {
             KillTarget::Proc(p) => write!(f, "proc:{p}@{at}"),
             KillTarget::Agg(name) => write!(f, "agg:{name}@{at}"),
@@ -204,7 +219,10 @@ fn parse_kill(s: &str) -> Result<Kill, String> {
     let (what, at) = s
         .split_once('@')
         .ok_or("expected WHAT@TIME: proc:N@2s, agg:NAME@3s or controller@4s")?;
-    let at_ns = parse_duration_ns(at)?;
+    let at_ns = match at {
+        "detected" => None,
+        at => Some(parse_duration_ns(at)?),
+    };
     let target = match what.split_once(':') {
         Some(("proc", n)) => KillTarget::Proc(
             n.parse()
@@ -232,6 +250,23 @@ pub struct ControllerArgs {
     /// No log of joins and departures on standard error.
     #[arg(long)]
     pub quiet: bool,
+    /// Keep the §5.2 procedure's log and the leader election in etcd at these endpoints
+    /// (`http://127.0.0.1:2379`, comma-separated; needs a build with `--features etcd`). Run
+    /// two or more controllers with the same cluster file and key: one leads, the others are
+    /// standbys that turn members away (`Standby`) until the leader's lease ends, then one
+    /// replays the log and finishes any open round. A deposed leader exits.
+    #[arg(long, value_name = "URL[,URL..]", value_delimiter = ',')]
+    pub etcd: Vec<String>,
+    /// The cluster's name in etcd (keys under /onepipe/NAME/); one per cluster.
+    #[arg(long, value_name = "NAME", default_value = "onepipe")]
+    pub cluster_key: String,
+    /// This controller's name in the election [default: controller-PID].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The leader's lease: how long a dead leader holds up its standby (etcd rounds it up to
+    /// a whole second, at least 1.5 election timeouts).
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub lease_ttl: u64,
 }
 
 /// `onepipe agg`.
@@ -243,9 +278,10 @@ pub struct AggArgs {
     /// Which aggregator of the file this is.
     #[arg(long)]
     pub id: String,
-    /// The controller's address, if not the file's.
-    #[arg(long)]
-    pub controller: Option<SocketAddr>,
+    /// The controllers' addresses (a leader and standbys, comma-separated), if not the
+    /// file's.
+    #[arg(long, value_name = "ADDR[,ADDR..]", value_delimiter = ',')]
+    pub controller: Vec<SocketAddr>,
     /// Started by `onepipe up`: exit when standard input closes or the parent dies.
     #[arg(long, hide = true)]
     pub supervised: bool,
@@ -254,9 +290,15 @@ pub struct AggArgs {
 /// `onepipe node`.
 #[derive(Args, Debug)]
 pub struct NodeArgs {
-    /// The controller's address.
-    #[arg(long)]
-    pub controller: SocketAddr,
+    /// The controllers' addresses: a leader and its standbys, comma-separated (joins whichever
+    /// leads; re-registers with the new leader after a failover).
+    #[arg(
+        long,
+        value_name = "ADDR[,ADDR..]",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub controller: Vec<SocketAddr>,
     /// Join as this process id [default: the lowest free one].
     #[arg(long)]
     pub proc: Option<u32>,
@@ -322,4 +364,21 @@ pub fn node(args: &NodeArgs) -> i32 {
 /// `onepipe topology`.
 pub fn topology(args: &TopologyArgs) -> i32 {
     daemons::topology(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kills_parse_at_a_time_or_at_detection_and_print_back() {
+        let k = parse_kill("proc:3@1s").unwrap();
+        assert_eq!(k.target, KillTarget::Proc(3));
+        assert_eq!(k.at_ns, Some(1_000_000_000));
+        let k = parse_kill("controller@detected").unwrap();
+        assert_eq!((k.target.clone(), k.at_ns), (KillTarget::Controller, None));
+        assert_eq!(k.to_string(), "controller@detected");
+        assert_eq!(parse_kill(&k.to_string()).unwrap(), k);
+        assert!(parse_kill("controller@soon").is_err());
+    }
 }

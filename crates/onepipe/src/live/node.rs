@@ -88,10 +88,11 @@ pub fn run(args: &NodeArgs) -> i32 {
         event_queue_len_max: 1 << 22,
         ..JoinOptions::default()
     };
-    let ep = match Endpoint::join(args.controller, opts) {
+    let ep = match Endpoint::join_any(&args.controller, opts) {
         Ok(ep) => ep,
         Err(e) => {
-            eprintln!("onepipe node: cannot join {}: {e}", args.controller);
+            let list: Vec<String> = args.controller.iter().map(|a| a.to_string()).collect();
+            eprintln!("onepipe node: cannot join {}: {e}", list.join(","));
             return super::EXIT_RUNTIME;
         }
     };
@@ -479,6 +480,7 @@ fn events(s: &Shared) {
                 lock(&s.unstamped).remove(&handle);
             }
             Ok(Event::AggregatorFailed { name }) => say(&format!("event aggregator-failed {name}")),
+            Ok(Event::ControllerChanged) => say("event controller-changed"),
             Err(RecvError::Timeout | RecvError::Empty) => {
                 if s.stop_receiving.load(Ordering::SeqCst)
                     && (lock(&s.unstamped).is_empty() || s.given_up.load(Ordering::SeqCst))

@@ -118,8 +118,15 @@ pub struct UpReport {
     pub counters: BTreeMap<String, BTreeMap<String, u64>>,
     /// Members killed with `--kill`.
     pub kills: Vec<KillReport>,
-    /// Whether the controller was killed (no standby: later failures are not repaired).
+    /// Whether the controller was killed with no standby (later failures are not repaired).
     pub controller_killed: bool,
+    /// The controllers that led, in order (with --etcd, a standby that took over follows).
+    pub leaders: Vec<String>,
+    /// §5.2 rounds: which controller declared and which resumed each.
+    pub rounds: Vec<RoundReport>,
+    /// §5.2 Callback: for each failed process (`p3`), the failure timestamp each correct
+    /// process was told (`p0` → ts). Restricted failure atomicity needs one value everywhere.
+    pub failure_callbacks: BTreeMap<String, BTreeMap<String, u64>>,
     /// §5.2: processes the controller declared failed, with their failure timestamps.
     pub declared_failed: Vec<DeclaredReport>,
     /// Longest time, in ms, a correct process delivered nothing after the first kill (while
@@ -157,10 +164,22 @@ pub struct DeclaredReport {
     pub at_s: f64,
 }
 
+/// One §5.2 round, by controller.
+#[derive(Debug, Serialize)]
+pub struct RoundReport {
+    /// The round.
+    pub round: u32,
+    /// The controller that declared it first.
+    pub declared_by: String,
+    /// The controller that resumed it (`None`: it never did).
+    pub resumed_by: Option<String>,
+}
+
 /// What a child is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Role {
-    Controller,
+    /// The controller (with --etcd, the first or second of two).
+    Controller(usize),
     Aggregator(String),
     Node(u32),
 }
@@ -175,6 +194,8 @@ struct Heard {
     closed: bool,
     /// Killed on purpose, or (a node) declared failed: nobody waits for it any more.
     gone: bool,
+    /// A controller that said it leads.
+    leads: bool,
 }
 
 /// A `--kill` and what became of it.
@@ -214,6 +235,16 @@ struct Run<'a> {
     declared: BTreeMap<u32, Declared>,
     /// News some child reported (printed once each).
     said: BTreeSet<String>,
+    /// With --etcd: etcd's URL and this run's key there.
+    etcd: Option<(String, String)>,
+    /// The leading controller (child index), once one said so.
+    leader: Option<usize>,
+    /// Every controller that led, in order.
+    leaders: Vec<String>,
+    /// Round → (declared by, resumed by).
+    rounds: BTreeMap<u32, (String, Option<String>)>,
+    /// Failed process → (told process → failure timestamp), from the §5.2 callbacks.
+    callbacks: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 pub fn run(args: &UpArgs) -> i32 {
@@ -264,6 +295,15 @@ pub fn run(args: &UpArgs) -> i32 {
         })
         .collect();
     kills.sort_by_key(|p| p.kill.at_ns);
+    // The private etcd lives (and its directory with it) until every child has stopped.
+    let (etcd, _private_etcd) = match start_etcd(args, &dir) {
+        Ok(e) => e,
+        Err((code, e)) => {
+            eprintln!("onepipe up: --etcd: {e}");
+            let _ = std::fs::remove_dir_all(&dir);
+            return code;
+        }
+    };
     let (stop, _) = supervise::install(false);
     let deadline_ns = args
         .deadline
@@ -285,6 +325,11 @@ pub fn run(args: &UpArgs) -> i32 {
         t0: 0,
         declared: BTreeMap::new(),
         said: BTreeSet::new(),
+        etcd,
+        leader: None,
+        leaders: Vec::new(),
+        rounds: BTreeMap::new(),
+        callbacks: BTreeMap::new(),
     };
     let outcome = run.execute(&cluster);
     let clean = run.shutdown();
@@ -322,6 +367,36 @@ pub fn run(args: &UpArgs) -> i32 {
     code
 }
 
+/// With `--etcd`: the URL and this run's key, and the private etcd if `up` started one.
+#[allow(clippy::type_complexity)]
+fn start_etcd(
+    args: &UpArgs,
+    dir: &std::path::Path,
+) -> Result<(Option<(String, String)>, Option<super::etcd::Etcd>), (i32, String)> {
+    let Some(url) = &args.etcd else {
+        return Ok((None, None));
+    };
+    if !cfg!(feature = "etcd") {
+        return Err((
+            EXIT_USAGE,
+            "this onepipe was built without etcd support; rebuild with `cargo build --features \
+             etcd` (needs protoc: apt-get install -y protobuf-compiler)"
+                .into(),
+        ));
+    }
+    if !url.is_empty() {
+        // Someone else's etcd: a key of this run's own, so no earlier log is replayed.
+        let key = format!("up-{}-{}", std::process::id(), monotonic_ns());
+        return Ok((Some((url.clone(), key)), None));
+    }
+    let etcd = super::etcd::Etcd::start(dir.join("etcd")).map_err(|e| (EXIT_RUNTIME, e))?;
+    println!(
+        "onepipe up: etcd at {} (private, removed at exit)",
+        etcd.url
+    );
+    Ok((Some((etcd.url.clone(), "onepipe".into())), Some(etcd)))
+}
+
 /// Every `--kill` names a member of the cluster and falls within the sending time.
 fn check_kills(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
     for k in &args.kill {
@@ -339,7 +414,7 @@ fn check_kills(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
             }
             _ => {}
         }
-        if k.at_ns >= args.work.duration {
+        if k.at_ns.is_some_and(|at| at >= args.work.duration) {
             return Err(format!(
                 "{k}: must be within --duration ({})",
                 format_duration(args.work.duration)
@@ -375,7 +450,8 @@ fn cluster(args: &UpArgs) -> Result<Cluster, String> {
 impl Run<'_> {
     fn spawn(&mut self, role: Role, args: &[String]) -> Result<(), Abort> {
         let name = match &role {
-            Role::Controller => "controller".to_string(),
+            Role::Controller(c) if self.etcd.is_some() => format!("controller-{c}"),
+            Role::Controller(_) => "controller".to_string(),
             Role::Aggregator(n) => n.clone(),
             Role::Node(p) => format!("p{p}"),
         };
@@ -390,49 +466,75 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Fires the `--kill`s that are due: SIGKILL, and their exit is expected from now on.
+    /// Fires the timed `--kill`s that are due.
     fn fire_kills(&mut self) {
         if self.t0 == 0 {
             return;
         }
         let now = monotonic_ns();
         for k in 0..self.kills.len() {
-            if self.kills[k].fired.is_some() || now < self.t0 + self.kills[k].kill.at_ns {
-                continue;
-            }
-            let role = match &self.kills[k].kill.target {
-                KillTarget::Proc(p) => Role::Node(*p),
-                KillTarget::Agg(name) => Role::Aggregator(name.clone()),
-                KillTarget::Controller => Role::Controller,
-            };
-            let Some(i) = self.roles.iter().position(|r| *r == role) else {
-                continue;
-            };
-            let pid = self.children[i].pid();
-            self.children[i].kill();
-            self.heard[i].gone = true;
-            self.kills[k].fired = Some((now, pid));
-            println!(
-                "  kill        {} at {:.2} s: SIGKILL {} (pid {pid})",
-                self.kills[k].kill,
-                (now - self.t0) as f64 / 1e9,
-                self.children[i].name
-            );
-            if role == Role::Controller {
-                self.on_controller_lost();
+            let due = self.kills[k]
+                .kill
+                .at_ns
+                .is_some_and(|at| now >= self.t0 + at);
+            if self.kills[k].fired.is_none() && due {
+                self.fire(k);
             }
         }
     }
 
-    /// The controller is gone. With no standby, the cluster runs on but a later failure cannot
-    /// be repaired (its survivors stall). This is where a standby controller (replicated state,
-    /// e.g. in etcd; §5.2 "the controller itself is replicated using Paxos or Raft") would be
-    /// told to take over.
-    fn on_controller_lost(&mut self) {
+    /// Kill `k`: SIGKILL, and its victim's exit is expected from now on. `controller` is the
+    /// leading one.
+    fn fire(&mut self, k: usize) {
+        let now = monotonic_ns();
+        let i = match &self.kills[k].kill.target {
+            KillTarget::Proc(p) => self.roles.iter().position(|r| *r == Role::Node(*p)),
+            KillTarget::Agg(name) => {
+                let role = Role::Aggregator(name.clone());
+                self.roles.iter().position(|r| *r == role)
+            }
+            KillTarget::Controller => self.leader.or(Some(0)),
+        };
+        let Some(i) = i else {
+            return;
+        };
+        let pid = self.children[i].pid();
+        self.children[i].kill();
+        self.heard[i].gone = true;
+        self.kills[k].fired = Some((now, pid));
         println!(
-            "  controller  killed: there is no standby controller, so failures from now on \
-             cannot be repaired (delivery would stall); the processes keep running"
+            "  kill        {} at {:.2} s: SIGKILL {} (pid {pid})",
+            self.kills[k].kill,
+            now.saturating_sub(self.t0) as f64 / 1e9,
+            self.children[i].name
         );
+        if matches!(self.roles[i], Role::Controller(_)) {
+            self.on_controller_lost(i);
+        }
+    }
+
+    /// Controller `i` is gone. With a standby (--etcd), it takes over once the dead leader's
+    /// lease ends: it replays the §5.2 log and finishes any open round, and the members
+    /// re-register with it. With none, the cluster runs on but a later failure cannot be
+    /// repaired (its survivors stall).
+    fn on_controller_lost(&mut self, i: usize) {
+        if self.leader == Some(i) {
+            self.leader = None;
+        }
+        let standby = (0..self.roles.len()).find(|&j| {
+            matches!(self.roles[j], Role::Controller(_)) && !self.heard[j].gone && j != i
+        });
+        match standby {
+            Some(j) => println!(
+                "  controller  {} killed: standby {} takes over when its lease ends; the \
+                 members re-register with it, the processes keep running",
+                self.children[i].name, self.children[j].name
+            ),
+            None => println!(
+                "  controller  killed: there is no standby controller, so failures from now on \
+                 cannot be repaired (delivery would stall); the processes keep running"
+            ),
+        }
     }
 
     fn execute(&mut self, cluster: &Cluster) -> Result<(), Abort> {
@@ -455,9 +557,9 @@ impl Run<'_> {
                 "ordered"
             },
         );
-        self.spawn(
-            Role::Controller,
-            &strings(&[
+        let controllers = if self.etcd.is_some() { 2 } else { 1 };
+        for c in 0..controllers {
+            let mut argv = strings(&[
                 "controller",
                 "--config",
                 &config,
@@ -465,14 +567,32 @@ impl Run<'_> {
                 "127.0.0.1:0",
                 "--supervised",
                 "--quiet",
-            ]),
-        )?;
+            ]);
+            if let Some((url, key)) = &self.etcd {
+                let name = format!("controller-{c}");
+                argv.extend(strings(&[
+                    "--etcd",
+                    url,
+                    "--cluster-key",
+                    key,
+                    "--name",
+                    &name,
+                ]));
+            }
+            self.spawn(Role::Controller(c), &argv)?;
+        }
         self.wait_until(
-            "the controller to listen",
+            "the controllers to listen and one to lead",
             Duration::from_secs(30),
-            |h, _| h[0].addr.is_some(),
+            |h, r| {
+                let mut c = (0..r.len()).filter(|&i| matches!(r[i], Role::Controller(_)));
+                c.clone().all(|i| h[i].addr.is_some()) && c.any(|i| h[i].leads)
+            },
         )?;
-        let controller = self.heard[0].addr.clone().expect("listening");
+        let controller: Vec<String> = (0..controllers)
+            .map(|i| self.heard[i].addr.clone().expect("listening"))
+            .collect();
+        let controller = controller.join(",");
         for agg in &cluster.aggregators {
             self.spawn(
                 Role::Aggregator(agg.name.clone()),
@@ -529,7 +649,7 @@ impl Run<'_> {
             h.iter().all(|h| h.addr.is_some())
         })?;
         for (i, c) in self.children.iter().enumerate() {
-            let proto = if i == 0 { "tcp" } else { "udp" };
+            let proto = if i < controllers { "tcp" } else { "udp" };
             println!(
                 "  {:<12} pid {:<8} {proto} {}",
                 c.name,
@@ -584,7 +704,11 @@ impl Run<'_> {
         let mut words = text.split_whitespace();
         let h = &mut self.heard[i];
         match (words.next(), &self.roles[i]) {
-            (Some("listening"), Role::Controller) => h.addr = words.next().map(str::to_string),
+            (Some("listening"), Role::Controller(_)) => {
+                h.addr = words.next().map(str::to_string);
+                // Without an election a controller leads from the start.
+                h.leads |= self.etcd.is_none();
+            }
             (Some("ready"), Role::Aggregator(_)) => h.addr = words.next().map(str::to_string),
             (Some("ready"), Role::Node(_)) => h.addr = words.nth(1).map(str::to_string),
             (Some("sent"), Role::Node(_)) => {
@@ -612,9 +736,41 @@ impl Run<'_> {
         let name = self.children[i].name.clone();
         match (role, rest) {
             // Processes leaving when told to stop are timed out like failed ones: not news.
-            (Role::Controller, ["declared" | "resumed", ..]) if self.stopping => {}
-            (Role::Controller, ["declared", round, failed @ ..]) => {
+            (Role::Controller(_), ["declared" | "resumed" | "leader" | "detected", ..])
+                if self.stopping => {}
+            (Role::Controller(_), ["leader", who]) => {
+                self.heard[i].leads = true;
+                self.leader = Some(i);
+                let again = if self.leaders.is_empty() {
+                    ""
+                } else {
+                    " (took over: replayed the §5.2 log)"
+                };
+                self.leaders.push(who.to_string());
+                println!("  {name}  leads{again}");
+            }
+            (Role::Controller(_), ["detected", _]) => {
+                if self.leader == Some(i) {
+                    // The middle of a round: a Detect report is logged, Resume is to come.
+                    for k in 0..self.kills.len() {
+                        if self.kills[k].fired.is_none() && self.kills[k].kill.at_ns.is_none() {
+                            self.fire(k);
+                        }
+                    }
+                }
+            }
+            (Role::Controller(_), ["deposed", why @ ..]) => {
+                println!("  {name}  deposed: {}", why.join(" "));
+            }
+            (Role::Controller(_), ["declared", round, failed @ ..]) => {
                 let round: u32 = round.parse().unwrap_or(0);
+                if let Some((by, _)) = self.rounds.get(&round) {
+                    if *by != name {
+                        println!("  {name}  round {round}: declared again after the takeover");
+                    }
+                    return;
+                }
+                self.rounds.insert(round, (name.clone(), None));
                 let now = monotonic_ns();
                 let mut said = Vec::new();
                 for f in failed {
@@ -631,12 +787,21 @@ impl Run<'_> {
                     said.push(format!("p{p} (failure ts {ts})"));
                 }
                 println!(
-                    "  controller  round {round}: declared failed {}",
+                    "  {name}  round {round}: declared failed {}",
                     said.join(", ")
                 );
             }
-            (Role::Controller, ["resumed", round]) => {
-                println!("  controller  round {round}: every correct process completed; resumed");
+            (Role::Controller(_), ["resumed", round]) => {
+                let round: u32 = round.parse().unwrap_or(0);
+                if let Some((_, by @ None)) = self.rounds.get_mut(&round) {
+                    *by = Some(name.clone());
+                    println!("  {name}  round {round}: every correct process completed; resumed");
+                }
+            }
+            (Role::Node(_), ["controller-changed"]) => {
+                if self.said.insert(format!("{name} rejoined")) {
+                    println!("  {name}: re-registered with the leading controller");
+                }
             }
             // Every survivor hears the same news: say each once.
             (_, ["process-failed", p, how @ ("lost" | "left"), ..]) => {
@@ -645,6 +810,10 @@ impl Run<'_> {
                 }
             }
             (_, ["process-failed", p, "failed", ts]) => {
+                if let Ok(t) = ts.parse::<u64>() {
+                    let told = self.callbacks.entry(format!("p{p}")).or_default();
+                    told.insert(name.clone(), t);
+                }
                 if self.said.insert(format!("{p} failed")) {
                     println!("  {name}: p{p} failed at ts {ts} (§5.2 callback)");
                 }
@@ -729,9 +898,8 @@ impl Run<'_> {
             (0..self.roles.len())
                 .filter(|&i| matches!(self.roles[i], Role::Aggregator(_)))
                 .collect(),
-            vec![0]
-                .into_iter()
-                .filter(|&i| i < self.roles.len())
+            (0..self.roles.len())
+                .filter(|&i| matches!(self.roles[i], Role::Controller(_)))
                 .collect(),
         ];
         for group in order {
@@ -865,11 +1033,11 @@ fn report(
             counters.insert(name.clone(), c);
         }
     }
-    let controller_malformed = run.heard[0]
-        .stats
-        .as_ref()
-        .and_then(|s| s["malformed"].as_u64())
-        .unwrap_or(0);
+    let controller_malformed = (0..run.roles.len())
+        .filter(|&i| matches!(run.roles[i], Role::Controller(_)))
+        .filter_map(|i| run.heard[i].stats.as_ref())
+        .filter_map(|s| s["malformed"].as_u64())
+        .sum();
     let (mut sent, mut scatterings) = (0u64, 0u64);
     for (p, recs) in all.iter().enumerate() {
         for s in recs.iter().flat_map(|r| &r.sends) {
@@ -1018,10 +1186,22 @@ fn report(
                 pid: k.fired.map_or(0, |(_, pid)| pid),
             })
             .collect(),
-        controller_killed: run
-            .kills
+        controller_killed: run.etcd.is_none()
+            && run
+                .kills
+                .iter()
+                .any(|k| k.fired.is_some() && k.kill.target == KillTarget::Controller),
+        leaders: run.leaders.clone(),
+        failure_callbacks: run.callbacks.clone(),
+        rounds: run
+            .rounds
             .iter()
-            .any(|k| k.fired.is_some() && k.kill.target == KillTarget::Controller),
+            .map(|(&round, (by, resumed_by))| RoundReport {
+                round,
+                declared_by: by.clone(),
+                resumed_by: resumed_by.clone(),
+            })
+            .collect(),
         declared_failed: run
             .declared
             .iter()
@@ -1175,6 +1355,20 @@ fn finish(args: &UpArgs, r: &UpReport) -> i32 {
                 ""
             }
         );
+        if r.leaders.len() > 1 {
+            println!("  controllers led by {}", r.leaders.join(", then "));
+        }
+        for round in &r.rounds {
+            println!(
+                "  round {}     declared by {}, resumed by {}",
+                round.round,
+                round.declared_by,
+                round
+                    .resumed_by
+                    .as_deref()
+                    .unwrap_or("nobody (not resumed)")
+            );
+        }
         let after: Vec<String> = r
             .delivered_after_kills
             .iter()
