@@ -99,6 +99,10 @@ impl LiveRoles {
         // here, which a busy machine's scheduling can exceed: a false report declares the host
         // failed).
         cfg.uplink_timeout_intervals = self.link_timeout_intervals();
+        // §5.2 messages travel on a TCP connection here, and a member re-sends its history to
+        // a new leader when it re-registers: timed re-sends would only grow the controller's
+        // log (each is an input it records).
+        cfg.ctrl_retry_ns = 0;
         cfg
     }
 
@@ -127,6 +131,8 @@ impl LiveRoles {
         // The real switch-to-representative hop is in the network, not simulated.
         cfg.beacon_delay_ns = 0;
         cfg.link_timeout_intervals = self.link_timeout_intervals();
+        // As for hosts: reports go over TCP and are re-sent on re-registration.
+        cfg.report_retry_intervals = 0;
         cfg
     }
 }
@@ -177,6 +183,10 @@ mod tests {
             cfg.uplink_timeout_intervals, 1_000,
             "one second, as aggregators"
         );
+        assert_eq!(
+            cfg.ctrl_retry_ns, 0,
+            "TCP and re-registration re-send instead"
+        );
     }
 
     #[test]
@@ -187,6 +197,10 @@ mod tests {
         assert_eq!(tor.mode, SwitchMode::Host);
         assert!(spine.beacon_phase_ns > tor.beacon_phase_ns);
         assert!(spine.beacon_phase_ns < roles.beacon_interval_ns);
+        assert_eq!(
+            tor.report_retry_intervals, 0,
+            "TCP and re-registration re-send instead"
+        );
     }
 
     #[test]
