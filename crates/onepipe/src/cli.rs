@@ -198,6 +198,15 @@ struct SimArgs {
     /// and hosts and switches re-send what it missed (§5.2).
     #[arg(long, value_parser = parse_interval)]
     controller_down: Vec<(u64, u64)>,
+    /// Black-hole the route from host A to host B at time T (true time), e.g. `--blackhole
+    /// 3>12@1ms`: A's first-hop switch drops A's data, ACKs and NAKs to B from then on without
+    /// any link going silent, so only §5.2 controller forwarding gets them through; repeatable.
+    #[arg(long, value_parser = parse_blackhole)]
+    blackhole: Vec<(u32, u32, u64)>,
+    /// §5.2 forwarding: hand a reliable message to the controller after this many timed-out
+    /// retransmissions (0: never).
+    #[arg(long, default_value_t = 4)]
+    forward_after: u32,
     /// Beacon intervals of silence after which a switch removes an input link (§4.2; 0 never).
     #[arg(long, default_value_t = 10)]
     link_timeout: u32,
@@ -349,6 +358,16 @@ fn parse_clock_step(s: &str) -> Result<(u32, u64, i64), String> {
     Ok((h, t, sign * ns))
 }
 
+/// Parses `A>B@TIME` for `--blackhole`.
+fn parse_blackhole(s: &str) -> Result<(u32, u32, u64), String> {
+    let usage = || format!("'{s}' should be FROM>TO@TIME (host numbers), e.g. 3>12@1ms");
+    let (pair, t) = s.split_once('@').ok_or_else(usage)?;
+    let (a, b) = pair.split_once('>').ok_or_else(usage)?;
+    let a = a.trim().parse().map_err(|_| usage())?;
+    let b = b.trim().parse().map_err(|_| usage())?;
+    Ok((a, b, parse_duration(t)?))
+}
+
 /// Parses `FROM..TO` (two true times with units) for `--controller-down`.
 fn parse_interval(s: &str) -> Result<(u64, u64), String> {
     let (a, b) = s
@@ -429,6 +448,8 @@ impl SimArgs {
             cuts: self.cut.clone(),
             clock_steps: self.clock_step.clone(),
             controller_down: self.controller_down.clone(),
+            blackholes: self.blackhole.clone(),
+            forward_after: self.forward_after,
             link_timeout_intervals: self.link_timeout,
             ctrl_delay_ns: self.ctrl_delay,
             failure_settle_ns: self.failure_settle,

@@ -25,11 +25,21 @@
 //! open starts another, and hosts newly failed are no longer waited for.
 //!
 //! Control messages travel on the management network, which drivers deliver reliably (the
-//! simulator with a fixed delay). Not built: controller forwarding, receiver recovery.
+//! simulator with a fixed delay).
+//!
+//! **Controller forwarding** (§5.2): a sender whose message timed out
+//! `ReliableConfig::forward_after_retransmits` times hands its packets to the controller
+//! ([`RelayMsg::Forward`]); the controller relays them to the receiver's host over the management
+//! network, and the receiver answers with its ACK the same way. A relay the management network
+//! cannot deliver (the driver calls [`Controller::on_unreachable`]) makes that host unresponsive:
+//! Determine counts it as failed. The relay messages are a separate type from [`CtrlMsg`] and
+//! leave through [`Controller::poll_relay`], so drivers that do not relay (the live runtime) are
+//! unaffected; relaying is off until [`Controller::enable_relay`].
 
 use crate::ids::{LinkId, NodeId, ProcId, Psn};
 use crate::time::{Instant, Timestamp};
 use crate::topology::Topology;
+use crate::wire::Packet;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -89,6 +99,27 @@ pub enum CtrlMsg {
         round: u32,
         /// Every link known dead.
         dead_links: Vec<LinkId>,
+    },
+}
+
+/// §5.2 messages of controller forwarding and receiver recovery, on the management network
+/// beside [`CtrlMsg`] (a separate type so that drivers which do not relay are unaffected).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RelayMsg {
+    /// "S asks controller to forward the message to R": data packets from host `from` (to the
+    /// controller, then to the receiver's host), or the receiver's ACKs on the way back.
+    Forward {
+        /// The host that sent the packets.
+        from: NodeId,
+        /// The packets, all to processes of one host.
+        packets: Vec<Packet>,
+    },
+    /// §5.2 "Receiver Recovery": "the controller notifies process of its own failure" — sent
+    /// at Determine to each host declared failed (a crashed one never reads it; one cut off from
+    /// the data network still does, over the management network): its processes failed at `ts`.
+    Failed {
+        /// Its failure timestamp.
+        ts: Timestamp,
     },
 }
 
@@ -159,7 +190,27 @@ pub struct Controller {
     next_round: u32,
     determine_at: Option<Instant>,
     outputs: VecDeque<CtrlOut>,
+    /// §5.2 forwarding and recovery: on once [`Controller::enable_relay`] is called.
+    relay: Option<Box<Relay>>,
 }
+
+/// The controller's §5.2 forwarding and recovery state.
+#[derive(Debug, Default)]
+struct Relay {
+    /// Host of each process.
+    host_of_proc: Vec<u32>,
+    /// Hosts a relay could not reach: failed at the next Determine.
+    unresponsive: BTreeSet<NodeId>,
+    /// Relays waiting to be sent.
+    out: VecDeque<(CtrlDest, RelayMsg)>,
+    /// Packets relayed, and relays dropped (to an unknown or failed host).
+    forwarded: u64,
+    dropped: u64,
+}
+
+/// Most relays queued at the controller; beyond it the newest are dropped (the senders' timers
+/// send them again).
+pub const RELAY_QUEUE_MAX: usize = 1 << 16;
 
 impl Controller {
     /// A controller for `topo`.
@@ -175,7 +226,89 @@ impl Controller {
             next_round: 1,
             determine_at: None,
             outputs: VecDeque::new(),
+            relay: None,
         }
+    }
+
+    /// Turns on §5.2 controller forwarding (and receiver recovery): [`Controller::on_relay`]
+    /// takes relay messages and [`Controller::poll_relay`] gives them out.
+    pub fn enable_relay(&mut self) {
+        let mut host_of_proc = Vec::new();
+        for (h, procs) in self.cfg.procs_of_host.iter().enumerate() {
+            for p in procs {
+                if host_of_proc.len() <= p.index() {
+                    host_of_proc.resize(p.index() + 1, u32::MAX);
+                }
+                host_of_proc[p.index()] = h as u32;
+            }
+        }
+        self.relay = Some(Box::new(Relay {
+            host_of_proc,
+            ..Relay::default()
+        }));
+    }
+
+    /// Packets relayed so far (§5.2 forwarding).
+    pub fn forwarded(&self) -> u64 {
+        self.relay.as_ref().map_or(0, |r| r.forwarded)
+    }
+
+    /// §5.2 "Controller Forwarding": relays `Forward` to the host of the packets' addressee. A
+    /// relay to a host declared failed is dropped: the sender learns of the failure from the
+    /// Broadcast, which recalls what the receiver never acknowledged.
+    pub fn on_relay(&mut self, _now: Instant, msg: RelayMsg) {
+        let failed = &self.failed;
+        let Some(r) = self.relay.as_mut() else {
+            return;
+        };
+        match msg {
+            RelayMsg::Failed { .. } => r.dropped += 1,
+            RelayMsg::Forward { from, packets } => {
+                let dst = packets.first().and_then(|p| match p {
+                    Packet::Data(d) => Some(d.header.dst),
+                    Packet::Ack(a) => Some(a.to),
+                    Packet::Nak(n) => Some(n.to),
+                    Packet::Beacon(_) => None,
+                });
+                let host = dst.and_then(|p| r.host_of_proc.get(p.index()).copied());
+                let Some(host) = host.filter(|&h| (h as usize) < failed.len()) else {
+                    r.dropped += 1;
+                    return;
+                };
+                // Nothing goes to a failed host, and nothing from one: its messages at or above
+                // its failure timestamp are discarded everywhere, and below it were committed.
+                let from_failed = failed.get(from.index()).copied().unwrap_or(true);
+                if failed[host as usize] || from_failed || r.out.len() >= RELAY_QUEUE_MAX {
+                    r.dropped += 1;
+                    return;
+                }
+                r.forwarded += packets.len() as u64;
+                r.out.push_back((
+                    CtrlDest::Node(NodeId(host)),
+                    RelayMsg::Forward { from, packets },
+                ));
+            }
+        }
+    }
+
+    /// §5.2: "if controller also cannot deliver the message, R will be announced as failed" —
+    /// the management network could not deliver a relay to `host` (it does not answer): it is
+    /// failed at the next Determine (with the failure timestamp its neighbours report).
+    pub fn on_unreachable(&mut self, now: Instant, host: NodeId) {
+        if self.is_failed_host(host) {
+            return;
+        }
+        let Some(r) = self.relay.as_mut() else {
+            return;
+        };
+        if r.unresponsive.insert(host) && self.determine_at.is_none() {
+            self.determine_at = Some(now + self.cfg.settle_ns);
+        }
+    }
+
+    /// The next relay to send (§5.2 forwarding and recovery).
+    pub fn poll_relay(&mut self) -> Option<(CtrlDest, RelayMsg)> {
+        self.relay.as_mut()?.out.pop_front()
     }
 
     /// Hosts declared failed so far.
@@ -273,7 +406,12 @@ impl Controller {
     /// Determine (§5.2): who is disconnected, and when it failed; then Broadcast.
     fn determine(&mut self, now: Instant) {
         let dead: BTreeSet<LinkId> = self.reports.keys().copied().collect();
-        let correct = connected_hosts(&self.topo, &dead);
+        let mut correct = connected_hosts(&self.topo, &dead);
+        if let Some(r) = &self.relay {
+            for h in &r.unresponsive {
+                correct[h.index()] = false;
+            }
+        }
         let mut declared = Vec::new();
         for h in 0..self.topo.hosts() {
             if correct[h as usize] || self.failed[h as usize] {
@@ -307,6 +445,12 @@ impl Controller {
                         .map(move |&p| (p, ts))
                 })
                 .collect();
+            if let Some(r) = self.relay.as_mut() {
+                for &(h, ts) in &declared {
+                    r.out
+                        .push_back((CtrlDest::Node(h), RelayMsg::Failed { ts }));
+                }
+            }
             self.outputs.push_back(CtrlOut::Declared {
                 round,
                 at: now,

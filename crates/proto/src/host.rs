@@ -24,7 +24,7 @@
 //! [`HostEvent`]s.
 
 use crate::ack::{RecvWindow, SendTracker};
-use crate::failure::{CtrlDest, CtrlMsg};
+use crate::failure::{CtrlDest, CtrlMsg, RelayMsg};
 use crate::ids::{NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Output};
 use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Transmit, WINDOW_MAX};
@@ -284,7 +284,28 @@ pub struct HostStats {
     pub uplink_failures: u64,
     /// §5.2 `Completed` messages sent again because the controller had not answered.
     pub ctrl_resent: u64,
+    /// §5.2 forwarding: messages handed to the controller, and packets it relayed here.
+    pub forwarded: u64,
+    /// Of which arrived here.
+    pub forwarded_in: u64,
 }
+
+/// What a host gives its driver on the §5.2 relay channel ([`Host::poll_relay`]), beside
+/// [`Node::poll_output`]: kept apart so that drivers without a relay never see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostRelay {
+    /// Send `msg` on the management network.
+    Send {
+        /// Addressee.
+        to: CtrlDest,
+        /// The message.
+        msg: RelayMsg,
+    },
+}
+
+/// Most relay outputs queued before the driver drains them; beyond it the newest are dropped
+/// (the retransmission timer forwards again).
+const RELAY_OUT_MAX: usize = 1 << 12;
 
 /// One message waiting in a reorder buffer.
 #[derive(Debug)]
@@ -370,8 +391,13 @@ pub struct Host {
     next_beacon: Instant,
     last_beacon_barrier: Timestamp,
     outputs: VecDeque<Output<Packet, HostEvent>>,
+    /// §5.2 relay channel (see [`Host::poll_relay`]).
+    relays: VecDeque<HostRelay>,
     /// §5.2: failed processes and their failure timestamps, as the controller announced.
     failed: BTreeMap<ProcId, Timestamp>,
+    /// §5.2: this host's own failure timestamp, once the controller said it failed: it sends
+    /// nothing more and forwards nothing (see [`Host::on_relay`]).
+    own_failure: Option<Timestamp>,
     /// Recalls under way: (round, hosts yet to answer).
     recalls: Vec<(u32, BTreeSet<NodeId>)>,
     /// Rounds announced and not yet completed.
@@ -438,6 +464,8 @@ impl Host {
             next_beacon,
             last_beacon_barrier: now.timestamp(),
             outputs: VecDeque::new(),
+            relays: VecDeque::new(),
+            own_failure: None,
             failed: BTreeMap::new(),
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
@@ -641,6 +669,9 @@ impl Host {
         scattering: &[(ProcId, Bytes)],
     ) -> Result<u64, SendError> {
         self.local_index(src).ok_or(SendError::NotLocal(src))?;
+        if self.own_failure.is_some() {
+            return Err(SendError::Failed(src));
+        }
         if scattering.is_empty() {
             return Err(SendError::Empty);
         }
@@ -725,9 +756,130 @@ impl Host {
         }
     }
 
-    /// Retransmits a reliable message: same timestamp, same PSNs, current barriers.
+    /// Retransmits a reliable message: same timestamp, same PSNs, current barriers. §5.2: if
+    /// the path seems broken, the controller gets a copy to forward.
     fn retransmit(&mut self, now: Instant, t: Transmit) {
+        if t.forward && self.relays.len() < RELAY_OUT_MAX {
+            self.stats.forwarded += 1;
+            let frags = self.sender.frags(t.payload.len());
+            let packets = (0..frags)
+                .map(|f| {
+                    let lo = f as usize * self.cfg.mtu_payload;
+                    let hi = (lo + self.cfg.mtu_payload).min(t.payload.len());
+                    let mut fl = flags::RELIABLE;
+                    if f + 1 == frags {
+                        fl |= flags::END_OF_MESSAGE;
+                    }
+                    // No barriers: a relayed packet passes no switch, and barriers are
+                    // aggregated hop by hop.
+                    Packet::Data(DataPacket {
+                        header: DataHeader {
+                            flags: fl,
+                            frag: f as u16,
+                            ts: t.ts,
+                            barrier: Timestamp::new(0),
+                            commit: Timestamp::new(0),
+                            psn: Psn(t.first.0.wrapping_add(f)),
+                            src: t.src,
+                            dst: t.dst,
+                        },
+                        payload: t.payload.slice(lo..hi),
+                    })
+                })
+                .collect();
+            self.relays.push_back(HostRelay::Send {
+                to: CtrlDest::Controller,
+                msg: RelayMsg::Forward {
+                    from: self.cfg.node,
+                    packets,
+                },
+            });
+        }
         self.emit_message(now, t.src, t.dst, t.first, t.ts, &t.payload, true);
+    }
+
+    /// §5.2: the controller declared this host's processes failed at `ts`. Whatever they have
+    /// in flight is at or above `ts` and discarded everywhere: the send buffer is emptied (each
+    /// scattering raised as [`HostEvent::Recalled`] or [`HostEvent::ReliableAborted`]) and later
+    /// sends are refused, so a host cut off but alive stops retransmitting and forwarding.
+    fn on_own_failure(&mut self, ts: Timestamp) {
+        if self.own_failure.is_some() {
+            return;
+        }
+        self.own_failure = Some(ts);
+        let (groups, queued) = self.sender.abandon();
+        for (src, ts) in groups {
+            self.outputs
+                .push_back(Output::Event(HostEvent::Recalled { src, ts }));
+        }
+        for q in queued {
+            self.outputs
+                .push_back(Output::Event(HostEvent::ReliableAborted {
+                    handle: q.handle,
+                    src: q.src,
+                }));
+        }
+    }
+
+    /// This host's failure timestamp, if the controller told it that it failed (§5.2).
+    pub fn own_failure(&self) -> Option<Timestamp> {
+        self.own_failure
+    }
+
+    /// The next output of the §5.2 relay channel (controller forwarding). Drain it after
+    /// [`Node::poll_output`]; it stays empty unless `forward_after_retransmits` is set.
+    pub fn poll_relay(&mut self) -> Option<HostRelay> {
+        self.relays.pop_front()
+    }
+
+    /// §5.2 "Controller Forwarding": packets the controller relayed over the management network.
+    /// Data is taken as an arrival (its barrier fields ignored: it passed no switch) and
+    /// acknowledged at once back through the controller; ACKs are taken as ACKs.
+    pub fn on_relay(&mut self, now: Instant, msg: RelayMsg) {
+        self.timestamp(now);
+        match msg {
+            RelayMsg::Failed { ts } => self.on_own_failure(ts),
+            RelayMsg::Forward { packets, .. } => {
+                let mut acks: Vec<(ProcId, usize)> = Vec::new();
+                for p in packets {
+                    self.stats.forwarded_in += 1;
+                    match p {
+                        Packet::Data(mut d) if d.header.reliable() => {
+                            d.header.flags &= !(flags::BARRIER_VALID | flags::COMMIT_VALID);
+                            let (src, dst) = (d.header.src, d.header.dst);
+                            self.on_data(now, d);
+                            let remote =
+                                self.local_index(src).is_none() && src.0 < self.cfg.senders_max;
+                            if let Some(i) = self.local_index(dst).filter(|_| remote) {
+                                if self.procs[i].rel.is_some() && !acks.contains(&(src, i)) {
+                                    acks.push((src, i));
+                                }
+                            }
+                        }
+                        Packet::Ack(a) if a.reliable => self.on_ack(now, a),
+                        _ => self.stats.dropped_invalid += 1,
+                    }
+                }
+                if !acks.is_empty()
+                    && self.relays.len() < RELAY_OUT_MAX
+                    && self.own_failure.is_none()
+                {
+                    let packets = acks
+                        .into_iter()
+                        .map(|(src, i)| Packet::Ack(self.make_ack(src, i, true)))
+                        .collect();
+                    self.relays.push_back(HostRelay::Send {
+                        to: CtrlDest::Controller,
+                        msg: RelayMsg::Forward {
+                            from: self.cfg.node,
+                            packets,
+                        },
+                    });
+                }
+            }
+        }
+        self.deliver_ready(now);
+        self.invariants();
     }
 
     /// Fragments one message and sends it up (or delivers it here, for a local destination).
@@ -1258,6 +1410,12 @@ impl Host {
     }
 
     fn send_ack(&mut self, src: ProcId, dst_idx: usize, reliable: bool) {
+        let ack = self.make_ack(src, dst_idx, reliable);
+        self.send_uplink(Packet::Ack(ack));
+    }
+
+    /// The ACK for `src`'s packets at local receiver `dst_idx`, now; counts it as sent.
+    fn make_ack(&mut self, src: ProcId, dst_idx: usize, reliable: bool) -> Ack {
         let rwnd = match &self.procs[dst_idx].rel {
             Some(rel) if reliable => {
                 let free = self.cfg.reorder_len_max.saturating_sub(rel.reorder.len());
@@ -1286,7 +1444,7 @@ impl Host {
             rwnd,
         };
         self.stats.acks_sent += 1;
-        self.send_uplink(Packet::Ack(ack));
+        ack
     }
 
     fn on_ack(&mut self, now: Instant, a: Ack) {

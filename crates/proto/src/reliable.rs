@@ -60,6 +60,10 @@ pub struct ReliableConfig {
     pub dupack_threshold: u32,
     /// DCTCP gain `g` as a power of two: `g = 2^-dctcp_g_shift` (DCTCP's 1/16 is 4).
     pub dctcp_g_shift: u32,
+    /// §5.2 "Controller Forwarding": after this many timed-out retransmissions of one message,
+    /// every further one is also handed to the controller to relay over the management network
+    /// ([`Transmit::forward`]); 0 never (the default: a driver without a relay channel).
+    pub forward_after_retransmits: u32,
 }
 
 impl Default for ReliableConfig {
@@ -72,6 +76,7 @@ impl Default for ReliableConfig {
             rto_max_ns: 1_000_000,
             dupack_threshold: 3,
             dctcp_g_shift: 4,
+            forward_after_retransmits: 0,
         }
     }
 }
@@ -93,6 +98,8 @@ pub struct ReliableStats {
     pub window_cuts: u64,
     /// Scatterings refused because the send buffer was full.
     pub refused_full: u64,
+    /// Retransmissions also handed to the controller to forward (§5.2).
+    pub forwarded: u64,
 }
 
 /// A reliable message in flight, awaiting its ACK.
@@ -106,6 +113,8 @@ struct InFlight {
     rto_ns: u64,
     sent_at: Instant,
     retransmitted: bool,
+    /// Timed-out retransmissions so far (§5.2 forwarding counts them).
+    timeouts: u32,
 }
 
 /// Send state of one (local sender, destination) pair.
@@ -238,6 +247,9 @@ pub struct Transmit {
     pub ts: Timestamp,
     /// The whole message.
     pub payload: Bytes,
+    /// §5.2: the path to the receiver seems broken (`forward_after_retransmits` timeouts in a
+    /// row): hand the message to the controller as well.
+    pub forward: bool,
 }
 
 const NIL: u32 = u32::MAX;
@@ -494,6 +506,7 @@ impl ReliableSender {
             rto_ns: rto,
             sent_at: now,
             retransmitted: false,
+            timeouts: 0,
         });
         self.order.push_back((ts, p, first));
         self.unacked += 1;
@@ -597,6 +610,7 @@ impl ReliableSender {
                         first: m.first,
                         ts: m.ts,
                         payload: m.payload.clone(),
+                        forward: false,
                     });
                 }
             }
@@ -626,16 +640,21 @@ impl ReliableSender {
                 continue;
             }
             m.retransmitted = true;
+            m.timeouts = m.timeouts.saturating_add(1);
             m.rto_ns = (m.rto_ns * 2).min(rto_max.max(m.rto_ns));
             self.rtt.backoff = self.rtt.backoff.saturating_add(1);
             self.timers.push(Reverse((now + m.rto_ns, p, first)));
             self.stats.retransmits += 1;
+            let after = self.cfg.forward_after_retransmits;
+            let forward = after > 0 && m.timeouts >= after;
+            self.stats.forwarded += forward as u64;
             retransmit(Transmit {
                 src: pair.src,
                 dst: pair.dst,
                 first: m.first,
                 ts: m.ts,
                 payload: m.payload.clone(),
+                forward,
             });
         }
     }
@@ -700,6 +719,37 @@ impl ReliableSender {
                 self.timers.push(Reverse((now, p as u32, m.first.0)));
             }
         }
+    }
+
+    /// §5.2: this host's own processes were declared failed. Everything they have in flight is
+    /// at or above their failure timestamp (which is their commit barrier: below it, everything
+    /// was acknowledged) and is discarded by every receiver, so the send buffer is emptied:
+    /// returns the stamped scatterings `(sender, timestamp)` and the queued ones, which will
+    /// never be sent.
+    pub fn abandon(&mut self) -> (Vec<(ProcId, Timestamp)>, Vec<Queued>) {
+        let mut groups = BTreeSet::new();
+        for pair in self.pairs.iter_mut() {
+            for m in pair.msgs.drain(..).filter(|m| !m.acked) {
+                groups.insert((pair.src, m.ts));
+                self.unacked -= 1;
+                self.bytes -= m.payload.len();
+                pair.used -= m.frags;
+                pair.in_flight -= m.frags;
+            }
+        }
+        self.order.clear();
+        self.timers.clear();
+        let queued: Vec<Queued> = self.queue.drain(..).collect();
+        for q in &queued {
+            for (_, payload, pair) in q.items.iter().take(q.acquired) {
+                if let Some(p) = *pair {
+                    self.pairs[p as usize].used -= self.frags(payload.len());
+                }
+            }
+            self.bytes -= q.bytes;
+        }
+        debug_assert_eq!(self.unacked, 0);
+        (groups.into_iter().collect(), queued)
     }
 
     /// Every receiver discarded what round `round` recalled: the commit barrier may pass it.
@@ -916,6 +966,38 @@ mod tests {
         assert!(s.is_idle());
         assert_eq!(s.unacked(), 0);
         assert_eq!(s.commit(Timestamp::new(99)), Timestamp::new(99));
+    }
+
+    /// §5.2 "Controller Forwarding": a message that timed out `forward_after_retransmits` times
+    /// goes to the controller as well, on that and every later timeout; never before.
+    #[test]
+    fn repeated_timeouts_hand_the_message_to_the_controller_5_2() {
+        let mut s = sender_with(ReliableConfig {
+            rto_init_ns: 1_000,
+            rto_ns: 1_000,
+            rto_max_ns: 1_000,
+            forward_after_retransmits: 3,
+            ..ReliableConfig::default()
+        });
+        s.enqueue(ProcId(0), &[(ProcId(1), msg(10))], |_| true)
+            .unwrap();
+        s.pop_ready().unwrap();
+        s.sent(Instant(0), ProcId(0), ProcId(1), Timestamp::new(5), msg(10));
+        let mut forwards = Vec::new();
+        for i in 1..=5u64 {
+            s.expire(Instant(i * 1_000), |t| forwards.push(t.forward));
+        }
+        assert_eq!(forwards, [false, false, true, true, true]);
+        assert_eq!(s.stats().forwarded, 3);
+        // Off by default.
+        let mut s = sender();
+        s.enqueue(ProcId(0), &[(ProcId(1), msg(10))], |_| true)
+            .unwrap();
+        s.pop_ready().unwrap();
+        s.sent(Instant(0), ProcId(0), ProcId(1), Timestamp::new(5), msg(10));
+        for i in 1..=20u64 {
+            s.expire(Instant(i * 1_000_000), |t| assert!(!t.forward));
+        }
     }
 
     #[test]

@@ -184,6 +184,14 @@ pub struct SimConfig {
     /// receives (messages to it are lost, as with a crash) nor runs; it recovers with its state
     /// (§6.1: kept in a highly available store) and hosts and switches re-send what it missed.
     pub controller_down: Vec<(u64, u64)>,
+    /// Route black holes: (from host, to host, true time ns). From then on the first-hop switch
+    /// of `from` forwards nothing of its data, ACKs or NAKs to `to` — a broken routing entry the
+    /// routing does not notice: links stay alive (a black-holed data packet still carries its
+    /// barriers on, as a beacon) and no switch reports anything (§5.2 "Controller Forwarding").
+    pub blackholes: Vec<(u32, u32, u64)>,
+    /// §5.2 forwarding: a reliable message retransmitted this many times on timeout is also
+    /// handed to the controller to relay (0: never).
+    pub forward_after: u32,
 }
 
 impl Default for SimConfig {
@@ -232,6 +240,8 @@ impl Default for SimConfig {
             failure_settle_ns: 6_000,
             clock_steps: Vec::new(),
             controller_down: Vec::new(),
+            blackholes: Vec::new(),
+            forward_after: 4,
         }
     }
 }
@@ -360,6 +370,17 @@ impl SimConfig {
             }
             if step.unsigned_abs() > 1_000_000_000 {
                 return Err(bad("--clock-step", "a step is at most 1 s either way"));
+            }
+        }
+        for &(a, b, _) in &self.blackholes {
+            if a >= self.hosts()? || b >= self.hosts()? || a == b {
+                return Err(bad(
+                    "--blackhole",
+                    format!(
+                        "hosts {a} and {b}: two different hosts of 0..{}",
+                        self.hosts()?
+                    ),
+                ));
             }
         }
         for &(from, to) in &self.controller_down {

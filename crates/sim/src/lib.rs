@@ -149,6 +149,10 @@ pub struct Report {
     pub ctrl_resent: u64,
     /// Sends not made because a destination had failed.
     pub sends_to_failed: u64,
+    /// §5.2 controller forwarding: reliable messages hosts handed to the controller.
+    pub forwarded: u64,
+    /// Packets dropped by route black holes (`--blackhole`).
+    pub packets_blackholed: u64,
     /// Fig. 10: the longest best-effort barrier stall after the first fault, mean over correct
     /// hosts, ns (0 without faults).
     pub stall_ns_be: f64,
@@ -300,6 +304,8 @@ fn run_with<Q: EventQueue<Ev>>(
                 .map(|w| w.stats().reports_resent)
                 .sum::<u64>(),
         sends_to_failed: s.sends_to_failed,
+        forwarded: world.hosts().map(|h| h.stats().forwarded).sum(),
+        packets_blackholed: s.packets_blackholed,
         stall_ns_be: world.stall_ns().map_or(0.0, |s| s.0),
         stall_ns_reliable: world.stall_ns().map_or(0.0, |s| s.1),
     })

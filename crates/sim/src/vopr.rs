@@ -102,6 +102,8 @@ pub struct Outcome {
     pub recalled: u64,
     /// Control messages lost to a controller outage.
     pub ctrl_lost: u64,
+    /// Reliable messages handed to the controller to forward (§5.2).
+    pub forwarded: u64,
     /// The first violations, or the panic message.
     pub detail: Vec<String>,
 }
@@ -301,6 +303,7 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
         hosts_declared: 0,
         recalled: 0,
         ctrl_lost: 0,
+        forwarded: 0,
         detail: Vec::new(),
     };
     let report: Report = match result {
@@ -333,6 +336,7 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
         .sum();
     out.recalled = report.recalled;
     out.ctrl_lost = report.ctrl_lost;
+    out.forwarded = report.forwarded;
     if report.violations > 0 {
         out.verdict = Verdict::Correctness;
         out.detail = report.violation_samples;

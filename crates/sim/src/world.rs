@@ -20,9 +20,9 @@ use crate::metrics::{NsHistogram, TraceHash};
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
 use onepipe_proto::failure::{
-    reach_table, Controller, ControllerConfig, CtrlDest, CtrlMsg, CtrlOut,
+    reach_table, Controller, ControllerConfig, CtrlDest, CtrlMsg, CtrlOut, RelayMsg,
 };
-use onepipe_proto::host::{Host, HostConfig, HostEvent, UPLINK};
+use onepipe_proto::host::{Host, HostConfig, HostEvent, HostRelay, UPLINK};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
 use onepipe_proto::topology::{flow_hash, Topology};
@@ -118,6 +118,14 @@ impl Router for TopoRouter {
             .map(PortId)
             .or(Some(port))
     }
+}
+
+/// What travels on the management network: §5.2's control messages, and its relays
+/// (controller forwarding, receiver recovery).
+#[derive(Debug)]
+enum Mgmt {
+    Ctrl(CtrlMsg),
+    Relay(RelayMsg),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -236,6 +244,10 @@ pub struct EngineStats {
     pub sends_to_failed: u64,
     /// Control messages lost because the controller was down (`--controller-down`).
     pub ctrl_lost: u64,
+    /// Packets dropped by route black holes (`--blackhole`).
+    pub packets_blackholed: u64,
+    /// §5.2 relays the management network could not deliver (the addressee had crashed).
+    pub relays_undeliverable: u64,
 }
 
 /// One §5.2 round, as the simulator saw it (true times, ns).
@@ -283,7 +295,7 @@ pub struct World<Q: EventQueue<Ev>> {
     router: Arc<TopoRouter>,
     /// §5.2: the controller, its messages in flight, and its armed timer.
     controller: Controller,
-    ctrl_msgs: crate::slab::Slab<(CtrlDest, CtrlMsg)>,
+    ctrl_msgs: crate::slab::Slab<(CtrlDest, Mgmt)>,
     ctrl_in_flight: u64,
     ctrl_armed: Option<Instant>,
     /// §5.2 rounds, in order.
@@ -365,6 +377,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             hc.mtu_payload = cfg.mtu_payload;
             hc.reliable.rto_ns = cfg.rto_ns;
             hc.reliable.send_buffer_bytes_max = cfg.send_buffer_bytes;
+            hc.reliable.forward_after_retransmits = cfg.forward_after;
             let host = Host::new(hc, clock.local(0));
             hosts.push(HostSt {
                 host,
@@ -511,7 +524,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
         }
         let workload_rng = rng.fork(1);
-        let controller = Controller::new(
+        let mut controller = Controller::new(
             ControllerConfig {
                 procs_of_host: (0..topo.hosts())
                     .map(|h| (h * pph..(h + 1) * pph).map(ProcId).collect())
@@ -520,6 +533,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             },
             topo.clone(),
         );
+        controller.enable_relay();
         let mut w = World {
             topo,
             hosts,
@@ -811,6 +825,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
             Some(out) => {
                 let base = self.switch_out_base[si] as usize;
                 let out_link = self.switch_out_links[base + out.index()];
+                if !self.cfg.blackholes.is_empty() && self.blackholed(t, (link, out_link), to, pkt)
+                {
+                    return;
+                }
                 self.transmit_slot(out_link, pkt, t);
             }
             None => {
@@ -820,6 +838,47 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if let Some(c) = self.checker.as_mut() {
             c.on_switch_barrier(t, si, self.switches[si].sw.barrier());
         }
+    }
+
+    /// `--blackhole`: whether the switch `node` that forwarded packet `pkt`, which came in on
+    /// `link`, black-holes it. Only the first-hop switch of the source host does; a data packet
+    /// carrying barriers goes on as a beacon with them, so no link falls silent and the routing
+    /// notices nothing. Returns true when the packet was dropped (and the beacon, if any, sent).
+    fn blackholed(&mut self, t: SimTime, links: (u32, u32), node: u32, pkt: u32) -> bool {
+        let (link, out_link) = links;
+        let pph = self.cfg.procs_per_host;
+        let (src, dst) = match self.packets.get(pkt) {
+            Packet::Data(d) => (d.header.src.0, d.header.dst.0),
+            Packet::Ack(a) => (a.from.0, a.to.0),
+            Packet::Nak(n) => (n.from.0, n.to.0),
+            Packet::Beacon(_) => return false,
+        };
+        let (sh, dh) = (src / pph, dst / pph);
+        let hit = self.host_uplinks.get(sh as usize) == Some(&link)
+            && self
+                .cfg
+                .blackholes
+                .iter()
+                .any(|&(a, b, at)| a == sh && b == dh && t >= at);
+        if !hit {
+            return false;
+        }
+        self.stats.packets_blackholed += 1;
+        let beacon = match self.take_packet(pkt) {
+            Packet::Data(d) => match (d.header.barrier(), d.header.commit()) {
+                (Some(barrier), Some(commit)) => Some(onepipe_proto::wire::Beacon {
+                    from: NodeId(node),
+                    barrier,
+                    commit,
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(b) = beacon {
+            self.transmit(out_link, Packet::Beacon(b), t);
+        }
+        true
     }
 
     fn on_timer(&mut self, t: SimTime, node: u32, generation: u32) {
@@ -1002,25 +1061,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 cursor += self.cfg.host_recv_ns;
                 self.ctrl_in_flight -= 1;
                 let (_, msg) = self.ctrl_msgs.take(m);
-                let probe: Vec<(ProcId, ProcId)> = match &msg {
-                    CtrlMsg::Recall { unacked, .. } if self.trace_ctrl => unacked
-                        .iter()
-                        .filter(|u| u.1 .0 / self.cfg.procs_per_host == h)
-                        .map(|u| (u.0, u.1))
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                let before: Vec<_> = probe
-                    .iter()
-                    .map(|&(s, d)| self.hosts[hi].host.reliable_window(s, d))
-                    .collect();
-                self.hosts[hi].host.on_control(local, msg);
-                for (i, &(s, d)) in probe.iter().enumerate() {
-                    eprintln!(
-                        "[{t}] recall at host {h}: {s:?}->{d:?} window {:?} -> {:?}",
-                        before[i],
-                        self.hosts[hi].host.reliable_window(s, d)
-                    );
+                match msg {
+                    Mgmt::Ctrl(msg) => self.host_control(t, h, local, msg),
+                    Mgmt::Relay(msg) => self.hosts[hi].host.on_relay(local, msg),
                 }
             }
             HostInput::Send { proc, issued } => {
@@ -1070,6 +1113,32 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
         }
         self.finish_host_input(t, h, cursor, local, (barrier_before, commit_before));
+    }
+
+    /// Hands control message `msg` to host `h` (with a trace of recalls under
+    /// `ONEPIPE_SIM_TRACE`).
+    fn host_control(&mut self, t: SimTime, h: u32, local: Instant, msg: CtrlMsg) {
+        let hi = h as usize;
+        let probe: Vec<(ProcId, ProcId)> = match &msg {
+            CtrlMsg::Recall { unacked, .. } if self.trace_ctrl => unacked
+                .iter()
+                .filter(|u| u.1 .0 / self.cfg.procs_per_host == h)
+                .map(|u| (u.0, u.1))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let before: Vec<_> = probe
+            .iter()
+            .map(|&(s, d)| self.hosts[hi].host.reliable_window(s, d))
+            .collect();
+        self.hosts[hi].host.on_control(local, msg);
+        for (i, &(s, d)) in probe.iter().enumerate() {
+            eprintln!(
+                "[{t}] recall at host {h}: {s:?}->{d:?} window {:?} -> {:?}",
+                before[i],
+                self.hosts[hi].host.reliable_window(s, d)
+            );
+        }
     }
 
     /// Drains a host's outputs after an input, charging its CPU from `cursor` on; `before` are
@@ -1178,6 +1247,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
             }
         }
+        while let Some(r) = self.hosts[hi].host.poll_relay() {
+            match r {
+                HostRelay::Send { to, msg } => {
+                    cursor += self.cfg.host_send_ns;
+                    self.send_mgmt(cursor, to, Mgmt::Relay(msg));
+                }
+            }
+        }
         self.hosts[hi].cpu_free = cursor;
         let now_b = self.hosts[hi].host.barrier().map(|b| b.timestamp());
         let now_c = self.hosts[hi].host.commit_barrier().map(|b| b.timestamp());
@@ -1250,6 +1327,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     /// Sends a control message on the management network: it arrives `ctrl_delay_ns` later.
     fn send_ctrl(&mut self, t: SimTime, to: CtrlDest, msg: CtrlMsg) {
+        self.send_mgmt(t, to, Mgmt::Ctrl(msg));
+    }
+
+    /// Sends a control message or a relay on the management network (`ctrl_delay_ns`).
+    fn send_mgmt(&mut self, t: SimTime, to: CtrlDest, msg: Mgmt) {
         if self.trace_ctrl {
             eprintln!("[{t}] ctrl -> {to:?}: {msg:?}");
         }
@@ -1274,16 +1356,29 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     }
                     return;
                 }
-                self.controller.on_message(Instant(t), msg);
+                match msg {
+                    Mgmt::Ctrl(msg) => self.controller.on_message(Instant(t), msg),
+                    Mgmt::Relay(msg) => self.controller.on_relay(Instant(t), msg),
+                }
                 self.drain_controller(t);
             }
             CtrlDest::Node(n) if n.0 < self.topo.hosts() => {
+                let relay = matches!(self.ctrl_msgs.get(i).1, Mgmt::Relay(_));
+                if relay && t >= self.hosts[n.index()].crash_at {
+                    // §5.2: "if controller also cannot deliver the message, R will be announced
+                    // as failed" — the management network reports the relay undeliverable.
+                    self.stats.relays_undeliverable += 1;
+                    if self.controller_down_until(t).is_none() {
+                        self.controller.on_unreachable(Instant(t), n);
+                        self.drain_controller(t);
+                    }
+                }
                 self.host_input(t, n.0, HostInput::Ctrl(i));
             }
             CtrlDest::Node(n) => {
                 let (_, msg) = self.ctrl_msgs.take(i);
                 self.ctrl_in_flight -= 1;
-                if let CtrlMsg::Resume { dead_links, .. } = msg {
+                if let Mgmt::Ctrl(CtrlMsg::Resume { dead_links, .. }) = msg {
                     let si = (n.0 - self.topo.hosts()) as usize;
                     for l in dead_links {
                         let link = self.topo.links()[l.index()];
@@ -1353,6 +1448,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     }
                 }
             }
+        }
+        while let Some((to, msg)) = self.controller.poll_relay() {
+            self.send_mgmt(t, to, Mgmt::Relay(msg));
         }
         let next = self.controller.poll_timeout();
         if next != self.ctrl_armed {

@@ -187,3 +187,27 @@ fn clock_steps_forward_and_back_keep_order_causality_and_atomicity_2_1() {
         );
     }
 }
+
+/// §5.2 "Controller Forwarding": the route from host 1 to host 9 black-holes (their data and
+/// ACKs vanish at host 1's ToR; no link falls silent, so nothing is reported and nobody fails).
+/// Reliable delivery stalls until the senders hand their retransmissions to the controller,
+/// which relays them over the management network and relays the ACKs back: every checker
+/// passes, everything is delivered, nobody is declared failed. Without forwarding the same run
+/// cannot drain.
+#[test]
+fn a_black_holed_route_is_bridged_by_controller_forwarding_5_2() {
+    for seed in 1..=2 {
+        let mut c = cfg(seed);
+        c.blackholes = vec![(1, 9, 500_000)];
+        let (hosts, r) = run_ok(&c);
+        assert!(hosts.is_empty(), "seed {seed}: {hosts:?}");
+        assert!(r.packets_blackholed > 0, "seed {seed}: nothing black-holed");
+        assert!(r.forwarded > 0, "seed {seed}: nothing forwarded");
+        c.forward_after = 0;
+        let r = run(&c, &mut |_| {}).unwrap();
+        assert!(
+            !r.drained || r.violations > 0 || r.undelivered_reliable > 0,
+            "seed {seed}: drained without forwarding"
+        );
+    }
+}
