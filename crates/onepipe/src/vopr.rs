@@ -13,8 +13,9 @@ pub struct VoprArgs {
     /// The first seed; with --seeds 1 it replays exactly that seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Sending time per seed (simulated); part of what a seed replays.
-    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    /// Sending time per seed (simulated); part of what a seed replays. The default, 15 ms,
+    /// makes `--seeds 200` check more than 10^7 deliveries.
+    #[arg(long, default_value = "15ms", value_parser = parse_duration)]
     pub duration: u64,
     /// Print every seed's line, not only failures.
     #[arg(long)]
