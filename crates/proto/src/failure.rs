@@ -782,6 +782,63 @@ mod tests {
             CtrlOut::Send { msg: CtrlMsg::Resume { dead_links, .. }, .. } if dead_links == &vec![up])));
     }
 
+    /// §5.2 Receiver Recovery at the controller: it records the undeliverable recalls and the
+    /// failure notifications, and answers a recovering host only once no round is open (every
+    /// correct host recalled and completed); a host never declared failed is not answered.
+    #[test]
+    fn a_recovering_host_gets_failures_and_recalls_once_no_round_is_open_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        c.enable_relay();
+        let up = topo.uplink(1);
+        let tor = topo.links()[up.index()].to;
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: tor,
+                link: up,
+                last_commit: Some(ts(500)),
+            },
+        );
+        c.on_timeout(Instant(1_000));
+        drain(&mut c);
+        assert_eq!(
+            c.poll_relay(),
+            Some((CtrlDest::Node(NodeId(1)), RelayMsg::Failed { ts: ts(500) }))
+        );
+        c.on_relay(
+            Instant(1_100),
+            RelayMsg::Recalled {
+                groups: vec![(ProcId(2), ts(480))],
+            },
+        );
+        // Asked while round 1 is open, and by a correct host: no answer yet.
+        c.on_relay(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(1) });
+        c.on_relay(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(0) });
+        assert_eq!(c.poll_relay(), None);
+        for h in [0, 2, 3] {
+            c.on_message(
+                Instant(2_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
+        assert_eq!(
+            c.poll_relay(),
+            Some((
+                CtrlDest::Node(NodeId(1)),
+                RelayMsg::Settle {
+                    failed: vec![(ProcId(1), ts(500))],
+                    recalled: vec![(ProcId(2), ts(480))],
+                }
+            ))
+        );
+        assert_eq!(c.poll_relay(), None);
+    }
+
     #[test]
     fn a_spine_failure_fails_nobody_and_resumes_at_once() {
         let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
