@@ -35,6 +35,13 @@
 //! Determine counts it as failed. The relay messages are a separate type from [`CtrlMsg`] and
 //! leave through [`Controller::poll_relay`], so drivers that do not relay (the live runtime) are
 //! unaffected; relaying is off until [`Controller::enable_relay`].
+//!
+//! **Receiver recovery** (§5.2): a host declared failed is told so ([`RelayMsg::Failed`]) and
+//! freezes its reliable delivery. Correct hosts report what they recall
+//! ([`RelayMsg::Recalled`]: the recall cannot reach the failed receivers). When the failed
+//! host hears again it asks ([`RelayMsg::RecoverRequest`]); once no round is open the
+//! controller answers with every failure and every recall recorded ([`RelayMsg::Settle`]), and
+//! the host settles its buffer (`Host::recover`). Rejoining as a new process is not built.
 
 use crate::ids::{LinkId, NodeId, ProcId, Psn};
 use crate::time::{Instant, Timestamp};

@@ -477,7 +477,7 @@ impl Checker {
         // and recovered receivers deliver messages consistently. In addition, when network
         // partition occurs, separated receivers may deliver messages after failure timestamp"
         // (a receiver cut off with its rack keeps delivering what its rack commits; VOPR seed
-        // 178 at 10 ms). Recovery is not built, so no receiver is a recovered one.
+        // 178 at 10 ms). Recovered receivers are held to the correct ones by `check_recovered`.
         let mut by_gone: std::collections::HashMap<(u32, u64), u32> =
             std::collections::HashMap::new();
         let mut by_declared: std::collections::HashMap<(u32, u64), u32> =
