@@ -218,7 +218,8 @@ pub enum SendError {
     /// `inflight_max` unacknowledged best-effort messages, or `send_buffer_bytes_max` bytes of
     /// reliable ones.
     Full,
-    /// A destination process has failed (§5.2): reliable scatterings to it are refused.
+    /// A destination process has failed (§5.2): reliable scatterings to it are refused. Or the
+    /// sending process itself: its host was told it failed, and sends nothing more.
     Failed(ProcId),
     /// A message is longer than `message_len_max` (for reliable messages: than one window of
     /// packets), or a reliable scattering is larger than the whole send buffer.
@@ -629,6 +630,12 @@ impl Host {
         scattering: &[(ProcId, Bytes)],
     ) -> Result<Timestamp, SendError> {
         let src_idx = self.local_index(src).ok_or(SendError::NotLocal(src))?;
+        // §5.2: a host told it failed would rejoin as a new process, which is not built: it
+        // sends nothing more, or once its link came back its messages would enter a network
+        // that stopped waiting for it, below every barrier.
+        if self.own_failure.is_some() {
+            return Err(SendError::Failed(src));
+        }
         if scattering.is_empty() {
             return Err(SendError::Empty);
         }
@@ -816,7 +823,8 @@ impl Host {
     /// §5.2: the controller declared this host's processes failed at `ts`. Whatever they have
     /// in flight is at or above `ts` and discarded everywhere: the send buffer is emptied (each
     /// scattering raised as [`HostEvent::Recalled`] or [`HostEvent::ReliableAborted`]) and later
-    /// sends are refused, so a host cut off but alive stops retransmitting and forwarding.
+    /// sends — reliable and best-effort — are refused (`SendError::Failed` naming the sender), so
+    /// a host cut off but alive stops retransmitting and forwarding.
     /// Reliable delivery freezes at once: whatever is buffered waits for [`Host::recover`]'s
     /// settling (a commit barrier heard from now on — say over a healed link — no longer
     /// speaks for this host's processes: the correct hosts may recall what sits below it), and

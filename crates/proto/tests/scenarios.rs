@@ -2197,6 +2197,11 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
     assert_eq!(summary(&deliveries(&out)), vec![(100, 2, bytes("m"))]);
     h.on_relay(at(1_200), RelayMsg::Failed { ts: t(90) });
     drain(&mut h);
+    assert_eq!(
+        h.send(at(1_250), p(1), &[(p(2), bytes("x"))]),
+        Err(onepipe_proto::host::SendError::Failed(p(1))),
+        "a failed host sends nothing more, best effort included"
+    );
     // Frozen: this barrier passes everything buffered, and releases none of it.
     let out = feed(&mut h, 1_300, UPLINK, beacon(9, 1_000));
     assert!(deliveries(&out).is_empty());

@@ -249,3 +249,22 @@ fn a_heal_of_a_link_that_is_not_a_cut_host_s_is_refused() {
     c.heals = vec![("host-9".into(), 500_000)];
     assert!(run(&c, &mut |_| {}).is_err());
 }
+
+/// §5.2 Receiver Recovery among other failures, both services: host 14 is cut at 300 µs and
+/// heals at 1.4 ms while host 5 crashes at 400 µs (a failed sender the recovered host must
+/// discard above its failure timestamp). Seed 9 once had host 14 send best-effort messages
+/// after the heal into a network that no longer waited for it (late drops below every
+/// barrier): a host told it failed sends nothing more.
+#[test]
+fn a_healed_host_recovers_among_other_failures_in_both_services_5_2() {
+    for seed in [9, 2] {
+        let mut c = cfg(seed);
+        c.service = Service::Mixed;
+        c.cuts = vec![("host-14".into(), 300_000)];
+        c.heals = vec![("host-14".into(), 1_400_000)];
+        c.crashes = vec![(5, 400_000)];
+        let (hosts, r) = run_ok(&c);
+        assert_eq!(hosts, vec![5, 14], "seed {seed}");
+        assert_eq!(r.recovered, 1, "seed {seed}");
+    }
+}
