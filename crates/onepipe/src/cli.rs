@@ -687,6 +687,12 @@ fn print_summary(r: &Report) {
             us(r.stall_ns_reliable)
         );
     }
+    if r.recovered > 0 {
+        println!(
+            "  receivers   {} recovered after a heal (settling delivered {} buffered reliable messages, discarded {})",
+            r.recovered, r.settled_delivered, r.settled_discarded
+        );
+    }
     print_tail(&Tail {
         drained: r.drained,
         undrained: r.undrained,
