@@ -418,6 +418,9 @@ pub struct Host {
     /// §5.2 rounds completed here and not resumed yet: round → (when to send `Completed`
     /// again, the wait after that).
     rounds_awaited: BTreeMap<u32, (Instant, u64)>,
+    /// §5.2 recalls reported to the controller (`RelayMsg::Recalled`) by round, reported again
+    /// with each `Completed` sent again (the controller may have been down) until Resume.
+    recalled_rounds: BTreeMap<u32, Vec<(ProcId, Timestamp)>>,
     stats: HostStats,
 }
 
@@ -486,6 +489,7 @@ impl Host {
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
             rounds_awaited: BTreeMap::new(),
+            recalled_rounds: BTreeMap::new(),
             stats: HostStats::default(),
             cfg,
         }
@@ -1693,6 +1697,16 @@ impl Host {
             *wait = (*wait * 2).min(CTRL_RETRY_MAX_NS.max(*wait));
             *due = now + *wait;
             self.stats.ctrl_resent += 1;
+            if let Some(groups) = self.recalled_rounds.get(&round) {
+                if self.relays.len() < RELAY_OUT_MAX {
+                    self.relays.push_back(HostRelay::Send {
+                        to: CtrlDest::Controller,
+                        msg: RelayMsg::Recalled {
+                            groups: groups.clone(),
+                        },
+                    });
+                }
+            }
             self.outputs.push_back(Output::Event(HostEvent::Control {
                 to: CtrlDest::Controller,
                 msg: CtrlMsg::Completed { round, host: node },
@@ -1843,6 +1857,7 @@ impl Host {
             // order: this answers every `Completed` up to `round`.
             CtrlMsg::Resume { round, .. } => {
                 self.rounds_awaited.retain(|&r, _| r > round);
+                self.recalled_rounds.retain(|&r, _| r > round);
                 self.sender.rearm_after_reroute(now);
                 self.retransmit_due(now);
             }
@@ -1927,6 +1942,10 @@ impl Host {
                         groups: recalled.groups.clone(),
                     },
                 });
+                self.recalled_rounds.insert(round, recalled.groups.clone());
+                if self.recalled_rounds.len() > ROUNDS_AWAITED_MAX {
+                    self.recalled_rounds.pop_first();
+                }
             }
             self.recalls.push((round, targets));
         }
@@ -2025,6 +2044,17 @@ impl Host {
                 self.rounds_awaited.insert(round, (now + retry, retry));
                 if self.rounds_awaited.len() > ROUNDS_AWAITED_MAX {
                     self.rounds_awaited.pop_first();
+                }
+            }
+            // The recall report may have been lost (the controller down): again with Completed.
+            if let Some(groups) = self.recalled_rounds.get(&round) {
+                if self.relays.len() < RELAY_OUT_MAX {
+                    self.relays.push_back(HostRelay::Send {
+                        to: CtrlDest::Controller,
+                        msg: RelayMsg::Recalled {
+                            groups: groups.clone(),
+                        },
+                    });
                 }
             }
             self.outputs.push_back(Output::Event(HostEvent::Control {

@@ -268,3 +268,20 @@ fn a_healed_host_recovers_among_other_failures_in_both_services_5_2() {
         assert_eq!(r.recovered, 1, "seed {seed}");
     }
 }
+
+/// §5.2 Receiver Recovery with the controller down while the correct hosts recall (640–660 µs,
+/// host 9 declared at ≈ 639 µs): the recall reports sent meanwhile are lost, and the recovered
+/// host would deliver recalled messages. Hosts report their recalls again with every
+/// `Completed`, so the controller has them all before it resumes the round and answers.
+#[test]
+fn recall_reports_lost_to_a_down_controller_reach_it_before_recovery_5_2() {
+    for seed in 1..=3 {
+        let mut c = cfg(seed);
+        c.cuts = vec![("host-9".into(), 600_000)];
+        c.heals = vec![("host-9".into(), 1_000_000)];
+        c.controller_down = vec![(640_000, 660_000)];
+        let (hosts, r) = run_ok(&c);
+        assert_eq!(hosts, vec![9], "seed {seed}");
+        assert_eq!(r.recovered, 1, "seed {seed}");
+    }
+}
