@@ -186,9 +186,10 @@ struct SimArgs {
     crash_host: Vec<(u32, u64)>,
     /// Cut every link of a host (`host-3@1ms`: a host link failure) or of a physical switch
     /// (`tor-1@1ms`, `agg-0@..`, `core-0@..`, `leaf-0@..`, `spine-0@..`), or one physical link
-    /// between two of them (`agg-0/core-0@1ms`), from a time on; repeatable.
+    /// between two of them (`agg-0/core-0@1ms`), from a time on; repeatable. A host's cut may
+    /// heal (`host-3@1ms..2ms`): declared failed meanwhile, it then runs §5.2 receiver recovery.
     #[arg(long, value_parser = parse_cut)]
-    cut: Vec<(String, u64)>,
+    cut: Vec<(String, u64, Option<u64>)>,
     /// Step host H's clock by a signed amount at time T (true time), e.g. `--clock-step
     /// 3@1ms:+20us` or `3@1ms:-5us`; repeatable. Its timestamps stay non-decreasing (§2.1).
     #[arg(long, value_parser = parse_clock_step)]
@@ -332,15 +333,19 @@ pub fn parse_duration_f64(s: &str) -> Result<f64, String> {
     Ok(ns)
 }
 
-/// Parses `NAME@TIME` for `--cut`.
-fn parse_cut(s: &str) -> Result<(String, u64), String> {
+/// Parses `NAME@TIME` or `NAME@TIME..HEAL` for `--cut`.
+fn parse_cut(s: &str) -> Result<(String, u64, Option<u64>), String> {
     let (n, t) = s
         .split_once('@')
         .ok_or_else(|| format!("'{s}' should be NAME@TIME, e.g. tor-1@200us"))?;
     if n.trim().is_empty() {
         return Err(format!("'{s}' names no host or switch"));
     }
-    Ok((n.trim().to_string(), parse_duration(t)?))
+    let (t, heal) = match t.split_once("..") {
+        Some((t, h)) => (t, Some(parse_duration(h)?)),
+        None => (t, None),
+    };
+    Ok((n.trim().to_string(), parse_duration(t)?, heal))
 }
 
 /// Parses `H@TIME:±STEP` for `--clock-step`.
@@ -445,7 +450,12 @@ impl SimArgs {
             },
             rto_ns: self.rto,
             crashes: self.crash_host.clone(),
-            cuts: self.cut.clone(),
+            cuts: self.cut.iter().map(|c| (c.0.clone(), c.1)).collect(),
+            heals: self
+                .cut
+                .iter()
+                .filter_map(|c| Some((c.0.clone(), c.2?)))
+                .collect(),
             clock_steps: self.clock_step.clone(),
             controller_down: self.controller_down.clone(),
             blackholes: self.blackhole.clone(),
@@ -675,6 +685,12 @@ fn print_summary(r: &Report) {
             r.ctrl_resent,
             us(r.stall_ns_be),
             us(r.stall_ns_reliable)
+        );
+    }
+    if r.recovered > 0 {
+        println!(
+            "  receivers   {} recovered after a heal (settling delivered {} buffered reliable messages, discarded {})",
+            r.recovered, r.settled_delivered, r.settled_discarded
         );
     }
     print_tail(&Tail {

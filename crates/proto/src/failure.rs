@@ -35,6 +35,13 @@
 //! Determine counts it as failed. The relay messages are a separate type from [`CtrlMsg`] and
 //! leave through [`Controller::poll_relay`], so drivers that do not relay (the live runtime) are
 //! unaffected; relaying is off until [`Controller::enable_relay`].
+//!
+//! **Receiver recovery** (§5.2): a host declared failed is told so ([`RelayMsg::Failed`]) and
+//! freezes its reliable delivery. Correct hosts report what they recall
+//! ([`RelayMsg::Recalled`]: the recall cannot reach the failed receivers). When the failed
+//! host hears again it asks ([`RelayMsg::RecoverRequest`]); once no round is open the
+//! controller answers with every failure and every recall recorded ([`RelayMsg::Settle`]), and
+//! the host settles its buffer (`Host::recover`). Rejoining as a new process is not built.
 
 use crate::ids::{LinkId, NodeId, ProcId, Psn};
 use crate::time::{Instant, Timestamp};
@@ -121,6 +128,29 @@ pub enum RelayMsg {
         /// Its failure timestamp.
         ts: Timestamp,
     },
+    /// §5.2 "undeliverable recall messages": a correct host recalled these scatterings
+    /// (sender, timestamp) because a process declared failed never acknowledged them; the
+    /// recall cannot reach the failed receivers, so the controller records it for their
+    /// recovery (host to controller, beside the `Recall`s to the correct hosts).
+    Recalled {
+        /// The aborted scatterings.
+        groups: Vec<(ProcId, Timestamp)>,
+    },
+    /// §5.2 "Receiver Recovery": a host told it failed can hear again and asks for "host failure
+    /// notifications since its failure and undeliverable recall messages" (host to controller).
+    RecoverRequest {
+        /// The recovering host.
+        host: NodeId,
+    },
+    /// The controller's answer to [`RelayMsg::RecoverRequest`], sent once no failure round is
+    /// open (every correct host has recalled and completed): every process declared failed so
+    /// far with its failure timestamp, and every recalled scattering recorded.
+    Settle {
+        /// (process, failure timestamp), sorted.
+        failed: Vec<(ProcId, Timestamp)>,
+        /// (sender, timestamp) of the recalled scatterings, sorted.
+        recalled: Vec<(ProcId, Timestamp)>,
+    },
 }
 
 /// Where a control message goes.
@@ -206,6 +236,13 @@ struct Relay {
     /// Packets relayed, and relays dropped (to an unknown or failed host).
     forwarded: u64,
     dropped: u64,
+    /// §5.2 recovery: failure notifications (process → failure timestamp) and undeliverable
+    /// recalls, recorded for recovering receivers (never pruned: a recovered host rejoins as a
+    /// new process, which is not built).
+    failed_procs: BTreeMap<ProcId, Timestamp>,
+    recalled: BTreeSet<(ProcId, Timestamp)>,
+    /// Failed hosts that asked to recover while a round was open: answered when none is.
+    recovering: BTreeSet<NodeId>,
 }
 
 /// Most relays queued at the controller; beyond it the newest are dropped (the senders' timers
@@ -255,14 +292,23 @@ impl Controller {
 
     /// §5.2 "Controller Forwarding": relays `Forward` to the host of the packets' addressee. A
     /// relay to a host declared failed is dropped: the sender learns of the failure from the
-    /// Broadcast, which recalls what the receiver never acknowledged.
+    /// Broadcast, which recalls what the receiver never acknowledged. §5.2 Receiver Recovery:
+    /// records `Recalled`, and answers `RecoverRequest` with `Settle` once no round is open.
     pub fn on_relay(&mut self, _now: Instant, msg: RelayMsg) {
         let failed = &self.failed;
         let Some(r) = self.relay.as_mut() else {
             return;
         };
         match msg {
-            RelayMsg::Failed { .. } => r.dropped += 1,
+            RelayMsg::Failed { .. } | RelayMsg::Settle { .. } => r.dropped += 1,
+            RelayMsg::Recalled { groups } => r.recalled.extend(groups),
+            RelayMsg::RecoverRequest { host } => {
+                if !failed.get(host.index()).copied().unwrap_or(false) {
+                    r.dropped += 1;
+                    return;
+                }
+                r.recovering.insert(host);
+            }
             RelayMsg::Forward { from, packets } => {
                 let dst = packets.first().and_then(|p| match p {
                     Packet::Data(d) => Some(d.header.dst),
@@ -289,6 +335,7 @@ impl Controller {
                 ));
             }
         }
+        self.answer_recovering();
     }
 
     /// §5.2: "if controller also cannot deliver the message, R will be announced as failed" —
@@ -450,6 +497,7 @@ impl Controller {
                     r.out
                         .push_back((CtrlDest::Node(h), RelayMsg::Failed { ts }));
                 }
+                r.failed_procs.extend(failed.iter().copied());
             }
             self.outputs.push_back(CtrlOut::Declared {
                 round,
@@ -546,6 +594,34 @@ impl Controller {
                 });
             }
             self.outputs.push_back(CtrlOut::Resumed { round });
+        }
+        self.answer_recovering();
+    }
+
+    /// §5.2 Receiver Recovery: answers the recovering hosts once no round is open — every
+    /// correct host has then recalled what the failed never acknowledged (the `Recalled` relay
+    /// leaves a host with its `Recall`s, before its `Completed`).
+    fn answer_recovering(&mut self) {
+        if !self.rounds.is_empty() {
+            return;
+        }
+        let Some(r) = self.relay.as_mut() else {
+            return;
+        };
+        if r.recovering.is_empty() {
+            return;
+        }
+        let failed: Vec<(ProcId, Timestamp)> =
+            r.failed_procs.iter().map(|(&p, &t)| (p, t)).collect();
+        let recalled: Vec<(ProcId, Timestamp)> = r.recalled.iter().copied().collect();
+        for h in std::mem::take(&mut r.recovering) {
+            r.out.push_back((
+                CtrlDest::Node(h),
+                RelayMsg::Settle {
+                    failed: failed.clone(),
+                    recalled: recalled.clone(),
+                },
+            ));
         }
     }
 }
@@ -711,6 +787,63 @@ mod tests {
         assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
         assert!(out.iter().any(|o| matches!(o,
             CtrlOut::Send { msg: CtrlMsg::Resume { dead_links, .. }, .. } if dead_links == &vec![up])));
+    }
+
+    /// §5.2 Receiver Recovery at the controller: it records the undeliverable recalls and the
+    /// failure notifications, and answers a recovering host only once no round is open (every
+    /// correct host recalled and completed); a host never declared failed is not answered.
+    #[test]
+    fn a_recovering_host_gets_failures_and_recalls_once_no_round_is_open_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        c.enable_relay();
+        let up = topo.uplink(1);
+        let tor = topo.links()[up.index()].to;
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: tor,
+                link: up,
+                last_commit: Some(ts(500)),
+            },
+        );
+        c.on_timeout(Instant(1_000));
+        drain(&mut c);
+        assert_eq!(
+            c.poll_relay(),
+            Some((CtrlDest::Node(NodeId(1)), RelayMsg::Failed { ts: ts(500) }))
+        );
+        c.on_relay(
+            Instant(1_100),
+            RelayMsg::Recalled {
+                groups: vec![(ProcId(2), ts(480))],
+            },
+        );
+        // Asked while round 1 is open, and by a correct host: no answer yet.
+        c.on_relay(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(1) });
+        c.on_relay(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(0) });
+        assert_eq!(c.poll_relay(), None);
+        for h in [0, 2, 3] {
+            c.on_message(
+                Instant(2_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
+        assert_eq!(
+            c.poll_relay(),
+            Some((
+                CtrlDest::Node(NodeId(1)),
+                RelayMsg::Settle {
+                    failed: vec![(ProcId(1), ts(500))],
+                    recalled: vec![(ProcId(2), ts(480))],
+                }
+            ))
+        );
+        assert_eq!(c.poll_relay(), None);
     }
 
     #[test]

@@ -218,7 +218,8 @@ pub enum SendError {
     /// `inflight_max` unacknowledged best-effort messages, or `send_buffer_bytes_max` bytes of
     /// reliable ones.
     Full,
-    /// A destination process has failed (§5.2): reliable scatterings to it are refused.
+    /// A destination process has failed (§5.2): reliable scatterings to it are refused. Or the
+    /// sending process itself: its host was told it failed, and sends nothing more.
     Failed(ProcId),
     /// A message is longer than `message_len_max` (for reliable messages: than one window of
     /// packets), or a reliable scattering is larger than the whole send buffer.
@@ -288,6 +289,13 @@ pub struct HostStats {
     pub forwarded: u64,
     /// Of which arrived here.
     pub forwarded_in: u64,
+    /// §5.2 Receiver Recovery: 1 once this host, declared failed, settled its receive buffer.
+    pub recovered: u64,
+    /// Reliable messages it delivered from its buffer when it settled (also in
+    /// `delivered_reliable`), and the ones it discarded.
+    pub settled_delivered: u64,
+    /// See `settled_delivered`.
+    pub settled_discarded: u64,
 }
 
 /// What a host gives its driver on the §5.2 relay channel ([`Host::poll_relay`]), beside
@@ -398,6 +406,11 @@ pub struct Host {
     /// §5.2: this host's own failure timestamp, once the controller said it failed: it sends
     /// nothing more and forwards nothing (see [`Host::on_relay`]).
     own_failure: Option<Timestamp>,
+    /// §5.2 Receiver Recovery: asked the controller to settle (see [`Host::recover`]), and
+    /// settled.
+    recovery_wanted: bool,
+    recovery_asked: bool,
+    settled: bool,
     /// Recalls under way: (round, hosts yet to answer).
     recalls: Vec<(u32, BTreeSet<NodeId>)>,
     /// Rounds announced and not yet completed.
@@ -405,6 +418,9 @@ pub struct Host {
     /// §5.2 rounds completed here and not resumed yet: round → (when to send `Completed`
     /// again, the wait after that).
     rounds_awaited: BTreeMap<u32, (Instant, u64)>,
+    /// §5.2 recalls reported to the controller (`RelayMsg::Recalled`) by round, reported again
+    /// with each `Completed` sent again (the controller may have been down) until Resume.
+    recalled_rounds: BTreeMap<u32, Vec<(ProcId, Timestamp)>>,
     stats: HostStats,
 }
 
@@ -466,10 +482,14 @@ impl Host {
             outputs: VecDeque::new(),
             relays: VecDeque::new(),
             own_failure: None,
+            recovery_wanted: false,
+            recovery_asked: false,
+            settled: false,
             failed: BTreeMap::new(),
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
             rounds_awaited: BTreeMap::new(),
+            recalled_rounds: BTreeMap::new(),
             stats: HostStats::default(),
             cfg,
         }
@@ -614,6 +634,12 @@ impl Host {
         scattering: &[(ProcId, Bytes)],
     ) -> Result<Timestamp, SendError> {
         let src_idx = self.local_index(src).ok_or(SendError::NotLocal(src))?;
+        // §5.2: a host told it failed would rejoin as a new process, which is not built: it
+        // sends nothing more, or once its link came back its messages would enter a network
+        // that stopped waiting for it, below every barrier.
+        if self.own_failure.is_some() {
+            return Err(SendError::Failed(src));
+        }
         if scattering.is_empty() {
             return Err(SendError::Empty);
         }
@@ -801,12 +827,20 @@ impl Host {
     /// §5.2: the controller declared this host's processes failed at `ts`. Whatever they have
     /// in flight is at or above `ts` and discarded everywhere: the send buffer is emptied (each
     /// scattering raised as [`HostEvent::Recalled`] or [`HostEvent::ReliableAborted`]) and later
-    /// sends are refused, so a host cut off but alive stops retransmitting and forwarding.
+    /// sends — reliable and best-effort — are refused (`SendError::Failed` naming the sender), so
+    /// a host cut off but alive stops retransmitting and forwarding.
+    /// Reliable delivery freezes at once: whatever is buffered waits for [`Host::recover`]'s
+    /// settling (a commit barrier heard from now on — say over a healed link — no longer
+    /// speaks for this host's processes: the correct hosts may recall what sits below it), and
+    /// reliable data arriving from now on is dropped unacknowledged.
     fn on_own_failure(&mut self, ts: Timestamp) {
         if self.own_failure.is_some() {
             return;
         }
         self.own_failure = Some(ts);
+        if self.recovery_wanted {
+            self.ask_recovery();
+        }
         let (groups, queued) = self.sender.abandon();
         for (src, ts) in groups {
             self.outputs
@@ -826,6 +860,108 @@ impl Host {
         self.own_failure
     }
 
+    /// §5.2 Receiver Recovery: the driver saw this host's link come back. A host told it failed
+    /// asks the controller (once) for the failure notifications and the undeliverable recalls;
+    /// the answer ([`RelayMsg::Settle`]) settles its buffer. A host not told it failed asks
+    /// when it is told (its link came back before the controller declared it). Drain
+    /// [`Host::poll_relay`] afterwards.
+    pub fn recover(&mut self, now: Instant) {
+        self.timestamp(now);
+        self.recovery_wanted = true;
+        if self.own_failure.is_some() {
+            self.ask_recovery();
+        }
+    }
+
+    fn ask_recovery(&mut self) {
+        if self.recovery_asked {
+            return;
+        }
+        self.recovery_asked = true;
+        self.relays.push_back(HostRelay::Send {
+            to: CtrlDest::Controller,
+            msg: RelayMsg::RecoverRequest {
+                host: self.cfg.node,
+            },
+        });
+    }
+
+    /// Whether this host, declared failed, has settled its receive buffer (§5.2).
+    pub fn settled(&self) -> bool {
+        self.settled
+    }
+
+    /// §5.2 Receiver Recovery, "the process needs to consistently deliver or discard messages in
+    /// the receive buffer": every buffered reliable message was acknowledged by this host before
+    /// it froze. It is delivered — in timestamp order, as the correct receivers deliver it —
+    /// unless it is discarded there too: its sender failed at or below its timestamp (this
+    /// host's own processes included, at its own failure timestamp), or its scattering was
+    /// recalled (a receiver, perhaps this one, never got its acknowledgement through). The
+    /// host then stops: it rejoins only as a new process, which is not built.
+    fn settle(
+        &mut self,
+        now: Instant,
+        failed: &[(ProcId, Timestamp)],
+        recalled: &[(ProcId, Timestamp)],
+    ) {
+        if self.own_failure.is_none() || !self.recovery_asked || self.settled {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        self.settled = true;
+        self.stats.recovered += 1;
+        let mut failed_at: BTreeMap<ProcId, Timestamp> = failed.iter().copied().collect();
+        for (&p, &t) in &self.failed {
+            failed_at.entry(p).or_insert(t);
+        }
+        let recalled: BTreeSet<(ProcId, Timestamp)> = recalled.iter().copied().collect();
+        let mut settled = Vec::new();
+        for lp in &mut self.procs {
+            let Some(rel) = lp.rel.as_mut() else {
+                continue;
+            };
+            while let Some(key) = rel.reorder.peek() {
+                let (key, item) = rel
+                    .reorder
+                    .pop_below(key.ts.plus(1))
+                    .expect("the smallest key is below its own timestamp plus one");
+                let gone = failed_at.get(&key.src).is_some_and(|&f| key.ts >= f)
+                    || recalled.contains(&(key.src, key.ts));
+                if gone {
+                    self.stats.settled_discarded += 1;
+                } else {
+                    settled.push((lp.id, key, item));
+                }
+            }
+        }
+        self.partials.retain(|id, _| !id.3);
+        let Some(bound) = settled
+            .iter()
+            .map(|s| s.1.ts)
+            .reduce(|a, b| a.max_wrapping(b))
+        else {
+            return;
+        };
+        let bound = bound.plus(1);
+        let now_ts = self.timestamp_past(now, bound);
+        for (dst, key, item) in settled {
+            self.stats.delivered_reliable += 1;
+            self.stats.settled_delivered += 1;
+            self.outputs
+                .push_back(Output::Event(HostEvent::Deliver(Delivery {
+                    dst,
+                    src: key.src,
+                    ts: key.ts,
+                    psn: key.psn,
+                    payload: item.payload,
+                    barrier: bound,
+                    reliable: true,
+                    arrived: item.arrived,
+                    now_ts,
+                })));
+        }
+    }
+
     /// The next output of the §5.2 relay channel (controller forwarding). Drain it after
     /// [`Node::poll_output`]; it stays empty unless `forward_after_retransmits` is set.
     pub fn poll_relay(&mut self) -> Option<HostRelay> {
@@ -839,6 +975,10 @@ impl Host {
         self.timestamp(now);
         match msg {
             RelayMsg::Failed { ts } => self.on_own_failure(ts),
+            RelayMsg::Settle { failed, recalled } => self.settle(now, &failed, &recalled),
+            RelayMsg::Recalled { .. } | RelayMsg::RecoverRequest { .. } => {
+                self.stats.dropped_invalid += 1;
+            }
             RelayMsg::Forward { packets, .. } => {
                 let mut acks: Vec<(ProcId, usize)> = Vec::new();
                 for p in packets {
@@ -1092,6 +1232,11 @@ impl Host {
             self.stats.dropped_invalid += 1;
             return;
         }
+        // §5.2: a host told it failed buffers nothing more (its buffer is settled as it stood).
+        if self.own_failure.is_some() {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
         self.reliable_seen = true;
         let senders = self.cfg.senders_max;
         let len_max = self.cfg.reorder_len_max;
@@ -1248,6 +1393,10 @@ impl Host {
     }
 
     fn raise_commit(&mut self, c: Timestamp) {
+        // §5.2: a host told it failed is frozen (see `on_own_failure`).
+        if self.own_failure.is_some() {
+            return;
+        }
         self.commit = Some(match self.commit {
             Some(cur) => cur.max_wrapping(c),
             None => c,
@@ -1288,6 +1437,10 @@ impl Host {
     /// §5.1: per local process that reads, everything strictly below the commit barrier.
     #[inline(never)]
     fn deliver_reliable(&mut self, now: Instant) {
+        // §5.2: a host told it failed delivers only what settling allows (see `settle`).
+        if self.own_failure.is_some() {
+            return;
+        }
         if let Some(commit) = self.commit {
             let now_ts = self.timestamp_past(now, commit);
             for lp in &mut self.procs {
@@ -1544,6 +1697,16 @@ impl Host {
             *wait = (*wait * 2).min(CTRL_RETRY_MAX_NS.max(*wait));
             *due = now + *wait;
             self.stats.ctrl_resent += 1;
+            if let Some(groups) = self.recalled_rounds.get(&round) {
+                if self.relays.len() < RELAY_OUT_MAX {
+                    self.relays.push_back(HostRelay::Send {
+                        to: CtrlDest::Controller,
+                        msg: RelayMsg::Recalled {
+                            groups: groups.clone(),
+                        },
+                    });
+                }
+            }
             self.outputs.push_back(Output::Event(HostEvent::Control {
                 to: CtrlDest::Controller,
                 msg: CtrlMsg::Completed { round, host: node },
@@ -1694,6 +1857,7 @@ impl Host {
             // order: this answers every `Completed` up to `round`.
             CtrlMsg::Resume { round, .. } => {
                 self.rounds_awaited.retain(|&r, _| r > round);
+                self.recalled_rounds.retain(|&r, _| r > round);
                 self.sender.rearm_after_reroute(now);
                 self.retransmit_due(now);
             }
@@ -1766,6 +1930,22 @@ impl Host {
             for &(src, ts) in &recalled.groups {
                 self.outputs
                     .push_back(Output::Event(HostEvent::Recalled { src, ts }));
+            }
+            // §5.2 "undeliverable recall messages": the failed receivers cannot hear the recall;
+            // the controller records it for their recovery. Sent before `Completed`, which waits
+            // for the RecallAcks. Only where the relay channel is in use.
+            if self.cfg.reliable.forward_after_retransmits > 0 && self.relays.len() < RELAY_OUT_MAX
+            {
+                self.relays.push_back(HostRelay::Send {
+                    to: CtrlDest::Controller,
+                    msg: RelayMsg::Recalled {
+                        groups: recalled.groups.clone(),
+                    },
+                });
+                self.recalled_rounds.insert(round, recalled.groups.clone());
+                if self.recalled_rounds.len() > ROUNDS_AWAITED_MAX {
+                    self.recalled_rounds.pop_first();
+                }
             }
             self.recalls.push((round, targets));
         }
@@ -1864,6 +2044,17 @@ impl Host {
                 self.rounds_awaited.insert(round, (now + retry, retry));
                 if self.rounds_awaited.len() > ROUNDS_AWAITED_MAX {
                     self.rounds_awaited.pop_first();
+                }
+            }
+            // The recall report may have been lost (the controller down): again with Completed.
+            if let Some(groups) = self.recalled_rounds.get(&round) {
+                if self.relays.len() < RELAY_OUT_MAX {
+                    self.relays.push_back(HostRelay::Send {
+                        to: CtrlDest::Controller,
+                        msg: RelayMsg::Recalled {
+                            groups: groups.clone(),
+                        },
+                    });
                 }
             }
             self.outputs.push_back(Output::Event(HostEvent::Control {

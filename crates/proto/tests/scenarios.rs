@@ -13,8 +13,8 @@
 //! hand where a scenario needs them; random configurations and faults live in `onepipe-sim`.
 
 use bytes::Bytes;
-use onepipe_proto::failure::{CtrlDest, CtrlMsg};
-use onepipe_proto::host::{Delivery, Host, HostConfig, HostEvent, UPLINK};
+use onepipe_proto::failure::{CtrlDest, CtrlMsg, RelayMsg};
+use onepipe_proto::host::{Delivery, Host, HostConfig, HostEvent, HostRelay, UPLINK};
 use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
 use onepipe_proto::time::{Barrier, TIMESTAMP_MASK};
 use onepipe_proto::wire::{flags, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
@@ -2172,4 +2172,79 @@ fn a_host_behind_the_barrier_stamps_above_what_it_delivered_2_1() {
         h.timestamp(at(1_020)) > t(50_000),
         "stamped below a delivered message"
     );
+}
+
+/// §5.2 Receiver Recovery at a host: told it failed, it freezes reliable delivery (a commit
+/// barrier heard afterwards releases nothing); when its link heals it asks the controller, and
+/// the answer settles its buffer — delivered in timestamp order except what the correct
+/// receivers discard: messages of a failed sender at or above its failure timestamp, and
+/// recalled scatterings.
+#[test]
+fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_5_2() {
+    let mut h = Host::new(host_config(0, &[0, 1], 8), at(1_000));
+    let rel = flags::END_OF_MESSAGE | flags::RELIABLE;
+    for (src, ts, psn) in [(2, 100, 0), (3, 110, 0), (4, 120, 0), (2, 130, 1)] {
+        let out = feed(
+            &mut h,
+            1_000,
+            UPLINK,
+            fragment(src, 0, ts, psn, 0, rel, b"m"),
+        );
+        assert!(deliveries(&out).is_empty());
+    }
+    // Not failed yet: a commit barrier releases what is below it.
+    let out = feed(&mut h, 1_100, UPLINK, beacon(9, 105));
+    assert_eq!(summary(&deliveries(&out)), vec![(100, 2, bytes("m"))]);
+    h.on_relay(at(1_200), RelayMsg::Failed { ts: t(90) });
+    drain(&mut h);
+    assert_eq!(
+        h.send(at(1_250), p(1), &[(p(2), bytes("x"))]),
+        Err(onepipe_proto::host::SendError::Failed(p(1))),
+        "a failed host sends nothing more, best effort included"
+    );
+    // Frozen: this barrier passes everything buffered, and releases none of it.
+    let out = feed(&mut h, 1_300, UPLINK, beacon(9, 1_000));
+    assert!(deliveries(&out).is_empty());
+    assert!(h.poll_relay().is_none());
+    h.recover(at(1_400));
+    assert_eq!(
+        h.poll_relay(),
+        Some(HostRelay::Send {
+            to: CtrlDest::Controller,
+            msg: RelayMsg::RecoverRequest { host: NodeId(0) },
+        })
+    );
+    h.recover(at(1_450));
+    assert!(h.poll_relay().is_none(), "asked once");
+    h.on_relay(
+        at(1_500),
+        RelayMsg::Settle {
+            failed: vec![(p(0), t(90)), (p(1), t(90)), (p(3), t(105))],
+            recalled: vec![(p(4), t(120))],
+        },
+    );
+    let got = deliveries(&drain(&mut h));
+    assert_eq!(summary(&got), vec![(130, 2, bytes("m"))]);
+    assert!(got
+        .iter()
+        .all(|d| d.reliable && d.ts < d.barrier && d.ts < d.now_ts));
+    assert!(h.settled());
+    assert_eq!(
+        (
+            h.stats().recovered,
+            h.stats().settled_delivered,
+            h.stats().settled_discarded
+        ),
+        (1, 1, 2)
+    );
+    // Settled once; later data is not buffered.
+    h.on_relay(
+        at(1_600),
+        RelayMsg::Settle {
+            failed: vec![],
+            recalled: vec![],
+        },
+    );
+    let out = feed(&mut h, 1_700, UPLINK, fragment(2, 0, 140, 2, 0, rel, b"m"));
+    assert!(deliveries(&out).is_empty() && deliveries(&drain(&mut h)).is_empty());
 }

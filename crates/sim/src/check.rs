@@ -109,6 +109,8 @@ pub struct Checker {
     declared: Vec<Option<Timestamp>>,
     /// §5.2: reliable scatterings recalled, as (sender, raw timestamp).
     recalled: HashSet<(u32, u64)>,
+    /// §5.2 receiver recovery: declared hosts that settled their buffer.
+    recovered: Vec<bool>,
     violations: Vec<Violation>,
     violation_count: u64,
     deliveries_checked: u64,
@@ -137,6 +139,7 @@ impl Checker {
             failed: BTreeMap::new(),
             declared: vec![None; hosts],
             recalled: HashSet::new(),
+            recovered: vec![false; hosts],
             violations: Vec::new(),
             violation_count: 0,
             deliveries_checked: 0,
@@ -190,9 +193,78 @@ impl Checker {
         self.declared[host as usize] = Some(ts);
     }
 
+    /// §5.2 Receiver Recovery: declared host `host` settled its receive buffer. "1Pipe only
+    /// ensures all correct receivers and recovered receivers deliver messages consistently":
+    /// at the end of a drained run its processes must have delivered exactly the reliable
+    /// messages to them that the correct receivers deliver (see `check_recovered`).
+    pub fn on_recovered(&mut self, host: u32) {
+        self.recovered[host as usize] = true;
+    }
+
     /// §5.2 Recall: the reliable scattering(s) `src` stamped `ts` were aborted.
     pub fn on_recalled(&mut self, src: u32, ts: Timestamp) {
         self.recalled.insert((src, ts.raw()));
+    }
+
+    /// §5.2: each process of a recovered host delivered a reliable message iff it is one of
+    /// its destinations, it was not aborted (recalled, or at or above its sender's failure
+    /// timestamp), and some correct destination delivered it — in timestamp order (checked as
+    /// it delivers, by `on_deliver`).
+    fn check_recovered(&mut self, t: u64) {
+        if !self.recovered.iter().any(|&r| r) {
+            return;
+        }
+        let logs: Vec<HashSet<(u32, u64)>> = self.logs[1]
+            .iter()
+            .map(|l| l.iter().copied().collect())
+            .collect();
+        let mut found = Vec::new();
+        for src in 0..self.procs as usize {
+            for seq in 0..self.sends[src].len() {
+                let Some(rec) = &self.sends[src][seq] else {
+                    continue;
+                };
+                if !rec.reliable {
+                    continue;
+                }
+                let sender_host = src as u32 / self.procs_per_host;
+                let aborted = self.recalled.contains(&(src as u32, rec.ts.raw()))
+                    || self.declared[sender_host as usize].is_some_and(|f| rec.ts >= f);
+                let key = (src as u32, seq as u64);
+                let dsts: Vec<u32> = (0..self.procs).filter(|&p| rec.dsts.contains(p)).collect();
+                if !dsts
+                    .iter()
+                    .any(|&p| self.recovered[(p / self.procs_per_host) as usize])
+                {
+                    continue;
+                }
+                let by_correct = dsts
+                    .iter()
+                    .any(|&p| !self.crashed_proc(p) && logs[p as usize].contains(&key));
+                for &p in &dsts {
+                    if !self.recovered[(p / self.procs_per_host) as usize] {
+                        continue;
+                    }
+                    let delivered = logs[p as usize].contains(&key);
+                    let why = if delivered && aborted {
+                        "delivered it, but it was aborted (recalled, or at or above its sender's failure timestamp)"
+                    } else if delivered && !by_correct {
+                        "delivered it, but no correct destination did"
+                    } else if !delivered && !aborted && by_correct {
+                        "never delivered it, but a correct destination did"
+                    } else {
+                        continue;
+                    };
+                    found.push(format!(
+                        "recovered p{p}: reliable p{src}#{seq} ts {}: it {why}",
+                        rec.ts
+                    ));
+                }
+            }
+        }
+        for detail in found {
+            self.violate(t, "recovery", detail);
+        }
     }
 
     fn crashed_proc(&self, p: u32) -> bool {
@@ -397,6 +469,7 @@ impl Checker {
             self.check_agreement(t, seed);
             return;
         }
+        self.check_recovered(t);
         let any_crash = self.crashed.iter().any(|&c| c);
         // Reliable deliveries by receivers that failed: excused, so not counted for atomicity.
         // Of those, the ones by receivers the controller declared failed are excused from
@@ -404,7 +477,7 @@ impl Checker {
         // and recovered receivers deliver messages consistently. In addition, when network
         // partition occurs, separated receivers may deliver messages after failure timestamp"
         // (a receiver cut off with its rack keeps delivering what its rack commits; VOPR seed
-        // 178 at 10 ms). Recovery is not built, so no receiver is a recovered one.
+        // 178 at 10 ms). Recovered receivers are held to the correct ones by `check_recovered`.
         let mut by_gone: std::collections::HashMap<(u32, u64), u32> =
             std::collections::HashMap::new();
         let mut by_declared: std::collections::HashMap<(u32, u64), u32> =

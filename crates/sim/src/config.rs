@@ -172,6 +172,10 @@ pub struct SimConfig {
     /// failure) or physical switch ("tor-1", "core-0": a switch failure) carries nothing from
     /// then on.
     pub cuts: Vec<(String, u64)>,
+    /// Heals of host-link cuts: (host name, true time ns), e.g. ("host-9", 900 µs) after a cut
+    /// of "host-9" (`--cut host-9@600us..900us`): its links carry again from then on and the
+    /// host, if the controller declared it failed, runs §5.2 receiver recovery.
+    pub heals: Vec<(String, u64)>,
     /// One-way delay of the management network that carries §5.2's control messages, ns.
     pub ctrl_delay_ns: u64,
     /// Time the controller waits after the first failure report before Determine, so that
@@ -236,6 +240,7 @@ impl Default for SimConfig {
             crashes: Vec::new(),
             link_timeout_intervals: 10,
             cuts: Vec::new(),
+            heals: Vec::new(),
             ctrl_delay_ns: 3_000,
             failure_settle_ns: 6_000,
             clock_steps: Vec::new(),

@@ -153,6 +153,13 @@ pub struct Report {
     pub forwarded: u64,
     /// Packets dropped by route black holes (`--blackhole`).
     pub packets_blackholed: u64,
+    /// §5.2 receiver recovery: hosts declared failed that settled their receive buffer after
+    /// their link healed, and the buffered reliable messages they delivered and discarded.
+    pub recovered: u64,
+    /// See `recovered`.
+    pub settled_delivered: u64,
+    /// See `recovered`.
+    pub settled_discarded: u64,
     /// Fig. 10: the longest best-effort barrier stall after the first fault, mean over correct
     /// hosts, ns (0 without faults).
     pub stall_ns_be: f64,
@@ -203,7 +210,16 @@ fn run_with<Q: EventQueue<Ev>>(
         world.trace_state();
     }
     let end = world.now();
+    let recovered: Vec<u32> = world
+        .hosts()
+        .enumerate()
+        .filter(|(_, h)| h.stats().recovered > 0)
+        .map(|(i, _)| i as u32)
+        .collect();
     if let Some(c) = world.checker.as_mut() {
+        for &h in &recovered {
+            c.on_recovered(h);
+        }
         c.finish(end, cfg.seed, drained);
     }
     let wall_s = started.elapsed().as_secs_f64();
@@ -306,6 +322,9 @@ fn run_with<Q: EventQueue<Ev>>(
         sends_to_failed: s.sends_to_failed,
         forwarded: world.hosts().map(|h| h.stats().forwarded).sum(),
         packets_blackholed: s.packets_blackholed,
+        recovered: recovered.len() as u64,
+        settled_delivered: world.hosts().map(|h| h.stats().settled_delivered).sum(),
+        settled_discarded: world.hosts().map(|h| h.stats().settled_discarded).sum(),
         stall_ns_be: world.stall_ns().map_or(0.0, |s| s.0),
         stall_ns_reliable: world.stall_ns().map_or(0.0, |s| s.1),
     })

@@ -67,6 +67,11 @@ pub enum Ev {
     CtrlTimer,
     /// The controller recovers from an outage (`--controller-down`).
     CtrlRecover,
+    /// A host's cut links heal (`--cut host-N@T1..T2`): §5.2 receiver recovery.
+    Heal {
+        /// The host.
+        host: u32,
+    },
 }
 
 /// Routes by the topology's ECMP tables (§3.1): process → host, then per-flow hashing. After a
@@ -138,6 +143,8 @@ enum HostInput {
     },
     /// A control message (slab index).
     Ctrl(u32),
+    /// Its cut link healed (§5.2 receiver recovery).
+    Heal,
 }
 
 #[derive(Debug)]
@@ -194,8 +201,10 @@ struct LinkSt {
     last_barrier: Option<Timestamp>,
     /// Packets still to drop in the current loss burst.
     burst_left: u32,
-    /// True time from which the link carries nothing (`--cut`).
+    /// True time from which the link carries nothing (`--cut`), and from which it carries
+    /// again (a heal; `SimTime::MAX` for never).
     cut_at: SimTime,
+    heal_at: SimTime,
 }
 
 /// Counters the engine keeps.
@@ -451,6 +460,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 last_barrier: None,
                 burst_left: 0,
                 cut_at: SimTime::MAX,
+                heal_at: SimTime::MAX,
             })
             .collect::<Vec<_>>();
         // `--cut NAME@T`: every link of the named nodes — a host ("host-3": its two links), or a
@@ -499,6 +509,21 @@ impl<Q: EventQueue<Ev>> World<Q> {
             if !any {
                 return Err(format!("--cut: no link between the nodes of '{name}'"));
             }
+        }
+        // Heals: only of a cut host's two links.
+        let mut heals = Vec::new();
+        for (name, at) in &cfg.heals {
+            let h = (0..topo.hosts())
+                .find(|&h| topo.node(NodeId(h)).name == *name)
+                .ok_or_else(|| format!("--cut: only a host's cut heals, and '{name}' is none"))?;
+            for l in [topo.uplink(h), topo.downlink(h)] {
+                let l = &mut links[l.index()];
+                if l.cut_at > *at {
+                    return Err(format!("--cut: '{name}' heals before it is cut"));
+                }
+                l.heal_at = l.heal_at.min(*at);
+            }
+            heals.push((h, *at));
         }
         for (h, st) in hosts.iter_mut().enumerate() {
             let up = links[topo.uplink(h as u32).index()].cut_at;
@@ -586,6 +611,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
         for &(_, to) in &w.cfg.controller_down {
             w.queue.push(to, Ev::CtrlRecover);
         }
+        for (host, at) in heals {
+            w.queue.push(at, Ev::Heal { host });
+        }
         Ok(w)
     }
 
@@ -662,6 +690,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     self.controller.on_timeout(Instant(t));
                     self.drain_controller(t);
                 }
+                Ev::Heal { host } => self.host_input(t, host, HostInput::Heal),
                 Ev::CtrlRecover => {
                     if self.controller_down_until(t).is_none() {
                         self.controller.on_recover(Instant(t));
@@ -732,7 +761,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 l.last_barrier = Some(b);
             }
         }
-        if t >= l.cut_at {
+        if t >= l.cut_at && t < l.heal_at {
             self.stats.packets_cut += 1;
             self.take_packet(pkt);
             return;
@@ -1057,6 +1086,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 );
             }
             HostInput::Timeout => self.hosts[hi].host.handle(local, Input::Timeout),
+            HostInput::Heal => self.hosts[hi].host.recover(local),
             HostInput::Ctrl(m) => {
                 cursor += self.cfg.host_recv_ns;
                 self.ctrl_in_flight -= 1;

@@ -211,3 +211,77 @@ fn a_black_holed_route_is_bridged_by_controller_forwarding_5_2() {
         );
     }
 }
+
+/// §5.2 Receiver Recovery: host 9's link is cut at 600 µs, the controller declares it failed
+/// (it freezes its reliable delivery), and the link heals at 1 ms. The host then asks the
+/// controller for the failure notifications and the undeliverable recalls, and settles its
+/// buffer: the checker requires each of its processes to have delivered exactly the reliable
+/// messages to it that are not aborted and that a correct destination delivered. Its buffer
+/// holds messages it must not deliver — its own processes' at or above its failure timestamp,
+/// and scatterings recalled because its acknowledgement never got out — so settling by
+/// delivering the whole buffer fails this test.
+#[test]
+fn a_healed_host_recovers_and_delivers_consistently_with_the_correct_receivers_5_2() {
+    for seed in 1..=3 {
+        let mut c = cfg(seed);
+        c.cuts = vec![("host-9".into(), 600_000)];
+        c.heals = vec![("host-9".into(), 1_000_000)];
+        let (hosts, r) = run_ok(&c);
+        assert_eq!(hosts, vec![9], "seed {seed}");
+        assert_eq!(r.recovered, 1, "seed {seed}: host 9 did not recover");
+        assert!(
+            r.settled_delivered > 0 && r.settled_discarded > 0,
+            "seed {seed}: settled {} delivered, {} discarded: the test no longer tells a settle \
+             that delivers its whole buffer from a correct one",
+            r.settled_delivered,
+            r.settled_discarded
+        );
+    }
+}
+
+#[test]
+fn a_heal_of_a_link_that_is_not_a_cut_host_s_is_refused() {
+    let mut c = cfg(1);
+    c.cuts = vec![("tor-3".into(), 600_000)];
+    c.heals = vec![("tor-3".into(), 1_000_000)];
+    assert!(run(&c, &mut |_| {}).is_err());
+    c.cuts = vec![("host-9".into(), 600_000)];
+    c.heals = vec![("host-9".into(), 500_000)];
+    assert!(run(&c, &mut |_| {}).is_err());
+}
+
+/// §5.2 Receiver Recovery among other failures, both services: host 14 is cut at 300 µs and
+/// heals at 1.4 ms while host 5 crashes at 400 µs (a failed sender the recovered host must
+/// discard above its failure timestamp). Seed 9 once had host 14 send best-effort messages
+/// after the heal into a network that no longer waited for it (late drops below every
+/// barrier): a host told it failed sends nothing more.
+#[test]
+fn a_healed_host_recovers_among_other_failures_in_both_services_5_2() {
+    for seed in [9, 2] {
+        let mut c = cfg(seed);
+        c.service = Service::Mixed;
+        c.cuts = vec![("host-14".into(), 300_000)];
+        c.heals = vec![("host-14".into(), 1_400_000)];
+        c.crashes = vec![(5, 400_000)];
+        let (hosts, r) = run_ok(&c);
+        assert_eq!(hosts, vec![5, 14], "seed {seed}");
+        assert_eq!(r.recovered, 1, "seed {seed}");
+    }
+}
+
+/// §5.2 Receiver Recovery with the controller down while the correct hosts recall (640–660 µs,
+/// host 9 declared at ≈ 639 µs): the recall reports sent meanwhile are lost, and the recovered
+/// host would deliver recalled messages. Hosts report their recalls again with every
+/// `Completed`, so the controller has them all before it resumes the round and answers.
+#[test]
+fn recall_reports_lost_to_a_down_controller_reach_it_before_recovery_5_2() {
+    for seed in 1..=3 {
+        let mut c = cfg(seed);
+        c.cuts = vec![("host-9".into(), 600_000)];
+        c.heals = vec![("host-9".into(), 1_000_000)];
+        c.controller_down = vec![(640_000, 660_000)];
+        let (hosts, r) = run_ok(&c);
+        assert_eq!(hosts, vec![9], "seed {seed}");
+        assert_eq!(r.recovered, 1, "seed {seed}");
+    }
+}
