@@ -1689,29 +1689,42 @@ impl Host {
         if self.rounds_awaited.first_key_value().is_none() {
             return;
         }
-        let node = self.cfg.node;
+        let mut due_rounds = Vec::new();
         for (&round, (due, wait)) in self.rounds_awaited.iter_mut() {
             if *due > now {
                 continue;
             }
             *wait = (*wait * 2).min(CTRL_RETRY_MAX_NS.max(*wait));
             *due = now + *wait;
-            self.stats.ctrl_resent += 1;
-            if let Some(groups) = self.recalled_rounds.get(&round) {
-                if self.relays.len() < RELAY_OUT_MAX {
-                    self.relays.push_back(HostRelay::Send {
-                        to: CtrlDest::Controller,
-                        msg: RelayMsg::Recalled {
-                            groups: groups.clone(),
-                        },
-                    });
-                }
-            }
-            self.outputs.push_back(Output::Event(HostEvent::Control {
-                to: CtrlDest::Controller,
-                msg: CtrlMsg::Completed { round, host: node },
-            }));
+            due_rounds.push(round);
         }
+        for round in due_rounds {
+            self.stats.ctrl_resent += 1;
+            self.report_completed(round);
+        }
+    }
+
+    /// §5.2 Completed for `round` to the controller, preceded by this host's recall report for
+    /// it, if any: that report may have been lost (the controller down), so it goes again with
+    /// every Completed.
+    fn report_completed(&mut self, round: u32) {
+        if let Some(groups) = self.recalled_rounds.get(&round) {
+            if self.relays.len() < RELAY_OUT_MAX {
+                self.relays.push_back(HostRelay::Send {
+                    to: CtrlDest::Controller,
+                    msg: RelayMsg::Recalled {
+                        groups: groups.clone(),
+                    },
+                });
+            }
+        }
+        self.outputs.push_back(Output::Event(HostEvent::Control {
+            to: CtrlDest::Controller,
+            msg: CtrlMsg::Completed {
+                round,
+                host: self.cfg.node,
+            },
+        }));
     }
 
     /// Reliable messages whose retransmission timer fired go again.
@@ -2046,24 +2059,7 @@ impl Host {
                     self.rounds_awaited.pop_first();
                 }
             }
-            // The recall report may have been lost (the controller down): again with Completed.
-            if let Some(groups) = self.recalled_rounds.get(&round) {
-                if self.relays.len() < RELAY_OUT_MAX {
-                    self.relays.push_back(HostRelay::Send {
-                        to: CtrlDest::Controller,
-                        msg: RelayMsg::Recalled {
-                            groups: groups.clone(),
-                        },
-                    });
-                }
-            }
-            self.outputs.push_back(Output::Event(HostEvent::Control {
-                to: CtrlDest::Controller,
-                msg: CtrlMsg::Completed {
-                    round,
-                    host: self.cfg.node,
-                },
-            }));
+            self.report_completed(round);
         }
     }
 
