@@ -196,6 +196,11 @@ struct Aggregates {
     /// The minimum of each barrier's registers once every input has reported (cached for
     /// `update`).
     min_register: [Option<Timestamp>; 2],
+    /// How many counted registers hold exactly `min_register` (when it is `Some`). Raising one
+    /// of them lowers the count, and only the last one's raise rescans the inputs: a
+    /// synchronized beacon wave raises every input from the same value, which would otherwise
+    /// rescan on every beacon (N scans of N registers per wave instead of about one).
+    min_count: [u32; 2],
     /// B_new of Eq. 4.1 for each barrier, kept monotone.
     out: [Option<Timestamp>; 2],
     /// Barriers dropped as implausible leaps (`BARRIER_JUMP_MAX_NS`).
@@ -210,6 +215,7 @@ impl Aggregates {
             commit_removed: vec![false; inputs],
             commit_frozen: vec![false; inputs],
             min_register: [None; 2],
+            min_count: [0; 2],
             out: [None; 2],
             garbage: 0,
         }
@@ -261,28 +267,67 @@ impl Aggregates {
         let old = Timestamp::new(old);
         let new = old.max_wrapping(b);
         *r = new.raw();
-        !(new == old || self.min_register[k].is_some_and(|min| old > min))
+        if new == old || self.excluded(port, k) {
+            return false;
+        }
+        let Some(min) = self.min_register[k] else {
+            return true; // not every input has reported: scan
+        };
+        // A register above the minimum cannot move it; the minimum moves only once the last
+        // register holding it rises.
+        if old == min {
+            debug_assert!(self.min_count[k] > 0);
+            self.min_count[k] -= 1;
+            return self.min_count[k] == 0;
+        }
+        if new == min {
+            // Only garbage barriers leaping across half the ring get here (from "below" the
+            // minimum, where wrapping order is intransitive); keep the count exact anyway.
+            self.min_count[k] += 1;
+        }
+        false
+    }
+
+    /// Whether input `port`'s register of barrier `k` is left out of the minimum: a removed
+    /// link no longer bounds the best-effort barrier (§4.2); it still bounds the commit barrier
+    /// until the controller's Resume removes it (§5.2).
+    #[inline(always)]
+    fn excluded(&self, port: usize, k: usize) -> bool {
+        if k == BE {
+            self.dead[port]
+        } else {
+            self.commit_removed[port]
+        }
     }
 
     #[inline(never)]
     fn recompute_one(&mut self, k: usize) {
-        let mut min = None;
+        let mut min: Option<Timestamp> = None;
+        let mut count = 0u32;
         for (i, r) in self.registers.iter().enumerate() {
             // A removed link no longer bounds the best-effort barrier (§4.2). It still bounds
             // the commit barrier: "a failed component cannot be simply removed, because
             // otherwise, the in-flight messages sent by the failed component cannot be
             // consistently delivered or discarded" (§5.2) — until the controller's Resume.
-            if if k == BE {
-                self.dead[i]
-            } else {
-                self.commit_removed[i]
-            } {
+            if self.excluded(i, k) {
                 continue;
             }
             if r[k] == NONE {
-                return; // an input that never spoke bounds nothing yet
+                // An input that never spoke bounds nothing yet: no minimum, so every raise
+                // scans again until all have spoken.
+                self.min_register[k] = None;
+                return;
             }
-            min = Self::fold(min, r[k]);
+            let v = Timestamp::new(r[k]);
+            match min {
+                Some(m) if v == m => count += 1,
+                Some(m) if v > m => {}
+                _ => (min, count) = (Some(v), 1),
+            }
+        }
+        self.min_count[k] = count;
+        if min.is_none() {
+            self.min_register[k] = None; // every input removed: nothing to cache
         }
         self.set_min(k, min);
     }
@@ -297,13 +342,29 @@ impl Aggregates {
         self.recompute_one(COMMIT);
     }
 
-    #[inline]
-    fn fold(min: Option<Timestamp>, raw: u64) -> Option<Timestamp> {
-        if raw == NONE {
-            return min;
+    /// Debug builds: the cached minimum and its count agree with a scan of the registers.
+    fn check(&self) {
+        if !cfg!(debug_assertions) {
+            return;
         }
-        let v = Timestamp::new(raw);
-        Some(min.map_or(v, |m| m.min_wrapping(v)))
+        for k in [BE, COMMIT] {
+            let Some(m) = self.min_register[k] else {
+                continue;
+            };
+            let counted: Vec<u64> = (0..self.registers.len())
+                .filter(|&i| !self.excluded(i, k))
+                .map(|i| self.registers[i][k])
+                .collect();
+            assert!(
+                counted.iter().all(|&r| r != NONE),
+                "a minimum over a silent input"
+            );
+            // (Whether every register is at or above `m` is not checked: garbage barriers that
+            // leap across half the 48-bit ring make the wrapping order intransitive, and no
+            // cached or scanned minimum is meaningful then — `BARRIER_JUMP_MAX_NS` bounds them.)
+            let at_min = counted.iter().filter(|&&r| r == m.raw()).count();
+            assert_eq!(at_min, self.min_count[k] as usize, "minimum count");
+        }
     }
 
     /// Stores a new minimum (all inputs reported) and raises the output to it — never
@@ -741,6 +802,7 @@ impl Switch {
             debug_assert!(b.is_none() || a.is_some());
         }
         debug_assert!(self.pending.len() <= self.cfg.pending_max);
+        self.agg.check();
     }
 }
 

@@ -31,15 +31,17 @@ use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Timest
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// An event. Small and `Copy`: packets live in a slab and events carry their index.
-#[derive(Clone, Copy, Debug)]
+/// An event. A packet in flight travels inside its `Arrive` event: the queue's buckets are read
+/// and written in order, where a slab of packets indexed from the events was read at random — at
+/// 1,024 hosts that read missed the cache on nearly every hop.
+#[derive(Clone, Debug)]
 pub enum Ev {
     /// A packet reaches the far end of a link.
     Arrive {
         /// The link.
         link: u32,
-        /// Slab index of the packet.
-        pkt: u32,
+        /// The packet.
+        packet: Packet,
     },
     /// A node's timer, valid if `generation` is still current.
     Timer {
@@ -133,9 +135,9 @@ enum Mgmt {
     Relay(RelayMsg),
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 enum HostInput {
-    Packet(u32),
+    Packet(Packet),
     Timeout,
     Send {
         proc: u32,
@@ -285,7 +287,6 @@ pub struct World<Q: EventQueue<Ev>> {
     hosts: Vec<HostSt>,
     switches: Vec<SwitchSt>,
     links: Vec<LinkSt>,
-    packets: crate::slab::Slab<Packet>,
     queue: Q,
     rng: Rng,
     workload_rng: Rng,
@@ -564,7 +565,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
             hosts,
             switches,
             links,
-            packets: crate::slab::Slab::default(),
             queue,
             rng,
             workload_rng,
@@ -675,7 +675,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 progress(t);
             }
             match ev {
-                Ev::Arrive { link, pkt } => self.on_arrive(t, link, pkt),
+                Ev::Arrive { link, packet } => self.on_arrive(t, link, packet),
                 Ev::Timer { node, generation } => self.on_timer(t, node, generation),
                 Ev::CpuWake { host } => self.on_cpu_wake(t, host),
                 Ev::Send { proc } => self.on_send_event(t, proc),
@@ -702,15 +702,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.now = self.now.max(end);
     }
 
-    fn alloc_packet(&mut self, p: Packet) -> u32 {
+    /// A packet enters the network (sent by a host or a switch, or a duplicate): counted until
+    /// it is consumed or dropped ([`World::consume`]).
+    fn count_in(&mut self, p: &Packet) {
         if !matches!(p, Packet::Beacon(_)) {
             self.live_messages += 1;
         }
-        self.packets.insert(p)
     }
 
-    fn take_packet(&mut self, i: u32) -> Packet {
-        let p = self.packets.take(i);
+    /// A packet leaves the network: handed to its host or switch, or dropped.
+    fn consume(&mut self, p: Packet) -> Packet {
         if !matches!(p, Packet::Beacon(_)) {
             self.live_messages -= 1;
         }
@@ -737,17 +738,18 @@ impl<Q: EventQueue<Ev>> World<Q> {
             })
     }
 
+    /// Sends a new packet on `link` at time `t`.
     fn transmit(&mut self, link: u32, packet: Packet, t: SimTime) {
-        let pkt = self.alloc_packet(packet);
-        self.transmit_slot(link, pkt, t);
+        self.count_in(&packet);
+        self.put_on_link(link, packet, t);
     }
 
-    /// Puts the packet in slab slot `pkt` on `link` at time `t`.
-    fn transmit_slot(&mut self, link: u32, pkt: u32, t: SimTime) {
-        let packet = self.packets.get(pkt);
+    /// Puts a packet already counted in the network (new, or forwarded by a switch) on `link` at
+    /// time `t`.
+    fn put_on_link(&mut self, link: u32, mut packet: Packet, t: SimTime) {
         let bytes = packet.wire_len() as u64;
         let is_beacon = matches!(packet, Packet::Beacon(_));
-        let barrier = match packet {
+        let barrier = match &packet {
             Packet::Beacon(b) => Some(b.barrier),
             Packet::Data(d) => d.header.barrier(),
             Packet::Nak(_) | Packet::Ack(_) => None,
@@ -763,14 +765,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         if t >= l.cut_at && t < l.heal_at {
             self.stats.packets_cut += 1;
-            self.take_packet(pkt);
+            self.consume(packet);
             return;
         }
         let ser = (bytes * l.ps_per_byte).div_ceil(1000);
         let start = t.max(l.busy_until);
         // §6.1 DCTCP: a switch egress queue above the threshold marks data packets.
         if l.from_switch && start > t + l.ecn_queue_ns {
-            if let Packet::Data(d) = self.packets.get_mut(pkt) {
+            if let Packet::Data(d) = &mut packet {
                 if d.header.flags & flags::ECN == 0 {
                     d.header.flags |= flags::ECN;
                     self.stats.ecn_marked += 1;
@@ -785,9 +787,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.stats.beacon_bytes += bytes;
         }
         // Faults are drawn only when configured, so fault-free runs keep their exact traces.
-        if self.cfg.loss_rate > 0.0 && self.lose(link, pkt) {
+        if self.cfg.loss_rate > 0.0 && self.lose(link, &packet) {
             self.stats.packets_lost += 1;
-            self.take_packet(pkt);
+            self.consume(packet);
             return;
         }
         if self.cfg.reorder_prob > 0.0 && self.rng.chance(self.cfg.reorder_prob) {
@@ -795,19 +797,19 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.stats.reordered_packets += 1;
         }
         if self.cfg.dup_rate > 0.0 && self.rng.chance(self.cfg.dup_rate) {
-            let copy = self.packets.get(pkt).clone();
-            let dup = self.alloc_packet(copy);
+            let copy = packet.clone();
+            self.count_in(&copy);
             self.stats.packets_duplicated += 1;
             // The copy follows the original on the same link (FIFO), one serialization later.
-            self.queue.push(arrive + ser, Ev::Arrive { link, pkt: dup });
+            self.queue
+                .push(arrive + ser, Ev::Arrive { link, packet: copy });
         }
-        self.queue.push(arrive, Ev::Arrive { link, pkt });
+        self.queue.push(arrive, Ev::Arrive { link, packet });
     }
 
     /// Whether the loss model drops this packet on `link`: a loss event (probability
     /// `loss_rate`) drops it and the next `loss_burst - 1` packets of the targeted kind.
-    fn lose(&mut self, link: u32, pkt: u32) -> bool {
-        let packet = self.packets.get(pkt);
+    fn lose(&mut self, link: u32, packet: &Packet) -> bool {
         if self.cfg.loss_kind.is_some_and(|k| !k.matches(packet)) {
             return false;
         }
@@ -823,20 +825,18 @@ impl<Q: EventQueue<Ev>> World<Q> {
         false
     }
 
-    fn on_arrive(&mut self, t: SimTime, link: u32, pkt: u32) {
+    fn on_arrive(&mut self, t: SimTime, link: u32, mut packet: Packet) {
         let (to, port) = {
             let l = &self.links[link as usize];
             (l.to, l.to_port)
         };
         if to < self.topo.hosts() {
             debug_assert_eq!(port, UPLINK.0);
-            self.host_input(t, to, HostInput::Packet(pkt));
+            self.host_input(t, to, HostInput::Packet(packet));
             return;
         }
         let si = (to - self.topo.hosts()) as usize;
-        let packet = self.packets.get_mut(pkt);
         if matches!(packet, Packet::Beacon(_)) {
-            let packet = self.take_packet(pkt);
             self.switch_handle(
                 t,
                 to,
@@ -848,20 +848,20 @@ impl<Q: EventQueue<Ev>> World<Q> {
             return;
         }
         // The hot path: data and NAKs are forwarded in place (`Switch::forward`, which is what
-        // `handle` does for them); the packet keeps its slab slot, and the switch's timer is
-        // unaffected, so there is no clock read and no re-arm.
-        match self.switches[si].sw.forward(PortId(port), packet) {
+        // `handle` does for them); the switch's timer is unaffected, so there is no clock read
+        // and no re-arm.
+        match self.switches[si].sw.forward(PortId(port), &mut packet) {
             Some(out) => {
                 let base = self.switch_out_base[si] as usize;
                 let out_link = self.switch_out_links[base + out.index()];
-                if !self.cfg.blackholes.is_empty() && self.blackholed(t, (link, out_link), to, pkt)
-                {
+                if !self.cfg.blackholes.is_empty() && self.blackholed(t, link, &packet) {
+                    self.blackhole(t, out_link, to, packet);
                     return;
                 }
-                self.transmit_slot(out_link, pkt, t);
+                self.put_on_link(out_link, packet, t);
             }
             None => {
-                self.take_packet(pkt);
+                self.consume(packet);
             }
         }
         if let Some(c) = self.checker.as_mut() {
@@ -869,31 +869,30 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
     }
 
-    /// `--blackhole`: whether the switch `node` that forwarded packet `pkt`, which came in on
-    /// `link`, black-holes it. Only the first-hop switch of the source host does; a data packet
-    /// carrying barriers goes on as a beacon with them, so no link falls silent and the routing
-    /// notices nothing. Returns true when the packet was dropped (and the beacon, if any, sent).
-    fn blackholed(&mut self, t: SimTime, links: (u32, u32), node: u32, pkt: u32) -> bool {
-        let (link, out_link) = links;
+    /// `--blackhole`: whether the switch that forwarded `packet`, which came in on `link`,
+    /// black-holes it. Only the first-hop switch of the source host does.
+    fn blackholed(&self, t: SimTime, link: u32, packet: &Packet) -> bool {
         let pph = self.cfg.procs_per_host;
-        let (src, dst) = match self.packets.get(pkt) {
+        let (src, dst) = match packet {
             Packet::Data(d) => (d.header.src.0, d.header.dst.0),
             Packet::Ack(a) => (a.from.0, a.to.0),
             Packet::Nak(n) => (n.from.0, n.to.0),
             Packet::Beacon(_) => return false,
         };
         let (sh, dh) = (src / pph, dst / pph);
-        let hit = self.host_uplinks.get(sh as usize) == Some(&link)
+        self.host_uplinks.get(sh as usize) == Some(&link)
             && self
                 .cfg
                 .blackholes
                 .iter()
-                .any(|&(a, b, at)| a == sh && b == dh && t >= at);
-        if !hit {
-            return false;
-        }
+                .any(|&(a, b, at)| a == sh && b == dh && t >= at)
+    }
+
+    /// Drops a black-holed packet at switch `node`: a data packet carrying barriers goes on as a
+    /// beacon with them on `out_link`, so no link falls silent and the routing notices nothing.
+    fn blackhole(&mut self, t: SimTime, out_link: u32, node: u32, packet: Packet) {
         self.stats.packets_blackholed += 1;
-        let beacon = match self.take_packet(pkt) {
+        let beacon = match self.consume(packet) {
             Packet::Data(d) => match (d.header.barrier(), d.header.commit()) {
                 (Some(barrier), Some(commit)) => Some(onepipe_proto::wire::Beacon {
                     from: NodeId(node),
@@ -907,7 +906,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if let Some(b) = beacon {
             self.transmit(out_link, Packet::Beacon(b), t);
         }
-        true
     }
 
     fn on_timer(&mut self, t: SimTime, node: u32, generation: u32) {
@@ -980,8 +978,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let st = &mut self.hosts[h as usize];
         for i in std::mem::take(&mut st.pending).into_iter().chain([input]) {
             match i {
-                HostInput::Packet(pkt) => {
-                    self.take_packet(pkt);
+                HostInput::Packet(packet) => {
+                    self.consume(packet);
                 }
                 HostInput::Ctrl(m) => {
                     self.ctrl_msgs.take(m);
@@ -1074,9 +1072,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let commit_before = self.hosts[hi].host.commit_barrier().map(|b| b.timestamp());
         let mut cursor = t;
         match input {
-            HostInput::Packet(pkt) => {
+            HostInput::Packet(packet) => {
                 cursor += self.cfg.host_recv_ns;
-                let packet = self.take_packet(pkt);
+                let packet = self.consume(packet);
                 self.hosts[hi].host.handle(
                     local,
                     Input::Packet {
