@@ -180,19 +180,10 @@ pub const BARRIER_JUMP_MAX_NS: u64 = 1 << 43;
 /// and hold raw timestamps with a sentinel for "not yet" (8 bytes each, not 16).
 #[derive(Clone, Debug)]
 struct Aggregates {
-    /// R_i of Eq. 4.1, per input link: [best effort, commit]; `NONE` until the link has spoken.
-    registers: Vec<[u64; 2]>,
-    /// Per input link: removed after a timeout (§4.2); a removed link bounds nothing.
-    dead: Vec<bool>,
-    /// Per input link: removed from the commit minimum by the controller's Resume (§5.2).
-    commit_removed: Vec<bool>,
-    /// Per input link: reported dead to the controller (§5.2 Detect); its commit register is
-    /// frozen at the value reported. The controller takes the failure timestamp from these
-    /// reports, so nothing above it may pass here afterwards — not even when the link speaks
-    /// again (it was slow, not dead: VOPR seed 15 at 10 ms, where hosts starved their own beacons
-    /// and, heard again, raised the commit barrier above the failure timestamp the controller was
-    /// about to announce for them).
-    commit_frozen: Vec<bool>,
+    /// Per input link, everything kept about it: a packet from the link reads and writes one
+    /// 32-byte record (at 1,024 hosts the switches' state does not stay in cache, and separate
+    /// arrays per field cost a cache miss each).
+    inputs: Vec<InPort>,
     /// The minimum of each barrier's registers once every input has reported (cached for
     /// `update`).
     min_register: [Option<Timestamp>; 2],
@@ -207,13 +198,64 @@ struct Aggregates {
     garbage: u64,
 }
 
+/// One input link of a switch.
+#[derive(Clone, Copy, Debug)]
+struct InPort {
+    /// R_i of Eq. 4.1: [best effort, commit]; `NONE` until the link has spoken.
+    registers: [u64; 2],
+    /// Beacon times in a row it was silent (§4.2 failure detection).
+    silent: u32,
+    /// Beacon intervals since it was last reported dead (§5.2 retries).
+    since_report: u32,
+    /// Heard anything since the last beacon time.
+    heard: bool,
+    /// Spoke at least once. Silence is counted only after that: a timeout detects a link that
+    /// stopped, and before its first beacon a link that is still starting (its upstream's
+    /// synchronized beacon phase can exceed the timeout) is not dead.
+    spoke: bool,
+    /// Removed after a timeout (§4.2); a removed link bounds nothing.
+    dead: bool,
+    /// Removed from the commit minimum by the controller's Resume (§5.2).
+    commit_removed: bool,
+    /// Reported dead to the controller (§5.2 Detect); its commit register is frozen at the
+    /// value reported. The controller takes the failure timestamp from these reports, so nothing
+    /// above it may pass here afterwards — not even when the link speaks again (it was slow, not
+    /// dead: VOPR seed 15 at 10 ms, where hosts starved their own beacons and, heard again, raised
+    /// the commit barrier above the failure timestamp the controller was about to announce for
+    /// them).
+    commit_frozen: bool,
+}
+
+const _: () = assert!(std::mem::size_of::<InPort>() == 32);
+
+impl InPort {
+    const NEW: InPort = InPort {
+        registers: [NONE; 2],
+        silent: 0,
+        since_report: 0,
+        heard: false,
+        spoke: false,
+        dead: false,
+        commit_removed: false,
+        commit_frozen: false,
+    };
+}
+
+/// One output link of a switch.
+#[derive(Clone, Copy, Debug)]
+struct OutPort {
+    /// What the last barrier-carrying packet on the link said.
+    last_sent: Outputs,
+    /// When the last beacon went out on it.
+    last_beacon: Option<Instant>,
+    /// Carried something since the last beacon time.
+    active: bool,
+}
+
 impl Aggregates {
     fn new(inputs: usize) -> Aggregates {
         Aggregates {
-            registers: vec![[NONE; 2]; inputs],
-            dead: vec![false; inputs],
-            commit_removed: vec![false; inputs],
-            commit_frozen: vec![false; inputs],
+            inputs: vec![InPort::NEW; inputs],
             min_register: [None; 2],
             min_count: [0; 2],
             out: [None; 2],
@@ -222,7 +264,7 @@ impl Aggregates {
     }
 
     fn register(&self, port: usize, k: usize) -> Option<Timestamp> {
-        let r = self.registers.get(port)?[k];
+        let r = self.inputs.get(port)?.registers[k];
         (r != NONE).then(|| Timestamp::new(r))
     }
 
@@ -255,10 +297,10 @@ impl Aggregates {
             self.garbage += 1;
             return false;
         }
-        if k == COMMIT && self.commit_frozen[port] {
+        if k == COMMIT && self.inputs[port].commit_frozen {
             return false;
         }
-        let r = &mut self.registers[port][k];
+        let r = &mut self.inputs[port].registers[k];
         let old = *r;
         if old == NONE {
             *r = b.raw();
@@ -293,10 +335,11 @@ impl Aggregates {
     /// until the controller's Resume removes it (§5.2).
     #[inline(always)]
     fn excluded(&self, port: usize, k: usize) -> bool {
+        let p = &self.inputs[port];
         if k == BE {
-            self.dead[port]
+            p.dead
         } else {
-            self.commit_removed[port]
+            p.commit_removed
         }
     }
 
@@ -304,7 +347,8 @@ impl Aggregates {
     fn recompute_one(&mut self, k: usize) {
         let mut min: Option<Timestamp> = None;
         let mut count = 0u32;
-        for (i, r) in self.registers.iter().enumerate() {
+        for (i, p) in self.inputs.iter().enumerate() {
+            let r = p.registers;
             // A removed link no longer bounds the best-effort barrier (§4.2). It still bounds
             // the commit barrier: "a failed component cannot be simply removed, because
             // otherwise, the in-flight messages sent by the failed component cannot be
@@ -335,7 +379,7 @@ impl Aggregates {
     /// §4.2: removes or re-adds an input link, and recomputes both minimums.
     #[cold]
     fn set_dead(&mut self, port: usize, dead: bool) {
-        self.dead[port] = dead;
+        self.inputs[port].dead = dead;
         // A removed link's minimum must be forgotten, or `raise` would skip scans it needs.
         self.min_register = [None; 2];
         self.recompute_one(BE);
@@ -351,9 +395,9 @@ impl Aggregates {
             let Some(m) = self.min_register[k] else {
                 continue;
             };
-            let counted: Vec<u64> = (0..self.registers.len())
+            let counted: Vec<u64> = (0..self.inputs.len())
                 .filter(|&i| !self.excluded(i, k))
-                .map(|i| self.registers[i][k])
+                .map(|i| self.inputs[i].registers[k])
                 .collect();
             assert!(
                 counted.iter().all(|&r| r != NONE),
@@ -388,26 +432,13 @@ pub struct Switch {
     router: Option<Arc<dyn Router>>,
     /// Both barriers' registers and outputs (§4.1, §5.1).
     agg: Aggregates,
-    last_beacon: Vec<Option<Instant>>,
-    /// What the last barrier-carrying packet on each output link said.
-    last_sent: Vec<Outputs>,
+    /// Per output link.
+    out_ports: Vec<OutPort>,
     /// Cpu/Host modes: beacons on their way to the CPU: (ready at, input port, barrier, commit).
     pending: VecDeque<(Instant, PortId, Timestamp, Timestamp)>,
     next_beacon: Instant,
     /// Chip mode: when deferred change-triggered beacons are due.
     flush_at: Option<Instant>,
-    /// Per input link: heard anything since the last beacon time; beacon times in a row it was
-    /// silent (§4.2 failure detection).
-    heard: Vec<bool>,
-    silent: Vec<u32>,
-    /// Per input link: beacon intervals since it was last reported dead (§5.2 retries).
-    since_report: Vec<u32>,
-    /// Per input link: spoke at least once. Silence is counted only after that: a timeout
-    /// detects a link that stopped, and before its first beacon a link that is still starting
-    /// (its upstream's synchronized beacon phase can exceed the timeout) is not dead.
-    spoke: Vec<bool>,
-    /// Per output link: carried something since the last beacon time.
-    active: Vec<bool>,
     outputs: VecDeque<Output<Packet, SwitchEvent>>,
     stats: SwitchStats,
 }
@@ -437,16 +468,17 @@ impl Switch {
         );
         Switch {
             agg: Aggregates::new(cfg.inputs),
-            last_beacon: vec![None; cfg.outputs],
-            last_sent: vec![(None, None); cfg.outputs],
+            out_ports: vec![
+                OutPort {
+                    last_sent: (None, None),
+                    last_beacon: None,
+                    active: false,
+                };
+                cfg.outputs
+            ],
             pending: VecDeque::new(),
             next_beacon: next_tick(now, cfg.beacon_interval_ns, cfg.beacon_phase_ns),
             flush_at: None,
-            heard: vec![false; cfg.inputs],
-            silent: vec![0; cfg.inputs],
-            spoke: vec![false; cfg.inputs],
-            since_report: vec![0; cfg.inputs],
-            active: vec![false; cfg.outputs],
             outputs: VecDeque::new(),
             stats: SwitchStats::default(),
             router,
@@ -491,7 +523,7 @@ impl Switch {
 
     /// Whether input link `port` has been removed after a timeout (§4.2).
     pub fn link_removed(&self, port: PortId) -> bool {
-        self.agg.dead.get(port.index()).copied().unwrap_or(false)
+        self.agg.inputs.get(port.index()).is_some_and(|p| p.dead)
     }
 
     /// §5.2 Resume: input `port` no longer bounds the commit barrier, for good (a failed
@@ -501,8 +533,8 @@ impl Switch {
         if i >= self.cfg.inputs {
             return false;
         }
-        if !self.agg.commit_removed[i] {
-            self.agg.commit_removed[i] = true;
+        if !self.agg.inputs[i].commit_removed {
+            self.agg.inputs[i].commit_removed = true;
             self.agg.min_register = [None; 2];
             self.agg.recompute_one(BE);
             self.agg.recompute_one(COMMIT);
@@ -513,18 +545,18 @@ impl Switch {
     /// Whether Resume removed input `port` from the commit minimum.
     pub fn commit_input_removed(&self, port: PortId) -> bool {
         self.agg
-            .commit_removed
+            .inputs
             .get(port.index())
-            .copied()
-            .unwrap_or(false)
+            .is_some_and(|p| p.commit_removed)
     }
 
     /// Input `port` spoke: alive, and back in the minimum if it had been removed (§4.2).
     #[inline]
     fn heard_from(&mut self, port: usize) {
-        self.heard[port] = true;
-        self.spoke[port] = true;
-        if self.agg.dead[port] {
+        let p = &mut self.agg.inputs[port];
+        p.heard = true;
+        p.spoke = true;
+        if p.dead {
             self.stats.links_added += 1;
             self.agg.set_dead(port, false);
         }
@@ -616,7 +648,7 @@ impl Switch {
         // Only a chip's rewritten barrier describes this link; in CPU modes the field (if a
         // misconfigured host set it) is the sender's, and must not suppress our next beacon.
         if let (Packet::Data(d), true) = (&*packet, self.cfg.mode.rewrites_data()) {
-            let last = &mut self.last_sent[out.index()];
+            let last = &mut self.out_ports[out.index()].last_sent;
             if let Some(b) = d.header.barrier() {
                 last.0 = Some(b);
             }
@@ -624,7 +656,7 @@ impl Switch {
                 last.1 = Some(c);
             }
         }
-        self.active[out.index()] = true;
+        self.out_ports[out.index()].active = true;
         self.stats.forwarded += 1;
         Some(out)
     }
@@ -682,15 +714,17 @@ impl Switch {
         // barriers, so its far end does not take a stalled barrier for a dead link (§4.2). A
         // switch whose every input is dead keeps silent instead: it bounds nothing any more, and
         // its silence lets the next switch remove it in turn.
-        let any_alive = self.agg.dead.iter().any(|d| !d);
+        let any_alive = self.agg.inputs.iter().any(|p| !p.dead);
         if self.cfg.link_timeout_intervals > 0 && any_alive && self.outputs_now().0.is_some() {
             for o in 0..self.cfg.outputs {
-                if !self.active[o] && self.outputs_now().1.is_some() {
+                if !self.out_ports[o].active && self.outputs_now().1.is_some() {
                     self.send_beacon(now, o);
                 }
             }
         }
-        self.active.fill(false);
+        for p in &mut self.out_ports {
+            p.active = false;
+        }
     }
 
     /// §4.2 "Handling failures": an input link silent for `link_timeout_intervals` beacon
@@ -702,10 +736,11 @@ impl Switch {
         }
         let retry = self.cfg.report_retry_intervals;
         for i in 0..self.cfg.inputs {
-            if retry > 0 && self.agg.commit_frozen[i] && !self.agg.commit_removed[i] {
-                self.since_report[i] += 1;
-                if self.since_report[i] >= retry {
-                    self.since_report[i] = 0;
+            let p = &mut self.agg.inputs[i];
+            if retry > 0 && p.commit_frozen && !p.commit_removed {
+                p.since_report += 1;
+                if p.since_report >= retry {
+                    p.since_report = 0;
                     self.stats.reports_resent += 1;
                     self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
                         port: PortId(i as u32),
@@ -713,13 +748,14 @@ impl Switch {
                     }));
                 }
             }
-            if std::mem::take(&mut self.heard[i]) {
-                self.silent[i] = 0;
-            } else if self.spoke[i] && !self.agg.dead[i] {
-                self.silent[i] += 1;
-                if self.silent[i] >= timeout {
+            let p = &mut self.agg.inputs[i];
+            if std::mem::take(&mut p.heard) {
+                p.silent = 0;
+            } else if p.spoke && !p.dead {
+                p.silent += 1;
+                if p.silent >= timeout {
+                    p.commit_frozen = true;
                     self.stats.links_removed += 1;
-                    self.agg.commit_frozen[i] = true;
                     self.agg.set_dead(i, true);
                     self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
                         port: PortId(i as u32),
@@ -741,7 +777,8 @@ impl Switch {
             if !self.fresh(o) {
                 continue;
             }
-            match self.last_beacon[o]
+            match self.out_ports[o]
+                .last_beacon
                 .map(|t| t + gap)
                 .filter(|ready| *ready > now)
             {
@@ -768,7 +805,7 @@ impl Switch {
         let (Some(b), Some(c)) = self.outputs_now() else {
             return false;
         };
-        let (last_b, last_c) = self.last_sent[o];
+        let (last_b, last_c) = self.out_ports[o].last_sent;
         last_b.is_none_or(|l| b > l) || last_c.is_none_or(|l| c > l)
     }
 
@@ -777,9 +814,11 @@ impl Switch {
             unreachable!("callers check both barriers are known");
         };
         self.stats.beacons_sent += 1;
-        self.active[o] = true;
-        self.last_beacon[o] = Some(now);
-        self.last_sent[o] = (Some(barrier), Some(commit));
+        self.out_ports[o] = OutPort {
+            last_sent: (Some(barrier), Some(commit)),
+            last_beacon: Some(now),
+            active: true,
+        };
         self.outputs.push_back(Output::Send {
             port: PortId(o as u32),
             packet: Packet::Beacon(Beacon {
