@@ -185,6 +185,27 @@ pub struct SendTracker {
 }
 
 impl SendTracker {
+    /// Prefetch hint for an acknowledgement from `dst` to local sender `src` (see
+    /// [`crate::prefetch`]): `Records` loads the sender table, `Peers` the pair's list entries.
+    #[inline(always)]
+    pub fn prefetch(&self, stage: crate::prefetch::Stage, src: ProcId, dst: ProcId) {
+        use crate::prefetch::{prefetch, Stage};
+        match stage {
+            Stage::Fields => prefetch(&self.lists),
+            Stage::Records => {
+                if let Some(s) = self.senders.first() {
+                    prefetch(s);
+                }
+            }
+            Stage::Peers | Stage::Entries => {
+                if let Some(li) = self.list_index(src, dst) {
+                    prefetch(&self.lists[li]);
+                    prefetch(&self.given_up_seen[li]);
+                }
+            }
+        }
+    }
+
     /// A tracker for local `senders` sending to processes `0..destinations`, holding at most
     /// `len_max` messages (acknowledged ones included until their deadline passes).
     pub fn new(senders: Vec<ProcId>, destinations: u32, len_max: usize) -> SendTracker {

@@ -571,6 +571,79 @@ impl Host {
         self.clock_ts
     }
 
+    /// Performance hint for a driver that knows one of this host's next inputs — `packet`, or a
+    /// timeout if `None`: starts loading the state that handling it reads, to the depth of
+    /// `stage` (see [`crate::prefetch`]). Changes nothing; any packet is fine (a bad one
+    /// prefetches little).
+    #[inline]
+    pub fn prefetch(&self, stage: crate::prefetch::Stage, packet: Option<&Packet>) {
+        use crate::prefetch::{prefetch, Stage};
+        match stage {
+            Stage::Fields => {
+                prefetch(&self.procs);
+                prefetch(&self.barrier);
+                prefetch(&self.stats);
+                prefetch(&self.outputs);
+                prefetch(&self.acks_due);
+                self.tracker.prefetch(stage, ProcId(0), ProcId(0));
+            }
+            Stage::Records => {
+                for lp in self.procs.iter().take(4) {
+                    prefetch(lp);
+                }
+                if let Some(due) = self.acks_due.front() {
+                    prefetch(due);
+                }
+                if let Some(Packet::Ack(a)) = packet {
+                    self.tracker.prefetch(stage, a.to, a.from);
+                }
+            }
+            Stage::Peers => {
+                // Delivery: the smallest buffered message's heap entry, whatever the input.
+                for lp in self.procs.iter().take(4) {
+                    lp.reorder.prefetch_front();
+                }
+                // A delayed ACK due: its receive window.
+                if let Some(&(_, src, dst_idx, false)) = self.acks_due.front() {
+                    if let Some(w) = self
+                        .procs
+                        .get(dst_idx)
+                        .and_then(|lp| lp.recv.get(src.index()))
+                    {
+                        prefetch(w);
+                    }
+                }
+                if let Some(p) = packet {
+                    self.prefetch_peer(p);
+                }
+            }
+            Stage::Entries => {}
+        }
+    }
+
+    /// The per-peer part of [`Host::prefetch`] for `packet`.
+    #[inline]
+    fn prefetch_peer(&self, packet: &Packet) {
+        use crate::prefetch::{prefetch, Stage};
+        match packet {
+            Packet::Data(d) => {
+                let (src, dst) = (d.header.src, d.header.dst);
+                if let Some(lp) = self.procs.iter().find(|lp| lp.id == dst) {
+                    let (recv, reorder) = match (d.header.reliable(), &lp.rel) {
+                        (true, Some(rel)) => (&rel.recv, &rel.reorder),
+                        _ => (&lp.recv, &lp.reorder),
+                    };
+                    if let Some(w) = recv.get(src.index()) {
+                        prefetch(w);
+                    }
+                    reorder.prefetch_sender(src);
+                }
+            }
+            Packet::Ack(a) if !a.reliable => self.tracker.prefetch(Stage::Peers, a.to, a.from),
+            _ => {}
+        }
+    }
+
     /// Messages buffered for reordering, over all local processes.
     pub fn reorder_len(&self) -> usize {
         self.procs

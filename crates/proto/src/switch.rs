@@ -486,6 +486,43 @@ impl Switch {
         }
     }
 
+    /// Performance hint for a driver that knows a packet from input `port` is among this switch's
+    /// next inputs: starts loading what forwarding it reads, to the depth of `stage` (see
+    /// [`crate::prefetch`]). Changes nothing.
+    #[inline]
+    pub fn prefetch(&self, stage: crate::prefetch::Stage, port: PortId) {
+        use crate::prefetch::{prefetch, Stage};
+        match stage {
+            Stage::Fields => {
+                prefetch(&self.cfg);
+                prefetch(&self.agg);
+                prefetch(&self.out_ports);
+                prefetch(&self.stats);
+            }
+            Stage::Records => {
+                if let Some(p) = self.agg.inputs.get(port.index()) {
+                    prefetch(p);
+                }
+            }
+            Stage::Peers | Stage::Entries => {}
+        }
+    }
+
+    /// Prefetch hint: output `port`'s record (see [`crate::prefetch`]).
+    #[inline]
+    pub fn prefetch_output(&self, port: PortId) {
+        if let Some(p) = self.out_ports.get(port.index()) {
+            crate::prefetch::prefetch(p);
+        }
+    }
+
+    /// The output port a packet from `src` to `dst` takes here, if this switch routes (a hint's
+    /// helper: the same answer [`Switch::forward`] will compute).
+    #[inline]
+    pub fn route(&self, src: ProcId, dst: ProcId) -> Option<PortId> {
+        self.router.as_ref()?.route(self.cfg.node, src, dst)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &SwitchConfig {
         &self.cfg

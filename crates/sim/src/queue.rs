@@ -42,6 +42,13 @@ pub trait EventQueue<T> {
     }
     /// Time of the earliest event without removing it.
     fn peek_time(&self) -> Option<SimTime>;
+    /// Some event among the next few to pop, the `k`-th after the next one if the queue can
+    /// tell cheaply (for prefetching what it will touch); `None` if it cannot. A hint only: the
+    /// queue's order is unaffected.
+    fn peek_ahead(&self, k: usize) -> Option<&T> {
+        let _ = k;
+        None
+    }
     /// Number of pending events.
     fn len(&self) -> usize;
     /// True if no events are pending.
@@ -500,6 +507,24 @@ impl<T> EventQueue<T> for RadixHeap<T> {
         let event = self.current.pop_front()?;
         self.len -= 1;
         Some((self.last, event.item))
+    }
+
+    /// The `k`-th next event: from bucket 0 while it lasts; after it, the first event of the
+    /// smallest bucket when that bucket holds one time (a lowest-level bucket) or one event —
+    /// otherwise finding the next one would take a scan, and the hint is not worth it.
+    #[inline]
+    fn peek_ahead(&self, k: usize) -> Option<&T> {
+        if let Some(e) = self.current.get(k) {
+            return Some(&e.item);
+        }
+        let k = k - self.current.len();
+        let from = self.buckets_occupied.first()?;
+        let bucket = &self.buckets[from];
+        if from <= RADIX_DIGITS || bucket.len() == 1 {
+            bucket.get(k).map(|e| &e.item)
+        } else {
+            None
+        }
     }
 
     #[inline]
