@@ -365,6 +365,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             detouring: std::sync::atomic::AtomicBool::new(false),
         });
         let router: Arc<dyn Router> = topo_router.clone();
+        // §6.1: a host sends the ACKs it owes another host's processes together.
+        let host_of: Arc<[u32]> = topo_router.host_of.iter().copied().collect();
         let chip = cfg.switch_mode == SwitchMode::Chip;
         let mut hosts = Vec::new();
         for h in 0..topo.hosts() {
@@ -380,6 +382,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 (h * pph..(h + 1) * pph).map(ProcId).collect(),
                 procs,
             );
+            hc.host_of = Some(host_of.clone());
             hc.beacon_interval_ns = cfg.beacon_interval_ns;
             hc.barrier_on_data = chip;
             hc.beacon_always = !chip;
@@ -750,7 +753,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let barrier = match packet {
             Packet::Beacon(b) => Some(b.barrier),
             Packet::Data(d) => d.header.barrier(),
-            Packet::Nak(_) | Packet::Ack(_) => None,
+            Packet::Nak(_) | Packet::Ack(_) | Packet::AckBatch(_) => None,
         };
         let l = &mut self.links[link as usize];
         if l.from_switch {
@@ -876,12 +879,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
     fn blackholed(&mut self, t: SimTime, links: (u32, u32), node: u32, pkt: u32) -> bool {
         let (link, out_link) = links;
         let pph = self.cfg.procs_per_host;
-        let (src, dst) = match self.packets.get(pkt) {
-            Packet::Data(d) => (d.header.src.0, d.header.dst.0),
-            Packet::Ack(a) => (a.from.0, a.to.0),
-            Packet::Nak(n) => (n.from.0, n.to.0),
-            Packet::Beacon(_) => return false,
+        let Some((src, dst)) = self.packets.get(pkt).endpoints() else {
+            return false;
         };
+        let (src, dst) = (src.0, dst.0);
         let (sh, dh) = (src / pph, dst / pph);
         let hit = self.host_uplinks.get(sh as usize) == Some(&link)
             && self
