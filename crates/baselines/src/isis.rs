@@ -50,9 +50,13 @@ use std::collections::{BTreeMap, VecDeque};
 /// Longest retransmission timeout, however far it backs off.
 pub const RETRY_MAX_NS: u64 = 10_000_000;
 
-/// Most doublings of a timeout (back-off): a repair that failed this often is retried at a
-/// steady pace rather than ever more slowly.
-pub const BACKOFF_MAX: u8 = 3;
+/// Most doublings of a destination's `Propose` timeout (back-off, reset by a fresh round-trip
+/// sample): enough to climb over queues that grew after the last clean sample (64 × 50 µs).
+pub const PROPOSE_BACKOFF_MAX: u8 = 6;
+
+/// Most doublings of a front message's wait before another `FinalRequest`: a request that
+/// failed this often is repeated at a steady pace rather than ever more slowly.
+pub const FINAL_BACKOFF_MAX: u8 = 3;
 
 /// Static configuration of an [`IsisEndpoint`].
 #[derive(Clone, Debug)]
@@ -154,12 +158,13 @@ impl RttEstimate {
         }
     }
 
-    /// The timeout: `srtt + 4 · rttvar`, at least `floor`, backed off `tries` times.
+    /// The timeout: `srtt + 4 · rttvar`, at least `floor`, backed off `tries` times (the
+    /// caller caps `tries`).
     fn timeout(&self, floor: u64, tries: u8) -> u64 {
         let base = self
             .srtt
             .map_or(floor, |s| (s + 4 * self.rttvar).max(floor));
-        base.saturating_mul(1 << tries.min(BACKOFF_MAX))
+        base.saturating_mul(1 << tries.min(16))
             .min(RETRY_MAX_NS.max(floor))
     }
 }
@@ -383,7 +388,7 @@ impl IsisEndpoint {
                 continue;
             }
             if !a.overtaken {
-                self.backoff[r] = self.backoff[r].saturating_add(1).min(BACKOFF_MAX);
+                self.backoff[r] = self.backoff[r].saturating_add(1).min(PROPOSE_BACKOFF_MAX);
             }
             // Everything behind it in the channel waits for this repair: no RTT samples there.
             for q in self.awaiting[r].iter_mut() {
@@ -554,7 +559,8 @@ impl IsisEndpoint {
             Some((k, since, tries)) if k == key => {
                 // Not round-trip based: the wait for an agreement includes the slowest
                 // destination's, and its repairs — a heavy tail no estimate follows.
-                let wait = RttEstimate::default().timeout(self.cfg.retry_ns, tries);
+                let wait =
+                    RttEstimate::default().timeout(self.cfg.retry_ns, tries.min(FINAL_BACKOFF_MAX));
                 let src = key.1;
                 if now.saturating_since(since) >= wait && src != self.cfg.id {
                     self.front_since = Some((key, now, tries.saturating_add(1)));
