@@ -6,6 +6,10 @@
 //! send-failed notification. The reliable service (§5.1, docs/RELIABLE.md) builds on the same
 //! state and adds retransmission.
 //!
+//! Receivers delay their ACKs and send those owed to the processes of one host together
+//! ([`AckBatcher`]): one `AckBatch` packet per host pair rather than one `Ack` per process pair,
+//! as the per-host polling thread of §6.1 that generates a host's ACKs naturally can.
+//!
 //! PSNs are 32-bit and wrap; every comparison here is by signed distance, like timestamps.
 
 use crate::ids::{ProcId, Psn};
@@ -132,6 +136,199 @@ impl RecvWindow {
 
 /// End of a list.
 const NIL: u32 = u32::MAX;
+
+/// A delayed ACK: local receiver `dst_idx` owes remote sender `src` an acknowledgement of its
+/// packets in one service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckOwed {
+    /// The remote sending process (the ACK's addressee).
+    pub src: ProcId,
+    /// Index of the local receiving process.
+    pub dst_idx: u32,
+    /// The reliable service's window (else best effort's).
+    pub reliable: bool,
+}
+
+/// The delayed ACKs of one peer host: a list through [`AckBatcher`]'s slab.
+#[derive(Clone, Copy, Debug)]
+struct PeerAcks {
+    head: u32,
+    tail: u32,
+    len: u32,
+    /// When the peer's batch is due (meaningful while the list is not empty).
+    due: Instant,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct OwedSlot {
+    owed: AckOwed,
+    next: u32,
+}
+
+/// Delayed ACKs grouped by the host they go to, so that one packet carries every ACK a host owes
+/// another (§2.1 end-to-end ACKs, sent by the per-host polling thread of §6.1).
+///
+/// The delay rule is per peer host: the first ACK owed to a peer fixes when the peer's batch is
+/// due; ACKs owed to it meanwhile join that batch and go with it, earlier than their own delay
+/// would send them, never later. The caller sends a batch early (`take`) when an ACK must go at
+/// once (`ack_every` packets) or the batch is full. Bounded: a peer's list never holds more than
+/// the caller lets it (it takes the batch at [`crate::wire::ACK_BATCH_LEN_MAX`]), so the slab
+/// holds at most that per peer.
+///
+/// Layout: per peer 16 bytes (an intrusive list and its due time) and one shared slab, as
+/// [`SendTracker`]: a host of a thousand-host network keeps a thousand peers.
+#[derive(Debug)]
+pub struct AckBatcher {
+    peers: Vec<PeerAcks>,
+    slots: Vec<OwedSlot>,
+    free: Vec<u32>,
+    /// (due, peer) in scheduling order. An entry is stale once its peer's batch went early (the
+    /// peer's `due` differs, or it has nothing owed); stale entries are skipped.
+    due: VecDeque<(Instant, u32)>,
+    len: usize,
+}
+
+impl AckBatcher {
+    /// A batcher for peer hosts `0..peers`.
+    pub fn new(peers: usize) -> AckBatcher {
+        assert!(peers < NIL as usize);
+        AckBatcher {
+            peers: vec![
+                PeerAcks {
+                    head: NIL,
+                    tail: NIL,
+                    len: 0,
+                    due: Instant(0),
+                };
+                peers
+            ],
+            slots: Vec::new(),
+            free: Vec::new(),
+            due: VecDeque::new(),
+            len: 0,
+        }
+    }
+
+    /// ACKs owed, over all peers.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if no ACK is owed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// ACKs owed to `peer`.
+    pub fn owed_to(&self, peer: usize) -> usize {
+        self.peers[peer].len as usize
+    }
+
+    /// Records that `owed` goes to `peer`, due by `due` if it is the first ACK owed to that peer
+    /// (else with the peer's batch, already scheduled). Returns how many ACKs `peer` is owed now.
+    pub fn push(&mut self, peer: usize, due: Instant, owed: AckOwed) -> usize {
+        let slot = OwedSlot { owed, next: NIL };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let p = &mut self.peers[peer];
+        if p.head == NIL {
+            debug_assert_eq!(p.len, 0);
+            *p = PeerAcks {
+                head: i,
+                tail: i,
+                len: 1,
+                due,
+            };
+            self.due.push_back((due, peer as u32));
+        } else {
+            self.slots[p.tail as usize].next = i;
+            p.tail = i;
+            p.len += 1;
+        }
+        self.len += 1;
+        p.len as usize
+    }
+
+    /// Takes every ACK owed to `peer`, in the order they were owed, into `out`.
+    pub fn take(&mut self, peer: usize, out: &mut Vec<AckOwed>) {
+        let p = &mut self.peers[peer];
+        let mut i = p.head;
+        self.len -= p.len as usize;
+        *p = PeerAcks {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            due: Instant(0),
+        };
+        while i != NIL {
+            let s = self.slots[i as usize];
+            out.push(s.owed);
+            self.free.push(i);
+            i = s.next;
+        }
+        self.drop_stale();
+    }
+
+    /// The next peer whose batch is due by `horizon`, removed from the schedule (take its ACKs
+    /// with [`AckBatcher::take`]); `None` if none is.
+    pub fn pop_due(&mut self, horizon: Instant) -> Option<usize> {
+        self.drop_stale();
+        let &(due, peer) = self.due.front()?;
+        if due > horizon {
+            return None;
+        }
+        self.due.pop_front();
+        Some(peer as usize)
+    }
+
+    /// Prefetch hint (see [`crate::prefetch`]): `Records` loads the schedule's front, `Peers` the
+    /// record of the peer it names.
+    #[inline(always)]
+    pub fn prefetch(&self, stage: crate::prefetch::Stage) {
+        use crate::prefetch::{prefetch, Stage};
+        match stage {
+            Stage::Fields => prefetch(&self.peers),
+            Stage::Records => {
+                if let Some(d) = self.due.front() {
+                    prefetch(d);
+                }
+            }
+            Stage::Peers | Stage::Entries => {
+                if let Some(p) = self
+                    .due
+                    .front()
+                    .and_then(|&(_, p)| self.peers.get(p as usize))
+                {
+                    prefetch(p);
+                }
+            }
+        }
+    }
+
+    /// When the earliest batch is due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.due.front().map(|d| d.0)
+    }
+
+    /// Pops schedule entries of batches that went early, so `next_due` is a real deadline.
+    fn drop_stale(&mut self) {
+        while let Some(&(due, peer)) = self.due.front() {
+            let p = &self.peers[peer as usize];
+            if p.head != NIL && p.due == due {
+                break;
+            }
+            self.due.pop_front();
+        }
+    }
+}
 
 /// One message awaiting its acknowledgement, linked into its pair's list (PSN order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -599,7 +796,86 @@ mod tests {
         assert!(t.has_room(2));
     }
 
+    fn owed(src: u32, dst_idx: u32) -> AckOwed {
+        AckOwed {
+            src: ProcId(src),
+            dst_idx,
+            reliable: false,
+        }
+    }
+
+    #[test]
+    fn acks_owed_to_one_host_go_together_when_the_first_is_due() {
+        let mut b = AckBatcher::new(4);
+        assert_eq!(b.push(2, Instant(100), owed(8, 0)), 1);
+        assert_eq!(b.push(3, Instant(110), owed(12, 0)), 1);
+        // Owed to peer 2 later: joins its batch, due at 100 rather than 150.
+        assert_eq!(b.push(2, Instant(150), owed(9, 1)), 2);
+        assert_eq!(b.next_due(), Some(Instant(100)));
+        assert_eq!(b.pop_due(Instant(99)), None);
+        assert_eq!(b.pop_due(Instant(100)), Some(2));
+        let mut out = Vec::new();
+        b.take(2, &mut out);
+        assert_eq!(out, vec![owed(8, 0), owed(9, 1)]);
+        assert_eq!((b.len(), b.owed_to(2), b.owed_to(3)), (1, 0, 1));
+        assert_eq!(b.next_due(), Some(Instant(110)));
+    }
+
+    #[test]
+    fn a_batch_taken_early_leaves_no_deadline_behind() {
+        let mut b = AckBatcher::new(2);
+        b.push(1, Instant(100), owed(4, 0));
+        let mut out = Vec::new();
+        b.take(1, &mut out);
+        assert_eq!(b.next_due(), None, "the early batch's deadline is gone");
+        // Owed again: a new deadline of its own, not the stale one.
+        b.push(1, Instant(300), owed(5, 0));
+        assert_eq!(b.pop_due(Instant(200)), None);
+        assert_eq!(b.pop_due(Instant(300)), Some(1));
+        out.clear();
+        b.take(1, &mut out);
+        assert_eq!(out, vec![owed(5, 0)]);
+        assert!(b.is_empty());
+    }
+
     proptest! {
+        /// Whatever the order of owing and taking, every ACK owed is taken exactly once, by its
+        /// peer, and never before the batch's first ACK was owed.
+        #[test]
+        fn every_owed_ack_is_taken_once_by_its_peer(
+            ops in proptest::collection::vec((0usize..5, any::<bool>()), 1..200),
+        ) {
+            let mut b = AckBatcher::new(5);
+            let mut owed_by_peer = vec![Vec::new(); 5];
+            let mut taken_by_peer = vec![Vec::new(); 5];
+            let mut out = Vec::new();
+            for (t, &(peer, take)) in ops.iter().enumerate() {
+                let now = Instant(t as u64 * 10);
+                while let Some(p) = b.pop_due(now) {
+                    out.clear();
+                    b.take(p, &mut out);
+                    taken_by_peer[p].extend(out.iter().copied());
+                }
+                if take {
+                    out.clear();
+                    b.take(peer, &mut out);
+                    taken_by_peer[peer].extend(out.iter().copied());
+                } else {
+                    let o = owed(t as u32, peer as u32);
+                    owed_by_peer[peer].push(o);
+                    b.push(peer, now + 25, o);
+                }
+            }
+            for (p, taken) in taken_by_peer.iter_mut().enumerate() {
+                out.clear();
+                b.take(p, &mut out);
+                taken.extend(out.iter().copied());
+            }
+            prop_assert!(b.is_empty());
+            prop_assert_eq!(b.next_due(), None);
+            prop_assert_eq!(owed_by_peer, taken_by_peer);
+        }
+
         /// Whatever the arrival order and duplication, each PSN is recorded as new exactly
         /// once, and the cumulative PSN ends past every PSN when all arrived (no window slide).
         #[test]

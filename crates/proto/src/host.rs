@@ -23,16 +23,19 @@
 //! the accessors; everything the host reports comes out of [`Node::poll_output`] as
 //! [`HostEvent`]s.
 
-use crate::ack::{RecvWindow, SendTracker};
+use crate::ack::{AckBatcher, AckOwed, RecvWindow, SendTracker};
 use crate::failure::{CtrlDest, CtrlMsg, RelayMsg};
 use crate::ids::{NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Output};
 use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
 use crate::time::{Barrier, Instant, Timestamp};
-use crate::wire::{flags, Ack, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
+use crate::wire::{
+    flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
+};
 use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 /// The host's only network port: uplink out, downlink in.
 pub const UPLINK: PortId = PortId(0);
@@ -66,6 +69,13 @@ pub struct HostConfig {
     pub ack_delay_ns: u64,
     /// …or at once after this many unacknowledged packets from one sender.
     pub ack_every: u16,
+    /// The host each process lives on (any dense numbering, indexed by process id, at least
+    /// `senders_max` long), so the ACKs owed to the processes of one host go in one packet
+    /// (`AckBatch`, §6.1) — under the delay rule above, applied per host: the first ACK owed
+    /// to a host fixes when its batch goes. `None`: every process is a host of its own (one
+    /// process per host, as the UDP runtime runs), and a batch carries only the ACKs one
+    /// process is owed by several local receivers or in both services.
+    pub host_of: Option<Arc<[u32]>>,
     /// A sent message unacknowledged for this long is reported lost.
     pub rto_ns: u64,
     /// Most messages tracked for acknowledgement at once; more sends are `SendError::Full`.
@@ -104,6 +114,7 @@ impl HostConfig {
             reassembly_len_max: 4096,
             ack_delay_ns: 2_000,
             ack_every: 16,
+            host_of: None,
             rto_ns: 1_000_000,
             inflight_max: 1 << 20,
             reliable: ReliableConfig::default(),
@@ -273,9 +284,11 @@ pub struct HostStats {
     pub send_failed: u64,
     /// Packets dropped as duplicates of ones already received.
     pub dropped_duplicate: u64,
-    /// ACKs sent.
+    /// ACKs sent (one per (sender, receiver, service) acknowledged, batched or not).
     pub acks_sent: u64,
-    /// ACKs received.
+    /// Packets that carried them: `Ack`s and `AckBatch`es.
+    pub ack_packets_sent: u64,
+    /// ACKs received (each entry of a batch counts).
     pub acks_received: u64,
     /// Messages reported lost after the retransmission timeout.
     pub lost: u64,
@@ -378,8 +391,10 @@ pub struct Host {
     reliable_seen: bool,
     /// The highest commit barrier advertised on the uplink (kept monotone).
     commit_sent: Timestamp,
-    /// Delayed ACKs: (due, sender, index of the local receiver, reliable), in scheduling order.
-    acks_due: VecDeque<(Instant, ProcId, usize, bool)>,
+    /// Delayed ACKs, grouped by the host they go to (`HostConfig::host_of`).
+    acks: AckBatcher,
+    /// Scratch for the ACKs of one batch (kept to avoid an allocation per batch).
+    acks_scratch: Vec<AckOwed>,
     recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
     /// Heard from the first-hop switch since the last beacon time; beacon times in a row it
     /// was silent (§4.2 failure detection).
@@ -438,6 +453,16 @@ impl Host {
         );
         assert!(cfg.mtu_payload > 0 && cfg.mtu_payload <= crate::wire::PAYLOAD_LEN_MAX);
         assert!(cfg.message_len_max.div_ceil(cfg.mtu_payload) <= u16::MAX as usize + 1);
+        assert!(
+            cfg.host_of
+                .as_ref()
+                .is_none_or(|t| t.len() >= cfg.senders_max as usize),
+            "host_of names the host of every process"
+        );
+        let ack_peers = match &cfg.host_of {
+            Some(t) => t.iter().map(|&h| h as usize + 1).max().unwrap_or(0),
+            None => cfg.senders_max as usize,
+        };
         let procs = cfg
             .procs
             .iter()
@@ -469,7 +494,8 @@ impl Host {
             ),
             reliable_seen: false,
             commit_sent: now.timestamp(),
-            acks_due: VecDeque::new(),
+            acks: AckBatcher::new(ack_peers),
+            acks_scratch: Vec::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             uplink_heard: false,
             uplink_silent: 0,
@@ -584,18 +610,20 @@ impl Host {
                 prefetch(&self.barrier);
                 prefetch(&self.stats);
                 prefetch(&self.outputs);
-                prefetch(&self.acks_due);
+                prefetch(&self.acks);
                 self.tracker.prefetch(stage, ProcId(0), ProcId(0));
             }
             Stage::Records => {
                 for lp in self.procs.iter().take(4) {
                     prefetch(lp);
                 }
-                if let Some(due) = self.acks_due.front() {
-                    prefetch(due);
-                }
-                if let Some(Packet::Ack(a)) = packet {
-                    self.tracker.prefetch(stage, a.to, a.from);
+                self.acks.prefetch(stage);
+                match packet {
+                    Some(Packet::Ack(a)) => self.tracker.prefetch(stage, a.to, a.from),
+                    Some(Packet::AckBatch(b)) => {
+                        self.tracker.prefetch(stage, b.first().to, b.first().from)
+                    }
+                    _ => {}
                 }
             }
             Stage::Peers => {
@@ -603,16 +631,8 @@ impl Host {
                 for lp in self.procs.iter().take(4) {
                     lp.reorder.prefetch_front();
                 }
-                // A delayed ACK due: its receive window.
-                if let Some(&(_, src, dst_idx, false)) = self.acks_due.front() {
-                    if let Some(w) = self
-                        .procs
-                        .get(dst_idx)
-                        .and_then(|lp| lp.recv.get(src.index()))
-                    {
-                        prefetch(w);
-                    }
-                }
+                // The batch of delayed ACKs due next.
+                self.acks.prefetch(stage);
                 if let Some(p) = packet {
                     self.prefetch_peer(p);
                 }
@@ -640,6 +660,11 @@ impl Host {
                 }
             }
             Packet::Ack(a) if !a.reliable => self.tracker.prefetch(Stage::Peers, a.to, a.from),
+            Packet::AckBatch(b) => {
+                for a in b.acks().iter().take(4).filter(|a| !a.reliable) {
+                    self.tracker.prefetch(Stage::Peers, a.to, a.from);
+                }
+            }
             _ => {}
         }
     }
@@ -677,7 +702,7 @@ impl Host {
 
     /// ACKs scheduled and not yet sent.
     pub fn acks_pending(&self) -> usize {
-        self.acks_due.len()
+        self.acks.len()
     }
 
     /// Messages partially reassembled.
@@ -1173,7 +1198,7 @@ impl Host {
                 self.last_uplink_barrier = Some(b.barrier);
                 self.last_uplink_commit = Some(b.commit);
             }
-            Packet::Nak(_) | Packet::Ack(_) => {}
+            Packet::Nak(_) | Packet::Ack(_) | Packet::AckBatch(_) => {}
         }
         self.outputs.push_back(Output::Send {
             port: UPLINK,
@@ -1203,6 +1228,7 @@ impl Host {
             }
             Packet::Nak(n) => self.on_nak(n),
             Packet::Ack(a) => self.on_ack(now, a),
+            Packet::AckBatch(b) => self.on_ack_batch(now, b),
         }
         self.deliver_ready(now);
     }
@@ -1622,22 +1648,73 @@ impl Host {
         }
     }
 
+    /// §2.1: `src`'s packet arrived at local receiver `dst_idx`; owe it an ACK. The ACKs owed
+    /// to one host go together (`HostConfig::host_of`): when the first of them is
+    /// `ack_delay_ns` old, or at once when one window reaches `ack_every` packets or the batch
+    /// is full.
     fn schedule_ack(&mut self, now: Instant, src: ProcId, dst_idx: usize, reliable: bool) {
         let ack_every = self.cfg.ack_every;
+        let peer = self.ack_peer(src);
         let w = self.window(src, dst_idx, reliable);
         w.unacked = w.unacked.saturating_add(1);
-        if w.unacked >= ack_every {
-            self.send_ack(src, dst_idx, reliable);
-        } else if !w.ack_pending {
-            w.ack_pending = true;
-            self.acks_due
-                .push_back((now + self.cfg.ack_delay_ns, src, dst_idx, reliable));
+        let unacked = w.unacked;
+        let was_pending = std::mem::replace(&mut w.ack_pending, true);
+        let mut owed = self.acks.owed_to(peer);
+        if !was_pending {
+            let ack = AckOwed {
+                src,
+                dst_idx: dst_idx as u32,
+                reliable,
+            };
+            owed = self.acks.push(peer, now + self.cfg.ack_delay_ns, ack);
+        }
+        if unacked >= ack_every || owed >= ACK_BATCH_LEN_MAX {
+            self.send_acks_to(peer);
         }
     }
 
-    fn send_ack(&mut self, src: ProcId, dst_idx: usize, reliable: bool) {
-        let ack = self.make_ack(src, dst_idx, reliable);
-        self.send_uplink(Packet::Ack(ack));
+    /// The host (ACK batch) that `p`'s ACKs go with.
+    fn ack_peer(&self, p: ProcId) -> usize {
+        match &self.cfg.host_of {
+            Some(t) => t[p.index()] as usize,
+            None => p.index(),
+        }
+    }
+
+    /// Sends every ACK owed to `peer`: one `Ack`, or `AckBatch`es of at most
+    /// `ACK_BATCH_LEN_MAX` entries. An owed ACK whose window was acknowledged since (through
+    /// the §5.2 relay) is skipped.
+    fn send_acks_to(&mut self, peer: usize) {
+        let mut owed = std::mem::take(&mut self.acks_scratch);
+        owed.clear();
+        self.acks.take(peer, &mut owed);
+        let mut acks: Vec<Ack> = Vec::new();
+        for o in owed.iter() {
+            let (src, dst_idx) = (o.src, o.dst_idx as usize);
+            if !self.window(src, dst_idx, o.reliable).ack_pending {
+                continue;
+            }
+            acks.push(self.make_ack(src, dst_idx, o.reliable));
+            if acks.len() == ACK_BATCH_LEN_MAX {
+                self.send_ack_packet(std::mem::take(&mut acks));
+            }
+        }
+        if !acks.is_empty() {
+            self.send_ack_packet(acks);
+        }
+        self.acks_scratch = owed;
+    }
+
+    /// One ACK alone, or several in a batch.
+    fn send_ack_packet(&mut self, mut acks: Vec<Ack>) {
+        debug_assert!((1..=ACK_BATCH_LEN_MAX).contains(&acks.len()));
+        self.stats.ack_packets_sent += 1;
+        let packet = if acks.len() == 1 {
+            Packet::Ack(acks.pop().expect("one ACK"))
+        } else {
+            Packet::AckBatch(AckBatch::new(acks).expect("at most ACK_BATCH_LEN_MAX ACKs"))
+        };
+        self.send_uplink(packet);
     }
 
     /// The ACK for `src`'s packets at local receiver `dst_idx`, now; counts it as sent.
@@ -1674,9 +1751,30 @@ impl Host {
     }
 
     fn on_ack(&mut self, now: Instant, a: Ack) {
+        if self.apply_ack(now, a) {
+            // Credits came back: the head of the send buffer may go now.
+            self.pump(now);
+        }
+    }
+
+    /// §6.1: each ACK of a batch is taken as if it had come alone; the send buffer is pumped
+    /// once, after all of them.
+    fn on_ack_batch(&mut self, now: Instant, b: AckBatch) {
+        let mut reliable = false;
+        for a in b.into_acks() {
+            reliable |= self.apply_ack(now, a);
+        }
+        if reliable {
+            self.pump(now);
+        }
+    }
+
+    /// Applies one ACK to the sender's state; returns whether it was a valid reliable one (the
+    /// caller pumps the send buffer then).
+    fn apply_ack(&mut self, now: Instant, a: Ack) -> bool {
         if self.local_index(a.to).is_none() || a.from.0 >= self.cfg.senders_max {
             self.stats.dropped_invalid += 1;
-            return;
+            return false;
         }
         self.stats.acks_received += 1;
         if !a.reliable {
@@ -1689,7 +1787,7 @@ impl Host {
                 self.stats.lost += 1;
                 self.report_send_failed(e.src, e.dst, e.ts, e.psn, NakReason::Lost);
             }
-            return;
+            return false;
         }
         let mut resend = Vec::new();
         self.sender
@@ -1699,8 +1797,7 @@ impl Host {
         for t in resend {
             self.retransmit(now, t);
         }
-        // Credits came back: the head of the send buffer may go now.
-        self.pump(now);
+        true
     }
 
     fn on_nak(&mut self, n: Nak) {
@@ -1814,17 +1911,11 @@ impl Host {
     }
 
     /// Delayed ACKs due now, and those due within the next half delay with them: one wakeup
-    /// sends a batch rather than one ACK per timer.
+    /// sends the batches of every such host rather than one per timer.
     fn send_due_acks(&mut self, now: Instant) {
         let horizon = now + self.cfg.ack_delay_ns / 2;
-        while let Some(&(due, src, dst_idx, reliable)) = self.acks_due.front() {
-            if due > horizon {
-                break;
-            }
-            self.acks_due.pop_front();
-            if self.window(src, dst_idx, reliable).ack_pending {
-                self.send_ack(src, dst_idx, reliable);
-            }
+        while let Some(peer) = self.acks.pop_due(horizon) {
+            self.send_acks_to(peer);
         }
     }
 
@@ -2174,7 +2265,7 @@ impl Node for Host {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.next_beacon;
-        if let Some(&(due, _, _, _)) = self.acks_due.front() {
+        if let Some(due) = self.acks.next_due() {
             t = t.min(due);
         }
         if let Some(deadline) = self.tracker.next_deadline() {

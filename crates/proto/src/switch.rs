@@ -668,6 +668,7 @@ impl Switch {
             }
             Packet::Nak(n) => (n.from, n.to),
             Packet::Ack(a) => (a.from, a.to),
+            Packet::AckBatch(b) => (b.first().from, b.first().to),
         };
         self.invariants(before);
         let Some(out) = self

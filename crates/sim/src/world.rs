@@ -370,6 +370,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             detouring: std::sync::atomic::AtomicBool::new(false),
         });
         let router: Arc<dyn Router> = topo_router.clone();
+        // §6.1: a host sends the ACKs it owes another host's processes together.
+        let host_of: Arc<[u32]> = topo_router.host_of.iter().copied().collect();
         let chip = cfg.switch_mode == SwitchMode::Chip;
         let mut hosts = Vec::new();
         for h in 0..topo.hosts() {
@@ -385,6 +387,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 (h * pph..(h + 1) * pph).map(ProcId).collect(),
                 procs,
             );
+            hc.host_of = Some(host_of.clone());
             hc.beacon_interval_ns = cfg.beacon_interval_ns;
             hc.barrier_on_data = chip;
             hc.beacon_always = !chip;
@@ -775,11 +778,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 sw.prefetch(stage, PortId(self.links[link as usize].to_port));
             }
             (Stage::Peers, Some(p)) => {
-                let (src, dst) = match p {
-                    Packet::Data(d) => (d.header.src, d.header.dst),
-                    Packet::Ack(a) => (a.from, a.to),
-                    Packet::Nak(n) => (n.from, n.to),
-                    Packet::Beacon(_) => return,
+                let Some((src, dst)) = p.endpoints() else {
+                    return;
                 };
                 if let Some(out) = sw.route(src, dst) {
                     sw.prefetch_output(out);
@@ -843,7 +843,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let barrier = match &packet {
             Packet::Beacon(b) => Some(b.barrier),
             Packet::Data(d) => d.header.barrier(),
-            Packet::Nak(_) | Packet::Ack(_) => None,
+            Packet::Nak(_) | Packet::Ack(_) | Packet::AckBatch(_) => None,
         };
         let l = &mut self.links[link as usize];
         if l.from_switch {
@@ -964,12 +964,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// black-holes it. Only the first-hop switch of the source host does.
     fn blackholed(&self, t: SimTime, link: u32, packet: &Packet) -> bool {
         let pph = self.cfg.procs_per_host;
-        let (src, dst) = match packet {
-            Packet::Data(d) => (d.header.src.0, d.header.dst.0),
-            Packet::Ack(a) => (a.from.0, a.to.0),
-            Packet::Nak(n) => (n.from.0, n.to.0),
-            Packet::Beacon(_) => return false,
+        let Some((src, dst)) = packet.endpoints() else {
+            return false;
         };
+        let (src, dst) = (src.0, dst.0);
         let (sh, dh) = (src / pph, dst / pph);
         self.host_uplinks.get(sh as usize) == Some(&link)
             && self
