@@ -376,6 +376,14 @@ impl SendTracker {
         let mut found = None;
         while i != NIL {
             let m = &mut self.slots[i as usize];
+            // A list is in PSN order (`track` is called in send order): a message that starts
+            // past `psn` and every one after it cannot hold it. Without this stop a give-up
+            // report for a packet whose record already expired — the common case under overload,
+            // when reports arrive after the timeout — walked the whole list, thousands of records
+            // per report (docs/BENCHMARKS.md, live cluster).
+            if psn_distance(m.first, psn) > 0 {
+                break;
+            }
             let off = psn.0.wrapping_sub(m.first.0);
             if !m.resolved && off < m.frags {
                 m.resolved = true;
@@ -405,6 +413,10 @@ impl SendTracker {
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];
+            // PSN order, as in `resolve_containing`: past `first`, it is not here.
+            if psn_distance(m.first, first) > 0 {
+                break;
+            }
             if m.first == first && !m.resolved {
                 m.resolved = true;
                 self.unresolved -= 1;
@@ -579,6 +591,48 @@ mod tests {
     }
 
     proptest! {
+        /// `resolve_containing` and `resolve` find exactly what a search of every tracked
+        /// message finds — also for PSNs older than the oldest record or newer than the newest,
+        /// where the PSN-ordered walk stops early — whatever the fragment counts, and across
+        /// the PSN wrap.
+        #[test]
+        fn resolving_by_psn_matches_an_exhaustive_search(
+            start in prop_oneof![Just(0u32), Just(u32::MAX - 20), 0u32..1000],
+            frags in proptest::collection::vec(1u32..4, 1..40),
+            queries in proptest::collection::vec((-10i32..130, proptest::bool::ANY), 1..60),
+        ) {
+            let (a, b) = (ProcId(0), ProcId(1));
+            let mut t = SendTracker::new(vec![a], 2, 1000);
+            // The model: (first, frags, ts, resolved).
+            let mut model = Vec::new();
+            let mut psn = start;
+            for (k, &f) in frags.iter().enumerate() {
+                let ts = Timestamp::new(k as u64 + 1);
+                t.track(Instant(1), a, b, Psn(psn), f, ts).unwrap();
+                model.push((psn, f, ts, false));
+                psn = psn.wrapping_add(f);
+            }
+            for (off, containing) in queries {
+                let q = Psn(start.wrapping_add(off as u32));
+                if containing {
+                    let want = model.iter_mut().find(|m| {
+                        !m.3 && q.0.wrapping_sub(m.0) < m.1
+                    });
+                    let want = want.map(|m| {
+                        m.3 = true;
+                        (Psn(m.0), m.2)
+                    });
+                    prop_assert_eq!(t.resolve_containing(a, b, q), want);
+                } else {
+                    let want = model.iter_mut().find(|m| !m.3 && m.0 == q.0);
+                    let want = want.map(|m| m.3 = true).is_some();
+                    prop_assert_eq!(t.resolve(a, b, q), want);
+                }
+                let unresolved = model.iter().filter(|m| !m.3).count();
+                prop_assert_eq!(t.unresolved(), unresolved);
+            }
+        }
+
         /// Whatever the arrival order and duplication, each PSN is recorded as new exactly
         /// once, and the cumulative PSN ends past every PSN when all arrived (no window slide).
         #[test]
