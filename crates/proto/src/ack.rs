@@ -138,6 +138,8 @@ const NIL: u32 = u32::MAX;
 struct InFlight {
     first: Psn,
     frags: u32,
+    /// Bytes it occupies on the wire (payload and packet headers), for the byte window.
+    bytes: u32,
     ts: Timestamp,
     /// Acknowledged, NAKed or timed out: nothing more to report.
     resolved: bool,
@@ -181,6 +183,8 @@ pub struct SendTracker {
     /// (deadline, sender slot, destination, first PSN) in send order.
     deadlines: VecDeque<(Instant, u32, ProcId, Psn)>,
     unresolved: usize,
+    /// The wire bytes of the unresolved messages.
+    unresolved_bytes: u64,
     len_max: usize,
 }
 
@@ -198,6 +202,7 @@ impl SendTracker {
             free: Vec::new(),
             deadlines: VecDeque::new(),
             unresolved: 0,
+            unresolved_bytes: 0,
             len_max,
         }
     }
@@ -222,12 +227,29 @@ impl SendTracker {
         self.unresolved
     }
 
+    /// The wire bytes of the messages [`SendTracker::unresolved`] counts (what `track` was
+    /// told each occupies).
+    pub fn unresolved_bytes(&self) -> u64 {
+        self.unresolved_bytes
+    }
+
+    /// Marks a record resolved: it is no longer unacknowledged.
+    #[inline]
+    fn settle(unresolved: &mut usize, unresolved_bytes: &mut u64, m: &mut InFlight) {
+        debug_assert!(!m.resolved);
+        m.resolved = true;
+        *unresolved -= 1;
+        *unresolved_bytes -= u64::from(m.bytes);
+    }
+
     fn list_index(&self, src: ProcId, dst: ProcId) -> Option<usize> {
         let slot = self.senders.iter().position(|&p| p == src)?;
         (dst.index() < self.destinations).then(|| slot * self.destinations + dst.index())
     }
 
-    /// Remembers a message of `frags` packets from `first`, due by `deadline`.
+    /// Remembers a message of `frags` packets from `first`, `bytes` long on the wire, due by
+    /// `deadline`.
+    #[allow(clippy::too_many_arguments)]
     pub fn track(
         &mut self,
         deadline: Instant,
@@ -235,6 +257,7 @@ impl SendTracker {
         dst: ProcId,
         first: Psn,
         frags: u32,
+        bytes: u32,
         ts: Timestamp,
     ) -> Result<(), TrackerFull> {
         if !self.has_room(1) {
@@ -246,6 +269,7 @@ impl SendTracker {
         let m = InFlight {
             first,
             frags,
+            bytes,
             ts,
             resolved: false,
             next: NIL,
@@ -268,6 +292,7 @@ impl SendTracker {
             self.lists[li].1 = i;
         }
         self.unresolved += 1;
+        self.unresolved_bytes += u64::from(bytes);
         self.deadlines
             .push_back((deadline, (li / self.destinations) as u32, dst, first));
         Ok(())
@@ -281,6 +306,9 @@ impl SendTracker {
     /// this ACK resolves through the cumulative PSN alone is then passed to `possibly_lost` —
     /// over-reporting, which best effort's "possibly lost" callback allows, rather than missing a
     /// loss.
+    ///
+    /// Returns the timestamp of the newest message the ACK resolved (an RTT sample for the
+    /// sender: a message's timestamp is its send time), if it resolved any.
     pub fn on_ack(
         &mut self,
         src: ProcId,
@@ -289,10 +317,9 @@ impl SendTracker {
         sack: u64,
         given_up: u8,
         mut possibly_lost: impl FnMut(Expired),
-    ) {
-        let Some(li) = self.list_index(src, dst) else {
-            return;
-        };
+    ) -> Option<Timestamp> {
+        let li = self.list_index(src, dst)?;
+        let mut newest: Option<Timestamp> = None;
         let (base, bits) = self.given_up_seen[li];
         let ahead = given_up.wrapping_sub(base) as i8;
         let missed = if ahead > 0 {
@@ -313,13 +340,15 @@ impl SendTracker {
             let d = psn_distance(p, cum);
             d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0
         };
+        // The offset from `cum` of the highest PSN received: bit `i` of `sack` is `cum + 1 + i`.
+        let highest = (SACK_BITS - sack.leading_zeros()) as i32;
         let slot = li / self.destinations;
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];
             if !m.resolved && (0..m.frags).all(|f| received(Psn(m.first.0.wrapping_add(f)))) {
-                m.resolved = true;
-                self.unresolved -= 1;
+                Self::settle(&mut self.unresolved, &mut self.unresolved_bytes, m);
+                newest = Some(newest.map_or(m.ts, |n| n.max_wrapping(m.ts)));
                 if missed && !(0..m.frags).all(|f| sacked(Psn(m.first.0.wrapping_add(f)))) {
                     possibly_lost(Expired {
                         src: self.senders[slot],
@@ -329,13 +358,16 @@ impl SendTracker {
                     });
                 }
             }
-            // Past the cumulative PSN and the SACK window nothing can be acknowledged.
-            if psn_distance(m.first, cum) > SACK_BITS as i32 {
+            // Past the highest PSN the ACK reports received nothing can be acknowledged: stop
+            // there, not at the end of the SACK window — with a full window of messages in
+            // flight to one receiver, that walked 64 records per ACK (a cache miss each).
+            if psn_distance(m.first, cum) >= highest {
                 break;
             }
             i = m.next;
         }
         self.pop_resolved(li);
+        newest
     }
 
     /// Notes give-up report number `seq` (a best-effort `Lost` NAK) from `dst` to `src`.
@@ -386,8 +418,7 @@ impl SendTracker {
             }
             let off = psn.0.wrapping_sub(m.first.0);
             if !m.resolved && off < m.frags {
-                m.resolved = true;
-                self.unresolved -= 1;
+                Self::settle(&mut self.unresolved, &mut self.unresolved_bytes, m);
                 found = Some((m.first, m.ts));
                 break;
             }
@@ -418,8 +449,7 @@ impl SendTracker {
                 break;
             }
             if m.first == first && !m.resolved {
-                m.resolved = true;
-                self.unresolved -= 1;
+                Self::settle(&mut self.unresolved, &mut self.unresolved_bytes, m);
                 return Some(m.ts);
             }
             i = m.next;
@@ -541,15 +571,21 @@ mod tests {
     fn tracker_resolves_on_ack_nak_or_timeout() {
         let mut t = SendTracker::new(vec![ProcId(0)], 4, 10);
         let (a, b) = (ProcId(0), ProcId(1));
-        t.track(Instant(100), a, b, Psn(0), 1, Timestamp::new(5))
+        t.track(Instant(100), a, b, Psn(0), 1, 100, Timestamp::new(5))
             .unwrap();
-        t.track(Instant(110), a, b, Psn(1), 2, Timestamp::new(6))
+        t.track(Instant(110), a, b, Psn(1), 2, 100, Timestamp::new(6))
             .unwrap();
-        t.track(Instant(120), a, b, Psn(3), 1, Timestamp::new(7))
+        t.track(Instant(120), a, b, Psn(3), 1, 100, Timestamp::new(7))
             .unwrap();
         // PSN 0 and 3 arrive (3 selectively); the two-fragment message is missing PSN 2.
+        assert_eq!(t.unresolved_bytes(), 300);
         t.on_ack(a, b, Psn(2), 0b1, 0, |_| panic!("nothing missed"));
         assert_eq!(t.unresolved(), 1);
+        assert_eq!(
+            t.unresolved_bytes(),
+            100,
+            "acknowledged bytes leave the window"
+        );
         let mut lost = Vec::new();
         t.expire(Instant(1000), |e| lost.push(e));
         assert_eq!(
@@ -562,7 +598,8 @@ mod tests {
             }]
         );
         assert!(t.is_empty());
-        t.track(Instant(2000), a, b, Psn(4), 1, Timestamp::new(8))
+        assert_eq!(t.unresolved_bytes(), 0);
+        t.track(Instant(2000), a, b, Psn(4), 1, 100, Timestamp::new(8))
             .unwrap();
         assert!(t.resolve(a, b, Psn(4)));
         assert!(!t.resolve(a, b, Psn(4)));
@@ -573,12 +610,12 @@ mod tests {
     fn tracker_is_bounded() {
         let mut t = SendTracker::new(vec![ProcId(0)], 4, 2);
         let (a, b) = (ProcId(0), ProcId(1));
-        t.track(Instant(1), a, b, Psn(0), 1, Timestamp::new(1))
+        t.track(Instant(1), a, b, Psn(0), 1, 100, Timestamp::new(1))
             .unwrap();
-        t.track(Instant(1), a, b, Psn(1), 1, Timestamp::new(1))
+        t.track(Instant(1), a, b, Psn(1), 1, 100, Timestamp::new(1))
             .unwrap();
         assert_eq!(
-            t.track(Instant(1), a, b, Psn(2), 1, Timestamp::new(1)),
+            t.track(Instant(1), a, b, Psn(2), 1, 100, Timestamp::new(1)),
             Err(TrackerFull)
         );
         t.on_ack(a, b, Psn(2), 0, 0, |_| panic!("nothing missed"));
@@ -608,7 +645,7 @@ mod tests {
             let mut psn = start;
             for (k, &f) in frags.iter().enumerate() {
                 let ts = Timestamp::new(k as u64 + 1);
-                t.track(Instant(1), a, b, Psn(psn), f, ts).unwrap();
+                t.track(Instant(1), a, b, Psn(psn), f, 100, ts).unwrap();
                 model.push((psn, f, ts, false));
                 psn = psn.wrapping_add(f);
             }
@@ -630,6 +667,45 @@ mod tests {
                 }
                 let unresolved = model.iter().filter(|m| !m.3).count();
                 prop_assert_eq!(t.unresolved(), unresolved);
+                prop_assert_eq!(t.unresolved_bytes(), 100 * unresolved as u64);
+            }
+        }
+
+        /// An ACK resolves exactly the messages all of whose packets it reports received
+        /// (below the cumulative PSN or selectively acknowledged), however far the SACK bits
+        /// reach, and reports the newest of them.
+        #[test]
+        fn acks_resolve_exactly_the_messages_they_cover(
+            start in prop_oneof![Just(0u32), Just(u32::MAX - 30), 0u32..1000],
+            frags in proptest::collection::vec(1u32..4, 1..60),
+            acks in proptest::collection::vec((0u32..120, proptest::num::u64::ANY), 1..20),
+        ) {
+            let (a, b) = (ProcId(0), ProcId(1));
+            let mut t = SendTracker::new(vec![a], 2, 1000);
+            let mut model = Vec::new();
+            let mut psn = start;
+            for (k, &f) in frags.iter().enumerate() {
+                let ts = Timestamp::new(k as u64 + 1);
+                t.track(Instant(1), a, b, Psn(psn), f, 100, ts).unwrap();
+                model.push((psn, f, ts, false));
+                psn = psn.wrapping_add(f);
+            }
+            for (off, sack) in acks {
+                let cum = start.wrapping_add(off);
+                let got = |p: u32| {
+                    let d = p.wrapping_sub(cum) as i32;
+                    d < 0 || (1..=64).contains(&d) && sack & (1 << (d - 1)) != 0
+                };
+                let mut newest = None;
+                for m in model.iter_mut().filter(|m| !m.3) {
+                    if (0..m.1).all(|f| got(m.0.wrapping_add(f))) {
+                        m.3 = true;
+                        newest = Some(m.2);
+                    }
+                }
+                let r = t.on_ack(a, b, Psn(cum), sack, 0, |_| panic!("no give-ups"));
+                prop_assert_eq!(r, newest);
+                prop_assert_eq!(t.unresolved(), model.iter().filter(|m| !m.3).count());
             }
         }
 
