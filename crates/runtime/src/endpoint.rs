@@ -23,8 +23,9 @@
 //!   scattering and queues its packets there and then (so the timestamp or the error comes back
 //!   at once), and wakes the I/O thread only if it was not already due to look. A full send
 //!   buffer is [`SendError::Full`] (§6.1: "if the send buffer is full, the send API returns
-//!   fail") — best effort holds at most `inflight_max` unacknowledged messages, reliable at most
-//!   `send_buffer_bytes_max` bytes.
+//!   fail") — best effort holds at most `unacked_bytes_max` bytes of unacknowledged messages
+//!   (§6.1 flow control: at overload, senders wait instead of filling the queues on the way),
+//!   reliable at most `send_buffer_bytes_max` bytes.
 //! * **Receiving**: the I/O thread puts each delivered message in one of two bounded queues
 //!   (best effort, reliable), which application threads drain. When the best-effort queue is
 //!   full the message is dropped and NAKed to its sender (`BufferFull`), which learns of it
@@ -530,8 +531,9 @@ impl Endpoint {
     /// ```
     ///
     /// # Errors
-    /// [`SendError::Full`] when `inflight_max` messages await acknowledgement; the others as
-    /// named. Nothing was sent then.
+    /// [`SendError::Full`] when `unacked_bytes_max` bytes of messages await acknowledgement
+    /// (§6.1 flow control: retry once some are acknowledged); the others as named. Nothing was
+    /// sent then.
     pub fn send_unreliable(&self, scattering: &[(ProcId, Bytes)]) -> Result<Timestamp, SendError> {
         self.command(|role, now, me| match role {
             Role::Ordered(h) => h.send(now, me, scattering).map_err(SendError::from),
