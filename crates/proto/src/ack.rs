@@ -20,6 +20,17 @@ pub const SACK_BITS: u32 = 64;
 /// Most given-up PSNs one arrival reports (see [`RecvWindow::record_with`]).
 pub const GIVEN_UP_REPORTED_MAX: u32 = 2 * SACK_BITS;
 
+/// How many reports past the last ACK's give-up count a sender follows one by one (a bitmap);
+/// beyond them it assumes it missed some (see [`SendTracker::on_ack`]).
+const GIVEN_UP_FOLLOWED: u32 = 32;
+
+/// Most one window slide adds to the give-up count (mod 256). A larger slide counts as this
+/// many: enough for its sender to see that it cannot have had every report, and far from a
+/// multiple of 256, which would look like no give-up at all.
+const GIVEN_UP_COUNTED_MAX: u32 = GIVEN_UP_REPORTED_MAX;
+
+const _: () = assert!(GIVEN_UP_FOLLOWED < GIVEN_UP_COUNTED_MAX && GIVEN_UP_COUNTED_MAX < 256);
+
 /// `a - b` as a signed distance in the wrapped PSN space.
 #[inline]
 fn psn_distance(a: Psn, b: Psn) -> i32 {
@@ -82,13 +93,19 @@ impl RecvWindow {
                     given_up(Psn(self.cum.0.wrapping_add(j)), n);
                 }
             }
-            // Counted whole (beyond the reported ones too): a gap in the numbers is what tells a
-            // sender it missed a report.
+            // Counted whole (beyond the reported ones too, up to `GIVEN_UP_COUNTED_MAX`): a gap
+            // in the numbers is what tells a sender it missed a report. Counted whole without
+            // the cap, a slide of 256 looked like none, and one of 128 to 255 like a count
+            // going backwards: either way the sender resolved the lost messages through the
+            // cumulative PSN without reporting them (seen live at overload, bursts of hundreds
+            // of packets lost in a full socket buffer).
             let gave_up = (0..slide.min(SACK_BITS + 1))
                 .filter(|&j| !received(j))
                 .count() as u32
                 + slide.saturating_sub(SACK_BITS + 1);
-            self.ecn = self.ecn.wrapping_add(gave_up as u8);
+            self.ecn = self
+                .ecn
+                .wrapping_add(gave_up.min(GIVEN_UP_COUNTED_MAX) as u8);
             // The new cumulative PSN may itself have arrived (old bit `slide - 1`).
             let cum_arrived = received(slide);
             self.sack = if slide >= 64 { 0 } else { self.sack >> slide };
@@ -321,11 +338,14 @@ impl SendTracker {
         let li = self.list_index(src, dst)?;
         let mut newest: Option<Timestamp> = None;
         let (base, bits) = self.given_up_seen[li];
-        let ahead = given_up.wrapping_sub(base) as i8;
+        // Any change of the count is news (a receiver adds at most `GIVEN_UP_COUNTED_MAX` per
+        // slide and acknowledges at once after one). Read as a signed step, a jump of 128 or
+        // more looked like an old count and hid the losses.
+        let ahead = given_up.wrapping_sub(base);
         let missed = if ahead > 0 {
-            let n = ahead as u32;
+            let n = u32::from(ahead);
             let all = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
-            let missed = n > 32 || bits & all != all;
+            let missed = n > GIVEN_UP_FOLLOWED || bits & all != all;
             // Everything up to the ACK's count is accounted for now, reported or not.
             self.given_up_seen[li] = (given_up, if n >= 32 { 0 } else { bits >> n });
             missed
@@ -604,6 +624,51 @@ mod tests {
         assert!(t.resolve(a, b, Psn(4)));
         assert!(!t.resolve(a, b, Psn(4)));
         t.expire(Instant(3000), |_| panic!("resolved by a NAK"));
+    }
+
+    /// §2.1: every loss is reported to the sender, also when a burst of hundreds of packets is
+    /// lost and the receiver's give-up reports are lost with it: the ACK's give-up count tells
+    /// the sender it missed reports, so the messages the ACK covers without their having
+    /// arrived are reported possibly lost.
+    #[test]
+    fn a_burst_of_losses_with_its_reports_lost_is_still_reported_2_1() {
+        for burst in [40u32, 127, 128, 200, 255, 256, 300, 600] {
+            let (a, b) = (ProcId(0), ProcId(1));
+            let mut t = SendTracker::new(vec![a], 2, 10_000);
+            let mut w = RecvWindow::default();
+            for k in 0..=burst + 1 {
+                t.track(
+                    Instant(1),
+                    a,
+                    b,
+                    Psn(k),
+                    1,
+                    100,
+                    Timestamp::new(u64::from(k) + 1),
+                )
+                .unwrap();
+            }
+            // PSN 0 arrives, the burst 1..=burst is lost, then PSN burst+1 arrives; every
+            // give-up report (NAK) is lost too.
+            assert!(w.record(Psn(0)));
+            let mut reports = 0;
+            assert!(w.record_with(Psn(burst + 1), &mut |_, _| reports += 1));
+            assert_eq!(reports > 0, burst > SACK_BITS, "a slide beyond the window");
+            let (cum, sack) = w.ack();
+            let mut lost = Vec::new();
+            t.on_ack(a, b, cum, sack, w.ecn, |e| lost.push(e.psn.0));
+            // The window kept the last SACK_BITS PSNs before the arrival: those of the burst
+            // are still unresolved (their records time out if nothing else comes); every one
+            // the ACK resolved without its arrival is reported — and, the sender unable to
+            // tell, PSN 0 too (over-reporting, which §2.1's "possibly lost" allows).
+            let covered: Vec<u32> = (1..=burst).filter(|&p| p < cum.0).collect();
+            let expected: Vec<u32> = if covered.is_empty() {
+                Vec::new()
+            } else {
+                std::iter::once(0).chain(covered).collect()
+            };
+            assert_eq!(lost, expected, "burst {burst}");
+        }
     }
 
     #[test]

@@ -1222,6 +1222,7 @@ impl Host {
             // the sender they are lost (§2.1: best effort reports losses to the sender), each
             // give-up numbered. Not deduplicated like other NAKs: each happens once, and a
             // missing number makes the sender over-report.
+            let gave_up = !given_up.is_empty();
             for (p, n) in given_up {
                 self.stats.naks_sent += 1;
                 self.outputs.push_back(Output::Send {
@@ -1238,6 +1239,11 @@ impl Host {
                 });
             }
             self.schedule_ack(now, h.src, dst_idx, false);
+            if gave_up {
+                // Right behind the reports, so that each slide's give-up count reaches the
+                // sender in an ACK of its own (`ack::SendTracker::on_ack`).
+                self.send_ack(h.src, dst_idx, false);
+            }
         }
         let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
             return;
