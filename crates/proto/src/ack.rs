@@ -25,9 +25,11 @@ pub const GIVEN_UP_REPORTED_MAX: u32 = 2 * SACK_BITS;
 const GIVEN_UP_FOLLOWED: u32 = 32;
 
 /// Most one window slide adds to the give-up count (mod 256). A larger slide counts as this
-/// many: enough for its sender to see that it cannot have had every report, and far from a
-/// multiple of 256, which would look like no give-up at all.
-const GIVEN_UP_COUNTED_MAX: u32 = GIVEN_UP_REPORTED_MAX;
+/// many: enough for its sender to see that it cannot have had every report, and a third of
+/// 256, so that the counts of up to three such slides between two ACKs the sender receives
+/// (85, 170, 255) never add up to a multiple of 256, which would look like no give-up at all.
+/// (Slides of other sizes with several ACKs lost can still add up so: the count is 8 bits.)
+const GIVEN_UP_COUNTED_MAX: u32 = 85;
 
 const _: () = assert!(GIVEN_UP_FOLLOWED < GIVEN_UP_COUNTED_MAX && GIVEN_UP_COUNTED_MAX < 256);
 
