@@ -24,6 +24,19 @@ pub const SACK_BITS: u32 = 64;
 /// Most given-up PSNs one arrival reports (see [`RecvWindow::record_with`]).
 pub const GIVEN_UP_REPORTED_MAX: u32 = 2 * SACK_BITS;
 
+/// How many reports past the last ACK's give-up count a sender follows one by one (a bitmap);
+/// beyond them it assumes it missed some (see [`SendTracker::on_ack`]).
+const GIVEN_UP_FOLLOWED: u32 = 32;
+
+/// Most one window slide adds to the give-up count (mod 256). A larger slide counts as this
+/// many: enough for its sender to see that it cannot have had every report, and a third of
+/// 256, so that the counts of up to three such slides between two ACKs the sender receives
+/// (85, 170, 255) never add up to a multiple of 256, which would look like no give-up at all.
+/// (Slides of other sizes with several ACKs lost can still add up so: the count is 8 bits.)
+const GIVEN_UP_COUNTED_MAX: u32 = 85;
+
+const _: () = assert!(GIVEN_UP_FOLLOWED < GIVEN_UP_COUNTED_MAX && GIVEN_UP_COUNTED_MAX < 256);
+
 /// `a - b` as a signed distance in the wrapped PSN space.
 #[inline]
 fn psn_distance(a: Psn, b: Psn) -> i32 {
@@ -86,13 +99,19 @@ impl RecvWindow {
                     given_up(Psn(self.cum.0.wrapping_add(j)), n);
                 }
             }
-            // Counted whole (beyond the reported ones too): a gap in the numbers is what tells a
-            // sender it missed a report.
+            // Counted whole (beyond the reported ones too, up to `GIVEN_UP_COUNTED_MAX`): a gap
+            // in the numbers is what tells a sender it missed a report. Counted whole without
+            // the cap, a slide of 256 looked like none, and one of 128 to 255 like a count
+            // going backwards: either way the sender resolved the lost messages through the
+            // cumulative PSN without reporting them (seen live at overload, bursts of hundreds
+            // of packets lost in a full socket buffer).
             let gave_up = (0..slide.min(SACK_BITS + 1))
                 .filter(|&j| !received(j))
                 .count() as u32
                 + slide.saturating_sub(SACK_BITS + 1);
-            self.ecn = self.ecn.wrapping_add(gave_up as u8);
+            self.ecn = self
+                .ecn
+                .wrapping_add(gave_up.min(GIVEN_UP_COUNTED_MAX) as u8);
             // The new cumulative PSN may itself have arrived (old bit `slide - 1`).
             let cum_arrived = received(slide);
             self.sack = if slide >= 64 { 0 } else { self.sack >> slide };
@@ -335,6 +354,8 @@ impl AckBatcher {
 struct InFlight {
     first: Psn,
     frags: u32,
+    /// Bytes it occupies on the wire (payload and packet headers), for the byte window.
+    bytes: u32,
     ts: Timestamp,
     /// Acknowledged, NAKed or timed out: nothing more to report.
     resolved: bool,
@@ -378,6 +399,8 @@ pub struct SendTracker {
     /// (deadline, sender slot, destination, first PSN) in send order.
     deadlines: VecDeque<(Instant, u32, ProcId, Psn)>,
     unresolved: usize,
+    /// The wire bytes of the unresolved messages.
+    unresolved_bytes: u64,
     len_max: usize,
 }
 
@@ -416,6 +439,7 @@ impl SendTracker {
             free: Vec::new(),
             deadlines: VecDeque::new(),
             unresolved: 0,
+            unresolved_bytes: 0,
             len_max,
         }
     }
@@ -440,12 +464,29 @@ impl SendTracker {
         self.unresolved
     }
 
+    /// The wire bytes of the messages [`SendTracker::unresolved`] counts (what `track` was
+    /// told each occupies).
+    pub fn unresolved_bytes(&self) -> u64 {
+        self.unresolved_bytes
+    }
+
+    /// Marks a record resolved: it is no longer unacknowledged.
+    #[inline]
+    fn settle(unresolved: &mut usize, unresolved_bytes: &mut u64, m: &mut InFlight) {
+        debug_assert!(!m.resolved);
+        m.resolved = true;
+        *unresolved -= 1;
+        *unresolved_bytes -= u64::from(m.bytes);
+    }
+
     fn list_index(&self, src: ProcId, dst: ProcId) -> Option<usize> {
         let slot = self.senders.iter().position(|&p| p == src)?;
         (dst.index() < self.destinations).then(|| slot * self.destinations + dst.index())
     }
 
-    /// Remembers a message of `frags` packets from `first`, due by `deadline`.
+    /// Remembers a message of `frags` packets from `first`, `bytes` long on the wire, due by
+    /// `deadline`.
+    #[allow(clippy::too_many_arguments)]
     pub fn track(
         &mut self,
         deadline: Instant,
@@ -453,6 +494,7 @@ impl SendTracker {
         dst: ProcId,
         first: Psn,
         frags: u32,
+        bytes: u32,
         ts: Timestamp,
     ) -> Result<(), TrackerFull> {
         if !self.has_room(1) {
@@ -464,6 +506,7 @@ impl SendTracker {
         let m = InFlight {
             first,
             frags,
+            bytes,
             ts,
             resolved: false,
             next: NIL,
@@ -486,6 +529,7 @@ impl SendTracker {
             self.lists[li].1 = i;
         }
         self.unresolved += 1;
+        self.unresolved_bytes += u64::from(bytes);
         self.deadlines
             .push_back((deadline, (li / self.destinations) as u32, dst, first));
         Ok(())
@@ -499,6 +543,9 @@ impl SendTracker {
     /// this ACK resolves through the cumulative PSN alone is then passed to `possibly_lost` —
     /// over-reporting, which best effort's "possibly lost" callback allows, rather than missing a
     /// loss.
+    ///
+    /// Returns the timestamp of the newest message the ACK resolved (an RTT sample for the
+    /// sender: a message's timestamp is its send time), if it resolved any.
     pub fn on_ack(
         &mut self,
         src: ProcId,
@@ -507,16 +554,18 @@ impl SendTracker {
         sack: u64,
         given_up: u8,
         mut possibly_lost: impl FnMut(Expired),
-    ) {
-        let Some(li) = self.list_index(src, dst) else {
-            return;
-        };
+    ) -> Option<Timestamp> {
+        let li = self.list_index(src, dst)?;
+        let mut newest: Option<Timestamp> = None;
         let (base, bits) = self.given_up_seen[li];
-        let ahead = given_up.wrapping_sub(base) as i8;
+        // Any change of the count is news (a receiver adds at most `GIVEN_UP_COUNTED_MAX` per
+        // slide and acknowledges at once after one). Read as a signed step, a jump of 128 or
+        // more looked like an old count and hid the losses.
+        let ahead = given_up.wrapping_sub(base);
         let missed = if ahead > 0 {
-            let n = ahead as u32;
+            let n = u32::from(ahead);
             let all = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
-            let missed = n > 32 || bits & all != all;
+            let missed = n > GIVEN_UP_FOLLOWED || bits & all != all;
             // Everything up to the ACK's count is accounted for now, reported or not.
             self.given_up_seen[li] = (given_up, if n >= 32 { 0 } else { bits >> n });
             missed
@@ -531,13 +580,15 @@ impl SendTracker {
             let d = psn_distance(p, cum);
             d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0
         };
+        // The offset from `cum` of the highest PSN received: bit `i` of `sack` is `cum + 1 + i`.
+        let highest = (SACK_BITS - sack.leading_zeros()) as i32;
         let slot = li / self.destinations;
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];
             if !m.resolved && (0..m.frags).all(|f| received(Psn(m.first.0.wrapping_add(f)))) {
-                m.resolved = true;
-                self.unresolved -= 1;
+                Self::settle(&mut self.unresolved, &mut self.unresolved_bytes, m);
+                newest = Some(newest.map_or(m.ts, |n| n.max_wrapping(m.ts)));
                 if missed && !(0..m.frags).all(|f| sacked(Psn(m.first.0.wrapping_add(f)))) {
                     possibly_lost(Expired {
                         src: self.senders[slot],
@@ -547,13 +598,16 @@ impl SendTracker {
                     });
                 }
             }
-            // Past the cumulative PSN and the SACK window nothing can be acknowledged.
-            if psn_distance(m.first, cum) > SACK_BITS as i32 {
+            // Past the highest PSN the ACK reports received nothing can be acknowledged: stop
+            // there, not at the end of the SACK window — with a full window of messages in
+            // flight to one receiver, that walked 64 records per ACK (a cache miss each).
+            if psn_distance(m.first, cum) >= highest {
                 break;
             }
             i = m.next;
         }
         self.pop_resolved(li);
+        newest
     }
 
     /// Notes give-up report number `seq` (a best-effort `Lost` NAK) from `dst` to `src`.
@@ -594,10 +648,17 @@ impl SendTracker {
         let mut found = None;
         while i != NIL {
             let m = &mut self.slots[i as usize];
+            // A list is in PSN order (`track` is called in send order): a message that starts
+            // past `psn` and every one after it cannot hold it. Without this stop a give-up
+            // report for a packet whose record already expired — the common case under overload,
+            // when reports arrive after the timeout — walked the whole list, thousands of records
+            // per report (docs/BENCHMARKS.md, live cluster).
+            if psn_distance(m.first, psn) > 0 {
+                break;
+            }
             let off = psn.0.wrapping_sub(m.first.0);
             if !m.resolved && off < m.frags {
-                m.resolved = true;
-                self.unresolved -= 1;
+                Self::settle(&mut self.unresolved, &mut self.unresolved_bytes, m);
                 found = Some((m.first, m.ts));
                 break;
             }
@@ -623,9 +684,12 @@ impl SendTracker {
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];
+            // PSN order, as in `resolve_containing`: past `first`, it is not here.
+            if psn_distance(m.first, first) > 0 {
+                break;
+            }
             if m.first == first && !m.resolved {
-                m.resolved = true;
-                self.unresolved -= 1;
+                Self::settle(&mut self.unresolved, &mut self.unresolved_bytes, m);
                 return Some(m.ts);
             }
             i = m.next;
@@ -747,15 +811,21 @@ mod tests {
     fn tracker_resolves_on_ack_nak_or_timeout() {
         let mut t = SendTracker::new(vec![ProcId(0)], 4, 10);
         let (a, b) = (ProcId(0), ProcId(1));
-        t.track(Instant(100), a, b, Psn(0), 1, Timestamp::new(5))
+        t.track(Instant(100), a, b, Psn(0), 1, 100, Timestamp::new(5))
             .unwrap();
-        t.track(Instant(110), a, b, Psn(1), 2, Timestamp::new(6))
+        t.track(Instant(110), a, b, Psn(1), 2, 100, Timestamp::new(6))
             .unwrap();
-        t.track(Instant(120), a, b, Psn(3), 1, Timestamp::new(7))
+        t.track(Instant(120), a, b, Psn(3), 1, 100, Timestamp::new(7))
             .unwrap();
         // PSN 0 and 3 arrive (3 selectively); the two-fragment message is missing PSN 2.
+        assert_eq!(t.unresolved_bytes(), 300);
         t.on_ack(a, b, Psn(2), 0b1, 0, |_| panic!("nothing missed"));
         assert_eq!(t.unresolved(), 1);
+        assert_eq!(
+            t.unresolved_bytes(),
+            100,
+            "acknowledged bytes leave the window"
+        );
         let mut lost = Vec::new();
         t.expire(Instant(1000), |e| lost.push(e));
         assert_eq!(
@@ -768,23 +838,69 @@ mod tests {
             }]
         );
         assert!(t.is_empty());
-        t.track(Instant(2000), a, b, Psn(4), 1, Timestamp::new(8))
+        assert_eq!(t.unresolved_bytes(), 0);
+        t.track(Instant(2000), a, b, Psn(4), 1, 100, Timestamp::new(8))
             .unwrap();
         assert!(t.resolve(a, b, Psn(4)));
         assert!(!t.resolve(a, b, Psn(4)));
         t.expire(Instant(3000), |_| panic!("resolved by a NAK"));
     }
 
+    /// §2.1: every loss is reported to the sender, also when a burst of hundreds of packets is
+    /// lost and the receiver's give-up reports are lost with it: the ACK's give-up count tells
+    /// the sender it missed reports, so the messages the ACK covers without their having
+    /// arrived are reported possibly lost.
+    #[test]
+    fn a_burst_of_losses_with_its_reports_lost_is_still_reported_2_1() {
+        for burst in [40u32, 127, 128, 200, 255, 256, 300, 600] {
+            let (a, b) = (ProcId(0), ProcId(1));
+            let mut t = SendTracker::new(vec![a], 2, 10_000);
+            let mut w = RecvWindow::default();
+            for k in 0..=burst + 1 {
+                t.track(
+                    Instant(1),
+                    a,
+                    b,
+                    Psn(k),
+                    1,
+                    100,
+                    Timestamp::new(u64::from(k) + 1),
+                )
+                .unwrap();
+            }
+            // PSN 0 arrives, the burst 1..=burst is lost, then PSN burst+1 arrives; every
+            // give-up report (NAK) is lost too.
+            assert!(w.record(Psn(0)));
+            let mut reports = 0;
+            assert!(w.record_with(Psn(burst + 1), &mut |_, _| reports += 1));
+            assert_eq!(reports > 0, burst > SACK_BITS, "a slide beyond the window");
+            let (cum, sack) = w.ack();
+            let mut lost = Vec::new();
+            t.on_ack(a, b, cum, sack, w.ecn, |e| lost.push(e.psn.0));
+            // The window kept the last SACK_BITS PSNs before the arrival: those of the burst
+            // are still unresolved (their records time out if nothing else comes); every one
+            // the ACK resolved without its arrival is reported — and, the sender unable to
+            // tell, PSN 0 too (over-reporting, which §2.1's "possibly lost" allows).
+            let covered: Vec<u32> = (1..=burst).filter(|&p| p < cum.0).collect();
+            let expected: Vec<u32> = if covered.is_empty() {
+                Vec::new()
+            } else {
+                std::iter::once(0).chain(covered).collect()
+            };
+            assert_eq!(lost, expected, "burst {burst}");
+        }
+    }
+
     #[test]
     fn tracker_is_bounded() {
         let mut t = SendTracker::new(vec![ProcId(0)], 4, 2);
         let (a, b) = (ProcId(0), ProcId(1));
-        t.track(Instant(1), a, b, Psn(0), 1, Timestamp::new(1))
+        t.track(Instant(1), a, b, Psn(0), 1, 100, Timestamp::new(1))
             .unwrap();
-        t.track(Instant(1), a, b, Psn(1), 1, Timestamp::new(1))
+        t.track(Instant(1), a, b, Psn(1), 1, 100, Timestamp::new(1))
             .unwrap();
         assert_eq!(
-            t.track(Instant(1), a, b, Psn(2), 1, Timestamp::new(1)),
+            t.track(Instant(1), a, b, Psn(2), 1, 100, Timestamp::new(1)),
             Err(TrackerFull)
         );
         t.on_ack(a, b, Psn(2), 0, 0, |_| panic!("nothing missed"));
@@ -874,6 +990,87 @@ mod tests {
             prop_assert!(b.is_empty());
             prop_assert_eq!(b.next_due(), None);
             prop_assert_eq!(owed_by_peer, taken_by_peer);
+        }
+
+        /// `resolve_containing` and `resolve` find exactly what a search of every tracked
+        /// message finds — also for PSNs older than the oldest record or newer than the newest,
+        /// where the PSN-ordered walk stops early — whatever the fragment counts, and across
+        /// the PSN wrap.
+        #[test]
+        fn resolving_by_psn_matches_an_exhaustive_search(
+            start in prop_oneof![Just(0u32), Just(u32::MAX - 20), 0u32..1000],
+            frags in proptest::collection::vec(1u32..4, 1..40),
+            queries in proptest::collection::vec((-10i32..130, proptest::bool::ANY), 1..60),
+        ) {
+            let (a, b) = (ProcId(0), ProcId(1));
+            let mut t = SendTracker::new(vec![a], 2, 1000);
+            // The model: (first, frags, ts, resolved).
+            let mut model = Vec::new();
+            let mut psn = start;
+            for (k, &f) in frags.iter().enumerate() {
+                let ts = Timestamp::new(k as u64 + 1);
+                t.track(Instant(1), a, b, Psn(psn), f, 100, ts).unwrap();
+                model.push((psn, f, ts, false));
+                psn = psn.wrapping_add(f);
+            }
+            for (off, containing) in queries {
+                let q = Psn(start.wrapping_add(off as u32));
+                if containing {
+                    let want = model.iter_mut().find(|m| {
+                        !m.3 && q.0.wrapping_sub(m.0) < m.1
+                    });
+                    let want = want.map(|m| {
+                        m.3 = true;
+                        (Psn(m.0), m.2)
+                    });
+                    prop_assert_eq!(t.resolve_containing(a, b, q), want);
+                } else {
+                    let want = model.iter_mut().find(|m| !m.3 && m.0 == q.0);
+                    let want = want.map(|m| m.3 = true).is_some();
+                    prop_assert_eq!(t.resolve(a, b, q), want);
+                }
+                let unresolved = model.iter().filter(|m| !m.3).count();
+                prop_assert_eq!(t.unresolved(), unresolved);
+                prop_assert_eq!(t.unresolved_bytes(), 100 * unresolved as u64);
+            }
+        }
+
+        /// An ACK resolves exactly the messages all of whose packets it reports received
+        /// (below the cumulative PSN or selectively acknowledged), however far the SACK bits
+        /// reach, and reports the newest of them.
+        #[test]
+        fn acks_resolve_exactly_the_messages_they_cover(
+            start in prop_oneof![Just(0u32), Just(u32::MAX - 30), 0u32..1000],
+            frags in proptest::collection::vec(1u32..4, 1..60),
+            acks in proptest::collection::vec((0u32..120, proptest::num::u64::ANY), 1..20),
+        ) {
+            let (a, b) = (ProcId(0), ProcId(1));
+            let mut t = SendTracker::new(vec![a], 2, 1000);
+            let mut model = Vec::new();
+            let mut psn = start;
+            for (k, &f) in frags.iter().enumerate() {
+                let ts = Timestamp::new(k as u64 + 1);
+                t.track(Instant(1), a, b, Psn(psn), f, 100, ts).unwrap();
+                model.push((psn, f, ts, false));
+                psn = psn.wrapping_add(f);
+            }
+            for (off, sack) in acks {
+                let cum = start.wrapping_add(off);
+                let got = |p: u32| {
+                    let d = p.wrapping_sub(cum) as i32;
+                    d < 0 || (1..=64).contains(&d) && sack & (1 << (d - 1)) != 0
+                };
+                let mut newest = None;
+                for m in model.iter_mut().filter(|m| !m.3) {
+                    if (0..m.1).all(|f| got(m.0.wrapping_add(f))) {
+                        m.3 = true;
+                        newest = Some(m.2);
+                    }
+                }
+                let r = t.on_ack(a, b, Psn(cum), sack, 0, |_| panic!("no give-ups"));
+                prop_assert_eq!(r, newest);
+                prop_assert_eq!(t.unresolved(), model.iter().filter(|m| !m.3).count());
+            }
         }
 
         /// Whatever the arrival order and duplication, each PSN is recorded as new exactly

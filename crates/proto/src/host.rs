@@ -27,7 +27,7 @@ use crate::ack::{AckBatcher, AckOwed, RecvWindow, SendTracker};
 use crate::failure::{CtrlDest, CtrlMsg, RelayMsg};
 use crate::ids::{NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Output};
-use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Transmit, WINDOW_MAX};
+use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Rtt, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
 use crate::time::{Barrier, Instant, Timestamp};
 use crate::wire::{
@@ -76,10 +76,29 @@ pub struct HostConfig {
     /// process per host, as the UDP runtime runs), and a batch carries only the ACKs one
     /// process is owed by several local receivers or in both services.
     pub host_of: Option<Arc<[u32]>>,
-    /// A sent message unacknowledged for this long is reported lost.
+    /// A sent best-effort message unacknowledged for this long is reported lost — or for
+    /// longer, up to `rto_max_ns`, when acknowledgements are measured to take longer.
     pub rto_ns: u64,
-    /// Most messages tracked for acknowledgement at once; more sends are `SendError::Full`.
+    /// Above `rto_ns`, the loss timeout adapts to the measured acknowledgement delay as TCP's
+    /// retransmission timeout does (RFC 6298: `srtt + 4·rttvar`, doubled after each timeout
+    /// until a sample arrives), between `rto_ns` and this. A queue is then not taken for a
+    /// loss: at overload, a fixed timeout shorter than the queueing delay reports every
+    /// message lost although it is delivered, and frees the window (`unacked_bytes_max`) for
+    /// more, deepening the queues. Equal to `rto_ns` (the default), the timeout is fixed.
+    pub rto_max_ns: u64,
+    /// Most best-effort messages tracked for acknowledgement at once — acknowledged ones
+    /// too, until their `rto_ns` deadline passes; more sends are `SendError::Full`. A bound on
+    /// the tracker's memory, and so on the send rate: `inflight_max` per `rto_ns`.
     pub inflight_max: usize,
+    /// Most bytes (payload and packet headers) of best-effort messages to other hosts that may
+    /// be unacknowledged at once — not yet acknowledged, NAKed or reported lost; more sends are
+    /// `SendError::Full`. §6.1's end-to-end flow control for best effort: when
+    /// acknowledgements lag because queues are building on the way, senders wait instead of
+    /// adding to the queues, so an overloaded network stays at its capacity instead of
+    /// dropping, and acknowledgements keep arriving within `rto_ns` (no losses reported for
+    /// messages that were only queued). A scattering larger than the window is sent when
+    /// nothing is unacknowledged.
+    pub unacked_bytes_max: u64,
     /// The reliable send path (§5.1, §6.1).
     pub reliable: ReliableConfig,
     /// The first-hop switch is taken for dead after this many beacon intervals without a packet
@@ -116,7 +135,9 @@ impl HostConfig {
             ack_every: 16,
             host_of: None,
             rto_ns: 1_000_000,
+            rto_max_ns: 1_000_000,
             inflight_max: 1 << 20,
+            unacked_bytes_max: u64::MAX,
             reliable: ReliableConfig::default(),
             uplink_timeout_intervals: 10,
             ctrl_retry_ns: 50_000,
@@ -385,6 +406,8 @@ pub struct Host {
     partials: BTreeMap<(ProcId, ProcId, Psn, bool), Partial>,
     /// Best-effort messages sent to other hosts, until acknowledged, NAKed or timed out.
     tracker: SendTracker,
+    /// Best-effort acknowledgement delays, for the loss timeout (`rto_max_ns`).
+    be_rtt: Rtt,
     /// The reliable send path.
     sender: ReliableSender,
     /// A reliable message was received here: the reliable reorder buffers exist.
@@ -486,6 +509,7 @@ impl Host {
             commit: None,
             partials: BTreeMap::new(),
             tracker: SendTracker::new(cfg.procs.clone(), cfg.senders_max, cfg.inflight_max),
+            be_rtt: Rtt::default(),
             sender: ReliableSender::new(
                 cfg.reliable.clone(),
                 cfg.procs.clone(),
@@ -752,11 +776,20 @@ impl Host {
                 });
             }
         }
-        let remote = scattering
-            .iter()
-            .filter(|(dst, _)| self.local_index(*dst).is_none())
-            .count();
+        let (mut remote, mut bytes) = (0, 0u64);
+        for (dst, msg) in scattering {
+            if self.local_index(*dst).is_none() {
+                remote += 1;
+                bytes += self.wire_len(msg.len());
+            }
+        }
         if !self.tracker.has_room(remote) {
+            return Err(SendError::Full);
+        }
+        // §6.1 flow control: the window of unacknowledged bytes (an empty window takes any
+        // scattering, however large).
+        let unacked = self.tracker.unresolved_bytes();
+        if unacked > 0 && unacked.saturating_add(bytes) > self.cfg.unacked_bytes_max {
             return Err(SendError::Full);
         }
         // §4.1: one non-decreasing timestamp for the whole scattering; the barrier field starts
@@ -768,9 +801,10 @@ impl Host {
             self.procs[src_idx].next_psn[dst.index()] = Psn(psn.0.wrapping_add(frags));
             self.stats.messages_sent += 1;
             if self.local_index(*dst).is_none() {
-                let deadline = now + self.cfg.rto_ns;
+                let deadline = now + self.loss_timeout_ns();
+                let bytes = u32::try_from(self.wire_len(msg.len())).unwrap_or(u32::MAX);
                 self.tracker
-                    .track(deadline, src, *dst, psn, frags, ts)
+                    .track(deadline, src, *dst, psn, frags, bytes, ts)
                     .expect("room checked above");
             }
             self.emit_message(now, src, *dst, psn, ts, msg, false);
@@ -1120,6 +1154,13 @@ impl Host {
         self.invariants();
     }
 
+    /// The bytes a message of `len` occupies on the wire: its payload and one data header per
+    /// fragment (what the best-effort window counts).
+    fn wire_len(&self, len: usize) -> u64 {
+        let frags = u64::from(self.sender.frags(len));
+        len as u64 + frags * crate::wire::DATA_HEADER_LEN as u64
+    }
+
     /// Fragments one message and sends it up (or delivers it here, for a local destination).
     #[allow(clippy::too_many_arguments)]
     fn emit_message(
@@ -1280,6 +1321,7 @@ impl Host {
             // the sender they are lost (§2.1: best effort reports losses to the sender), each
             // give-up numbered. Not deduplicated like other NAKs: each happens once, and a
             // missing number makes the sender over-report.
+            let gave_up = !given_up.is_empty();
             for (p, n) in given_up {
                 self.stats.naks_sent += 1;
                 self.outputs.push_back(Output::Send {
@@ -1296,6 +1338,12 @@ impl Host {
                 });
             }
             self.schedule_ack(now, h.src, dst_idx, false);
+            if gave_up {
+                // Right behind the reports, so that each slide's give-up count reaches the
+                // sender in an ACK of its own (`ack::SendTracker::on_ack`).
+                let peer = self.ack_peer(h.src);
+                self.send_acks_to(peer);
+            }
         }
         let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
             return;
@@ -1779,10 +1827,18 @@ impl Host {
         self.stats.acks_received += 1;
         if !a.reliable {
             let mut possibly_lost = Vec::new();
-            self.tracker
+            let newest = self
+                .tracker
                 .on_ack(a.to, a.from, a.cum_psn, a.sack, a.ecn, |e| {
                     possibly_lost.push(e)
                 });
+            // RFC 6298 §2: a message's timestamp is when it was sent (no retransmission makes
+            // the sample ambiguous). A timestamp ahead of the clock (stepped back) is no sample.
+            if let Some(rtt) = newest.map(|ts| now.timestamp().signed_distance(ts)) {
+                if rtt > 0 {
+                    self.be_rtt.sample(rtt as u64);
+                }
+            }
             for e in possibly_lost {
                 self.stats.lost += 1;
                 self.report_send_failed(e.src, e.dst, e.ts, e.psn, NakReason::Lost);
@@ -1919,10 +1975,24 @@ impl Host {
         }
     }
 
-    /// §2.1: messages unacknowledged for `rto_ns` are reported lost.
+    /// The best-effort loss timeout now: `rto_ns`, or the RFC 6298 estimate up to
+    /// `rto_max_ns`.
+    fn loss_timeout_ns(&self) -> u64 {
+        let floor = self.cfg.rto_ns;
+        self.be_rtt.rto(floor, floor, self.cfg.rto_max_ns)
+    }
+
+    /// §2.1: messages unacknowledged for the loss timeout are reported lost.
     fn expire_sends(&mut self, now: Instant) {
         let mut lost = Vec::new();
         self.tracker.expire(now, |e| lost.push(e));
+        // RFC 6298 §5.5: each timeout doubles the timeout of what is sent next, until a sample
+        // arrives — else at the onset of overload every message would time out before its
+        // acknowledgement could teach the estimator the new delay.
+        self.be_rtt.backoff = self
+            .be_rtt
+            .backoff
+            .saturating_add(lost.len().min(32) as u32);
         for e in lost {
             self.stats.lost += 1;
             self.report_send_failed(e.src, e.dst, e.ts, e.psn, NakReason::Lost);

@@ -1688,6 +1688,155 @@ fn rack_under_a_switch_cpu_delivers_in_one_agreed_order_by_beacons_alone_6_2_2()
 }
 
 // ---------------------------------------------------------------------------------------------
+// §2.1, §6.1: best effort — acknowledgements, flow control and the loss timeout.
+// ---------------------------------------------------------------------------------------------
+
+/// Delivers every data packet `tx` emitted to `rx` at `now`, lets `rx`'s acknowledgement timer
+/// fire, and returns `rx`'s ACKs (not yet fed back).
+fn acks_for(rx: &mut Host, now: u64, tx_out: &[Output<Packet, HostEvent>]) -> Vec<Packet> {
+    for (_, pk) in sent(tx_out) {
+        if matches!(pk, Packet::Data(_)) {
+            feed(rx, now, UPLINK, pk);
+        }
+    }
+    // Every timer up to the acknowledgement delay (beacons fire in between).
+    let until = now + rx.config().ack_delay_ns;
+    let mut acks = Vec::new();
+    while let Some(t) = rx.poll_timeout().filter(|t| t.as_nanos() <= until) {
+        let out = tick(rx, t.as_nanos());
+        acks.extend(
+            sent(&out)
+                .into_iter()
+                .map(|(_, pk)| pk)
+                .filter(|pk| matches!(pk, Packet::Ack(_))),
+        );
+    }
+    acks
+}
+
+/// §6.1 flow control for best effort: the window counts bytes of messages not yet
+/// acknowledged — acknowledged ones free it at once — and an empty window takes a message of
+/// any size.
+#[test]
+fn best_effort_window_counts_unacknowledged_bytes_only_6_1() {
+    use onepipe_proto::host::SendError;
+    use onepipe_proto::wire::DATA_HEADER_LEN;
+    let wire = (DATA_HEADER_LEN + 10) as u64;
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.unacked_bytes_max = 3 * wire;
+    let mut tx = Host::new(cfg, at(1_000));
+    let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));
+    let ten = Bytes::from(vec![7u8; 10]);
+    let mut out = Vec::new();
+    for k in 0..3 {
+        tx.send(at(1_000 + k), p(0), &[(p(1), ten.clone())])
+            .unwrap();
+        out.extend(drain(&mut tx));
+    }
+    assert_eq!(
+        tx.send(at(1_010), p(0), &[(p(1), ten.clone())]),
+        Err(SendError::Full),
+        "three messages fill the window"
+    );
+    // A message to itself never leaves the host: the window does not count it.
+    tx.send(at(1_011), p(0), &[(p(0), ten.clone())]).unwrap();
+    drain(&mut tx);
+    // The receiver acknowledges all three: the window is empty again at once, long before the
+    // loss timeout would have dropped their records.
+    for ack in acks_for(&mut rx, 2_000, &out) {
+        feed(&mut tx, 3_000, UPLINK, ack);
+    }
+    assert_eq!(tx.unresolved_sends(), 0);
+    // Larger than the whole window, but nothing is unacknowledged: it goes...
+    let big = Bytes::from(vec![1u8; 1_000]);
+    tx.send(at(3_001), p(0), &[(p(1), big)]).unwrap();
+    drain(&mut tx);
+    // ...and nothing more fits until it is acknowledged.
+    assert_eq!(
+        tx.send(at(3_002), p(0), &[(p(1), ten)]),
+        Err(SendError::Full)
+    );
+}
+
+/// Sends one message from `tx` to `rx` at `send_ns` and feeds its acknowledgement back at
+/// `ack_ns`; returns the send failures `tx` raised meanwhile.
+fn round_trip(tx: &mut Host, rx: &mut Host, send_ns: u64, ack_ns: u64) -> Vec<HostEvent> {
+    tx.send(at(send_ns), p(0), &[(p(1), bytes("ping"))])
+        .unwrap();
+    let out = drain(tx);
+    let acks = acks_for(rx, send_ns + 10, &out);
+    assert!(!acks.is_empty());
+    let mut failed = failures(&tick(tx, ack_ns - 1));
+    for ack in acks {
+        failed.extend(failures(&feed(tx, ack_ns, UPLINK, ack)));
+    }
+    failed
+}
+
+/// §2.1 loss detection: with `rto_max_ns` above `rto_ns` the loss timeout follows the measured
+/// acknowledgement delay (RFC 6298), so acknowledgements that take longer than `rto_ns` — a
+/// queue, not a loss — are not reported as losses, while a message that is never acknowledged
+/// still is. With the default (`rto_max_ns == rto_ns`) the timeout stays fixed.
+#[test]
+fn best_effort_loss_timeout_adapts_to_the_acknowledgement_delay_2_1() {
+    const RTO_NS: u64 = 1_000_000;
+    const ACK_DELAY_NS: u64 = 5_000_000;
+    for adaptive in [true, false] {
+        let mut cfg = host_config(0, &[0], 2);
+        cfg.rto_ns = RTO_NS;
+        if adaptive {
+            cfg.rto_max_ns = 100 * RTO_NS;
+        }
+        let mut tx = Host::new(cfg, at(1_000));
+        let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));
+        let lost: Vec<usize> = (0..8)
+            .map(|k| {
+                let t0 = 1_000_000 + k * 10 * ACK_DELAY_NS;
+                round_trip(&mut tx, &mut rx, t0, t0 + ACK_DELAY_NS).len()
+            })
+            .collect();
+        if adaptive {
+            // Before any sample the timeout is the floor, doubled by each timeout (RFC 6298
+            // §5.5: 1, 2, 4 ms): those messages are reported (possibly lost, which §2.1
+            // allows); the first acknowledged in time teaches the estimator, and none after.
+            assert_eq!(lost, [1, 1, 1, 0, 0, 0, 0, 0]);
+        } else {
+            assert_eq!(
+                lost, [1; 8],
+                "a fixed 1 ms timeout reports every 5 ms ACK as a loss"
+            );
+        }
+        // A message never acknowledged is reported, adaptive or not.
+        let t0 = 1_000_000_000;
+        tx.send(at(t0), p(0), &[(p(1), bytes("into the void"))])
+            .unwrap();
+        drain(&mut tx);
+        let mut reported = Vec::new();
+        let mut now = t0;
+        while reported.is_empty() {
+            now = tx.poll_timeout().unwrap().as_nanos().max(now + 1);
+            assert!(now < t0 + 200 * RTO_NS, "the loss was never reported");
+            reported.extend(failures(&tick(&mut tx, now)));
+        }
+        assert!(matches!(
+            reported[0],
+            HostEvent::SendFailed {
+                reason: NakReason::Lost,
+                ..
+            }
+        ));
+        if adaptive {
+            assert!(
+                now > t0 + ACK_DELAY_NS,
+                "the timeout grew past the ACK delay"
+            );
+        } else {
+            assert!(now <= t0 + RTO_NS + INTERVAL_NS, "fixed: at rto_ns ({now})");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // §5.1, §6.1: reliable service — flow control, the send buffer and the commit barrier.
 // ---------------------------------------------------------------------------------------------
 

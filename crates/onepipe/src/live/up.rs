@@ -46,6 +46,8 @@ pub struct UpReport {
     pub mode: &'static str,
     /// Ordering on (false: `--unordered`).
     pub ordered: bool,
+    /// `chip` or `host` (`--aggregator-mode`).
+    pub aggregator_mode: String,
     /// `be` or `reliable`.
     pub service: &'static str,
     /// The workload's name.
@@ -438,6 +440,7 @@ fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     let mut c = Cluster::generate(&layout).map_err(|e| format!("--{}: {}", e.field, e.message))?;
     c.beacon_interval_ns = args.beacon_interval;
     c.aggregator_phase_ns = args.aggregator_phase.unwrap_or(args.beacon_interval / 5);
+    c.aggregator_mode = args.aggregator_mode;
     c.ordered = !args.unordered;
     c.validate().map_err(|e| match e.field.as_str() {
         "beacon_interval" => format!("--beacon-interval: {}", e.message),
@@ -546,10 +549,11 @@ impl Run<'_> {
             format!("racks of {} under tor-N joined by spine-0", a.rack_size)
         };
         println!(
-            "onepipe up: {} hosts × {} process(es), {shape} ({} aggregators), {} beacons, {}",
+            "onepipe up: {} hosts × {} process(es), {shape} ({} {} aggregators), {} beacons, {}",
             a.hosts,
             a.procs_per_host,
             cluster.aggregators.len(),
+            cluster.aggregator_mode,
             format_duration(cluster.beacon_interval_ns),
             if a.unordered {
                 "UNORDERED (baseline)"
@@ -1124,6 +1128,7 @@ fn report(
     Ok(UpReport {
         mode: "live",
         ordered: checked,
+        aggregator_mode: cluster.aggregator_mode.to_string(),
         service: args.work.service.name(),
         workload: args.work.workload.name(),
         hosts: args.hosts,
