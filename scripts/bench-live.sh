@@ -24,7 +24,7 @@ REPEAT=${REPEAT:-1}
 AGGREGATOR_MODE=${AGGREGATOR_MODE:-chip}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "endpoints,msg_size,mode,rate_per_proc,sent,delivered,loss,throughput_msgs_per_s,latency_p50_us,latency_p99_us,violations,packets_per_datagram,sends_refused_full,load1,aggregator_mode"
+echo "endpoints,msg_size,mode,rate_per_proc,sent,delivered,loss,throughput_msgs_per_s,delivery_span_s,latency_p50_us,latency_p99_us,violations,packets_per_datagram,sends_refused_full,load1,aggregator_mode"
 for n in $ENDPOINTS; do
   for size in $SIZES; do
     for rate in $RATES; do
@@ -45,7 +45,7 @@ import json, sys
 path, n, size, mode, rate, load = sys.argv[1:]
 r = json.load(open(path))
 loss = 1 - r["delivered"] / r["sent"] if r["sent"] else 0
-print(f'{n},{size},{mode},{rate},{r["sent"]},{r["delivered"]},{loss:.4f},{r["throughput_msgs_per_s"]:.0f},'
+print(f'{n},{size},{mode},{rate},{r["sent"]},{r["delivered"]},{loss:.4f},{r["throughput_msgs_per_s"]:.0f},{r["delivery_span_s"]:.2f},'
       f'{r["latency_ns"]["p50"]/1e3:.0f},{r["latency_ns"]["p99"]/1e3:.0f},{r["violations"]},{r["packets_per_datagram"]:.1f},'
       f'{r["sends_refused_full"]},{load},{r["aggregator_mode"]}')
 PY
