@@ -308,6 +308,15 @@ impl AckBatcher {
         Some(peer as usize)
     }
 
+    /// Prefetch hint (see [`crate::prefetch`]): the record of `peer`, which an ACK owed to it
+    /// will update.
+    #[inline(always)]
+    pub fn prefetch_peer(&self, peer: usize) {
+        if let Some(p) = self.peers.get(peer) {
+            crate::prefetch::prefetch(p);
+        }
+    }
+
     /// Prefetch hint (see [`crate::prefetch`]): `Records` loads the schedule's front, `Peers` the
     /// record of the peer it names.
     #[inline(always)]

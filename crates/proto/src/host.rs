@@ -418,6 +418,8 @@ pub struct Host {
     acks: AckBatcher,
     /// Scratch for the ACKs of one batch (kept to avoid an allocation per batch).
     acks_scratch: Vec<AckOwed>,
+    /// Reused buffer of the ACKs `send_acks_to` builds (no allocation for a lone ACK).
+    acks_out: Vec<Ack>,
     recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
     /// Heard from the first-hop switch since the last beacon time; beacon times in a row it
     /// was silent (§4.2 failure detection).
@@ -520,6 +522,7 @@ impl Host {
             commit_sent: now.timestamp(),
             acks: AckBatcher::new(ack_peers),
             acks_scratch: Vec::new(),
+            acks_out: Vec::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             uplink_heard: false,
             uplink_silent: 0,
@@ -681,6 +684,15 @@ impl Host {
                         prefetch(w);
                     }
                     reorder.prefetch_sender(src);
+                }
+                // The ACK it will be owed joins its host's batch (`ack_peer`, without its
+                // indexing: the packet is not validated yet).
+                let peer = match &self.cfg.host_of {
+                    Some(t) => t.get(src.index()).map(|&h| h as usize),
+                    None => Some(src.index()),
+                };
+                if let Some(peer) = peer {
+                    self.acks.prefetch_peer(peer);
                 }
             }
             Packet::Ack(a) if !a.reliable => self.tracker.prefetch(Stage::Peers, a.to, a.from),
@@ -1734,9 +1746,10 @@ impl Host {
     /// the §5.2 relay) is skipped.
     fn send_acks_to(&mut self, peer: usize) {
         let mut owed = std::mem::take(&mut self.acks_scratch);
+        let mut acks = std::mem::take(&mut self.acks_out);
         owed.clear();
+        acks.clear();
         self.acks.take(peer, &mut owed);
-        let mut acks: Vec<Ack> = Vec::new();
         for o in owed.iter() {
             let (src, dst_idx) = (o.src, o.dst_idx as usize);
             if !self.window(src, dst_idx, o.reliable).ack_pending {
@@ -1744,23 +1757,25 @@ impl Host {
             }
             acks.push(self.make_ack(src, dst_idx, o.reliable));
             if acks.len() == ACK_BATCH_LEN_MAX {
-                self.send_ack_packet(std::mem::take(&mut acks));
+                self.send_ack_packet(&mut acks);
             }
         }
         if !acks.is_empty() {
-            self.send_ack_packet(acks);
+            self.send_ack_packet(&mut acks);
         }
         self.acks_scratch = owed;
+        self.acks_out = acks;
     }
 
-    /// One ACK alone, or several in a batch.
-    fn send_ack_packet(&mut self, mut acks: Vec<Ack>) {
+    /// One ACK alone, or several in a batch (which takes `acks`'s buffer); empties `acks`.
+    fn send_ack_packet(&mut self, acks: &mut Vec<Ack>) {
         debug_assert!((1..=ACK_BATCH_LEN_MAX).contains(&acks.len()));
         self.stats.ack_packets_sent += 1;
         let packet = if acks.len() == 1 {
             Packet::Ack(acks.pop().expect("one ACK"))
         } else {
-            Packet::AckBatch(AckBatch::new(acks).expect("at most ACK_BATCH_LEN_MAX ACKs"))
+            let batch = std::mem::take(acks);
+            Packet::AckBatch(AckBatch::new(batch).expect("at most ACK_BATCH_LEN_MAX ACKs"))
         };
         self.send_uplink(packet);
     }
