@@ -2,6 +2,7 @@
 # Planted bugs: each mutant below breaks one rule of 1Pipe in a copy of the tree; the test suite
 # must fail for every one of them. Prints one line per mutant and exits non-zero if the suite
 # missed any. Usage: scripts/planted-bugs.sh [mutant-name ...]
+#        scripts/planted-bugs.sh --check   # only that every mutant's text is in the tree (seconds)
 set -euo pipefail
 root=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
 work=$(mktemp -d)
@@ -27,6 +28,8 @@ mutants=(
   "no-dup-discard@@crates/proto/src/host.rs@@let duplicate = (remote@@let duplicate = false \&\& (remote@@receivers do not discard duplicate reliable packets (§5.1)"
 )
 
+check_only=0
+if [ "${1:-}" = "--check" ]; then check_only=1; shift; fi
 selected=("$@")
 missed=0
 for m in "${mutants[@]}"; do
@@ -35,6 +38,15 @@ for m in "${mutants[@]}"; do
   from=${rest%%@@*}; rest=${rest#*@@}
   to=${rest%%@@*}; why=${rest#*@@}
   if [ ${#selected[@]} -gt 0 ] && [[ ! " ${selected[*]} " =~ " $name " ]]; then continue; fi
+  if [ "$check_only" = 1 ]; then
+    FROM="$from" python3 - "$root/$file" "$name" <<'PY' || missed=$((missed + 1))
+import os, sys
+frm = os.environ["FROM"].replace("\\n", "\n")
+if frm not in open(sys.argv[1]).read():
+    sys.exit(f"mutant {sys.argv[2]}: text not found in {sys.argv[1]}: {frm!r} (the code moved: update the mutant)")
+PY
+    continue
+  fi
   rm -rf "$work/tree" && mkdir -p "$work/tree"
   (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$work/tree"
   FROM="$from" TO="$to" python3 - "$work/tree/$file" <<'PY'

@@ -21,6 +21,8 @@ if ! command -v etcd >/dev/null 2>&1 || ! command -v protoc >/dev/null 2>&1; the
   (apt-get install -y -q etcd-server protobuf-compiler || (apt-get update -q && apt-get install -y -q etcd-server protobuf-compiler)) >/dev/null
 fi
 
+echo "== planted bugs: every mutant's text is still in the tree (the full check runs last)"
+scripts/planted-bugs.sh --check
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
