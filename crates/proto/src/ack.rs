@@ -963,6 +963,22 @@ mod tests {
         assert!(b.is_empty());
     }
 
+    /// A tracker of messages from process 0 to 1 of `frags` fragments each, PSNs from `start`,
+    /// timestamps 1, 2, …; and its model: (first PSN, fragments, timestamp, resolved).
+    fn tracked_from(start: u32, frags: &[u32]) -> (SendTracker, Vec<(u32, u32, Timestamp, bool)>) {
+        let (a, b) = (ProcId(0), ProcId(1));
+        let mut t = SendTracker::new(vec![a], 2, 1000);
+        let mut model = Vec::new();
+        let mut psn = start;
+        for (k, &f) in frags.iter().enumerate() {
+            let ts = Timestamp::new(k as u64 + 1);
+            t.track(Instant(1), a, b, Psn(psn), f, 100, ts).unwrap();
+            model.push((psn, f, ts, false));
+            psn = psn.wrapping_add(f);
+        }
+        (t, model)
+    }
+
     proptest! {
         /// Whatever the order of owing and taking, every ACK owed is taken exactly once, by its
         /// peer, and never before the batch's first ACK was owed.
@@ -1012,16 +1028,7 @@ mod tests {
             queries in proptest::collection::vec((-10i32..130, proptest::bool::ANY), 1..60),
         ) {
             let (a, b) = (ProcId(0), ProcId(1));
-            let mut t = SendTracker::new(vec![a], 2, 1000);
-            // The model: (first, frags, ts, resolved).
-            let mut model = Vec::new();
-            let mut psn = start;
-            for (k, &f) in frags.iter().enumerate() {
-                let ts = Timestamp::new(k as u64 + 1);
-                t.track(Instant(1), a, b, Psn(psn), f, 100, ts).unwrap();
-                model.push((psn, f, ts, false));
-                psn = psn.wrapping_add(f);
-            }
+            let (mut t, mut model) = tracked_from(start, &frags);
             for (off, containing) in queries {
                 let q = Psn(start.wrapping_add(off as u32));
                 if containing {
@@ -1054,15 +1061,7 @@ mod tests {
             acks in proptest::collection::vec((0u32..120, proptest::num::u64::ANY), 1..20),
         ) {
             let (a, b) = (ProcId(0), ProcId(1));
-            let mut t = SendTracker::new(vec![a], 2, 1000);
-            let mut model = Vec::new();
-            let mut psn = start;
-            for (k, &f) in frags.iter().enumerate() {
-                let ts = Timestamp::new(k as u64 + 1);
-                t.track(Instant(1), a, b, Psn(psn), f, 100, ts).unwrap();
-                model.push((psn, f, ts, false));
-                psn = psn.wrapping_add(f);
-            }
+            let (mut t, mut model) = tracked_from(start, &frags);
             for (off, sack) in acks {
                 let cum = start.wrapping_add(off);
                 let got = |p: u32| {
