@@ -24,6 +24,8 @@ mutants=(
   "window-span@@crates/proto/src/reliable.rs@@self.used + frags <= self.window() && span <= WINDOW_MAX@@self.used + frags <= self.window() \&\& (span <= WINDOW_MAX || true)@@the reliable window counts packets in flight only: PSNs pass the receiver's SACK window above a hole (§5.1)"
   "discard-above-only@@crates/proto/src/host.rs@@f.get(&src).is_some_and(|&t| ts >= t)@@f.get(\&src).is_some_and(|\&t| ts > t)@@§5.2 Discard keeps the message stamped exactly the failure timestamp, which that commit barrier does not commit"
   "thaw-reported-commit@@crates/proto/src/switch.rs@@if k == COMMIT && self.commit_frozen[port] {@@if k == COMMIT \&\& self.commit_frozen[port] \&\& false {@@a link reported dead to the controller raises the commit barrier again when it speaks (§5.2)"
+  "star-not-clique@@crates/proto/src/failure.rs@@let group = prune_to_clique(&stars[h], both);@@let group = stars[h].clone();@@§5.2 Determine counts as correct every host that reaches, both ways, one common host — not each other: Resume removes a link that was some correct sender's only path to a correct receiver"
+  "no-isolation@@crates/proto/src/failure.rs@@if self.isolate_unseparated(now, &dead, &correct) {@@if false \&\& self.isolate_unseparated(now, \&dead, \&correct) {@@§5.2 a host declared failed while its commit barrier still reaches correct receivers gets a failure timestamp from reports that do not cut it off"
   "no-dup-discard@@crates/proto/src/host.rs@@let duplicate = (remote@@let duplicate = false \&\& (remote@@receivers do not discard duplicate reliable packets (§5.1)"
 )
 

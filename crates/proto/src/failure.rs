@@ -100,6 +100,15 @@ pub enum CtrlMsg {
         /// The host.
         host: NodeId,
     },
+    /// Determine's request to the switch at the head of `link` (a host's uplink): freeze the
+    /// link's commit register and report it as [`CtrlMsg::LinkDown`], as if it had timed out.
+    /// The controller sends it for a host it must declare failed whose commit barrier still
+    /// reaches correct receivers over live links: the frozen register is the cut that bounds
+    /// them (see `Controller::determine`).
+    Isolate {
+        /// The link to freeze (its head is the addressee).
+        link: LinkId,
+    },
     /// Resume: stop waiting for the commit barriers of `dead_links`, and route around them.
     Resume {
         /// Round number.
@@ -219,6 +228,8 @@ pub struct Controller {
     rounds: BTreeMap<u32, Round>,
     next_round: u32,
     determine_at: Option<Instant>,
+    /// Isolation requests sent (a counter, for tests and reports).
+    isolations: u64,
     outputs: VecDeque<CtrlOut>,
     /// §5.2 forwarding and recovery: on once [`Controller::enable_relay`] is called.
     relay: Option<Box<Relay>>,
@@ -262,6 +273,7 @@ impl Controller {
             rounds: BTreeMap::new(),
             next_round: 1,
             determine_at: None,
+            isolations: 0,
             outputs: VecDeque::new(),
             relay: None,
         }
@@ -453,11 +465,15 @@ impl Controller {
     /// Determine (§5.2): who is disconnected, and when it failed; then Broadcast.
     fn determine(&mut self, now: Instant) {
         let dead: BTreeSet<LinkId> = self.reports.keys().copied().collect();
-        let mut correct = connected_hosts(&self.topo, &dead);
+        let candidates: Vec<bool> = self.failed.iter().map(|f| !f).collect();
+        let mut correct = connected_hosts_among(&self.topo, &dead, &candidates);
         if let Some(r) = &self.relay {
             for h in &r.unresponsive {
                 correct[h.index()] = false;
             }
+        }
+        if self.isolate_unseparated(now, &dead, &correct) {
+            return;
         }
         let mut declared = Vec::new();
         for h in 0..self.topo.hosts() {
@@ -528,6 +544,57 @@ impl Controller {
             },
         );
         self.resume_ready();
+    }
+
+    /// §5.2 "Failure timestamp of P … computed as the maximum last commit timestamp reported by
+    /// all neighbors of P", taken "from a cut in a routing graph … that separates S and all
+    /// receivers" (Appendix). A host about to be declared failed whose commit barrier still
+    /// reaches a correct host over links nobody reported has no such cut among the reports: a
+    /// failure timestamp taken from the reports would lie below commit barriers that live paths
+    /// already carried to correct receivers, which may have delivered its messages above it.
+    /// Its uplink's switch — a neighbour of P — is asked to freeze that link's commit register
+    /// and report it ([`CtrlMsg::Isolate`]): the frozen register is the cut (every path out of
+    /// the host starts there). Determine waits for those reports and runs again; nothing is
+    /// declared or resumed meanwhile — a Resume now would remove dead links from the commit
+    /// minimum while the hosts they disconnect are still counted correct (VOPR seed 1806: a
+    /// false suspicion of `agg-3-down → tor-3-down`, with `agg-0` failed, left pod 0's commit
+    /// barriers no path to `tor-3`; the controller declared nobody and resumed, and `tor-3`'s
+    /// hosts delivered past a message from pod 0 they had never acknowledged). Returns true if
+    /// Determine must wait.
+    fn isolate_unseparated(
+        &mut self,
+        now: Instant,
+        dead: &BTreeSet<LinkId>,
+        correct: &[bool],
+    ) -> bool {
+        let mut wait = false;
+        for h in 0..self.topo.hosts() {
+            if correct[h as usize] || self.failed[h as usize] {
+                continue;
+            }
+            let reach = reachable_from(&self.topo, NodeId(h), dead);
+            if !(0..self.topo.hosts()).any(|o| o != h && correct[o as usize] && reach[o as usize]) {
+                continue; // the reports already cut it off
+            }
+            let up = self.topo.uplink(h);
+            wait = true;
+            self.isolations += 1;
+            self.outputs.push_back(CtrlOut::Send {
+                to: CtrlDest::Node(self.topo.links()[up.index()].to),
+                msg: CtrlMsg::Isolate { link: up },
+            });
+        }
+        if wait {
+            // Asked again if the answer has not come by then (its switch may be dead too, which
+            // its own neighbours' reports will show).
+            self.determine_at = Some(now + 2 * self.cfg.settle_ns.max(1));
+        }
+        wait
+    }
+
+    /// Isolation requests sent so far ([`CtrlMsg::Isolate`]).
+    pub fn isolations(&self) -> u64 {
+        self.isolations
     }
 
     /// `dead` plus every link out of a switch that no correct host reaches any more: such a
@@ -650,11 +717,33 @@ pub fn reachable_from(topo: &Topology, start: NodeId, dead: &BTreeSet<LinkId>) -
 }
 
 /// §5.2 "a process that disconnects … in a routing graph is regarded as failed": the hosts of the
-/// largest group that can all reach one another over live links (ties: the group of the lowest
-/// host), as a mask by host. Under a partition this is the greedy choice: the other side is
-/// failed.
+/// largest group that can all reach one another over live links, as a mask by host. Under a
+/// partition this is the greedy choice: the other side is failed. See
+/// [`connected_hosts_among`].
 pub fn connected_hosts(topo: &Topology, dead: &BTreeSet<LinkId>) -> Vec<bool> {
+    connected_hosts_among(topo, dead, &vec![true; topo.hosts() as usize])
+}
+
+/// [`connected_hosts`] among the hosts `candidate` admits (the controller leaves out hosts
+/// already declared failed).
+///
+/// Every pair of correct hosts must reach each other over live links, both ways: a correct
+/// receiver's commit barrier is bounded by a correct sender's only through a path of links
+/// that stay in the commit minimum, and Resume removes the dead ones. It is not enough that
+/// each reaches one common host (VOPR seed 1806: with `agg-0` failed and
+/// `agg-3-down → tor-3-down` reported, pod 0 and `tor-3`'s hosts both reached pod 2, but not
+/// each other; all were counted correct, and `tor-3`'s commit barrier lost pod 0's bound).
+/// Greedy (the paper's "greedy algorithm to find a set to separate as many receivers as
+/// possible"): for each host, biggest first, the hosts it reaches both ways; then, while two of
+/// them do not reach each other, drop the one that misses the most (ties: the higher id). The
+/// largest group wins (ties: the one found first).
+pub fn connected_hosts_among(
+    topo: &Topology,
+    dead: &BTreeSet<LinkId>,
+    candidate: &[bool],
+) -> Vec<bool> {
     let hosts = topo.hosts() as usize;
+    assert_eq!(candidate.len(), hosts, "a candidate flag per host");
     // Per host: which hosts it reaches, and whether it reaches itself through the network — a
     // host whose uplink or downlink is dead is in no group; one cut off with its rack alone is.
     let (reach, eligible): (Vec<Vec<bool>>, Vec<bool>) = (0..hosts)
@@ -666,20 +755,60 @@ pub fn connected_hosts(topo: &Topology, dead: &BTreeSet<LinkId>) -> Vec<bool> {
             (r[..hosts].to_vec(), ok)
         })
         .unzip();
-    let mut best: Vec<bool> = vec![false; hosts];
-    let mut best_n = 0;
-    for (h, r) in reach.iter().enumerate() {
-        if !eligible[h] {
-            continue;
+    let eligible: Vec<bool> = (0..hosts).map(|h| eligible[h] && candidate[h]).collect();
+    let both = |a: usize, b: usize| a == b || reach[a][b] && reach[b][a];
+    let stars: Vec<Vec<usize>> = (0..hosts)
+        .map(|h| {
+            if !eligible[h] {
+                return Vec::new();
+            }
+            (0..hosts).filter(|&o| eligible[o] && both(h, o)).collect()
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..hosts).filter(|&h| eligible[h]).collect();
+    order.sort_by_key(|&h| (std::cmp::Reverse(stars[h].len()), h));
+    let mut best: Vec<usize> = Vec::new();
+    for h in order {
+        if stars[h].len() <= best.len() {
+            break; // no smaller star can beat it
         }
-        let group: Vec<bool> = (0..hosts).map(|o| o == h || r[o] && reach[o][h]).collect();
-        let n = group.iter().filter(|&&g| g).count();
-        if n > best_n {
-            best_n = n;
+        let group = prune_to_clique(&stars[h], both);
+        if group.len() > best.len() {
             best = group;
         }
     }
-    best
+    let mut mask = vec![false; hosts];
+    for h in best {
+        mask[h] = true;
+    }
+    mask
+}
+
+/// Drops members of `group` until every two of them are related by `both`: each time the one
+/// related to the fewest (ties: the higher id).
+fn prune_to_clique(group: &[usize], both: impl Fn(usize, usize) -> bool) -> Vec<usize> {
+    let mut members = group.to_vec();
+    let mut missing: Vec<usize> = members
+        .iter()
+        .map(|&a| members.iter().filter(|&&b| !both(a, b)).count())
+        .collect();
+    loop {
+        let Some((i, _)) = missing
+            .iter()
+            .enumerate()
+            .filter(|(_, &m)| m > 0)
+            .max_by_key(|&(i, &m)| (m, members[i]))
+        else {
+            return members;
+        };
+        let gone = members.remove(i);
+        missing.remove(i);
+        for (j, &b) in members.iter().enumerate() {
+            if !both(gone, b) {
+                missing[j] -= 1;
+            }
+        }
+    }
 }
 
 /// For each destination host, the nodes that can still reach it over live links: what a driver
@@ -1065,6 +1194,139 @@ mod tests {
             at: Instant(1_000),
             hosts: vec![(NodeId(0), ts(500)), (NodeId(1), ts(900))]
         }));
+    }
+
+    /// The dead links of VOPR seed 1806's second round on a k=4 fat tree: `agg-0` failed
+    /// (its links), then `agg-3-down → tor-3-down` reported.
+    fn seed_1806_dead(topo: &Topology) -> BTreeSet<LinkId> {
+        let named = |from: &str, to: &str| {
+            let id = |n: &str| topo.nodes().iter().position(|x| x.name == n).unwrap();
+            let (f, t) = (id(from), id(to));
+            LinkId(
+                topo.links()
+                    .iter()
+                    .position(|l| l.from.index() == f && l.to.index() == t)
+                    .unwrap() as u32,
+            )
+        };
+        let mut dead: BTreeSet<LinkId> = [
+            ("tor-0-up", "agg-0-up"),
+            ("tor-1-up", "agg-0-up"),
+            ("agg-0-up", "core-0"),
+            ("agg-0-up", "core-1"),
+            ("agg-0-up", "agg-0-down"),
+            ("core-0", "agg-0-down"),
+            ("core-1", "agg-0-down"),
+            ("agg-0-down", "tor-0-down"),
+            ("agg-0-down", "tor-1-down"),
+        ]
+        .iter()
+        .map(|(f, t)| named(f, t))
+        .collect();
+        dead.insert(named("agg-3-down", "tor-3-down"));
+        dead
+    }
+
+    /// §5.2 Determine: correct hosts reach one another, both ways — not merely each some
+    /// common host. In seed 1806's network pod 0 (hosts 0–3) and `tor-3`'s hosts (6, 7) both
+    /// reach everyone else, but not each other; the greedy choice keeps the larger side.
+    #[test]
+    fn correct_hosts_reach_one_another_both_ways_5_2() {
+        let topo = Topology::fat_tree(4).unwrap();
+        let dead = seed_1806_dead(&topo);
+        let r = |a: u32, b: u32| reachable_from(&topo, NodeId(a), &dead)[b as usize];
+        assert!(r(0, 4) && r(4, 0) && r(6, 4) && r(4, 6) && !r(0, 6));
+        let correct = connected_hosts(&topo, &dead);
+        let failed: Vec<usize> = (0..16).filter(|&h| !correct[h]).collect();
+        assert_eq!(failed, vec![6, 7]);
+        // Hosts the controller already failed are not candidates.
+        let mut candidate = vec![true; 16];
+        candidate[12] = false;
+        let correct = connected_hosts_among(&topo, &dead, &candidate);
+        let failed: Vec<usize> = (0..16).filter(|&h| !correct[h]).collect();
+        assert_eq!(failed, vec![6, 7, 12]);
+        // With nothing dead, everyone.
+        assert!(connected_hosts(&topo, &BTreeSet::new()).iter().all(|&c| c));
+    }
+
+    /// §5.2 "Failure timestamp … from a cut in a routing graph … that separates S and all
+    /// receivers": hosts 6 and 7 must fail in seed 1806's network, but their commit barriers
+    /// still reach pods 1–3 over links nobody reported, so no report bounds what the correct
+    /// receivers saw of them. Determine neither declares nor resumes; it asks their ToR to
+    /// isolate their uplinks, and declares them at the frozen registers once reported. The
+    /// Resume that follows removes the uplinks with the dead links.
+    #[test]
+    fn a_failed_host_whose_commit_barrier_still_flows_is_isolated_first_5_2() {
+        let topo = Arc::new(Topology::fat_tree(4).unwrap());
+        let mut c = controller(&topo);
+        for l in seed_1806_dead(&topo) {
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: topo.links()[l.index()].to,
+                    link: l,
+                    last_commit: Some(ts(100)),
+                },
+            );
+        }
+        c.on_timeout(Instant(1_000));
+        let out = drain(&mut c);
+        let tor3_up = topo.links()[topo.uplink(6).index()].to;
+        assert_eq!(
+            out,
+            vec![
+                CtrlOut::Send {
+                    to: CtrlDest::Node(tor3_up),
+                    msg: CtrlMsg::Isolate {
+                        link: topo.uplink(6)
+                    }
+                },
+                CtrlOut::Send {
+                    to: CtrlDest::Node(tor3_up),
+                    msg: CtrlMsg::Isolate {
+                        link: topo.uplink(7)
+                    }
+                },
+            ],
+            "nothing declared, nothing resumed before the cut exists"
+        );
+        assert_eq!(c.isolations(), 2);
+        for (h, commit) in [(6, 700), (7, 650)] {
+            c.on_message(
+                Instant(1_100),
+                CtrlMsg::LinkDown {
+                    reporter: tor3_up,
+                    link: topo.uplink(h),
+                    last_commit: Some(ts(commit)),
+                },
+            );
+        }
+        let due = c.poll_timeout().expect("Determine runs again");
+        c.on_timeout(due);
+        let out = drain(&mut c);
+        assert!(out.contains(&CtrlOut::Declared {
+            round: 1,
+            at: due,
+            hosts: vec![(NodeId(6), ts(700)), (NodeId(7), ts(650))]
+        }));
+        for h in (0..16).filter(|h| ![6, 7].contains(h)) {
+            c.on_message(
+                Instant(3_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        let resumed = drain(&mut c).into_iter().find_map(|o| match o {
+            CtrlOut::Send {
+                msg: CtrlMsg::Resume { dead_links, .. },
+                ..
+            } => Some(dead_links),
+            _ => None,
+        });
+        let dead = resumed.expect("round 1 resumed");
+        assert!(dead.contains(&topo.uplink(6)) && dead.contains(&topo.uplink(7)));
     }
 
     #[test]

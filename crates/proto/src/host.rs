@@ -1874,8 +1874,8 @@ impl Host {
                 self.sender.rearm_after_reroute(now);
                 self.retransmit_due(now);
             }
-            // Addressed to the controller.
-            CtrlMsg::LinkDown { .. } | CtrlMsg::Completed { .. } => {
+            // Addressed to the controller, or to a switch.
+            CtrlMsg::LinkDown { .. } | CtrlMsg::Completed { .. } | CtrlMsg::Isolate { .. } => {
                 self.stats.dropped_invalid += 1;
             }
         }

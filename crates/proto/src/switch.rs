@@ -449,6 +449,28 @@ impl Switch {
         true
     }
 
+    /// §5.2 Determine's [`crate::failure::CtrlMsg::Isolate`]: input `port` (a host's uplink)
+    /// stops raising the commit barrier, and its register is reported as a
+    /// [`SwitchEvent::LinkDown`] — exactly as if it had timed out, except that its best-effort
+    /// barrier still counts (the host is alive). The controller takes the host's failure
+    /// timestamp from this report; nothing above it passes here afterwards, so no correct
+    /// receiver's commit barrier goes past it. Reported again until Resume removes the input,
+    /// like a timed-out one. Returns false for an unknown port. Drain
+    /// [`Node::poll_output`] afterwards.
+    pub fn isolate_input(&mut self, port: PortId) -> bool {
+        let i = port.index();
+        if i >= self.cfg.inputs {
+            return false;
+        }
+        self.agg.commit_frozen[i] = true;
+        self.since_report[i] = 0;
+        self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
+            port,
+            last_commit: self.agg.register(i, COMMIT),
+        }));
+        true
+    }
+
     /// Whether Resume removed input `port` from the commit minimum.
     pub fn commit_input_removed(&self, port: PortId) -> bool {
         self.agg
@@ -827,6 +849,63 @@ mod tests {
                 payload: Bytes::new(),
             }),
         }
+    }
+
+    /// §5.2 Determine's `Isolate`: the input's commit register stops rising at once and is
+    /// reported (the controller's failure timestamp for the host behind it), while its
+    /// best-effort barrier still counts; Resume then removes it from the commit minimum.
+    #[test]
+    fn an_isolated_input_freezes_its_commit_register_and_is_reported_5_2() {
+        let mut s = switch(SwitchMode::Chip);
+        let beacon = |b: u64, c: u64| {
+            Packet::Beacon(Beacon {
+                from: NodeId(1),
+                barrier: Timestamp::new(b),
+                commit: Timestamp::new(c),
+            })
+        };
+        for p in 0..3 {
+            s.handle(
+                Instant(10),
+                Input::Packet {
+                    port: PortId(p),
+                    packet: beacon(100, 90),
+                },
+            );
+        }
+        while s.poll_output().is_some() {}
+        assert_eq!(s.commit_barrier(), Some(Timestamp::new(90)));
+        assert!(s.isolate_input(PortId(1)));
+        assert!(!s.isolate_input(PortId(3)), "no such input");
+        assert_eq!(
+            s.poll_output(),
+            Some(Output::Event(SwitchEvent::LinkDown {
+                port: PortId(1),
+                last_commit: Some(Timestamp::new(90)),
+            }))
+        );
+        for p in 0..3 {
+            s.handle(
+                Instant(20),
+                Input::Packet {
+                    port: PortId(p),
+                    packet: beacon(200, 190),
+                },
+            );
+        }
+        assert_eq!(s.commit_register(PortId(1)), Some(Timestamp::new(90)));
+        assert_eq!(
+            s.commit_barrier(),
+            Some(Timestamp::new(90)),
+            "held by the frozen input"
+        );
+        assert_eq!(
+            s.barrier(),
+            Some(Timestamp::new(200)),
+            "best effort still counts it"
+        );
+        assert!(s.remove_commit_input(PortId(1)));
+        assert_eq!(s.commit_barrier(), Some(Timestamp::new(190)));
     }
 
     proptest! {

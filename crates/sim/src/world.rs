@@ -1331,6 +1331,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let si = (node - self.topo.hosts()) as usize;
         let local = self.switches[si].clock.local(t);
         self.switches[si].sw.handle(local, input);
+        self.drain_switch(t, node);
+    }
+
+    /// Carries out a switch's outputs after a mutation, and re-arms its timer.
+    fn drain_switch(&mut self, t: SimTime, node: u32) {
+        let si = (node - self.topo.hosts()) as usize;
         let base = self.switch_out_base[si] as usize;
         while let Some(o) = self.switches[si].sw.poll_output() {
             match o {
@@ -1408,15 +1414,25 @@ impl<Q: EventQueue<Ev>> World<Q> {
             CtrlDest::Node(n) => {
                 let (_, msg) = self.ctrl_msgs.take(i);
                 self.ctrl_in_flight -= 1;
-                if let Mgmt::Ctrl(CtrlMsg::Resume { dead_links, .. }) = msg {
-                    let si = (n.0 - self.topo.hosts()) as usize;
-                    for l in dead_links {
-                        let link = self.topo.links()[l.index()];
-                        if link.to == n {
-                            self.switches[si].sw.remove_commit_input(link.to_port);
+                let si = (n.0 - self.topo.hosts()) as usize;
+                match msg {
+                    Mgmt::Ctrl(CtrlMsg::Resume { dead_links, .. }) => {
+                        for l in dead_links {
+                            let link = self.topo.links()[l.index()];
+                            if link.to == n {
+                                self.switches[si].sw.remove_commit_input(link.to_port);
+                            }
+                        }
+                        self.switch_handle(t, n.0, Input::Timeout);
+                    }
+                    Mgmt::Ctrl(CtrlMsg::Isolate { link }) => {
+                        let link = self.topo.links().get(link.index()).copied();
+                        if let Some(link) = link.filter(|l| l.to == n) {
+                            self.switches[si].sw.isolate_input(link.to_port);
+                            self.drain_switch(t, n.0);
                         }
                     }
-                    self.switch_handle(t, n.0, Input::Timeout);
+                    _ => {}
                 }
             }
         }

@@ -285,3 +285,28 @@ fn recall_reports_lost_to_a_down_controller_reach_it_before_recovery_5_2() {
         assert_eq!(r.recovered, 1, "seed {seed}");
     }
 }
+
+/// §5.2 Determine: correct hosts must reach one another both ways, and a failure timestamp
+/// needs a cut. With `agg-0` failed, pod 0 reaches `tor-3` only through `agg-3`; cutting
+/// `agg-3/tor-3` then leaves pod 0 and `tor-3`'s hosts each reaching pod 2 but not each other
+/// (VOPR seed 1806, where beacon loss made the controller think that link dead). The controller
+/// used to count everyone correct and resume, removing the link from `tor-3`'s commit minimum
+/// while pod 0's unacknowledged messages to `tor-3` were in flight: `tor-3`'s hosts delivered
+/// past them and dropped every copy (reliable-loss, and a run that never drains). Now the
+/// smaller side — hosts 6 and 7 — is declared failed, at a failure timestamp taken from their
+/// uplinks, which their ToR froze on the controller's request (`CtrlMsg::Isolate`): their
+/// commit barriers still reached pods 1–3 over live links, so no report bounded them.
+/// (Here the cut takes both directions, so the frozen report of `tor-3-up → agg-3-up` bounds
+/// every receiver too; the pinned VOPR seed 1806, a one-way false suspicion, fails without the
+/// isolation.)
+#[test]
+fn correct_hosts_reach_one_another_and_a_failed_host_s_live_uplink_is_isolated_5_2() {
+    for seed in 1..=3 {
+        let mut c = cfg(seed);
+        c.switch_mode = onepipe_proto::switch::SwitchMode::Cpu;
+        c.cuts = vec![("agg-0".into(), 400_000), ("agg-3/tor-3".into(), 800_000)];
+        let (hosts, r) = run_ok(&c);
+        assert_eq!(hosts, vec![6, 7], "seed {seed}");
+        assert!(r.recalled > 0, "seed {seed}: nothing was recalled");
+    }
+}
