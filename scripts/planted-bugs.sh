@@ -26,6 +26,9 @@ mutants=(
   "thaw-reported-commit@@crates/proto/src/switch.rs@@if k == COMMIT && self.commit_frozen[port] {@@if k == COMMIT \&\& self.commit_frozen[port] \&\& false {@@a link reported dead to the controller raises the commit barrier again when it speaks (§5.2)"
   "star-not-clique@@crates/proto/src/failure.rs@@let group = prune_to_clique(&stars[h], both);@@let group = stars[h].clone();@@§5.2 Determine counts as correct every host that reaches, both ways, one common host — not each other: Resume removes a link that was some correct sender's only path to a correct receiver"
   "no-isolation@@crates/proto/src/failure.rs@@if self.isolate_unseparated(now, &dead, &correct) {@@if false \&\& self.isolate_unseparated(now, \&dead, \&correct) {@@§5.2 a host declared failed while its commit barrier still reaches correct receivers gets a failure timestamp from reports that do not cut it off"
+  "deliver-burst-unbounded@@crates/proto/src/host.rs@@0 => u32::MAX,\n                n => n,@@_ => u32::MAX,@@a host delivers every released reliable message in one input: after a long §5.2 round its beacons starve past the link timeout and live hosts are declared failed"
+  "rejoin-below-floor@@crates/proto/src/host.rs@@let counter = self.clock_ts.max_wrapping(floor);@@let counter = self.clock_ts.max_wrapping(floor.min(self.clock_ts));@@a rejoining host's new processes stamp below the switches' outputs: below barriers receivers have passed (§4.2 addition of links)"
+  "rejoin-while-cut-off@@crates/proto/src/failure.rs@@if !keeps_everyone {@@if false \&\& !keeps_everyone {@@the controller admits a rejoining host that does not reach every correct host both ways (its uplink still silent)"
   "no-dup-discard@@crates/proto/src/host.rs@@let duplicate = (remote@@let duplicate = false \&\& (remote@@receivers do not discard duplicate reliable packets (§5.1)"
 )
 

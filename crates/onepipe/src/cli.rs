@@ -481,6 +481,8 @@ impl SimArgs {
                 Queue::Quaternary => QueueKind::Quaternary,
                 Queue::Binary => QueueKind::Binary,
             },
+            proc_ids_spare: None,
+            deliver_burst_max: SimConfig::default().deliver_burst_max,
         }
     }
 }

@@ -160,6 +160,49 @@ pub enum RelayMsg {
         /// (sender, timestamp) of the recalled scatterings, sorted.
         recalled: Vec<(ProcId, Timestamp)>,
     },
+    /// §5.2 "After delivering buffered messages, the recovered process needs to join 1Pipe as a
+    /// new process": a settled host asks to rejoin (host to controller, again until
+    /// [`RelayMsg::Joined`] answers).
+    Rejoin {
+        /// The settled host.
+        host: NodeId,
+    },
+    /// The controller to the switch at the head of `link`, while a host rejoins: is the input
+    /// alive (it spoke within the link timeout)? With `apply`, §4.2 "addition of … links": it
+    /// bounds the commit barrier again (no longer frozen or removed), the switch's outputs
+    /// waiting, never moving back, until the link's barriers pass them. Answered by
+    /// [`RelayMsg::Admitted`].
+    Admit {
+        /// The input link.
+        link: LinkId,
+        /// Take it back (else only say whether it is alive).
+        apply: bool,
+    },
+    /// A switch's answer to [`RelayMsg::Admit`]: whether the input is alive, and the switch's
+    /// output barriers (best effort, commit) — after taking it back, with `apply`.
+    Admitted {
+        /// The input link.
+        link: LinkId,
+        /// It spoke within the link timeout.
+        alive: bool,
+        /// The switch's best-effort output barrier.
+        barrier: Option<Timestamp>,
+        /// The switch's commit output barrier.
+        commit: Option<Timestamp>,
+    },
+    /// The controller's answer to [`RelayMsg::Rejoin`]: the host's processes are new processes
+    /// `procs` (fresh ids: the old ones stay failed); their timestamps start at `floor` — at
+    /// least every output barrier of the switches that took the host's links back, so nothing
+    /// they send is below a barrier any receiver has passed; `failed` is every process declared
+    /// failed so far.
+    Joined {
+        /// The new processes, one per old one, in order.
+        procs: Vec<ProcId>,
+        /// The least timestamp they may use.
+        floor: Timestamp,
+        /// (process, failure timestamp), sorted.
+        failed: Vec<(ProcId, Timestamp)>,
+    },
 }
 
 /// Where a control message goes.
@@ -194,6 +237,17 @@ pub enum CtrlOut {
     Resumed {
         /// Round number.
         round: u32,
+    },
+    /// §5.2 Receiver Recovery: host `host` rejoined as the new processes `procs`; the links
+    /// the switches still leave out of the commit minimum are `dead_links` (drivers route by
+    /// them from now on).
+    Joined {
+        /// The host.
+        host: NodeId,
+        /// Its new processes.
+        procs: Vec<ProcId>,
+        /// Every link still removed.
+        dead_links: Vec<LinkId>,
     },
 }
 
@@ -230,6 +284,9 @@ pub struct Controller {
     determine_at: Option<Instant>,
     /// Isolation requests sent (a counter, for tests and reports).
     isolations: u64,
+    /// Links the switches leave out of the commit minimum: every `dead_links` of the Resumes
+    /// sent (and of the rejoins since).
+    removed: BTreeSet<LinkId>,
     outputs: VecDeque<CtrlOut>,
     /// §5.2 forwarding and recovery: on once [`Controller::enable_relay`] is called.
     relay: Option<Box<Relay>>,
@@ -254,6 +311,34 @@ struct Relay {
     recalled: BTreeSet<(ProcId, Timestamp)>,
     /// Failed hosts that asked to recover while a round was open: answered when none is.
     recovering: BTreeSet<NodeId>,
+    /// Failed hosts answered with `Settle`: they may rejoin.
+    settled: BTreeSet<NodeId>,
+    /// The rejoin under way, if any (one at a time).
+    join: Option<Join>,
+    /// Process ids are dense in `0..proc_ids_max`; rejoining hosts get the next free ones.
+    proc_ids_max: u32,
+    next_proc: u32,
+    /// Hosts rejoined (a counter).
+    joined: u64,
+}
+
+/// A host rejoining (§5.2 Receiver Recovery, §4.2 addition of links).
+#[derive(Debug)]
+struct Join {
+    host: NodeId,
+    /// False while asking which links are alive again; true while the switches take them back.
+    applying: bool,
+    /// Links whose head has not answered.
+    awaiting: BTreeSet<LinkId>,
+    /// Links found alive.
+    alive: BTreeSet<LinkId>,
+    /// Links no longer dead once it joins: the alive ones, but not the uplinks of other hosts
+    /// still failed, and its own downlink.
+    revived: BTreeSet<LinkId>,
+    /// Links removed from the commit minimum once it joins.
+    removed: BTreeSet<LinkId>,
+    /// The largest output barrier the switches answered while taking links back.
+    floor: Option<Timestamp>,
 }
 
 /// Most relays queued at the controller; beyond it the newest are dropped (the senders' timers
@@ -274,6 +359,7 @@ impl Controller {
             next_round: 1,
             determine_at: None,
             isolations: 0,
+            removed: BTreeSet::new(),
             outputs: VecDeque::new(),
             relay: None,
         }
@@ -291,10 +377,237 @@ impl Controller {
                 host_of_proc[p.index()] = h as u32;
             }
         }
+        let procs = host_of_proc.len() as u32;
         self.relay = Some(Box::new(Relay {
             host_of_proc,
+            proc_ids_max: procs,
+            next_proc: procs,
             ..Relay::default()
         }));
+    }
+
+    /// §5.2 Receiver Recovery: process ids are dense in `0..max`, and a host that rejoins gets
+    /// fresh ones above every id given so far — while they last (a host asking for more than
+    /// are left stays out). Without this call no id is spare and nobody rejoins. Needs
+    /// [`Controller::enable_relay`] first.
+    pub fn set_proc_ids_max(&mut self, max: u32) {
+        if let Some(r) = self.relay.as_mut() {
+            r.proc_ids_max = max.max(r.next_proc);
+        }
+    }
+
+    /// Hosts that rejoined as new processes so far (§5.2).
+    pub fn rejoined(&self) -> u64 {
+        self.relay.as_ref().map_or(0, |r| r.joined)
+    }
+
+    /// The processes host `h` runs now (its latest incarnation's).
+    pub fn procs_of(&self, h: NodeId) -> &[ProcId] {
+        self.cfg
+            .procs_of_host
+            .get(h.index())
+            .map_or(&[], |p| p.as_slice())
+    }
+
+    /// §5.2 "the recovered process needs to join 1Pipe as a new process". A settled host asks
+    /// ([`RelayMsg::Rejoin`]); once no round is open the controller asks the switches at the
+    /// head of every link it knows dead or left out of the commit minimum whether it is alive
+    /// again ([`RelayMsg::Admit`] without `apply`). With those left out, the host must reach
+    /// every correct host and be reached by each, both ways (as in Determine), or it stays out
+    /// (it asks again). Then the switches take back what the host needs — its uplink, and the
+    /// links out of switches only it reaches — with §4.2's rule for added links (the output
+    /// waits until the link passes it), answering with their outputs; the host's new
+    /// processes stamp at or above the largest ([`RelayMsg::Joined`]). Every correct receiver's
+    /// barriers are bounded by one of those outputs (its chain from the host passes the last
+    /// link taken back), so nothing the new processes send lies below a barrier a receiver has
+    /// passed, and from then on the host's own barriers bound them.
+    fn on_rejoin(&mut self, host: NodeId) {
+        let busy = !self.rounds.is_empty() || self.determine_at.is_some();
+        let Some(r) = self.relay.as_mut() else {
+            return;
+        };
+        let failed = self.failed.get(host.index()).copied().unwrap_or(false);
+        if !failed || !r.settled.contains(&host) || busy {
+            r.dropped += 1;
+            return;
+        }
+        if r.join
+            .as_ref()
+            .is_some_and(|j| j.host != host || j.applying)
+        {
+            return; // another host first, or taking links back: it will answer
+        }
+        let procs = self.cfg.procs_of_host[host.index()].len() as u32;
+        if r.next_proc.saturating_add(procs) > r.proc_ids_max {
+            r.dropped += 1;
+            return; // no ids left: it stays out
+        }
+        // Every link the controller knows dead or removed whose head is a switch: the host's
+        // recovery may have revived any of them (a ToR silent while its only host was cut off,
+        // and the links above it).
+        let hosts = self.topo.hosts();
+        let links = self.topo.links();
+        let probe: BTreeSet<LinkId> = self
+            .reports
+            .keys()
+            .chain(&self.removed)
+            .copied()
+            .chain([self.topo.uplink(host.0)])
+            .filter(|l| links[l.index()].to.0 >= hosts)
+            .collect();
+        for &l in &probe {
+            r.out.push_back((
+                CtrlDest::Node(links[l.index()].to),
+                RelayMsg::Admit {
+                    link: l,
+                    apply: false,
+                },
+            ));
+        }
+        r.join = Some(Join {
+            host,
+            applying: false,
+            awaiting: probe,
+            alive: BTreeSet::new(),
+            revived: BTreeSet::new(),
+            removed: BTreeSet::new(),
+            floor: None,
+        });
+        self.join_step();
+    }
+
+    /// A switch answered [`RelayMsg::Admit`] for `link`; `high` is the larger of its outputs.
+    fn on_admitted(&mut self, link: LinkId, alive: bool, high: Option<Timestamp>) {
+        let Some(j) = self.relay.as_mut().and_then(|r| r.join.as_mut()) else {
+            return;
+        };
+        if !j.awaiting.remove(&link) {
+            return; // an answer to an earlier, abandoned attempt
+        }
+        if j.applying {
+            if let Some(h) = high {
+                j.floor = Some(j.floor.map_or(h, |f| f.max_wrapping(h)));
+            }
+        } else if alive {
+            j.alive.insert(link);
+        }
+        self.join_step();
+    }
+
+    /// Moves the rejoin on once every switch asked has answered: decides, then takes links
+    /// back, then admits the host.
+    fn join_step(&mut self) {
+        let Some(j) = self.relay.as_ref().and_then(|r| r.join.as_ref()) else {
+            return;
+        };
+        if !j.awaiting.is_empty() {
+            return;
+        }
+        let host = j.host;
+        if j.applying {
+            self.finish_join();
+            return;
+        }
+        // The picture once the host is back: the links alive again, and its own downlink (it
+        // asked because it hears its switch again), are no longer dead — except the uplinks
+        // of other hosts still failed (each comes back with its own host).
+        let hosts = self.topo.hosts();
+        let revived: BTreeSet<LinkId> = j
+            .alive
+            .iter()
+            .copied()
+            .filter(|l| {
+                let from = self.topo.links()[l.index()].from;
+                from == host || from.0 >= hosts || !self.failed[from.index()]
+            })
+            .chain([self.topo.downlink(host.0)])
+            .collect();
+        let mut reports = self.reports.clone();
+        for l in &revived {
+            reports.remove(l);
+        }
+        let dead: BTreeSet<LinkId> = reports.keys().copied().collect();
+        let mut failed = self.failed.clone();
+        failed[host.index()] = false;
+        let candidates: Vec<bool> = failed.iter().map(|f| !f).collect();
+        let correct = connected_hosts_among(&self.topo, &dead, &candidates);
+        let keeps_everyone = (0..self.topo.hosts() as usize).all(|h| failed[h] || correct[h]);
+        let r = self.relay.as_mut().expect("checked above");
+        if !keeps_everyone {
+            r.join = None; // still cut off somewhere: it asks again later
+            return;
+        }
+        let removed: BTreeSet<LinkId> = with_orphaned(&self.topo, dead, &failed)
+            .into_iter()
+            .collect();
+        let up = self.topo.uplink(host.0);
+        let take_back: BTreeSet<LinkId> = self
+            .removed
+            .iter()
+            .chain(self.reports.keys())
+            .copied()
+            .filter(|l| !removed.contains(l))
+            .chain([up])
+            // A host's downlink has no switch at its head: nothing to take back.
+            .filter(|l| self.topo.links()[l.index()].to.0 >= hosts)
+            .collect();
+        let links = self.topo.links();
+        for &l in &take_back {
+            r.out.push_back((
+                CtrlDest::Node(links[l.index()].to),
+                RelayMsg::Admit {
+                    link: l,
+                    apply: true,
+                },
+            ));
+        }
+        let j = r.join.as_mut().expect("checked above");
+        j.applying = true;
+        j.awaiting = take_back;
+        j.removed = removed;
+        j.revived = revived;
+    }
+
+    /// Every switch took its links back: the host's processes rejoin as new processes.
+    fn finish_join(&mut self) {
+        let r = self.relay.as_mut().expect("a join runs with the relay on");
+        let j = r.join.take().expect("called with a join");
+        let h = j.host.index();
+        let n = self.cfg.procs_of_host[h].len() as u32;
+        let procs: Vec<ProcId> = (r.next_proc..r.next_proc + n).map(ProcId).collect();
+        r.next_proc += n;
+        r.joined += 1;
+        for &p in &procs {
+            if r.host_of_proc.len() <= p.index() {
+                r.host_of_proc.resize(p.index() + 1, u32::MAX);
+            }
+            r.host_of_proc[p.index()] = h as u32;
+        }
+        r.settled.remove(&j.host);
+        r.unresponsive.remove(&j.host);
+        let failed: Vec<(ProcId, Timestamp)> =
+            r.failed_procs.iter().map(|(&p, &t)| (p, t)).collect();
+        let floor = j.floor.unwrap_or_default();
+        r.out.push_back((
+            CtrlDest::Node(j.host),
+            RelayMsg::Joined {
+                procs: procs.clone(),
+                floor,
+                failed,
+            },
+        ));
+        self.failed[h] = false;
+        self.cfg.procs_of_host[h] = procs.clone();
+        // Reports that came in meanwhile stay (their Determine is due).
+        for l in &j.revived {
+            self.reports.remove(l);
+        }
+        self.removed = j.removed;
+        self.outputs.push_back(CtrlOut::Joined {
+            host: j.host,
+            procs,
+            dead_links: self.removed.iter().copied().collect(),
+        });
     }
 
     /// Packets relayed so far (§5.2 forwarding).
@@ -312,7 +625,27 @@ impl Controller {
             return;
         };
         match msg {
-            RelayMsg::Failed { .. } | RelayMsg::Settle { .. } => r.dropped += 1,
+            RelayMsg::Failed { .. }
+            | RelayMsg::Settle { .. }
+            | RelayMsg::Admit { .. }
+            | RelayMsg::Joined { .. } => r.dropped += 1,
+            RelayMsg::Rejoin { host } => {
+                self.on_rejoin(host);
+                return;
+            }
+            RelayMsg::Admitted {
+                link,
+                alive,
+                barrier,
+                commit,
+            } => {
+                let high = match (barrier, commit) {
+                    (Some(b), Some(c)) => Some(b.max_wrapping(c)),
+                    (b, c) => b.or(c),
+                };
+                self.on_admitted(link, alive, high);
+                return;
+            }
             RelayMsg::Recalled { groups } => r.recalled.extend(groups),
             RelayMsg::RecoverRequest { host } => {
                 if !failed.get(host.index()).copied().unwrap_or(false) {
@@ -464,6 +797,12 @@ impl Controller {
 
     /// Determine (§5.2): who is disconnected, and when it failed; then Broadcast.
     fn determine(&mut self, now: Instant) {
+        // A new failure ends any rejoin under way: the host asks again once no round is open
+        // (links taken back meanwhile leave the commit minimum again with this round's Resume:
+        // they are still dead or orphaned in the controller's view).
+        if let Some(r) = self.relay.as_mut() {
+            r.join = None;
+        }
         let dead: BTreeSet<LinkId> = self.reports.keys().copied().collect();
         let candidates: Vec<bool> = self.failed.iter().map(|f| !f).collect();
         let mut correct = connected_hosts_among(&self.topo, &dead, &candidates);
@@ -603,20 +942,7 @@ impl Controller {
     /// will raise again — holds every receiver's commit barrier for good (VOPR seed 41 at 10 ms:
     /// both hosts of a rack declared failed).
     fn with_orphaned(&self, dead: BTreeSet<LinkId>) -> Vec<LinkId> {
-        let mut reached = vec![false; self.topo.nodes().len()];
-        for h in (0..self.topo.hosts()).filter(|&h| !self.failed[h as usize]) {
-            let r = reachable_from(&self.topo, NodeId(h), &dead);
-            for (x, y) in reached.iter_mut().zip(r) {
-                *x |= y;
-            }
-        }
-        let mut all = dead;
-        for (i, l) in self.topo.links().iter().enumerate() {
-            if l.from.0 >= self.topo.hosts() && !reached[l.from.index()] {
-                all.insert(LinkId(i as u32));
-            }
-        }
-        all.into_iter().collect()
+        with_orphaned(&self.topo, dead, &self.failed)
     }
 
     /// The failure timestamp of host `h`: the largest last commit barrier reported by a correct
@@ -646,6 +972,7 @@ impl Controller {
                 break;
             }
             let (round, r) = entry.remove_entry();
+            self.removed.extend(r.dead_links.iter().copied());
             // Switches stop waiting for the dead links; correct hosts resend what the failure
             // swallowed (routes change with Resume).
             let hosts = (0..self.topo.hosts())
@@ -682,6 +1009,7 @@ impl Controller {
             r.failed_procs.iter().map(|(&p, &t)| (p, t)).collect();
         let recalled: Vec<(ProcId, Timestamp)> = r.recalled.iter().copied().collect();
         for h in std::mem::take(&mut r.recovering) {
+            r.settled.insert(h);
             r.out.push_back((
                 CtrlDest::Node(h),
                 RelayMsg::Settle {
@@ -691,6 +1019,25 @@ impl Controller {
             ));
         }
     }
+}
+
+/// `dead` plus every link out of a switch that no host outside `failed` reaches over links
+/// not in `dead` (see `Controller::with_orphaned`).
+fn with_orphaned(topo: &Topology, dead: BTreeSet<LinkId>, failed: &[bool]) -> Vec<LinkId> {
+    let mut reached = vec![false; topo.nodes().len()];
+    for h in (0..topo.hosts()).filter(|&h| !failed[h as usize]) {
+        let r = reachable_from(topo, NodeId(h), &dead);
+        for (x, y) in reached.iter_mut().zip(r) {
+            *x |= y;
+        }
+    }
+    let mut all = dead;
+    for (i, l) in topo.links().iter().enumerate() {
+        if l.from.0 >= topo.hosts() && !reached[l.from.index()] {
+            all.insert(LinkId(i as u32));
+        }
+    }
+    all.into_iter().collect()
 }
 
 /// Nodes reachable from `start` over links not in `dead` (the start included).
@@ -972,6 +1319,167 @@ mod tests {
                 }
             ))
         );
+        assert_eq!(c.poll_relay(), None);
+    }
+
+    /// §5.2 Receiver Recovery, then "join 1Pipe as a new process": a settled host asks to
+    /// rejoin; the controller asks its switch whether its uplink is alive again, has the switch
+    /// take it back (§4.2), and answers with fresh process ids, a timestamp floor at the
+    /// switch's outputs, and the failures so far. A later failure of the host fails its new
+    /// processes.
+    #[test]
+    fn a_settled_host_rejoins_as_new_processes_once_its_links_are_back_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        c.enable_relay();
+        c.set_proc_ids_max(8);
+        let (up, down) = (topo.uplink(1), topo.downlink(1));
+        let tor = topo.links()[up.index()].to;
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: tor,
+                link: up,
+                last_commit: Some(ts(500)),
+            },
+        );
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: NodeId(1),
+                link: down,
+                last_commit: Some(ts(400)),
+            },
+        );
+        c.on_timeout(Instant(1_000));
+        for h in [0, 2, 3] {
+            c.on_message(
+                Instant(2_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        drain(&mut c);
+        // Not settled yet: no rejoin.
+        c.on_relay(Instant(2_100), RelayMsg::Rejoin { host: NodeId(1) });
+        let relays: Vec<_> = std::iter::from_fn(|| c.poll_relay()).collect();
+        assert_eq!(
+            relays,
+            vec![(CtrlDest::Node(NodeId(1)), RelayMsg::Failed { ts: ts(500) })]
+        );
+        c.on_relay(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
+        assert!(matches!(c.poll_relay(), Some((_, RelayMsg::Settle { .. }))));
+        // Settled: the rejoin asks the ToR about the uplink (the downlink's head is the host).
+        c.on_relay(Instant(2_300), RelayMsg::Rejoin { host: NodeId(1) });
+        let probe = RelayMsg::Admit {
+            link: up,
+            apply: false,
+        };
+        assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor), probe)));
+        assert_eq!(c.poll_relay(), None);
+        // Still silent: it stays out, and asks again later.
+        c.on_relay(
+            Instant(2_400),
+            RelayMsg::Admitted {
+                link: up,
+                alive: false,
+                barrier: Some(ts(900)),
+                commit: Some(ts(880)),
+            },
+        );
+        assert_eq!(c.poll_relay(), None);
+        assert!(c.is_failed(NodeId(1)));
+        c.on_relay(Instant(2_500), RelayMsg::Rejoin { host: NodeId(1) });
+        c.poll_relay();
+        c.on_relay(
+            Instant(2_600),
+            RelayMsg::Admitted {
+                link: up,
+                alive: true,
+                barrier: Some(ts(1_000)),
+                commit: Some(ts(990)),
+            },
+        );
+        let apply = RelayMsg::Admit {
+            link: up,
+            apply: true,
+        };
+        assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor), apply)));
+        c.on_relay(
+            Instant(2_700),
+            RelayMsg::Admitted {
+                link: up,
+                alive: true,
+                barrier: Some(ts(1_050)),
+                commit: Some(ts(1_020)),
+            },
+        );
+        assert_eq!(
+            c.poll_relay(),
+            Some((
+                CtrlDest::Node(NodeId(1)),
+                RelayMsg::Joined {
+                    procs: vec![ProcId(4)],
+                    floor: ts(1_050),
+                    failed: vec![(ProcId(1), ts(500))],
+                }
+            ))
+        );
+        assert_eq!(
+            drain(&mut c),
+            vec![CtrlOut::Joined {
+                host: NodeId(1),
+                procs: vec![ProcId(4)],
+                dead_links: vec![],
+            }]
+        );
+        assert!(!c.is_failed(NodeId(1)));
+        assert_eq!((c.rejoined(), c.procs_of(NodeId(1))), (1, &[ProcId(4)][..]));
+        // It fails again: its new process is the one declared.
+        c.on_message(
+            Instant(5_000),
+            CtrlMsg::LinkDown {
+                reporter: tor,
+                link: up,
+                last_commit: Some(ts(2_000)),
+            },
+        );
+        c.on_timeout(Instant(6_000));
+        assert!(drain(&mut c).iter().any(|o| matches!(o,
+            CtrlOut::Send { msg: CtrlMsg::Failure { failed, .. }, .. }
+                if failed == &vec![(ProcId(4), ts(2_000))])));
+    }
+
+    /// No spare ids, no rejoin: the host stays out.
+    #[test]
+    fn a_host_rejoins_only_while_spare_ids_last_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        c.enable_relay();
+        let up = topo.uplink(1);
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: topo.links()[up.index()].to,
+                link: up,
+                last_commit: Some(ts(500)),
+            },
+        );
+        c.on_timeout(Instant(1_000));
+        for h in [0, 2, 3] {
+            c.on_message(
+                Instant(2_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        c.on_relay(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
+        while c.poll_relay().is_some() {}
+        c.on_relay(Instant(2_300), RelayMsg::Rejoin { host: NodeId(1) });
         assert_eq!(c.poll_relay(), None);
     }
 

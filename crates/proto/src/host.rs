@@ -79,6 +79,12 @@ pub struct HostConfig {
     /// this long is sent again (the controller may have been down and lost it), the wait
     /// doubling each time up to [`CTRL_RETRY_MAX_NS`].
     pub ctrl_retry_ns: u64,
+    /// Most reliable messages delivered per input; the rest follow at once, as a timeout
+    /// ([`Node::poll_timeout`] says now). After a long §5.2 round the commit barrier jumps and
+    /// releases thousands of messages at once; delivered in one go they kept the host from
+    /// its beacons for longer than the link timeout, and its switch took it for dead (VOPR seed
+    /// 442 at `0cd1881`: seven live hosts declared failed). 0: no limit.
+    pub deliver_burst_max: u32,
 }
 
 /// Longest wait between two re-sent `Completed` messages (§5.2).
@@ -109,6 +115,7 @@ impl HostConfig {
             reliable: ReliableConfig::default(),
             uplink_timeout_intervals: 10,
             ctrl_retry_ns: 50_000,
+            deliver_burst_max: 256,
         }
     }
 }
@@ -296,6 +303,8 @@ pub struct HostStats {
     pub settled_delivered: u64,
     /// See `settled_delivered`.
     pub settled_discarded: u64,
+    /// §5.2: times this host rejoined as new processes (its incarnation).
+    pub rejoined: u64,
 }
 
 /// What a host gives its driver on the §5.2 relay channel ([`Host::poll_relay`]), beside
@@ -368,6 +377,12 @@ pub struct Host {
     barrier: Option<Timestamp>,
     /// The commit barrier from the network: reliable messages below it are delivered (§5.1).
     commit: Option<Timestamp>,
+    /// The commit barrier below which every reliable message has been delivered: `commit`,
+    /// unless `deliver_burst_max` left some for the next input (`deliver_backlog`).
+    commit_released: Option<Timestamp>,
+    deliver_backlog: bool,
+    /// The last local time an input came at (a backlog's timeout is due then).
+    last_now: Instant,
     /// Partially reassembled messages by (src, dst, first PSN, reliable).
     partials: BTreeMap<(ProcId, ProcId, Psn, bool), Partial>,
     /// Best-effort messages sent to other hosts, until acknowledged, NAKed or timed out.
@@ -411,6 +426,9 @@ pub struct Host {
     recovery_wanted: bool,
     recovery_asked: bool,
     settled: bool,
+    /// §5.2 rejoin: when to send `Rejoin` again, and the wait after that (settled, not yet
+    /// joined).
+    rejoin_due: Option<(Instant, u64)>,
     /// Recalls under way: (round, hosts yet to answer).
     recalls: Vec<(u32, BTreeSet<NodeId>)>,
     /// Rounds announced and not yet completed.
@@ -459,6 +477,9 @@ impl Host {
             clock_ts: now.timestamp(),
             barrier: None,
             commit: None,
+            commit_released: None,
+            deliver_backlog: false,
+            last_now: now,
             partials: BTreeMap::new(),
             tracker: SendTracker::new(cfg.procs.clone(), cfg.senders_max, cfg.inflight_max),
             sender: ReliableSender::new(
@@ -485,6 +506,7 @@ impl Host {
             recovery_wanted: false,
             recovery_asked: false,
             settled: false,
+            rejoin_due: None,
             failed: BTreeMap::new(),
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
@@ -520,6 +542,12 @@ impl Host {
     /// The commit barrier received from the network (§5.1), once one has arrived.
     pub fn commit_barrier(&self) -> Option<Barrier> {
         self.commit.map(Barrier)
+    }
+
+    /// The commit barrier below which every reliable message buffered here has been delivered:
+    /// the commit barrier, or an earlier one while `deliver_burst_max` holds a backlog.
+    pub fn commit_released(&self) -> Option<Barrier> {
+        self.commit_released.map(Barrier)
     }
 
     /// Counters of the reliable sender.
@@ -838,6 +866,13 @@ impl Host {
             return;
         }
         self.own_failure = Some(ts);
+        // §5.2 "If a process recovers from failure, e.g., the network link or switch
+        // recovers": a host that hears its first-hop switch (declared failed all the same —
+        // a false suspicion, or a partition elsewhere) recovers at once; one cut off does when
+        // it hears it again (`on_packet`), or when its driver says so (`recover`).
+        if self.uplink_spoke && self.uplink_silent == 0 {
+            self.recovery_wanted = true;
+        }
         if self.recovery_wanted {
             self.ask_recovery();
         }
@@ -891,6 +926,68 @@ impl Host {
         self.settled
     }
 
+    /// §5.2: a settled host asks to rejoin as a new process, again (backed off like
+    /// `Completed`) until [`RelayMsg::Joined`] answers — the controller answers only once no
+    /// round is open and the host is reachable both ways again.
+    fn ask_rejoin(&mut self, now: Instant) {
+        let wait = self.cfg.ctrl_retry_ns.max(1);
+        let next = match self.rejoin_due {
+            Some((_, w)) => (w * 2).min(CTRL_RETRY_MAX_NS.max(w)),
+            None => wait,
+        };
+        self.rejoin_due = Some((now + next, next));
+        if self.relays.len() < RELAY_OUT_MAX {
+            self.relays.push_back(HostRelay::Send {
+                to: CtrlDest::Controller,
+                msg: RelayMsg::Rejoin {
+                    host: self.cfg.node,
+                },
+            });
+        }
+    }
+
+    /// §5.2 "the recovered process needs to join 1Pipe as a new process": the host starts over
+    /// as the processes `procs` — fresh ids with fresh sequence spaces and buffers, nothing
+    /// carried over but its counters and its timestamp counter, raised to `floor` (the
+    /// controller's bound on every barrier a receiver may have passed; see
+    /// `Controller::on_rejoin`) — knowing the processes declared failed so far. Answers a
+    /// settled host only.
+    fn on_joined(
+        &mut self,
+        now: Instant,
+        procs: Vec<ProcId>,
+        floor: Timestamp,
+        failed: &[(ProcId, Timestamp)],
+    ) {
+        let fits = procs.len() == self.cfg.procs.len()
+            && procs.iter().all(|p| p.0 < self.cfg.senders_max)
+            && procs.windows(2).all(|w| w[0] < w[1]);
+        if !self.settled || self.rejoin_due.is_none() || !fits {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        let mut cfg = self.cfg.clone();
+        cfg.procs = procs;
+        let stats = std::mem::take(&mut self.stats);
+        let outputs = std::mem::take(&mut self.outputs);
+        let relays = std::mem::take(&mut self.relays);
+        let counter = self.clock_ts.max_wrapping(floor);
+        *self = Host::new(cfg, now);
+        self.stats = stats;
+        self.stats.rejoined += 1;
+        self.outputs = outputs;
+        self.relays = relays;
+        self.clock_ts = self.clock_ts.max_wrapping(counter);
+        self.commit_sent = self.commit_sent.max_wrapping(self.clock_ts);
+        for &(p, ts) in failed {
+            if p.0 < self.cfg.senders_max && self.local_index(p).is_none() {
+                self.failed.insert(p, ts);
+            }
+        }
+        // It hears its switch (it asked because it did): silence counts from now on.
+        self.uplink_spoke = true;
+    }
+
     /// §5.2 Receiver Recovery, "the process needs to consistently deliver or discard messages in
     /// the receive buffer": every buffered reliable message was acknowledged by this host before
     /// it froze. It is delivered — in timestamp order, as the correct receivers deliver it —
@@ -910,6 +1007,7 @@ impl Host {
         }
         self.settled = true;
         self.stats.recovered += 1;
+        self.ask_rejoin(now);
         let mut failed_at: BTreeMap<ProcId, Timestamp> = failed.iter().copied().collect();
         for (&p, &t) in &self.failed {
             failed_at.entry(p).or_insert(t);
@@ -972,11 +1070,21 @@ impl Host {
     /// Data is taken as an arrival (its barrier fields ignored: it passed no switch) and
     /// acknowledged at once back through the controller; ACKs are taken as ACKs.
     pub fn on_relay(&mut self, now: Instant, msg: RelayMsg) {
+        self.last_now = now;
         self.timestamp(now);
         match msg {
             RelayMsg::Failed { ts } => self.on_own_failure(ts),
             RelayMsg::Settle { failed, recalled } => self.settle(now, &failed, &recalled),
-            RelayMsg::Recalled { .. } | RelayMsg::RecoverRequest { .. } => {
+            RelayMsg::Joined {
+                procs,
+                floor,
+                failed,
+            } => self.on_joined(now, procs, floor, &failed),
+            RelayMsg::Recalled { .. }
+            | RelayMsg::RecoverRequest { .. }
+            | RelayMsg::Rejoin { .. }
+            | RelayMsg::Admit { .. }
+            | RelayMsg::Admitted { .. } => {
                 self.stats.dropped_invalid += 1;
             }
             RelayMsg::Forward { packets, .. } => {
@@ -1112,6 +1220,10 @@ impl Host {
         self.uplink_heard = true;
         self.uplink_spoke = true;
         self.uplink_silent = 0;
+        // §5.2 Receiver Recovery: told it failed, and its switch speaks to it again.
+        if self.own_failure.is_some() && !self.recovery_wanted {
+            self.recover(now);
+        }
         match packet {
             Packet::Data(d) => {
                 let barrier = d.header.barrier();
@@ -1443,11 +1555,26 @@ impl Host {
         }
         if let Some(commit) = self.commit {
             let now_ts = self.timestamp_past(now, commit);
+            let mut budget = match self.cfg.deliver_burst_max {
+                0 => u32::MAX,
+                n => n,
+            };
+            self.deliver_backlog = false;
             for lp in &mut self.procs {
                 let Some(rel) = lp.rel.as_mut().filter(|_| !lp.paused) else {
                     continue;
                 };
-                while let Some((key, item)) = rel.reorder.pop_below(commit) {
+                loop {
+                    if budget == 0 {
+                        // More below the barrier: at the next input (§4.2: the host's beacons
+                        // must not wait behind a burst).
+                        self.deliver_backlog |= rel.reorder.peek().is_some_and(|k| k.ts < commit);
+                        break;
+                    }
+                    let Some((key, item)) = rel.reorder.pop_below(commit) else {
+                        break;
+                    };
+                    budget -= 1;
                     self.stats.delivered_reliable += 1;
                     self.outputs
                         .push_back(Output::Event(HostEvent::Deliver(Delivery {
@@ -1462,6 +1589,9 @@ impl Host {
                             now_ts,
                         })));
                 }
+            }
+            if !self.deliver_backlog {
+                self.commit_released = Some(commit);
             }
         }
     }
@@ -1676,6 +1806,12 @@ impl Host {
     }
 
     fn on_timeout(&mut self, now: Instant) {
+        if self.deliver_backlog {
+            self.deliver_ready(now);
+        }
+        if self.rejoin_due.is_some_and(|(due, _)| due <= now) {
+            self.ask_rejoin(now);
+        }
         self.resend_completed(now);
         self.send_due_acks(now);
         self.expire_sends(now);
@@ -1847,6 +1983,7 @@ impl Host {
     /// Handles a control message from the controller or another host (§5.2). Drain
     /// [`Node::poll_output`] afterwards.
     pub fn on_control(&mut self, now: Instant, msg: CtrlMsg) {
+        self.last_now = now;
         self.timestamp(now);
         match msg {
             CtrlMsg::Failure {
@@ -2080,6 +2217,7 @@ impl Node for Host {
     type Event = HostEvent;
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
+        self.last_now = now;
         self.timestamp(now);
         self.follow_clock_step_back(now);
         match input {
@@ -2112,6 +2250,12 @@ impl Node for Host {
         }
         if let Some(due) = self.rounds_awaited.values().map(|r| r.0).min() {
             t = t.min(due);
+        }
+        if let Some((due, _)) = self.rejoin_due {
+            t = t.min(due);
+        }
+        if self.deliver_backlog {
+            t = t.min(self.last_now);
         }
         Some(t)
     }

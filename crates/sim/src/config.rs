@@ -168,13 +168,14 @@ pub struct SimConfig {
     pub crashes: Vec<(u32, u64)>,
     /// A switch removes an input link silent for this many beacon intervals (§4.2; 0: never).
     pub link_timeout_intervals: u32,
-    /// Cuts: (node name, true time ns). Every link of the named host ("host-3": a host link
-    /// failure) or physical switch ("tor-1", "core-0": a switch failure) carries nothing from
-    /// then on.
+    /// Cuts: (name, true time ns). Every link of the named host ("host-3": a host link
+    /// failure) or physical switch ("tor-1", "core-0": a switch failure), the physical link
+    /// between two nodes ("agg-0/core-0", both directions) or one direction of it
+    /// ("agg-3>tor-3") carries nothing from then on.
     pub cuts: Vec<(String, u64)>,
-    /// Heals of host-link cuts: (host name, true time ns), e.g. ("host-9", 900 µs) after a cut
-    /// of "host-9" (`--cut host-9@600us..900us`): its links carry again from then on and the
-    /// host, if the controller declared it failed, runs §5.2 receiver recovery.
+    /// Heals of cuts: (the cut's name, true time ns), e.g. ("host-9", 900 µs) after a cut of
+    /// "host-9" (`--cut host-9@600us..900us`): its links carry again from then on, and a host
+    /// the controller declared failed meanwhile runs §5.2 receiver recovery and rejoins.
     pub heals: Vec<(String, u64)>,
     /// One-way delay of the management network that carries §5.2's control messages, ns.
     pub ctrl_delay_ns: u64,
@@ -196,6 +197,13 @@ pub struct SimConfig {
     /// §5.2 forwarding: a reliable message retransmitted this many times on timeout is also
     /// handed to the controller to relay (0: never).
     pub forward_after: u32,
+    /// §5.2 Receiver Recovery: process ids kept for hosts that rejoin as new processes (each
+    /// rejoin takes one per process of the host). `None`: three per process in networks of at
+    /// most 1,024 processes, none above (every host keeps per-sender state for every id).
+    pub proc_ids_spare: Option<u32>,
+    /// Most reliable messages a host delivers per input (`HostConfig::deliver_burst_max`; 0:
+    /// no limit).
+    pub deliver_burst_max: u32,
 }
 
 impl Default for SimConfig {
@@ -247,6 +255,8 @@ impl Default for SimConfig {
             controller_down: Vec::new(),
             blackholes: Vec::new(),
             forward_after: 4,
+            proc_ids_spare: None,
+            deliver_burst_max: 256,
         }
     }
 }
