@@ -203,6 +203,21 @@ pub enum RelayMsg {
         /// (process, failure timestamp), sorted.
         failed: Vec<(ProcId, Timestamp)>,
     },
+    /// To every other correct host when `host` rejoined as the new processes `procs`: stamp
+    /// nothing to them below `floor`. The switches on the host's side may have run ahead of
+    /// the others while it was cut off with them (a partition, or a clock stepped forward):
+    /// their outputs, and so the new processes' barriers, can be above another host's clock,
+    /// and a message stamped below a receiver's barrier would be late — or, reliable, taken for
+    /// a duplicate and never acknowledged (VOPR seed 19 with heals). `floor` covers the host's
+    /// own first-hop switch's outputs too.
+    PeerJoined {
+        /// The host that rejoined.
+        host: NodeId,
+        /// Its new processes.
+        procs: Vec<ProcId>,
+        /// The least timestamp to use for them.
+        floor: Timestamp,
+    },
 }
 
 /// Where a control message goes.
@@ -561,9 +576,24 @@ impl Controller {
                 },
             ));
         }
+        // The host's own first-hop switch's outputs bound its barriers from the first packet:
+        // they go into the floor too (asked through one of its inputs, changing nothing).
+        let tor_down = links[self.topo.downlink(host.0).index()].from;
+        let mut awaiting = take_back;
+        if let Some(&l) = self.topo.node(tor_down).inputs.first() {
+            if awaiting.insert(l) {
+                r.out.push_back((
+                    CtrlDest::Node(tor_down),
+                    RelayMsg::Admit {
+                        link: l,
+                        apply: false,
+                    },
+                ));
+            }
+        }
         let j = r.join.as_mut().expect("checked above");
         j.applying = true;
-        j.awaiting = take_back;
+        j.awaiting = awaiting;
         j.removed = removed;
         j.revived = revived;
     }
@@ -596,6 +626,16 @@ impl Controller {
                 failed,
             },
         ));
+        for o in (0..self.failed.len()).filter(|&o| o != h && !self.failed[o]) {
+            r.out.push_back((
+                CtrlDest::Node(NodeId(o as u32)),
+                RelayMsg::PeerJoined {
+                    host: j.host,
+                    procs: procs.clone(),
+                    floor,
+                },
+            ));
+        }
         self.failed[h] = false;
         self.cfg.procs_of_host[h] = procs.clone();
         // Reports that came in meanwhile stay (their Determine is due).
@@ -628,7 +668,8 @@ impl Controller {
             RelayMsg::Failed { .. }
             | RelayMsg::Settle { .. }
             | RelayMsg::Admit { .. }
-            | RelayMsg::Joined { .. } => r.dropped += 1,
+            | RelayMsg::Joined { .. }
+            | RelayMsg::PeerJoined { .. } => r.dropped += 1,
             RelayMsg::Rejoin { host } => {
                 self.on_rejoin(host);
                 return;
@@ -647,8 +688,10 @@ impl Controller {
                 return;
             }
             RelayMsg::Recalled { groups } => r.recalled.extend(groups),
+            // A host that restarted after a crash asks before it is declared failed (its
+            // buffers are gone; its old processes must be): answered once it is.
             RelayMsg::RecoverRequest { host } => {
-                if !failed.get(host.index()).copied().unwrap_or(false) {
+                if host.index() >= failed.len() {
                     r.dropped += 1;
                     return;
                 }
@@ -1008,7 +1051,12 @@ impl Controller {
         let failed: Vec<(ProcId, Timestamp)> =
             r.failed_procs.iter().map(|(&p, &t)| (p, t)).collect();
         let recalled: Vec<(ProcId, Timestamp)> = r.recalled.iter().copied().collect();
-        for h in std::mem::take(&mut r.recovering) {
+        let (ready, waiting): (BTreeSet<NodeId>, BTreeSet<NodeId>) =
+            std::mem::take(&mut r.recovering)
+                .into_iter()
+                .partition(|h| self.failed[h.index()]);
+        r.recovering = waiting;
+        for h in ready {
             r.settled.insert(h);
             r.out.push_back((
                 CtrlDest::Node(h),
@@ -1407,26 +1455,51 @@ mod tests {
             apply: true,
         };
         assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor), apply)));
-        c.on_relay(
-            Instant(2_700),
-            RelayMsg::Admitted {
-                link: up,
-                alive: true,
-                barrier: Some(ts(1_050)),
-                commit: Some(ts(1_020)),
-            },
-        );
+        // Its first-hop switch's outputs are asked too (they bound its barriers).
+        let tor_down = topo.links()[down.index()].from;
+        let first_in = topo.node(tor_down).inputs[0];
+        let ask = RelayMsg::Admit {
+            link: first_in,
+            apply: false,
+        };
+        assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor_down), ask)));
+        assert_eq!(c.poll_relay(), None);
+        for (link, b) in [(up, 1_050), (first_in, 1_070)] {
+            c.on_relay(
+                Instant(2_700),
+                RelayMsg::Admitted {
+                    link,
+                    alive: true,
+                    barrier: Some(ts(b)),
+                    commit: Some(ts(1_020)),
+                },
+            );
+        }
         assert_eq!(
             c.poll_relay(),
             Some((
                 CtrlDest::Node(NodeId(1)),
                 RelayMsg::Joined {
                     procs: vec![ProcId(4)],
-                    floor: ts(1_050),
+                    floor: ts(1_070),
                     failed: vec![(ProcId(1), ts(500))],
                 }
             ))
         );
+        // Everyone else stamps nothing to the new process below the floor.
+        for h in [0, 2, 3] {
+            assert_eq!(
+                c.poll_relay(),
+                Some((
+                    CtrlDest::Node(NodeId(h)),
+                    RelayMsg::PeerJoined {
+                        host: NodeId(1),
+                        procs: vec![ProcId(4)],
+                        floor: ts(1_070),
+                    }
+                ))
+            );
+        }
         assert_eq!(
             drain(&mut c),
             vec![CtrlOut::Joined {

@@ -79,11 +79,14 @@ pub struct HostConfig {
     /// this long is sent again (the controller may have been down and lost it), the wait
     /// doubling each time up to [`CTRL_RETRY_MAX_NS`].
     pub ctrl_retry_ns: u64,
-    /// Most reliable messages delivered per input; the rest follow at once, as a timeout
-    /// ([`Node::poll_timeout`] says now). After a long §5.2 round the commit barrier jumps and
-    /// releases thousands of messages at once; delivered in one go they kept the host from
-    /// its beacons for longer than the link timeout, and its switch took it for dead (VOPR seed
-    /// 442 at `0cd1881`: seven live hosts declared failed). 0: no limit.
+    /// Most reliable messages delivered per input; the rest follow with the next packets (its
+    /// switch sends at least a keep-alive beacon every interval). Not with timeouts: a driver
+    /// runs those ahead of queued packets, and a long backlog delivered on the beacon timer
+    /// kept hosts from hearing their switch until they reported it dead (a swarm run). After a
+    /// long §5.2 round the commit barrier jumps and releases thousands of messages at once;
+    /// delivered in one go they kept the host from its beacons for longer than the link
+    /// timeout, and its switch took it for dead (VOPR seed 442 at `0cd1881`: seven live hosts
+    /// declared failed). 0: no limit.
     pub deliver_burst_max: u32,
 }
 
@@ -305,6 +308,8 @@ pub struct HostStats {
     pub settled_discarded: u64,
     /// §5.2: times this host rejoined as new processes (its incarnation).
     pub rejoined: u64,
+    /// §5.2: other hosts' rejoins it heard of (`RelayMsg::PeerJoined`).
+    pub peers_joined: u64,
 }
 
 /// What a host gives its driver on the §5.2 relay channel ([`Host::poll_relay`]), beside
@@ -381,8 +386,6 @@ pub struct Host {
     /// unless `deliver_burst_max` left some for the next input (`deliver_backlog`).
     commit_released: Option<Timestamp>,
     deliver_backlog: bool,
-    /// The last local time an input came at (a backlog's timeout is due then).
-    last_now: Instant,
     /// Partially reassembled messages by (src, dst, first PSN, reliable).
     partials: BTreeMap<(ProcId, ProcId, Psn, bool), Partial>,
     /// Best-effort messages sent to other hosts, until acknowledged, NAKed or timed out.
@@ -429,6 +432,9 @@ pub struct Host {
     /// §5.2 rejoin: when to send `Rejoin` again, and the wait after that (settled, not yet
     /// joined).
     rejoin_due: Option<(Instant, u64)>,
+    /// Restarted after a crash with its state lost ([`Host::restarted`]) and not yet told that
+    /// it was declared failed: it says nothing on the data network.
+    restart_silent: bool,
     /// Recalls under way: (round, hosts yet to answer).
     recalls: Vec<(u32, BTreeSet<NodeId>)>,
     /// Rounds announced and not yet completed.
@@ -479,7 +485,6 @@ impl Host {
             commit: None,
             commit_released: None,
             deliver_backlog: false,
-            last_now: now,
             partials: BTreeMap::new(),
             tracker: SendTracker::new(cfg.procs.clone(), cfg.senders_max, cfg.inflight_max),
             sender: ReliableSender::new(
@@ -507,6 +512,7 @@ impl Host {
             recovery_asked: false,
             settled: false,
             rejoin_due: None,
+            restart_silent: false,
             failed: BTreeMap::new(),
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
@@ -515,6 +521,37 @@ impl Host {
             stats: HostStats::default(),
             cfg,
         }
+    }
+
+    /// A host that restarted after a crash with its state lost: its processes `cfg.procs`
+    /// failed with it — a receive buffer gone, acknowledgements it can no longer honour — and
+    /// it can only come back as new processes (§5.2: "the recovered process needs to join
+    /// 1Pipe as a new process"; the Appendix: "If R fails permanently, atomicity is violated"
+    /// for what it had acknowledged). It asks the controller at once
+    /// ([`RelayMsg::RecoverRequest`], answered once it is declared failed and no round is open)
+    /// and says nothing on the data network until it knows it was declared — not even a beacon:
+    /// its switch must time its link out, so that the controller declares its old processes
+    /// at the last commit barrier they sent. Then it settles (nothing to deliver) and rejoins.
+    /// Drain [`Host::poll_relay`] afterwards.
+    pub fn restarted(cfg: HostConfig, now: Instant) -> Host {
+        let mut h = Host::new(cfg, now);
+        h.restart_silent = true;
+        // Failed, at a timestamp the controller will tell: refuses sends, buffers nothing.
+        h.own_failure = Some(Timestamp::new(0));
+        h.recovery_wanted = true;
+        h.ask_recovery();
+        h
+    }
+
+    /// Puts back counters kept across a restart (a driver's bookkeeping: they are never reset).
+    pub fn restore_stats(&mut self, stats: HostStats) {
+        self.stats = stats;
+    }
+
+    /// Whether this host restarted after a crash and has not yet heard that it was declared
+    /// failed (see [`Host::restarted`]).
+    pub fn restart_silent(&self) -> bool {
+        self.restart_silent
     }
 
     /// The configuration.
@@ -862,9 +899,10 @@ impl Host {
     /// speaks for this host's processes: the correct hosts may recall what sits below it), and
     /// reliable data arriving from now on is dropped unacknowledged.
     fn on_own_failure(&mut self, ts: Timestamp) {
-        if self.own_failure.is_some() {
+        if self.own_failure.is_some() && !self.restart_silent {
             return;
         }
+        self.restart_silent = false;
         self.own_failure = Some(ts);
         // §5.2 "If a process recovers from failure, e.g., the network link or switch
         // recovers": a host that hears its first-hop switch (declared failed all the same —
@@ -1007,6 +1045,13 @@ impl Host {
         }
         self.settled = true;
         self.stats.recovered += 1;
+        // Answered, so declared: a restarted host whose `Failed` was lost speaks again.
+        if self.restart_silent {
+            self.restart_silent = false;
+            if let Some(&(_, ts)) = failed.iter().find(|(p, _)| self.local_index(*p).is_some()) {
+                self.own_failure = Some(ts);
+            }
+        }
         self.ask_rejoin(now);
         let mut failed_at: BTreeMap<ProcId, Timestamp> = failed.iter().copied().collect();
         for (&p, &t) in &self.failed {
@@ -1060,8 +1105,13 @@ impl Host {
         }
     }
 
-    /// The next output of the §5.2 relay channel (controller forwarding). Drain it after
-    /// [`Node::poll_output`]; it stays empty unless `forward_after_retransmits` is set.
+    /// The next output of the §5.2 relay channel (controller forwarding, receiver recovery,
+    /// rejoining). Drain it *before* [`Node::poll_output`] and send in that order: a
+    /// `Recalled` report must reach the controller before the `Completed` of its round, which
+    /// the same input may produce (a host whose recall has no correct target left completes at
+    /// once), or the controller may resume the round and answer a recovering host without it.
+    /// Drivers that do not relay (the live runtime) never see it fill unless
+    /// `forward_after_retransmits` is set or they call [`Host::recover`].
     pub fn poll_relay(&mut self) -> Option<HostRelay> {
         self.relays.pop_front()
     }
@@ -1070,7 +1120,6 @@ impl Host {
     /// Data is taken as an arrival (its barrier fields ignored: it passed no switch) and
     /// acknowledged at once back through the controller; ACKs are taken as ACKs.
     pub fn on_relay(&mut self, now: Instant, msg: RelayMsg) {
-        self.last_now = now;
         self.timestamp(now);
         match msg {
             RelayMsg::Failed { ts } => self.on_own_failure(ts),
@@ -1080,6 +1129,12 @@ impl Host {
                 floor,
                 failed,
             } => self.on_joined(now, procs, floor, &failed),
+            // §5.2 rejoin elsewhere: nothing this host stamps from now on is below the floor
+            // (timestamps only ever move forward, so raising the counter is always allowed).
+            RelayMsg::PeerJoined { floor, .. } => {
+                self.clock_ts = self.clock_ts.max_wrapping(floor);
+                self.stats.peers_joined += 1;
+            }
             RelayMsg::Recalled { .. }
             | RelayMsg::RecoverRequest { .. }
             | RelayMsg::Rejoin { .. }
@@ -1194,6 +1249,9 @@ impl Host {
     }
 
     fn send_uplink(&mut self, packet: Packet) {
+        if self.restart_silent {
+            return;
+        }
         self.uplink_active = true;
         match &packet {
             Packet::Data(d) => {
@@ -1220,6 +1278,10 @@ impl Host {
         self.uplink_heard = true;
         self.uplink_spoke = true;
         self.uplink_silent = 0;
+        if self.restart_silent {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
         // §5.2 Receiver Recovery: told it failed, and its switch speaks to it again.
         if self.own_failure.is_some() && !self.recovery_wanted {
             self.recover(now);
@@ -1806,9 +1868,6 @@ impl Host {
     }
 
     fn on_timeout(&mut self, now: Instant) {
-        if self.deliver_backlog {
-            self.deliver_ready(now);
-        }
         if self.rejoin_due.is_some_and(|(due, _)| due <= now) {
             self.ask_rejoin(now);
         }
@@ -1983,7 +2042,6 @@ impl Host {
     /// Handles a control message from the controller or another host (§5.2). Drain
     /// [`Node::poll_output`] afterwards.
     pub fn on_control(&mut self, now: Instant, msg: CtrlMsg) {
-        self.last_now = now;
         self.timestamp(now);
         match msg {
             CtrlMsg::Failure {
@@ -2217,7 +2275,6 @@ impl Node for Host {
     type Event = HostEvent;
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
-        self.last_now = now;
         self.timestamp(now);
         self.follow_clock_step_back(now);
         match input {
@@ -2253,9 +2310,6 @@ impl Node for Host {
         }
         if let Some((due, _)) = self.rejoin_due {
             t = t.min(due);
-        }
-        if self.deliver_backlog {
-            t = t.min(self.last_now);
         }
         Some(t)
     }

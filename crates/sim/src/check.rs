@@ -202,11 +202,35 @@ impl Checker {
     /// are excused as receivers; as a sender, its reliable scatterings at or above `ts` must be
     /// delivered nowhere and those below it everywhere correct (`ts` is a commit barrier: it
     /// commits what is strictly below it).
-    pub fn on_declared(&mut self, host: u32, ts: Timestamp) {
-        for &p in &self.host_procs[host as usize] {
+    ///
+    /// `procs` are the processes the controller declared — not necessarily the ones the
+    /// checker has for the host: a host admitted as new processes may be declared again before
+    /// it hears that it joined, and then it is the new processes that failed, not the old ones
+    /// (VOPR seed 442 with heals: the old ones' failure timestamp was overwritten by the new
+    /// ones', and their aborted scatterings were taken for lost).
+    pub fn on_declared(&mut self, procs: &[u32], ts: Timestamp) {
+        self.grow(procs.iter().map(|&p| p + 1).max().unwrap_or(0));
+        for &p in procs {
             self.crashed[p as usize] = true;
-            self.declared[p as usize] = Some(ts);
+            self.declared[p as usize].get_or_insert(ts);
         }
+    }
+
+    /// Makes room for process ids below `n`.
+    fn grow(&mut self, n: u32) {
+        let n = n.max(self.procs);
+        let len = n as usize;
+        self.procs = n;
+        self.proc_host.resize(len, u32::MAX);
+        self.sends.resize(len, Vec::new());
+        for k in 0..2 {
+            self.last_key[k].resize(len, None);
+            self.logs[k].resize(len, Vec::new());
+        }
+        self.crashed.resize(len, false);
+        self.declared.resize(len, None);
+        self.recovered.resize(len, false);
+        self.frozen_at.resize(len, None);
     }
 
     /// §5.2 Receiver Recovery: declared host `host` settled its receive buffer. "1Pipe only
@@ -224,24 +248,7 @@ impl Checker {
     /// stay failed (and, if it settled, held to the correct receivers). Its barrier starts
     /// afresh; its timestamps stay above everything it delivered (`causality`).
     pub fn on_joined(&mut self, _t: u64, host: u32, procs: &[u32]) {
-        let n = procs
-            .iter()
-            .map(|&p| p + 1)
-            .max()
-            .unwrap_or(0)
-            .max(self.procs);
-        let len = n as usize;
-        self.procs = n;
-        self.proc_host.resize(len, u32::MAX);
-        self.sends.resize(len, Vec::new());
-        for k in 0..2 {
-            self.last_key[k].resize(len, None);
-            self.logs[k].resize(len, Vec::new());
-        }
-        self.crashed.resize(len, false);
-        self.declared.resize(len, None);
-        self.recovered.resize(len, false);
-        self.frozen_at.resize(len, None);
+        self.grow(procs.iter().map(|&p| p + 1).max().unwrap_or(0));
         for &p in procs {
             self.proc_host[p as usize] = host;
         }
@@ -255,6 +262,12 @@ impl Checker {
         for &p in &self.host_procs[host as usize] {
             self.frozen_at[p as usize].get_or_insert(self.logs[1][p as usize].len());
         }
+    }
+
+    /// Host `host` restarted with its state lost (`--restart-host`): its barrier starts afresh
+    /// (its processes stay crashed; they rejoin as new ones).
+    pub fn on_restarted(&mut self, host: u32) {
+        self.host_barrier[host as usize] = None;
     }
 
     /// §5.2 Recall: the reliable scattering(s) `src` stamped `ts` were aborted.
@@ -857,9 +870,9 @@ mod tests {
             c.on_send(0, 0, 0, 0, ts(10), Dsts::List(vec![1, 2]), true);
             c.on_send(0, 0, 0, 1, ts(20), Dsts::List(vec![1, 2]), true);
             c.on_recalled(0, ts(10));
-            c.on_declared(0, ts(20));
+            c.on_declared(&[0], ts(20));
             if declared_receiver {
-                c.on_declared(2, ts(5));
+                c.on_declared(&[2], ts(5));
             }
             for (seq, t) in [(0, 10), (1, 20)] {
                 let mut d = delivery(2, 0, t, 30, 40);
@@ -871,6 +884,26 @@ mod tests {
         };
         assert_eq!(run(false), vec!["failure-atomicity", "failure-atomicity"]);
         assert_eq!(run(true), Vec::<&str>::new());
+    }
+
+    /// A host admitted as new processes is declared again before it hears that it joined
+    /// (VOPR seed 442 with heals): the new processes fail, and the old ones keep their own
+    /// failure timestamp — their scattering above it stays aborted, not lost.
+    #[test]
+    fn a_second_declaration_names_the_new_processes_not_the_old_ones_5_2() {
+        let mut c = Checker::new(2, 1, 1, true);
+        c.on_send(0, 1, 1, 0, ts(30), Dsts::List(vec![0]), true);
+        c.on_declared(&[1], ts(20));
+        c.on_declared(&[2], ts(50));
+        c.on_joined(60, 1, &[2]);
+        c.finish(100, 1, true);
+        assert_eq!(kinds(&c), Vec::<&str>::new());
+        // Declared by the host's old processes instead (the earlier checker), #0 is lost.
+        let mut c = Checker::new(2, 1, 1, true);
+        c.on_send(0, 1, 1, 0, ts(30), Dsts::List(vec![0]), true);
+        c.on_declared(&[1], ts(50));
+        c.finish(100, 1, true);
+        assert_eq!(kinds(&c), vec!["reliable-loss"]);
     }
 
     #[test]

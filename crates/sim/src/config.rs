@@ -166,6 +166,10 @@ pub struct SimConfig {
     /// Host crashes: (host, true time ns). A crashed host sends nothing more and loses what
     /// reaches it; switches remove its link after `link_timeout_intervals` (§4.2).
     pub crashes: Vec<(u32, u64)>,
+    /// Host restarts: (host, true time ns), after a crash of that host. The host comes back
+    /// with its state lost (`Host::restarted`): declared failed, it rejoins as new processes
+    /// (§5.2).
+    pub restarts: Vec<(u32, u64)>,
     /// A switch removes an input link silent for this many beacon intervals (§4.2; 0: never).
     pub link_timeout_intervals: u32,
     /// Cuts: (name, true time ns). Every link of the named host ("host-3": a host link
@@ -246,6 +250,7 @@ impl Default for SimConfig {
             mtu_payload: 4096 - onepipe_proto::wire::DATA_HEADER_LEN,
             queue: QueueKind::Radix,
             crashes: Vec::new(),
+            restarts: Vec::new(),
             link_timeout_intervals: 10,
             cuts: Vec::new(),
             heals: Vec::new(),
@@ -373,6 +378,14 @@ impl SimConfig {
                 return Err(bad(
                     "--crash-host",
                     format!("host {h} does not exist (hosts are 0..{})", self.hosts()?),
+                ));
+            }
+        }
+        for &(h, at) in &self.restarts {
+            if !self.crashes.iter().any(|&(c, t)| c == h && t < at) {
+                return Err(bad(
+                    "--restart-host",
+                    format!("host {h} restarts at {at} ns but has not crashed before"),
                 ));
             }
         }

@@ -162,6 +162,8 @@ pub struct Report {
     pub settled_discarded: u64,
     /// §5.2: hosts that rejoined as new processes after recovering.
     pub rejoined: u64,
+    /// Hosts restarted after a crash (`--restart-host`).
+    pub restarts: u64,
     /// Messages delivered to rejoined processes, and from them (anywhere).
     pub rejoined_delivered_to: u64,
     /// See `rejoined_delivered_to`.
@@ -327,6 +329,7 @@ fn run_with<Q: EventQueue<Ev>>(
         packets_blackholed: s.packets_blackholed,
         recovered: recovered.len() as u64,
         rejoined: s.rejoined,
+        restarts: s.restarts,
         rejoined_delivered_to: s.rejoined_delivered_to,
         rejoined_delivered_from: s.rejoined_delivered_from,
         settled_delivered: world.hosts().map(|h| h.stats().settled_delivered).sum(),

@@ -72,6 +72,11 @@ pub enum Ev {
         /// The host.
         host: u32,
     },
+    /// A crashed host restarts with its state lost (`--restart-host`).
+    Restart {
+        /// The host.
+        host: u32,
+    },
 }
 
 /// Routes by the topology's ECMP tables (§3.1): process → host, then per-flow hashing. After a
@@ -174,8 +179,10 @@ struct HostSt {
     /// scattering id, destinations), until `HostEvent::ReliableSent` reports their timestamp.
     reliable_queued: VecDeque<(u64, u32, u64, Dsts)>,
     /// True time at which the host crashes (`--crash-host`); `SimTime::MAX` for never. From then
-    /// on it sends nothing and everything that reaches it is lost.
+    /// on it sends nothing and everything that reaches it is lost — until `restart_at`
+    /// (`--restart-host`), when it comes back with its state lost.
     crash_at: SimTime,
+    restart_at: SimTime,
     /// True time at which the host's own link (up or down, or its ToR) is cut (`--cut`): alive,
     /// but cut off — until `heal_at` (a healed host cut).
     cut_at: SimTime,
@@ -189,9 +196,14 @@ struct HostSt {
 }
 
 impl HostSt {
+    /// Whether the host is down (crashed, not restarted) at true time `now`.
+    fn crashed(&self, now: SimTime) -> bool {
+        now >= self.crash_at && now < self.restart_at
+    }
+
     /// Whether the host is crashed or cut off at true time `now`.
     fn gone(&self, now: SimTime) -> bool {
-        now >= self.crash_at || (now >= self.cut_at && now < self.heal_at)
+        self.crashed(now) || (now >= self.cut_at && now < self.heal_at)
     }
 
     /// Whether it ever crashes or is cut off.
@@ -279,6 +291,8 @@ pub struct EngineStats {
     pub relays_undeliverable: u64,
     /// §5.2 hosts rejoined as new processes.
     pub rejoined: u64,
+    /// Hosts restarted after a crash (`--restart-host`).
+    pub restarts: u64,
     /// Traffic of rejoined processes (ids above the first incarnations'): messages delivered
     /// to them, and messages from them delivered anywhere.
     pub rejoined_delivered_to: u64,
@@ -327,6 +341,10 @@ pub struct World<Q: EventQueue<Ev>> {
     procs: u32,
     /// Some host rejoined: its workload slots now send as, and to, its new processes.
     remapped: bool,
+    /// (sending host, host) → the processes the sending host knows the other one runs: what
+    /// `RelayMsg::PeerJoined` told it (absent: the first ones). A host sends to a rejoined
+    /// host's new processes only once it has heard of them, and so stamps above its floor.
+    known: std::collections::BTreeMap<(u32, u32), Vec<u32>>,
     now: SimTime,
     /// Data and NAK packets alive (on links or queued at host CPUs).
     live_messages: u64,
@@ -446,6 +464,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     .map(|c| c.1)
                     .min()
                     .unwrap_or(SimTime::MAX),
+                restart_at: SimTime::MAX,
                 cut_at: SimTime::MAX,
                 heal_at: SimTime::MAX,
                 last_move: [0; 2],
@@ -581,7 +600,20 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 heals.push((h, *at));
             }
         }
+        let mut restarts = Vec::new();
         for (h, st) in hosts.iter_mut().enumerate() {
+            // The first restart after the first crash (later crashes and restarts of the same
+            // host are not modelled).
+            if let Some(at) = cfg
+                .restarts
+                .iter()
+                .filter(|r| r.0 == h as u32 && r.1 > st.crash_at)
+                .map(|r| r.1)
+                .min()
+            {
+                st.restart_at = at;
+                restarts.push((h as u32, at));
+            }
             let (up, down) = (topo.uplink(h as u32), topo.downlink(h as u32));
             st.cut_at = links[up.index()].cut_at.min(links[down.index()].cut_at);
             st.heal_at = links[up.index()].heal_at.max(links[down.index()].heal_at);
@@ -633,6 +665,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             scratch_dsts: Vec::new(),
             procs,
             remapped: false,
+            known: std::collections::BTreeMap::new(),
             now: 0,
             live_messages: 0,
             router: topo_router,
@@ -671,6 +704,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         for (host, at) in heals {
             w.queue.push(at, Ev::Heal { host });
+        }
+        for (host, at) in restarts {
+            w.queue.push(at, Ev::Restart { host });
         }
         Ok(w)
     }
@@ -756,6 +792,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     self.drain_controller(t);
                 }
                 Ev::Heal { host } => self.host_input(t, host, HostInput::Heal),
+                Ev::Restart { host } => self.restart(t, host),
                 Ev::CtrlRecover => {
                     if self.controller_down_until(t).is_none() {
                         self.controller.on_recover(Instant(t));
@@ -1007,8 +1044,34 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.queue.push(t + gap, Ev::Send { proc });
     }
 
+    /// `--restart-host`: the crashed host comes back with its state lost (its processes as
+    /// before, failed; `Host::restarted`), and asks the controller to recover.
+    fn restart(&mut self, t: SimTime, h: u32) {
+        let st = &mut self.hosts[h as usize];
+        let local = st.clock.local(t);
+        let cfg = st.host.config().clone();
+        let stats = st.host.stats().clone();
+        st.host = Host::restarted(cfg, local);
+        // Counters survive (the report sums them); nothing else does.
+        st.host.restore_stats(stats);
+        st.pending.clear();
+        st.pending_sends = 0;
+        st.cpu_free = t;
+        st.armed = None;
+        st.reliable_queued.clear();
+        self.stats.restarts += 1;
+        if self.trace_ctrl {
+            eprintln!("[{t}] host {h} restarts, its state lost");
+        }
+        self.trace.add(0x5EB0 ^ (h as u64) << 32);
+        if let Some(c) = self.checker.as_mut() {
+            c.on_restarted(h);
+        }
+        self.finish_host_input(t, h, t, local, (None, None));
+    }
+
     fn host_input(&mut self, t: SimTime, h: u32, input: HostInput) {
-        if t >= self.hosts[h as usize].crash_at {
+        if self.hosts[h as usize].crashed(t) {
             self.crashed_input(t, h, input);
             return;
         }
@@ -1059,7 +1122,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
     }
 
     fn on_cpu_wake(&mut self, t: SimTime, h: u32) {
-        if t >= self.hosts[h as usize].crash_at {
+        if self.hosts[h as usize].crashed(t) {
             self.hosts[h as usize].wake_armed = false;
             self.crashed_input(t, h, HostInput::Timeout);
             return;
@@ -1115,8 +1178,17 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
         };
         let dsts = if self.remapped {
+            let pph = self.cfg.procs_per_host;
+            let sh = slot / pph;
             for i in 0..self.scratch_dsts.len() {
-                self.scratch_dsts[i] = self.slot_proc(self.scratch_dsts[i]);
+                let d = self.scratch_dsts[i];
+                self.scratch_dsts[i] = if d / pph == sh {
+                    self.slot_proc(d)
+                } else {
+                    self.known
+                        .get(&(sh, d / pph))
+                        .map_or(d, |procs| procs[(d % pph) as usize])
+                };
             }
             Dsts::List(self.scratch_dsts.clone())
         } else {
@@ -1227,6 +1299,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// are held to the correct receivers), rejoined (new processes take its workload slots).
     fn host_relay(&mut self, t: SimTime, h: u32, local: Instant, msg: RelayMsg) {
         let hi = h as usize;
+        if let RelayMsg::PeerJoined { host, procs, .. } = &msg {
+            let procs = procs.iter().map(|p| p.0).collect();
+            self.known.insert((h, host.0), procs);
+        }
         let before = self.hosts[hi].host.stats().clone();
         self.hosts[hi].host.on_relay(local, msg);
         let after = self.hosts[hi].host.stats();
@@ -1239,7 +1315,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 c.on_frozen(h);
             }
         }
-        if settled {
+        // A host that restarted lost its buffer with its processes: they failed for good
+        // (Appendix: "If R fails permanently, atomicity is violated"), and are not held to the
+        // correct receivers as recovered ones are.
+        if settled && t < self.hosts[hi].restart_at {
             if let Some(c) = self.checker.as_mut() {
                 c.on_recovered(h);
             }
@@ -1309,6 +1388,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let (barrier_before, commit_before) = before;
         let released_before = self.hosts[hi].released_before;
         let uplink = self.host_uplinks[hi];
+        // Relays first: a `Recalled` report must reach the controller before the `Completed`
+        // the same input produced (`Host::poll_relay`).
+        while let Some(r) = self.hosts[hi].host.poll_relay() {
+            match r {
+                HostRelay::Send { to, msg } => {
+                    cursor += self.cfg.host_send_ns;
+                    self.send_mgmt(cursor, to, Mgmt::Relay(msg));
+                }
+            }
+        }
         while let Some(o) = self.hosts[hi].host.poll_output() {
             match o {
                 Output::Send { packet, .. } => {
@@ -1404,14 +1493,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     if let Some(c) = self.checker.as_mut() {
                         c.on_send_failed(cursor, src.0, dst.0, ts, reason);
                     }
-                }
-            }
-        }
-        while let Some(r) = self.hosts[hi].host.poll_relay() {
-            match r {
-                HostRelay::Send { to, msg } => {
-                    cursor += self.cfg.host_send_ns;
-                    self.send_mgmt(cursor, to, Mgmt::Relay(msg));
                 }
             }
         }
@@ -1530,7 +1611,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
             CtrlDest::Node(n) if n.0 < self.topo.hosts() => {
                 let relay = matches!(self.ctrl_msgs.get(i).1, Mgmt::Relay(_));
-                if relay && t >= self.hosts[n.index()].crash_at {
+                if relay && self.hosts[n.index()].crashed(t) {
                     // §5.2: "if controller also cannot deliver the message, R will be announced
                     // as failed" — the management network reports the relay undeliverable.
                     self.stats.relays_undeliverable += 1;
@@ -1621,7 +1702,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         self.trace.add(0xDEC1 ^ (h.0 as u64) << 32 ^ round as u64);
                         self.trace.add(ts.raw());
                         if let Some(c) = self.checker.as_mut() {
-                            c.on_declared(h.0, ts);
+                            let procs: Vec<u32> =
+                                self.controller.procs_of(h).iter().map(|p| p.0).collect();
+                            c.on_declared(&procs, ts);
                         }
                     }
                     self.failure_rounds.push(FailureRound {

@@ -375,3 +375,31 @@ fn a_commit_barrier_jump_after_a_long_round_does_not_starve_beacons_4_2_5_2() {
         "without the limit only host 9 failed: the test no longer starves anyone"
     );
 }
+
+/// A crashed host restarts with its state lost (`--restart-host`), before or after the
+/// controller declares it: it says nothing on the data network until it hears it was declared
+/// (so its switch times its link out and its old processes fail at the last commit barrier
+/// they sent), settles an empty buffer and rejoins as new processes, which then send and
+/// receive in total order. Its old processes lost what they had acknowledged — "if R fails
+/// permanently, atomicity is violated" for them — and are checked as crashed ones; every
+/// checker passes.
+#[test]
+fn a_crashed_host_restarts_empty_and_rejoins_as_new_processes_5_2() {
+    for (seed, restart) in [(1, 800_000), (2, 610_000), (3, 1_200_000)] {
+        let mut c = cfg(seed);
+        c.service = Service::Mixed;
+        c.duration_ns = 2_000_000;
+        c.crashes = vec![(5, 600_000)];
+        c.restarts = vec![(5, restart)];
+        let (hosts, r) = run_ok(&c);
+        assert_eq!(hosts, vec![5], "seed {seed}");
+        assert_eq!((r.restarts, r.rejoined), (1, 1), "seed {seed}");
+        assert_eq!(r.settled_delivered, 0, "seed {seed}: its buffer was lost");
+        assert!(
+            r.rejoined_delivered_to > 1_000 && r.rejoined_delivered_from > 1_000,
+            "seed {seed}: to {}, from {}",
+            r.rejoined_delivered_to,
+            r.rejoined_delivered_from
+        );
+    }
+}
