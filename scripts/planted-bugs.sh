@@ -11,7 +11,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/mutants}"
 
 # name @@ file @@ exact text @@ replacement @@ why the suite must catch it
 mutants=(
-  "eq41-max@@crates/proto/src/switch.rs@@Some(min.map_or(v, |m| m.min_wrapping(v)))@@Some(min.map_or(v, |m| m.max_wrapping(v)))@@Eq. 4.1 takes the max of the input registers: barriers overtake messages in flight"
+  "eq41-max@@crates/proto/src/switch.rs@@Some(m) if v > m => {}@@Some(m) if v < m => {}@@Eq. 4.1 takes the max of the input registers: barriers overtake messages in flight"
   "deliver-at-barrier@@crates/proto/src/reorder.rs@@if ts >= barrier {@@if ts > barrier {@@the receiver delivers a message whose timestamp equals the barrier"
   "no-late-drop@@crates/proto/src/host.rs@@if self.barrier.is_some_and(|b| h.ts < b) {@@if false \&\& self.barrier.is_some_and(|b| h.ts < b) {@@late packets are buffered and delivered below a passed barrier"
   "beacon-too-high@@crates/proto/src/host.rs@@let barrier = latest_tick\n            .timestamp()@@let barrier = latest_tick\n            .timestamp().plus(self.cfg.beacon_interval_ns)@@hosts beacon a barrier one interval in the future"
@@ -23,7 +23,7 @@ mutants=(
   "failure-ts-max@@crates/proto/src/failure.rs@@let Some(ts) = self.failure_ts(h, &correct) else {@@let Some(ts) = self.failure_ts(h, \&correct).map(|_| now.timestamp()) else {@@§5.2 failure timestamp taken as the newest timestamp the process could have used, not the neighbours' reported commit barriers"
   "window-span@@crates/proto/src/reliable.rs@@self.used + frags <= self.window() && span <= WINDOW_MAX@@self.used + frags <= self.window() \&\& (span <= WINDOW_MAX || true)@@the reliable window counts packets in flight only: PSNs pass the receiver's SACK window above a hole (§5.1)"
   "discard-above-only@@crates/proto/src/host.rs@@f.get(&src).is_some_and(|&t| ts >= t)@@f.get(\&src).is_some_and(|\&t| ts > t)@@§5.2 Discard keeps the message stamped exactly the failure timestamp, which that commit barrier does not commit"
-  "thaw-reported-commit@@crates/proto/src/switch.rs@@if k == COMMIT && self.commit_frozen[port] {@@if k == COMMIT \&\& self.commit_frozen[port] \&\& false {@@a link reported dead to the controller raises the commit barrier again when it speaks (§5.2)"
+  "thaw-reported-commit@@crates/proto/src/switch.rs@@if k == COMMIT && self.inputs[port].commit_frozen {@@if k == COMMIT \&\& self.inputs[port].commit_frozen \&\& false {@@a link reported dead to the controller raises the commit barrier again when it speaks (§5.2)"
   "star-not-clique@@crates/proto/src/failure.rs@@let group = prune_to_clique(&stars[h], both);@@let group = stars[h].clone();@@§5.2 Determine counts as correct every host that reaches, both ways, one common host — not each other: Resume removes a link that was some correct sender's only path to a correct receiver"
   "no-isolation@@crates/proto/src/failure.rs@@if self.isolate_unseparated(now, &dead, &correct) {@@if false \&\& self.isolate_unseparated(now, \&dead, \&correct) {@@§5.2 a host declared failed while its commit barrier still reaches correct receivers gets a failure timestamp from reports that do not cut it off"
   "deliver-burst-unbounded@@crates/proto/src/host.rs@@0 => u32::MAX,\n                n => n,@@_ => u32::MAX,@@a host delivers every released reliable message in one input: after a long §5.2 round its beacons starve past the link timeout and live hosts are declared failed"

@@ -27,6 +27,9 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo clippy -D warnings (the etcd feature: onepipe-ctrlstore, onepipe-runtime, onepipe)"
 cargo clippy -p onepipe-ctrlstore -p onepipe-runtime -p onepipe --features onepipe/etcd --all-targets -- -D warnings
+echo "== cargo clippy -D warnings (the tokio feature: async receive)"
+cargo clippy -p onepipe --features tokio --all-targets -- -D warnings
+cargo clippy -p onepipe-runtime --features tokio --all-targets -- -D warnings
 echo "== cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 log=$(mktemp)
@@ -41,6 +44,13 @@ cargo test -p onepipe-ctrlstore --features etcd --test etcd 2>&1 | tee -a "$log"
 # finishes it (one ~5 s run; the build reuses etcd-client from the line above).
 echo "== live controller failover on etcd (cargo test -p onepipe --features etcd --test live_etcd)"
 cargo test -p onepipe --features etcd --test live_etcd 2>&1 | tee -a "$log"
+# Async receive (the tokio feature): its unit test, the async doc examples, and the endpoints
+# receiving through futures on loopback.
+echo "== async receive (cargo test -p onepipe-runtime -p onepipe --features onepipe/tokio)"
+cargo test -p onepipe-runtime --features tokio --lib queue 2>&1 | tee -a "$log"
+cargo test -p onepipe-runtime --features tokio --doc async 2>&1 | tee -a "$log"
+cargo test -p onepipe --features tokio --test live_async 2>&1 | tee -a "$log"
+cargo test -p onepipe --features tokio --doc 2>&1 | tee -a "$log"
 echo "== doc tests"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 echo "== planted bugs (each must make the suite fail)"

@@ -22,6 +22,8 @@
 //! * `TokenLost`: gseq u64, count u32, holding start u64, prev holder u32, prev start u64.
 //! * `Stamped`: ts u64, cseq u64, index u64, length u16, payload.
 //! * `Clock`: ts u64, cseq_next u64, index_next u64. `ClockRequest`: empty.
+//! * `Propose`: msg_id u64, cseq u64, length u16, payload. `Proposal`, `Final`: msg_id u64,
+//!   ts u64. `FinalRequest`: msg_id u64.
 //!
 //! Absent optional fields are encoded as zeros with their flag clear; decoding refuses unknown
 //! flag bits, unknown opcodes, truncation, and destination lists that are not strictly
@@ -293,6 +295,20 @@ impl BasePacket {
                 w.u64(*index_next);
             }
             Body::ClockRequest => {}
+            Body::Propose {
+                msg_id,
+                cseq,
+                payload,
+            } => {
+                w.u64(*msg_id);
+                w.u64(*cseq);
+                w.payload(payload);
+            }
+            Body::Proposal { msg_id, ts } | Body::Final { msg_id, ts } => {
+                w.u64(*msg_id);
+                w.u64(*ts);
+            }
+            Body::FinalRequest { msg_id } => w.u64(*msg_id),
         }
         debug_assert_eq!(out.len() - start, self.encoded_len());
     }
@@ -408,6 +424,20 @@ impl BasePacket {
                 index_next: r.u64()?,
             },
             Opcode::ClockRequest => Body::ClockRequest,
+            Opcode::Propose => Body::Propose {
+                msg_id: r.u64()?,
+                cseq: r.u64()?,
+                payload: payload(r.payload()?),
+            },
+            Opcode::Proposal => Body::Proposal {
+                msg_id: r.u64()?,
+                ts: r.u64()?,
+            },
+            Opcode::Final => Body::Final {
+                msg_id: r.u64()?,
+                ts: r.u64()?,
+            },
+            Opcode::FinalRequest => Body::FinalRequest { msg_id: r.u64()? },
         };
         Ok((BasePacket { src, dst, body }, r.pos))
     }
@@ -512,6 +542,16 @@ mod tests {
                 index_next: i
             }),
             Just(Body::ClockRequest),
+            (any::<u64>(), any::<u64>(), bytes()).prop_map(|(msg_id, cseq, payload)| {
+                Body::Propose {
+                    msg_id,
+                    cseq,
+                    payload,
+                }
+            }),
+            (any::<u64>(), any::<u64>()).prop_map(|(msg_id, ts)| Body::Proposal { msg_id, ts }),
+            (any::<u64>(), any::<u64>()).prop_map(|(msg_id, ts)| Body::Final { msg_id, ts }),
+            any::<u64>().prop_map(|msg_id| Body::FinalRequest { msg_id }),
         ]
     }
 

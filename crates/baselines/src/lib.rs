@@ -11,7 +11,10 @@
 //! * [`token`] — a token circulating among the senders (\[86\], Rajagopalan and McKinley):
 //!   [`token::TokenEndpoint`];
 //! * [`lamport`] — Lamport timestamps with clocks exchanged per interval rather than per message
-//!   (\[63\], the optimization of §7.2): [`lamport::LamportEndpoint`].
+//!   (\[63\], the optimization of §7.2): [`lamport::LamportEndpoint`];
+//! * [`isis`] — ISIS agreed order (Skeen's algorithm; \[17\] Birman and Joseph, the evaluation
+//!   draft's "ISIS"): receivers propose timestamps, the sender agrees on the largest:
+//!   [`isis::IsisEndpoint`].
 //!
 //! Every role implements [`onepipe_proto::node::Node`] with [`BasePacket`] and [`BaseEvent`],
 //! has one port ([`PORT`]) and is driven as the 1Pipe roles are: a mutation (`handle`, or the
@@ -24,7 +27,7 @@
 //! Nothing here reads a clock, opens a socket, spawns a thread or draws randomness: time is an
 //! argument, and no protocol needs randomness at all. Faults (loss, duplication, reordering)
 //! are the driver's; each module says how its protocol reacts to them. Section and reference
-//! numbers (\[57\], \[51\], \[86\], \[63\]) are the 1Pipe paper's.
+//! numbers (\[57\], \[51\], \[86\], \[63\], \[17\]) are the 1Pipe paper's.
 //!
 //! What this crate is not: fault-tolerant. As in the paper's comparison, a failed sequencer,
 //! ring member or Lamport process stops the protocol; no failover is modelled.
@@ -34,6 +37,7 @@
 pub mod codec;
 pub mod common;
 pub mod dests;
+pub mod isis;
 pub mod lamport;
 pub mod packet;
 pub mod sequencer;
@@ -45,6 +49,7 @@ pub use dests::Dests;
 pub use packet::{BasePacket, Body, Holding, PacketClass};
 
 use bytes::Bytes;
+use isis::{IsisConfig, IsisEndpoint};
 use lamport::{LamportConfig, LamportEndpoint};
 use onepipe_proto::ids::ProcId;
 use onepipe_proto::node::{Input, Node, Output};
@@ -63,15 +68,18 @@ pub enum Protocol {
     Token,
     /// Lamport timestamps with per-interval clock exchange (\[63\]).
     Lamport,
+    /// ISIS agreed order: proposals from the receivers, the largest agreed (\[17\]).
+    Isis,
 }
 
 impl Protocol {
     /// Every baseline.
-    pub const ALL: [Protocol; 4] = [
+    pub const ALL: [Protocol; 5] = [
         Protocol::Sequencer,
         Protocol::SequencerSwitch,
         Protocol::Token,
         Protocol::Lamport,
+        Protocol::Isis,
     ];
 
     /// The name used on the command line.
@@ -81,6 +89,7 @@ impl Protocol {
             Protocol::SequencerSwitch => "sequencer-switch",
             Protocol::Token => "token",
             Protocol::Lamport => "lamport",
+            Protocol::Isis => "isis",
         }
     }
 
@@ -102,6 +111,8 @@ pub enum BaseNode {
     Token(TokenEndpoint),
     /// A Lamport endpoint.
     Lamport(LamportEndpoint),
+    /// An ISIS endpoint.
+    Isis(IsisEndpoint),
 }
 
 impl BaseNode {
@@ -130,6 +141,9 @@ impl BaseNode {
             Protocol::Lamport => ids
                 .map(|id| BaseNode::Lamport(LamportEndpoint::new(LamportConfig::new(id, procs))))
                 .collect(),
+            Protocol::Isis => ids
+                .map(|id| BaseNode::Isis(IsisEndpoint::new(IsisConfig::new(id, procs))))
+                .collect(),
         }
     }
 
@@ -140,6 +154,7 @@ impl BaseNode {
             BaseNode::SeqEndpoint(e) => e.id(),
             BaseNode::Token(e) => e.id(),
             BaseNode::Lamport(e) => e.id(),
+            BaseNode::Isis(e) => e.id(),
         }
     }
 
@@ -150,6 +165,7 @@ impl BaseNode {
             BaseNode::SeqEndpoint(e) => Some(e),
             BaseNode::Token(e) => Some(e),
             BaseNode::Lamport(e) => Some(e),
+            BaseNode::Isis(e) => Some(e),
         }
     }
 
@@ -176,6 +192,7 @@ impl BaseNode {
             BaseNode::SeqEndpoint(e) => e.is_idle(),
             BaseNode::Token(e) => e.is_idle(),
             BaseNode::Lamport(e) => e.is_idle(),
+            BaseNode::Isis(e) => e.is_idle(),
         }
     }
 
@@ -186,6 +203,7 @@ impl BaseNode {
             BaseNode::SeqEndpoint(e) => e.stats(),
             BaseNode::Token(e) => e.stats(),
             BaseNode::Lamport(e) => e.stats(),
+            BaseNode::Isis(e) => Endpoint::stats(e),
         }
     }
 }
@@ -200,6 +218,7 @@ impl Node for BaseNode {
             BaseNode::SeqEndpoint(n) => n.handle(now, input),
             BaseNode::Token(n) => n.handle(now, input),
             BaseNode::Lamport(n) => n.handle(now, input),
+            BaseNode::Isis(n) => n.handle(now, input),
         }
     }
 
@@ -209,6 +228,7 @@ impl Node for BaseNode {
             BaseNode::SeqEndpoint(n) => n.poll_output(),
             BaseNode::Token(n) => n.poll_output(),
             BaseNode::Lamport(n) => n.poll_output(),
+            BaseNode::Isis(n) => n.poll_output(),
         }
     }
 
@@ -218,6 +238,7 @@ impl Node for BaseNode {
             BaseNode::SeqEndpoint(n) => n.poll_timeout(),
             BaseNode::Token(n) => n.poll_timeout(),
             BaseNode::Lamport(n) => n.poll_timeout(),
+            BaseNode::Isis(n) => n.poll_timeout(),
         }
     }
 }

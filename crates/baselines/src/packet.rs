@@ -186,6 +186,39 @@ pub enum Body {
     /// "Send me your clock now": a receiver whose delivery has waited on this process for a
     /// NACK timeout pulls a heartbeat instead of waiting for one that may have been lost.
     ClockRequest,
+
+    // --- ISIS agreed order (Skeen; [17] Birman and Joseph; see `crate::isis`) -----------------
+    /// Sender → destination: a message; answer with the timestamp you propose for it.
+    Propose {
+        /// The sender's send counter (from 0): names the message in the other ISIS packets.
+        msg_id: u64,
+        /// Per-(src, dst) channel sequence number: makes the channel FIFO over a reordering
+        /// network and a lost proposal request visible.
+        cseq: u64,
+        /// The application message.
+        payload: Bytes,
+    },
+    /// Destination → sender: the timestamp this destination proposes for `msg_id` (above
+    /// everything it proposed or saw agreed before; ties break by proposer).
+    Proposal {
+        /// The message.
+        msg_id: u64,
+        /// The proposed timestamp.
+        ts: u64,
+    },
+    /// Sender → destination: the agreed timestamp of `msg_id`, at least every proposal.
+    Final {
+        /// The message.
+        msg_id: u64,
+        /// The agreed timestamp: the message's place in the total order, with its sender.
+        ts: u64,
+    },
+    /// Destination → sender: "`msg_id` has waited too long for its agreed timestamp" (the
+    /// `Final` may have been lost); the sender sends it again, or `Lost` if it forgot it.
+    FinalRequest {
+        /// The message.
+        msg_id: u64,
+    },
 }
 
 /// A baseline packet: source and destination processes and the protocol message.
@@ -231,6 +264,14 @@ pub enum Opcode {
     ClockRequest = 13,
     /// [`Body::SyncAck`].
     SyncAck = 14,
+    /// [`Body::Propose`].
+    Propose = 15,
+    /// [`Body::Proposal`].
+    Proposal = 16,
+    /// [`Body::Final`].
+    Final = 17,
+    /// [`Body::FinalRequest`].
+    FinalRequest = 18,
 }
 
 impl Opcode {
@@ -252,6 +293,10 @@ impl Opcode {
             12 => Clock,
             13 => ClockRequest,
             14 => SyncAck,
+            15 => Propose,
+            16 => Proposal,
+            17 => Final,
+            18 => FinalRequest,
             _ => return None,
         })
     }
@@ -280,6 +325,10 @@ impl Opcode {
             Opcode::Clock => 8 + 8 + 8,
             Opcode::ClockRequest => 0,
             Opcode::SyncAck => 8,
+            // msg_id, cseq, payload length.
+            Opcode::Propose => 8 + 8 + 2,
+            Opcode::Proposal | Opcode::Final => 8 + 8,
+            Opcode::FinalRequest => 8,
         }
     }
 }
@@ -299,6 +348,9 @@ pub enum PacketClass {
     Token,
     /// Lamport clock heartbeats.
     Heartbeat,
+    /// ISIS's replies and decisions: `Proposal` and `Final` (its acknowledgements: every
+    /// message needs both at every destination).
+    Agreement,
 }
 
 impl Body {
@@ -319,6 +371,10 @@ impl Body {
             Body::Stamped { .. } => Opcode::Stamped,
             Body::Clock { .. } => Opcode::Clock,
             Body::ClockRequest => Opcode::ClockRequest,
+            Body::Propose { .. } => Opcode::Propose,
+            Body::Proposal { .. } => Opcode::Proposal,
+            Body::Final { .. } => Opcode::Final,
+            Body::FinalRequest { .. } => Opcode::FinalRequest,
         }
     }
 
@@ -365,6 +421,9 @@ impl Body {
                 index_next,
             } => ok(ts) && ok(cseq_next) && ok(index_next),
             Body::ClockRequest => true,
+            Body::Propose { msg_id, cseq, .. } => ok(msg_id) && ok(cseq),
+            Body::Proposal { msg_id, ts } | Body::Final { msg_id, ts } => ok(msg_id) && ok(ts),
+            Body::FinalRequest { msg_id } => ok(msg_id),
         }
     }
 
@@ -374,7 +433,8 @@ impl Body {
             Body::Submit { payload, .. }
             | Body::Ordered { payload, .. }
             | Body::TokenData { payload, .. }
-            | Body::Stamped { payload, .. } => Some(payload),
+            | Body::Stamped { payload, .. }
+            | Body::Propose { payload, .. } => Some(payload),
             _ => None,
         }
     }
@@ -392,8 +452,10 @@ impl BasePacket {
             Body::Submit { .. }
             | Body::Ordered { .. }
             | Body::TokenData { .. }
-            | Body::Stamped { .. } => PacketClass::Data,
+            | Body::Stamped { .. }
+            | Body::Propose { .. } => PacketClass::Data,
             Body::TokenPass { .. } | Body::TokenAck { .. } => PacketClass::Token,
+            Body::Proposal { .. } | Body::Final { .. } => PacketClass::Agreement,
             Body::Clock { .. } => PacketClass::Heartbeat,
             Body::SeqSync { .. }
             | Body::SyncAck { .. }
@@ -401,7 +463,8 @@ impl BasePacket {
             | Body::Nack { .. }
             | Body::Lost { .. }
             | Body::TokenLost { .. }
-            | Body::ClockRequest => PacketClass::Repair,
+            | Body::ClockRequest
+            | Body::FinalRequest { .. } => PacketClass::Repair,
         }
     }
 
@@ -428,6 +491,8 @@ impl BasePacket {
 const _: () = assert!(HEADER_LEN == 12);
 const _: () = assert!(Opcode::Nack.fixed_len() == 28);
 const _: () = assert!(Opcode::TokenLost.fixed_len() == 32);
+const _: () = assert!(Opcode::Propose.fixed_len() == 18);
+const _: () = assert!(Opcode::Final.fixed_len() == 16);
 const _: () = assert!(PAYLOAD_LEN_MAX <= u16::MAX as usize);
 
 #[cfg(test)]

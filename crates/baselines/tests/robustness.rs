@@ -70,6 +70,14 @@ fn body() -> impl Strategy<Value = Body> {
             last: l
         }),
         small().prop_map(|p| Body::TokenAck { pass: p }),
+        (small(), small(), payload.clone()).prop_map(|(m, c, p)| Body::Propose {
+            msg_id: m,
+            cseq: c,
+            payload: p,
+        }),
+        (small(), small()).prop_map(|(m, t)| Body::Proposal { msg_id: m, ts: t }),
+        (small(), small()).prop_map(|(m, t)| Body::Final { msg_id: m, ts: t }),
+        small().prop_map(|m| Body::FinalRequest { msg_id: m }),
         (small(), small(), holding(), any::<bool>(), payload.clone()).prop_map(
             |(g, h, prev, a, p)| Body::TokenData {
                 gseq: g,

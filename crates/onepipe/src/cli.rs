@@ -31,7 +31,7 @@ enum Command {
     /// Run 1Pipe (best effort, reliable or both) in a deterministic data-center simulation and
     /// check it.
     ///
-    /// `--protocol sequencer|sequencer-switch|token|lamport` runs a baseline of the paper's
+    /// `--protocol sequencer|sequencer-switch|token|lamport|isis` runs a baseline of the paper's
     /// Fig. 8 on the same network instead (docs/BASELINES.md).
     ///
     /// Durations take a unit: ns, us (or µs), ms, s — e.g. `--beacon-interval 3us`.

@@ -2,7 +2,7 @@
 //!
 //! All-to-all broadcast of 64 B messages among N = 1 … 512 processes, for 1Pipe (best effort
 //! and reliable) and the classic designs (fixed sequencer on a host or a switch, token, Lamport
-//! timestamps), each on the same simulated network with the same link and CPU models.
+//! timestamps, ISIS agreed order), each on the same simulated network with the same link and CPU models.
 //!
 //! * **Throughput at saturation.** Offered load well above what any protocol sustains
 //!   (`--load`, 16 M messages/s per process); what cannot be taken is refused (host send
@@ -77,13 +77,14 @@ enum Line {
     Base(Protocol),
 }
 
-const LINES: [(&str, Line); 6] = [
+const LINES: [(&str, Line); 7] = [
     ("onepipe-be", Line::Onepipe(Service::BestEffort)),
     ("onepipe-r", Line::Onepipe(Service::Reliable)),
     ("sequencer", Line::Base(Protocol::Sequencer)),
     ("sequencer-switch", Line::Base(Protocol::SequencerSwitch)),
     ("token", Line::Base(Protocol::Token)),
     ("lamport", Line::Base(Protocol::Lamport)),
+    ("isis", Line::Base(Protocol::Isis)),
 ];
 
 /// The network for N processes and the processes per host (module docs).
@@ -510,6 +511,7 @@ fn plot(
         RGBColor(255, 127, 14),
         RGBColor(148, 103, 189),
         RGBColor(140, 86, 75),
+        RGBColor(23, 190, 207),
     ];
     for (i, (name, _)) in LINES.iter().enumerate() {
         let color = colors[i % colors.len()];

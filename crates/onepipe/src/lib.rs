@@ -12,6 +12,11 @@
 //! * [`proto`] is the protocol core (sans-IO state machines), [`sim`] the deterministic
 //!   simulator that checks it, [`runtime`] the UDP runtime, daemons' cores and cluster files.
 //!
+//! **Features.** `tokio`: receive in async code — `Endpoint::recv_unreliable_async`,
+//! `recv_reliable_async` and `next_event_async` are futures that the endpoint's I/O thread
+//! wakes when it queues a delivery or an event (no polling, no thread blocked; any executor).
+//! `etcd`: a standby controller over etcd (`onepipe controller --etcd`).
+//!
 //! ```
 //! use onepipe::{cluster::LocalLayout, Endpoint, JoinOptions, LocalCluster, ProcId};
 //! use std::time::Duration;
@@ -23,6 +28,23 @@
 //! let m = me.recv_unreliable_timeout(Duration::from_secs(30)).unwrap();
 //! assert_eq!((m.ts, m.src, &m.payload[..]), (ts, ProcId(0), &b"hello"[..]));
 //! assert!(m.ts < me.timestamp(), "causality: delivered below the receiver's clock");
+//! me.leave();
+//! ```
+//!
+//! The same in async code, with the `tokio` feature:
+//!
+#![cfg_attr(feature = "tokio", doc = "```")]
+#![cfg_attr(not(feature = "tokio"), doc = "```ignore")]
+//! use onepipe::{cluster::LocalLayout, Endpoint, JoinOptions, LocalCluster, ProcId};
+//!
+//! let local = LocalCluster::start(&LocalLayout { hosts: 1, layers: 1, ..LocalLayout::default() }).unwrap();
+//! let me = Endpoint::join(local.controller_addr(), JoinOptions::default()).unwrap();
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+//! let m = rt.block_on(async {
+//!     me.send_unreliable(&[(ProcId(0), "hello".into())]).unwrap();
+//!     me.recv_unreliable_async().await.unwrap()
+//! });
+//! assert_eq!(&m.payload[..], b"hello");
 //! me.leave();
 //! ```
 

@@ -26,6 +26,8 @@ pub enum Proto {
     Token,
     /// Lamport timestamps with clocks exchanged per interval ([63]).
     Lamport,
+    /// ISIS agreed order: receivers propose, the sender agrees on the largest ([17]).
+    Isis,
 }
 
 impl Proto {
@@ -37,6 +39,7 @@ impl Proto {
             Proto::SequencerSwitch => Some(Protocol::SequencerSwitch),
             Proto::Token => Some(Protocol::Token),
             Proto::Lamport => Some(Protocol::Lamport),
+            Proto::Isis => Some(Protocol::Isis),
         }
     }
 }

@@ -72,6 +72,7 @@ fn every_protocol_runs_checked_and_drained_with_the_shared_report_keys() {
         "sequencer-switch",
         "token",
         "lamport",
+        "isis",
     ] {
         let mut args = vec!["--protocol", p];
         args.extend_from_slice(SMALL);
@@ -117,7 +118,7 @@ fn every_protocol_runs_checked_and_drained_with_the_shared_report_keys() {
 #[test]
 fn baseline_runs_replay_by_seed_and_survive_loss() {
     let dir = TempDir::new("replay");
-    for p in ["sequencer", "token", "lamport"] {
+    for p in ["sequencer", "token", "lamport", "isis"] {
         let mut args = vec!["--protocol", p, "--loss", "0.01", "--seed", "7"];
         args.extend_from_slice(SMALL);
         let a = sim_json(&dir, &args);
@@ -191,8 +192,9 @@ fn bench_fig8_quick_writes_the_csv_and_the_plots() {
         assert!(header.contains(&col), "no column {col} in {header:?}");
     }
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    // 6 protocols × N = 1, 4, 16.
-    assert_eq!(rows.len(), 18, "{csv}");
+    // 7 protocols (ISIS among them) × N = 1, 4, 16.
+    assert_eq!(rows.len(), 21, "{csv}");
+    assert_eq!(rows.iter().filter(|r| r[0] == "isis").count(), 3, "{csv}");
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
     for r in &rows {
         let thr: f64 = r[col("throughput_msgs_per_s_per_proc")].parse().unwrap();

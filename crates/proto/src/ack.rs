@@ -6,6 +6,10 @@
 //! send-failed notification. The reliable service (§5.1, docs/RELIABLE.md) builds on the same
 //! state and adds retransmission.
 //!
+//! Receivers delay their ACKs and send those owed to the processes of one host together
+//! ([`AckBatcher`]): one `AckBatch` packet per host pair rather than one `Ack` per process pair,
+//! as the per-host polling thread of §6.1 that generates a host's ACKs naturally can.
+//!
 //! PSNs are 32-bit and wrap; every comparison here is by signed distance, like timestamps.
 
 use crate::ids::{ProcId, Psn};
@@ -19,6 +23,19 @@ pub const SACK_BITS: u32 = 64;
 
 /// Most given-up PSNs one arrival reports (see [`RecvWindow::record_with`]).
 pub const GIVEN_UP_REPORTED_MAX: u32 = 2 * SACK_BITS;
+
+/// How many reports past the last ACK's give-up count a sender follows one by one (a bitmap);
+/// beyond them it assumes it missed some (see [`SendTracker::on_ack`]).
+const GIVEN_UP_FOLLOWED: u32 = 32;
+
+/// Most one window slide adds to the give-up count (mod 256). A larger slide counts as this
+/// many: enough for its sender to see that it cannot have had every report, and a third of
+/// 256, so that the counts of up to three such slides between two ACKs the sender receives
+/// (85, 170, 255) never add up to a multiple of 256, which would look like no give-up at all.
+/// (Slides of other sizes with several ACKs lost can still add up so: the count is 8 bits.)
+const GIVEN_UP_COUNTED_MAX: u32 = 85;
+
+const _: () = assert!(GIVEN_UP_FOLLOWED < GIVEN_UP_COUNTED_MAX && GIVEN_UP_COUNTED_MAX < 256);
 
 /// `a - b` as a signed distance in the wrapped PSN space.
 #[inline]
@@ -82,13 +99,19 @@ impl RecvWindow {
                     given_up(Psn(self.cum.0.wrapping_add(j)), n);
                 }
             }
-            // Counted whole (beyond the reported ones too): a gap in the numbers is what tells a
-            // sender it missed a report.
+            // Counted whole (beyond the reported ones too, up to `GIVEN_UP_COUNTED_MAX`): a gap
+            // in the numbers is what tells a sender it missed a report. Counted whole without
+            // the cap, a slide of 256 looked like none, and one of 128 to 255 like a count
+            // going backwards: either way the sender resolved the lost messages through the
+            // cumulative PSN without reporting them (seen live at overload, bursts of hundreds
+            // of packets lost in a full socket buffer).
             let gave_up = (0..slide.min(SACK_BITS + 1))
                 .filter(|&j| !received(j))
                 .count() as u32
                 + slide.saturating_sub(SACK_BITS + 1);
-            self.ecn = self.ecn.wrapping_add(gave_up as u8);
+            self.ecn = self
+                .ecn
+                .wrapping_add(gave_up.min(GIVEN_UP_COUNTED_MAX) as u8);
             // The new cumulative PSN may itself have arrived (old bit `slide - 1`).
             let cum_arrived = received(slide);
             self.sack = if slide >= 64 { 0 } else { self.sack >> slide };
@@ -133,11 +156,215 @@ impl RecvWindow {
 /// End of a list.
 const NIL: u32 = u32::MAX;
 
+/// A delayed ACK: local receiver `dst_idx` owes remote sender `src` an acknowledgement of its
+/// packets in one service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckOwed {
+    /// The remote sending process (the ACK's addressee).
+    pub src: ProcId,
+    /// Index of the local receiving process.
+    pub dst_idx: u32,
+    /// The reliable service's window (else best effort's).
+    pub reliable: bool,
+}
+
+/// The delayed ACKs of one peer host: a list through [`AckBatcher`]'s slab.
+#[derive(Clone, Copy, Debug)]
+struct PeerAcks {
+    head: u32,
+    tail: u32,
+    len: u32,
+    /// When the peer's batch is due (meaningful while the list is not empty).
+    due: Instant,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct OwedSlot {
+    owed: AckOwed,
+    next: u32,
+}
+
+/// Delayed ACKs grouped by the host they go to, so that one packet carries every ACK a host owes
+/// another (§2.1 end-to-end ACKs, sent by the per-host polling thread of §6.1).
+///
+/// The delay rule is per peer host: the first ACK owed to a peer fixes when the peer's batch is
+/// due; ACKs owed to it meanwhile join that batch and go with it, earlier than their own delay
+/// would send them, never later. The caller sends a batch early (`take`) when an ACK must go at
+/// once (`ack_every` packets) or the batch is full. Bounded: a peer's list never holds more than
+/// the caller lets it (it takes the batch at [`crate::wire::ACK_BATCH_LEN_MAX`]), so the slab
+/// holds at most that per peer.
+///
+/// Layout: per peer 16 bytes (an intrusive list and its due time) and one shared slab, as
+/// [`SendTracker`]: a host of a thousand-host network keeps a thousand peers.
+#[derive(Debug)]
+pub struct AckBatcher {
+    peers: Vec<PeerAcks>,
+    slots: Vec<OwedSlot>,
+    free: Vec<u32>,
+    /// (due, peer) in scheduling order. An entry is stale once its peer's batch went early (the
+    /// peer's `due` differs, or it has nothing owed); stale entries are skipped.
+    due: VecDeque<(Instant, u32)>,
+    len: usize,
+}
+
+impl AckBatcher {
+    /// A batcher for peer hosts `0..peers`.
+    pub fn new(peers: usize) -> AckBatcher {
+        assert!(peers < NIL as usize);
+        AckBatcher {
+            peers: vec![
+                PeerAcks {
+                    head: NIL,
+                    tail: NIL,
+                    len: 0,
+                    due: Instant(0),
+                };
+                peers
+            ],
+            slots: Vec::new(),
+            free: Vec::new(),
+            due: VecDeque::new(),
+            len: 0,
+        }
+    }
+
+    /// ACKs owed, over all peers.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if no ACK is owed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// ACKs owed to `peer`.
+    pub fn owed_to(&self, peer: usize) -> usize {
+        self.peers[peer].len as usize
+    }
+
+    /// Records that `owed` goes to `peer`, due by `due` if it is the first ACK owed to that peer
+    /// (else with the peer's batch, already scheduled). Returns how many ACKs `peer` is owed now.
+    pub fn push(&mut self, peer: usize, due: Instant, owed: AckOwed) -> usize {
+        let slot = OwedSlot { owed, next: NIL };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let p = &mut self.peers[peer];
+        if p.head == NIL {
+            debug_assert_eq!(p.len, 0);
+            *p = PeerAcks {
+                head: i,
+                tail: i,
+                len: 1,
+                due,
+            };
+            self.due.push_back((due, peer as u32));
+        } else {
+            self.slots[p.tail as usize].next = i;
+            p.tail = i;
+            p.len += 1;
+        }
+        self.len += 1;
+        p.len as usize
+    }
+
+    /// Takes every ACK owed to `peer`, in the order they were owed, into `out`.
+    pub fn take(&mut self, peer: usize, out: &mut Vec<AckOwed>) {
+        let p = &mut self.peers[peer];
+        let mut i = p.head;
+        self.len -= p.len as usize;
+        *p = PeerAcks {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            due: Instant(0),
+        };
+        while i != NIL {
+            let s = self.slots[i as usize];
+            out.push(s.owed);
+            self.free.push(i);
+            i = s.next;
+        }
+        self.drop_stale();
+    }
+
+    /// The next peer whose batch is due by `horizon`, removed from the schedule (take its ACKs
+    /// with [`AckBatcher::take`]); `None` if none is.
+    pub fn pop_due(&mut self, horizon: Instant) -> Option<usize> {
+        self.drop_stale();
+        let &(due, peer) = self.due.front()?;
+        if due > horizon {
+            return None;
+        }
+        self.due.pop_front();
+        Some(peer as usize)
+    }
+
+    /// Prefetch hint (see [`crate::prefetch`]): the record of `peer`, which an ACK owed to it
+    /// will update.
+    #[inline(always)]
+    pub fn prefetch_peer(&self, peer: usize) {
+        if let Some(p) = self.peers.get(peer) {
+            crate::prefetch::prefetch(p);
+        }
+    }
+
+    /// Prefetch hint (see [`crate::prefetch`]): `Records` loads the schedule's front, `Peers` the
+    /// record of the peer it names.
+    #[inline(always)]
+    pub fn prefetch(&self, stage: crate::prefetch::Stage) {
+        use crate::prefetch::{prefetch, Stage};
+        match stage {
+            Stage::Fields => prefetch(&self.peers),
+            Stage::Records => {
+                if let Some(d) = self.due.front() {
+                    prefetch(d);
+                }
+            }
+            Stage::Peers | Stage::Entries => {
+                if let Some(p) = self
+                    .due
+                    .front()
+                    .and_then(|&(_, p)| self.peers.get(p as usize))
+                {
+                    prefetch(p);
+                }
+            }
+        }
+    }
+
+    /// When the earliest batch is due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.due.front().map(|d| d.0)
+    }
+
+    /// Pops schedule entries of batches that went early, so `next_due` is a real deadline.
+    fn drop_stale(&mut self) {
+        while let Some(&(due, peer)) = self.due.front() {
+            let p = &self.peers[peer as usize];
+            if p.head != NIL && p.due == due {
+                break;
+            }
+            self.due.pop_front();
+        }
+    }
+}
+
 /// One message awaiting its acknowledgement, linked into its pair's list (PSN order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct InFlight {
     first: Psn,
     frags: u32,
+    /// Bytes it occupies on the wire (payload and packet headers), for the byte window.
+    bytes: u32,
     ts: Timestamp,
     /// Acknowledged, NAKed or timed out: nothing more to report.
     resolved: bool,
@@ -181,10 +408,33 @@ pub struct SendTracker {
     /// (deadline, sender slot, destination, first PSN) in send order.
     deadlines: VecDeque<(Instant, u32, ProcId, Psn)>,
     unresolved: usize,
+    /// The wire bytes of the unresolved messages.
+    unresolved_bytes: u64,
     len_max: usize,
 }
 
 impl SendTracker {
+    /// Prefetch hint for an acknowledgement from `dst` to local sender `src` (see
+    /// [`crate::prefetch`]): `Records` loads the sender table, `Peers` the pair's list entries.
+    #[inline(always)]
+    pub fn prefetch(&self, stage: crate::prefetch::Stage, src: ProcId, dst: ProcId) {
+        use crate::prefetch::{prefetch, Stage};
+        match stage {
+            Stage::Fields => prefetch(&self.lists),
+            Stage::Records => {
+                if let Some(s) = self.senders.first() {
+                    prefetch(s);
+                }
+            }
+            Stage::Peers | Stage::Entries => {
+                if let Some(li) = self.list_index(src, dst) {
+                    prefetch(&self.lists[li]);
+                    prefetch(&self.given_up_seen[li]);
+                }
+            }
+        }
+    }
+
     /// A tracker for local `senders` sending to processes `0..destinations`, holding at most
     /// `len_max` messages (acknowledged ones included until their deadline passes).
     pub fn new(senders: Vec<ProcId>, destinations: u32, len_max: usize) -> SendTracker {
@@ -198,6 +448,7 @@ impl SendTracker {
             free: Vec::new(),
             deadlines: VecDeque::new(),
             unresolved: 0,
+            unresolved_bytes: 0,
             len_max,
         }
     }
@@ -222,12 +473,29 @@ impl SendTracker {
         self.unresolved
     }
 
+    /// The wire bytes of the messages [`SendTracker::unresolved`] counts (what `track` was
+    /// told each occupies).
+    pub fn unresolved_bytes(&self) -> u64 {
+        self.unresolved_bytes
+    }
+
+    /// Marks a record resolved: it is no longer unacknowledged.
+    #[inline]
+    fn settle(unresolved: &mut usize, unresolved_bytes: &mut u64, m: &mut InFlight) {
+        debug_assert!(!m.resolved);
+        m.resolved = true;
+        *unresolved -= 1;
+        *unresolved_bytes -= u64::from(m.bytes);
+    }
+
     fn list_index(&self, src: ProcId, dst: ProcId) -> Option<usize> {
         let slot = self.senders.iter().position(|&p| p == src)?;
         (dst.index() < self.destinations).then(|| slot * self.destinations + dst.index())
     }
 
-    /// Remembers a message of `frags` packets from `first`, due by `deadline`.
+    /// Remembers a message of `frags` packets from `first`, `bytes` long on the wire, due by
+    /// `deadline`.
+    #[allow(clippy::too_many_arguments)]
     pub fn track(
         &mut self,
         deadline: Instant,
@@ -235,6 +503,7 @@ impl SendTracker {
         dst: ProcId,
         first: Psn,
         frags: u32,
+        bytes: u32,
         ts: Timestamp,
     ) -> Result<(), TrackerFull> {
         if !self.has_room(1) {
@@ -246,6 +515,7 @@ impl SendTracker {
         let m = InFlight {
             first,
             frags,
+            bytes,
             ts,
             resolved: false,
             next: NIL,
@@ -268,6 +538,7 @@ impl SendTracker {
             self.lists[li].1 = i;
         }
         self.unresolved += 1;
+        self.unresolved_bytes += u64::from(bytes);
         self.deadlines
             .push_back((deadline, (li / self.destinations) as u32, dst, first));
         Ok(())
@@ -281,6 +552,9 @@ impl SendTracker {
     /// this ACK resolves through the cumulative PSN alone is then passed to `possibly_lost` —
     /// over-reporting, which best effort's "possibly lost" callback allows, rather than missing a
     /// loss.
+    ///
+    /// Returns the timestamp of the newest message the ACK resolved (an RTT sample for the
+    /// sender: a message's timestamp is its send time), if it resolved any.
     pub fn on_ack(
         &mut self,
         src: ProcId,
@@ -289,16 +563,18 @@ impl SendTracker {
         sack: u64,
         given_up: u8,
         mut possibly_lost: impl FnMut(Expired),
-    ) {
-        let Some(li) = self.list_index(src, dst) else {
-            return;
-        };
+    ) -> Option<Timestamp> {
+        let li = self.list_index(src, dst)?;
+        let mut newest: Option<Timestamp> = None;
         let (base, bits) = self.given_up_seen[li];
-        let ahead = given_up.wrapping_sub(base) as i8;
+        // Any change of the count is news (a receiver adds at most `GIVEN_UP_COUNTED_MAX` per
+        // slide and acknowledges at once after one). Read as a signed step, a jump of 128 or
+        // more looked like an old count and hid the losses.
+        let ahead = given_up.wrapping_sub(base);
         let missed = if ahead > 0 {
-            let n = ahead as u32;
+            let n = u32::from(ahead);
             let all = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
-            let missed = n > 32 || bits & all != all;
+            let missed = n > GIVEN_UP_FOLLOWED || bits & all != all;
             // Everything up to the ACK's count is accounted for now, reported or not.
             self.given_up_seen[li] = (given_up, if n >= 32 { 0 } else { bits >> n });
             missed
@@ -313,13 +589,15 @@ impl SendTracker {
             let d = psn_distance(p, cum);
             d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0
         };
+        // The offset from `cum` of the highest PSN received: bit `i` of `sack` is `cum + 1 + i`.
+        let highest = (SACK_BITS - sack.leading_zeros()) as i32;
         let slot = li / self.destinations;
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];
             if !m.resolved && (0..m.frags).all(|f| received(Psn(m.first.0.wrapping_add(f)))) {
-                m.resolved = true;
-                self.unresolved -= 1;
+                Self::settle(&mut self.unresolved, &mut self.unresolved_bytes, m);
+                newest = Some(newest.map_or(m.ts, |n| n.max_wrapping(m.ts)));
                 if missed && !(0..m.frags).all(|f| sacked(Psn(m.first.0.wrapping_add(f)))) {
                     possibly_lost(Expired {
                         src: self.senders[slot],
@@ -329,13 +607,16 @@ impl SendTracker {
                     });
                 }
             }
-            // Past the cumulative PSN and the SACK window nothing can be acknowledged.
-            if psn_distance(m.first, cum) > SACK_BITS as i32 {
+            // Past the highest PSN the ACK reports received nothing can be acknowledged: stop
+            // there, not at the end of the SACK window — with a full window of messages in
+            // flight to one receiver, that walked 64 records per ACK (a cache miss each).
+            if psn_distance(m.first, cum) >= highest {
                 break;
             }
             i = m.next;
         }
         self.pop_resolved(li);
+        newest
     }
 
     /// Notes give-up report number `seq` (a best-effort `Lost` NAK) from `dst` to `src`.
@@ -376,10 +657,17 @@ impl SendTracker {
         let mut found = None;
         while i != NIL {
             let m = &mut self.slots[i as usize];
+            // A list is in PSN order (`track` is called in send order): a message that starts
+            // past `psn` and every one after it cannot hold it. Without this stop a give-up
+            // report for a packet whose record already expired — the common case under overload,
+            // when reports arrive after the timeout — walked the whole list, thousands of records
+            // per report (docs/BENCHMARKS.md, live cluster).
+            if psn_distance(m.first, psn) > 0 {
+                break;
+            }
             let off = psn.0.wrapping_sub(m.first.0);
             if !m.resolved && off < m.frags {
-                m.resolved = true;
-                self.unresolved -= 1;
+                Self::settle(&mut self.unresolved, &mut self.unresolved_bytes, m);
                 found = Some((m.first, m.ts));
                 break;
             }
@@ -405,9 +693,12 @@ impl SendTracker {
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];
+            // PSN order, as in `resolve_containing`: past `first`, it is not here.
+            if psn_distance(m.first, first) > 0 {
+                break;
+            }
             if m.first == first && !m.resolved {
-                m.resolved = true;
-                self.unresolved -= 1;
+                Self::settle(&mut self.unresolved, &mut self.unresolved_bytes, m);
                 return Some(m.ts);
             }
             i = m.next;
@@ -529,15 +820,21 @@ mod tests {
     fn tracker_resolves_on_ack_nak_or_timeout() {
         let mut t = SendTracker::new(vec![ProcId(0)], 4, 10);
         let (a, b) = (ProcId(0), ProcId(1));
-        t.track(Instant(100), a, b, Psn(0), 1, Timestamp::new(5))
+        t.track(Instant(100), a, b, Psn(0), 1, 100, Timestamp::new(5))
             .unwrap();
-        t.track(Instant(110), a, b, Psn(1), 2, Timestamp::new(6))
+        t.track(Instant(110), a, b, Psn(1), 2, 100, Timestamp::new(6))
             .unwrap();
-        t.track(Instant(120), a, b, Psn(3), 1, Timestamp::new(7))
+        t.track(Instant(120), a, b, Psn(3), 1, 100, Timestamp::new(7))
             .unwrap();
         // PSN 0 and 3 arrive (3 selectively); the two-fragment message is missing PSN 2.
+        assert_eq!(t.unresolved_bytes(), 300);
         t.on_ack(a, b, Psn(2), 0b1, 0, |_| panic!("nothing missed"));
         assert_eq!(t.unresolved(), 1);
+        assert_eq!(
+            t.unresolved_bytes(),
+            100,
+            "acknowledged bytes leave the window"
+        );
         let mut lost = Vec::new();
         t.expire(Instant(1000), |e| lost.push(e));
         assert_eq!(
@@ -550,23 +847,69 @@ mod tests {
             }]
         );
         assert!(t.is_empty());
-        t.track(Instant(2000), a, b, Psn(4), 1, Timestamp::new(8))
+        assert_eq!(t.unresolved_bytes(), 0);
+        t.track(Instant(2000), a, b, Psn(4), 1, 100, Timestamp::new(8))
             .unwrap();
         assert!(t.resolve(a, b, Psn(4)));
         assert!(!t.resolve(a, b, Psn(4)));
         t.expire(Instant(3000), |_| panic!("resolved by a NAK"));
     }
 
+    /// §2.1: every loss is reported to the sender, also when a burst of hundreds of packets is
+    /// lost and the receiver's give-up reports are lost with it: the ACK's give-up count tells
+    /// the sender it missed reports, so the messages the ACK covers without their having
+    /// arrived are reported possibly lost.
+    #[test]
+    fn a_burst_of_losses_with_its_reports_lost_is_still_reported_2_1() {
+        for burst in [40u32, 127, 128, 200, 255, 256, 300, 600] {
+            let (a, b) = (ProcId(0), ProcId(1));
+            let mut t = SendTracker::new(vec![a], 2, 10_000);
+            let mut w = RecvWindow::default();
+            for k in 0..=burst + 1 {
+                t.track(
+                    Instant(1),
+                    a,
+                    b,
+                    Psn(k),
+                    1,
+                    100,
+                    Timestamp::new(u64::from(k) + 1),
+                )
+                .unwrap();
+            }
+            // PSN 0 arrives, the burst 1..=burst is lost, then PSN burst+1 arrives; every
+            // give-up report (NAK) is lost too.
+            assert!(w.record(Psn(0)));
+            let mut reports = 0;
+            assert!(w.record_with(Psn(burst + 1), &mut |_, _| reports += 1));
+            assert_eq!(reports > 0, burst > SACK_BITS, "a slide beyond the window");
+            let (cum, sack) = w.ack();
+            let mut lost = Vec::new();
+            t.on_ack(a, b, cum, sack, w.ecn, |e| lost.push(e.psn.0));
+            // The window kept the last SACK_BITS PSNs before the arrival: those of the burst
+            // are still unresolved (their records time out if nothing else comes); every one
+            // the ACK resolved without its arrival is reported — and, the sender unable to
+            // tell, PSN 0 too (over-reporting, which §2.1's "possibly lost" allows).
+            let covered: Vec<u32> = (1..=burst).filter(|&p| p < cum.0).collect();
+            let expected: Vec<u32> = if covered.is_empty() {
+                Vec::new()
+            } else {
+                std::iter::once(0).chain(covered).collect()
+            };
+            assert_eq!(lost, expected, "burst {burst}");
+        }
+    }
+
     #[test]
     fn tracker_is_bounded() {
         let mut t = SendTracker::new(vec![ProcId(0)], 4, 2);
         let (a, b) = (ProcId(0), ProcId(1));
-        t.track(Instant(1), a, b, Psn(0), 1, Timestamp::new(1))
+        t.track(Instant(1), a, b, Psn(0), 1, 100, Timestamp::new(1))
             .unwrap();
-        t.track(Instant(1), a, b, Psn(1), 1, Timestamp::new(1))
+        t.track(Instant(1), a, b, Psn(1), 1, 100, Timestamp::new(1))
             .unwrap();
         assert_eq!(
-            t.track(Instant(1), a, b, Psn(2), 1, Timestamp::new(1)),
+            t.track(Instant(1), a, b, Psn(2), 1, 100, Timestamp::new(1)),
             Err(TrackerFull)
         );
         t.on_ack(a, b, Psn(2), 0, 0, |_| panic!("nothing missed"));
@@ -578,7 +921,167 @@ mod tests {
         assert!(t.has_room(2));
     }
 
+    fn owed(src: u32, dst_idx: u32) -> AckOwed {
+        AckOwed {
+            src: ProcId(src),
+            dst_idx,
+            reliable: false,
+        }
+    }
+
+    #[test]
+    fn acks_owed_to_one_host_go_together_when_the_first_is_due() {
+        let mut b = AckBatcher::new(4);
+        assert_eq!(b.push(2, Instant(100), owed(8, 0)), 1);
+        assert_eq!(b.push(3, Instant(110), owed(12, 0)), 1);
+        // Owed to peer 2 later: joins its batch, due at 100 rather than 150.
+        assert_eq!(b.push(2, Instant(150), owed(9, 1)), 2);
+        assert_eq!(b.next_due(), Some(Instant(100)));
+        assert_eq!(b.pop_due(Instant(99)), None);
+        assert_eq!(b.pop_due(Instant(100)), Some(2));
+        let mut out = Vec::new();
+        b.take(2, &mut out);
+        assert_eq!(out, vec![owed(8, 0), owed(9, 1)]);
+        assert_eq!((b.len(), b.owed_to(2), b.owed_to(3)), (1, 0, 1));
+        assert_eq!(b.next_due(), Some(Instant(110)));
+    }
+
+    #[test]
+    fn a_batch_taken_early_leaves_no_deadline_behind() {
+        let mut b = AckBatcher::new(2);
+        b.push(1, Instant(100), owed(4, 0));
+        let mut out = Vec::new();
+        b.take(1, &mut out);
+        assert_eq!(b.next_due(), None, "the early batch's deadline is gone");
+        // Owed again: a new deadline of its own, not the stale one.
+        b.push(1, Instant(300), owed(5, 0));
+        assert_eq!(b.pop_due(Instant(200)), None);
+        assert_eq!(b.pop_due(Instant(300)), Some(1));
+        out.clear();
+        b.take(1, &mut out);
+        assert_eq!(out, vec![owed(5, 0)]);
+        assert!(b.is_empty());
+    }
+
     proptest! {
+        /// Whatever the order of owing and taking, every ACK owed is taken exactly once, by its
+        /// peer, and never before the batch's first ACK was owed.
+        #[test]
+        fn every_owed_ack_is_taken_once_by_its_peer(
+            ops in proptest::collection::vec((0usize..5, any::<bool>()), 1..200),
+        ) {
+            let mut b = AckBatcher::new(5);
+            let mut owed_by_peer = vec![Vec::new(); 5];
+            let mut taken_by_peer = vec![Vec::new(); 5];
+            let mut out = Vec::new();
+            for (t, &(peer, take)) in ops.iter().enumerate() {
+                let now = Instant(t as u64 * 10);
+                while let Some(p) = b.pop_due(now) {
+                    out.clear();
+                    b.take(p, &mut out);
+                    taken_by_peer[p].extend(out.iter().copied());
+                }
+                if take {
+                    out.clear();
+                    b.take(peer, &mut out);
+                    taken_by_peer[peer].extend(out.iter().copied());
+                } else {
+                    let o = owed(t as u32, peer as u32);
+                    owed_by_peer[peer].push(o);
+                    b.push(peer, now + 25, o);
+                }
+            }
+            for (p, taken) in taken_by_peer.iter_mut().enumerate() {
+                out.clear();
+                b.take(p, &mut out);
+                taken.extend(out.iter().copied());
+            }
+            prop_assert!(b.is_empty());
+            prop_assert_eq!(b.next_due(), None);
+            prop_assert_eq!(owed_by_peer, taken_by_peer);
+        }
+
+        /// `resolve_containing` and `resolve` find exactly what a search of every tracked
+        /// message finds — also for PSNs older than the oldest record or newer than the newest,
+        /// where the PSN-ordered walk stops early — whatever the fragment counts, and across
+        /// the PSN wrap.
+        #[test]
+        fn resolving_by_psn_matches_an_exhaustive_search(
+            start in prop_oneof![Just(0u32), Just(u32::MAX - 20), 0u32..1000],
+            frags in proptest::collection::vec(1u32..4, 1..40),
+            queries in proptest::collection::vec((-10i32..130, proptest::bool::ANY), 1..60),
+        ) {
+            let (a, b) = (ProcId(0), ProcId(1));
+            let mut t = SendTracker::new(vec![a], 2, 1000);
+            // The model: (first, frags, ts, resolved).
+            let mut model = Vec::new();
+            let mut psn = start;
+            for (k, &f) in frags.iter().enumerate() {
+                let ts = Timestamp::new(k as u64 + 1);
+                t.track(Instant(1), a, b, Psn(psn), f, 100, ts).unwrap();
+                model.push((psn, f, ts, false));
+                psn = psn.wrapping_add(f);
+            }
+            for (off, containing) in queries {
+                let q = Psn(start.wrapping_add(off as u32));
+                if containing {
+                    let want = model.iter_mut().find(|m| {
+                        !m.3 && q.0.wrapping_sub(m.0) < m.1
+                    });
+                    let want = want.map(|m| {
+                        m.3 = true;
+                        (Psn(m.0), m.2)
+                    });
+                    prop_assert_eq!(t.resolve_containing(a, b, q), want);
+                } else {
+                    let want = model.iter_mut().find(|m| !m.3 && m.0 == q.0);
+                    let want = want.map(|m| m.3 = true).is_some();
+                    prop_assert_eq!(t.resolve(a, b, q), want);
+                }
+                let unresolved = model.iter().filter(|m| !m.3).count();
+                prop_assert_eq!(t.unresolved(), unresolved);
+                prop_assert_eq!(t.unresolved_bytes(), 100 * unresolved as u64);
+            }
+        }
+
+        /// An ACK resolves exactly the messages all of whose packets it reports received
+        /// (below the cumulative PSN or selectively acknowledged), however far the SACK bits
+        /// reach, and reports the newest of them.
+        #[test]
+        fn acks_resolve_exactly_the_messages_they_cover(
+            start in prop_oneof![Just(0u32), Just(u32::MAX - 30), 0u32..1000],
+            frags in proptest::collection::vec(1u32..4, 1..60),
+            acks in proptest::collection::vec((0u32..120, proptest::num::u64::ANY), 1..20),
+        ) {
+            let (a, b) = (ProcId(0), ProcId(1));
+            let mut t = SendTracker::new(vec![a], 2, 1000);
+            let mut model = Vec::new();
+            let mut psn = start;
+            for (k, &f) in frags.iter().enumerate() {
+                let ts = Timestamp::new(k as u64 + 1);
+                t.track(Instant(1), a, b, Psn(psn), f, 100, ts).unwrap();
+                model.push((psn, f, ts, false));
+                psn = psn.wrapping_add(f);
+            }
+            for (off, sack) in acks {
+                let cum = start.wrapping_add(off);
+                let got = |p: u32| {
+                    let d = p.wrapping_sub(cum) as i32;
+                    d < 0 || (1..=64).contains(&d) && sack & (1 << (d - 1)) != 0
+                };
+                let mut newest = None;
+                for m in model.iter_mut().filter(|m| !m.3) {
+                    if (0..m.1).all(|f| got(m.0.wrapping_add(f))) {
+                        m.3 = true;
+                        newest = Some(m.2);
+                    }
+                }
+                let r = t.on_ack(a, b, Psn(cum), sack, 0, |_| panic!("no give-ups"));
+                prop_assert_eq!(r, newest);
+                prop_assert_eq!(t.unresolved(), model.iter().filter(|m| !m.3).count());
+            }
+        }
+
         /// Whatever the arrival order and duplication, each PSN is recorded as new exactly
         /// once, and the cumulative PSN ends past every PSN when all arrived (no window slide).
         #[test]

@@ -698,12 +698,10 @@ impl Controller {
                 r.recovering.insert(host);
             }
             RelayMsg::Forward { from, packets } => {
-                let dst = packets.first().and_then(|p| match p {
-                    Packet::Data(d) => Some(d.header.dst),
-                    Packet::Ack(a) => Some(a.to),
-                    Packet::Nak(n) => Some(n.to),
-                    Packet::Beacon(_) => None,
-                });
+                let dst = packets
+                    .first()
+                    .and_then(|p| p.endpoints())
+                    .map(|(_, to)| to);
                 let host = dst.and_then(|p| r.host_of_proc.get(p.index()).copied());
                 let Some(host) = host.filter(|&h| (h as usize) < failed.len()) else {
                     r.dropped += 1;

@@ -23,16 +23,19 @@
 //! the accessors; everything the host reports comes out of [`Node::poll_output`] as
 //! [`HostEvent`]s.
 
-use crate::ack::{RecvWindow, SendTracker};
+use crate::ack::{AckBatcher, AckOwed, RecvWindow, SendTracker};
 use crate::failure::{CtrlDest, CtrlMsg, RelayMsg};
 use crate::ids::{NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Output};
-use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Transmit, WINDOW_MAX};
+use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Rtt, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
 use crate::time::{Barrier, Instant, Timestamp};
-use crate::wire::{flags, Ack, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
+use crate::wire::{
+    flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
+};
 use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 /// The host's only network port: uplink out, downlink in.
 pub const UPLINK: PortId = PortId(0);
@@ -66,10 +69,36 @@ pub struct HostConfig {
     pub ack_delay_ns: u64,
     /// …or at once after this many unacknowledged packets from one sender.
     pub ack_every: u16,
-    /// A sent message unacknowledged for this long is reported lost.
+    /// The host each process lives on (any dense numbering, indexed by process id, at least
+    /// `senders_max` long), so the ACKs owed to the processes of one host go in one packet
+    /// (`AckBatch`, §6.1) — under the delay rule above, applied per host: the first ACK owed
+    /// to a host fixes when its batch goes. `None`: every process is a host of its own (one
+    /// process per host, as the UDP runtime runs), and a batch carries only the ACKs one
+    /// process is owed by several local receivers or in both services.
+    pub host_of: Option<Arc<[u32]>>,
+    /// A sent best-effort message unacknowledged for this long is reported lost — or for
+    /// longer, up to `rto_max_ns`, when acknowledgements are measured to take longer.
     pub rto_ns: u64,
-    /// Most messages tracked for acknowledgement at once; more sends are `SendError::Full`.
+    /// Above `rto_ns`, the loss timeout adapts to the measured acknowledgement delay as TCP's
+    /// retransmission timeout does (RFC 6298: `srtt + 4·rttvar`, doubled after each timeout
+    /// until a sample arrives), between `rto_ns` and this. A queue is then not taken for a
+    /// loss: at overload, a fixed timeout shorter than the queueing delay reports every
+    /// message lost although it is delivered, and frees the window (`unacked_bytes_max`) for
+    /// more, deepening the queues. Equal to `rto_ns` (the default), the timeout is fixed.
+    pub rto_max_ns: u64,
+    /// Most best-effort messages tracked for acknowledgement at once — acknowledged ones
+    /// too, until their `rto_ns` deadline passes; more sends are `SendError::Full`. A bound on
+    /// the tracker's memory, and so on the send rate: `inflight_max` per `rto_ns`.
     pub inflight_max: usize,
+    /// Most bytes (payload and packet headers) of best-effort messages to other hosts that may
+    /// be unacknowledged at once — not yet acknowledged, NAKed or reported lost; more sends are
+    /// `SendError::Full`. §6.1's end-to-end flow control for best effort: when
+    /// acknowledgements lag because queues are building on the way, senders wait instead of
+    /// adding to the queues, so an overloaded network stays at its capacity instead of
+    /// dropping, and acknowledgements keep arriving within `rto_ns` (no losses reported for
+    /// messages that were only queued). A scattering larger than the window is sent when
+    /// nothing is unacknowledged.
+    pub unacked_bytes_max: u64,
     /// The reliable send path (§5.1, §6.1).
     pub reliable: ReliableConfig,
     /// The first-hop switch is taken for dead after this many beacon intervals without a packet
@@ -113,8 +142,11 @@ impl HostConfig {
             reassembly_len_max: 4096,
             ack_delay_ns: 2_000,
             ack_every: 16,
+            host_of: None,
             rto_ns: 1_000_000,
+            rto_max_ns: 1_000_000,
             inflight_max: 1 << 20,
+            unacked_bytes_max: u64::MAX,
             reliable: ReliableConfig::default(),
             uplink_timeout_intervals: 10,
             ctrl_retry_ns: 50_000,
@@ -283,9 +315,11 @@ pub struct HostStats {
     pub send_failed: u64,
     /// Packets dropped as duplicates of ones already received.
     pub dropped_duplicate: u64,
-    /// ACKs sent.
+    /// ACKs sent (one per (sender, receiver, service) acknowledged, batched or not).
     pub acks_sent: u64,
-    /// ACKs received.
+    /// Packets that carried them: `Ack`s and `AckBatch`es.
+    pub ack_packets_sent: u64,
+    /// ACKs received (each entry of a batch counts).
     pub acks_received: u64,
     /// Messages reported lost after the retransmission timeout.
     pub lost: u64,
@@ -390,14 +424,20 @@ pub struct Host {
     partials: BTreeMap<(ProcId, ProcId, Psn, bool), Partial>,
     /// Best-effort messages sent to other hosts, until acknowledged, NAKed or timed out.
     tracker: SendTracker,
+    /// Best-effort acknowledgement delays, for the loss timeout (`rto_max_ns`).
+    be_rtt: Rtt,
     /// The reliable send path.
     sender: ReliableSender,
     /// A reliable message was received here: the reliable reorder buffers exist.
     reliable_seen: bool,
     /// The highest commit barrier advertised on the uplink (kept monotone).
     commit_sent: Timestamp,
-    /// Delayed ACKs: (due, sender, index of the local receiver, reliable), in scheduling order.
-    acks_due: VecDeque<(Instant, ProcId, usize, bool)>,
+    /// Delayed ACKs, grouped by the host they go to (`HostConfig::host_of`).
+    acks: AckBatcher,
+    /// Scratch for the ACKs of one batch (kept to avoid an allocation per batch).
+    acks_scratch: Vec<AckOwed>,
+    /// Reused buffer of the ACKs `send_acks_to` builds (no allocation for a lone ACK).
+    acks_out: Vec<Ack>,
     recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
     /// Heard from the first-hop switch since the last beacon time; beacon times in a row it
     /// was silent (§4.2 failure detection).
@@ -462,6 +502,16 @@ impl Host {
         );
         assert!(cfg.mtu_payload > 0 && cfg.mtu_payload <= crate::wire::PAYLOAD_LEN_MAX);
         assert!(cfg.message_len_max.div_ceil(cfg.mtu_payload) <= u16::MAX as usize + 1);
+        assert!(
+            cfg.host_of
+                .as_ref()
+                .is_none_or(|t| t.len() >= cfg.senders_max as usize),
+            "host_of names the host of every process"
+        );
+        let ack_peers = match &cfg.host_of {
+            Some(t) => t.iter().map(|&h| h as usize + 1).max().unwrap_or(0),
+            None => cfg.senders_max as usize,
+        };
         let procs = cfg
             .procs
             .iter()
@@ -487,6 +537,7 @@ impl Host {
             deliver_backlog: false,
             partials: BTreeMap::new(),
             tracker: SendTracker::new(cfg.procs.clone(), cfg.senders_max, cfg.inflight_max),
+            be_rtt: Rtt::default(),
             sender: ReliableSender::new(
                 cfg.reliable.clone(),
                 cfg.procs.clone(),
@@ -495,7 +546,9 @@ impl Host {
             ),
             reliable_seen: false,
             commit_sent: now.timestamp(),
-            acks_due: VecDeque::new(),
+            acks: AckBatcher::new(ack_peers),
+            acks_scratch: Vec::new(),
+            acks_out: Vec::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             uplink_heard: false,
             uplink_silent: 0,
@@ -636,6 +689,87 @@ impl Host {
         self.clock_ts
     }
 
+    /// Performance hint for a driver that knows one of this host's next inputs — `packet`, or a
+    /// timeout if `None`: starts loading the state that handling it reads, to the depth of
+    /// `stage` (see [`crate::prefetch`]). Changes nothing; any packet is fine (a bad one
+    /// prefetches little).
+    #[inline]
+    pub fn prefetch(&self, stage: crate::prefetch::Stage, packet: Option<&Packet>) {
+        use crate::prefetch::{prefetch, Stage};
+        match stage {
+            Stage::Fields => {
+                prefetch(&self.procs);
+                prefetch(&self.barrier);
+                prefetch(&self.stats);
+                prefetch(&self.outputs);
+                prefetch(&self.acks);
+                self.tracker.prefetch(stage, ProcId(0), ProcId(0));
+            }
+            Stage::Records => {
+                for lp in self.procs.iter().take(4) {
+                    prefetch(lp);
+                }
+                self.acks.prefetch(stage);
+                match packet {
+                    Some(Packet::Ack(a)) => self.tracker.prefetch(stage, a.to, a.from),
+                    Some(Packet::AckBatch(b)) => {
+                        self.tracker.prefetch(stage, b.first().to, b.first().from)
+                    }
+                    _ => {}
+                }
+            }
+            Stage::Peers => {
+                // Delivery: the smallest buffered message's heap entry, whatever the input.
+                for lp in self.procs.iter().take(4) {
+                    lp.reorder.prefetch_front();
+                }
+                // The batch of delayed ACKs due next.
+                self.acks.prefetch(stage);
+                if let Some(p) = packet {
+                    self.prefetch_peer(p);
+                }
+            }
+            Stage::Entries => {}
+        }
+    }
+
+    /// The per-peer part of [`Host::prefetch`] for `packet`.
+    #[inline]
+    fn prefetch_peer(&self, packet: &Packet) {
+        use crate::prefetch::{prefetch, Stage};
+        match packet {
+            Packet::Data(d) => {
+                let (src, dst) = (d.header.src, d.header.dst);
+                if let Some(lp) = self.procs.iter().find(|lp| lp.id == dst) {
+                    let (recv, reorder) = match (d.header.reliable(), &lp.rel) {
+                        (true, Some(rel)) => (&rel.recv, &rel.reorder),
+                        _ => (&lp.recv, &lp.reorder),
+                    };
+                    if let Some(w) = recv.get(src.index()) {
+                        prefetch(w);
+                    }
+                    reorder.prefetch_sender(src);
+                }
+                // The ACK it will be owed joins its host's batch (`ack_peer`, without its
+                // indexing: the packet is not validated yet).
+                let peer = match &self.cfg.host_of {
+                    Some(t) => t.get(src.index()).map(|&h| h as usize),
+                    None => Some(src.index()),
+                };
+                if let Some(peer) = peer {
+                    self.acks.prefetch_peer(peer);
+                }
+            }
+            Packet::Ack(a) if !a.reliable => self.tracker.prefetch(Stage::Peers, a.to, a.from),
+            Packet::AckBatch(b) => {
+                for a in b.acks().iter().take(4).filter(|a| !a.reliable) {
+                    self.tracker.prefetch(Stage::Peers, a.to, a.from);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Messages buffered for reordering, over all local processes.
     pub fn reorder_len(&self) -> usize {
         self.procs
@@ -669,7 +803,7 @@ impl Host {
 
     /// ACKs scheduled and not yet sent.
     pub fn acks_pending(&self) -> usize {
-        self.acks_due.len()
+        self.acks.len()
     }
 
     /// Messages partially reassembled.
@@ -719,11 +853,20 @@ impl Host {
                 });
             }
         }
-        let remote = scattering
-            .iter()
-            .filter(|(dst, _)| self.local_index(*dst).is_none())
-            .count();
+        let (mut remote, mut bytes) = (0, 0u64);
+        for (dst, msg) in scattering {
+            if self.local_index(*dst).is_none() {
+                remote += 1;
+                bytes += self.wire_len(msg.len());
+            }
+        }
         if !self.tracker.has_room(remote) {
+            return Err(SendError::Full);
+        }
+        // §6.1 flow control: the window of unacknowledged bytes (an empty window takes any
+        // scattering, however large).
+        let unacked = self.tracker.unresolved_bytes();
+        if unacked > 0 && unacked.saturating_add(bytes) > self.cfg.unacked_bytes_max {
             return Err(SendError::Full);
         }
         // §4.1: one non-decreasing timestamp for the whole scattering; the barrier field starts
@@ -735,9 +878,10 @@ impl Host {
             self.procs[src_idx].next_psn[dst.index()] = Psn(psn.0.wrapping_add(frags));
             self.stats.messages_sent += 1;
             if self.local_index(*dst).is_none() {
-                let deadline = now + self.cfg.rto_ns;
+                let deadline = now + self.loss_timeout_ns();
+                let bytes = u32::try_from(self.wire_len(msg.len())).unwrap_or(u32::MAX);
                 self.tracker
-                    .track(deadline, src, *dst, psn, frags, ts)
+                    .track(deadline, src, *dst, psn, frags, bytes, ts)
                     .expect("room checked above");
             }
             self.emit_message(now, src, *dst, psn, ts, msg, false);
@@ -1185,6 +1329,13 @@ impl Host {
         self.invariants();
     }
 
+    /// The bytes a message of `len` occupies on the wire: its payload and one data header per
+    /// fragment (what the best-effort window counts).
+    fn wire_len(&self, len: usize) -> u64 {
+        let frags = u64::from(self.sender.frags(len));
+        len as u64 + frags * crate::wire::DATA_HEADER_LEN as u64
+    }
+
     /// Fragments one message and sends it up (or delivers it here, for a local destination).
     #[allow(clippy::too_many_arguments)]
     fn emit_message(
@@ -1266,7 +1417,7 @@ impl Host {
                 self.last_uplink_barrier = Some(b.barrier);
                 self.last_uplink_commit = Some(b.commit);
             }
-            Packet::Nak(_) | Packet::Ack(_) => {}
+            Packet::Nak(_) | Packet::Ack(_) | Packet::AckBatch(_) => {}
         }
         self.outputs.push_back(Output::Send {
             port: UPLINK,
@@ -1304,6 +1455,7 @@ impl Host {
             }
             Packet::Nak(n) => self.on_nak(n),
             Packet::Ack(a) => self.on_ack(now, a),
+            Packet::AckBatch(b) => self.on_ack_batch(now, b),
         }
         self.deliver_ready(now);
     }
@@ -1355,6 +1507,7 @@ impl Host {
             // the sender they are lost (§2.1: best effort reports losses to the sender), each
             // give-up numbered. Not deduplicated like other NAKs: each happens once, and a
             // missing number makes the sender over-report.
+            let gave_up = !given_up.is_empty();
             for (p, n) in given_up {
                 self.stats.naks_sent += 1;
                 self.outputs.push_back(Output::Send {
@@ -1371,6 +1524,12 @@ impl Host {
                 });
             }
             self.schedule_ack(now, h.src, dst_idx, false);
+            if gave_up {
+                // Right behind the reports, so that each slide's give-up count reaches the
+                // sender in an ACK of its own (`ack::SendTracker::on_ack`).
+                let peer = self.ack_peer(h.src);
+                self.send_acks_to(peer);
+            }
         }
         let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
             return;
@@ -1741,22 +1900,76 @@ impl Host {
         }
     }
 
+    /// §2.1: `src`'s packet arrived at local receiver `dst_idx`; owe it an ACK. The ACKs owed
+    /// to one host go together (`HostConfig::host_of`): when the first of them is
+    /// `ack_delay_ns` old, or at once when one window reaches `ack_every` packets or the batch
+    /// is full.
     fn schedule_ack(&mut self, now: Instant, src: ProcId, dst_idx: usize, reliable: bool) {
         let ack_every = self.cfg.ack_every;
+        let peer = self.ack_peer(src);
         let w = self.window(src, dst_idx, reliable);
         w.unacked = w.unacked.saturating_add(1);
-        if w.unacked >= ack_every {
-            self.send_ack(src, dst_idx, reliable);
-        } else if !w.ack_pending {
-            w.ack_pending = true;
-            self.acks_due
-                .push_back((now + self.cfg.ack_delay_ns, src, dst_idx, reliable));
+        let unacked = w.unacked;
+        let was_pending = std::mem::replace(&mut w.ack_pending, true);
+        let mut owed = self.acks.owed_to(peer);
+        if !was_pending {
+            let ack = AckOwed {
+                src,
+                dst_idx: dst_idx as u32,
+                reliable,
+            };
+            owed = self.acks.push(peer, now + self.cfg.ack_delay_ns, ack);
+        }
+        if unacked >= ack_every || owed >= ACK_BATCH_LEN_MAX {
+            self.send_acks_to(peer);
         }
     }
 
-    fn send_ack(&mut self, src: ProcId, dst_idx: usize, reliable: bool) {
-        let ack = self.make_ack(src, dst_idx, reliable);
-        self.send_uplink(Packet::Ack(ack));
+    /// The host (ACK batch) that `p`'s ACKs go with.
+    fn ack_peer(&self, p: ProcId) -> usize {
+        match &self.cfg.host_of {
+            Some(t) => t[p.index()] as usize,
+            None => p.index(),
+        }
+    }
+
+    /// Sends every ACK owed to `peer`: one `Ack`, or `AckBatch`es of at most
+    /// `ACK_BATCH_LEN_MAX` entries. An owed ACK whose window was acknowledged since (through
+    /// the §5.2 relay) is skipped.
+    fn send_acks_to(&mut self, peer: usize) {
+        let mut owed = std::mem::take(&mut self.acks_scratch);
+        let mut acks = std::mem::take(&mut self.acks_out);
+        owed.clear();
+        acks.clear();
+        self.acks.take(peer, &mut owed);
+        for o in owed.iter() {
+            let (src, dst_idx) = (o.src, o.dst_idx as usize);
+            if !self.window(src, dst_idx, o.reliable).ack_pending {
+                continue;
+            }
+            acks.push(self.make_ack(src, dst_idx, o.reliable));
+            if acks.len() == ACK_BATCH_LEN_MAX {
+                self.send_ack_packet(&mut acks);
+            }
+        }
+        if !acks.is_empty() {
+            self.send_ack_packet(&mut acks);
+        }
+        self.acks_scratch = owed;
+        self.acks_out = acks;
+    }
+
+    /// One ACK alone, or several in a batch (which takes `acks`'s buffer); empties `acks`.
+    fn send_ack_packet(&mut self, acks: &mut Vec<Ack>) {
+        debug_assert!((1..=ACK_BATCH_LEN_MAX).contains(&acks.len()));
+        self.stats.ack_packets_sent += 1;
+        let packet = if acks.len() == 1 {
+            Packet::Ack(acks.pop().expect("one ACK"))
+        } else {
+            let batch = std::mem::take(acks);
+            Packet::AckBatch(AckBatch::new(batch).expect("at most ACK_BATCH_LEN_MAX ACKs"))
+        };
+        self.send_uplink(packet);
     }
 
     /// The ACK for `src`'s packets at local receiver `dst_idx`, now; counts it as sent.
@@ -1793,22 +2006,51 @@ impl Host {
     }
 
     fn on_ack(&mut self, now: Instant, a: Ack) {
+        if self.apply_ack(now, a) {
+            // Credits came back: the head of the send buffer may go now.
+            self.pump(now);
+        }
+    }
+
+    /// §6.1: each ACK of a batch is taken as if it had come alone; the send buffer is pumped
+    /// once, after all of them.
+    fn on_ack_batch(&mut self, now: Instant, b: AckBatch) {
+        let mut reliable = false;
+        for a in b.into_acks() {
+            reliable |= self.apply_ack(now, a);
+        }
+        if reliable {
+            self.pump(now);
+        }
+    }
+
+    /// Applies one ACK to the sender's state; returns whether it was a valid reliable one (the
+    /// caller pumps the send buffer then).
+    fn apply_ack(&mut self, now: Instant, a: Ack) -> bool {
         if self.local_index(a.to).is_none() || a.from.0 >= self.cfg.senders_max {
             self.stats.dropped_invalid += 1;
-            return;
+            return false;
         }
         self.stats.acks_received += 1;
         if !a.reliable {
             let mut possibly_lost = Vec::new();
-            self.tracker
+            let newest = self
+                .tracker
                 .on_ack(a.to, a.from, a.cum_psn, a.sack, a.ecn, |e| {
                     possibly_lost.push(e)
                 });
+            // RFC 6298 §2: a message's timestamp is when it was sent (no retransmission makes
+            // the sample ambiguous). A timestamp ahead of the clock (stepped back) is no sample.
+            if let Some(rtt) = newest.map(|ts| now.timestamp().signed_distance(ts)) {
+                if rtt > 0 {
+                    self.be_rtt.sample(rtt as u64);
+                }
+            }
             for e in possibly_lost {
                 self.stats.lost += 1;
                 self.report_send_failed(e.src, e.dst, e.ts, e.psn, NakReason::Lost);
             }
-            return;
+            return false;
         }
         let mut resend = Vec::new();
         self.sender
@@ -1818,8 +2060,7 @@ impl Host {
         for t in resend {
             self.retransmit(now, t);
         }
-        // Credits came back: the head of the send buffer may go now.
-        self.pump(now);
+        true
     }
 
     fn on_nak(&mut self, n: Nak) {
@@ -1936,24 +2177,32 @@ impl Host {
     }
 
     /// Delayed ACKs due now, and those due within the next half delay with them: one wakeup
-    /// sends a batch rather than one ACK per timer.
+    /// sends the batches of every such host rather than one per timer.
     fn send_due_acks(&mut self, now: Instant) {
         let horizon = now + self.cfg.ack_delay_ns / 2;
-        while let Some(&(due, src, dst_idx, reliable)) = self.acks_due.front() {
-            if due > horizon {
-                break;
-            }
-            self.acks_due.pop_front();
-            if self.window(src, dst_idx, reliable).ack_pending {
-                self.send_ack(src, dst_idx, reliable);
-            }
+        while let Some(peer) = self.acks.pop_due(horizon) {
+            self.send_acks_to(peer);
         }
     }
 
-    /// §2.1: messages unacknowledged for `rto_ns` are reported lost.
+    /// The best-effort loss timeout now: `rto_ns`, or the RFC 6298 estimate up to
+    /// `rto_max_ns`.
+    fn loss_timeout_ns(&self) -> u64 {
+        let floor = self.cfg.rto_ns;
+        self.be_rtt.rto(floor, floor, self.cfg.rto_max_ns)
+    }
+
+    /// §2.1: messages unacknowledged for the loss timeout are reported lost.
     fn expire_sends(&mut self, now: Instant) {
         let mut lost = Vec::new();
         self.tracker.expire(now, |e| lost.push(e));
+        // RFC 6298 §5.5: each timeout doubles the timeout of what is sent next, until a sample
+        // arrives — else at the onset of overload every message would time out before its
+        // acknowledgement could teach the estimator the new delay.
+        self.be_rtt.backoff = self
+            .be_rtt
+            .backoff
+            .saturating_add(lost.len().min(32) as u32);
         for e in lost {
             self.stats.lost += 1;
             self.report_send_failed(e.src, e.dst, e.ts, e.psn, NakReason::Lost);
@@ -2296,7 +2545,7 @@ impl Node for Host {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.next_beacon;
-        if let Some(&(due, _, _, _)) = self.acks_due.front() {
+        if let Some(due) = self.acks.next_due() {
             t = t.min(due);
         }
         if let Some(deadline) = self.tracker.next_deadline() {

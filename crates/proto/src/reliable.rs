@@ -146,19 +146,19 @@ struct Pair {
 /// the variation is queueing at the hosts themselves, so every pair informs every other — a new
 /// pair starts with a realistic timeout instead of the floor.
 #[derive(Clone, Copy, Debug, Default)]
-struct Rtt {
+pub(crate) struct Rtt {
     /// Smoothed RTT and its variation, ns; `srtt == 0` before the first sample.
     srtt: u64,
     rttvar: u64,
     /// RFC 6298 §5.5: timeouts double the timeout for everything sent after them, until a
     /// valid sample arrives. Without it, at overload most messages time out spuriously, are
     /// never sampled (Karn), and their retransmissions deepen the queues: a collapse.
-    backoff: u32,
+    pub(crate) backoff: u32,
 }
 
 impl Rtt {
     /// RFC 6298 §2: one RTT sample.
-    fn sample(&mut self, rtt: u64) {
+    pub(crate) fn sample(&mut self, rtt: u64) {
         if self.srtt == 0 {
             self.srtt = rtt.max(1);
             self.rttvar = rtt / 2;
@@ -170,7 +170,9 @@ impl Rtt {
         self.backoff = 0;
     }
 
-    fn rto(&self, init: u64, floor: u64, ceiling: u64) -> u64 {
+    /// The retransmission timeout: `init` before the first sample, `srtt + 4·rttvar` after,
+    /// never below `floor`, doubled per back-off, never above `ceiling` (or `floor`, if larger).
+    pub(crate) fn rto(&self, init: u64, floor: u64, ceiling: u64) -> u64 {
         let base = if self.srtt == 0 {
             init.max(floor)
         } else {

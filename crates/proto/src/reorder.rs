@@ -193,6 +193,27 @@ impl<T> ReorderBuffer<T> {
         }
     }
 
+    /// Prefetch hint for a message from `sender` (see [`crate::prefetch`]): its list, and the
+    /// slot an insert would take.
+    #[inline(always)]
+    pub fn prefetch_sender(&self, sender: ProcId) {
+        if let Some(l) = self.lists.get(sender.index()) {
+            crate::prefetch::prefetch(l);
+        }
+        if let Some(&i) = self.free.last() {
+            crate::prefetch::prefetch(&self.slots[i as usize]);
+        }
+    }
+
+    /// Prefetch hint: the merge heap's top, the next message to deliver (see
+    /// [`crate::prefetch`]).
+    #[inline(always)]
+    pub fn prefetch_front(&self) {
+        if let Some(top) = self.heads.peek() {
+            crate::prefetch::prefetch(top);
+        }
+    }
+
     /// Messages buffered now.
     pub fn len(&self) -> usize {
         self.len

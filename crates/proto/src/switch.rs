@@ -180,43 +180,91 @@ pub const BARRIER_JUMP_MAX_NS: u64 = 1 << 43;
 /// and hold raw timestamps with a sentinel for "not yet" (8 bytes each, not 16).
 #[derive(Clone, Debug)]
 struct Aggregates {
-    /// R_i of Eq. 4.1, per input link: [best effort, commit]; `NONE` until the link has spoken.
-    registers: Vec<[u64; 2]>,
-    /// Per input link: removed after a timeout (§4.2); a removed link bounds nothing.
-    dead: Vec<bool>,
-    /// Per input link: removed from the commit minimum by the controller's Resume (§5.2).
-    commit_removed: Vec<bool>,
-    /// Per input link: reported dead to the controller (§5.2 Detect); its commit register is
-    /// frozen at the value reported. The controller takes the failure timestamp from these
-    /// reports, so nothing above it may pass here afterwards — not even when the link speaks
-    /// again (it was slow, not dead: VOPR seed 15 at 10 ms, where hosts starved their own beacons
-    /// and, heard again, raised the commit barrier above the failure timestamp the controller was
-    /// about to announce for them).
-    commit_frozen: Vec<bool>,
+    /// Per input link, everything kept about it: a packet from the link reads and writes one
+    /// 32-byte record (at 1,024 hosts the switches' state does not stay in cache, and separate
+    /// arrays per field cost a cache miss each).
+    inputs: Vec<InPort>,
     /// The minimum of each barrier's registers once every input has reported (cached for
     /// `update`).
     min_register: [Option<Timestamp>; 2],
+    /// How many counted registers hold exactly `min_register` (when it is `Some`). Raising one
+    /// of them lowers the count, and only the last one's raise rescans the inputs: a
+    /// synchronized beacon wave raises every input from the same value, which would otherwise
+    /// rescan on every beacon (N scans of N registers per wave instead of about one).
+    min_count: [u32; 2],
     /// B_new of Eq. 4.1 for each barrier, kept monotone.
     out: [Option<Timestamp>; 2],
     /// Barriers dropped as implausible leaps (`BARRIER_JUMP_MAX_NS`).
     garbage: u64,
 }
 
+/// One input link of a switch.
+#[derive(Clone, Copy, Debug)]
+struct InPort {
+    /// R_i of Eq. 4.1: [best effort, commit]; `NONE` until the link has spoken.
+    registers: [u64; 2],
+    /// Beacon times in a row it was silent (§4.2 failure detection).
+    silent: u32,
+    /// Beacon intervals since it was last reported dead (§5.2 retries).
+    since_report: u32,
+    /// Heard anything since the last beacon time.
+    heard: bool,
+    /// Spoke at least once. Silence is counted only after that: a timeout detects a link that
+    /// stopped, and before its first beacon a link that is still starting (its upstream's
+    /// synchronized beacon phase can exceed the timeout) is not dead.
+    spoke: bool,
+    /// Removed after a timeout (§4.2); a removed link bounds nothing.
+    dead: bool,
+    /// Removed from the commit minimum by the controller's Resume (§5.2).
+    commit_removed: bool,
+    /// Reported dead to the controller (§5.2 Detect); its commit register is frozen at the
+    /// value reported. The controller takes the failure timestamp from these reports, so nothing
+    /// above it may pass here afterwards — not even when the link speaks again (it was slow, not
+    /// dead: VOPR seed 15 at 10 ms, where hosts starved their own beacons and, heard again, raised
+    /// the commit barrier above the failure timestamp the controller was about to announce for
+    /// them).
+    commit_frozen: bool,
+}
+
+const _: () = assert!(std::mem::size_of::<InPort>() == 32);
+
+impl InPort {
+    const NEW: InPort = InPort {
+        registers: [NONE; 2],
+        silent: 0,
+        since_report: 0,
+        heard: false,
+        spoke: false,
+        dead: false,
+        commit_removed: false,
+        commit_frozen: false,
+    };
+}
+
+/// One output link of a switch.
+#[derive(Clone, Copy, Debug)]
+struct OutPort {
+    /// What the last barrier-carrying packet on the link said.
+    last_sent: Outputs,
+    /// When the last beacon went out on it.
+    last_beacon: Option<Instant>,
+    /// Carried something since the last beacon time.
+    active: bool,
+}
+
 impl Aggregates {
     fn new(inputs: usize) -> Aggregates {
         Aggregates {
-            registers: vec![[NONE; 2]; inputs],
-            dead: vec![false; inputs],
-            commit_removed: vec![false; inputs],
-            commit_frozen: vec![false; inputs],
+            inputs: vec![InPort::NEW; inputs],
             min_register: [None; 2],
+            min_count: [0; 2],
             out: [None; 2],
             garbage: 0,
         }
     }
 
     fn register(&self, port: usize, k: usize) -> Option<Timestamp> {
-        let r = self.registers.get(port)?[k];
+        let r = self.inputs.get(port)?.registers[k];
         (r != NONE).then(|| Timestamp::new(r))
     }
 
@@ -249,10 +297,10 @@ impl Aggregates {
             self.garbage += 1;
             return false;
         }
-        if k == COMMIT && self.commit_frozen[port] {
+        if k == COMMIT && self.inputs[port].commit_frozen {
             return false;
         }
-        let r = &mut self.registers[port][k];
+        let r = &mut self.inputs[port].registers[k];
         let old = *r;
         if old == NONE {
             *r = b.raw();
@@ -261,28 +309,69 @@ impl Aggregates {
         let old = Timestamp::new(old);
         let new = old.max_wrapping(b);
         *r = new.raw();
-        !(new == old || self.min_register[k].is_some_and(|min| old > min))
+        if new == old || self.excluded(port, k) {
+            return false;
+        }
+        let Some(min) = self.min_register[k] else {
+            return true; // not every input has reported: scan
+        };
+        // A register above the minimum cannot move it; the minimum moves only once the last
+        // register holding it rises.
+        if old == min {
+            debug_assert!(self.min_count[k] > 0);
+            self.min_count[k] -= 1;
+            return self.min_count[k] == 0;
+        }
+        if new == min {
+            // Only garbage barriers leaping across half the ring get here (from "below" the
+            // minimum, where wrapping order is intransitive); keep the count exact anyway.
+            self.min_count[k] += 1;
+        }
+        false
+    }
+
+    /// Whether input `port`'s register of barrier `k` is left out of the minimum: a removed
+    /// link no longer bounds the best-effort barrier (§4.2); it still bounds the commit barrier
+    /// until the controller's Resume removes it (§5.2).
+    #[inline(always)]
+    fn excluded(&self, port: usize, k: usize) -> bool {
+        let p = &self.inputs[port];
+        if k == BE {
+            p.dead
+        } else {
+            p.commit_removed
+        }
     }
 
     #[inline(never)]
     fn recompute_one(&mut self, k: usize) {
-        let mut min = None;
-        for (i, r) in self.registers.iter().enumerate() {
+        let mut min: Option<Timestamp> = None;
+        let mut count = 0u32;
+        for (i, p) in self.inputs.iter().enumerate() {
+            let r = p.registers;
             // A removed link no longer bounds the best-effort barrier (§4.2). It still bounds
             // the commit barrier: "a failed component cannot be simply removed, because
             // otherwise, the in-flight messages sent by the failed component cannot be
             // consistently delivered or discarded" (§5.2) — until the controller's Resume.
-            if if k == BE {
-                self.dead[i]
-            } else {
-                self.commit_removed[i]
-            } {
+            if self.excluded(i, k) {
                 continue;
             }
             if r[k] == NONE {
-                return; // an input that never spoke bounds nothing yet
+                // An input that never spoke bounds nothing yet: no minimum, so every raise
+                // scans again until all have spoken.
+                self.min_register[k] = None;
+                return;
             }
-            min = Self::fold(min, r[k]);
+            let v = Timestamp::new(r[k]);
+            match min {
+                Some(m) if v == m => count += 1,
+                Some(m) if v > m => {}
+                _ => (min, count) = (Some(v), 1),
+            }
+        }
+        self.min_count[k] = count;
+        if min.is_none() {
+            self.min_register[k] = None; // every input removed: nothing to cache
         }
         self.set_min(k, min);
     }
@@ -290,20 +379,36 @@ impl Aggregates {
     /// §4.2: removes or re-adds an input link, and recomputes both minimums.
     #[cold]
     fn set_dead(&mut self, port: usize, dead: bool) {
-        self.dead[port] = dead;
+        self.inputs[port].dead = dead;
         // A removed link's minimum must be forgotten, or `raise` would skip scans it needs.
         self.min_register = [None; 2];
         self.recompute_one(BE);
         self.recompute_one(COMMIT);
     }
 
-    #[inline]
-    fn fold(min: Option<Timestamp>, raw: u64) -> Option<Timestamp> {
-        if raw == NONE {
-            return min;
+    /// Debug builds: the cached minimum and its count agree with a scan of the registers.
+    fn check(&self) {
+        if !cfg!(debug_assertions) {
+            return;
         }
-        let v = Timestamp::new(raw);
-        Some(min.map_or(v, |m| m.min_wrapping(v)))
+        for k in [BE, COMMIT] {
+            let Some(m) = self.min_register[k] else {
+                continue;
+            };
+            let counted: Vec<u64> = (0..self.inputs.len())
+                .filter(|&i| !self.excluded(i, k))
+                .map(|i| self.inputs[i].registers[k])
+                .collect();
+            assert!(
+                counted.iter().all(|&r| r != NONE),
+                "a minimum over a silent input"
+            );
+            // (Whether every register is at or above `m` is not checked: garbage barriers that
+            // leap across half the 48-bit ring make the wrapping order intransitive, and no
+            // cached or scanned minimum is meaningful then — `BARRIER_JUMP_MAX_NS` bounds them.)
+            let at_min = counted.iter().filter(|&&r| r == m.raw()).count();
+            assert_eq!(at_min, self.min_count[k] as usize, "minimum count");
+        }
     }
 
     /// Stores a new minimum (all inputs reported) and raises the output to it — never
@@ -327,26 +432,13 @@ pub struct Switch {
     router: Option<Arc<dyn Router>>,
     /// Both barriers' registers and outputs (§4.1, §5.1).
     agg: Aggregates,
-    last_beacon: Vec<Option<Instant>>,
-    /// What the last barrier-carrying packet on each output link said.
-    last_sent: Vec<Outputs>,
+    /// Per output link.
+    out_ports: Vec<OutPort>,
     /// Cpu/Host modes: beacons on their way to the CPU: (ready at, input port, barrier, commit).
     pending: VecDeque<(Instant, PortId, Timestamp, Timestamp)>,
     next_beacon: Instant,
     /// Chip mode: when deferred change-triggered beacons are due.
     flush_at: Option<Instant>,
-    /// Per input link: heard anything since the last beacon time; beacon times in a row it was
-    /// silent (§4.2 failure detection).
-    heard: Vec<bool>,
-    silent: Vec<u32>,
-    /// Per input link: beacon intervals since it was last reported dead (§5.2 retries).
-    since_report: Vec<u32>,
-    /// Per input link: spoke at least once. Silence is counted only after that: a timeout
-    /// detects a link that stopped, and before its first beacon a link that is still starting
-    /// (its upstream's synchronized beacon phase can exceed the timeout) is not dead.
-    spoke: Vec<bool>,
-    /// Per output link: carried something since the last beacon time.
-    active: Vec<bool>,
     outputs: VecDeque<Output<Packet, SwitchEvent>>,
     stats: SwitchStats,
 }
@@ -376,21 +468,59 @@ impl Switch {
         );
         Switch {
             agg: Aggregates::new(cfg.inputs),
-            last_beacon: vec![None; cfg.outputs],
-            last_sent: vec![(None, None); cfg.outputs],
+            out_ports: vec![
+                OutPort {
+                    last_sent: (None, None),
+                    last_beacon: None,
+                    active: false,
+                };
+                cfg.outputs
+            ],
             pending: VecDeque::new(),
             next_beacon: next_tick(now, cfg.beacon_interval_ns, cfg.beacon_phase_ns),
             flush_at: None,
-            heard: vec![false; cfg.inputs],
-            silent: vec![0; cfg.inputs],
-            spoke: vec![false; cfg.inputs],
-            since_report: vec![0; cfg.inputs],
-            active: vec![false; cfg.outputs],
             outputs: VecDeque::new(),
             stats: SwitchStats::default(),
             router,
             cfg,
         }
+    }
+
+    /// Performance hint for a driver that knows a packet from input `port` is among this switch's
+    /// next inputs: starts loading what forwarding it reads, to the depth of `stage` (see
+    /// [`crate::prefetch`]). Changes nothing.
+    #[inline]
+    pub fn prefetch(&self, stage: crate::prefetch::Stage, port: PortId) {
+        use crate::prefetch::{prefetch, Stage};
+        match stage {
+            Stage::Fields => {
+                prefetch(&self.cfg);
+                prefetch(&self.agg);
+                prefetch(&self.out_ports);
+                prefetch(&self.stats);
+            }
+            Stage::Records => {
+                if let Some(p) = self.agg.inputs.get(port.index()) {
+                    prefetch(p);
+                }
+            }
+            Stage::Peers | Stage::Entries => {}
+        }
+    }
+
+    /// Prefetch hint: output `port`'s record (see [`crate::prefetch`]).
+    #[inline]
+    pub fn prefetch_output(&self, port: PortId) {
+        if let Some(p) = self.out_ports.get(port.index()) {
+            crate::prefetch::prefetch(p);
+        }
+    }
+
+    /// The output port a packet from `src` to `dst` takes here, if this switch routes (a hint's
+    /// helper: the same answer [`Switch::forward`] will compute).
+    #[inline]
+    pub fn route(&self, src: ProcId, dst: ProcId) -> Option<PortId> {
+        self.router.as_ref()?.route(self.cfg.node, src, dst)
     }
 
     /// The configuration.
@@ -430,7 +560,7 @@ impl Switch {
 
     /// Whether input link `port` has been removed after a timeout (§4.2).
     pub fn link_removed(&self, port: PortId) -> bool {
-        self.agg.dead.get(port.index()).copied().unwrap_or(false)
+        self.agg.inputs.get(port.index()).is_some_and(|p| p.dead)
     }
 
     /// §5.2 Resume: input `port` no longer bounds the commit barrier, for good (a failed
@@ -440,8 +570,8 @@ impl Switch {
         if i >= self.cfg.inputs {
             return false;
         }
-        if !self.agg.commit_removed[i] {
-            self.agg.commit_removed[i] = true;
+        if !self.agg.inputs[i].commit_removed {
+            self.agg.inputs[i].commit_removed = true;
             self.agg.min_register = [None; 2];
             self.agg.recompute_one(BE);
             self.agg.recompute_one(COMMIT);
@@ -462,8 +592,8 @@ impl Switch {
         if i >= self.cfg.inputs {
             return false;
         }
-        self.agg.commit_frozen[i] = true;
-        self.since_report[i] = 0;
+        self.agg.inputs[i].commit_frozen = true;
+        self.agg.inputs[i].since_report = 0;
         self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
             port,
             last_commit: self.agg.register(i, COMMIT),
@@ -488,11 +618,12 @@ impl Switch {
         if i >= self.cfg.inputs {
             return None;
         }
-        let alive = self.spoke[i] && !self.agg.dead[i];
+        let alive = self.agg.inputs[i].spoke && !self.agg.inputs[i].dead;
         if apply {
-            self.agg.commit_removed[i] = false;
-            self.agg.commit_frozen[i] = false;
-            self.since_report[i] = 0;
+            let p = &mut self.agg.inputs[i];
+            p.commit_removed = false;
+            p.commit_frozen = false;
+            p.since_report = 0;
             self.agg.min_register = [None; 2];
             self.agg.recompute_one(BE);
             self.agg.recompute_one(COMMIT);
@@ -503,18 +634,18 @@ impl Switch {
     /// Whether Resume removed input `port` from the commit minimum.
     pub fn commit_input_removed(&self, port: PortId) -> bool {
         self.agg
-            .commit_removed
+            .inputs
             .get(port.index())
-            .copied()
-            .unwrap_or(false)
+            .is_some_and(|p| p.commit_removed)
     }
 
     /// Input `port` spoke: alive, and back in the minimum if it had been removed (§4.2).
     #[inline]
     fn heard_from(&mut self, port: usize) {
-        self.heard[port] = true;
-        self.spoke[port] = true;
-        if self.agg.dead[port] {
+        let p = &mut self.agg.inputs[port];
+        p.heard = true;
+        p.spoke = true;
+        if p.dead {
             self.stats.links_added += 1;
             self.agg.set_dead(port, false);
         }
@@ -589,6 +720,7 @@ impl Switch {
             }
             Packet::Nak(n) => (n.from, n.to),
             Packet::Ack(a) => (a.from, a.to),
+            Packet::AckBatch(b) => (b.first().from, b.first().to),
         };
         self.invariants(before);
         let Some(out) = self
@@ -606,7 +738,7 @@ impl Switch {
         // Only a chip's rewritten barrier describes this link; in CPU modes the field (if a
         // misconfigured host set it) is the sender's, and must not suppress our next beacon.
         if let (Packet::Data(d), true) = (&*packet, self.cfg.mode.rewrites_data()) {
-            let last = &mut self.last_sent[out.index()];
+            let last = &mut self.out_ports[out.index()].last_sent;
             if let Some(b) = d.header.barrier() {
                 last.0 = Some(b);
             }
@@ -614,7 +746,7 @@ impl Switch {
                 last.1 = Some(c);
             }
         }
-        self.active[out.index()] = true;
+        self.out_ports[out.index()].active = true;
         self.stats.forwarded += 1;
         Some(out)
     }
@@ -672,15 +804,17 @@ impl Switch {
         // barriers, so its far end does not take a stalled barrier for a dead link (§4.2). A
         // switch whose every input is dead keeps silent instead: it bounds nothing any more, and
         // its silence lets the next switch remove it in turn.
-        let any_alive = self.agg.dead.iter().any(|d| !d);
+        let any_alive = self.agg.inputs.iter().any(|p| !p.dead);
         if self.cfg.link_timeout_intervals > 0 && any_alive && self.outputs_now().0.is_some() {
             for o in 0..self.cfg.outputs {
-                if !self.active[o] && self.outputs_now().1.is_some() {
+                if !self.out_ports[o].active && self.outputs_now().1.is_some() {
                     self.send_beacon(now, o);
                 }
             }
         }
-        self.active.fill(false);
+        for p in &mut self.out_ports {
+            p.active = false;
+        }
     }
 
     /// §4.2 "Handling failures": an input link silent for `link_timeout_intervals` beacon
@@ -692,10 +826,11 @@ impl Switch {
         }
         let retry = self.cfg.report_retry_intervals;
         for i in 0..self.cfg.inputs {
-            if retry > 0 && self.agg.commit_frozen[i] && !self.agg.commit_removed[i] {
-                self.since_report[i] += 1;
-                if self.since_report[i] >= retry {
-                    self.since_report[i] = 0;
+            let p = &mut self.agg.inputs[i];
+            if retry > 0 && p.commit_frozen && !p.commit_removed {
+                p.since_report += 1;
+                if p.since_report >= retry {
+                    p.since_report = 0;
                     self.stats.reports_resent += 1;
                     self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
                         port: PortId(i as u32),
@@ -703,13 +838,14 @@ impl Switch {
                     }));
                 }
             }
-            if std::mem::take(&mut self.heard[i]) {
-                self.silent[i] = 0;
-            } else if self.spoke[i] && !self.agg.dead[i] {
-                self.silent[i] += 1;
-                if self.silent[i] >= timeout {
+            let p = &mut self.agg.inputs[i];
+            if std::mem::take(&mut p.heard) {
+                p.silent = 0;
+            } else if p.spoke && !p.dead {
+                p.silent += 1;
+                if p.silent >= timeout {
+                    p.commit_frozen = true;
                     self.stats.links_removed += 1;
-                    self.agg.commit_frozen[i] = true;
                     self.agg.set_dead(i, true);
                     self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
                         port: PortId(i as u32),
@@ -731,7 +867,8 @@ impl Switch {
             if !self.fresh(o) {
                 continue;
             }
-            match self.last_beacon[o]
+            match self.out_ports[o]
+                .last_beacon
                 .map(|t| t + gap)
                 .filter(|ready| *ready > now)
             {
@@ -758,7 +895,7 @@ impl Switch {
         let (Some(b), Some(c)) = self.outputs_now() else {
             return false;
         };
-        let (last_b, last_c) = self.last_sent[o];
+        let (last_b, last_c) = self.out_ports[o].last_sent;
         last_b.is_none_or(|l| b > l) || last_c.is_none_or(|l| c > l)
     }
 
@@ -767,9 +904,11 @@ impl Switch {
             unreachable!("callers check both barriers are known");
         };
         self.stats.beacons_sent += 1;
-        self.active[o] = true;
-        self.last_beacon[o] = Some(now);
-        self.last_sent[o] = (Some(barrier), Some(commit));
+        self.out_ports[o] = OutPort {
+            last_sent: (Some(barrier), Some(commit)),
+            last_beacon: Some(now),
+            active: true,
+        };
         self.outputs.push_back(Output::Send {
             port: PortId(o as u32),
             packet: Packet::Beacon(Beacon {
@@ -792,6 +931,7 @@ impl Switch {
             debug_assert!(b.is_none() || a.is_some());
         }
         debug_assert!(self.pending.len() <= self.cfg.pending_max);
+        self.agg.check();
     }
 }
 

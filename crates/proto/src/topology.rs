@@ -355,9 +355,24 @@ impl Topology {
         let pick = if count == 1 {
             0
         } else {
-            (ecmp_mix(flow_hash, at) % u64::from(count)) as u32
+            let mixed = ecmp_mix(flow_hash, at);
+            // The same pick as `%`, without a division when the group is a power of two (a
+            // fat tree's k/2 uplinks).
+            if count.is_power_of_two() {
+                (mixed & u64::from(count - 1)) as u32
+            } else {
+                (mixed % u64::from(count)) as u32
+            }
         };
         Some(PortId(first + pick))
+    }
+
+    /// Prefetch hint: the routing entry of `at` (see [`crate::prefetch`]).
+    #[inline(always)]
+    pub fn prefetch_route(&self, at: NodeId) {
+        if let Some(r) = self.routes.get(at.index()) {
+            crate::prefetch::prefetch(r);
+        }
     }
 
     /// The ECMP group at `at` towards `dst_host`: (first output port, number of ports). A driver
@@ -546,9 +561,15 @@ impl Topology {
             Route::Down {
                 reach,
                 hosts_per_port,
-            } => reach
-                .contains(dst)
-                .then(|| ((dst - reach.lo) / hosts_per_port, 1)),
+            } => reach.contains(dst).then(|| {
+                let i = dst - reach.lo;
+                let port = if hosts_per_port.is_power_of_two() {
+                    i >> hosts_per_port.trailing_zeros()
+                } else {
+                    i / hosts_per_port
+                };
+                (port, 1)
+            }),
         }
     }
 

@@ -17,7 +17,9 @@ use onepipe_proto::failure::{CtrlDest, CtrlMsg, RelayMsg};
 use onepipe_proto::host::{Delivery, Host, HostConfig, HostEvent, HostRelay, UPLINK};
 use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
 use onepipe_proto::time::{Barrier, TIMESTAMP_MASK};
-use onepipe_proto::wire::{flags, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
+use onepipe_proto::wire::{
+    flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
+};
 use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Psn, Timestamp};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -1686,6 +1688,155 @@ fn rack_under_a_switch_cpu_delivers_in_one_agreed_order_by_beacons_alone_6_2_2()
 }
 
 // ---------------------------------------------------------------------------------------------
+// §2.1, §6.1: best effort — acknowledgements, flow control and the loss timeout.
+// ---------------------------------------------------------------------------------------------
+
+/// Delivers every data packet `tx` emitted to `rx` at `now`, lets `rx`'s acknowledgement timer
+/// fire, and returns `rx`'s ACKs (not yet fed back).
+fn acks_for(rx: &mut Host, now: u64, tx_out: &[Output<Packet, HostEvent>]) -> Vec<Packet> {
+    for (_, pk) in sent(tx_out) {
+        if matches!(pk, Packet::Data(_)) {
+            feed(rx, now, UPLINK, pk);
+        }
+    }
+    // Every timer up to the acknowledgement delay (beacons fire in between).
+    let until = now + rx.config().ack_delay_ns;
+    let mut acks = Vec::new();
+    while let Some(t) = rx.poll_timeout().filter(|t| t.as_nanos() <= until) {
+        let out = tick(rx, t.as_nanos());
+        acks.extend(
+            sent(&out)
+                .into_iter()
+                .map(|(_, pk)| pk)
+                .filter(|pk| matches!(pk, Packet::Ack(_))),
+        );
+    }
+    acks
+}
+
+/// §6.1 flow control for best effort: the window counts bytes of messages not yet
+/// acknowledged — acknowledged ones free it at once — and an empty window takes a message of
+/// any size.
+#[test]
+fn best_effort_window_counts_unacknowledged_bytes_only_6_1() {
+    use onepipe_proto::host::SendError;
+    use onepipe_proto::wire::DATA_HEADER_LEN;
+    let wire = (DATA_HEADER_LEN + 10) as u64;
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.unacked_bytes_max = 3 * wire;
+    let mut tx = Host::new(cfg, at(1_000));
+    let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));
+    let ten = Bytes::from(vec![7u8; 10]);
+    let mut out = Vec::new();
+    for k in 0..3 {
+        tx.send(at(1_000 + k), p(0), &[(p(1), ten.clone())])
+            .unwrap();
+        out.extend(drain(&mut tx));
+    }
+    assert_eq!(
+        tx.send(at(1_010), p(0), &[(p(1), ten.clone())]),
+        Err(SendError::Full),
+        "three messages fill the window"
+    );
+    // A message to itself never leaves the host: the window does not count it.
+    tx.send(at(1_011), p(0), &[(p(0), ten.clone())]).unwrap();
+    drain(&mut tx);
+    // The receiver acknowledges all three: the window is empty again at once, long before the
+    // loss timeout would have dropped their records.
+    for ack in acks_for(&mut rx, 2_000, &out) {
+        feed(&mut tx, 3_000, UPLINK, ack);
+    }
+    assert_eq!(tx.unresolved_sends(), 0);
+    // Larger than the whole window, but nothing is unacknowledged: it goes...
+    let big = Bytes::from(vec![1u8; 1_000]);
+    tx.send(at(3_001), p(0), &[(p(1), big)]).unwrap();
+    drain(&mut tx);
+    // ...and nothing more fits until it is acknowledged.
+    assert_eq!(
+        tx.send(at(3_002), p(0), &[(p(1), ten)]),
+        Err(SendError::Full)
+    );
+}
+
+/// Sends one message from `tx` to `rx` at `send_ns` and feeds its acknowledgement back at
+/// `ack_ns`; returns the send failures `tx` raised meanwhile.
+fn round_trip(tx: &mut Host, rx: &mut Host, send_ns: u64, ack_ns: u64) -> Vec<HostEvent> {
+    tx.send(at(send_ns), p(0), &[(p(1), bytes("ping"))])
+        .unwrap();
+    let out = drain(tx);
+    let acks = acks_for(rx, send_ns + 10, &out);
+    assert!(!acks.is_empty());
+    let mut failed = failures(&tick(tx, ack_ns - 1));
+    for ack in acks {
+        failed.extend(failures(&feed(tx, ack_ns, UPLINK, ack)));
+    }
+    failed
+}
+
+/// §2.1 loss detection: with `rto_max_ns` above `rto_ns` the loss timeout follows the measured
+/// acknowledgement delay (RFC 6298), so acknowledgements that take longer than `rto_ns` — a
+/// queue, not a loss — are not reported as losses, while a message that is never acknowledged
+/// still is. With the default (`rto_max_ns == rto_ns`) the timeout stays fixed.
+#[test]
+fn best_effort_loss_timeout_adapts_to_the_acknowledgement_delay_2_1() {
+    const RTO_NS: u64 = 1_000_000;
+    const ACK_DELAY_NS: u64 = 5_000_000;
+    for adaptive in [true, false] {
+        let mut cfg = host_config(0, &[0], 2);
+        cfg.rto_ns = RTO_NS;
+        if adaptive {
+            cfg.rto_max_ns = 100 * RTO_NS;
+        }
+        let mut tx = Host::new(cfg, at(1_000));
+        let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));
+        let lost: Vec<usize> = (0..8)
+            .map(|k| {
+                let t0 = 1_000_000 + k * 10 * ACK_DELAY_NS;
+                round_trip(&mut tx, &mut rx, t0, t0 + ACK_DELAY_NS).len()
+            })
+            .collect();
+        if adaptive {
+            // Before any sample the timeout is the floor, doubled by each timeout (RFC 6298
+            // §5.5: 1, 2, 4 ms): those messages are reported (possibly lost, which §2.1
+            // allows); the first acknowledged in time teaches the estimator, and none after.
+            assert_eq!(lost, [1, 1, 1, 0, 0, 0, 0, 0]);
+        } else {
+            assert_eq!(
+                lost, [1; 8],
+                "a fixed 1 ms timeout reports every 5 ms ACK as a loss"
+            );
+        }
+        // A message never acknowledged is reported, adaptive or not.
+        let t0 = 1_000_000_000;
+        tx.send(at(t0), p(0), &[(p(1), bytes("into the void"))])
+            .unwrap();
+        drain(&mut tx);
+        let mut reported = Vec::new();
+        let mut now = t0;
+        while reported.is_empty() {
+            now = tx.poll_timeout().unwrap().as_nanos().max(now + 1);
+            assert!(now < t0 + 200 * RTO_NS, "the loss was never reported");
+            reported.extend(failures(&tick(&mut tx, now)));
+        }
+        assert!(matches!(
+            reported[0],
+            HostEvent::SendFailed {
+                reason: NakReason::Lost,
+                ..
+            }
+        ));
+        if adaptive {
+            assert!(
+                now > t0 + ACK_DELAY_NS,
+                "the timeout grew past the ACK delay"
+            );
+        } else {
+            assert!(now <= t0 + RTO_NS + INTERVAL_NS, "fixed: at rto_ns ({now})");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // §5.1, §6.1: reliable service — flow control, the send buffer and the commit barrier.
 // ---------------------------------------------------------------------------------------------
 
@@ -2340,4 +2491,173 @@ fn a_settled_host_rejoins_as_new_processes_above_the_floor_5_2() {
     // No more asking.
     tick(&mut h, 2_000_000);
     assert!(h.poll_relay().is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// §2.1 end-to-end ACKs, sent per host pair (§6.1: the host's polling thread generates them).
+// ---------------------------------------------------------------------------------------------
+
+/// `procs` processes, `pph` per host, numbered host by host.
+fn host_of(procs: u32, pph: u32) -> Arc<[u32]> {
+    (0..procs).map(|q| q / pph).collect()
+}
+
+fn batched_config(node: u32, procs: &[u32], senders_max: u32, pph: u32) -> HostConfig {
+    let mut cfg = host_config(node, procs, senders_max);
+    cfg.host_of = Some(host_of(senders_max, pph));
+    cfg
+}
+
+/// The ACKs in `packets`, one `Vec` per packet: (from, to, cumulative PSN, reliable).
+fn acks_per_packet(packets: &[(PortId, Packet)]) -> Vec<Vec<(u32, u32, u32, bool)>> {
+    let entry = |a: &Ack| (a.from.0, a.to.0, a.cum_psn.0, a.reliable);
+    packets
+        .iter()
+        .filter_map(|(_, pk)| match pk {
+            Packet::Ack(a) => Some(vec![entry(a)]),
+            Packet::AckBatch(b) => Some(b.acks().iter().map(entry).collect()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Host A (processes 0, 1) sends one message from each to each of host B's (2, 3); B owes
+/// four ACKs to host A and sends them as one batch when the first is `ack_delay_ns` old.
+#[test]
+fn acks_owed_to_one_host_go_in_one_batch_when_the_first_is_due_2_1_6_1() {
+    let mut a = Host::new(batched_config(0, &[0, 1], 4, 2), at(0));
+    let mut b = Host::new(batched_config(1, &[2, 3], 4, 2), at(0));
+    let delay = HostConfig::new(NodeId(0), vec![p(0)], 1).ack_delay_ns;
+    for src in [0, 1] {
+        a.send(at(100), p(src), &[(p(2), bytes("x")), (p(3), bytes("y"))])
+            .unwrap();
+    }
+    let up = sent(&drain(&mut a));
+    assert_eq!(data_of(&up).len(), 4);
+    assert_eq!(a.unresolved_sends(), 4);
+    // The four arrive 0, 100, 200 and 300 ns apart: one batch, due 2 µs after the first.
+    for (i, (_, pk)) in up.iter().enumerate() {
+        let out = feed(&mut b, 1_000 + 100 * i as u64, UPLINK, pk.clone());
+        assert!(acks_per_packet(&sent(&out)).is_empty(), "delayed");
+    }
+    assert_eq!(b.acks_pending(), 4);
+    assert!(b.poll_timeout().unwrap() <= at(1_000 + delay));
+    let up_b = sent(&tick(&mut b, 1_000 + delay));
+    assert_eq!(
+        acks_per_packet(&up_b),
+        vec![vec![
+            (2, 0, 1, false),
+            (3, 0, 1, false),
+            (2, 1, 1, false),
+            (3, 1, 1, false)
+        ]],
+        "one packet for the host pair, every ACK in it"
+    );
+    assert_eq!(b.acks_pending(), 0);
+    assert_eq!((b.stats().acks_sent, b.stats().ack_packets_sent), (4, 1));
+    // The sending host applies each entry to its sender: nothing is left to time out.
+    let batch = up_b
+        .into_iter()
+        .find(|(_, pk)| matches!(pk, Packet::AckBatch(_)))
+        .expect("a batch")
+        .1;
+    let out = feed(&mut a, 5_000, UPLINK, batch);
+    assert!(failures(&out).is_empty());
+    assert_eq!(a.unresolved_sends(), 0, "every entry resolved its message");
+    assert_eq!(a.stats().acks_received, 4);
+    assert!(failures(&tick(&mut a, 2_000_000)).is_empty(), "no timeout");
+}
+
+/// Without `host_of` every process is a host of its own: B's four ACKs go in one batch per
+/// sending process (two receivers each), not one for the pair of hosts.
+#[test]
+fn without_a_host_table_acks_are_batched_per_remote_process_2_1() {
+    let mut b = Host::new(host_config(1, &[2, 3], 4), at(0));
+    for (i, (src, dst)) in [(0, 2), (0, 3), (1, 2), (1, 3)].into_iter().enumerate() {
+        feed(
+            &mut b,
+            1_000 + i as u64,
+            UPLINK,
+            message(src, dst, 500, 0, b"m"),
+        );
+    }
+    let acks = acks_per_packet(&sent(&tick(&mut b, 10_000)));
+    assert_eq!(
+        acks,
+        vec![
+            vec![(2, 0, 1, false), (3, 0, 1, false)],
+            vec![(2, 1, 1, false), (3, 1, 1, false)]
+        ]
+    );
+}
+
+/// `ack_every` packets from one sender send that sender's host its ACKs at once — every ACK
+/// owed to that host, not only the full window's.
+#[test]
+fn ack_every_sends_the_whole_batch_of_that_host_at_once_2_1() {
+    let mut b = Host::new(batched_config(1, &[2, 3], 4, 2), at(0));
+    let every = u32::from(HostConfig::new(NodeId(0), vec![p(0)], 1).ack_every);
+    feed(&mut b, 1_000, UPLINK, message(1, 3, 500, 0, b"m"));
+    for psn in 0..every - 1 {
+        let out = feed(&mut b, 1_001, UPLINK, message(0, 2, 500, psn, b"m"));
+        assert!(acks_per_packet(&sent(&out)).is_empty());
+    }
+    let out = feed(&mut b, 1_002, UPLINK, message(0, 2, 500, every - 1, b"m"));
+    assert_eq!(
+        acks_per_packet(&sent(&out)),
+        vec![vec![(3, 1, 1, false), (2, 0, every, false)]]
+    );
+    assert_eq!(b.acks_pending(), 0);
+}
+
+/// A host owed by more processes of one host than a batch holds sends the batch as soon as it
+/// is full; the MTU bound holds whatever the fan-in.
+#[test]
+fn a_full_batch_goes_at_once_and_fits_the_mtu_2_1() {
+    let n = ACK_BATCH_LEN_MAX as u32;
+    // Processes 0..n on host 0, process n on host 1.
+    let table: Arc<[u32]> = (0..=n).map(|q| u32::from(q == n)).collect();
+    let mut cfg = host_config(1, &[n], n + 1);
+    cfg.host_of = Some(table);
+    let mut b = Host::new(cfg, at(0));
+    for src in 0..n - 1 {
+        let out = feed(&mut b, 1_000, UPLINK, message(src, n, 500, 0, b"m"));
+        assert!(acks_per_packet(&sent(&out)).is_empty());
+    }
+    let out = sent(&feed(
+        &mut b,
+        1_000,
+        UPLINK,
+        message(n - 1, n, 500, 0, b"m"),
+    ));
+    let acks = acks_per_packet(&out);
+    assert_eq!(acks.len(), 1);
+    assert_eq!(acks[0].len(), ACK_BATCH_LEN_MAX);
+    assert!(out.iter().all(|(_, pk)| pk.encoded_len() <= 1_472));
+    assert_eq!(b.acks_pending(), 0);
+}
+
+/// A batch is taken entry by entry: an entry for a process this host does not have, or from a
+/// process outside the id space, is dropped and counted; the others still apply.
+#[test]
+fn a_batch_entry_for_an_unknown_process_is_dropped_the_others_apply_2_1() {
+    let mut a = Host::new(batched_config(0, &[0, 1], 4, 2), at(0));
+    a.send(at(100), p(0), &[(p(2), bytes("x"))]).unwrap();
+    drain(&mut a);
+    assert_eq!(a.unresolved_sends(), 1);
+    let ack = |from: u32, to: u32| Ack {
+        from: p(from),
+        to: p(to),
+        cum_psn: Psn(1),
+        sack: 0,
+        reliable: false,
+        ecn: 0,
+        rwnd: 64,
+    };
+    let batch = AckBatch::new(vec![ack(3, 2), ack(2, 0), ack(99, 1)]).unwrap();
+    let out = feed(&mut a, 1_000, UPLINK, Packet::AckBatch(batch));
+    assert!(failures(&out).is_empty());
+    assert_eq!(a.unresolved_sends(), 0);
+    assert_eq!(a.stats().acks_received, 1);
+    assert_eq!(a.stats().dropped_invalid, 2);
 }

@@ -8,6 +8,7 @@
 //! ```toml
 //! controller = "127.0.0.1:7400"   # the controller's TCP address
 //! beacon_interval = "1ms"         # T_beacon (§4.2)
+//! aggregator_mode = "chip"        # §6.2.1: barriers on data, waves on at once; "host": §6.2.3
 //! aggregator_phase = "200us"      # an aggregator d hops up beacons d × this after each tick
 //! clock = "monotonic"             # or "realtime" for a cluster across machines (chrony/PTP)
 //! ordered = true                  # false: the same transport with ordering switched off
@@ -39,7 +40,7 @@
 //! ([`crate::control`]).
 
 use crate::clock::ClockSource;
-use crate::roles::LiveRoles;
+use crate::roles::{AggregatorMode, LiveRoles};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -60,6 +61,10 @@ pub struct Cluster {
     pub controller: SocketAddr,
     /// T_beacon (§4.2), for hosts and aggregators.
     pub beacon_interval_ns: u64,
+    /// How the aggregators aggregate barriers (§6.2.1 chip, the default, or §6.2.3 host
+    /// representatives).
+    #[serde(default)]
+    pub aggregator_mode: AggregatorMode,
     /// An aggregator `d` hops above the hosts beacons `d` times this after each beacon tick, so
     /// one wave of beacons crosses the tree per interval (§4.2).
     pub aggregator_phase_ns: u64,
@@ -235,10 +240,19 @@ impl Cluster {
             roles.aggregator_phase_ns.min(beacon_interval_ns / 5),
         )?;
         let loss_timeout_ns = dur(&file.loss_timeout, "loss_timeout", roles.rto_ns)?;
+        let aggregator_mode = match &file.aggregator_mode {
+            None => roles.aggregator_mode,
+            Some(m) => m.get_ref().parse().map_err(|message| ClusterError {
+                line: line_of(m.span().start),
+                field: "aggregator_mode".to_string(),
+                message,
+            })?,
+        };
         let link_timeout_ns = dur(&file.link_timeout, "link_timeout", roles.link_timeout_ns)?;
         for (name, v) in [
             ("beacon_interval", &file.beacon_interval),
             ("aggregator_phase", &file.aggregator_phase),
+            ("aggregator_mode", &file.aggregator_mode),
             ("loss_timeout", &file.loss_timeout),
             ("link_timeout", &file.link_timeout),
         ] {
@@ -247,6 +261,7 @@ impl Cluster {
         let cluster = Cluster {
             controller: *file.controller.get_ref(),
             beacon_interval_ns,
+            aggregator_mode,
             aggregator_phase_ns,
             clock: file.clock.map(|c| *c.get_ref()).unwrap_or_default(),
             ordered: file.ordered.unwrap_or(true),
@@ -527,6 +542,7 @@ impl Cluster {
         let cluster = Cluster {
             controller: layout.controller,
             beacon_interval_ns: roles.beacon_interval_ns,
+            aggregator_mode: roles.aggregator_mode,
             aggregator_phase_ns: roles.aggregator_phase_ns,
             clock: ClockSource::Monotonic,
             ordered: true,
@@ -561,6 +577,7 @@ impl Cluster {
             "beacon_interval = \"{}\"",
             format_duration(self.beacon_interval_ns)
         );
+        let _ = writeln!(s, "aggregator_mode = \"{}\"", self.aggregator_mode);
         let _ = writeln!(
             s,
             "aggregator_phase = \"{}\"",
@@ -687,6 +704,7 @@ impl Cluster {
     pub fn roles(&self) -> LiveRoles {
         LiveRoles {
             beacon_interval_ns: self.beacon_interval_ns,
+            aggregator_mode: self.aggregator_mode,
             aggregator_phase_ns: self.aggregator_phase_ns,
             rto_ns: self.loss_timeout_ns,
             link_timeout_ns: self.link_timeout_ns,
@@ -702,6 +720,7 @@ struct FileRepr {
     controller: Spanned<SocketAddr>,
     beacon_interval: Option<Spanned<String>>,
     aggregator_phase: Option<Spanned<String>>,
+    aggregator_mode: Option<Spanned<String>>,
     clock: Option<Spanned<ClockSource>>,
     ordered: Option<bool>,
     loss_timeout: Option<Spanned<String>>,
@@ -884,6 +903,16 @@ mod tests {
         let e = error(&text);
         assert_eq!(e.field, "beacon_interval");
         assert_eq!(e.line, Some(line_of(&text, "parsec")));
+
+        let text = edited("aggregator_mode = \"chip\"", "aggregator_mode = \"cpu\"");
+        let e = error(&text);
+        assert_eq!(e.field, "aggregator_mode");
+        assert_eq!(e.line, Some(line_of(&text, "\"cpu\"")), "{e}");
+        let host = edited("aggregator_mode = \"chip\"", "aggregator_mode = \"host\"");
+        assert_eq!(
+            Cluster::parse(&host).unwrap().roles().aggregator_mode,
+            AggregatorMode::Host
+        );
 
         let text = edited("clock = \"monotonic\"", "clock = \"sundial\"");
         let e = error(&text);

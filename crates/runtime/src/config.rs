@@ -33,6 +33,8 @@ const _: () = assert!(PACKET_LEN_MIN <= DATAGRAM_LEN_MAX_DEFAULT);
 const _: () = assert!(DATAGRAM_LEN_MAX_DEFAULT <= UDP_PAYLOAD_MAX);
 const _: () = assert!(onepipe_proto::wire::NAK_LEN >= PACKET_LEN_MIN);
 const _: () = assert!(onepipe_proto::wire::ACK_LEN >= PACKET_LEN_MIN);
+// The largest ACK batch (§6.1: a host's ACKs to another host in one packet) fits one datagram.
+const _: () = assert!(onepipe_proto::wire::ACK_BATCH_BYTES_MAX <= DATAGRAM_LEN_MAX_DEFAULT);
 const _: () = assert!(onepipe_proto::wire::DATA_HEADER_LEN >= PACKET_LEN_MIN);
 
 /// The coalescing policy (paxos-batching-pipelining §IV-A, Fig. 6: a batch goes out when it is

@@ -5,9 +5,9 @@
 //! | `onepipe_init()` | [`Endpoint::join`] |
 //! | `onepipe_exit()` | [`Endpoint::leave`] (or drop) |
 //! | `onepipe_unreliable_send(vec[<dst, msg>])` | [`Endpoint::send_unreliable`] |
-//! | `TS, src, msg = onepipe_unreliable_recv()` | [`Endpoint::recv_unreliable`], [`Endpoint::try_recv_unreliable`], [`Endpoint::recv_unreliable_timeout`] |
+//! | `TS, src, msg = onepipe_unreliable_recv()` | [`Endpoint::recv_unreliable`], [`Endpoint::try_recv_unreliable`], [`Endpoint::recv_unreliable_timeout`]; `recv_unreliable_async` with the `tokio` feature |
 //! | `onepipe_reliable_send(vec[<dst, msg>])` | [`Endpoint::send_reliable`] |
-//! | `TS, src, msg = onepipe_reliable_recv()` | [`Endpoint::recv_reliable`], [`Endpoint::try_recv_reliable`], [`Endpoint::recv_reliable_timeout`] |
+//! | `TS, src, msg = onepipe_reliable_recv()` | [`Endpoint::recv_reliable`], [`Endpoint::try_recv_reliable`], [`Endpoint::recv_reliable_timeout`]; `recv_reliable_async` with the `tokio` feature |
 //! | `onepipe_send_fail_callback(func(TS, dst, msg))` | [`Event::SendFailed`] from [`Endpoint::next_event`] |
 //! | `onepipe_proc_fail_callback(func(proc, TS))` | [`Event::ProcessFailed`] from [`Endpoint::next_event`] |
 //! | `TS = onepipe_get_timestamp()` | [`Endpoint::timestamp`] |
@@ -23,8 +23,9 @@
 //!   scattering and queues its packets there and then (so the timestamp or the error comes back
 //!   at once), and wakes the I/O thread only if it was not already due to look. A full send
 //!   buffer is [`SendError::Full`] (§6.1: "if the send buffer is full, the send API returns
-//!   fail") — best effort holds at most `inflight_max` unacknowledged messages, reliable at most
-//!   `send_buffer_bytes_max` bytes.
+//!   fail") — best effort holds at most `unacked_bytes_max` bytes of unacknowledged messages
+//!   (§6.1 flow control: at overload, senders wait instead of filling the queues on the way),
+//!   reliable at most `send_buffer_bytes_max` bytes.
 //! * **Receiving**: the I/O thread puts each delivered message in one of two bounded queues
 //!   (best effort, reliable), which application threads drain. When the best-effort queue is
 //!   full the message is dropped and NAKed to its sender (`BufferFull`), which learns of it
@@ -530,8 +531,9 @@ impl Endpoint {
     /// ```
     ///
     /// # Errors
-    /// [`SendError::Full`] when `inflight_max` messages await acknowledgement; the others as
-    /// named. Nothing was sent then.
+    /// [`SendError::Full`] when `unacked_bytes_max` bytes of messages await acknowledgement
+    /// (§6.1 flow control: retry once some are acknowledged); the others as named. Nothing was
+    /// sent then.
     pub fn send_unreliable(&self, scattering: &[(ProcId, Bytes)]) -> Result<Timestamp, SendError> {
         self.command(|role, now, me| match role {
             Role::Ordered(h) => h.send(now, me, scattering).map_err(SendError::from),
@@ -626,6 +628,61 @@ impl Endpoint {
     /// [`Endpoint::recv_reliable`].
     pub fn recv_reliable_timeout(&self, timeout: Duration) -> Result<Message, RecvError> {
         self.after_reliable_pop(self.shared.rel.pop(false, Some(deadline(timeout))))
+    }
+
+    /// The next best-effort message, as a future (with the `tokio` feature): Table 1
+    /// `onepipe_unreliable_recv` for async code. It waits without polling — the I/O thread
+    /// wakes it when it queues a message — in any executor; it is cancel-safe (dropped before
+    /// it completes, it takes nothing).
+    ///
+    /// ```
+    /// # use onepipe_runtime::cluster::LocalLayout;
+    /// # use onepipe_runtime::endpoint::{Endpoint, JoinOptions};
+    /// # use onepipe_runtime::LocalCluster;
+    /// use onepipe_proto::ProcId;
+    /// use std::time::Duration;
+    ///
+    /// let local = LocalCluster::start(&LocalLayout { hosts: 1, layers: 1, ..LocalLayout::default() }).unwrap();
+    /// let e = Endpoint::join(local.controller_addr(), JoinOptions::default()).unwrap();
+    /// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// rt.block_on(async {
+    ///     e.send_unreliable(&[(ProcId(0), "to myself".into())]).unwrap();
+    ///     let m = tokio::time::timeout(Duration::from_secs(30), e.recv_unreliable_async())
+    ///         .await
+    ///         .expect("delivered within 30 s")
+    ///         .unwrap();
+    ///     assert_eq!(&m.payload[..], b"to myself");
+    /// });
+    /// e.leave();
+    /// local.stop();
+    /// ```
+    ///
+    /// # Errors
+    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
+    #[cfg(feature = "tokio")]
+    pub async fn recv_unreliable_async(&self) -> Result<Message, RecvError> {
+        Ok(self.shared.be.pop_async().await?)
+    }
+
+    /// The next reliable message, as a future (with the `tokio` feature): Table 1
+    /// `onepipe_reliable_recv` for async code, woken by the I/O thread like
+    /// [`Endpoint::recv_unreliable_async`]; cancel-safe.
+    ///
+    /// # Errors
+    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
+    #[cfg(feature = "tokio")]
+    pub async fn recv_reliable_async(&self) -> Result<Message, RecvError> {
+        let r = self.shared.rel.pop_async().await;
+        self.after_reliable_pop(r)
+    }
+
+    /// The next event, as a future (with the `tokio` feature); cancel-safe.
+    ///
+    /// # Errors
+    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
+    #[cfg(feature = "tokio")]
+    pub async fn next_event_async(&self) -> Result<Event, RecvError> {
+        Ok(self.shared.events.pop_async().await?)
     }
 
     /// A reliable pop made room: if delivery was paused for want of it, let the I/O thread

@@ -5,6 +5,10 @@
 //! A mutex around a `VecDeque` with a condition variable: the I/O thread pushes a whole batch of
 //! deliveries per loop turn and an application thread takes them one by one, so the lock is
 //! short and seldom contended. The condition variable is signalled only when someone waits.
+//!
+//! With the `tokio` feature, [`BoundedQueue::pop_async`] waits as a future instead: every push
+//! and the close also signal a `tokio::sync::Notify`, which wakes a waiting task (in any
+//! executor) — no task polls an empty queue more than once per push.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -33,6 +37,9 @@ struct Inner<T> {
 pub(crate) struct BoundedQueue<T> {
     inner: Mutex<Inner<T>>,
     ready: Condvar,
+    /// Wakes tasks waiting in [`BoundedQueue::pop_async`].
+    #[cfg(feature = "tokio")]
+    ready_async: tokio::sync::Notify,
     len_max: usize,
 }
 
@@ -47,6 +54,8 @@ impl<T> BoundedQueue<T> {
                 waiters: 0,
             }),
             ready: Condvar::new(),
+            #[cfg(feature = "tokio")]
+            ready_async: tokio::sync::Notify::new(),
             len_max,
         }
     }
@@ -78,6 +87,9 @@ impl<T> BoundedQueue<T> {
         if wake {
             self.ready.notify_one();
         }
+        // One task per item; with none waiting, the permit makes the next one look again.
+        #[cfg(feature = "tokio")]
+        self.ready_async.notify_one();
         Ok(())
     }
 
@@ -114,10 +126,29 @@ impl<T> BoundedQueue<T> {
         }
     }
 
+    /// Takes the oldest item, waiting for one as a future (`Closed` once closed and drained).
+    /// The future registers for a wake-up before it looks at the queue, so a push between the
+    /// two is never missed; it is cancel-safe (dropped, it takes nothing, and a wake-up it was
+    /// given passes to another waiting task).
+    #[cfg(feature = "tokio")]
+    pub async fn pop_async(&self) -> Result<T, PopError> {
+        loop {
+            let notified = self.ready_async.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            match self.pop(false, None) {
+                Err(PopError::Empty) => notified.await,
+                r => return r,
+            }
+        }
+    }
+
     /// No more pushes; waiters take what is left, then get `Closed`.
     pub fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_all();
+        #[cfg(feature = "tokio")]
+        self.ready_async.notify_waiters();
     }
 }
 
@@ -138,6 +169,50 @@ mod tests {
         assert_eq!(q.try_push(4), Err(4));
         assert_eq!(q.pop(true, None), Ok(2));
         assert_eq!(q.pop(true, None), Err(PopError::Closed));
+    }
+
+    /// A waiting `pop_async` is polled again only when something was pushed (or the queue
+    /// closed): it never busy-polls an empty queue.
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn an_async_pop_sleeps_until_a_push_or_the_close_wakes_it() {
+        use std::future::Future;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::task::{Context, Poll, Wake, Waker};
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let wakes = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let q: BoundedQueue<u32> = BoundedQueue::new(4);
+        let woken = || wakes.0.load(Ordering::SeqCst);
+
+        let mut pop = std::pin::pin!(q.pop_async());
+        assert_eq!(pop.as_mut().poll(&mut cx), Poll::Pending);
+        assert_eq!(pop.as_mut().poll(&mut cx), Poll::Pending);
+        assert_eq!(woken(), 0, "an empty queue wakes nobody");
+        q.try_push(7).unwrap();
+        assert_eq!(woken(), 1, "a push wakes the waiting task");
+        assert_eq!(pop.as_mut().poll(&mut cx), Poll::Ready(Ok(7)));
+
+        // An item already queued is taken at once; the close wakes a waiter, which then sees
+        // `Closed` once the queue is drained.
+        q.try_push(8).unwrap();
+        let mut pop = std::pin::pin!(q.pop_async());
+        assert_eq!(pop.as_mut().poll(&mut cx), Poll::Ready(Ok(8)));
+        let mut pop = std::pin::pin!(q.pop_async());
+        assert_eq!(pop.as_mut().poll(&mut cx), Poll::Pending);
+        let before = woken();
+        q.close();
+        assert_eq!(woken(), before + 1, "the close wakes the waiting task");
+        assert_eq!(
+            pop.as_mut().poll(&mut cx),
+            Poll::Ready(Err(PopError::Closed))
+        );
     }
 
     #[test]

@@ -2,19 +2,80 @@
 //!
 //! The roles' own defaults suit the simulator (3 µs beacons on µs links). Over UDP a datagram
 //! costs microseconds of kernel time, so the live runtime beacons every millisecond by default,
-//! runs aggregators as host representatives (§6.2.3: they read barriers from beacons only, so
-//! hosts beacon every interval and leave data barriers invalid), sizes the host's MTU so one
-//! packet fits one datagram, and gives acknowledgements and retransmissions timeouts that survive
-//! a busy machine's scheduling delays (milliseconds, where the simulator's are microseconds).
+//! sizes the host's MTU so one packet fits one datagram, and gives acknowledgements and
+//! retransmissions timeouts that survive a busy machine's scheduling delays (milliseconds, where
+//! the simulator's are microseconds).
+//!
+//! Aggregators run in one of two incarnations ([`AggregatorMode`]). By default they do what a
+//! programmable switching chip does (§6.2.1) — the aggregator daemons forward the data anyway,
+//! in FIFO order, so they may rewrite its barriers: hosts stamp barriers on data and beacon only
+//! idle uplinks, and an aggregator stamps its output barrier on what it forwards and sends a
+//! beacon the moment a wave of beacons moves its minimum. The paper's host representatives
+//! (§6.2.3) read barriers from beacons only and send them on a timer, phased by depth; they cost a
+//! beacon interval's wait at every missed phase (docs/BENCHMARKS.md, "Live cluster").
 
 use crate::config::DriverConfig;
 use onepipe_proto::host::HostConfig;
 use onepipe_proto::ids::{NodeId, PortId, ProcId};
 use onepipe_proto::switch::{Router, SwitchConfig, SwitchMode};
 use onepipe_proto::wire::DATA_HEADER_LEN;
+use serde::{Deserialize, Serialize};
 
 /// Default live beacon interval: 1 ms.
 pub const BEACON_INTERVAL_NS_DEFAULT: u64 = 1_000_000;
+
+/// How the live aggregators aggregate barriers (the switch incarnations of §6.2).
+///
+/// ```
+/// use onepipe_runtime::roles::AggregatorMode;
+/// assert_eq!("host".parse::<AggregatorMode>(), Ok(AggregatorMode::Host));
+/// assert_eq!(AggregatorMode::default().to_string(), "chip");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AggregatorMode {
+    /// §6.2.1: barriers ride on data and are rewritten by every aggregator that forwards it; a
+    /// beacon goes out as soon as the minimum moves (at most one per `beacon_interval / 8` per
+    /// link); hosts beacon only when their uplink was idle at a beacon time.
+    #[default]
+    Chip,
+    /// §6.2.3 host representatives: barriers travel in beacons only, which every host sends
+    /// every interval and every aggregator sends on a timer, `depth × aggregator_phase` after
+    /// each beacon tick.
+    Host,
+}
+
+impl AggregatorMode {
+    /// The `onepipe_proto` switch incarnation.
+    pub fn switch_mode(self) -> SwitchMode {
+        match self {
+            AggregatorMode::Chip => SwitchMode::Chip,
+            AggregatorMode::Host => SwitchMode::Host,
+        }
+    }
+}
+
+impl std::str::FromStr for AggregatorMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "chip" => Ok(AggregatorMode::Chip),
+            "host" => Ok(AggregatorMode::Host),
+            _ => Err(format!(
+                "unknown aggregator mode '{s}' (expected chip or host)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for AggregatorMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AggregatorMode::Chip => "chip",
+            AggregatorMode::Host => "host",
+        })
+    }
+}
 
 /// Role settings for a live cluster. Build the roles' configurations with
 /// [`LiveRoles::host_config`] and [`LiveRoles::switch_config`], then adjust fields as needed.
@@ -22,18 +83,28 @@ pub const BEACON_INTERVAL_NS_DEFAULT: u64 = 1_000_000;
 pub struct LiveRoles {
     /// T_beacon (§4.2) for hosts and aggregators.
     pub beacon_interval_ns: u64,
-    /// How long after each beacon time an aggregator one hop above the hosts sends its beacons,
-    /// so the hosts' beacons of that wave have arrived (§4.2, synchronized beacons). An
-    /// aggregator `d` hops up uses `d` times this.
+    /// How the aggregators aggregate (§6.2.1 or §6.2.3).
+    pub aggregator_mode: AggregatorMode,
+    /// How long after each beacon time an aggregator one hop above the hosts sends its timed
+    /// beacons, so the hosts' beacons of that wave have arrived (§4.2, synchronized beacons). An
+    /// aggregator `d` hops up uses `d` times this. In chip mode a wave goes on as it arrives
+    /// and the timer sends only keep-alives and deferred beacons.
     pub aggregator_phase_ns: u64,
-    /// A host reports a best-effort message lost when it is unacknowledged this long.
+    /// A host reports a best-effort message lost when it is unacknowledged this long — or
+    /// longer, up to `rto_max_ns`, when acknowledgements are measured to take longer (RFC 6298).
     pub rto_ns: u64,
+    /// The most the best-effort loss timeout adapts to (see `rto_ns`).
+    pub rto_max_ns: u64,
     /// A receiver acknowledges at the latest this long after a packet arrives (or after
     /// `ack_every` packets, whichever comes first).
     pub ack_delay_ns: u64,
-    /// Most best-effort messages a host keeps unacknowledged; beyond it `send` is
-    /// `SendError::Full` (a window that keeps a fast sender from flooding a slow receiver).
+    /// Most best-effort messages a host tracks for acknowledgement — acknowledged ones until
+    /// `rto_ns` after they were sent; beyond it `send` is `SendError::Full` (a bound on memory).
     pub inflight_max: usize,
+    /// Most bytes of best-effort messages a host keeps unacknowledged; beyond it `send` is
+    /// `SendError::Full` (§6.1 flow control: a window that keeps senders from flooding a network
+    /// or a receiver slower than they are).
+    pub unacked_bytes_max: u64,
     /// Reliable service (§5.1): retransmission timeout before the first RTT sample.
     pub reliable_rto_init_ns: u64,
     /// Reliable service: floor of the estimated retransmission timeout.
@@ -53,10 +124,13 @@ impl Default for LiveRoles {
     fn default() -> Self {
         LiveRoles {
             beacon_interval_ns: BEACON_INTERVAL_NS_DEFAULT,
+            aggregator_mode: AggregatorMode::default(),
             aggregator_phase_ns: BEACON_INTERVAL_NS_DEFAULT / 5,
             rto_ns: 50_000_000,
+            rto_max_ns: 1_000_000_000,
             ack_delay_ns: 100_000,
-            inflight_max: 16_384,
+            inflight_max: 65_536,
+            unacked_bytes_max: 256 << 10,
             // The simulator's 25 µs floor and 200 µs initial value suit µs links; here a
             // round trip crosses several processes on a shared machine and scheduling delays
             // of milliseconds are normal.
@@ -81,15 +155,20 @@ impl LiveRoles {
     ) -> HostConfig {
         let mut cfg = HostConfig::new(node, procs, senders_max);
         cfg.beacon_interval_ns = self.beacon_interval_ns;
-        cfg.beacon_always = true;
-        cfg.barrier_on_data = false;
+        // §6.2.1: a chip reads barriers from data and only idle uplinks need beacons; §6.2.3:
+        // a representative sees beacons only, so every host beacons every interval.
+        let chip = self.aggregator_mode == AggregatorMode::Chip;
+        cfg.beacon_always = !chip;
+        cfg.barrier_on_data = chip;
         cfg.mtu_payload = cfg
             .mtu_payload
             .min(driver.coalesce.datagram_len_max - DATA_HEADER_LEN)
             .max(1);
         cfg.rto_ns = self.rto_ns;
+        cfg.rto_max_ns = self.rto_max_ns.max(self.rto_ns);
         cfg.ack_delay_ns = self.ack_delay_ns;
         cfg.inflight_max = self.inflight_max;
+        cfg.unacked_bytes_max = self.unacked_bytes_max;
         cfg.reliable.rto_init_ns = self.reliable_rto_init_ns;
         cfg.reliable.rto_ns = self.reliable_rto_ns;
         cfg.reliable.rto_max_ns = self.reliable_rto_max_ns;
@@ -115,8 +194,8 @@ impl LiveRoles {
         .unwrap_or(u32::MAX)
     }
 
-    /// A host-representative aggregator (§6.2.3) `depth` hops above the hosts, with `inputs`
-    /// input links and `outputs` output links.
+    /// An aggregator in `aggregator_mode`, `depth` hops above the hosts, with `inputs` input
+    /// links and `outputs` output links.
     pub fn switch_config(
         &self,
         node: NodeId,
@@ -124,7 +203,12 @@ impl LiveRoles {
         inputs: usize,
         outputs: usize,
     ) -> SwitchConfig {
-        let mut cfg = SwitchConfig::new(node, SwitchMode::Host, inputs, outputs);
+        let mode = self.aggregator_mode.switch_mode();
+        let mut cfg = SwitchConfig::new(node, mode, inputs, outputs);
+        // Chip mode: a link carries at most one change-triggered beacon per eighth of an
+        // interval (a wave of synchronized host beacons moves the minimum once, so a wave is
+        // never held back; a stream of data-borne changes on an idle link is thinned).
+        cfg.beacon_min_gap_ns = self.beacon_interval_ns / 8;
         cfg.beacon_interval_ns = self.beacon_interval_ns;
         cfg.beacon_phase_ns =
             (u64::from(depth) * self.aggregator_phase_ns) % self.beacon_interval_ns;
@@ -177,7 +261,17 @@ mod tests {
             cfg.mtu_payload + DATA_HEADER_LEN,
             driver.coalesce.datagram_len_max
         );
+        assert!(
+            !cfg.beacon_always && cfg.barrier_on_data,
+            "chip mode by default"
+        );
+        let host = LiveRoles {
+            aggregator_mode: AggregatorMode::Host,
+            ..LiveRoles::default()
+        };
+        let cfg = host.host_config(NodeId(0), vec![ProcId(0)], 4, &driver);
         assert!(cfg.beacon_always && !cfg.barrier_on_data);
+        assert!(cfg.rto_max_ns > cfg.rto_ns, "the loss timeout adapts");
         assert_eq!(cfg.beacon_interval_ns, 1_000_000);
         assert_eq!(
             cfg.uplink_timeout_intervals, 1_000,
@@ -194,7 +288,7 @@ mod tests {
         let roles = LiveRoles::default();
         let tor = roles.switch_config(NodeId(1), 1, 2, 2);
         let spine = roles.switch_config(NodeId(2), 2, 2, 2);
-        assert_eq!(tor.mode, SwitchMode::Host);
+        assert_eq!(tor.mode, SwitchMode::Chip);
         assert!(spine.beacon_phase_ns > tor.beacon_phase_ns);
         assert!(spine.beacon_phase_ns < roles.beacon_interval_ns);
         assert_eq!(

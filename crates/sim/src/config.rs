@@ -76,7 +76,7 @@ impl PacketKind {
         matches!(
             (self, p),
             (PacketKind::Data, Packet::Data(_))
-                | (PacketKind::Ack, Packet::Ack(_))
+                | (PacketKind::Ack, Packet::Ack(_) | Packet::AckBatch(_))
                 | (PacketKind::Nak, Packet::Nak(_))
                 | (PacketKind::Beacon, Packet::Beacon(_))
                 | (PacketKind::Commit, Packet::Beacon(_))

@@ -120,8 +120,11 @@ pub struct Report {
     pub packets_cut: u64,
     /// Duplicates receivers recognised and dropped.
     pub dropped_duplicate: u64,
-    /// End-to-end ACKs sent.
+    /// End-to-end ACKs sent (one per (sender, receiver, service) acknowledged).
     pub acks: u64,
+    /// Packets that carried them: an ACK alone, or the ACKs one host owed another in one batch
+    /// (§6.1).
+    pub ack_packets: u64,
     /// Messages their senders reported lost after the retransmission timeout.
     pub lost_reported: u64,
     /// Events processed.
@@ -233,6 +236,7 @@ fn run_with<Q: EventQueue<Ev>>(
     let capacity_bytes = link_count * cfg.link_gbps / 8.0 * end as f64;
     let (mut dropped_late, mut dropped_incomplete, mut reorder_max) = (0, 0, 0);
     let (mut dropped_duplicate, mut acks, mut lost_reported) = (0, 0, 0);
+    let mut ack_packets = 0;
     let (mut retransmits, mut fast_retransmits, mut window_cuts) = (0, 0, 0);
     for h in world.hosts() {
         let rs = h.reliable_stats();
@@ -244,6 +248,7 @@ fn run_with<Q: EventQueue<Ev>>(
         dropped_incomplete += st.dropped_incomplete;
         dropped_duplicate += st.dropped_duplicate;
         acks += st.acks_sent;
+        ack_packets += st.ack_packets_sent;
         lost_reported += st.lost;
         reorder_max = reorder_max.max(h.reorder_len_peak());
     }
@@ -308,6 +313,7 @@ fn run_with<Q: EventQueue<Ev>>(
         packets_cut: s.packets_cut,
         dropped_duplicate,
         acks,
+        ack_packets,
         lost_reported,
         events: s.events,
         events_per_wall_s: s.events as f64 / wall_s.max(1e-9),

@@ -23,6 +23,7 @@ use onepipe_proto::failure::{
     reach_table, Controller, ControllerConfig, CtrlDest, CtrlMsg, CtrlOut, RelayMsg,
 };
 use onepipe_proto::host::{Host, HostConfig, HostEvent, HostRelay, UPLINK};
+use onepipe_proto::prefetch::{prefetch, Stage};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
 use onepipe_proto::topology::{flow_hash, Topology};
@@ -31,15 +32,17 @@ use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Timest
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// An event. Small and `Copy`: packets live in a slab and events carry their index.
-#[derive(Clone, Copy, Debug)]
+/// An event. A packet in flight travels inside its `Arrive` event: the queue's buckets are read
+/// and written in order, where a slab of packets indexed from the events was read at random — at
+/// 1,024 hosts that read missed the cache on nearly every hop.
+#[derive(Clone, Debug)]
 pub enum Ev {
     /// A packet reaches the far end of a link.
     Arrive {
         /// The link.
         link: u32,
-        /// Slab index of the packet.
-        pkt: u32,
+        /// The packet.
+        packet: Packet,
     },
     /// A node's timer, valid if `generation` is still current.
     Timer {
@@ -150,9 +153,9 @@ enum Mgmt {
     Relay(RelayMsg),
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 enum HostInput {
-    Packet(u32),
+    Packet(Packet),
     Timeout,
     Send {
         proc: u32,
@@ -326,7 +329,9 @@ pub struct World<Q: EventQueue<Ev>> {
     hosts: Vec<HostSt>,
     switches: Vec<SwitchSt>,
     links: Vec<LinkSt>,
-    packets: crate::slab::Slab<Packet>,
+    /// The node each link leads to (`links[l].to`), small enough to stay in cache: the prefetch
+    /// of an upcoming arrival's node must not itself wait for the link's record.
+    link_to: Vec<u32>,
     queue: Q,
     rng: Rng,
     workload_rng: Rng,
@@ -423,6 +428,18 @@ impl<Q: EventQueue<Ev>> World<Q> {
             detouring: std::sync::atomic::AtomicBool::new(false),
         });
         let router: Arc<dyn Router> = topo_router.clone();
+        // §6.1: a host sends the ACKs it owes another host's processes together.
+        // Spare ids (for §5.2 rejoins) have no host yet: each is a batch of its own, numbered
+        // after the hosts (a process lives on one host, so its ACKs still go to one place).
+        let host_of: Arc<[u32]> = (0..proc_ids_max)
+            .map(|p| {
+                if p < procs {
+                    p / pph
+                } else {
+                    topo.hosts() + (p - procs)
+                }
+            })
+            .collect();
         let chip = cfg.switch_mode == SwitchMode::Chip;
         let mut hosts = Vec::new();
         for h in 0..topo.hosts() {
@@ -438,6 +455,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 (h * pph..(h + 1) * pph).map(ProcId).collect(),
                 proc_ids_max,
             );
+            hc.host_of = Some(host_of.clone());
             hc.beacon_interval_ns = cfg.beacon_interval_ns;
             hc.barrier_on_data = chip;
             hc.beacon_always = !chip;
@@ -652,8 +670,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             topo,
             hosts,
             switches,
+            link_to: links.iter().map(|l| l.to).collect(),
             links,
-            packets: crate::slab::Slab::default(),
             queue,
             rng,
             workload_rng,
@@ -775,8 +793,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
             if self.stats.events.is_multiple_of(1 << 20) {
                 progress(t);
             }
+            self.prefetch_ahead();
             match ev {
-                Ev::Arrive { link, pkt } => self.on_arrive(t, link, pkt),
+                Ev::Arrive { link, packet } => self.on_arrive(t, link, packet),
                 Ev::Timer { node, generation } => self.on_timer(t, node, generation),
                 Ev::CpuWake { host } => self.on_cpu_wake(t, host),
                 Ev::Send { proc } => self.on_send_event(t, proc),
@@ -804,15 +823,98 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.now = self.now.max(end);
     }
 
-    fn alloc_packet(&mut self, p: Packet) -> u32 {
+    /// Starts loading what the next events will touch (see [`onepipe_proto::prefetch`]), in
+    /// four stages one event apart, so that each stage's pointers were loaded by the one before:
+    /// for the fourth event from now its queue entry, its link and its node's fields, then the
+    /// records they point to, the per-peer entries, and (a switch's) output link. A hint only: the
+    /// run is the same without it.
+    #[inline(always)]
+    fn prefetch_ahead(&self) {
+        if let Some(ev) = self.queue.peek_ahead(2) {
+            prefetch(ev);
+            self.prefetch_event(Stage::Fields, ev);
+        }
+        if let Some(ev) = self.queue.peek_ahead(1) {
+            self.prefetch_event(Stage::Records, ev);
+        }
+        if let Some(ev) = self.queue.peek_ahead(0) {
+            self.prefetch_event(Stage::Peers, ev);
+        }
+    }
+
+    /// One stage of the prefetch for event `ev`.
+    #[inline(always)]
+    fn prefetch_event(&self, stage: Stage, ev: &Ev) {
+        let (node, packet, link) = match ev {
+            Ev::Arrive { link, packet } => (self.link_to[*link as usize], Some(packet), *link),
+            Ev::Timer { node, .. } => (*node, None, u32::MAX),
+            Ev::CpuWake { host } => (*host, None, u32::MAX),
+            _ => return,
+        };
+        if node < self.topo.hosts() {
+            let st = &self.hosts[node as usize];
+            let packet = match (ev, stage) {
+                // A CPU wake runs the host's oldest queued input.
+                (Ev::CpuWake { .. }, Stage::Records) => {
+                    if let Some(input) = st.pending.front() {
+                        prefetch(input);
+                    }
+                    None
+                }
+                (Ev::CpuWake { .. }, _) => match st.pending.front() {
+                    Some(HostInput::Packet(p)) if stage != Stage::Fields => Some(p),
+                    _ => None,
+                },
+                _ => packet,
+            };
+            if stage == Stage::Fields {
+                prefetch(st);
+                prefetch(&st.pending);
+                prefetch(&st.clock);
+            }
+            st.host.prefetch(stage, packet);
+            return;
+        }
+        let si = (node - self.topo.hosts()) as usize;
+        let sw = &self.switches[si].sw;
+        match (stage, packet) {
+            (Stage::Fields, _) => {
+                prefetch(&self.switches[si]);
+                if link != u32::MAX {
+                    prefetch(&self.links[link as usize]);
+                }
+                sw.prefetch(stage, PortId(0));
+                self.topo.prefetch_route(NodeId(node));
+            }
+            (Stage::Records, Some(_)) => {
+                sw.prefetch(stage, PortId(self.links[link as usize].to_port));
+            }
+            (Stage::Peers, Some(p)) => {
+                let Some((src, dst)) = p.endpoints() else {
+                    return;
+                };
+                if let Some(out) = sw.route(src, dst) {
+                    sw.prefetch_output(out);
+                    let base = self.switch_out_base[si] as usize;
+                    if let Some(&l) = self.switch_out_links.get(base + out.index()) {
+                        prefetch(&self.links[l as usize]);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A packet enters the network (sent by a host or a switch, or a duplicate): counted until
+    /// it is consumed or dropped ([`World::consume`]).
+    fn count_in(&mut self, p: &Packet) {
         if !matches!(p, Packet::Beacon(_)) {
             self.live_messages += 1;
         }
-        self.packets.insert(p)
     }
 
-    fn take_packet(&mut self, i: u32) -> Packet {
-        let p = self.packets.take(i);
+    /// A packet leaves the network: handed to its host or switch, or dropped.
+    fn consume(&mut self, p: Packet) -> Packet {
         if !matches!(p, Packet::Beacon(_)) {
             self.live_messages -= 1;
         }
@@ -839,20 +941,21 @@ impl<Q: EventQueue<Ev>> World<Q> {
             })
     }
 
+    /// Sends a new packet on `link` at time `t`.
     fn transmit(&mut self, link: u32, packet: Packet, t: SimTime) {
-        let pkt = self.alloc_packet(packet);
-        self.transmit_slot(link, pkt, t);
+        self.count_in(&packet);
+        self.put_on_link(link, packet, t);
     }
 
-    /// Puts the packet in slab slot `pkt` on `link` at time `t`.
-    fn transmit_slot(&mut self, link: u32, pkt: u32, t: SimTime) {
-        let packet = self.packets.get(pkt);
+    /// Puts a packet already counted in the network (new, or forwarded by a switch) on `link` at
+    /// time `t`.
+    fn put_on_link(&mut self, link: u32, mut packet: Packet, t: SimTime) {
         let bytes = packet.wire_len() as u64;
         let is_beacon = matches!(packet, Packet::Beacon(_));
-        let barrier = match packet {
+        let barrier = match &packet {
             Packet::Beacon(b) => Some(b.barrier),
             Packet::Data(d) => d.header.barrier(),
-            Packet::Nak(_) | Packet::Ack(_) => None,
+            Packet::Nak(_) | Packet::Ack(_) | Packet::AckBatch(_) => None,
         };
         let l = &mut self.links[link as usize];
         if l.from_switch {
@@ -865,14 +968,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         if t >= l.cut_at && t < l.heal_at {
             self.stats.packets_cut += 1;
-            self.take_packet(pkt);
+            self.consume(packet);
             return;
         }
         let ser = (bytes * l.ps_per_byte).div_ceil(1000);
         let start = t.max(l.busy_until);
         // §6.1 DCTCP: a switch egress queue above the threshold marks data packets.
         if l.from_switch && start > t + l.ecn_queue_ns {
-            if let Packet::Data(d) = self.packets.get_mut(pkt) {
+            if let Packet::Data(d) = &mut packet {
                 if d.header.flags & flags::ECN == 0 {
                     d.header.flags |= flags::ECN;
                     self.stats.ecn_marked += 1;
@@ -887,9 +990,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.stats.beacon_bytes += bytes;
         }
         // Faults are drawn only when configured, so fault-free runs keep their exact traces.
-        if self.cfg.loss_rate > 0.0 && self.lose(link, pkt) {
+        if self.cfg.loss_rate > 0.0 && self.lose(link, &packet) {
             self.stats.packets_lost += 1;
-            self.take_packet(pkt);
+            self.consume(packet);
             return;
         }
         if self.cfg.reorder_prob > 0.0 && self.rng.chance(self.cfg.reorder_prob) {
@@ -897,19 +1000,19 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.stats.reordered_packets += 1;
         }
         if self.cfg.dup_rate > 0.0 && self.rng.chance(self.cfg.dup_rate) {
-            let copy = self.packets.get(pkt).clone();
-            let dup = self.alloc_packet(copy);
+            let copy = packet.clone();
+            self.count_in(&copy);
             self.stats.packets_duplicated += 1;
             // The copy follows the original on the same link (FIFO), one serialization later.
-            self.queue.push(arrive + ser, Ev::Arrive { link, pkt: dup });
+            self.queue
+                .push(arrive + ser, Ev::Arrive { link, packet: copy });
         }
-        self.queue.push(arrive, Ev::Arrive { link, pkt });
+        self.queue.push(arrive, Ev::Arrive { link, packet });
     }
 
     /// Whether the loss model drops this packet on `link`: a loss event (probability
     /// `loss_rate`) drops it and the next `loss_burst - 1` packets of the targeted kind.
-    fn lose(&mut self, link: u32, pkt: u32) -> bool {
-        let packet = self.packets.get(pkt);
+    fn lose(&mut self, link: u32, packet: &Packet) -> bool {
         if self.cfg.loss_kind.is_some_and(|k| !k.matches(packet)) {
             return false;
         }
@@ -925,20 +1028,18 @@ impl<Q: EventQueue<Ev>> World<Q> {
         false
     }
 
-    fn on_arrive(&mut self, t: SimTime, link: u32, pkt: u32) {
+    fn on_arrive(&mut self, t: SimTime, link: u32, mut packet: Packet) {
         let (to, port) = {
             let l = &self.links[link as usize];
             (l.to, l.to_port)
         };
         if to < self.topo.hosts() {
             debug_assert_eq!(port, UPLINK.0);
-            self.host_input(t, to, HostInput::Packet(pkt));
+            self.host_input(t, to, HostInput::Packet(packet));
             return;
         }
         let si = (to - self.topo.hosts()) as usize;
-        let packet = self.packets.get_mut(pkt);
         if matches!(packet, Packet::Beacon(_)) {
-            let packet = self.take_packet(pkt);
             self.switch_handle(
                 t,
                 to,
@@ -950,20 +1051,20 @@ impl<Q: EventQueue<Ev>> World<Q> {
             return;
         }
         // The hot path: data and NAKs are forwarded in place (`Switch::forward`, which is what
-        // `handle` does for them); the packet keeps its slab slot, and the switch's timer is
-        // unaffected, so there is no clock read and no re-arm.
-        match self.switches[si].sw.forward(PortId(port), packet) {
+        // `handle` does for them); the switch's timer is unaffected, so there is no clock read
+        // and no re-arm.
+        match self.switches[si].sw.forward(PortId(port), &mut packet) {
             Some(out) => {
                 let base = self.switch_out_base[si] as usize;
                 let out_link = self.switch_out_links[base + out.index()];
-                if !self.cfg.blackholes.is_empty() && self.blackholed(t, (link, out_link), to, pkt)
-                {
+                if !self.cfg.blackholes.is_empty() && self.blackholed(t, link, &packet) {
+                    self.blackhole(t, out_link, to, packet);
                     return;
                 }
-                self.transmit_slot(out_link, pkt, t);
+                self.put_on_link(out_link, packet, t);
             }
             None => {
-                self.take_packet(pkt);
+                self.consume(packet);
             }
         }
         if let Some(c) = self.checker.as_mut() {
@@ -971,31 +1072,28 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
     }
 
-    /// `--blackhole`: whether the switch `node` that forwarded packet `pkt`, which came in on
-    /// `link`, black-holes it. Only the first-hop switch of the source host does; a data packet
-    /// carrying barriers goes on as a beacon with them, so no link falls silent and the routing
-    /// notices nothing. Returns true when the packet was dropped (and the beacon, if any, sent).
-    fn blackholed(&mut self, t: SimTime, links: (u32, u32), node: u32, pkt: u32) -> bool {
-        let (link, out_link) = links;
-        let (src, dst) = match self.packets.get(pkt) {
-            Packet::Data(d) => (d.header.src.0, d.header.dst.0),
-            Packet::Ack(a) => (a.from.0, a.to.0),
-            Packet::Nak(n) => (n.from.0, n.to.0),
-            Packet::Beacon(_) => return false,
+    /// `--blackhole`: whether the switch that forwarded `packet`, which came in on `link`,
+    /// black-holes it. Only the first-hop switch of the source host does.
+    fn blackholed(&self, t: SimTime, link: u32, packet: &Packet) -> bool {
+        let Some((src, dst)) = packet.endpoints() else {
+            return false;
         };
-        let host_of = |p: u32| self.router.host_of(ProcId(p)).unwrap_or(u32::MAX);
+        // Hosts by the router's table: a rejoined host's new processes are its own.
+        let host_of = |p: ProcId| self.router.host_of(p).unwrap_or(u32::MAX);
         let (sh, dh) = (host_of(src), host_of(dst));
-        let hit = self.host_uplinks.get(sh as usize) == Some(&link)
+        self.host_uplinks.get(sh as usize) == Some(&link)
             && self
                 .cfg
                 .blackholes
                 .iter()
-                .any(|&(a, b, at)| a == sh && b == dh && t >= at);
-        if !hit {
-            return false;
-        }
+                .any(|&(a, b, at)| a == sh && b == dh && t >= at)
+    }
+
+    /// Drops a black-holed packet at switch `node`: a data packet carrying barriers goes on as a
+    /// beacon with them on `out_link`, so no link falls silent and the routing notices nothing.
+    fn blackhole(&mut self, t: SimTime, out_link: u32, node: u32, packet: Packet) {
         self.stats.packets_blackholed += 1;
-        let beacon = match self.take_packet(pkt) {
+        let beacon = match self.consume(packet) {
             Packet::Data(d) => match (d.header.barrier(), d.header.commit()) {
                 (Some(barrier), Some(commit)) => Some(onepipe_proto::wire::Beacon {
                     from: NodeId(node),
@@ -1009,7 +1107,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if let Some(b) = beacon {
             self.transmit(out_link, Packet::Beacon(b), t);
         }
-        true
     }
 
     fn on_timer(&mut self, t: SimTime, node: u32, generation: u32) {
@@ -1108,8 +1205,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let st = &mut self.hosts[h as usize];
         for i in std::mem::take(&mut st.pending).into_iter().chain([input]) {
             match i {
-                HostInput::Packet(pkt) => {
-                    self.take_packet(pkt);
+                HostInput::Packet(packet) => {
+                    self.consume(packet);
                 }
                 HostInput::Ctrl(m) => {
                     self.ctrl_msgs.take(m);
@@ -1223,9 +1320,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.hosts[hi].host.commit_released().map(|b| b.timestamp());
         let mut cursor = t;
         match input {
-            HostInput::Packet(pkt) => {
+            HostInput::Packet(packet) => {
                 cursor += self.cfg.host_recv_ns;
-                let packet = self.take_packet(pkt);
+                let packet = self.consume(packet);
                 self.hosts[hi].host.handle(
                     local,
                     Input::Packet {

@@ -1,4 +1,4 @@
-//! The baseline protocols of Fig. 8 (fixed sequencer on a host or a switch, token, Lamport) in
+//! The baseline protocols of Fig. 8 (fixed sequencer on a host or a switch, token, Lamport, ISIS) in
 //! the simulator, under their checkers (`onepipe_sim::baseline::check`: total order per
 //! receiver, agreement, FIFO, no phantom or duplicate, and with the run drained, exactly-once
 //! delivery less what the protocol reported lost): fixed seeds per protocol with and without
@@ -125,6 +125,11 @@ fn token_passes_the_checkers_on_32_seeds() {
 #[test]
 fn lamport_passes_the_checkers_on_32_seeds() {
     fixed_seeds(Protocol::Lamport);
+}
+
+#[test]
+fn isis_passes_the_checkers_on_32_seeds() {
+    fixed_seeds(Protocol::Isis);
 }
 
 /// Loss aimed at one packet class at a time (`--loss-kind`): data, repair (nak), heartbeats

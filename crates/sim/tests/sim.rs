@@ -338,6 +338,54 @@ fn best_effort_losses_are_detected_by_ack_and_reported_2_1() {
 /// message is delivered exactly once at every destination, scatterings all-or-nothing, in total
 /// order below the commit barrier (`reliable-loss`, `atomicity`, `order`, `barrier` checkers),
 /// and the runs drain, so those checks really ran.
+/// §2.1's end-to-end ACKs go per host pair (§6.1): with four processes per host, the ACKs a host
+/// owes another share packets — fewer ACK packets than ACKs — in both services, and losing those
+/// packets (each loses every ACK in it) still ends in reports (best effort) or retransmissions
+/// (reliable), with every checker passing. With one process per host and best effort alone a
+/// host owes another at most one ACK at a time: one packet per ACK.
+#[test]
+fn acks_owed_to_one_host_share_packets_and_survive_their_loss_6_1() {
+    use onepipe_sim::config::PacketKind;
+    let cases = [
+        (61, 4, Service::BestEffort, 0.0),
+        (62, 4, Service::Mixed, 0.0),
+        (63, 4, Service::BestEffort, 0.05),
+        (64, 4, Service::Reliable, 0.05),
+        (65, 1, Service::BestEffort, 0.0),
+    ];
+    for (seed, pph, service, loss) in cases {
+        let cfg = SimConfig {
+            procs_per_host: pph,
+            service,
+            loss_rate: loss,
+            loss_kind: Some(PacketKind::Ack),
+            drain_ns: 5_000_000,
+            ..small(TopologySpec::FatTree { k: 4 }, seed)
+        };
+        let r = run_ok(&cfg);
+        assert!(r.drained, "seed {seed}: the loss check must run");
+        if pph == 1 {
+            assert_eq!(r.ack_packets, r.acks, "seed {seed}: nothing to batch");
+            continue;
+        }
+        assert!(
+            2 * r.ack_packets < r.acks,
+            "seed {seed}: {} ACKs in {} packets",
+            r.acks,
+            r.ack_packets
+        );
+        if loss > 0.0 {
+            assert!(r.packets_lost > 0, "seed {seed}");
+        }
+        if loss > 0.0 && service == Service::BestEffort {
+            assert!(r.lost_reported > 0, "seed {seed}: lost ACKs end in reports");
+        }
+        if service == Service::Reliable {
+            assert_eq!(r.delivered, r.sent, "seed {seed}: exactly once");
+        }
+    }
+}
+
 #[test]
 fn reliable_delivery_survives_loss_duplication_and_reordering_5_1() {
     use onepipe_sim::config::PacketKind;

@@ -142,6 +142,11 @@ pub struct UpArgs {
     /// of the interval].
     #[arg(long, value_parser = duration)]
     pub aggregator_phase: Option<u64>,
+    /// How aggregators aggregate barriers: `chip` (§6.2.1: barriers ride on data, a wave of
+    /// beacons is forwarded as it arrives) or `host` (§6.2.3 host representatives: beacons
+    /// only, on a timer phased by depth).
+    #[arg(long, default_value = "chip")]
+    pub aggregator_mode: onepipe_runtime::roles::AggregatorMode,
     /// The workload.
     #[command(flatten)]
     pub work: WorkloadArgs,

@@ -46,6 +46,8 @@ pub struct UpReport {
     pub mode: &'static str,
     /// Ordering on (false: `--unordered`).
     pub ordered: bool,
+    /// `chip` or `host` (`--aggregator-mode`).
+    pub aggregator_mode: String,
     /// `be` or `reliable`.
     pub service: &'static str,
     /// The workload's name.
@@ -100,8 +102,11 @@ pub struct UpReport {
     pub sends_refused_full: u64,
     /// Best-effort deliveries refused because the application's queue was full (NAKed).
     pub recv_refused_full: u64,
-    /// Messages delivered per second, all receivers together, over the sending time.
+    /// Messages delivered per second, all receivers together: `delivered` over
+    /// `delivery_span_s`.
     pub throughput_msgs_per_s: f64,
+    /// From the start of sending to the last delivery, or the sending time if longer, s.
+    pub delivery_span_s: f64,
     /// Send call → application receive, ns.
     pub latency_ns: Summary,
     /// UDP datagrams sent by every process.
@@ -438,6 +443,7 @@ fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     let mut c = Cluster::generate(&layout).map_err(|e| format!("--{}: {}", e.field, e.message))?;
     c.beacon_interval_ns = args.beacon_interval;
     c.aggregator_phase_ns = args.aggregator_phase.unwrap_or(args.beacon_interval / 5);
+    c.aggregator_mode = args.aggregator_mode;
     c.ordered = !args.unordered;
     c.validate().map_err(|e| match e.field.as_str() {
         "beacon_interval" => format!("--beacon-interval: {}", e.message),
@@ -546,10 +552,11 @@ impl Run<'_> {
             format!("racks of {} under tor-N joined by spine-0", a.rack_size)
         };
         println!(
-            "onepipe up: {} hosts × {} process(es), {shape} ({} aggregators), {} beacons, {}",
+            "onepipe up: {} hosts × {} process(es), {shape} ({} {} aggregators), {} beacons, {}",
             a.hosts,
             a.procs_per_host,
             cluster.aggregators.len(),
+            cluster.aggregator_mode,
             format_duration(cluster.beacon_interval_ns),
             if a.unordered {
                 "UNORDERED (baseline)"
@@ -1074,6 +1081,7 @@ fn report(
     }
     let mut latency = NsHistogram::default();
     let (mut delivered, mut delivered_reliable) = (0u64, 0u64);
+    let mut last_delivery_ns = 0u64;
     for (p, recs) in all.iter().enumerate() {
         let Some(recs) = recs else {
             continue;
@@ -1081,6 +1089,7 @@ fn report(
         for d in &recs.deliveries {
             delivered += 1;
             delivered_reliable += u64::from(d.reliable);
+            last_delivery_ns = last_delivery_ns.max(d.recv_ns);
             latency.record(d.latency_ns);
             let delivery = Delivery {
                 dst: ProcId(p as u32),
@@ -1121,9 +1130,13 @@ fn report(
     checker.finish(monotonic_ns(), args.work.seed, drained);
     let checked = !args.unordered;
     let duration_s = args.work.duration as f64 / 1e9;
+    // Deliveries go on after sending stops (queues drain): divide by the time they took, or an
+    // overloaded run that queues seconds of messages would count them as throughput.
+    let delivery_span_s = duration_s.max(last_delivery_ns.saturating_sub(run.t0) as f64 / 1e9);
     Ok(UpReport {
         mode: "live",
         ordered: checked,
+        aggregator_mode: cluster.aggregator_mode.to_string(),
         service: args.work.service.name(),
         workload: args.work.workload.name(),
         hosts: args.hosts,
@@ -1163,7 +1176,8 @@ fn report(
         retransmits,
         sends_refused_full: refused,
         recv_refused_full: recv_refused,
-        throughput_msgs_per_s: delivered as f64 / duration_s,
+        throughput_msgs_per_s: delivered as f64 / delivery_span_s,
+        delivery_span_s,
         latency_ns: latency.summary(),
         datagrams_sent: datagrams,
         packets_sent: packets,

@@ -8,6 +8,14 @@ const _: () = assert!(DATA_HEADER_LEN == 1 + 1 + 2 + 6 + 6 + 6 + 4 + 4 + 4 + 2);
 const _: () = assert!(BEACON_LEN == 1 + 1 + 2 + 4 + 6 + 6);
 const _: () = assert!(NAK_LEN == 1 + 1 + 2 + 4 + 4 + 4 + 6 + 2);
 const _: () = assert!(ACK_LEN == 1 + 3 + 4 + 4 + 4 + 8);
+const _: () = assert!(ACK_BATCH_HEADER_LEN == 1 + 1 + 2);
+const _: () = assert!(ACK_BATCH_ENTRY_LEN == 3 + 1 + 4 + 4 + 4 + 8);
+// A batch entry is an ACK without its opcode, plus one reserved byte.
+const _: () = assert!(ACK_BATCH_ENTRY_LEN == ACK_LEN);
+// The count byte holds every legal count, and the largest batch fits its MTU.
+const _: () = assert!(ACK_BATCH_LEN_MAX >= 2 && ACK_BATCH_LEN_MAX <= u8::MAX as usize);
+const _: () =
+    assert!(ACK_BATCH_HEADER_LEN + ACK_BATCH_LEN_MAX * ACK_BATCH_ENTRY_LEN <= ACK_BATCH_BYTES_MAX);
 /// Largest payload one data packet can carry (the length field is 16 bits).
 pub const PAYLOAD_LEN_MAX: usize = u16::MAX as usize;
 
@@ -29,6 +37,8 @@ pub enum DecodeError {
     UnknownFlags(u8),
     /// A NAK reason byte is not known.
     UnknownNakReason(u8),
+    /// An ACK batch's entry count is 0 or above [`ACK_BATCH_LEN_MAX`].
+    AckBatchLen(u8),
 }
 
 impl fmt::Display for DecodeError {
@@ -41,6 +51,9 @@ impl fmt::Display for DecodeError {
             }
             DecodeError::UnknownFlags(b) => write!(f, "unknown flag bits {b:#04x}"),
             DecodeError::UnknownNakReason(b) => write!(f, "unknown NAK reason {b}"),
+            DecodeError::AckBatchLen(n) => {
+                write!(f, "ACK batch of {n} entries (1 to {ACK_BATCH_LEN_MAX})")
+            }
         }
     }
 }
@@ -63,6 +76,30 @@ fn get_u32(b: &[u8]) -> u32 {
 
 fn get_u16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
+}
+
+/// The 20 bytes an ACK and an ACK batch entry share: from, to, cumulative PSN, SACK.
+fn put_ack_tail(out: &mut Vec<u8>, a: &Ack) {
+    out.extend_from_slice(&a.from.0.to_be_bytes());
+    out.extend_from_slice(&a.to.0.to_be_bytes());
+    out.extend_from_slice(&a.cum_psn.0.to_be_bytes());
+    out.extend_from_slice(&a.sack.to_be_bytes());
+}
+
+/// An ACK from its service, ECN and window bytes and its 20-byte tail (`b` holds at least 20).
+fn get_ack(service: u8, ecn: u8, rwnd: u8, b: &[u8]) -> Result<Ack, DecodeError> {
+    if service > 1 {
+        return Err(DecodeError::UnknownFlags(service));
+    }
+    Ok(Ack {
+        from: ProcId(get_u32(b)),
+        to: ProcId(get_u32(&b[4..])),
+        cum_psn: Psn(get_u32(&b[8..])),
+        sack: u64::from_be_bytes(b[12..20].try_into().expect("8 bytes")),
+        reliable: service == 1,
+        ecn,
+        rwnd,
+    })
 }
 
 fn need(buf: &[u8], n: usize) -> Result<(), DecodeError> {
@@ -118,10 +155,15 @@ impl Packet {
             }
             Packet::Ack(a) => {
                 out.extend_from_slice(&[Opcode::Ack as u8, a.reliable as u8, a.ecn, a.rwnd]);
-                out.extend_from_slice(&a.from.0.to_be_bytes());
-                out.extend_from_slice(&a.to.0.to_be_bytes());
-                out.extend_from_slice(&a.cum_psn.0.to_be_bytes());
-                out.extend_from_slice(&a.sack.to_be_bytes());
+                put_ack_tail(out, a);
+            }
+            Packet::AckBatch(b) => {
+                // `AckBatch::new` keeps the count in 1..=ACK_BATCH_LEN_MAX, which fits a byte.
+                out.extend_from_slice(&[Opcode::AckBatch as u8, b.acks().len() as u8, 0, 0]);
+                for a in b.acks() {
+                    out.extend_from_slice(&[a.reliable as u8, a.ecn, a.rwnd, 0]);
+                    put_ack_tail(out, a);
+                }
             }
         }
     }
@@ -203,21 +245,37 @@ impl Packet {
             }
             Opcode::Ack => {
                 need(buf, ACK_LEN)?;
-                if buf[1] > 1 {
-                    return Err(DecodeError::UnknownFlags(buf[1]));
-                }
-                let a = Ack {
-                    from: ProcId(get_u32(&buf[4..])),
-                    to: ProcId(get_u32(&buf[8..])),
-                    cum_psn: Psn(get_u32(&buf[12..])),
-                    sack: u64::from_be_bytes(buf[16..24].try_into().expect("8 bytes")),
-                    reliable: buf[1] == 1,
-                    ecn: buf[2],
-                    rwnd: buf[3],
-                };
+                let a = get_ack(buf[1], buf[2], buf[3], &buf[4..])?;
                 Ok((Packet::Ack(a), ACK_LEN))
             }
+            Opcode::AckBatch => Self::decode_ack_batch(buf),
         }
+    }
+}
+
+impl Packet {
+    /// An ACK batch at the front of `buf` (its opcode checked by the caller): the count is
+    /// checked before anything is allocated, so an oversized count costs nothing.
+    fn decode_ack_batch(buf: &[u8]) -> Result<(Packet, usize), DecodeError> {
+        need(buf, ACK_BATCH_HEADER_LEN)?;
+        let count = buf[1];
+        if count == 0 || count as usize > ACK_BATCH_LEN_MAX {
+            return Err(DecodeError::AckBatchLen(count));
+        }
+        if buf[2] != 0 || buf[3] != 0 {
+            return Err(DecodeError::UnknownFlags(buf[2] | buf[3]));
+        }
+        let total = ACK_BATCH_HEADER_LEN + count as usize * ACK_BATCH_ENTRY_LEN;
+        need(buf, total)?;
+        let mut acks = Vec::with_capacity(count as usize);
+        for e in buf[ACK_BATCH_HEADER_LEN..total].chunks_exact(ACK_BATCH_ENTRY_LEN) {
+            if e[3] != 0 {
+                return Err(DecodeError::UnknownFlags(e[3]));
+            }
+            acks.push(get_ack(e[0], e[1], e[2], &e[4..])?);
+        }
+        let batch = AckBatch::new(acks).expect("count checked above");
+        Ok((Packet::AckBatch(batch), total))
     }
 }
 
@@ -289,7 +347,15 @@ mod tests {
                     seq,
                 })
             });
-        let ack = (
+        let single = ack().prop_map(Packet::Ack);
+        let batch = proptest::collection::vec(ack(), 1..=ACK_BATCH_LEN_MAX).prop_map(|acks| {
+            Packet::AckBatch(AckBatch::new(acks).expect("1..=ACK_BATCH_LEN_MAX entries"))
+        });
+        prop_oneof![data, beacon, nak, single, batch]
+    }
+
+    fn ack() -> impl Strategy<Value = Ack> {
+        (
             any::<u32>(),
             any::<u32>(),
             any::<u32>(),
@@ -298,18 +364,15 @@ mod tests {
             any::<u8>(),
             any::<u8>(),
         )
-            .prop_map(|(from, to, cum, sack, reliable, ecn, rwnd)| {
-                Packet::Ack(Ack {
-                    from: ProcId(from),
-                    to: ProcId(to),
-                    cum_psn: Psn(cum),
-                    sack,
-                    reliable,
-                    ecn,
-                    rwnd,
-                })
-            });
-        prop_oneof![data, beacon, nak, ack]
+            .prop_map(|(from, to, cum, sack, reliable, ecn, rwnd)| Ack {
+                from: ProcId(from),
+                to: ProcId(to),
+                cum_psn: Psn(cum),
+                sack,
+                reliable,
+                ecn,
+                rwnd,
+            })
     }
 
     proptest! {
@@ -346,6 +409,35 @@ mod tests {
             }
         }
 
+        /// Arbitrary bytes behind a valid ACK batch opcode and count: the bytes the fuzz-style
+        /// test above rarely reaches (a batch needs its first two bytes right).
+        #[test]
+        fn arbitrary_ack_batch_bodies_never_panic(
+            count in any::<u8>(),
+            body in proptest::collection::vec(any::<u8>(), 0..(ACK_BATCH_BYTES_MAX + 64)),
+        ) {
+            let mut bytes = vec![Opcode::AckBatch as u8, count];
+            bytes.extend_from_slice(&body);
+            match Packet::decode(&bytes) {
+                Ok((p, used)) => {
+                    prop_assert!((1..=ACK_BATCH_LEN_MAX).contains(&(count as usize)));
+                    prop_assert!(used <= ACK_BATCH_BYTES_MAX);
+                    let mut again = Vec::new();
+                    p.encode(&mut again);
+                    prop_assert_eq!(&again[..], &bytes[..used]);
+                }
+                Err(DecodeError::AckBatchLen(n)) => {
+                    prop_assert_eq!(n, count);
+                    prop_assert!(count == 0 || count as usize > ACK_BATCH_LEN_MAX);
+                }
+                Err(DecodeError::Truncated { needed, got }) => {
+                    prop_assert!(got < needed && needed <= ACK_BATCH_BYTES_MAX);
+                }
+                Err(DecodeError::UnknownFlags(_)) => {}
+                Err(e) => prop_assert!(false, "unexpected {:?}", e),
+            }
+        }
+
         #[test]
         fn concatenated_packets_decode_in_sequence(ps in proptest::collection::vec(packet(), 1..8)) {
             let mut buf = Vec::new();
@@ -379,5 +471,70 @@ mod tests {
         n[0] = Opcode::Nak as u8;
         n[1] = 9;
         assert_eq!(Packet::decode(&n), Err(DecodeError::UnknownNakReason(9)));
+    }
+
+    fn entry(from: u32, to: u32) -> Ack {
+        Ack {
+            from: ProcId(from),
+            to: ProcId(to),
+            cum_psn: Psn(7),
+            sack: 0b101,
+            reliable: from.is_multiple_of(2),
+            ecn: 1,
+            rwnd: 64,
+        }
+    }
+
+    #[test]
+    fn ack_batch_is_bounded_by_the_mtu_on_build_and_decode() {
+        assert_eq!(AckBatch::new(Vec::new()), None);
+        let full: Vec<Ack> = (0..ACK_BATCH_LEN_MAX as u32).map(|i| entry(i, 1)).collect();
+        let batch = Packet::AckBatch(AckBatch::new(full.clone()).expect("a full batch"));
+        assert!(batch.encoded_len() <= ACK_BATCH_BYTES_MAX);
+        let mut over = full;
+        over.push(entry(0, 1));
+        assert_eq!(AckBatch::new(over), None, "one entry past the MTU");
+        // On the wire: a count of 0 or past the maximum is refused before anything else.
+        let mut b = vec![0u8; ACK_BATCH_BYTES_MAX + ACK_BATCH_ENTRY_LEN];
+        b[0] = Opcode::AckBatch as u8;
+        assert_eq!(Packet::decode(&b), Err(DecodeError::AckBatchLen(0)));
+        b[1] = ACK_BATCH_LEN_MAX as u8 + 1;
+        assert_eq!(
+            Packet::decode(&b),
+            Err(DecodeError::AckBatchLen(ACK_BATCH_LEN_MAX as u8 + 1))
+        );
+        b[1] = 2;
+        assert_eq!(
+            Packet::decode(&b[..ACK_BATCH_HEADER_LEN + ACK_BATCH_ENTRY_LEN]),
+            Err(DecodeError::Truncated {
+                needed: ACK_BATCH_HEADER_LEN + 2 * ACK_BATCH_ENTRY_LEN,
+                got: ACK_BATCH_HEADER_LEN + ACK_BATCH_ENTRY_LEN,
+            })
+        );
+    }
+
+    #[test]
+    fn ack_batch_rejects_unknown_service_and_reserved_bits() {
+        let p = Packet::AckBatch(AckBatch::new(vec![entry(1, 2), entry(2, 3)]).expect("two"));
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        assert_eq!(b.len(), ACK_BATCH_HEADER_LEN + 2 * ACK_BATCH_ENTRY_LEN);
+        let second = ACK_BATCH_HEADER_LEN + ACK_BATCH_ENTRY_LEN;
+        let mut bad = b.clone();
+        bad[second] = 2;
+        assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownFlags(2)));
+        let mut bad = b.clone();
+        bad[second + 3] = 0x40;
+        assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownFlags(0x40)));
+        let mut bad = b;
+        bad[2] = 1;
+        assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownFlags(1)));
+    }
+
+    #[test]
+    fn ack_batch_routes_as_its_first_entry() {
+        let p = Packet::AckBatch(AckBatch::new(vec![entry(4, 9), entry(5, 10)]).expect("two"));
+        assert_eq!(p.endpoints(), Some((ProcId(4), ProcId(9))));
+        assert_eq!(p.opcode(), Opcode::AckBatch);
     }
 }

@@ -21,6 +21,21 @@
 //! to process (4), psn (4), msg ts (6), give-up number (1), 1 reserved.
 //! ACK, 24 bytes: opcode, service (0/1), ECN echo count, receive window, from process (4), to
 //! process (4), cumulative psn (4), SACK bitmap (8).
+//!
+//! ACK batch: the delayed ACKs one host owes the processes of one other host, in one packet (the
+//! per-host polling thread of §6.1 generates every end-to-end ACK of its host, so it can pack
+//! those bound for one host together). A 4-byte header — opcode, entry count (1 to
+//! [`ACK_BATCH_LEN_MAX`]), 2 reserved zero bytes — then `count` entries of 24 bytes, each an ACK
+//! without its opcode: service (0/1), ECN echo count, receive window, 1 reserved zero byte, from
+//! process (4), to process (4), cumulative psn (4), SACK bitmap (8). At most
+//! [`ACK_BATCH_BYTES_MAX`] bytes: it fits a 1,500-byte Ethernet MTU with its IPv4 and UDP headers.
+//!
+//! ```text
+//!  0      1      2      4       5     6     7     8      12     16     20       28
+//!  +------+------+------+-------+-----+-----+-----+------+------+------+--------+---
+//!  |opcode|count | 0 0  |service| ecn |rwnd |  0  | from |  to  | cum  |  sack  | entry 2..
+//!  +------+------+------+-------+-----+-----+-----+------+------+------+--------+---
+//! ```
 
 mod codec;
 
@@ -38,6 +53,16 @@ pub const BEACON_LEN: usize = 20;
 pub const NAK_LEN: usize = 24;
 /// Length of an ACK.
 pub const ACK_LEN: usize = 24;
+/// Length of an ACK batch's header.
+pub const ACK_BATCH_HEADER_LEN: usize = 4;
+/// Length of one entry of an ACK batch.
+pub const ACK_BATCH_ENTRY_LEN: usize = 24;
+/// Largest encoded ACK batch: a 1,500-byte Ethernet MTU less the IPv4 (20) and UDP (8) headers,
+/// so a batch is never IP-fragmented.
+pub const ACK_BATCH_BYTES_MAX: usize = 1_472;
+/// Most entries in one ACK batch.
+pub const ACK_BATCH_LEN_MAX: usize =
+    (ACK_BATCH_BYTES_MAX - ACK_BATCH_HEADER_LEN) / ACK_BATCH_ENTRY_LEN;
 /// Bytes of lower-layer framing a simulated packet also occupies on a link (Ethernet + IP + UDP:
 /// 14 + 4 FCS + 20 + 8 + 20 preamble/IFG), used for serialization delay and bandwidth shares.
 pub const FRAMING_LEN: usize = 66;
@@ -54,6 +79,8 @@ pub enum Opcode {
     Nak = 3,
     /// An end-to-end acknowledgement (§2.1, §5.1).
     Ack = 4,
+    /// Several end-to-end acknowledgements between the processes of two hosts (§6.1).
+    AckBatch = 5,
 }
 
 impl Opcode {
@@ -64,6 +91,7 @@ impl Opcode {
             2 => Some(Opcode::Beacon),
             3 => Some(Opcode::Nak),
             4 => Some(Opcode::Ack),
+            5 => Some(Opcode::AckBatch),
             _ => None,
         }
     }
@@ -214,6 +242,44 @@ pub struct Ack {
     pub rwnd: u8,
 }
 
+/// The ACKs one host sends the processes of one other host at once, each applied by the
+/// receiving host as if it had come alone (§2.1 end-to-end ACKs, generated per host by the
+/// polling thread of §6.1). Holds 1 to [`ACK_BATCH_LEN_MAX`] entries: that is checked when it is
+/// built ([`AckBatch::new`]) and when it is decoded, so a batch always fits its MTU.
+///
+/// The network routes a batch by its first entry (`from` → `to`); a host only puts entries for
+/// the processes of one other host in a batch, so the first names the batch's destination host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AckBatch {
+    acks: Vec<Ack>,
+}
+
+impl AckBatch {
+    /// A batch of `acks`, or `None` if there are none or more than [`ACK_BATCH_LEN_MAX`].
+    pub fn new(acks: Vec<Ack>) -> Option<AckBatch> {
+        (1..=ACK_BATCH_LEN_MAX)
+            .contains(&acks.len())
+            .then_some(AckBatch { acks })
+    }
+
+    /// The entries, in the order they were packed.
+    pub fn acks(&self) -> &[Ack] {
+        &self.acks
+    }
+
+    /// The entries, by value.
+    pub fn into_acks(self) -> Vec<Ack> {
+        self.acks
+    }
+
+    /// The entry that names the batch's route: its receiving process and its sending process
+    /// (who the ACK goes to).
+    pub fn first(&self) -> &Ack {
+        // Never empty: `new` and the decoder refuse empty batches.
+        &self.acks[0]
+    }
+}
+
 /// Any 1Pipe packet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Packet {
@@ -225,6 +291,8 @@ pub enum Packet {
     Nak(Nak),
     /// An ACK.
     Ack(Ack),
+    /// Several ACKs for the processes of one host.
+    AckBatch(AckBatch),
 }
 
 impl Packet {
@@ -235,6 +303,7 @@ impl Packet {
             Packet::Beacon(_) => Opcode::Beacon,
             Packet::Nak(_) => Opcode::Nak,
             Packet::Ack(_) => Opcode::Ack,
+            Packet::AckBatch(_) => Opcode::AckBatch,
         }
     }
 
@@ -245,11 +314,25 @@ impl Packet {
             Packet::Beacon(_) => BEACON_LEN,
             Packet::Nak(_) => NAK_LEN,
             Packet::Ack(_) => ACK_LEN,
+            Packet::AckBatch(b) => ACK_BATCH_HEADER_LEN + b.acks.len() * ACK_BATCH_ENTRY_LEN,
         }
     }
 
     /// Bytes this packet occupies on a link, framing included.
     pub fn wire_len(&self) -> usize {
         self.encoded_len() + FRAMING_LEN
+    }
+
+    /// The processes a packet travels between, (from, to), which the network routes it by
+    /// (the destination process's host); `None` for a beacon, which goes one hop only. An ACK
+    /// batch travels as its first entry.
+    pub fn endpoints(&self) -> Option<(ProcId, ProcId)> {
+        match self {
+            Packet::Data(d) => Some((d.header.src, d.header.dst)),
+            Packet::Beacon(_) => None,
+            Packet::Nak(n) => Some((n.from, n.to)),
+            Packet::Ack(a) => Some((a.from, a.to)),
+            Packet::AckBatch(b) => Some((b.first().from, b.first().to)),
+        }
     }
 }

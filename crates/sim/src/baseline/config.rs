@@ -7,7 +7,7 @@
 use crate::config::{ConfigError, PacketKind, SimConfig};
 use onepipe_baselines::{PacketClass, Protocol};
 
-/// Baseline-specific configuration (`onepipe sim --protocol sequencer|sequencer-switch|token|lamport`).
+/// Baseline-specific configuration (`onepipe sim --protocol sequencer|sequencer-switch|token|lamport|isis`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BaselineConfig {
     /// Which protocol.
@@ -125,8 +125,9 @@ impl BaselineConfig {
 
 /// The baseline packet class a `--loss-kind` targets: `data` → [`PacketClass::Data`], `nak` →
 /// [`PacketClass::Repair`], `beacon` → [`PacketClass::Heartbeat`] (the periodic control
-/// packets), `ack` → [`PacketClass::Token`] (the token and its acknowledgements). `commit` has
-/// no counterpart (refused by [`BaselineConfig::validate`]).
+/// packets), `ack` → [`PacketClass::Token`] (the token and its acknowledgements; and, by
+/// [`class_targeted`], ISIS's proposals and agreed timestamps, [`PacketClass::Agreement`]).
+/// `commit` has no counterpart (refused by [`BaselineConfig::validate`]).
 pub fn class_of_kind(kind: PacketKind) -> Option<PacketClass> {
     match kind {
         PacketKind::Data => Some(PacketClass::Data),
@@ -135,4 +136,10 @@ pub fn class_of_kind(kind: PacketKind) -> Option<PacketClass> {
         PacketKind::Ack => Some(PacketClass::Token),
         PacketKind::Commit => None,
     }
+}
+
+/// True if loss aimed at `target` (from [`class_of_kind`]) hits a packet of `class`: the same
+/// class, or, for the acknowledgement kind, ISIS's agreement packets too.
+pub fn class_targeted(target: PacketClass, class: PacketClass) -> bool {
+    target == class || (target == PacketClass::Token && class == PacketClass::Agreement)
 }

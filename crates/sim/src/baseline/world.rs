@@ -32,12 +32,13 @@
 //! switches forward in zero time (their pipeline latency is part of the link latency).
 
 use super::check::{BaseChecker, Dsts, LossRules};
-use super::config::{class_of_kind, BaselineConfig};
+use super::config::{class_of_kind, class_targeted, BaselineConfig};
 use crate::clock::{Clock, ClockParams};
 use crate::config::{SimConfig, TopologySpec, WorkloadKind};
 use crate::metrics::{NsHistogram, TraceHash};
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
+use onepipe_baselines::isis::{IsisConfig, IsisEndpoint};
 use onepipe_baselines::lamport::{LamportConfig, LamportEndpoint};
 use onepipe_baselines::sequencer::{
     SeqEndpoint, SeqEndpointConfig, Sequencer, SequencerConfig, SequencerPlacement,
@@ -416,6 +417,9 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                     BaseNode::Lamport(LamportEndpoint::new(lc))
                 })
                 .collect(),
+            Protocol::Isis => ids
+                .map(|id| BaseNode::Isis(IsisEndpoint::new(IsisConfig::new(id, procs))))
+                .collect(),
         }
     }
 
@@ -519,6 +523,17 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                     (0..n).all(|s| {
                         lamport(r).received_from(ProcId(s as u32))
                             >= lamport(s).sent_to(ProcId(r as u32))
+                    })
+                })
+            }
+            Protocol::Isis => {
+                let isis = |i: usize| match &self.roles[i] {
+                    BaseNode::Isis(e) => e,
+                    _ => unreachable!("an ISIS group has only ISIS endpoints"),
+                };
+                (0..n).all(|r| {
+                    (0..n).all(|s| {
+                        isis(r).received_from(ProcId(s as u32)) >= isis(s).sent_to(ProcId(r as u32))
                     })
                 })
             }
@@ -643,7 +658,9 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
 
     /// Whether the loss model drops a packet of `class` on `link` (as in [`crate::world`]).
     fn lose(&mut self, link: u32, class: PacketClass) -> bool {
-        if self.cfg.loss_kind.is_some() && self.loss_class != Some(class) {
+        if self.cfg.loss_kind.is_some()
+            && !self.loss_class.is_some_and(|t| class_targeted(t, class))
+        {
             return false;
         }
         let l = &mut self.links[link as usize];
