@@ -195,6 +195,10 @@ fn encode_msg(out: &mut Vec<u8>, msg: &CtrlMsg) {
             put_u32(out, *round);
             put_u32(out, host.0);
         }
+        CtrlMsg::Isolate { link } => {
+            out.push(7);
+            put_u32(out, link.0);
+        }
         CtrlMsg::Resume { round, dead_links } => {
             out.push(6);
             put_u32(out, *round);
@@ -255,6 +259,9 @@ fn decode_msg(r: &mut Reader<'_>) -> Result<CtrlMsg, DecodeError> {
         4 => CtrlMsg::RecallAck {
             round: r.u32()?,
             from: NodeId(r.u32()?),
+        },
+        7 => CtrlMsg::Isolate {
+            link: LinkId(r.u32()?),
         },
         5 => CtrlMsg::Completed {
             round: r.u32()?,
@@ -412,6 +419,7 @@ pub(crate) mod tests {
                 round,
                 dead_links: l.into_iter().map(LinkId).collect(),
             }),
+            any::<u32>().prop_map(|l| CtrlMsg::Isolate { link: LinkId(l) }),
         ]
     }
 

@@ -189,7 +189,9 @@ impl<S: ControllerStore> HaController<S> {
                     ..
                 }
                 | CtrlOut::Resumed { round } => Some(*round) == last_resumed,
-                CtrlOut::Send { .. } => false,
+                // Isolation requests go again from the standby's own Determine; rejoins run
+                // on the relay channel, which is not logged.
+                CtrlOut::Send { .. } | CtrlOut::Joined { .. } => false,
             };
             if keep {
                 self.stats.resent += 1;

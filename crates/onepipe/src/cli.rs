@@ -184,10 +184,15 @@ struct SimArgs {
     /// the controller's procedure (§5.2) then fails its processes.
     #[arg(long, value_parser = parse_crash)]
     crash_host: Vec<(u32, u64)>,
+    /// Restart crashed host H at time T with its state lost, e.g. `--restart-host 3@1ms`
+    /// after `--crash-host 3@200us`: declared failed, it rejoins as new processes (§5.2).
+    #[arg(long, value_parser = parse_crash)]
+    restart_host: Vec<(u32, u64)>,
     /// Cut every link of a host (`host-3@1ms`: a host link failure) or of a physical switch
-    /// (`tor-1@1ms`, `agg-0@..`, `core-0@..`, `leaf-0@..`, `spine-0@..`), or one physical link
-    /// between two of them (`agg-0/core-0@1ms`), from a time on; repeatable. A host's cut may
-    /// heal (`host-3@1ms..2ms`): declared failed meanwhile, it then runs §5.2 receiver recovery.
+    /// (`tor-1@1ms`, `agg-0@..`, `core-0@..`, `leaf-0@..`, `spine-0@..`), one physical link
+    /// between two of them (`agg-0/core-0@1ms`) or one direction of it (`agg-3>tor-3@1ms`),
+    /// from a time on; repeatable. A cut may heal (`host-3@1ms..2ms`): a host declared failed
+    /// meanwhile then runs §5.2 receiver recovery and rejoins as new processes.
     #[arg(long, value_parser = parse_cut)]
     cut: Vec<(String, u64, Option<u64>)>,
     /// Step host H's clock by a signed amount at time T (true time), e.g. `--clock-step
@@ -450,6 +455,7 @@ impl SimArgs {
             },
             rto_ns: self.rto,
             crashes: self.crash_host.clone(),
+            restarts: self.restart_host.clone(),
             cuts: self.cut.iter().map(|c| (c.0.clone(), c.1)).collect(),
             heals: self
                 .cut
@@ -481,6 +487,8 @@ impl SimArgs {
                 Queue::Quaternary => QueueKind::Quaternary,
                 Queue::Binary => QueueKind::Binary,
             },
+            proc_ids_spare: None,
+            deliver_burst_max: SimConfig::default().deliver_burst_max,
         }
     }
 }
@@ -689,8 +697,14 @@ fn print_summary(r: &Report) {
     }
     if r.recovered > 0 {
         println!(
-            "  receivers   {} recovered after a heal (settling delivered {} buffered reliable messages, discarded {})",
-            r.recovered, r.settled_delivered, r.settled_discarded
+            "  receivers   {} recovered (settling delivered {} buffered reliable messages, discarded {}); {} rejoined as new processes ({} restarted after a crash), which then received {} messages and sent {} delivered",
+            r.recovered,
+            r.settled_delivered,
+            r.settled_discarded,
+            r.rejoined,
+            r.restarts,
+            r.rejoined_delivered_to,
+            r.rejoined_delivered_from
         );
     }
     print_tail(&Tail {

@@ -40,6 +40,8 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     let (mut clock_steps, mut stepped_runs, mut ctrl_downs, mut ctrl_lost) =
         (0u64, 0u64, 0u64, 0u64);
     let (mut forwarded, mut forwarding_runs) = (0u64, 0u64);
+    let (mut heals, mut restarts, mut recovered, mut rejoined, mut rejoined_traffic) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut lossy, mut dupy, mut reordering, mut targeted) = (0, 0, 0, 0);
     let mut first_failure: Option<Verdict> = None;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
@@ -61,6 +63,11 @@ pub fn vopr(a: &VoprArgs) -> i32 {
         ctrl_lost += o.ctrl_lost;
         forwarded += o.forwarded;
         forwarding_runs += (o.forwarded > 0) as u64;
+        heals += o.faults.heals as u64;
+        restarts += o.faults.restarts as u64;
+        recovered += o.recovered;
+        rejoined += o.rejoined;
+        rejoined_traffic += o.rejoined_traffic;
         lossy += (o.faults.loss > 0.0) as u64;
         dupy += (o.faults.dup > 0.0) as u64;
         reordering += (o.faults.reorder > 0.0) as u64;
@@ -95,6 +102,9 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     println!("  checked_deliveries {checked}");
     println!(
         "  faults: host crashes {crashes}, host link cuts {host_link_cuts}, switch failures {switch_cuts}, switch link cuts {link_cuts} (links removed {links_removed}; §5.2 rounds {rounds}, hosts declared failed {declared}, scatterings recalled {recalled}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}, clock steps {clock_steps} (runs {stepped_runs}), controller outages {ctrl_downs} (control messages lost {ctrl_lost}); §5.2 forwarded {forwarded} (runs {forwarding_runs})"
+    );
+    println!(
+        "  recoveries: cuts healed {heals}, crashed hosts restarted {restarts}; §5.2 hosts recovered {recovered}, rejoined as new processes {rejoined} (their messages delivered {rejoined_traffic})"
     );
     first_failure.map_or(0, Verdict::exit_code)
 }

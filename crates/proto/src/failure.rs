@@ -100,6 +100,15 @@ pub enum CtrlMsg {
         /// The host.
         host: NodeId,
     },
+    /// Determine's request to the switch at the head of `link` (a host's uplink): freeze the
+    /// link's commit register and report it as [`CtrlMsg::LinkDown`], as if it had timed out.
+    /// The controller sends it for a host it must declare failed whose commit barrier still
+    /// reaches correct receivers over live links: the frozen register is the cut that bounds
+    /// them (see `Controller::determine`).
+    Isolate {
+        /// The link to freeze (its head is the addressee).
+        link: LinkId,
+    },
     /// Resume: stop waiting for the commit barriers of `dead_links`, and route around them.
     Resume {
         /// Round number.
@@ -151,6 +160,64 @@ pub enum RelayMsg {
         /// (sender, timestamp) of the recalled scatterings, sorted.
         recalled: Vec<(ProcId, Timestamp)>,
     },
+    /// §5.2 "After delivering buffered messages, the recovered process needs to join 1Pipe as a
+    /// new process": a settled host asks to rejoin (host to controller, again until
+    /// [`RelayMsg::Joined`] answers).
+    Rejoin {
+        /// The settled host.
+        host: NodeId,
+    },
+    /// The controller to the switch at the head of `link`, while a host rejoins: is the input
+    /// alive (it spoke within the link timeout)? With `apply`, §4.2 "addition of … links": it
+    /// bounds the commit barrier again (no longer frozen or removed), the switch's outputs
+    /// waiting, never moving back, until the link's barriers pass them. Answered by
+    /// [`RelayMsg::Admitted`].
+    Admit {
+        /// The input link.
+        link: LinkId,
+        /// Take it back (else only say whether it is alive).
+        apply: bool,
+    },
+    /// A switch's answer to [`RelayMsg::Admit`]: whether the input is alive, and the switch's
+    /// output barriers (best effort, commit) — after taking it back, with `apply`.
+    Admitted {
+        /// The input link.
+        link: LinkId,
+        /// It spoke within the link timeout.
+        alive: bool,
+        /// The switch's best-effort output barrier.
+        barrier: Option<Timestamp>,
+        /// The switch's commit output barrier.
+        commit: Option<Timestamp>,
+    },
+    /// The controller's answer to [`RelayMsg::Rejoin`]: the host's processes are new processes
+    /// `procs` (fresh ids: the old ones stay failed); their timestamps start at `floor` — at
+    /// least every output barrier of the switches that took the host's links back, so nothing
+    /// they send is below a barrier any receiver has passed; `failed` is every process declared
+    /// failed so far.
+    Joined {
+        /// The new processes, one per old one, in order.
+        procs: Vec<ProcId>,
+        /// The least timestamp they may use.
+        floor: Timestamp,
+        /// (process, failure timestamp), sorted.
+        failed: Vec<(ProcId, Timestamp)>,
+    },
+    /// To every other correct host when `host` rejoined as the new processes `procs`: stamp
+    /// nothing to them below `floor`. The switches on the host's side may have run ahead of
+    /// the others while it was cut off with them (a partition, or a clock stepped forward):
+    /// their outputs, and so the new processes' barriers, can be above another host's clock,
+    /// and a message stamped below a receiver's barrier would be late — or, reliable, taken for
+    /// a duplicate and never acknowledged (VOPR seed 19 with heals). `floor` covers the host's
+    /// own first-hop switch's outputs too.
+    PeerJoined {
+        /// The host that rejoined.
+        host: NodeId,
+        /// Its new processes.
+        procs: Vec<ProcId>,
+        /// The least timestamp to use for them.
+        floor: Timestamp,
+    },
 }
 
 /// Where a control message goes.
@@ -186,6 +253,17 @@ pub enum CtrlOut {
         /// Round number.
         round: u32,
     },
+    /// §5.2 Receiver Recovery: host `host` rejoined as the new processes `procs`; the links
+    /// the switches still leave out of the commit minimum are `dead_links` (drivers route by
+    /// them from now on).
+    Joined {
+        /// The host.
+        host: NodeId,
+        /// Its new processes.
+        procs: Vec<ProcId>,
+        /// Every link still removed.
+        dead_links: Vec<LinkId>,
+    },
 }
 
 /// Controller configuration.
@@ -219,6 +297,11 @@ pub struct Controller {
     rounds: BTreeMap<u32, Round>,
     next_round: u32,
     determine_at: Option<Instant>,
+    /// Isolation requests sent (a counter, for tests and reports).
+    isolations: u64,
+    /// Links the switches leave out of the commit minimum: every `dead_links` of the Resumes
+    /// sent (and of the rejoins since).
+    removed: BTreeSet<LinkId>,
     outputs: VecDeque<CtrlOut>,
     /// §5.2 forwarding and recovery: on once [`Controller::enable_relay`] is called.
     relay: Option<Box<Relay>>,
@@ -243,6 +326,34 @@ struct Relay {
     recalled: BTreeSet<(ProcId, Timestamp)>,
     /// Failed hosts that asked to recover while a round was open: answered when none is.
     recovering: BTreeSet<NodeId>,
+    /// Failed hosts answered with `Settle`: they may rejoin.
+    settled: BTreeSet<NodeId>,
+    /// The rejoin under way, if any (one at a time).
+    join: Option<Join>,
+    /// Process ids are dense in `0..proc_ids_max`; rejoining hosts get the next free ones.
+    proc_ids_max: u32,
+    next_proc: u32,
+    /// Hosts rejoined (a counter).
+    joined: u64,
+}
+
+/// A host rejoining (§5.2 Receiver Recovery, §4.2 addition of links).
+#[derive(Debug)]
+struct Join {
+    host: NodeId,
+    /// False while asking which links are alive again; true while the switches take them back.
+    applying: bool,
+    /// Links whose head has not answered.
+    awaiting: BTreeSet<LinkId>,
+    /// Links found alive.
+    alive: BTreeSet<LinkId>,
+    /// Links no longer dead once it joins: the alive ones, but not the uplinks of other hosts
+    /// still failed, and its own downlink.
+    revived: BTreeSet<LinkId>,
+    /// Links removed from the commit minimum once it joins.
+    removed: BTreeSet<LinkId>,
+    /// The largest output barrier the switches answered while taking links back.
+    floor: Option<Timestamp>,
 }
 
 /// Most relays queued at the controller; beyond it the newest are dropped (the senders' timers
@@ -262,6 +373,8 @@ impl Controller {
             rounds: BTreeMap::new(),
             next_round: 1,
             determine_at: None,
+            isolations: 0,
+            removed: BTreeSet::new(),
             outputs: VecDeque::new(),
             relay: None,
         }
@@ -279,10 +392,262 @@ impl Controller {
                 host_of_proc[p.index()] = h as u32;
             }
         }
+        let procs = host_of_proc.len() as u32;
         self.relay = Some(Box::new(Relay {
             host_of_proc,
+            proc_ids_max: procs,
+            next_proc: procs,
             ..Relay::default()
         }));
+    }
+
+    /// §5.2 Receiver Recovery: process ids are dense in `0..max`, and a host that rejoins gets
+    /// fresh ones above every id given so far — while they last (a host asking for more than
+    /// are left stays out). Without this call no id is spare and nobody rejoins. Needs
+    /// [`Controller::enable_relay`] first.
+    pub fn set_proc_ids_max(&mut self, max: u32) {
+        if let Some(r) = self.relay.as_mut() {
+            r.proc_ids_max = max.max(r.next_proc);
+        }
+    }
+
+    /// Hosts that rejoined as new processes so far (§5.2).
+    pub fn rejoined(&self) -> u64 {
+        self.relay.as_ref().map_or(0, |r| r.joined)
+    }
+
+    /// The processes host `h` runs now (its latest incarnation's).
+    pub fn procs_of(&self, h: NodeId) -> &[ProcId] {
+        self.cfg
+            .procs_of_host
+            .get(h.index())
+            .map_or(&[], |p| p.as_slice())
+    }
+
+    /// §5.2 "the recovered process needs to join 1Pipe as a new process". A settled host asks
+    /// ([`RelayMsg::Rejoin`]); once no round is open the controller asks the switches at the
+    /// head of every link it knows dead or left out of the commit minimum whether it is alive
+    /// again ([`RelayMsg::Admit`] without `apply`). With those left out, the host must reach
+    /// every correct host and be reached by each, both ways (as in Determine), or it stays out
+    /// (it asks again). Then the switches take back what the host needs — its uplink, and the
+    /// links out of switches only it reaches — with §4.2's rule for added links (the output
+    /// waits until the link passes it), answering with their outputs; the host's new
+    /// processes stamp at or above the largest ([`RelayMsg::Joined`]). Every correct receiver's
+    /// barriers are bounded by one of those outputs (its chain from the host passes the last
+    /// link taken back), so nothing the new processes send lies below a barrier a receiver has
+    /// passed, and from then on the host's own barriers bound them.
+    fn on_rejoin(&mut self, host: NodeId) {
+        let busy = !self.rounds.is_empty() || self.determine_at.is_some();
+        let Some(r) = self.relay.as_mut() else {
+            return;
+        };
+        let failed = self.failed.get(host.index()).copied().unwrap_or(false);
+        if !failed || !r.settled.contains(&host) || busy {
+            r.dropped += 1;
+            return;
+        }
+        if r.join
+            .as_ref()
+            .is_some_and(|j| j.host != host || j.applying)
+        {
+            return; // another host first, or taking links back: it will answer
+        }
+        let procs = self.cfg.procs_of_host[host.index()].len() as u32;
+        if r.next_proc.saturating_add(procs) > r.proc_ids_max {
+            r.dropped += 1;
+            return; // no ids left: it stays out
+        }
+        // Every link the controller knows dead or removed whose head is a switch: the host's
+        // recovery may have revived any of them (a ToR silent while its only host was cut off,
+        // and the links above it).
+        let hosts = self.topo.hosts();
+        let links = self.topo.links();
+        let probe: BTreeSet<LinkId> = self
+            .reports
+            .keys()
+            .chain(&self.removed)
+            .copied()
+            .chain([self.topo.uplink(host.0)])
+            .filter(|l| links[l.index()].to.0 >= hosts)
+            .collect();
+        for &l in &probe {
+            r.out.push_back((
+                CtrlDest::Node(links[l.index()].to),
+                RelayMsg::Admit {
+                    link: l,
+                    apply: false,
+                },
+            ));
+        }
+        r.join = Some(Join {
+            host,
+            applying: false,
+            awaiting: probe,
+            alive: BTreeSet::new(),
+            revived: BTreeSet::new(),
+            removed: BTreeSet::new(),
+            floor: None,
+        });
+        self.join_step();
+    }
+
+    /// A switch answered [`RelayMsg::Admit`] for `link`; `high` is the larger of its outputs.
+    fn on_admitted(&mut self, link: LinkId, alive: bool, high: Option<Timestamp>) {
+        let Some(j) = self.relay.as_mut().and_then(|r| r.join.as_mut()) else {
+            return;
+        };
+        if !j.awaiting.remove(&link) {
+            return; // an answer to an earlier, abandoned attempt
+        }
+        if j.applying {
+            if let Some(h) = high {
+                j.floor = Some(j.floor.map_or(h, |f| f.max_wrapping(h)));
+            }
+        } else if alive {
+            j.alive.insert(link);
+        }
+        self.join_step();
+    }
+
+    /// Moves the rejoin on once every switch asked has answered: decides, then takes links
+    /// back, then admits the host.
+    fn join_step(&mut self) {
+        let Some(j) = self.relay.as_ref().and_then(|r| r.join.as_ref()) else {
+            return;
+        };
+        if !j.awaiting.is_empty() {
+            return;
+        }
+        let host = j.host;
+        if j.applying {
+            self.finish_join();
+            return;
+        }
+        // The picture once the host is back: the links alive again, and its own downlink (it
+        // asked because it hears its switch again), are no longer dead — except the uplinks
+        // of other hosts still failed (each comes back with its own host).
+        let hosts = self.topo.hosts();
+        let revived: BTreeSet<LinkId> = j
+            .alive
+            .iter()
+            .copied()
+            .filter(|l| {
+                let from = self.topo.links()[l.index()].from;
+                from == host || from.0 >= hosts || !self.failed[from.index()]
+            })
+            .chain([self.topo.downlink(host.0)])
+            .collect();
+        let mut reports = self.reports.clone();
+        for l in &revived {
+            reports.remove(l);
+        }
+        let dead: BTreeSet<LinkId> = reports.keys().copied().collect();
+        let mut failed = self.failed.clone();
+        failed[host.index()] = false;
+        let candidates: Vec<bool> = failed.iter().map(|f| !f).collect();
+        let correct = connected_hosts_among(&self.topo, &dead, &candidates);
+        let keeps_everyone = (0..self.topo.hosts() as usize).all(|h| failed[h] || correct[h]);
+        let r = self.relay.as_mut().expect("checked above");
+        if !keeps_everyone {
+            r.join = None; // still cut off somewhere: it asks again later
+            return;
+        }
+        let removed: BTreeSet<LinkId> = with_orphaned(&self.topo, dead, &failed)
+            .into_iter()
+            .collect();
+        let up = self.topo.uplink(host.0);
+        let take_back: BTreeSet<LinkId> = self
+            .removed
+            .iter()
+            .chain(self.reports.keys())
+            .copied()
+            .filter(|l| !removed.contains(l))
+            .chain([up])
+            // A host's downlink has no switch at its head: nothing to take back.
+            .filter(|l| self.topo.links()[l.index()].to.0 >= hosts)
+            .collect();
+        let links = self.topo.links();
+        for &l in &take_back {
+            r.out.push_back((
+                CtrlDest::Node(links[l.index()].to),
+                RelayMsg::Admit {
+                    link: l,
+                    apply: true,
+                },
+            ));
+        }
+        // The host's own first-hop switch's outputs bound its barriers from the first packet:
+        // they go into the floor too (asked through one of its inputs, changing nothing).
+        let tor_down = links[self.topo.downlink(host.0).index()].from;
+        let mut awaiting = take_back;
+        if let Some(&l) = self.topo.node(tor_down).inputs.first() {
+            if awaiting.insert(l) {
+                r.out.push_back((
+                    CtrlDest::Node(tor_down),
+                    RelayMsg::Admit {
+                        link: l,
+                        apply: false,
+                    },
+                ));
+            }
+        }
+        let j = r.join.as_mut().expect("checked above");
+        j.applying = true;
+        j.awaiting = awaiting;
+        j.removed = removed;
+        j.revived = revived;
+    }
+
+    /// Every switch took its links back: the host's processes rejoin as new processes.
+    fn finish_join(&mut self) {
+        let r = self.relay.as_mut().expect("a join runs with the relay on");
+        let j = r.join.take().expect("called with a join");
+        let h = j.host.index();
+        let n = self.cfg.procs_of_host[h].len() as u32;
+        let procs: Vec<ProcId> = (r.next_proc..r.next_proc + n).map(ProcId).collect();
+        r.next_proc += n;
+        r.joined += 1;
+        for &p in &procs {
+            if r.host_of_proc.len() <= p.index() {
+                r.host_of_proc.resize(p.index() + 1, u32::MAX);
+            }
+            r.host_of_proc[p.index()] = h as u32;
+        }
+        r.settled.remove(&j.host);
+        r.unresponsive.remove(&j.host);
+        let failed: Vec<(ProcId, Timestamp)> =
+            r.failed_procs.iter().map(|(&p, &t)| (p, t)).collect();
+        let floor = j.floor.unwrap_or_default();
+        r.out.push_back((
+            CtrlDest::Node(j.host),
+            RelayMsg::Joined {
+                procs: procs.clone(),
+                floor,
+                failed,
+            },
+        ));
+        for o in (0..self.failed.len()).filter(|&o| o != h && !self.failed[o]) {
+            r.out.push_back((
+                CtrlDest::Node(NodeId(o as u32)),
+                RelayMsg::PeerJoined {
+                    host: j.host,
+                    procs: procs.clone(),
+                    floor,
+                },
+            ));
+        }
+        self.failed[h] = false;
+        self.cfg.procs_of_host[h] = procs.clone();
+        // Reports that came in meanwhile stay (their Determine is due).
+        for l in &j.revived {
+            self.reports.remove(l);
+        }
+        self.removed = j.removed;
+        self.outputs.push_back(CtrlOut::Joined {
+            host: j.host,
+            procs,
+            dead_links: self.removed.iter().copied().collect(),
+        });
     }
 
     /// Packets relayed so far (§5.2 forwarding).
@@ -300,10 +665,33 @@ impl Controller {
             return;
         };
         match msg {
-            RelayMsg::Failed { .. } | RelayMsg::Settle { .. } => r.dropped += 1,
+            RelayMsg::Failed { .. }
+            | RelayMsg::Settle { .. }
+            | RelayMsg::Admit { .. }
+            | RelayMsg::Joined { .. }
+            | RelayMsg::PeerJoined { .. } => r.dropped += 1,
+            RelayMsg::Rejoin { host } => {
+                self.on_rejoin(host);
+                return;
+            }
+            RelayMsg::Admitted {
+                link,
+                alive,
+                barrier,
+                commit,
+            } => {
+                let high = match (barrier, commit) {
+                    (Some(b), Some(c)) => Some(b.max_wrapping(c)),
+                    (b, c) => b.or(c),
+                };
+                self.on_admitted(link, alive, high);
+                return;
+            }
             RelayMsg::Recalled { groups } => r.recalled.extend(groups),
+            // A host that restarted after a crash asks before it is declared failed (its
+            // buffers are gone; its old processes must be): answered once it is.
             RelayMsg::RecoverRequest { host } => {
-                if !failed.get(host.index()).copied().unwrap_or(false) {
+                if host.index() >= failed.len() {
                     r.dropped += 1;
                     return;
                 }
@@ -450,12 +838,22 @@ impl Controller {
 
     /// Determine (§5.2): who is disconnected, and when it failed; then Broadcast.
     fn determine(&mut self, now: Instant) {
+        // A new failure ends any rejoin under way: the host asks again once no round is open
+        // (links taken back meanwhile leave the commit minimum again with this round's Resume:
+        // they are still dead or orphaned in the controller's view).
+        if let Some(r) = self.relay.as_mut() {
+            r.join = None;
+        }
         let dead: BTreeSet<LinkId> = self.reports.keys().copied().collect();
-        let mut correct = connected_hosts(&self.topo, &dead);
+        let candidates: Vec<bool> = self.failed.iter().map(|f| !f).collect();
+        let mut correct = connected_hosts_among(&self.topo, &dead, &candidates);
         if let Some(r) = &self.relay {
             for h in &r.unresponsive {
                 correct[h.index()] = false;
             }
+        }
+        if self.isolate_unseparated(now, &dead, &correct) {
+            return;
         }
         let mut declared = Vec::new();
         for h in 0..self.topo.hosts() {
@@ -528,26 +926,64 @@ impl Controller {
         self.resume_ready();
     }
 
+    /// §5.2 "Failure timestamp of P … computed as the maximum last commit timestamp reported by
+    /// all neighbors of P", taken "from a cut in a routing graph … that separates S and all
+    /// receivers" (Appendix). A host about to be declared failed whose commit barrier still
+    /// reaches a correct host over links nobody reported has no such cut among the reports: a
+    /// failure timestamp taken from the reports would lie below commit barriers that live paths
+    /// already carried to correct receivers, which may have delivered its messages above it.
+    /// Its uplink's switch — a neighbour of P — is asked to freeze that link's commit register
+    /// and report it ([`CtrlMsg::Isolate`]): the frozen register is the cut (every path out of
+    /// the host starts there). Determine waits for those reports and runs again; nothing is
+    /// declared or resumed meanwhile — a Resume now would remove dead links from the commit
+    /// minimum while the hosts they disconnect are still counted correct (VOPR seed 1806: a
+    /// false suspicion of `agg-3-down → tor-3-down`, with `agg-0` failed, left pod 0's commit
+    /// barriers no path to `tor-3`; the controller declared nobody and resumed, and `tor-3`'s
+    /// hosts delivered past a message from pod 0 they had never acknowledged). Returns true if
+    /// Determine must wait.
+    fn isolate_unseparated(
+        &mut self,
+        now: Instant,
+        dead: &BTreeSet<LinkId>,
+        correct: &[bool],
+    ) -> bool {
+        let mut wait = false;
+        for h in 0..self.topo.hosts() {
+            if correct[h as usize] || self.failed[h as usize] {
+                continue;
+            }
+            let reach = reachable_from(&self.topo, NodeId(h), dead);
+            if !(0..self.topo.hosts()).any(|o| o != h && correct[o as usize] && reach[o as usize]) {
+                continue; // the reports already cut it off
+            }
+            let up = self.topo.uplink(h);
+            wait = true;
+            self.isolations += 1;
+            self.outputs.push_back(CtrlOut::Send {
+                to: CtrlDest::Node(self.topo.links()[up.index()].to),
+                msg: CtrlMsg::Isolate { link: up },
+            });
+        }
+        if wait {
+            // Asked again if the answer has not come by then (its switch may be dead too, which
+            // its own neighbours' reports will show).
+            self.determine_at = Some(now + 2 * self.cfg.settle_ns.max(1));
+        }
+        wait
+    }
+
+    /// Isolation requests sent so far ([`CtrlMsg::Isolate`]).
+    pub fn isolations(&self) -> u64 {
+        self.isolations
+    }
+
     /// `dead` plus every link out of a switch that no correct host reaches any more: such a
     /// switch is disconnected too (a ToR whose hosts all failed), and Resume must remove its
     /// outputs from the commit minimum downstream, or its last commit barrier — which nothing
     /// will raise again — holds every receiver's commit barrier for good (VOPR seed 41 at 10 ms:
     /// both hosts of a rack declared failed).
     fn with_orphaned(&self, dead: BTreeSet<LinkId>) -> Vec<LinkId> {
-        let mut reached = vec![false; self.topo.nodes().len()];
-        for h in (0..self.topo.hosts()).filter(|&h| !self.failed[h as usize]) {
-            let r = reachable_from(&self.topo, NodeId(h), &dead);
-            for (x, y) in reached.iter_mut().zip(r) {
-                *x |= y;
-            }
-        }
-        let mut all = dead;
-        for (i, l) in self.topo.links().iter().enumerate() {
-            if l.from.0 >= self.topo.hosts() && !reached[l.from.index()] {
-                all.insert(LinkId(i as u32));
-            }
-        }
-        all.into_iter().collect()
+        with_orphaned(&self.topo, dead, &self.failed)
     }
 
     /// The failure timestamp of host `h`: the largest last commit barrier reported by a correct
@@ -577,6 +1013,7 @@ impl Controller {
                 break;
             }
             let (round, r) = entry.remove_entry();
+            self.removed.extend(r.dead_links.iter().copied());
             // Switches stop waiting for the dead links; correct hosts resend what the failure
             // swallowed (routes change with Resume).
             let hosts = (0..self.topo.hosts())
@@ -612,7 +1049,13 @@ impl Controller {
         let failed: Vec<(ProcId, Timestamp)> =
             r.failed_procs.iter().map(|(&p, &t)| (p, t)).collect();
         let recalled: Vec<(ProcId, Timestamp)> = r.recalled.iter().copied().collect();
-        for h in std::mem::take(&mut r.recovering) {
+        let (ready, waiting): (BTreeSet<NodeId>, BTreeSet<NodeId>) =
+            std::mem::take(&mut r.recovering)
+                .into_iter()
+                .partition(|h| self.failed[h.index()]);
+        r.recovering = waiting;
+        for h in ready {
+            r.settled.insert(h);
             r.out.push_back((
                 CtrlDest::Node(h),
                 RelayMsg::Settle {
@@ -622,6 +1065,25 @@ impl Controller {
             ));
         }
     }
+}
+
+/// `dead` plus every link out of a switch that no host outside `failed` reaches over links
+/// not in `dead` (see `Controller::with_orphaned`).
+fn with_orphaned(topo: &Topology, dead: BTreeSet<LinkId>, failed: &[bool]) -> Vec<LinkId> {
+    let mut reached = vec![false; topo.nodes().len()];
+    for h in (0..topo.hosts()).filter(|&h| !failed[h as usize]) {
+        let r = reachable_from(topo, NodeId(h), &dead);
+        for (x, y) in reached.iter_mut().zip(r) {
+            *x |= y;
+        }
+    }
+    let mut all = dead;
+    for (i, l) in topo.links().iter().enumerate() {
+        if l.from.0 >= topo.hosts() && !reached[l.from.index()] {
+            all.insert(LinkId(i as u32));
+        }
+    }
+    all.into_iter().collect()
 }
 
 /// Nodes reachable from `start` over links not in `dead` (the start included).
@@ -648,11 +1110,33 @@ pub fn reachable_from(topo: &Topology, start: NodeId, dead: &BTreeSet<LinkId>) -
 }
 
 /// §5.2 "a process that disconnects … in a routing graph is regarded as failed": the hosts of the
-/// largest group that can all reach one another over live links (ties: the group of the lowest
-/// host), as a mask by host. Under a partition this is the greedy choice: the other side is
-/// failed.
+/// largest group that can all reach one another over live links, as a mask by host. Under a
+/// partition this is the greedy choice: the other side is failed. See
+/// [`connected_hosts_among`].
 pub fn connected_hosts(topo: &Topology, dead: &BTreeSet<LinkId>) -> Vec<bool> {
+    connected_hosts_among(topo, dead, &vec![true; topo.hosts() as usize])
+}
+
+/// [`connected_hosts`] among the hosts `candidate` admits (the controller leaves out hosts
+/// already declared failed).
+///
+/// Every pair of correct hosts must reach each other over live links, both ways: a correct
+/// receiver's commit barrier is bounded by a correct sender's only through a path of links
+/// that stay in the commit minimum, and Resume removes the dead ones. It is not enough that
+/// each reaches one common host (VOPR seed 1806: with `agg-0` failed and
+/// `agg-3-down → tor-3-down` reported, pod 0 and `tor-3`'s hosts both reached pod 2, but not
+/// each other; all were counted correct, and `tor-3`'s commit barrier lost pod 0's bound).
+/// Greedy (the paper's "greedy algorithm to find a set to separate as many receivers as
+/// possible"): for each host, biggest first, the hosts it reaches both ways; then, while two of
+/// them do not reach each other, drop the one that misses the most (ties: the higher id). The
+/// largest group wins (ties: the one found first).
+pub fn connected_hosts_among(
+    topo: &Topology,
+    dead: &BTreeSet<LinkId>,
+    candidate: &[bool],
+) -> Vec<bool> {
     let hosts = topo.hosts() as usize;
+    assert_eq!(candidate.len(), hosts, "a candidate flag per host");
     // Per host: which hosts it reaches, and whether it reaches itself through the network — a
     // host whose uplink or downlink is dead is in no group; one cut off with its rack alone is.
     let (reach, eligible): (Vec<Vec<bool>>, Vec<bool>) = (0..hosts)
@@ -664,20 +1148,60 @@ pub fn connected_hosts(topo: &Topology, dead: &BTreeSet<LinkId>) -> Vec<bool> {
             (r[..hosts].to_vec(), ok)
         })
         .unzip();
-    let mut best: Vec<bool> = vec![false; hosts];
-    let mut best_n = 0;
-    for (h, r) in reach.iter().enumerate() {
-        if !eligible[h] {
-            continue;
+    let eligible: Vec<bool> = (0..hosts).map(|h| eligible[h] && candidate[h]).collect();
+    let both = |a: usize, b: usize| a == b || reach[a][b] && reach[b][a];
+    let stars: Vec<Vec<usize>> = (0..hosts)
+        .map(|h| {
+            if !eligible[h] {
+                return Vec::new();
+            }
+            (0..hosts).filter(|&o| eligible[o] && both(h, o)).collect()
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..hosts).filter(|&h| eligible[h]).collect();
+    order.sort_by_key(|&h| (std::cmp::Reverse(stars[h].len()), h));
+    let mut best: Vec<usize> = Vec::new();
+    for h in order {
+        if stars[h].len() <= best.len() {
+            break; // no smaller star can beat it
         }
-        let group: Vec<bool> = (0..hosts).map(|o| o == h || r[o] && reach[o][h]).collect();
-        let n = group.iter().filter(|&&g| g).count();
-        if n > best_n {
-            best_n = n;
+        let group = prune_to_clique(&stars[h], both);
+        if group.len() > best.len() {
             best = group;
         }
     }
-    best
+    let mut mask = vec![false; hosts];
+    for h in best {
+        mask[h] = true;
+    }
+    mask
+}
+
+/// Drops members of `group` until every two of them are related by `both`: each time the one
+/// related to the fewest (ties: the higher id).
+fn prune_to_clique(group: &[usize], both: impl Fn(usize, usize) -> bool) -> Vec<usize> {
+    let mut members = group.to_vec();
+    let mut missing: Vec<usize> = members
+        .iter()
+        .map(|&a| members.iter().filter(|&&b| !both(a, b)).count())
+        .collect();
+    loop {
+        let Some((i, _)) = missing
+            .iter()
+            .enumerate()
+            .filter(|(_, &m)| m > 0)
+            .max_by_key(|&(i, &m)| (m, members[i]))
+        else {
+            return members;
+        };
+        let gone = members.remove(i);
+        missing.remove(i);
+        for (j, &b) in members.iter().enumerate() {
+            if !both(gone, b) {
+                missing[j] -= 1;
+            }
+        }
+    }
 }
 
 /// For each destination host, the nodes that can still reach it over live links: what a driver
@@ -841,6 +1365,192 @@ mod tests {
                 }
             ))
         );
+        assert_eq!(c.poll_relay(), None);
+    }
+
+    /// §5.2 Receiver Recovery, then "join 1Pipe as a new process": a settled host asks to
+    /// rejoin; the controller asks its switch whether its uplink is alive again, has the switch
+    /// take it back (§4.2), and answers with fresh process ids, a timestamp floor at the
+    /// switch's outputs, and the failures so far. A later failure of the host fails its new
+    /// processes.
+    #[test]
+    fn a_settled_host_rejoins_as_new_processes_once_its_links_are_back_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        c.enable_relay();
+        c.set_proc_ids_max(8);
+        let (up, down) = (topo.uplink(1), topo.downlink(1));
+        let tor = topo.links()[up.index()].to;
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: tor,
+                link: up,
+                last_commit: Some(ts(500)),
+            },
+        );
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: NodeId(1),
+                link: down,
+                last_commit: Some(ts(400)),
+            },
+        );
+        c.on_timeout(Instant(1_000));
+        for h in [0, 2, 3] {
+            c.on_message(
+                Instant(2_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        drain(&mut c);
+        // Not settled yet: no rejoin.
+        c.on_relay(Instant(2_100), RelayMsg::Rejoin { host: NodeId(1) });
+        let relays: Vec<_> = std::iter::from_fn(|| c.poll_relay()).collect();
+        assert_eq!(
+            relays,
+            vec![(CtrlDest::Node(NodeId(1)), RelayMsg::Failed { ts: ts(500) })]
+        );
+        c.on_relay(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
+        assert!(matches!(c.poll_relay(), Some((_, RelayMsg::Settle { .. }))));
+        // Settled: the rejoin asks the ToR about the uplink (the downlink's head is the host).
+        c.on_relay(Instant(2_300), RelayMsg::Rejoin { host: NodeId(1) });
+        let probe = RelayMsg::Admit {
+            link: up,
+            apply: false,
+        };
+        assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor), probe)));
+        assert_eq!(c.poll_relay(), None);
+        // Still silent: it stays out, and asks again later.
+        c.on_relay(
+            Instant(2_400),
+            RelayMsg::Admitted {
+                link: up,
+                alive: false,
+                barrier: Some(ts(900)),
+                commit: Some(ts(880)),
+            },
+        );
+        assert_eq!(c.poll_relay(), None);
+        assert!(c.is_failed(NodeId(1)));
+        c.on_relay(Instant(2_500), RelayMsg::Rejoin { host: NodeId(1) });
+        c.poll_relay();
+        c.on_relay(
+            Instant(2_600),
+            RelayMsg::Admitted {
+                link: up,
+                alive: true,
+                barrier: Some(ts(1_000)),
+                commit: Some(ts(990)),
+            },
+        );
+        let apply = RelayMsg::Admit {
+            link: up,
+            apply: true,
+        };
+        assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor), apply)));
+        // Its first-hop switch's outputs are asked too (they bound its barriers).
+        let tor_down = topo.links()[down.index()].from;
+        let first_in = topo.node(tor_down).inputs[0];
+        let ask = RelayMsg::Admit {
+            link: first_in,
+            apply: false,
+        };
+        assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor_down), ask)));
+        assert_eq!(c.poll_relay(), None);
+        for (link, b) in [(up, 1_050), (first_in, 1_070)] {
+            c.on_relay(
+                Instant(2_700),
+                RelayMsg::Admitted {
+                    link,
+                    alive: true,
+                    barrier: Some(ts(b)),
+                    commit: Some(ts(1_020)),
+                },
+            );
+        }
+        assert_eq!(
+            c.poll_relay(),
+            Some((
+                CtrlDest::Node(NodeId(1)),
+                RelayMsg::Joined {
+                    procs: vec![ProcId(4)],
+                    floor: ts(1_070),
+                    failed: vec![(ProcId(1), ts(500))],
+                }
+            ))
+        );
+        // Everyone else stamps nothing to the new process below the floor.
+        for h in [0, 2, 3] {
+            assert_eq!(
+                c.poll_relay(),
+                Some((
+                    CtrlDest::Node(NodeId(h)),
+                    RelayMsg::PeerJoined {
+                        host: NodeId(1),
+                        procs: vec![ProcId(4)],
+                        floor: ts(1_070),
+                    }
+                ))
+            );
+        }
+        assert_eq!(
+            drain(&mut c),
+            vec![CtrlOut::Joined {
+                host: NodeId(1),
+                procs: vec![ProcId(4)],
+                dead_links: vec![],
+            }]
+        );
+        assert!(!c.is_failed(NodeId(1)));
+        assert_eq!((c.rejoined(), c.procs_of(NodeId(1))), (1, &[ProcId(4)][..]));
+        // It fails again: its new process is the one declared.
+        c.on_message(
+            Instant(5_000),
+            CtrlMsg::LinkDown {
+                reporter: tor,
+                link: up,
+                last_commit: Some(ts(2_000)),
+            },
+        );
+        c.on_timeout(Instant(6_000));
+        assert!(drain(&mut c).iter().any(|o| matches!(o,
+            CtrlOut::Send { msg: CtrlMsg::Failure { failed, .. }, .. }
+                if failed == &vec![(ProcId(4), ts(2_000))])));
+    }
+
+    /// No spare ids, no rejoin: the host stays out.
+    #[test]
+    fn a_host_rejoins_only_while_spare_ids_last_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        c.enable_relay();
+        let up = topo.uplink(1);
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: topo.links()[up.index()].to,
+                link: up,
+                last_commit: Some(ts(500)),
+            },
+        );
+        c.on_timeout(Instant(1_000));
+        for h in [0, 2, 3] {
+            c.on_message(
+                Instant(2_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        c.on_relay(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
+        while c.poll_relay().is_some() {}
+        c.on_relay(Instant(2_300), RelayMsg::Rejoin { host: NodeId(1) });
         assert_eq!(c.poll_relay(), None);
     }
 
@@ -1063,6 +1773,139 @@ mod tests {
             at: Instant(1_000),
             hosts: vec![(NodeId(0), ts(500)), (NodeId(1), ts(900))]
         }));
+    }
+
+    /// The dead links of VOPR seed 1806's second round on a k=4 fat tree: `agg-0` failed
+    /// (its links), then `agg-3-down → tor-3-down` reported.
+    fn seed_1806_dead(topo: &Topology) -> BTreeSet<LinkId> {
+        let named = |from: &str, to: &str| {
+            let id = |n: &str| topo.nodes().iter().position(|x| x.name == n).unwrap();
+            let (f, t) = (id(from), id(to));
+            LinkId(
+                topo.links()
+                    .iter()
+                    .position(|l| l.from.index() == f && l.to.index() == t)
+                    .unwrap() as u32,
+            )
+        };
+        let mut dead: BTreeSet<LinkId> = [
+            ("tor-0-up", "agg-0-up"),
+            ("tor-1-up", "agg-0-up"),
+            ("agg-0-up", "core-0"),
+            ("agg-0-up", "core-1"),
+            ("agg-0-up", "agg-0-down"),
+            ("core-0", "agg-0-down"),
+            ("core-1", "agg-0-down"),
+            ("agg-0-down", "tor-0-down"),
+            ("agg-0-down", "tor-1-down"),
+        ]
+        .iter()
+        .map(|(f, t)| named(f, t))
+        .collect();
+        dead.insert(named("agg-3-down", "tor-3-down"));
+        dead
+    }
+
+    /// §5.2 Determine: correct hosts reach one another, both ways — not merely each some
+    /// common host. In seed 1806's network pod 0 (hosts 0–3) and `tor-3`'s hosts (6, 7) both
+    /// reach everyone else, but not each other; the greedy choice keeps the larger side.
+    #[test]
+    fn correct_hosts_reach_one_another_both_ways_5_2() {
+        let topo = Topology::fat_tree(4).unwrap();
+        let dead = seed_1806_dead(&topo);
+        let r = |a: u32, b: u32| reachable_from(&topo, NodeId(a), &dead)[b as usize];
+        assert!(r(0, 4) && r(4, 0) && r(6, 4) && r(4, 6) && !r(0, 6));
+        let correct = connected_hosts(&topo, &dead);
+        let failed: Vec<usize> = (0..16).filter(|&h| !correct[h]).collect();
+        assert_eq!(failed, vec![6, 7]);
+        // Hosts the controller already failed are not candidates.
+        let mut candidate = vec![true; 16];
+        candidate[12] = false;
+        let correct = connected_hosts_among(&topo, &dead, &candidate);
+        let failed: Vec<usize> = (0..16).filter(|&h| !correct[h]).collect();
+        assert_eq!(failed, vec![6, 7, 12]);
+        // With nothing dead, everyone.
+        assert!(connected_hosts(&topo, &BTreeSet::new()).iter().all(|&c| c));
+    }
+
+    /// §5.2 "Failure timestamp … from a cut in a routing graph … that separates S and all
+    /// receivers": hosts 6 and 7 must fail in seed 1806's network, but their commit barriers
+    /// still reach pods 1–3 over links nobody reported, so no report bounds what the correct
+    /// receivers saw of them. Determine neither declares nor resumes; it asks their ToR to
+    /// isolate their uplinks, and declares them at the frozen registers once reported. The
+    /// Resume that follows removes the uplinks with the dead links.
+    #[test]
+    fn a_failed_host_whose_commit_barrier_still_flows_is_isolated_first_5_2() {
+        let topo = Arc::new(Topology::fat_tree(4).unwrap());
+        let mut c = controller(&topo);
+        for l in seed_1806_dead(&topo) {
+            c.on_message(
+                Instant(0),
+                CtrlMsg::LinkDown {
+                    reporter: topo.links()[l.index()].to,
+                    link: l,
+                    last_commit: Some(ts(100)),
+                },
+            );
+        }
+        c.on_timeout(Instant(1_000));
+        let out = drain(&mut c);
+        let tor3_up = topo.links()[topo.uplink(6).index()].to;
+        assert_eq!(
+            out,
+            vec![
+                CtrlOut::Send {
+                    to: CtrlDest::Node(tor3_up),
+                    msg: CtrlMsg::Isolate {
+                        link: topo.uplink(6)
+                    }
+                },
+                CtrlOut::Send {
+                    to: CtrlDest::Node(tor3_up),
+                    msg: CtrlMsg::Isolate {
+                        link: topo.uplink(7)
+                    }
+                },
+            ],
+            "nothing declared, nothing resumed before the cut exists"
+        );
+        assert_eq!(c.isolations(), 2);
+        for (h, commit) in [(6, 700), (7, 650)] {
+            c.on_message(
+                Instant(1_100),
+                CtrlMsg::LinkDown {
+                    reporter: tor3_up,
+                    link: topo.uplink(h),
+                    last_commit: Some(ts(commit)),
+                },
+            );
+        }
+        let due = c.poll_timeout().expect("Determine runs again");
+        c.on_timeout(due);
+        let out = drain(&mut c);
+        assert!(out.contains(&CtrlOut::Declared {
+            round: 1,
+            at: due,
+            hosts: vec![(NodeId(6), ts(700)), (NodeId(7), ts(650))]
+        }));
+        for h in (0..16).filter(|h| ![6, 7].contains(h)) {
+            c.on_message(
+                Instant(3_000),
+                CtrlMsg::Completed {
+                    round: 1,
+                    host: NodeId(h),
+                },
+            );
+        }
+        let resumed = drain(&mut c).into_iter().find_map(|o| match o {
+            CtrlOut::Send {
+                msg: CtrlMsg::Resume { dead_links, .. },
+                ..
+            } => Some(dead_links),
+            _ => None,
+        });
+        let dead = resumed.expect("round 1 resumed");
+        assert!(dead.contains(&topo.uplink(6)) && dead.contains(&topo.uplink(7)));
     }
 
     #[test]

@@ -108,6 +108,15 @@ pub struct HostConfig {
     /// this long is sent again (the controller may have been down and lost it), the wait
     /// doubling each time up to [`CTRL_RETRY_MAX_NS`].
     pub ctrl_retry_ns: u64,
+    /// Most reliable messages delivered per input; the rest follow with the next packets (its
+    /// switch sends at least a keep-alive beacon every interval). Not with timeouts: a driver
+    /// runs those ahead of queued packets, and a long backlog delivered on the beacon timer
+    /// kept hosts from hearing their switch until they reported it dead (a swarm run). After a
+    /// long §5.2 round the commit barrier jumps and releases thousands of messages at once;
+    /// delivered in one go they kept the host from its beacons for longer than the link
+    /// timeout, and its switch took it for dead (VOPR seed 442 at `0cd1881`: seven live hosts
+    /// declared failed). 0: no limit.
+    pub deliver_burst_max: u32,
 }
 
 /// Longest wait between two re-sent `Completed` messages (§5.2).
@@ -141,6 +150,7 @@ impl HostConfig {
             reliable: ReliableConfig::default(),
             uplink_timeout_intervals: 10,
             ctrl_retry_ns: 50_000,
+            deliver_burst_max: 256,
         }
     }
 }
@@ -330,6 +340,10 @@ pub struct HostStats {
     pub settled_delivered: u64,
     /// See `settled_delivered`.
     pub settled_discarded: u64,
+    /// §5.2: times this host rejoined as new processes (its incarnation).
+    pub rejoined: u64,
+    /// §5.2: other hosts' rejoins it heard of (`RelayMsg::PeerJoined`).
+    pub peers_joined: u64,
 }
 
 /// What a host gives its driver on the §5.2 relay channel ([`Host::poll_relay`]), beside
@@ -402,6 +416,10 @@ pub struct Host {
     barrier: Option<Timestamp>,
     /// The commit barrier from the network: reliable messages below it are delivered (§5.1).
     commit: Option<Timestamp>,
+    /// The commit barrier below which every reliable message has been delivered: `commit`,
+    /// unless `deliver_burst_max` left some for the next input (`deliver_backlog`).
+    commit_released: Option<Timestamp>,
+    deliver_backlog: bool,
     /// Partially reassembled messages by (src, dst, first PSN, reliable).
     partials: BTreeMap<(ProcId, ProcId, Psn, bool), Partial>,
     /// Best-effort messages sent to other hosts, until acknowledged, NAKed or timed out.
@@ -451,6 +469,12 @@ pub struct Host {
     recovery_wanted: bool,
     recovery_asked: bool,
     settled: bool,
+    /// §5.2 rejoin: when to send `Rejoin` again, and the wait after that (settled, not yet
+    /// joined).
+    rejoin_due: Option<(Instant, u64)>,
+    /// Restarted after a crash with its state lost ([`Host::restarted`]) and not yet told that
+    /// it was declared failed: it says nothing on the data network.
+    restart_silent: bool,
     /// Recalls under way: (round, hosts yet to answer).
     recalls: Vec<(u32, BTreeSet<NodeId>)>,
     /// Rounds announced and not yet completed.
@@ -509,6 +533,8 @@ impl Host {
             clock_ts: now.timestamp(),
             barrier: None,
             commit: None,
+            commit_released: None,
+            deliver_backlog: false,
             partials: BTreeMap::new(),
             tracker: SendTracker::new(cfg.procs.clone(), cfg.senders_max, cfg.inflight_max),
             be_rtt: Rtt::default(),
@@ -538,6 +564,8 @@ impl Host {
             recovery_wanted: false,
             recovery_asked: false,
             settled: false,
+            rejoin_due: None,
+            restart_silent: false,
             failed: BTreeMap::new(),
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
@@ -546,6 +574,37 @@ impl Host {
             stats: HostStats::default(),
             cfg,
         }
+    }
+
+    /// A host that restarted after a crash with its state lost: its processes `cfg.procs`
+    /// failed with it — a receive buffer gone, acknowledgements it can no longer honour — and
+    /// it can only come back as new processes (§5.2: "the recovered process needs to join
+    /// 1Pipe as a new process"; the Appendix: "If R fails permanently, atomicity is violated"
+    /// for what it had acknowledged). It asks the controller at once
+    /// ([`RelayMsg::RecoverRequest`], answered once it is declared failed and no round is open)
+    /// and says nothing on the data network until it knows it was declared — not even a beacon:
+    /// its switch must time its link out, so that the controller declares its old processes
+    /// at the last commit barrier they sent. Then it settles (nothing to deliver) and rejoins.
+    /// Drain [`Host::poll_relay`] afterwards.
+    pub fn restarted(cfg: HostConfig, now: Instant) -> Host {
+        let mut h = Host::new(cfg, now);
+        h.restart_silent = true;
+        // Failed, at a timestamp the controller will tell: refuses sends, buffers nothing.
+        h.own_failure = Some(Timestamp::new(0));
+        h.recovery_wanted = true;
+        h.ask_recovery();
+        h
+    }
+
+    /// Puts back counters kept across a restart (a driver's bookkeeping: they are never reset).
+    pub fn restore_stats(&mut self, stats: HostStats) {
+        self.stats = stats;
+    }
+
+    /// Whether this host restarted after a crash and has not yet heard that it was declared
+    /// failed (see [`Host::restarted`]).
+    pub fn restart_silent(&self) -> bool {
+        self.restart_silent
     }
 
     /// The configuration.
@@ -573,6 +632,12 @@ impl Host {
     /// The commit barrier received from the network (§5.1), once one has arrived.
     pub fn commit_barrier(&self) -> Option<Barrier> {
         self.commit.map(Barrier)
+    }
+
+    /// The commit barrier below which every reliable message buffered here has been delivered:
+    /// the commit barrier, or an earlier one while `deliver_burst_max` holds a backlog.
+    pub fn commit_released(&self) -> Option<Barrier> {
+        self.commit_released.map(Barrier)
     }
 
     /// Counters of the reliable sender.
@@ -978,10 +1043,18 @@ impl Host {
     /// speaks for this host's processes: the correct hosts may recall what sits below it), and
     /// reliable data arriving from now on is dropped unacknowledged.
     fn on_own_failure(&mut self, ts: Timestamp) {
-        if self.own_failure.is_some() {
+        if self.own_failure.is_some() && !self.restart_silent {
             return;
         }
+        self.restart_silent = false;
         self.own_failure = Some(ts);
+        // §5.2 "If a process recovers from failure, e.g., the network link or switch
+        // recovers": a host that hears its first-hop switch (declared failed all the same —
+        // a false suspicion, or a partition elsewhere) recovers at once; one cut off does when
+        // it hears it again (`on_packet`), or when its driver says so (`recover`).
+        if self.uplink_spoke && self.uplink_silent == 0 {
+            self.recovery_wanted = true;
+        }
         if self.recovery_wanted {
             self.ask_recovery();
         }
@@ -1035,6 +1108,68 @@ impl Host {
         self.settled
     }
 
+    /// §5.2: a settled host asks to rejoin as a new process, again (backed off like
+    /// `Completed`) until [`RelayMsg::Joined`] answers — the controller answers only once no
+    /// round is open and the host is reachable both ways again.
+    fn ask_rejoin(&mut self, now: Instant) {
+        let wait = self.cfg.ctrl_retry_ns.max(1);
+        let next = match self.rejoin_due {
+            Some((_, w)) => (w * 2).min(CTRL_RETRY_MAX_NS.max(w)),
+            None => wait,
+        };
+        self.rejoin_due = Some((now + next, next));
+        if self.relays.len() < RELAY_OUT_MAX {
+            self.relays.push_back(HostRelay::Send {
+                to: CtrlDest::Controller,
+                msg: RelayMsg::Rejoin {
+                    host: self.cfg.node,
+                },
+            });
+        }
+    }
+
+    /// §5.2 "the recovered process needs to join 1Pipe as a new process": the host starts over
+    /// as the processes `procs` — fresh ids with fresh sequence spaces and buffers, nothing
+    /// carried over but its counters and its timestamp counter, raised to `floor` (the
+    /// controller's bound on every barrier a receiver may have passed; see
+    /// `Controller::on_rejoin`) — knowing the processes declared failed so far. Answers a
+    /// settled host only.
+    fn on_joined(
+        &mut self,
+        now: Instant,
+        procs: Vec<ProcId>,
+        floor: Timestamp,
+        failed: &[(ProcId, Timestamp)],
+    ) {
+        let fits = procs.len() == self.cfg.procs.len()
+            && procs.iter().all(|p| p.0 < self.cfg.senders_max)
+            && procs.windows(2).all(|w| w[0] < w[1]);
+        if !self.settled || self.rejoin_due.is_none() || !fits {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        let mut cfg = self.cfg.clone();
+        cfg.procs = procs;
+        let stats = std::mem::take(&mut self.stats);
+        let outputs = std::mem::take(&mut self.outputs);
+        let relays = std::mem::take(&mut self.relays);
+        let counter = self.clock_ts.max_wrapping(floor);
+        *self = Host::new(cfg, now);
+        self.stats = stats;
+        self.stats.rejoined += 1;
+        self.outputs = outputs;
+        self.relays = relays;
+        self.clock_ts = self.clock_ts.max_wrapping(counter);
+        self.commit_sent = self.commit_sent.max_wrapping(self.clock_ts);
+        for &(p, ts) in failed {
+            if p.0 < self.cfg.senders_max && self.local_index(p).is_none() {
+                self.failed.insert(p, ts);
+            }
+        }
+        // It hears its switch (it asked because it did): silence counts from now on.
+        self.uplink_spoke = true;
+    }
+
     /// §5.2 Receiver Recovery, "the process needs to consistently deliver or discard messages in
     /// the receive buffer": every buffered reliable message was acknowledged by this host before
     /// it froze. It is delivered — in timestamp order, as the correct receivers deliver it —
@@ -1054,6 +1189,14 @@ impl Host {
         }
         self.settled = true;
         self.stats.recovered += 1;
+        // Answered, so declared: a restarted host whose `Failed` was lost speaks again.
+        if self.restart_silent {
+            self.restart_silent = false;
+            if let Some(&(_, ts)) = failed.iter().find(|(p, _)| self.local_index(*p).is_some()) {
+                self.own_failure = Some(ts);
+            }
+        }
+        self.ask_rejoin(now);
         let mut failed_at: BTreeMap<ProcId, Timestamp> = failed.iter().copied().collect();
         for (&p, &t) in &self.failed {
             failed_at.entry(p).or_insert(t);
@@ -1106,8 +1249,13 @@ impl Host {
         }
     }
 
-    /// The next output of the §5.2 relay channel (controller forwarding). Drain it after
-    /// [`Node::poll_output`]; it stays empty unless `forward_after_retransmits` is set.
+    /// The next output of the §5.2 relay channel (controller forwarding, receiver recovery,
+    /// rejoining). Drain it *before* [`Node::poll_output`] and send in that order: a
+    /// `Recalled` report must reach the controller before the `Completed` of its round, which
+    /// the same input may produce (a host whose recall has no correct target left completes at
+    /// once), or the controller may resume the round and answer a recovering host without it.
+    /// Drivers that do not relay (the live runtime) never see it fill unless
+    /// `forward_after_retransmits` is set or they call [`Host::recover`].
     pub fn poll_relay(&mut self) -> Option<HostRelay> {
         self.relays.pop_front()
     }
@@ -1120,7 +1268,22 @@ impl Host {
         match msg {
             RelayMsg::Failed { ts } => self.on_own_failure(ts),
             RelayMsg::Settle { failed, recalled } => self.settle(now, &failed, &recalled),
-            RelayMsg::Recalled { .. } | RelayMsg::RecoverRequest { .. } => {
+            RelayMsg::Joined {
+                procs,
+                floor,
+                failed,
+            } => self.on_joined(now, procs, floor, &failed),
+            // §5.2 rejoin elsewhere: nothing this host stamps from now on is below the floor
+            // (timestamps only ever move forward, so raising the counter is always allowed).
+            RelayMsg::PeerJoined { floor, .. } => {
+                self.clock_ts = self.clock_ts.max_wrapping(floor);
+                self.stats.peers_joined += 1;
+            }
+            RelayMsg::Recalled { .. }
+            | RelayMsg::RecoverRequest { .. }
+            | RelayMsg::Rejoin { .. }
+            | RelayMsg::Admit { .. }
+            | RelayMsg::Admitted { .. } => {
                 self.stats.dropped_invalid += 1;
             }
             RelayMsg::Forward { packets, .. } => {
@@ -1237,6 +1400,9 @@ impl Host {
     }
 
     fn send_uplink(&mut self, packet: Packet) {
+        if self.restart_silent {
+            return;
+        }
         self.uplink_active = true;
         match &packet {
             Packet::Data(d) => {
@@ -1263,6 +1429,14 @@ impl Host {
         self.uplink_heard = true;
         self.uplink_spoke = true;
         self.uplink_silent = 0;
+        if self.restart_silent {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        // §5.2 Receiver Recovery: told it failed, and its switch speaks to it again.
+        if self.own_failure.is_some() && !self.recovery_wanted {
+            self.recover(now);
+        }
         match packet {
             Packet::Data(d) => {
                 let barrier = d.header.barrier();
@@ -1602,11 +1776,26 @@ impl Host {
         }
         if let Some(commit) = self.commit {
             let now_ts = self.timestamp_past(now, commit);
+            let mut budget = match self.cfg.deliver_burst_max {
+                0 => u32::MAX,
+                n => n,
+            };
+            self.deliver_backlog = false;
             for lp in &mut self.procs {
                 let Some(rel) = lp.rel.as_mut().filter(|_| !lp.paused) else {
                     continue;
                 };
-                while let Some((key, item)) = rel.reorder.pop_below(commit) {
+                loop {
+                    if budget == 0 {
+                        // More below the barrier: at the next input (§4.2: the host's beacons
+                        // must not wait behind a burst).
+                        self.deliver_backlog |= rel.reorder.peek().is_some_and(|k| k.ts < commit);
+                        break;
+                    }
+                    let Some((key, item)) = rel.reorder.pop_below(commit) else {
+                        break;
+                    };
+                    budget -= 1;
                     self.stats.delivered_reliable += 1;
                     self.outputs
                         .push_back(Output::Event(HostEvent::Deliver(Delivery {
@@ -1621,6 +1810,9 @@ impl Host {
                             now_ts,
                         })));
                 }
+            }
+            if !self.deliver_backlog {
+                self.commit_released = Some(commit);
             }
         }
     }
@@ -1917,6 +2109,9 @@ impl Host {
     }
 
     fn on_timeout(&mut self, now: Instant) {
+        if self.rejoin_due.is_some_and(|(due, _)| due <= now) {
+            self.ask_rejoin(now);
+        }
         self.resend_completed(now);
         self.send_due_acks(now);
         self.expire_sends(now);
@@ -2123,8 +2318,8 @@ impl Host {
                 self.sender.rearm_after_reroute(now);
                 self.retransmit_due(now);
             }
-            // Addressed to the controller.
-            CtrlMsg::LinkDown { .. } | CtrlMsg::Completed { .. } => {
+            // Addressed to the controller, or to a switch.
+            CtrlMsg::LinkDown { .. } | CtrlMsg::Completed { .. } | CtrlMsg::Isolate { .. } => {
                 self.stats.dropped_invalid += 1;
             }
         }
@@ -2360,6 +2555,9 @@ impl Node for Host {
             t = t.min(deadline);
         }
         if let Some(due) = self.rounds_awaited.values().map(|r| r.0).min() {
+            t = t.min(due);
+        }
+        if let Some((due, _)) = self.rejoin_due {
             t = t.min(due);
         }
         Some(t)

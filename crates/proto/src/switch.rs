@@ -579,6 +579,58 @@ impl Switch {
         true
     }
 
+    /// §5.2 Determine's [`crate::failure::CtrlMsg::Isolate`]: input `port` (a host's uplink)
+    /// stops raising the commit barrier, and its register is reported as a
+    /// [`SwitchEvent::LinkDown`] — exactly as if it had timed out, except that its best-effort
+    /// barrier still counts (the host is alive). The controller takes the host's failure
+    /// timestamp from this report; nothing above it passes here afterwards, so no correct
+    /// receiver's commit barrier goes past it. Reported again until Resume removes the input,
+    /// like a timed-out one. Returns false for an unknown port. Drain
+    /// [`Node::poll_output`] afterwards.
+    pub fn isolate_input(&mut self, port: PortId) -> bool {
+        let i = port.index();
+        if i >= self.cfg.inputs {
+            return false;
+        }
+        self.agg.inputs[i].commit_frozen = true;
+        self.agg.inputs[i].since_report = 0;
+        self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
+            port,
+            last_commit: self.agg.register(i, COMMIT),
+        }));
+        true
+    }
+
+    /// §5.2 rejoin ([`crate::failure::RelayMsg::Admit`]): whether input `port` is alive — it
+    /// spoke, and not `link_timeout_intervals` ago — and, with `apply`, §4.2 "addition of …
+    /// links": it bounds the commit barrier again (no longer frozen or removed). Its register
+    /// keeps what it last said, which is below the output when the link was away, and the
+    /// output never moves backwards: B_new waits until the link's barriers pass it, exactly the
+    /// paper's "suspends updates to B_new until the barrier received from the new link is
+    /// greater than B_new". Returns (alive, best-effort output, commit output), the outputs
+    /// after taking the link back; `None` for an unknown port.
+    pub fn admit_input(
+        &mut self,
+        port: PortId,
+        apply: bool,
+    ) -> Option<(bool, Option<Timestamp>, Option<Timestamp>)> {
+        let i = port.index();
+        if i >= self.cfg.inputs {
+            return None;
+        }
+        let alive = self.agg.inputs[i].spoke && !self.agg.inputs[i].dead;
+        if apply {
+            let p = &mut self.agg.inputs[i];
+            p.commit_removed = false;
+            p.commit_frozen = false;
+            p.since_report = 0;
+            self.agg.min_register = [None; 2];
+            self.agg.recompute_one(BE);
+            self.agg.recompute_one(COMMIT);
+        }
+        Some((alive, self.agg.out[BE], self.agg.out[COMMIT]))
+    }
+
     /// Whether Resume removed input `port` from the commit minimum.
     pub fn commit_input_removed(&self, port: PortId) -> bool {
         self.agg
@@ -966,6 +1018,121 @@ mod tests {
                 payload: Bytes::new(),
             }),
         }
+    }
+
+    /// §5.2 Determine's `Isolate`: the input's commit register stops rising at once and is
+    /// reported (the controller's failure timestamp for the host behind it), while its
+    /// best-effort barrier still counts; Resume then removes it from the commit minimum.
+    #[test]
+    fn an_isolated_input_freezes_its_commit_register_and_is_reported_5_2() {
+        let mut s = switch(SwitchMode::Chip);
+        let beacon = |b: u64, c: u64| {
+            Packet::Beacon(Beacon {
+                from: NodeId(1),
+                barrier: Timestamp::new(b),
+                commit: Timestamp::new(c),
+            })
+        };
+        for p in 0..3 {
+            s.handle(
+                Instant(10),
+                Input::Packet {
+                    port: PortId(p),
+                    packet: beacon(100, 90),
+                },
+            );
+        }
+        while s.poll_output().is_some() {}
+        assert_eq!(s.commit_barrier(), Some(Timestamp::new(90)));
+        assert!(s.isolate_input(PortId(1)));
+        assert!(!s.isolate_input(PortId(3)), "no such input");
+        assert_eq!(
+            s.poll_output(),
+            Some(Output::Event(SwitchEvent::LinkDown {
+                port: PortId(1),
+                last_commit: Some(Timestamp::new(90)),
+            }))
+        );
+        for p in 0..3 {
+            s.handle(
+                Instant(20),
+                Input::Packet {
+                    port: PortId(p),
+                    packet: beacon(200, 190),
+                },
+            );
+        }
+        assert_eq!(s.commit_register(PortId(1)), Some(Timestamp::new(90)));
+        assert_eq!(
+            s.commit_barrier(),
+            Some(Timestamp::new(90)),
+            "held by the frozen input"
+        );
+        assert_eq!(
+            s.barrier(),
+            Some(Timestamp::new(200)),
+            "best effort still counts it"
+        );
+        assert!(s.remove_commit_input(PortId(1)));
+        assert_eq!(s.commit_barrier(), Some(Timestamp::new(190)));
+    }
+
+    /// §4.2 "Addition of new hosts and links … suspends updates to B_new until the barrier
+    /// received from the new link is greater than B_new", for a link a §5.2 rejoin takes back
+    /// into the commit minimum: the answer says whether it is alive and gives the outputs; the
+    /// commit output waits for the link (its register is behind) and never moves back.
+    #[test]
+    fn a_link_taken_back_holds_the_commit_output_until_it_passes_it_4_2() {
+        let mut s = switch(SwitchMode::Chip);
+        let beacon = |b: u64, c: u64| {
+            Packet::Beacon(Beacon {
+                from: NodeId(1),
+                barrier: Timestamp::new(b),
+                commit: Timestamp::new(c),
+            })
+        };
+        let feed = |s: &mut Switch, now: u64, port: u32, b: u64, c: u64| {
+            s.handle(
+                Instant(now),
+                Input::Packet {
+                    port: PortId(port),
+                    packet: beacon(b, c),
+                },
+            );
+            while s.poll_output().is_some() {}
+        };
+        for p in 0..3 {
+            feed(&mut s, 10, p, 100, 90);
+        }
+        // Input 2 was reported and removed (§5.2); the others go on to 500.
+        assert!(s.isolate_input(PortId(2)));
+        assert!(s.remove_commit_input(PortId(2)));
+        for p in 0..2 {
+            feed(&mut s, 20, p, 500, 500);
+        }
+        assert_eq!(s.commit_barrier(), Some(Timestamp::new(500)));
+        assert_eq!(s.admit_input(PortId(7), false), None, "no such input");
+        let probe = s.admit_input(PortId(2), false);
+        assert_eq!(
+            probe,
+            Some((true, Some(Timestamp::new(100)), Some(Timestamp::new(500)))),
+            "alive; best effort still waits for it"
+        );
+        assert!(s.commit_input_removed(PortId(2)), "a probe changes nothing");
+        let taken = s.admit_input(PortId(2), true);
+        assert_eq!(taken, probe);
+        assert!(!s.commit_input_removed(PortId(2)));
+        for p in 0..2 {
+            feed(&mut s, 30, p, 900, 900);
+        }
+        feed(&mut s, 30, 2, 300, 300);
+        assert_eq!(
+            s.commit_barrier(),
+            Some(Timestamp::new(500)),
+            "held, never back"
+        );
+        feed(&mut s, 40, 2, 700, 700);
+        assert_eq!(s.commit_barrier(), Some(Timestamp::new(700)));
     }
 
     proptest! {

@@ -2325,11 +2325,12 @@ fn a_host_behind_the_barrier_stamps_above_what_it_delivered_2_1() {
     );
 }
 
-/// §5.2 Receiver Recovery at a host: told it failed, it freezes reliable delivery (a commit
-/// barrier heard afterwards releases nothing); when its link heals it asks the controller, and
-/// the answer settles its buffer — delivered in timestamp order except what the correct
-/// receivers discard: messages of a failed sender at or above its failure timestamp, and
-/// recalled scatterings.
+/// §5.2 Receiver Recovery at a host: told it failed while cut off (its switch silent for an
+/// interval), it freezes reliable delivery (a commit barrier heard afterwards releases
+/// nothing); when it hears its switch again it asks the controller, and the answer settles its
+/// buffer — delivered in timestamp order except what the correct receivers discard: messages
+/// of a failed sender at or above its failure timestamp, and recalled scatterings. Then it
+/// asks to rejoin.
 #[test]
 fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_5_2() {
     let mut h = Host::new(host_config(0, &[0, 1], 8), at(1_000));
@@ -2346,18 +2347,21 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
     // Not failed yet: a commit barrier releases what is below it.
     let out = feed(&mut h, 1_100, UPLINK, beacon(9, 105));
     assert_eq!(summary(&deliveries(&out)), vec![(100, 2, bytes("m"))]);
-    h.on_relay(at(1_200), RelayMsg::Failed { ts: t(90) });
+    // Cut off: a beacon interval passes without a word from the switch.
+    tick(&mut h, 2 * INTERVAL_NS);
+    tick(&mut h, 3 * INTERVAL_NS);
+    h.on_relay(at(3_100), RelayMsg::Failed { ts: t(90) });
     drain(&mut h);
+    assert!(h.poll_relay().is_none(), "it does not hear its switch yet");
     assert_eq!(
-        h.send(at(1_250), p(1), &[(p(2), bytes("x"))]),
+        h.send(at(3_150), p(1), &[(p(2), bytes("x"))]),
         Err(onepipe_proto::host::SendError::Failed(p(1))),
         "a failed host sends nothing more, best effort included"
     );
-    // Frozen: this barrier passes everything buffered, and releases none of it.
-    let out = feed(&mut h, 1_300, UPLINK, beacon(9, 1_000));
+    // Frozen: this barrier passes everything buffered, and releases none of it. Hearing its
+    // switch again, the host asks to recover.
+    let out = feed(&mut h, 3_300, UPLINK, beacon(9, 1_000));
     assert!(deliveries(&out).is_empty());
-    assert!(h.poll_relay().is_none());
-    h.recover(at(1_400));
     assert_eq!(
         h.poll_relay(),
         Some(HostRelay::Send {
@@ -2365,10 +2369,10 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
             msg: RelayMsg::RecoverRequest { host: NodeId(0) },
         })
     );
-    h.recover(at(1_450));
+    h.recover(at(3_450));
     assert!(h.poll_relay().is_none(), "asked once");
     h.on_relay(
-        at(1_500),
+        at(3_500),
         RelayMsg::Settle {
             failed: vec![(p(0), t(90)), (p(1), t(90)), (p(3), t(105))],
             recalled: vec![(p(4), t(120))],
@@ -2388,16 +2392,105 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
         ),
         (1, 1, 2)
     );
+    assert_eq!(
+        h.poll_relay(),
+        Some(HostRelay::Send {
+            to: CtrlDest::Controller,
+            msg: RelayMsg::Rejoin { host: NodeId(0) },
+        }),
+        "settled, it asks to rejoin as a new process"
+    );
     // Settled once; later data is not buffered.
     h.on_relay(
-        at(1_600),
+        at(3_600),
         RelayMsg::Settle {
             failed: vec![],
             recalled: vec![],
         },
     );
-    let out = feed(&mut h, 1_700, UPLINK, fragment(2, 0, 140, 2, 0, rel, b"m"));
+    let out = feed(&mut h, 3_700, UPLINK, fragment(2, 0, 140, 2, 0, rel, b"m"));
     assert!(deliveries(&out).is_empty() && deliveries(&drain(&mut h)).is_empty());
+}
+
+/// §5.2 "After delivering buffered messages, the recovered process needs to join 1Pipe as a new
+/// process": a settled host that the controller answers `Joined` starts over as the new
+/// processes — fresh ids, fresh buffers and sequence spaces — stamping at or above the floor,
+/// refusing to send to processes declared failed (its own old ones included) and sending as
+/// its old ids no more; it receives and delivers for its new processes in total order.
+#[test]
+fn a_settled_host_rejoins_as_new_processes_above_the_floor_5_2() {
+    let mut h = Host::new(host_config(0, &[0, 1], 8), at(1_000));
+    feed(&mut h, 1_000, UPLINK, beacon(9, 500));
+    h.on_relay(at(1_100), RelayMsg::Failed { ts: t(90) });
+    assert!(matches!(
+        h.poll_relay(),
+        Some(HostRelay::Send {
+            msg: RelayMsg::RecoverRequest { .. },
+            ..
+        })
+    ));
+    // Not settled: a `Joined` now is garbage.
+    let joined = |floor: u64| RelayMsg::Joined {
+        procs: vec![p(5), p(6)],
+        floor: t(floor),
+        failed: vec![(p(0), t(90)), (p(1), t(90)), (p(3), t(200))],
+    };
+    h.on_relay(at(1_150), joined(50_000));
+    assert_eq!(h.config().procs, vec![p(0), p(1)]);
+    h.on_relay(
+        at(1_200),
+        RelayMsg::Settle {
+            failed: vec![(p(0), t(90)), (p(1), t(90))],
+            recalled: vec![],
+        },
+    );
+    drain(&mut h);
+    assert!(matches!(
+        h.poll_relay(),
+        Some(HostRelay::Send {
+            msg: RelayMsg::Rejoin { .. },
+            ..
+        })
+    ));
+    // Unanswered, it asks again.
+    tick(&mut h, 60_000);
+    assert!(matches!(
+        h.poll_relay(),
+        Some(HostRelay::Send {
+            msg: RelayMsg::Rejoin { .. },
+            ..
+        })
+    ));
+    h.on_relay(at(61_000), joined(80_000));
+    drain(&mut h);
+    assert_eq!(h.config().procs, vec![p(5), p(6)]);
+    assert_eq!(h.stats().rejoined, 1);
+    assert!(h.own_failure().is_none() && !h.settled());
+    assert!(
+        h.timestamp(at(61_100)) >= t(80_000),
+        "stamps at or above the floor"
+    );
+    assert_eq!(
+        h.send(at(61_200), p(0), &[(p(2), bytes("x"))]),
+        Err(onepipe_proto::host::SendError::NotLocal(p(0)))
+    );
+    assert_eq!(
+        h.send_reliable(at(61_200), p(5), &[(p(3), bytes("x"))]),
+        Err(onepipe_proto::host::SendError::Failed(p(3)))
+    );
+    let ts = h.send(at(61_300), p(5), &[(p(2), bytes("hi"))]).unwrap();
+    assert!(ts >= t(80_000));
+    // Messages to the new processes are delivered in order below the barrier.
+    feed(&mut h, 61_400, UPLINK, message(2, 6, 81_000, 0, b"a"));
+    feed(&mut h, 61_400, UPLINK, message(4, 6, 80_500, 0, b"b"));
+    let out = feed(&mut h, 61_500, UPLINK, beacon(9, 82_000));
+    assert_eq!(
+        summary(&deliveries(&out)),
+        vec![(80_500, 4, bytes("b")), (81_000, 2, bytes("a"))]
+    );
+    // No more asking.
+    tick(&mut h, 2_000_000);
+    assert!(h.poll_relay().is_none());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -306,6 +306,18 @@ impl Aggregator {
         })
     }
 
+    /// §5.2 Determine's `Isolate`: input `port` of `half` stops raising the commit barrier and
+    /// is reported (`SwitchEvent::LinkDown`, drained with the aggregator's outputs). Returns
+    /// false for a port that does not exist.
+    pub fn isolate_input(&mut self, now: Instant, half: AggHalf, port: PortId) -> bool {
+        let done = match half {
+            AggHalf::Up => self.up.isolate_input(port),
+            AggHalf::Down => self.down.as_mut().is_some_and(|d| d.isolate_input(port)),
+        };
+        self.pump(now);
+        done
+    }
+
     /// §5.2 Resume: input `port` of `half` no longer bounds the commit barrier. Returns false
     /// for a port that does not exist.
     pub fn remove_commit_input(&mut self, half: AggHalf, port: PortId) -> bool {
@@ -458,7 +470,7 @@ pub fn run_aggregator(
             match inbox.try_recv() {
                 Ok(FromController::Ctrl { msg }) => {
                     if let Some(live) = live.as_ref() {
-                        on_resume(&mut driver, live, index, msg.into());
+                        on_ctrl(&mut driver, live, index, msg.into(), &mut detected);
                     }
                 }
                 Ok(_) => {}
@@ -569,8 +581,28 @@ fn link_down(
 }
 
 /// §5.2 Resume: the dead links that enter this aggregator stop bounding its commit barrier.
-/// Anything else from the controller is not for an aggregator.
-fn on_resume(driver: &mut Driver<Aggregator>, live: &LiveTopology, index: usize, msg: CtrlMsg) {
+/// Determine's `Isolate`: the link's commit register freezes and is reported (into
+/// `detected`). Anything else from the controller is not for an aggregator.
+fn on_ctrl(
+    driver: &mut Driver<Aggregator>,
+    live: &LiveTopology,
+    index: usize,
+    msg: CtrlMsg,
+    detected: &mut Vec<(PortId, Option<Timestamp>)>,
+) {
+    if let CtrlMsg::Isolate { link } = msg {
+        let Some((half, port)) = live.input_port(index, link) else {
+            return;
+        };
+        driver.with_node(
+            |a, now| a.isolate_input(now, half, port),
+            &mut |e: SwitchEvent| {
+                let SwitchEvent::LinkDown { port, last_commit } = e;
+                detected.push((port, last_commit));
+            },
+        );
+        return;
+    }
     let CtrlMsg::Resume { dead_links, .. } = msg else {
         return;
     };

@@ -930,6 +930,8 @@ impl State {
                         self.send_to(&m, &msg);
                     }
                 }
+                // Rejoining runs on the relay channel, which the live runtime does not use.
+                CtrlOut::Joined { .. } => {}
                 CtrlOut::Resumed { round } => {
                     self.log(format_args!("round {round}: resumed"));
                     if let Ok(f) = self.failure.as_mut() {

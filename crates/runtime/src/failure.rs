@@ -247,6 +247,11 @@ pub enum WireCtrl {
         /// Host.
         host: u32,
     },
+    /// Determine asks the link's head to freeze and report it.
+    Isolate {
+        /// Graph link.
+        link: u32,
+    },
     /// Resume: stop waiting for the dead links.
     Resume {
         /// Round.
@@ -299,6 +304,7 @@ impl From<&CtrlMsg> for WireCtrl {
                 round: *round,
                 host: host.0,
             },
+            CtrlMsg::Isolate { link } => WireCtrl::Isolate { link: link.0 },
             CtrlMsg::Resume { round, dead_links } => WireCtrl::Resume {
                 round: *round,
                 dead_links: dead_links.iter().map(|l| l.0).collect(),
@@ -357,6 +363,7 @@ impl From<WireCtrl> for CtrlMsg {
                 round,
                 host: NodeId(host),
             },
+            WireCtrl::Isolate { link } => CtrlMsg::Isolate { link: LinkId(link) },
             WireCtrl::Resume { round, dead_links } => CtrlMsg::Resume {
                 round,
                 dead_links: dead_links.into_iter().map(LinkId).collect(),
@@ -459,6 +466,7 @@ mod tests {
                 round: 2,
                 dead_links: vec![LinkId(3)],
             },
+            CtrlMsg::Isolate { link: LinkId(4) },
         ];
         for m in msgs {
             let json = serde_json::to_string(&WireCtrl::from(&m)).unwrap();

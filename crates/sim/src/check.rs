@@ -89,8 +89,12 @@ const VIOLATIONS_KEPT: usize = 20;
 /// The global checker of one run.
 #[derive(Debug)]
 pub struct Checker {
+    /// Process ids are dense in `0..procs` (ids given to rejoining hosts extend it).
     procs: u32,
-    procs_per_host: u32,
+    /// Host of each process, and each host's processes now (§5.2: a host that rejoins runs
+    /// new processes; its old ones stay failed).
+    proc_host: Vec<u32>,
+    host_procs: Vec<Vec<u32>>,
     fifo_links: bool,
     /// Per sender, by scattering id (reliable scatterings are recorded when stamped, so ids
     /// may arrive out of order).
@@ -99,18 +103,22 @@ pub struct Checker {
     last_key: [Vec<Option<(Timestamp, u32, u64)>>; 2],
     logs: [Vec<Vec<(u32, u64)>>; 2],
     undelivered_reliable: u64,
-    /// Hosts that crashed (`--crash-host`): their processes' sends and receipts are excused.
+    /// Processes whose host crashed (`--crash-host`) or was cut off, or that were declared
+    /// failed: their sends and receipts are excused.
     crashed: Vec<bool>,
     host_barrier: Vec<Option<Timestamp>>,
     host_max_delivered: Vec<Option<Timestamp>>,
     switch_barrier: Vec<Option<Timestamp>>,
     failed: BTreeMap<(u32, u64), u32>,
-    /// §5.2: hosts the controller declared failed, with their failure timestamps.
+    /// §5.2: processes the controller declared failed, with their failure timestamps.
     declared: Vec<Option<Timestamp>>,
     /// §5.2: reliable scatterings recalled, as (sender, raw timestamp).
     recalled: HashSet<(u32, u64)>,
-    /// §5.2 receiver recovery: declared hosts that settled their buffer.
+    /// §5.2 receiver recovery: declared processes whose host settled their buffer.
     recovered: Vec<bool>,
+    /// Per process: how many reliable deliveries it had made when its host was told it failed
+    /// (it froze then; what it delivers afterwards, it delivers settling).
+    frozen_at: Vec<Option<usize>>,
     violations: Vec<Violation>,
     violation_count: u64,
     deliveries_checked: u64,
@@ -123,7 +131,10 @@ impl Checker {
         let hosts = (procs / procs_per_host) as usize;
         Checker {
             procs,
-            procs_per_host,
+            proc_host: (0..procs).map(|p| p / procs_per_host).collect(),
+            host_procs: (0..hosts as u32)
+                .map(|h| (h * procs_per_host..(h + 1) * procs_per_host).collect())
+                .collect(),
             fifo_links,
             sends: vec![Vec::new(); procs as usize],
             last_key: [vec![None; procs as usize], vec![None; procs as usize]],
@@ -132,14 +143,15 @@ impl Checker {
                 vec![Vec::new(); procs as usize],
             ],
             undelivered_reliable: 0,
-            crashed: vec![false; hosts],
+            crashed: vec![false; procs as usize],
             host_barrier: vec![None; hosts],
             host_max_delivered: vec![None; hosts],
             switch_barrier: vec![None; switches],
             failed: BTreeMap::new(),
-            declared: vec![None; hosts],
+            declared: vec![None; procs as usize],
             recalled: HashSet::new(),
-            recovered: vec![false; hosts],
+            recovered: vec![false; procs as usize],
+            frozen_at: vec![None; procs as usize],
             violations: Vec::new(),
             violation_count: 0,
             deliveries_checked: 0,
@@ -181,16 +193,44 @@ impl Checker {
     /// Host `host` crashed at `t` (idempotent). Best effort promises nothing about the messages
     /// of a crashed sender or to a crashed receiver (§4.2); everything else is checked as before.
     pub fn on_crash(&mut self, _t: u64, host: u32) {
-        self.crashed[host as usize] = true;
+        for &p in &self.host_procs[host as usize] {
+            self.crashed[p as usize] = true;
+        }
     }
 
     /// §5.2: the controller declared `host` failed with failure timestamp `ts`. Its processes
     /// are excused as receivers; as a sender, its reliable scatterings at or above `ts` must be
     /// delivered nowhere and those below it everywhere correct (`ts` is a commit barrier: it
     /// commits what is strictly below it).
-    pub fn on_declared(&mut self, host: u32, ts: Timestamp) {
-        self.crashed[host as usize] = true;
-        self.declared[host as usize] = Some(ts);
+    ///
+    /// `procs` are the processes the controller declared — not necessarily the ones the
+    /// checker has for the host: a host admitted as new processes may be declared again before
+    /// it hears that it joined, and then it is the new processes that failed, not the old ones
+    /// (VOPR seed 442 with heals: the old ones' failure timestamp was overwritten by the new
+    /// ones', and their aborted scatterings were taken for lost).
+    pub fn on_declared(&mut self, procs: &[u32], ts: Timestamp) {
+        self.grow(procs.iter().map(|&p| p + 1).max().unwrap_or(0));
+        for &p in procs {
+            self.crashed[p as usize] = true;
+            self.declared[p as usize].get_or_insert(ts);
+        }
+    }
+
+    /// Makes room for process ids below `n`.
+    fn grow(&mut self, n: u32) {
+        let n = n.max(self.procs);
+        let len = n as usize;
+        self.procs = n;
+        self.proc_host.resize(len, u32::MAX);
+        self.sends.resize(len, Vec::new());
+        for k in 0..2 {
+            self.last_key[k].resize(len, None);
+            self.logs[k].resize(len, Vec::new());
+        }
+        self.crashed.resize(len, false);
+        self.declared.resize(len, None);
+        self.recovered.resize(len, false);
+        self.frozen_at.resize(len, None);
     }
 
     /// §5.2 Receiver Recovery: declared host `host` settled its receive buffer. "1Pipe only
@@ -198,7 +238,36 @@ impl Checker {
     /// at the end of a drained run its processes must have delivered exactly the reliable
     /// messages to them that the correct receivers deliver (see `check_recovered`).
     pub fn on_recovered(&mut self, host: u32) {
-        self.recovered[host as usize] = true;
+        for &p in &self.host_procs[host as usize] {
+            self.recovered[p as usize] = true;
+        }
+    }
+
+    /// §5.2 "the recovered process needs to join 1Pipe as a new process": host `host` runs
+    /// the fresh processes `procs` from now on — correct, with no history; its old processes
+    /// stay failed (and, if it settled, held to the correct receivers). Its barrier starts
+    /// afresh; its timestamps stay above everything it delivered (`causality`).
+    pub fn on_joined(&mut self, _t: u64, host: u32, procs: &[u32]) {
+        self.grow(procs.iter().map(|&p| p + 1).max().unwrap_or(0));
+        for &p in procs {
+            self.proc_host[p as usize] = host;
+        }
+        self.host_procs[host as usize] = procs.to_vec();
+        self.host_barrier[host as usize] = None;
+    }
+
+    /// §5.2: host `host` was told it failed: its processes deliver no more reliable messages
+    /// until they settle.
+    pub fn on_frozen(&mut self, host: u32) {
+        for &p in &self.host_procs[host as usize] {
+            self.frozen_at[p as usize].get_or_insert(self.logs[1][p as usize].len());
+        }
+    }
+
+    /// Host `host` restarted with its state lost (`--restart-host`): its barrier starts afresh
+    /// (its processes stay crashed; they rejoin as new ones).
+    pub fn on_restarted(&mut self, host: u32) {
+        self.host_barrier[host as usize] = None;
     }
 
     /// §5.2 Recall: the reliable scattering(s) `src` stamped `ts` were aborted.
@@ -209,7 +278,10 @@ impl Checker {
     /// §5.2: each process of a recovered host delivered a reliable message iff it is one of
     /// its destinations, it was not aborted (recalled, or at or above its sender's failure
     /// timestamp), and some correct destination delivered it — in timestamp order (checked as
-    /// it delivers, by `on_deliver`).
+    /// it delivers, by `on_deliver`). What it delivered before its host was told it failed is
+    /// judged as any declared receiver's: §5.2 "Limitations" — "when network partition occurs,
+    /// separated receivers may deliver messages after failure timestamp" — so only the
+    /// deliveries it made settling must be ones the correct receivers make; it must miss none.
     fn check_recovered(&mut self, t: u64) {
         if !self.recovered.iter().any(|&r| r) {
             return;
@@ -217,6 +289,14 @@ impl Checker {
         let logs: Vec<HashSet<(u32, u64)>> = self.logs[1]
             .iter()
             .map(|l| l.iter().copied().collect())
+            .collect();
+        let settled: Vec<HashSet<(u32, u64)>> = self.logs[1]
+            .iter()
+            .enumerate()
+            .map(|(p, l)| {
+                let from = self.frozen_at[p].unwrap_or(0).min(l.len());
+                l[from..].iter().copied().collect()
+            })
             .collect();
         let mut found = Vec::new();
         for src in 0..self.procs as usize {
@@ -227,29 +307,32 @@ impl Checker {
                 if !rec.reliable {
                     continue;
                 }
-                let sender_host = src as u32 / self.procs_per_host;
                 let aborted = self.recalled.contains(&(src as u32, rec.ts.raw()))
-                    || self.declared[sender_host as usize].is_some_and(|f| rec.ts >= f);
+                    || self.declared[src].is_some_and(|f| rec.ts >= f);
                 let key = (src as u32, seq as u64);
                 let dsts: Vec<u32> = (0..self.procs).filter(|&p| rec.dsts.contains(p)).collect();
-                if !dsts
-                    .iter()
-                    .any(|&p| self.recovered[(p / self.procs_per_host) as usize])
-                {
+                if !dsts.iter().any(|&p| self.recovered[p as usize]) {
                     continue;
                 }
                 let by_correct = dsts
                     .iter()
                     .any(|&p| !self.crashed_proc(p) && logs[p as usize].contains(&key));
+                // With no correct destination at all (one-to-one traffic to a failed receiver),
+                // a message neither recalled nor above its sender's failure timestamp was
+                // acknowledged and committed: the recovered receiver delivers it (Appendix: "The
+                // network path to R fails before R receives commit barrier T: deliver after R
+                // recovers").
+                let correct_dst = dsts.iter().any(|&p| !self.crashed_proc(p));
                 for &p in &dsts {
-                    if !self.recovered[(p / self.procs_per_host) as usize] {
+                    if !self.recovered[p as usize] {
                         continue;
                     }
                     let delivered = logs[p as usize].contains(&key);
-                    let why = if delivered && aborted {
-                        "delivered it, but it was aborted (recalled, or at or above its sender's failure timestamp)"
-                    } else if delivered && !by_correct {
-                        "delivered it, but no correct destination did"
+                    let settling = settled[p as usize].contains(&key);
+                    let why = if settling && aborted {
+                        "delivered it settling, but it was aborted (recalled, or at or above its sender's failure timestamp)"
+                    } else if settling && !by_correct && correct_dst {
+                        "delivered it settling, but no correct destination did"
                     } else if !delivered && !aborted && by_correct {
                         "never delivered it, but a correct destination did"
                     } else {
@@ -268,7 +351,7 @@ impl Checker {
     }
 
     fn crashed_proc(&self, p: u32) -> bool {
-        self.crashed[(p / self.procs_per_host) as usize]
+        self.crashed.get(p as usize).copied().unwrap_or(false)
     }
 
     /// Reliable messages not delivered everywhere with nothing to excuse it (drained runs).
@@ -369,7 +452,7 @@ impl Checker {
     ) {
         self.deliveries_checked += 1;
         let (src, dst) = (d.src.0, d.dst.0);
-        if dst / self.procs_per_host != host || src >= self.procs {
+        if self.proc_host.get(dst as usize) != Some(&host) || src >= self.procs {
             self.violate(t, "phantom", format!("{d:?} at host {host}"));
             return;
         }
@@ -485,7 +568,7 @@ impl Checker {
         if any_crash {
             for p in 0..self.procs {
                 if self.crashed_proc(p) {
-                    let declared = self.declared[(p / self.procs_per_host) as usize].is_some();
+                    let declared = self.declared[p as usize].is_some();
                     for &k in &self.logs[1][p as usize] {
                         *by_gone.entry(k).or_default() += 1;
                         if declared {
@@ -505,9 +588,8 @@ impl Checker {
                     // a scattering all of them or none. §5.2 (restricted failure atomicity):
                     // every correct destination or none; none if it was recalled or its sender
                     // failed below its timestamp.
-                    let sender_host = src as u32 / self.procs_per_host;
-                    let fail_ts = self.declared[sender_host as usize];
-                    if fail_ts.is_none() && self.crashed[sender_host as usize] {
+                    let fail_ts = self.declared[src];
+                    if fail_ts.is_none() && self.crashed[src] {
                         continue; // crashed and never declared: nothing is promised
                     }
                     let aborted = self.recalled.contains(&(src as u32, rec.ts.raw()))
@@ -788,9 +870,9 @@ mod tests {
             c.on_send(0, 0, 0, 0, ts(10), Dsts::List(vec![1, 2]), true);
             c.on_send(0, 0, 0, 1, ts(20), Dsts::List(vec![1, 2]), true);
             c.on_recalled(0, ts(10));
-            c.on_declared(0, ts(20));
+            c.on_declared(&[0], ts(20));
             if declared_receiver {
-                c.on_declared(2, ts(5));
+                c.on_declared(&[2], ts(5));
             }
             for (seq, t) in [(0, 10), (1, 20)] {
                 let mut d = delivery(2, 0, t, 30, 40);
@@ -802,6 +884,26 @@ mod tests {
         };
         assert_eq!(run(false), vec!["failure-atomicity", "failure-atomicity"]);
         assert_eq!(run(true), Vec::<&str>::new());
+    }
+
+    /// A host admitted as new processes is declared again before it hears that it joined
+    /// (VOPR seed 442 with heals): the new processes fail, and the old ones keep their own
+    /// failure timestamp — their scattering above it stays aborted, not lost.
+    #[test]
+    fn a_second_declaration_names_the_new_processes_not_the_old_ones_5_2() {
+        let mut c = Checker::new(2, 1, 1, true);
+        c.on_send(0, 1, 1, 0, ts(30), Dsts::List(vec![0]), true);
+        c.on_declared(&[1], ts(20));
+        c.on_declared(&[2], ts(50));
+        c.on_joined(60, 1, &[2]);
+        c.finish(100, 1, true);
+        assert_eq!(kinds(&c), Vec::<&str>::new());
+        // Declared by the host's old processes instead (the earlier checker), #0 is lost.
+        let mut c = Checker::new(2, 1, 1, true);
+        c.on_send(0, 1, 1, 0, ts(30), Dsts::List(vec![0]), true);
+        c.on_declared(&[1], ts(50));
+        c.finish(100, 1, true);
+        assert_eq!(kinds(&c), vec!["reliable-loss"]);
     }
 
     #[test]

@@ -166,15 +166,20 @@ pub struct SimConfig {
     /// Host crashes: (host, true time ns). A crashed host sends nothing more and loses what
     /// reaches it; switches remove its link after `link_timeout_intervals` (§4.2).
     pub crashes: Vec<(u32, u64)>,
+    /// Host restarts: (host, true time ns), after a crash of that host. The host comes back
+    /// with its state lost (`Host::restarted`): declared failed, it rejoins as new processes
+    /// (§5.2).
+    pub restarts: Vec<(u32, u64)>,
     /// A switch removes an input link silent for this many beacon intervals (§4.2; 0: never).
     pub link_timeout_intervals: u32,
-    /// Cuts: (node name, true time ns). Every link of the named host ("host-3": a host link
-    /// failure) or physical switch ("tor-1", "core-0": a switch failure) carries nothing from
-    /// then on.
+    /// Cuts: (name, true time ns). Every link of the named host ("host-3": a host link
+    /// failure) or physical switch ("tor-1", "core-0": a switch failure), the physical link
+    /// between two nodes ("agg-0/core-0", both directions) or one direction of it
+    /// ("agg-3>tor-3") carries nothing from then on.
     pub cuts: Vec<(String, u64)>,
-    /// Heals of host-link cuts: (host name, true time ns), e.g. ("host-9", 900 µs) after a cut
-    /// of "host-9" (`--cut host-9@600us..900us`): its links carry again from then on and the
-    /// host, if the controller declared it failed, runs §5.2 receiver recovery.
+    /// Heals of cuts: (the cut's name, true time ns), e.g. ("host-9", 900 µs) after a cut of
+    /// "host-9" (`--cut host-9@600us..900us`): its links carry again from then on, and a host
+    /// the controller declared failed meanwhile runs §5.2 receiver recovery and rejoins.
     pub heals: Vec<(String, u64)>,
     /// One-way delay of the management network that carries §5.2's control messages, ns.
     pub ctrl_delay_ns: u64,
@@ -196,6 +201,13 @@ pub struct SimConfig {
     /// §5.2 forwarding: a reliable message retransmitted this many times on timeout is also
     /// handed to the controller to relay (0: never).
     pub forward_after: u32,
+    /// §5.2 Receiver Recovery: process ids kept for hosts that rejoin as new processes (each
+    /// rejoin takes one per process of the host). `None`: three per process in networks of at
+    /// most 1,024 processes, none above (every host keeps per-sender state for every id).
+    pub proc_ids_spare: Option<u32>,
+    /// Most reliable messages a host delivers per input (`HostConfig::deliver_burst_max`; 0:
+    /// no limit).
+    pub deliver_burst_max: u32,
 }
 
 impl Default for SimConfig {
@@ -238,6 +250,7 @@ impl Default for SimConfig {
             mtu_payload: 4096 - onepipe_proto::wire::DATA_HEADER_LEN,
             queue: QueueKind::Radix,
             crashes: Vec::new(),
+            restarts: Vec::new(),
             link_timeout_intervals: 10,
             cuts: Vec::new(),
             heals: Vec::new(),
@@ -247,6 +260,8 @@ impl Default for SimConfig {
             controller_down: Vec::new(),
             blackholes: Vec::new(),
             forward_after: 4,
+            proc_ids_spare: None,
+            deliver_burst_max: 256,
         }
     }
 }
@@ -363,6 +378,14 @@ impl SimConfig {
                 return Err(bad(
                     "--crash-host",
                     format!("host {h} does not exist (hosts are 0..{})", self.hosts()?),
+                ));
+            }
+        }
+        for &(h, at) in &self.restarts {
+            if !self.crashes.iter().any(|&(c, t)| c == h && t < at) {
+                return Err(bad(
+                    "--restart-host",
+                    format!("host {h} restarts at {at} ns but has not crashed before"),
                 ));
             }
         }

@@ -73,6 +73,10 @@ pub struct FaultMix {
     pub clock_steps: u32,
     /// Controller outages.
     pub controller_downs: u32,
+    /// Cuts that heal (a host's, a switch's or a link's).
+    pub heals: u32,
+    /// Crashed hosts that restart with their state lost.
+    pub restarts: u32,
 }
 
 /// The result of one seed.
@@ -104,6 +108,12 @@ pub struct Outcome {
     pub ctrl_lost: u64,
     /// Reliable messages handed to the controller to forward (§5.2).
     pub forwarded: u64,
+    /// Hosts that settled their buffer (§5.2 receiver recovery).
+    pub recovered: u64,
+    /// Hosts that rejoined as new processes (§5.2).
+    pub rejoined: u64,
+    /// Messages delivered to or from rejoined processes.
+    pub rejoined_traffic: u64,
     /// The first violations, or the panic message.
     pub detail: Vec<String>,
 }
@@ -266,12 +276,31 @@ pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
         cfg.controller_down.push((from, from + len));
         faults.controller_downs = 1;
     }
+    // Recoveries, drawn last of all (seeds keep everything above): half the cuts heal 40 µs to
+    // a quarter of the run later — a host then recovers and rejoins as new processes (§5.2),
+    // as do hosts a healed switch or link had cut off — and half the crashed hosts restart
+    // with their state lost, 10 µs to a quarter of the run after the crash (before or after the
+    // controller declares them), and rejoin.
+    for (name, at) in cfg.cuts.clone() {
+        if rng.chance(0.5) {
+            cfg.heals
+                .push((name, at + 40_000 + rng.below(duration_ns / 4)));
+        }
+    }
+    faults.heals = cfg.heals.len() as u32;
+    for (h, at) in cfg.crashes.clone() {
+        if rng.chance(0.5) {
+            cfg.restarts
+                .push((h, at + 10_000 + rng.below(duration_ns / 4)));
+        }
+    }
+    faults.restarts = cfg.restarts.len() as u32;
     (cfg, faults)
 }
 
 fn describe(cfg: &SimConfig) -> String {
     format!(
-        "{:?}, {} procs/host, {} switches, {:?}, {:?}, {} sends/s per process, crashes {:?}, cuts {:?}, clock steps {:?}, controller down {:?}",
+        "{:?}, {} procs/host, {} switches, {:?}, {:?}, {} sends/s per process, crashes {:?}, restarts {:?}, cuts {:?}, heals {:?}, clock steps {:?}, controller down {:?}",
         cfg.topology,
         cfg.procs_per_host,
         cfg.switch_mode,
@@ -279,7 +308,9 @@ fn describe(cfg: &SimConfig) -> String {
         cfg.service,
         cfg.rate_per_proc,
         cfg.crashes,
+        cfg.restarts,
         cfg.cuts,
+        cfg.heals,
         cfg.clock_steps,
         cfg.controller_down
     )
@@ -304,6 +335,9 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
         recalled: 0,
         ctrl_lost: 0,
         forwarded: 0,
+        recovered: 0,
+        rejoined: 0,
+        rejoined_traffic: 0,
         detail: Vec::new(),
     };
     let report: Report = match result {
@@ -337,6 +371,9 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
     out.recalled = report.recalled;
     out.ctrl_lost = report.ctrl_lost;
     out.forwarded = report.forwarded;
+    out.recovered = report.recovered;
+    out.rejoined = report.rejoined;
+    out.rejoined_traffic = report.rejoined_delivered_to + report.rejoined_delivered_from;
     if report.violations > 0 {
         out.verdict = Verdict::Correctness;
         out.detail = report.violation_samples;
@@ -365,6 +402,36 @@ mod tests {
                 .validate()
                 .unwrap_or_else(|e| panic!("seed {s}: {e}"));
         }
+    }
+
+    /// Heals and restarts are drawn after every other fault (so a seed's earlier faults are
+    /// what they were before recoveries existed), each of a cut or crash drawn before it; some
+    /// seeds draw each.
+    #[test]
+    fn the_swarm_draws_heals_and_restarts_last() {
+        let (mut heals, mut restarts) = (0, 0);
+        for s in 0..300 {
+            let (cfg, f) = scenario(s, DURATION_NS);
+            assert_eq!(f.heals as usize, cfg.heals.len());
+            assert_eq!(f.restarts as usize, cfg.restarts.len());
+            for (name, at) in &cfg.heals {
+                let cut = cfg
+                    .cuts
+                    .iter()
+                    .find(|c| c.0 == *name)
+                    .expect("a heal of a cut");
+                assert!(*at > cut.1);
+            }
+            for &(h, at) in &cfg.restarts {
+                assert!(cfg.crashes.iter().any(|&(c, t)| c == h && t < at));
+            }
+            heals += cfg.heals.len();
+            restarts += cfg.restarts.len();
+        }
+        assert!(
+            heals > 10 && restarts > 10,
+            "{heals} heals, {restarts} restarts"
+        );
     }
 
     #[test]

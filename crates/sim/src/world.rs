@@ -75,6 +75,11 @@ pub enum Ev {
         /// The host.
         host: u32,
     },
+    /// A crashed host restarts with its state lost (`--restart-host`).
+    Restart {
+        /// The host.
+        host: u32,
+    },
 }
 
 /// Routes by the topology's ECMP tables (§3.1): process → host, then per-flow hashing. After a
@@ -83,8 +88,10 @@ pub enum Ev {
 #[derive(Debug)]
 struct TopoRouter {
     topo: Arc<Topology>,
-    /// Host of each process (a table lookup is cheaper than a division per hop).
-    host_of: Vec<u32>,
+    /// Host of each process id (a table lookup is cheaper than a division per hop); `u32::MAX`
+    /// for an id not given out yet. Ids given to a host that rejoins (§5.2) are set then; the
+    /// simulator is single-threaded, so relaxed atomics cost what plain loads do.
+    host_of: Vec<std::sync::atomic::AtomicU32>,
     seed: u64,
     /// Set once a failure was resumed: `reach[dst_host][node]` and the dead links. The simulator
     /// is single-threaded, so the lock is never contended; fault-free runs never take it.
@@ -100,8 +107,8 @@ struct Detour {
 
 impl Router for TopoRouter {
     fn route(&self, at: NodeId, src: ProcId, dst: ProcId) -> Option<PortId> {
-        let sh = *self.host_of.get(src.index())?;
-        let dh = *self.host_of.get(dst.index())?;
+        let sh = self.host_of(src)?;
+        let dh = self.host_of(dst)?;
         let hash = flow_hash(self.seed, sh, dh);
         let port = self.topo.route(at, dh, hash)?;
         if !self.detouring.load(std::sync::atomic::Ordering::Relaxed) {
@@ -125,6 +132,16 @@ impl Router for TopoRouter {
             .find(|&p| usable(p))
             .map(PortId)
             .or(Some(port))
+    }
+}
+
+impl TopoRouter {
+    fn host_of(&self, p: ProcId) -> Option<u32> {
+        let h = self
+            .host_of
+            .get(p.index())?
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (h != u32::MAX).then_some(h)
     }
 }
 
@@ -165,21 +182,36 @@ struct HostSt {
     /// scattering id, destinations), until `HostEvent::ReliableSent` reports their timestamp.
     reliable_queued: VecDeque<(u64, u32, u64, Dsts)>,
     /// True time at which the host crashes (`--crash-host`); `SimTime::MAX` for never. From then
-    /// on it sends nothing and everything that reaches it is lost.
+    /// on it sends nothing and everything that reaches it is lost — until `restart_at`
+    /// (`--restart-host`), when it comes back with its state lost.
     crash_at: SimTime,
+    restart_at: SimTime,
     /// True time at which the host's own link (up or down, or its ToR) is cut (`--cut`): alive,
-    /// but cut off.
+    /// but cut off — until `heal_at` (a healed host cut).
     cut_at: SimTime,
+    heal_at: SimTime,
     /// When its [best-effort, commit] barrier last moved, and the longest stall of each that
     /// ended after the first fault (Fig. 10's measure).
     last_move: [SimTime; 2],
     stall_max: [SimTime; 2],
+    /// The host's released commit barrier before the input being handled.
+    released_before: Option<Timestamp>,
 }
 
 impl HostSt {
-    /// When the host crashed or was cut off, if it was.
-    fn gone_at(&self) -> SimTime {
-        self.crash_at.min(self.cut_at)
+    /// Whether the host is down (crashed, not restarted) at true time `now`.
+    fn crashed(&self, now: SimTime) -> bool {
+        now >= self.crash_at && now < self.restart_at
+    }
+
+    /// Whether the host is crashed or cut off at true time `now`.
+    fn gone(&self, now: SimTime) -> bool {
+        self.crashed(now) || (now >= self.cut_at && now < self.heal_at)
+    }
+
+    /// Whether it ever crashes or is cut off.
+    fn ever_gone(&self) -> bool {
+        self.crash_at < SimTime::MAX || self.cut_at < SimTime::MAX
     }
 }
 
@@ -260,6 +292,15 @@ pub struct EngineStats {
     pub packets_blackholed: u64,
     /// §5.2 relays the management network could not deliver (the addressee had crashed).
     pub relays_undeliverable: u64,
+    /// §5.2 hosts rejoined as new processes.
+    pub rejoined: u64,
+    /// Hosts restarted after a crash (`--restart-host`).
+    pub restarts: u64,
+    /// Traffic of rejoined processes (ids above the first incarnations'): messages delivered
+    /// to them, and messages from them delivered anywhere.
+    pub rejoined_delivered_to: u64,
+    /// See `rejoined_delivered_to`.
+    pub rejoined_delivered_from: u64,
 }
 
 /// One §5.2 round, as the simulator saw it (true times, ns).
@@ -303,6 +344,12 @@ pub struct World<Q: EventQueue<Ev>> {
     scratch_scatter: Vec<(ProcId, Bytes)>,
     scratch_dsts: Vec<u32>,
     procs: u32,
+    /// Some host rejoined: its workload slots now send as, and to, its new processes.
+    remapped: bool,
+    /// (sending host, host) → the processes the sending host knows the other one runs: what
+    /// `RelayMsg::PeerJoined` told it (absent: the first ones). A host sends to a rejoined
+    /// host's new processes only once it has heard of them, and so stamps above its floor.
+    known: std::collections::BTreeMap<(u32, u32), Vec<u32>>,
     now: SimTime,
     /// Data and NAK packets alive (on links or queued at host CPUs).
     live_messages: u64,
@@ -354,6 +401,13 @@ impl<Q: EventQueue<Ev>> World<Q> {
         );
         let pph = cfg.procs_per_host;
         let procs = topo.hosts() * pph;
+        let spare = cfg
+            .proc_ids_spare
+            .unwrap_or(if procs <= 1024 { 3 * procs } else { 0 });
+        let proc_ids_max = procs
+            .checked_add(spare)
+            .filter(|&m| m <= onepipe_proto::reorder::SENDERS_MAX)
+            .ok_or_else(|| format!("{procs} processes and {spare} spare ids are too many"))?;
         let mut rng = Rng::new(cfg.seed);
         let clock_params = ClockParams {
             skew_ns: cfg.clock_skew_ns,
@@ -364,14 +418,28 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let clock_seed = rng.next_u64();
         let topo_router = Arc::new(TopoRouter {
             topo: topo.clone(),
-            host_of: (0..procs).map(|p| p / pph).collect(),
+            host_of: (0..proc_ids_max)
+                .map(|p| {
+                    std::sync::atomic::AtomicU32::new(if p < procs { p / pph } else { u32::MAX })
+                })
+                .collect(),
             seed: rng.next_u64(),
             detour: std::sync::RwLock::new(None),
             detouring: std::sync::atomic::AtomicBool::new(false),
         });
         let router: Arc<dyn Router> = topo_router.clone();
         // §6.1: a host sends the ACKs it owes another host's processes together.
-        let host_of: Arc<[u32]> = topo_router.host_of.iter().copied().collect();
+        // Spare ids (for §5.2 rejoins) have no host yet: each is a batch of its own, numbered
+        // after the hosts (a process lives on one host, so its ACKs still go to one place).
+        let host_of: Arc<[u32]> = (0..proc_ids_max)
+            .map(|p| {
+                if p < procs {
+                    p / pph
+                } else {
+                    topo.hosts() + (p - procs)
+                }
+            })
+            .collect();
         let chip = cfg.switch_mode == SwitchMode::Chip;
         let mut hosts = Vec::new();
         for h in 0..topo.hosts() {
@@ -385,7 +453,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             let mut hc = HostConfig::new(
                 NodeId(h),
                 (h * pph..(h + 1) * pph).map(ProcId).collect(),
-                procs,
+                proc_ids_max,
             );
             hc.host_of = Some(host_of.clone());
             hc.beacon_interval_ns = cfg.beacon_interval_ns;
@@ -395,6 +463,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             hc.reliable.rto_ns = cfg.rto_ns;
             hc.reliable.send_buffer_bytes_max = cfg.send_buffer_bytes;
             hc.reliable.forward_after_retransmits = cfg.forward_after;
+            hc.deliver_burst_max = cfg.deliver_burst_max;
             let host = Host::new(hc, clock.local(0));
             hosts.push(HostSt {
                 host,
@@ -413,9 +482,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     .map(|c| c.1)
                     .min()
                     .unwrap_or(SimTime::MAX),
+                restart_at: SimTime::MAX,
                 cut_at: SimTime::MAX,
+                heal_at: SimTime::MAX,
                 last_move: [0; 2],
                 stall_max: [0; 2],
+                released_before: None,
             });
         }
         let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
@@ -494,49 +566,75 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
             Ok(nodes)
         };
-        for (name, at) in &cfg.cuts {
-            // "A/B": the physical link between A and B (both directions); else every link of A.
-            let (a, b) = match name.split_once('/') {
-                Some((a, b)) => (named(a)?, Some(named(b)?)),
-                None => (named(name)?, None),
+        // "A/B": the physical link between A and B (both directions); "A>B": only its direction
+        // from A to B; else every link of A.
+        let cut_links = |name: &str| -> Result<Vec<usize>, String> {
+            let (a, b, both) = match (name.split_once('/'), name.split_once('>')) {
+                (Some((a, b)), _) => (named(a)?, Some(named(b)?), true),
+                (None, Some((a, b))) => (named(a)?, Some(named(b)?), false),
+                (None, None) => (named(name)?, None, true),
             };
-            let mut any = false;
-            for (i, l) in topo.links().iter().enumerate() {
-                let (from, to) = (l.from.0 as usize, l.to.0 as usize);
-                let hit = match &b {
-                    None => a.contains(&from) || a.contains(&to),
-                    Some(b) => {
-                        a.contains(&from) && b.contains(&to) || b.contains(&from) && a.contains(&to)
+            let hit: Vec<usize> = topo
+                .links()
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| {
+                    let (from, to) = (l.from.0 as usize, l.to.0 as usize);
+                    match &b {
+                        None => a.contains(&from) || a.contains(&to),
+                        Some(b) => {
+                            a.contains(&from) && b.contains(&to)
+                                || both && b.contains(&from) && a.contains(&to)
+                        }
                     }
-                };
-                if hit {
-                    links[i].cut_at = links[i].cut_at.min(*at);
-                    any = true;
-                }
-            }
-            if !any {
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if hit.is_empty() {
                 return Err(format!("--cut: no link between the nodes of '{name}'"));
             }
+            Ok(hit)
+        };
+        for (name, at) in &cfg.cuts {
+            for i in cut_links(name)? {
+                links[i].cut_at = links[i].cut_at.min(*at);
+            }
         }
-        // Heals: only of a cut host's two links.
+        // Heals (`--cut NAME@T1..T2`): the links of a cut carry again. A host whose own links
+        // heal runs §5.2 receiver recovery (it also starts on its own when it hears its switch).
         let mut heals = Vec::new();
         for (name, at) in &cfg.heals {
-            let h = (0..topo.hosts())
-                .find(|&h| topo.node(NodeId(h)).name == *name)
-                .ok_or_else(|| format!("--cut: only a host's cut heals, and '{name}' is none"))?;
-            for l in [topo.uplink(h), topo.downlink(h)] {
-                let l = &mut links[l.index()];
+            if !cfg.cuts.iter().any(|c| c.0 == *name) {
+                return Err(format!("--cut: '{name}' heals but is never cut"));
+            }
+            for i in cut_links(name)? {
+                let l = &mut links[i];
                 if l.cut_at > *at {
                     return Err(format!("--cut: '{name}' heals before it is cut"));
                 }
                 l.heal_at = l.heal_at.min(*at);
             }
-            heals.push((h, *at));
+            if let Some(h) = (0..topo.hosts()).find(|&h| topo.node(NodeId(h)).name == *name) {
+                heals.push((h, *at));
+            }
         }
+        let mut restarts = Vec::new();
         for (h, st) in hosts.iter_mut().enumerate() {
-            let up = links[topo.uplink(h as u32).index()].cut_at;
-            let down = links[topo.downlink(h as u32).index()].cut_at;
-            st.cut_at = up.min(down);
+            // The first restart after the first crash (later crashes and restarts of the same
+            // host are not modelled).
+            if let Some(at) = cfg
+                .restarts
+                .iter()
+                .filter(|r| r.0 == h as u32 && r.1 > st.crash_at)
+                .map(|r| r.1)
+                .min()
+            {
+                st.restart_at = at;
+                restarts.push((h as u32, at));
+            }
+            let (up, down) = (topo.uplink(h as u32), topo.downlink(h as u32));
+            st.cut_at = links[up.index()].cut_at.min(links[down.index()].cut_at);
+            st.heal_at = links[up.index()].heal_at.max(links[down.index()].heal_at);
         }
         let host_uplinks = (0..topo.hosts()).map(|h| topo.uplink(h).0).collect();
         let (mut switch_out_base, mut switch_out_links) = (Vec::new(), Vec::new());
@@ -567,6 +665,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             topo.clone(),
         );
         controller.enable_relay();
+        controller.set_proc_ids_max(proc_ids_max);
         let mut w = World {
             topo,
             hosts,
@@ -576,13 +675,15 @@ impl<Q: EventQueue<Ev>> World<Q> {
             queue,
             rng,
             workload_rng,
-            scatter_seq: vec![0; procs as usize],
+            scatter_seq: vec![0; proc_ids_max as usize],
             host_uplinks,
             switch_out_base,
             switch_out_links,
             scratch_scatter: Vec::new(),
             scratch_dsts: Vec::new(),
             procs,
+            remapped: false,
+            known: std::collections::BTreeMap::new(),
             now: 0,
             live_messages: 0,
             router: topo_router,
@@ -622,6 +723,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
         for (host, at) in heals {
             w.queue.push(at, Ev::Heal { host });
         }
+        for (host, at) in restarts {
+            w.queue.push(at, Ev::Restart { host });
+        }
         Ok(w)
     }
 
@@ -633,6 +737,13 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// Number of processes.
     pub fn procs(&self) -> u32 {
         self.procs
+    }
+
+    /// The process that workload slot `slot` sends as now: the slot's process, or — once its
+    /// host rejoined (§5.2) — the new process that took its place.
+    fn slot_proc(&self, slot: u32) -> u32 {
+        let pph = self.cfg.procs_per_host;
+        self.hosts[(slot / pph) as usize].host.config().procs[(slot % pph) as usize].0
     }
 
     /// Current true time.
@@ -656,7 +767,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             .hosts
             .iter()
             .enumerate()
-            .filter(|(h, st)| st.gone_at() == SimTime::MAX && !failed.contains(&(*h as u32)))
+            .filter(|(h, st)| !st.ever_gone() && !failed.contains(&(*h as u32)))
             .map(|(_, st)| st)
             .collect();
         let n = correct.len().max(1) as f64;
@@ -700,6 +811,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     self.drain_controller(t);
                 }
                 Ev::Heal { host } => self.host_input(t, host, HostInput::Heal),
+                Ev::Restart { host } => self.restart(t, host),
                 Ev::CtrlRecover => {
                     if self.controller_down_until(t).is_none() {
                         self.controller.on_recover(Instant(t));
@@ -819,7 +931,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             && self.controller.open_rounds() == 0
             && self.controller.poll_timeout().is_none()
             && self.hosts.iter().enumerate().all(|(i, h)| {
-                h.gone_at() <= self.now
+                h.gone(self.now)
                     || self.controller.is_failed(NodeId(i as u32))
                     || h.host.reorder_len() == 0
                         && h.host.partial_len() == 0
@@ -963,12 +1075,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// `--blackhole`: whether the switch that forwarded `packet`, which came in on `link`,
     /// black-holes it. Only the first-hop switch of the source host does.
     fn blackholed(&self, t: SimTime, link: u32, packet: &Packet) -> bool {
-        let pph = self.cfg.procs_per_host;
         let Some((src, dst)) = packet.endpoints() else {
             return false;
         };
-        let (src, dst) = (src.0, dst.0);
-        let (sh, dh) = (src / pph, dst / pph);
+        // Hosts by the router's table: a rejoined host's new processes are its own.
+        let host_of = |p: ProcId| self.router.host_of(p).unwrap_or(u32::MAX);
+        let (sh, dh) = (host_of(src), host_of(dst));
         self.host_uplinks.get(sh as usize) == Some(&link)
             && self
                 .cfg
@@ -1029,8 +1141,34 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.queue.push(t + gap, Ev::Send { proc });
     }
 
+    /// `--restart-host`: the crashed host comes back with its state lost (its processes as
+    /// before, failed; `Host::restarted`), and asks the controller to recover.
+    fn restart(&mut self, t: SimTime, h: u32) {
+        let st = &mut self.hosts[h as usize];
+        let local = st.clock.local(t);
+        let cfg = st.host.config().clone();
+        let stats = st.host.stats().clone();
+        st.host = Host::restarted(cfg, local);
+        // Counters survive (the report sums them); nothing else does.
+        st.host.restore_stats(stats);
+        st.pending.clear();
+        st.pending_sends = 0;
+        st.cpu_free = t;
+        st.armed = None;
+        st.reliable_queued.clear();
+        self.stats.restarts += 1;
+        if self.trace_ctrl {
+            eprintln!("[{t}] host {h} restarts, its state lost");
+        }
+        self.trace.add(0x5EB0 ^ (h as u64) << 32);
+        if let Some(c) = self.checker.as_mut() {
+            c.on_restarted(h);
+        }
+        self.finish_host_input(t, h, t, local, (None, None));
+    }
+
     fn host_input(&mut self, t: SimTime, h: u32, input: HostInput) {
-        if t >= self.hosts[h as usize].crash_at {
+        if self.hosts[h as usize].crashed(t) {
             self.crashed_input(t, h, input);
             return;
         }
@@ -1081,7 +1219,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
     }
 
     fn on_cpu_wake(&mut self, t: SimTime, h: u32) {
-        if t >= self.hosts[h as usize].crash_at {
+        if self.hosts[h as usize].crashed(t) {
             self.hosts[h as usize].wake_armed = false;
             self.crashed_input(t, h, HostInput::Timeout);
             return;
@@ -1103,8 +1241,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
     }
 
-    /// Builds the scattering of one send of `proc` into `scratch_scatter` / `scratch_dsts`.
-    fn build_scattering(&mut self, proc: u32, seq: u64, issued: SimTime) -> Dsts {
+    /// Builds the scattering of one send of workload slot `slot` into `scratch_scatter` /
+    /// `scratch_dsts`.
+    fn build_scattering(&mut self, slot: u32, seq: u64, issued: SimTime) -> Dsts {
         let mut payload = BytesMut::with_capacity(self.cfg.msg_size);
         payload.put_u64(seq);
         payload.put_u64(issued);
@@ -1112,6 +1251,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let payload = payload.freeze();
         self.scratch_scatter.clear();
         self.scratch_dsts.clear();
+        // Destinations are drawn as workload slots, then named by the process each slot is now.
         let n = self.procs;
         let dsts = match self.cfg.workload {
             WorkloadKind::AllToAll => {
@@ -1119,7 +1259,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 Dsts::All(n)
             }
             WorkloadKind::OneToOne => {
-                self.scratch_dsts.push((proc + n / 2) % n);
+                self.scratch_dsts.push((slot + n / 2) % n);
                 Dsts::List(self.scratch_dsts.clone())
             }
             WorkloadKind::Scatter { k } => {
@@ -1134,8 +1274,25 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 Dsts::List(self.scratch_dsts.clone())
             }
         };
+        let dsts = if self.remapped {
+            let pph = self.cfg.procs_per_host;
+            let sh = slot / pph;
+            for i in 0..self.scratch_dsts.len() {
+                let d = self.scratch_dsts[i];
+                self.scratch_dsts[i] = if d / pph == sh {
+                    self.slot_proc(d)
+                } else {
+                    self.known
+                        .get(&(sh, d / pph))
+                        .map_or(d, |procs| procs[(d % pph) as usize])
+                };
+            }
+            Dsts::List(self.scratch_dsts.clone())
+        } else {
+            dsts
+        };
         // An application told a process failed (§5.2 callback) stops sending to it.
-        let host = &self.hosts[(proc / self.cfg.procs_per_host) as usize].host;
+        let host = &self.hosts[(slot / self.cfg.procs_per_host) as usize].host;
         let dsts = if host.failures_known() == 0 {
             dsts
         } else {
@@ -1159,6 +1316,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let local = self.hosts[hi].clock.local(t);
         let barrier_before = self.hosts[hi].host.barrier().map(|b| b.timestamp());
         let commit_before = self.hosts[hi].host.commit_barrier().map(|b| b.timestamp());
+        self.hosts[hi].released_before =
+            self.hosts[hi].host.commit_released().map(|b| b.timestamp());
         let mut cursor = t;
         match input {
             HostInput::Packet(packet) => {
@@ -1180,17 +1339,18 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 let (_, msg) = self.ctrl_msgs.take(m);
                 match msg {
                     Mgmt::Ctrl(msg) => self.host_control(t, h, local, msg),
-                    Mgmt::Relay(msg) => self.hosts[hi].host.on_relay(local, msg),
+                    Mgmt::Relay(msg) => self.host_relay(t, h, local, msg),
                 }
             }
-            HostInput::Send { proc, issued } => {
+            HostInput::Send { proc: slot, issued } => {
                 let reliable = match self.cfg.service {
                     Service::BestEffort => false,
                     Service::Reliable => true,
                     Service::Mixed => self.workload_rng.chance(0.5),
                 };
+                let proc = self.slot_proc(slot);
                 let seq = self.scatter_seq[proc as usize];
-                let dsts = self.build_scattering(proc, seq, issued);
+                let dsts = self.build_scattering(slot, seq, issued);
                 if self.scratch_scatter.is_empty() {
                     self.stats.sends_to_failed += 1;
                     let before = (barrier_before, commit_before);
@@ -1232,6 +1392,59 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.finish_host_input(t, h, cursor, local, (barrier_before, commit_before));
     }
 
+    /// Hands relay `msg` to host `h`, and follows its §5.2 recovery: settled (its processes
+    /// are held to the correct receivers), rejoined (new processes take its workload slots).
+    fn host_relay(&mut self, t: SimTime, h: u32, local: Instant, msg: RelayMsg) {
+        let hi = h as usize;
+        if let RelayMsg::PeerJoined { host, procs, .. } = &msg {
+            let procs = procs.iter().map(|p| p.0).collect();
+            self.known.insert((h, host.0), procs);
+        }
+        let before = self.hosts[hi].host.stats().clone();
+        self.hosts[hi].host.on_relay(local, msg);
+        let after = self.hosts[hi].host.stats();
+        let (settled, joined) = (
+            after.recovered > before.recovered,
+            after.rejoined > before.rejoined,
+        );
+        if self.hosts[hi].host.own_failure().is_some() {
+            if let Some(c) = self.checker.as_mut() {
+                c.on_frozen(h);
+            }
+        }
+        // A host that restarted lost its buffer with its processes: they failed for good
+        // (Appendix: "If R fails permanently, atomicity is violated"), and are not held to the
+        // correct receivers as recovered ones are.
+        if settled && t < self.hosts[hi].restart_at {
+            if let Some(c) = self.checker.as_mut() {
+                c.on_recovered(h);
+            }
+        }
+        if joined {
+            let procs: Vec<u32> = self.hosts[hi]
+                .host
+                .config()
+                .procs
+                .iter()
+                .map(|p| p.0)
+                .collect();
+            if self.trace_ctrl {
+                eprintln!("[{t}] host {h} rejoined as {procs:?}");
+            }
+            for &p in &procs {
+                if let Some(slot) = self.router.host_of.get(p as usize) {
+                    slot.store(h, std::sync::atomic::Ordering::Relaxed);
+                }
+                self.trace.add(0x101E ^ (p as u64) << 32 ^ h as u64);
+            }
+            self.remapped = true;
+            self.stats.rejoined += 1;
+            if let Some(c) = self.checker.as_mut() {
+                c.on_joined(t, h, &procs);
+            }
+        }
+    }
+
     /// Hands control message `msg` to host `h` (with a trace of recalls under
     /// `ONEPIPE_SIM_TRACE`).
     fn host_control(&mut self, t: SimTime, h: u32, local: Instant, msg: CtrlMsg) {
@@ -1239,7 +1452,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let probe: Vec<(ProcId, ProcId)> = match &msg {
             CtrlMsg::Recall { unacked, .. } if self.trace_ctrl => unacked
                 .iter()
-                .filter(|u| u.1 .0 / self.cfg.procs_per_host == h)
+                .filter(|u| self.router.host_of(u.1) == Some(h))
                 .map(|u| (u.0, u.1))
                 .collect(),
             _ => Vec::new(),
@@ -1270,7 +1483,18 @@ impl<Q: EventQueue<Ev>> World<Q> {
     ) {
         let hi = h as usize;
         let (barrier_before, commit_before) = before;
+        let released_before = self.hosts[hi].released_before;
         let uplink = self.host_uplinks[hi];
+        // Relays first: a `Recalled` report must reach the controller before the `Completed`
+        // the same input produced (`Host::poll_relay`).
+        while let Some(r) = self.hosts[hi].host.poll_relay() {
+            match r {
+                HostRelay::Send { to, msg } => {
+                    cursor += self.cfg.host_send_ns;
+                    self.send_mgmt(cursor, to, Mgmt::Relay(msg));
+                }
+            }
+        }
         while let Some(o) = self.hosts[hi].host.poll_output() {
             match o {
                 Output::Send { packet, .. } => {
@@ -1280,6 +1504,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 Output::Event(HostEvent::Deliver(d)) => {
                     cursor += self.cfg.host_deliver_ns;
                     self.stats.delivered += 1;
+                    self.stats.rejoined_delivered_to += (d.dst.0 >= self.procs) as u64;
+                    self.stats.rejoined_delivered_from += (d.src.0 >= self.procs) as u64;
                     if cursor <= self.cfg.duration_ns {
                         self.stats.delivered_in_period += 1;
                     }
@@ -1300,8 +1526,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     self.trace.add((d.dst.0 as u64) << 32 | d.src.0 as u64);
                     self.trace.add(seq);
                     if let Some(c) = self.checker.as_mut() {
+                        // A reliable delivery must not be below a commit barrier the host had
+                        // released everything below (a backlog left by `deliver_burst_max` is
+                        // below the barrier, not yet released).
                         let before = if d.reliable {
-                            commit_before
+                            released_before
                         } else {
                             barrier_before
                         };
@@ -1364,14 +1593,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
             }
         }
-        while let Some(r) = self.hosts[hi].host.poll_relay() {
-            match r {
-                HostRelay::Send { to, msg } => {
-                    cursor += self.cfg.host_send_ns;
-                    self.send_mgmt(cursor, to, Mgmt::Relay(msg));
-                }
-            }
-        }
         self.hosts[hi].cpu_free = cursor;
         let now_b = self.hosts[hi].host.barrier().map(|b| b.timestamp());
         let now_c = self.hosts[hi].host.commit_barrier().map(|b| b.timestamp());
@@ -1418,6 +1639,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let si = (node - self.topo.hosts()) as usize;
         let local = self.switches[si].clock.local(t);
         self.switches[si].sw.handle(local, input);
+        self.drain_switch(t, node);
+    }
+
+    /// Carries out a switch's outputs after a mutation, and re-arms its timer.
+    fn drain_switch(&mut self, t: SimTime, node: u32) {
+        let si = (node - self.topo.hosts()) as usize;
         let base = self.switch_out_base[si] as usize;
         while let Some(o) = self.switches[si].sw.poll_output() {
             match o {
@@ -1481,7 +1708,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
             CtrlDest::Node(n) if n.0 < self.topo.hosts() => {
                 let relay = matches!(self.ctrl_msgs.get(i).1, Mgmt::Relay(_));
-                if relay && t >= self.hosts[n.index()].crash_at {
+                if relay && self.hosts[n.index()].crashed(t) {
                     // §5.2: "if controller also cannot deliver the message, R will be announced
                     // as failed" — the management network reports the relay undeliverable.
                     self.stats.relays_undeliverable += 1;
@@ -1495,15 +1722,44 @@ impl<Q: EventQueue<Ev>> World<Q> {
             CtrlDest::Node(n) => {
                 let (_, msg) = self.ctrl_msgs.take(i);
                 self.ctrl_in_flight -= 1;
-                if let Mgmt::Ctrl(CtrlMsg::Resume { dead_links, .. }) = msg {
-                    let si = (n.0 - self.topo.hosts()) as usize;
-                    for l in dead_links {
-                        let link = self.topo.links()[l.index()];
-                        if link.to == n {
-                            self.switches[si].sw.remove_commit_input(link.to_port);
+                let si = (n.0 - self.topo.hosts()) as usize;
+                match msg {
+                    Mgmt::Ctrl(CtrlMsg::Resume { dead_links, .. }) => {
+                        for l in dead_links {
+                            let link = self.topo.links()[l.index()];
+                            if link.to == n {
+                                self.switches[si].sw.remove_commit_input(link.to_port);
+                            }
+                        }
+                        self.switch_handle(t, n.0, Input::Timeout);
+                    }
+                    Mgmt::Relay(RelayMsg::Admit { link, apply }) => {
+                        let l = self.topo.links().get(link.index()).copied();
+                        let Some(l) = l.filter(|l| l.to == n) else {
+                            return;
+                        };
+                        let answer = self.switches[si].sw.admit_input(l.to_port, apply);
+                        if let Some((alive, barrier, commit)) = answer {
+                            if apply {
+                                self.drain_switch(t, n.0);
+                            }
+                            let msg = RelayMsg::Admitted {
+                                link,
+                                alive,
+                                barrier,
+                                commit,
+                            };
+                            self.send_mgmt(t, CtrlDest::Controller, Mgmt::Relay(msg));
                         }
                     }
-                    self.switch_handle(t, n.0, Input::Timeout);
+                    Mgmt::Ctrl(CtrlMsg::Isolate { link }) => {
+                        let link = self.topo.links().get(link.index()).copied();
+                        if let Some(link) = link.filter(|l| l.to == n) {
+                            self.switches[si].sw.isolate_input(link.to_port);
+                            self.drain_switch(t, n.0);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -1543,7 +1799,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         self.trace.add(0xDEC1 ^ (h.0 as u64) << 32 ^ round as u64);
                         self.trace.add(ts.raw());
                         if let Some(c) = self.checker.as_mut() {
-                            c.on_declared(h.0, ts);
+                            let procs: Vec<u32> =
+                                self.controller.procs_of(h).iter().map(|p| p.0).collect();
+                            c.on_declared(&procs, ts);
                         }
                     }
                     self.failure_rounds.push(FailureRound {
@@ -1552,6 +1810,17 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         declared_ns: t,
                         resumed_ns: None,
                     });
+                }
+                CtrlOut::Joined {
+                    host, dead_links, ..
+                } => {
+                    if self.trace_ctrl {
+                        eprintln!(
+                            "[{t}] controller admitted host {host:?}; removed {dead_links:?}"
+                        );
+                    }
+                    // Routes follow the links taken back.
+                    self.reroute(&dead_links);
                 }
                 CtrlOut::Resumed { round } => {
                     match self.failure_rounds.iter_mut().find(|r| r.round == round) {
@@ -1631,7 +1900,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         for (i, h) in self.hosts.iter().enumerate() {
             eprintln!(
                 "  host {i}: gone {} unresolved {} pending {:?} rounds open {} reorder {} partial {} commit {:?} barrier {:?} uplink {}",
-                h.gone_at() <= self.now,
+                h.gone(self.now),
                 h.host.unresolved_sends(),
                 h.host.reliable_pending(),
                 h.host.failure_rounds_open(),
@@ -1642,7 +1911,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 h.host.uplink_alive(),
             );
             for (src, dst, psn, ts) in h.host.reliable_unacked().into_iter().take(4) {
-                let rh = &self.hosts[(dst.0 / self.cfg.procs_per_host) as usize];
+                let Some(rh) = self.router.host_of(dst).map(|h| &self.hosts[h as usize]) else {
+                    continue;
+                };
                 eprintln!(
                     "    unacked {src:?}->{dst:?} psn {psn:?} ts {ts}: receiver window {:?}, commit {:?}",
                     rh.host.reliable_window(src, dst),

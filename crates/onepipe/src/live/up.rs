@@ -1117,12 +1117,12 @@ fn report(
     // §5.2: the declared processes are excused as receivers and checked as senders against
     // their failure timestamps; a killed one never declared (no controller) promises nothing.
     for (&p, &(_, ts, _)) in &run.declared {
-        checker.on_declared(p, Timestamp::new(ts));
+        checker.on_declared(&[p], Timestamp::new(ts));
     }
     for &p in &killed {
         checker.on_crash(0, p);
         if let Some(&(_, ts, _)) = run.declared.get(&p) {
-            checker.on_declared(p, Timestamp::new(ts));
+            checker.on_declared(&[p], Timestamp::new(ts));
         }
     }
     let stall = stall(args, run, &all, &gone);
