@@ -25,6 +25,8 @@ mutants=(
   "discard-above-only@@crates/proto/src/host.rs@@f.get(&src).is_some_and(|&t| ts >= t)@@f.get(\&src).is_some_and(|\&t| ts > t)@@§5.2 Discard keeps the message stamped exactly the failure timestamp, which that commit barrier does not commit"
   "thaw-reported-commit@@crates/proto/src/switch.rs@@if k == COMMIT && self.commit_frozen[port] {@@if k == COMMIT \&\& self.commit_frozen[port] \&\& false {@@a link reported dead to the controller raises the commit barrier again when it speaks (§5.2)"
   "no-dup-discard@@crates/proto/src/host.rs@@let duplicate = (remote@@let duplicate = false \&\& (remote@@receivers do not discard duplicate reliable packets (§5.1)"
+  "be-ack-prompt@@crates/proto/src/host.rs@@                self.cfg.ack_delay_be_ns@@                self.cfg.ack_delay_ns@@best-effort ACKs wait only the reliable delay: one ACK packet per message where a host pair is a process pair (§2.1, Fig. 8)"
+  "reliable-ack-not-pulled@@crates/proto/src/ack.rs@@            if due < p.due {@@            if false \&\& due < p.due {@@a reliable ACK joining a waiting best-effort batch waits the long best-effort delay and holds back the commit barrier (§5.1)"
 )
 
 selected=("$@")
