@@ -11,7 +11,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/mutants}"
 
 # name @@ file @@ exact text @@ replacement @@ why the suite must catch it
 mutants=(
-  "eq41-max@@crates/proto/src/switch.rs@@Some(min.map_or(v, |m| m.min_wrapping(v)))@@Some(min.map_or(v, |m| m.max_wrapping(v)))@@Eq. 4.1 takes the max of the input registers: barriers overtake messages in flight"
+  "eq41-max@@crates/proto/src/switch.rs@@Some(m) if v > m => {}@@Some(m) if v < m => {}@@Eq. 4.1 takes the max of the input registers: barriers overtake messages in flight"
   "deliver-at-barrier@@crates/proto/src/reorder.rs@@if ts >= barrier {@@if ts > barrier {@@the receiver delivers a message whose timestamp equals the barrier"
   "no-late-drop@@crates/proto/src/host.rs@@if self.barrier.is_some_and(|b| h.ts < b) {@@if false \&\& self.barrier.is_some_and(|b| h.ts < b) {@@late packets are buffered and delivered below a passed barrier"
   "beacon-too-high@@crates/proto/src/host.rs@@let barrier = latest_tick\n            .timestamp()@@let barrier = latest_tick\n            .timestamp().plus(self.cfg.beacon_interval_ns)@@hosts beacon a barrier one interval in the future"
@@ -23,7 +23,7 @@ mutants=(
   "failure-ts-max@@crates/proto/src/failure.rs@@let Some(ts) = self.failure_ts(h, &correct) else {@@let Some(ts) = self.failure_ts(h, \&correct).map(|_| now.timestamp()) else {@@§5.2 failure timestamp taken as the newest timestamp the process could have used, not the neighbours' reported commit barriers"
   "window-span@@crates/proto/src/reliable.rs@@self.used + frags <= self.window() && span <= WINDOW_MAX@@self.used + frags <= self.window() \&\& (span <= WINDOW_MAX || true)@@the reliable window counts packets in flight only: PSNs pass the receiver's SACK window above a hole (§5.1)"
   "discard-above-only@@crates/proto/src/host.rs@@f.get(&src).is_some_and(|&t| ts >= t)@@f.get(\&src).is_some_and(|\&t| ts > t)@@§5.2 Discard keeps the message stamped exactly the failure timestamp, which that commit barrier does not commit"
-  "thaw-reported-commit@@crates/proto/src/switch.rs@@if k == COMMIT && self.commit_frozen[port] {@@if k == COMMIT \&\& self.commit_frozen[port] \&\& false {@@a link reported dead to the controller raises the commit barrier again when it speaks (§5.2)"
+  "thaw-reported-commit@@crates/proto/src/switch.rs@@if k == COMMIT && self.inputs[port].commit_frozen {@@if k == COMMIT \&\& self.inputs[port].commit_frozen \&\& false {@@a link reported dead to the controller raises the commit barrier again when it speaks (§5.2)"
   "no-dup-discard@@crates/proto/src/host.rs@@let duplicate = (remote@@let duplicate = false \&\& (remote@@receivers do not discard duplicate reliable packets (§5.1)"
   "be-ack-prompt@@crates/proto/src/host.rs@@                self.cfg.ack_delay_be_ns@@                self.cfg.ack_delay_ns@@best-effort ACKs wait only the reliable delay: one ACK packet per message where a host pair is a process pair (§2.1, Fig. 8)"
   "reliable-ack-not-pulled@@crates/proto/src/ack.rs@@            if due < p.due {@@            if false \&\& due < p.due {@@a reliable ACK joining a waiting best-effort batch waits the long best-effort delay and holds back the commit barrier (§5.1)"
