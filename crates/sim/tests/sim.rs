@@ -95,8 +95,8 @@ fn lossy_fixed_seeds_pass_every_checker_in_both_services_2_1_5_1() {
             cfg.duration_ns = 200_000;
             cfg.drain_ns = 5_000_000;
             cfg.loss_rate = [0.01, 0.03][i % 2];
-            cfg.loss_burst = 1 + (i % 5 == 0) as u32;
-            cfg.dup_rate = if i % 3 == 0 { 0.01 } else { 0.0 };
+            cfg.loss_burst = 1 + i.is_multiple_of(5) as u32;
+            cfg.dup_rate = if i.is_multiple_of(3) { 0.01 } else { 0.0 };
             cfg.reorder_prob = if i % 4 == 2 { 0.02 } else { 0.0 };
             let r = run_ok(&cfg);
             assert!(
