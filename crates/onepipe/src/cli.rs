@@ -179,6 +179,12 @@ struct SimArgs {
     /// the RTT (RFC 6298) and backs off exponentially.
     #[arg(long, default_value = "25us", value_parser = parse_duration)]
     rto: u64,
+    /// Longest a receiver delays a best-effort ACK (§2.1: best-effort ACKs only spare the
+    /// sender a loss report at its 1 ms timeout, so they may wait and share a packet; reliable
+    /// ACKs go within 2 µs, and one joining a waiting batch takes the batch with it). At most
+    /// a quarter of the loss timeout (250us).
+    #[arg(long, default_value = "200us", value_parser = parse_duration)]
+    ack_delay_be: u64,
     /// Crash host H at time T (true time), e.g. `--crash-host 3@200us`; repeatable. Switches
     /// remove its link after --link-timeout beacon intervals (§4.2); with the reliable service
     /// the controller's procedure (§5.2) then fails its processes.
@@ -454,6 +460,7 @@ impl SimArgs {
                 Svc::Mixed => Service::Mixed,
             },
             rto_ns: self.rto,
+            ack_delay_be_ns: self.ack_delay_be,
             crashes: self.crash_host.clone(),
             restarts: self.restart_host.clone(),
             cuts: self.cut.iter().map(|c| (c.0.clone(), c.1)).collect(),

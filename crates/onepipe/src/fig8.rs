@@ -63,6 +63,10 @@ pub struct Fig8Args {
     /// Sending time of the latency runs at N = 1 (shorter at larger N, at least 200 µs).
     #[arg(long, default_value = "5ms", value_parser = parse_duration)]
     pub latency_duration: u64,
+    /// Longest a receiver delays a best-effort ACK in the 1Pipe runs (`sim --ack-delay-be`;
+    /// default the simulator's).
+    #[arg(long, value_parser = parse_duration)]
+    pub ack_delay_be: Option<u64>,
 }
 
 /// The process counts of the full plot.
@@ -168,6 +172,9 @@ fn config(a: &Fig8Args, job: Job) -> (SimConfig, Option<BaselineConfig>) {
         seed: a.seed,
         ..SimConfig::default()
     };
+    if let Some(d) = a.ack_delay_be {
+        cfg.ack_delay_be_ns = d;
+    }
     match LINES[job.line].1 {
         Line::Onepipe(service) => {
             cfg.service = service;

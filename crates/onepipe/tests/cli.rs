@@ -341,6 +341,9 @@ fn bad_flags_exit_2_naming_the_flag() {
             true,
         ),
         (&["--procs-per-host", "0"], &["--procs-per-host"], true),
+        // §2.1: a best-effort ACK delayed past a quarter of the loss timeout could arrive after
+        // the sender reported a delivered message lost.
+        (&["--ack-delay-be", "300us"], &["--ack-delay-be"], true),
         (&["--bogus"], &["--bogus"], false),
         // A few more of the same kind.
         (&["--topology", "rack", "--hosts", "0"], &["--hosts"], true),
@@ -476,6 +479,7 @@ fn help_exits_0_and_lists_sim_and_its_flags() {
         "--rate",
         "--duration",
         "--reorder-prob",
+        "--ack-delay-be",
         "--seed",
         "--json",
         "--quiet",

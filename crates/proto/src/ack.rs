@@ -187,12 +187,23 @@ struct OwedSlot {
 /// Delayed ACKs grouped by the host they go to, so that one packet carries every ACK a host owes
 /// another (§2.1 end-to-end ACKs, sent by the per-host polling thread of §6.1).
 ///
-/// The delay rule is per peer host: the first ACK owed to a peer fixes when the peer's batch is
-/// due; ACKs owed to it meanwhile join that batch and go with it, earlier than their own delay
-/// would send them, never later. The caller sends a batch early (`take`) when an ACK must go at
-/// once (`ack_every` packets) or the batch is full. Bounded: a peer's list never holds more than
-/// the caller lets it (it takes the batch at [`crate::wire::ACK_BATCH_LEN_MAX`]), so the slab
-/// holds at most that per peer.
+/// The delay rule is per peer host: a peer's batch is due at the earliest of its ACKs' own due
+/// times. ACKs come in two delay classes: reliable ACKs are prompt (they hold back the sender's
+/// commit barrier, §5.1), best-effort ACKs may wait far longer (they serve only loss reporting
+/// at the sender's timeout, §2.1). A later ACK joins the batch and goes with it, earlier than
+/// its own delay would send it, never later; a reliable ACK joining a batch scheduled for the
+/// long best-effort delay pulls the batch's due time forward. The caller sends a batch early
+/// (`take`) when an ACK must go at once (`ack_every` packets) or the batch is full. Bounded: a
+/// peer's list never holds more than the caller lets it (it takes the batch at
+/// [`crate::wire::ACK_BATCH_LEN_MAX`]), so the slab holds at most that per peer.
+///
+/// Schedules: one `(due, peer)` queue per delay class. Each class's delay is fixed, so each
+/// queue is filled in due order and its front is its earliest deadline; the next deadline is
+/// the earlier front. A peer's current due time is recorded in the peer; an entry is live only
+/// while it names that time, so entries left behind when a batch went early or was pulled
+/// forward are stale and skipped. Each queue holds at most one entry per batch started (or
+/// pulled forward) within its class's delay, so its length is bounded by the packets that
+/// arrive in one delay; it reuses its storage (no allocation once warm).
 ///
 /// Layout: per peer 16 bytes (an intrusive list and its due time) and one shared slab, as
 /// [`SendTracker`]: a host of a thousand-host network keeps a thousand peers.
@@ -201,9 +212,9 @@ pub struct AckBatcher {
     peers: Vec<PeerAcks>,
     slots: Vec<OwedSlot>,
     free: Vec<u32>,
-    /// (due, peer) in scheduling order. An entry is stale once its peer's batch went early (the
-    /// peer's `due` differs, or it has nothing owed); stale entries are skipped.
-    due: VecDeque<(Instant, u32)>,
+    /// (due, peer) in scheduling order, per delay class (index `AckOwed::reliable as usize`).
+    /// An entry is stale once its peer's due time differs or it has nothing owed.
+    due: [VecDeque<(Instant, u32)>; 2],
     len: usize,
 }
 
@@ -223,7 +234,7 @@ impl AckBatcher {
             ],
             slots: Vec::new(),
             free: Vec::new(),
-            due: VecDeque::new(),
+            due: [VecDeque::new(), VecDeque::new()],
             len: 0,
         }
     }
@@ -243,9 +254,11 @@ impl AckBatcher {
         self.peers[peer].len as usize
     }
 
-    /// Records that `owed` goes to `peer`, due by `due` if it is the first ACK owed to that peer
-    /// (else with the peer's batch, already scheduled). Returns how many ACKs `peer` is owed now.
+    /// Records that `owed` goes to `peer`, due by `due` (now plus the delay of its class,
+    /// `owed.reliable`): the peer's batch is then due at the earlier of its due time so far and
+    /// `due`. Returns how many ACKs `peer` is owed now.
     pub fn push(&mut self, peer: usize, due: Instant, owed: AckOwed) -> usize {
+        let class = usize::from(owed.reliable);
         let slot = OwedSlot { owed, next: NIL };
         let i = match self.free.pop() {
             Some(i) => {
@@ -258,6 +271,7 @@ impl AckBatcher {
             }
         };
         let p = &mut self.peers[peer];
+        let mut pulled_forward = false;
         if p.head == NIL {
             debug_assert_eq!(p.len, 0);
             *p = PeerAcks {
@@ -266,14 +280,25 @@ impl AckBatcher {
                 len: 1,
                 due,
             };
-            self.due.push_back((due, peer as u32));
+            self.due[class].push_back((due, peer as u32));
         } else {
             self.slots[p.tail as usize].next = i;
             p.tail = i;
             p.len += 1;
+            if due < p.due {
+                // A prompt ACK joins a batch scheduled for a longer delay: the batch goes with
+                // it, and the entry in the other schedule goes stale.
+                p.due = due;
+                self.due[class].push_back((due, peer as u32));
+                pulled_forward = true;
+            }
         }
+        let len = p.len as usize;
         self.len += 1;
-        p.len as usize
+        if pulled_forward {
+            self.drop_stale();
+        }
+        len
     }
 
     /// Takes every ACK owed to `peer`, in the order they were owed, into `out`.
@@ -300,11 +325,13 @@ impl AckBatcher {
     /// with [`AckBatcher::take`]); `None` if none is.
     pub fn pop_due(&mut self, horizon: Instant) -> Option<usize> {
         self.drop_stale();
-        let &(due, peer) = self.due.front()?;
+        let class = self.earliest_class()?;
+        let (due, peer) = self.due[class][0];
         if due > horizon {
             return None;
         }
-        self.due.pop_front();
+        self.due[class].pop_front();
+        self.drop_stale();
         Some(peer as usize)
     }
 
@@ -317,6 +344,16 @@ impl AckBatcher {
         }
     }
 
+    /// The delay class whose schedule's front is due first (fronts must be live).
+    fn earliest_class(&self) -> Option<usize> {
+        match (self.due[0].front(), self.due[1].front()) {
+            (None, None) => None,
+            (Some(_), None) => Some(0),
+            (None, Some(_)) => Some(1),
+            (Some(b), Some(r)) => Some(usize::from(r.0 < b.0)),
+        }
+    }
+
     /// Prefetch hint (see [`crate::prefetch`]): `Records` loads the schedule's front, `Peers` the
     /// record of the peer it names.
     #[inline(always)]
@@ -325,15 +362,14 @@ impl AckBatcher {
         match stage {
             Stage::Fields => prefetch(&self.peers),
             Stage::Records => {
-                if let Some(d) = self.due.front() {
-                    prefetch(d);
+                if let Some(c) = self.earliest_class() {
+                    prefetch(&self.due[c][0]);
                 }
             }
             Stage::Peers | Stage::Entries => {
                 if let Some(p) = self
-                    .due
-                    .front()
-                    .and_then(|&(_, p)| self.peers.get(p as usize))
+                    .earliest_class()
+                    .and_then(|c| self.peers.get(self.due[c][0].1 as usize))
                 {
                     prefetch(p);
                 }
@@ -341,20 +377,49 @@ impl AckBatcher {
         }
     }
 
-    /// When the earliest batch is due.
+    /// When the earliest batch is due: the earlier of the two schedules' fronts, both live
+    /// (every mutation drops stale fronts).
     pub fn next_due(&self) -> Option<Instant> {
-        self.due.front().map(|d| d.0)
+        self.earliest_class().map(|c| self.due[c][0].0)
     }
 
-    /// Pops schedule entries of batches that went early, so `next_due` is a real deadline.
+    /// Pops schedule entries of batches that went early or were pulled forward, so that both
+    /// fronts are real deadlines.
     fn drop_stale(&mut self) {
-        while let Some(&(due, peer)) = self.due.front() {
-            let p = &self.peers[peer as usize];
-            if p.head != NIL && p.due == due {
-                break;
+        for schedule in &mut self.due {
+            while let Some(&(due, peer)) = schedule.front() {
+                let p = &self.peers[peer as usize];
+                if p.head != NIL && p.due == due {
+                    break;
+                }
+                schedule.pop_front();
             }
-            self.due.pop_front();
         }
+    }
+
+    /// Checks the schedules against the peers (tests; linear in the schedules' length): every
+    /// peer owed anything has a live entry at its due time, and the fronts are live.
+    #[cfg(test)]
+    fn check_schedules(&self) {
+        for (peer, p) in self.peers.iter().enumerate() {
+            if p.head == NIL {
+                continue;
+            }
+            let live = self
+                .due
+                .iter()
+                .flatten()
+                .any(|&(due, q)| q as usize == peer && due == p.due);
+            assert!(live, "peer {peer} is owed ACKs but not scheduled");
+        }
+        for schedule in &self.due {
+            if let Some(&(due, peer)) = schedule.front() {
+                let p = &self.peers[peer as usize];
+                assert!(p.head != NIL && p.due == due, "a stale front");
+            }
+        }
+        let owed: usize = self.peers.iter().map(|p| p.len as usize).sum();
+        assert_eq!(owed, self.len);
     }
 }
 
@@ -979,33 +1044,138 @@ mod tests {
         (t, model)
     }
 
+    fn owed_reliable(src: u32, dst_idx: u32) -> AckOwed {
+        AckOwed {
+            reliable: true,
+            ..owed(src, dst_idx)
+        }
+    }
+
+    /// Best-effort ACKs wait the long delay (§2.1: they serve only loss reporting), reliable
+    /// ones the short delay (§5.1: they hold back the commit barrier).
+    const BE_DELAY: u64 = 200_000;
+    const R_DELAY: u64 = 2_000;
+
+    #[test]
+    fn a_lone_best_effort_ack_waits_the_long_delay_2_1() {
+        let mut b = AckBatcher::new(2);
+        b.push(1, Instant(1_000 + BE_DELAY), owed(4, 0));
+        b.check_schedules();
+        assert_eq!(b.next_due(), Some(Instant(1_000 + BE_DELAY)));
+        assert_eq!(b.pop_due(Instant(1_000 + R_DELAY)), None);
+        assert_eq!(b.pop_due(Instant(BE_DELAY)), None);
+        assert_eq!(b.pop_due(Instant(1_000 + BE_DELAY)), Some(1));
+        let mut out = Vec::new();
+        b.take(1, &mut out);
+        assert_eq!(out, vec![owed(4, 0)]);
+        assert!(b.is_empty());
+        assert_eq!(b.next_due(), None);
+    }
+
+    #[test]
+    fn a_reliable_ack_pulls_a_best_effort_batch_forward_5_1() {
+        let mut b = AckBatcher::new(3);
+        b.push(1, Instant(1_000 + BE_DELAY), owed(4, 0));
+        b.push(2, Instant(1_500 + BE_DELAY), owed(8, 0));
+        // A reliable ACK owed to peer 1 at 3 µs: peer 1's whole batch is due at 5 µs.
+        assert_eq!(b.push(1, Instant(3_000 + R_DELAY), owed_reliable(5, 1)), 2);
+        b.check_schedules();
+        assert_eq!(b.next_due(), Some(Instant(3_000 + R_DELAY)));
+        // Another best-effort ACK joins without pushing it back.
+        assert_eq!(b.push(1, Instant(4_000 + BE_DELAY), owed(6, 0)), 3);
+        assert_eq!(b.next_due(), Some(Instant(3_000 + R_DELAY)));
+        assert_eq!(b.pop_due(Instant(3_000 + R_DELAY - 1)), None);
+        assert_eq!(b.pop_due(Instant(3_000 + R_DELAY)), Some(1));
+        let mut out = Vec::new();
+        b.take(1, &mut out);
+        assert_eq!(out, vec![owed(4, 0), owed_reliable(5, 1), owed(6, 0)]);
+        b.check_schedules();
+        // Peer 1's best-effort entry at 201 µs is stale now: only peer 2 is due next.
+        assert_eq!(b.next_due(), Some(Instant(1_500 + BE_DELAY)));
+        assert_eq!(b.pop_due(Instant(u64::MAX)), Some(2));
+        out.clear();
+        b.take(2, &mut out);
+        assert_eq!(out, vec![owed(8, 0)]);
+        assert_eq!(b.pop_due(Instant(u64::MAX)), None, "nothing owed twice");
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn next_due_is_the_earlier_front_of_the_two_schedules() {
+        let mut b = AckBatcher::new(4);
+        // Best effort first (due 201 µs), then a reliable batch for another peer (due 12 µs):
+        // the reliable schedule's front is earlier although it was pushed later.
+        b.push(0, Instant(1_000 + BE_DELAY), owed(0, 0));
+        assert_eq!(b.next_due(), Some(Instant(1_000 + BE_DELAY)));
+        b.push(1, Instant(10_000 + R_DELAY), owed_reliable(1, 0));
+        assert_eq!(b.next_due(), Some(Instant(10_000 + R_DELAY)));
+        // A reliable batch's later best-effort ACK changes nothing.
+        b.push(1, Instant(11_000 + BE_DELAY), owed(1, 1));
+        assert_eq!(b.next_due(), Some(Instant(10_000 + R_DELAY)));
+        b.check_schedules();
+        let mut order = Vec::new();
+        let mut out = Vec::new();
+        while let Some(p) = b.pop_due(Instant(u64::MAX)) {
+            order.push(p);
+            b.take(p, &mut out);
+        }
+        assert_eq!(order, vec![1, 0]);
+        assert_eq!(out.len(), 3);
+        // A reliable batch taken early leaves the best-effort front in charge again.
+        b.push(2, Instant(20_000 + BE_DELAY), owed(2, 0));
+        b.push(3, Instant(21_000 + R_DELAY), owed_reliable(3, 0));
+        assert_eq!(b.next_due(), Some(Instant(21_000 + R_DELAY)));
+        out.clear();
+        b.take(3, &mut out);
+        assert_eq!(b.next_due(), Some(Instant(20_000 + BE_DELAY)));
+        b.check_schedules();
+    }
+
     proptest! {
-        /// Whatever the order of owing and taking, every ACK owed is taken exactly once, by its
-        /// peer, and never before the batch's first ACK was owed.
+        /// Whatever the order of owing and taking, and whichever delay class each ACK is in,
+        /// every ACK owed is taken exactly once, by its peer, never after the earliest due time
+        /// in its batch (a reliable ACK pulls its batch forward), and the schedules always hold
+        /// every batch's due time.
         #[test]
         fn every_owed_ack_is_taken_once_by_its_peer(
-            ops in proptest::collection::vec((0usize..5, any::<bool>()), 1..200),
+            ops in proptest::collection::vec((0usize..5, 0u8..3), 1..200),
         ) {
             let mut b = AckBatcher::new(5);
             let mut owed_by_peer = vec![Vec::new(); 5];
             let mut taken_by_peer = vec![Vec::new(); 5];
+            // The earliest due time of each peer's batch, as the model sees it.
+            let mut batch_due: Vec<Option<Instant>> = vec![None; 5];
             let mut out = Vec::new();
-            for (t, &(peer, take)) in ops.iter().enumerate() {
+            for (t, &(peer, op)) in ops.iter().enumerate() {
                 let now = Instant(t as u64 * 10);
                 while let Some(p) = b.pop_due(now) {
+                    let due = batch_due[p].take().expect("a batch is due only if owed");
+                    prop_assert!(due <= now, "a batch went before it was due");
                     out.clear();
                     b.take(p, &mut out);
                     taken_by_peer[p].extend(out.iter().copied());
                 }
-                if take {
+                for (p, due) in batch_due.iter().enumerate() {
+                    if let Some(due) = due {
+                        prop_assert!(*due > now, "peer {} overdue", p);
+                    }
+                }
+                if op == 2 {
                     out.clear();
                     b.take(peer, &mut out);
+                    batch_due[peer] = None;
                     taken_by_peer[peer].extend(out.iter().copied());
                 } else {
-                    let o = owed(t as u32, peer as u32);
+                    let reliable = op == 1;
+                    let o = AckOwed { reliable, ..owed(t as u32, peer as u32) };
                     owed_by_peer[peer].push(o);
-                    b.push(peer, now + 25, o);
+                    let due = now + if reliable { 25 } else { 400 };
+                    b.push(peer, due, o);
+                    let d = batch_due[peer].get_or_insert(due);
+                    *d = (*d).min(due);
                 }
+                b.check_schedules();
+                prop_assert_eq!(b.next_due(), batch_due.iter().flatten().min().copied());
             }
             for (p, taken) in taken_by_peer.iter_mut().enumerate() {
                 out.clear();

@@ -65,9 +65,12 @@ pub struct HostConfig {
     pub reorder_len_max: usize,
     /// Most partially reassembled messages held at once.
     pub reassembly_len_max: usize,
-    /// A receiver acknowledges at the latest this long after a packet arrives…
+    /// A receiver acknowledges a reliable packet at the latest this long after it arrives…
     pub ack_delay_ns: u64,
-    /// …or at once after this many unacknowledged packets from one sender.
+    /// …and a best-effort packet at the latest this long after it arrives (at most
+    /// `rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN`, checked by [`Host::new`])…
+    pub ack_delay_be_ns: u64,
+    /// …or either at once after this many unacknowledged packets from one sender.
     pub ack_every: u16,
     /// The host each process lives on (any dense numbering, indexed by process id, at least
     /// `senders_max` long), so the ACKs owed to the processes of one host go in one packet
@@ -119,6 +122,14 @@ pub struct HostConfig {
     pub deliver_burst_max: u32,
 }
 
+/// `ack_delay_be_ns` is at most `rto_ns` divided by this. §2.1: best effort "detects lost
+/// packets via end-to-end ACK, but does not retransmit": its ACKs serve only the sender's loss
+/// report at `rto_ns`, so they may wait far longer than reliable ACKs (which hold back the
+/// commit barrier, §5.1) — but an ACK must reach its sender before the timeout, or a delivered
+/// message is reported lost. Delaying by at most a quarter of the timeout leaves three quarters
+/// of it for the data's and the ACK's trips through the network's queues.
+pub const ACK_DELAY_BE_RTO_DIVISOR_MIN: u64 = 4;
+
 /// Longest wait between two re-sent `Completed` messages (§5.2).
 pub const CTRL_RETRY_MAX_NS: u64 = 1_000_000;
 
@@ -141,6 +152,12 @@ impl HostConfig {
             reorder_len_max: 1 << 20,
             reassembly_len_max: 4096,
             ack_delay_ns: 2_000,
+            // A fifth of `rto_ns`. With one process per host and N hosts, a host pair sees a
+            // packet only every few tens of µs at saturation, so a delay of µs covers about
+            // one packet: an ACK packet per message, whose send and receive CPU cost was a
+            // fifth of 1Pipe's throughput at N = 128 (docs/BENCHMARKS.md, Fig. 8). 200 µs
+            // covers several, and still leaves 800 µs for the ACK to arrive.
+            ack_delay_be_ns: 200_000,
             ack_every: 16,
             host_of: None,
             rto_ns: 1_000_000,
@@ -507,6 +524,13 @@ impl Host {
                 .as_ref()
                 .is_none_or(|t| t.len() >= cfg.senders_max as usize),
             "host_of names the host of every process"
+        );
+        // §2.1: a best-effort ACK must reach its sender before the sender gives up on it.
+        assert!(
+            cfg.ack_delay_be_ns <= cfg.rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN,
+            "ack_delay_be_ns ({}) must be at most rto_ns / {ACK_DELAY_BE_RTO_DIVISOR_MIN} ({})",
+            cfg.ack_delay_be_ns,
+            cfg.rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN
         );
         let ack_peers = match &cfg.host_of {
             Some(t) => t.iter().map(|&h| h as usize + 1).max().unwrap_or(0),
@@ -1889,8 +1913,7 @@ impl Host {
         }
     }
 
-    /// Acknowledgement state for `src`'s packets at local receiver `dst_idx`: send an ACK after
-    /// `ack_every` packets, else schedule one `ack_delay_ns` from now.
+    /// Acknowledgement state for `src`'s packets at local receiver `dst_idx`, in one service.
     fn window(&mut self, src: ProcId, dst_idx: usize, reliable: bool) -> &mut RecvWindow {
         let lp = &mut self.procs[dst_idx];
         if reliable {
@@ -1901,9 +1924,9 @@ impl Host {
     }
 
     /// §2.1: `src`'s packet arrived at local receiver `dst_idx`; owe it an ACK. The ACKs owed
-    /// to one host go together (`HostConfig::host_of`): when the first of them is
-    /// `ack_delay_ns` old, or at once when one window reaches `ack_every` packets or the batch
-    /// is full.
+    /// to one host go together (`HostConfig::host_of`): when the earliest of them is due — a
+    /// reliable ACK `ack_delay_ns` after it was owed, a best-effort one `ack_delay_be_ns` after
+    /// — or at once when one window reaches `ack_every` packets or the batch is full.
     fn schedule_ack(&mut self, now: Instant, src: ProcId, dst_idx: usize, reliable: bool) {
         let ack_every = self.cfg.ack_every;
         let peer = self.ack_peer(src);
@@ -1918,7 +1941,12 @@ impl Host {
                 dst_idx: dst_idx as u32,
                 reliable,
             };
-            owed = self.acks.push(peer, now + self.cfg.ack_delay_ns, ack);
+            let delay = if reliable {
+                self.cfg.ack_delay_ns
+            } else {
+                self.cfg.ack_delay_be_ns
+            };
+            owed = self.acks.push(peer, now + delay, ack);
         }
         if unacked >= ack_every || owed >= ACK_BATCH_LEN_MAX {
             self.send_acks_to(peer);

@@ -14,7 +14,9 @@
 
 use bytes::Bytes;
 use onepipe_proto::failure::{CtrlDest, CtrlMsg, RelayMsg};
-use onepipe_proto::host::{Delivery, Host, HostConfig, HostEvent, HostRelay, UPLINK};
+use onepipe_proto::host::{
+    Delivery, Host, HostConfig, HostEvent, HostRelay, ACK_DELAY_BE_RTO_DIVISOR_MIN, UPLINK,
+};
 use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
 use onepipe_proto::time::{Barrier, TIMESTAMP_MASK};
 use onepipe_proto::wire::{
@@ -1699,8 +1701,8 @@ fn acks_for(rx: &mut Host, now: u64, tx_out: &[Output<Packet, HostEvent>]) -> Ve
             feed(rx, now, UPLINK, pk);
         }
     }
-    // Every timer up to the acknowledgement delay (beacons fire in between).
-    let until = now + rx.config().ack_delay_ns;
+    // Every timer up to the (best-effort) acknowledgement delay (beacons fire in between).
+    let until = now + rx.config().ack_delay_ns.max(rx.config().ack_delay_be_ns);
     let mut acks = Vec::new();
     while let Some(t) = rx.poll_timeout().filter(|t| t.as_nanos() <= until) {
         let out = tick(rx, t.as_nanos());
@@ -2522,12 +2524,13 @@ fn acks_per_packet(packets: &[(PortId, Packet)]) -> Vec<Vec<(u32, u32, u32, bool
 }
 
 /// Host A (processes 0, 1) sends one message from each to each of host B's (2, 3); B owes
-/// four ACKs to host A and sends them as one batch when the first is `ack_delay_ns` old.
+/// four best-effort ACKs to host A and sends them as one batch when the first is
+/// `ack_delay_be_ns` old.
 #[test]
 fn acks_owed_to_one_host_go_in_one_batch_when_the_first_is_due_2_1_6_1() {
     let mut a = Host::new(batched_config(0, &[0, 1], 4, 2), at(0));
     let mut b = Host::new(batched_config(1, &[2, 3], 4, 2), at(0));
-    let delay = HostConfig::new(NodeId(0), vec![p(0)], 1).ack_delay_ns;
+    let delay = HostConfig::new(NodeId(0), vec![p(0)], 1).ack_delay_be_ns;
     for src in [0, 1] {
         a.send(at(100), p(src), &[(p(2), bytes("x")), (p(3), bytes("y"))])
             .unwrap();
@@ -2535,13 +2538,17 @@ fn acks_owed_to_one_host_go_in_one_batch_when_the_first_is_due_2_1_6_1() {
     let up = sent(&drain(&mut a));
     assert_eq!(data_of(&up).len(), 4);
     assert_eq!(a.unresolved_sends(), 4);
-    // The four arrive 0, 100, 200 and 300 ns apart: one batch, due 2 µs after the first.
+    // The four arrive 0, 100, 200 and 300 ns apart: one batch, due `delay` after the first.
     for (i, (_, pk)) in up.iter().enumerate() {
         let out = feed(&mut b, 1_000 + 100 * i as u64, UPLINK, pk.clone());
         assert!(acks_per_packet(&sent(&out)).is_empty(), "delayed");
     }
     assert_eq!(b.acks_pending(), 4);
     assert!(b.poll_timeout().unwrap() <= at(1_000 + delay));
+    assert!(
+        acks_per_packet(&sent(&tick(&mut b, 1_000 + delay / 2))).is_empty(),
+        "best-effort ACKs wait the whole delay"
+    );
     let up_b = sent(&tick(&mut b, 1_000 + delay));
     assert_eq!(
         acks_per_packet(&up_b),
@@ -2561,7 +2568,7 @@ fn acks_owed_to_one_host_go_in_one_batch_when_the_first_is_due_2_1_6_1() {
         .find(|(_, pk)| matches!(pk, Packet::AckBatch(_)))
         .expect("a batch")
         .1;
-    let out = feed(&mut a, 5_000, UPLINK, batch);
+    let out = feed(&mut a, 5_000 + delay, UPLINK, batch);
     assert!(failures(&out).is_empty());
     assert_eq!(a.unresolved_sends(), 0, "every entry resolved its message");
     assert_eq!(a.stats().acks_received, 4);
@@ -2581,7 +2588,8 @@ fn without_a_host_table_acks_are_batched_per_remote_process_2_1() {
             message(src, dst, 500, 0, b"m"),
         );
     }
-    let acks = acks_per_packet(&sent(&tick(&mut b, 10_000)));
+    let delay = HostConfig::new(NodeId(0), vec![p(0)], 1).ack_delay_be_ns;
+    let acks = acks_per_packet(&sent(&tick(&mut b, 1_010 + delay)));
     assert_eq!(
         acks,
         vec![
@@ -2589,6 +2597,113 @@ fn without_a_host_table_acks_are_batched_per_remote_process_2_1() {
             vec![(2, 1, 1, false), (3, 1, 1, false)]
         ]
     );
+}
+
+/// §2.1 and §5.1: best-effort ACKs may wait long (they only spare the sender a loss report at
+/// its timeout), reliable ones may not (the sender's commit barrier waits for them). B owes
+/// host A two best-effort ACKs; a reliable packet from A arrives later: the whole batch goes
+/// `ack_delay_ns` after the reliable packet, not `ack_delay_be_ns` after the first, and nothing
+/// is sent again when the best-effort delay runs out.
+#[test]
+fn a_reliable_ack_pulls_a_waiting_best_effort_batch_forward_2_1_5_1() {
+    let mut b = Host::new(batched_config(1, &[2, 3], 4, 2), at(0));
+    let cfg = HostConfig::new(NodeId(0), vec![p(0)], 1);
+    let (delay, delay_be) = (cfg.ack_delay_ns, cfg.ack_delay_be_ns);
+    assert!(
+        delay * 10 < delay_be,
+        "the scenario needs the delays far apart"
+    );
+    feed(&mut b, 1_000, UPLINK, message(0, 2, 500, 0, b"m"));
+    feed(&mut b, 1_100, UPLINK, message(1, 3, 500, 0, b"m"));
+    // Best effort alone: due after the long delay.
+    assert_eq!(b.acks_pending(), 2);
+    assert!(acks_per_packet(&sent(&tick(&mut b, 1_000 + delay_be / 2))).is_empty());
+    let r_at = 1_000 + delay_be / 2 + 100;
+    let rel = flags::END_OF_MESSAGE | flags::RELIABLE;
+    let out = feed(&mut b, r_at, UPLINK, fragment(1, 2, 600, 0, 0, rel, b"r"));
+    assert!(acks_per_packet(&sent(&out)).is_empty(), "delayed");
+    assert_eq!(b.acks_pending(), 3);
+    assert!(b.poll_timeout().unwrap() <= at(r_at + delay));
+    assert!(acks_per_packet(&sent(&tick(&mut b, r_at + delay / 4))).is_empty());
+    let acks = acks_per_packet(&sent(&tick(&mut b, r_at + delay)));
+    assert_eq!(
+        acks,
+        vec![vec![(2, 0, 1, false), (3, 1, 1, false), (2, 1, 1, true)]],
+        "one packet: the best-effort ACKs go with the reliable one"
+    );
+    assert_eq!(b.acks_pending(), 0);
+    // The best-effort due time that was pulled forward leaves nothing behind.
+    let late = sent(&tick(&mut b, 1_000 + delay_be + 1));
+    assert!(acks_per_packet(&late).is_empty(), "nothing owed twice");
+    assert_eq!((b.stats().acks_sent, b.stats().ack_packets_sent), (3, 1));
+}
+
+/// §2.1: best effort "detects lost packets via end-to-end ACK": with its ACKs delayed the
+/// longest allowed, a delivered message is still acknowledged before the sender's loss timeout
+/// (never reported lost), and a lost one is reported at the timeout, not later. A sends two
+/// messages to host B; the first is lost on the way.
+#[test]
+fn a_delayed_best_effort_ack_beats_the_loss_timeout_and_a_loss_is_still_reported_2_1() {
+    let mut cfg_a = batched_config(0, &[0, 1], 4, 2);
+    let mut cfg_b = batched_config(1, &[2, 3], 4, 2);
+    let delay_be = cfg_a.rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN;
+    cfg_a.ack_delay_be_ns = delay_be;
+    cfg_b.ack_delay_be_ns = delay_be;
+    let (rto, b_ack_delay) = (cfg_a.rto_ns, cfg_b.ack_delay_ns);
+    let mut a = Host::new(cfg_a, at(0));
+    let mut b = Host::new(cfg_b, at(0));
+    a.send(at(100), p(0), &[(p(2), bytes("lost"))]).unwrap();
+    a.send(at(200), p(1), &[(p(3), bytes("kept"))]).unwrap();
+    let up = sent(&drain(&mut a));
+    assert_eq!(data_of(&up).len(), 2);
+    // Only the second arrives; B owes one ACK and holds it for the whole best-effort delay.
+    let (_, kept) = up
+        .iter()
+        .find(|(_, pk)| matches!(pk, Packet::Data(d) if d.header.src == p(1)))
+        .expect("the second message")
+        .clone();
+    feed(&mut b, 1_000, UPLINK, kept);
+    assert_eq!(b.acks_pending(), 1);
+    // (A wakeup sends batches due within half the reliable delay with it: compare against a
+    // tick a whole reliable delay before.)
+    let early = 1_000 + delay_be - b_ack_delay;
+    assert!(acks_per_packet(&sent(&tick(&mut b, early))).is_empty());
+    let ack = sent(&tick(&mut b, 1_000 + delay_be))
+        .into_iter()
+        .find(|(_, pk)| matches!(pk, Packet::Ack(_) | Packet::AckBatch(_)))
+        .expect("the ACK goes when its delay runs out")
+        .1;
+    // It arrives well inside the sender's timeout: that message resolves, the other waits.
+    assert!(1_000 + delay_be + 1_000 < 200 + rto);
+    assert!(failures(&feed(&mut a, 1_000 + delay_be + 1_000, UPLINK, ack)).is_empty());
+    assert_eq!(a.unresolved_sends(), 1);
+    // The lost message is reported at its timeout, and only it.
+    assert!(a.poll_timeout().unwrap() <= at(100 + rto));
+    assert!(failures(&tick(&mut a, 100 + rto - 1)).is_empty());
+    let lost = failures(&tick(&mut a, 100 + rto));
+    assert!(
+        matches!(
+            lost.as_slice(),
+            [HostEvent::SendFailed { src, dst, reason: NakReason::Lost, .. }]
+                if *src == p(0) && *dst == p(2)
+        ),
+        "{lost:?}"
+    );
+    assert_eq!(a.unresolved_sends(), 0);
+    assert!(
+        failures(&tick(&mut a, 200 + rto + 1)).is_empty(),
+        "no false report"
+    );
+}
+
+/// §2.1: a best-effort ACK must reach its sender before the sender's loss timeout, so a host
+/// refuses a best-effort ACK delay above a quarter of the timeout.
+#[test]
+#[should_panic(expected = "ack_delay_be_ns")]
+fn a_best_effort_ack_delay_near_the_loss_timeout_is_refused_2_1() {
+    let mut cfg = host_config(0, &[0], 1);
+    cfg.ack_delay_be_ns = cfg.rto_ns / 2;
+    Host::new(cfg, at(0));
 }
 
 /// `ack_every` packets from one sender send that sender's host its ACKs at once — every ACK

@@ -15,7 +15,7 @@
 //! beacon interval's wait at every missed phase (docs/BENCHMARKS.md, "Live cluster").
 
 use crate::config::DriverConfig;
-use onepipe_proto::host::HostConfig;
+use onepipe_proto::host::{HostConfig, ACK_DELAY_BE_RTO_DIVISOR_MIN};
 use onepipe_proto::ids::{NodeId, PortId, ProcId};
 use onepipe_proto::switch::{Router, SwitchConfig, SwitchMode};
 use onepipe_proto::wire::DATA_HEADER_LEN;
@@ -167,6 +167,11 @@ impl LiveRoles {
         cfg.rto_ns = self.rto_ns;
         cfg.rto_max_ns = self.rto_max_ns.max(self.rto_ns);
         cfg.ack_delay_ns = self.ack_delay_ns;
+        // One delay for both services here (scheduling delays of a shared machine dwarf the
+        // simulator's µs), capped so a best-effort ACK still beats the loss timeout (§2.1).
+        cfg.ack_delay_be_ns = self
+            .ack_delay_ns
+            .min(cfg.rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN);
         cfg.inflight_max = self.inflight_max;
         cfg.unacked_bytes_max = self.unacked_bytes_max;
         cfg.reliable.rto_init_ns = self.reliable_rto_init_ns;

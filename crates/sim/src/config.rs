@@ -2,6 +2,8 @@
 //! says, and are stated beside each field otherwise.
 
 use crate::queue::QueueKind;
+use onepipe_proto::host::{HostConfig, ACK_DELAY_BE_RTO_DIVISOR_MIN};
+use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::switch::SwitchMode;
 
 /// Which network to build (§3.1, Fig. 3).
@@ -115,6 +117,10 @@ pub struct SimConfig {
     pub ecn_threshold_bytes: u64,
     /// Floor of the reliable retransmission timeout (estimated from RTT samples above it).
     pub rto_ns: u64,
+    /// How long a receiver may delay a best-effort ACK (`HostConfig::ack_delay_be_ns`, §2.1:
+    /// those ACKs serve only the sender's loss report); at most a quarter of the hosts' loss
+    /// timeout (`HostConfig::rto_ns`).
+    pub ack_delay_be_ns: u64,
     /// Each host's reliable send buffer, payload bytes (`--send-buffer`): beyond it reliable
     /// sends are refused (`SendError::Full`), as best-effort sends are beyond the CPU queue.
     pub send_buffer_bytes: usize,
@@ -226,6 +232,7 @@ impl Default for SimConfig {
             service: Service::BestEffort,
             ecn_threshold_bytes: 100_000,
             rto_ns: 25_000,
+            ack_delay_be_ns: HostConfig::new(NodeId(0), vec![ProcId(0)], 1).ack_delay_be_ns,
             send_buffer_bytes: 64 << 10,
             msg_size: 64,
             rate_per_proc: 10_000.0,
@@ -353,6 +360,17 @@ impl SimConfig {
         }
         if self.rto_ns == 0 {
             return Err(bad("--rto", "must be positive"));
+        }
+        let host = HostConfig::new(NodeId(0), vec![ProcId(0)], 1);
+        let ack_delay_be_max = host.rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN;
+        if self.ack_delay_be_ns > ack_delay_be_max {
+            return Err(bad(
+                "--ack-delay-be",
+                format!(
+                    "must be at most a quarter of the hosts' {} ns loss timeout ({ack_delay_be_max} ns), so an ACK reaches its sender before the loss is reported (§2.1)",
+                    host.rto_ns
+                ),
+            ));
         }
         if self.loss_burst == 0 {
             return Err(bad("--loss-burst", "must be at least 1 packet"));
