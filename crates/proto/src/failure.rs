@@ -1243,6 +1243,24 @@ mod tests {
         Controller::new(cfg, topo.clone())
     }
 
+    /// Every host of `hosts` reports round `round` completed at `at_ns`.
+    fn complete_round(
+        c: &mut Controller,
+        at_ns: u64,
+        round: u32,
+        hosts: impl IntoIterator<Item = u32>,
+    ) {
+        for h in hosts {
+            c.on_message(
+                Instant(at_ns),
+                CtrlMsg::Completed {
+                    round,
+                    host: NodeId(h),
+                },
+            );
+        }
+    }
+
     fn drain(c: &mut Controller) -> Vec<CtrlOut> {
         std::iter::from_fn(|| c.poll_output()).collect()
     }
@@ -1345,15 +1363,7 @@ mod tests {
         c.on_relay(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(1) });
         c.on_relay(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(0) });
         assert_eq!(c.poll_relay(), None);
-        for h in [0, 2, 3] {
-            c.on_message(
-                Instant(2_000),
-                CtrlMsg::Completed {
-                    round: 1,
-                    host: NodeId(h),
-                },
-            );
-        }
+        complete_round(&mut c, 2_000, 1, [0, 2, 3]);
         assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
         assert_eq!(
             c.poll_relay(),
@@ -1398,15 +1408,7 @@ mod tests {
             },
         );
         c.on_timeout(Instant(1_000));
-        for h in [0, 2, 3] {
-            c.on_message(
-                Instant(2_000),
-                CtrlMsg::Completed {
-                    round: 1,
-                    host: NodeId(h),
-                },
-            );
-        }
+        complete_round(&mut c, 2_000, 1, [0, 2, 3]);
         drain(&mut c);
         // Not settled yet: no rejoin.
         c.on_relay(Instant(2_100), RelayMsg::Rejoin { host: NodeId(1) });
@@ -1539,15 +1541,7 @@ mod tests {
             },
         );
         c.on_timeout(Instant(1_000));
-        for h in [0, 2, 3] {
-            c.on_message(
-                Instant(2_000),
-                CtrlMsg::Completed {
-                    round: 1,
-                    host: NodeId(h),
-                },
-            );
-        }
+        complete_round(&mut c, 2_000, 1, [0, 2, 3]);
         c.on_relay(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
         while c.poll_relay().is_some() {}
         c.on_relay(Instant(2_300), RelayMsg::Rejoin { host: NodeId(1) });
@@ -1651,15 +1645,7 @@ mod tests {
         }
         c.on_timeout(Instant(1_000));
         drain(&mut c);
-        for h in [2, 3] {
-            c.on_message(
-                Instant(2_000),
-                CtrlMsg::Completed {
-                    round: 1,
-                    host: NodeId(h),
-                },
-            );
-        }
+        complete_round(&mut c, 2_000, 1, [2, 3]);
         let resumed: Vec<Vec<LinkId>> = drain(&mut c)
             .into_iter()
             .filter_map(|o| match o {
@@ -1729,15 +1715,7 @@ mod tests {
             again,
             vec![CtrlDest::Node(NodeId(2)), CtrlDest::Node(NodeId(3))]
         );
-        for h in [2, 3] {
-            c.on_message(
-                Instant(9_500),
-                CtrlMsg::Completed {
-                    round: 1,
-                    host: NodeId(h),
-                },
-            );
-        }
+        complete_round(&mut c, 9_500, 1, [2, 3]);
         assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
     }
 
@@ -1888,15 +1866,7 @@ mod tests {
             at: due,
             hosts: vec![(NodeId(6), ts(700)), (NodeId(7), ts(650))]
         }));
-        for h in (0..16).filter(|h| ![6, 7].contains(h)) {
-            c.on_message(
-                Instant(3_000),
-                CtrlMsg::Completed {
-                    round: 1,
-                    host: NodeId(h),
-                },
-            );
-        }
+        complete_round(&mut c, 3_000, 1, (0..16).filter(|h| ![6, 7].contains(h)));
         let resumed = drain(&mut c).into_iter().find_map(|o| match o {
             CtrlOut::Send {
                 msg: CtrlMsg::Resume { dead_links, .. },

@@ -1020,19 +1020,22 @@ mod tests {
         }
     }
 
+    /// A beacon from node 1 with best-effort barrier `b` and commit barrier `c`.
+    fn beacon_from_1(b: u64, c: u64) -> Packet {
+        Packet::Beacon(Beacon {
+            from: NodeId(1),
+            barrier: Timestamp::new(b),
+            commit: Timestamp::new(c),
+        })
+    }
+
     /// §5.2 Determine's `Isolate`: the input's commit register stops rising at once and is
     /// reported (the controller's failure timestamp for the host behind it), while its
     /// best-effort barrier still counts; Resume then removes it from the commit minimum.
     #[test]
     fn an_isolated_input_freezes_its_commit_register_and_is_reported_5_2() {
         let mut s = switch(SwitchMode::Chip);
-        let beacon = |b: u64, c: u64| {
-            Packet::Beacon(Beacon {
-                from: NodeId(1),
-                barrier: Timestamp::new(b),
-                commit: Timestamp::new(c),
-            })
-        };
+        let beacon = beacon_from_1;
         for p in 0..3 {
             s.handle(
                 Instant(10),
@@ -1084,13 +1087,7 @@ mod tests {
     #[test]
     fn a_link_taken_back_holds_the_commit_output_until_it_passes_it_4_2() {
         let mut s = switch(SwitchMode::Chip);
-        let beacon = |b: u64, c: u64| {
-            Packet::Beacon(Beacon {
-                from: NodeId(1),
-                barrier: Timestamp::new(b),
-                commit: Timestamp::new(c),
-            })
-        };
+        let beacon = beacon_from_1;
         let feed = |s: &mut Switch, now: u64, port: u32, b: u64, c: u64| {
             s.handle(
                 Instant(now),
