@@ -1243,6 +1243,21 @@ mod tests {
         Controller::new(cfg, topo.clone())
     }
 
+    /// The first-hop switch of `host` reports its uplink dead at time 0, last commit
+    /// `last_commit`; returns the link.
+    fn uplink_down(c: &mut Controller, topo: &Topology, host: u32, last_commit: u64) -> LinkId {
+        let up = topo.uplink(host);
+        c.on_message(
+            Instant(0),
+            CtrlMsg::LinkDown {
+                reporter: topo.links()[up.index()].to,
+                link: up,
+                last_commit: Some(ts(last_commit)),
+            },
+        );
+        up
+    }
+
     /// Every host of `hosts` reports round `round` completed at `at_ns`.
     fn complete_round(
         c: &mut Controller,
@@ -1531,15 +1546,7 @@ mod tests {
         let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
         let mut c = controller(&topo);
         c.enable_relay();
-        let up = topo.uplink(1);
-        c.on_message(
-            Instant(0),
-            CtrlMsg::LinkDown {
-                reporter: topo.links()[up.index()].to,
-                link: up,
-                last_commit: Some(ts(500)),
-            },
-        );
+        uplink_down(&mut c, &topo, 1, 500);
         c.on_timeout(Instant(1_000));
         complete_round(&mut c, 2_000, 1, [0, 2, 3]);
         c.on_relay(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
@@ -1681,15 +1688,7 @@ mod tests {
     fn a_recovered_controller_broadcasts_open_rounds_again_5_2() {
         let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
         let mut c = controller(&topo);
-        let up = topo.uplink(1);
-        c.on_message(
-            Instant(0),
-            CtrlMsg::LinkDown {
-                reporter: topo.links()[up.index()].to,
-                link: up,
-                last_commit: Some(ts(500)),
-            },
-        );
+        uplink_down(&mut c, &topo, 1, 500);
         c.on_timeout(Instant(1_000));
         drain(&mut c);
         c.on_message(
