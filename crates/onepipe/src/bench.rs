@@ -16,7 +16,7 @@ pub enum Bench {
     Throughput(ThroughputArgs),
     /// The scalability comparison of Fig. 8: all-to-all broadcast of 64 B messages among 1 …
     /// 512 processes on fat trees, for 1Pipe (best effort and reliable) and the baselines
-    /// (sequencer on a host or a switch, token, Lamport); writes fig8.csv and the two plots.
+    /// (sequencer on a host or a switch, token, Lamport, ISIS); writes fig8.csv and the two plots.
     Fig8(crate::fig8::Fig8Args),
 }
 

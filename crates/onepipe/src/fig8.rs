@@ -10,8 +10,9 @@
 //!   the protocol's capacity. Queues take a while to fill (a host queues 64 broadcasts of N
 //!   packets each), so the figure is the steady-state rate: the same run for D and for 2·D of
 //!   sending (the first D of both is identical, the simulator being deterministic), and the
-//!   deliveries between D and 2·D over D. D is 1.5× the time to fill the queues (at least
-//!   200 µs). These runs stop when sending stops (no drain).
+//!   deliveries between D and 2·D over D. D is 3× the time to fill the send queues, since
+//!   the receivers' CPU queues fill behind them (2.46 ms at k = 8), and at least 1 ms, several
+//!   best-effort ACK delays. These runs stop when sending stops (no drain).
 //! * **Latency at a fixed load.** At saturation, latency is the admission queue's length — a
 //!   property of the model's queue bound, not of the protocol. The latency plot therefore gives
 //!   every process the same demand at every N (`--latency-load`, 1 M messages/s: a fifth of
@@ -67,6 +68,15 @@ pub struct Fig8Args {
     /// default the simulator's).
     #[arg(long, value_parser = parse_duration)]
     pub ack_delay_be: Option<u64>,
+    /// Only these lines, comma-separated (default all): onepipe-be, onepipe-r, sequencer,
+    /// sequencer-switch, token, lamport, isis.
+    #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
+    pub protocols: Vec<String>,
+    /// Only these process counts, comma-separated (default 1, 2, 4, … 512; `--quick`: 1, 4, 16).
+    /// Each must be 1 … 8, or a multiple of 16 up to 64 (k = 4), or of 128 up to 512 (k = 8)
+    /// with at most 4 processes per host.
+    #[arg(long, value_delimiter = ',', value_parser = parse_procs)]
+    pub procs: Vec<u32>,
 }
 
 /// The process counts of the full plot.
@@ -90,6 +100,57 @@ const LINES: [(&str, Line); 7] = [
     ("lamport", Line::Base(Protocol::Lamport)),
     ("isis", Line::Base(Protocol::Isis)),
 ];
+
+/// One value of `--procs`: a process count `layout` can place.
+fn parse_procs(v: &str) -> Result<u32, String> {
+    let n: u32 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("{v:?} is not a process count"))?;
+    let ok = match n {
+        1..=8 => true,
+        9..=64 => n.is_multiple_of(16),
+        65..=512 => n.is_multiple_of(128),
+        _ => false,
+    };
+    if ok {
+        Ok(n)
+    } else {
+        Err(format!(
+            "{n} processes cannot be laid out (1 … 8 in a rack; 16, 32, 48, 64 on a k = 4 fat \
+             tree; 128, 256, 384, 512 on a k = 8 fat tree)"
+        ))
+    }
+}
+
+/// One value of `--protocols`: a line of the figure.
+fn parse_protocol(v: &str) -> Result<String, String> {
+    if LINES.iter().any(|(l, _)| *l == v) {
+        Ok(v.to_string())
+    } else {
+        let known: Vec<&str> = LINES.iter().map(|(l, _)| *l).collect();
+        Err(format!(
+            "unknown protocol {v:?} (one of {})",
+            known.join(", ")
+        ))
+    }
+}
+
+/// The indices into `LINES` that `--protocols` selects.
+fn selected_lines(names: &[String]) -> Result<Vec<usize>, String> {
+    if names.is_empty() {
+        return Ok((0..LINES.len()).collect());
+    }
+    let mut out = Vec::new();
+    for name in names {
+        parse_protocol(name).map_err(|e| format!("--protocols: {e}"))?;
+        let i = LINES.iter().position(|(l, _)| l == name).expect("parsed");
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    Ok(out)
+}
 
 /// The network for N processes and the processes per host (module docs).
 pub fn layout(n: u32) -> (TopologySpec, u32) {
@@ -142,9 +203,11 @@ struct Outcome {
 
 /// Simulated sending time of one run (module docs).
 fn duration_ns(a: &Fig8Args, n: u32, kind: Kind) -> u64 {
-    // A host queues 64 broadcasts, each a packet to every other host at 50 ns: the queues
-    // fill in about twice that (sends and the receives between them); wait 1.5× as long.
-    let warmup = (3 * 64 * u64::from(hosts(n)) * 50).max(200_000);
+    // A host queues 64 broadcasts, each a packet to every other host at 50 ns: the send
+    // queues fill in about twice that (sends and the receives between them). The receivers'
+    // CPU queues fill behind them, so wait 3× as long, and never less than 1 ms: several
+    // times the best-effort ACK delay (200 µs), whose batches would otherwise span the window.
+    let warmup = (6 * 64 * u64::from(hosts(n)) * 50).max(1_000_000);
     match (a.quick, kind) {
         (true, Kind::SatShort) => 50_000,
         (true, Kind::SatLong) => 100_000,
@@ -289,11 +352,22 @@ struct Row {
 
 /// `bench fig8`.
 pub fn fig8(a: &Fig8Args) -> Result<(), String> {
+    let lines = selected_lines(&a.protocols)?;
+    for &n in &a.procs {
+        parse_procs(&n.to_string()).map_err(|e| format!("--procs: {e}"))?;
+    }
+    let mut procs: Vec<u32> = match (a.procs.is_empty(), a.quick) {
+        (false, _) => a.procs.clone(),
+        (true, true) => PROCS_QUICK.to_vec(),
+        (true, false) => PROCS.to_vec(),
+    };
+    procs.sort_unstable();
+    procs.dedup();
+    let procs = &procs[..];
     std::fs::create_dir_all(&a.out)
         .map_err(|e| format!("--out: cannot create {}: {e}", a.out.display()))?;
-    let procs: &[u32] = if a.quick { &PROCS_QUICK } else { &PROCS };
     let mut jobs = Vec::new();
-    for line in 0..LINES.len() {
+    for &line in &lines {
         for &n in procs {
             for kind in KINDS {
                 jobs.push(Job { line, n, kind });
@@ -521,6 +595,9 @@ fn plot(
         RGBColor(23, 190, 207),
     ];
     for (i, (name, _)) in LINES.iter().enumerate() {
+        if !rows.iter().any(|r| r.line == i) {
+            continue; // not selected by --protocols
+        }
         let color = colors[i % colors.len()];
         let points: Vec<(f64, f64)> = rows
             .iter()

@@ -210,3 +210,62 @@ fn bench_fig8_quick_writes_the_csv_and_the_plots() {
         }
     }
 }
+
+#[test]
+fn bench_fig8_selects_protocols_and_process_counts() {
+    let dir = TempDir::new("fig8-select");
+    let out_dir = dir.0.join("out");
+    let args = [
+        "bench",
+        "fig8",
+        "--quick",
+        "--protocols",
+        "token,onepipe-be",
+        "--procs",
+        "2,4",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let csv = std::fs::read_to_string(out_dir.join("fig8.csv")).expect("fig8.csv");
+    let rows: Vec<(String, String)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].to_string(), f[1].to_string())
+        })
+        .collect();
+    let want: Vec<(String, String)> = [("token", "2"), ("token", "4")]
+        .into_iter()
+        .chain([("onepipe-be", "2"), ("onepipe-be", "4")])
+        .map(|(p, n)| (p.to_string(), n.to_string()))
+        .collect();
+    assert_eq!(rows, want, "{csv}");
+}
+
+#[test]
+fn bench_fig8_rejects_bad_selections_naming_the_flag() {
+    for (flag, value) in [
+        ("--procs", "100"),
+        ("--procs", "0"),
+        ("--procs", "4096"),
+        ("--procs", "x"),
+        ("--protocols", "paxos"),
+    ] {
+        let args = [
+            "bench",
+            "fig8",
+            "--quick",
+            flag,
+            value,
+            "--out",
+            "/nonexistent/x",
+        ];
+        let out = onepipe(&args);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+}
