@@ -510,6 +510,13 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    if matches!(
+        cli.command,
+        Command::Sim(_) | Command::Vopr(_) | Command::Bench(_)
+    ) {
+        // The simulator's heap on 2 MiB pages (see the module); returns only if not re-executed.
+        crate::hugepages::reexec_with_huge_pages();
+    }
     match cli.command {
         Command::Sim(args) => sim(&args),
         Command::Vopr(a) => crate::vopr::vopr(&a),

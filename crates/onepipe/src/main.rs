@@ -6,6 +6,7 @@
 mod bench;
 mod cli;
 mod fig8;
+mod hugepages;
 mod live;
 mod sim_baseline;
 mod vopr;
