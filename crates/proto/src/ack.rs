@@ -13,6 +13,7 @@
 //! PSNs are 32-bit and wrap; every comparison here is by signed distance, like timestamps.
 
 use crate::ids::{ProcId, Psn};
+use crate::peers::PeerVec;
 use crate::time::{Instant, Timestamp};
 use std::collections::VecDeque;
 
@@ -209,7 +210,7 @@ struct OwedSlot {
 /// [`SendTracker`]: a host of a thousand-host network keeps a thousand peers.
 #[derive(Debug)]
 pub struct AckBatcher {
-    peers: Vec<PeerAcks>,
+    peers: PeerVec<PeerAcks>,
     slots: Vec<OwedSlot>,
     free: Vec<u32>,
     /// (due, peer) in scheduling order, per delay class (index `AckOwed::reliable as usize`).
@@ -221,17 +222,21 @@ pub struct AckBatcher {
 impl AckBatcher {
     /// A batcher for peer hosts `0..peers`.
     pub fn new(peers: usize) -> AckBatcher {
+        Self::with_peers_stored(peers, peers)
+    }
+
+    /// As [`AckBatcher::new`], with the records of peers `0..peers_stored` made at once and the
+    /// others' when first owed an ACK (see [`PeerVec`]).
+    pub fn with_peers_stored(peers: usize, peers_stored: usize) -> AckBatcher {
         assert!(peers < NIL as usize);
+        let empty = PeerAcks {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            due: Instant(0),
+        };
         AckBatcher {
-            peers: vec![
-                PeerAcks {
-                    head: NIL,
-                    tail: NIL,
-                    len: 0,
-                    due: Instant(0),
-                };
-                peers
-            ],
+            peers: PeerVec::new(empty, peers, peers_stored),
             slots: Vec::new(),
             free: Vec::new(),
             due: [VecDeque::new(), VecDeque::new()],
@@ -401,7 +406,7 @@ impl AckBatcher {
     /// peer owed anything has a live entry at its due time, and the fronts are live.
     #[cfg(test)]
     fn check_schedules(&self) {
-        for (peer, p) in self.peers.iter().enumerate() {
+        for (peer, p) in self.peers.stored().iter().enumerate() {
             if p.head == NIL {
                 continue;
             }
@@ -418,7 +423,7 @@ impl AckBatcher {
                 assert!(p.head != NIL && p.due == due, "a stale front");
             }
         }
-        let owed: usize = self.peers.iter().map(|p| p.len as usize).sum();
+        let owed: usize = self.peers.stored().iter().map(|p| p.len as usize).sum();
         assert_eq!(owed, self.len);
     }
 }
@@ -462,12 +467,13 @@ pub struct TrackerFull;
 pub struct SendTracker {
     senders: Vec<ProcId>,
     destinations: usize,
-    /// (head, tail) per `sender slot * destinations + dst`.
-    lists: Vec<(u32, u32)>,
+    /// (head, tail) per `dst * senders + sender slot`: destination-major, so the lists of
+    /// destinations above those stored at once cost nothing until sent to ([`PeerVec`]).
+    lists: PeerVec<(u32, u32)>,
     /// Per list: which give-up reports (best-effort `Lost` NAKs, numbered mod 256) arrived —
     /// every number up to `.0` is accounted for, bit `i` of `.1` is number `.0 + 1 + i` — so an
     /// ACK's give-up count can be checked against exactly the reports received.
-    given_up_seen: Vec<(u8, u32)>,
+    given_up_seen: PeerVec<(u8, u32)>,
     slots: Vec<InFlight>,
     free: Vec<u32>,
     /// (deadline, sender slot, destination, first PSN) in send order.
@@ -503,10 +509,23 @@ impl SendTracker {
     /// A tracker for local `senders` sending to processes `0..destinations`, holding at most
     /// `len_max` messages (acknowledged ones included until their deadline passes).
     pub fn new(senders: Vec<ProcId>, destinations: u32, len_max: usize) -> SendTracker {
+        Self::with_destinations_stored(senders, destinations, destinations, len_max)
+    }
+
+    /// As [`SendTracker::new`], with the records of destinations `0..destinations_stored` made
+    /// at once and the others' when first sent to (see [`PeerVec`]).
+    pub fn with_destinations_stored(
+        senders: Vec<ProcId>,
+        destinations: u32,
+        destinations_stored: u32,
+        len_max: usize,
+    ) -> SendTracker {
         assert!(len_max < NIL as usize);
+        let len = senders.len() * destinations as usize;
+        let stored = senders.len() * destinations_stored.min(destinations) as usize;
         SendTracker {
-            lists: vec![(NIL, NIL); senders.len() * destinations as usize],
-            given_up_seen: vec![(0, 0); senders.len() * destinations as usize],
+            lists: PeerVec::new((NIL, NIL), len, stored),
+            given_up_seen: PeerVec::new((0, 0), len, stored),
             senders,
             destinations: destinations as usize,
             slots: Vec::new(),
@@ -555,7 +574,7 @@ impl SendTracker {
 
     fn list_index(&self, src: ProcId, dst: ProcId) -> Option<usize> {
         let slot = self.senders.iter().position(|&p| p == src)?;
-        (dst.index() < self.destinations).then(|| slot * self.destinations + dst.index())
+        (dst.index() < self.destinations).then(|| dst.index() * self.senders.len() + slot)
     }
 
     /// Remembers a message of `frags` packets from `first`, `bytes` long on the wire, due by
@@ -605,7 +624,7 @@ impl SendTracker {
         self.unresolved += 1;
         self.unresolved_bytes += u64::from(bytes);
         self.deadlines
-            .push_back((deadline, (li / self.destinations) as u32, dst, first));
+            .push_back((deadline, (li % self.senders.len()) as u32, dst, first));
         Ok(())
     }
 
@@ -656,7 +675,7 @@ impl SendTracker {
         };
         // The offset from `cum` of the highest PSN received: bit `i` of `sack` is `cum + 1 + i`.
         let highest = (SACK_BITS - sack.leading_zeros()) as i32;
-        let slot = li / self.destinations;
+        let slot = li % self.senders.len();
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];
@@ -801,7 +820,7 @@ impl SendTracker {
                 break;
             }
             self.deadlines.pop_front();
-            let li = slot as usize * self.destinations + dst.index();
+            let li = dst.index() * self.senders.len() + slot as usize;
             if let Some(ts) = self.resolve_in(li, first) {
                 expired(Expired {
                     src: self.senders[slot as usize],

@@ -27,6 +27,7 @@ use crate::ack::{AckBatcher, AckOwed, RecvWindow, SendTracker};
 use crate::failure::{CtrlDest, CtrlMsg, RelayMsg};
 use crate::ids::{NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Output};
+use crate::peers::PeerVec;
 use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Rtt, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
 use crate::time::{Barrier, Instant, Timestamp};
@@ -49,6 +50,11 @@ pub struct HostConfig {
     pub procs: Vec<ProcId>,
     /// Process ids are dense in `0..senders_max`; anything else from the wire is dropped.
     pub senders_max: u32,
+    /// Per-peer state (receive windows, reorder lists, next PSNs, ACK-tracker records) is made
+    /// at once for process ids below this, and for the others when first used
+    /// ([`crate::peers::PeerVec`]): ids kept for processes that may join later cost nothing
+    /// until they do. Defaults to `senders_max`; values above it count as `senders_max`.
+    pub senders_stored: u32,
     /// Beacon interval T_beacon (§4.2).
     pub beacon_interval_ns: u64,
     /// Send a beacon every interval even when the uplink is busy. Needed when switches do not
@@ -144,6 +150,7 @@ impl HostConfig {
             node,
             procs,
             senders_max,
+            senders_stored: senders_max,
             beacon_interval_ns: 3_000,
             beacon_always: false,
             barrier_on_data: true,
@@ -400,9 +407,9 @@ struct Partial {
 struct LocalProc {
     id: ProcId,
     /// Next PSN per destination, indexed by destination process id.
-    next_psn: Vec<Psn>,
+    next_psn: PeerVec<Psn>,
     /// What arrived from each sender, indexed by sender process id.
-    recv: Vec<RecvWindow>,
+    recv: PeerVec<RecvWindow>,
     reorder: ReorderBuffer<Buffered>,
     /// The reliable counterparts, allocated when the first reliable packet arrives.
     rel: Option<Box<ReliableRecv>>,
@@ -413,8 +420,24 @@ struct LocalProc {
 /// Receive state of one local process for the reliable service.
 #[derive(Debug)]
 struct ReliableRecv {
-    recv: Vec<RecvWindow>,
+    recv: PeerVec<RecvWindow>,
     reorder: ReorderBuffer<Buffered>,
+}
+
+impl ReliableRecv {
+    /// The reliable receive state of a local process, made when its first reliable packet
+    /// arrives.
+    fn new(cfg: &HostConfig) -> Box<ReliableRecv> {
+        let (senders, stored) = (cfg.senders_max as usize, cfg.senders_stored as usize);
+        Box::new(ReliableRecv {
+            recv: PeerVec::new(RecvWindow::default(), senders, stored),
+            reorder: ReorderBuffer::with_senders_stored(
+                cfg.senders_max,
+                cfg.senders_stored,
+                cfg.reorder_len_max,
+            ),
+        })
+    }
 }
 
 /// How many recently NAKed messages are remembered, so that the fragments of one late message
@@ -532,10 +555,20 @@ impl Host {
             cfg.ack_delay_be_ns,
             cfg.rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN
         );
-        let ack_peers = match &cfg.host_of {
-            Some(t) => t.iter().map(|&h| h as usize + 1).max().unwrap_or(0),
-            None => cfg.senders_max as usize,
+        // The ACK batches by peer host: made at once for the hosts of the processes stored at once.
+        let ack_peers = |ids: usize| match &cfg.host_of {
+            Some(t) => t[..ids.min(t.len())]
+                .iter()
+                .map(|&h| h as usize + 1)
+                .max()
+                .unwrap_or(0),
+            None => ids,
         };
+        let (ack_peers, ack_peers_stored) = (
+            ack_peers(cfg.senders_max as usize),
+            ack_peers(cfg.senders_stored as usize),
+        );
+        let (senders, stored) = (cfg.senders_max as usize, cfg.senders_stored as usize);
         let procs = cfg
             .procs
             .iter()
@@ -543,9 +576,13 @@ impl Host {
                 assert!(id.0 < cfg.senders_max, "process {id} outside senders_max");
                 LocalProc {
                     id,
-                    next_psn: vec![Psn(0); cfg.senders_max as usize],
-                    recv: vec![RecvWindow::default(); cfg.senders_max as usize],
-                    reorder: ReorderBuffer::new(cfg.senders_max, cfg.reorder_len_max),
+                    next_psn: PeerVec::new(Psn(0), senders, stored),
+                    recv: PeerVec::new(RecvWindow::default(), senders, stored),
+                    reorder: ReorderBuffer::with_senders_stored(
+                        cfg.senders_max,
+                        cfg.senders_stored,
+                        cfg.reorder_len_max,
+                    ),
                     rel: None,
                     paused: false,
                 }
@@ -560,7 +597,12 @@ impl Host {
             commit_released: None,
             deliver_backlog: false,
             partials: BTreeMap::new(),
-            tracker: SendTracker::new(cfg.procs.clone(), cfg.senders_max, cfg.inflight_max),
+            tracker: SendTracker::with_destinations_stored(
+                cfg.procs.clone(),
+                cfg.senders_max,
+                cfg.senders_stored,
+                cfg.inflight_max,
+            ),
             be_rtt: Rtt::default(),
             sender: ReliableSender::new(
                 cfg.reliable.clone(),
@@ -570,7 +612,7 @@ impl Host {
             ),
             reliable_seen: false,
             commit_sent: now.timestamp(),
-            acks: AckBatcher::new(ack_peers),
+            acks: AckBatcher::with_peers_stored(ack_peers, ack_peers_stored),
             acks_scratch: Vec::new(),
             acks_out: Vec::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
@@ -1595,14 +1637,9 @@ impl Host {
             return;
         }
         self.reliable_seen = true;
-        let senders = self.cfg.senders_max;
-        let len_max = self.cfg.reorder_len_max;
-        let rel = self.procs[dst_idx].rel.get_or_insert_with(|| {
-            Box::new(ReliableRecv {
-                recv: vec![RecvWindow::default(); senders as usize],
-                reorder: ReorderBuffer::new(senders, len_max),
-            })
-        });
+        let rel = self.procs[dst_idx]
+            .rel
+            .get_or_insert_with(|| ReliableRecv::new(&self.cfg));
         // A duplicate — recorded already, or below the commit barrier, which cannot pass a
         // message before its receiver acknowledged it — is dropped and acknowledged again (the
         // first ACK may have been lost).
@@ -2479,14 +2516,9 @@ impl Host {
                 continue;
             }
             self.reliable_seen = true;
-            let senders = self.cfg.senders_max;
-            let len_max = self.cfg.reorder_len_max;
-            let rel = self.procs[dst_idx].rel.get_or_insert_with(|| {
-                Box::new(ReliableRecv {
-                    recv: vec![RecvWindow::default(); senders as usize],
-                    reorder: ReorderBuffer::new(senders, len_max),
-                })
-            });
+            let rel = self.procs[dst_idx]
+                .rel
+                .get_or_insert_with(|| ReliableRecv::new(&self.cfg));
             let w = &mut rel.recv[src.index()];
             for f in 0..frags {
                 let psn = Psn(first.0.wrapping_add(f));

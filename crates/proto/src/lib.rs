@@ -16,6 +16,7 @@ pub mod failure;
 pub mod host;
 pub mod ids;
 pub mod node;
+pub mod peers;
 pub mod prefetch;
 pub mod reliable;
 pub mod reorder;

@@ -12,6 +12,7 @@
 //! what to insert and up to which barrier to deliver.
 
 use crate::ids::{ProcId, Psn};
+use crate::peers::PeerVec;
 use crate::time::Timestamp;
 use core::cmp::Ordering;
 use std::collections::binary_heap::PeekMut;
@@ -157,13 +158,15 @@ struct Slot<T> {
 /// Per-sender FIFO lists merged through a heap of their heads.
 ///
 /// Layout: the lists are intrusive, threaded through one slab of slots shared by all senders, so
-/// a sender costs 8 bytes (head and tail index) whether or not it has anything buffered, and
+/// a sender costs 8 bytes (head and tail index) whether or not it has anything buffered (and
+/// nothing until it is first heard from, if above the senders stored at once), and
 /// freed slots are reused while still in cache. A simulator holding a thousand hosts of a
 /// thousand senders each depends on that footprint (docs/BENCHMARKS.md).
 #[derive(Debug)]
 pub struct ReorderBuffer<T> {
-    /// (head, tail) slot index per sender, `NIL` when empty.
-    lists: Vec<(u32, u32)>,
+    /// (head, tail) slot index per sender, `NIL` when empty; stored up to the highest sender
+    /// heard from ([`PeerVec`]).
+    lists: PeerVec<(u32, u32)>,
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
     /// At least one entry per non-empty list carrying its head's (timestamp, sender), plus
@@ -179,11 +182,17 @@ pub struct ReorderBuffer<T> {
 impl<T> ReorderBuffer<T> {
     /// A buffer for senders `0..senders_max` holding at most `len_max` messages.
     pub fn new(senders_max: u32, len_max: usize) -> Self {
+        Self::with_senders_stored(senders_max, senders_max, len_max)
+    }
+
+    /// As [`ReorderBuffer::new`], with room for the lists of senders `0..senders_stored` made
+    /// at once and the others' when they are first heard from (see [`PeerVec`]).
+    pub fn with_senders_stored(senders_max: u32, senders_stored: u32, len_max: usize) -> Self {
         assert!(len_max > 0, "a reorder buffer must hold something");
         assert!(len_max < NIL as usize, "slot indexes are u32");
         assert!(senders_max <= SENDERS_MAX, "at most {SENDERS_MAX} senders");
         ReorderBuffer {
-            lists: vec![(NIL, NIL); senders_max as usize],
+            lists: PeerVec::new((NIL, NIL), senders_max as usize, senders_stored as usize),
             slots: Vec::new(),
             free: Vec::new(),
             heads: BinaryHeap::new(),
@@ -345,7 +354,8 @@ impl<T> ReorderBuffer<T> {
     /// returning how many. Linear in what is buffered: for failures, not the data path.
     pub fn retain(&mut self, mut keep: impl FnMut(&OrderKey) -> bool) -> usize {
         let mut removed = 0;
-        for s in 0..self.lists.len() {
+        // Senders above the stored lists have nothing buffered.
+        for s in 0..self.lists.len_stored() {
             let (head, _) = self.lists[s];
             if head == NIL {
                 continue;
@@ -386,7 +396,10 @@ impl<T> ReorderBuffer<T> {
     /// Removes every buffered message (e.g. when a process leaves), returning how many.
     pub fn clear(&mut self) -> usize {
         let n = self.len;
-        self.lists.iter_mut().for_each(|l| *l = (NIL, NIL));
+        self.lists
+            .stored_mut()
+            .iter_mut()
+            .for_each(|l| *l = (NIL, NIL));
         self.slots.clear();
         self.free.clear();
         self.heads.clear();

@@ -1480,6 +1480,40 @@ proptest! {
         }
     }
 
+    /// Per-peer state made lazily (`HostConfig::senders_stored`, for ids kept for §5.2 rejoins)
+    /// changes memory, never an answer: a host that stores nothing up front and one that stores
+    /// every sender at once, fed the same arbitrary inputs, produce the same outputs.
+    #[test]
+    fn per_peer_state_made_on_first_use_changes_no_output(ops in fuzz_ops(), stored in 0u32..4) {
+        let mut full = fuzz_host();
+        let mut lazy = {
+            let mut cfg = full.config().clone();
+            cfg.senders_stored = stored;
+            Host::new(cfg, at(FUZZ_BASE_NS))
+        };
+        let mut now = FUZZ_BASE_NS;
+        for (what, raw, dt) in ops {
+            now = now.saturating_add_signed(dt);
+            for h in [&mut full, &mut lazy] {
+                match what {
+                    0..=7 => {
+                        let Ok((packet, _)) = Packet::decode(&raw) else { continue };
+                        h.handle(at(now), Input::Packet { port: UPLINK, packet });
+                    }
+                    8 | 9 => h.handle(at(now), Input::Timeout),
+                    _ => {
+                        let dst = p(u32::from(raw.first().copied().unwrap_or(0) % 5));
+                        let _ = h.send(at(now), p(0), &[(dst, Bytes::from(raw.clone()))]);
+                    }
+                }
+            }
+            prop_assert_eq!(drain(&mut full), drain(&mut lazy));
+            prop_assert_eq!(full.barrier(), lazy.barrier());
+            prop_assert_eq!(full.poll_timeout(), lazy.poll_timeout());
+        }
+        prop_assert_eq!(full.stats(), lazy.stats());
+    }
+
     /// STYLE §7 and Eq. 4.1: the same for a switch in any mode; its output barrier never moves
     /// backwards (the switch also asserts this itself).
     #[test]

@@ -456,6 +456,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 proc_ids_max,
             );
             hc.host_of = Some(host_of.clone());
+            // Spare ids cost nothing until a rejoined host's processes use them.
+            hc.senders_stored = procs;
             hc.beacon_interval_ns = cfg.beacon_interval_ns;
             hc.barrier_on_data = chip;
             hc.beacon_always = !chip;
