@@ -185,6 +185,11 @@ struct SimArgs {
     /// a quarter of the loss timeout (250us).
     #[arg(long, default_value = "200us", value_parser = parse_duration)]
     ack_delay_be: u64,
+    /// Longest best-effort loss timeout: above the 1 ms floor the timeout adapts to the
+    /// measured ACK delay (RFC 6298, as the live runtime's does), so messages held in queues at
+    /// overload are not reported lost. The default, 1ms, keeps it fixed.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    loss_timeout_max: u64,
     /// Crash host H at time T (true time), e.g. `--crash-host 3@200us`; repeatable. Switches
     /// remove its link after --link-timeout beacon intervals (§4.2); with the reliable service
     /// the controller's procedure (§5.2) then fails its processes.
@@ -461,6 +466,7 @@ impl SimArgs {
             },
             rto_ns: self.rto,
             ack_delay_be_ns: self.ack_delay_be,
+            loss_timeout_max_ns: self.loss_timeout_max,
             crashes: self.crash_host.clone(),
             restarts: self.restart_host.clone(),
             cuts: self.cut.iter().map(|c| (c.0.clone(), c.1)).collect(),

@@ -344,6 +344,12 @@ fn bad_flags_exit_2_naming_the_flag() {
         // §2.1: a best-effort ACK delayed past a quarter of the loss timeout could arrive after
         // the sender reported a delivered message lost.
         (&["--ack-delay-be", "300us"], &["--ack-delay-be"], true),
+        // An adaptive loss timeout never goes below the fixed one.
+        (
+            &["--loss-timeout-max", "500us"],
+            &["--loss-timeout-max"],
+            true,
+        ),
         (&["--bogus"], &["--bogus"], false),
         // A few more of the same kind.
         (&["--topology", "rack", "--hosts", "0"], &["--hosts"], true),

@@ -121,6 +121,11 @@ pub struct SimConfig {
     /// those ACKs serve only the sender's loss report); at most a quarter of the hosts' loss
     /// timeout (`HostConfig::rto_ns`).
     pub ack_delay_be_ns: u64,
+    /// Longest best-effort loss timeout (`HostConfig::rto_max_ns`): above the hosts' 1 ms
+    /// (`HostConfig::rto_ns`) the timeout adapts to the measured ACK delay (RFC 6298) up to
+    /// this, as the live runtime's does, so queues at overload are not reported as losses.
+    /// Equal to the 1 ms floor (the default), the timeout is fixed.
+    pub loss_timeout_max_ns: u64,
     /// Each host's reliable send buffer, payload bytes (`--send-buffer`): beyond it reliable
     /// sends are refused (`SendError::Full`), as best-effort sends are beyond the CPU queue.
     pub send_buffer_bytes: usize,
@@ -233,6 +238,7 @@ impl Default for SimConfig {
             ecn_threshold_bytes: 100_000,
             rto_ns: 25_000,
             ack_delay_be_ns: HostConfig::new(NodeId(0), vec![ProcId(0)], 1).ack_delay_be_ns,
+            loss_timeout_max_ns: HostConfig::new(NodeId(0), vec![ProcId(0)], 1).rto_max_ns,
             send_buffer_bytes: 64 << 10,
             msg_size: 64,
             rate_per_proc: 10_000.0,
@@ -368,6 +374,15 @@ impl SimConfig {
                 "--ack-delay-be",
                 format!(
                     "must be at most a quarter of the hosts' {} ns loss timeout ({ack_delay_be_max} ns), so an ACK reaches its sender before the loss is reported (§2.1)",
+                    host.rto_ns
+                ),
+            ));
+        }
+        if self.loss_timeout_max_ns < host.rto_ns {
+            return Err(bad(
+                "--loss-timeout-max",
+                format!(
+                    "must be at least the hosts' {} ns best-effort loss timeout",
                     host.rto_ns
                 ),
             ));

@@ -464,6 +464,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             hc.mtu_payload = cfg.mtu_payload;
             hc.reliable.rto_ns = cfg.rto_ns;
             hc.ack_delay_be_ns = cfg.ack_delay_be_ns;
+            hc.rto_max_ns = cfg.loss_timeout_max_ns;
             hc.reliable.send_buffer_bytes_max = cfg.send_buffer_bytes;
             hc.reliable.forward_after_retransmits = cfg.forward_after;
             hc.deliver_burst_max = cfg.deliver_burst_max;
