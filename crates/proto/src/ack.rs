@@ -573,8 +573,13 @@ impl SendTracker {
     }
 
     fn list_index(&self, src: ProcId, dst: ProcId) -> Option<usize> {
-        let slot = self.senders.iter().position(|&p| p == src)?;
+        let slot = self.sender_slot(src)?;
         (dst.index() < self.destinations).then(|| dst.index() * self.senders.len() + slot)
+    }
+
+    /// The local sender's slot (its place in `senders`).
+    fn sender_slot(&self, src: ProcId) -> Option<usize> {
+        self.senders.iter().position(|&p| p == src)
     }
 
     /// Remembers a message of `frags` packets from `first`, `bytes` long on the wire, due by
@@ -593,7 +598,7 @@ impl SendTracker {
         if !self.has_room(1) {
             return Err(TrackerFull);
         }
-        let Some(li) = self.list_index(src, dst) else {
+        let (Some(li), Some(slot)) = (self.list_index(src, dst), self.sender_slot(src)) else {
             return Err(TrackerFull);
         };
         let m = InFlight {
@@ -624,7 +629,7 @@ impl SendTracker {
         self.unresolved += 1;
         self.unresolved_bytes += u64::from(bytes);
         self.deadlines
-            .push_back((deadline, (li % self.senders.len()) as u32, dst, first));
+            .push_back((deadline, slot as u32, dst, first));
         Ok(())
     }
 
@@ -675,7 +680,7 @@ impl SendTracker {
         };
         // The offset from `cum` of the highest PSN received: bit `i` of `sack` is `cum + 1 + i`.
         let highest = (SACK_BITS - sack.leading_zeros()) as i32;
-        let slot = li % self.senders.len();
+        let slot = self.sender_slot(src)?;
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];
