@@ -101,12 +101,8 @@ const LINES: [(&str, Line); 7] = [
     ("isis", Line::Base(Protocol::Isis)),
 ];
 
-/// One value of `--procs`: a process count `layout` can place.
-fn parse_procs(v: &str) -> Result<u32, String> {
-    let n: u32 = v
-        .trim()
-        .parse()
-        .map_err(|_| format!("{v:?} is not a process count"))?;
+/// Whether `layout` can place `n` processes, or why not.
+fn check_procs(n: u32) -> Result<u32, String> {
     let ok = match n {
         1..=8 => true,
         9..=64 => n.is_multiple_of(16),
@@ -123,17 +119,26 @@ fn parse_procs(v: &str) -> Result<u32, String> {
     }
 }
 
+/// One value of `--procs`.
+fn parse_procs(v: &str) -> Result<u32, String> {
+    let n: u32 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("{v:?} is not a process count"))?;
+    check_procs(n)
+}
+
+/// The index into `LINES` of the line named `v`, or why there is none.
+fn line_index(v: &str) -> Result<usize, String> {
+    LINES.iter().position(|(l, _)| *l == v).ok_or_else(|| {
+        let known: Vec<&str> = LINES.iter().map(|(l, _)| *l).collect();
+        format!("unknown protocol {v:?} (one of {})", known.join(", "))
+    })
+}
+
 /// One value of `--protocols`: a line of the figure.
 fn parse_protocol(v: &str) -> Result<String, String> {
-    if LINES.iter().any(|(l, _)| *l == v) {
-        Ok(v.to_string())
-    } else {
-        let known: Vec<&str> = LINES.iter().map(|(l, _)| *l).collect();
-        Err(format!(
-            "unknown protocol {v:?} (one of {})",
-            known.join(", ")
-        ))
-    }
+    line_index(v).map(|_| v.to_string())
 }
 
 /// The indices into `LINES` that `--protocols` selects.
@@ -143,8 +148,7 @@ fn selected_lines(names: &[String]) -> Result<Vec<usize>, String> {
     }
     let mut out = Vec::new();
     for name in names {
-        parse_protocol(name).map_err(|e| format!("--protocols: {e}"))?;
-        let i = LINES.iter().position(|(l, _)| l == name).expect("parsed");
+        let i = line_index(name).map_err(|e| format!("--protocols: {e}"))?;
         if !out.contains(&i) {
             out.push(i);
         }
@@ -354,7 +358,7 @@ struct Row {
 pub fn fig8(a: &Fig8Args) -> Result<(), String> {
     let lines = selected_lines(&a.protocols)?;
     for &n in &a.procs {
-        parse_procs(&n.to_string()).map_err(|e| format!("--procs: {e}"))?;
+        check_procs(n).map_err(|e| format!("--procs: {e}"))?;
     }
     let mut procs: Vec<u32> = match (a.procs.is_empty(), a.quick) {
         (false, _) => a.procs.clone(),

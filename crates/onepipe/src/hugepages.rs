@@ -4,8 +4,8 @@
 //! (receive windows, reorder lists, ACK trackers) and reads it at random: with 4 KiB pages
 //! nearly every such read also misses the TLB, and the page walk costs as much as the cache
 //! miss it precedes. Backed by 2 MiB pages, the whole working set fits the TLB. On the k = 16
-//! fat tree of docs/BENCHMARKS.md ("Simulator speed") that made the run 1.14× faster (geometric
-//! mean of 16 paired runs), with the same trace.
+//! fat tree of docs/BENCHMARKS.md ("Simulator speed") that made the run 1.13× faster (geometric
+//! mean of 22 paired runs), with the same trace.
 //!
 //! Linux hands out huge pages to memory that asks for them (`madvise`, the default mode of
 //! `/sys/kernel/mm/transparent_hugepage/enabled` on many distributions), and glibc's allocator

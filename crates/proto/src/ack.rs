@@ -573,7 +573,11 @@ impl SendTracker {
     }
 
     fn list_index(&self, src: ProcId, dst: ProcId) -> Option<usize> {
-        let slot = self.sender_slot(src)?;
+        self.list_at(self.sender_slot(src)?, dst)
+    }
+
+    /// The list of sender slot `slot` to `dst` (destination-major).
+    fn list_at(&self, slot: usize, dst: ProcId) -> Option<usize> {
         (dst.index() < self.destinations).then(|| dst.index() * self.senders.len() + slot)
     }
 
@@ -598,7 +602,10 @@ impl SendTracker {
         if !self.has_room(1) {
             return Err(TrackerFull);
         }
-        let (Some(li), Some(slot)) = (self.list_index(src, dst), self.sender_slot(src)) else {
+        let Some((slot, li)) = self
+            .sender_slot(src)
+            .and_then(|slot| Some((slot, self.list_at(slot, dst)?)))
+        else {
             return Err(TrackerFull);
         };
         let m = InFlight {
@@ -653,7 +660,8 @@ impl SendTracker {
         given_up: u8,
         mut possibly_lost: impl FnMut(Expired),
     ) -> Option<Timestamp> {
-        let li = self.list_index(src, dst)?;
+        let slot = self.sender_slot(src)?;
+        let li = self.list_at(slot, dst)?;
         let mut newest: Option<Timestamp> = None;
         let (base, bits) = self.given_up_seen[li];
         // Any change of the count is news (a receiver adds at most `GIVEN_UP_COUNTED_MAX` per
@@ -680,7 +688,6 @@ impl SendTracker {
         };
         // The offset from `cum` of the highest PSN received: bit `i` of `sack` is `cum + 1 + i`.
         let highest = (SACK_BITS - sack.leading_zeros()) as i32;
-        let slot = self.sender_slot(src)?;
         let mut i = self.lists[li].0;
         while i != NIL {
             let m = &mut self.slots[i as usize];

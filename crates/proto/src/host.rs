@@ -428,16 +428,22 @@ impl ReliableRecv {
     /// The reliable receive state of a local process, made when its first reliable packet
     /// arrives.
     fn new(cfg: &HostConfig) -> Box<ReliableRecv> {
-        let (senders, stored) = (cfg.senders_max as usize, cfg.senders_stored as usize);
-        Box::new(ReliableRecv {
-            recv: PeerVec::new(RecvWindow::default(), senders, stored),
-            reorder: ReorderBuffer::with_senders_stored(
-                cfg.senders_max,
-                cfg.senders_stored,
-                cfg.reorder_len_max,
-            ),
-        })
+        let (recv, reorder) = receive_state(cfg);
+        Box::new(ReliableRecv { recv, reorder })
     }
+}
+
+/// A local process's receive windows and reorder buffer for one service, empty.
+fn receive_state(cfg: &HostConfig) -> (PeerVec<RecvWindow>, ReorderBuffer<Buffered>) {
+    let (senders, stored) = (cfg.senders_max as usize, cfg.senders_stored as usize);
+    (
+        PeerVec::new(RecvWindow::default(), senders, stored),
+        ReorderBuffer::with_senders_stored(
+            cfg.senders_max,
+            cfg.senders_stored,
+            cfg.reorder_len_max,
+        ),
+    )
 }
 
 /// How many recently NAKed messages are remembered, so that the fragments of one late message
@@ -568,21 +574,21 @@ impl Host {
             ack_peers(cfg.senders_max as usize),
             ack_peers(cfg.senders_stored as usize),
         );
-        let (senders, stored) = (cfg.senders_max as usize, cfg.senders_stored as usize);
         let procs = cfg
             .procs
             .iter()
             .map(|&id| {
                 assert!(id.0 < cfg.senders_max, "process {id} outside senders_max");
+                let (recv, reorder) = receive_state(&cfg);
                 LocalProc {
                     id,
-                    next_psn: PeerVec::new(Psn(0), senders, stored),
-                    recv: PeerVec::new(RecvWindow::default(), senders, stored),
-                    reorder: ReorderBuffer::with_senders_stored(
-                        cfg.senders_max,
-                        cfg.senders_stored,
-                        cfg.reorder_len_max,
+                    next_psn: PeerVec::new(
+                        Psn(0),
+                        cfg.senders_max as usize,
+                        cfg.senders_stored as usize,
                     ),
+                    recv,
+                    reorder,
                     rel: None,
                     paused: false,
                 }
