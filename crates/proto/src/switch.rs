@@ -679,6 +679,21 @@ impl Switch {
     /// changes [`Node::poll_timeout`], so a driver that moves packets in place (the simulator's
     /// hot path) may call it without a time and without re-arming the switch's timer.
     pub fn forward(&mut self, port: PortId, packet: &mut Packet) -> Option<PortId> {
+        self.forward_routed(port, packet, None)
+    }
+
+    /// [`Switch::forward`] for a driver that already asked [`Switch::route`] where this packet
+    /// goes (the simulator does, to prefetch the output's records): `routed` is that answer,
+    /// `(src, dst, output)`, used when it names this packet's endpoints instead of routing
+    /// again. The answer must still be current — a driver whose router changed since must not
+    /// pass it.
+    #[inline]
+    pub fn forward_routed(
+        &mut self,
+        port: PortId,
+        packet: &mut Packet,
+        routed: Option<(ProcId, ProcId, PortId)>,
+    ) -> Option<PortId> {
         if port.index() >= self.cfg.inputs {
             self.stats.dropped += 1;
             return None;
@@ -723,11 +738,14 @@ impl Switch {
             Packet::AckBatch(b) => (b.first().from, b.first().to),
         };
         self.invariants(before);
-        let Some(out) = self
-            .router
-            .as_ref()
-            .and_then(|r| r.route(self.cfg.node, src, dst))
-        else {
+        let out = match routed {
+            Some((s, d, out)) if (s, d) == (src, dst) => {
+                debug_assert_eq!(Some(out), self.route(src, dst), "a stale route");
+                Some(out)
+            }
+            _ => self.route(src, dst),
+        };
+        let Some(out) = out else {
             self.stats.dropped += 1;
             return None;
         };
@@ -1130,6 +1148,26 @@ mod tests {
         );
         feed(&mut s, 40, 2, 700, 700);
         assert_eq!(s.commit_barrier(), Some(Timestamp::new(700)));
+    }
+
+    #[test]
+    fn forward_routed_takes_the_route_only_for_the_endpoints_it_names() {
+        let mut s = switch(SwitchMode::Chip);
+        // Modulo(2) routes process 5 to port 1.
+        let mut p = packet(2, 100, 5, true);
+        let (src, dst) = p.endpoints().unwrap();
+        assert_eq!(s.route(src, dst), Some(PortId(1)));
+        assert_eq!(
+            s.forward_routed(PortId(0), &mut p, Some((src, dst, PortId(1)))),
+            Some(PortId(1))
+        );
+        // A remembered answer for another pair is ignored: the switch routes itself.
+        let mut q = packet(2, 100, 6, true);
+        assert_eq!(
+            s.forward_routed(PortId(0), &mut q, Some((src, dst, PortId(1)))),
+            Some(PortId(0))
+        );
+        assert_eq!(s.stats().forwarded, 2);
     }
 
     proptest! {

@@ -50,6 +50,15 @@ impl<T> Slab<T> {
         self.slots[i as usize].as_ref().expect("live slot")
     }
 
+    /// Prefetch hint: starts loading slot `i` without reading it (see
+    /// [`onepipe_proto::prefetch`]); nothing for a slot out of range.
+    #[inline(always)]
+    pub fn prefetch(&self, i: u32) {
+        if let Some(slot) = self.slots.get(i as usize) {
+            onepipe_proto::prefetch::prefetch(slot);
+        }
+    }
+
     /// The value in slot `i`, mutably.
     ///
     /// # Panics

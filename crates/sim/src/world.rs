@@ -32,17 +32,19 @@ use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Timest
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// An event. A packet in flight travels inside its `Arrive` event: the queue's buckets are read
-/// and written in order, where a slab of packets indexed from the events was read at random — at
-/// 1,024 hosts that read missed the cache on nearly every hop.
-#[derive(Clone, Debug)]
+/// An event: 12 bytes. A packet in flight stays in one slot of the world's packet slab from
+/// the moment it is sent until it is consumed — a switch rewrites its barrier there and sends it
+/// on — and its `Arrive` events carry the slot's index: the queue moves every event a few times
+/// (the radix heap's refills), and a small event keeps its buckets in cache. The slot is
+/// prefetched two events ahead of its arrival.
+#[derive(Clone, Copy, Debug)]
 pub enum Ev {
     /// A packet reaches the far end of a link.
     Arrive {
         /// The link.
         link: u32,
-        /// The packet.
-        packet: Packet,
+        /// The packet's slot in the world's packet slab.
+        slot: u32,
     },
     /// A node's timer, valid if `generation` is still current.
     Timer {
@@ -357,6 +359,8 @@ pub struct World<Q: EventQueue<Ev>> {
     /// §5.2: the controller, its messages in flight, and its armed timer.
     controller: Controller,
     ctrl_msgs: crate::slab::Slab<(CtrlDest, Mgmt)>,
+    /// Packets on links (see [`Ev`]).
+    packets: crate::slab::Slab<Packet>,
     ctrl_in_flight: u64,
     ctrl_armed: Option<Instant>,
     /// §5.2 rounds, in order.
@@ -382,7 +386,16 @@ pub struct World<Q: EventQueue<Ev>> {
     /// `ONEPIPE_SIM_TRACE` set: print every control message and the state at the end of a run
     /// that did not drain (debugging aid; it changes nothing else).
     trace_ctrl: bool,
+    /// The route the prefetch of the next event asked its switch for: (switch node, source,
+    /// destination, output port). Routing is a pure function of these (until a §5.2 reroute,
+    /// which forgets it), so the event's forwarding takes it instead of routing twice.
+    route_next: std::cell::Cell<Option<RouteMemo>>,
+    /// `route_next` as it was for the event being handled.
+    route_cur: Option<RouteMemo>,
 }
+
+/// A routing answer remembered for one event: (switch node, source, destination, output).
+type RouteMemo = (u32, ProcId, ProcId, PortId);
 
 impl<Q: EventQueue<Ev>> World<Q> {
     /// Builds the network of `cfg` (which must have passed `validate`).
@@ -693,6 +706,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             router: topo_router,
             controller,
             ctrl_msgs: crate::slab::Slab::default(),
+            packets: crate::slab::Slab::default(),
             ctrl_in_flight: 0,
             ctrl_armed: None,
             failure_rounds: Vec::new(),
@@ -712,6 +726,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             trace: TraceHash::default(),
             stats: EngineStats::default(),
             trace_ctrl: std::env::var_os("ONEPIPE_SIM_TRACE").is_some(),
+            route_next: std::cell::Cell::new(None),
+            route_cur: None,
             cfg,
         };
         for n in 0..w.topo.nodes().len() as u32 {
@@ -797,9 +813,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
             if self.stats.events.is_multiple_of(1 << 20) {
                 progress(t);
             }
+            self.route_cur = self.route_next.take();
             self.prefetch_ahead();
             match ev {
-                Ev::Arrive { link, packet } => self.on_arrive(t, link, packet),
+                Ev::Arrive { link, slot } => self.on_arrive(t, link, slot),
                 Ev::Timer { node, generation } => self.on_timer(t, node, generation),
                 Ev::CpuWake { host } => self.on_cpu_wake(t, host),
                 Ev::Send { proc } => self.on_send_event(t, proc),
@@ -836,6 +853,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
     fn prefetch_ahead(&self) {
         if let Some(ev) = self.queue.peek_ahead(2) {
             prefetch(ev);
+            if let Ev::Arrive { slot, .. } = *ev {
+                self.packets.prefetch(slot);
+            }
             self.prefetch_event(Stage::Fields, ev);
         }
         if let Some(ev) = self.queue.peek_ahead(1) {
@@ -850,7 +870,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
     #[inline(always)]
     fn prefetch_event(&self, stage: Stage, ev: &Ev) {
         let (node, packet, link) = match ev {
-            Ev::Arrive { link, packet } => (self.link_to[*link as usize], Some(packet), *link),
+            // The packet's slot was prefetched with the first stage, which does not read it.
+            Ev::Arrive { link, slot } => (
+                self.link_to[*link as usize],
+                (stage != Stage::Fields).then(|| self.packets.get(*slot)),
+                *link,
+            ),
             Ev::Timer { node, .. } => (*node, None, u32::MAX),
             Ev::CpuWake { host } => (*host, None, u32::MAX),
             _ => return,
@@ -898,6 +923,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     return;
                 };
                 if let Some(out) = sw.route(src, dst) {
+                    self.route_next.set(Some((node, src, dst, out)));
                     sw.prefetch_output(out);
                     let base = self.switch_out_base[si] as usize;
                     if let Some(&l) = self.switch_out_links.get(base + out.index()) {
@@ -951,12 +977,19 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.put_on_link(link, packet, t);
     }
 
-    /// Puts a packet already counted in the network (new, or forwarded by a switch) on `link` at
-    /// time `t`.
-    fn put_on_link(&mut self, link: u32, mut packet: Packet, t: SimTime) {
+    /// Puts a packet already counted in the network on `link` at time `t`.
+    fn put_on_link(&mut self, link: u32, packet: Packet, t: SimTime) {
+        let slot = self.packets.insert(packet);
+        self.put_slot_on_link(link, slot, t);
+    }
+
+    /// Puts the packet in `slot` (counted in the network: new, or forwarded by a switch) on
+    /// `link` at time `t`.
+    fn put_slot_on_link(&mut self, link: u32, slot: u32, t: SimTime) {
+        let packet = self.packets.get_mut(slot);
         let bytes = packet.wire_len() as u64;
         let is_beacon = matches!(packet, Packet::Beacon(_));
-        let barrier = match &packet {
+        let barrier = match &*packet {
             Packet::Beacon(b) => Some(b.barrier),
             Packet::Data(d) => d.header.barrier(),
             Packet::Nak(_) | Packet::Ack(_) | Packet::AckBatch(_) => None,
@@ -972,6 +1005,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         if t >= l.cut_at && t < l.heal_at {
             self.stats.packets_cut += 1;
+            let packet = self.packets.take(slot);
             self.consume(packet);
             return;
         }
@@ -979,7 +1013,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let start = t.max(l.busy_until);
         // §6.1 DCTCP: a switch egress queue above the threshold marks data packets.
         if l.from_switch && start > t + l.ecn_queue_ns {
-            if let Packet::Data(d) = &mut packet {
+            if let Packet::Data(d) = self.packets.get_mut(slot) {
                 if d.header.flags & flags::ECN == 0 {
                     d.header.flags |= flags::ECN;
                     self.stats.ecn_marked += 1;
@@ -994,8 +1028,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.stats.beacon_bytes += bytes;
         }
         // Faults are drawn only when configured, so fault-free runs keep their exact traces.
-        if self.cfg.loss_rate > 0.0 && self.lose(link, &packet) {
+        if self.cfg.loss_rate > 0.0 && self.lose(link, slot) {
             self.stats.packets_lost += 1;
+            let packet = self.packets.take(slot);
             self.consume(packet);
             return;
         }
@@ -1004,20 +1039,25 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.stats.reordered_packets += 1;
         }
         if self.cfg.dup_rate > 0.0 && self.rng.chance(self.cfg.dup_rate) {
-            let copy = packet.clone();
+            let copy = self.packets.get(slot).clone();
             self.count_in(&copy);
             self.stats.packets_duplicated += 1;
             // The copy follows the original on the same link (FIFO), one serialization later.
+            let copy = self.packets.insert(copy);
             self.queue
-                .push(arrive + ser, Ev::Arrive { link, packet: copy });
+                .push(arrive + ser, Ev::Arrive { link, slot: copy });
         }
-        self.queue.push(arrive, Ev::Arrive { link, packet });
+        self.queue.push(arrive, Ev::Arrive { link, slot });
     }
 
     /// Whether the loss model drops this packet on `link`: a loss event (probability
     /// `loss_rate`) drops it and the next `loss_burst - 1` packets of the targeted kind.
-    fn lose(&mut self, link: u32, packet: &Packet) -> bool {
-        if self.cfg.loss_kind.is_some_and(|k| !k.matches(packet)) {
+    fn lose(&mut self, link: u32, slot: u32) -> bool {
+        if self
+            .cfg
+            .loss_kind
+            .is_some_and(|k| !k.matches(self.packets.get(slot)))
+        {
             return false;
         }
         let l = &mut self.links[link as usize];
@@ -1032,18 +1072,20 @@ impl<Q: EventQueue<Ev>> World<Q> {
         false
     }
 
-    fn on_arrive(&mut self, t: SimTime, link: u32, mut packet: Packet) {
+    fn on_arrive(&mut self, t: SimTime, link: u32, slot: u32) {
         let (to, port) = {
             let l = &self.links[link as usize];
             (l.to, l.to_port)
         };
         if to < self.topo.hosts() {
             debug_assert_eq!(port, UPLINK.0);
+            let packet = self.packets.take(slot);
             self.host_input(t, to, HostInput::Packet(packet));
             return;
         }
         let si = (to - self.topo.hosts()) as usize;
-        if matches!(packet, Packet::Beacon(_)) {
+        if matches!(self.packets.get(slot), Packet::Beacon(_)) {
+            let packet = self.packets.take(slot);
             self.switch_handle(
                 t,
                 to,
@@ -1057,17 +1099,29 @@ impl<Q: EventQueue<Ev>> World<Q> {
         // The hot path: data and NAKs are forwarded in place (`Switch::forward`, which is what
         // `handle` does for them); the switch's timer is unaffected, so there is no clock read
         // and no re-arm.
-        match self.switches[si].sw.forward(PortId(port), &mut packet) {
+        let routed = self
+            .route_cur
+            .filter(|r| r.0 == to)
+            .map(|(_, src, dst, out)| (src, dst, out));
+        let packet = self.packets.get_mut(slot);
+        match self.switches[si]
+            .sw
+            .forward_routed(PortId(port), packet, routed)
+        {
             Some(out) => {
                 let base = self.switch_out_base[si] as usize;
                 let out_link = self.switch_out_links[base + out.index()];
-                if !self.cfg.blackholes.is_empty() && self.blackholed(t, link, &packet) {
+                if !self.cfg.blackholes.is_empty()
+                    && self.blackholed(t, link, self.packets.get(slot))
+                {
+                    let packet = self.packets.take(slot);
                     self.blackhole(t, out_link, to, packet);
                     return;
                 }
-                self.put_on_link(out_link, packet, t);
+                self.put_slot_on_link(out_link, slot, t);
             }
             None => {
+                let packet = self.packets.take(slot);
                 self.consume(packet);
             }
         }
@@ -1856,6 +1910,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let dead: std::collections::BTreeSet<_> = dead_links.iter().copied().collect();
         let reach = reach_table(&self.topo, &dead);
         *self.router.detour.write().expect("never poisoned") = Some(Detour { reach, dead });
+        // Routes remembered for the prefetch are stale now.
+        self.route_next.set(None);
+        self.route_cur = None;
         self.router
             .detouring
             .store(true, std::sync::atomic::Ordering::Relaxed);
