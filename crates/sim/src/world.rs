@@ -361,6 +361,8 @@ pub struct World<Q: EventQueue<Ev>> {
     ctrl_msgs: crate::slab::Slab<(CtrlDest, Mgmt)>,
     /// Packets on links (see [`Ev`]).
     packets: crate::slab::Slab<Packet>,
+    /// Links lose, reorder or duplicate packets (`--loss`, `--reorder-prob`, `--dup`).
+    link_faults: bool,
     ctrl_in_flight: u64,
     ctrl_armed: Option<Instant>,
     /// §5.2 rounds, in order.
@@ -707,6 +709,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             controller,
             ctrl_msgs: crate::slab::Slab::default(),
             packets: crate::slab::Slab::default(),
+            link_faults: cfg.loss_rate > 0.0 || cfg.reorder_prob > 0.0 || cfg.dup_rate > 0.0,
             ctrl_in_flight: 0,
             ctrl_armed: None,
             failure_rounds: Vec::new(),
@@ -1022,12 +1025,23 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         let l = &mut self.links[link as usize];
         l.busy_until = start + ser;
-        let mut arrive = l.busy_until + l.delay_ns;
+        let arrive = l.busy_until + l.delay_ns;
         self.stats.link_bytes += bytes;
         if is_beacon {
             self.stats.beacon_bytes += bytes;
         }
-        // Faults are drawn only when configured, so fault-free runs keep their exact traces.
+        if self.link_faults {
+            self.put_on_faulty_link(link, slot, arrive, ser);
+            return;
+        }
+        self.queue.push(arrive, Ev::Arrive { link, slot });
+    }
+
+    /// The end of [`World::put_slot_on_link`] when loss, reordering or duplication is
+    /// configured: the packet in `slot`, serialized in `ser`, would arrive at `arrive`. Faults
+    /// are drawn only when configured, so fault-free runs keep their exact traces.
+    #[cold]
+    fn put_on_faulty_link(&mut self, link: u32, slot: u32, mut arrive: SimTime, ser: SimTime) {
         if self.cfg.loss_rate > 0.0 && self.lose(link, slot) {
             self.stats.packets_lost += 1;
             let packet = self.packets.take(slot);
