@@ -14,6 +14,15 @@
 //! it set. Nothing else changes: the same arguments, standard streams and exit code, and the
 //! same results — where the allocator puts memory never reaches a simulated outcome.
 //!
+//! With it go two more tunables, `glibc.malloc.mmap_threshold` and `glibc.malloc.trim_threshold`,
+//! both at 32 MiB (glibc's largest mmap threshold). By default glibc serves every allocation
+//! above 128 KiB (its threshold then adapts upwards) with a mapping of its own — the radix heap's
+//! buckets, the packet slab, per-host tables, each too small for a 2 MiB page — and returns the
+//! heap's top to the kernel as soon as 128 KiB of it are free. With the thresholds raised they
+//! come from the huge-page heap, which is kept: the k = 16 run took 1,000 page faults instead of
+//! 4,900 and was 1.07× faster (geometric mean of 10 paired runs; 16 rounds: 12 above 1). Peak
+//! memory rose by 3% (262 → 269 MB).
+//!
 //! Skipped when `ONEPIPE_HUGE_PAGES=0`, when `GLIBC_TUNABLES` already names the tunable (the
 //! user's choice, or the re-executed process itself), or off glibc Linux; if the re-execution
 //! fails the command runs as it is.
@@ -22,6 +31,11 @@
 pub const OPT_OUT: &str = "ONEPIPE_HUGE_PAGES";
 /// glibc's tunable that makes `malloc` ask for transparent huge pages.
 const TUNABLE: &str = "glibc.malloc.hugetlb";
+/// The tunables set with it, unless the user set them (module docs).
+const WITH: [(&str, &str); 2] = [
+    ("glibc.malloc.mmap_threshold", "33554432"),
+    ("glibc.malloc.trim_threshold", "33554432"),
+];
 
 /// The value `GLIBC_TUNABLES` should have for huge pages, given its current value, or `None`
 /// when nothing should change.
@@ -29,11 +43,21 @@ pub fn tunables_with_huge_pages(current: Option<&str>, opt_out: Option<&str>) ->
     if opt_out.is_some_and(|v| v.trim() == "0") {
         return None;
     }
-    match current {
-        Some(c) if c.contains(TUNABLE) => None,
-        Some(c) if !c.is_empty() => Some(format!("{c}:{TUNABLE}=1")),
-        _ => Some(format!("{TUNABLE}=1")),
+    let current = current.unwrap_or("");
+    if current.contains(TUNABLE) {
+        return None;
     }
+    let mut tunables: Vec<String> = Vec::new();
+    if !current.is_empty() {
+        tunables.push(current.to_string());
+    }
+    tunables.push(format!("{TUNABLE}=1"));
+    for (name, value) in WITH {
+        if !current.contains(name) {
+            tunables.push(format!("{name}={value}"));
+        }
+    }
+    Some(tunables.join(":"))
 }
 
 /// Re-executes this process with huge pages asked for (module docs); returns only if it did not.
@@ -73,12 +97,27 @@ mod tests {
 
     #[test]
     fn the_tunable_is_added_once_and_the_user_can_opt_out() {
-        let set = Some("glibc.malloc.hugetlb=1".to_string());
+        let set = Some(
+            "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:\
+             glibc.malloc.trim_threshold=33554432"
+                .to_string(),
+        );
         assert_eq!(tunables_with_huge_pages(None, None), set);
         assert_eq!(tunables_with_huge_pages(Some(""), None), set);
         assert_eq!(
             tunables_with_huge_pages(Some("glibc.malloc.arena_max=2"), None).as_deref(),
-            Some("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1")
+            Some(
+                "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1:\
+                 glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=33554432"
+            )
+        );
+        // A threshold the user set is theirs.
+        assert_eq!(
+            tunables_with_huge_pages(Some("glibc.malloc.trim_threshold=0"), None).as_deref(),
+            Some(
+                "glibc.malloc.trim_threshold=0:glibc.malloc.hugetlb=1:\
+                 glibc.malloc.mmap_threshold=33554432"
+            )
         );
         // Already there (the re-executed process, or the user's own value): no loop.
         assert_eq!(tunables_with_huge_pages(set.as_deref(), None), None);
