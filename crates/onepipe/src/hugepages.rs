@@ -19,8 +19,9 @@
 //! above 128 KiB (its threshold then adapts upwards) with a mapping of its own — the radix heap's
 //! buckets, the packet slab, per-host tables, many too small for a 2 MiB page — and trims the
 //! heap's top once 128 KiB of it are free. With the thresholds raised they come from the
-//! huge-page heap: the k = 16 run took 1,000 page faults instead of 4,900 and was 1.07× faster (geometric mean of 10 paired runs; 16 rounds: 12 above 1). Peak
-//! memory rose by 3% (262 → 269 MB).
+//! huge-page heap: the k = 16 run took 1,000 page faults instead of 4,900 and was 1.07× faster
+//! (geometric mean of 10 paired runs; 16 rounds: 12 above 1). Peak memory rose by 3% (262 →
+//! 269 MB).
 //!
 //! Skipped when `ONEPIPE_HUGE_PAGES=0`, when `GLIBC_TUNABLES` already names the tunable (the
 //! user's choice, or the re-executed process itself), or off glibc Linux; if the re-execution
