@@ -396,6 +396,8 @@ pub struct World<Q: EventQueue<Ev>> {
     route_cur: Option<RouteMemo>,
 }
 
+const _: () = assert!(std::mem::size_of::<Ev>() == 12);
+
 /// A routing answer remembered for one event: (switch node, source, destination, output).
 type RouteMemo = (u32, ProcId, ProcId, PortId);
 
@@ -954,6 +956,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
         p
     }
 
+    /// The packet in `slot` leaves the network without reaching anyone (cut, lost, unroutable).
+    fn drop_slot(&mut self, slot: u32) {
+        let packet = self.packets.take(slot);
+        self.consume(packet);
+    }
+
     /// True when nothing but beacons and timers is left: no data or NAK on a link or waiting for
     /// a host CPU, no send waiting, nothing buffered for reordering or reassembly. A run drains
     /// until then (or its drain limit), so undelivered messages are losses, not stragglers.
@@ -1008,8 +1016,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         if t >= l.cut_at && t < l.heal_at {
             self.stats.packets_cut += 1;
-            let packet = self.packets.take(slot);
-            self.consume(packet);
+            self.drop_slot(slot);
             return;
         }
         let ser = (bytes * l.ps_per_byte).div_ceil(1000);
@@ -1044,8 +1051,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
     fn put_on_faulty_link(&mut self, link: u32, slot: u32, mut arrive: SimTime, ser: SimTime) {
         if self.cfg.loss_rate > 0.0 && self.lose(link, slot) {
             self.stats.packets_lost += 1;
-            let packet = self.packets.take(slot);
-            self.consume(packet);
+            self.drop_slot(slot);
             return;
         }
         if self.cfg.reorder_prob > 0.0 && self.rng.chance(self.cfg.reorder_prob) {
@@ -1134,10 +1140,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
                 self.put_slot_on_link(out_link, slot, t);
             }
-            None => {
-                let packet = self.packets.take(slot);
-                self.consume(packet);
-            }
+            None => self.drop_slot(slot),
         }
         if let Some(c) = self.checker.as_mut() {
             c.on_switch_barrier(t, si, self.switches[si].sw.barrier());
