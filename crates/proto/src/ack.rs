@@ -458,6 +458,9 @@ pub struct Expired {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TrackerFull;
 
+/// Most records whose room an empty [`SendTracker`] keeps.
+const TRACKER_RETAINED: usize = 64;
+
 /// The sender's record of unacknowledged messages, bounded by `len_max`.
 ///
 /// Layout: per (local sender slot, destination) an intrusive list through one slab, so a pair
@@ -843,6 +846,15 @@ impl SendTracker {
             }
             self.pop_resolved(li);
         }
+        if self.deadlines.is_empty() && self.slots.capacity() > TRACKER_RETAINED {
+            // Every record is gone, so every list is empty: the room a burst of sends (a
+            // scattering to a thousand processes) needed goes back to the allocator rather than
+            // stay with this host for good.
+            debug_assert_eq!(self.free.len(), self.slots.len());
+            self.slots = Vec::new();
+            self.free = Vec::new();
+            self.deadlines = VecDeque::new();
+        }
     }
 }
 
@@ -1073,6 +1085,47 @@ mod tests {
             psn = psn.wrapping_add(f);
         }
         (t, model)
+    }
+
+    /// A burst of sends to many destinations leaves no room behind once its records expired:
+    /// a thousand hosts that each sent one scattering do not each keep a thousand slots.
+    #[test]
+    fn an_emptied_tracker_gives_its_room_back() {
+        let src = ProcId(0);
+        let mut t = SendTracker::new(vec![src], 500, 1000);
+        for d in 1..500 {
+            t.track(
+                Instant(10),
+                src,
+                ProcId(d),
+                Psn(0),
+                1,
+                100,
+                Timestamp::new(1),
+            )
+            .unwrap();
+        }
+        for d in 1..250 {
+            t.on_ack(src, ProcId(d), Psn(1), 0, 0, |_| {});
+        }
+        let mut expired = 0;
+        t.expire(Instant(10), |_| expired += 1);
+        assert_eq!(expired, 250, "the unacknowledged half is reported");
+        assert!(t.is_empty());
+        assert!(t.slots.capacity() <= TRACKER_RETAINED);
+        assert!(t.deadlines.capacity() <= TRACKER_RETAINED);
+        // And it works as before afterwards.
+        t.track(
+            Instant(20),
+            src,
+            ProcId(3),
+            Psn(1),
+            1,
+            100,
+            Timestamp::new(2),
+        )
+        .unwrap();
+        assert_eq!(t.unresolved(), 1);
     }
 
     fn owed_reliable(src: u32, dst_idx: u32) -> AckOwed {

@@ -387,6 +387,9 @@ pub enum HostRelay {
 /// (the retransmission timer forwards again).
 const RELAY_OUT_MAX: usize = 1 << 12;
 
+/// Most outputs whose room a drained host keeps for the next input (see `poll_output`).
+const OUTPUTS_RETAINED: usize = 64;
+
 /// One message waiting in a reorder buffer.
 #[derive(Debug)]
 struct Buffered {
@@ -2606,7 +2609,13 @@ impl Node for Host {
     }
 
     fn poll_output(&mut self) -> Option<Output<Packet, HostEvent>> {
-        self.outputs.pop_front()
+        let out = self.outputs.pop_front();
+        if out.is_none() && self.outputs.capacity() > OUTPUTS_RETAINED {
+            // A scattering to many processes queued one packet each; keeping that capacity
+            // would hold it in every host that ever sent one (100 MB at 1,024 hosts).
+            self.outputs = VecDeque::new();
+        }
+        out
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -2642,4 +2651,28 @@ pub fn next_tick(now: Instant, interval: u64, phase: u64) -> Instant {
         (n - phase) / interval + 1
     };
     Instant(k * interval + phase)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scattering to many processes queues one output per packet; once drained, the host
+    /// keeps no more than `OUTPUTS_RETAINED` of that room (1,024 hosts would otherwise hold
+    /// 100 MB between them, docs/BENCHMARKS.md).
+    #[test]
+    fn a_drained_host_gives_back_the_room_of_a_large_scattering() {
+        let cfg = HostConfig::new(NodeId(0), vec![ProcId(0)], 400);
+        let mut h = Host::new(cfg, Instant(1_000));
+        let scattering: Vec<(ProcId, Bytes)> = (1..400)
+            .map(|d| (ProcId(d), Bytes::from_static(b"x")))
+            .collect();
+        h.send(Instant(1_000), ProcId(0), &scattering).unwrap();
+        let mut sends = 0;
+        while let Some(out) = h.poll_output() {
+            sends += usize::from(matches!(out, Output::Send { .. }));
+        }
+        assert_eq!(sends, 399);
+        assert!(h.outputs.capacity() <= OUTPUTS_RETAINED);
+    }
 }

@@ -324,6 +324,9 @@ pub struct FailureRound {
 /// load beyond capacity is refused (`sends_rejected`) and delivered throughput levels off.
 const HOST_QUEUE_SEND_MAX: u32 = 64;
 
+/// Most queued inputs whose room an idle host CPU keeps (see `on_cpu_wake`).
+const PENDING_RETAINED: usize = 64;
+
 /// A simulated data center.
 pub struct World<Q: EventQueue<Ev>> {
     cfg: SimConfig,
@@ -1304,6 +1307,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let Some(input) = st.pending.pop_front() else {
             return;
         };
+        if st.pending.is_empty() && st.pending.capacity() > PENDING_RETAINED {
+            // A burst (a scattering's ACKs, a beacon storm) queued many inputs; the room goes
+            // back to the allocator for the next host's burst instead of staying here.
+            st.pending = VecDeque::new();
+        }
         if matches!(input, HostInput::Send { .. }) {
             st.pending_sends -= 1;
         }
