@@ -519,7 +519,7 @@ pub struct Host {
     recovery_asked: bool,
     settled: bool,
     /// §5.2 rejoin: when to send `Rejoin` again, and the wait after that (settled, not yet
-    /// joined).
+    /// joined); a wait of 0 is the first request, due from the timer after settling.
     rejoin_due: Option<(Instant, u64)>,
     /// Restarted after a crash with its state lost ([`Host::restarted`]) and not yet told that
     /// it was declared failed: it says nothing on the data network.
@@ -1189,8 +1189,8 @@ impl Host {
     fn ask_rejoin(&mut self, now: Instant) {
         let wait = self.cfg.ctrl_retry_ns.max(1);
         let next = match self.rejoin_due {
-            Some((_, w)) => (w * 2).min(CTRL_RETRY_MAX_NS.max(w)),
-            None => wait,
+            Some((_, w)) if w > 0 => (w * 2).min(CTRL_RETRY_MAX_NS.max(w)),
+            _ => wait,
         };
         self.rejoin_due = Some((now + next, next));
         if self.relays.len() < RELAY_OUT_MAX {
@@ -1271,7 +1271,13 @@ impl Host {
                 self.own_failure = Some(ts);
             }
         }
-        self.ask_rejoin(now);
+        // §5.2 "After delivering buffered messages, the recovered process needs to join 1Pipe
+        // as a new process": it asks from its next timer, due at once — after the deliveries
+        // below, which a driver's CPU runs first. Asked from here, the request went ahead of
+        // them: a host settling thousands of messages was admitted while still delivering,
+        // and its first-hop switch, which takes the link back expecting to hear the host,
+        // timed it out again (VOPR seed 17: declared again 25 µs after it was admitted).
+        self.rejoin_due = Some((now, 0));
         let mut failed_at: BTreeMap<ProcId, Timestamp> = failed.iter().copied().collect();
         for (&p, &t) in &self.failed {
             failed_at.entry(p).or_insert(t);

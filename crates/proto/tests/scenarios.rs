@@ -2428,6 +2428,11 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
         ),
         (1, 1, 2)
     );
+    // It asks to rejoin from its next timer, due at once: after the deliveries above, which
+    // a driver runs first (admitted while still delivering, it would be timed out again).
+    assert!(h.poll_relay().is_none(), "not ahead of its deliveries");
+    assert_eq!(h.poll_timeout(), Some(at(3_500)));
+    tick(&mut h, 3_500);
     assert_eq!(
         h.poll_relay(),
         Some(HostRelay::Send {
@@ -2481,6 +2486,8 @@ fn a_settled_host_rejoins_as_new_processes_above_the_floor_5_2() {
         },
     );
     drain(&mut h);
+    assert!(h.poll_relay().is_none(), "it asks from its next timer");
+    tick(&mut h, 1_200);
     assert!(matches!(
         h.poll_relay(),
         Some(HostRelay::Send {
