@@ -32,6 +32,7 @@ mutants=(
   "rejoin-while-cut-off@@crates/proto/src/failure.rs@@if !keeps_everyone {@@if false \&\& !keeps_everyone {@@the controller admits a rejoining host that does not reach every correct host both ways (its uplink still silent)"
   "no-dup-discard@@crates/proto/src/host.rs@@let duplicate = (remote@@let duplicate = false \&\& (remote@@receivers do not discard duplicate reliable packets (§5.1)"
   "be-ack-prompt@@crates/proto/src/host.rs@@                self.cfg.ack_delay_be_ns@@                self.cfg.ack_delay_ns@@best-effort ACKs wait only the reliable delay: one ACK packet per message where a host pair is a process pair (§2.1, Fig. 8)"
+  "retransmit-burst-unbounded@@crates/proto/src/reliable.rs@@let mut budget = if max == 0 { usize::MAX } else { max };@@let mut budget = usize::MAX;@@a host resends every due message in one input: an overloaded host's beacons starve past the link timeout and it is declared failed (VOPR seed 17)"
   "reliable-ack-not-pulled@@crates/proto/src/ack.rs@@            if due < p.due {@@            if false \&\& due < p.due {@@a reliable ACK joining a waiting best-effort batch waits the long best-effort delay and holds back the commit barrier (§5.1)"
 )
 

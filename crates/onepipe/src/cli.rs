@@ -502,6 +502,7 @@ impl SimArgs {
             },
             proc_ids_spare: None,
             deliver_burst_max: SimConfig::default().deliver_burst_max,
+            retransmit_burst_max: SimConfig::default().retransmit_burst_max,
         }
     }
 }

@@ -624,12 +624,22 @@ impl ReliableSender {
         self.timers.peek().map(|Reverse((t, _, _))| *t)
     }
 
-    /// Retransmits every unacknowledged message whose deadline has passed, backing its timeout
-    /// off.
-    pub fn expire(&mut self, now: Instant, mut retransmit: impl FnMut(Transmit)) {
+    /// Retransmits unacknowledged messages whose deadline has passed, oldest deadline first,
+    /// backing each one's timeout off: at most `max` of them (0: every one). Returns whether
+    /// more are due (call again; a message acknowledged meanwhile is skipped then).
+    pub fn expire(
+        &mut self,
+        now: Instant,
+        max: usize,
+        mut retransmit: impl FnMut(Transmit),
+    ) -> bool {
+        let mut budget = if max == 0 { usize::MAX } else { max };
         while let Some(&Reverse((deadline, p, first))) = self.timers.peek() {
             if deadline > now {
                 break;
+            }
+            if budget == 0 {
+                return true;
             }
             self.timers.pop();
             let rto_max = self.cfg.rto_max_ns;
@@ -658,7 +668,9 @@ impl ReliableSender {
                 payload: m.payload.clone(),
                 forward,
             });
+            budget -= 1;
         }
+        false
     }
 
     /// §5.2 Recall, at the sender: every stamped scattering with a message that a failed
@@ -954,13 +966,13 @@ mod tests {
         assert_eq!(re[0].ts, Timestamp::new(10));
         // Timeout: PSN 0 again (the others are SACKed).
         re.clear();
-        s.expire(Instant(50_000), |t| re.push(t));
+        s.expire(Instant(50_000), 0, |t| re.push(t));
         assert_eq!(re.iter().map(|t| t.first).collect::<Vec<_>>(), [Psn(0)]);
         // Backed off: nothing at the next base RTO, again at twice it.
         re.clear();
-        s.expire(Instant(100_000), |t| re.push(t));
+        s.expire(Instant(100_000), 0, |t| re.push(t));
         assert!(re.is_empty());
-        s.expire(Instant(150_000), |t| re.push(t));
+        s.expire(Instant(150_000), 0, |t| re.push(t));
         assert_eq!(re.len(), 1);
         assert_eq!(s.stats().retransmits, 3);
         assert_eq!(s.stats().fast_retransmits, 1);
@@ -987,7 +999,7 @@ mod tests {
         s.sent(Instant(0), ProcId(0), ProcId(1), Timestamp::new(5), msg(10));
         let mut forwards = Vec::new();
         for i in 1..=5u64 {
-            s.expire(Instant(i * 1_000), |t| forwards.push(t.forward));
+            s.expire(Instant(i * 1_000), 0, |t| forwards.push(t.forward));
         }
         assert_eq!(forwards, [false, false, true, true, true]);
         assert_eq!(s.stats().forwarded, 3);
@@ -998,7 +1010,7 @@ mod tests {
         s.pop_ready().unwrap();
         s.sent(Instant(0), ProcId(0), ProcId(1), Timestamp::new(5), msg(10));
         for i in 1..=20u64 {
-            s.expire(Instant(i * 1_000_000), |t| assert!(!t.forward));
+            s.expire(Instant(i * 1_000_000), 0, |t| assert!(!t.forward));
         }
     }
 

@@ -1992,6 +1992,49 @@ fn reliable_scattering_waits_for_every_ack_then_is_delivered_everywhere_5_1() {
     rack.assert_ordered_and_causal();
 }
 
+/// §6.1 retransmission, paced: when the timers of many unacknowledged messages fire together
+/// (an overloaded host whose ACKs wait behind its own input queue), one input resends at most
+/// `retransmit_burst_max` of them, oldest deadline first, and the following packets resend the
+/// rest — not a timer due at once, which a driver would run ahead of those packets. Resent in
+/// one go, 800 messages with their §5.2 forwarded copies kept a host from its beacons for
+/// 80 µs and its switch took it for dead (VOPR seed 17).
+#[test]
+fn a_burst_of_retransmissions_is_paced_over_the_following_inputs_6_1() {
+    let mut cfg = host_config(0, &[0], 200);
+    cfg.retransmit_burst_max = 64;
+    let mut h = Host::new(cfg, at(500));
+    let scattering: Vec<_> = (1..=150).map(|d| (p(d), bytes("m"))).collect();
+    h.send_reliable(at(1_000), p(0), &scattering).expect("room");
+    let first = data_of(&sent(&drain(&mut h)));
+    assert_eq!(first.len(), 150, "every destination has window room");
+    // Past the initial RTO every message is due at once.
+    let now = 300_000;
+    let resent = |out: &[Output<Packet, HostEvent>]| {
+        data_of(&sent(out))
+            .into_iter()
+            .filter(|d| d.header.reliable())
+            .map(|d| d.header.dst.0)
+            .collect::<Vec<_>>()
+    };
+    let burst = resent(&tick(&mut h, now));
+    assert_eq!(burst.len(), 64);
+    let next = h.poll_timeout().expect("a beacon timer at least");
+    assert!(
+        next > at(now),
+        "no timer due at once for the backlog: {next:?}"
+    );
+    // The next packets take the rest up, 64 at a time.
+    let mut all = burst;
+    for k in 1..=3u64 {
+        let more = resent(&feed(&mut h, now + k, UPLINK, beacon(100, 1_000)));
+        assert_eq!(more.len(), [64, 22, 0][k as usize - 1], "input {k}");
+        all.extend(more);
+    }
+    all.sort_unstable();
+    assert_eq!(all, (1..=150).collect::<Vec<_>>(), "each message once");
+    assert_eq!(h.reliable_stats().retransmits, 150);
+}
+
 // ---------------------------------------------------------------------------------------------
 // §4.2: handling failures.
 // ---------------------------------------------------------------------------------------------

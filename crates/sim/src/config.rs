@@ -2,7 +2,7 @@
 //! says, and are stated beside each field otherwise.
 
 use crate::queue::QueueKind;
-use onepipe_proto::host::{HostConfig, ACK_DELAY_BE_RTO_DIVISOR_MIN};
+use onepipe_proto::host::{HostConfig, ACK_DELAY_BE_RTO_DIVISOR_MIN, RETRANSMIT_BURST_MAX};
 use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::switch::SwitchMode;
 
@@ -219,6 +219,9 @@ pub struct SimConfig {
     /// Most reliable messages a host delivers per input (`HostConfig::deliver_burst_max`; 0:
     /// no limit).
     pub deliver_burst_max: u32,
+    /// Most reliable messages a host retransmits per input
+    /// (`HostConfig::retransmit_burst_max`; 0: no limit).
+    pub retransmit_burst_max: u32,
 }
 
 impl Default for SimConfig {
@@ -275,6 +278,7 @@ impl Default for SimConfig {
             forward_after: 4,
             proc_ids_spare: None,
             deliver_burst_max: 256,
+            retransmit_burst_max: RETRANSMIT_BURST_MAX,
         }
     }
 }

@@ -488,6 +488,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             hc.reliable.send_buffer_bytes_max = cfg.send_buffer_bytes;
             hc.reliable.forward_after_retransmits = cfg.forward_after;
             hc.deliver_burst_max = cfg.deliver_burst_max;
+            hc.retransmit_burst_max = cfg.retransmit_burst_max;
             let host = Host::new(hc, clock.local(0));
             hosts.push(HostSt {
                 host,

@@ -134,3 +134,31 @@ fn a_rejoining_host_is_not_timed_out_while_it_delivers_its_settled_buffer_5_2() 
         .count();
     assert_eq!(declared, 1, "seed 17: host 8 declared {declared} times");
 }
+
+/// §6.1 retransmission, paced (`HostConfig::retransmit_burst_max`). Seed 17 overloads host 5:
+/// 22,000–45,000 inputs queued, its ACKs late by milliseconds, so hundreds of retransmission
+/// timers fire at once. Resent in one input with their §5.2 forwarded copies, they kept the
+/// host from its beacons for 80 µs; its switch timed the link out and the live host was
+/// declared failed. Paced, only the two hosts the cut switch isolates are declared; without
+/// the limit host 5 is declared again (so this test still exercises the burst).
+#[test]
+fn an_overloaded_host_is_not_declared_failed_for_its_retransmission_burst_6_1() {
+    let (mut cfg, _) = onepipe_sim::vopr::scenario(17, 15_000_000);
+    let declared = |cfg: &onepipe_sim::SimConfig| {
+        let report = onepipe_sim::run(cfg, &mut |_| {}).expect("a valid scenario");
+        let mut hosts: Vec<u32> = report
+            .failure_rounds
+            .iter()
+            .flat_map(|r| r.hosts.iter().map(|&(h, _)| h))
+            .collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        hosts
+    };
+    assert_eq!(declared(&cfg), [8, 9], "seed 17");
+    cfg.retransmit_burst_max = 0;
+    assert!(
+        declared(&cfg).contains(&5),
+        "without the limit host 5 is not declared: the test no longer overloads it"
+    );
+}
