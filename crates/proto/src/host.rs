@@ -127,7 +127,8 @@ pub struct HostConfig {
     /// declared failed). 0: no limit.
     pub deliver_burst_max: u32,
     /// Most reliable messages retransmitted per input when their timers fire together; the
-    /// rest follow with the next inputs (packets, and the beacon timer at the latest). An
+    /// rest follow with the next packets, or from a timer one RTO floor (`reliable.rto_ns`)
+    /// later if none comes. An
     /// overloaded host whose ACKs wait behind thousands of queued inputs sees hundreds of
     /// timers fire at once; resent in one go (with §5.2 forwarded copies) they kept it from
     /// its beacons for 80 µs, and its switch took it for dead (VOPR seed 17: a live host
@@ -2665,8 +2666,8 @@ impl Node for Host {
         if let Some(deadline) = self.tracker.next_deadline() {
             t = t.min(deadline);
         }
-        // A retransmission backlog goes with the next inputs, not an immediate timer (see
-        // `HostConfig::retransmit_burst_max`); the beacon timer bounds the wait.
+        // A retransmission backlog goes with the next packets, not an immediate timer (see
+        // `HostConfig::retransmit_burst_max`); the timer takes it up from `from` at the latest.
         match self.retransmit_backlog {
             Some(from) => t = t.min(from),
             None => {
