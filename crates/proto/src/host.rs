@@ -798,6 +798,20 @@ impl Host {
                 prefetch(&self.outputs);
                 prefetch(&self.acks);
                 self.tracker.prefetch(stage, ProcId(0), ProcId(0));
+                // What every input reads besides: the configuration, the timer sources
+                // `poll_timeout` consults, the clock and uplink state (the compiler lays the
+                // fields out, so each is named).
+                prefetch(&self.cfg.beacon_interval_ns);
+                prefetch(&self.cfg.host_of);
+                self.sender.prefetch();
+                prefetch(&self.relays);
+                prefetch(&self.rounds_awaited);
+                prefetch(&self.rejoin_due);
+                prefetch(&self.next_beacon);
+                prefetch(&self.clock_ts);
+                prefetch(&self.uplink_heard);
+                prefetch(&self.own_failure);
+                prefetch(&self.commit);
             }
             Stage::Records => {
                 for lp in self.procs.iter().take(4) {

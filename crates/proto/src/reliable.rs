@@ -619,6 +619,14 @@ impl ReliableSender {
         }
     }
 
+    /// Prefetch hint (see [`crate::prefetch`]): the fields every host input reads (the
+    /// retransmission timers and the commit barrier's order).
+    #[inline(always)]
+    pub fn prefetch(&self) {
+        crate::prefetch::prefetch(&self.timers);
+        crate::prefetch::prefetch(&self.order);
+    }
+
     /// The earliest retransmission deadline (possibly of a message acknowledged since).
     pub fn next_deadline(&self) -> Option<Instant> {
         self.timers.peek().map(|Reverse((t, _, _))| *t)

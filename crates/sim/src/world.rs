@@ -909,6 +909,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 prefetch(st);
                 prefetch(&st.pending);
                 prefetch(&st.clock);
+                prefetch(&st.cpu_free);
+                prefetch(&st.armed);
+                prefetch(&st.crash_at);
+                prefetch(&st.last_move);
+                prefetch(&st.released_before);
             }
             st.host.prefetch(stage, packet);
             return;
