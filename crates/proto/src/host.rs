@@ -128,9 +128,8 @@ pub struct HostConfig {
     pub deliver_burst_max: u32,
     /// Most reliable messages retransmitted per input when their timers fire together; the
     /// rest follow with the next packets, or from a timer one RTO floor (`reliable.rto_ns`)
-    /// later if none comes. An
-    /// overloaded host whose ACKs wait behind thousands of queued inputs sees hundreds of
-    /// timers fire at once; resent in one go (with §5.2 forwarded copies) they kept it from
+    /// later if none comes. An overloaded host whose ACKs wait behind thousands of queued
+    /// inputs sees hundreds of timers fire at once; resent in one go (with §5.2 forwarded copies) they kept it from
     /// its beacons for 80 µs, and its switch took it for dead (VOPR seed 17: a live host
     /// declared failed). Not continued by an immediate timer: a driver runs timers ahead of
     /// queued packets, so a chain of them would keep the host from the ACKs that end the
