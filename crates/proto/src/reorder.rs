@@ -3,10 +3,10 @@
 //!
 //! A single heap over every buffered message costs `O(log n)` per message with `n` in the
 //! thousands. Packets from one sender mostly arrive in timestamp order (hop-by-hop FIFO links,
-//! per-flow ECMP), so this engine keeps one FIFO queue per sender and a heap holding only the
-//! queues' heads — a k-way merge with `k` = the number of senders with buffered messages. An
-//! arrival that is in order for its sender is an `O(1)` append; a delivery is one sift-down of a
-//! heap of at most `k` entries. Out-of-order arrivals (non-FIFO paths) are inserted in place.
+//! per-flow ECMP), so this engine keeps one FIFO queue per sender and merges only the queues'
+//! heads, through a tournament tree with one leaf per sender — a k-way merge. An arrival that is
+//! in order for its sender is an `O(1)` append; a delivery replays one leaf-to-root path of
+//! `log2(senders)` nodes. Out-of-order arrivals (non-FIFO paths) are inserted in place.
 //!
 //! What it is not: it knows nothing of barriers' origin, lateness or fragments; the host decides
 //! what to insert and up to which barrier to deliver.
@@ -15,8 +15,6 @@ use crate::ids::{ProcId, Psn};
 use crate::peers::PeerVec;
 use crate::time::Timestamp;
 use core::cmp::Ordering;
-use std::collections::binary_heap::PeekMut;
-use std::collections::BinaryHeap;
 
 /// The total order key: timestamp, ties broken by sender id (§4.1), then by the sender's PSN so
 /// that two messages one sender stamped alike keep their send order.
@@ -95,16 +93,21 @@ pub enum InsertError {
 /// End of a list.
 const NIL: u32 = u32::MAX;
 
-/// Most senders one buffer can order: the merge heap packs a sender id into 16 bits.
-pub const SENDERS_MAX: u32 = 1 << 16;
+/// Most senders one buffer can order: the merge tree packs a sender id into 16 bits, and one
+/// value of the 64 is kept for "no head" ([`NO_HEAD`]).
+pub const SENDERS_MAX: u32 = (1 << 16) - 1;
 
-/// A list head in the merge heap: `ts << 16 | src`, one `u64`. The heap orders heads only by
+/// A list head in the merge tree: `ts << 16 | src`, one `u64`. The tree orders heads only by
 /// (timestamp, sender) — within one sender the list is already sorted by (timestamp, PSN) — so
 /// one wrapping subtraction compares two heads: the 48-bit timestamp difference lands in the top
 /// bits, wrap-safe as for [`Timestamp`], and the sender difference (below 2^16 in magnitude)
-/// decides only when the timestamps are equal. Ordered in reverse so `BinaryHeap` is a min-heap.
+/// decides only when the timestamps are equal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct HeadKey(u64);
+
+/// The tree's entry for a sender with nothing buffered: after every head. (Sender 65,535 at
+/// the last timestamp, which [`SENDERS_MAX`] keeps out.)
+const NO_HEAD: u64 = u64::MAX;
 
 impl HeadKey {
     #[inline(always)]
@@ -123,27 +126,90 @@ impl HeadKey {
     }
 }
 
-impl Ord for HeadKey {
-    #[inline(always)]
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.0.wrapping_sub(self.0) as i64).cmp(&0)
+/// The earlier of two tree entries: wrap-safe between heads (as for [`Timestamp`]), and any head
+/// before [`NO_HEAD`]. Two entries are never equal unless both are `NO_HEAD` (one per sender).
+#[inline(always)]
+fn earlier(a: u64, b: u64) -> u64 {
+    let a_first = b == NO_HEAD || (a != NO_HEAD && (a.wrapping_sub(b) as i64) < 0);
+    if a_first {
+        a
+    } else {
+        b
     }
 }
 
-impl PartialOrd for HeadKey {
+/// The merge tree: a tournament ("winner") tree over the senders' list heads (Knuth, TAOCP
+/// vol. 3 §5.4.1), one leaf per sender, every inner node holding the earlier of its children.
+///
+/// Written for the operation every delivery makes: its sender's leaf changes (the next message
+/// becomes the head, or the list empties) and the path to the root is replayed. The path is the
+/// leaf's ancestors, so every node it reads — the siblings — has an address known before any
+/// comparison, and the comparisons compile to conditional moves: about log2(senders) short
+/// steps with no dependent load, where a binary heap's sift-down chases the index each
+/// comparison picks (measured: docs/BENCHMARKS.md, "Reorder engine"). Leaves exist for the
+/// senders heard from so far, the width doubling as higher sender ids appear.
+#[derive(Debug, Default)]
+struct MergeTree {
+    /// `nodes[1]` is the root; sender `s`'s leaf is `nodes[width + s]`; `nodes[0]` is unused.
+    nodes: Vec<u64>,
+    /// Leaves: a power of two (0 before any sender).
+    width: usize,
+}
+
+impl MergeTree {
+    /// The earliest head, if any sender has one.
     #[inline(always)]
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+    fn top(&self) -> Option<HeadKey> {
+        match self.nodes.get(1) {
+            Some(&k) if k != NO_HEAD => Some(HeadKey(k)),
+            _ => None,
+        }
     }
 
+    /// The heads of the two halves of the senders: the top and the best of the other half.
     #[inline(always)]
-    fn lt(&self, other: &Self) -> bool {
-        (other.0.wrapping_sub(self.0) as i64) < 0
+    fn top_two(&self) -> [Option<HeadKey>; 2] {
+        let get = |i: usize| {
+            self.nodes
+                .get(i)
+                .filter(|&&k| k != NO_HEAD)
+                .map(|&k| HeadKey(k))
+        };
+        [get(2), get(3)]
     }
 
-    #[inline(always)]
-    fn le(&self, other: &Self) -> bool {
-        (other.0.wrapping_sub(self.0) as i64) <= 0
+    /// Sets sender `src`'s head (`None`: nothing buffered) and replays its path to the root.
+    #[inline]
+    fn set(&mut self, src: usize, head: Option<HeadKey>) {
+        if src >= self.width {
+            self.grow(src);
+        }
+        let nodes = &mut self.nodes[..];
+        let mut pos = self.width + src;
+        let mut carried = head.map_or(NO_HEAD, |h| h.0);
+        nodes[pos] = carried;
+        while pos > 1 {
+            carried = earlier(carried, nodes[pos ^ 1]);
+            pos >>= 1;
+            nodes[pos] = carried;
+        }
+    }
+
+    /// Widens the tree to hold sender `src`'s leaf, keeping every leaf.
+    #[cold]
+    fn grow(&mut self, src: usize) {
+        let width = (src + 1).next_power_of_two().max(2 * self.width);
+        let mut nodes = vec![NO_HEAD; 2 * width];
+        nodes[width..width + self.width].copy_from_slice(&self.nodes[self.width..]);
+        for i in (1..width).rev() {
+            nodes[i] = earlier(nodes[2 * i], nodes[2 * i + 1]);
+        }
+        self.nodes = nodes;
+        self.width = width;
+    }
+
+    fn clear(&mut self) {
+        self.nodes.fill(NO_HEAD);
     }
 }
 
@@ -152,10 +218,13 @@ impl PartialOrd for HeadKey {
 struct Slot<T> {
     key: OrderKey,
     next: u32,
+    /// The timestamp of slot `next` (meaningless at the tail): a delivery makes the next
+    /// message's heap entry from its own slot, without a dependent read of the next one.
+    next_ts: Timestamp,
     item: Option<T>,
 }
 
-/// Per-sender FIFO lists merged through a heap of their heads.
+/// Per-sender FIFO lists merged through a tournament tree of their heads.
 ///
 /// Layout: the lists are intrusive, threaded through one slab of slots shared by all senders, so
 /// a sender costs 8 bytes (head and tail index) whether or not it has anything buffered (and
@@ -169,11 +238,9 @@ pub struct ReorderBuffer<T> {
     lists: PeerVec<(u32, u32)>,
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
-    /// At least one entry per non-empty list carrying its head's (timestamp, sender), plus
-    /// possibly extra entries left by out-of-order inserts at a list's front. An entry that
-    /// surfaces pops its sender's head if the head has the entry's timestamp — the head is then
-    /// the smallest buffered message whatever the entry's history — and is discarded otherwise.
-    heads: BinaryHeap<HeadKey>,
+    /// Every list's head's (timestamp, sender), or `NO_HEAD` for an empty list; kept exact by
+    /// every change of a head.
+    heads: MergeTree,
     len: usize,
     len_max: usize,
     len_peak: usize,
@@ -195,7 +262,7 @@ impl<T> ReorderBuffer<T> {
             lists: PeerVec::new((NIL, NIL), senders_max as usize, senders_stored as usize),
             slots: Vec::new(),
             free: Vec::new(),
-            heads: BinaryHeap::new(),
+            heads: MergeTree::default(),
             len: 0,
             len_max,
             len_peak: 0,
@@ -214,12 +281,27 @@ impl<T> ReorderBuffer<T> {
         }
     }
 
-    /// Prefetch hint: the merge heap's top, the next message to deliver (see
+    /// Prefetch hint: the merge tree's root, the next message to deliver (see
     /// [`crate::prefetch`]).
     #[inline(always)]
     pub fn prefetch_front(&self) {
-        if let Some(top) = self.heads.peek() {
-            crate::prefetch::prefetch(top);
+        if let Some(root) = self.heads.nodes.get(1) {
+            crate::prefetch::prefetch(root);
+        }
+    }
+
+    /// Starts loading the slots the next deliveries read: the heads of the senders that lead the
+    /// two halves of the tree (one of them is the next message). Each delivery reads a slot
+    /// written thousands of messages earlier (a cache miss once much is buffered); this
+    /// overlaps the next ones' misses with the caller's handling of this one.
+    #[inline(always)]
+    fn prefetch_next_heads(&self) {
+        for top in self.heads.top_two().into_iter().flatten() {
+            if let Some(&(head, _)) = self.lists.get(top.src()) {
+                if let Some(slot) = self.slots.get(head as usize) {
+                    crate::prefetch::prefetch(slot);
+                }
+            }
         }
     }
 
@@ -239,16 +321,8 @@ impl<T> ReorderBuffer<T> {
     }
 
     /// The smallest buffered key, if any.
-    pub fn peek(&mut self) -> Option<OrderKey> {
-        while let Some(top) = self.heads.peek() {
-            match self.head_key(top.src()) {
-                Some(k) if k.ts == top.ts() => return Some(k),
-                _ => {
-                    self.heads.pop();
-                }
-            }
-        }
-        None
+    pub fn peek(&self) -> Option<OrderKey> {
+        self.heads.top().and_then(|top| self.head_key(top.src()))
     }
 
     fn head_key(&self, sender: usize) -> Option<OrderKey> {
@@ -260,6 +334,7 @@ impl<T> ReorderBuffer<T> {
         let slot = Slot {
             key,
             next: NIL,
+            next_ts: Timestamp::new(0),
             item: Some(item),
         };
         match self.free.pop() {
@@ -274,6 +349,15 @@ impl<T> ReorderBuffer<T> {
         }
     }
 
+    /// Links slot `to` after slot `from` (both linked or allocated).
+    #[inline(always)]
+    fn link(&mut self, from: u32, to: u32) {
+        let ts = self.slots[to as usize].key.ts;
+        let slot = &mut self.slots[from as usize];
+        slot.next = to;
+        slot.next_ts = ts;
+    }
+
     /// Buffers `item` under `key`.
     pub fn insert(&mut self, key: OrderKey, item: T) -> Result<(), InsertError> {
         if self.len >= self.len_max {
@@ -284,11 +368,11 @@ impl<T> ReorderBuffer<T> {
         if head == NIL {
             let i = self.alloc(key, item);
             self.lists[s] = (i, i);
-            self.heads.push(HeadKey::new(&key));
+            self.heads.set(s, Some(HeadKey::new(&key)));
         } else if self.slots[tail as usize].key < key {
             // The common case: in order for this sender.
             let i = self.alloc(key, item);
-            self.slots[tail as usize].next = i;
+            self.link(tail, i);
             self.lists[s].1 = i;
         } else {
             // Out of order (a non-FIFO path): walk to the insertion point. The key is below the
@@ -302,13 +386,13 @@ impl<T> ReorderBuffer<T> {
                 return Err(InsertError::Duplicate);
             }
             let i = self.alloc(key, item);
-            self.slots[i as usize].next = cur;
+            self.link(i, cur);
             if prev == NIL {
-                // A new, smaller head; the old head's heap entry becomes stale.
+                // A new, smaller head.
                 self.lists[s].0 = i;
-                self.heads.push(HeadKey::new(&key));
+                self.heads.set(s, Some(HeadKey::new(&key)));
             } else {
-                self.slots[prev as usize].next = i;
+                self.link(prev, i);
             }
         }
         self.len += 1;
@@ -320,34 +404,29 @@ impl<T> ReorderBuffer<T> {
     /// `barrier` (§4.1: deliver what lies below the barrier).
     #[inline]
     pub fn pop_below(&mut self, barrier: Timestamp) -> Option<(OrderKey, T)> {
-        loop {
-            let mut top = self.heads.peek_mut()?;
-            let ts = top.ts();
-            if ts >= barrier {
-                return None;
-            }
-            let s = top.src();
-            let head = self.lists[s].0;
-            if head == NIL || self.slots[head as usize].key.ts != ts {
-                PeekMut::pop(top);
-                continue;
-            }
-            let slot = &mut self.slots[head as usize];
-            let key = slot.key;
-            let item = slot.item.take().expect("linked slots hold items");
-            let next = slot.next;
-            self.free.push(head);
-            self.lists[s].0 = next;
-            if next == NIL {
-                self.lists[s].1 = NIL;
-                PeekMut::pop(top);
-            } else {
-                // Replace the top in place: one sift-down instead of a pop and a push.
-                *top = HeadKey::new(&self.slots[next as usize].key);
-            }
-            self.len -= 1;
-            return Some((key, item));
+        let top = self.heads.top()?;
+        let ts = top.ts();
+        if ts >= barrier {
+            return None;
         }
+        let s = top.src();
+        let head = self.lists[s].0;
+        let slot = &mut self.slots[head as usize];
+        let key = slot.key;
+        let item = slot.item.take().expect("linked slots hold items");
+        let (next, next_ts) = (slot.next, slot.next_ts);
+        self.free.push(head);
+        self.lists[s].0 = next;
+        if next == NIL {
+            self.lists[s].1 = NIL;
+            self.heads.set(s, None);
+        } else {
+            self.heads
+                .set(s, Some(HeadKey::new(&OrderKey { ts: next_ts, ..key })));
+        }
+        self.len -= 1;
+        self.prefetch_next_heads();
+        Some((key, item))
     }
 
     /// Removes every buffered message whose key `keep` rejects (§5.2 Discard and Recall),
@@ -368,7 +447,7 @@ impl<T> ReorderBuffer<T> {
                     if new_tail == NIL {
                         new_head = cur;
                     } else {
-                        self.slots[new_tail as usize].next = cur;
+                        self.link(new_tail, cur);
                     }
                     new_tail = cur;
                 } else {
@@ -382,11 +461,10 @@ impl<T> ReorderBuffer<T> {
                 self.slots[new_tail as usize].next = NIL;
             }
             self.lists[s] = (new_head, new_tail);
-            // A new head needs a heap entry; the old head's becomes stale (skipped when it
-            // surfaces, or harmlessly pops the new head if the timestamps agree).
-            if new_head != NIL && new_head != head {
-                self.heads
-                    .push(HeadKey::new(&self.slots[new_head as usize].key));
+            if new_head != head {
+                let key =
+                    (new_head != NIL).then(|| HeadKey::new(&self.slots[new_head as usize].key));
+                self.heads.set(s, key);
             }
         }
         self.len -= removed;
@@ -473,7 +551,76 @@ mod tests {
         assert_eq!(b.pop_below(Timestamp::new(6)).unwrap().1, "second");
     }
 
+    #[test]
+    fn a_sender_heard_after_the_tree_was_built_widens_it_keeping_every_head() {
+        let mut b = ReorderBuffer::new(1000, 100);
+        b.insert(key(30, 1, 0), "c").unwrap();
+        b.insert(key(10, 0, 0), "a").unwrap();
+        // Sender 700 is beyond the tree's width (2 leaves): the tree grows to 1,024 leaves.
+        b.insert(key(20, 700, 0), "b").unwrap();
+        b.insert(key(40, 999, 0), "d").unwrap();
+        assert_eq!(b.heads.width, 1024);
+        let out: Vec<_> = std::iter::from_fn(|| b.pop_below(Timestamp::new(100)))
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(out, vec!["a", "b", "c", "d"]);
+        assert_eq!(b.peek(), None);
+    }
+
+    #[test]
+    fn the_merge_tree_orders_across_the_timestamp_wrap() {
+        // Timestamps 2^48 - 2 and 1 are three nanoseconds apart (§6.1, PAWS).
+        let top = (1u64 << 48) - 2;
+        let mut b = ReorderBuffer::new(3, 10);
+        b.insert(key(1, 0, 0), "after-wrap").unwrap();
+        b.insert(key(top, 2, 0), "before-wrap").unwrap();
+        assert_eq!(b.peek().map(|k| k.ts.raw()), Some(top));
+        assert_eq!(b.pop_below(Timestamp::new(5)).unwrap().1, "before-wrap");
+        assert_eq!(b.pop_below(Timestamp::new(5)).unwrap().1, "after-wrap");
+    }
+
     proptest! {
+        /// Interleaved inserts and deliveries, any sender id (so the tree grows mid-run),
+        /// timestamps that may straddle the 48-bit wrap: each delivery is the smallest buffered
+        /// key below the barrier, as a sorted reference says.
+        #[test]
+        fn interleaved_inserts_and_deliveries_match_a_sorted_reference(
+            base in prop_oneof![Just(0u64), Just((1u64 << 48) - 500), 0u64..(1 << 48)],
+            ops in proptest::collection::vec(
+                prop_oneof![
+                    (0u64..1000, 0u32..2000).prop_map(|(ts, src)| Some((ts, src))),
+                    Just(None),
+                ],
+                1..300,
+            ),
+        ) {
+            let mut b = ReorderBuffer::new(2000, 10_000);
+            let mut reference: Vec<(u64, u32, u32)> = Vec::new();
+            let mut barrier = 0u64;
+            for (i, op) in ops.into_iter().enumerate() {
+                match op {
+                    // Only at or above the barrier: below it would be late (the host's check).
+                    Some((ts, src)) => {
+                        let ts = barrier + ts;
+                        b.insert(key(base.wrapping_add(ts), src, i as u32), ()).unwrap();
+                        reference.push((ts, src, i as u32));
+                    }
+                    None => {
+                        barrier += 100;
+                        reference.sort();
+                        let due = reference.iter().take_while(|k| k.0 < barrier).count();
+                        for (ts, src, psn) in reference.drain(..due) {
+                            let (k, ()) = b.pop_below(Timestamp::new(base.wrapping_add(barrier)))
+                                .expect("a due message");
+                            prop_assert_eq!(k, key(base.wrapping_add(ts), src, psn));
+                        }
+                        prop_assert_eq!(b.pop_below(Timestamp::new(base.wrapping_add(barrier))), None);
+                    }
+                }
+                prop_assert_eq!(b.len(), reference.len());
+            }
+        }
+
         /// The k-way merge delivers exactly what one sorted list would, for any arrival order.
         #[test]
         fn matches_a_sorted_reference(

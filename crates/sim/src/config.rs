@@ -530,12 +530,13 @@ impl SimConfig {
     pub fn procs(&self) -> Result<u32, ConfigError> {
         let hosts = self.hosts()? as u64;
         let procs = hosts * self.procs_per_host as u64;
-        // A receiver orders at most 65,536 senders (onepipe_proto::reorder::SENDERS_MAX).
+        // A receiver orders at most 65,535 senders (onepipe_proto::reorder::SENDERS_MAX).
         if procs > onepipe_proto::reorder::SENDERS_MAX as u64 {
             return Err(bad(
                 "--procs-per-host",
                 format!(
-                    "{procs} processes in all is more than the 65,536 senders a receiver can order"
+                    "{procs} processes in all is more than the {} senders a receiver can order",
+                    onepipe_proto::reorder::SENDERS_MAX
                 ),
             ));
         }
