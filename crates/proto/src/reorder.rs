@@ -499,6 +499,13 @@ mod tests {
         }
     }
 
+    /// Everything deliverable below `barrier`, in delivery order.
+    fn drain_below<T>(b: &mut ReorderBuffer<T>, barrier: u64) -> Vec<T> {
+        std::iter::from_fn(|| b.pop_below(Timestamp::new(barrier)))
+            .map(|(_, v)| v)
+            .collect()
+    }
+
     #[test]
     fn delivers_below_barrier_in_timestamp_then_sender_order_4_1() {
         let mut b = ReorderBuffer::new(4, 100);
@@ -506,9 +513,7 @@ mod tests {
         b.insert(key(10, 2, 0), "a").unwrap();
         b.insert(key(20, 0, 0), "tie-lower-sender").unwrap();
         b.insert(key(30, 3, 0), "not-yet").unwrap();
-        let out: Vec<_> = std::iter::from_fn(|| b.pop_below(Timestamp::new(30)))
-            .map(|(_, v)| v)
-            .collect();
+        let out = drain_below(&mut b, 30);
         assert_eq!(out, vec!["a", "tie-lower-sender", "b"]);
         assert_eq!(b.len(), 1);
         assert_eq!(
@@ -525,9 +530,7 @@ mod tests {
         b.insert(key(10, 0, 0), 1).unwrap();
         b.insert(key(20, 0, 1), 2).unwrap();
         b.insert(key(15, 1, 0), 9).unwrap();
-        let out: Vec<_> = std::iter::from_fn(|| b.pop_below(Timestamp::new(100)))
-            .map(|(_, v)| v)
-            .collect();
+        let out = drain_below(&mut b, 100);
         assert_eq!(out, vec![1, 9, 2, 3]);
     }
 
@@ -560,9 +563,7 @@ mod tests {
         b.insert(key(20, 700, 0), "b").unwrap();
         b.insert(key(40, 999, 0), "d").unwrap();
         assert_eq!(b.heads.width, 1024);
-        let out: Vec<_> = std::iter::from_fn(|| b.pop_below(Timestamp::new(100)))
-            .map(|(_, v)| v)
-            .collect();
+        let out = drain_below(&mut b, 100);
         assert_eq!(out, vec!["a", "b", "c", "d"]);
         assert_eq!(b.peek(), None);
     }
@@ -661,15 +662,10 @@ mod tests {
             for &(ts, src, psn) in keys.iter().rev() {
                 b.insert(key(ts, src, psn), (ts, src, psn)).unwrap();
             }
-            let mut delivered: Vec<_> =
-                std::iter::from_fn(|| b.pop_below(Timestamp::new(deliver_first)))
-                    .map(|(_, v)| v)
-                    .collect();
+            let mut delivered = drain_below(&mut b, deliver_first);
             let gone = |ts: u64, src: u32| src == drop_src && ts > drop_ts;
             let removed = b.retain(|k| !gone(k.ts.raw(), k.src.0));
-            delivered.extend(
-                std::iter::from_fn(|| b.pop_below(Timestamp::new(100))).map(|(_, v)| v),
-            );
+            delivered.extend(drain_below(&mut b, 100));
             let mut reference: Vec<_> = keys
                 .iter()
                 .copied()
