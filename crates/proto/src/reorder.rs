@@ -219,7 +219,7 @@ struct Slot<T> {
     key: OrderKey,
     next: u32,
     /// The timestamp of slot `next` (meaningless at the tail): a delivery makes the next
-    /// message's heap entry from its own slot, without a dependent read of the next one.
+    /// message's tree entry from its own slot, without a dependent read of the next one.
     next_ts: Timestamp,
     item: Option<T>,
 }
