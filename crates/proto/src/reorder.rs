@@ -93,8 +93,8 @@ pub enum InsertError {
 /// End of a list.
 const NIL: u32 = u32::MAX;
 
-/// Most senders one buffer can order: the merge tree packs a sender id into 16 bits, and one
-/// value of the 64 is kept for "no head" ([`NO_HEAD`]).
+/// Most senders one buffer can order: the merge tree packs a sender id into the low 16 bits of a
+/// head, and one of those 65,536 values is kept to mean "no head".
 pub const SENDERS_MAX: u32 = (1 << 16) - 1;
 
 /// A list head in the merge tree: `ts << 16 | src`, one `u64`. The tree orders heads only by
