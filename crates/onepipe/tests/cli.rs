@@ -359,8 +359,20 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--loss-burst", "0"], &["--loss-burst"], true),
         (&["--dup", "1.5"], &["--dup"], true),
         (&["--loss-kind", "everything"], &["--loss-kind"], false),
-        // 65,536 hosts × 65,536 processes of per-sender state: refused, not an out-of-memory.
-        (&["--k", "64"], &["--k", "GiB"], true),
+        // 65,536 processes: more senders than a receiver can order.
+        (&["--k", "64"], &["--k", "senders"], true),
+        (
+            &["--topology", "rack", "--hosts", "65536"],
+            &["--hosts", "senders"],
+            true,
+        ),
+        (
+            &["--procs-per-host", "64", "--k", "32"],
+            &["--procs-per-host", "senders"],
+            true,
+        ),
+        // 54,000 hosts × 54,000 processes of per-sender state: refused, not an out-of-memory.
+        (&["--k", "60"], &["--k", "GiB"], true),
         (&["--duration", "0us"], &["--duration"], true),
         (&["--beacon-interval", "0us"], &["--beacon-interval"], true),
         (

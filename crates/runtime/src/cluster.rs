@@ -48,8 +48,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use toml::Spanned;
 
-/// Most processes a cluster may have (the host role packs a sender id into 16 bits).
-pub const PROCS_MAX: u32 = 1 << 16;
+/// Most processes a cluster may have: as many senders as a receiver's reorder buffer can order
+/// ([`onepipe_proto::reorder::SENDERS_MAX`]).
+pub const PROCS_MAX: u32 = onepipe_proto::reorder::SENDERS_MAX;
 
 /// Most aggregators a cluster may have.
 pub const AGGREGATORS_MAX: usize = 4096;

@@ -471,11 +471,7 @@ impl SimConfig {
         let state_bytes = hosts * procs as u64 * 8 + procs as u64 * procs as u64 * 4;
         if state_bytes > STATE_BYTES_MAX {
             return Err(bad(
-                if matches!(self.topology, TopologySpec::FatTree { .. }) {
-                    "--k"
-                } else {
-                    "--hosts"
-                },
+                self.size_flag(),
                 format!(
                     "{hosts} hosts × {procs} processes need ~{} GiB of per-sender state; the simulator allows {} GiB",
                     state_bytes >> 30,
@@ -526,6 +522,14 @@ impl SimConfig {
         }
     }
 
+    /// The flag that sets the number of hosts, for errors about the network's size.
+    fn size_flag(&self) -> &'static str {
+        match self.topology {
+            TopologySpec::FatTree { .. } => "--k",
+            TopologySpec::Rack { .. } | TopologySpec::LeafSpine { .. } => "--hosts",
+        }
+    }
+
     /// Number of processes.
     pub fn procs(&self) -> Result<u32, ConfigError> {
         let hosts = self.hosts()? as u64;
@@ -533,7 +537,11 @@ impl SimConfig {
         // A receiver orders at most 65,535 senders (onepipe_proto::reorder::SENDERS_MAX).
         if procs > onepipe_proto::reorder::SENDERS_MAX as u64 {
             return Err(bad(
-                "--procs-per-host",
+                if self.procs_per_host > 1 {
+                    "--procs-per-host"
+                } else {
+                    self.size_flag()
+                },
                 format!(
                     "{procs} processes in all is more than the {} senders a receiver can order",
                     onepipe_proto::reorder::SENDERS_MAX
