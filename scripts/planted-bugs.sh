@@ -7,8 +7,12 @@ set -euo pipefail
 root=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# Reuse one target dir across mutants so only the mutated crates rebuild.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/mutants}"
+# The tree's own target dir: the dependencies the suite built are reused, and only the mutated
+# crates rebuild. The mutated copy sits at one fixed path inside it, so its artifacts never
+# replace the tree's own, and a second run replaces the first's instead of adding to them.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+mkdir -p "$CARGO_TARGET_DIR" && CARGO_TARGET_DIR=$(cd "$CARGO_TARGET_DIR" && pwd)
+tree="$CARGO_TARGET_DIR/planted-bugs-tree"
 
 # name @@ file @@ exact text @@ replacement @@ why the suite must catch it
 mutants=(
@@ -55,9 +59,9 @@ if frm not in open(sys.argv[1]).read():
 PY
     continue
   fi
-  rm -rf "$work/tree" && mkdir -p "$work/tree"
-  (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$work/tree"
-  FROM="$from" TO="$to" python3 - "$work/tree/$file" <<'PY'
+  rm -rf "$tree" && mkdir -p "$tree"
+  (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$tree"
+  FROM="$from" TO="$to" python3 - "$tree/$file" <<'PY'
 import os, sys
 p = sys.argv[1]; s = open(p).read()
 frm = os.environ["FROM"].replace("\\n", "\n"); to = os.environ["TO"].replace("\\n", "\n").replace("\\&", "&")
@@ -65,7 +69,10 @@ if frm not in s:
     sys.exit(f"mutant text not found in {p}: {frm!r}")
 open(p, "w").write(s.replace(frm, to, 1))
 PY
-  if (cd "$work/tree" && cargo test -q -p onepipe-proto -p onepipe-sim >"$work/log" 2>&1); then
+  # The protocol crate's own tests first: most mutants fail there, and the simulator's tests
+  # (a longer build and run) are only built for those that pass them.
+  if (cd "$tree" && cargo test -q -p onepipe-proto >"$work/log" 2>&1 &&
+      cargo test -q -p onepipe-sim >>"$work/log" 2>&1); then
     echo "MISSED  $name — $why"
     missed=$((missed + 1))
   else
