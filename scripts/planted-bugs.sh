@@ -6,15 +6,29 @@
 set -euo pipefail
 root=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 # The tree's own target dir: the dependencies the suite built are reused, and only the mutated
-# crates rebuild. The mutated copy sits at one fixed path inside it, so its artifacts never
-# replace the tree's own, and a second run replaces the first's instead of adding to them.
+# crates rebuild. The mutated copy sits at one fixed path inside it, so a second run replaces the
+# first's artifacts instead of adding to them. But the copy's workspace crates get the same
+# artifact names and fingerprints as the tree's own (cargo leaves the path out of them), with
+# dependency lists that name the copy's files: after a run, the tree's next build would take the
+# last mutant's artifacts as up to date. So the workspace crates' fingerprints go at exit, and
+# the tree's next build compiles its own crates again (not their dependencies).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 mkdir -p "$CARGO_TARGET_DIR" && CARGO_TARGET_DIR=$(cd "$CARGO_TARGET_DIR" && pwd)
 tree="$CARGO_TARGET_DIR/planted-bugs-tree"
+built=0
+forget_mutants() {
+  rm -rf "$work"
+  if [ "$built" = 1 ]; then
+    rm -rf "$CARGO_TARGET_DIR"/*/.fingerprint/onepipe-*
+  fi
+}
+trap forget_mutants EXIT
 
-# name @@ file @@ exact text @@ replacement @@ why the suite must catch it
+# name @@ file @@ exact text @@ replacement @@ why the suite must catch it [@@ tests]
+# `tests`: the cargo test commands (separated by ';') that must fail; by default the protocol
+# crate's tests, then the simulator's. Mutants outside those crates name the tests that reach
+# them: the runtime's, the live cluster's (`onepipe up` as separate processes), the stores'.
 mutants=(
   "eq41-max@@crates/proto/src/switch.rs@@Some(m) if v > m => {}@@Some(m) if v < m => {}@@Eq. 4.1 takes the max of the input registers: barriers overtake messages in flight"
   "deliver-at-barrier@@crates/proto/src/reorder.rs@@if ts >= barrier {@@if ts > barrier {@@the receiver delivers a message whose timestamp equals the barrier"
@@ -38,6 +52,12 @@ mutants=(
   "be-ack-prompt@@crates/proto/src/host.rs@@                self.cfg.ack_delay_be_ns@@                self.cfg.ack_delay_ns@@best-effort ACKs wait only the reliable delay: one ACK packet per message where a host pair is a process pair (§2.1, Fig. 8)"
   "retransmit-burst-unbounded@@crates/proto/src/reliable.rs@@let mut budget = if max == 0 { usize::MAX } else { max };@@let mut budget = usize::MAX;@@a host resends every due message in one input: an overloaded host's beacons starve past the link timeout and it is declared failed (VOPR seed 17)"
   "reliable-ack-not-pulled@@crates/proto/src/ack.rs@@            if due < p.due {@@            if false \&\& due < p.due {@@a reliable ACK joining a waiting best-effort batch waits the long best-effort delay and holds back the commit barrier (§5.1)"
+  "agg-forwards-raw@@crates/runtime/src/aggregator.rs@@Some(&(Half::Up, p)) => self.up.handle(now, Input::Packet { port: p, packet }),@@Some(\&(Half::Up, p)) => { let raw = packet.clone(); self.up.handle(now, Input::Packet { port: p, packet }); self.pump(now); if matches!(raw, Packet::Data(_)) { if let Some(Output::Send { packet, .. }) = self.outputs.back_mut() { *packet = raw; } } }@@an aggregator daemon forwards a data packet as it came, before its register update reaches it: the sender's barrier goes on instead of the minimum over inputs (Eq. 4.1), so receivers pass barriers above packets still in flight@@cargo test -q -p onepipe --test live up_runs_a_two_layer_cluster"
+  "endpoint-delivers-on-arrival@@crates/runtime/src/endpoint.rs@@let role = if cluster.ordered {@@let role = if false \&\& cluster.ordered {@@an endpoint delivers each message on arrival, with no barrier and no reorder buffer (§4.1)@@cargo test -q -p onepipe --test live up_runs_a_two_layer_cluster"
+  "coalescer-reorders@@crates/runtime/src/coalesce.rs@@        packet.encode(&mut p.bytes);@@        let mut first = Vec::new(); packet.encode(\&mut first); first.extend_from_slice(\&p.bytes); p.bytes = first;@@the coalescer puts each packet in front of those already waiting for the datagram: a beacon overtakes the data it follows@@cargo test -q -p onepipe-runtime --lib"
+  "checker-backwards-barrier@@crates/sim/src/check.rs@@            Some(last) if barrier < last => {@@            Some(last) if barrier < last \&\& false => {@@the live checker's rule that a receiver's deliveries never carry a barrier lower than an earlier one is switched off@@cargo test -q -p onepipe-sim --lib check"
+  "checker-causality-on-send@@crates/sim/src/check.rs@@            if ts <= d {@@            if ts < d {@@the checker lets a host stamp a send exactly at a timestamp it already delivered (§2.1 causality: it must stamp above)@@cargo test -q -p onepipe-sim --lib check"
+  "store-stale-fence@@crates/ctrlstore/src/mem.rs@@is_some_and(|h| h.fence == l.fence)@@is_some_and(|h| h.fence >= l.fence)@@the controller store accepts a deposed leader's fenced write: two controllers append to the §5.2 log@@cargo test -q -p onepipe-ctrlstore --lib"
 )
 
 check_only=0
@@ -48,7 +68,9 @@ for m in "${mutants[@]}"; do
   name=${m%%@@*}; rest=${m#*@@}
   file=${rest%%@@*}; rest=${rest#*@@}
   from=${rest%%@@*}; rest=${rest#*@@}
-  to=${rest%%@@*}; why=${rest#*@@}
+  to=${rest%%@@*}; rest=${rest#*@@}
+  why=${rest%%@@*}; tests=""
+  [ "$why" != "$rest" ] && tests=${rest#*@@}
   if [ ${#selected[@]} -gt 0 ] && [[ ! " ${selected[*]} " =~ " $name " ]]; then continue; fi
   if [ "$check_only" = 1 ]; then
     FROM="$from" python3 - "$root/$file" "$name" <<'PY' || missed=$((missed + 1))
@@ -60,6 +82,7 @@ PY
     continue
   fi
   rm -rf "$tree" && mkdir -p "$tree"
+  built=1
   (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$tree"
   FROM="$from" TO="$to" python3 - "$tree/$file" <<'PY'
 import os, sys
@@ -71,8 +94,14 @@ open(p, "w").write(s.replace(frm, to, 1))
 PY
   # The protocol crate's own tests first: most mutants fail there, and the simulator's tests
   # (a longer build and run) are only built for those that pass them.
-  if (cd "$tree" && cargo test -q -p onepipe-proto >"$work/log" 2>&1 &&
-      cargo test -q -p onepipe-sim >>"$work/log" 2>&1); then
+  [ -n "$tests" ] || tests="cargo test -q -p onepipe-proto; cargo test -q -p onepipe-sim"
+  : >"$work/log"
+  passed=1
+  IFS=';' read -ra cmds <<<"$tests"
+  for cmd in "${cmds[@]}"; do
+    if ! (cd "$tree" && eval "$cmd" >>"$work/log" 2>&1); then passed=0; break; fi
+  done
+  if [ "$passed" = 1 ]; then
     echo "MISSED  $name — $why"
     missed=$((missed + 1))
   else

@@ -93,6 +93,15 @@ fn u(r: &Value, k: &str) -> u64 {
     r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"))
 }
 
+/// A run that passed: no violation, and drained — every message delivered or reported lost
+/// before the drain limit (an undrained run skips the loss checks, so the counts below would
+/// prove nothing).
+fn assert_clean(r: &Value, out: &str) {
+    assert_eq!(u(r, "violations"), 0, "{out}");
+    assert_eq!(r["drained"].as_bool(), Some(true), "{out}");
+    assert_eq!(u(r, "undrained"), 0, "{out}");
+}
+
 /// The acceptance run, short: two layers, all-to-all, best effort; every delivery
 /// checked for total order, causality and barrier safety, every message delivered.
 #[test]
@@ -100,7 +109,7 @@ fn up_runs_a_two_layer_cluster_whose_deliveries_pass_the_checkers() {
     let (code, out, r) = up("be", &["--workload", "all-to-all"]);
     assert_eq!(code, 0, "{out}");
     let r = r.expect("report");
-    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_clean(&r, &out);
     assert!(u(&r, "delivered") > 0);
     assert!(r["checked"].as_bool().unwrap() && r["ordered"].as_bool().unwrap());
     assert_eq!(u(&r, "aggregators"), 3, "tor-0, tor-1, spine-0");
@@ -128,7 +137,7 @@ fn up_with_the_reliable_service_delivers_every_message() {
     let (code, out, r) = up("reliable", &["--service", "reliable", "--layers", "1"]);
     assert_eq!(code, 0, "{out}");
     let r = r.expect("report");
-    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_clean(&r, &out);
     assert_eq!(u(&r, "undelivered_reliable"), 0);
     assert!(u(&r, "delivered_reliable") > 0);
     assert_eq!(u(&r, "delivered"), u(&r, "sent"), "{out}");
@@ -169,7 +178,7 @@ fn up_kill_a_process_and_its_tor_declares_the_rack_failed_and_the_rest_deliver_5
     );
     assert_eq!(code, 0, "{out}");
     let r = r.expect("report");
-    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_clean(&r, &out);
     assert_eq!(u(&r, "undelivered_reliable"), 0, "{out}");
     assert_eq!(procs(&r["declared_failed"]), [0, 1, 2, 3], "{out}");
     for d in r["declared_failed"].as_array().unwrap() {
@@ -198,7 +207,7 @@ fn up_best_effort_survives_a_killed_process_4_2() {
     let (code, out, r) = up("kill-be", &["--duration", "3s", "--kill", "proc:1@1s"]);
     assert_eq!(code, 0, "{out}");
     let r = r.expect("report");
-    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_clean(&r, &out);
     assert_eq!(procs(&r["declared_failed"]), [1], "{out}");
     for p in [0, 2, 3] {
         let after = r["delivered_after_kills"][format!("p{p}")]
@@ -225,7 +234,7 @@ fn up_kill_the_controller_then_a_process_best_effort_goes_on_unrepaired() {
     );
     assert_eq!(code, 0, "{out}");
     let r = r.expect("report");
-    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_clean(&r, &out);
     assert!(r["controller_killed"].as_bool().unwrap());
     assert!(r["declared_failed"].as_array().unwrap().is_empty(), "{out}");
     assert!(out.contains("no standby controller"), "{out}");
@@ -247,6 +256,7 @@ fn up_unordered_runs_the_baseline_and_refuses_the_reliable_service() {
     assert_eq!(code, 0, "{out}");
     let r = r.expect("report");
     assert!(!r["checked"].as_bool().unwrap() && !r["ordered"].as_bool().unwrap());
+    assert_eq!(r["drained"].as_bool(), Some(true), "{out}");
     assert!(u(&r, "delivered") > 0);
     let out = onepipe()
         .args(["up", "--unordered", "--service", "reliable"])
@@ -254,6 +264,35 @@ fn up_unordered_runs_the_baseline_and_refuses_the_reliable_service() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--unordered"));
+}
+
+/// The checkers can fail: run over the unordered baseline under load (`--check`), they find
+/// what ordering prevents — a receiver delivering out of timestamp order, below a barrier it
+/// had passed — and the run exits 1, naming them.
+#[test]
+fn up_unordered_check_reports_order_violations_under_load() {
+    let (code, out, r) = up(
+        "unordered-check",
+        &["--unordered", "--check", "--rate", "40000"],
+    );
+    assert_eq!(code, 1, "{out}");
+    let r = r.expect("report");
+    assert!(r["checked"].as_bool().unwrap() && !r["ordered"].as_bool().unwrap());
+    assert!(u(&r, "violations") > 0, "{out}");
+    assert!(u(&r, "checked_deliveries") > 0, "{out}");
+    let samples: Vec<&str> = r["violation_samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        samples
+            .iter()
+            .any(|v| v.contains("] order:") || v.contains("] barrier:")),
+        "{samples:#?}"
+    );
+    assert!(out.contains("violation(s):"), "{out}");
 }
 
 #[test]
@@ -428,7 +467,7 @@ fn garbage_sent_to_every_daemon_is_counted_and_dropped_and_deliveries_are_unchan
     assert_eq!(code, 0, "{out}");
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path("up.json")).unwrap()).unwrap();
-    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_clean(&r, &out);
     assert_eq!(
         u(&r, "delivered"),
         u(&r, "sent"),

@@ -57,6 +57,7 @@ fn killing_the_leader_controller_during_a_round_the_standby_completes_it_5_2() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(r["violations"].as_u64(), Some(0), "{text}");
+    assert_eq!(r["drained"].as_bool(), Some(true), "{text}");
     assert_eq!(r["undelivered_reliable"].as_u64(), Some(0), "{text}");
     // Both kills fired; the leader died after it logged the Detect report.
     let kills = r["kills"].as_array().unwrap();

@@ -12,9 +12,12 @@
 //! * `causality` — a delivered timestamp is below the receiving host's timestamp at delivery, and
 //!   every timestamp a host issues is above everything it delivered before (§2.1, §4.1).
 //! * `phantom` / `duplicate` — a delivery matches a send to that receiver with that timestamp,
-//!   at most once.
+//!   at most once at each receiver (counted per receiver at the end of the run, so a duplicate
+//!   at one receiver never hides a miss at another).
 //! * `barrier` — delivery strictly below the barrier that released it; never below a barrier the
-//!   receiver had already passed; host and switch barriers never move backwards.
+//!   receiver had already passed; host and switch barriers never move backwards. Drivers that
+//!   see a receiver only through its deliveries (the live runtime's records) have each
+//!   delivery's releasing barrier checked per receiver by [`Checker::on_released`].
 //! * `lower-bound` — with FIFO links, no packet ever arrives below its receiver's barrier (§4.1:
 //!   the barrier property holds "given the FIFO property of each network link"); every late drop
 //!   then is a barrier that lied.
@@ -108,6 +111,9 @@ pub struct Checker {
     crashed: Vec<bool>,
     host_barrier: Vec<Option<Timestamp>>,
     host_max_delivered: Vec<Option<Timestamp>>,
+    /// Per (service, receiver), for [`Checker::on_released`]: the barrier that released its
+    /// last delivery, and the one it had passed before that.
+    released: [Vec<Released>; 2],
     switch_barrier: Vec<Option<Timestamp>>,
     failed: BTreeMap<(u32, u64), u32>,
     /// §5.2: processes the controller declared failed, with their failure timestamps.
@@ -123,7 +129,13 @@ pub struct Checker {
     violation_count: u64,
     deliveries_checked: u64,
     undrained: u64,
+    /// Messages neither delivered nor reported when the run hit its drain limit, described
+    /// (the first [`VIOLATIONS_KEPT`]).
+    undrained_samples: Vec<String>,
 }
+
+/// A receiver's barriers as its deliveries carried them: (the one passed before, the latest).
+type Released = (Option<Timestamp>, Option<Timestamp>);
 
 impl Checker {
     /// A checker for `procs` processes on `hosts` hosts and `switches` switches.
@@ -146,6 +158,10 @@ impl Checker {
             crashed: vec![false; procs as usize],
             host_barrier: vec![None; hosts],
             host_max_delivered: vec![None; hosts],
+            released: [
+                vec![(None, None); procs as usize],
+                vec![(None, None); procs as usize],
+            ],
             switch_barrier: vec![None; switches],
             failed: BTreeMap::new(),
             declared: vec![None; procs as usize],
@@ -156,6 +172,7 @@ impl Checker {
             violation_count: 0,
             deliveries_checked: 0,
             undrained: 0,
+            undrained_samples: Vec::new(),
         }
     }
 
@@ -183,6 +200,12 @@ impl Checker {
     /// Messages neither delivered nor reported lost when a run hit its drain limit.
     pub fn undrained(&self) -> u64 {
         self.undrained
+    }
+
+    /// The first of the messages [`Checker::undrained`] counts: sender, scattering, timestamp
+    /// and how many destinations neither delivered it nor reported it.
+    pub fn undrained_samples(&self) -> &[String] {
+        &self.undrained_samples
     }
 
     /// Deliveries checked so far.
@@ -226,6 +249,7 @@ impl Checker {
         for k in 0..2 {
             self.last_key[k].resize(len, None);
             self.logs[k].resize(len, Vec::new());
+            self.released[k].resize(len, (None, None));
         }
         self.crashed.resize(len, false);
         self.declared.resize(len, None);
@@ -440,6 +464,48 @@ impl Checker {
         }
     }
 
+    /// For a driver that sees receivers only through their deliveries (the live runtime's
+    /// records): receiver `dst` delivered, in `reliable`'s service, a message released by
+    /// `barrier` (the barrier the delivery carries). Checks that the barriers a receiver's
+    /// deliveries carry never move backwards, and returns the `barrier_before` to pass to
+    /// [`Checker::on_deliver`]: the barrier the receiver had passed before this one.
+    ///
+    /// §4.1: a best-effort host delivers everything below its barrier at once, so every
+    /// delivery released by a later barrier lies at or above the earlier one. A reliable host
+    /// may not (`deliver_burst_max` leaves a backlog below the commit barrier for its next
+    /// input; a paused process resumes below it), so for reliable deliveries only monotonicity
+    /// is checked here and `None` is returned; their order is checked by `order` and
+    /// `agreement`.
+    pub fn on_released(
+        &mut self,
+        t: u64,
+        dst: u32,
+        reliable: bool,
+        barrier: Timestamp,
+    ) -> Option<Timestamp> {
+        if dst >= self.procs {
+            self.grow(dst + 1);
+        }
+        let slot = &mut self.released[usize::from(reliable)][dst as usize];
+        match slot.1 {
+            Some(last) if barrier < last => {
+                let detail = format!(
+                    "p{dst}'s {}deliveries carried barrier {barrier} after {last}",
+                    if reliable { "reliable " } else { "" }
+                );
+                self.violate(t, "barrier", detail);
+            }
+            Some(last) if barrier == last => {}
+            last => *slot = (last, Some(barrier)),
+        }
+        let before = self.released[usize::from(reliable)][dst as usize].0;
+        if reliable {
+            None
+        } else {
+            before
+        }
+    }
+
     /// Checks one delivery. `barrier_before` is the host's barrier before the input that caused
     /// it; `seq` is the scattering id read from the payload.
     pub fn on_deliver(
@@ -476,9 +542,6 @@ impl Checker {
             return;
         }
         rec.delivered += 1;
-        if rec.delivered as usize > rec.dsts.len() {
-            self.violate(t, "duplicate", format!("p{dst} got p{src}#{seq} again"));
-        }
         if d.ts >= d.barrier {
             let detail = format!(
                 "p{dst} delivered p{src}#{seq} ts {} at or above its barrier {}",
@@ -540,15 +603,9 @@ impl Checker {
     /// messages may still be on their way, and are counted by [`Checker::undrained`]); pairwise
     /// agreement.
     pub fn finish(&mut self, t: u64, seed: u64, drained: bool) {
+        self.check_duplicates(t);
         if !drained {
-            self.undrained = self
-                .sends
-                .iter()
-                .flatten()
-                .flatten()
-                .map(|r| r.dsts.len().saturating_sub(r.delivered as usize) as u64)
-                .sum::<u64>()
-                .saturating_sub(self.failed.values().map(|&f| f as u64).sum());
+            self.count_undrained();
             self.check_agreement(t, seed);
             return;
         }
@@ -682,6 +739,63 @@ impl Checker {
         self.check_agreement(t, seed);
     }
 
+    /// `duplicate`, per receiver: a receiver that delivers a message twice. Each extra copy is
+    /// reported, taken out of its receiver's log and out of the message's delivery count, so
+    /// that a duplicate at one receiver cannot make up for a miss at another in the loss and
+    /// atomicity checks that follow.
+    fn check_duplicates(&mut self, t: u64) {
+        let mut found = Vec::new();
+        for service in 0..2 {
+            for dst in 0..self.logs[service].len() {
+                let log = &mut self.logs[service][dst];
+                let mut seen: HashSet<(u32, u64)> = HashSet::with_capacity(log.len());
+                log.retain(|&k| {
+                    let first = seen.insert(k);
+                    if !first {
+                        found.push((dst as u32, k));
+                    }
+                    first
+                });
+            }
+        }
+        for (dst, (src, seq)) in found {
+            if let Some(rec) = self.sends[src as usize]
+                .get_mut(seq as usize)
+                .and_then(Option::as_mut)
+            {
+                rec.delivered -= 1;
+            }
+            self.violate(t, "duplicate", format!("p{dst} got p{src}#{seq} again"));
+        }
+    }
+
+    /// A run cut short by its drain limit: counts (and describes the first of) the messages
+    /// neither delivered nor reported lost.
+    fn count_undrained(&mut self) {
+        let mut unresolved = 0u64;
+        for (src, log) in self.sends.iter().enumerate() {
+            for (seq, rec) in log.iter().enumerate() {
+                let Some(rec) = rec else { continue };
+                let missing = rec.dsts.len().saturating_sub(rec.delivered as usize) as u64;
+                let reported = self.failed.get(&(src as u32, rec.ts.raw())).copied();
+                let open = missing.saturating_sub(u64::from(reported.unwrap_or(0)));
+                if open == 0 {
+                    continue;
+                }
+                unresolved += open;
+                if self.undrained_samples.len() < VIOLATIONS_KEPT {
+                    self.undrained_samples.push(format!(
+                        "p{src}#{seq} ts {}{}: {open} of {} destination(s) neither delivered it nor reported it lost",
+                        rec.ts,
+                        if rec.reliable { " (reliable)" } else { "" },
+                        rec.dsts.len()
+                    ));
+                }
+            }
+        }
+        self.undrained = unresolved;
+    }
+
     fn check_agreement(&mut self, t: u64, seed: u64) {
         let n = self.procs as usize;
         if n < 2 {
@@ -798,13 +912,67 @@ mod tests {
         c.on_deliver(5, 1, &delivery(1, 0, 10, 20, 10), 0, None);
         assert!(kinds(&c).contains(&"causality"));
         c.on_deliver(6, 1, &delivery(1, 0, 10, 20, 30), 0, None);
-        assert!(kinds(&c).contains(&"duplicate"));
         c.on_deliver(7, 0, &delivery(0, 0, 10, 20, 30), 0, None);
         c.on_deliver(7, 0, &delivery(0, 1, 10, 20, 30), 5, None);
         assert_eq!(kinds(&c).iter().filter(|k| **k == "phantom").count(), 2);
         // A host that delivered ts 10 must not stamp a later send at or below it.
         c.on_send(8, 1, 1, 0, ts(10), Dsts::All(2), false);
-        assert_eq!(kinds(&c).iter().filter(|k| **k == "causality").count(), 2);
+        assert_eq!(
+            kinds(&c).iter().filter(|k| **k == "causality").count(),
+            2,
+            "{:?}",
+            c.violations()
+        );
+        assert!(!kinds(&c).contains(&"duplicate"), "counted at the end");
+        c.finish(9, 1, true);
+        assert_eq!(kinds(&c).iter().filter(|k| **k == "duplicate").count(), 1);
+    }
+
+    /// A duplicate at one receiver and a miss at another: both are found (counted across
+    /// receivers, the two would cancel out).
+    #[test]
+    fn a_duplicate_at_one_receiver_does_not_hide_a_miss_at_another() {
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
+        c.on_deliver(5, 0, &delivery(0, 0, 10, 20, 30), 0, None);
+        c.on_deliver(6, 0, &delivery(0, 0, 10, 20, 30), 0, None);
+        c.finish(100, 1, true);
+        let k = kinds(&c);
+        assert!(k.contains(&"duplicate"), "{k:?}");
+        assert!(k.contains(&"unreported-loss"), "{k:?}");
+    }
+
+    /// Live records: the barriers a receiver's deliveries carry never go back, and a
+    /// best-effort delivery below a barrier an earlier delivery carried was released late
+    /// (§4.1: everything below a barrier is delivered when it passes).
+    #[test]
+    fn released_barriers_are_monotone_and_bound_later_best_effort_deliveries_4_1() {
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
+        c.on_send(0, 1, 1, 0, ts(12), Dsts::All(2), false);
+        c.on_send(0, 0, 0, 1, ts(30), Dsts::All(2), false);
+        // Receiver 1: ts 12 with barrier 20, then ts 10 with barrier 25 — released late.
+        let b = c.on_released(5, 1, false, ts(20));
+        assert_eq!(b, None, "nothing passed before the first barrier");
+        c.on_deliver(5, 1, &delivery(1, 1, 12, 20, 40), 0, b);
+        let b = c.on_released(6, 1, false, ts(25));
+        assert_eq!(b, Some(ts(20)));
+        c.on_deliver(6, 1, &delivery(1, 0, 10, 25, 40), 0, b);
+        assert!(kinds(&c).contains(&"barrier"), "{:?}", kinds(&c));
+        // Receiver 0: barriers 40 then 35 — backwards, whatever was delivered.
+        let mut c = checker();
+        c.on_released(5, 0, false, ts(40));
+        c.on_released(6, 0, false, ts(40));
+        assert_eq!(c.violation_count(), 0, "one barrier, one batch");
+        c.on_released(7, 0, true, ts(35));
+        assert_eq!(c.violation_count(), 0, "services are separate");
+        assert_eq!(
+            c.on_released(8, 0, true, ts(50)),
+            None,
+            "reliable: a backlog may lie below"
+        );
+        c.on_released(9, 0, false, ts(35));
+        assert_eq!(kinds(&c), vec!["barrier"]);
     }
 
     #[test]
@@ -830,10 +998,15 @@ mod tests {
     fn a_run_cut_short_by_its_drain_limit_counts_stragglers_not_losses() {
         let mut c = checker();
         c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
+        c.on_send(0, 1, 1, 0, ts(11), Dsts::All(2), false);
         c.on_deliver(5, 0, &delivery(0, 0, 10, 20, 30), 0, None);
+        c.on_deliver(5, 0, &delivery(0, 1, 11, 20, 30), 0, None);
+        c.on_send_failed(6, 1, 1, ts(11), NakReason::Lost);
         c.finish(100, 1, false);
         assert_eq!(c.violation_count(), 0);
-        assert_eq!(c.undrained(), 1);
+        assert_eq!(c.undrained(), 1, "p1#0's loss was reported; p0#0's was not");
+        assert_eq!(c.undrained_samples().len(), 1);
+        assert!(c.undrained_samples()[0].starts_with("p0#0 ts 10"));
     }
 
     #[test]

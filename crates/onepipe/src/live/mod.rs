@@ -135,6 +135,12 @@ pub struct UpArgs {
     /// reordering, delivery on arrival. Best effort only.
     #[arg(long)]
     pub unordered: bool,
+    /// Run the checkers on the unordered baseline too (ordered runs are always checked). The
+    /// baseline delivers on arrival and reports no losses, so under load they report order,
+    /// agreement and barrier violations and unreported losses, and the run exits 1: what the
+    /// checkers catch when ordering is missing.
+    #[arg(long)]
+    pub check: bool,
     /// Beacon interval (§4.2).
     #[arg(long, default_value = "1ms", value_parser = duration)]
     pub beacon_interval: u64,

@@ -80,7 +80,7 @@ pub struct UpReport {
     pub violations: u64,
     /// The first violations, described.
     pub violation_samples: Vec<String>,
-    /// Whether the checkers ran (not with `--unordered`, whose order is the baseline's).
+    /// Whether the checkers ran (always when ordered; with `--unordered`, only with `--check`).
     pub checked: bool,
     /// Deliveries the checkers examined.
     pub checked_deliveries: u64,
@@ -90,6 +90,8 @@ pub struct UpReport {
     pub drained: bool,
     /// Messages neither delivered nor reported when a drain limit ended the run.
     pub undrained: u64,
+    /// The first of them: sender, scattering, timestamp, destinations still open.
+    pub undrained_samples: Vec<String>,
     /// Packets dropped because they arrived below the barrier (§4.1).
     pub dropped_late: u64,
     /// Send-failed notifications.
@@ -973,7 +975,18 @@ fn report(
     started: Instant,
 ) -> Result<UpReport, String> {
     let n = cluster.procs();
-    let mut checker = Checker::new(n, 1, 0, false);
+    // Every link of a live cluster is FIFO (UDP between two sockets on one machine keeps its
+    // order; coalescing keeps each port's order), so a packet that arrives below its
+    // receiver's barrier means a barrier lied (`lower-bound`) — unless a member died, or an
+    // aggregator timed out an input that was only slow and took it back (§4.2): then late
+    // packets are that link's, and expected.
+    let links_removed: u64 = (0..run.roles.len())
+        .filter(|&i| matches!(run.roles[i], Role::Aggregator(_)))
+        .filter_map(|i| run.heard[i].stats.as_ref())
+        .map(|s| s["counters"]["links_removed"].as_u64().unwrap_or(0))
+        .sum();
+    let fifo = !args.unordered && args.kill.is_empty() && links_removed == 0;
+    let mut checker = Checker::new(n, 1, 0, fifo);
     let mut all: Vec<Option<NodeRecords>> = Vec::with_capacity(n as usize);
     let mut counters: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let sum = |c: &BTreeMap<String, u64>, k: &str| c.get(k).copied().unwrap_or(0);
@@ -1045,26 +1058,7 @@ fn report(
         .filter_map(|i| run.heard[i].stats.as_ref())
         .filter_map(|s| s["malformed"].as_u64())
         .sum();
-    let (mut sent, mut scatterings) = (0u64, 0u64);
-    for (p, recs) in all.iter().enumerate() {
-        for s in recs.iter().flat_map(|r| &r.sends) {
-            let dsts = match &s.dsts {
-                None => Dsts::All(n),
-                Some(v) => Dsts::List(v.clone()),
-            };
-            scatterings += 1;
-            sent += s.dsts.as_ref().map_or(u64::from(n), |v| v.len() as u64);
-            checker.on_send(
-                s.send_ns,
-                p as u32,
-                p as u32,
-                s.seq,
-                Timestamp::new(s.ts),
-                dsts,
-                s.reliable,
-            );
-        }
-    }
+    let mut feed = Feed::new(n, &all);
     // A sender that left no records: its scatterings as the others delivered them (all-to-all
     // knows every destination; otherwise those that delivered are all that is known).
     for ((src, seq), (ts, reliable, receivers)) in rebuilt_sends(&all) {
@@ -1072,48 +1066,23 @@ fn report(
             Workload::AllToAll => Dsts::All(n),
             _ => Dsts::List(receivers.into_iter().collect()),
         };
-        scatterings += 1;
-        sent += match &dsts {
+        feed.scatterings += 1;
+        feed.sent += match &dsts {
             Dsts::All(n) => u64::from(*n),
             Dsts::List(v) => v.len() as u64,
         };
         checker.on_send(0, src, src, seq, Timestamp::new(ts), dsts, reliable);
     }
-    let mut latency = NsHistogram::default();
-    let (mut delivered, mut delivered_reliable) = (0u64, 0u64);
-    let mut last_delivery_ns = 0u64;
-    for (p, recs) in all.iter().enumerate() {
-        let Some(recs) = recs else {
-            continue;
-        };
-        for d in &recs.deliveries {
-            delivered += 1;
-            delivered_reliable += u64::from(d.reliable);
-            last_delivery_ns = last_delivery_ns.max(d.recv_ns);
-            latency.record(d.latency_ns);
-            let delivery = Delivery {
-                dst: ProcId(p as u32),
-                src: ProcId(d.src),
-                ts: Timestamp::new(d.ts),
-                psn: Psn(d.psn),
-                payload: bytes::Bytes::new(),
-                barrier: Timestamp::new(d.barrier),
-                reliable: d.reliable,
-                arrived: ProtoInstant(d.recv_ns),
-                now_ts: Timestamp::new(d.delivered_ts),
-            };
-            checker.on_deliver(d.recv_ns, p as u32, &delivery, d.seq, None);
-        }
-        for f in &recs.failures {
-            checker.on_send_failed(
-                f.at_ns,
-                p as u32,
-                f.dst,
-                Timestamp::new(f.ts),
-                nak_reason(f.reason),
-            );
-        }
-    }
+    feed.run(&mut checker, &all);
+    let Feed {
+        sent,
+        scatterings,
+        delivered,
+        delivered_reliable,
+        last_delivery_ns,
+        latency,
+        ..
+    } = feed;
     // §5.2: the declared processes are excused as receivers and checked as senders against
     // their failure timestamps; a killed one never declared (no controller) promises nothing.
     for (&p, &(_, ts, _)) in &run.declared {
@@ -1128,14 +1097,14 @@ fn report(
     let stall = stall(args, run, &all, &gone);
     let drained = nodes(&run.roles).all(|i| run.heard[i].gone || run.heard[i].done == Some(true));
     checker.finish(monotonic_ns(), args.work.seed, drained);
-    let checked = !args.unordered;
+    let checked = !args.unordered || args.check;
     let duration_s = args.work.duration as f64 / 1e9;
     // Deliveries go on after sending stops (queues drain): divide by the time they took, or an
     // overloaded run that queues seconds of messages would count them as throughput.
     let delivery_span_s = duration_s.max(last_delivery_ns.saturating_sub(run.t0) as f64 / 1e9);
     Ok(UpReport {
         mode: "live",
-        ordered: checked,
+        ordered: !args.unordered,
         aggregator_mode: cluster.aggregator_mode.to_string(),
         service: args.work.service.name(),
         workload: args.work.workload.name(),
@@ -1170,6 +1139,7 @@ fn report(
         undelivered_reliable: checker.undelivered_reliable(),
         drained,
         undrained: checker.undrained(),
+        undrained_samples: checker.undrained_samples().to_vec(),
         dropped_late,
         send_failed,
         lost_reported: lost,
@@ -1231,6 +1201,128 @@ fn report(
         delivered_after_kills: stall.2,
         wall_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// What one process recorded, by kind, for [`Feed`]'s merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Rec {
+    /// A delivery (index into `deliveries`). At equal times deliveries go first: `recv_ns`
+    /// is read after the application received the message and `send_ns` before the send call
+    /// stamps, so a delivery at or before a send's time happened before its stamp.
+    Delivery,
+    Send,
+    Failure,
+}
+
+/// Feeds every process's records to the checker in the order they happened — all processes
+/// on one machine read one clock (`CLOCK_MONOTONIC`), and every record carries its time — so
+/// the rules that relate a process's sends to what it delivered before (§2.1 causality: a
+/// host never stamps at or below what it already delivered) run as they do in the simulator.
+/// Sums up as it goes.
+struct Feed {
+    procs: u32,
+    /// (time, kind, process, index into that process's records of that kind).
+    order: Vec<(u64, Rec, u32, u32)>,
+    sent: u64,
+    scatterings: u64,
+    delivered: u64,
+    delivered_reliable: u64,
+    last_delivery_ns: u64,
+    latency: NsHistogram,
+}
+
+impl Feed {
+    fn new(procs: u32, all: &[Option<NodeRecords>]) -> Feed {
+        let len = all
+            .iter()
+            .flatten()
+            .map(|r| r.sends.len() + r.deliveries.len() + r.failures.len())
+            .sum();
+        let mut order = Vec::with_capacity(len);
+        for (p, recs) in all.iter().enumerate() {
+            let Some(recs) = recs else { continue };
+            let p = p as u32;
+            let at = |i: usize| i as u32;
+            order.extend(
+                recs.sends
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (s.send_ns, Rec::Send, p, at(i))),
+            );
+            order.extend(
+                recs.deliveries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| (d.recv_ns, Rec::Delivery, p, at(i))),
+            );
+            order.extend(
+                recs.failures
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| (f.at_ns, Rec::Failure, p, at(i))),
+            );
+        }
+        // Stable: one process's deliveries of one service at one instant keep their order.
+        order.sort_by_key(|&(t, kind, _, _)| (t, kind));
+        Feed {
+            procs,
+            order,
+            sent: 0,
+            scatterings: 0,
+            delivered: 0,
+            delivered_reliable: 0,
+            last_delivery_ns: 0,
+            latency: NsHistogram::default(),
+        }
+    }
+
+    fn run(&mut self, checker: &mut Checker, all: &[Option<NodeRecords>]) {
+        let n = self.procs;
+        for &(t, kind, p, i) in &self.order {
+            let recs = all[p as usize]
+                .as_ref()
+                .expect("only recorded processes are fed");
+            match kind {
+                Rec::Send => {
+                    let s = &recs.sends[i as usize];
+                    let dsts = match &s.dsts {
+                        None => Dsts::All(n),
+                        Some(v) => Dsts::List(v.clone()),
+                    };
+                    self.scatterings += 1;
+                    self.sent += s.dsts.as_ref().map_or(u64::from(n), |v| v.len() as u64);
+                    let ts = Timestamp::new(s.ts);
+                    checker.on_send(t, p, p, s.seq, ts, dsts, s.reliable);
+                }
+                Rec::Delivery => {
+                    let d = &recs.deliveries[i as usize];
+                    self.delivered += 1;
+                    self.delivered_reliable += u64::from(d.reliable);
+                    self.last_delivery_ns = self.last_delivery_ns.max(t);
+                    self.latency.record(d.latency_ns);
+                    let barrier = Timestamp::new(d.barrier);
+                    let before = checker.on_released(t, p, d.reliable, barrier);
+                    let delivery = Delivery {
+                        dst: ProcId(p),
+                        src: ProcId(d.src),
+                        ts: Timestamp::new(d.ts),
+                        psn: Psn(d.psn),
+                        payload: bytes::Bytes::new(),
+                        barrier,
+                        reliable: d.reliable,
+                        arrived: ProtoInstant(t),
+                        now_ts: Timestamp::new(d.delivered_ts),
+                    };
+                    checker.on_deliver(t, p, &delivery, d.seq, before);
+                }
+                Rec::Failure => {
+                    let f = &recs.failures[i as usize];
+                    let reason = nak_reason(f.reason);
+                    checker.on_send_failed(t, p, f.dst, Timestamp::new(f.ts), reason);
+                }
+            }
+        }
+    }
 }
 
 /// Scatterings of senders that left no records, rebuilt from the deliveries of the others:
@@ -1333,7 +1425,7 @@ fn finish(args: &UpArgs, r: &UpReport) -> i32 {
     );
     if !r.drained {
         println!(
-            "  drain       limit reached with {} message(s) unresolved (raise --drain)",
+            "  drain       limit reached with {} message(s) neither delivered nor reported lost",
             r.undrained
         );
     }
@@ -1343,7 +1435,7 @@ fn finish(args: &UpArgs, r: &UpReport) -> i32 {
             r.violations, r.checked_deliveries
         )
     } else {
-        "off (--unordered: delivery order is the baseline's)".to_string()
+        "off (--unordered: delivery order is the baseline's; --check runs them)".to_string()
     };
     if !r.kills.is_empty() {
         let declared: Vec<String> = r
@@ -1403,12 +1495,92 @@ fn finish(args: &UpArgs, r: &UpReport) -> i32 {
             return EXIT_USAGE;
         }
     }
+    let mut code = 0;
     if r.violations > 0 || r.undelivered_reliable > 0 {
         eprintln!("onepipe up: {} violation(s):", r.violations);
         for v in &r.violation_samples {
             eprintln!("  {v}");
         }
-        return EXIT_VIOLATION;
+        code = EXIT_VIOLATION;
     }
-    0
+    if !r.drained {
+        // Liveness: every message is delivered or reported lost to its sender (§2.1); a run
+        // whose drain limit passed first has not shown that, so it fails.
+        eprintln!(
+            "onepipe up: not drained within --drain: {} message(s) neither delivered nor reported lost{}",
+            r.undrained,
+            if r.undrained_samples.is_empty() { "" } else { ", e.g.:" }
+        );
+        for u in &r.undrained_samples {
+            eprintln!("  {u}");
+        }
+        code = EXIT_VIOLATION;
+    }
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::records::{DeliveryRec, SendRec};
+
+    fn send(seq: u64, ts: u64, send_ns: u64) -> SendRec {
+        SendRec {
+            seq,
+            ts,
+            send_ns,
+            reliable: false,
+            dsts: None,
+        }
+    }
+
+    fn delivery(src: u32, ts: u64, barrier: u64, recv_ns: u64) -> DeliveryRec {
+        DeliveryRec {
+            src,
+            seq: 0,
+            ts,
+            barrier,
+            delivered_ts: barrier + 1,
+            recv_ns,
+            latency_ns: 1,
+            reliable: false,
+            psn: 0,
+        }
+    }
+
+    /// Two processes; p1 broadcasts ts 10 at time 1, which both deliver at time 5 (barrier
+    /// 20); p0 then sends `p0_ts` at time `p0_at`. The violations' kinds.
+    fn kinds_of(p0_ts: u64, p0_at: u64) -> Vec<&'static str> {
+        let all = vec![
+            Some(NodeRecords {
+                sends: vec![send(0, p0_ts, p0_at)],
+                deliveries: vec![delivery(1, 10, 20, 5)],
+                failures: Vec::new(),
+            }),
+            Some(NodeRecords {
+                sends: vec![send(0, 10, 1)],
+                deliveries: vec![delivery(1, 10, 20, 5)],
+                failures: Vec::new(),
+            }),
+        ];
+        let mut checker = Checker::new(2, 1, 0, true);
+        Feed::new(2, &all).run(&mut checker, &all);
+        checker.violations().iter().map(|v| v.kind).collect()
+    }
+
+    /// §2.1 causality, live: records are fed in time order, so a send stamped at or below a
+    /// timestamp its process had already delivered is caught — and one made before that
+    /// delivery is not.
+    #[test]
+    fn a_send_stamped_below_what_its_process_delivered_before_is_a_causality_violation() {
+        assert_eq!(kinds_of(9, 6), ["causality"], "sent after delivering ts 10");
+        assert_eq!(kinds_of(10, 6), ["causality"], "at it is not above it");
+        assert_eq!(
+            kinds_of(9, 4),
+            Vec::<&str>::new(),
+            "sent before the delivery"
+        );
+        // Equal times: the delivery was taken before the send call read the clock.
+        assert_eq!(kinds_of(9, 5), ["causality"]);
+    }
 }
