@@ -438,7 +438,13 @@ pub fn run_aggregator(
     // §5.2: the graph the controller reasons about (none for a shape it cannot express: then
     // nothing is reported, and the controller has no procedure either).
     let live = LiveTopology::of(&cluster).ok();
-    let mut driver = Driver::new(node, socket, ports, clock, cfg.clone())?;
+    let peers: Vec<SocketAddr> = (0..ports.outputs_len())
+        .filter_map(|i| ports.output(PortId(i as u32)))
+        .collect();
+    let cfg = cluster
+        .driver_config(cfg, &peers)
+        .map_err(JoinError::Transport)?;
+    let mut driver = Driver::new(node, socket, ports, clock, cfg)?;
     let reader_stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
     let thread_name = format!("onepipe-agg-{name}");
     let (mut control, mut inbox, reader) = control.split(&thread_name, reader_stop.0.clone())?;

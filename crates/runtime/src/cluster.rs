@@ -14,6 +14,10 @@
 //! ordered = true                  # false: the same transport with ordering switched off
 //! loss_timeout = "50ms"           # a best-effort message unacknowledged this long is reported lost
 //! link_timeout = "1s"             # an aggregator removes an input silent this long (§4.2); "0s": never
+//! datagram_len_max = "auto"       # UDP payload bytes per datagram: "auto" (each member's path
+//!                                 # MTU: 65,507 on loopback, 1,472 on Ethernet) or 1472..=65507
+//! gso = true                      # send many datagrams per system call (UDP GSO) where the kernel can
+//! gro = true                      # receive them as one buffer (UDP GRO) where the kernel can
 //!
 //! [[aggregator]]
 //! name = "tor-0"
@@ -40,6 +44,7 @@
 //! ([`crate::control`]).
 
 use crate::clock::ClockSource;
+use crate::config::{DriverConfig, DATAGRAM_LEN_MIN, GSO_SEGMENTS_MAX, UDP_PAYLOAD_MAX};
 use crate::roles::{AggregatorMode, LiveRoles};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,10 +83,25 @@ pub struct Cluster {
     pub loss_timeout_ns: u64,
     /// An aggregator removes an input link silent this long (§4.2); 0 never.
     pub link_timeout_ns: u64,
+    /// UDP payload bytes per datagram on the wire; `None` (`"auto"`): as many as every path
+    /// from the member carries without IP fragmentation (its route MTU). See
+    /// [`Cluster::driver_config`].
+    #[serde(default)]
+    pub datagram_len_max: Option<usize>,
+    /// Send several datagrams per system call with UDP GSO where the kernel has it.
+    #[serde(default = "yes")]
+    pub gso: bool,
+    /// Receive datagrams coalesced with UDP GRO where the kernel has it.
+    #[serde(default = "yes")]
+    pub gro: bool,
     /// The aggregators, in file order.
     pub aggregators: Vec<AggregatorSpec>,
     /// The processes, by id.
     pub processes: Vec<ProcessSpec>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One barrier aggregator (a host representative of a switch, §6.2.3).
@@ -250,6 +270,23 @@ impl Cluster {
             })?,
         };
         let link_timeout_ns = dur(&file.link_timeout, "link_timeout", roles.link_timeout_ns)?;
+        let datagram_len_max = match &file.datagram_len_max {
+            None => None,
+            Some(v) => match v.get_ref() {
+                LenRepr::Word(w) if w == "auto" => None,
+                LenRepr::Bytes(n) => Some(usize::try_from(*n).unwrap_or(usize::MAX)),
+                LenRepr::Word(w) => {
+                    return Err(ClusterError {
+                        line: line_of(v.span().start),
+                        field: "datagram_len_max".into(),
+                        message: format!("'{w}': expected \"auto\" or a number of bytes"),
+                    })
+                }
+            },
+        };
+        if let Some(v) = &file.datagram_len_max {
+            top("datagram_len_max", Some(v.span()));
+        }
         for (name, v) in [
             ("beacon_interval", &file.beacon_interval),
             ("aggregator_phase", &file.aggregator_phase),
@@ -268,6 +305,9 @@ impl Cluster {
             ordered: file.ordered.unwrap_or(true),
             loss_timeout_ns,
             link_timeout_ns,
+            datagram_len_max,
+            gso: file.gso.unwrap_or(true),
+            gro: file.gro.unwrap_or(true),
             aggregators: file
                 .aggregators
                 .iter()
@@ -352,6 +392,16 @@ impl Cluster {
         }
         if self.loss_timeout_ns == 0 {
             return Err(err(Loc::Top("loss_timeout"), "must be positive".into()));
+        }
+        if let Some(n) = self.datagram_len_max {
+            if !(DATAGRAM_LEN_MIN..=UDP_PAYLOAD_MAX).contains(&n) {
+                return Err(err(
+                    Loc::Top("datagram_len_max"),
+                    format!(
+                        "{n} is not in {DATAGRAM_LEN_MIN}..={UDP_PAYLOAD_MAX} (the largest ACK batch must fit; a UDP datagram holds at most {UDP_PAYLOAD_MAX})"
+                    ),
+                ));
+            }
         }
         if self.aggregators.is_empty() {
             return Err(err(
@@ -549,6 +599,9 @@ impl Cluster {
             ordered: true,
             loss_timeout_ns: roles.rto_ns,
             link_timeout_ns: roles.link_timeout_ns,
+            datagram_len_max: None,
+            gso: true,
+            gro: true,
             aggregators,
             processes,
         };
@@ -600,6 +653,15 @@ impl Cluster {
             "link_timeout = \"{}\"",
             format_duration(self.link_timeout_ns)
         );
+        match self.datagram_len_max {
+            None => {
+                let _ = writeln!(s, "datagram_len_max = \"auto\"");
+            }
+            Some(n) => {
+                let _ = writeln!(s, "datagram_len_max = {n}");
+            }
+        }
+        let _ = writeln!(s, "gso = {}\ngro = {}", self.gso, self.gro);
         for a in &self.aggregators {
             let _ = writeln!(
                 s,
@@ -618,6 +680,59 @@ impl Cluster {
             );
         }
         s
+    }
+
+    /// The transport of a member whose datagrams go to `peers`, from `base`: datagrams of the
+    /// file's `datagram_len_max`, or with `"auto"` as long as every path to a peer carries
+    /// whole (the smallest route MTU less the IP and UDP headers: 65,507 bytes on loopback,
+    /// 1,472 on Ethernet, 8,972 with jumbo frames); UDP GSO when `gso` is on and more than one
+    /// datagram fits a send (the driver falls back where the kernel refuses it); UDP GRO as
+    /// `gro` says.
+    ///
+    /// # Errors
+    /// A route MTU the kernel will not tell, or a `datagram_len_max` longer than a path carries
+    /// (it would be IP-fragmented, or refused with the don't-fragment bit): the message names
+    /// the field, the peer and its limit.
+    pub fn driver_config(
+        &self,
+        base: &DriverConfig,
+        peers: &[SocketAddr],
+    ) -> Result<DriverConfig, String> {
+        let mut path_max = UDP_PAYLOAD_MAX;
+        let mut narrowest = None;
+        for &peer in peers {
+            let max = crate::sys::path_payload_max(peer)
+                .map_err(|e| format!("datagram_len_max: the route MTU to {peer}: {e}"))?;
+            if max < path_max {
+                (path_max, narrowest) = (max, Some(peer));
+            }
+        }
+        let len = match self.datagram_len_max {
+            None if path_max < DATAGRAM_LEN_MIN => {
+                return Err(format!(
+                    "datagram_len_max: the path to {} carries at most {path_max} bytes of UDP payload per datagram, below the {DATAGRAM_LEN_MIN} a live cluster needs (the largest ACK batch)",
+                    narrowest.map_or("a peer".to_string(), |p| p.to_string())
+                ))
+            }
+            None => path_max,
+            Some(n) if n > path_max => {
+                return Err(format!(
+                    "datagram_len_max: {n} bytes do not fit the path to {} (at most {path_max} bytes of UDP payload per datagram): they would be IP-fragmented",
+                    narrowest.map_or("a peer".to_string(), |p| p.to_string())
+                ))
+            }
+            Some(n) => n,
+        };
+        let mut cfg = base.clone();
+        cfg.coalesce.datagram_len_max = len;
+        cfg.coalesce.segments_max = if self.gso {
+            (UDP_PAYLOAD_MAX / len).clamp(1, GSO_SEGMENTS_MAX)
+        } else {
+            1
+        };
+        cfg.gro = self.gro;
+        cfg.recv_datagram_len_max = cfg.recv_datagram_len_max.max(cfg.coalesce.send_len_max());
+        Ok(cfg)
     }
 
     /// Number of processes.
@@ -726,10 +841,21 @@ struct FileRepr {
     ordered: Option<bool>,
     loss_timeout: Option<Spanned<String>>,
     link_timeout: Option<Spanned<String>>,
+    datagram_len_max: Option<Spanned<LenRepr>>,
+    gso: Option<bool>,
+    gro: Option<bool>,
     #[serde(default, rename = "aggregator")]
     aggregators: Vec<AggregatorRepr>,
     #[serde(default, rename = "process")]
     processes: Vec<ProcessRepr>,
+}
+
+/// `datagram_len_max`: `"auto"` or a number of bytes.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum LenRepr {
+    Bytes(u64),
+    Word(String),
 }
 
 #[derive(Deserialize)]
@@ -875,6 +1001,49 @@ mod tests {
 
     fn line_of(text: &str, needle: &str) -> usize {
         text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    /// `datagram_len_max`: `"auto"` or bytes in 1,472..=65,507, named with its line when
+    /// wrong. On loopback `"auto"` is 65,507 bytes and no GSO (one datagram is a whole send);
+    /// an Ethernet-sized datagram sends 44 at a time with GSO, or one without.
+    #[test]
+    fn datagrams_are_as_long_as_the_path_carries_or_the_file_says() {
+        let auto = two_layers();
+        assert_eq!(
+            (auto.datagram_len_max, auto.gso, auto.gro),
+            (None, true, true)
+        );
+        let lo: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let base = DriverConfig::default();
+        let cfg = auto.driver_config(&base, &[lo]).unwrap();
+        assert_eq!(cfg.coalesce.datagram_len_max, UDP_PAYLOAD_MAX);
+        assert_eq!(cfg.coalesce.segments_max, 1);
+        cfg.check().unwrap();
+        let text = edited("datagram_len_max = \"auto\"", "datagram_len_max = 1472");
+        let c = Cluster::parse(&text).unwrap();
+        assert_eq!(Cluster::parse(&c.to_toml()).unwrap(), c);
+        let cfg = c.driver_config(&base, &[lo]).unwrap();
+        assert_eq!(
+            (cfg.coalesce.datagram_len_max, cfg.coalesce.segments_max),
+            (1_472, 44)
+        );
+        cfg.check().unwrap();
+        let no_gso = Cluster { gso: false, ..c };
+        let cfg = no_gso.driver_config(&base, &[lo]).unwrap();
+        assert_eq!(cfg.coalesce.segments_max, 1);
+        for bad in ["100", "70000", "\"big\""] {
+            let text = edited(
+                "datagram_len_max = \"auto\"",
+                &format!("datagram_len_max = {bad}"),
+            );
+            let e = error(&text);
+            let line = line_of(&text, "datagram_len_max");
+            assert_eq!(
+                (e.field.as_str(), e.line),
+                ("datagram_len_max", Some(line)),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -15,8 +15,18 @@
 //! role emitted them (a beacon never overtakes the data it follows). The queue is bounded
 //! (`send_queue_len_max`); a flush into a full queue drops the datagram and counts it.
 //!
-//! On receive, [`decode_datagram`] takes packets off a datagram one after another; a malformed
-//! tail is reported and the rest of the datagram dropped.
+//! **GSO** (`segments_max > 1`): one send may carry several datagrams of `datagram_len_max`
+//! bytes (*segments*), which the kernel cuts apart at exact multiples of that length (UDP
+//! `UDP_SEGMENT`). A packet never straddles two segments — each must decode alone — so when the
+//! next packet does not fit the rest of a segment, the segment is padded to its full length with
+//! zero bytes ([`PADDING`], a byte no packet starts with) and the packet opens the next one; the
+//! last segment is not padded. The pending buffer is flushed when no further segment fits one
+//! UDP send (65,507 bytes) or `segments_max` are used.
+//!
+//! On receive, [`decode_datagram`] takes packets off a datagram one after another, skipping
+//! padding to the end of its segment; a malformed tail is reported and the rest of the datagram
+//! dropped. With UDP GRO a receive may hold several segments: the kernel gives their length, and
+//! a packet must end within its segment.
 //!
 //! This module is pure: no sockets, no clock (time is an argument), so the policy is unit-tested
 //! on its own. Buffers are recycled through a free list: the steady state allocates nothing.
@@ -27,6 +37,12 @@ use onepipe_proto::ids::PortId;
 use onepipe_proto::time::Instant;
 use onepipe_proto::wire::{DecodeError, Packet};
 use std::collections::VecDeque;
+
+/// The byte GSO segments are padded with: no packet starts with it (opcodes start at 1).
+pub const PADDING: u8 = 0;
+
+/// Most emptied buffers kept for reuse; beyond it they are freed (64 KiB each at most).
+const FREE_LEN_MAX: usize = 64;
 
 /// Why a pending datagram was flushed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,15 +55,17 @@ pub enum FlushReason {
     Idle,
 }
 
-/// A flushed datagram waiting for the socket.
+/// A flushed datagram waiting for the socket — with GSO, a send of several.
 #[derive(Debug)]
 pub struct Datagram {
     /// The output port it goes to.
     pub port: PortId,
-    /// The encoded packets, back to back.
+    /// The encoded packets, back to back (with GSO, segments padded to `datagram_len_max`).
     pub bytes: Vec<u8>,
     /// How many packets it holds.
     pub packets: u32,
+    /// How many datagrams the kernel makes of it (1 without GSO).
+    pub segments: u32,
 }
 
 /// Counters of the coalescing layer; never reset.
@@ -63,8 +81,11 @@ pub struct CoalesceStats {
     pub flushes_idle: u64,
     /// Packets longer than `datagram_len_max` sent alone in a datagram of their own.
     pub packets_oversize: u64,
-    /// Packets longer than a UDP datagram can be: dropped.
+    /// Packets longer than a UDP datagram can be — or, with GSO, than one segment (the kernel
+    /// would cut them): dropped.
     pub packets_too_large: u64,
+    /// Bytes of zero padding that ended GSO segments early.
+    pub padding_bytes: u64,
     /// Datagrams dropped because the send queue was full.
     pub send_queue_dropped_datagrams: u64,
     /// Packets in those datagrams.
@@ -78,6 +99,10 @@ struct Pending {
     packets: u32,
     /// When the oldest packet was appended.
     oldest: Option<Instant>,
+    /// Where the segment being filled starts in `bytes` (GSO; 0 without).
+    segment_start: usize,
+    /// Segments begun (0 while empty).
+    segments: u32,
 }
 
 /// Per-port coalescing buffers and the FIFO send queue behind them. See the module docs.
@@ -86,6 +111,8 @@ pub struct Coalescer {
     cfg: CoalesceConfig,
     pending: Vec<Pending>,
     queue: VecDeque<Datagram>,
+    /// Bytes in `queue`.
+    queue_bytes: usize,
     /// Emptied buffers, reused for the next pending datagram.
     free: Vec<Vec<u8>>,
     stats: CoalesceStats,
@@ -107,7 +134,8 @@ impl Coalescer {
                     ..Pending::default()
                 })
                 .collect(),
-            queue: VecDeque::with_capacity(cfg.send_queue_len_max),
+            queue: VecDeque::with_capacity(cfg.send_queue_len_max.min(1_024)),
+            queue_bytes: 0,
             free: Vec::new(),
             stats: CoalesceStats::default(),
             cfg,
@@ -130,7 +158,9 @@ impl Coalescer {
     }
 
     /// Appends `packet` to output `port`'s pending datagram at local time `now`, flushing that
-    /// datagram first if the packet would not fit, and after if nothing more could fit.
+    /// datagram first if the packet would not fit, and after if nothing more could fit. With
+    /// GSO, a packet that does not fit the rest of a segment opens the next one instead, the
+    /// segment padded to its full length.
     ///
     /// # Panics
     /// If `port` is not below [`Coalescer::ports`]: the driver checks ports against its table.
@@ -138,17 +168,28 @@ impl Coalescer {
         assert!(port.index() < self.pending.len(), "unknown output {port}");
         let len = packet.encoded_len();
         self.stats.packets_queued += 1;
-        if len > self.cfg.datagram_len_max {
+        let seg_len = self.cfg.datagram_len_max;
+        if len > seg_len {
             self.push_oversize(port, packet, len);
             return;
         }
         let p = &self.pending[port.index()];
-        if !p.bytes.is_empty() && p.bytes.len() + len > self.cfg.datagram_len_max {
-            self.flush_port(port, FlushReason::Full);
+        if !p.bytes.is_empty() && p.bytes.len() - p.segment_start + len > seg_len {
+            if self.segment_fits(p, len) {
+                let p = &mut self.pending[port.index()];
+                let padding = p.segment_start + seg_len - p.bytes.len();
+                p.bytes.resize(p.segment_start + seg_len, PADDING);
+                p.segment_start = p.bytes.len();
+                p.segments += 1;
+                self.stats.padding_bytes += padding as u64;
+            } else {
+                self.flush_port(port, FlushReason::Full);
+            }
         }
         let p = &mut self.pending[port.index()];
         if p.oldest.is_none() {
             p.oldest = Some(now);
+            p.segments = 1;
         }
         let before = p.bytes.len();
         packet.encode(&mut p.bytes);
@@ -158,16 +199,27 @@ impl Coalescer {
             "encoded_len agrees with encode"
         );
         p.packets += 1;
-        let room = self.cfg.datagram_len_max - p.bytes.len();
-        if room < PACKET_LEN_MIN || p.packets as usize >= self.cfg.packets_per_datagram_max {
+        let room = seg_len - (p.bytes.len() - p.segment_start);
+        let p = &self.pending[port.index()];
+        let full = p.packets as usize >= self.cfg.packets_per_datagram_max
+            || (room < PACKET_LEN_MIN && !self.segment_fits(p, PACKET_LEN_MIN));
+        if full {
             self.flush_port(port, FlushReason::Full);
         }
+    }
+
+    /// Whether, after padding the segment being filled, a packet of `len` bytes fits a new
+    /// segment of the same send (GSO).
+    fn segment_fits(&self, p: &Pending, len: usize) -> bool {
+        (p.segments as usize) < self.cfg.segments_max
+            && p.segment_start + self.cfg.datagram_len_max + len <= UDP_PAYLOAD_MAX
     }
 
     /// Fig. 6 lets a request larger than BSZ form a batch of its own: flush what is pending
     /// (order), then send the packet alone — unless no UDP datagram can hold it.
     fn push_oversize(&mut self, port: PortId, packet: &Packet, len: usize) {
-        if len > UDP_PAYLOAD_MAX {
+        // With GSO the socket cuts every longer send into segments: such a packet cannot go.
+        if len > UDP_PAYLOAD_MAX || self.cfg.segments_max > 1 {
             self.stats.packets_too_large += 1;
             return;
         }
@@ -182,6 +234,7 @@ impl Coalescer {
             port,
             bytes,
             packets: 1,
+            segments: 1,
         });
     }
 
@@ -234,13 +287,22 @@ impl Coalescer {
     pub fn pop_sent(&mut self, n: usize) {
         assert!(n <= self.queue.len(), "popping more than was queued");
         for _ in 0..n {
-            let mut d = self.queue.pop_front().expect("length checked");
-            d.bytes.clear();
-            if d.bytes.capacity() < self.cfg.datagram_len_max {
-                d.bytes.reserve_exact(self.cfg.datagram_len_max);
-            }
-            self.free.push(d.bytes);
+            let d = self.queue.pop_front().expect("length checked");
+            self.queue_bytes -= d.bytes.len();
+            self.recycle(d.bytes);
         }
+    }
+
+    /// Keeps an emptied buffer for the next pending datagram, up to [`FREE_LEN_MAX`].
+    fn recycle(&mut self, mut bytes: Vec<u8>) {
+        if self.free.len() >= FREE_LEN_MAX {
+            return;
+        }
+        bytes.clear();
+        if bytes.capacity() < self.cfg.datagram_len_max {
+            bytes.reserve_exact(self.cfg.datagram_len_max);
+        }
+        self.free.push(bytes);
     }
 
     fn flush_port(&mut self, port: PortId, reason: FlushReason) {
@@ -252,30 +314,56 @@ impl Coalescer {
         debug_assert!(p.packets > 0 && !p.bytes.is_empty());
         let bytes = core::mem::replace(&mut p.bytes, fresh);
         let packets = core::mem::take(&mut p.packets);
+        let segments = core::mem::take(&mut p.segments);
+        p.segment_start = 0;
         p.oldest = None;
         match reason {
             FlushReason::Full => self.stats.flushes_full += 1,
             FlushReason::Delay => self.stats.flushes_delay += 1,
             FlushReason::Idle => self.stats.flushes_idle += 1,
         }
+        debug_assert!(segments >= 1 && bytes.len() <= self.cfg.send_len_max());
         self.enqueue(Datagram {
             port,
             bytes,
             packets,
+            segments,
         });
     }
 
     fn enqueue(&mut self, d: Datagram) {
-        if self.queue.len() >= self.cfg.send_queue_len_max {
-            self.stats.send_queue_dropped_datagrams += 1;
+        if self.queue.len() >= self.cfg.send_queue_len_max
+            || self.queue_bytes + d.bytes.len() > self.cfg.send_queue_bytes_max
+        {
+            self.stats.send_queue_dropped_datagrams += u64::from(d.segments);
             self.stats.send_queue_dropped_packets += u64::from(d.packets);
-            let mut bytes = d.bytes;
-            bytes.clear();
-            self.free.push(bytes);
+            self.recycle(d.bytes);
             return;
         }
+        self.queue_bytes += d.bytes.len();
         self.queue.push_back(d);
-        debug_assert!(self.free.len() <= self.cfg.send_queue_len_max + self.pending.len());
+        debug_assert!(self.free.len() <= FREE_LEN_MAX);
+    }
+}
+
+/// Why [`decode_datagram`] stopped before the end of a datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FramingError {
+    /// The datagram held no packet (empty, or padding only).
+    Empty,
+    /// A malformed packet.
+    Packet(DecodeError),
+    /// Padding (a zero byte where a packet would start) followed by something other than zero
+    /// bytes up to the end of its segment.
+    Padding {
+        /// Where the padding started.
+        at: usize,
+    },
+}
+
+impl From<DecodeError> for FramingError {
+    fn from(e: DecodeError) -> FramingError {
+        FramingError::Packet(e)
     }
 }
 
@@ -285,35 +373,53 @@ pub struct DatagramDecode {
     /// Packets decoded (and handed over) before the end or the first error.
     pub packets: usize,
     /// Why decoding stopped early, if it did: the rest of the datagram was dropped.
-    pub error: Option<DecodeError>,
+    pub error: Option<FramingError>,
 }
 
-/// Decodes the packets of one datagram, front to back, into `out`. Data payloads are zero-copy
-/// slices of `datagram`. Stops at the first malformed packet: what follows it cannot be framed.
-pub fn decode_datagram(datagram: &Bytes, out: &mut Vec<Packet>) -> DatagramDecode {
-    let mut rest = datagram.clone();
+/// Decodes the packets of one received buffer, front to back, into `out`. `segment_len` is the
+/// length of the datagrams it holds (a GRO receive holds several, each `segment_len` bytes but
+/// the last); 0 or anything at least the buffer's length means one datagram. A zero byte where
+/// a packet would start is padding to the end of its segment; a packet must end within its
+/// segment. Data payloads are zero-copy slices of `datagram`. Stops at the first malformed
+/// packet: what follows it cannot be framed.
+pub fn decode_datagram(
+    datagram: &Bytes,
+    segment_len: usize,
+    out: &mut Vec<Packet>,
+) -> DatagramDecode {
+    let len = datagram.len();
+    let seg = if segment_len == 0 {
+        len.max(1)
+    } else {
+        segment_len
+    };
+    let mut at = 0;
     let mut packets = 0;
-    if rest.is_empty() {
-        return DatagramDecode {
-            packets,
-            error: Some(DecodeError::Empty),
-        };
-    }
-    while !rest.is_empty() {
-        match Packet::decode_bytes(&rest) {
+    let stop = |packets, error| DatagramDecode {
+        packets,
+        error: Some(error),
+    };
+    while at < len {
+        let segment_end = ((at / seg + 1) * seg).min(len);
+        if datagram[at] == PADDING {
+            if datagram[at..segment_end].iter().any(|&b| b != PADDING) {
+                return stop(packets, FramingError::Padding { at });
+            }
+            at = segment_end;
+            continue;
+        }
+        match Packet::decode_bytes(&datagram.slice(at..segment_end)) {
             Ok((packet, used)) => {
-                debug_assert!(used > 0 && used <= rest.len());
+                debug_assert!(used > 0 && at + used <= segment_end);
                 out.push(packet);
                 packets += 1;
-                let _ = rest.split_to(used);
+                at += used;
             }
-            Err(e) => {
-                return DatagramDecode {
-                    packets,
-                    error: Some(e),
-                }
-            }
+            Err(e) => return stop(packets, e.into()),
         }
+    }
+    if packets == 0 {
+        return stop(0, FramingError::Empty);
     }
     DatagramDecode {
         packets,
@@ -364,7 +470,13 @@ mod tests {
         let mut out = Vec::new();
         for d in c.queue() {
             let mut ps = Vec::new();
-            let r = decode_datagram(&Bytes::copy_from_slice(&d.bytes), &mut ps);
+            // As a GRO receive hands it over: with its segment length if it has several.
+            let seg = if d.segments > 1 {
+                c.config().datagram_len_max
+            } else {
+                0
+            };
+            let r = decode_datagram(&Bytes::copy_from_slice(&d.bytes), seg, &mut ps);
             assert_eq!(r.error, None);
             assert_eq!(r.packets, d.packets as usize);
             out.extend(ps.into_iter().map(|p| (d.port, p)));
@@ -556,9 +668,12 @@ mod tests {
         bytes.extend_from_slice(&[0xEE, 1, 2, 3]);
         beacon(3).encode(&mut bytes);
         let mut out = Vec::new();
-        let r = decode_datagram(&Bytes::from(bytes), &mut out);
+        let r = decode_datagram(&Bytes::from(bytes), 0, &mut out);
         assert_eq!(r.packets, 2);
-        assert_eq!(r.error, Some(DecodeError::UnknownOpcode(0xEE)));
+        assert_eq!(
+            r.error,
+            Some(FramingError::Packet(DecodeError::UnknownOpcode(0xEE)))
+        );
         assert_eq!(out, vec![beacon(1), data(2, 5)]);
     }
 
@@ -569,11 +684,124 @@ mod tests {
         data(2, 50).encode(&mut bytes);
         bytes.truncate(bytes.len() - 10);
         let mut out = Vec::new();
-        let r = decode_datagram(&Bytes::from(bytes), &mut out);
+        let r = decode_datagram(&Bytes::from(bytes), 0, &mut out);
         assert_eq!(r.packets, 1);
-        assert!(matches!(r.error, Some(DecodeError::Truncated { .. })));
-        let r = decode_datagram(&Bytes::new(), &mut out);
-        assert_eq!(r.error, Some(DecodeError::Empty));
+        assert!(matches!(
+            r.error,
+            Some(FramingError::Packet(DecodeError::Truncated { .. }))
+        ));
+        let r = decode_datagram(&Bytes::new(), 0, &mut out);
+        assert_eq!(r.error, Some(FramingError::Empty));
+    }
+
+    fn gso(datagram_len_max: usize, segments_max: usize) -> CoalesceConfig {
+        CoalesceConfig {
+            datagram_len_max,
+            segments_max,
+            ..CoalesceConfig::default()
+        }
+    }
+
+    /// GSO: packets that do not fit the rest of a segment open the next one, the segment
+    /// padded to its full length, so the kernel's cuts at multiples of `datagram_len_max` fall
+    /// between packets; the last segment is not padded.
+    #[test]
+    fn gso_segments_are_padded_so_every_cut_falls_between_packets() {
+        let seg = 1_500;
+        let mut c = Coalescer::new(gso(seg, 8), 1);
+        let mut expect = Vec::new();
+        // 1,000-byte packets: one per segment, 500 bytes of padding after each but the last.
+        for i in 0..5 {
+            let p = data(i, 1_000 - DATA_HEADER_LEN);
+            c.push(Instant(0), PortId(0), &p);
+            expect.push((PortId(0), p));
+        }
+        assert!(c.queue().is_empty(), "five of eight segments used");
+        c.flush_idle();
+        let d = &c.queue()[0];
+        assert_eq!((d.packets, d.segments), (5, 5));
+        assert_eq!(d.bytes.len(), 4 * seg + 1_000);
+        assert_eq!(c.stats().padding_bytes, 4 * 500);
+        for k in 1..5 {
+            assert_eq!(d.bytes[k * seg - 500..k * seg], [PADDING; 500]);
+        }
+        assert_eq!(sent(&c), expect, "decoded as GRO would hand it over");
+        // Each segment alone (no GRO: the kernel delivers them one by one) decodes too.
+        let mut one_by_one = Vec::new();
+        for chunk in d.bytes.chunks(seg) {
+            let r = decode_datagram(&Bytes::copy_from_slice(chunk), 0, &mut one_by_one);
+            assert_eq!((r.packets, r.error), (1, None));
+        }
+        assert_eq!(one_by_one.len(), 5);
+    }
+
+    #[test]
+    fn a_gso_send_is_flushed_when_no_further_segment_fits() {
+        // Eight segments at most: the ninth packet flushes the first eight.
+        let mut c = Coalescer::new(gso(1_500, 8), 1);
+        for i in 0..9 {
+            c.push(Instant(0), PortId(0), &data(i, 1_000));
+        }
+        assert_eq!(c.queue().len(), 1);
+        assert_eq!(c.queue()[0].segments, 8);
+        assert_eq!(c.stats().flushes_full, 1);
+        // 9,000-byte segments: seven fit one UDP send (65,507 bytes), an eighth does not.
+        let mut c = Coalescer::new(gso(9_000, 64), 1);
+        for i in 0..8 {
+            c.push(Instant(0), PortId(0), &data(i, 8_000));
+        }
+        assert_eq!(c.queue().len(), 1);
+        assert_eq!(c.queue()[0].segments, 7);
+        assert!(c.queue()[0].bytes.len() <= UDP_PAYLOAD_MAX);
+    }
+
+    #[test]
+    fn with_gso_a_packet_longer_than_a_segment_is_dropped_not_cut() {
+        let mut c = Coalescer::new(gso(1_500, 8), 1);
+        c.push(Instant(0), PortId(0), &data(1, 2_000));
+        assert_eq!(c.stats().packets_too_large, 1);
+        c.flush_idle();
+        assert!(c.queue().is_empty());
+    }
+
+    #[test]
+    fn padding_is_no_opcode() {
+        assert_eq!(onepipe_proto::wire::Opcode::from_u8(PADDING), None);
+    }
+
+    #[test]
+    fn padding_that_is_not_zero_to_its_segment_end_is_malformed() {
+        let mut bytes = Vec::new();
+        beacon(1).encode(&mut bytes);
+        bytes.resize(50, PADDING);
+        beacon(2).encode(&mut bytes);
+        let mut out = Vec::new();
+        let r = decode_datagram(&Bytes::from(bytes.clone()), 50, &mut out);
+        assert_eq!(
+            (r.packets, r.error),
+            (2, None),
+            "padding to the segment end"
+        );
+        out.clear();
+        let r = decode_datagram(&Bytes::from(bytes), 0, &mut out);
+        assert_eq!(r.packets, 1, "one datagram: the padding runs to its end");
+        assert_eq!(r.error, Some(FramingError::Padding { at: BEACON_LEN }));
+        let r = decode_datagram(&Bytes::from(vec![PADDING; 40]), 0, &mut out);
+        assert_eq!(r.error, Some(FramingError::Empty), "padding only");
+    }
+
+    #[test]
+    fn a_packet_that_would_straddle_a_segment_boundary_is_malformed() {
+        let mut bytes = Vec::new();
+        data(1, 10).encode(&mut bytes);
+        data(2, 10).encode(&mut bytes);
+        let mut out = Vec::new();
+        let r = decode_datagram(&Bytes::from(bytes), DATA_HEADER_LEN + 20, &mut out);
+        assert_eq!(r.packets, 1);
+        assert!(matches!(
+            r.error,
+            Some(FramingError::Packet(DecodeError::Truncated { .. }))
+        ));
     }
 
     #[test]
@@ -594,7 +822,8 @@ mod tests {
                 *b = (*b % 6).max(1);
             }
             out.clear();
-            let r = decode_datagram(&Bytes::from(v), &mut out);
+            let seg = (x % 3) as usize * 40;
+            let r = decode_datagram(&Bytes::from(v), seg, &mut out);
             assert_eq!(r.packets, out.len());
         }
     }

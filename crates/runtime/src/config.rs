@@ -29,6 +29,13 @@ pub const PACKET_LEN_MIN: usize = BEACON_LEN;
 /// arrays.
 pub const BATCH_LEN_MAX: usize = 64;
 
+/// Most segments one UDP GSO send carries (the kernel's `UDP_MAX_SEGMENTS` on older kernels).
+pub const GSO_SEGMENTS_MAX: usize = 64;
+
+/// The smallest `datagram_len_max` a live cluster accepts: the largest ACK batch (§6.1) must fit
+/// one datagram, since with GSO a longer packet could not be sent whole.
+pub const DATAGRAM_LEN_MIN: usize = onepipe_proto::wire::ACK_BATCH_BYTES_MAX;
+
 const _: () = assert!(PACKET_LEN_MIN <= DATAGRAM_LEN_MAX_DEFAULT);
 const _: () = assert!(DATAGRAM_LEN_MAX_DEFAULT <= UDP_PAYLOAD_MAX);
 const _: () = assert!(onepipe_proto::wire::NAK_LEN >= PACKET_LEN_MIN);
@@ -53,6 +60,14 @@ pub struct CoalesceConfig {
     /// Most flushed datagrams waiting for the socket (after `EAGAIN`); further flushes are
     /// dropped and counted.
     pub send_queue_len_max: usize,
+    /// Most bytes of flushed datagrams waiting for the socket: 64 KiB datagrams make
+    /// `send_queue_len_max` alone a loose bound on memory.
+    pub send_queue_bytes_max: usize,
+    /// UDP GSO (`UDP_SEGMENT`): how many datagrams of `datagram_len_max` bytes one send may
+    /// carry, the kernel cutting them apart (each but the last padded to the full length, see
+    /// [`crate::coalesce`]). 1: no GSO. The driver sets the socket's segment size to
+    /// `datagram_len_max` and falls back to 1 where the kernel refuses it.
+    pub segments_max: usize,
 }
 
 impl Default for CoalesceConfig {
@@ -62,6 +77,8 @@ impl Default for CoalesceConfig {
             packets_per_datagram_max: 1_024,
             flush_delay_ns: FLUSH_DELAY_NS_DEFAULT,
             send_queue_len_max: 4_096,
+            send_queue_bytes_max: 16 << 20,
+            segments_max: 1,
         }
     }
 }
@@ -92,7 +109,37 @@ impl CoalesceConfig {
         if self.send_queue_len_max == 0 {
             return Err(ConfigError::new("send_queue_len_max", "must be at least 1"));
         }
+        if self.send_queue_bytes_max < UDP_PAYLOAD_MAX {
+            return Err(ConfigError::new(
+                "send_queue_bytes_max",
+                format!("must be at least {UDP_PAYLOAD_MAX} (one datagram)"),
+            ));
+        }
+        if self.segments_max == 0 || self.segments_max > GSO_SEGMENTS_MAX {
+            return Err(ConfigError::new(
+                "segments_max",
+                format!("must be in 1..={GSO_SEGMENTS_MAX}"),
+            ));
+        }
+        if self.segments_max > 1 && self.datagram_len_max < DATAGRAM_LEN_MIN {
+            return Err(ConfigError::new(
+                "segments_max",
+                format!(
+                    "GSO needs datagram_len_max of at least {DATAGRAM_LEN_MIN} (every packet must fit one segment)"
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// The longest send this policy makes: one datagram, or with GSO as many segments as fit
+    /// one UDP send.
+    pub fn send_len_max(&self) -> usize {
+        if self.segments_max <= 1 {
+            self.datagram_len_max
+        } else {
+            (self.datagram_len_max * self.segments_max).min(UDP_PAYLOAD_MAX)
+        }
     }
 }
 
@@ -120,6 +167,10 @@ pub struct DriverConfig {
     /// (0: block at once). Spinning saves a wakeup (tens of µs) per idle period at the price of
     /// CPU time.
     pub spin_ns: u64,
+    /// Ask the kernel for UDP GRO (`UDP_GRO`): datagrams of one GSO send (or of one flow, on a
+    /// NIC that coalesces) arrive as one buffer, with their segment length. Where the kernel
+    /// refuses, each datagram arrives alone; both decode the same.
+    pub gro: bool,
 }
 
 impl Default for DriverConfig {
@@ -133,6 +184,7 @@ impl Default for DriverConfig {
             socket_recv_buffer_len: 4 << 20,
             socket_send_buffer_len: 4 << 20,
             spin_ns: 20_000,
+            gro: true,
         }
     }
 }
@@ -158,7 +210,7 @@ impl DriverConfig {
                 "must be at least 1",
             ));
         }
-        if self.recv_datagram_len_max < self.coalesce.datagram_len_max {
+        if self.recv_datagram_len_max < self.coalesce.send_len_max() {
             return Err(ConfigError::new(
                 "recv_datagram_len_max",
                 "must be at least coalesce.datagram_len_max, or our own peers' datagrams would be truncated",
@@ -229,5 +281,30 @@ mod tests {
             ..DriverConfig::default()
         };
         assert_eq!(c.check().unwrap_err().field, "recv_datagram_len_max");
+        let mut c = DriverConfig::default();
+        c.coalesce.segments_max = GSO_SEGMENTS_MAX + 1;
+        assert_eq!(c.check().unwrap_err().field, "segments_max");
+        c.coalesce.segments_max = 2;
+        c.coalesce.datagram_len_max = 500;
+        assert_eq!(c.check().unwrap_err().field, "segments_max");
+    }
+
+    #[test]
+    fn a_gso_send_holds_as_many_segments_as_one_udp_send_can() {
+        let mut c = CoalesceConfig {
+            segments_max: 64,
+            ..CoalesceConfig::default()
+        };
+        assert_eq!(
+            c.send_len_max(),
+            UDP_PAYLOAD_MAX,
+            "44 whole segments and a part"
+        );
+        c.segments_max = 8;
+        assert_eq!(c.send_len_max(), 8 * 1_472);
+        c.datagram_len_max = 9_000;
+        assert_eq!(c.send_len_max(), UDP_PAYLOAD_MAX);
+        c.segments_max = 1;
+        assert_eq!(c.send_len_max(), 9_000);
     }
 }

@@ -265,6 +265,9 @@ pub enum JoinError {
     Protocol(String),
     /// The controller is a standby, not the leader.
     Standby,
+    /// The cluster's transport settings do not fit this member's network paths (for example a
+    /// `datagram_len_max` longer than a path carries): the message names the field.
+    Transport(String),
 }
 
 impl std::fmt::Display for JoinError {
@@ -275,6 +278,7 @@ impl std::fmt::Display for JoinError {
             JoinError::Timeout => write!(f, "the cluster was not ready in time"),
             JoinError::Protocol(what) => write!(f, "unexpected control message: {what}"),
             JoinError::Standby => write!(f, "the controller is a standby, not the leader"),
+            JoinError::Transport(what) => write!(f, "cluster file: {what}"),
         }
     }
 }

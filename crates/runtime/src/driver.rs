@@ -68,9 +68,15 @@ impl<N: Node<Packet = Packet>> Driver<N> {
         clock: Clock,
         cfg: DriverConfig,
     ) -> io::Result<Driver<N>> {
+        let mut cfg = cfg;
         cfg.check()?;
         socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
+        let features = sys::configure_socket(&socket, &cfg);
+        if !features.gso {
+            // The kernel has no UDP GSO (or it was not asked for): one datagram per send.
+            cfg.coalesce.segments_max = 1;
+        }
         let out_addrs = (0..ports.outputs_len())
             .map(|i| {
                 ports
@@ -84,7 +90,12 @@ impl<N: Node<Packet = Packet>> Driver<N> {
             coalescer: Coalescer::new(cfg.coalesce.clone(), ports.outputs_len()),
             recv: RecvBatch::new(cfg.recv_datagram_len_max, cfg.recv_batch_len),
             scratch: Vec::new(),
-            stats: DriverStats::default(),
+            stats: DriverStats {
+                gso: features.gso,
+                gro: features.gro,
+                datagram_len_max: cfg.coalesce.datagram_len_max as u64,
+                ..DriverStats::default()
+            },
             node,
             clock,
             socket,
@@ -289,14 +300,19 @@ impl<N: Node<Packet = Packet>> Driver<N> {
                 self.stats.unknown_source += 1;
                 continue;
             };
-            self.stats.datagrams_received += 1;
+            let datagrams = match meta.segment_len {
+                0 => 1,
+                seg => bytes.len().div_ceil(seg).max(1) as u64,
+            };
+            self.stats.datagrams_received += datagrams;
+            self.stats.gro_receives += u64::from(datagrams > 1);
             self.stats.bytes_received += bytes.len() as u64;
             if meta.truncated {
                 self.stats.datagrams_truncated += 1;
             }
             // One allocation per datagram; data payloads are slices of it.
             let datagram = Bytes::copy_from_slice(bytes);
-            let decoded = decode_datagram(&datagram, &mut scratch);
+            let decoded = decode_datagram(&datagram, meta.segment_len, &mut scratch);
             if decoded.error.is_some() {
                 self.stats.decode_errors += 1;
             }
@@ -307,6 +323,7 @@ impl<N: Node<Packet = Packet>> Driver<N> {
             }
         }
         self.scratch = scratch;
+        self.stats.datagrams_dropped_rcvbuf = u64::from(self.recv.kernel_drops());
     }
 
     /// Fires the role's timer if it is due. Returns whether it fired.
@@ -358,7 +375,8 @@ impl<N: Node<Packet = Packet>> Driver<N> {
             match sys::send_batch(&self.socket, datagrams) {
                 Ok(sent) if sent > 0 => {
                     for d in self.coalescer.queue().iter().take(sent) {
-                        self.stats.datagrams_sent += 1;
+                        self.stats.datagrams_sent += u64::from(d.segments);
+                        self.stats.gso_sends += u64::from(d.segments > 1);
                         self.stats.packets_sent += u64::from(d.packets);
                         self.stats.bytes_sent += d.bytes.len() as u64;
                     }

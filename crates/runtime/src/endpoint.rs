@@ -439,7 +439,11 @@ impl Endpoint {
         let clock = Clock::of(cluster.clock);
         let me = ProcId(id);
         let roles = cluster.roles();
-        let host_cfg = roles.host_config(NodeId(id), vec![me], cluster.procs(), &opts.driver);
+        // Datagrams as long as the path to the aggregator carries (or the file says).
+        let driver_cfg = cluster
+            .driver_config(&opts.driver, &[uplink])
+            .map_err(JoinError::Transport)?;
+        let host_cfg = roles.host_config(NodeId(id), vec![me], cluster.procs(), &driver_cfg);
         let role = if cluster.ordered {
             Role::Ordered(Box::new(Host::new(host_cfg, clock.now())))
         } else {
@@ -474,7 +478,7 @@ impl Endpoint {
             downlink: LiveTopology::of(&cluster).ok().and_then(|t| t.downlink(id)),
         });
         let ports = PortTable::new().with_link(UPLINK, uplink);
-        let driver = Driver::new(CoreNode(shared.clone()), socket, ports, clock, opts.driver)?;
+        let driver = Driver::new(CoreNode(shared.clone()), socket, ports, clock, driver_cfg)?;
         let _ = shared.waker.set(driver.waker());
         let io = {
             let shared = shared.clone();

@@ -123,4 +123,4 @@ pub use local::LocalCluster;
 pub use ports::PortTable;
 pub use roles::{LiveRoles, ProcessRouter};
 pub use stats::DriverStats;
-pub use sys::{bind_udp, Waker};
+pub use sys::{bind_udp, path_payload_max, process_cpu_ns, SocketFeatures, Waker};

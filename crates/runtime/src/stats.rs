@@ -6,14 +6,27 @@ use crate::coalesce::CoalesceStats;
 /// datagrams, each carrying one or more packets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DriverStats {
-    /// Datagrams handed to the kernel.
+    /// UDP datagrams handed to the kernel (a GSO send counts each datagram the kernel makes).
     pub datagrams_sent: u64,
+    /// Sends of more than one datagram at once (UDP GSO).
+    pub gso_sends: u64,
     /// Packets in those datagrams.
     pub packets_sent: u64,
     /// Bytes in those datagrams (UDP payload).
     pub bytes_sent: u64,
-    /// Datagrams received from known addresses.
+    /// UDP datagrams received from known addresses (a GRO receive counts each it holds).
     pub datagrams_received: u64,
+    /// Receives that held more than one datagram (UDP GRO).
+    pub gro_receives: u64,
+    /// Datagrams the kernel dropped because this socket's receive buffer was full
+    /// (`SO_RXQ_OVFL`, as of the last datagram received; 0 where the kernel does not count).
+    pub datagrams_dropped_rcvbuf: u64,
+    /// Bytes of UDP payload per datagram on the wire (the coalescing limit in use).
+    pub datagram_len_max: u64,
+    /// UDP GSO in use: the kernel took `UDP_SEGMENT`, and sends may carry several datagrams.
+    pub gso: bool,
+    /// UDP GRO in use: the kernel took `UDP_GRO`.
+    pub gro: bool,
     /// Packets decoded from them and handed to the role.
     pub packets_received: u64,
     /// Bytes received from known addresses (UDP payload).
@@ -54,9 +67,15 @@ impl DriverStats {
         let c = &self.coalesce;
         [
             ("datagrams_sent", self.datagrams_sent),
+            ("gso_sends", self.gso_sends),
             ("packets_sent", self.packets_sent),
             ("bytes_sent", self.bytes_sent),
             ("datagrams_received", self.datagrams_received),
+            ("gro_receives", self.gro_receives),
+            ("datagrams_dropped_rcvbuf", self.datagrams_dropped_rcvbuf),
+            ("datagram_len_max", self.datagram_len_max),
+            ("gso", u64::from(self.gso)),
+            ("gro", u64::from(self.gro)),
             ("packets_received", self.packets_received),
             ("bytes_received", self.bytes_received),
             ("decode_errors", self.decode_errors),
@@ -74,6 +93,8 @@ impl DriverStats {
             ("flushes_full", c.flushes_full),
             ("flushes_delay", c.flushes_delay),
             ("flushes_idle", c.flushes_idle),
+            ("padding_bytes", c.padding_bytes),
+            ("packets_too_large", c.packets_too_large),
             ("send_queue_dropped_packets", c.send_queue_dropped_packets),
         ]
         .into_iter()

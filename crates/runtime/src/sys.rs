@@ -19,7 +19,9 @@ use crate::config::{DriverConfig, BATCH_LEN_MAX};
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use nix::sys::socket::{recvmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
+use nix::sys::socket::{
+    recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage,
+};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny};
@@ -46,12 +48,85 @@ pub fn bind_udp(addr: SocketAddr, cfg: &DriverConfig) -> io::Result<UdpSocket> {
     Ok(socket.into())
 }
 
-/// One received datagram: where it lies in the receive buffer and who sent it.
+/// What the kernel let a socket have: UDP GSO and GRO, and the count of datagrams dropped at
+/// a full receive buffer (`SO_RXQ_OVFL`). Each is asked for and used only where granted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SocketFeatures {
+    /// `UDP_SEGMENT` is set: a send longer than one segment is cut into datagrams.
+    pub gso: bool,
+    /// `UDP_GRO` is on: datagrams may arrive coalesced, with their segment length.
+    pub gro: bool,
+    /// `SO_RXQ_OVFL` is on: received datagrams carry the socket's drop count.
+    pub rxq_ovfl: bool,
+}
+
+/// Asks the kernel for what `cfg` wants of `socket`: GSO with segments of
+/// `coalesce.datagram_len_max` bytes (if `segments_max > 1`), GRO (if `gro`), the drop count
+/// always; and the don't-fragment bit, so a datagram too long for its path is refused
+/// (`EMSGSIZE`, counted) instead of IP-fragmented. Never fails: what is refused is reported
+/// off.
+pub fn configure_socket(socket: &UdpSocket, cfg: &DriverConfig) -> SocketFeatures {
+    let seg = u16::try_from(cfg.coalesce.datagram_len_max).unwrap_or(u16::MAX);
+    let gso = cfg.coalesce.segments_max > 1
+        && setsockopt(socket, sockopt::UdpGsoSegment, &i32::from(seg)).is_ok();
+    let gro = cfg.gro && setsockopt(socket, sockopt::UdpGroSegment, &true).is_ok();
+    let rxq_ovfl = setsockopt(socket, sockopt::RxqOvfl, &1).is_ok();
+    let _ = match socket.local_addr() {
+        Ok(SocketAddr::V4(_)) => rustix::net::sockopt::set_ip_mtu_discover(
+            socket,
+            rustix::net::sockopt::Ipv4PathMtuDiscovery::DO,
+        ),
+        Ok(SocketAddr::V6(_)) => rustix::net::sockopt::set_ipv6_mtu_discover(
+            socket,
+            rustix::net::sockopt::Ipv6PathMtuDiscovery::DO,
+        ),
+        Err(_) => Ok(()),
+    };
+    SocketFeatures { gso, gro, rxq_ovfl }
+}
+
+/// The largest UDP payload that reaches `peer` in one IP packet: the MTU of the route the
+/// kernel would take to it (`IP_MTU` of a socket connected there; no packet is sent), less the
+/// IP and UDP headers, at most [`crate::config::UDP_PAYLOAD_MAX`]. Loopback's is 65,507; an
+/// Ethernet LAN's 1,472, or 8,972 with jumbo frames.
+///
+/// # Errors
+/// No route to `peer`, or the kernel will not say.
+pub fn path_payload_max(peer: SocketAddr) -> io::Result<usize> {
+    let socket = Socket::new(Domain::for_address(peer), Type::DGRAM.cloexec(), None)?;
+    socket.connect(&peer.into())?;
+    let (mtu, headers) = match peer {
+        SocketAddr::V4(_) => (rustix::net::sockopt::ip_mtu(&socket)?, 20 + 8),
+        SocketAddr::V6(_) => (rustix::net::sockopt::ipv6_mtu(&socket)?, 40 + 8),
+    };
+    Ok((mtu as usize)
+        .saturating_sub(headers)
+        .min(crate::config::UDP_PAYLOAD_MAX))
+}
+
+/// CPU time this process has used so far, user and system together, in nanoseconds
+/// (`getrusage(RUSAGE_SELF)`; 0 if the kernel will not say).
+pub fn process_cpu_ns() -> u64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let Ok(u) = getrusage(UsageWho::RUSAGE_SELF) else {
+        return 0;
+    };
+    let ns = |t: nix::sys::time::TimeVal| {
+        u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000
+            + u64::try_from(t.tv_usec()).unwrap_or(0) * 1_000
+    };
+    ns(u.user_time()) + ns(u.system_time())
+}
+
+/// One received buffer: where it lies in the receive buffer, who sent it, and — with GRO —
+/// the length of the datagrams it holds.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Received {
     pub len: usize,
     pub from: Option<SocketAddr>,
     pub truncated: bool,
+    /// GRO: the length of each datagram in the buffer (all but the last); 0: one datagram.
+    pub segment_len: usize,
 }
 
 /// Preallocated state for `recvmmsg`: one buffer cut into slots, and the
@@ -60,15 +135,22 @@ pub(crate) struct RecvBatch {
     buf: Vec<u8>,
     slot_len: usize,
     results: Vec<Received>,
+    /// The largest drop count (`SO_RXQ_OVFL`) a received datagram carried: datagrams the
+    /// kernel dropped at this socket's full receive buffer so far.
+    kernel_drops: u32,
 }
 
 thread_local! {
-    /// `recvmmsg` headers and source-address slots, preallocated once per thread and address
-    /// family. They hold raw pointers, so `nix` makes them neither `Send` nor `Sync`; keeping
-    /// them here rather than in the driver keeps [`crate::Driver`] `Send` without `unsafe`.
-    /// The pointers into a receive buffer are rewritten by every call before the kernel sees
-    /// them. One set per family, because the kernel shrinks each slot's address length to the
-    /// last address it wrote there (16 bytes for IPv4, too short for an IPv6 address).
+    /// `recvmmsg` headers, source-address slots and control-message buffers, per thread and
+    /// address family. They hold raw pointers, so `nix` makes them neither `Send` nor `Sync`;
+    /// keeping them here rather than in the driver keeps [`crate::Driver`] `Send` without
+    /// `unsafe`. The pointers into a receive buffer are rewritten by every call before the
+    /// kernel sees them — but not the lengths: the kernel shrinks each used slot's control
+    /// length to what it wrote there (0 when a datagram came without GRO's segment length or
+    /// the drop count) and its address length to the last address, and `nix` does not restore
+    /// them. So a set serves until a call receives something, and the next call makes a fresh
+    /// one (a few KiB; a receive that finds nothing keeps it). Without that, a GRO buffer after
+    /// the first would arrive with its control message cut off, and be decoded as one datagram.
     static RECV_HEADERS: [RefCell<Option<MultiHeaders<SockaddrStorage>>>; 2] =
         const { [RefCell::new(None), RefCell::new(None)] };
 }
@@ -90,7 +172,14 @@ impl RecvBatch {
             buf: vec![0; slot_len * slots],
             slot_len,
             results: Vec::with_capacity(BATCH_LEN_MAX),
+            kernel_drops: 0,
         }
+    }
+
+    /// Datagrams the kernel dropped at this socket's full receive buffer, as of the last
+    /// datagram received (`SO_RXQ_OVFL`; 0 where the kernel does not count).
+    pub fn kernel_drops(&self) -> u32 {
+        self.kernel_drops
     }
 
     /// Receives up to `max` datagrams without blocking. Returns how many arrived (0 when the
@@ -100,10 +189,15 @@ impl RecvBatch {
         debug_assert!(max > 0 && max * self.slot_len <= self.buf.len());
         self.results.clear();
         let (buf, slot_len, results) = (&mut self.buf, self.slot_len, &mut self.results);
+        let drops = &mut self.kernel_drops;
         RECV_HEADERS.with(|cells| {
             let mut cell = cells[usize::from(family_v6)].borrow_mut();
-            let headers =
-                cell.get_or_insert_with(|| MultiHeaders::preallocate(BATCH_LEN_MAX, None));
+            let headers = cell.get_or_insert_with(|| {
+                // Room for the two control messages asked for: GRO's segment length and the
+                // drop count.
+                let space = nix::cmsg_space!(i32, u32);
+                MultiHeaders::preallocate(max, Some(space))
+            });
             let mut slots = buf.chunks_exact_mut(slot_len);
             let mut iovs: [[IoSliceMut<'_>; 1]; BATCH_LEN_MAX] =
                 std::array::from_fn(|_| [IoSliceMut::new(slots.next().unwrap_or(&mut []))]);
@@ -116,11 +210,29 @@ impl RecvBatch {
             ) {
                 Ok(received) => {
                     for msg in received {
+                        let mut segment_len = 0;
+                        // Room was made for every control message asked for: a cut one
+                        // (`MSG_CTRUNC`) is a bug, and its datagram would be misread.
+                        debug_assert!(!msg.flags.contains(MsgFlags::MSG_CTRUNC));
+                        for cmsg in msg.cmsgs().into_iter().flatten() {
+                            match cmsg {
+                                ControlMessageOwned::UdpGroSegments(len) => {
+                                    segment_len = usize::try_from(len).unwrap_or(0);
+                                }
+                                ControlMessageOwned::RxqOvfl(n) => *drops = (*drops).max(n),
+                                _ => {}
+                            }
+                        }
                         results.push(Received {
                             len: msg.bytes,
                             from: msg.address.as_ref().and_then(to_std),
                             truncated: msg.flags.contains(MsgFlags::MSG_TRUNC),
+                            segment_len,
                         });
+                    }
+                    if !results.is_empty() {
+                        // The kernel shrank the used slots' lengths: fresh ones next time.
+                        *cell = None;
                     }
                     Ok(results.len())
                 }

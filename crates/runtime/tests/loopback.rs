@@ -381,6 +381,33 @@ fn probe_pair(cfg: &DriverConfig) -> (Driver<Probe>, Driver<Probe>) {
     (a, b)
 }
 
+/// A probe sending with `a_cfg` linked to one receiving with `b_cfg`.
+fn probe_pair_with(a_cfg: &DriverConfig, b_cfg: &DriverConfig) -> (Driver<Probe>, Driver<Probe>) {
+    let clock = Clock::starting_now();
+    let (a, b) = (
+        bind_udp(lo(), a_cfg).unwrap(),
+        bind_udp(lo(), b_cfg).unwrap(),
+    );
+    let (a_addr, b_addr) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+    let a = Driver::new(
+        Probe::default(),
+        a,
+        PortTable::new().with_link(PortId(0), b_addr),
+        clock,
+        a_cfg.clone(),
+    )
+    .unwrap();
+    let b = Driver::new(
+        Probe::default(),
+        b,
+        PortTable::new().with_link(PortId(0), a_addr),
+        clock,
+        b_cfg.clone(),
+    )
+    .unwrap();
+    (a, b)
+}
+
 /// Runs `d` until `done` or the deadline.
 fn run_probe_until(d: &mut Driver<Probe>, done: impl Fn(&Driver<Probe>) -> bool) {
     let deadline = d.now() + DEADLINE_NS;
@@ -429,6 +456,71 @@ fn a_burst_coalesces_into_full_datagrams_then_an_idle_flush_iv_a() {
         let got: Vec<_> = b.node().received.iter().map(|(_, p)| p.clone()).collect();
         assert_eq!(got, (0..100).map(beacon).collect::<Vec<_>>());
         assert_eq!(b.stats().datagrams_received, datagrams);
+    }
+}
+
+/// UDP GSO and GRO (docs/RUNTIME.md): with GSO a burst leaves in sends of many 1,472-byte
+/// datagrams (each segment padded so the kernel's cuts fall between packets); the receiver gets
+/// each send as one buffer with GRO and datagram by datagram without; either way every packet
+/// arrives once, in order. Without GSO (the fallback where the kernel has none) the same burst
+/// goes a datagram per send. Loopback keeps a GSO send whole up to the receiving socket, so
+/// both receive paths run here.
+#[test]
+fn gso_sends_arrive_whole_with_gro_and_datagram_by_datagram_without() {
+    const N: u64 = 2_000;
+    const ROUNDS: u64 = 4;
+    for (gso, gro) in [(true, true), (true, false), (false, true)] {
+        let sender = DriverConfig {
+            coalesce: CoalesceConfig {
+                datagram_len_max: 1_472,
+                segments_max: if gso { 44 } else { 1 },
+                ..CoalesceConfig::default()
+            },
+            ..test_config()
+        };
+        let receiver = DriverConfig {
+            gro,
+            ..test_config()
+        };
+        let (mut a, mut b) = probe_pair_with(&sender, &receiver);
+        assert_eq!(a.stats().gso, gso, "this kernel has UDP GSO");
+        assert_eq!(b.stats().gro, gro, "this kernel has UDP GRO");
+        // Rounds of one lone datagram (no GRO segment length comes with it), received, then a
+        // burst: every receive must still get the segment length of a GRO buffer, whatever the
+        // receive before it got.
+        let mut want = Vec::new();
+        for round in 0..ROUNDS {
+            for burst in [round * N..round * N + 1, round * N + 1..(round + 1) * N] {
+                want.extend(burst.clone().map(beacon));
+                a.with_node(
+                    |p, _| burst.for_each(|i| p.send(PortId(0), beacon(i))),
+                    &mut |_| {},
+                );
+                a.run_once(Duration::ZERO, &mut |_| {}).unwrap();
+                run_probe_until(&mut b, |b| b.node().received.len() >= want.len());
+            }
+        }
+        let got: Vec<_> = b.node().received.iter().map(|(_, p)| p.clone()).collect();
+        assert_eq!(got, want, "gso {gso}, gro {gro}");
+        let (sa, sb) = (a.stats(), b.stats());
+        // 73 beacons fill a 1,472-byte datagram (12 bytes of padding each with GSO).
+        assert!(sa.datagrams_sent >= ROUNDS * N / 73, "{sa:?}");
+        assert_eq!(sb.datagrams_received, sa.datagrams_sent, "{sb:?}");
+        assert_eq!(sb.decode_errors, 0);
+        if gso {
+            assert!(
+                sa.gso_sends >= 1 && sa.gso_sends < sa.datagrams_sent,
+                "{sa:?}"
+            );
+            assert!(sa.coalesce.padding_bytes > 0);
+        } else {
+            assert_eq!(sa.gso_sends, 0);
+        }
+        if gso && gro {
+            assert!(sb.gro_receives >= ROUNDS, "one per round at least: {sb:?}");
+        } else {
+            assert_eq!(sb.gro_receives, 0, "{sb:?}");
+        }
     }
 }
 

@@ -90,7 +90,12 @@ pub fn controller(args: &ControllerArgs) -> i32 {
     let lost = members.iter().filter(|m| m.state == "lost").count();
     say(&format!(
         "stats {}",
-        json!({ "malformed": malformed, "members": members.len(), "lost": lost })
+        json!({
+            "malformed": malformed,
+            "members": members.len(),
+            "lost": lost,
+            "cpu_ns": onepipe_runtime::process_cpu_ns(),
+        })
     ));
     0
 }
@@ -164,9 +169,11 @@ pub fn agg(args: &AggArgs) -> i32 {
     });
     match result {
         Ok(report) => {
+            let mut counters = report.counters();
+            counters.insert("cpu_ns".into(), onepipe_runtime::process_cpu_ns());
             say(&format!(
                 "stats {}",
-                json!({ "name": report.name, "addr": report.addr.to_string(), "counters": report.counters() })
+                json!({ "name": report.name, "addr": report.addr.to_string(), "counters": counters })
             ));
             0
         }

@@ -24,6 +24,19 @@ fn duration(s: &str) -> Result<u64, String> {
     parse_duration_ns(s)
 }
 
+/// `--datagram-len-max`: bytes, or `None` for the route MTU's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DatagramLen(pub Option<usize>);
+
+fn datagram_len(s: &str) -> Result<DatagramLen, String> {
+    if s == "auto" {
+        return Ok(DatagramLen(None));
+    }
+    s.parse()
+        .map(|n| DatagramLen(Some(n)))
+        .map_err(|_| format!("'{s}': expected auto or a number of bytes"))
+}
+
 /// Traffic pattern of a live workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
@@ -153,6 +166,16 @@ pub struct UpArgs {
     /// only, on a timer phased by depth).
     #[arg(long, default_value = "chip")]
     pub aggregator_mode: onepipe_runtime::roles::AggregatorMode,
+    /// UDP payload bytes per datagram: `auto` (the route MTU's: 65,507 on loopback) or
+    /// 1472..=65507 (1,472 is an Ethernet LAN's: with GSO, many such datagrams per send).
+    #[arg(long, default_value = "auto", value_parser = datagram_len)]
+    pub datagram_len_max: DatagramLen,
+    /// Never send several datagrams per system call (UDP GSO), even where the kernel can.
+    #[arg(long)]
+    pub no_gso: bool,
+    /// Never ask the kernel to hand over several datagrams as one buffer (UDP GRO).
+    #[arg(long)]
+    pub no_gro: bool,
     /// The workload.
     #[command(flatten)]
     pub work: WorkloadArgs,

@@ -567,6 +567,7 @@ fn write_records(args: &NodeArgs, s: &Shared, sends: Vec<SendRec>) -> Result<(),
         "retransmits": st.reliable.retransmits,
         "fast_retransmits": st.reliable.fast_retransmits,
         "driver": st.driver.counters(),
+        "cpu_ns": onepipe_runtime::process_cpu_ns(),
     });
     let json_path = path.with_extension("json");
     std::fs::write(&json_path, summary.to_string())

@@ -117,6 +117,25 @@ pub struct UpReport {
     pub packets_sent: u64,
     /// Packets per datagram (coalescing).
     pub packets_per_datagram: f64,
+    /// UDP datagrams sent per second, all processes together, over `delivery_span_s`.
+    pub datagrams_per_s: f64,
+    /// The largest datagram any process used (UDP payload bytes; `--datagram-len-max`).
+    pub datagram_len_max: u64,
+    /// Some process sent with UDP GSO (several datagrams per send).
+    pub gso: bool,
+    /// Some process received with UDP GRO.
+    pub gro: bool,
+    /// Sends of several datagrams at once (UDP GSO), all processes.
+    pub gso_sends: u64,
+    /// Receives of several datagrams at once (UDP GRO), all processes.
+    pub gro_receives: u64,
+    /// Datagrams the kernel dropped at a full socket receive buffer (`SO_RXQ_OVFL`), all
+    /// processes: where datagrams went that nobody received.
+    pub datagrams_dropped_rcvbuf: u64,
+    /// CPU seconds each process used (user and system), by name: `p0`, `tor-0`, `controller`.
+    pub cpu_s: BTreeMap<String, f64>,
+    /// Their sum.
+    pub cpu_s_total: f64,
     /// Datagrams from unknown addresses or malformed, dropped by any process.
     pub garbage_dropped: u64,
     /// Control lines the controller could not read.
@@ -447,9 +466,13 @@ fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     c.aggregator_phase_ns = args.aggregator_phase.unwrap_or(args.beacon_interval / 5);
     c.aggregator_mode = args.aggregator_mode;
     c.ordered = !args.unordered;
+    c.datagram_len_max = args.datagram_len_max.0;
+    c.gso = !args.no_gso;
+    c.gro = !args.no_gro;
     c.validate().map_err(|e| match e.field.as_str() {
         "beacon_interval" => format!("--beacon-interval: {}", e.message),
         "aggregator_phase" => format!("--aggregator-phase: {}", e.message),
+        "datagram_len_max" => format!("--datagram-len-max: {}", e.message),
         _ => e.to_string(),
     })?;
     Ok(c)
@@ -991,7 +1014,7 @@ fn report(
     let mut counters: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let sum = |c: &BTreeMap<String, u64>, k: &str| c.get(k).copied().unwrap_or(0);
     let (mut dropped_late, mut send_failed, mut lost, mut retransmits) = (0, 0, 0, 0);
-    let (mut refused, mut recv_refused, mut garbage, mut datagrams, mut packets) = (0, 0, 0, 0, 0);
+    let (mut refused, mut recv_refused) = (0, 0);
     let killed: BTreeSet<u32> = run
         .kills
         .iter()
@@ -1031,9 +1054,6 @@ fn report(
         retransmits += sum(&c, "retransmits");
         refused += sum(&c, "sends_refused_full");
         recv_refused += sum(&c, "recv_refused_full");
-        garbage += sum(&driver, "unknown_source") + sum(&driver, "decode_errors");
-        datagrams += sum(&driver, "datagrams_sent");
-        packets += sum(&driver, "packets_sent");
         // §5.2 Recall: these scatterings must be delivered nowhere.
         for ts in summary["recalled"].as_array().into_iter().flatten() {
             if let Some(ts) = ts.as_u64() {
@@ -1046,13 +1066,17 @@ fn report(
     }
     for (i, role) in run.roles.iter().enumerate() {
         if let (Role::Aggregator(name), Some(stats)) = (role, &run.heard[i].stats) {
-            let c = counters_of(&stats["counters"]);
-            garbage += sum(&c, "unknown_source") + sum(&c, "decode_errors");
-            datagrams += sum(&c, "datagrams_sent");
-            packets += sum(&c, "packets_sent");
-            counters.insert(name.clone(), c);
+            counters.insert(name.clone(), counters_of(&stats["counters"]));
+        }
+        if let (Role::Controller(c), Some(stats)) = (role, &run.heard[i].stats) {
+            let name = match run.etcd {
+                Some(_) => format!("controller-{c}"),
+                None => "controller".to_string(),
+            };
+            counters.insert(name, counters_of(stats));
         }
     }
+    let transport = Transport::of(&counters);
     let controller_malformed = (0..run.roles.len())
         .filter(|&i| matches!(run.roles[i], Role::Controller(_)))
         .filter_map(|i| run.heard[i].stats.as_ref())
@@ -1149,14 +1173,23 @@ fn report(
         throughput_msgs_per_s: delivered as f64 / delivery_span_s,
         delivery_span_s,
         latency_ns: latency.summary(),
-        datagrams_sent: datagrams,
-        packets_sent: packets,
-        packets_per_datagram: if datagrams == 0 {
+        datagrams_sent: transport.datagrams,
+        packets_sent: transport.packets,
+        packets_per_datagram: if transport.datagrams == 0 {
             0.0
         } else {
-            packets as f64 / datagrams as f64
+            transport.packets as f64 / transport.datagrams as f64
         },
-        garbage_dropped: garbage,
+        datagrams_per_s: transport.datagrams as f64 / delivery_span_s,
+        datagram_len_max: transport.datagram_len_max,
+        gso: transport.gso,
+        gro: transport.gro,
+        gso_sends: transport.gso_sends,
+        gro_receives: transport.gro_receives,
+        datagrams_dropped_rcvbuf: transport.dropped_rcvbuf,
+        cpu_s: transport.cpu_s,
+        cpu_s_total: transport.cpu_s_total,
+        garbage_dropped: transport.garbage,
         controller_malformed,
         counters,
         kills: run
@@ -1201,6 +1234,49 @@ fn report(
         delivered_after_kills: stall.2,
         wall_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The transport's counters of a run, summed over every process.
+struct Transport {
+    datagrams: u64,
+    packets: u64,
+    datagram_len_max: u64,
+    gso: bool,
+    gro: bool,
+    gso_sends: u64,
+    gro_receives: u64,
+    dropped_rcvbuf: u64,
+    garbage: u64,
+    cpu_s: BTreeMap<String, f64>,
+    cpu_s_total: f64,
+}
+
+impl Transport {
+    fn of(counters: &BTreeMap<String, BTreeMap<String, u64>>) -> Transport {
+        let total = |k: &str| -> u64 { counters.values().filter_map(|c| c.get(k)).sum() };
+        let any = |k: &str| counters.values().any(|c| c.get(k).is_some_and(|&v| v > 0));
+        let cpu_s: BTreeMap<String, f64> = counters
+            .iter()
+            .filter_map(|(name, c)| Some((name.clone(), *c.get("cpu_ns")? as f64 / 1e9)))
+            .collect();
+        Transport {
+            datagrams: total("datagrams_sent"),
+            packets: total("packets_sent"),
+            datagram_len_max: counters
+                .values()
+                .filter_map(|c| c.get("datagram_len_max").copied())
+                .max()
+                .unwrap_or(0),
+            gso: any("gso"),
+            gro: any("gro"),
+            gso_sends: total("gso_sends"),
+            gro_receives: total("gro_receives"),
+            dropped_rcvbuf: total("datagrams_dropped_rcvbuf"),
+            garbage: total("unknown_source") + total("decode_errors"),
+            cpu_s_total: cpu_s.values().sum(),
+            cpu_s,
+        }
+    }
 }
 
 /// What one process recorded, by kind, for [`Feed`]'s merge.
@@ -1419,9 +1495,37 @@ fn finish(args: &UpArgs, r: &UpReport) -> i32 {
             r.retransmits, r.undelivered_reliable
         );
     }
+    let offload = match (r.gso, r.gro) {
+        (true, true) => format!(
+            ", GSO ({} sends) and GRO ({} receives)",
+            r.gso_sends, r.gro_receives
+        ),
+        (true, false) => format!(", GSO ({} sends)", r.gso_sends),
+        (false, true) => format!(", GRO on ({} receives)", r.gro_receives),
+        (false, false) => String::new(),
+    };
     println!(
-        "  transport   {} datagrams, {:.1} packets per datagram, {} garbage datagrams dropped",
-        r.datagrams_sent, r.packets_per_datagram, r.garbage_dropped
+        "  transport   {} datagrams ({:.0}/s) of up to {} B{offload}, {:.1} packets per datagram",
+        r.datagrams_sent, r.datagrams_per_s, r.datagram_len_max, r.packets_per_datagram
+    );
+    println!(
+        "  dropped     {} datagrams at full receive buffers (kernel), {} garbage datagrams",
+        r.datagrams_dropped_rcvbuf, r.garbage_dropped
+    );
+    let busiest: Vec<String> = {
+        let mut v: Vec<(&String, &f64)> = r.cpu_s.iter().collect();
+        v.sort_by(|a, b| b.1.total_cmp(a.1));
+        v.iter()
+            .take(4)
+            .map(|(n, s)| format!("{n} {s:.2}"))
+            .collect()
+    };
+    println!(
+        "  cpu         {:.2} s in all ({:.2} cores over the {:.1} s of traffic); busiest: {}",
+        r.cpu_s_total,
+        r.cpu_s_total / r.delivery_span_s.max(1e-9),
+        r.delivery_span_s,
+        busiest.join(", ")
     );
     if !r.drained {
         println!(
