@@ -550,6 +550,11 @@ impl SendTracker {
         self.deadlines.is_empty()
     }
 
+    /// The most messages it tracks at once.
+    pub fn len_max(&self) -> usize {
+        self.len_max
+    }
+
     /// Room for `n` more messages?
     pub fn has_room(&self, n: usize) -> bool {
         self.deadlines.len() + n <= self.len_max

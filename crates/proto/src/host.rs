@@ -893,6 +893,25 @@ impl Host {
             + self.sender.recalls_pending()
     }
 
+    /// How full the send buffer is (§6.1): the largest fraction in use of its limits — the
+    /// best-effort window (`unacked_bytes_max`), the acknowledgement tracker (`inflight_max`)
+    /// and the reliable send buffer (`send_buffer_bytes_max`). Sends are refused with
+    /// `SendError::Full` as it nears 1; a driver that makes refused senders wait for room can
+    /// wake them once it has fallen back (the live runtime waits for half).
+    pub fn send_buffer_use(&self) -> f64 {
+        let part = |used: f64, max: f64| if max > 0.0 { used / max } else { 0.0 };
+        let window = part(
+            self.tracker.unresolved_bytes() as f64,
+            self.cfg.unacked_bytes_max as f64,
+        );
+        let tracked = part(self.tracker.len() as f64, self.tracker.len_max() as f64);
+        let reliable = part(
+            self.sender.buffered_bytes() as f64,
+            self.sender.config().send_buffer_bytes_max as f64,
+        );
+        window.max(tracked).max(reliable)
+    }
+
     /// Whether the controller announced process `p` failed (§5.2), and when.
     pub fn failure_of(&self, p: ProcId) -> Option<Timestamp> {
         self.failed.get(&p).copied()

@@ -217,6 +217,30 @@ impl<N: Node<Packet = Packet>> Driver<N> {
         Ok(())
     }
 
+    /// One turn of the loop — timer, receive, flush, send — without waiting. Returns whether
+    /// there is more to do at once (input left unread, a timer due); if not, a caller that
+    /// has nothing else to do calls [`Driver::wait_for_work`]. [`Driver::run_once`] is the two
+    /// together, for a caller with nothing of its own to do between them.
+    ///
+    /// # Errors
+    /// As [`Driver::run_once`].
+    pub fn turn_once<F>(&mut self, events: &mut F) -> io::Result<bool>
+    where
+        F: FnMut(N::Event),
+    {
+        self.turn(events)
+    }
+
+    /// Waits until something is due — input, the role's timer, a flush deadline, a [`Waker`] —
+    /// or `timeout` passes (spinning first for `spin_ns`).
+    ///
+    /// # Errors
+    /// As [`Driver::run_once`].
+    pub fn wait_for_work(&mut self, timeout: Duration) -> io::Result<()> {
+        let until = self.clock.now() + duration_ns(timeout);
+        self.wait(until)
+    }
+
     /// Runs the loop until `stop(role)` holds (returns `true`) or the clock reaches `deadline`
     /// (returns `false`). `stop` is checked before each turn.
     ///

@@ -4,10 +4,10 @@
 //! | --- | --- |
 //! | `onepipe_init()` | [`Endpoint::join`] |
 //! | `onepipe_exit()` | [`Endpoint::leave`] (or drop) |
-//! | `onepipe_unreliable_send(vec[<dst, msg>])` | [`Endpoint::send_unreliable`] |
-//! | `TS, src, msg = onepipe_unreliable_recv()` | [`Endpoint::recv_unreliable`], [`Endpoint::try_recv_unreliable`], [`Endpoint::recv_unreliable_timeout`]; `recv_unreliable_async` with the `tokio` feature |
-//! | `onepipe_reliable_send(vec[<dst, msg>])` | [`Endpoint::send_reliable`] |
-//! | `TS, src, msg = onepipe_reliable_recv()` | [`Endpoint::recv_reliable`], [`Endpoint::try_recv_reliable`], [`Endpoint::recv_reliable_timeout`]; `recv_reliable_async` with the `tokio` feature |
+//! | `onepipe_unreliable_send(vec[<dst, msg>])` | [`Endpoint::send_unreliable`]; [`Endpoint::send_unreliable_timeout`] waits for room |
+//! | `TS, src, msg = onepipe_unreliable_recv()` | [`Endpoint::recv_unreliable`], [`Endpoint::try_recv_unreliable`], [`Endpoint::recv_unreliable_timeout`]; in batches [`Endpoint::recv_unreliable_many`], [`Endpoint::poll_unreliable`]; `recv_unreliable_async` with the `tokio` feature |
+//! | `onepipe_reliable_send(vec[<dst, msg>])` | [`Endpoint::send_reliable`]; [`Endpoint::send_reliable_timeout`] waits for room |
+//! | `TS, src, msg = onepipe_reliable_recv()` | [`Endpoint::recv_reliable`], [`Endpoint::try_recv_reliable`], [`Endpoint::recv_reliable_timeout`]; in batches [`Endpoint::recv_reliable_many`], [`Endpoint::poll_reliable`]; `recv_reliable_async` with the `tokio` feature |
 //! | `onepipe_send_fail_callback(func(TS, dst, msg))` | [`Event::SendFailed`] from [`Endpoint::next_event`] |
 //! | `onepipe_proc_fail_callback(func(proc, TS))` | [`Event::ProcessFailed`] from [`Endpoint::next_event`] |
 //! | `TS = onepipe_get_timestamp()` | [`Endpoint::timestamp`] |
@@ -25,11 +25,14 @@
 //!   buffer is [`SendError::Full`] (§6.1: "if the send buffer is full, the send API returns
 //!   fail") — best effort holds at most `unacked_bytes_max` bytes of unacknowledged messages
 //!   (§6.1 flow control: at overload, senders wait instead of filling the queues on the way),
-//!   reliable at most `send_buffer_bytes_max` bytes.
+//!   reliable at most `send_buffer_bytes_max` bytes. `send_*_timeout` waits for room instead:
+//!   it sleeps until the I/O thread has handled acknowledgements or loss reports, and tries
+//!   again, so no application spins on `Full`.
 //! * **Receiving**: the I/O thread puts each delivered message in one of two bounded queues
 //!   (best effort, reliable), which application threads drain. When the best-effort queue is
 //!   full the message is dropped and NAKed to its sender (`BufferFull`), which learns of it
-//!   through its own [`Event::SendFailed`], as a full receive buffer does in §4.1. When the
+//!   through its own [`Event::SendFailed`], as a full receive buffer does in §4.1. Batches
+//!   (`recv_*_many`, `poll_*`) take many messages under one lock. When the
 //!   reliable queue is full the role stops delivering to this process: its reorder buffer fills,
 //!   its receive window closes and senders wait (§6.1 flow control) — nothing is lost.
 //! * **Events** go to a third bounded queue; when it is full, further events are dropped and
@@ -102,8 +105,8 @@ use onepipe_proto::wire::{Nak, NakReason, Packet};
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -345,13 +348,16 @@ struct Core {
     role: Role,
     /// NAKs for messages the application had no room for.
     extra: VecDeque<Output<Packet, HostEvent>>,
-    /// Outputs are waiting that the I/O thread has not drained: no need to wake it again.
-    dirty: bool,
 }
 
 struct Shared {
     proc: ProcId,
     core: Mutex<Core>,
+    /// Another thread changed the role (a send, a control message, a NAK) and its outputs
+    /// wait for the I/O thread: set under the core lock by whoever changed it, cleared under
+    /// it when the I/O thread takes the role's outputs. Set, the I/O thread needs no new
+    /// wake-up.
+    dirty: AtomicBool,
     clock: Clock,
     waker: OnceLock<Waker>,
     be: BoundedQueue<Message>,
@@ -374,6 +380,12 @@ struct Shared {
     /// This process's input link in the cluster's routing graph (what it reports when its
     /// aggregator falls silent); `None` for a cluster without one.
     downlink: Option<LinkId>,
+    /// Sends waiting for room in the send buffer (`send_*_timeout`): the I/O thread bumps the
+    /// generation and wakes them after each turn of its loop while `room_waiters` is not 0 —
+    /// a turn is when acknowledgements and loss reports free the window.
+    room: Mutex<u64>,
+    room_ready: Condvar,
+    room_waiters: AtomicUsize,
 }
 
 /// Most §5.2 control messages waiting for the control thread; more are dropped and counted
@@ -382,6 +394,14 @@ pub const CONTROL_OUT_LEN_MAX: usize = 4096;
 
 /// A published barrier that has not arrived yet.
 const NO_BARRIER: u64 = u64::MAX;
+
+/// Senders waiting for room in the send buffer are woken once it is at most this full
+/// ([`Host::send_buffer_use`]).
+const ROOM_WAKE_USE: f64 = 0.5;
+
+/// Most messages [`Endpoint::poll_unreliable`] sets room aside for at once (more are taken,
+/// the buffer grows).
+const POLL_BATCH_LEN: usize = 256;
 
 /// One process of a live cluster. See the module docs.
 pub struct Endpoint {
@@ -459,8 +479,8 @@ impl Endpoint {
             core: Mutex::new(Core {
                 role,
                 extra: VecDeque::new(),
-                dirty: false,
             }),
+            dirty: AtomicBool::new(false),
             clock,
             waker: OnceLock::new(),
             be: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
@@ -476,9 +496,18 @@ impl Endpoint {
             control_out: Mutex::new(VecDeque::new()),
             control_dropped: AtomicU64::new(0),
             downlink: LiveTopology::of(&cluster).ok().and_then(|t| t.downlink(id)),
+            room: Mutex::new(0),
+            room_ready: Condvar::new(),
+            room_waiters: AtomicUsize::new(0),
         });
         let ports = PortTable::new().with_link(UPLINK, uplink);
-        let driver = Driver::new(CoreNode(shared.clone()), socket, ports, clock, driver_cfg)?;
+        let driver = Driver::new(
+            CoreNode::new(shared.clone()),
+            socket,
+            ports,
+            clock,
+            driver_cfg,
+        )?;
         let _ = shared.waker.set(driver.waker());
         let io = {
             let shared = shared.clone();
@@ -564,6 +593,72 @@ impl Endpoint {
         })
     }
 
+    /// [`Endpoint::send_unreliable`], waiting up to `timeout` for room when the send buffer
+    /// is full (§6.1 flow control) instead of returning [`SendError::Full`] at once: the call
+    /// sleeps until the I/O thread has handled acknowledgements or loss reports, then tries
+    /// again — no spinning. `Duration::ZERO` tries once.
+    ///
+    /// # Errors
+    /// [`SendError::Full`] if there was still no room after `timeout`; the others as
+    /// [`Endpoint::send_unreliable`].
+    pub fn send_unreliable_timeout(
+        &self,
+        scattering: &[(ProcId, Bytes)],
+        timeout: Duration,
+    ) -> Result<Timestamp, SendError> {
+        self.retry_while_full(timeout, || self.send_unreliable(scattering))
+    }
+
+    /// [`Endpoint::send_reliable`], waiting up to `timeout` for room in the send buffer as
+    /// [`Endpoint::send_unreliable_timeout`] does.
+    ///
+    /// # Errors
+    /// [`SendError::Full`] if there was still no room after `timeout`; the others as
+    /// [`Endpoint::send_reliable`].
+    pub fn send_reliable_timeout(
+        &self,
+        scattering: &[(ProcId, Bytes)],
+        timeout: Duration,
+    ) -> Result<SendHandle, SendError> {
+        self.retry_while_full(timeout, || self.send_reliable(scattering))
+    }
+
+    /// Runs `send` until it is not refused for a full buffer, or `timeout` passes; between
+    /// tries it sleeps until the I/O thread has taken a turn.
+    fn retry_while_full<R>(
+        &self,
+        timeout: Duration,
+        mut send: impl FnMut() -> Result<R, SendError>,
+    ) -> Result<R, SendError> {
+        let until = deadline(timeout);
+        let sh = &self.shared;
+        // Counted as waiting before the first try, so no turn between a refusal and the wait
+        // can pass unseen.
+        sh.room_waiters.fetch_add(1, Ordering::SeqCst);
+        let result = loop {
+            let seen = *sh.room.lock().unwrap_or_else(|e| e.into_inner());
+            match send() {
+                Err(SendError::Full) => {}
+                r => break r,
+            }
+            let mut generation = sh.room.lock().unwrap_or_else(|e| e.into_inner());
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break Err(SendError::Full);
+            }
+            if *generation == seen {
+                generation = sh
+                    .room_ready
+                    .wait_timeout(generation, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            drop(generation);
+        };
+        sh.room_waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
     /// Runs an application command on the role and wakes the I/O thread if it has new output
     /// to drain and was not already told.
     fn command<R>(
@@ -575,7 +670,7 @@ impl Endpoint {
         }
         let mut core = self.shared.lock();
         let r = f(&mut core.role, self.shared.clock.now(), self.proc)?;
-        let was_dirty = std::mem::replace(&mut core.dirty, true);
+        let was_dirty = self.shared.dirty.swap(true, Ordering::SeqCst);
         drop(core);
         if !was_dirty {
             self.shared.wake();
@@ -632,6 +727,72 @@ impl Endpoint {
     /// [`Endpoint::recv_reliable`].
     pub fn recv_reliable_timeout(&self, timeout: Duration) -> Result<Message, RecvError> {
         self.after_reliable_pop(self.shared.rel.pop(false, Some(deadline(timeout))))
+    }
+
+    /// Up to `limit` best-effort messages at once, appended to `out` in delivery order: waits
+    /// up to `timeout` for the first (`Duration::ZERO`: not at all), then takes the others
+    /// that are already delivered — one lock for the batch instead of one per message (Aeron's
+    /// `poll(handler, limit)`; see [`Endpoint::poll_unreliable`]). Returns how many.
+    ///
+    /// ```no_run
+    /// # fn f(e: &onepipe_runtime::endpoint::Endpoint) {
+    /// use std::time::Duration;
+    /// let mut batch = Vec::with_capacity(256);
+    /// while let Ok(n) = e.recv_unreliable_many(&mut batch, 256, Duration::from_millis(10)) {
+    ///     for m in batch.drain(..) {
+    ///         // apply m, in order
+    ///     }
+    /// #   let _ = n;
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`RecvError::Timeout`] or [`RecvError::Empty`] if none came (nothing is appended);
+    /// [`RecvError::Closed`] as [`Endpoint::recv_unreliable`].
+    pub fn recv_unreliable_many(
+        &self,
+        out: &mut Vec<Message>,
+        limit: usize,
+        timeout: Duration,
+    ) -> Result<usize, RecvError> {
+        let until = (!timeout.is_zero()).then(|| deadline(timeout));
+        Ok(self.shared.be.pop_many(out, limit, false, until)?)
+    }
+
+    /// Up to `limit` reliable messages at once, as [`Endpoint::recv_unreliable_many`].
+    ///
+    /// # Errors
+    /// As [`Endpoint::recv_unreliable_many`].
+    pub fn recv_reliable_many(
+        &self,
+        out: &mut Vec<Message>,
+        limit: usize,
+        timeout: Duration,
+    ) -> Result<usize, RecvError> {
+        let until = (!timeout.is_zero()).then(|| deadline(timeout));
+        let r = self.shared.rel.pop_many(out, limit, false, until);
+        self.after_reliable_pop(r.map(|_| ()))?;
+        Ok(r?)
+    }
+
+    /// Calls `handler` with each of up to `limit` best-effort messages already delivered, in
+    /// delivery order, and returns how many (0: none was waiting). Never blocks; the handler
+    /// runs outside the endpoint's locks, so it may send.
+    pub fn poll_unreliable(&self, limit: usize, handler: impl FnMut(Message)) -> usize {
+        let mut batch = Vec::with_capacity(limit.min(POLL_BATCH_LEN));
+        let n = self.recv_unreliable_many(&mut batch, limit, Duration::ZERO);
+        batch.into_iter().for_each(handler);
+        n.unwrap_or(0)
+    }
+
+    /// Calls `handler` with each of up to `limit` reliable messages already delivered, as
+    /// [`Endpoint::poll_unreliable`].
+    pub fn poll_reliable(&self, limit: usize, handler: impl FnMut(Message)) -> usize {
+        let mut batch = Vec::with_capacity(limit.min(POLL_BATCH_LEN));
+        let n = self.recv_reliable_many(&mut batch, limit, Duration::ZERO);
+        batch.into_iter().for_each(handler);
+        n.unwrap_or(0)
     }
 
     /// The next best-effort message, as a future (with the `tokio` feature): Table 1
@@ -691,7 +852,7 @@ impl Endpoint {
 
     /// A reliable pop made room: if delivery was paused for want of it, let the I/O thread
     /// resume once the queue is half empty.
-    fn after_reliable_pop(&self, r: Result<Message, PopError>) -> Result<Message, RecvError> {
+    fn after_reliable_pop<T>(&self, r: Result<T, PopError>) -> Result<T, RecvError> {
         if self.shared.rel_paused.load(Ordering::Relaxed)
             && self.shared.rel.len() <= self.shared.rel.len_max() / 2
         {
@@ -813,6 +974,24 @@ impl Shared {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The I/O thread took a turn: senders waiting for room try again once the send buffer is
+    /// at most half full (acknowledgements came in: room for a burst of sends, not one send
+    /// per turn), or the endpoint stops.
+    fn room_turned(&self) {
+        if self.room_waiters.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let room = self.stop.load(Ordering::SeqCst)
+            || match &self.lock().role {
+                Role::Ordered(h) => h.send_buffer_use() <= ROOM_WAKE_USE,
+                Role::Unordered(_) => true,
+            };
+        if room {
+            *self.room.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            self.room_ready.notify_all();
+        }
+    }
+
     fn wake(&self) {
         if let Some(w) = self.waker.get() {
             // Only fails if the eventfd is gone, i.e. the I/O thread has ended.
@@ -858,7 +1037,7 @@ impl Shared {
         let mut core = self.lock();
         if let Role::Ordered(h) = &mut core.role {
             h.on_control(now, msg);
-            let was_dirty = std::mem::replace(&mut core.dirty, true);
+            let was_dirty = self.dirty.swap(true, Ordering::SeqCst);
             drop(core);
             if !was_dirty {
                 self.wake();
@@ -895,9 +1074,10 @@ impl Shared {
         }
     }
 
-    /// What the I/O thread does with each event of the role. `overflow` holds reliable
-    /// messages the full queue could not take (bounded: delivery pauses at once).
-    fn on_event(&self, e: HostEvent, overflow: &mut VecDeque<Message>) {
+    /// What the I/O thread does with each event of the role. Deliveries wait in `pending`
+    /// for [`Shared::flush_deliveries`] at the end of the turn (one lock and one wake-up per
+    /// batch instead of per message).
+    fn on_event(&self, e: HostEvent, pending: &mut Pending) {
         match e {
             HostEvent::Deliver(d) => {
                 let m = Message {
@@ -910,44 +1090,9 @@ impl Shared {
                     psn: d.psn.0,
                 };
                 if m.reliable {
-                    if !overflow.is_empty() {
-                        overflow.push_back(m);
-                    } else if let Err(m) = self.rel.try_push(m) {
-                        overflow.push_back(m);
-                        self.set_reliable_paused(true);
-                    }
-                } else if let Err(m) = self.be.try_push(m) {
-                    // §4.1: a receiver with no room drops the message and NAKs it, so that its
-                    // sender hears of the loss.
-                    self.recv_refused_full.fetch_add(1, Ordering::Relaxed);
-                    let nak = Nak {
-                        reason: NakReason::BufferFull,
-                        from: self.proc,
-                        to: m.src,
-                        psn: d.psn,
-                        ts: m.ts,
-                        reliable: false,
-                        seq: 0,
-                    };
-                    let mut core = self.lock();
-                    if m.src == self.proc {
-                        // Our own message: tell the role directly (a NAK through the network
-                        // could be lost, and nothing would report it).
-                        let input = Input::Packet {
-                            port: UPLINK,
-                            packet: Packet::Nak(nak),
-                        };
-                        let now = self.clock.now();
-                        match &mut core.role {
-                            Role::Ordered(h) => h.handle(now, input),
-                            Role::Unordered(h) => h.handle(now, input),
-                        }
-                    } else {
-                        core.extra.push_back(Output::Send {
-                            port: UPLINK,
-                            packet: Packet::Nak(nak),
-                        });
-                    }
+                    pending.rel.push_back(m);
+                } else {
+                    pending.be.push_back(m);
                 }
             }
             HostEvent::SendFailed {
@@ -992,81 +1137,181 @@ impl Shared {
         }
     }
 
+    /// Moves the turn's deliveries into the application's queues. Best-effort messages the
+    /// queue has no room for are dropped and NAKed (§4.1: a receiver with no room drops the
+    /// message, so that its sender hears of the loss). Reliable ones stay in `pending.rel`
+    /// and reliable delivery pauses (the role holds the rest back, §6.1) until the
+    /// application makes room. Returns whether the role has new outputs to drain (NAKs).
+    fn flush_deliveries(&self, pending: &mut Pending) -> bool {
+        self.be.push_many(&mut pending.be);
+        let refused = !pending.be.is_empty();
+        for m in pending.be.drain(..) {
+            self.refuse_best_effort(&m);
+        }
+        self.rel.push_many(&mut pending.rel);
+        if !pending.rel.is_empty() && !self.rel_paused.load(Ordering::Relaxed) {
+            self.set_reliable_paused(true);
+        }
+        refused
+    }
+
+    /// A best-effort message the application's queue had no room for: dropped, counted and
+    /// NAKed to its sender.
+    fn refuse_best_effort(&self, m: &Message) {
+        self.recv_refused_full.fetch_add(1, Ordering::Relaxed);
+        let nak = Nak {
+            reason: NakReason::BufferFull,
+            from: self.proc,
+            to: m.src,
+            psn: onepipe_proto::ids::Psn(m.psn),
+            ts: m.ts,
+            reliable: false,
+            seq: 0,
+        };
+        let mut core = self.lock();
+        if m.src == self.proc {
+            // Our own message: tell the role directly (a NAK through the network could be
+            // lost, and nothing would report it).
+            let input = Input::Packet {
+                port: UPLINK,
+                packet: Packet::Nak(nak),
+            };
+            let now = self.clock.now();
+            match &mut core.role {
+                Role::Ordered(h) => h.handle(now, input),
+                Role::Unordered(h) => h.handle(now, input),
+            }
+        } else {
+            core.extra.push_back(Output::Send {
+                port: UPLINK,
+                packet: Packet::Nak(nak),
+            });
+        }
+        self.dirty.store(true, Ordering::SeqCst);
+    }
+
     fn set_reliable_paused(&self, paused: bool) {
         self.rel_paused.store(paused, Ordering::Relaxed);
         let now = self.clock.now();
         let me = self.proc;
-        if let Role::Ordered(h) = &mut self.lock().role {
+        let mut core = self.lock();
+        if let Role::Ordered(h) = &mut core.role {
             h.set_paused(now, me, paused);
         }
+        self.dirty.store(true, Ordering::SeqCst);
     }
 }
 
-/// The role as the driver sees it: every call takes the lock for its duration only.
-struct CoreNode(Arc<Shared>);
+/// Deliveries of the current turn, waiting for [`Shared::flush_deliveries`]; reliable ones
+/// stay while the application's queue is full (delivery is paused then).
+#[derive(Default)]
+struct Pending {
+    be: VecDeque<Message>,
+    rel: VecDeque<Message>,
+}
+
+/// The role as the driver sees it. Each input takes the lock once: the role handles it, and
+/// its outputs and timer are taken out under the same lock, for the driver to drain without
+/// locking again. Outputs that other threads cause (sends, control messages, NAKs) are taken
+/// when [`Shared::dirty`] says there are some.
+struct CoreNode {
+    shared: Arc<Shared>,
+    outputs: VecDeque<Output<Packet, HostEvent>>,
+    timeout: Option<Instant>,
+}
+
+impl CoreNode {
+    fn new(shared: Arc<Shared>) -> CoreNode {
+        let mut node = CoreNode {
+            shared,
+            outputs: VecDeque::new(),
+            timeout: None,
+        };
+        let shared = node.shared.clone();
+        node.take_outputs(&mut shared.lock());
+        node
+    }
+
+    /// Takes the role's outputs and reads its timer (under the core lock).
+    fn take_outputs(&mut self, core: &mut Core) {
+        let Core { role, extra } = core;
+        match role {
+            Role::Ordered(h) => {
+                while let Some(o) = h.poll_output() {
+                    self.outputs.push_back(o);
+                }
+                self.timeout = h.poll_timeout();
+            }
+            Role::Unordered(h) => {
+                while let Some(o) = h.poll_output() {
+                    self.outputs.push_back(o);
+                }
+                self.timeout = h.poll_timeout();
+            }
+        }
+        self.outputs.extend(extra.drain(..));
+        self.shared.dirty.store(false, Ordering::SeqCst);
+    }
+}
 
 impl Node for CoreNode {
     type Packet = Packet;
     type Event = HostEvent;
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
-        match &mut self.0.lock().role {
+        let shared = self.shared.clone();
+        let mut core = shared.lock();
+        match &mut core.role {
             Role::Ordered(h) => h.handle(now, input),
             Role::Unordered(h) => h.handle(now, input),
         }
+        self.take_outputs(&mut core);
     }
 
     fn poll_output(&mut self) -> Option<Output<Packet, HostEvent>> {
-        let mut core = self.0.lock();
-        let out = match &mut core.role {
-            Role::Ordered(h) => h.poll_output(),
-            Role::Unordered(h) => h.poll_output(),
-        };
-        let out = out.or_else(|| core.extra.pop_front());
-        if out.is_none() {
-            core.dirty = false;
+        if self.outputs.is_empty() && self.shared.dirty.load(Ordering::SeqCst) {
+            let shared = self.shared.clone();
+            self.take_outputs(&mut shared.lock());
         }
-        out
+        self.outputs.pop_front()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match &self.0.lock().role {
-            Role::Ordered(h) => h.poll_timeout(),
-            Role::Unordered(h) => h.poll_timeout(),
-        }
+        self.timeout
     }
 }
 
 /// The I/O thread: lib1pipe's polling thread (§6.1).
 fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> {
-    let mut overflow: VecDeque<Message> = VecDeque::new();
+    let mut pending = Pending::default();
     let mut last_stats = std::time::Instant::now();
     let result = loop {
         if shared.stop.load(Ordering::SeqCst) {
             break Ok(());
         }
-        let mut sink = |e| shared.on_event(e, &mut overflow);
-        if let Err(e) = driver.run_once(Duration::from_millis(50), &mut sink) {
-            break Err(e);
-        }
+        let mut sink = |e| shared.on_event(e, &mut pending);
+        let more = match driver.turn_once(&mut sink) {
+            Ok(more) => more,
+            Err(e) => break Err(e),
+        };
         // Drain what application threads queued since the last turn (sends, NAKs).
         driver.with_node(|_, _| (), &mut sink);
-        // Reliable messages the full queue could not take go first; delivery resumes when the
-        // application has made room.
-        while let Some(m) = overflow.pop_front() {
-            if let Err(m) = shared.rel.try_push(m) {
-                overflow.push_front(m);
-                break;
-            }
+        // The turn's deliveries go to the application's queues in one batch — before the
+        // barriers are published, and before the loop waits.
+        if shared.flush_deliveries(&mut pending) {
+            driver.with_node(|_, _| (), &mut |e| shared.on_event(e, &mut pending));
         }
-        if overflow.is_empty()
+        // Reliable delivery resumes once the application has made room.
+        if pending.rel.is_empty()
             && shared.rel_paused.load(Ordering::Relaxed)
             && shared.rel.len() <= shared.rel.len_max() / 2
         {
             shared.set_reliable_paused(false);
-            driver.with_node(|_, _| (), &mut |e| shared.on_event(e, &mut overflow));
+            driver.with_node(|_, _| (), &mut |e| shared.on_event(e, &mut pending));
+            shared.flush_deliveries(&mut pending);
         }
-        shared.publish(overflow.is_empty());
+        shared.publish(pending.rel.is_empty());
+        shared.room_turned();
         if last_stats.elapsed() >= Duration::from_millis(20) {
             last_stats = std::time::Instant::now();
             *shared
@@ -1074,14 +1319,21 @@ fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> 
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()) = driver.stats();
         }
+        if !more {
+            if let Err(e) = driver.wait_for_work(Duration::from_millis(50)) {
+                break Err(e);
+            }
+        }
     };
     let _ = driver.flush();
     *shared
         .driver_stats
         .lock()
         .unwrap_or_else(|e| e.into_inner()) = driver.stats();
-    // Wake whoever waits: the queues say Closed once drained.
+    // Wake whoever waits: the queues say Closed once drained, and senders waiting for room
+    // find the endpoint closed.
     shared.stop.store(true, Ordering::SeqCst);
+    shared.room_turned();
     shared.be.close();
     shared.rel.close();
     shared.events.close();

@@ -130,6 +130,54 @@ impl<T> BoundedQueue<T> {
     /// The future registers for a wake-up before it looks at the queue, so a push between the
     /// two is never missed; it is cancel-safe (dropped, it takes nothing, and a wake-up it was
     /// given passes to another waiting task).
+    /// Moves as many of `items` as fit (from the front, in order) into the queue under one
+    /// lock, waking a waiting reader once; what does not fit stays in `items`. Returns how many
+    /// moved (none once closed).
+    pub fn push_many(&self, items: &mut VecDeque<T>) -> usize {
+        if items.is_empty() {
+            return 0;
+        }
+        let mut q = self.lock();
+        if q.closed {
+            return 0;
+        }
+        let n = items
+            .len()
+            .min(self.len_max - q.items.len().min(self.len_max));
+        q.items.extend(items.drain(..n));
+        let wake = q.waiters > 0 && n > 0;
+        drop(q);
+        if wake {
+            self.ready.notify_all();
+        }
+        #[cfg(feature = "tokio")]
+        if n > 0 {
+            self.ready_async.notify_one();
+        }
+        n
+    }
+
+    /// Moves up to `limit` items into `out` under one lock, waiting as [`BoundedQueue::pop`]
+    /// does for the first (`block`, `deadline`); the rest only if they are already there.
+    /// Returns how many were moved (at least 1 on success).
+    pub fn pop_many(
+        &self,
+        out: &mut Vec<T>,
+        limit: usize,
+        block: bool,
+        deadline: Option<Instant>,
+    ) -> Result<usize, PopError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let first = self.pop(block, deadline)?;
+        out.push(first);
+        let mut q = self.lock();
+        let more = q.items.len().min(limit - 1);
+        out.extend(q.items.drain(..more));
+        Ok(1 + more)
+    }
+
     #[cfg(feature = "tokio")]
     pub async fn pop_async(&self) -> Result<T, PopError> {
         loop {
@@ -173,6 +221,42 @@ mod tests {
 
     /// A waiting `pop_async` is polled again only when something was pushed (or the queue
     /// closed): it never busy-polls an empty queue.
+    #[test]
+    fn push_many_moves_what_fits_in_order_and_leaves_the_rest() {
+        let q = BoundedQueue::new(3);
+        q.try_push(0).unwrap();
+        let mut items: VecDeque<i32> = (1..6).collect();
+        assert_eq!(q.push_many(&mut items), 2);
+        assert_eq!(items, [3, 4, 5]);
+        let mut out = Vec::new();
+        assert_eq!(q.pop_many(&mut out, 10, false, None), Ok(3));
+        assert_eq!(out, [0, 1, 2]);
+        q.close();
+        assert_eq!(q.push_many(&mut items), 0, "closed");
+        assert_eq!(items.len(), 3);
+    }
+
+    #[test]
+    fn pop_many_takes_what_is_there_up_to_the_limit_and_waits_only_for_the_first() {
+        let q = BoundedQueue::new(8);
+        let mut out = Vec::new();
+        assert_eq!(q.pop_many(&mut out, 4, false, None), Err(PopError::Empty));
+        for i in 0..6 {
+            q.try_push(i).unwrap();
+        }
+        assert_eq!(q.pop_many(&mut out, 4, false, None), Ok(4));
+        assert_eq!(q.pop_many(&mut out, 4, true, None), Ok(2));
+        assert_eq!(out, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(q.pop_many(&mut out, 0, true, None), Ok(0), "nothing asked");
+        let soon = Instant::now() + Duration::from_millis(5);
+        assert_eq!(
+            q.pop_many(&mut out, 4, false, Some(soon)),
+            Err(PopError::Timeout)
+        );
+        q.close();
+        assert_eq!(q.pop_many(&mut out, 4, true, None), Err(PopError::Closed));
+    }
+
     #[cfg(feature = "tokio")]
     #[test]
     fn an_async_pop_sleeps_until_a_push_or_the_close_wakes_it() {

@@ -5,6 +5,8 @@
 //!   broadcasts in one total order each (§2.1, §4.1, §5.1).
 //! * Bounded queues: a best-effort message the application has no room for is dropped and its
 //!   sender hears of it (§4.1); a reliable one waits (§6.1) and nothing is lost.
+//! * Flow control without spinning: `send_*_timeout` waits for room in a full send buffer;
+//!   `recv_*_many` and `poll_*` take delivered messages in batches, in order.
 //! * The unordered baseline delivers but has no reliable service; the controller hands out
 //!   process ids, refuses a taken one, and counts garbage.
 //!
@@ -208,24 +210,95 @@ fn a_full_reliable_queue_pauses_delivery_and_loses_nothing_6_1() {
         ..JoinOptions::default()
     };
     let eps = join_all(local.controller_addr(), 2, opts);
-    let mut sent = 0u32;
-    let deadline = Instant::now() + PATIENCE;
-    while sent < 300 {
-        assert!(Instant::now() < deadline);
-        match eps[0].send_reliable(&[(ProcId(1), Bytes::copy_from_slice(&sent.to_le_bytes()))]) {
-            Ok(_) => sent += 1,
-            Err(SendError::Full) => std::thread::sleep(Duration::from_millis(1)),
+    // Sent while the receiver reads nothing: the sender's buffer fills, and each send waits
+    // for room (no spinning on `Full`) — the reader below makes it.
+    std::thread::scope(|scope| {
+        let sender = scope.spawn(|| {
+            for i in 0..300u32 {
+                let m = [(ProcId(1), Bytes::copy_from_slice(&i.to_le_bytes()))];
+                eps[0].send_reliable_timeout(&m, PATIENCE).unwrap();
+            }
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        // Then read in batches of at most 64: all 300, in order, none lost.
+        let deadline = Instant::now() + PATIENCE;
+        let mut got = Vec::new();
+        while got.len() < 300 {
+            assert!(Instant::now() < deadline, "{} of 300", got.len());
+            let before = got.len();
+            match eps[1].recv_reliable_many(&mut got, 64, Duration::from_millis(100)) {
+                Ok(n) => assert!(n == got.len() - before && (1..=64).contains(&n)),
+                Err(RecvError::Timeout) => assert_eq!(got.len(), before),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(
+            got.iter().map(id).collect::<Vec<_>>(),
+            (0..300).map(|i| (0, i)).collect::<Vec<_>>()
+        );
+        sender.join().expect("every send found room");
+    });
+    assert_eq!(eps[1].try_recv_reliable(), Err(RecvError::Empty));
+    assert_eq!(eps[0].try_next_event(), Err(RecvError::Empty), "no failure");
+}
+
+/// §6.1 flow control without spinning: with the best-effort window full (256 KiB of 64 KiB
+/// messages unacknowledged), `send_unreliable` is refused, and `send_unreliable_timeout` waits
+/// until acknowledgements free the window, then sends. Batches: `poll_unreliable` hands over
+/// what is delivered, in order, at most `limit` at a time, and 0 when nothing is.
+#[test]
+fn a_blocking_send_waits_for_the_window_and_polls_take_batches_in_order_6_1() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 2,
+        layers: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let eps = join_all(local.controller_addr(), 2, JoinOptions::default());
+    let big = Bytes::from(vec![7u8; 64 << 10]);
+    let mut refused = false;
+    for _ in 0..1_000 {
+        match eps[0].send_unreliable(&[(ProcId(1), big.clone())]) {
+            Ok(_) => {}
+            Err(SendError::Full) => {
+                refused = true;
+                break;
+            }
             Err(e) => panic!("{e}"),
         }
     }
-    std::thread::sleep(Duration::from_millis(200));
-    let got = receive(&eps[1], true, 300);
-    assert_eq!(
-        got.iter().map(id).collect::<Vec<_>>(),
-        (0..300).map(|i| (0, i)).collect::<Vec<_>>()
-    );
-    assert_eq!(eps[1].try_recv_reliable(), Err(RecvError::Empty));
-    assert_eq!(eps[0].try_next_event(), Err(RecvError::Empty), "no failure");
+    assert!(refused, "a 256 KiB window holds a few 64 KiB messages");
+    for _ in 0..20 {
+        eps[0]
+            .send_unreliable_timeout(&[(ProcId(1), big.clone())], PATIENCE)
+            .unwrap();
+    }
+    // Small messages, then batches.
+    for i in 0..200u32 {
+        let m = [(ProcId(1), Bytes::copy_from_slice(&i.to_le_bytes()))];
+        eps[0].send_unreliable_timeout(&m, PATIENCE).unwrap();
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let mut small = Vec::new();
+    let mut big_seen = 0;
+    while small.len() < 200 {
+        assert!(Instant::now() < deadline, "{} of 200", small.len());
+        let n = eps[1].poll_unreliable(50, |m| {
+            if m.payload.len() == 4 {
+                small.push(id(&m));
+            } else {
+                big_seen += 1;
+            }
+        });
+        assert!(n <= 50);
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    assert_eq!(small, (0..200).map(|i| (0, i)).collect::<Vec<_>>());
+    assert!(big_seen > 0);
+    assert_eq!(eps[1].poll_unreliable(50, |_| panic!("nothing left")), 0);
+    assert_eq!(eps[0].stats().host.send_failed, 0, "{:?}", eps[0].stats());
 }
 
 /// The baseline: the same transport, delivery on arrival, no reliable service.

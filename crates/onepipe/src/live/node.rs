@@ -36,6 +36,59 @@ use std::time::Duration;
 /// A reliable scattering waiting for its stamp: (seq, send time, destinations).
 type Unstamped = (u64, u64, Option<Vec<u32>>);
 
+/// Reliable scatterings sent and not yet stamped, and stamps that came back before the sender
+/// had recorded their scattering (a send returns its handle after the I/O thread may already
+/// have stamped it: neither side holds a lock across the send).
+#[derive(Default)]
+struct Stamps {
+    waiting: BTreeMap<SendHandle, Unstamped>,
+    /// Stamped (`Some`) or aborted (`None`, §5.2) before the sender recorded them.
+    early: BTreeMap<SendHandle, Option<Timestamp>>,
+}
+
+impl Stamps {
+    /// The sender's side: `handle` was sent; the record if its stamp is already in.
+    fn sent(&mut self, handle: SendHandle, u: Unstamped) -> Option<SendRec> {
+        match self.early.remove(&handle) {
+            Some(Some(ts)) => Some(stamped(u, ts)),
+            // Aborted: never stamped, never sent.
+            Some(None) => None,
+            None => {
+                self.waiting.insert(handle, u);
+                None
+            }
+        }
+    }
+
+    /// The event thread's side: `handle` was stamped `ts`; the record if it was sent.
+    fn stamp(&mut self, handle: SendHandle, ts: Timestamp) -> Option<SendRec> {
+        match self.waiting.remove(&handle) {
+            Some(u) => Some(stamped(u, ts)),
+            None => {
+                self.early.insert(handle, Some(ts));
+                None
+            }
+        }
+    }
+
+    /// The event thread's side: `handle` was aborted before it was stamped (§5.2).
+    fn abort(&mut self, handle: SendHandle) {
+        if self.waiting.remove(&handle).is_none() {
+            self.early.insert(handle, None);
+        }
+    }
+}
+
+fn stamped((seq, send_ns, dsts): Unstamped, ts: Timestamp) -> SendRec {
+    SendRec {
+        seq,
+        ts: ts.raw(),
+        send_ns,
+        reliable: true,
+        dsts,
+    }
+}
+
 /// What the receive and event threads share with the sender.
 struct Shared {
     ep: Endpoint,
@@ -43,7 +96,7 @@ struct Shared {
     deliveries: [Mutex<Vec<DeliveryRec>>; 2],
     failures: Mutex<Vec<FailureRec>>,
     /// Reliable scatterings sent and not yet stamped: handle → (seq, send time, dsts).
-    unstamped: Mutex<BTreeMap<SendHandle, Unstamped>>,
+    unstamped: Mutex<Stamps>,
     stamped: Mutex<Vec<SendRec>>,
     last_delivery_ns: AtomicU64,
     malformed: AtomicU64,
@@ -108,7 +161,7 @@ pub fn run(args: &NodeArgs) -> i32 {
         stop_receiving: AtomicBool::new(false),
         deliveries: [Mutex::new(Vec::new()), Mutex::new(Vec::new())],
         failures: Mutex::new(Vec::new()),
-        unstamped: Mutex::new(BTreeMap::new()),
+        unstamped: Mutex::new(Stamps::default()),
         stamped: Mutex::new(Vec::new()),
         last_delivery_ns: AtomicU64::new(monotonic_ns()),
         malformed: AtomicU64::new(0),
@@ -208,7 +261,7 @@ fn drive(
     let mut sends = send_loop(args, s, t0, end, stop)?;
     // Every own send resolved: acknowledged, reported, or (reliable) stamped and acknowledged.
     let resolve_until = monotonic_ns() + args.drain;
-    while (s.ep.pending_sends() > 0 || !lock(&s.unstamped).is_empty())
+    while (s.ep.pending_sends() > 0 || !lock(&s.unstamped).waiting.is_empty())
         && monotonic_ns() < resolve_until
         && !s.declared.load(Ordering::SeqCst)
     {
@@ -344,26 +397,37 @@ fn send_loop(
             None => (0..n).map(|d| (ProcId(d), payload.clone())).collect(),
             Some(v) => v.iter().map(|&d| (ProcId(d), payload.clone())).collect(),
         };
-        let sent = if reliable {
-            // Record before sending: the stamp may come back before we could.
-            let mut pending = lock(&s.unstamped);
-            match s.ep.send_reliable(&scattering) {
-                Ok(h) => {
-                    pending.insert(h, (seq, now, dsts));
-                    Ok(())
+        // §6.1: a full send buffer makes the send wait for room (`send_*_timeout`: the
+        // endpoint wakes it when acknowledgements free the window); a send that had to wait
+        // counts as refused once. The wait is cut short now and then to see `stop`.
+        let wait = Duration::from_nanos(end.saturating_sub(now)).min(FULL_WAIT_MAX);
+        let mut waited = false;
+        let sent = loop {
+            let timeout = if waited { wait } else { Duration::ZERO };
+            let r = if reliable {
+                s.ep.send_reliable_timeout(&scattering, timeout).map(|h| {
+                    let rec = lock(&s.unstamped).sent(h, (seq, now, dsts.clone()));
+                    lock(&s.stamped).extend(rec);
+                })
+            } else {
+                s.ep.send_unreliable_timeout(&scattering, timeout)
+                    .map(|ts| {
+                        sends.push(SendRec {
+                            seq,
+                            ts: ts.raw(),
+                            send_ns: now,
+                            reliable: false,
+                            dsts: dsts.clone(),
+                        });
+                    })
+            };
+            match r {
+                Err(SendError::Full) if !waited => {
+                    refused += 1;
+                    waited = true;
                 }
-                Err(e) => Err(e),
+                r => break r,
             }
-        } else {
-            s.ep.send_unreliable(&scattering).map(|ts| {
-                sends.push(SendRec {
-                    seq,
-                    ts: ts.raw(),
-                    send_ns: now,
-                    reliable: false,
-                    dsts,
-                });
-            })
         };
         match sent {
             Ok(()) => {
@@ -374,11 +438,8 @@ fn send_loop(
             Err(SendError::Failed(p)) => {
                 lock(&s.failed).insert(p.0);
             }
-            Err(SendError::Full) => {
-                // §6.1: the send buffer is full; back off briefly and try again.
-                refused += 1;
-                std::thread::sleep(FULL_BACKOFF);
-            }
+            // Still full after waiting: the loop tries again (and checks the time and `stop`).
+            Err(SendError::Full) => {}
             Err(e) => return Err(Exit::Failed(format!("send failed: {e}"))),
         }
     }
@@ -386,44 +447,50 @@ fn send_loop(
     Ok(sends)
 }
 
-/// How long the sender waits after `SendError::Full` before trying again. The window it waits
-/// for (`unacked_bytes_max`, 256 KiB) holds tens of milliseconds of sending at saturation, so a
-/// pause of a few beacon intervals never lets it run dry, while retrying every 200 µs cost a
-/// wake-up and a turn of the endpoint's lock per retry (at 8 endpoints × 64 B, 6.1 µs of CPU per
-/// delivered message against 3.6–3.9 µs with this pause; docs/BENCHMARKS.md, "Live cluster").
-const FULL_BACKOFF: Duration = Duration::from_millis(2);
+/// Longest single wait for room in a full send buffer before the sender looks at the time and
+/// at `stop` again.
+const FULL_WAIT_MAX: Duration = Duration::from_millis(50);
 
 /// Sends refused with `SendError::Full` (for the summary).
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 
-/// One receive thread: takes messages of one service and records them.
+/// Most messages a receive thread takes at once.
+const RECV_BATCH_LEN: usize = 1_024;
+
+/// One receive thread: takes messages of one service, in batches, and records them.
 fn receive(s: &Shared, reliable: bool) {
     let mut local = Vec::new();
+    let mut batch = Vec::with_capacity(RECV_BATCH_LEN);
     loop {
+        let wait = Duration::from_millis(10);
         let r = if reliable {
-            s.ep.recv_reliable_timeout(Duration::from_millis(10))
+            s.ep.recv_reliable_many(&mut batch, RECV_BATCH_LEN, wait)
         } else {
-            s.ep.recv_unreliable_timeout(Duration::from_millis(10))
+            s.ep.recv_unreliable_many(&mut batch, RECV_BATCH_LEN, wait)
         };
         match r {
-            Ok(m) => {
+            Ok(_) => {
+                // One reading of the clock per batch: every message of it was in the queue
+                // by then (a delivery's time is when the application had it).
                 let now = monotonic_ns();
                 s.last_delivery_ns.store(now, Ordering::Relaxed);
-                let Some((seq, sent_ns)) = records::read_payload(&m.payload) else {
-                    s.malformed.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                };
-                local.push(DeliveryRec {
-                    src: m.src.0,
-                    seq,
-                    ts: m.ts.raw(),
-                    barrier: m.barrier.raw(),
-                    delivered_ts: m.delivered_ts.raw(),
-                    recv_ns: now,
-                    latency_ns: now.saturating_sub(sent_ns),
-                    reliable: m.reliable,
-                    psn: m.psn,
-                });
+                for m in batch.drain(..) {
+                    let Some((seq, sent_ns)) = records::read_payload(&m.payload) else {
+                        s.malformed.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    };
+                    local.push(DeliveryRec {
+                        src: m.src.0,
+                        seq,
+                        ts: m.ts.raw(),
+                        barrier: m.barrier.raw(),
+                        delivered_ts: m.delivered_ts.raw(),
+                        recv_ns: now,
+                        latency_ns: now.saturating_sub(sent_ns),
+                        reliable: m.reliable,
+                        psn: m.psn,
+                    });
+                }
             }
             Err(RecvError::Timeout | RecvError::Empty) => {
                 if s.stop_receiving.load(Ordering::SeqCst) {
@@ -448,15 +515,8 @@ fn events(s: &Shared) {
                 at_ns: monotonic_ns(),
             }),
             Ok(Event::ReliableSent { handle, ts }) => {
-                if let Some((seq, send_ns, dsts)) = lock(&s.unstamped).remove(&handle) {
-                    lock(&s.stamped).push(SendRec {
-                        seq,
-                        ts: ts.raw(),
-                        send_ns,
-                        reliable: true,
-                        dsts,
-                    });
-                }
+                let rec = lock(&s.unstamped).stamp(handle, ts);
+                lock(&s.stamped).extend(rec);
             }
             Ok(Event::ProcessFailed { proc, reason, ts }) => {
                 if proc == s.ep.proc() && reason == "declared" {
@@ -484,13 +544,13 @@ fn events(s: &Shared) {
             }
             Ok(Event::ReliableAborted { handle }) => {
                 // Never stamped, never sent: nothing to record.
-                lock(&s.unstamped).remove(&handle);
+                lock(&s.unstamped).abort(handle);
             }
             Ok(Event::AggregatorFailed { name }) => say(&format!("event aggregator-failed {name}")),
             Ok(Event::ControllerChanged) => say("event controller-changed"),
             Err(RecvError::Timeout | RecvError::Empty) => {
                 if s.stop_receiving.load(Ordering::SeqCst)
-                    && (lock(&s.unstamped).is_empty() || s.given_up.load(Ordering::SeqCst))
+                    && (lock(&s.unstamped).waiting.is_empty() || s.given_up.load(Ordering::SeqCst))
                 {
                     break;
                 }
