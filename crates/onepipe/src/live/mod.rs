@@ -322,7 +322,7 @@ pub struct AggArgs {
 }
 
 /// `onepipe node`.
-#[derive(Args, Debug)]
+#[derive(Args, Clone, Debug)]
 pub struct NodeArgs {
     /// The controllers' addresses: a leader and its standbys, comma-separated (joins whichever
     /// leads; re-registers with the new leader after a failover).
