@@ -30,7 +30,7 @@ use crate::node::{Input, Node, Output};
 use crate::peers::PeerVec;
 use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Rtt, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
-use crate::time::{Barrier, Instant, Timestamp};
+use crate::time::{next_tick, Barrier, Instant, Timestamp};
 use crate::wire::{
     flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
 };
@@ -2716,20 +2716,6 @@ impl Node for Host {
         }
         Some(t)
     }
-}
-
-/// The first instant strictly after `now` that is congruent to `phase` modulo `interval`: the
-/// synchronized beacon times of §4.2 (every node derives them from its own synchronized clock).
-pub fn next_tick(now: Instant, interval: u64, phase: u64) -> Instant {
-    debug_assert!(interval > 0);
-    let phase = phase % interval;
-    let n = now.as_nanos();
-    let k = if n < phase {
-        0
-    } else {
-        (n - phase) / interval + 1
-    };
-    Instant(k * interval + phase)
 }
 
 #[cfg(test)]

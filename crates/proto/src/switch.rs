@@ -37,10 +37,9 @@
 //! switch sends a keep-alive beacon (its unchanged barriers) on every output link that carried
 //! nothing during a beacon interval.
 
-use crate::host::next_tick;
 use crate::ids::{NodeId, PortId, ProcId};
 use crate::node::{Input, Node, Output};
-use crate::time::{Instant, Timestamp};
+use crate::time::{next_tick, Instant, Timestamp};
 use crate::wire::{flags, Beacon, Packet};
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -187,6 +187,21 @@ impl fmt::Debug for Barrier {
     }
 }
 
+/// The first instant strictly after `now` that is congruent to `phase` modulo `interval`: the
+/// synchronized beacon times of §4.2 (every node — host or switch — derives them from its own
+/// synchronized clock).
+pub fn next_tick(now: Instant, interval: u64, phase: u64) -> Instant {
+    debug_assert!(interval > 0);
+    let phase = phase % interval;
+    let n = now.as_nanos();
+    let k = if n < phase {
+        0
+    } else {
+        (n - phase) / interval + 1
+    };
+    Instant(k * interval + phase)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
