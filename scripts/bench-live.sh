@@ -15,7 +15,7 @@
 # each), so a shared machine's changing load falls on both alike; each line carries the 1-minute
 # load average when its run started. Report ranges, not single runs.
 #
-# Needs a release build (cargo build --release -p onepipe) and python3 to read the JSON reports.
+# Needs a release build (cargo build --release -p onepipe-cli) and python3 to read the JSON reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=./target/release/onepipe

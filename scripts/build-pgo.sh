@@ -30,7 +30,7 @@ mkdir -p "$profiles"
 
 echo "== instrumented build (target/pgo-gen)"
 RUSTFLAGS="-Cprofile-generate=$profiles" \
-  cargo build --release -p onepipe --bin onepipe --target-dir target/pgo-gen
+  cargo build --release -p onepipe-cli --bin onepipe --target-dir target/pgo-gen
 gen=target/pgo-gen/release/onepipe
 
 echo "== training runs"
@@ -46,5 +46,5 @@ echo "  onepipe vopr --seeds 6 --duration 3ms"
 
 echo "== optimised build (target/pgo)"
 RUSTFLAGS="-Cprofile-use=$profiles/merged.profdata" \
-  cargo build --release -p onepipe --bin onepipe --target-dir target/pgo
+  cargo build --release -p onepipe-cli --bin onepipe --target-dir target/pgo
 echo "built target/pgo/release/onepipe"

@@ -10,7 +10,7 @@ root=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
 out=${1:-$root/docs/fig10.csv}
 seeds=${2:-5}
 bin=${ONEPIPE:-$root/target/release/onepipe}
-[ -x "$bin" ] || (cd "$root" && cargo build -q --release -p onepipe)
+[ -x "$bin" ] || (cd "$root" && cargo build -q --release -p onepipe-cli)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 echo "failure,seed,stall_us_commit,stall_us_be,hosts_failed,recalled,violations" > "$out"
 for kind in core-link host-link host tor; do

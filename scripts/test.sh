@@ -31,14 +31,20 @@ cargo clippy --workspace --all-targets -- -D warnings
 # instead of one per feature.
 echo "== cargo clippy -D warnings (--all-features: etcd, tokio)"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+echo "== the library is only a library (no command-line, plotting or progress-bar crates)"
+if cargo tree -q -p onepipe -e normal --all-features | grep -E '(^|[^a-z_-])(clap|plotters|indicatif) v'; then
+  echo "the onepipe library pulls in a command-line crate (see above)" >&2
+  exit 1
+fi
 echo "== cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # The tests build once, with every feature: besides the default build's tests this runs the
 # controller store's failover against a real etcd (ctrlstore tests/etcd.rs), the live controller
-# failover (`onepipe up --etcd` kills the leading controller mid-round: onepipe tests/live_etcd.rs)
-# and async receive through futures on loopback (tests/live_async.rs, the async doc examples).
+# failover (`onepipe up --etcd` kills the leading controller mid-round: cli tests/live_etcd.rs)
+# and async receive through futures on loopback (onepipe tests/live_async.rs, the async doc
+# examples).
 # One feature set for both commands below, so the second reuses the first's build.
 echo "== cargo test (--all-features)"
 cargo test --workspace --all-targets --all-features 2>&1 | tee -a "$log"

@@ -15,7 +15,11 @@
 //! **Features.** `tokio`: receive in async code — `Endpoint::recv_unreliable_async`,
 //! `recv_reliable_async` and `next_event_async` are futures that the endpoint's I/O thread
 //! wakes when it queues a delivery or an event (no polling, no thread blocked; any executor).
-//! `etcd`: a standby controller over etcd (`onepipe controller --etcd`).
+//! `etcd`: a standby controller over etcd in the runtime's controller core.
+//!
+//! This crate is the library only: it pulls in no command-line, plotting or progress-bar
+//! crates. The `onepipe` command (`onepipe sim`, `onepipe up`, the daemons) is the
+//! `onepipe-cli` crate.
 //!
 //! ```
 //! use onepipe::{cluster::LocalLayout, Endpoint, JoinOptions, LocalCluster, ProcId};

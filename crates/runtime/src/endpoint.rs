@@ -412,6 +412,12 @@ pub struct Endpoint {
     control: Option<JoinHandle<()>>,
 }
 
+// An application shares one endpoint between its threads (send on one, receive on others).
+const _: () = {
+    const fn shared_between_threads<T: Send + Sync>() {}
+    shared_between_threads::<Endpoint>();
+};
+
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")

@@ -18,15 +18,15 @@ pub enum Proto {
     /// 1Pipe, reliable (§5.1): the same as `--service reliable`.
     #[value(name = "onepipe-r")]
     OnepipeR,
-    /// Fixed sequencer on a host with its NIC ([57]).
+    /// Fixed sequencer on a host with its NIC (1Pipe's reference 57).
     Sequencer,
-    /// Fixed sequencer on a programmable switch ([51]).
+    /// Fixed sequencer on a programmable switch (1Pipe's reference 51).
     SequencerSwitch,
-    /// Token ring ([86]).
+    /// Token ring (1Pipe's reference 86).
     Token,
-    /// Lamport timestamps with clocks exchanged per interval ([63]).
+    /// Lamport timestamps with clocks exchanged per interval (1Pipe's reference 63).
     Lamport,
-    /// ISIS agreed order: receivers propose, the sender agrees on the largest ([17]).
+    /// ISIS agreed order: receivers propose, the sender agrees on the largest (1Pipe's reference 17).
     Isis,
 }
 

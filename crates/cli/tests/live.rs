@@ -552,7 +552,7 @@ fn topology_writes_a_cluster_file_that_parses() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    let c = onepipe::Cluster::parse(&text).unwrap();
+    let c = onepipe_runtime::Cluster::parse(&text).unwrap();
     assert_eq!(c.procs(), 10);
     let names: Vec<_> = c.aggregators.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["tor-0", "tor-1", "tor-2", "spine-0"]);
@@ -560,7 +560,7 @@ fn topology_writes_a_cluster_file_that_parses() {
         .args(["topology", "--layers", "1"])
         .output()
         .unwrap();
-    let c = onepipe::Cluster::parse(&String::from_utf8(one.stdout).unwrap()).unwrap();
+    let c = onepipe_runtime::Cluster::parse(&String::from_utf8(one.stdout).unwrap()).unwrap();
     assert_eq!(c.aggregators.len(), 1);
 }
 
