@@ -254,6 +254,7 @@ pub fn parse_line<T: for<'de> Deserialize<'de>>(line: &[u8]) -> Result<T, String
 
 /// Why joining a cluster failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum JoinError {
     /// The controller could not be reached, or the connection failed.
     Io(io::Error),

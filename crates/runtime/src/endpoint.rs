@@ -166,6 +166,7 @@ pub struct Message {
 
 /// A notification (Table 1's callbacks, as an event stream).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A best-effort message this process sent was dropped by its receiver or is presumed lost
     /// (`onepipe_send_fail_callback(TS, dst, msg)`).
@@ -177,21 +178,16 @@ pub enum Event {
         /// Why.
         reason: NakReason,
     },
-    /// A process failed (`onepipe_proc_fail_callback(proc, TS)`).
-    ///
-    /// With reason `failed`, the controller declared it (§5.2 Callback) and `ts` is its failure
-    /// timestamp: its reliable messages at or below `ts` are delivered here, those above are
-    /// not, and delivery from the rest goes on once every correct process has done the same.
-    /// With reason `declared`, this process itself was declared failed (it is cut off from the
-    /// others; `ts` is its failure timestamp). With `left` or `lost`, the controller saw its
-    /// connection end (a hint only; `ts` is this endpoint's timestamp when it heard).
+    /// A process failed (`onepipe_proc_fail_callback(proc, TS)`); `reason` says how it is
+    /// known and what `ts` is ([`FailReason`]).
     ProcessFailed {
         /// The process.
         proc: ProcId,
-        /// See above.
+        /// The failure timestamp (`Failed`, `Declared`), or this endpoint's timestamp when it
+        /// heard (`Left`, `Lost`).
         ts: Timestamp,
-        /// `failed`, `declared`, `left` or `lost`.
-        reason: String,
+        /// How it is known.
+        reason: FailReason,
     },
     /// §5.2 Recall: a reliable scattering this process sent, stamped `ts`, was aborted because
     /// one of its receivers failed before acknowledging it; no correct receiver delivers it
@@ -224,12 +220,54 @@ pub enum Event {
     ControllerChanged,
 }
 
+/// Why [`Event::ProcessFailed`] was raised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailReason {
+    /// The controller declared it failed (§5.2 Callback); `ts` is its failure timestamp: its
+    /// reliable messages below `ts` are delivered here, those at or above are not, and delivery
+    /// from the rest goes on once every correct process has done the same.
+    Failed,
+    /// This process itself was declared failed: it is cut off from the others (§5.2); `ts` is
+    /// its failure timestamp.
+    Declared,
+    /// The controller saw the process leave (a hint only).
+    Left,
+    /// The controller lost the process's connection without a leave (a hint only).
+    Lost,
+}
+
+impl FailReason {
+    /// `failed`, `declared`, `left` or `lost`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailReason::Failed => "failed",
+            FailReason::Declared => "declared",
+            FailReason::Left => "left",
+            FailReason::Lost => "lost",
+        }
+    }
+
+    /// Whether the controller declared it (§5.2): `ts` is then a failure timestamp. `Left` and
+    /// `Lost` are hints from the control connections.
+    pub fn is_declared(self) -> bool {
+        matches!(self, FailReason::Failed | FailReason::Declared)
+    }
+}
+
+impl std::fmt::Display for FailReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Names a reliable scattering until [`Event::ReliableSent`] gives its timestamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SendHandle(pub u64);
 
 /// Why a send was refused. Nothing was sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendError {
     /// The scattering has no messages.
     Empty,
@@ -287,6 +325,7 @@ impl From<onepipe_proto::host::SendError> for SendError {
 
 /// Why a receive returned no message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecvError {
     /// Nothing was waiting (`try_recv_*`, `try_next_event`).
     Empty,
@@ -1107,7 +1146,7 @@ impl Shared {
             HostEvent::ProcFailed { proc, ts } => self.push_event(Event::ProcessFailed {
                 proc,
                 ts,
-                reason: "failed".to_string(),
+                reason: FailReason::Failed,
             }),
             HostEvent::Recalled { ts, .. } => self.push_event(Event::Recalled { ts }),
             HostEvent::ReliableAborted { handle, .. } => self.push_event(Event::ReliableAborted {
@@ -1433,7 +1472,11 @@ fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<S
                     shared.push_event(Event::ProcessFailed {
                         proc: ProcId(p),
                         ts,
-                        reason,
+                        reason: if reason == "left" {
+                            FailReason::Left
+                        } else {
+                            FailReason::Lost
+                        },
                     });
                 }
                 Member::Aggregator(name) => shared.push_event(Event::AggregatorFailed { name }),
@@ -1447,7 +1490,7 @@ fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<S
                         shared.push_event(Event::ProcessFailed {
                             proc: shared.proc,
                             ts: Timestamp::new(ts),
-                            reason: "declared".to_string(),
+                            reason: FailReason::Declared,
                         });
                     }
                 }

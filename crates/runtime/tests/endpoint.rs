@@ -392,7 +392,10 @@ fn the_controller_assigns_ids_refuses_a_taken_one_and_counts_garbage() {
         if let Ok(Event::ProcessFailed { proc, reason, .. }) =
             first.next_event_timeout(Duration::from_millis(100))
         {
-            assert_eq!((proc, reason.as_str()), (ProcId(1), "left"));
+            assert_eq!(
+                (proc, reason),
+                (ProcId(1), onepipe_runtime::FailReason::Left)
+            );
             break;
         }
     }

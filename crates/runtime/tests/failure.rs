@@ -90,7 +90,7 @@ fn await_failed(e: &Endpoint, proc: u32) -> u64 {
             reason,
         }) = e.next_event_timeout(Duration::from_millis(100))
         {
-            if p.0 == proc && reason == "failed" {
+            if p.0 == proc && reason == onepipe_runtime::FailReason::Failed {
                 return ts.raw();
             }
         }

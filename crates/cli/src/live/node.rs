@@ -24,7 +24,9 @@ use super::{NodeArgs, Service, Workload};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::{ProcId, Timestamp};
 use onepipe_runtime::clock::monotonic_ns;
-use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, RecvError, SendError, SendHandle};
+use onepipe_runtime::endpoint::{
+    Endpoint, Event, FailReason, JoinOptions, RecvError, SendError, SendHandle,
+};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -519,7 +521,8 @@ fn receive(s: &Shared, args: &NodeArgs, reliable: bool) {
                     break;
                 }
             }
-            Err(RecvError::Closed) => break,
+            // Closed, or a reason a later runtime adds: nothing more will come.
+            Err(_) => break,
         }
     }
     lock(&s.deliveries[usize::from(reliable)]).append(&mut local);
@@ -541,14 +544,14 @@ fn events(s: &Shared) {
                 lock(&s.stamped).extend(rec);
             }
             Ok(Event::ProcessFailed { proc, reason, ts }) => {
-                if proc == s.ep.proc() && reason == "declared" {
+                if proc == s.ep.proc() && reason == FailReason::Declared {
                     s.declared.store(true, Ordering::SeqCst);
                 }
-                if reason == "failed" {
+                if reason == FailReason::Failed {
                     lock(&s.failed).insert(proc.0);
                 }
                 // `left`/`lost` (a hint) carry no failure timestamp; `failed`/`declared` do.
-                if reason == "left" || reason == "lost" {
+                if !reason.is_declared() {
                     say(&format!("event process-failed {} {reason}", proc.0));
                 } else {
                     say(&format!(
@@ -570,6 +573,8 @@ fn events(s: &Shared) {
             }
             Ok(Event::AggregatorFailed { name }) => say(&format!("event aggregator-failed {name}")),
             Ok(Event::ControllerChanged) => say("event controller-changed"),
+            // An event a later runtime adds: nothing this workload records.
+            Ok(_) => {}
             Err(RecvError::Timeout | RecvError::Empty) => {
                 if s.stop_receiving.load(Ordering::SeqCst)
                     && (lock(&s.unstamped).waiting.is_empty() || s.given_up.load(Ordering::SeqCst))
@@ -577,7 +582,8 @@ fn events(s: &Shared) {
                     break;
                 }
             }
-            Err(RecvError::Closed) => break,
+            // Closed, or a reason a later runtime adds: nothing more will come.
+            Err(_) => break,
         }
     }
     s.finished.fetch_add(1, Ordering::SeqCst);
