@@ -41,7 +41,10 @@
 //! ([`RelayMsg::Recalled`]: the recall cannot reach the failed receivers). When the failed
 //! host hears again it asks ([`RelayMsg::RecoverRequest`]); once no round is open the
 //! controller answers with every failure and every recall recorded ([`RelayMsg::Settle`]), and
-//! the host settles its buffer (`Host::recover`). Rejoining as a new process is not built.
+//! the host settles its buffer (`Host::recover`). A settled host then asks to rejoin
+//! ([`RelayMsg::Rejoin`]); once no round is open and the switches find its links alive both ways
+//! ([`RelayMsg::Admit`]), it comes back as new processes, stamping above the controller's floor
+//! ([`RelayMsg::Joined`]).
 
 use crate::ids::{LinkId, NodeId, ProcId, Psn};
 use crate::time::{Instant, Timestamp};
@@ -320,8 +323,8 @@ struct Relay {
     forwarded: u64,
     dropped: u64,
     /// §5.2 recovery: failure notifications (process → failure timestamp) and undeliverable
-    /// recalls, recorded for recovering receivers (never pruned: a recovered host rejoins as a
-    /// new process, which is not built).
+    /// recalls, recorded for recovering receivers (never pruned: a host may ask to recover at
+    /// any time after it was declared, and it rejoins as new processes, whose ids are fresh).
     failed_procs: BTreeMap<ProcId, Timestamp>,
     recalled: BTreeSet<(ProcId, Timestamp)>,
     /// Failed hosts that asked to recover while a round was open: answered when none is.

@@ -13,11 +13,16 @@
 //! of its oldest unacknowledged reliable message (or its clock, if none) on data packets and
 //! beacons. Receivers discard duplicates before anything else and acknowledge them again.
 //!
-//! What it is not (yet): failure handling (§4.2, §5.2) comes with a later issue. Best-effort losses are reported to the
-//! sender (§2.1: "detects lost packets via end-to-end ACK, but does not retransmit them"): a late
-//! packet is NAKed by its receiver; receivers acknowledge what arrives, and a message left
-//! unacknowledged for `rto_ns` is reported as `Lost` (it may have been delivered if only its
-//! acknowledgements were lost — the callback means "possibly lost", as in the paper).
+//! Best-effort losses are reported to the sender (§2.1: "detects lost packets via end-to-end ACK,
+//! but does not retransmit them"): a late packet is NAKed by its receiver; receivers acknowledge
+//! what arrives, and a message left unacknowledged for `rto_ns` is reported as `Lost` (it may
+//! have been delivered if only its acknowledgements were lost — the callback means "possibly
+//! lost", as in the paper).
+//!
+//! Failure handling: the host reports a silent uplink (§4.2, `HostEvent::UplinkDown`); the §5.2
+//! procedure reaches it as control messages ([`Host::on_control`]: discard, recall, callback,
+//! resume) and relays ([`Host::on_relay`]: frozen when declared failed, receiver recovery and
+//! settling, then rejoining as new processes above the controller's floor).
 //!
 //! Driving: see [`crate::node`] for the call order. Application commands are [`Host::send`] and
 //! the accessors; everything the host reports comes out of [`Node::poll_output`] as
@@ -959,9 +964,9 @@ impl Host {
         scattering: &[(ProcId, Bytes)],
     ) -> Result<Timestamp, SendError> {
         let src_idx = self.local_index(src).ok_or(SendError::NotLocal(src))?;
-        // §5.2: a host told it failed would rejoin as a new process, which is not built: it
-        // sends nothing more, or once its link came back its messages would enter a network
-        // that stopped waiting for it, below every barrier.
+        // §5.2: a host told it failed sends nothing more as its old processes — once its link
+        // came back their messages would enter a network that stopped waiting for them, below
+        // every barrier; it comes back only as new processes (`ask_rejoin`).
         if self.own_failure.is_some() {
             return Err(SendError::Failed(src));
         }
@@ -1302,7 +1307,7 @@ impl Host {
     /// unless it is discarded there too: its sender failed at or below its timestamp (this
     /// host's own processes included, at its own failure timestamp), or its scattering was
     /// recalled (a receiver, perhaps this one, never got its acknowledgement through). The
-    /// host then stops: it rejoins only as a new process, which is not built.
+    /// host then stops as these processes: it rejoins only as new ones (`ask_rejoin`).
     fn settle(
         &mut self,
         now: Instant,
