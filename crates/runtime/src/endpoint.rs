@@ -1261,24 +1261,20 @@ struct Pending {
 /// when [`Shared::dirty`] says there are some.
 struct CoreNode {
     shared: Arc<Shared>,
+    taken: Taken,
+}
+
+/// What [`CoreNode`] took out of the role under the lock: its outputs, and its timer.
+#[derive(Default)]
+struct Taken {
     outputs: VecDeque<Output<Packet, HostEvent>>,
     timeout: Option<Instant>,
 }
 
-impl CoreNode {
-    fn new(shared: Arc<Shared>) -> CoreNode {
-        let mut node = CoreNode {
-            shared,
-            outputs: VecDeque::new(),
-            timeout: None,
-        };
-        let shared = node.shared.clone();
-        node.take_outputs(&mut shared.lock());
-        node
-    }
-
-    /// Takes the role's outputs and reads its timer (under the core lock).
-    fn take_outputs(&mut self, core: &mut Core) {
+impl Taken {
+    /// Takes the role's outputs and reads its timer (`core` is the locked core); the role has
+    /// nothing left waiting, so `dirty` is cleared.
+    fn take(&mut self, core: &mut Core, dirty: &AtomicBool) {
         let Core { role, extra } = core;
         match role {
             Role::Ordered(h) => {
@@ -1295,7 +1291,15 @@ impl CoreNode {
             }
         }
         self.outputs.extend(extra.drain(..));
-        self.shared.dirty.store(false, Ordering::SeqCst);
+        dirty.store(false, Ordering::SeqCst);
+    }
+}
+
+impl CoreNode {
+    fn new(shared: Arc<Shared>) -> CoreNode {
+        let mut taken = Taken::default();
+        taken.take(&mut shared.lock(), &shared.dirty);
+        CoreNode { shared, taken }
     }
 }
 
@@ -1304,25 +1308,23 @@ impl Node for CoreNode {
     type Event = HostEvent;
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
-        let shared = self.shared.clone();
-        let mut core = shared.lock();
+        let mut core = self.shared.lock();
         match &mut core.role {
             Role::Ordered(h) => h.handle(now, input),
             Role::Unordered(h) => h.handle(now, input),
         }
-        self.take_outputs(&mut core);
+        self.taken.take(&mut core, &self.shared.dirty);
     }
 
     fn poll_output(&mut self) -> Option<Output<Packet, HostEvent>> {
-        if self.outputs.is_empty() && self.shared.dirty.load(Ordering::SeqCst) {
-            let shared = self.shared.clone();
-            self.take_outputs(&mut shared.lock());
+        if self.taken.outputs.is_empty() && self.shared.dirty.load(Ordering::SeqCst) {
+            self.taken.take(&mut self.shared.lock(), &self.shared.dirty);
         }
-        self.outputs.pop_front()
+        self.taken.outputs.pop_front()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.timeout
+        self.taken.timeout
     }
 }
 
