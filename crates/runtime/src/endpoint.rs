@@ -675,9 +675,14 @@ impl Endpoint {
         timeout: Duration,
         mut send: impl FnMut() -> Result<R, SendError>,
     ) -> Result<R, SendError> {
+        // The common case — room — costs a send and nothing more.
+        match send() {
+            Err(SendError::Full) if !timeout.is_zero() => {}
+            r => return r,
+        }
         let until = deadline(timeout);
         let sh = &self.shared;
-        // Counted as waiting before the first try, so no turn between a refusal and the wait
+        // Counted as waiting before the next try, so no turn between a refusal and the wait
         // can pass unseen.
         sh.room_waiters.fetch_add(1, Ordering::SeqCst);
         let result = loop {
