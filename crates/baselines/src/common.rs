@@ -143,7 +143,9 @@ pub struct BaseStats {
 ///
 /// Driving follows [`onepipe_proto::node`]: after `handle` or [`Endpoint::send`], drain
 /// `poll_output` until `None`, then re-arm from `poll_timeout`.
-pub trait Endpoint: Node<Packet = BasePacket, Event = BaseEvent> {
+pub trait Endpoint:
+    Node<Packet = BasePacket, Event = BaseEvent, Mgmt = std::convert::Infallible>
+{
     /// This endpoint's process.
     fn id(&self) -> ProcId;
 

@@ -646,6 +646,7 @@ impl IsisEndpoint {
 impl Node for IsisEndpoint {
     type Packet = BasePacket;
     type Event = BaseEvent;
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<BasePacket>) {
         match input {

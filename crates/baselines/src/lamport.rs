@@ -576,6 +576,7 @@ impl LamportEndpoint {
 impl Node for LamportEndpoint {
     type Packet = BasePacket;
     type Event = BaseEvent;
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<BasePacket>) {
         match input {

@@ -211,6 +211,7 @@ impl BaseNode {
 impl Node for BaseNode {
     type Packet = BasePacket;
     type Event = BaseEvent;
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<BasePacket>) {
         match self {

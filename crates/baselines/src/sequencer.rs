@@ -427,6 +427,7 @@ impl Sequencer {
 impl Node for Sequencer {
     type Packet = BasePacket;
     type Event = BaseEvent;
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<BasePacket>) {
         match input {
@@ -719,6 +720,7 @@ impl SeqEndpoint {
 impl Node for SeqEndpoint {
     type Packet = BasePacket;
     type Event = BaseEvent;
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<BasePacket>) {
         match input {

@@ -699,6 +699,7 @@ impl TokenEndpoint {
 impl Node for TokenEndpoint {
     type Packet = BasePacket;
     type Event = BaseEvent;
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<BasePacket>) {
         match input {

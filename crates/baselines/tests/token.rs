@@ -24,7 +24,7 @@ fn group(procs: u32, tweak: impl Fn(&mut TokenConfig)) -> Vec<BaseNode> {
         .collect()
 }
 
-fn drain<N: Node>(n: &mut N) -> Vec<Output<N::Packet, N::Event>> {
+fn drain<N: Node<Mgmt = std::convert::Infallible>>(n: &mut N) -> Vec<Output<N::Packet, N::Event>> {
     std::iter::from_fn(|| n.poll_output()).collect()
 }
 

@@ -1,6 +1,7 @@
 //! [`HaController`]: the §5.2 controller made highly available by event sourcing.
 //!
-//! [`Controller`] is a deterministic state machine over its inputs (`on_message`, `on_timeout`),
+//! [`Controller`] is a deterministic state machine over its inputs (a [`Node`]: control messages
+//! and timeouts),
 //! so its state *is* its input log. `HaController` wraps one with a [`ControllerStore`]: every
 //! input is appended to the store's log (fenced by the leadership) *before* it is applied, and a
 //! new leader rebuilds the state by replaying the log into a fresh `Controller`
@@ -19,9 +20,11 @@
 
 use crate::codec::{DecodeError, EncodeError, Entry};
 use crate::store::{ControllerStore, Leadership, StoreError};
-use onepipe_proto::failure::{Controller, ControllerConfig, CtrlDest, CtrlMsg, CtrlOut};
+use onepipe_proto::failure::{
+    Controller, ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest,
+};
 use onepipe_proto::topology::Topology;
-use onepipe_proto::{Instant, NodeId};
+use onepipe_proto::{Input, Instant, Node, NodeId, Output};
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
@@ -41,7 +44,7 @@ pub struct HaController<S: ControllerStore> {
     offset_ns: u64,
     /// The index the next append must get.
     next_index: u64,
-    outputs: VecDeque<CtrlOut>,
+    outputs: VecDeque<CtrlOutput>,
     stats: HaStats,
 }
 
@@ -92,7 +95,7 @@ pub enum HaError {
 /// What the replay of a log saw, for working out what to send again.
 #[derive(Default)]
 struct Replay {
-    outputs: Vec<CtrlOut>,
+    outputs: Vec<CtrlOutput>,
     /// (round, host) pairs whose `Completed` is in the log.
     completed: BTreeSet<(u32, NodeId)>,
     resumed: BTreeSet<u32>,
@@ -168,30 +171,30 @@ impl<S: ControllerStore> HaController<S> {
     /// `Resume`s are implied: each round's dead links include every earlier round's.
     fn queue_outstanding(&mut self, mut replay: Replay) {
         for out in &replay.outputs {
-            if let CtrlOut::Resumed { round } = out {
+            if let Output::Event(CtrlEvent::Resumed { round }) = out {
                 replay.resumed.insert(*round);
             }
         }
         let last_resumed = replay.resumed.last().copied();
         for out in replay.outputs {
             let keep = match &out {
-                CtrlOut::Declared { round, .. } => !replay.resumed.contains(round),
-                CtrlOut::Send {
-                    to: CtrlDest::Node(h),
-                    msg: CtrlMsg::Failure { round, .. },
+                Output::Event(CtrlEvent::Declared { round, .. }) => !replay.resumed.contains(round),
+                Output::Mgmt {
+                    to: MgmtDest::Node(h),
+                    msg: Mgmt::Ctrl(CtrlMsg::Failure { round, .. }),
                 } => {
                     !replay.resumed.contains(round)
                         && !self.ctrl.is_failed(*h)
                         && !replay.completed.contains(&(*round, *h))
                 }
-                CtrlOut::Send {
-                    msg: CtrlMsg::Resume { round, .. },
+                Output::Mgmt {
+                    msg: Mgmt::Ctrl(CtrlMsg::Resume { round, .. }),
                     ..
                 }
-                | CtrlOut::Resumed { round } => Some(*round) == last_resumed,
+                | Output::Event(CtrlEvent::Resumed { round }) => Some(*round) == last_resumed,
                 // Isolation requests go again from the standby's own Determine; rejoins run
                 // on the relay channel, which is not logged.
-                CtrlOut::Send { .. } | CtrlOut::Joined { .. } => false,
+                _ => false,
             };
             if keep {
                 self.stats.resent += 1;
@@ -225,7 +228,7 @@ impl<S: ControllerStore> HaController<S> {
     }
 
     /// The next thing to send or report.
-    pub fn poll_output(&mut self) -> Option<CtrlOut> {
+    pub fn poll_output(&mut self) -> Option<CtrlOutput> {
         self.outputs.pop_front()
     }
 
@@ -300,8 +303,8 @@ impl<S: ControllerStore> HaController<S> {
 
     fn apply(&mut self, entry: Entry) {
         match entry {
-            Entry::Message { at, msg } => self.ctrl.on_message(at, msg),
-            Entry::Timeout { at } => self.ctrl.on_timeout(at),
+            Entry::Message { at, msg } => self.ctrl.handle(at, Input::Mgmt(Mgmt::Ctrl(msg))),
+            Entry::Timeout { at } => self.ctrl.handle(at, Input::Timeout),
         }
         self.outputs
             .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
@@ -425,7 +428,7 @@ mod tests {
         HaController::recover(store.clone(), l, cfg(&t), t, now).unwrap()
     }
 
-    fn drain(c: &mut HaController<MemStore>) -> Vec<CtrlOut> {
+    fn drain(c: &mut HaController<MemStore>) -> Vec<CtrlOutput> {
         std::iter::from_fn(|| c.poll_output()).collect()
     }
 
@@ -445,12 +448,12 @@ mod tests {
         }
     }
 
-    fn failure_addressees(out: &[CtrlOut]) -> Vec<u32> {
+    fn failure_addressees(out: &[CtrlOutput]) -> Vec<u32> {
         out.iter()
             .filter_map(|o| match o {
-                CtrlOut::Send {
-                    to: CtrlDest::Node(h),
-                    msg: CtrlMsg::Failure { .. },
+                Output::Mgmt {
+                    to: MgmtDest::Node(h),
+                    msg: Mgmt::Ctrl(CtrlMsg::Failure { .. }),
                 } => Some(h.0),
                 _ => None,
             })
@@ -479,7 +482,10 @@ mod tests {
         );
         assert_eq!(b.controller().open_rounds(), 1);
         let resent = drain(&mut b);
-        assert!(matches!(resent[0], CtrlOut::Declared { round: 1, .. }));
+        assert!(matches!(
+            resent[0],
+            Output::Event(CtrlEvent::Declared { round: 1, .. })
+        ));
         assert_eq!(
             failure_addressees(&resent),
             vec![2, 3],
@@ -489,14 +495,14 @@ mod tests {
         b.on_message(Instant(2_100), completed(1, 2)).unwrap();
         b.on_message(Instant(2_200), completed(1, 3)).unwrap();
         let out = drain(&mut b);
-        assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
+        assert!(out.contains(&Output::Event(CtrlEvent::Resumed { round: 1 })));
         let resumes = out
             .iter()
             .filter(|o| {
                 matches!(
                     o,
-                    CtrlOut::Send {
-                        msg: CtrlMsg::Resume { .. },
+                    Output::Mgmt {
+                        msg: Mgmt::Ctrl(CtrlMsg::Resume { .. }),
                         ..
                     }
                 )
@@ -534,8 +540,8 @@ mod tests {
             .skip_while(|o| {
                 !matches!(
                     o,
-                    CtrlOut::Send {
-                        msg: CtrlMsg::Resume { .. },
+                    Output::Mgmt {
+                        msg: Mgmt::Ctrl(CtrlMsg::Resume { .. }),
                         ..
                     }
                 )
@@ -562,11 +568,11 @@ mod tests {
         assert!(drain(&mut b).is_empty());
         b.on_timeout(Instant(1_005)).unwrap();
         let out = drain(&mut b);
-        assert!(out.contains(&CtrlOut::Declared {
+        assert!(out.contains(&Output::Event(CtrlEvent::Declared {
             round: 1,
             at: Instant(1_001_000),
             hosts: vec![(NodeId(2), Timestamp::new(7))],
-        }));
+        })));
     }
 
     #[test]

@@ -5,9 +5,9 @@
 #![allow(clippy::disallowed_methods)] // a test harness: it spawns etcd and reads clocks
 
 use onepipe_ctrlstore::{ControllerStore, EtcdStore, HaController, Leadership, StoreError};
-use onepipe_proto::failure::{ControllerConfig, CtrlDest, CtrlMsg, CtrlOut};
+use onepipe_proto::failure::{ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest};
 use onepipe_proto::topology::Topology;
-use onepipe_proto::{Instant, NodeId, ProcId, Timestamp};
+use onepipe_proto::{Instant, NodeId, Output, ProcId, Timestamp};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -165,16 +165,16 @@ fn recover(store: EtcdStore, l: Leadership, now: u64) -> HaController<EtcdStore>
     HaController::recover(store, l, cfg(&t), t, Instant(now)).unwrap()
 }
 
-fn drain(c: &mut HaController<EtcdStore>) -> Vec<CtrlOut> {
+fn drain(c: &mut HaController<EtcdStore>) -> Vec<CtrlOutput> {
     std::iter::from_fn(|| c.poll_output()).collect()
 }
 
-fn failure_addressees(out: &[CtrlOut]) -> Vec<u32> {
+fn failure_addressees(out: &[CtrlOutput]) -> Vec<u32> {
     out.iter()
         .filter_map(|o| match o {
-            CtrlOut::Send {
-                to: CtrlDest::Node(h),
-                msg: CtrlMsg::Failure { .. },
+            Output::Mgmt {
+                to: MgmtDest::Node(h),
+                msg: Mgmt::Ctrl(CtrlMsg::Failure { .. }),
             } => Some(h.0),
             _ => None,
         })
@@ -240,7 +240,10 @@ fn standby_takes_over_mid_procedure_and_resumes_the_round_5_2() {
         [NodeId(1)]
     );
     let resent = drain(&mut b);
-    assert!(matches!(resent[0], CtrlOut::Declared { round: 1, .. }));
+    assert!(matches!(
+        resent[0],
+        Output::Event(CtrlEvent::Declared { round: 1, .. })
+    ));
     assert_eq!(failure_addressees(&resent), vec![2, 3]);
 
     // The hosts that had not completed do so (they answer a repeated Failure with Completed);
@@ -248,14 +251,14 @@ fn standby_takes_over_mid_procedure_and_resumes_the_round_5_2() {
     b.on_message(Instant(2_100), completed(1, 2)).unwrap();
     b.on_message(Instant(2_200), completed(1, 3)).unwrap();
     let out = drain(&mut b);
-    assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
+    assert!(out.contains(&Output::Event(CtrlEvent::Resumed { round: 1 })));
     let resumes = out
         .iter()
         .filter(|o| {
             matches!(
                 o,
-                CtrlOut::Send {
-                    msg: CtrlMsg::Resume { .. },
+                Output::Mgmt {
+                    msg: Mgmt::Ctrl(CtrlMsg::Resume { .. }),
                     ..
                 }
             )

@@ -2,16 +2,16 @@
 //!
 //! The procedure, as the paper lists it, and where each step lives:
 //!
-//! 1. **Detect** — a switch that times out an input link ([`crate::switch::SwitchEvent::LinkDown`])
-//!    and a host whose first-hop switch fell silent ([`crate::host::HostEvent::Control`] with a
-//!    [`CtrlMsg::LinkDown`]) tell the controller, with the last commit barrier they had from it.
+//! 1. **Detect** — a switch that times out an input link and a host whose first-hop switch fell
+//!    silent tell the controller ([`CtrlMsg::LinkDown`], an [`Output::Mgmt`] of theirs), with
+//!    the last commit barrier they had from it.
 //! 2. **Determine** — [`Controller`]: after a short settling time (so that every neighbour of a
 //!    failed component has reported), the processes that are disconnected in the routing graph
 //!    are failed; the failure timestamp of each is the *maximum* last commit barrier reported on a
 //!    dead link downstream of it (every such value was committed by it, and every correct
 //!    receiver's commit barrier is bounded by one of them).
 //! 3. **Broadcast** — [`CtrlMsg::Failure`] to every correct host.
-//! 4. **Discard** / 5. **Recall** / 6. **Callback** — [`crate::host::Host::on_control`]: drop
+//! 4. **Discard** / 5. **Recall** / 6. **Callback** — the host, on [`Input::Mgmt`]: drop
 //!    buffered messages from a failed process at or above its failure timestamp (a commit
 //!    barrier: it commits what is strictly below it); abort every
 //!    scattering still waiting for an ACK from a failed process ([`CtrlMsg::Recall`] to the other
@@ -32,9 +32,9 @@
 //! ([`RelayMsg::Forward`]); the controller relays them to the receiver's host over the management
 //! network, and the receiver answers with its ACK the same way. A relay the management network
 //! cannot deliver (the driver calls [`Controller::on_unreachable`]) makes that host unresponsive:
-//! Determine counts it as failed. The relay messages are a separate type from [`CtrlMsg`] and
-//! leave through [`Controller::poll_relay`], so drivers that do not relay (the live runtime) are
-//! unaffected; relaying is off until [`Controller::enable_relay`].
+//! Determine counts it as failed. The relay messages are a separate type from [`CtrlMsg`]
+//! (both travel as [`Mgmt`], the controller's [`Node::Mgmt`]); relaying is off until
+//! [`Controller::enable_relay`].
 //!
 //! **Receiver recovery** (§5.2): a host declared failed is told so ([`RelayMsg::Failed`]) and
 //! freezes its reliable delivery. Correct hosts report what they recall
@@ -47,10 +47,12 @@
 //! ([`RelayMsg::Joined`]).
 
 use crate::ids::{LinkId, NodeId, ProcId, Psn};
+use crate::node::{Input, Node, Output};
 use crate::time::{Instant, Timestamp};
 use crate::topology::Topology;
 use crate::wire::Packet;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::convert::Infallible;
 use std::sync::Arc;
 
 /// A control-plane message (§5.2 Fig. 7).
@@ -223,25 +225,23 @@ pub enum RelayMsg {
     },
 }
 
-/// Where a control message goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CtrlDest {
-    /// The controller.
-    Controller,
-    /// A host or switch.
-    Node(NodeId),
+pub use crate::node::MgmtDest;
+
+/// What travels on §5.2's management network ([`crate::node::Input::Mgmt`],
+/// [`crate::node::Output::Mgmt`] of the host, the switch and the controller).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mgmt {
+    /// The failure procedure's messages (Fig. 7).
+    Ctrl(CtrlMsg),
+    /// Controller forwarding and receiver recovery.
+    Relay(RelayMsg),
 }
 
-/// What the controller reports to its driver besides messages.
+/// What the controller reports upward ([`Node::Event`]): its decisions, for the driver's
+/// routing and reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CtrlOut {
-    /// Send `msg` to `to`.
-    Send {
-        /// Addressee.
-        to: CtrlDest,
-        /// The message.
-        msg: CtrlMsg,
-    },
+#[non_exhaustive]
+pub enum CtrlEvent {
     /// Determine: hosts declared failed in `round`, with their failure timestamps.
     Declared {
         /// Round number.
@@ -269,6 +269,58 @@ pub enum CtrlOut {
     },
 }
 
+/// Everything the controller gives out ([`Node::poll_output`]).
+pub type CtrlOutput = Output<Infallible, CtrlEvent, Mgmt>;
+
+/// What the controller has to give out, in order: a control message, or an event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum CtrlOut {
+    /// Send `msg` to `to`.
+    Send {
+        /// Addressee.
+        to: MgmtDest,
+        /// The message.
+        msg: CtrlMsg,
+    },
+    Declared {
+        round: u32,
+        at: Instant,
+        hosts: Vec<(NodeId, Timestamp)>,
+    },
+    Resumed {
+        round: u32,
+    },
+    Joined {
+        host: NodeId,
+        procs: Vec<ProcId>,
+        dead_links: Vec<LinkId>,
+    },
+}
+
+impl From<CtrlOut> for Output<Infallible, CtrlEvent, Mgmt> {
+    fn from(o: CtrlOut) -> Self {
+        match o {
+            CtrlOut::Send { to, msg } => Output::Mgmt {
+                to,
+                msg: Mgmt::Ctrl(msg),
+            },
+            CtrlOut::Declared { round, at, hosts } => {
+                Output::Event(CtrlEvent::Declared { round, at, hosts })
+            }
+            CtrlOut::Resumed { round } => Output::Event(CtrlEvent::Resumed { round }),
+            CtrlOut::Joined {
+                host,
+                procs,
+                dead_links,
+            } => Output::Event(CtrlEvent::Joined {
+                host,
+                procs,
+                dead_links,
+            }),
+        }
+    }
+}
+
 /// Controller configuration.
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
@@ -287,7 +339,7 @@ struct Round {
 }
 
 /// The network controller's failure procedure (§5.2). Sans-IO: feed it messages and timeouts,
-/// drain [`Controller::poll_output`].
+/// drain [`Node::poll_output`].
 #[derive(Debug)]
 pub struct Controller {
     cfg: ControllerConfig,
@@ -318,7 +370,7 @@ struct Relay {
     /// Hosts a relay could not reach: failed at the next Determine.
     unresponsive: BTreeSet<NodeId>,
     /// Relays waiting to be sent.
-    out: VecDeque<(CtrlDest, RelayMsg)>,
+    out: VecDeque<(MgmtDest, RelayMsg)>,
     /// Packets relayed, and relays dropped (to an unknown or failed host).
     forwarded: u64,
     dropped: u64,
@@ -383,8 +435,8 @@ impl Controller {
         }
     }
 
-    /// Turns on §5.2 controller forwarding (and receiver recovery): [`Controller::on_relay`]
-    /// takes relay messages and [`Controller::poll_relay`] gives them out.
+    /// Turns on §5.2 controller forwarding (and receiver recovery): until then relay messages
+    /// ([`Mgmt::Relay`]) are ignored, and none goes out.
     pub fn enable_relay(&mut self) {
         let mut host_of_proc = Vec::new();
         for (h, procs) in self.cfg.procs_of_host.iter().enumerate() {
@@ -475,7 +527,7 @@ impl Controller {
             .collect();
         for &l in &probe {
             r.out.push_back((
-                CtrlDest::Node(links[l.index()].to),
+                MgmtDest::Node(links[l.index()].to),
                 RelayMsg::Admit {
                     link: l,
                     apply: false,
@@ -572,7 +624,7 @@ impl Controller {
         let links = self.topo.links();
         for &l in &take_back {
             r.out.push_back((
-                CtrlDest::Node(links[l.index()].to),
+                MgmtDest::Node(links[l.index()].to),
                 RelayMsg::Admit {
                     link: l,
                     apply: true,
@@ -586,7 +638,7 @@ impl Controller {
         if let Some(&l) = self.topo.node(tor_down).inputs.first() {
             if awaiting.insert(l) {
                 r.out.push_back((
-                    CtrlDest::Node(tor_down),
+                    MgmtDest::Node(tor_down),
                     RelayMsg::Admit {
                         link: l,
                         apply: false,
@@ -622,7 +674,7 @@ impl Controller {
             r.failed_procs.iter().map(|(&p, &t)| (p, t)).collect();
         let floor = j.floor.unwrap_or_default();
         r.out.push_back((
-            CtrlDest::Node(j.host),
+            MgmtDest::Node(j.host),
             RelayMsg::Joined {
                 procs: procs.clone(),
                 floor,
@@ -631,7 +683,7 @@ impl Controller {
         ));
         for o in (0..self.failed.len()).filter(|&o| o != h && !self.failed[o]) {
             r.out.push_back((
-                CtrlDest::Node(NodeId(o as u32)),
+                MgmtDest::Node(NodeId(o as u32)),
                 RelayMsg::PeerJoined {
                     host: j.host,
                     procs: procs.clone(),
@@ -662,7 +714,7 @@ impl Controller {
     /// relay to a host declared failed is dropped: the sender learns of the failure from the
     /// Broadcast, which recalls what the receiver never acknowledged. §5.2 Receiver Recovery:
     /// records `Recalled`, and answers `RecoverRequest` with `Settle` once no round is open.
-    pub fn on_relay(&mut self, _now: Instant, msg: RelayMsg) {
+    fn on_relay_msg(&mut self, _now: Instant, msg: RelayMsg) {
         let failed = &self.failed;
         let Some(r) = self.relay.as_mut() else {
             return;
@@ -719,7 +771,7 @@ impl Controller {
                 }
                 r.forwarded += packets.len() as u64;
                 r.out.push_back((
-                    CtrlDest::Node(NodeId(host)),
+                    MgmtDest::Node(NodeId(host)),
                     RelayMsg::Forward { from, packets },
                 ));
             }
@@ -743,7 +795,7 @@ impl Controller {
     }
 
     /// The next relay to send (§5.2 forwarding and recovery).
-    pub fn poll_relay(&mut self) -> Option<(CtrlDest, RelayMsg)> {
+    fn pop_relay(&mut self) -> Option<(MgmtDest, RelayMsg)> {
         self.relay.as_mut()?.out.pop_front()
     }
 
@@ -767,7 +819,7 @@ impl Controller {
     }
 
     /// Handles a control message addressed to the controller.
-    pub fn on_message(&mut self, now: Instant, msg: CtrlMsg) {
+    fn on_ctrl_msg(&mut self, now: Instant, msg: CtrlMsg) {
         match msg {
             CtrlMsg::LinkDown {
                 reporter,
@@ -802,7 +854,7 @@ impl Controller {
     /// their `Completed` and `LinkDown` again on their own timers; here the controller sends
     /// every open round's Broadcast again to the hosts it still waits for (a host that had
     /// completed answers `Completed` at once), so an interrupted round resumes. A Determine that
-    /// fell due meanwhile runs at the next [`Controller::on_timeout`].
+    /// fell due meanwhile runs at the next `Input::Timeout`.
     pub fn on_recover(&mut self, _now: Instant) {
         for r in self.rounds.values() {
             let Some(msg) = &r.failure else {
@@ -810,20 +862,15 @@ impl Controller {
             };
             for &h in &r.waiting {
                 self.outputs.push_back(CtrlOut::Send {
-                    to: CtrlDest::Node(h),
+                    to: MgmtDest::Node(h),
                     msg: msg.clone(),
                 });
             }
         }
     }
 
-    /// When [`Controller::on_timeout`] wants to run.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.determine_at
-    }
-
     /// Runs Determine if it is due.
-    pub fn on_timeout(&mut self, now: Instant) {
+    fn on_timer(&mut self, now: Instant) {
         if self.determine_at.is_some_and(|t| t <= now) {
             self.determine_at = None;
             self.determine(now);
@@ -831,7 +878,7 @@ impl Controller {
     }
 
     /// The next thing to send or report.
-    pub fn poll_output(&mut self) -> Option<CtrlOut> {
+    fn pop_output(&mut self) -> Option<CtrlOut> {
         self.outputs.pop_front()
     }
 
@@ -894,7 +941,7 @@ impl Controller {
             if let Some(r) = self.relay.as_mut() {
                 for &(h, ts) in &declared {
                     r.out
-                        .push_back((CtrlDest::Node(h), RelayMsg::Failed { ts }));
+                        .push_back((MgmtDest::Node(h), RelayMsg::Failed { ts }));
                 }
                 r.failed_procs.extend(failed.iter().copied());
             }
@@ -910,7 +957,7 @@ impl Controller {
             };
             for &h in &correct_hosts {
                 self.outputs.push_back(CtrlOut::Send {
-                    to: CtrlDest::Node(h),
+                    to: MgmtDest::Node(h),
                     msg: msg.clone(),
                 });
             }
@@ -963,7 +1010,7 @@ impl Controller {
             wait = true;
             self.isolations += 1;
             self.outputs.push_back(CtrlOut::Send {
-                to: CtrlDest::Node(self.topo.links()[up.index()].to),
+                to: MgmtDest::Node(self.topo.links()[up.index()].to),
                 msg: CtrlMsg::Isolate { link: up },
             });
         }
@@ -1024,7 +1071,7 @@ impl Controller {
                 .map(NodeId);
             for s in hosts.chain(self.topo.switches()) {
                 self.outputs.push_back(CtrlOut::Send {
-                    to: CtrlDest::Node(s),
+                    to: MgmtDest::Node(s),
                     msg: CtrlMsg::Resume {
                         round,
                         dead_links: r.dead_links.clone(),
@@ -1060,7 +1107,7 @@ impl Controller {
         for h in ready {
             r.settled.insert(h);
             r.out.push_back((
-                CtrlDest::Node(h),
+                MgmtDest::Node(h),
                 RelayMsg::Settle {
                     failed: failed.clone(),
                     recalled: recalled.clone(),
@@ -1087,6 +1134,39 @@ fn with_orphaned(topo: &Topology, dead: BTreeSet<LinkId>, failed: &[bool]) -> Ve
         }
     }
     all.into_iter().collect()
+}
+
+impl Node for Controller {
+    /// The controller is on the management network only.
+    type Packet = Infallible;
+    type Event = CtrlEvent;
+    type Mgmt = Mgmt;
+
+    fn handle(&mut self, now: Instant, input: Input<Infallible, Mgmt>) {
+        match input {
+            Input::Packet { packet, .. } => match packet {},
+            Input::Timeout => self.on_timer(now),
+            Input::Mgmt(Mgmt::Ctrl(msg)) => self.on_ctrl_msg(now, msg),
+            Input::Mgmt(Mgmt::Relay(msg)) => self.on_relay_msg(now, msg),
+        }
+    }
+
+    /// The procedure's messages and events in the order decided, then the relays.
+    fn poll_output(&mut self) -> Option<Output<Infallible, CtrlEvent, Mgmt>> {
+        if let Some(o) = self.pop_output() {
+            return Some(o.into());
+        }
+        let (to, msg) = self.pop_relay()?;
+        Some(Output::Mgmt {
+            to,
+            msg: Mgmt::Relay(msg),
+        })
+    }
+
+    /// When Determine is due.
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.determine_at
+    }
 }
 
 /// Nodes reachable from `start` over links not in `dead` (the start included).
@@ -1250,7 +1330,7 @@ mod tests {
     /// `last_commit`; returns the link.
     fn uplink_down(c: &mut Controller, topo: &Topology, host: u32, last_commit: u64) -> LinkId {
         let up = topo.uplink(host);
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(0),
             CtrlMsg::LinkDown {
                 reporter: topo.links()[up.index()].to,
@@ -1269,7 +1349,7 @@ mod tests {
         hosts: impl IntoIterator<Item = u32>,
     ) {
         for h in hosts {
-            c.on_message(
+            c.on_ctrl_msg(
                 Instant(at_ns),
                 CtrlMsg::Completed {
                     round,
@@ -1280,7 +1360,7 @@ mod tests {
     }
 
     fn drain(c: &mut Controller) -> Vec<CtrlOut> {
-        std::iter::from_fn(|| c.poll_output()).collect()
+        std::iter::from_fn(|| c.pop_output()).collect()
     }
 
     fn ts(n: u64) -> Timestamp {
@@ -1293,7 +1373,7 @@ mod tests {
         let mut c = controller(&topo);
         let up = topo.uplink(1);
         let tor = topo.links()[up.index()].to;
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(0),
             CtrlMsg::LinkDown {
                 reporter: tor,
@@ -1302,7 +1382,7 @@ mod tests {
             },
         );
         assert_eq!(c.poll_timeout(), Some(Instant(1_000)));
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         let out = drain(&mut c);
         assert!(out.contains(&CtrlOut::Declared {
             round: 1,
@@ -1325,7 +1405,7 @@ mod tests {
             .all(|(_, f)| f == &vec![(ProcId(1), ts(500))]));
         // Resume waits for every correct host.
         for h in [0, 2] {
-            c.on_message(
+            c.on_ctrl_msg(
                 Instant(2_000),
                 CtrlMsg::Completed {
                     round: 1,
@@ -1334,7 +1414,7 @@ mod tests {
             );
             assert!(drain(&mut c).is_empty());
         }
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(2_000),
             CtrlMsg::Completed {
                 round: 1,
@@ -1357,7 +1437,7 @@ mod tests {
         c.enable_relay();
         let up = topo.uplink(1);
         let tor = topo.links()[up.index()].to;
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(0),
             CtrlMsg::LinkDown {
                 reporter: tor,
@@ -1365,35 +1445,35 @@ mod tests {
                 last_commit: Some(ts(500)),
             },
         );
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         drain(&mut c);
         assert_eq!(
-            c.poll_relay(),
-            Some((CtrlDest::Node(NodeId(1)), RelayMsg::Failed { ts: ts(500) }))
+            c.pop_relay(),
+            Some((MgmtDest::Node(NodeId(1)), RelayMsg::Failed { ts: ts(500) }))
         );
-        c.on_relay(
+        c.on_relay_msg(
             Instant(1_100),
             RelayMsg::Recalled {
                 groups: vec![(ProcId(2), ts(480))],
             },
         );
         // Asked while round 1 is open, and by a correct host: no answer yet.
-        c.on_relay(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(1) });
-        c.on_relay(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(0) });
-        assert_eq!(c.poll_relay(), None);
+        c.on_relay_msg(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(1) });
+        c.on_relay_msg(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(0) });
+        assert_eq!(c.pop_relay(), None);
         complete_round(&mut c, 2_000, 1, [0, 2, 3]);
         assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
         assert_eq!(
-            c.poll_relay(),
+            c.pop_relay(),
             Some((
-                CtrlDest::Node(NodeId(1)),
+                MgmtDest::Node(NodeId(1)),
                 RelayMsg::Settle {
                     failed: vec![(ProcId(1), ts(500))],
                     recalled: vec![(ProcId(2), ts(480))],
                 }
             ))
         );
-        assert_eq!(c.poll_relay(), None);
+        assert_eq!(c.pop_relay(), None);
     }
 
     /// §5.2 Receiver Recovery, then "join 1Pipe as a new process": a settled host asks to
@@ -1409,7 +1489,7 @@ mod tests {
         c.set_proc_ids_max(8);
         let (up, down) = (topo.uplink(1), topo.downlink(1));
         let tor = topo.links()[up.index()].to;
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(0),
             CtrlMsg::LinkDown {
                 reporter: tor,
@@ -1417,7 +1497,7 @@ mod tests {
                 last_commit: Some(ts(500)),
             },
         );
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(0),
             CtrlMsg::LinkDown {
                 reporter: NodeId(1),
@@ -1425,28 +1505,28 @@ mod tests {
                 last_commit: Some(ts(400)),
             },
         );
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         complete_round(&mut c, 2_000, 1, [0, 2, 3]);
         drain(&mut c);
         // Not settled yet: no rejoin.
-        c.on_relay(Instant(2_100), RelayMsg::Rejoin { host: NodeId(1) });
-        let relays: Vec<_> = std::iter::from_fn(|| c.poll_relay()).collect();
+        c.on_relay_msg(Instant(2_100), RelayMsg::Rejoin { host: NodeId(1) });
+        let relays: Vec<_> = std::iter::from_fn(|| c.pop_relay()).collect();
         assert_eq!(
             relays,
-            vec![(CtrlDest::Node(NodeId(1)), RelayMsg::Failed { ts: ts(500) })]
+            vec![(MgmtDest::Node(NodeId(1)), RelayMsg::Failed { ts: ts(500) })]
         );
-        c.on_relay(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
-        assert!(matches!(c.poll_relay(), Some((_, RelayMsg::Settle { .. }))));
+        c.on_relay_msg(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
+        assert!(matches!(c.pop_relay(), Some((_, RelayMsg::Settle { .. }))));
         // Settled: the rejoin asks the ToR about the uplink (the downlink's head is the host).
-        c.on_relay(Instant(2_300), RelayMsg::Rejoin { host: NodeId(1) });
+        c.on_relay_msg(Instant(2_300), RelayMsg::Rejoin { host: NodeId(1) });
         let probe = RelayMsg::Admit {
             link: up,
             apply: false,
         };
-        assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor), probe)));
-        assert_eq!(c.poll_relay(), None);
+        assert_eq!(c.pop_relay(), Some((MgmtDest::Node(tor), probe)));
+        assert_eq!(c.pop_relay(), None);
         // Still silent: it stays out, and asks again later.
-        c.on_relay(
+        c.on_relay_msg(
             Instant(2_400),
             RelayMsg::Admitted {
                 link: up,
@@ -1455,11 +1535,11 @@ mod tests {
                 commit: Some(ts(880)),
             },
         );
-        assert_eq!(c.poll_relay(), None);
+        assert_eq!(c.pop_relay(), None);
         assert!(c.is_failed(NodeId(1)));
-        c.on_relay(Instant(2_500), RelayMsg::Rejoin { host: NodeId(1) });
-        c.poll_relay();
-        c.on_relay(
+        c.on_relay_msg(Instant(2_500), RelayMsg::Rejoin { host: NodeId(1) });
+        c.pop_relay();
+        c.on_relay_msg(
             Instant(2_600),
             RelayMsg::Admitted {
                 link: up,
@@ -1472,7 +1552,7 @@ mod tests {
             link: up,
             apply: true,
         };
-        assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor), apply)));
+        assert_eq!(c.pop_relay(), Some((MgmtDest::Node(tor), apply)));
         // Its first-hop switch's outputs are asked too (they bound its barriers).
         let tor_down = topo.links()[down.index()].from;
         let first_in = topo.node(tor_down).inputs[0];
@@ -1480,10 +1560,10 @@ mod tests {
             link: first_in,
             apply: false,
         };
-        assert_eq!(c.poll_relay(), Some((CtrlDest::Node(tor_down), ask)));
-        assert_eq!(c.poll_relay(), None);
+        assert_eq!(c.pop_relay(), Some((MgmtDest::Node(tor_down), ask)));
+        assert_eq!(c.pop_relay(), None);
         for (link, b) in [(up, 1_050), (first_in, 1_070)] {
-            c.on_relay(
+            c.on_relay_msg(
                 Instant(2_700),
                 RelayMsg::Admitted {
                     link,
@@ -1494,9 +1574,9 @@ mod tests {
             );
         }
         assert_eq!(
-            c.poll_relay(),
+            c.pop_relay(),
             Some((
-                CtrlDest::Node(NodeId(1)),
+                MgmtDest::Node(NodeId(1)),
                 RelayMsg::Joined {
                     procs: vec![ProcId(4)],
                     floor: ts(1_070),
@@ -1507,9 +1587,9 @@ mod tests {
         // Everyone else stamps nothing to the new process below the floor.
         for h in [0, 2, 3] {
             assert_eq!(
-                c.poll_relay(),
+                c.pop_relay(),
                 Some((
-                    CtrlDest::Node(NodeId(h)),
+                    MgmtDest::Node(NodeId(h)),
                     RelayMsg::PeerJoined {
                         host: NodeId(1),
                         procs: vec![ProcId(4)],
@@ -1529,7 +1609,7 @@ mod tests {
         assert!(!c.is_failed(NodeId(1)));
         assert_eq!((c.rejoined(), c.procs_of(NodeId(1))), (1, &[ProcId(4)][..]));
         // It fails again: its new process is the one declared.
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(5_000),
             CtrlMsg::LinkDown {
                 reporter: tor,
@@ -1537,7 +1617,7 @@ mod tests {
                 last_commit: Some(ts(2_000)),
             },
         );
-        c.on_timeout(Instant(6_000));
+        c.on_timer(Instant(6_000));
         assert!(drain(&mut c).iter().any(|o| matches!(o,
             CtrlOut::Send { msg: CtrlMsg::Failure { failed, .. }, .. }
                 if failed == &vec![(ProcId(4), ts(2_000))])));
@@ -1550,12 +1630,12 @@ mod tests {
         let mut c = controller(&topo);
         c.enable_relay();
         uplink_down(&mut c, &topo, 1, 500);
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         complete_round(&mut c, 2_000, 1, [0, 2, 3]);
-        c.on_relay(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
-        while c.poll_relay().is_some() {}
-        c.on_relay(Instant(2_300), RelayMsg::Rejoin { host: NodeId(1) });
-        assert_eq!(c.poll_relay(), None);
+        c.on_relay_msg(Instant(2_200), RelayMsg::RecoverRequest { host: NodeId(1) });
+        while c.pop_relay().is_some() {}
+        c.on_relay_msg(Instant(2_300), RelayMsg::Rejoin { host: NodeId(1) });
+        assert_eq!(c.pop_relay(), None);
     }
 
     #[test]
@@ -1569,7 +1649,7 @@ mod tests {
             .unwrap();
         for &l in &topo.nodes()[spine].outputs {
             let to = topo.links()[l.index()].to;
-            c.on_message(
+            c.on_ctrl_msg(
                 Instant(0),
                 CtrlMsg::LinkDown {
                     reporter: to,
@@ -1578,7 +1658,7 @@ mod tests {
                 },
             );
         }
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         let out = drain(&mut c);
         assert!(!out.iter().any(|o| matches!(o, CtrlOut::Declared { .. })));
         assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
@@ -1599,7 +1679,7 @@ mod tests {
         for &l in &topo.nodes()[leaf_up].outputs {
             let to = topo.links()[l.index()].to;
             if topo.nodes()[to.index()].name.starts_with("spine") {
-                c.on_message(
+                c.on_ctrl_msg(
                     Instant(0),
                     CtrlMsg::LinkDown {
                         reporter: to,
@@ -1618,7 +1698,7 @@ mod tests {
             .unwrap();
         for &l in &topo.nodes()[leaf_down].outputs {
             let to = topo.links()[l.index()].to;
-            c.on_message(
+            c.on_ctrl_msg(
                 Instant(0),
                 CtrlMsg::LinkDown {
                     reporter: to,
@@ -1627,7 +1707,7 @@ mod tests {
                 },
             );
         }
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         let out = drain(&mut c);
         assert!(out.contains(&CtrlOut::Declared {
             round: 1,
@@ -1644,7 +1724,7 @@ mod tests {
         let mut c = controller(&topo);
         for h in [0, 1] {
             let up = topo.uplink(h);
-            c.on_message(
+            c.on_ctrl_msg(
                 Instant(0),
                 CtrlMsg::LinkDown {
                     reporter: topo.links()[up.index()].to,
@@ -1653,7 +1733,7 @@ mod tests {
                 },
             );
         }
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         drain(&mut c);
         complete_round(&mut c, 2_000, 1, [2, 3]);
         let resumed: Vec<Vec<LinkId>> = drain(&mut c)
@@ -1692,9 +1772,9 @@ mod tests {
         let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
         let mut c = controller(&topo);
         uplink_down(&mut c, &topo, 1, 500);
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         drain(&mut c);
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(2_000),
             CtrlMsg::Completed {
                 round: 1,
@@ -1703,7 +1783,7 @@ mod tests {
         );
         assert!(drain(&mut c).is_empty());
         c.on_recover(Instant(9_000));
-        let again: Vec<CtrlDest> = drain(&mut c)
+        let again: Vec<MgmtDest> = drain(&mut c)
             .into_iter()
             .map(|o| match o {
                 CtrlOut::Send {
@@ -1715,7 +1795,7 @@ mod tests {
             .collect();
         assert_eq!(
             again,
-            vec![CtrlDest::Node(NodeId(2)), CtrlDest::Node(NodeId(3))]
+            vec![MgmtDest::Node(NodeId(2)), MgmtDest::Node(NodeId(3))]
         );
         complete_round(&mut c, 9_500, 1, [2, 3]);
         assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
@@ -1729,7 +1809,7 @@ mod tests {
         let mut c = controller(&topo);
         for (h, commit) in [(0, 500), (1, 900)] {
             let up = topo.uplink(h);
-            c.on_message(
+            c.on_ctrl_msg(
                 Instant(0),
                 CtrlMsg::LinkDown {
                     reporter: topo.links()[up.index()].to,
@@ -1738,7 +1818,7 @@ mod tests {
                 },
             );
             let down = topo.downlink(h);
-            c.on_message(
+            c.on_ctrl_msg(
                 Instant(0),
                 CtrlMsg::LinkDown {
                     reporter: NodeId(h),
@@ -1747,7 +1827,7 @@ mod tests {
                 },
             );
         }
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         assert!(drain(&mut c).contains(&CtrlOut::Declared {
             round: 1,
             at: Instant(1_000),
@@ -1819,7 +1899,7 @@ mod tests {
         let topo = Arc::new(Topology::fat_tree(4).unwrap());
         let mut c = controller(&topo);
         for l in seed_1806_dead(&topo) {
-            c.on_message(
+            c.on_ctrl_msg(
                 Instant(0),
                 CtrlMsg::LinkDown {
                     reporter: topo.links()[l.index()].to,
@@ -1828,20 +1908,20 @@ mod tests {
                 },
             );
         }
-        c.on_timeout(Instant(1_000));
+        c.on_timer(Instant(1_000));
         let out = drain(&mut c);
         let tor3_up = topo.links()[topo.uplink(6).index()].to;
         assert_eq!(
             out,
             vec![
                 CtrlOut::Send {
-                    to: CtrlDest::Node(tor3_up),
+                    to: MgmtDest::Node(tor3_up),
                     msg: CtrlMsg::Isolate {
                         link: topo.uplink(6)
                     }
                 },
                 CtrlOut::Send {
-                    to: CtrlDest::Node(tor3_up),
+                    to: MgmtDest::Node(tor3_up),
                     msg: CtrlMsg::Isolate {
                         link: topo.uplink(7)
                     }
@@ -1851,7 +1931,7 @@ mod tests {
         );
         assert_eq!(c.isolations(), 2);
         for (h, commit) in [(6, 700), (7, 650)] {
-            c.on_message(
+            c.on_ctrl_msg(
                 Instant(1_100),
                 CtrlMsg::LinkDown {
                     reporter: tor3_up,
@@ -1861,7 +1941,7 @@ mod tests {
             );
         }
         let due = c.poll_timeout().expect("Determine runs again");
-        c.on_timeout(due);
+        c.on_timer(due);
         let out = drain(&mut c);
         assert!(out.contains(&CtrlOut::Declared {
             round: 1,
@@ -1884,7 +1964,7 @@ mod tests {
     fn reports_that_are_not_the_reporters_input_are_ignored() {
         let topo = Arc::new(Topology::rack(3).unwrap());
         let mut c = controller(&topo);
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(0),
             CtrlMsg::LinkDown {
                 reporter: NodeId(0),
@@ -1892,7 +1972,7 @@ mod tests {
                 last_commit: None,
             },
         );
-        c.on_message(
+        c.on_ctrl_msg(
             Instant(0),
             CtrlMsg::LinkDown {
                 reporter: NodeId(0),

@@ -19,18 +19,20 @@
 //! have been delivered if only its acknowledgements were lost — the callback means "possibly
 //! lost", as in the paper).
 //!
-//! Failure handling: the host reports a silent uplink (§4.2, `HostEvent::UplinkDown`); the §5.2
-//! procedure reaches it as control messages ([`Host::on_control`]: discard, recall, callback,
-//! resume) and relays ([`Host::on_relay`]: frozen when declared failed, receiver recovery and
-//! settling, then rejoining as new processes above the controller's floor).
+//! Failure handling: the host reports a silent uplink to the controller itself (§4.2, a
+//! [`CtrlMsg::LinkDown`] for [`HostConfig::input_link`]); the §5.2 procedure reaches it on the
+//! management network ([`Input::Mgmt`]): control messages (discard, recall, callback, resume)
+//! and relays (frozen when declared failed, receiver recovery and settling, then rejoining as
+//! new processes above the controller's floor).
 //!
 //! Driving: see [`crate::node`] for the call order. Application commands are [`Host::send`] and
-//! the accessors; everything the host reports comes out of [`Node::poll_output`] as
-//! [`HostEvent`]s.
+//! the accessors; everything the host reports comes out of [`Node::poll_output`]: packets,
+//! [`HostEvent`]s, and management messages ([`Output::Mgmt`], relays of an input ahead of its
+//! control messages).
 
 use crate::ack::{AckBatcher, AckOwed, RecvWindow, SendTracker};
-use crate::failure::{CtrlDest, CtrlMsg, RelayMsg};
-use crate::ids::{NodeId, PortId, ProcId, Psn};
+use crate::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
+use crate::ids::{LinkId, NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Output};
 use crate::peers::PeerVec;
 use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Rtt, Transmit, WINDOW_MAX};
@@ -53,6 +55,10 @@ pub struct HostConfig {
     pub node: NodeId,
     /// The processes that live on this host.
     pub procs: Vec<ProcId>,
+    /// The link from its first-hop switch to it (its input in the routing graph): what its
+    /// §5.2 `LinkDown` names when that switch falls silent. `None` reports nothing (a host
+    /// without a controller).
+    pub input_link: Option<LinkId>,
     /// Process ids are dense in `0..senders_max`; anything else from the wire is dropped.
     pub senders_max: u32,
     /// Per-peer state (receive windows, reorder lists, next PSNs, ACK-tracker records) is made
@@ -167,6 +173,7 @@ impl HostConfig {
         HostConfig {
             node,
             procs,
+            input_link: None,
             senders_max,
             senders_stored: senders_max,
             beacon_interval_ns: 3_000,
@@ -264,20 +271,6 @@ pub enum HostEvent {
         handle: u64,
         /// The local sender.
         src: ProcId,
-    },
-    /// §5.2 Detect: the first-hop switch fell silent for `uplink_timeout_intervals` beacon
-    /// times; `last_commit` is the last commit barrier it sent. The driver tells the controller
-    /// (as [`CtrlMsg::LinkDown`] for the host's input link).
-    UplinkDown {
-        /// The last commit barrier heard.
-        last_commit: Option<Timestamp>,
-    },
-    /// A control message to send on the management network (§5.2).
-    Control {
-        /// Addressee.
-        to: CtrlDest,
-        /// The message.
-        msg: CtrlMsg,
     },
     /// A reliable scattering left the send buffer: it was stamped `ts` and sent.
     ReliableSent {
@@ -387,19 +380,6 @@ pub struct HostStats {
     pub rejoined: u64,
     /// §5.2: other hosts' rejoins it heard of (`RelayMsg::PeerJoined`).
     pub peers_joined: u64,
-}
-
-/// What a host gives its driver on the §5.2 relay channel ([`Host::poll_relay`]), beside
-/// [`Node::poll_output`]: kept apart so that drivers without a relay never see it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HostRelay {
-    /// Send `msg` on the management network.
-    Send {
-        /// Addressee.
-        to: CtrlDest,
-        /// The message.
-        msg: RelayMsg,
-    },
 }
 
 /// Most relay outputs queued before the driver drains them; beyond it the newest are dropped
@@ -527,9 +507,9 @@ pub struct Host {
     last_uplink_commit: Option<Timestamp>,
     next_beacon: Instant,
     last_beacon_barrier: Timestamp,
-    outputs: VecDeque<Output<Packet, HostEvent>>,
-    /// §5.2 relay channel (see [`Host::poll_relay`]).
-    relays: VecDeque<HostRelay>,
+    outputs: VecDeque<Output<Packet, HostEvent, Mgmt>>,
+    /// §5.2 relay channel: given out ahead of `outputs` (see `Node::poll_output`).
+    relays: VecDeque<(MgmtDest, RelayMsg)>,
     /// §5.2: failed processes and their failure timestamps, as the controller announced.
     failed: BTreeMap<ProcId, Timestamp>,
     /// §5.2: this host's own failure timestamp, once the controller said it failed: it sends
@@ -683,7 +663,7 @@ impl Host {
     /// and says nothing on the data network until it knows it was declared — not even a beacon:
     /// its switch must time its link out, so that the controller declares its old processes
     /// at the last commit barrier they sent. Then it settles (nothing to deliver) and rejoins.
-    /// Drain [`Host::poll_relay`] afterwards.
+    /// Drain [`Node::poll_output`] afterwards.
     pub fn restarted(cfg: HostConfig, now: Instant) -> Host {
         let mut h = Host::new(cfg, now);
         h.restart_silent = true;
@@ -1153,13 +1133,13 @@ impl Host {
                     })
                 })
                 .collect();
-            self.relays.push_back(HostRelay::Send {
-                to: CtrlDest::Controller,
-                msg: RelayMsg::Forward {
+            self.relays.push_back((
+                MgmtDest::Controller,
+                RelayMsg::Forward {
                     from: self.cfg.node,
                     packets,
                 },
-            });
+            ));
         }
         self.emit_message(now, t.src, t.dst, t.first, t.ts, &t.payload, true);
     }
@@ -1212,7 +1192,7 @@ impl Host {
     /// asks the controller (once) for the failure notifications and the undeliverable recalls;
     /// the answer ([`RelayMsg::Settle`]) settles its buffer. A host not told it failed asks
     /// when it is told (its link came back before the controller declared it). Drain
-    /// [`Host::poll_relay`] afterwards.
+    /// [`Node::poll_output`] afterwards.
     pub fn recover(&mut self, now: Instant) {
         self.timestamp(now);
         self.recovery_wanted = true;
@@ -1226,12 +1206,12 @@ impl Host {
             return;
         }
         self.recovery_asked = true;
-        self.relays.push_back(HostRelay::Send {
-            to: CtrlDest::Controller,
-            msg: RelayMsg::RecoverRequest {
+        self.relays.push_back((
+            MgmtDest::Controller,
+            RelayMsg::RecoverRequest {
                 host: self.cfg.node,
             },
-        });
+        ));
     }
 
     /// Whether this host, declared failed, has settled its receive buffer (§5.2).
@@ -1250,12 +1230,12 @@ impl Host {
         };
         self.rejoin_due = Some((now + next, next));
         if self.relays.len() < RELAY_OUT_MAX {
-            self.relays.push_back(HostRelay::Send {
-                to: CtrlDest::Controller,
-                msg: RelayMsg::Rejoin {
+            self.relays.push_back((
+                MgmtDest::Controller,
+                RelayMsg::Rejoin {
                     host: self.cfg.node,
                 },
-            });
+            ));
         }
     }
 
@@ -1386,21 +1366,11 @@ impl Host {
         }
     }
 
-    /// The next output of the §5.2 relay channel (controller forwarding, receiver recovery,
-    /// rejoining). Drain it *before* [`Node::poll_output`] and send in that order: a
-    /// `Recalled` report must reach the controller before the `Completed` of its round, which
-    /// the same input may produce (a host whose recall has no correct target left completes at
-    /// once), or the controller may resume the round and answer a recovering host without it.
-    /// Drivers that do not relay (the live runtime) never see it fill unless
-    /// `forward_after_retransmits` is set or they call [`Host::recover`].
-    pub fn poll_relay(&mut self) -> Option<HostRelay> {
-        self.relays.pop_front()
-    }
-
-    /// §5.2 "Controller Forwarding": packets the controller relayed over the management network.
-    /// Data is taken as an arrival (its barrier fields ignored: it passed no switch) and
-    /// acknowledged at once back through the controller; ACKs are taken as ACKs.
-    pub fn on_relay(&mut self, now: Instant, msg: RelayMsg) {
+    /// A relay (§5.2 forwarding and receiver recovery). "Controller Forwarding": packets the
+    /// controller relayed over the management network. Data is taken as an arrival (its barrier
+    /// fields ignored: it passed no switch) and acknowledged at once back through the
+    /// controller; ACKs are taken as ACKs.
+    fn on_relay(&mut self, now: Instant, msg: RelayMsg) {
         self.timestamp(now);
         match msg {
             RelayMsg::Failed { ts } => self.on_own_failure(ts),
@@ -1452,13 +1422,13 @@ impl Host {
                         .into_iter()
                         .map(|(src, i)| Packet::Ack(self.make_ack(src, i, true)))
                         .collect();
-                    self.relays.push_back(HostRelay::Send {
-                        to: CtrlDest::Controller,
-                        msg: RelayMsg::Forward {
+                    self.relays.push_back((
+                        MgmtDest::Controller,
+                        RelayMsg::Forward {
                             from: self.cfg.node,
                             packets,
                         },
-                    });
+                    ));
                 }
             }
         }
@@ -2284,21 +2254,21 @@ impl Host {
     fn report_completed(&mut self, round: u32) {
         if let Some(groups) = self.recalled_rounds.get(&round) {
             if self.relays.len() < RELAY_OUT_MAX {
-                self.relays.push_back(HostRelay::Send {
-                    to: CtrlDest::Controller,
-                    msg: RelayMsg::Recalled {
+                self.relays.push_back((
+                    MgmtDest::Controller,
+                    RelayMsg::Recalled {
                         groups: groups.clone(),
                     },
-                });
+                ));
             }
         }
-        self.outputs.push_back(Output::Event(HostEvent::Control {
-            to: CtrlDest::Controller,
-            msg: CtrlMsg::Completed {
+        self.outputs.push_back(Output::Mgmt {
+            to: MgmtDest::Controller,
+            msg: Mgmt::Ctrl(CtrlMsg::Completed {
                 round,
                 host: self.cfg.node,
-            },
-        }));
+            }),
+        });
     }
 
     /// Reliable messages whose retransmission timer fired go again.
@@ -2430,15 +2400,22 @@ impl Host {
         self.uplink_silent = self.uplink_silent.saturating_add(1);
         if self.uplink_silent == timeout {
             self.stats.uplink_failures += 1;
-            self.outputs.push_back(Output::Event(HostEvent::UplinkDown {
-                last_commit: self.commit,
-            }));
+            // §5.2 Detect: the controller hears of it as this host's input link.
+            if let Some(link) = self.cfg.input_link {
+                self.outputs.push_back(Output::Mgmt {
+                    to: MgmtDest::Controller,
+                    msg: Mgmt::Ctrl(CtrlMsg::LinkDown {
+                        reporter: self.cfg.node,
+                        link,
+                        last_commit: self.commit,
+                    }),
+                });
+            }
         }
     }
 
-    /// Handles a control message from the controller or another host (§5.2). Drain
-    /// [`Node::poll_output`] afterwards.
-    pub fn on_control(&mut self, now: Instant, msg: CtrlMsg) {
+    /// Handles a control message from the controller or another host (§5.2).
+    fn on_control(&mut self, now: Instant, msg: CtrlMsg) {
         self.timestamp(now);
         match msg {
             CtrlMsg::Failure {
@@ -2522,15 +2499,15 @@ impl Host {
                 .filter(|&h| h != self.cfg.node)
                 .collect();
             for &t in &targets {
-                self.outputs.push_back(Output::Event(HostEvent::Control {
-                    to: CtrlDest::Node(t),
-                    msg: CtrlMsg::Recall {
+                self.outputs.push_back(Output::Mgmt {
+                    to: MgmtDest::Node(t),
+                    msg: Mgmt::Ctrl(CtrlMsg::Recall {
                         round,
                         from: self.cfg.node,
                         groups: recalled.groups.clone(),
                         unacked: recalled.unacked.clone(),
-                    },
-                }));
+                    }),
+                });
             }
             for &(src, ts) in &recalled.groups {
                 self.outputs
@@ -2541,12 +2518,12 @@ impl Host {
             // for the RecallAcks. Only where the relay channel is in use.
             if self.cfg.reliable.forward_after_retransmits > 0 && self.relays.len() < RELAY_OUT_MAX
             {
-                self.relays.push_back(HostRelay::Send {
-                    to: CtrlDest::Controller,
-                    msg: RelayMsg::Recalled {
+                self.relays.push_back((
+                    MgmtDest::Controller,
+                    RelayMsg::Recalled {
                         groups: recalled.groups.clone(),
                     },
-                });
+                ));
                 self.recalled_rounds.insert(round, recalled.groups.clone());
                 if self.recalled_rounds.len() > ROUNDS_AWAITED_MAX {
                     self.recalled_rounds.pop_first();
@@ -2611,13 +2588,13 @@ impl Host {
             }
             self.schedule_ack(now, src, dst_idx, true);
         }
-        self.outputs.push_back(Output::Event(HostEvent::Control {
-            to: CtrlDest::Node(from),
-            msg: CtrlMsg::RecallAck {
+        self.outputs.push_back(Output::Mgmt {
+            to: MgmtDest::Node(from),
+            msg: Mgmt::Ctrl(CtrlMsg::RecallAck {
                 round,
                 from: self.cfg.node,
-            },
-        }));
+            }),
+        });
     }
 
     /// Releases recalls every target answered, and completes rounds with nothing pending.
@@ -2665,12 +2642,13 @@ impl Host {
 impl Node for Host {
     type Packet = Packet;
     type Event = HostEvent;
+    type Mgmt = Mgmt;
 
-    fn handle(&mut self, now: Instant, input: Input<Packet>) {
-        self.timestamp(now);
-        self.follow_clock_step_back(now);
+    fn handle(&mut self, now: Instant, input: Input<Packet, Mgmt>) {
         match input {
             Input::Packet { port, packet } => {
+                self.timestamp(now);
+                self.follow_clock_step_back(now);
                 if port != UPLINK {
                     self.stats.dropped_invalid += 1;
                 } else {
@@ -2680,12 +2658,28 @@ impl Node for Host {
                     }
                 }
             }
-            Input::Timeout => self.on_timeout(now),
+            Input::Timeout => {
+                self.timestamp(now);
+                self.follow_clock_step_back(now);
+                self.on_timeout(now);
+            }
+            Input::Mgmt(Mgmt::Ctrl(msg)) => self.on_control(now, msg),
+            Input::Mgmt(Mgmt::Relay(msg)) => self.on_relay(now, msg),
         }
         self.invariants();
     }
 
-    fn poll_output(&mut self) -> Option<Output<Packet, HostEvent>> {
+    /// Relays first: a `Recalled` report must reach the controller before the `Completed` of
+    /// its round, which the same input may produce (a host whose recall has no correct target
+    /// left completes at once), or the controller may resume the round and answer a recovering
+    /// host without it.
+    fn poll_output(&mut self) -> Option<Output<Packet, HostEvent, Mgmt>> {
+        if let Some((to, msg)) = self.relays.pop_front() {
+            return Some(Output::Mgmt {
+                to,
+                msg: Mgmt::Relay(msg),
+            });
+        }
         let out = self.outputs.pop_front();
         if out.is_none() && self.outputs.capacity() > OUTPUTS_RETAINED {
             // A scattering to many processes queued one packet each; keeping that capacity

@@ -12,13 +12,44 @@
 //! clock synchronisation may step a clock backwards; roles tolerate that (the host keeps its
 //! timestamps non-decreasing regardless). A role never blocks, never reads a clock and never
 //! panics on packet content: malformed or stale input is dropped and counted.
+//!
+//! Every input and output of a role passes through this contract: data packets on its ports,
+//! its timer, and — for roles with a control plane (§5.2's host, switch and controller) —
+//! messages on the management network ([`Input::Mgmt`], [`Output::Mgmt`]). A role builds every
+//! protocol message itself; a driver only carries them. Roles without a control plane set
+//! [`Node::Mgmt`] to [`std::convert::Infallible`], and their drivers match no management arms.
+//!
+//! What a driver must keep, and nothing more:
+//!
+//! * **Output order.** Outputs are carried out in the order `poll_output` gives them; on the
+//!   management network, messages from one role to one addressee arrive in that order or not at
+//!   all (a lost one is sent again by the role's own timers). The roles order what must be
+//!   ordered: e.g. the host gives a `Recalled` relay before the `Completed` of the same round,
+//!   so the controller never resumes a round and settles a recovering host without it.
+//! * **One input at a time.** `handle` runs to completion and its outputs are drained before the
+//!   next input; a driver that queues inputs (a busy CPU) keeps their arrival order.
+//! * **Undeliverable management messages.** A driver that learns a management message could not
+//!   reach a host (it is down) may tell the controller
+//!   ([`crate::failure::Controller::on_unreachable`]); otherwise it drops it silently.
+//! * **Time.** `Input::Timeout` is given only once the instant `poll_timeout` returned has been
+//!   reached on the node's clock, and never before the mutation that armed it has been drained.
 
-use crate::ids::PortId;
+use crate::ids::{NodeId, PortId};
 use crate::time::Instant;
+use std::convert::Infallible;
 
-/// An input to a role.
+/// Where a management-network message goes (§5.2's control plane, beside the data network).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MgmtDest {
+    /// The controller.
+    Controller,
+    /// A host or switch.
+    Node(NodeId),
+}
+
+/// An input to a role. `M` is its management-network message type ([`Node::Mgmt`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input<P> {
+pub enum Input<P, M = Infallible> {
     /// A packet arrived on the given input port.
     Packet {
         /// The input port it arrived on.
@@ -28,11 +59,13 @@ pub enum Input<P> {
     },
     /// The instant last returned by [`Node::poll_timeout`] has been reached.
     Timeout,
+    /// A message arrived on the management network (from the controller, or from a peer).
+    Mgmt(M),
 }
 
-/// An output of a role.
+/// An output of a role. `M` is its management-network message type ([`Node::Mgmt`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Output<P, E> {
+pub enum Output<P, E, M = Infallible> {
     /// Transmit `packet` on the given output port.
     Send {
         /// The output port.
@@ -42,6 +75,13 @@ pub enum Output<P, E> {
     },
     /// Report something upward (a delivery, a failure notification, ...).
     Event(E),
+    /// Send `msg` on the management network.
+    Mgmt {
+        /// The addressee.
+        to: MgmtDest,
+        /// The message.
+        msg: M,
+    },
 }
 
 /// A sans-IO protocol role.
@@ -50,13 +90,36 @@ pub trait Node {
     type Packet;
     /// What the role reports upward.
     type Event;
+    /// What it takes and gives on the management network; [`Infallible`] if nothing.
+    type Mgmt;
 
     /// Feeds one input seen at local time `now`.
-    fn handle(&mut self, now: Instant, input: Input<Self::Packet>);
+    fn handle(&mut self, now: Instant, input: Input<Self::Packet, Self::Mgmt>);
 
     /// Drains outputs produced by the last mutation; call until `None`.
-    fn poll_output(&mut self) -> Option<Output<Self::Packet, Self::Event>>;
+    fn poll_output(&mut self) -> Option<Output<Self::Packet, Self::Event, Self::Mgmt>>;
 
     /// The earliest local instant at which `handle(now, Input::Timeout)` is due, if any.
     fn poll_timeout(&self) -> Option<Instant>;
+}
+
+impl<P> Input<P, Infallible> {
+    /// The same input for a role that has a management network (an input without a management
+    /// message is one for any role).
+    pub fn widen<M>(self) -> Input<P, M> {
+        match self {
+            Input::Packet { port, packet } => Input::Packet { port, packet },
+            Input::Timeout => Input::Timeout,
+        }
+    }
+}
+
+impl<P, E> Output<P, E, Infallible> {
+    /// The same output as one of a role that has a management network.
+    pub fn widen<M>(self) -> Output<P, E, M> {
+        match self {
+            Output::Send { port, packet } => Output::Send { port, packet },
+            Output::Event(e) => Output::Event(e),
+        }
+    }
 }

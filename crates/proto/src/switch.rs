@@ -37,11 +37,13 @@
 //! switch sends a keep-alive beacon (its unchanged barriers) on every output link that carried
 //! nothing during a beacon interval.
 
-use crate::ids::{NodeId, PortId, ProcId};
+use crate::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
+use crate::ids::{LinkId, NodeId, PortId, ProcId};
 use crate::node::{Input, Node, Output};
 use crate::time::{next_tick, Instant, Timestamp};
 use crate::wire::{flags, Beacon, Packet};
 use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::sync::Arc;
 
 /// Chooses the output port for a packet addressed to a process.
@@ -122,6 +124,14 @@ pub struct SwitchConfig {
     /// the controller's Resume removes it (the controller may have been down and lost the
     /// report; it ignores duplicates); 0 never.
     pub report_retry_intervals: u32,
+    /// §5.2: the link entering each input port, as the controller's routing graph names it —
+    /// what the switch's `LinkDown` reports name, and what the controller's `Resume`, `Isolate`
+    /// and `Admit` address. Empty: no controller (a silent input is removed and counted, and
+    /// reported to nobody).
+    pub input_links: Vec<LinkId>,
+    /// The node those links enter in the controller's graph (the reporter of its `LinkDown`s);
+    /// `None`: [`SwitchConfig::node`].
+    pub graph_node: Option<NodeId>,
 }
 
 impl SwitchConfig {
@@ -139,6 +149,8 @@ impl SwitchConfig {
             pending_max: 4096,
             link_timeout_intervals: 10,
             report_retry_intervals: 16,
+            input_links: Vec::new(),
+            graph_node: None,
         }
     }
 }
@@ -158,6 +170,11 @@ pub struct SwitchStats {
     pub links_added: u64,
     /// §5.2 `LinkDown` reports sent again, the controller not having answered with Resume.
     pub reports_resent: u64,
+    /// §5.2 `LinkDown` reports sent (first or again).
+    pub links_reported: u64,
+    /// Management messages not for this switch (another's link, or a message switches do not
+    /// take).
+    pub mgmt_dropped: u64,
     /// Packets dropped: unroutable, on an unknown port, or beacon overflow in CPU modes.
     pub dropped: u64,
 }
@@ -438,21 +455,8 @@ pub struct Switch {
     next_beacon: Instant,
     /// Chip mode: when deferred change-triggered beacons are due.
     flush_at: Option<Instant>,
-    outputs: VecDeque<Output<Packet, SwitchEvent>>,
+    outputs: VecDeque<Output<Packet, Infallible, Mgmt>>,
     stats: SwitchStats,
-}
-
-/// What a switch reports to its driver.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SwitchEvent {
-    /// §5.2 Detect: input `port` timed out; `last_commit` is its commit register, for the
-    /// controller.
-    LinkDown {
-        /// The silent input.
-        port: PortId,
-        /// The last commit barrier it carried, if any.
-        last_commit: Option<Timestamp>,
-    },
 }
 
 impl Switch {
@@ -564,7 +568,7 @@ impl Switch {
 
     /// §5.2 Resume: input `port` no longer bounds the commit barrier, for good (a failed
     /// component rejoins only as a new one). Returns false for an unknown port.
-    pub fn remove_commit_input(&mut self, port: PortId) -> bool {
+    fn remove_commit_input(&mut self, port: PortId) -> bool {
         let i = port.index();
         if i >= self.cfg.inputs {
             return false;
@@ -578,26 +582,85 @@ impl Switch {
         true
     }
 
-    /// §5.2 Determine's [`crate::failure::CtrlMsg::Isolate`]: input `port` (a host's uplink)
-    /// stops raising the commit barrier, and its register is reported as a
-    /// [`SwitchEvent::LinkDown`] — exactly as if it had timed out, except that its best-effort
-    /// barrier still counts (the host is alive). The controller takes the host's failure
-    /// timestamp from this report; nothing above it passes here afterwards, so no correct
-    /// receiver's commit barrier goes past it. Reported again until Resume removes the input,
-    /// like a timed-out one. Returns false for an unknown port. Drain
-    /// [`Node::poll_output`] afterwards.
-    pub fn isolate_input(&mut self, port: PortId) -> bool {
+    /// §5.2 Determine's [`CtrlMsg::Isolate`]: input `port` (a host's uplink) stops raising the
+    /// commit barrier, and its register is reported as a `LinkDown` — exactly as if it had
+    /// timed out, except that its best-effort barrier still counts (the host is alive). The
+    /// controller takes the host's failure timestamp from this report; nothing above it passes
+    /// here afterwards, so no correct receiver's commit barrier goes past it. Reported again
+    /// until Resume removes the input, like a timed-out one. Returns false for an unknown port.
+    fn isolate_input(&mut self, port: PortId) -> bool {
         let i = port.index();
         if i >= self.cfg.inputs {
             return false;
         }
         self.agg.inputs[i].commit_frozen = true;
         self.agg.inputs[i].since_report = 0;
-        self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
-            port,
-            last_commit: self.agg.register(i, COMMIT),
-        }));
+        self.report_link_down(i);
         true
+    }
+
+    /// §5.2 Detect: input `i` is reported dead to the controller, with its commit register.
+    fn report_link_down(&mut self, i: usize) {
+        let Some(&link) = self.cfg.input_links.get(i) else {
+            return;
+        };
+        self.stats.links_reported += 1;
+        self.outputs.push_back(Output::Mgmt {
+            to: MgmtDest::Controller,
+            msg: Mgmt::Ctrl(CtrlMsg::LinkDown {
+                reporter: self.cfg.graph_node.unwrap_or(self.cfg.node),
+                link,
+                last_commit: self.agg.register(i, COMMIT),
+            }),
+        });
+    }
+
+    /// The input port `link` enters, if it is one of this switch's.
+    fn input_of(&self, link: LinkId) -> Option<PortId> {
+        let i = self.cfg.input_links.iter().position(|&l| l == link)?;
+        Some(PortId(i as u32))
+    }
+
+    /// A §5.2 message from the controller: Resume (the dead links among its inputs stop
+    /// bounding the commit barrier), Isolate, Admit (answered with `Admitted`). Anything else,
+    /// or a link that does not enter this switch, is dropped and counted.
+    fn on_mgmt(&mut self, now: Instant, msg: Mgmt) {
+        match msg {
+            Mgmt::Ctrl(CtrlMsg::Resume { dead_links, .. }) => {
+                for l in dead_links {
+                    if let Some(port) = self.input_of(l) {
+                        self.remove_commit_input(port);
+                    }
+                }
+                // The outputs may have moved: beacons that are due go now.
+                self.on_timeout(now);
+            }
+            Mgmt::Ctrl(CtrlMsg::Isolate { link }) => match self.input_of(link) {
+                Some(port) => {
+                    self.isolate_input(port);
+                }
+                None => self.stats.mgmt_dropped += 1,
+            },
+            Mgmt::Relay(RelayMsg::Admit { link, apply }) => {
+                let answer = self
+                    .input_of(link)
+                    .and_then(|port| self.admit_input(port, apply));
+                let Some((alive, barrier, commit)) = answer else {
+                    self.stats.mgmt_dropped += 1;
+                    return;
+                };
+                self.outputs.push_back(Output::Mgmt {
+                    to: MgmtDest::Controller,
+                    msg: Mgmt::Relay(RelayMsg::Admitted {
+                        link,
+                        alive,
+                        barrier,
+                        commit,
+                    }),
+                });
+            }
+            _ => self.stats.mgmt_dropped += 1,
+        }
     }
 
     /// §5.2 rejoin ([`crate::failure::RelayMsg::Admit`]): whether input `port` is alive — it
@@ -608,7 +671,7 @@ impl Switch {
     /// paper's "suspends updates to B_new until the barrier received from the new link is
     /// greater than B_new". Returns (alive, best-effort output, commit output), the outputs
     /// after taking the link back; `None` for an unknown port.
-    pub fn admit_input(
+    fn admit_input(
         &mut self,
         port: PortId,
         apply: bool,
@@ -849,10 +912,7 @@ impl Switch {
                 if p.since_report >= retry {
                     p.since_report = 0;
                     self.stats.reports_resent += 1;
-                    self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
-                        port: PortId(i as u32),
-                        last_commit: self.agg.register(i, COMMIT),
-                    }));
+                    self.report_link_down(i);
                 }
             }
             let p = &mut self.agg.inputs[i];
@@ -864,10 +924,7 @@ impl Switch {
                     p.commit_frozen = true;
                     self.stats.links_removed += 1;
                     self.agg.set_dead(i, true);
-                    self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
-                        port: PortId(i as u32),
-                        last_commit: self.agg.register(i, COMMIT),
-                    }));
+                    self.report_link_down(i);
                 }
             }
         }
@@ -954,18 +1011,21 @@ impl Switch {
 
 impl Node for Switch {
     type Packet = Packet;
-    type Event = SwitchEvent;
+    /// A switch reports nothing upward: its §5.2 reports go to the controller.
+    type Event = Infallible;
+    type Mgmt = Mgmt;
 
-    fn handle(&mut self, now: Instant, input: Input<Packet>) {
+    fn handle(&mut self, now: Instant, input: Input<Packet, Mgmt>) {
         let before = self.outputs_now();
         match input {
             Input::Packet { port, packet } => self.on_packet(now, port, packet),
             Input::Timeout => self.on_timeout(now),
+            Input::Mgmt(msg) => self.on_mgmt(now, msg),
         }
         self.invariants(before);
     }
 
-    fn poll_output(&mut self) -> Option<Output<Packet, SwitchEvent>> {
+    fn poll_output(&mut self) -> Option<Output<Packet, Infallible, Mgmt>> {
         self.outputs.pop_front()
     }
 
@@ -996,8 +1056,14 @@ mod tests {
     }
 
     fn switch(mode: SwitchMode) -> Switch {
-        let cfg = SwitchConfig::new(NodeId(9), mode, 3, 2);
+        let mut cfg = SwitchConfig::new(NodeId(9), mode, 3, 2);
+        cfg.input_links = vec![LinkId(20), LinkId(21), LinkId(22)];
         Switch::new(cfg, Some(Arc::new(Modulo(2))), Instant(0))
+    }
+
+    /// Hands `s` a §5.2 control message at `now`.
+    fn ctrl(s: &mut Switch, now: u64, msg: CtrlMsg) {
+        s.handle(Instant(now), Input::Mgmt(Mgmt::Ctrl(msg)));
     }
 
     fn packet(kind: u8, port_ts: u64, dst: u32, barrier_valid: bool) -> Packet {
@@ -1064,15 +1130,21 @@ mod tests {
         }
         while s.poll_output().is_some() {}
         assert_eq!(s.commit_barrier(), Some(Timestamp::new(90)));
-        assert!(s.isolate_input(PortId(1)));
-        assert!(!s.isolate_input(PortId(3)), "no such input");
+        ctrl(&mut s, 10, CtrlMsg::Isolate { link: LinkId(21) });
+        ctrl(&mut s, 10, CtrlMsg::Isolate { link: LinkId(23) });
+        assert_eq!(s.stats().mgmt_dropped, 1, "not one of its links");
         assert_eq!(
             s.poll_output(),
-            Some(Output::Event(SwitchEvent::LinkDown {
-                port: PortId(1),
-                last_commit: Some(Timestamp::new(90)),
-            }))
+            Some(Output::Mgmt {
+                to: MgmtDest::Controller,
+                msg: Mgmt::Ctrl(CtrlMsg::LinkDown {
+                    reporter: NodeId(9),
+                    link: LinkId(21),
+                    last_commit: Some(Timestamp::new(90)),
+                }),
+            })
         );
+        assert_eq!(s.poll_output(), None);
         for p in 0..3 {
             s.handle(
                 Instant(20),
@@ -1093,7 +1165,11 @@ mod tests {
             Some(Timestamp::new(200)),
             "best effort still counts it"
         );
-        assert!(s.remove_commit_input(PortId(1)));
+        let resume = CtrlMsg::Resume {
+            round: 1,
+            dead_links: vec![LinkId(21), LinkId(7)],
+        };
+        ctrl(&mut s, 20, resume);
         assert_eq!(s.commit_barrier(), Some(Timestamp::new(190)));
     }
 

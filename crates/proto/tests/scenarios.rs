@@ -13,16 +13,16 @@
 //! hand where a scenario needs them; random configurations and faults live in `onepipe-sim`.
 
 use bytes::Bytes;
-use onepipe_proto::failure::{CtrlDest, CtrlMsg, RelayMsg};
+use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use onepipe_proto::host::{
-    Delivery, Host, HostConfig, HostEvent, HostRelay, ACK_DELAY_BE_RTO_DIVISOR_MIN, UPLINK,
+    Delivery, Host, HostConfig, HostEvent, ACK_DELAY_BE_RTO_DIVISOR_MIN, UPLINK,
 };
-use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
+use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchMode};
 use onepipe_proto::time::{Barrier, TIMESTAMP_MASK};
 use onepipe_proto::wire::{
     flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
 };
-use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Psn, Timestamp};
+use onepipe_proto::{Input, Instant, LinkId, Node, NodeId, Output, PortId, ProcId, Psn, Timestamp};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -124,7 +124,7 @@ fn patterned(len: usize, seed: u8) -> Bytes {
 // Harness: driving one node by hand.
 // ---------------------------------------------------------------------------------------------
 
-type Out<N> = Output<<N as Node>::Packet, <N as Node>::Event>;
+type Out<N> = Output<<N as Node>::Packet, <N as Node>::Event, <N as Node>::Mgmt>;
 
 /// Drains every output of the last mutation (the `node` call order: mutate, drain, poll_timeout).
 fn drain<N: Node>(node: &mut N) -> Vec<Out<N>> {
@@ -146,12 +146,38 @@ fn tick<N: Node>(node: &mut N, now: u64) -> Vec<Out<N>> {
     drain(node)
 }
 
-fn sent<E>(outputs: &[Output<Packet, E>]) -> Vec<(PortId, Packet)> {
+fn sent<E, M>(outputs: &[Output<Packet, E, M>]) -> Vec<(PortId, Packet)> {
     outputs
         .iter()
         .filter_map(|o| match o {
             Output::Send { port, packet } => Some((*port, packet.clone())),
-            Output::Event(_) => None,
+            _ => None,
+        })
+        .collect()
+}
+
+/// Hands `host` a §5.2 control message at local time `now` (ns) and drains it.
+fn control(host: &mut Host, now: u64, msg: CtrlMsg) -> Vec<Out<Host>> {
+    host.handle(at(now), Input::Mgmt(Mgmt::Ctrl(msg)));
+    drain(host)
+}
+
+/// Hands `host` a §5.2 relay at local time `now` (ns) and drains it.
+fn relay(host: &mut Host, now: u64, msg: RelayMsg) -> Vec<Out<Host>> {
+    host.handle(at(now), Input::Mgmt(Mgmt::Relay(msg)));
+    drain(host)
+}
+
+/// The relays among `outputs`, with their addressees.
+fn relays(outputs: &[Out<Host>]) -> Vec<(MgmtDest, RelayMsg)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Mgmt {
+                to,
+                msg: Mgmt::Relay(m),
+            } => Some((*to, m.clone())),
+            _ => None,
         })
         .collect()
 }
@@ -167,7 +193,7 @@ fn data_of(packets: &[(PortId, Packet)]) -> Vec<DataPacket> {
 }
 
 /// The beacons among `outputs`, as (port, barrier).
-fn beacons_sent<E>(outputs: &[Output<Packet, E>]) -> Vec<(PortId, u64)> {
+fn beacons_sent<E, M>(outputs: &[Output<Packet, E, M>]) -> Vec<(PortId, u64)> {
     sent(outputs)
         .into_iter()
         .filter_map(|(port, pk)| match pk {
@@ -177,7 +203,7 @@ fn beacons_sent<E>(outputs: &[Output<Packet, E>]) -> Vec<(PortId, u64)> {
         .collect()
 }
 
-fn deliveries(outputs: &[Output<Packet, HostEvent>]) -> Vec<Delivery> {
+fn deliveries(outputs: &[Out<Host>]) -> Vec<Delivery> {
     outputs
         .iter()
         .filter_map(|o| match o {
@@ -187,7 +213,7 @@ fn deliveries(outputs: &[Output<Packet, HostEvent>]) -> Vec<Delivery> {
         .collect()
 }
 
-fn failures(outputs: &[Output<Packet, HostEvent>]) -> Vec<HostEvent> {
+fn failures(outputs: &[Out<Host>]) -> Vec<HostEvent> {
     outputs
         .iter()
         .filter_map(|o| match o {
@@ -333,6 +359,8 @@ impl Rack {
                 }
                 Output::Event(HostEvent::Deliver(d)) => self.delivered[h].push(d),
                 Output::Event(e) => self.failed[h].push(e),
+                // No controller here: a silent uplink's report goes nowhere.
+                Output::Mgmt { .. } => {}
             }
         }
     }
@@ -343,7 +371,7 @@ impl Rack {
                 Output::Send { port, packet } => {
                     self.schedule(Dest::Host(port.index()), UPLINK, packet)
                 }
-                Output::Event(_) => {}
+                Output::Mgmt { .. } => {}
             }
         }
     }
@@ -1471,9 +1499,14 @@ proptest! {
                     | Output::Event(HostEvent::ReliableSent { src, .. }) => {
                         prop_assert!(src == p(0) || src == p(1));
                     }
+                    Output::Event(e) => prop_assert!(false, "unexpected {:?}", e),
                     // No controller talks to it: only its own failure detection reports.
-                    Output::Event(e) => {
-                        prop_assert!(matches!(e, HostEvent::UplinkDown { .. }), "{:?}", e);
+                    Output::Mgmt { msg, .. } => {
+                        prop_assert!(
+                            matches!(msg, Mgmt::Ctrl(CtrlMsg::LinkDown { .. })),
+                            "{:?}",
+                            msg
+                        );
                     }
                 }
             }
@@ -1544,7 +1577,7 @@ proptest! {
                     Output::Send { port, .. } => {
                         prop_assert!(port.index() < 2, "sent on a port that does not exist");
                     }
-                    Output::Event(_) => {}
+                    Output::Mgmt { .. } => {}
                 }
             }
         }
@@ -1729,7 +1762,7 @@ fn rack_under_a_switch_cpu_delivers_in_one_agreed_order_by_beacons_alone_6_2_2()
 
 /// Delivers every data packet `tx` emitted to `rx` at `now`, lets `rx`'s acknowledgement timer
 /// fire, and returns `rx`'s ACKs (not yet fed back).
-fn acks_for(rx: &mut Host, now: u64, tx_out: &[Output<Packet, HostEvent>]) -> Vec<Packet> {
+fn acks_for(rx: &mut Host, now: u64, tx_out: &[Out<Host>]) -> Vec<Packet> {
     for (_, pk) in sent(tx_out) {
         if matches!(pk, Packet::Data(_)) {
             feed(rx, now, UPLINK, pk);
@@ -2009,7 +2042,7 @@ fn a_burst_of_retransmissions_is_paced_over_the_following_inputs_6_1() {
     assert_eq!(first.len(), 150, "every destination has window room");
     // Past the initial RTO every message is due at once.
     let now = 300_000;
-    let resent = |out: &[Output<Packet, HostEvent>]| {
+    let resent = |out: &[Out<Host>]| {
         data_of(&sent(out))
             .into_iter()
             .filter(|d| d.header.reliable())
@@ -2201,6 +2234,7 @@ fn a_switch_input_that_never_spoke_is_not_removed_4_2() {
 fn a_link_reported_dead_never_raises_the_commit_barrier_again_5_2() {
     let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
     cfg.link_timeout_intervals = 10;
+    cfg.input_links = vec![LinkId(10), LinkId(11)];
     let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
     let mut t_ns = 100;
     while t_ns < 5_000 {
@@ -2213,8 +2247,8 @@ fn a_link_reported_dead_never_raises_the_commit_barrier_again_5_2() {
     while reported.is_none() {
         feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
         for o in tick(&mut sw, t_ns + 900) {
-            if let Output::Event(SwitchEvent::LinkDown { port, last_commit }) = o {
-                assert_eq!(port, PortId(1));
+            if let Some((link, last_commit)) = link_down(&o) {
+                assert_eq!(link, LinkId(11));
                 reported = last_commit;
             }
         }
@@ -2234,18 +2268,45 @@ fn a_link_reported_dead_never_raises_the_commit_barrier_again_5_2() {
         sw.commit_barrier()
     );
     // Resume removes it from the commit minimum: the commit barrier follows input 0 alone.
-    assert!(sw.remove_commit_input(PortId(1)));
+    resume(&mut sw, t_ns, vec![LinkId(11)]);
     assert_eq!(sw.commit_barrier(), Some(t(t_ns + 60_000)));
+    assert!(sw.commit_input_removed(PortId(1)));
+    // A Resume for links that do not enter it changes nothing, and is counted.
+    resume(&mut sw, t_ns, vec![LinkId(12)]);
+    assert!(!sw.commit_input_removed(PortId(0)));
 }
 
-fn completed_sent(outputs: &[Output<Packet, HostEvent>]) -> Vec<u32> {
+/// The (link, last commit) of a switch's §5.2 `LinkDown` report, if `o` is one.
+fn link_down(o: &Out<Switch>) -> Option<(LinkId, Option<Timestamp>)> {
+    match o {
+        Output::Mgmt {
+            to: MgmtDest::Controller,
+            msg: Mgmt::Ctrl(CtrlMsg::LinkDown {
+                link, last_commit, ..
+            }),
+        } => Some((*link, *last_commit)),
+        _ => None,
+    }
+}
+
+/// The controller's §5.2 Resume for `dead_links`, handed to switch `sw`.
+fn resume(sw: &mut Switch, now: u64, dead_links: Vec<LinkId>) -> Vec<Out<Switch>> {
+    let msg = CtrlMsg::Resume {
+        round: 1,
+        dead_links,
+    };
+    sw.handle(at(now), Input::Mgmt(Mgmt::Ctrl(msg)));
+    drain(sw)
+}
+
+fn completed_sent(outputs: &[Out<Host>]) -> Vec<u32> {
     outputs
         .iter()
         .filter_map(|o| match o {
-            Output::Event(HostEvent::Control {
-                to: CtrlDest::Controller,
-                msg: CtrlMsg::Completed { round, .. },
-            }) => Some(*round),
+            Output::Mgmt {
+                to: MgmtDest::Controller,
+                msg: Mgmt::Ctrl(CtrlMsg::Completed { round, .. }),
+            } => Some(*round),
             _ => None,
         })
         .collect()
@@ -2262,8 +2323,10 @@ fn completed_is_sent_again_until_the_round_resumes_5_2() {
         failed: vec![(p(1), t(50))],
         correct: vec![NodeId(0)],
     };
-    h.on_control(at(100), failure.clone());
-    assert_eq!(completed_sent(&drain(&mut h)), vec![1]);
+    assert_eq!(
+        completed_sent(&control(&mut h, 100, failure.clone())),
+        vec![1]
+    );
     let retry = h.config().ctrl_retry_ns;
     assert_eq!(
         completed_sent(&tick(&mut h, 100 + retry - 1)),
@@ -2280,18 +2343,20 @@ fn completed_is_sent_again_until_the_round_resumes_5_2() {
         "backed off"
     );
     // The controller, recovered, broadcasts again: answered at once.
-    h.on_control(at(100 + 3 * retry + 10), failure);
-    assert_eq!(completed_sent(&drain(&mut h)), vec![1]);
+    assert_eq!(
+        completed_sent(&control(&mut h, 100 + 3 * retry + 10, failure)),
+        vec![1]
+    );
     assert_eq!(h.stats().ctrl_resent, 2);
     // Resume answers it: no more.
-    h.on_control(
-        at(100 + 3 * retry + 20),
+    control(
+        &mut h,
+        100 + 3 * retry + 20,
         CtrlMsg::Resume {
             round: 1,
             dead_links: vec![],
         },
     );
-    drain(&mut h);
     for k in 4..40 {
         assert_eq!(
             completed_sent(&tick(&mut h, 100 + k * retry)),
@@ -2307,15 +2372,14 @@ fn a_dead_input_is_reported_again_until_resume_5_2() {
     let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
     cfg.link_timeout_intervals = 10;
     let retry = cfg.report_retry_intervals as u64;
+    cfg.input_links = vec![LinkId(10), LinkId(11)];
     let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
-    let reports = |outs: Vec<Output<Packet, SwitchEvent>>| -> Vec<Option<Timestamp>> {
-        outs.into_iter()
-            .filter_map(|o| match o {
-                Output::Event(SwitchEvent::LinkDown { port, last_commit }) => {
-                    assert_eq!(port, PortId(1));
-                    Some(last_commit)
-                }
-                _ => None,
+    let reports = |outs: Vec<Out<Switch>>| -> Vec<Option<Timestamp>> {
+        outs.iter()
+            .filter_map(link_down)
+            .map(|(link, last_commit)| {
+                assert_eq!(link, LinkId(11));
+                last_commit
             })
             .collect()
     };
@@ -2332,7 +2396,7 @@ fn a_dead_input_is_reported_again_until_resume_5_2() {
     assert_eq!(seen.len(), 3, "first report and two retries: {seen:?}");
     assert!(seen.iter().all(|c| c.is_some() && *c == seen[0]));
     assert_eq!(sw.stats().reports_resent, 2);
-    sw.remove_commit_input(PortId(1));
+    resume(&mut sw, t_ns, vec![LinkId(11)]);
     for _ in 0..3 * retry {
         feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
         assert!(reports(tick(&mut sw, t_ns + 900)).is_empty());
@@ -2429,9 +2493,8 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
     // Cut off: a beacon interval passes without a word from the switch.
     tick(&mut h, 2 * INTERVAL_NS);
     tick(&mut h, 3 * INTERVAL_NS);
-    h.on_relay(at(3_100), RelayMsg::Failed { ts: t(90) });
-    drain(&mut h);
-    assert!(h.poll_relay().is_none(), "it does not hear its switch yet");
+    let out = relay(&mut h, 3_100, RelayMsg::Failed { ts: t(90) });
+    assert!(relays(&out).is_empty(), "it does not hear its switch yet");
     assert_eq!(
         h.send(at(3_150), p(1), &[(p(2), bytes("x"))]),
         Err(onepipe_proto::host::SendError::Failed(p(1))),
@@ -2442,22 +2505,23 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
     let out = feed(&mut h, 3_300, UPLINK, beacon(9, 1_000));
     assert!(deliveries(&out).is_empty());
     assert_eq!(
-        h.poll_relay(),
-        Some(HostRelay::Send {
-            to: CtrlDest::Controller,
-            msg: RelayMsg::RecoverRequest { host: NodeId(0) },
-        })
+        relays(&out),
+        vec![(
+            MgmtDest::Controller,
+            RelayMsg::RecoverRequest { host: NodeId(0) }
+        )]
     );
     h.recover(at(3_450));
-    assert!(h.poll_relay().is_none(), "asked once");
-    h.on_relay(
-        at(3_500),
+    assert!(relays(&drain(&mut h)).is_empty(), "asked once");
+    let out = relay(
+        &mut h,
+        3_500,
         RelayMsg::Settle {
             failed: vec![(p(0), t(90)), (p(1), t(90)), (p(3), t(105))],
             recalled: vec![(p(4), t(120))],
         },
     );
-    let got = deliveries(&drain(&mut h));
+    let got = deliveries(&out);
     assert_eq!(summary(&got), vec![(130, 2, bytes("m"))]);
     assert!(got
         .iter()
@@ -2473,20 +2537,17 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
     );
     // It asks to rejoin from its next timer, due at once: after the deliveries above, which
     // a driver runs first (admitted while still delivering, it would be timed out again).
-    assert!(h.poll_relay().is_none(), "not ahead of its deliveries");
+    assert!(relays(&out).is_empty(), "not ahead of its deliveries");
     assert_eq!(h.poll_timeout(), Some(at(3_500)));
-    tick(&mut h, 3_500);
     assert_eq!(
-        h.poll_relay(),
-        Some(HostRelay::Send {
-            to: CtrlDest::Controller,
-            msg: RelayMsg::Rejoin { host: NodeId(0) },
-        }),
+        relays(&tick(&mut h, 3_500)),
+        vec![(MgmtDest::Controller, RelayMsg::Rejoin { host: NodeId(0) })],
         "settled, it asks to rejoin as a new process"
     );
     // Settled once; later data is not buffered.
-    h.on_relay(
-        at(3_600),
+    relay(
+        &mut h,
+        3_600,
         RelayMsg::Settle {
             failed: vec![],
             recalled: vec![],
@@ -2505,13 +2566,10 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
 fn a_settled_host_rejoins_as_new_processes_above_the_floor_5_2() {
     let mut h = Host::new(host_config(0, &[0, 1], 8), at(1_000));
     feed(&mut h, 1_000, UPLINK, beacon(9, 500));
-    h.on_relay(at(1_100), RelayMsg::Failed { ts: t(90) });
+    let out = relay(&mut h, 1_100, RelayMsg::Failed { ts: t(90) });
     assert!(matches!(
-        h.poll_relay(),
-        Some(HostRelay::Send {
-            msg: RelayMsg::RecoverRequest { .. },
-            ..
-        })
+        relays(&out)[..],
+        [(_, RelayMsg::RecoverRequest { .. })]
     ));
     // Not settled: a `Joined` now is garbage.
     let joined = |floor: u64| RelayMsg::Joined {
@@ -2519,36 +2577,23 @@ fn a_settled_host_rejoins_as_new_processes_above_the_floor_5_2() {
         floor: t(floor),
         failed: vec![(p(0), t(90)), (p(1), t(90)), (p(3), t(200))],
     };
-    h.on_relay(at(1_150), joined(50_000));
+    relay(&mut h, 1_150, joined(50_000));
     assert_eq!(h.config().procs, vec![p(0), p(1)]);
-    h.on_relay(
-        at(1_200),
+    let out = relay(
+        &mut h,
+        1_200,
         RelayMsg::Settle {
             failed: vec![(p(0), t(90)), (p(1), t(90))],
             recalled: vec![],
         },
     );
-    drain(&mut h);
-    assert!(h.poll_relay().is_none(), "it asks from its next timer");
-    tick(&mut h, 1_200);
-    assert!(matches!(
-        h.poll_relay(),
-        Some(HostRelay::Send {
-            msg: RelayMsg::Rejoin { .. },
-            ..
-        })
-    ));
+    assert!(relays(&out).is_empty(), "it asks from its next timer");
+    let out = tick(&mut h, 1_200);
+    assert!(matches!(relays(&out)[..], [(_, RelayMsg::Rejoin { .. })]));
     // Unanswered, it asks again.
-    tick(&mut h, 60_000);
-    assert!(matches!(
-        h.poll_relay(),
-        Some(HostRelay::Send {
-            msg: RelayMsg::Rejoin { .. },
-            ..
-        })
-    ));
-    h.on_relay(at(61_000), joined(80_000));
-    drain(&mut h);
+    let out = tick(&mut h, 60_000);
+    assert!(matches!(relays(&out)[..], [(_, RelayMsg::Rejoin { .. })]));
+    relay(&mut h, 61_000, joined(80_000));
     assert_eq!(h.config().procs, vec![p(5), p(6)]);
     assert_eq!(h.stats().rejoined, 1);
     assert!(h.own_failure().is_none() && !h.settled());
@@ -2575,8 +2620,7 @@ fn a_settled_host_rejoins_as_new_processes_above_the_floor_5_2() {
         vec![(80_500, 4, bytes("b")), (81_000, 2, bytes("a"))]
     );
     // No more asking.
-    tick(&mut h, 2_000_000);
-    assert!(h.poll_relay().is_none());
+    assert!(relays(&tick(&mut h, 2_000_000)).is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------

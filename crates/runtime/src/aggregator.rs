@@ -17,11 +17,11 @@
 //! addresses and drives the role with a [`Driver`] until stopped.
 //!
 //! Failure handling: an input silent for the cluster's link timeout is removed from the
-//! best-effort minimum at once (§4.2) and reported to the controller as a §5.2 Detect
-//! (`SwitchEvent::LinkDown`, on the aggregator's port, with the last commit barrier it carried;
-//! the daemon sends it as the routing graph's link, [`crate::failure::LiveTopology`]); when the
-//! controller says Resume, the dead inputs stop bounding the commit barrier
-//! ([`Aggregator::remove_commit_input`]).
+//! best-effort minimum at once (§4.2) and reported to the controller as a §5.2 Detect: each half
+//! knows its inputs as the routing graph's links ([`crate::failure::LiveTopology`]) and sends
+//! its own `LinkDown` with the last commit barrier the input carried (an [`Output::Mgmt`], which
+//! the daemon carries to the controller). The controller's messages go to both halves
+//! ([`Input::Mgmt`]); on Resume the dead inputs stop bounding the commit barrier.
 //!
 //! What it is not: a router of its own — data packets follow the tree by destination process
 //! ([`ProcessRouter`]), with no detour around a dead aggregator (a tree has none).
@@ -36,13 +36,14 @@ use crate::ports::PortTable;
 use crate::roles::ProcessRouter;
 use crate::stats::DriverStats;
 use crate::sys::bind_udp;
-use onepipe_proto::failure::CtrlMsg;
+use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest};
 use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId};
 use onepipe_proto::node::{Input, Node, Output};
-use onepipe_proto::switch::{Switch, SwitchEvent, SwitchStats};
+use onepipe_proto::switch::{Switch, SwitchConfig, SwitchStats};
 use onepipe_proto::time::{Instant, Timestamp};
 use onepipe_proto::wire::Packet;
 use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,11 +90,9 @@ pub struct Aggregator {
     inputs: Vec<(Half, PortId)>,
     up_outs: Vec<Out>,
     down_outs: Vec<Out>,
-    outputs: VecDeque<Output<Packet, SwitchEvent>>,
+    outputs: VecDeque<Output<Packet, Infallible, Mgmt>>,
     /// Packets on a port with no peer.
     dropped: u64,
-    /// Inputs removed from the commit minimum by §5.2 Resume (counted by the daemon).
-    commit_inputs_removed: u64,
 }
 
 impl Aggregator {
@@ -128,10 +127,23 @@ impl Aggregator {
         }
         let n = cluster.procs();
         let node = |half: u32| NodeId(n + 2 * index as u32 + half);
+        // §5.2: each half's inputs as the controller's graph names them (none for a shape the
+        // graph cannot express: then nothing is reported, and there is no procedure either).
+        let live = LiveTopology::of(cluster).ok();
+        let graph = |mut cfg: SwitchConfig, half: AggHalf| {
+            let links: Option<Vec<LinkId>> = (0..cfg.inputs as u32)
+                .map(|p| live.as_ref()?.input_link(index, half, PortId(p)))
+                .collect();
+            if let Some(links) = links {
+                cfg.graph_node = links.first().and_then(|&l| live.as_ref()?.link_head(l));
+                cfg.input_links = links;
+            }
+            cfg
+        };
         let (up, down, inputs, up_outs, down_outs) = match &spec.parent {
             None => {
                 let cfg = roles.switch_config(node(0), cluster.up_depth(name), below, below);
-                let up = Switch::new(cfg, Some(Arc::new(down_router)), now);
+                let up = Switch::new(graph(cfg, AggHalf::Up), Some(Arc::new(down_router)), now);
                 let ports: Vec<PortId> = (0..below as u32).map(PortId).collect();
                 let inputs = ports.iter().map(|&p| (Half::Up, p)).collect();
                 (
@@ -152,9 +164,11 @@ impl Aggregator {
                     up_router.set(ProcId(p), PortId(port));
                 }
                 let up_cfg = roles.switch_config(node(0), cluster.up_depth(name), below, 2);
+                let up_cfg = graph(up_cfg, AggHalf::Up);
                 let up = Switch::new(up_cfg, Some(Arc::new(up_router)), now);
                 // Down: input 0 is the loopback, 1 the parent; outputs are the peers below.
                 let down_cfg = roles.switch_config(node(1), cluster.down_depth(name), 2, below);
+                let down_cfg = graph(down_cfg, AggHalf::Down);
                 let down = Switch::new(down_cfg, Some(Arc::new(down_router)), now);
                 let mut inputs: Vec<(Half, PortId)> =
                     (0..below as u32).map(|p| (Half::Up, PortId(p))).collect();
@@ -174,7 +188,6 @@ impl Aggregator {
             down_outs,
             outputs: VecDeque::new(),
             dropped: 0,
-            commit_inputs_removed: 0,
         })
     }
 
@@ -217,6 +230,9 @@ impl Aggregator {
             s.dropped += d.dropped;
             s.links_removed += d.links_removed;
             s.links_added += d.links_added;
+            s.links_reported += d.links_reported;
+            s.reports_resent += d.reports_resent;
+            s.mgmt_dropped += d.mgmt_dropped;
         }
         s.dropped += self.dropped;
         s
@@ -249,9 +265,7 @@ impl Aggregator {
                     }
                     None => self.dropped += 1,
                 },
-                Output::Event(SwitchEvent::LinkDown { port, last_commit }) => {
-                    self.report_link_down(Half::Up, port, last_commit)
-                }
+                Output::Mgmt { to, msg } => self.outputs.push_back(Output::Mgmt { to, msg }),
             }
         }
         let Some(down) = self.down.as_mut() else {
@@ -263,35 +277,9 @@ impl Aggregator {
                     Some(Out::Peer(p)) => self.outputs.push_back(Output::Send { port: *p, packet }),
                     _ => self.dropped += 1,
                 },
-                Output::Event(SwitchEvent::LinkDown { port, last_commit }) => {
-                    let aggregator_port = self
-                        .inputs
-                        .iter()
-                        .position(|&(h, p)| h == Half::Down && p == port);
-                    // The loopback (down input 0) never leaves the process: it cannot fall
-                    // silent while the up half runs.
-                    if let Some(i) = aggregator_port {
-                        self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
-                            port: PortId(i as u32),
-                            last_commit,
-                        }));
-                    }
-                }
+                // The loopback (down input 0) cannot fall silent while the up half runs.
+                Output::Mgmt { to, msg } => self.outputs.push_back(Output::Mgmt { to, msg }),
             }
-        }
-    }
-
-    /// §5.2 Detect: the up half's input `port` fell silent; reported on the aggregator's port.
-    fn report_link_down(&mut self, half: Half, port: PortId, last_commit: Option<Timestamp>) {
-        let i = self
-            .inputs
-            .iter()
-            .position(|&(h, p)| h == half && p == port);
-        if let Some(i) = i {
-            self.outputs.push_back(Output::Event(SwitchEvent::LinkDown {
-                port: PortId(i as u32),
-                last_commit,
-            }));
         }
     }
 
@@ -306,36 +294,23 @@ impl Aggregator {
         })
     }
 
-    /// §5.2 Determine's `Isolate`: input `port` of `half` stops raising the commit barrier and
-    /// is reported (`SwitchEvent::LinkDown`, drained with the aggregator's outputs). Returns
-    /// false for a port that does not exist.
-    pub fn isolate_input(&mut self, now: Instant, half: AggHalf, port: PortId) -> bool {
-        let done = match half {
-            AggHalf::Up => self.up.isolate_input(port),
-            AggHalf::Down => self.down.as_mut().is_some_and(|d| d.isolate_input(port)),
+    /// Inputs the controller's Resume removed from the commit minimum (§5.2), both halves.
+    pub fn commit_inputs_removed(&self) -> u64 {
+        let removed = |sw: &Switch| {
+            (0..sw.config().inputs as u32)
+                .filter(|&p| sw.commit_input_removed(PortId(p)))
+                .count() as u64
         };
-        self.pump(now);
-        done
-    }
-
-    /// §5.2 Resume: input `port` of `half` no longer bounds the commit barrier. Returns false
-    /// for a port that does not exist.
-    pub fn remove_commit_input(&mut self, half: AggHalf, port: PortId) -> bool {
-        match half {
-            AggHalf::Up => self.up.remove_commit_input(port),
-            AggHalf::Down => self
-                .down
-                .as_mut()
-                .is_some_and(|d| d.remove_commit_input(port)),
-        }
+        removed(&self.up) + self.down.as_ref().map_or(0, removed)
     }
 }
 
 impl Node for Aggregator {
     type Packet = Packet;
-    type Event = SwitchEvent;
+    type Event = Infallible;
+    type Mgmt = Mgmt;
 
-    fn handle(&mut self, now: Instant, input: Input<Packet>) {
+    fn handle(&mut self, now: Instant, input: Input<Packet, Mgmt>) {
         match input {
             Input::Packet { port, packet } => match self.inputs.get(port.index()) {
                 Some(&(Half::Up, p)) => self.up.handle(now, Input::Packet { port: p, packet }),
@@ -355,11 +330,18 @@ impl Node for Aggregator {
                     }
                 }
             }
+            // Each half takes what names its own inputs.
+            Input::Mgmt(msg) => {
+                if let Some(d) = self.down.as_mut() {
+                    d.handle(now, Input::Mgmt(msg.clone()));
+                }
+                self.up.handle(now, Input::Mgmt(msg));
+            }
         }
         self.pump(now);
     }
 
-    fn poll_output(&mut self) -> Option<Output<Packet, SwitchEvent>> {
+    fn poll_output(&mut self) -> Option<Output<Packet, Infallible, Mgmt>> {
         self.outputs.pop_front()
     }
 
@@ -432,12 +414,6 @@ pub fn run_aggregator(
     let clock = Clock::of(cluster.clock);
     let node = Aggregator::new(&cluster, name, clock.now()).map_err(JoinError::Protocol)?;
     let ports = node.port_table(&cluster).map_err(JoinError::Protocol)?;
-    let index = cluster
-        .aggregator_index(name)
-        .ok_or_else(|| JoinError::Protocol(format!("{name} is not in the cluster")))?;
-    // §5.2: the graph the controller reasons about (none for a shape it cannot express: then
-    // nothing is reported, and the controller has no procedure either).
-    let live = LiveTopology::of(&cluster).ok();
     let peers: Vec<SocketAddr> = (0..ports.outputs_len())
         .filter_map(|i| ports.output(PortId(i as u32)))
         .collect();
@@ -450,34 +426,21 @@ pub fn run_aggregator(
     let (mut control, mut inbox, reader) = control.split(&thread_name, reader_stop.0.clone())?;
     let mut readers = vec![reader];
     on_ready(addr);
-    let mut detected: Vec<(PortId, Option<Timestamp>)> = Vec::new();
     // Every report sent, to send again after a failover (a handful per failure).
     let mut reports: Vec<ToController> = Vec::new();
     let mut connected = true;
     let mut rejoining: Option<JoinHandle<Option<ControlClient>>> = None;
     let mut last_health = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
-        driver.run_once(Duration::from_millis(20), &mut |e: SwitchEvent| {
-            let SwitchEvent::LinkDown { port, last_commit } = e;
-            detected.push((port, last_commit));
-        })?;
-        // §5.2 Detect: tell the controller, as the graph's link. Control messages are best
-        // effort here: a controller that went away does not stop the data path.
-        for (port, last_commit) in detected.drain(..) {
-            if let Some(msg) = link_down(live.as_ref(), index, driver.node(), port, last_commit) {
-                let msg = ToController::Ctrl { to: None, msg };
-                connected &= control.send(&msg).is_ok();
-                if reports.len() < REPORTS_MAX {
-                    reports.push(msg);
-                }
-            }
-        }
+        driver.run_once(Duration::from_millis(20), &mut |e: Infallible| match e {})?;
         loop {
             match inbox.try_recv() {
                 Ok(FromController::Ctrl { msg }) => {
-                    if let Some(live) = live.as_ref() {
-                        on_ctrl(&mut driver, live, index, msg.into(), &mut detected);
-                    }
+                    let msg: CtrlMsg = msg.into();
+                    driver.with_node(
+                        |a, now| a.handle(now, Input::Mgmt(Mgmt::Ctrl(msg))),
+                        &mut |e: Infallible| match e {},
+                    );
                 }
                 Ok(_) => {}
                 Err(TryRecvError::Empty) => break,
@@ -488,10 +451,25 @@ pub fn run_aggregator(
                 }
             }
         }
+        // §5.2 Detect: the halves' reports go to the controller. Control messages are best
+        // effort here: a controller that went away does not stop the data path. The live
+        // runtime has no relay channel yet: relays (rejoin answers) are not sent.
+        while let Some((to, msg)) = driver.poll_mgmt() {
+            if let (MgmtDest::Controller, Mgmt::Ctrl(msg)) = (to, msg) {
+                let msg = ToController::Ctrl {
+                    to: None,
+                    msg: WireCtrl::from(&msg),
+                };
+                connected &= control.send(&msg).is_ok();
+                if reports.len() < REPORTS_MAX {
+                    reports.push(msg);
+                }
+            }
+        }
         if last_health.elapsed() >= Duration::from_secs(1) {
             last_health = std::time::Instant::now();
             let node = driver.node();
-            let counters = counters(&driver.stats(), &node.stats(), node.commit_inputs_removed);
+            let counters = counters(&driver.stats(), &node.stats(), node.commit_inputs_removed());
             connected &= control.send(&ToController::Health { counters }).is_ok();
         }
         // The controller is gone: re-register with whoever leads, off the data path's thread.
@@ -536,7 +514,7 @@ pub fn run_aggregator(
         addr,
         driver: driver.stats(),
         switch: driver.node().stats(),
-        commit_inputs_removed: driver.node().commit_inputs_removed,
+        commit_inputs_removed: driver.node().commit_inputs_removed(),
     };
     let _ = control.send(&ToController::Health {
         counters: report.counters(),
@@ -564,66 +542,6 @@ impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
     }
-}
-
-/// A §5.2 Detect report for the aggregator's silent input `port`, as the routing graph's link
-/// and node; `None` without a graph.
-fn link_down(
-    live: Option<&LiveTopology>,
-    index: usize,
-    node: &Aggregator,
-    port: PortId,
-    last_commit: Option<Timestamp>,
-) -> Option<WireCtrl> {
-    let live = live?;
-    let (half, half_port) = node.input_half(port)?;
-    let link: LinkId = live.input_link(index, half, half_port)?;
-    let msg = CtrlMsg::LinkDown {
-        reporter: live.link_head(link)?,
-        link,
-        last_commit,
-    };
-    Some(WireCtrl::from(&msg))
-}
-
-/// §5.2 Resume: the dead links that enter this aggregator stop bounding its commit barrier.
-/// Determine's `Isolate`: the link's commit register freezes and is reported (into
-/// `detected`). Anything else from the controller is not for an aggregator.
-fn on_ctrl(
-    driver: &mut Driver<Aggregator>,
-    live: &LiveTopology,
-    index: usize,
-    msg: CtrlMsg,
-    detected: &mut Vec<(PortId, Option<Timestamp>)>,
-) {
-    if let CtrlMsg::Isolate { link } = msg {
-        let Some((half, port)) = live.input_port(index, link) else {
-            return;
-        };
-        driver.with_node(
-            |a, now| a.isolate_input(now, half, port),
-            &mut |e: SwitchEvent| {
-                let SwitchEvent::LinkDown { port, last_commit } = e;
-                detected.push((port, last_commit));
-            },
-        );
-        return;
-    }
-    let CtrlMsg::Resume { dead_links, .. } = msg else {
-        return;
-    };
-    driver.with_node(
-        |a, _| {
-            for l in dead_links {
-                if let Some((half, port)) = live.input_port(index, l) {
-                    if a.remove_commit_input(half, port) {
-                        a.commit_inputs_removed += 1;
-                    }
-                }
-            }
-        },
-        &mut |_| {},
-    );
 }
 
 /// An aggregator running on a thread of this process (what [`crate::LocalCluster`] and tests
@@ -747,7 +665,7 @@ mod tests {
                     } => sent.push((port, b.barrier.raw())),
                     Output::Send { packet, .. } => panic!("only beacons: {packet:?}"),
                     // No input falls silent in this test.
-                    Output::Event(SwitchEvent::LinkDown { .. }) => {}
+                    Output::Mgmt { .. } => {}
                 }
             }
         }
@@ -755,8 +673,8 @@ mod tests {
     }
 
     /// §5.2 Detect and Resume on a split aggregator: a silent process and a silent parent are
-    /// reported on the aggregator's own ports (what the daemon maps to graph links), and Resume
-    /// removes an input from the right half's commit minimum.
+    /// reported as the controller's graph links, by the graph nodes they enter, and Resume
+    /// removes each from the right half's commit minimum.
     #[test]
     fn silent_inputs_are_reported_on_the_aggregators_ports_and_resume_removes_them_5_2() {
         let mut c = cluster();
@@ -788,18 +706,35 @@ mod tests {
                 tor.handle(t, Input::Timeout);
             }
             while let Some(o) = tor.poll_output() {
-                if let Output::Event(SwitchEvent::LinkDown { port, .. }) = o {
-                    reported.push(port);
+                if let Output::Mgmt {
+                    to: MgmtDest::Controller,
+                    msg: Mgmt::Ctrl(CtrlMsg::LinkDown { reporter, link, .. }),
+                } = o
+                {
+                    reported.push((reporter, link));
                 }
             }
         }
-        assert_eq!(reported, [PortId(1), PortId(2)], "p3, then the parent");
+        let live = LiveTopology::of(&c).unwrap();
+        let index = c.aggregator_index("tor-1").unwrap();
+        let p3 = live.input_link(index, AggHalf::Up, PortId(1)).unwrap();
+        let parent = live.input_link(index, AggHalf::Down, PortId(1)).unwrap();
+        let head = |l| live.link_head(l).unwrap();
+        assert_eq!(
+            reported,
+            [(head(p3), p3), (head(parent), parent)],
+            "p3, then the parent"
+        );
+        assert_ne!(head(p3), head(parent), "the up half, then the down half");
         assert_eq!(tor.input_half(PortId(1)), Some((AggHalf::Up, PortId(1))));
         assert_eq!(tor.input_half(PortId(2)), Some((AggHalf::Down, PortId(1))));
         assert_eq!(tor.input_half(PortId(3)), None);
-        assert!(tor.remove_commit_input(AggHalf::Up, PortId(1)));
-        assert!(tor.remove_commit_input(AggHalf::Down, PortId(1)));
-        assert!(!tor.remove_commit_input(AggHalf::Up, PortId(7)));
+        let resume = CtrlMsg::Resume {
+            round: 1,
+            dead_links: vec![p3, parent],
+        };
+        tor.handle(Instant(21_000_000), Input::Mgmt(Mgmt::Ctrl(resume)));
+        assert_eq!(tor.commit_inputs_removed(), 2);
     }
 
     /// §3.1, Fig. 3: what a tor sends down is the min of its own processes' barriers (through

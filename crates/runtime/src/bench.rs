@@ -202,6 +202,7 @@ impl Pitcher {
 impl Node for Pitcher {
     type Packet = Packet;
     type Event = ();
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
         match input {
@@ -239,6 +240,7 @@ struct Echo {
 impl Node for Echo {
     type Packet = Packet;
     type Event = ();
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, _now: Instant, input: Input<Packet>) {
         if let Input::Packet { packet, .. } = input {

@@ -60,9 +60,10 @@ use crate::control::{
 };
 use crate::failure::{LiveTopology, WireCtrl};
 use onepipe_ctrlstore::{ControllerStore, HaController, Leadership, MemStore, StoreError};
-use onepipe_proto::failure::{ControllerConfig, CtrlDest, CtrlMsg, CtrlOut};
+use onepipe_proto::failure::{ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest};
 use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::time::Instant as ProtoInstant;
+use onepipe_proto::Output;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, BufReader};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -885,23 +886,21 @@ impl State {
         else {
             return;
         };
-        let outs: Vec<CtrlOut> = std::iter::from_fn(|| ha.poll_output()).collect();
+        let outs: Vec<CtrlOutput> = std::iter::from_fn(|| ha.poll_output()).collect();
         let ms = self
             .failure
             .as_ref()
             .map_or(0, |f| f.epoch.elapsed().as_millis() as u64);
         for o in outs {
             match o {
-                CtrlOut::Send {
-                    to: CtrlDest::Node(n),
-                    msg,
+                Output::Mgmt {
+                    to: MgmtDest::Node(n),
+                    msg: Mgmt::Ctrl(msg),
                 } => self.send_ctrl(n, &msg),
-                // The procedure does not write to itself.
-                CtrlOut::Send {
-                    to: CtrlDest::Controller,
-                    ..
-                } => {}
-                CtrlOut::Declared { round, hosts, .. } => {
+                // The procedure does not write to itself, and the live runtime has no relay
+                // channel yet (its controller never enables relaying).
+                Output::Mgmt { .. } => {}
+                Output::Event(CtrlEvent::Declared { round, hosts, .. }) => {
                     let failed: Vec<(u32, u64)> =
                         hosts.iter().map(|(h, ts)| (h.0, ts.raw())).collect();
                     let names: Vec<String> = failed
@@ -931,8 +930,8 @@ impl State {
                     }
                 }
                 // Rejoining runs on the relay channel, which the live runtime does not use.
-                CtrlOut::Joined { .. } => {}
-                CtrlOut::Resumed { round } => {
+                Output::Event(CtrlEvent::Joined { .. }) => {}
+                Output::Event(CtrlEvent::Resumed { round }) => {
                     self.log(format_args!("round {round}: resumed"));
                     if let Ok(f) = self.failure.as_mut() {
                         if let Some(r) = f.rounds.iter_mut().find(|r| r.round == round) {
@@ -940,6 +939,7 @@ impl State {
                         }
                     }
                 }
+                Output::Event(_) => {}
             }
         }
     }

@@ -27,15 +27,21 @@ use crate::ports::PortTable;
 use crate::stats::DriverStats;
 use crate::sys::{self, Poller, RecvBatch, Waker};
 use bytes::Bytes;
-use onepipe_proto::node::{Input, Node, Output};
+use onepipe_proto::node::{Input, MgmtDest, Node, Output};
 use onepipe_proto::time::Instant;
 use onepipe_proto::wire::Packet;
 use rustix::net::SocketAddrAny;
+use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 /// Drives a sans-IO role `N` over one non-blocking UDP socket. See the module docs for the loop.
+///
+/// The driver carries the data network only. A role's management messages
+/// ([`Output::Mgmt`]) wait for its owner in [`Driver::poll_mgmt`] (at most
+/// [`MGMT_QUEUE_MAX`]; beyond that the newest are dropped and counted: the roles send them
+/// again on their timers).
 pub struct Driver<N: Node<Packet = Packet>> {
     node: N,
     cfg: DriverConfig,
@@ -52,8 +58,13 @@ pub struct Driver<N: Node<Packet = Packet>> {
     scratch: Vec<Packet>,
     /// The role's `poll_timeout`, as of the last drain.
     node_timeout: Option<Instant>,
+    /// Management messages for the owner.
+    mgmt: VecDeque<(MgmtDest, N::Mgmt)>,
     stats: DriverStats,
 }
+
+/// Most management messages a [`Driver`] holds for its owner.
+pub const MGMT_QUEUE_MAX: usize = 1 << 12;
 
 impl<N: Node<Packet = Packet>> Driver<N> {
     /// Wraps `node`, which must have been built with readings of `clock`, around `socket`
@@ -104,6 +115,7 @@ impl<N: Node<Packet = Packet>> Driver<N> {
             out_addrs,
             poller,
             node_timeout,
+            mgmt: VecDeque::new(),
             cfg,
         })
     }
@@ -170,6 +182,11 @@ impl<N: Node<Packet = Packet>> Driver<N> {
                 .iter()
                 .map(|d| d.packets as usize)
                 .sum::<usize>()
+    }
+
+    /// The role's next management message (§5.2's control plane), for the owner to carry.
+    pub fn poll_mgmt(&mut self) -> Option<(MgmtDest, N::Mgmt)> {
+        self.mgmt.pop_front()
     }
 
     /// Runs an application command on the role at the current time (`f` gets the role and
@@ -378,6 +395,13 @@ impl<N: Node<Packet = Packet>> Driver<N> {
                     }
                 }
                 Output::Event(e) => events(e),
+                Output::Mgmt { to, msg } => {
+                    if self.mgmt.len() < MGMT_QUEUE_MAX {
+                        self.mgmt.push_back((to, msg));
+                    } else {
+                        self.stats.mgmt_dropped += 1;
+                    }
+                }
             }
         }
         self.node_timeout = self.node.poll_timeout();

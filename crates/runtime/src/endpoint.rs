@@ -43,7 +43,7 @@
 //! The control thread carries the failure procedure's messages between the controller and the
 //! host role ([`crate::failure`]): when the aggregator above falls silent for the cluster's link
 //! timeout the role reports it (Detect, with its last commit barrier); the controller's
-//! `Failure`, `Recall` and `Resume` go to `Host::on_control`, which discards, recalls and
+//! `Failure`, `Recall` and `Resume` go to the role (`Input::Mgmt`), which discards, recalls and
 //! resumes, and raises [`Event::ProcessFailed`] (Callback, with the failure timestamp),
 //! [`Event::Recalled`] for this process's aborted scatterings, and [`Event::ReliableAborted`]
 //! for queued ones that can no longer be sent. Control messages the role sends wait in a
@@ -95,9 +95,9 @@ use crate::stats::DriverStats;
 use crate::sys::{bind_udp, Waker};
 use crate::unordered::UnorderedHost;
 use bytes::Bytes;
-use onepipe_proto::failure::{CtrlDest, CtrlMsg};
+use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest};
 use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
-use onepipe_proto::ids::{LinkId, NodeId, ProcId};
+use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::reliable::ReliableStats;
 use onepipe_proto::time::{Instant, Timestamp};
@@ -416,9 +416,6 @@ struct Shared {
     /// [`CONTROL_OUT_LEN_MAX`]).
     control_out: Mutex<VecDeque<ToController>>,
     control_dropped: AtomicU64,
-    /// This process's input link in the cluster's routing graph (what it reports when its
-    /// aggregator falls silent); `None` for a cluster without one.
-    downlink: Option<LinkId>,
     /// Sends waiting for room in the send buffer (`send_*_timeout`): the I/O thread bumps the
     /// generation and wakes them after each turn of its loop while `room_waiters` is not 0 —
     /// a turn is when acknowledgements and loss reports free the window.
@@ -508,7 +505,9 @@ impl Endpoint {
         let driver_cfg = cluster
             .driver_config(&opts.driver, &[uplink])
             .map_err(JoinError::Transport)?;
-        let host_cfg = roles.host_config(NodeId(id), vec![me], cluster.procs(), &driver_cfg);
+        let mut host_cfg = roles.host_config(NodeId(id), vec![me], cluster.procs(), &driver_cfg);
+        // §5.2 Detect: a silent aggregator is reported as this process's input link.
+        host_cfg.input_link = LiveTopology::of(&cluster).ok().and_then(|t| t.downlink(id));
         let role = if cluster.ordered {
             Role::Ordered(Box::new(Host::new(host_cfg, clock.now())))
         } else {
@@ -540,7 +539,6 @@ impl Endpoint {
             published: [AtomicU64::new(NO_BARRIER), AtomicU64::new(NO_BARRIER)],
             control_out: Mutex::new(VecDeque::new()),
             control_dropped: AtomicU64::new(0),
-            downlink: LiveTopology::of(&cluster).ok().and_then(|t| t.downlink(id)),
             room: Mutex::new(0),
             room_ready: Condvar::new(),
             room_waiters: AtomicUsize::new(0),
@@ -1068,6 +1066,22 @@ impl Shared {
         }
     }
 
+    /// Queues a management message of the role for the control thread. The live runtime has no
+    /// relay channel yet: relays (controller forwarding, receiver recovery) are counted in
+    /// `control_dropped`.
+    fn send_mgmt(&self, to: MgmtDest, msg: Mgmt) {
+        let to = match to {
+            MgmtDest::Controller => None,
+            MgmtDest::Node(n) => Some(n.0),
+        };
+        match msg {
+            Mgmt::Ctrl(msg) => self.push_control(to, &msg),
+            Mgmt::Relay(_) => {
+                self.control_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Queues a §5.2 control message for the control thread (`to`: `None` the controller).
     fn push_control(&self, to: Option<u32>, msg: &CtrlMsg) {
         let mut q = self.control_out.lock().unwrap_or_else(|e| e.into_inner());
@@ -1086,7 +1100,7 @@ impl Shared {
         let now = self.clock.now();
         let mut core = self.lock();
         if let Role::Ordered(h) = &mut core.role {
-            h.on_control(now, msg);
+            h.handle(now, Input::Mgmt(Mgmt::Ctrl(msg)));
             let was_dirty = self.dirty.swap(true, Ordering::SeqCst);
             drop(core);
             if !was_dirty {
@@ -1157,25 +1171,6 @@ impl Shared {
             HostEvent::ReliableAborted { handle, .. } => self.push_event(Event::ReliableAborted {
                 handle: SendHandle(handle),
             }),
-            // §5.2 Detect: the aggregator above fell silent; the controller hears of it as
-            // this process's input link in the routing graph.
-            HostEvent::UplinkDown { last_commit } => {
-                if let Some(link) = self.downlink {
-                    let msg = CtrlMsg::LinkDown {
-                        reporter: NodeId(self.proc.0),
-                        link,
-                        last_commit,
-                    };
-                    self.push_control(None, &msg);
-                }
-            }
-            HostEvent::Control { to, msg } => {
-                let to = match to {
-                    CtrlDest::Controller => None,
-                    CtrlDest::Node(n) => Some(n.0),
-                };
-                self.push_control(to, &msg);
-            }
             HostEvent::ReliableSent { handle, ts, .. } => {
                 if self.report_reliable_sent {
                     self.push_event(Event::ReliableSent {
@@ -1222,13 +1217,13 @@ impl Shared {
         if m.src == self.proc {
             // Our own message: tell the role directly (a NAK through the network could be
             // lost, and nothing would report it).
-            let input = Input::Packet {
+            let input: Input<Packet> = Input::Packet {
                 port: UPLINK,
                 packet: Packet::Nak(nak),
             };
             let now = self.clock.now();
             match &mut core.role {
-                Role::Ordered(h) => h.handle(now, input),
+                Role::Ordered(h) => h.handle(now, input.widen()),
                 Role::Unordered(h) => h.handle(now, input),
             }
         } else {
@@ -1273,6 +1268,8 @@ struct CoreNode {
 #[derive(Default)]
 struct Taken {
     outputs: VecDeque<Output<Packet, HostEvent>>,
+    /// Management messages, for the control thread ([`CoreNode::forward_mgmt`]).
+    mgmt: Vec<(MgmtDest, Mgmt)>,
     timeout: Option<Instant>,
 }
 
@@ -1284,7 +1281,13 @@ impl Taken {
         match role {
             Role::Ordered(h) => {
                 while let Some(o) = h.poll_output() {
-                    self.outputs.push_back(o);
+                    match o {
+                        Output::Send { port, packet } => {
+                            self.outputs.push_back(Output::Send { port, packet })
+                        }
+                        Output::Event(e) => self.outputs.push_back(Output::Event(e)),
+                        Output::Mgmt { to, msg } => self.mgmt.push((to, msg)),
+                    }
                 }
                 self.timeout = h.poll_timeout();
             }
@@ -1304,26 +1307,44 @@ impl CoreNode {
     fn new(shared: Arc<Shared>) -> CoreNode {
         let mut taken = Taken::default();
         taken.take(&mut shared.lock(), &shared.dirty);
-        CoreNode { shared, taken }
+        let mut node = CoreNode { shared, taken };
+        node.forward_mgmt();
+        node
+    }
+
+    /// Hands the role's management messages to the control thread, in the role's order (the
+    /// core's lock is not held).
+    fn forward_mgmt(&mut self) {
+        for (to, msg) in self.taken.mgmt.drain(..) {
+            self.shared.send_mgmt(to, msg);
+        }
     }
 }
 
 impl Node for CoreNode {
     type Packet = Packet;
     type Event = HostEvent;
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
         let mut core = self.shared.lock();
         match &mut core.role {
-            Role::Ordered(h) => h.handle(now, input),
+            Role::Ordered(h) => h.handle(now, input.widen()),
             Role::Unordered(h) => h.handle(now, input),
         }
         self.taken.take(&mut core, &self.shared.dirty);
+        drop(core);
+        if !self.taken.mgmt.is_empty() {
+            self.forward_mgmt();
+        }
     }
 
     fn poll_output(&mut self) -> Option<Output<Packet, HostEvent>> {
         if self.taken.outputs.is_empty() && self.shared.dirty.load(Ordering::SeqCst) {
             self.taken.take(&mut self.shared.lock(), &self.shared.dirty);
+            if !self.taken.mgmt.is_empty() {
+                self.forward_mgmt();
+            }
         }
         self.taken.outputs.pop_front()
     }

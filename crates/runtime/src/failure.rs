@@ -2,7 +2,7 @@
 //! controller reasons about, the ids the members report in, and the control messages as JSON.
 //!
 //! The procedure itself — Detect, Determine, Broadcast, Discard, Recall, Callback, Resume — is
-//! `onepipe_proto::failure` (the controller) and `onepipe_proto::host::Host::on_control` (the
+//! `onepipe_proto::failure` (the controller) and `onepipe_proto::host::Host` (the
 //! hosts), unchanged from the simulator. This module gives it what the live runtime must:
 //!
 //! * [`LiveTopology`]: the cluster's tree of aggregators as a `onepipe_proto::topology::Topology`

@@ -8,6 +8,9 @@ use crate::coalesce::CoalesceStats;
 pub struct DriverStats {
     /// UDP datagrams handed to the kernel (a GSO send counts each datagram the kernel makes).
     pub datagrams_sent: u64,
+    /// Management messages of the role dropped because its owner did not take them
+    /// ([`crate::Driver::poll_mgmt`]).
+    pub mgmt_dropped: u64,
     /// Sends of more than one datagram at once (UDP GSO).
     pub gso_sends: u64,
     /// Packets in those datagrams.

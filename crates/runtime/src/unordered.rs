@@ -206,6 +206,7 @@ impl UnorderedHost {
 impl Node for UnorderedHost {
     type Packet = Packet;
     type Event = HostEvent;
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<Packet>) {
         match input {

@@ -333,6 +333,7 @@ impl Probe {
 impl Node for Probe {
     type Packet = Packet;
     type Event = ();
+    type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, _now: Instant, input: Input<Packet>) {
         if let Input::Packet { port, packet } = input {

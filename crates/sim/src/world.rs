@@ -20,12 +20,12 @@ use crate::metrics::{NsHistogram, TraceHash};
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
 use onepipe_proto::failure::{
-    reach_table, Controller, ControllerConfig, CtrlDest, CtrlMsg, CtrlOut, RelayMsg,
+    reach_table, Controller, ControllerConfig, CtrlEvent, CtrlMsg, Mgmt, MgmtDest, RelayMsg,
 };
-use onepipe_proto::host::{Host, HostConfig, HostEvent, HostRelay, UPLINK};
+use onepipe_proto::host::{Host, HostConfig, HostEvent, UPLINK};
 use onepipe_proto::prefetch::{prefetch, Stage};
 use onepipe_proto::rng::Rng;
-use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchEvent, SwitchMode};
+use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchMode};
 use onepipe_proto::topology::{flow_hash, Topology};
 use onepipe_proto::wire::{flags, Packet};
 use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Timestamp};
@@ -145,14 +145,6 @@ impl TopoRouter {
             .load(std::sync::atomic::Ordering::Relaxed);
         (h != u32::MAX).then_some(h)
     }
-}
-
-/// What travels on the management network: §5.2's control messages, and its relays
-/// (controller forwarding, receiver recovery).
-#[derive(Debug)]
-enum Mgmt {
-    Ctrl(CtrlMsg),
-    Relay(RelayMsg),
 }
 
 #[derive(Debug)]
@@ -361,7 +353,7 @@ pub struct World<Q: EventQueue<Ev>> {
     router: Arc<TopoRouter>,
     /// §5.2: the controller, its messages in flight, and its armed timer.
     controller: Controller,
-    ctrl_msgs: crate::slab::Slab<(CtrlDest, Mgmt)>,
+    ctrl_msgs: crate::slab::Slab<(MgmtDest, Mgmt)>,
     /// Packets on links (see [`Ev`]).
     packets: crate::slab::Slab<Packet>,
     /// Links lose, reorder or duplicate packets (`--loss`, `--reorder-prob`, `--dup`).
@@ -476,6 +468,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 proc_ids_max,
             );
             hc.host_of = Some(host_of.clone());
+            hc.input_link = Some(topo.downlink(h));
             // Spare ids cost nothing until a rejoined host's processes use them.
             hc.senders_stored = procs;
             hc.beacon_interval_ns = cfg.beacon_interval_ns;
@@ -543,6 +536,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             sc.beacon_delay_ns = cfg.beacon_delay();
             sc.beacon_phase_ns = node.depth as u64 * hop_ns;
             sc.link_timeout_intervals = cfg.link_timeout_intervals;
+            sc.input_links = node.inputs.clone();
             let sw = Switch::new(sc, Some(router.clone()), clock.local(0));
             switches.push(SwitchSt {
                 sw,
@@ -837,7 +831,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         continue;
                     }
                     self.ctrl_armed = None;
-                    self.controller.on_timeout(Instant(t));
+                    self.controller.handle(Instant(t), Input::Timeout);
                     self.drain_controller(t);
                 }
                 Ev::Heal { host } => self.host_input(t, host, HostInput::Heal),
@@ -1490,7 +1484,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.known.insert((h, host.0), procs);
         }
         let before = self.hosts[hi].host.stats().clone();
-        self.hosts[hi].host.on_relay(local, msg);
+        let input = Input::Mgmt(Mgmt::Relay(msg));
+        self.hosts[hi].host.handle(local, input);
         let after = self.hosts[hi].host.stats();
         let (settled, joined) = (
             after.recovered > before.recovered,
@@ -1550,7 +1545,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             .iter()
             .map(|&(s, d)| self.hosts[hi].host.reliable_window(s, d))
             .collect();
-        self.hosts[hi].host.on_control(local, msg);
+        let input = Input::Mgmt(Mgmt::Ctrl(msg));
+        self.hosts[hi].host.handle(local, input);
         for (i, &(s, d)) in probe.iter().enumerate() {
             eprintln!(
                 "[{t}] recall at host {h}: {s:?}->{d:?} window {:?} -> {:?}",
@@ -1574,16 +1570,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let (barrier_before, commit_before) = before;
         let released_before = self.hosts[hi].released_before;
         let uplink = self.host_uplinks[hi];
-        // Relays first: a `Recalled` report must reach the controller before the `Completed`
-        // the same input produced (`Host::poll_relay`).
-        while let Some(r) = self.hosts[hi].host.poll_relay() {
-            match r {
-                HostRelay::Send { to, msg } => {
-                    cursor += self.cfg.host_send_ns;
-                    self.send_mgmt(cursor, to, Mgmt::Relay(msg));
-                }
-            }
-        }
         while let Some(o) = self.hosts[hi].host.poll_output() {
             match o {
                 Output::Send { packet, .. } => {
@@ -1655,16 +1641,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         c.on_recalled(src.0, ts);
                     }
                 }
-                Output::Event(HostEvent::UplinkDown { last_commit }) => {
-                    let msg = CtrlMsg::LinkDown {
-                        reporter: NodeId(h),
-                        link: self.topo.downlink(h),
-                        last_commit,
-                    };
-                    self.send_ctrl(cursor, CtrlDest::Controller, msg);
-                }
-                Output::Event(HostEvent::Control { to, msg }) => {
-                    self.send_ctrl(cursor, to, msg);
+                Output::Mgmt { to, msg } => {
+                    // A relay is charged as a packet sent; a control message is not.
+                    if matches!(msg, Mgmt::Relay(_)) {
+                        cursor += self.cfg.host_send_ns;
+                    }
+                    self.send_mgmt(cursor, to, msg);
                 }
                 Output::Event(HostEvent::SendFailed {
                     src,
@@ -1724,7 +1706,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
     }
 
-    fn switch_handle(&mut self, t: SimTime, node: u32, input: Input<Packet>) {
+    fn switch_handle(&mut self, t: SimTime, node: u32, input: Input<Packet, Mgmt>) {
         let si = (node - self.topo.hosts()) as usize;
         let local = self.switches[si].clock.local(t);
         self.switches[si].sw.handle(local, input);
@@ -1741,15 +1723,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     let link = self.switch_out_links[base + port.index()];
                     self.transmit(link, packet, t);
                 }
-                Output::Event(SwitchEvent::LinkDown { port, last_commit }) => {
-                    let link = self.topo.node(NodeId(node)).inputs[port.index()];
-                    let msg = CtrlMsg::LinkDown {
-                        reporter: NodeId(node),
-                        link,
-                        last_commit,
-                    };
-                    self.send_ctrl(t, CtrlDest::Controller, msg);
-                }
+                Output::Mgmt { to, msg } => self.send_mgmt(t, to, msg),
             }
         }
         if let Some(c) = self.checker.as_mut() {
@@ -1758,13 +1732,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.rearm(node);
     }
 
-    /// Sends a control message on the management network: it arrives `ctrl_delay_ns` later.
-    fn send_ctrl(&mut self, t: SimTime, to: CtrlDest, msg: CtrlMsg) {
-        self.send_mgmt(t, to, Mgmt::Ctrl(msg));
-    }
-
     /// Sends a control message or a relay on the management network (`ctrl_delay_ns`).
-    fn send_mgmt(&mut self, t: SimTime, to: CtrlDest, msg: Mgmt) {
+    fn send_mgmt(&mut self, t: SimTime, to: MgmtDest, msg: Mgmt) {
         if self.trace_ctrl {
             eprintln!("[{t}] ctrl -> {to:?}: {msg:?}");
         }
@@ -1778,7 +1747,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
     fn on_ctrl(&mut self, t: SimTime, i: u32) {
         let to = self.ctrl_msgs.get(i).0;
         match to {
-            CtrlDest::Controller => {
+            MgmtDest::Controller => {
                 let (_, msg) = self.ctrl_msgs.take(i);
                 self.ctrl_in_flight -= 1;
                 if self.controller_down_until(t).is_some() {
@@ -1789,13 +1758,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     }
                     return;
                 }
-                match msg {
-                    Mgmt::Ctrl(msg) => self.controller.on_message(Instant(t), msg),
-                    Mgmt::Relay(msg) => self.controller.on_relay(Instant(t), msg),
-                }
+                self.controller.handle(Instant(t), Input::Mgmt(msg));
                 self.drain_controller(t);
             }
-            CtrlDest::Node(n) if n.0 < self.topo.hosts() => {
+            MgmtDest::Node(n) if n.0 < self.topo.hosts() => {
                 let relay = matches!(self.ctrl_msgs.get(i).1, Mgmt::Relay(_));
                 if relay && self.hosts[n.index()].crashed(t) {
                     // §5.2: "if controller also cannot deliver the message, R will be announced
@@ -1808,48 +1774,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
                 self.host_input(t, n.0, HostInput::Ctrl(i));
             }
-            CtrlDest::Node(n) => {
+            MgmtDest::Node(n) => {
                 let (_, msg) = self.ctrl_msgs.take(i);
                 self.ctrl_in_flight -= 1;
-                let si = (n.0 - self.topo.hosts()) as usize;
-                match msg {
-                    Mgmt::Ctrl(CtrlMsg::Resume { dead_links, .. }) => {
-                        for l in dead_links {
-                            let link = self.topo.links()[l.index()];
-                            if link.to == n {
-                                self.switches[si].sw.remove_commit_input(link.to_port);
-                            }
-                        }
-                        self.switch_handle(t, n.0, Input::Timeout);
-                    }
-                    Mgmt::Relay(RelayMsg::Admit { link, apply }) => {
-                        let l = self.topo.links().get(link.index()).copied();
-                        let Some(l) = l.filter(|l| l.to == n) else {
-                            return;
-                        };
-                        let answer = self.switches[si].sw.admit_input(l.to_port, apply);
-                        if let Some((alive, barrier, commit)) = answer {
-                            if apply {
-                                self.drain_switch(t, n.0);
-                            }
-                            let msg = RelayMsg::Admitted {
-                                link,
-                                alive,
-                                barrier,
-                                commit,
-                            };
-                            self.send_mgmt(t, CtrlDest::Controller, Mgmt::Relay(msg));
-                        }
-                    }
-                    Mgmt::Ctrl(CtrlMsg::Isolate { link }) => {
-                        let link = self.topo.links().get(link.index()).copied();
-                        if let Some(link) = link.filter(|l| l.to == n) {
-                            self.switches[si].sw.isolate_input(link.to_port);
-                            self.drain_switch(t, n.0);
-                        }
-                    }
-                    _ => {}
-                }
+                self.switch_handle(t, n.0, Input::Mgmt(msg));
             }
         }
     }
@@ -1869,8 +1797,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
     fn drain_controller(&mut self, t: SimTime) {
         while let Some(o) = self.controller.poll_output() {
             match o {
-                CtrlOut::Send { to, msg } => {
-                    if let CtrlMsg::Resume { round, dead_links } = &msg {
+                Output::Mgmt { to, msg } => {
+                    if let Mgmt::Ctrl(CtrlMsg::Resume { round, dead_links }) = &msg {
                         // Routing around the dead links takes effect with the round's Resume
                         // (computed once per round, not once per addressee).
                         if *round > self.rerouted_round {
@@ -1878,9 +1806,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                             self.reroute(dead_links);
                         }
                     }
-                    self.send_ctrl(t, to, msg);
+                    self.send_mgmt(t, to, msg);
                 }
-                CtrlOut::Declared { round, hosts, .. } => {
+                Output::Event(CtrlEvent::Declared { round, hosts, .. }) => {
                     if self.trace_ctrl {
                         eprintln!("[{t}] declared round {round}: {hosts:?}");
                     }
@@ -1900,9 +1828,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         resumed_ns: None,
                     });
                 }
-                CtrlOut::Joined {
+                Output::Event(CtrlEvent::Joined {
                     host, dead_links, ..
-                } => {
+                }) => {
                     if self.trace_ctrl {
                         eprintln!(
                             "[{t}] controller admitted host {host:?}; removed {dead_links:?}"
@@ -1911,7 +1839,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     // Routes follow the links taken back.
                     self.reroute(&dead_links);
                 }
-                CtrlOut::Resumed { round } => {
+                Output::Event(CtrlEvent::Resumed { round }) => {
                     match self.failure_rounds.iter_mut().find(|r| r.round == round) {
                         Some(r) => r.resumed_ns = Some(t),
                         None => self.failure_rounds.push(FailureRound {
@@ -1922,10 +1850,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         }),
                     }
                 }
+                Output::Event(_) => {}
             }
-        }
-        while let Some((to, msg)) = self.controller.poll_relay() {
-            self.send_mgmt(t, to, Mgmt::Relay(msg));
         }
         let next = self.controller.poll_timeout();
         if next != self.ctrl_armed {
