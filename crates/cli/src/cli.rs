@@ -508,6 +508,21 @@ impl SimArgs {
 }
 
 /// Runs the command line; returns the process exit code.
+/// Sends `tracing` events (the daemons' and the runtime's logs) to standard error, filtered by
+/// `RUST_LOG` (`debug`, `onepipe_runtime::controller=debug,warn`, …), else by `default`. The
+/// children of `onepipe up` inherit the environment and run this too. What a command prints as
+/// its answer (help, usage errors, reports) does not go through here.
+fn init_logs(default: &str) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -517,6 +532,10 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    init_logs(match &cli.command {
+        Command::Controller(a) if a.quiet => "warn",
+        _ => "info",
+    });
     if matches!(
         cli.command,
         Command::Sim(_) | Command::Vopr(_) | Command::Bench(_)

@@ -23,6 +23,10 @@
 //! the daemon carries to the controller). The controller's messages go to both halves
 //! ([`Input::Mgmt`]); on Resume the dead inputs stop bounding the commit barrier.
 //!
+//! Logs go through `tracing` (target `onepipe_runtime::aggregator`), never per packet: `warn`
+//! for an input reported down and a lost controller, `info` for re-registering after a
+//! failover, `debug` for being ready.
+//!
 //! What it is not: a router of its own — data packets follow the tree by destination process
 //! ([`ProcessRouter`]), with no detour around a dead aggregator (a tree has none).
 
@@ -51,6 +55,7 @@ use std::sync::mpsc::TryRecvError;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tracing::{debug, info, warn};
 
 /// One neighbour of an aggregator: the far end of one of its ports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -425,6 +430,7 @@ pub fn run_aggregator(
     let thread_name = format!("onepipe-agg-{name}");
     let (mut control, mut inbox, reader) = control.split(&thread_name, reader_stop.0.clone())?;
     let mut readers = vec![reader];
+    debug!(aggregator = name, %addr, "ready");
     on_ready(addr);
     // Every report sent, to send again after a failover (a handful per failure).
     let mut reports: Vec<ToController> = Vec::new();
@@ -456,6 +462,13 @@ pub fn run_aggregator(
         // runtime has no relay channel yet: relays (rejoin answers) are not sent.
         while let Some((to, msg)) = driver.poll_mgmt() {
             if let (MgmtDest::Controller, Mgmt::Ctrl(msg)) = (to, msg) {
+                if let CtrlMsg::LinkDown { link, .. } = &msg {
+                    warn!(
+                        aggregator = name,
+                        link = link.0,
+                        "input link down: reported to the controller (§5.2 Detect)"
+                    );
+                }
                 let msg = ToController::Ctrl {
                     to: None,
                     msg: WireCtrl::from(&msg),
@@ -474,6 +487,10 @@ pub fn run_aggregator(
         }
         // The controller is gone: re-register with whoever leads, off the data path's thread.
         if !connected && rejoining.is_none() {
+            warn!(
+                aggregator = name,
+                "lost the controller; re-registering with whichever leads"
+            );
             let (controllers, member) = (controllers.to_vec(), Member::Aggregator(name.into()));
             let flag = reader_stop.0.clone();
             rejoining = Some(
@@ -501,6 +518,10 @@ pub fn run_aggregator(
             if let Some(c) = c {
                 let (sender, rx, reader) = c.split(&thread_name, reader_stop.0.clone())?;
                 (control, inbox, connected) = (sender, rx, true);
+                info!(
+                    aggregator = name,
+                    "re-registered with the leading controller"
+                );
                 readers.push(reader);
                 for msg in &reports {
                     connected &= control.send(msg).is_ok();

@@ -53,6 +53,14 @@
 //! whichever controller leads (`Rejoin`: same member, same bound address) and re-send their
 //! §5.2 reports; the log fingerprints the cluster file, so both controllers must serve the
 //! same one.
+//!
+//! ## Logs
+//!
+//! Through `tracing` (target `onepipe_runtime::controller`; what is shown is the subscriber's
+//! choice, e.g. `RUST_LOG` for the `onepipe` command): `info` for leadership, members joining,
+//! rejoining and leaving, the cluster becoming ready and §5.2 rounds declared and resumed;
+//! `warn` for refusals, lost members, a store that fails and being deposed; `debug` for each
+//! member's bound address. Nothing is logged per message or per health report.
 
 use crate::cluster::Cluster;
 use crate::control::{
@@ -71,6 +79,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tracing::{debug, info, warn};
 
 /// How often blocked threads look at the stop flag.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
@@ -222,7 +231,6 @@ struct State {
     next_conn: u64,
     ready: bool,
     malformed: u64,
-    log: bool,
     handlers: Vec<JoinHandle<()>>,
     /// This controller's name in the election.
     name: String,
@@ -237,13 +245,13 @@ struct State {
 }
 
 impl Controller {
-    /// Listens on `listen` (port 0: any free port) and serves `cluster`. With `log`, joins,
-    /// departures and refusals are written to standard error.
+    /// Listens on `listen` (port 0: any free port) and serves `cluster`. Joins, departures and
+    /// refusals are logged (see the module docs).
     ///
     /// # Errors
     /// An invalid cluster (`InvalidInput`), or the address cannot be bound.
-    pub fn start(cluster: Cluster, listen: SocketAddr, log: bool) -> io::Result<Controller> {
-        Controller::start_ha(cluster, listen, log, HaOptions::solo())
+    pub fn start(cluster: Cluster, listen: SocketAddr) -> io::Result<Controller> {
+        Controller::start_ha(cluster, listen, HaOptions::solo())
     }
 
     /// Listens on `listen` and campaigns in `ha`'s store; serves `cluster` once it leads (a
@@ -251,12 +259,7 @@ impl Controller {
     ///
     /// # Errors
     /// An invalid cluster (`InvalidInput`), or the address cannot be bound.
-    pub fn start_ha(
-        cluster: Cluster,
-        listen: SocketAddr,
-        log: bool,
-        ha: HaOptions,
-    ) -> io::Result<Controller> {
+    pub fn start_ha(cluster: Cluster, listen: SocketAddr, ha: HaOptions) -> io::Result<Controller> {
         cluster
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -271,8 +274,8 @@ impl Controller {
             slots.insert(Member::Process(p.id), Slot::new());
         }
         let failure = failure_procedure(&cluster);
-        if let (Err(why), true) = (&failure, log) {
-            eprintln!("onepipe controller: no failure handling (§5.2) for this cluster: {why}");
+        if let Err(why) = &failure {
+            warn!("no failure handling (§5.2) for this cluster: {why}");
         }
         let state = Arc::new(Mutex::new(State {
             failure,
@@ -282,7 +285,6 @@ impl Controller {
             next_conn: 0,
             ready: false,
             malformed: 0,
-            log,
             handlers: Vec::new(),
             name: ha.name.clone(),
             leading: false,
@@ -429,7 +431,7 @@ fn accept_loop(
     stop: Arc<AtomicBool>,
     ha: HaOptions,
 ) {
-    let Some(leadership) = campaign(&listener, &state, &stop, &ha) else {
+    let Some(leadership) = campaign(&listener, &stop, &ha) else {
         return;
     };
     {
@@ -498,12 +500,7 @@ fn accept_loop(
 
 /// Runs for leader every [`CAMPAIGN_INTERVAL`] until it wins (`None`: stopped first). Meanwhile
 /// every connection is told `Standby` and closed.
-fn campaign(
-    listener: &TcpListener,
-    state: &Mutex<State>,
-    stop: &AtomicBool,
-    ha: &HaOptions,
-) -> Option<Leadership> {
+fn campaign(listener: &TcpListener, stop: &AtomicBool, ha: &HaOptions) -> Option<Leadership> {
     let mut said = String::new();
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -515,10 +512,7 @@ fn campaign(
             Err(e) => {
                 let why = e.to_string();
                 if why != said {
-                    state
-                        .lock()
-                        .expect("controller state")
-                        .log(format_args!("campaign: {why}"));
+                    warn!(controller = %ha.name, "campaign: {why}");
                     said = why;
                 }
                 None
@@ -526,8 +520,7 @@ fn campaign(
         };
         if let (Some(h), false) = (&holder, said == format!("standby {holder:?}")) {
             said = format!("standby {holder:?}");
-            let st = state.lock().expect("controller state");
-            st.log(format_args!("standby: {h} leads"));
+            info!(controller = %ha.name, "standby: {h} leads");
         }
         let until = Instant::now() + CAMPAIGN_INTERVAL;
         while Instant::now() < until {
@@ -665,12 +658,6 @@ impl State {
         }
     }
 
-    fn log(&self, what: std::fmt::Arguments<'_>) {
-        if self.log {
-            eprintln!("onepipe controller: {what}");
-        }
-    }
-
     fn on_message(&mut self, id: u64, msg: ToController) {
         if let Some(m) = self.conns.get(&id).and_then(|c| c.member.clone()) {
             if let Some(s) = self.slots.get_mut(&m) {
@@ -723,14 +710,16 @@ impl State {
                 }
             }
             if stats.replayed > 0 {
-                self.log(format_args!(
+                info!(
+                    controller = %self.name,
                     "took over: replayed {} log entries, re-sending {}",
-                    stats.replayed, stats.resent
-                ));
+                    stats.replayed,
+                    stats.resent
+                );
             }
         }
         self.leading = true;
-        self.log(format_args!("{} leads", self.name));
+        info!("{} leads", self.name);
         self.drain_failure();
         Ok(())
     }
@@ -740,7 +729,7 @@ impl State {
         if self.deposed.is_some() {
             return;
         }
-        self.log(format_args!("deposed: {why}"));
+        warn!(controller = %self.name, "deposed: {why}");
         self.leading = false;
         self.deposed = Some(why);
         if let Ok(f) = self.failure.as_mut() {
@@ -788,7 +777,7 @@ impl State {
             c.member = Some(member.clone());
         }
         self.ready = true;
-        self.log(format_args!("{member} rejoined at {addr}"));
+        info!("{member} rejoined at {addr}");
         self.reply(
             id,
             &FromController::Welcome {
@@ -907,10 +896,7 @@ impl State {
                         .iter()
                         .map(|(p, ts)| format!("p{p} at ts {ts}"))
                         .collect();
-                    self.log(format_args!(
-                        "round {round}: declared failed {}",
-                        names.join(", ")
-                    ));
+                    info!(round, "declared failed {}", names.join(", "));
                     if let Ok(f) = self.failure.as_mut() {
                         // A takeover declares an open round again: one entry per round.
                         let known = f.rounds.iter().any(|r| r.round == round);
@@ -932,7 +918,7 @@ impl State {
                 // Rejoining runs on the relay channel, which the live runtime does not use.
                 Output::Event(CtrlEvent::Joined { .. }) => {}
                 Output::Event(CtrlEvent::Resumed { round }) => {
-                    self.log(format_args!("round {round}: resumed"));
+                    info!(round, "resumed");
                     if let Ok(f) = self.failure.as_mut() {
                         if let Some(r) = f.rounds.iter_mut().find(|r| r.round == round) {
                             r.resumed_ms = Some(ms);
@@ -988,7 +974,7 @@ impl State {
     }
 
     fn refuse(&mut self, id: u64, message: String) {
-        self.log(format_args!("refused: {message}"));
+        warn!("refused: {message}");
         self.reply(id, &FromController::Error { message });
     }
 
@@ -1027,7 +1013,7 @@ impl State {
         if let Some(c) = self.conns.get_mut(&id) {
             c.member = Some(member.clone());
         }
-        self.log(format_args!("{member} joined"));
+        info!("{member} joined");
         self.reply(
             id,
             &FromController::Welcome {
@@ -1058,7 +1044,7 @@ impl State {
         }
         slot.state = SlotState::Bound;
         slot.addr = Some(addr);
-        self.log(format_args!("{member} bound {addr}"));
+        debug!("{member} bound {addr}");
         if self.ready {
             // A late member (only one that never joined before can be): it gets the cluster
             // as it is.
@@ -1076,11 +1062,11 @@ impl State {
             for c in ids {
                 self.reply(c, &msg);
             }
-            self.log(format_args!(
+            info!(
                 "cluster ready: {} aggregators, {} processes",
                 self.cluster.aggregators.len(),
                 self.cluster.processes.len()
-            ));
+            );
         }
     }
 
@@ -1105,7 +1091,12 @@ impl State {
         slot.state = how;
         slot.conn = None;
         let reason = how.name().to_string();
-        self.log(format_args!("{member} {reason}"));
+        // A member that left said so; one that is lost may have failed.
+        if how == SlotState::Lost {
+            warn!("{member} {reason}");
+        } else {
+            info!("{member} {reason}");
+        }
         let msg = FromController::Down {
             member: member.clone(),
             reason,

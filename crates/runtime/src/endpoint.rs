@@ -51,6 +51,13 @@
 //!
 //! Every queue is bounded by [`JoinOptions`]; nothing grows without limit.
 //!
+//! ## Logs
+//!
+//! Through `tracing` (target `onepipe_runtime::endpoint`), never per message: `error` when the
+//! I/O thread stops on an error, `warn` when the controller connection is lost or the
+//! controller declares this process failed, `info` when it re-registered after a failover,
+//! `debug` for joining and the controller's notices of other members.
+//!
 //! ## Example
 //!
 //! Two processes of a one-rack cluster (in one program here; normally each is its own OS
@@ -109,6 +116,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tracing::{debug, error, info, warn};
 
 /// How an endpoint joins and how big its queues are.
 #[derive(Clone, Debug)]
@@ -552,6 +560,7 @@ impl Endpoint {
             driver_cfg,
         )?;
         let _ = shared.waker.set(driver.waker());
+        debug!(proc = id, %addr, "joined");
         let io = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -1410,6 +1419,9 @@ fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> 
     shared.be.close();
     shared.rel.close();
     shared.events.close();
+    if let Err(e) = &result {
+        error!(proc = shared.proc.0, "I/O thread stopped: {e}");
+    }
     result
 }
 
@@ -1455,13 +1467,27 @@ impl ControlLink {
 fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<Shared>) {
     let mut last_health: Option<std::time::Instant> = None;
     let mut connected = true;
+    // Logged once per loss, not once per attempt.
+    let mut searching = false;
     while !shared.stop.load(Ordering::SeqCst) {
         if !connected {
             // The controller is gone: the data path goes on; find whoever leads now.
+            if !searching {
+                searching = true;
+                warn!(
+                    proc = shared.proc.0,
+                    "lost the controller; re-registering with whichever leads"
+                );
+            }
             match link.reconnect(Member::Process(shared.proc.0), &shared.stop) {
                 Some(c) => {
                     control = c;
                     connected = true;
+                    searching = false;
+                    info!(
+                        proc = shared.proc.0,
+                        "re-registered with the leading controller"
+                    );
                     shared.push_event(Event::ControllerChanged);
                 }
                 None => std::thread::sleep(Duration::from_millis(50)),
@@ -1496,6 +1522,7 @@ fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<S
         match control.recv(Duration::from_millis(10)) {
             Ok(Some(FromController::Down { member, reason })) => match member {
                 Member::Process(p) => {
+                    debug!(proc = shared.proc.0, "the controller reports p{p} {reason}");
                     let ts = shared.clock.now().timestamp();
                     shared.push_event(Event::ProcessFailed {
                         proc: ProcId(p),
@@ -1507,7 +1534,13 @@ fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<S
                         },
                     });
                 }
-                Member::Aggregator(name) => shared.push_event(Event::AggregatorFailed { name }),
+                Member::Aggregator(name) => {
+                    debug!(
+                        proc = shared.proc.0,
+                        "the controller reports {name} {reason}"
+                    );
+                    shared.push_event(Event::AggregatorFailed { name });
+                }
             },
             Ok(Some(FromController::Ctrl { msg })) => shared.on_control(msg.into()),
             Ok(Some(FromController::Declared { failed, .. })) => {
@@ -1515,6 +1548,7 @@ fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<S
                 // them, which learns of its own failure (§5.2).
                 for (p, ts) in failed {
                     if p == shared.proc.0 {
+                        warn!(proc = p, ts, "declared failed by the controller (§5.2)");
                         shared.push_event(Event::ProcessFailed {
                             proc: shared.proc,
                             ts: Timestamp::new(ts),
@@ -1525,7 +1559,9 @@ fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<S
             }
             Ok(_) => {}
             // A line that is not a message: skipped (the connection is still good).
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {}
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                debug!(proc = shared.proc.0, "skipped a control line: {e}");
+            }
             // The controller is gone: the data path goes on without it.
             Err(_) => connected = false,
         }

@@ -44,7 +44,7 @@ impl LocalCluster {
     /// An invalid cluster (`InvalidInput`), or a socket or thread could not be had.
     pub fn with_cluster(cluster: Cluster) -> io::Result<LocalCluster> {
         let names: Vec<String> = cluster.aggregators.iter().map(|a| a.name.clone()).collect();
-        let controller = Controller::start(cluster, SocketAddr::from(([127, 0, 0, 1], 0)), false)?;
+        let controller = Controller::start(cluster, SocketAddr::from(([127, 0, 0, 1], 0)))?;
         let cfg = DriverConfig {
             spin_ns: 0,
             ..DriverConfig::default()

@@ -223,13 +223,13 @@ fn a_standby_controller_finishes_a_round_its_leader_died_in_5_2() {
         lease_ttl: Duration::from_secs(1),
     };
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let a = Controller::start_ha(cluster.clone(), any, false, ha("a")).unwrap();
+    let a = Controller::start_ha(cluster.clone(), any, ha("a")).unwrap();
     let deadline = Instant::now() + PATIENCE;
     while !a.leading() {
         assert!(Instant::now() < deadline, "a never led");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let b = Controller::start_ha(cluster.clone(), any, false, ha("b")).unwrap();
+    let b = Controller::start_ha(cluster.clone(), any, ha("b")).unwrap();
     let addrs = [a.addr(), b.addr()];
     let aggs: Vec<AggregatorDaemon> = cluster
         .aggregators
@@ -305,13 +305,13 @@ fn a_standby_turns_members_away_and_they_join_the_leader() {
         lease_ttl: Duration::from_secs(5),
     };
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let leader = Controller::start_ha(cluster.clone(), any, false, ha("a")).unwrap();
+    let leader = Controller::start_ha(cluster.clone(), any, ha("a")).unwrap();
     let deadline = Instant::now() + PATIENCE;
     while !leader.leading() {
         assert!(Instant::now() < deadline, "a never led");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let standby = Controller::start_ha(cluster, any, false, ha("b")).unwrap();
+    let standby = Controller::start_ha(cluster, any, ha("b")).unwrap();
     let mut c = ControlClient::connect(standby.addr(), PATIENCE).unwrap();
     let refused = c.join(onepipe_runtime::control::JoinAs::Process(Some(0)), PATIENCE);
     assert!(

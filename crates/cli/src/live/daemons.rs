@@ -1,7 +1,9 @@
 //! `onepipe controller`, `onepipe agg` and `onepipe topology`: thin command lines over the
 //! runtime's controller and aggregator. Each daemon prints one line when it is up (`listening
 //! ADDR`, `ready ADDR`) and one `stats {json}` line when it stops, on standard output, for
-//! `onepipe up` and for scripts.
+//! `onepipe up` and for scripts. Their log goes to standard error through `tracing` (see
+//! `crate::cli::init_logs`); a bad command line or cluster file is a plain error message and
+//! exit code 2, as for every command.
 
 use super::supervise;
 use super::{AggArgs, ControllerArgs, TopologyArgs};
@@ -14,6 +16,7 @@ use serde_json::json;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use tracing::error;
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -39,10 +42,10 @@ pub fn controller(args: &ControllerArgs) -> i32 {
     };
     let (stop, _orders) = supervise::install(args.supervised);
     let listen = args.listen.unwrap_or(cluster.controller);
-    let controller = match Controller::start_ha(cluster, listen, !args.quiet, ha.clone()) {
+    let controller = match Controller::start_ha(cluster, listen, ha.clone()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("onepipe controller: cannot listen on {listen}: {e}");
+            error!("cannot listen on {listen}: {e}");
             return super::EXIT_RUNTIME;
         }
     };
@@ -57,7 +60,7 @@ pub fn controller(args: &ControllerArgs) -> i32 {
         std::thread::sleep(Duration::from_millis(20));
         if let Some(why) = controller.deposed() {
             say(&format!("event deposed {why}"));
-            eprintln!("onepipe controller {}: deposed: {why}", ha.name);
+            error!(controller = %ha.name, "deposed, exiting: {why}");
             controller.stop();
             return super::EXIT_RUNTIME;
         }
@@ -121,7 +124,7 @@ fn ha_options(args: &ControllerArgs) -> Result<HaOptions, i32> {
                 lease_ttl: Duration::from_nanos(args.lease_ttl),
             }),
             Err(e) => {
-                eprintln!("onepipe controller: --etcd: {e}");
+                error!("--etcd: {e}");
                 Err(super::EXIT_RUNTIME)
             }
         }
@@ -180,7 +183,7 @@ pub fn agg(args: &AggArgs) -> i32 {
         // Stopped before the cluster was ready is a normal end too.
         Err(onepipe_runtime::JoinError::Timeout) if stop.load(Ordering::SeqCst) => 0,
         Err(e) => {
-            eprintln!("onepipe agg {}: {e}", args.id);
+            error!(aggregator = %args.id, "{e}");
             super::EXIT_RUNTIME
         }
     }

@@ -281,7 +281,8 @@ pub struct ControllerArgs {
     /// Started by `onepipe up`: exit when standard input closes or the parent dies.
     #[arg(long, hide = true)]
     pub supervised: bool,
-    /// No log of joins and departures on standard error.
+    /// Log only warnings and errors on standard error (no joins and departures); `RUST_LOG`,
+    /// when set, decides instead.
     #[arg(long)]
     pub quiet: bool,
     /// Keep the §5.2 procedure's log and the leader election in etcd at these endpoints

@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::{error, info};
 
 /// A reliable scattering waiting for its stamp: (seq, send time, destinations).
 type Unstamped = (u64, u64, Option<Vec<u32>>);
@@ -147,7 +148,7 @@ pub fn run(args: &NodeArgs) -> i32 {
         Ok(ep) => ep,
         Err(e) => {
             let list: Vec<String> = args.controller.iter().map(|a| a.to_string()).collect();
-            eprintln!("onepipe node: cannot join {}: {e}", list.join(","));
+            error!("cannot join {}: {e}", list.join(","));
             return super::EXIT_RUNTIME;
         }
     };
@@ -197,14 +198,15 @@ pub fn run(args: &NodeArgs) -> i32 {
     match outcome {
         Ok(()) => 0,
         Err(Exit::Stopped) => {
-            eprintln!(
-                "onepipe node p{}: stopped ({} delivered)",
-                me.0, stats.host.delivered
+            info!(
+                proc = me.0,
+                delivered = stats.host.delivered,
+                "stopped before the run finished"
             );
             0
         }
         Err(Exit::Failed(e)) => {
-            eprintln!("onepipe node p{}: {e}", me.0);
+            error!(proc = me.0, "{e}");
             super::EXIT_RUNTIME
         }
     }
