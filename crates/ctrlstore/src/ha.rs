@@ -419,6 +419,7 @@ mod tests {
         ControllerConfig {
             procs_of_host: (0..topo.hosts()).map(|h| vec![ProcId(h)]).collect(),
             settle_ns: 1_000,
+            callback_timeout_ns: 0,
         }
     }
 

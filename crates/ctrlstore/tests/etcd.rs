@@ -157,6 +157,7 @@ fn cfg(topo: &Topology) -> ControllerConfig {
     ControllerConfig {
         procs_of_host: (0..topo.hosts()).map(|h| vec![ProcId(h)]).collect(),
         settle_ns: 1_000,
+        callback_timeout_ns: 0,
     }
 }
 

@@ -328,6 +328,11 @@ pub struct ControllerConfig {
     pub procs_of_host: Vec<Vec<ProcId>>,
     /// Time from the first report to Determine, so every neighbour of a failure has reported.
     pub settle_ns: u64,
+    /// §5.2 "resumes delivery after all non-fail processes finish their callback functions":
+    /// how long a round waits for a host's `Completed` before that host is taken for failed
+    /// itself (isolated and declared at the next Determine, after which the round no longer
+    /// waits for it). 0: wait as long as it takes.
+    pub callback_timeout_ns: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -336,6 +341,8 @@ struct Round {
     dead_links: Vec<LinkId>,
     /// The round's Broadcast, to send again after a crash (`None` when nobody failed).
     failure: Option<CtrlMsg>,
+    /// When the hosts still waited for are taken for failed (`callback_timeout_ns`).
+    deadline: Option<Instant>,
 }
 
 /// The network controller's failure procedure (§5.2). Sans-IO: feed it messages and timeouts,
@@ -354,6 +361,9 @@ pub struct Controller {
     determine_at: Option<Instant>,
     /// Isolation requests sent (a counter, for tests and reports).
     isolations: u64,
+    /// Hosts that did not complete a round within `callback_timeout_ns`: failed at the next
+    /// Determine.
+    late: BTreeSet<NodeId>,
     /// Links the switches leave out of the commit minimum: every `dead_links` of the Resumes
     /// sent (and of the rejoins since).
     removed: BTreeSet<LinkId>,
@@ -429,6 +439,7 @@ impl Controller {
             next_round: 1,
             determine_at: None,
             isolations: 0,
+            late: BTreeSet::new(),
             removed: BTreeSet::new(),
             outputs: VecDeque::new(),
             relay: None,
@@ -692,6 +703,7 @@ impl Controller {
             ));
         }
         self.failed[h] = false;
+        self.late.remove(&j.host);
         self.cfg.procs_of_host[h] = procs.clone();
         // Reports that came in meanwhile stay (their Determine is due).
         for l in &j.revived {
@@ -855,7 +867,14 @@ impl Controller {
     /// every open round's Broadcast again to the hosts it still waits for (a host that had
     /// completed answers `Completed` at once), so an interrupted round resumes. A Determine that
     /// fell due meanwhile runs at the next `Input::Timeout`.
-    pub fn on_recover(&mut self, _now: Instant) {
+    pub fn on_recover(&mut self, now: Instant) {
+        // Completions sent meanwhile were lost: each host gets its time again.
+        let timeout = self.cfg.callback_timeout_ns;
+        for r in self.rounds.values_mut() {
+            if r.deadline.is_some() {
+                r.deadline = Some(now + timeout);
+            }
+        }
         for r in self.rounds.values() {
             let Some(msg) = &r.failure else {
                 continue;
@@ -869,12 +888,30 @@ impl Controller {
         }
     }
 
-    /// Runs Determine if it is due.
+    /// Runs Determine if it is due; takes the hosts a round waited for too long for failed
+    /// (`callback_timeout_ns`): they are isolated and declared like any failed host.
     fn on_timer(&mut self, now: Instant) {
+        let mut late = Vec::new();
+        for r in self.rounds.values_mut() {
+            if r.deadline.is_some_and(|t| t <= now) {
+                r.deadline = None;
+                late.extend(r.waiting.iter().copied());
+            }
+        }
+        for h in late {
+            if !self.is_failed_host(h) && self.late.insert(h) && self.determine_at.is_none() {
+                self.determine_at = Some(now + self.cfg.settle_ns);
+            }
+        }
         if self.determine_at.is_some_and(|t| t <= now) {
             self.determine_at = None;
             self.determine(now);
         }
+    }
+
+    /// Hosts taken for failed because they did not complete a round in time.
+    pub fn late_hosts(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.late.iter().copied()
     }
 
     /// The next thing to send or report.
@@ -901,6 +938,9 @@ impl Controller {
             for h in &r.unresponsive {
                 correct[h.index()] = false;
             }
+        }
+        for h in &self.late {
+            correct[h.index()] = false;
         }
         if self.isolate_unseparated(now, &dead, &correct) {
             return;
@@ -965,12 +1005,15 @@ impl Controller {
             correct_hosts.iter().copied().collect()
         };
         let dead_links = self.with_orphaned(dead);
+        let timeout = self.cfg.callback_timeout_ns;
+        let deadline = (timeout > 0 && !waiting.is_empty()).then(|| now + timeout);
         self.rounds.insert(
             round,
             Round {
                 waiting,
                 dead_links,
                 failure,
+                deadline,
             },
         );
         self.resume_ready();
@@ -1163,9 +1206,10 @@ impl Node for Controller {
         })
     }
 
-    /// When Determine is due.
+    /// When Determine is due, or a round stops waiting for callbacks.
     fn poll_timeout(&self) -> Option<Instant> {
-        self.determine_at
+        let deadline = self.rounds.values().filter_map(|r| r.deadline).min();
+        [self.determine_at, deadline].into_iter().flatten().min()
     }
 }
 
@@ -1322,6 +1366,7 @@ mod tests {
         let cfg = ControllerConfig {
             procs_of_host: (0..topo.hosts()).map(|h| vec![ProcId(h)]).collect(),
             settle_ns: 1_000,
+            callback_timeout_ns: 0,
         };
         Controller::new(cfg, topo.clone())
     }
@@ -1981,5 +2026,74 @@ mod tests {
             },
         );
         assert_eq!(c.poll_timeout(), None);
+    }
+
+    /// §5.2 "resumes delivery after all non-fail processes finish their callback functions",
+    /// bounded: a round waits for a slow host's `Completed`, and one that never answers within
+    /// `callback_timeout_ns` is itself taken for failed — isolated (its uplink's commit
+    /// register frozen and reported), declared in a round of its own — after which the first
+    /// round no longer waits for it and resumes.
+    #[test]
+    fn a_round_waits_for_callbacks_and_a_host_that_never_completes_is_declared_5_2() {
+        let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+        let mut c = controller(&topo);
+        c.cfg.callback_timeout_ns = 10_000;
+        uplink_down(&mut c, &topo, 1, 500);
+        c.handle(Instant(1_000), Input::Timeout);
+        drain(&mut c);
+        assert_eq!(
+            c.poll_timeout(),
+            Some(Instant(11_000)),
+            "the callback deadline"
+        );
+        // Hosts 0 and 2 complete in time; host 3 is slow but not too slow: still waiting.
+        complete_round(&mut c, 5_000, 1, [0, 2]);
+        c.handle(Instant(9_000), Input::Timeout);
+        assert!(!drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
+        complete_round(&mut c, 9_500, 1, [3]);
+        assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
+        assert_eq!(c.late_hosts().count(), 0);
+
+        // Round 2: host 3 fails; host 2 never completes.
+        uplink_down(&mut c, &topo, 3, 900);
+        c.handle(Instant(20_000), Input::Timeout);
+        drain(&mut c);
+        complete_round(&mut c, 21_000, 2, [0]);
+        let due = c.poll_timeout().expect("the callback deadline");
+        assert_eq!(due, Instant(30_000));
+        c.handle(due, Input::Timeout);
+        assert_eq!(c.late_hosts().collect::<Vec<_>>(), vec![NodeId(2)]);
+        // Determine isolates it: its ToR freezes and reports its uplink.
+        let due = c.poll_timeout().expect("Determine");
+        c.handle(due, Input::Timeout);
+        let up2 = topo.uplink(2);
+        let tor = topo.links()[up2.index()].to;
+        assert!(drain(&mut c).contains(&CtrlOut::Send {
+            to: MgmtDest::Node(tor),
+            msg: CtrlMsg::Isolate { link: up2 },
+        }));
+        c.on_ctrl_msg(
+            due,
+            CtrlMsg::LinkDown {
+                reporter: tor,
+                link: up2,
+                last_commit: Some(ts(950)),
+            },
+        );
+        let due = c.poll_timeout().expect("Determine again");
+        c.handle(due, Input::Timeout);
+        let out = drain(&mut c);
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, CtrlOut::Declared { round: 3, hosts, .. }
+                if hosts == &vec![(NodeId(2), ts(950))])),
+            "{out:?}"
+        );
+        assert!(c.is_failed(NodeId(2)));
+        // Round 2 no longer waits for host 2: it resumes; round 3 once host 0 answers.
+        assert!(out.contains(&CtrlOut::Resumed { round: 2 }), "{out:?}");
+        complete_round(&mut c, due.as_nanos() + 100, 3, [0]);
+        let out = drain(&mut c);
+        assert!(out.contains(&CtrlOut::Resumed { round: 3 }), "{out:?}");
     }
 }

@@ -128,6 +128,11 @@ pub struct HostConfig {
     /// this long is sent again (the controller may have been down and lost it), the wait
     /// doubling each time up to [`CTRL_RETRY_MAX_NS`].
     pub ctrl_retry_ns: u64,
+    /// §5.2 "resumes delivery after all non-fail processes finish their callback functions":
+    /// with this set, the host reports a round `Completed` only once the application said its
+    /// callbacks for it are done ([`Host::complete_callbacks`]); without it (the default), as
+    /// soon as it raised them.
+    pub callbacks_held: bool,
     /// Most reliable messages delivered per input; the rest follow with the next packets (its
     /// switch sends at least a keep-alive beacon every interval). Not with timeouts: a driver
     /// runs those ahead of queued packets, and a long backlog delivered on the beacon timer
@@ -199,6 +204,7 @@ impl HostConfig {
             reliable: ReliableConfig::default(),
             uplink_timeout_intervals: 10,
             ctrl_retry_ns: 50_000,
+            callbacks_held: false,
             deliver_burst_max: 256,
             retransmit_burst_max: RETRANSMIT_BURST_MAX,
         }
@@ -249,12 +255,15 @@ pub enum HostEvent {
     },
     /// §5.2 Callback (`onepipe_proc_fail_callback`): process `proc` failed at `ts`. Reliable
     /// messages it sent below `ts` are delivered everywhere; those at or above it, nowhere
-    /// (`ts` is a commit barrier, which releases what is strictly below it).
+    /// (`ts` is a commit barrier, which releases what is strictly below it). With
+    /// `HostConfig::callbacks_held`, the round waits for [`Host::complete_callbacks`].
     ProcFailed {
         /// The failed process.
         proc: ProcId,
         /// Its failure timestamp.
         ts: Timestamp,
+        /// The failure round that announced it.
+        round: u32,
     },
     /// §5.2 Recall: the reliable scattering `src` stamped `ts` was aborted because a receiver
     /// failed before acknowledging it; no correct receiver delivers it (the send-failed callback
@@ -417,6 +426,9 @@ struct LocalProc {
     rel: Option<Box<ReliableRecv>>,
     /// The application stopped reading reliable messages (a test hook: they stay buffered).
     paused: bool,
+    /// Best-effort messages the application has room for ([`Host::set_room`]); `usize::MAX`
+    /// unbounded.
+    room: usize,
 }
 
 /// Receive state of one local process for the reliable service.
@@ -467,6 +479,9 @@ pub struct Host {
     /// The commit barrier below which every reliable message has been delivered: `commit`,
     /// unless `deliver_burst_max` left some for the next input (`deliver_backlog`).
     commit_released: Option<Timestamp>,
+    /// The best-effort barrier below which every message has been delivered: `barrier`,
+    /// unless some are held for want of room ([`Host::set_room`]).
+    be_released: Option<Timestamp>,
     deliver_backlog: bool,
     /// Retransmissions due but left for the next inputs by `retransmit_burst_max`: packets
     /// continue them, and the timer from the instant held here (see `retransmit_due`).
@@ -530,6 +545,9 @@ pub struct Host {
     recalls: Vec<(u32, BTreeSet<NodeId>)>,
     /// Rounds announced and not yet completed.
     rounds_open: BTreeSet<u32>,
+    /// §5.2 rounds whose callbacks the application has not completed yet
+    /// (`HostConfig::callbacks_held`).
+    callbacks_waiting: BTreeSet<u32>,
     /// §5.2 rounds completed here and not resumed yet: round → (when to send `Completed`
     /// again, the wait after that).
     rounds_awaited: BTreeMap<u32, (Instant, u64)>,
@@ -596,6 +614,7 @@ impl Host {
                     reorder,
                     rel: None,
                     paused: false,
+                    room: usize::MAX,
                 }
             })
             .collect();
@@ -606,6 +625,7 @@ impl Host {
             barrier: None,
             commit: None,
             commit_released: None,
+            be_released: None,
             deliver_backlog: false,
             retransmit_backlog: None,
             partials: BTreeMap::new(),
@@ -647,6 +667,7 @@ impl Host {
             failed: BTreeMap::new(),
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
+            callbacks_waiting: BTreeSet::new(),
             rounds_awaited: BTreeMap::new(),
             recalled_rounds: BTreeMap::new(),
             stats: HostStats::default(),
@@ -758,6 +779,35 @@ impl Host {
         self.procs[i].paused = paused;
         self.deliver_ready(now);
         true
+    }
+
+    /// The application has room for `room` more best-effort messages to local process `p`
+    /// (a full receive queue; §4.1: a receiver that cannot take a message drops it and its
+    /// sender hears of it): the host accepts no more best-effort messages to `p` than that —
+    /// an arrival while `room` messages wait for the barrier is refused with a `BufferFull` NAK
+    /// before it is acknowledged — and delivers at most `room` before the next call
+    /// (`usize::MAX`, the default: no bound). Were it ever out of room with messages below the
+    /// barrier, it would hold them (delivered later, in order), and [`Host::released`] stays
+    /// below them meanwhile. Returns false if `p` is not local. Drain [`Node::poll_output`]
+    /// afterwards.
+    pub fn set_room(&mut self, now: Instant, p: ProcId, room: usize) -> bool {
+        let Some(i) = self.local_index(p) else {
+            return false;
+        };
+        self.procs[i].room = room;
+        self.deliver_ready(now);
+        true
+    }
+
+    /// The best-effort room `p` has left ([`Host::set_room`]); `None` if `p` is not local.
+    pub fn room(&self, p: ProcId) -> Option<usize> {
+        Some(self.procs[self.local_index(p)?].room)
+    }
+
+    /// The best-effort barrier below which everything has been delivered: the barrier, unless
+    /// messages below it are held for want of room ([`Host::set_room`]).
+    pub fn released(&self) -> Option<Barrier> {
+        self.be_released.map(Barrier)
     }
 
     /// The host's current timestamp (`onepipe_get_timestamp`) as of local time `now`: never
@@ -1214,6 +1264,22 @@ impl Host {
         ));
     }
 
+    /// §5.2: the application's callbacks for failure round `round` are done (with
+    /// `HostConfig::callbacks_held`): the host reports the round `Completed` once its recalls
+    /// are acknowledged too. Completing a round twice, or one it never raised, changes nothing.
+    /// Drain [`Node::poll_output`] afterwards.
+    pub fn complete_callbacks(&mut self, now: Instant, round: u32) {
+        if self.callbacks_waiting.remove(&round) {
+            self.finish_recalls(now);
+        }
+    }
+
+    /// §5.2 rounds whose callbacks the application has not completed
+    /// ([`Host::complete_callbacks`]).
+    pub fn callbacks_waiting(&self) -> usize {
+        self.callbacks_waiting.len()
+    }
+
     /// Whether this host, declared failed, has settled its receive buffer (§5.2).
     pub fn settled(&self) -> bool {
         self.settled
@@ -1601,7 +1667,10 @@ impl Host {
             self.nak(h.dst, h.src, first_psn, h.ts, NakReason::Late);
             return;
         }
-        if self.procs[dst_idx].reorder.len() >= self.cfg.reorder_len_max {
+        // No room in the buffer, or none in the application (`set_room`): refused before it
+        // is acknowledged.
+        let lp = &self.procs[dst_idx];
+        if lp.reorder.len() >= self.cfg.reorder_len_max.min(lp.room) {
             self.stats.dropped_full += 1;
             self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
             return;
@@ -1925,8 +1994,19 @@ impl Host {
             return;
         };
         let now_ts = self.timestamp_past(now, barrier);
+        let mut held = false;
         for lp in &mut self.procs {
-            while let Some((key, item)) = lp.reorder.pop_below(barrier) {
+            loop {
+                if lp.room == 0 {
+                    held |= lp.reorder.peek().is_some_and(|k| k.ts < barrier);
+                    break;
+                }
+                let Some((key, item)) = lp.reorder.pop_below(barrier) else {
+                    break;
+                };
+                if lp.room != usize::MAX {
+                    lp.room -= 1;
+                }
                 self.stats.delivered += 1;
                 self.outputs
                     .push_back(Output::Event(HostEvent::Deliver(Delivery {
@@ -1941,6 +2021,9 @@ impl Host {
                         now_ts,
                     })));
             }
+        }
+        if !held {
+            self.be_released = Some(barrier);
         }
         if self.partials.is_empty() {
             return;
@@ -2439,6 +2522,7 @@ impl Host {
             // order: this answers every `Completed` up to `round`.
             CtrlMsg::Resume { round, .. } => {
                 self.rounds_awaited.retain(|&r, _| r > round);
+                self.callbacks_waiting.retain(|&r| r > round);
                 self.recalled_rounds.retain(|&r, _| r > round);
                 self.sender.rearm_after_reroute(now);
                 self.retransmit_due(now, false);
@@ -2531,10 +2615,16 @@ impl Host {
             }
             self.recalls.push((round, targets));
         }
-        // Callback.
+        // Callback: with `callbacks_held`, Completed waits for the application's.
+        if self.cfg.callbacks_held && !news.is_empty() && self.own_failure.is_none() {
+            self.callbacks_waiting.insert(round);
+            if self.callbacks_waiting.len() > ROUNDS_AWAITED_MAX {
+                self.callbacks_waiting.pop_first();
+            }
+        }
         for (proc, ts) in news {
             self.outputs
-                .push_back(Output::Event(HostEvent::ProcFailed { proc, ts }));
+                .push_back(Output::Event(HostEvent::ProcFailed { proc, ts, round }));
         }
         self.rounds_open.insert(round);
         self.finish_recalls(now);
@@ -2613,6 +2703,7 @@ impl Host {
             .iter()
             .copied()
             .filter(|r| !self.recalls.iter().any(|(x, _)| x == r))
+            .filter(|r| !self.callbacks_waiting.contains(r))
             .collect();
         let retry = self.cfg.ctrl_retry_ns;
         for round in done {

@@ -2904,3 +2904,100 @@ fn a_batch_entry_for_an_unknown_process_is_dropped_the_others_apply_2_1() {
     assert_eq!(a.stats().acks_received, 1);
     assert_eq!(a.stats().dropped_invalid, 2);
 }
+
+/// §4.1 with a full application queue: told how much room the application has
+/// (`Host::set_room`), the host accepts no more best-effort messages than that — the next is
+/// refused with a `BufferFull` NAK before it is acknowledged, by the role itself — and delivers
+/// what it accepted. Given room again, it accepts again.
+#[test]
+fn a_host_out_of_room_refuses_before_acknowledging_4_1() {
+    let mut h = Host::new(host_config(0, &[0], 4), at(0));
+    assert!(h.set_room(at(0), p(0), 2));
+    assert!(!h.set_room(at(0), p(3), 2), "not a local process");
+    drain(&mut h);
+    let refused = |out: &[Out<Host>]| -> Vec<(u32, NakReason)> {
+        sent(out)
+            .into_iter()
+            .filter_map(|(_, pk)| match pk {
+                Packet::Nak(n) => Some((n.to.0, n.reason)),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut naks = Vec::new();
+    for (src, ts) in [(1, 100), (2, 110), (3, 120)] {
+        naks.extend(refused(&feed(
+            &mut h,
+            10,
+            UPLINK,
+            message(src, 0, ts, 0, b"m"),
+        )));
+    }
+    assert_eq!(naks, vec![(3, NakReason::BufferFull)]);
+    assert_eq!(h.stats().dropped_full, 1);
+    let out = feed(&mut h, 20, UPLINK, beacon(9, 1_000));
+    assert_eq!(
+        summary(&deliveries(&out)),
+        vec![(100, 1, bytes("m")), (110, 2, bytes("m"))]
+    );
+    assert_eq!(h.room(p(0)), Some(0));
+    assert_eq!(h.released(), h.barrier(), "nothing held back");
+    // Out of room: refused at once.
+    let out = feed(&mut h, 30, UPLINK, message(3, 0, 1_100, 1, b"n"));
+    assert_eq!(refused(&out), vec![(3, NakReason::BufferFull)]);
+    // The application read: room again.
+    h.set_room(at(40), p(0), 5);
+    drain(&mut h);
+    let out = feed(&mut h, 50, UPLINK, message(3, 0, 1_200, 2, b"o"));
+    assert!(refused(&out).is_empty());
+    let out = feed(&mut h, 60, UPLINK, beacon(9, 2_000));
+    assert_eq!(summary(&deliveries(&out)), vec![(1_200, 3, bytes("o"))]);
+    assert_eq!(h.room(p(0)), Some(4));
+}
+
+/// §5.2 "resumes delivery after all non-fail processes finish their callback functions": with
+/// `callbacks_held`, a host raises the callbacks of a round and reports it `Completed` only
+/// once the application said they are done (`Host::complete_callbacks`); a duplicate Broadcast
+/// meanwhile does not complete it, and completing twice changes nothing.
+#[test]
+fn a_round_completes_only_once_the_callbacks_are_done_5_2() {
+    let mut cfg = host_config(0, &[0], 3);
+    cfg.callbacks_held = true;
+    let mut h = Host::new(cfg, at(0));
+    let failure = CtrlMsg::Failure {
+        round: 4,
+        failed: vec![(p(1), t(50)), (p(2), t(50))],
+        correct: vec![NodeId(0)],
+    };
+    let out = control(&mut h, 100, failure.clone());
+    let raised: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(e @ HostEvent::ProcFailed { .. }) => Some(e.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        raised,
+        vec![
+            HostEvent::ProcFailed {
+                proc: p(1),
+                ts: t(50),
+                round: 4
+            },
+            HostEvent::ProcFailed {
+                proc: p(2),
+                ts: t(50),
+                round: 4
+            },
+        ]
+    );
+    assert!(completed_sent(&out).is_empty(), "callbacks still running");
+    assert_eq!(h.callbacks_waiting(), 1);
+    assert!(completed_sent(&control(&mut h, 200, failure)).is_empty());
+    h.complete_callbacks(at(300), 4);
+    assert_eq!(completed_sent(&drain(&mut h)), vec![4]);
+    h.complete_callbacks(at(310), 4);
+    assert!(completed_sent(&drain(&mut h)).is_empty());
+    assert_eq!(h.callbacks_waiting(), 0);
+}

@@ -14,6 +14,8 @@
 //! ordered = true                  # false: the same transport with ordering switched off
 //! loss_timeout = "50ms"           # a best-effort message unacknowledged this long is reported lost
 //! link_timeout = "1s"             # an aggregator removes an input silent this long (§4.2); "0s": never
+//! callback_timeout = "2s"         # a §5.2 round waits this long for a process's failure callbacks;
+//!                                 # then that process is declared failed ("0s": as long as it takes)
 //! datagram_len_max = "auto"       # UDP payload bytes per datagram: "auto" (each member's path
 //!                                 # MTU: 65,507 on loopback, 1,472 on Ethernet) or 1472..=65507
 //! gso = true                      # send many datagrams per system call (UDP GSO) where the kernel can
@@ -83,6 +85,10 @@ pub struct Cluster {
     pub loss_timeout_ns: u64,
     /// An aggregator removes an input link silent this long (§4.2); 0 never.
     pub link_timeout_ns: u64,
+    /// §5.2: how long a failure round waits for a process to finish its failure callbacks
+    /// before that process is declared failed itself; 0 as long as it takes.
+    #[serde(default = "callback_timeout_default")]
+    pub callback_timeout_ns: u64,
     /// UDP payload bytes per datagram on the wire; `None` (`"auto"`): as many as every path
     /// from the member carries without IP fragmentation (its route MTU). See
     /// [`Cluster::driver_config`].
@@ -98,6 +104,10 @@ pub struct Cluster {
     pub aggregators: Vec<AggregatorSpec>,
     /// The processes, by id.
     pub processes: Vec<ProcessSpec>,
+}
+
+fn callback_timeout_default() -> u64 {
+    crate::roles::CALLBACK_TIMEOUT_NS
 }
 
 fn yes() -> bool {
@@ -270,6 +280,11 @@ impl Cluster {
             })?,
         };
         let link_timeout_ns = dur(&file.link_timeout, "link_timeout", roles.link_timeout_ns)?;
+        let callback_timeout_ns = dur(
+            &file.callback_timeout,
+            "callback_timeout",
+            roles.callback_timeout_ns,
+        )?;
         let datagram_len_max = match &file.datagram_len_max {
             None => None,
             Some(v) => match v.get_ref() {
@@ -293,6 +308,7 @@ impl Cluster {
             ("aggregator_mode", &file.aggregator_mode),
             ("loss_timeout", &file.loss_timeout),
             ("link_timeout", &file.link_timeout),
+            ("callback_timeout", &file.callback_timeout),
         ] {
             top(name, v.as_ref().map(|s| s.span()));
         }
@@ -305,6 +321,7 @@ impl Cluster {
             ordered: file.ordered.unwrap_or(true),
             loss_timeout_ns,
             link_timeout_ns,
+            callback_timeout_ns,
             datagram_len_max,
             gso: file.gso.unwrap_or(true),
             gro: file.gro.unwrap_or(true),
@@ -599,6 +616,7 @@ impl Cluster {
             ordered: true,
             loss_timeout_ns: roles.rto_ns,
             link_timeout_ns: roles.link_timeout_ns,
+            callback_timeout_ns: roles.callback_timeout_ns,
             datagram_len_max: None,
             gso: true,
             gro: true,
@@ -652,6 +670,11 @@ impl Cluster {
             s,
             "link_timeout = \"{}\"",
             format_duration(self.link_timeout_ns)
+        );
+        let _ = writeln!(
+            s,
+            "callback_timeout = \"{}\"",
+            format_duration(self.callback_timeout_ns)
         );
         match self.datagram_len_max {
             None => {
@@ -824,6 +847,7 @@ impl Cluster {
             aggregator_phase_ns: self.aggregator_phase_ns,
             rto_ns: self.loss_timeout_ns,
             link_timeout_ns: self.link_timeout_ns,
+            callback_timeout_ns: self.callback_timeout_ns,
             ..LiveRoles::default()
         }
     }
@@ -841,6 +865,7 @@ struct FileRepr {
     ordered: Option<bool>,
     loss_timeout: Option<Spanned<String>>,
     link_timeout: Option<Spanned<String>>,
+    callback_timeout: Option<Spanned<String>>,
     datagram_len_max: Option<Spanned<LenRepr>>,
     gso: Option<bool>,
     gro: Option<bool>,

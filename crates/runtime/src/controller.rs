@@ -414,6 +414,7 @@ fn failure_procedure(cluster: &Cluster) -> Result<Failure, String> {
     let cfg = ControllerConfig {
         procs_of_host: (0..cluster.procs()).map(|p| vec![ProcId(p)]).collect(),
         settle_ns: (cluster.link_timeout_ns / 2).max(20 * cluster.beacon_interval_ns),
+        callback_timeout_ns: cluster.callback_timeout_ns,
     };
     Ok(Failure {
         procedure: None,

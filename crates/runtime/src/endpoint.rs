@@ -29,9 +29,11 @@
 //!   it sleeps until the I/O thread has handled acknowledgements or loss reports, and tries
 //!   again, so no application spins on `Full`.
 //! * **Receiving**: the I/O thread puts each delivered message in one of two bounded queues
-//!   (best effort, reliable), which application threads drain. When the best-effort queue is
-//!   full the message is dropped and NAKed to its sender (`BufferFull`), which learns of it
-//!   through its own [`Event::SendFailed`], as a full receive buffer does in §4.1. Batches
+//!   (best effort, reliable), which application threads drain. The role is told how many
+//!   best-effort messages the queue has room for (`Host::set_room`) and accepts no more: one
+//!   that arrives beyond that is refused before it is acknowledged and NAKed to its sender
+//!   (`BufferFull`) by the role itself, so the sender learns of it through its own
+//!   [`Event::SendFailed`], as a full receive buffer does in §4.1. Batches
 //!   (`recv_*_many`, `poll_*`) take many messages under one lock. When the
 //!   reliable queue is full the role stops delivering to this process: its reorder buffer fills,
 //!   its receive window closes and senders wait (§6.1 flow control) — nothing is lost.
@@ -108,7 +110,7 @@ use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::reliable::ReliableStats;
 use onepipe_proto::time::{Instant, Timestamp};
-use onepipe_proto::wire::{Nak, NakReason, Packet};
+use onepipe_proto::wire::{NakReason, Packet};
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
@@ -196,6 +198,12 @@ pub enum Event {
         ts: Timestamp,
         /// How it is known.
         reason: FailReason,
+        /// §5.2: delivery resumes "after all non-fail processes finish their callback
+        /// functions" — drop this (or call [`Callback::done`]) once the application has acted
+        /// on the failure. Until then this process holds the round's Resume; held longer than
+        /// the cluster's `callback_timeout`, this process is declared failed itself. (Only
+        /// `FailReason::Failed` holds anything.)
+        callback: Callback,
     },
     /// §5.2 Recall: a reliable scattering this process sent, stamped `ts`, was aborted because
     /// one of its receivers failed before acknowledging it; no correct receiver delivers it
@@ -227,6 +235,52 @@ pub enum Event {
     /// controller leads now (a failover, docs/CONTROLLER-HA.md); its data path never stopped.
     ControllerChanged,
 }
+
+/// The handle of a §5.2 failure callback ([`Event::ProcessFailed`]): the round completes at
+/// this process when every handle of the round is dropped or [`Callback::done`]. Clones share
+/// the completion. Two handles are equal if they are of the same round.
+#[derive(Clone, Default)]
+pub struct Callback(Option<Arc<CallbackInner>>);
+
+struct CallbackInner {
+    round: u32,
+    shared: std::sync::Weak<Shared>,
+}
+
+impl Callback {
+    /// The callback is done (the same as dropping it).
+    pub fn done(self) {}
+
+    /// The failure round it belongs to; `None` for a notification that holds nothing.
+    pub fn round(&self) -> Option<u32> {
+        self.0.as_ref().map(|c| c.round)
+    }
+}
+
+impl Drop for CallbackInner {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.complete_callbacks(self.round);
+        }
+    }
+}
+
+impl std::fmt::Debug for Callback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.round() {
+            Some(r) => write!(f, "Callback(round {r})"),
+            None => f.write_str("Callback(none)"),
+        }
+    }
+}
+
+impl PartialEq for Callback {
+    fn eq(&self, other: &Callback) -> bool {
+        self.round() == other.round()
+    }
+}
+
+impl Eq for Callback {}
 
 /// Why [`Event::ProcessFailed`] was raised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -374,7 +428,8 @@ pub struct EndpointStats {
     pub reliable: ReliableStats,
     /// The transport's counters (as of the I/O thread's last report, every few ms).
     pub driver: DriverStats,
-    /// Best-effort messages dropped (and NAKed) because the application's queue was full.
+    /// Best-effort messages the role refused (and NAKed) for want of room: the application's
+    /// queue was full, or its reorder buffer (`host.dropped_full`).
     pub recv_refused_full: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
@@ -407,15 +462,22 @@ struct Shared {
     dirty: AtomicBool,
     clock: Clock,
     waker: OnceLock<Waker>,
+    /// This `Shared`, for the callback handles it gives out.
+    me: OnceLock<std::sync::Weak<Shared>>,
+    /// Failure notifications the event queue had no room for, in order: never dropped (one
+    /// per failed process at most), moved to the queue as it drains.
+    held_events: Mutex<VecDeque<Event>>,
     be: BoundedQueue<Message>,
     rel: BoundedQueue<Message>,
     events: BoundedQueue<Event>,
     stop: AtomicBool,
     /// Reliable delivery is paused because the reliable queue is full.
     rel_paused: AtomicBool,
+    /// The role's best-effort room is half used or less ([`Shared::grant_room`]): a
+    /// best-effort pop that half empties the queue wakes the I/O thread to give more.
+    be_starved: AtomicBool,
     report_reliable_sent: bool,
     driver_stats: Mutex<DriverStats>,
-    recv_refused_full: AtomicU64,
     events_dropped: AtomicU64,
     /// The role's best-effort and commit barriers as of the I/O thread's last drain (raw
     /// timestamps; [`NO_BARRIER`] before the first): everything below them is in the queues.
@@ -516,6 +578,8 @@ impl Endpoint {
         let mut host_cfg = roles.host_config(NodeId(id), vec![me], cluster.procs(), &driver_cfg);
         // §5.2 Detect: a silent aggregator is reported as this process's input link.
         host_cfg.input_link = LiveTopology::of(&cluster).ok().and_then(|t| t.downlink(id));
+        // §5.2: a failure round completes here once the application's callbacks are done.
+        host_cfg.callbacks_held = true;
         let role = if cluster.ordered {
             Role::Ordered(Box::new(Host::new(host_cfg, clock.now())))
         } else {
@@ -535,14 +599,16 @@ impl Endpoint {
             dirty: AtomicBool::new(false),
             clock,
             waker: OnceLock::new(),
+            me: OnceLock::new(),
+            held_events: Mutex::new(VecDeque::new()),
             be: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
             rel: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
             events: BoundedQueue::new(opts.event_queue_len_max.max(1)),
             stop: AtomicBool::new(false),
             rel_paused: AtomicBool::new(false),
+            be_starved: AtomicBool::new(false),
             report_reliable_sent: opts.report_reliable_sent,
             driver_stats: Mutex::new(DriverStats::default()),
-            recv_refused_full: AtomicU64::new(0),
             events_dropped: AtomicU64::new(0),
             published: [AtomicU64::new(NO_BARRIER), AtomicU64::new(NO_BARRIER)],
             control_out: Mutex::new(VecDeque::new()),
@@ -553,13 +619,18 @@ impl Endpoint {
         });
         let ports = PortTable::new().with_link(UPLINK, uplink);
         let driver = Driver::new(
-            CoreNode::new(shared.clone()),
+            {
+                // The role accepts no more best-effort messages than the queue holds.
+                shared.grant_room(true);
+                CoreNode::new(shared.clone())
+            },
             socket,
             ports,
             clock,
             driver_cfg,
         )?;
         let _ = shared.waker.set(driver.waker());
+        let _ = shared.me.set(Arc::downgrade(&shared));
         debug!(proc = id, %addr, "joined");
         let io = {
             let shared = shared.clone();
@@ -741,7 +812,7 @@ impl Endpoint {
     /// # Errors
     /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
     pub fn recv_unreliable(&self) -> Result<Message, RecvError> {
-        Ok(self.shared.be.pop(true, None)?)
+        self.after_unreliable_pop(self.shared.be.pop(true, None))
     }
 
     /// The next best-effort message if one is waiting.
@@ -749,7 +820,7 @@ impl Endpoint {
     /// # Errors
     /// [`RecvError::Empty`] if none is; [`RecvError::Closed`] as [`Endpoint::recv_unreliable`].
     pub fn try_recv_unreliable(&self) -> Result<Message, RecvError> {
-        Ok(self.shared.be.pop(false, None)?)
+        self.after_unreliable_pop(self.shared.be.pop(false, None))
     }
 
     /// The next best-effort message, waiting at most `timeout`.
@@ -758,7 +829,7 @@ impl Endpoint {
     /// [`RecvError::Timeout`] if none came; [`RecvError::Closed`] as
     /// [`Endpoint::recv_unreliable`].
     pub fn recv_unreliable_timeout(&self, timeout: Duration) -> Result<Message, RecvError> {
-        Ok(self.shared.be.pop(false, Some(deadline(timeout)))?)
+        self.after_unreliable_pop(self.shared.be.pop(false, Some(deadline(timeout))))
     }
 
     /// The next reliable message, waiting as long as it takes (Table 1 `onepipe_reliable_recv`).
@@ -814,7 +885,7 @@ impl Endpoint {
         timeout: Duration,
     ) -> Result<usize, RecvError> {
         let until = (!timeout.is_zero()).then(|| deadline(timeout));
-        Ok(self.shared.be.pop_many(out, limit, false, until)?)
+        self.after_unreliable_pop(self.shared.be.pop_many(out, limit, false, until))
     }
 
     /// Up to `limit` reliable messages at once, as [`Endpoint::recv_unreliable_many`].
@@ -883,7 +954,7 @@ impl Endpoint {
     /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
     #[cfg(feature = "tokio")]
     pub async fn recv_unreliable_async(&self) -> Result<Message, RecvError> {
-        Ok(self.shared.be.pop_async().await?)
+        self.after_unreliable_pop(self.shared.be.pop_async().await)
     }
 
     /// The next reliable message, as a future (with the `tokio` feature): Table 1
@@ -905,6 +976,17 @@ impl Endpoint {
     #[cfg(feature = "tokio")]
     pub async fn next_event_async(&self) -> Result<Event, RecvError> {
         Ok(self.shared.events.pop_async().await?)
+    }
+
+    /// A best-effort pop made room: if the role's room runs low, let the I/O thread give it
+    /// more once the queue is half empty.
+    fn after_unreliable_pop<T>(&self, r: Result<T, PopError>) -> Result<T, RecvError> {
+        if self.shared.be_starved.load(Ordering::Relaxed)
+            && self.shared.be.len() <= self.shared.be.len_max() / 2
+        {
+            self.shared.wake();
+        }
+        Ok(r?)
     }
 
     /// A reliable pop made room: if delivery was paused for want of it, let the I/O thread
@@ -1062,6 +1144,7 @@ impl Shared {
             Role::Unordered(h) => (h.stats().clone(), ReliableStats::default()),
         };
         EndpointStats {
+            recv_refused_full: host.dropped_full,
             host,
             reliable,
             driver: self
@@ -1069,7 +1152,6 @@ impl Shared {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
-            recv_refused_full: self.recv_refused_full.load(Ordering::Relaxed),
             events_dropped: self.events_dropped.load(Ordering::Relaxed),
             control_dropped: self.control_dropped.load(Ordering::Relaxed),
         }
@@ -1129,7 +1211,7 @@ impl Shared {
     /// role's commit barrier then runs ahead of what it has delivered.
     fn publish(&self, overflow_empty: bool) {
         let (be, commit) = match &self.lock().role {
-            Role::Ordered(h) => (h.barrier(), h.commit_barrier()),
+            Role::Ordered(h) => (h.released(), h.commit_barrier()),
             Role::Unordered(_) => (None, None),
         };
         if let Some(b) = be {
@@ -1141,10 +1223,60 @@ impl Shared {
         }
     }
 
+    /// Queues an event for the application. A full queue drops it and counts it, except a
+    /// failure notification, which waits in `held_events` (in order) until there is room.
     fn push_event(&self, e: Event) {
-        if self.events.try_push(e).is_err() {
-            self.events_dropped.fetch_add(1, Ordering::Relaxed);
+        let mut held = self.held_events.lock().unwrap_or_else(|e| e.into_inner());
+        let failure = matches!(e, Event::ProcessFailed { .. });
+        if !held.is_empty() && failure {
+            held.push_back(e);
+            return;
         }
+        if let Err(e) = self.events.try_push(e) {
+            if failure {
+                held.push_back(e);
+            } else {
+                self.events_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Moves held failure notifications into the event queue while it has room.
+    fn release_held_events(&self) {
+        let mut held = self.held_events.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(e) = held.pop_front() {
+            if let Err(e) = self.events.try_push(e) {
+                held.push_front(e);
+                break;
+            }
+        }
+    }
+
+    /// The callback handle for failure round `round`: one completion per round, shared by its
+    /// notifications. `pending` keeps a clone until the turn ends, so the application cannot
+    /// complete the round before it has seen every notification of it.
+    fn callback(&self, round: u32, pending: &mut Pending) -> Callback {
+        if let Some(c) = pending.callbacks.iter().find(|c| c.round() == Some(round)) {
+            return c.clone();
+        }
+        let c = Callback(Some(Arc::new(CallbackInner {
+            round,
+            shared: self.me.get().cloned().unwrap_or_default(),
+        })));
+        pending.callbacks.push(c.clone());
+        c
+    }
+
+    /// §5.2: this process's callbacks for `round` are done (the last handle was dropped).
+    fn complete_callbacks(&self, round: u32) {
+        let now = self.clock.now();
+        let mut core = self.lock();
+        if let Role::Ordered(h) = &mut core.role {
+            h.complete_callbacks(now, round);
+        }
+        drop(core);
+        self.dirty.store(true, Ordering::SeqCst);
+        self.wake();
     }
 
     /// What the I/O thread does with each event of the role. Deliveries wait in `pending`
@@ -1171,11 +1303,15 @@ impl Shared {
             HostEvent::SendFailed {
                 dst, ts, reason, ..
             } => self.push_event(Event::SendFailed { dst, ts, reason }),
-            HostEvent::ProcFailed { proc, ts } => self.push_event(Event::ProcessFailed {
-                proc,
-                ts,
-                reason: FailReason::Failed,
-            }),
+            HostEvent::ProcFailed { proc, ts, round } => {
+                let callback = self.callback(round, pending);
+                self.push_event(Event::ProcessFailed {
+                    proc,
+                    ts,
+                    reason: FailReason::Failed,
+                    callback,
+                });
+            }
             HostEvent::Recalled { ts, .. } => self.push_event(Event::Recalled { ts }),
             HostEvent::ReliableAborted { handle, .. } => self.push_event(Event::ReliableAborted {
                 handle: SendHandle(handle),
@@ -1191,57 +1327,50 @@ impl Shared {
         }
     }
 
-    /// Moves the turn's deliveries into the application's queues. Best-effort messages the
-    /// queue has no room for are dropped and NAKed (§4.1: a receiver with no room drops the
-    /// message, so that its sender hears of the loss). Reliable ones stay in `pending.rel`
-    /// and reliable delivery pauses (the role holds the rest back, §6.1) until the
-    /// application makes room. Returns whether the role has new outputs to drain (NAKs).
-    fn flush_deliveries(&self, pending: &mut Pending) -> bool {
+    /// Moves the turn's deliveries into the application's queues. The role never delivers
+    /// more best-effort messages than the queue has room for ([`Shared::grant_room`]: it
+    /// refuses and NAKs arrivals beyond that itself, §4.1). Reliable ones the queue cannot
+    /// take stay in `pending.rel` and reliable delivery pauses (the role holds the rest back,
+    /// §6.1) until the application makes room.
+    fn flush_deliveries(&self, pending: &mut Pending) {
         self.be.push_many(&mut pending.be);
-        let refused = !pending.be.is_empty();
-        for m in pending.be.drain(..) {
-            self.refuse_best_effort(&m);
-        }
+        debug_assert!(pending.be.is_empty(), "the role delivered beyond its room");
         self.rel.push_many(&mut pending.rel);
         if !pending.rel.is_empty() && !self.rel_paused.load(Ordering::Relaxed) {
             self.set_reliable_paused(true);
         }
-        refused
     }
 
-    /// A best-effort message the application's queue had no room for: dropped, counted and
-    /// NAKed to its sender.
-    fn refuse_best_effort(&self, m: &Message) {
-        self.recv_refused_full.fetch_add(1, Ordering::Relaxed);
-        let nak = Nak {
-            reason: NakReason::BufferFull,
-            from: self.proc,
-            to: m.src,
-            psn: onepipe_proto::ids::Psn(m.psn),
-            ts: m.ts,
-            reliable: false,
-            seq: 0,
-        };
+    /// Tells the role how many best-effort messages the application's queue has room for
+    /// (`Host::set_room`), once what it was given last is half used and the application has
+    /// read since: the role accepts no more than that, and refuses what arrives beyond it
+    /// with a `BufferFull` NAK before acknowledging it. Called by the I/O thread with no
+    /// deliveries pending. Returns whether the role has new outputs.
+    fn grant_room(&self, force: bool) -> bool {
+        let len_max = self.be.len_max();
+        let free = len_max.saturating_sub(self.be.len());
+        let now = self.clock.now();
+        let me = self.proc;
         let mut core = self.lock();
-        if m.src == self.proc {
-            // Our own message: tell the role directly (a NAK through the network could be
-            // lost, and nothing would report it).
-            let input: Input<Packet> = Input::Packet {
-                port: UPLINK,
-                packet: Packet::Nak(nak),
-            };
-            let now = self.clock.now();
-            match &mut core.role {
-                Role::Ordered(h) => h.handle(now, input.widen()),
-                Role::Unordered(h) => h.handle(now, input),
-            }
-        } else {
-            core.extra.push_back(Output::Send {
-                port: UPLINK,
-                packet: Packet::Nak(nak),
-            });
+        let room = match &core.role {
+            Role::Ordered(h) => h.room(me).unwrap_or(0),
+            Role::Unordered(h) => h.room(),
+        };
+        let low = room <= len_max / 2;
+        self.be_starved.store(low, Ordering::Relaxed);
+        if !(force || low && free > room) {
+            return false;
         }
+        match &mut core.role {
+            Role::Ordered(h) => {
+                h.set_room(now, me, free);
+            }
+            Role::Unordered(h) => h.set_room(free),
+        }
+        self.be_starved
+            .store(free <= len_max / 2, Ordering::Relaxed);
         self.dirty.store(true, Ordering::SeqCst);
+        true
     }
 
     fn set_reliable_paused(&self, paused: bool) {
@@ -1262,6 +1391,8 @@ impl Shared {
 struct Pending {
     be: VecDeque<Message>,
     rel: VecDeque<Message>,
+    /// Callback handles made this turn (see [`Shared::callback`]), dropped at its end.
+    callbacks: Vec<Callback>,
 }
 
 /// The role as the driver sees it. Each input takes the lock once: the role handles it, and
@@ -1380,8 +1511,11 @@ fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> 
         driver.with_node(|_, _| (), &mut sink);
         // The turn's deliveries go to the application's queues in one batch — before the
         // barriers are published, and before the loop waits.
-        if shared.flush_deliveries(&mut pending) {
+        shared.flush_deliveries(&mut pending);
+        // Best-effort room for the role, once the application has read.
+        if shared.grant_room(false) {
             driver.with_node(|_, _| (), &mut |e| shared.on_event(e, &mut pending));
+            shared.flush_deliveries(&mut pending);
         }
         // Reliable delivery resumes once the application has made room.
         if pending.rel.is_empty()
@@ -1394,6 +1528,10 @@ fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> 
         }
         shared.publish(pending.rel.is_empty());
         shared.room_turned();
+        // The turn's failure notifications are all queued: the application's callbacks may
+        // complete their rounds now (dropped outside every lock).
+        pending.callbacks.clear();
+        shared.release_held_events();
         if last_stats.elapsed() >= Duration::from_millis(20) {
             last_stats = std::time::Instant::now();
             *shared
@@ -1532,6 +1670,7 @@ fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<S
                         } else {
                             FailReason::Lost
                         },
+                        callback: Callback::default(),
                     });
                 }
                 Member::Aggregator(name) => {
@@ -1553,6 +1692,7 @@ fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<S
                             proc: shared.proc,
                             ts: Timestamp::new(ts),
                             reason: FailReason::Declared,
+                            callback: Callback::default(),
                         });
                     }
                 }

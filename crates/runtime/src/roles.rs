@@ -24,6 +24,10 @@ use serde::{Deserialize, Serialize};
 /// Default live beacon interval: 1 ms.
 pub const BEACON_INTERVAL_NS_DEFAULT: u64 = 1_000_000;
 
+/// How long a §5.2 failure round waits for a live process's failure callbacks by default
+/// (2 s: a callback blocked for that long is taken for a failed process).
+pub const CALLBACK_TIMEOUT_NS: u64 = 2_000_000_000;
+
 /// How the live aggregators aggregate barriers (the switch incarnations of §6.2).
 ///
 /// ```
@@ -118,6 +122,9 @@ pub struct LiveRoles {
     /// handling); 0 never removes. The paper's "10 beacon intervals" is 10 ms here, shorter
     /// than a process on a busy machine may wait for a core.
     pub link_timeout_ns: u64,
+    /// §5.2: how long a failure round waits for a process's callbacks (0: as long as it
+    /// takes); see `Cluster::callback_timeout_ns`.
+    pub callback_timeout_ns: u64,
 }
 
 impl Default for LiveRoles {
@@ -139,6 +146,7 @@ impl Default for LiveRoles {
             reliable_rto_max_ns: 200_000_000,
             send_buffer_bytes_max: 4 << 20,
             link_timeout_ns: 1_000_000_000,
+            callback_timeout_ns: CALLBACK_TIMEOUT_NS,
         }
     }
 }

@@ -45,6 +45,8 @@ pub struct UnorderedHost {
     partials: BTreeMap<(ProcId, Psn), Partial>,
     outputs: VecDeque<Output<Packet, HostEvent>>,
     stats: HostStats,
+    /// Messages the application has room for ([`UnorderedHost::set_room`]).
+    room: usize,
 }
 
 impl UnorderedHost {
@@ -65,7 +67,20 @@ impl UnorderedHost {
             partials: BTreeMap::new(),
             outputs: VecDeque::new(),
             stats: HostStats::default(),
+            room: usize::MAX,
         }
+    }
+
+    /// The application has room for `room` more messages (`usize::MAX`, the default: no
+    /// bound); out of room, arrivals are dropped and counted in `dropped_full` (the baseline
+    /// tells no sender: it has no loss reports), as `Host::set_room` refuses them.
+    pub fn set_room(&mut self, room: usize) {
+        self.room = room;
+    }
+
+    /// The room left ([`UnorderedHost::set_room`]).
+    pub fn room(&self) -> usize {
+        self.room
     }
 
     /// Counters (the ordering ones stay zero).
@@ -146,6 +161,13 @@ impl UnorderedHost {
     }
 
     fn deliver(&mut self, now: Instant, src: ProcId, psn: Psn, ts: Timestamp, payload: Bytes) {
+        if self.room == 0 {
+            self.stats.dropped_full += 1;
+            return;
+        }
+        if self.room != usize::MAX {
+            self.room -= 1;
+        }
         let now_ts = self.timestamp(now);
         self.stats.delivered += 1;
         self.outputs

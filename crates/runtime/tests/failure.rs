@@ -88,6 +88,7 @@ fn await_failed(e: &Endpoint, proc: u32) -> u64 {
             proc: p,
             ts,
             reason,
+            ..
         }) = e.next_event_timeout(Duration::from_millis(100))
         {
             if p.0 == proc && reason == onepipe_runtime::FailReason::Failed {
@@ -156,6 +157,133 @@ fn a_stopped_process_is_declared_at_its_last_commit_and_the_others_resume_5_2() 
     let reports = local.stop();
     let tor1 = reports.iter().find(|r| r.name == "tor-1").unwrap();
     assert!(tor1.commit_inputs_removed >= 1, "{:?}", tor1.counters());
+}
+
+/// A four-process leaf-spine whose links time out after 300 ms, with `callback_timeout`; its
+/// endpoints, once every one has spoken (an input that never spoke is never timed out).
+fn callback_cluster(callback_timeout_ns: u64) -> (LocalCluster, Vec<Endpoint>) {
+    let mut cluster = Cluster::generate(&LocalLayout {
+        hosts: 4,
+        controller: SocketAddr::from(([127, 0, 0, 1], 0)),
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    cluster.link_timeout_ns = 300_000_000;
+    cluster.callback_timeout_ns = callback_timeout_ns;
+    let local = LocalCluster::with_cluster(cluster).unwrap();
+    let eps = join_all(local.controller_addr(), 4);
+    for e in &eps {
+        broadcast(e, &[0, 1, 2, 3], 1);
+    }
+    for e in &eps {
+        assert_eq!(receive(e, 4).len(), 4);
+    }
+    (local, eps)
+}
+
+/// Waits at `e` for the §5.2 callback about `proc` and returns the event (holding the round).
+fn hold_failed(e: &Endpoint, proc: u32) -> Event {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        assert!(Instant::now() < deadline, "p{} never heard", e.proc());
+        if let Ok(ev @ Event::ProcessFailed { .. }) =
+            e.next_event_timeout(Duration::from_millis(100))
+        {
+            if matches!(&ev, Event::ProcessFailed { proc: p, reason, .. }
+                if p.0 == proc && *reason == onepipe_runtime::FailReason::Failed)
+            {
+                return ev;
+            }
+        }
+    }
+}
+
+/// Polls the controller until `done` holds for its failure rounds.
+fn await_rounds(
+    local: &LocalCluster,
+    what: &str,
+    done: impl Fn(&[onepipe_runtime::controller::FailureRound]) -> bool,
+) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let rounds = local.controller().failure_rounds();
+        if done(&rounds) {
+            return;
+        }
+        if Instant::now() >= deadline {
+            let st = ControlClient::status(local.controller_addr(), PATIENCE);
+            panic!("{what}: {rounds:?}\n{st:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// §5.2 "resumes delivery after all non-fail processes finish their callback functions": p3
+/// stops; p1 and p2 finish their callbacks at once, p0 holds its callback handle. The round
+/// does not resume while p0 holds it, and does once p0 drops it.
+#[test]
+fn resume_waits_for_a_slow_callback_5_2() {
+    let (local, mut eps) = callback_cluster(60_000_000_000);
+    let p3 = eps.pop().unwrap();
+    p3.leave();
+    await_rounds(&local, "declared", |r| r.len() == 1);
+    let held = hold_failed(&eps[0], 3);
+    for e in &eps[1..] {
+        await_failed(e, 3);
+    }
+    await_rounds(&local, "declared", |r| r.len() == 1);
+    // Every other process has completed; the round waits for p0's callback.
+    std::thread::sleep(Duration::from_millis(500));
+    let rounds = local.controller().failure_rounds();
+    assert!(
+        rounds[0].resumed_ms.is_none(),
+        "resumed under a running callback: {rounds:?}"
+    );
+    drop(held);
+    await_rounds(&local, "resumed", |r| r[0].resumed_ms.is_some());
+    for e in &eps {
+        broadcast(e, &[0, 1, 2], 2);
+    }
+    for e in &eps {
+        assert_eq!(receive(e, 3).len(), 3);
+    }
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
+}
+
+/// §5.2, bounded: a process that never finishes its callback is declared failed itself once
+/// the round has waited `callback_timeout` (1 s here), and the others go on without it.
+#[test]
+fn a_process_that_never_completes_its_callback_is_declared_failed_5_2() {
+    let (local, mut eps) = callback_cluster(1_000_000_000);
+    let p3 = eps.pop().unwrap();
+    p3.leave();
+    await_rounds(&local, "declared", |r| !r.is_empty());
+    let _held_forever = hold_failed(&eps[0], 3);
+    for e in &eps[1..] {
+        await_failed(e, 3);
+    }
+    // p0 is declared at the timeout; p1 and p2 hear of it.
+    let failure_ts: Vec<u64> = eps[1..].iter().map(|e| await_failed(e, 0)).collect();
+    assert_eq!(failure_ts[0], failure_ts[1]);
+    await_rounds(&local, "p0 declared, both rounds resumed", |r| {
+        r.len() == 2
+            && r[1].failed.iter().any(|&(p, _)| p == 0)
+            && r.iter().all(|r| r.resumed_ms.is_some())
+    });
+    for e in &eps[1..] {
+        broadcast(e, &[1, 2], 3);
+    }
+    for e in &eps[1..] {
+        let got = receive(e, 2);
+        assert!(got.iter().all(|&(_, tag)| tag == 3), "{got:?}");
+    }
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
 }
 
 /// Distrust the wire: a `Ctrl` line from a connection that has not joined, or in another

@@ -680,6 +680,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     .map(|h| (h * pph..(h + 1) * pph).map(ProcId).collect())
                     .collect(),
                 settle_ns: cfg.failure_settle_ns,
+                callback_timeout_ns: 0,
             },
             topo.clone(),
         );
@@ -1628,7 +1629,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     debug_assert_eq!((queued, proc), (handle, src.0));
                     self.stats.sends_to_failed += 1;
                 }
-                Output::Event(HostEvent::ProcFailed { proc, ts }) => {
+                Output::Event(HostEvent::ProcFailed { proc, ts, .. }) => {
                     self.stats.proc_failed_callbacks += 1;
                     self.trace.add(0xFA1D ^ (proc.0 as u64) << 32 ^ h as u64);
                     self.trace.add(ts.raw());

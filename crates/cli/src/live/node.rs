@@ -545,7 +545,10 @@ fn events(s: &Shared) {
                 let rec = lock(&s.unstamped).stamp(handle, ts);
                 lock(&s.stamped).extend(rec);
             }
-            Ok(Event::ProcessFailed { proc, reason, ts }) => {
+            // The callback completes when this arm drops it: nothing here outlives it.
+            Ok(Event::ProcessFailed {
+                proc, reason, ts, ..
+            }) => {
                 if proc == s.ep.proc() && reason == FailReason::Declared {
                     s.declared.store(true, Ordering::SeqCst);
                 }
