@@ -30,6 +30,9 @@
 //! [`HostEvent`]s, and management messages ([`Output::Mgmt`], relays of an input ahead of its
 //! control messages).
 
+mod lifecycle;
+mod uplink;
+
 use crate::ack::{AckBatcher, AckOwed, RecvWindow, SendTracker};
 use crate::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use crate::ids::{LinkId, NodeId, PortId, ProcId, Psn};
@@ -37,13 +40,15 @@ use crate::node::{Input, Node, Output};
 use crate::peers::PeerVec;
 use crate::reliable::{ReliableConfig, ReliableSender, ReliableStats, Rtt, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
-use crate::time::{next_tick, Barrier, Instant, Timestamp};
+use crate::time::{Barrier, Instant, Timestamp};
 use crate::wire::{
     flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
 };
 use bytes::{Bytes, BytesMut};
+use lifecycle::Lifecycle;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
+use uplink::Uplink;
 
 /// The host's only network port: uplink out, downlink in.
 pub const UPLINK: PortId = PortId(0);
@@ -505,42 +510,16 @@ pub struct Host {
     /// Reused buffer of the ACKs `send_acks_to` builds (no allocation for a lone ACK).
     acks_out: Vec<Ack>,
     recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
-    /// Heard from the first-hop switch since the last beacon time; beacon times in a row it
-    /// was silent (§4.2 failure detection).
-    uplink_heard: bool,
-    uplink_silent: u32,
-    /// Sent anything on the uplink since the last beacon time: if not, the beacon goes even if
-    /// it tells nothing new — a keep-alive, like a switch's (§4.2), so the first-hop switch
-    /// does not take an idle host whose barrier stands still (its clock stepped back) for dead.
-    uplink_active: bool,
-    /// The first-hop switch spoke at least once: silence before that is a network still
-    /// starting, not a failure (see `watch_uplink`).
-    uplink_spoke: bool,
-    /// The barrier the last packet sent on the uplink carried, if it carried one.
-    last_uplink_barrier: Option<Timestamp>,
-    /// Likewise for the commit barrier.
-    last_uplink_commit: Option<Timestamp>,
-    next_beacon: Instant,
-    last_beacon_barrier: Timestamp,
+    /// The first-hop switch's liveness and the beacon schedule (§4.2).
+    uplink: Uplink,
     outputs: VecDeque<Output<Packet, HostEvent, Mgmt>>,
     /// §5.2 relay channel: given out ahead of `outputs` (see `Node::poll_output`).
     relays: VecDeque<(MgmtDest, RelayMsg)>,
     /// §5.2: failed processes and their failure timestamps, as the controller announced.
     failed: BTreeMap<ProcId, Timestamp>,
-    /// §5.2: this host's own failure timestamp, once the controller said it failed: it sends
-    /// nothing more and forwards nothing (see [`Host::on_relay`]).
-    own_failure: Option<Timestamp>,
-    /// §5.2 Receiver Recovery: asked the controller to settle (see [`Host::recover`]), and
-    /// settled.
-    recovery_wanted: bool,
-    recovery_asked: bool,
-    settled: bool,
-    /// §5.2 rejoin: when to send `Rejoin` again, and the wait after that (settled, not yet
-    /// joined); a wait of 0 is the first request, due from the timer after settling.
-    rejoin_due: Option<(Instant, u64)>,
-    /// Restarted after a crash with its state lost ([`Host::restarted`]) and not yet told that
-    /// it was declared failed: it says nothing on the data network.
-    restart_silent: bool,
+    /// §5.2: where this host stands in its own failure procedure (declared, recovering,
+    /// settled, restarted); see `lifecycle`.
+    life: Lifecycle,
     /// Recalls under way: (round, hosts yet to answer).
     recalls: Vec<(u32, BTreeSet<NodeId>)>,
     /// Rounds announced and not yet completed.
@@ -618,7 +597,7 @@ impl Host {
                 }
             })
             .collect();
-        let next_beacon = next_tick(now, cfg.beacon_interval_ns, 0);
+        let uplink = Uplink::new(now, cfg.beacon_interval_ns, cfg.uplink_timeout_intervals);
         Host {
             procs,
             clock_ts: now.timestamp(),
@@ -648,22 +627,10 @@ impl Host {
             acks_scratch: Vec::new(),
             acks_out: Vec::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
-            uplink_heard: false,
-            uplink_silent: 0,
-            uplink_active: false,
-            uplink_spoke: false,
-            last_uplink_barrier: None,
-            last_uplink_commit: None,
-            next_beacon,
-            last_beacon_barrier: now.timestamp(),
+            uplink,
             outputs: VecDeque::new(),
             relays: VecDeque::new(),
-            own_failure: None,
-            recovery_wanted: false,
-            recovery_asked: false,
-            settled: false,
-            rejoin_due: None,
-            restart_silent: false,
+            life: Lifecycle::Correct { recover: false },
             failed: BTreeMap::new(),
             recalls: Vec::new(),
             rounds_open: BTreeSet::new(),
@@ -687,10 +654,8 @@ impl Host {
     /// Drain [`Node::poll_output`] afterwards.
     pub fn restarted(cfg: HostConfig, now: Instant) -> Host {
         let mut h = Host::new(cfg, now);
-        h.restart_silent = true;
         // Failed, at a timestamp the controller will tell: refuses sends, buffers nothing.
-        h.own_failure = Some(Timestamp::new(0));
-        h.recovery_wanted = true;
+        h.life = Lifecycle::Restarted;
         h.ask_recovery();
         h
     }
@@ -703,7 +668,7 @@ impl Host {
     /// Whether this host restarted after a crash and has not yet heard that it was declared
     /// failed (see [`Host::restarted`]).
     pub fn restart_silent(&self) -> bool {
-        self.restart_silent
+        self.life.silent()
     }
 
     /// The configuration.
@@ -724,8 +689,7 @@ impl Host {
     /// False once the first-hop switch has been silent for `uplink_timeout_intervals` beacon
     /// intervals (§4.2); true again as soon as anything arrives from it.
     pub fn uplink_alive(&self) -> bool {
-        self.cfg.uplink_timeout_intervals == 0
-            || self.uplink_silent < self.cfg.uplink_timeout_intervals
+        self.uplink.alive()
     }
 
     /// The commit barrier received from the network (§5.1), once one has arrived.
@@ -840,11 +804,9 @@ impl Host {
                 self.sender.prefetch();
                 prefetch(&self.relays);
                 prefetch(&self.rounds_awaited);
-                prefetch(&self.rejoin_due);
-                prefetch(&self.next_beacon);
+                prefetch(&self.life);
+                prefetch(&self.uplink);
                 prefetch(&self.clock_ts);
-                prefetch(&self.uplink_heard);
-                prefetch(&self.own_failure);
                 prefetch(&self.commit);
             }
             Stage::Records => {
@@ -997,7 +959,7 @@ impl Host {
         // §5.2: a host told it failed sends nothing more as its old processes — once its link
         // came back their messages would enter a network that stopped waiting for them, below
         // every barrier; it comes back only as new processes (`ask_rejoin`).
-        if self.own_failure.is_some() {
+        if self.life.failed() {
             return Err(SendError::Failed(src));
         }
         if scattering.is_empty() {
@@ -1065,7 +1027,7 @@ impl Host {
         scattering: &[(ProcId, Bytes)],
     ) -> Result<u64, SendError> {
         self.local_index(src).ok_or(SendError::NotLocal(src))?;
-        if self.own_failure.is_some() {
+        if self.life.failed() {
             return Err(SendError::Failed(src));
         }
         if scattering.is_empty() {
@@ -1204,20 +1166,15 @@ impl Host {
     /// speaks for this host's processes: the correct hosts may recall what sits below it), and
     /// reliable data arriving from now on is dropped unacknowledged.
     fn on_own_failure(&mut self, ts: Timestamp) {
-        if self.own_failure.is_some() && !self.restart_silent {
-            return;
-        }
-        self.restart_silent = false;
-        self.own_failure = Some(ts);
         // §5.2 "If a process recovers from failure, e.g., the network link or switch
         // recovers": a host that hears its first-hop switch (declared failed all the same —
         // a false suspicion, or a partition elsewhere) recovers at once; one cut off does when
         // it hears it again (`on_packet`), or when its driver says so (`recover`).
-        if self.uplink_spoke && self.uplink_silent == 0 {
-            self.recovery_wanted = true;
-        }
-        if self.recovery_wanted {
-            self.ask_recovery();
+        let hears_switch = self.uplink.hears_switch();
+        match self.life.declared(ts, hears_switch) {
+            None => return,
+            Some(true) => self.ask_recovery(),
+            Some(false) => {}
         }
         let (groups, queued) = self.sender.abandon();
         for (src, ts) in groups {
@@ -1235,7 +1192,7 @@ impl Host {
 
     /// This host's failure timestamp, if the controller told it that it failed (§5.2).
     pub fn own_failure(&self) -> Option<Timestamp> {
-        self.own_failure
+        self.life.own_failure()
     }
 
     /// §5.2 Receiver Recovery: the driver saw this host's link come back. A host told it failed
@@ -1245,17 +1202,14 @@ impl Host {
     /// [`Node::poll_output`] afterwards.
     pub fn recover(&mut self, now: Instant) {
         self.timestamp(now);
-        self.recovery_wanted = true;
-        if self.own_failure.is_some() {
+        if self.life.recover() {
             self.ask_recovery();
         }
     }
 
+    /// §5.2: asks the controller for the failure notifications and recalls since its failure
+    /// (once: `Lifecycle` decides when).
     fn ask_recovery(&mut self) {
-        if self.recovery_asked {
-            return;
-        }
-        self.recovery_asked = true;
         self.relays.push_back((
             MgmtDest::Controller,
             RelayMsg::RecoverRequest {
@@ -1282,19 +1236,19 @@ impl Host {
 
     /// Whether this host, declared failed, has settled its receive buffer (§5.2).
     pub fn settled(&self) -> bool {
-        self.settled
+        self.life.settled()
     }
 
     /// §5.2: a settled host asks to rejoin as a new process, again (backed off like
     /// `Completed`) until [`RelayMsg::Joined`] answers — the controller answers only once no
     /// round is open and the host is reachable both ways again.
     fn ask_rejoin(&mut self, now: Instant) {
-        let wait = self.cfg.ctrl_retry_ns.max(1);
-        let next = match self.rejoin_due {
-            Some((_, w)) if w > 0 => (w * 2).min(CTRL_RETRY_MAX_NS.max(w)),
-            _ => wait,
-        };
-        self.rejoin_due = Some((now + next, next));
+        if !self
+            .life
+            .rejoin_asked(now, self.cfg.ctrl_retry_ns, CTRL_RETRY_MAX_NS)
+        {
+            return;
+        }
         if self.relays.len() < RELAY_OUT_MAX {
             self.relays.push_back((
                 MgmtDest::Controller,
@@ -1321,7 +1275,7 @@ impl Host {
         let fits = procs.len() == self.cfg.procs.len()
             && procs.iter().all(|p| p.0 < self.cfg.senders_max)
             && procs.windows(2).all(|w| w[0] < w[1]);
-        if !self.settled || self.rejoin_due.is_none() || !fits {
+        if !self.life.settled() || !fits {
             self.stats.dropped_invalid += 1;
             return;
         }
@@ -1344,7 +1298,7 @@ impl Host {
             }
         }
         // It hears its switch (it asked because it did): silence counts from now on.
-        self.uplink_spoke = true;
+        self.uplink.assume_spoke();
     }
 
     /// §5.2 Receiver Recovery, "the process needs to consistently deliver or discard messages in
@@ -1360,26 +1314,24 @@ impl Host {
         failed: &[(ProcId, Timestamp)],
         recalled: &[(ProcId, Timestamp)],
     ) {
-        if self.own_failure.is_none() || !self.recovery_asked || self.settled {
+        // Answered, so declared: a restarted host whose `Failed` was lost speaks again, and
+        // learns its failure timestamp here.
+        let own = failed
+            .iter()
+            .find(|(p, _)| self.local_index(*p).is_some())
+            .map(|&(_, ts)| ts);
+        if !self.life.settle(now, own) {
             self.stats.dropped_invalid += 1;
             return;
         }
-        self.settled = true;
         self.stats.recovered += 1;
-        // Answered, so declared: a restarted host whose `Failed` was lost speaks again.
-        if self.restart_silent {
-            self.restart_silent = false;
-            if let Some(&(_, ts)) = failed.iter().find(|(p, _)| self.local_index(*p).is_some()) {
-                self.own_failure = Some(ts);
-            }
-        }
         // §5.2 "After delivering buffered messages, the recovered process needs to join 1Pipe
         // as a new process": it asks from its next timer, due at once — after the deliveries
         // below, which a driver's CPU runs first. Asked from here, the request went ahead of
         // them: a host settling thousands of messages was admitted while still delivering,
         // and its first-hop switch, which takes the link back expecting to hear the host,
         // timed it out again (VOPR seed 17: declared again 25 µs after it was admitted).
-        self.rejoin_due = Some((now, 0));
+        // (`Lifecycle::settle` made it due now.)
         let mut failed_at: BTreeMap<ProcId, Timestamp> = failed.iter().copied().collect();
         for (&p, &t) in &self.failed {
             failed_at.entry(p).or_insert(t);
@@ -1480,10 +1432,7 @@ impl Host {
                         _ => self.stats.dropped_invalid += 1,
                     }
                 }
-                if !acks.is_empty()
-                    && self.relays.len() < RELAY_OUT_MAX
-                    && self.own_failure.is_none()
-                {
+                if !acks.is_empty() && self.relays.len() < RELAY_OUT_MAX && !self.life.failed() {
                     let packets = acks
                         .into_iter()
                         .map(|(src, i)| Packet::Ack(self.make_ack(src, i, true)))
@@ -1573,25 +1522,10 @@ impl Host {
     }
 
     fn send_uplink(&mut self, packet: Packet) {
-        if self.restart_silent {
+        if self.life.silent() {
             return;
         }
-        self.uplink_active = true;
-        match &packet {
-            Packet::Data(d) => {
-                if let Some(b) = d.header.barrier() {
-                    self.last_uplink_barrier = Some(b);
-                }
-                if let Some(c) = d.header.commit() {
-                    self.last_uplink_commit = Some(c);
-                }
-            }
-            Packet::Beacon(b) => {
-                self.last_uplink_barrier = Some(b.barrier);
-                self.last_uplink_commit = Some(b.commit);
-            }
-            Packet::Nak(_) | Packet::Ack(_) | Packet::AckBatch(_) => {}
-        }
+        self.uplink.sent(&packet);
         self.outputs.push_back(Output::Send {
             port: UPLINK,
             packet,
@@ -1599,15 +1533,13 @@ impl Host {
     }
 
     fn on_packet(&mut self, now: Instant, packet: Packet) {
-        self.uplink_heard = true;
-        self.uplink_spoke = true;
-        self.uplink_silent = 0;
-        if self.restart_silent {
+        self.uplink.heard();
+        if self.life.silent() {
             self.stats.dropped_invalid += 1;
             return;
         }
         // §5.2 Receiver Recovery: told it failed, and its switch speaks to it again.
-        if self.own_failure.is_some() && !self.recovery_wanted {
+        if matches!(self.life, Lifecycle::Failed { asked: false, .. }) {
             self.recover(now);
         }
         match packet {
@@ -1742,7 +1674,7 @@ impl Host {
             return;
         }
         // §5.2: a host told it failed buffers nothing more (its buffer is settled as it stood).
-        if self.own_failure.is_some() {
+        if self.life.failed() {
             self.stats.dropped_invalid += 1;
             return;
         }
@@ -1898,7 +1830,7 @@ impl Host {
 
     fn raise_commit(&mut self, c: Timestamp) {
         // §5.2: a host told it failed is frozen (see `on_own_failure`).
-        if self.own_failure.is_some() {
+        if self.life.failed() {
             return;
         }
         self.commit = Some(match self.commit {
@@ -1942,7 +1874,7 @@ impl Host {
     #[inline(never)]
     fn deliver_reliable(&mut self, now: Instant) {
         // §5.2: a host told it failed delivers only what settling allows (see `settle`).
-        if self.own_failure.is_some() {
+        if self.life.failed() {
             return;
         }
         if let Some(commit) = self.commit {
@@ -2298,7 +2230,7 @@ impl Host {
     }
 
     fn on_timeout(&mut self, now: Instant) {
-        if self.rejoin_due.is_some_and(|(due, _)| due <= now) {
+        if self.life.rejoin_due().is_some_and(|due| due <= now) {
             self.ask_rejoin(now);
         }
         self.resend_completed(now);
@@ -2416,84 +2348,49 @@ impl Host {
     /// carry the barrier themselves (programmable-chip mode); with `beacon_always` (switch CPU and
     /// representative modes, whose switches read no barriers from data) every tick sends one.
     fn beacon_tick(&mut self, now: Instant) {
-        if now < self.next_beacon {
+        if now < self.uplink.next_beacon() {
             return;
         }
-        self.watch_uplink();
+        if self.uplink.watch() {
+            self.report_uplink_down();
+        }
         self.timestamp(now);
-        // The beacon carries the synchronized beacon time itself, not the clock reading a little
-        // after it: every host of a wave then reports the same value, so a switch's minimum moves
-        // once per wave. It is a valid barrier: every later timestamp is at least the clock,
-        // which is past the beacon time.
-        // The latest beacon time that has passed: the one due, or a later one if the timer fired
-        // late (a busy CPU), so a late beacon still reports everything it can.
-        let interval = self.cfg.beacon_interval_ns;
-        let latest_tick = self.next_beacon.max(next_tick(now, interval, 0) - interval);
-        let barrier = latest_tick
-            .timestamp()
-            .max_wrapping(self.last_beacon_barrier);
+        let barrier = self.uplink.beacon_barrier(now);
         // §5.1: the commit barrier rides on the same beacons; the oldest unacknowledged reliable
         // message holds it back.
         let c = self.sender.commit(self.clock_ts).min_wrapping(barrier);
         self.commit_sent = self.commit_sent.max_wrapping(c);
         let commit = self.commit_sent;
-        let stale = self.last_uplink_barrier.is_none_or(|last| last < barrier)
-            || self.last_uplink_commit.is_none_or(|last| last < commit);
-        let keep_alive = !std::mem::take(&mut self.uplink_active);
-        if stale || self.cfg.beacon_always || keep_alive {
-            self.last_beacon_barrier = barrier;
+        if self
+            .uplink
+            .wants_beacon(barrier, commit, self.cfg.beacon_always)
+        {
             self.stats.beacons_sent += 1;
             self.send_uplink(Packet::Beacon(Beacon {
                 from: self.cfg.node,
                 barrier,
                 commit,
             }));
-            // The beacon itself is not activity of the next interval.
-            self.uplink_active = false;
+            self.uplink.beaconed(barrier);
         }
-        self.next_beacon = next_tick(now, self.cfg.beacon_interval_ns, 0);
+        self.uplink.schedule(now);
     }
 
-    /// The clock stepped back (a sync correction, or an injected step): the next beacon time,
-    /// computed from the clock before the step, may be many intervals ahead of it, and waiting
-    /// for it would leave the uplink silent until then — long enough for the first-hop switch to
-    /// take this host for dead (VOPR seed 433: a 49 µs step back). Beacons resume on the stepped
-    /// clock's schedule; they carry the last barrier until the clock passes it (`beacon_tick`
-    /// keeps it monotone), which is still a valid barrier: every later timestamp is at least the
-    /// host's counter, which is past it.
-    fn follow_clock_step_back(&mut self, now: Instant) {
-        let next = next_tick(now, self.cfg.beacon_interval_ns, 0);
-        if self.next_beacon > next {
-            self.next_beacon = next;
-        }
-    }
-
-    /// §4.2: a first-hop switch that says nothing for `uplink_timeout_intervals` beacon times is
-    /// taken for dead (it would send keep-alive beacons if it were alive). Reported by
-    /// [`Host::uplink_alive`] and counted; what to do about it is the controller's business
-    /// (§5.2). Only once the switch has spoken: in switch-CPU mode with a large clock skew the
-    /// first-hop switch's synchronized beacon phase (one hop per layer above it) can exceed the
-    /// timeout, and a host that reported it dead at start-up got its healthy rack declared
-    /// failed at the next real failure (VOPR seed 59).
-    fn watch_uplink(&mut self) {
-        let timeout = self.cfg.uplink_timeout_intervals;
-        if timeout == 0 || !self.uplink_spoke || std::mem::take(&mut self.uplink_heard) {
-            return;
-        }
-        self.uplink_silent = self.uplink_silent.saturating_add(1);
-        if self.uplink_silent == timeout {
-            self.stats.uplink_failures += 1;
-            // §5.2 Detect: the controller hears of it as this host's input link.
-            if let Some(link) = self.cfg.input_link {
-                self.outputs.push_back(Output::Mgmt {
-                    to: MgmtDest::Controller,
-                    msg: Mgmt::Ctrl(CtrlMsg::LinkDown {
-                        reporter: self.cfg.node,
-                        link,
-                        last_commit: self.commit,
-                    }),
-                });
-            }
+    /// §4.2: the first-hop switch said nothing for `uplink_timeout_intervals` beacon times: it
+    /// is taken for dead (it would send keep-alive beacons if it were alive). Reported by
+    /// [`Host::uplink_alive`], counted, and — §5.2 Detect — sent to the controller as this
+    /// host's input link, with the last commit barrier the switch gave.
+    fn report_uplink_down(&mut self) {
+        self.stats.uplink_failures += 1;
+        if let Some(link) = self.cfg.input_link {
+            self.outputs.push_back(Output::Mgmt {
+                to: MgmtDest::Controller,
+                msg: Mgmt::Ctrl(CtrlMsg::LinkDown {
+                    reporter: self.cfg.node,
+                    link,
+                    last_commit: self.commit,
+                }),
+            });
         }
     }
 
@@ -2616,7 +2513,7 @@ impl Host {
             self.recalls.push((round, targets));
         }
         // Callback: with `callbacks_held`, Completed waits for the application's.
-        if self.cfg.callbacks_held && !news.is_empty() && self.own_failure.is_none() {
+        if self.cfg.callbacks_held && !news.is_empty() && !self.life.failed() {
             self.callbacks_waiting.insert(round);
             if self.callbacks_waiting.len() > ROUNDS_AWAITED_MAX {
                 self.callbacks_waiting.pop_first();
@@ -2739,7 +2636,7 @@ impl Node for Host {
         match input {
             Input::Packet { port, packet } => {
                 self.timestamp(now);
-                self.follow_clock_step_back(now);
+                self.uplink.follow_clock_step_back(now);
                 if port != UPLINK {
                     self.stats.dropped_invalid += 1;
                 } else {
@@ -2751,7 +2648,7 @@ impl Node for Host {
             }
             Input::Timeout => {
                 self.timestamp(now);
-                self.follow_clock_step_back(now);
+                self.uplink.follow_clock_step_back(now);
                 self.on_timeout(now);
             }
             Input::Mgmt(Mgmt::Ctrl(msg)) => self.on_control(now, msg),
@@ -2781,7 +2678,7 @@ impl Node for Host {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.next_beacon;
+        let mut t = self.uplink.next_beacon();
         if let Some(due) = self.acks.next_due() {
             t = t.min(due);
         }
@@ -2801,7 +2698,7 @@ impl Node for Host {
         if let Some(due) = self.rounds_awaited.values().map(|r| r.0).min() {
             t = t.min(due);
         }
-        if let Some((due, _)) = self.rejoin_due {
+        if let Some(due) = self.life.rejoin_due() {
             t = t.min(due);
         }
         Some(t)
