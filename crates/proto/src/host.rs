@@ -31,6 +31,7 @@
 //! control messages).
 
 mod lifecycle;
+mod rounds;
 mod uplink;
 
 use crate::ack::{AckBatcher, AckOwed, RecvWindow, SendTracker};
@@ -46,6 +47,7 @@ use crate::wire::{
 };
 use bytes::{Bytes, BytesMut};
 use lifecycle::Lifecycle;
+use rounds::Rounds;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use uplink::Uplink;
@@ -172,10 +174,6 @@ pub const RETRANSMIT_BURST_MAX: u32 = 64;
 
 /// Longest wait between two re-sent `Completed` messages (§5.2).
 pub const CTRL_RETRY_MAX_NS: u64 = 1_000_000;
-
-/// Most §5.2 rounds a host waits on at once; beyond it the oldest is forgotten (rounds resume
-/// in order, so a later `Resume` answers it anyway).
-const ROUNDS_AWAITED_MAX: usize = 64;
 
 impl HostConfig {
     /// A configuration with the defaults used by the simulator (3 µs beacons, 4 KiB MTU).
@@ -520,19 +518,8 @@ pub struct Host {
     /// §5.2: where this host stands in its own failure procedure (declared, recovering,
     /// settled, restarted); see `lifecycle`.
     life: Lifecycle,
-    /// Recalls under way: (round, hosts yet to answer).
-    recalls: Vec<(u32, BTreeSet<NodeId>)>,
-    /// Rounds announced and not yet completed.
-    rounds_open: BTreeSet<u32>,
-    /// §5.2 rounds whose callbacks the application has not completed yet
-    /// (`HostConfig::callbacks_held`).
-    callbacks_waiting: BTreeSet<u32>,
-    /// §5.2 rounds completed here and not resumed yet: round → (when to send `Completed`
-    /// again, the wait after that).
-    rounds_awaited: BTreeMap<u32, (Instant, u64)>,
-    /// §5.2 recalls reported to the controller (`RelayMsg::Recalled`) by round, reported again
-    /// with each `Completed` sent again (the controller may have been down) until Resume.
-    recalled_rounds: BTreeMap<u32, Vec<(ProcId, Timestamp)>>,
+    /// §5.2: the failure rounds it takes part in (see `rounds`).
+    rounds: Rounds,
     stats: HostStats,
 }
 
@@ -632,11 +619,7 @@ impl Host {
             relays: VecDeque::new(),
             life: Lifecycle::Correct { recover: false },
             failed: BTreeMap::new(),
-            recalls: Vec::new(),
-            rounds_open: BTreeSet::new(),
-            callbacks_waiting: BTreeSet::new(),
-            rounds_awaited: BTreeMap::new(),
-            recalled_rounds: BTreeMap::new(),
+            rounds: Rounds::default(),
             stats: HostStats::default(),
             cfg,
         }
@@ -803,7 +786,7 @@ impl Host {
                 prefetch(&self.cfg.host_of);
                 self.sender.prefetch();
                 prefetch(&self.relays);
-                prefetch(&self.rounds_awaited);
+                prefetch(&self.rounds);
                 prefetch(&self.life);
                 prefetch(&self.uplink);
                 prefetch(&self.clock_ts);
@@ -921,7 +904,7 @@ impl Host {
 
     /// Failure rounds announced here and not completed yet (§5.2).
     pub fn failure_rounds_open(&self) -> usize {
-        self.rounds_open.len()
+        self.rounds.open_len()
     }
 
     /// ACKs scheduled and not yet sent.
@@ -1223,7 +1206,7 @@ impl Host {
     /// are acknowledged too. Completing a round twice, or one it never raised, changes nothing.
     /// Drain [`Node::poll_output`] afterwards.
     pub fn complete_callbacks(&mut self, now: Instant, round: u32) {
-        if self.callbacks_waiting.remove(&round) {
+        if self.rounds.callbacks_done(round) {
             self.finish_recalls(now);
         }
     }
@@ -1231,7 +1214,7 @@ impl Host {
     /// §5.2 rounds whose callbacks the application has not completed
     /// ([`Host::complete_callbacks`]).
     pub fn callbacks_waiting(&self) -> usize {
-        self.callbacks_waiting.len()
+        self.rounds.callbacks_len()
     }
 
     /// Whether this host, declared failed, has settled its receive buffer (§5.2).
@@ -2245,19 +2228,7 @@ impl Host {
     /// §5.2 with a controller that may crash and recover: a `Completed` not answered by its
     /// round's `Resume` in time goes again, with back-off (the controller ignores duplicates).
     fn resend_completed(&mut self, now: Instant) {
-        if self.rounds_awaited.first_key_value().is_none() {
-            return;
-        }
-        let mut due_rounds = Vec::new();
-        for (&round, (due, wait)) in self.rounds_awaited.iter_mut() {
-            if *due > now {
-                continue;
-            }
-            *wait = (*wait * 2).min(CTRL_RETRY_MAX_NS.max(*wait));
-            *due = now + *wait;
-            due_rounds.push(round);
-        }
-        for round in due_rounds {
+        for round in self.rounds.due_again(now, CTRL_RETRY_MAX_NS) {
             self.stats.ctrl_resent += 1;
             self.report_completed(round);
         }
@@ -2267,7 +2238,7 @@ impl Host {
     /// it, if any: that report may have been lost (the controller down), so it goes again with
     /// every Completed.
     fn report_completed(&mut self, round: u32) {
-        if let Some(groups) = self.recalled_rounds.get(&round) {
+        if let Some(groups) = self.rounds.recalled(round) {
             if self.relays.len() < RELAY_OUT_MAX {
                 self.relays.push_back((
                     MgmtDest::Controller,
@@ -2410,17 +2381,13 @@ impl Host {
                 unacked,
             } => self.on_recall(now, round, from, &groups, &unacked),
             CtrlMsg::RecallAck { round, from } => {
-                if let Some(r) = self.recalls.iter_mut().find(|r| r.0 == round) {
-                    r.1.remove(&from);
-                }
+                self.rounds.recall_acked(round, from);
                 self.finish_recalls(now);
             }
             // Routes changed: what died with the failed component goes again. Rounds resume in
             // order: this answers every `Completed` up to `round`.
             CtrlMsg::Resume { round, .. } => {
-                self.rounds_awaited.retain(|&r, _| r > round);
-                self.callbacks_waiting.retain(|&r| r > round);
-                self.recalled_rounds.retain(|&r, _| r > round);
+                self.rounds.resumed(round);
                 self.sender.rearm_after_reroute(now);
                 self.retransmit_due(now, false);
             }
@@ -2466,9 +2433,7 @@ impl Host {
         }
         self.partials.retain(|id, p| !(id.3 && gone(id.0, p.ts, f)));
         // Hosts failed now will never answer an earlier recall.
-        for r in &mut self.recalls {
-            r.1.retain(|h| correct.contains(h));
-        }
+        self.rounds.only_correct(correct);
         // Recall: scatterings a failed process never acknowledged.
         let f = &self.failed;
         let recalled = self.sender.fail(round, |d| f.contains_key(&d));
@@ -2505,25 +2470,19 @@ impl Host {
                         groups: recalled.groups.clone(),
                     },
                 ));
-                self.recalled_rounds.insert(round, recalled.groups.clone());
-                if self.recalled_rounds.len() > ROUNDS_AWAITED_MAX {
-                    self.recalled_rounds.pop_first();
-                }
+                self.rounds.record_recalled(round, recalled.groups.clone());
             }
-            self.recalls.push((round, targets));
+            self.rounds.recall(round, targets);
         }
         // Callback: with `callbacks_held`, Completed waits for the application's.
         if self.cfg.callbacks_held && !news.is_empty() && !self.life.failed() {
-            self.callbacks_waiting.insert(round);
-            if self.callbacks_waiting.len() > ROUNDS_AWAITED_MAX {
-                self.callbacks_waiting.pop_first();
-            }
+            self.rounds.hold_callbacks(round);
         }
         for (proc, ts) in news {
             self.outputs
                 .push_back(Output::Event(HostEvent::ProcFailed { proc, ts, round }));
         }
-        self.rounds_open.insert(round);
+        self.rounds.open(round);
         self.finish_recalls(now);
         // Credits to failed processes came back: the head of the send buffer may go (or be
         // aborted) now.
@@ -2586,31 +2545,11 @@ impl Host {
 
     /// Releases recalls every target answered, and completes rounds with nothing pending.
     fn finish_recalls(&mut self, now: Instant) {
-        let sender = &mut self.sender;
-        self.recalls.retain(|(round, waiting)| {
-            if waiting.is_empty() {
-                sender.release_recall(*round);
-                false
-            } else {
-                true
-            }
-        });
-        let done: Vec<u32> = self
-            .rounds_open
-            .iter()
-            .copied()
-            .filter(|r| !self.recalls.iter().any(|(x, _)| x == r))
-            .filter(|r| !self.callbacks_waiting.contains(r))
-            .collect();
-        let retry = self.cfg.ctrl_retry_ns;
+        let (released, done) = self.rounds.finish(now, self.cfg.ctrl_retry_ns);
+        for round in released {
+            self.sender.release_recall(round);
+        }
         for round in done {
-            self.rounds_open.remove(&round);
-            if retry > 0 {
-                self.rounds_awaited.insert(round, (now + retry, retry));
-                if self.rounds_awaited.len() > ROUNDS_AWAITED_MAX {
-                    self.rounds_awaited.pop_first();
-                }
-            }
             self.report_completed(round);
         }
     }
@@ -2695,7 +2634,7 @@ impl Node for Host {
                 }
             }
         }
-        if let Some(due) = self.rounds_awaited.values().map(|r| r.0).min() {
+        if let Some(due) = self.rounds.next_due() {
             t = t.min(due);
         }
         if let Some(due) = self.life.rejoin_due() {
