@@ -932,78 +932,18 @@ impl Controller {
             r.join = None;
         }
         let dead: BTreeSet<LinkId> = self.reports.keys().copied().collect();
-        let candidates: Vec<bool> = self.failed.iter().map(|f| !f).collect();
-        let mut correct = connected_hosts_among(&self.topo, &dead, &candidates);
-        if let Some(r) = &self.relay {
-            for h in &r.unresponsive {
-                correct[h.index()] = false;
-            }
-        }
-        for h in &self.late {
-            correct[h.index()] = false;
-        }
+        let correct = self.correct_hosts(&dead);
         if self.isolate_unseparated(now, &dead, &correct) {
             return;
         }
-        let mut declared = Vec::new();
-        for h in 0..self.topo.hosts() {
-            if correct[h as usize] || self.failed[h as usize] {
-                continue;
-            }
-            let Some(ts) = self.failure_ts(h, &correct) else {
-                continue; // nothing bounds it yet: a later report will
-            };
-            self.failed[h as usize] = true;
-            declared.push((NodeId(h), ts));
-        }
+        let declared = self.declare(&correct);
         let round = self.next_round;
         self.next_round += 1;
         // Hosts failed now are no longer waited for in earlier rounds.
         for r in self.rounds.values_mut() {
             r.waiting.retain(|h| !self.failed[h.index()]);
         }
-        let correct_hosts: Vec<NodeId> = (0..self.topo.hosts())
-            .filter(|&h| !self.failed[h as usize])
-            .map(NodeId)
-            .collect();
-        let mut failure = None;
-        let waiting = if declared.is_empty() {
-            BTreeSet::new()
-        } else {
-            let failed: Vec<(ProcId, Timestamp)> = declared
-                .iter()
-                .flat_map(|&(h, ts)| {
-                    self.cfg.procs_of_host[h.index()]
-                        .iter()
-                        .map(move |&p| (p, ts))
-                })
-                .collect();
-            if let Some(r) = self.relay.as_mut() {
-                for &(h, ts) in &declared {
-                    r.out
-                        .push_back((MgmtDest::Node(h), RelayMsg::Failed { ts }));
-                }
-                r.failed_procs.extend(failed.iter().copied());
-            }
-            self.outputs.push_back(CtrlOut::Declared {
-                round,
-                at: now,
-                hosts: declared,
-            });
-            let msg = CtrlMsg::Failure {
-                round,
-                failed,
-                correct: correct_hosts.clone(),
-            };
-            for &h in &correct_hosts {
-                self.outputs.push_back(CtrlOut::Send {
-                    to: MgmtDest::Node(h),
-                    msg: msg.clone(),
-                });
-            }
-            failure = Some(msg);
-            correct_hosts.iter().copied().collect()
-        };
+        let (waiting, failure) = self.broadcast(now, round, declared);
         let dead_links = self.with_orphaned(dead);
         let timeout = self.cfg.callback_timeout_ns;
         let deadline = (timeout > 0 && !waiting.is_empty()).then(|| now + timeout);
@@ -1017,6 +957,111 @@ impl Controller {
             },
         );
         self.resume_ready();
+    }
+
+    /// Determine's candidates: the hosts not failed yet that reach one another both ways over
+    /// the links not reported `dead` (`connected_hosts_among`), minus the hosts a relay could
+    /// not reach and those that did not complete a round in time.
+    fn correct_hosts(&self, dead: &BTreeSet<LinkId>) -> Vec<bool> {
+        let candidates: Vec<bool> = self.failed.iter().map(|f| !f).collect();
+        let mut correct = connected_hosts_among(&self.topo, dead, &candidates);
+        if let Some(r) = &self.relay {
+            for h in &r.unresponsive {
+                correct[h.index()] = false;
+            }
+        }
+        for h in &self.late {
+            correct[h.index()] = false;
+        }
+        correct
+    }
+
+    /// Marks failed every host outside `correct` that a report bounds, with its failure
+    /// timestamp (`failure_ts`); one that nothing bounds yet waits for a later report.
+    fn declare(&mut self, correct: &[bool]) -> Vec<(NodeId, Timestamp)> {
+        let mut declared = Vec::new();
+        for h in 0..self.topo.hosts() {
+            if correct[h as usize] || self.failed[h as usize] {
+                continue;
+            }
+            let Some(ts) = self.failure_ts(h, correct) else {
+                continue; // nothing bounds it yet: a later report will
+            };
+            self.failed[h as usize] = true;
+            declared.push((NodeId(h), ts));
+        }
+        declared
+    }
+
+    /// Broadcast (§5.2) of round `round`: the `declared` hosts' processes with their failure
+    /// timestamps, to every correct host, which the round then waits for (none if nobody
+    /// failed); each declared host is told (`RelayMsg::Failed`). Returns the hosts waited for
+    /// and the Broadcast, to send again after a controller crash.
+    fn broadcast(
+        &mut self,
+        now: Instant,
+        round: u32,
+        declared: Vec<(NodeId, Timestamp)>,
+    ) -> (BTreeSet<NodeId>, Option<CtrlMsg>) {
+        if declared.is_empty() {
+            return (BTreeSet::new(), None);
+        }
+        let correct_hosts: Vec<NodeId> = (0..self.topo.hosts())
+            .filter(|&h| !self.failed[h as usize])
+            .map(NodeId)
+            .collect();
+        let failed: Vec<(ProcId, Timestamp)> = declared
+            .iter()
+            .flat_map(|&(h, ts)| {
+                self.cfg.procs_of_host[h.index()]
+                    .iter()
+                    .map(move |&p| (p, ts))
+            })
+            .collect();
+        if let Some(r) = self.relay.as_mut() {
+            for &(h, ts) in &declared {
+                r.out
+                    .push_back((MgmtDest::Node(h), RelayMsg::Failed { ts }));
+            }
+            r.failed_procs.extend(failed.iter().copied());
+        }
+        self.outputs.push_back(CtrlOut::Declared {
+            round,
+            at: now,
+            hosts: declared,
+        });
+        let msg = CtrlMsg::Failure {
+            round,
+            failed,
+            correct: correct_hosts.clone(),
+        };
+        for &h in &correct_hosts {
+            self.outputs.push_back(CtrlOut::Send {
+                to: MgmtDest::Node(h),
+                msg: msg.clone(),
+            });
+        }
+        (correct_hosts.into_iter().collect(), Some(msg))
+    }
+
+    /// Checks the procedure's invariants (debug builds only): a round never waits for a failed
+    /// host; rounds are numbered below the next; a rejoin under way is of a failed host.
+    fn invariants(&self) {
+        if cfg!(debug_assertions) {
+            for (&n, r) in &self.rounds {
+                debug_assert!(n < self.next_round, "round {n} not yet numbered");
+                debug_assert!(
+                    r.waiting.iter().all(|h| !self.is_failed_host(*h)),
+                    "round {n} waits for a failed host"
+                );
+                debug_assert!(r.failure.is_some() || r.waiting.is_empty());
+            }
+            if let Some(r) = &self.relay {
+                if let Some(j) = &r.join {
+                    debug_assert!(self.is_failed_host(j.host), "a rejoining host is failed");
+                }
+            }
+        }
     }
 
     /// §5.2 "Failure timestamp of P … computed as the maximum last commit timestamp reported by
@@ -1192,6 +1237,7 @@ impl Node for Controller {
             Input::Mgmt(Mgmt::Ctrl(msg)) => self.on_ctrl_msg(now, msg),
             Input::Mgmt(Mgmt::Relay(msg)) => self.on_relay_msg(now, msg),
         }
+        self.invariants();
     }
 
     /// The procedure's messages and events in the order decided, then the relays.

@@ -1591,36 +1591,7 @@ impl Host {
             return;
         }
         if remote {
-            let mut given_up = Vec::new();
-            self.procs[dst_idx].recv[h.src.index()]
-                .record_with(h.psn, &mut |p, n| given_up.push((p, n)));
-            // The window slid past packets that never arrived: the next ACK covers them, so tell
-            // the sender they are lost (§2.1: best effort reports losses to the sender), each
-            // give-up numbered. Not deduplicated like other NAKs: each happens once, and a
-            // missing number makes the sender over-report.
-            let gave_up = !given_up.is_empty();
-            for (p, n) in given_up {
-                self.stats.naks_sent += 1;
-                self.outputs.push_back(Output::Send {
-                    port: UPLINK,
-                    packet: Packet::Nak(Nak {
-                        reason: NakReason::Lost,
-                        from: h.dst,
-                        to: h.src,
-                        psn: p,
-                        ts: Timestamp::new(0),
-                        reliable: false,
-                        seq: n,
-                    }),
-                });
-            }
-            self.schedule_ack(now, h.src, dst_idx, false);
-            if gave_up {
-                // Right behind the reports, so that each slide's give-up count reaches the
-                // sender in an ACK of its own (`ack::SendTracker::on_ack`).
-                let peer = self.ack_peer(h.src);
-                self.send_acks_to(peer);
-            }
+            self.record_best_effort(now, dst_idx, h.src, h.dst, h.psn);
         }
         let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
             return;
@@ -1634,6 +1605,46 @@ impl Host {
             Err(InsertError::Duplicate | InsertError::UnknownSender) => {
                 self.stats.dropped_invalid += 1;
             }
+        }
+    }
+
+    /// §2.1 best effort: records the arrival of packet `psn` from remote `src` to local `dst`
+    /// and schedules its ACK. Packets the receive window slid past without their arriving are
+    /// reported lost to the sender (§2.1: best effort reports losses to the sender), each
+    /// give-up numbered — not deduplicated like other NAKs: each happens once, and a missing
+    /// number makes the sender over-report — followed at once by an ACK of its own (the next
+    /// ACK covers them), so that each slide's count reaches the sender
+    /// (`ack::SendTracker::on_ack`).
+    fn record_best_effort(
+        &mut self,
+        now: Instant,
+        dst_idx: usize,
+        src: ProcId,
+        dst: ProcId,
+        psn: Psn,
+    ) {
+        let mut given_up = Vec::new();
+        self.procs[dst_idx].recv[src.index()].record_with(psn, &mut |p, n| given_up.push((p, n)));
+        let gave_up = !given_up.is_empty();
+        for (p, n) in given_up {
+            self.stats.naks_sent += 1;
+            self.outputs.push_back(Output::Send {
+                port: UPLINK,
+                packet: Packet::Nak(Nak {
+                    reason: NakReason::Lost,
+                    from: dst,
+                    to: src,
+                    psn: p,
+                    ts: Timestamp::new(0),
+                    reliable: false,
+                    seq: n,
+                }),
+            });
+        }
+        self.schedule_ack(now, src, dst_idx, false);
+        if gave_up {
+            let peer = self.ack_peer(src);
+            self.send_acks_to(peer);
         }
     }
 
@@ -2434,46 +2445,7 @@ impl Host {
         self.partials.retain(|id, p| !(id.3 && gone(id.0, p.ts, f)));
         // Hosts failed now will never answer an earlier recall.
         self.rounds.only_correct(correct);
-        // Recall: scatterings a failed process never acknowledged.
-        let f = &self.failed;
-        let recalled = self.sender.fail(round, |d| f.contains_key(&d));
-        if !recalled.groups.is_empty() {
-            self.discard_groups(&recalled.groups);
-            let targets: BTreeSet<NodeId> = correct
-                .iter()
-                .copied()
-                .filter(|&h| h != self.cfg.node)
-                .collect();
-            for &t in &targets {
-                self.outputs.push_back(Output::Mgmt {
-                    to: MgmtDest::Node(t),
-                    msg: Mgmt::Ctrl(CtrlMsg::Recall {
-                        round,
-                        from: self.cfg.node,
-                        groups: recalled.groups.clone(),
-                        unacked: recalled.unacked.clone(),
-                    }),
-                });
-            }
-            for &(src, ts) in &recalled.groups {
-                self.outputs
-                    .push_back(Output::Event(HostEvent::Recalled { src, ts }));
-            }
-            // §5.2 "undeliverable recall messages": the failed receivers cannot hear the recall;
-            // the controller records it for their recovery. Sent before `Completed`, which waits
-            // for the RecallAcks. Only where the relay channel is in use.
-            if self.cfg.reliable.forward_after_retransmits > 0 && self.relays.len() < RELAY_OUT_MAX
-            {
-                self.relays.push_back((
-                    MgmtDest::Controller,
-                    RelayMsg::Recalled {
-                        groups: recalled.groups.clone(),
-                    },
-                ));
-                self.rounds.record_recalled(round, recalled.groups.clone());
-            }
-            self.rounds.recall(round, targets);
-        }
+        self.recall(round, correct);
         // Callback: with `callbacks_held`, Completed waits for the application's.
         if self.cfg.callbacks_held && !news.is_empty() && !self.life.failed() {
             self.rounds.hold_callbacks(round);
@@ -2487,6 +2459,52 @@ impl Host {
         // Credits to failed processes came back: the head of the send buffer may go (or be
         // aborted) now.
         self.pump(now);
+    }
+
+    /// §5.2 Recall: the scatterings a failed process never acknowledged are aborted — dropped
+    /// here, raised as [`HostEvent::Recalled`], and recalled at every other `correct` host
+    /// (round `round` waits for their `RecallAck`s); where the relay channel is in use, the
+    /// controller records them for the failed receivers' recovery.
+    fn recall(&mut self, round: u32, correct: &[NodeId]) {
+        let f = &self.failed;
+        let recalled = self.sender.fail(round, |d| f.contains_key(&d));
+        if recalled.groups.is_empty() {
+            return;
+        }
+        self.discard_groups(&recalled.groups);
+        let targets: BTreeSet<NodeId> = correct
+            .iter()
+            .copied()
+            .filter(|&h| h != self.cfg.node)
+            .collect();
+        for &t in &targets {
+            self.outputs.push_back(Output::Mgmt {
+                to: MgmtDest::Node(t),
+                msg: Mgmt::Ctrl(CtrlMsg::Recall {
+                    round,
+                    from: self.cfg.node,
+                    groups: recalled.groups.clone(),
+                    unacked: recalled.unacked.clone(),
+                }),
+            });
+        }
+        for &(src, ts) in &recalled.groups {
+            self.outputs
+                .push_back(Output::Event(HostEvent::Recalled { src, ts }));
+        }
+        // §5.2 "undeliverable recall messages": the failed receivers cannot hear the recall;
+        // the controller records it for their recovery. Sent before `Completed`, which waits
+        // for the RecallAcks. Only where the relay channel is in use.
+        if self.cfg.reliable.forward_after_retransmits > 0 && self.relays.len() < RELAY_OUT_MAX {
+            self.relays.push_back((
+                MgmtDest::Controller,
+                RelayMsg::Recalled {
+                    groups: recalled.groups.clone(),
+                },
+            ));
+            self.rounds.record_recalled(round, recalled.groups.clone());
+        }
+        self.rounds.recall(round, targets);
     }
 
     /// Removes the messages of aborted scatterings from every local reliable buffer.
@@ -2557,6 +2575,15 @@ impl Host {
     /// Checks internal invariants (debug builds only).
     fn invariants(&self) {
         if cfg!(debug_assertions) {
+            self.rounds.check();
+            // §5.2: declared failed, it sent nothing more, and abandoned what it had in flight.
+            if self.life.failed() {
+                debug_assert_eq!(self.sender.unacked(), 0, "a failed host holds no messages");
+                debug_assert_eq!(self.sender.queued(), 0, "a failed host queues no sends");
+            }
+            if let (Some(c), Some(r)) = (self.commit, self.commit_released) {
+                debug_assert_eq!(c.max_wrapping(r), c, "released above the commit barrier");
+            }
             debug_assert!(self.partials.len() <= self.cfg.reassembly_len_max);
             debug_assert!(self.recent_naks.len() <= RECENT_NAKS_MAX);
             for lp in &self.procs {

@@ -142,6 +142,15 @@ impl Rounds {
         self.awaited.values().map(|r| r.0).min()
     }
 
+    /// Debug builds: a round is open or awaiting its Resume, never both; only open rounds wait
+    /// for callbacks; the tables are bounded.
+    pub(crate) fn check(&self) {
+        debug_assert!(self.open.iter().all(|r| !self.awaited.contains_key(r)));
+        debug_assert!(self.callbacks.iter().all(|r| self.open.contains(r)));
+        debug_assert!(self.awaited.len() <= ROUNDS_MAX && self.callbacks.len() <= ROUNDS_MAX);
+        debug_assert!(self.recalls.iter().all(|(r, _)| self.open.contains(r)));
+    }
+
     /// Rounds announced and not completed.
     pub(crate) fn open_len(&self) -> usize {
         self.open.len()
