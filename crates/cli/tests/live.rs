@@ -184,6 +184,14 @@ fn up_kill_a_process_and_its_tor_declares_the_rack_failed_and_the_rest_deliver_5
     for d in r["declared_failed"].as_array().unwrap() {
         assert!(d["failure_ts"].as_u64().unwrap() > 0, "{d}");
     }
+    // §5.2: the processes cut off with tor-0 but alive were told and froze, at the failure
+    // timestamp the others were given.
+    for d in r["declared_failed"].as_array().unwrap() {
+        let p = d["proc"].as_u64().unwrap();
+        if p < 3 {
+            assert_eq!(r["frozen"][format!("p{p}")], d["failure_ts"], "p{p}: {r}");
+        }
+    }
     let kills = r["kills"].as_array().unwrap();
     assert_eq!(kills.len(), 2);
     assert!(kills.iter().all(|k| k["at_s"].as_f64().is_some()), "{r}");

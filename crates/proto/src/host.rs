@@ -1534,7 +1534,7 @@ impl Host {
     /// §5.1: per local process that reads, everything strictly below the commit barrier.
     #[inline(never)]
     fn deliver_reliable(&mut self, now: Instant) {
-        // §5.2: a host told it failed delivers only what settling allows (see `settle`).
+        // §5.2: a host told it failed delivers only what settling allows (see Host::settle).
         if self.life.failed() {
             return;
         }

@@ -104,7 +104,7 @@ use crate::stats::DriverStats;
 use crate::sys::{bind_udp, Waker};
 use crate::unordered::UnorderedHost;
 use bytes::Bytes;
-use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest};
+use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
 use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::node::{Input, Node, Output};
@@ -1061,6 +1061,17 @@ impl Endpoint {
         self.shared.published(1)
     }
 
+    /// §5.2: this process's failure timestamp once the controller declared it failed. From
+    /// then on the role is frozen — sends are refused (`SendError::Failed` naming this
+    /// process), what it had in flight is recalled, reliable delivery stops — as the
+    /// simulator's hosts are (`RelayMsg::Failed`). `None` while it is correct.
+    pub fn declared_failed(&self) -> Option<Timestamp> {
+        match &self.shared.lock().role {
+            Role::Ordered(h) => h.own_failure(),
+            Role::Unordered(_) => None,
+        }
+    }
+
     /// Messages this endpoint sent that are not yet acknowledged, NAKed or reported lost, and
     /// reliable scatterings still queued.
     pub fn pending_sends(&self) -> usize {
@@ -1188,10 +1199,15 @@ impl Shared {
 
     /// A §5.2 message from the controller (or relayed from another process) for the role.
     fn on_control(&self, msg: CtrlMsg) {
+        self.on_mgmt(Mgmt::Ctrl(msg));
+    }
+
+    /// A management message for the role (a control message, or a relay).
+    fn on_mgmt(&self, msg: Mgmt) {
         let now = self.clock.now();
         let mut core = self.lock();
         if let Role::Ordered(h) = &mut core.role {
-            h.handle(now, Input::Mgmt(Mgmt::Ctrl(msg)));
+            h.handle(now, Input::Mgmt(msg));
             let was_dirty = self.dirty.swap(true, Ordering::SeqCst);
             drop(core);
             if !was_dirty {
@@ -1688,9 +1704,15 @@ fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<S
                 for (p, ts) in failed {
                     if p == shared.proc.0 {
                         warn!(proc = p, ts, "declared failed by the controller (§5.2)");
+                        // §5.2 Receiver Recovery: "the controller notifies process of its own
+                        // failure" — the live wire's form of `RelayMsg::Failed`: the role
+                        // freezes (no more sends, its in-flight messages recalled, reliable
+                        // delivery stopped).
+                        let ts = Timestamp::new(ts);
+                        shared.on_mgmt(Mgmt::Relay(RelayMsg::Failed { ts }));
                         shared.push_event(Event::ProcessFailed {
                             proc: shared.proc,
-                            ts: Timestamp::new(ts),
+                            ts,
                             reason: FailReason::Declared,
                             callback: Callback::default(),
                         });

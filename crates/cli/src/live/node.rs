@@ -439,6 +439,8 @@ fn send_loop(
                 seq += 1;
                 next_due += interval_ns;
             }
+            // This process was declared failed (§5.2): its role is frozen, nothing more goes.
+            Err(SendError::Failed(p)) if p.0 == me => break,
             // A destination failed (§5.2) before the callback reached the event thread.
             Err(SendError::Failed(p)) => {
                 lock(&s.failed).insert(p.0);
@@ -647,6 +649,8 @@ fn write_records(args: &NodeArgs, s: &Shared, sends: Vec<SendRec>) -> Result<(),
         "malformed_payloads": s.malformed.load(Ordering::Relaxed),
         "recalled": lock(&s.recalled).clone(),
         "declared_failed": s.declared.load(Ordering::SeqCst),
+        // §5.2: the role froze at this failure timestamp (the controller told it it failed).
+        "frozen_ts": s.ep.declared_failed().map(|ts| ts.raw()),
         "control_dropped": st.control_dropped,
         "dropped_late": st.host.dropped_late,
         "dropped_incomplete": st.host.dropped_incomplete,

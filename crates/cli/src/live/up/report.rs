@@ -134,6 +134,10 @@ pub struct UpReport {
     pub failure_callbacks: BTreeMap<String, BTreeMap<String, u64>>,
     /// §5.2: processes the controller declared failed, with their failure timestamps.
     pub declared_failed: Vec<DeclaredReport>,
+    /// §5.2 "the controller notifies process of its own failure": the processes still running
+    /// that were told and froze (no more sends, reliable delivery stopped), with the failure
+    /// timestamp their role holds.
+    pub frozen: BTreeMap<String, u64>,
     /// Longest time, in ms, a correct process delivered nothing after the first kill (while
     /// the workload was sending); 0 without kills.
     pub stall_ms: f64,
@@ -224,6 +228,7 @@ pub(super) fn report(
     let sum = |c: &BTreeMap<String, u64>, k: &str| c.get(k).copied().unwrap_or(0);
     let (mut dropped_late, mut send_failed, mut lost, mut retransmits) = (0, 0, 0, 0);
     let (mut refused, mut recv_refused) = (0, 0);
+    let mut frozen = BTreeMap::new();
     let killed: BTreeSet<u32> = run
         .kills
         .iter()
@@ -263,6 +268,9 @@ pub(super) fn report(
         retransmits += sum(&c, "retransmits");
         refused += sum(&c, "sends_refused_full");
         recv_refused += sum(&c, "recv_refused_full");
+        if let Some(ts) = summary["frozen_ts"].as_u64() {
+            frozen.insert(format!("p{p}"), ts);
+        }
         // §5.2 Recall: these scatterings must be delivered nowhere.
         for ts in summary["recalled"].as_array().into_iter().flatten() {
             if let Some(ts) = ts.as_u64() {
@@ -379,6 +387,7 @@ pub(super) fn report(
         retransmits,
         sends_refused_full: refused,
         recv_refused_full: recv_refused,
+        frozen,
         throughput_msgs_per_s: delivered as f64 / delivery_span_s,
         delivery_span_s,
         latency_ns: latency.summary(),
