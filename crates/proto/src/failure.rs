@@ -282,19 +282,7 @@ enum CtrlOut {
         /// The message.
         msg: CtrlMsg,
     },
-    Declared {
-        round: u32,
-        at: Instant,
-        hosts: Vec<(NodeId, Timestamp)>,
-    },
-    Resumed {
-        round: u32,
-    },
-    Joined {
-        host: NodeId,
-        procs: Vec<ProcId>,
-        dead_links: Vec<LinkId>,
-    },
+    Event(CtrlEvent),
 }
 
 impl From<CtrlOut> for Output<Infallible, CtrlEvent, Mgmt> {
@@ -304,19 +292,7 @@ impl From<CtrlOut> for Output<Infallible, CtrlEvent, Mgmt> {
                 to,
                 msg: Mgmt::Ctrl(msg),
             },
-            CtrlOut::Declared { round, at, hosts } => {
-                Output::Event(CtrlEvent::Declared { round, at, hosts })
-            }
-            CtrlOut::Resumed { round } => Output::Event(CtrlEvent::Resumed { round }),
-            CtrlOut::Joined {
-                host,
-                procs,
-                dead_links,
-            } => Output::Event(CtrlEvent::Joined {
-                host,
-                procs,
-                dead_links,
-            }),
+            CtrlOut::Event(e) => Output::Event(e),
         }
     }
 }
@@ -710,11 +686,11 @@ impl Controller {
             self.reports.remove(l);
         }
         self.removed = j.removed;
-        self.outputs.push_back(CtrlOut::Joined {
+        self.outputs.push_back(CtrlOut::Event(CtrlEvent::Joined {
             host: j.host,
             procs,
             dead_links: self.removed.iter().copied().collect(),
-        });
+        }));
     }
 
     /// Packets relayed so far (§5.2 forwarding).
@@ -1025,11 +1001,11 @@ impl Controller {
             }
             r.failed_procs.extend(failed.iter().copied());
         }
-        self.outputs.push_back(CtrlOut::Declared {
+        self.outputs.push_back(CtrlOut::Event(CtrlEvent::Declared {
             round,
             at: now,
             hosts: declared,
-        });
+        }));
         let msg = CtrlMsg::Failure {
             round,
             failed,
@@ -1166,7 +1142,8 @@ impl Controller {
                     },
                 });
             }
-            self.outputs.push_back(CtrlOut::Resumed { round });
+            self.outputs
+                .push_back(CtrlOut::Event(CtrlEvent::Resumed { round }));
         }
         self.answer_recovering();
     }

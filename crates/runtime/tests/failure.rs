@@ -104,25 +104,11 @@ fn await_failed(e: &Endpoint, proc: u32) -> u64 {
 /// minimum, so the survivors' reliable messages are delivered again.
 #[test]
 fn a_stopped_process_is_declared_at_its_last_commit_and_the_others_resume_5_2() {
-    let mut cluster = Cluster::generate(&LocalLayout {
-        hosts: 4,
-        controller: SocketAddr::from(([127, 0, 0, 1], 0)),
-        ..LocalLayout::default()
-    })
-    .unwrap();
-    cluster.link_timeout_ns = 300_000_000;
-    let local = LocalCluster::with_cluster(cluster).unwrap();
+    let (local, mut eps) = spoken_cluster(0);
     local
         .controller()
         .failure_handling()
         .expect("a leaf-spine has a graph");
-    let mut eps = join_all(local.controller_addr(), 4);
-    for e in &eps {
-        broadcast(e, &[0, 1, 2, 3], 1);
-    }
-    for e in &eps {
-        assert_eq!(receive(e, 4).len(), 4);
-    }
     let p3 = eps.pop().unwrap();
     p3.leave();
     let mut failure_ts = Vec::new();
@@ -159,9 +145,10 @@ fn a_stopped_process_is_declared_at_its_last_commit_and_the_others_resume_5_2() 
     assert!(tor1.commit_inputs_removed >= 1, "{:?}", tor1.counters());
 }
 
-/// A four-process leaf-spine whose links time out after 300 ms, with `callback_timeout`; its
-/// endpoints, once every one has spoken (an input that never spoke is never timed out).
-fn callback_cluster(callback_timeout_ns: u64) -> (LocalCluster, Vec<Endpoint>) {
+/// A four-process leaf-spine whose links time out after 300 ms, with `callback_timeout` (0: as
+/// long as it takes); its endpoints, once every one has spoken (an input that never spoke is
+/// never timed out).
+fn spoken_cluster(callback_timeout_ns: u64) -> (LocalCluster, Vec<Endpoint>) {
     let mut cluster = Cluster::generate(&LocalLayout {
         hosts: 4,
         controller: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -223,7 +210,7 @@ fn await_rounds(
 /// does not resume while p0 holds it, and does once p0 drops it.
 #[test]
 fn resume_waits_for_a_slow_callback_5_2() {
-    let (local, mut eps) = callback_cluster(60_000_000_000);
+    let (local, mut eps) = spoken_cluster(60_000_000_000);
     let p3 = eps.pop().unwrap();
     p3.leave();
     await_rounds(&local, "declared", |r| r.len() == 1);
@@ -257,7 +244,7 @@ fn resume_waits_for_a_slow_callback_5_2() {
 /// the round has waited `callback_timeout` (1 s here), and the others go on without it.
 #[test]
 fn a_process_that_never_completes_its_callback_is_declared_failed_5_2() {
-    let (local, mut eps) = callback_cluster(1_000_000_000);
+    let (local, mut eps) = spoken_cluster(1_000_000_000);
     let p3 = eps.pop().unwrap();
     p3.leave();
     await_rounds(&local, "declared", |r| !r.is_empty());

@@ -69,11 +69,11 @@ fn a_host_crash_fails_its_processes_at_the_reported_commit_5_2() {
     assert_eq!(c.poll_timeout(), Some(Instant(1_000)));
     c.on_timer(Instant(1_000));
     let out = drain(&mut c);
-    assert!(out.contains(&CtrlOut::Declared {
+    assert!(out.contains(&CtrlOut::Event(CtrlEvent::Declared {
         round: 1,
         at: Instant(1_000),
         hosts: vec![(NodeId(1), ts(500))]
-    }));
+    })));
     let failures: Vec<_> = out
         .iter()
         .filter_map(|o| match o {
@@ -107,7 +107,7 @@ fn a_host_crash_fails_its_processes_at_the_reported_commit_5_2() {
         },
     );
     let out = drain(&mut c);
-    assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
+    assert!(out.contains(&CtrlOut::Event(CtrlEvent::Resumed { round: 1 })));
     assert!(out.iter().any(|o| matches!(o,
         CtrlOut::Send { msg: CtrlMsg::Resume { dead_links, .. }, .. } if dead_links == &vec![up])));
 }
@@ -147,7 +147,7 @@ fn a_recovering_host_gets_failures_and_recalls_once_no_round_is_open_5_2() {
     c.on_relay_msg(Instant(1_200), RelayMsg::RecoverRequest { host: NodeId(0) });
     assert_eq!(c.pop_relay(), None);
     complete_round(&mut c, 2_000, 1, [0, 2, 3]);
-    assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
+    assert!(drain(&mut c).contains(&CtrlOut::Event(CtrlEvent::Resumed { round: 1 })));
     assert_eq!(
         c.pop_relay(),
         Some((
@@ -285,11 +285,11 @@ fn a_settled_host_rejoins_as_new_processes_once_its_links_are_back_5_2() {
     }
     assert_eq!(
         drain(&mut c),
-        vec![CtrlOut::Joined {
+        vec![CtrlOut::Event(CtrlEvent::Joined {
             host: NodeId(1),
             procs: vec![ProcId(4)],
             dead_links: vec![],
-        }]
+        })]
     );
     assert!(!c.is_failed(NodeId(1)));
     assert_eq!((c.rejoined(), c.procs_of(NodeId(1))), (1, &[ProcId(4)][..]));
@@ -345,8 +345,10 @@ fn a_spine_failure_fails_nobody_and_resumes_at_once() {
     }
     c.on_timer(Instant(1_000));
     let out = drain(&mut c);
-    assert!(!out.iter().any(|o| matches!(o, CtrlOut::Declared { .. })));
-    assert!(out.contains(&CtrlOut::Resumed { round: 1 }));
+    assert!(!out
+        .iter()
+        .any(|o| matches!(o, CtrlOut::Event(CtrlEvent::Declared { .. }))));
+    assert!(out.contains(&CtrlOut::Event(CtrlEvent::Resumed { round: 1 })));
     assert_eq!(c.failed_hosts().count(), 0);
 }
 
@@ -394,11 +396,11 @@ fn a_tor_failure_fails_its_rack_at_the_spines_maximum() {
     }
     c.on_timer(Instant(1_000));
     let out = drain(&mut c);
-    assert!(out.contains(&CtrlOut::Declared {
+    assert!(out.contains(&CtrlOut::Event(CtrlEvent::Declared {
         round: 1,
         at: Instant(1_000),
         hosts: vec![(NodeId(0), ts(150)), (NodeId(1), ts(150))]
-    }));
+    })));
 }
 
 /// §5.2 Resume: a ToR whose hosts all failed is disconnected too — its outputs leave the
@@ -483,7 +485,7 @@ fn a_recovered_controller_broadcasts_open_rounds_again_5_2() {
         vec![MgmtDest::Node(NodeId(2)), MgmtDest::Node(NodeId(3))]
     );
     complete_round(&mut c, 9_500, 1, [2, 3]);
-    assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
+    assert!(drain(&mut c).contains(&CtrlOut::Event(CtrlEvent::Resumed { round: 1 })));
 }
 
 /// The failure timestamp of a host comes from links that carry its barriers: its own
@@ -513,11 +515,11 @@ fn a_failure_timestamp_never_comes_from_another_hosts_link_5_2() {
         );
     }
     c.on_timer(Instant(1_000));
-    assert!(drain(&mut c).contains(&CtrlOut::Declared {
+    assert!(drain(&mut c).contains(&CtrlOut::Event(CtrlEvent::Declared {
         round: 1,
         at: Instant(1_000),
         hosts: vec![(NodeId(0), ts(500)), (NodeId(1), ts(900))]
-    }));
+    })));
 }
 
 /// The dead links of VOPR seed 1806's second round on a k=4 fat tree: `agg-0` failed
@@ -628,11 +630,11 @@ fn a_failed_host_whose_commit_barrier_still_flows_is_isolated_first_5_2() {
     let due = c.poll_timeout().expect("Determine runs again");
     c.on_timer(due);
     let out = drain(&mut c);
-    assert!(out.contains(&CtrlOut::Declared {
+    assert!(out.contains(&CtrlOut::Event(CtrlEvent::Declared {
         round: 1,
         at: due,
         hosts: vec![(NodeId(6), ts(700)), (NodeId(7), ts(650))]
-    }));
+    })));
     complete_round(&mut c, 3_000, 1, (0..16).filter(|h| ![6, 7].contains(h)));
     let resumed = drain(&mut c).into_iter().find_map(|o| match o {
         CtrlOut::Send {
@@ -689,9 +691,9 @@ fn a_round_waits_for_callbacks_and_a_host_that_never_completes_is_declared_5_2()
     // Hosts 0 and 2 complete in time; host 3 is slow but not too slow: still waiting.
     complete_round(&mut c, 5_000, 1, [0, 2]);
     c.handle(Instant(9_000), Input::Timeout);
-    assert!(!drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
+    assert!(!drain(&mut c).contains(&CtrlOut::Event(CtrlEvent::Resumed { round: 1 })));
     complete_round(&mut c, 9_500, 1, [3]);
-    assert!(drain(&mut c).contains(&CtrlOut::Resumed { round: 1 }));
+    assert!(drain(&mut c).contains(&CtrlOut::Event(CtrlEvent::Resumed { round: 1 })));
     assert_eq!(c.late_hosts().count(), 0);
 
     // Round 2: host 3 fails; host 2 never completes.
@@ -724,15 +726,22 @@ fn a_round_waits_for_callbacks_and_a_host_that_never_completes_is_declared_5_2()
     c.handle(due, Input::Timeout);
     let out = drain(&mut c);
     assert!(
-        out.iter()
-            .any(|o| matches!(o, CtrlOut::Declared { round: 3, hosts, .. }
-            if hosts == &vec![(NodeId(2), ts(950))])),
+        out.iter().any(
+            |o| matches!(o, CtrlOut::Event(CtrlEvent::Declared { round: 3, hosts, .. })
+            if hosts == &vec![(NodeId(2), ts(950))])
+        ),
         "{out:?}"
     );
     assert!(c.is_failed(NodeId(2)));
     // Round 2 no longer waits for host 2: it resumes; round 3 once host 0 answers.
-    assert!(out.contains(&CtrlOut::Resumed { round: 2 }), "{out:?}");
+    assert!(
+        out.contains(&CtrlOut::Event(CtrlEvent::Resumed { round: 2 })),
+        "{out:?}"
+    );
     complete_round(&mut c, due.as_nanos() + 100, 3, [0]);
     let out = drain(&mut c);
-    assert!(out.contains(&CtrlOut::Resumed { round: 3 }), "{out:?}");
+    assert!(
+        out.contains(&CtrlOut::Event(CtrlEvent::Resumed { round: 3 })),
+        "{out:?}"
+    );
 }
