@@ -33,6 +33,7 @@
 mod config;
 mod events;
 mod lifecycle;
+mod reassembly;
 mod rounds;
 mod uplink;
 
@@ -47,8 +48,9 @@ use crate::time::{Barrier, Instant, Timestamp};
 use crate::wire::{
     flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
 };
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use lifecycle::Lifecycle;
+use reassembly::{Reassembly, Refused};
 use rounds::Rounds;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use uplink::Uplink;
@@ -73,14 +75,6 @@ const OUTPUTS_RETAINED: usize = 64;
 struct Buffered {
     payload: Bytes,
     arrived: Instant,
-}
-
-/// A message some of whose fragments have arrived.
-#[derive(Debug)]
-struct Partial {
-    ts: Timestamp,
-    parts: BTreeMap<u16, Bytes>,
-    last_frag: Option<u16>,
 }
 
 /// Per local process state.
@@ -157,7 +151,7 @@ pub struct Host {
     /// continue them, and the timer from the instant held here (see `retransmit_due`).
     retransmit_backlog: Option<Instant>,
     /// Partially reassembled messages by (src, dst, first PSN, reliable).
-    partials: BTreeMap<(ProcId, ProcId, Psn, bool), Partial>,
+    partials: Reassembly,
     /// Best-effort messages sent to other hosts, until acknowledged, NAKed or timed out.
     tracker: SendTracker,
     /// Best-effort acknowledgement delays, for the loss timeout (`rto_max_ns`).
@@ -261,7 +255,10 @@ impl Host {
             be_released: None,
             deliver_backlog: false,
             retransmit_backlog: None,
-            partials: BTreeMap::new(),
+            partials: Reassembly::new(
+                cfg.reassembly_len_max,
+                cfg.message_len_max.div_ceil(cfg.mtu_payload),
+            ),
             tracker: SendTracker::with_destinations_stored(
                 cfg.procs.clone(),
                 cfg.senders_max,
@@ -1434,59 +1431,26 @@ impl Host {
         ))
     }
 
-    /// Adds a fragment to its partial message; returns the whole payload once complete.
+    /// Adds a fragment to its partial message; returns the whole payload once complete. A
+    /// fragment that would start one more partial message than `reassembly_len_max` is
+    /// refused and NAKed.
     fn reassemble(&mut self, h: DataHeader, first_psn: Psn, payload: Bytes) -> Option<Bytes> {
-        let id = (h.src, h.dst, first_psn, h.reliable());
-        // Validate before creating any state: a fragment index no message can have must not
-        // leave an empty partial behind (it would hold a slot and later raise a false NAK).
-        let max_frags = self
-            .cfg
-            .message_len_max
-            .div_ceil(self.cfg.mtu_payload)
-            .max(1);
-        if h.frag as usize >= max_frags {
-            self.stats.dropped_invalid += 1;
-            return None;
-        }
-        if !self.partials.contains_key(&id) && self.partials.len() >= self.cfg.reassembly_len_max {
-            self.stats.dropped_full += 1;
-            if h.reliable() {
-                self.nak_reliable(h.dst, h.src, first_psn, h.ts);
-            } else {
-                self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
+        match self.partials.add(&h, first_psn, payload) {
+            Ok(whole) => whole,
+            Err(Refused::Invalid) => {
+                self.stats.dropped_invalid += 1;
+                None
             }
-            return None;
+            Err(Refused::Full) => {
+                self.stats.dropped_full += 1;
+                if h.reliable() {
+                    self.nak_reliable(h.dst, h.src, first_psn, h.ts);
+                } else {
+                    self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
+                }
+                None
+            }
         }
-        let partial = self.partials.entry(id).or_insert_with(|| Partial {
-            ts: h.ts,
-            parts: BTreeMap::new(),
-            last_frag: None,
-        });
-        if partial.ts != h.ts
-            || partial.parts.contains_key(&h.frag)
-            || partial.last_frag.is_some_and(|l| h.frag > l)
-            || (h.end_of_message() && partial.parts.keys().any(|&f| f > h.frag))
-        {
-            self.stats.dropped_invalid += 1;
-            return None;
-        }
-        partial.parts.insert(h.frag, payload);
-        if h.end_of_message() {
-            partial.last_frag = Some(h.frag);
-        }
-        let complete = partial
-            .last_frag
-            .is_some_and(|l| partial.parts.len() == l as usize + 1);
-        if !complete {
-            return None;
-        }
-        let partial = self.partials.remove(&id).expect("present above");
-        let len = partial.parts.values().map(Bytes::len).sum();
-        let mut whole = BytesMut::with_capacity(len);
-        for part in partial.parts.values() {
-            whole.extend_from_slice(part);
-        }
-        Some(whole.freeze())
     }
 
     fn raise_commit(&mut self, c: Timestamp) {
@@ -1618,19 +1582,9 @@ impl Host {
         if !held {
             self.be_released = Some(barrier);
         }
-        if self.partials.is_empty() {
-            return;
-        }
         // Best-effort partials the barrier passed are given up on. (A reliable partial cannot
         // fall below the commit barrier: its fragments are acknowledged before it can pass.)
-        let stale: Vec<_> = self
-            .partials
-            .iter()
-            .filter(|(id, p)| !id.3 && p.ts < barrier)
-            .map(|(id, p)| (*id, p.ts))
-            .collect();
-        for ((src, dst, psn, _), ts) in stale {
-            self.partials.remove(&(src, dst, psn, false));
+        for ((src, dst, psn, _), ts) in self.partials.take_stale_best_effort(barrier) {
             self.stats.dropped_incomplete += 1;
             self.nak(dst, src, psn, ts, NakReason::Incomplete);
         }
@@ -2109,7 +2063,7 @@ impl Host {
                 rel.reorder.retain(|k| !gone(k.src, k.ts, f));
             }
         }
-        self.partials.retain(|id, p| !(id.3 && gone(id.0, p.ts, f)));
+        self.partials.retain(|id, ts| !(id.3 && gone(id.0, ts, f)));
         // Hosts failed now will never answer an earlier recall.
         self.rounds.only_correct(correct);
         self.recall(round, correct);
@@ -2183,7 +2137,7 @@ impl Host {
             }
         }
         self.partials
-            .retain(|id, p| !(id.3 && groups.binary_search(&(id.0, p.ts)).is_ok()));
+            .retain(|id, ts| !(id.3 && groups.binary_search(&(id.0, ts)).is_ok()));
     }
 
     /// §5.2 Recall at a receiver: discard, record the never-acknowledged packets as received
