@@ -551,26 +551,18 @@ impl Controller {
         self.join_step();
     }
 
-    /// Moves the rejoin on once every switch asked has answered: decides, then takes links
-    /// back, then admits the host.
-    fn join_step(&mut self) {
-        let Some(j) = self.relay.as_ref().and_then(|r| r.join.as_ref()) else {
-            return;
-        };
-        if !j.awaiting.is_empty() {
-            return;
-        }
-        let host = j.host;
-        if j.applying {
-            self.finish_join();
-            return;
-        }
-        // The picture once the host is back: the links alive again, and its own downlink (it
-        // asked because it hears its switch again), are no longer dead — except the uplinks
-        // of other hosts still failed (each comes back with its own host).
+    /// The network once `host` is back, with the links found `alive` again: those, and its
+    /// own downlink (it asked because it hears its switch again), are no longer dead — except
+    /// the uplinks of other hosts still failed (each comes back with its own host). Returns the
+    /// revived links, the links still dead and the hosts still failed; `None` if the host would
+    /// not reach every correct host both ways (`connected_hosts_among`).
+    fn rejoin_view(
+        &self,
+        host: NodeId,
+        alive: &BTreeSet<LinkId>,
+    ) -> Option<(BTreeSet<LinkId>, BTreeSet<LinkId>, Vec<bool>)> {
         let hosts = self.topo.hosts();
-        let revived: BTreeSet<LinkId> = j
-            .alive
+        let revived: BTreeSet<LinkId> = alive
             .iter()
             .copied()
             .filter(|l| {
@@ -588,12 +580,34 @@ impl Controller {
         failed[host.index()] = false;
         let candidates: Vec<bool> = failed.iter().map(|f| !f).collect();
         let correct = connected_hosts_among(&self.topo, &dead, &candidates);
-        let keeps_everyone = (0..self.topo.hosts() as usize).all(|h| failed[h] || correct[h]);
-        let r = self.relay.as_mut().expect("checked above");
-        if !keeps_everyone {
-            r.join = None; // still cut off somewhere: it asks again later
+        let keeps_everyone = (0..hosts as usize).all(|h| failed[h] || correct[h]);
+        keeps_everyone.then_some((revived, dead, failed))
+    }
+
+    /// Moves the rejoin on once every switch asked has answered: decides, then takes links
+    /// back, then admits the host.
+    fn join_step(&mut self) {
+        let Some(j) = self.relay.as_ref().and_then(|r| r.join.as_ref()) else {
+            return;
+        };
+        if !j.awaiting.is_empty() {
             return;
         }
+        let host = j.host;
+        if j.applying {
+            self.finish_join();
+            return;
+        }
+        let alive = j.alive.clone();
+        let Some((revived, dead, failed)) = self.rejoin_view(host, &alive) else {
+            // Still cut off somewhere: it asks again later.
+            if let Some(r) = self.relay.as_mut() {
+                r.join = None;
+            }
+            return;
+        };
+        let hosts = self.topo.hosts();
+        let r = self.relay.as_mut().expect("checked above");
         let removed: BTreeSet<LinkId> = with_orphaned(&self.topo, dead, &failed)
             .into_iter()
             .collect();

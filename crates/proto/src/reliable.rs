@@ -183,6 +183,33 @@ impl Rtt {
 }
 
 impl Pair {
+    /// DCTCP (§6.1): `newly` packets acknowledged up to `cum`, `ecn` of them marked. Per window
+    /// of data, the marked fraction is folded into alpha with gain `g`, and the window is cut
+    /// (returns true) or grows by one packet.
+    fn fold_window(&mut self, cum: Psn, newly: u32, ecn: u8, g: f64) -> bool {
+        self.win_acked += newly;
+        self.win_marked += ecn as u32;
+        if self.win_end.0.wrapping_sub(cum.0) as i32 > 0 {
+            return false;
+        }
+        let mut cut = false;
+        if self.win_acked > 0 {
+            let f = (self.win_marked.min(self.win_acked)) as f64 / self.win_acked as f64;
+            self.alpha = (1.0 - g) * self.alpha + g * f;
+            if self.win_marked > 0 {
+                self.cwnd = (self.cwnd * (1.0 - self.alpha / 2.0)).max(1.0);
+                cut = true;
+            } else {
+                self.cwnd = (self.cwnd + 1.0).min(WINDOW_MAX as f64);
+            }
+        }
+        self.win_acked = 0;
+        self.win_marked = 0;
+        self.win_end = self.next_psn;
+        debug_assert!(self.cwnd >= 1.0 && self.cwnd <= WINDOW_MAX as f64);
+        cut
+    }
+
     fn window(&self) -> u32 {
         (self.cwnd as u32)
             .clamp(1, WINDOW_MAX)
@@ -578,23 +605,8 @@ impl ReliableSender {
         while pair.msgs.front().is_some_and(|m| m.acked) {
             pair.msgs.pop_front();
         }
-        // DCTCP (§6.1): per window of data, fold the marked fraction into alpha and adjust.
-        pair.win_acked += newly;
-        pair.win_marked += ecn as u32;
-        if pair.win_end.0.wrapping_sub(cum.0) as i32 <= 0 {
-            if pair.win_acked > 0 {
-                let f = (pair.win_marked.min(pair.win_acked)) as f64 / pair.win_acked as f64;
-                pair.alpha = (1.0 - g) * pair.alpha + g * f;
-                if pair.win_marked > 0 {
-                    pair.cwnd = (pair.cwnd * (1.0 - pair.alpha / 2.0)).max(1.0);
-                    self.stats.window_cuts += 1;
-                } else {
-                    pair.cwnd = (pair.cwnd + 1.0).min(WINDOW_MAX as f64);
-                }
-            }
-            pair.win_acked = 0;
-            pair.win_marked = 0;
-            pair.win_end = pair.next_psn;
+        if pair.fold_window(cum, newly, ecn, g) {
+            self.stats.window_cuts += 1;
         }
         if advance > 0 {
             pair.cum = cum;
