@@ -92,6 +92,8 @@
 //! local.stop();
 //! ```
 
+mod control_thread;
+
 use crate::clock::Clock;
 use crate::cluster::Cluster;
 use crate::config::DriverConfig;
@@ -104,6 +106,8 @@ use crate::stats::DriverStats;
 use crate::sys::{bind_udp, Waker};
 use crate::unordered::UnorderedHost;
 use bytes::Bytes;
+pub use control_thread::CONTROL_HISTORY_LEN_MAX;
+use control_thread::{control_loop, ControlLink};
 use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
 use onepipe_proto::ids::{NodeId, ProcId};
@@ -1577,158 +1581,4 @@ fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> 
         error!(proc = shared.proc.0, "I/O thread stopped: {e}");
     }
     result
-}
-
-/// What the control thread needs to re-register after a failover.
-struct ControlLink {
-    controllers: Vec<SocketAddr>,
-    /// The UDP address this endpoint is bound to.
-    addr: SocketAddr,
-    /// The §5.2 messages sent so far (bounded by [`CONTROL_HISTORY_LEN_MAX`], oldest first
-    /// out): a new leader may not have logged them, so they go again on re-registering. Every
-    /// one is idempotent there: a `LinkDown` for a known link and a `Completed` for a resumed
-    /// round are ignored, a `Recall` is answered again.
-    history: VecDeque<ToController>,
-}
-
-/// Most §5.2 messages an endpoint keeps to re-send after a controller failover.
-pub const CONTROL_HISTORY_LEN_MAX: usize = 4096;
-
-impl ControlLink {
-    fn sent(&mut self, msg: &ToController) {
-        if self.history.len() >= CONTROL_HISTORY_LEN_MAX {
-            self.history.pop_front();
-        }
-        self.history.push_back(msg.clone());
-    }
-
-    /// Registers again with whichever controller leads (one pass of at most a few seconds,
-    /// so a stop is noticed), and re-sends the history.
-    fn reconnect(&self, member: Member, stop: &AtomicBool) -> Option<ControlClient> {
-        let timeout = Duration::from_secs(2);
-        let mut c =
-            ControlClient::rejoin_leader(&self.controllers, member, self.addr, timeout, stop)
-                .ok()?;
-        for msg in &self.history {
-            c.send(msg).ok()?;
-        }
-        Some(c)
-    }
-}
-
-/// The control thread: health to the controller, failure notices and the §5.2 procedure's
-/// messages both ways; re-registration when the controller is lost.
-fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<Shared>) {
-    let mut last_health: Option<std::time::Instant> = None;
-    let mut connected = true;
-    // Logged once per loss, not once per attempt.
-    let mut searching = false;
-    while !shared.stop.load(Ordering::SeqCst) {
-        if !connected {
-            // The controller is gone: the data path goes on; find whoever leads now.
-            if !searching {
-                searching = true;
-                warn!(
-                    proc = shared.proc.0,
-                    "lost the controller; re-registering with whichever leads"
-                );
-            }
-            match link.reconnect(Member::Process(shared.proc.0), &shared.stop) {
-                Some(c) => {
-                    control = c;
-                    connected = true;
-                    searching = false;
-                    info!(
-                        proc = shared.proc.0,
-                        "re-registered with the leading controller"
-                    );
-                    shared.push_event(Event::ControllerChanged);
-                }
-                None => std::thread::sleep(Duration::from_millis(50)),
-            }
-            continue;
-        }
-        if last_health.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-            last_health = Some(std::time::Instant::now());
-            let s = shared.stats();
-            let counters: BTreeMap<String, u64> = [
-                ("delivered", s.host.delivered),
-                ("messages_sent", s.host.messages_sent),
-                ("dropped_late", s.host.dropped_late),
-                ("send_failed", s.host.send_failed),
-                ("retransmits", s.reliable.retransmits),
-                ("recv_refused_full", s.recv_refused_full),
-                ("decode_errors", s.driver.decode_errors),
-                ("unknown_source", s.driver.unknown_source),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-            connected = control.send(&ToController::Health { counters }).is_ok();
-        }
-        let out: Vec<ToController> =
-            std::mem::take(&mut *shared.control_out.lock().unwrap_or_else(|e| e.into_inner()))
-                .into();
-        for msg in out {
-            link.sent(&msg);
-            connected &= control.send(&msg).is_ok();
-        }
-        match control.recv(Duration::from_millis(10)) {
-            Ok(Some(FromController::Down { member, reason })) => match member {
-                Member::Process(p) => {
-                    debug!(proc = shared.proc.0, "the controller reports p{p} {reason}");
-                    let ts = shared.clock.now().timestamp();
-                    shared.push_event(Event::ProcessFailed {
-                        proc: ProcId(p),
-                        ts,
-                        reason: if reason == "left" {
-                            FailReason::Left
-                        } else {
-                            FailReason::Lost
-                        },
-                        callback: Callback::default(),
-                    });
-                }
-                Member::Aggregator(name) => {
-                    debug!(
-                        proc = shared.proc.0,
-                        "the controller reports {name} {reason}"
-                    );
-                    shared.push_event(Event::AggregatorFailed { name });
-                }
-            },
-            Ok(Some(FromController::Ctrl { msg })) => shared.on_control(msg.into()),
-            Ok(Some(FromController::Declared { failed, .. })) => {
-                // The others hear of it through `Failure`; this is for a process cut off from
-                // them, which learns of its own failure (§5.2).
-                for (p, ts) in failed {
-                    if p == shared.proc.0 {
-                        warn!(proc = p, ts, "declared failed by the controller (§5.2)");
-                        // §5.2 Receiver Recovery: "the controller notifies process of its own
-                        // failure" — the live wire's form of `RelayMsg::Failed`: the role
-                        // freezes (no more sends, its in-flight messages recalled, reliable
-                        // delivery stopped).
-                        let ts = Timestamp::new(ts);
-                        shared.on_mgmt(Mgmt::Relay(RelayMsg::Failed { ts }));
-                        shared.push_event(Event::ProcessFailed {
-                            proc: shared.proc,
-                            ts,
-                            reason: FailReason::Declared,
-                            callback: Callback::default(),
-                        });
-                    }
-                }
-            }
-            Ok(_) => {}
-            // A line that is not a message: skipped (the connection is still good).
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                debug!(proc = shared.proc.0, "skipped a control line: {e}");
-            }
-            // The controller is gone: the data path goes on without it.
-            Err(_) => connected = false,
-        }
-    }
-    if connected {
-        let _ = control.send(&ToController::Leave);
-    }
 }
