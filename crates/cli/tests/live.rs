@@ -208,6 +208,40 @@ fn up_kill_a_process_and_its_tor_declares_the_rack_failed_and_the_rest_deliver_5
     );
 }
 
+/// Three aggregator layers (edge, aggregation, core): killing an aggregation-layer daemon cuts
+/// off its pod (tor-0 and tor-1 with p0..p3); the controller reasons over the three-layer graph,
+/// declares the pod failed, and the other pod goes on delivering, every delivery checked.
+#[test]
+fn up_three_layers_kill_an_aggregation_daemon_declares_its_pod_failed_5_2() {
+    let (code, out, r) = up(
+        "kill-agg-3layers",
+        &[
+            "--layers",
+            "3",
+            "--hosts",
+            "8",
+            "--service",
+            "reliable",
+            "--duration",
+            "3s",
+            "--kill",
+            "agg:agg-0@1s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_clean(&r, &out);
+    assert_eq!(u(&r, "layers"), 3, "{r}");
+    assert_eq!(u(&r, "aggregators"), 7, "4 tors, 2 aggs and the core: {r}");
+    assert_eq!(procs(&r["declared_failed"]), [0, 1, 2, 3], "{out}");
+    for p in 4..8 {
+        let after = r["delivered_after_kills"][format!("p{p}")]
+            .as_u64()
+            .unwrap();
+        assert!(after > 0, "p{p} delivered nothing after the kill: {out}");
+    }
+}
+
 /// §4.2 and §5.2 with the best-effort service: a dead process's link is removed after the
 /// link timeout, the controller declares it, and the others go on.
 #[test]

@@ -146,10 +146,13 @@ pub struct LocalLayout {
     /// Processes per host.
     pub procs_per_host: u32,
     /// 1: every process under `tor-0`; 2: racks of `rack_size` hosts under `tor-N`, joined by
-    /// `spine-0`.
+    /// `spine-0`; 3: racks grouped `pod_racks` to a pod under `agg-N`, the pods joined by
+    /// `core-0` (edge, aggregation and core layers: [`onepipe_proto::topology::Topology::three_layer`]).
     pub layers: u8,
-    /// Hosts per rack (two layers).
+    /// Hosts per rack (two and three layers).
     pub rack_size: u32,
+    /// Racks per pod (three layers).
+    pub pod_racks: u32,
     /// The controller's address.
     pub controller: SocketAddr,
 }
@@ -161,6 +164,7 @@ impl Default for LocalLayout {
             procs_per_host: 1,
             layers: 2,
             rack_size: 2,
+            pod_racks: 2,
             controller: SocketAddr::from(([127, 0, 0, 1], 7400)),
         }
     }
@@ -534,7 +538,7 @@ impl Cluster {
 
     /// A local cluster laid out as `layout` says: processes `0..hosts × procs_per_host`
     /// numbered host by host, aggregators `tor-0`, `tor-1`, … (and `spine-0` with two
-    /// layers), every address on 127.0.0.1 with port 0 (any free port).
+    /// layers; `agg-0`, `agg-1`, … and `core-0` with three), every address on 127.0.0.1 with port 0 (any free port).
     ///
     /// ```
     /// use onepipe_runtime::cluster::{Cluster, LocalLayout};
@@ -546,8 +550,8 @@ impl Cluster {
     /// ```
     ///
     /// # Errors
-    /// No hosts or processes, a zero rack size, more than one layer of racks asked of one
-    /// layer, or too many processes.
+    /// No hosts or processes, a zero rack or pod size, layers other than 1, 2 or 3, or too
+    /// many processes.
     pub fn generate(layout: &LocalLayout) -> Result<Cluster, ClusterError> {
         let bad = |field: &str, message: &str| ClusterError {
             line: None,
@@ -563,46 +567,56 @@ impl Cluster {
         if layout.rack_size == 0 {
             return Err(bad("rack-size", "must be at least 1"));
         }
-        if !(1..=2).contains(&layout.layers) {
-            return Err(bad("layers", "must be 1 or 2"));
+        if layout.pod_racks == 0 {
+            return Err(bad("pod-racks", "must be at least 1"));
+        }
+        if !(1..=3).contains(&layout.layers) {
+            return Err(bad("layers", "must be 1, 2 or 3"));
         }
         let procs = u64::from(layout.hosts) * u64::from(layout.procs_per_host);
         if procs > u64::from(PROCS_MAX) {
             return Err(bad("hosts", &format!("at most {PROCS_MAX} processes")));
         }
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
-        let racks = if layout.layers == 1 {
-            1
+        let rack_size = if layout.layers == 1 {
+            layout.hosts
         } else {
-            layout.hosts.div_ceil(layout.rack_size)
+            layout.rack_size
+        };
+        let racks = layout.hosts.div_ceil(rack_size);
+        let pods = racks.div_ceil(layout.pod_racks);
+        let agg = |name: String, parent: Option<String>| AggregatorSpec {
+            name,
+            addr: any,
+            parent,
         };
         let mut aggregators: Vec<AggregatorSpec> = (0..racks)
-            .map(|r| AggregatorSpec {
-                name: format!("tor-{r}"),
-                addr: any,
-                parent: (layout.layers == 2).then(|| "spine-0".to_string()),
+            .map(|r| {
+                let parent = match layout.layers {
+                    1 => None,
+                    2 => Some("spine-0".to_string()),
+                    _ => Some(format!("agg-{}", r / layout.pod_racks)),
+                };
+                agg(format!("tor-{r}"), parent)
             })
             .collect();
-        if layout.layers == 2 {
-            aggregators.push(AggregatorSpec {
-                name: "spine-0".into(),
-                addr: any,
-                parent: None,
-            });
+        match layout.layers {
+            1 => {}
+            2 => aggregators.push(agg("spine-0".into(), None)),
+            _ => {
+                aggregators
+                    .extend((0..pods).map(|p| agg(format!("agg-{p}"), Some("core-0".to_string()))));
+                aggregators.push(agg("core-0".into(), None));
+            }
         }
         let processes = (0..procs as u32)
             .map(|id| {
                 let host = id / layout.procs_per_host;
-                let rack = if layout.layers == 1 {
-                    0
-                } else {
-                    host / layout.rack_size
-                };
                 ProcessSpec {
                     id,
                     host,
                     addr: any,
-                    aggregator: format!("tor-{rack}"),
+                    aggregator: format!("tor-{}", host / rack_size),
                 }
             })
             .collect();

@@ -10,8 +10,10 @@
 //!   graph's links and the ports the aggregators and endpoints report a silent input on. A tree
 //!   of one aggregator is [`Topology::rack`]; a root with leaf aggregators under it, each with
 //!   a contiguous block of processes of one size (the last may be short), is
-//!   [`Topology::leaf_spine`] with one spine — every cluster `onepipe up` and
-//!   `onepipe topology` generate. Other shapes have no graph ([`LiveTopology::of`] says why),
+//!   [`Topology::leaf_spine`] with one spine; a root over aggregation aggregators over edge
+//!   aggregators, racks and pods contiguous blocks of one size each (the last may be short),
+//!   is [`Topology::three_layer`] — every cluster `onepipe up` and `onepipe topology`
+//!   generate (`--layers 1`, `2`, `3`). Other shapes have no graph ([`LiveTopology::of`] says why),
 //!   and the controller then only reports lost members, as before.
 //! * [`WireCtrl`]: `onepipe_proto::failure::CtrlMsg` as it travels on the control connection
 //!   (`onepipe-proto` has no serde). Converting it back never fails; whether its ids make sense
@@ -22,7 +24,7 @@
 //! `HostConfig`; the aggregators report the graph's `NodeId`s and `LinkId`s (not the node ids
 //! their halves use for beacons), which they compute from the same cluster file.
 
-use crate::cluster::Cluster;
+use crate::cluster::{AggregatorSpec, Cluster};
 use onepipe_proto::failure::CtrlMsg;
 use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId, Psn};
 use onepipe_proto::time::Timestamp;
@@ -86,54 +88,91 @@ impl LiveTopology {
         if !cluster.attached(&root_name).is_empty() {
             return Err(format!("processes are attached to the root {root_name}"));
         }
-        // Leaf j holds processes [j·r, (j+1)·r): find each leaf aggregator's block.
-        let rack = cluster.attached(&leaves[0].name).len() as u32;
-        if rack == 0 {
-            return Err(format!("{} has no process", leaves[0].name));
+        if leaves.iter().any(|l| !cluster.children(&l.name).is_empty()) {
+            return Self::three_layers(cluster, root);
         }
-        let mut leaf_of = BTreeMap::new();
-        for l in &leaves {
-            if !cluster.children(&l.name).is_empty() {
-                return Err(format!(
-                    "{} has aggregators below it (three layers)",
-                    l.name
-                ));
-            }
-            let procs = cluster.attached(&l.name);
-            let first = *procs.first().ok_or(format!("{} has no process", l.name))?;
-            let j = first / rack;
-            let contiguous = procs
-                .iter()
-                .enumerate()
-                .all(|(i, &p)| p == first + i as u32);
-            let full = procs.len() as u32 == rack || (first + procs.len() as u32 == n);
-            if first % rack != 0 || !contiguous || !full || procs.len() as u32 > rack {
-                return Err(format!(
-                    "{}'s processes are not a contiguous block of {rack}",
-                    l.name
-                ));
-            }
-            leaf_of.insert(l.name.clone(), j);
-        }
+        let (rack, leaf_of) = rack_blocks(cluster, &leaves)?;
         let topo = Topology::leaf_spine(n, rack, 1).map_err(|e| e.to_string())?;
         let spine = node_named(&topo, "spine-0")?;
         for (port, l) in leaves.iter().enumerate() {
             let j = leaf_of[&l.name];
-            let index = cluster
-                .aggregator_index(&l.name)
-                .expect("a child is an aggregator");
-            let up = node_named(&topo, &format!("leaf-{j}-up"))?;
+            let index = cluster.aggregator_index(&l.name).expect("a child");
+            let up = split_leaf(&topo, cluster, l, j, "leaf", &mut inputs, &mut nodes)?;
             let down = node_named(&topo, &format!("leaf-{j}-down"))?;
-            for (p_port, &p) in cluster.attached(&l.name).iter().enumerate() {
-                inputs[index].insert((AggHalf::Up, p_port as u32), topo.uplink(p));
-            }
-            inputs[index].insert((AggHalf::Down, 0), link_between(&topo, up, down)?);
             inputs[index].insert((AggHalf::Down, 1), link_between(&topo, spine, down)?);
-            nodes[index] = vec![up, down];
             // The root's inputs are its children, in the order Aggregator::new gives them.
             inputs[root].insert((AggHalf::Up, port as u32), link_between(&topo, up, spine)?);
         }
         nodes[root] = vec![spine];
+        Ok(LiveTopology {
+            topo: Arc::new(topo),
+            inputs,
+            nodes,
+        })
+    }
+
+    /// A root over aggregation-layer aggregators over edge aggregators with the processes
+    /// ([`Topology::three_layer`]): the racks are contiguous blocks of one size (the last may
+    /// be short), the pods contiguous blocks of racks of one size.
+    fn three_layers(cluster: &Cluster, root: usize) -> Result<LiveTopology, String> {
+        let naggs = cluster.aggregators.len();
+        let mut inputs = vec![BTreeMap::new(); naggs];
+        let mut nodes = vec![Vec::new(); naggs];
+        let root_name = &cluster.aggregators[root].name;
+        let mids = cluster.children(root_name);
+        let mut edges = Vec::new();
+        for m in &mids {
+            if !cluster.attached(&m.name).is_empty() {
+                return Err(format!("processes are attached to {}", m.name));
+            }
+            let below = cluster.children(&m.name);
+            if below.is_empty() {
+                return Err(format!("{} has no aggregator below it", m.name));
+            }
+            for e in &below {
+                if !cluster.children(&e.name).is_empty() {
+                    return Err(format!("{} has aggregators below it (four layers)", e.name));
+                }
+            }
+            edges.extend(below);
+        }
+        let (rack, rack_of) = rack_blocks(cluster, &edges)?;
+        let pod_racks = cluster.children(&mids[0].name).len() as u32;
+        let topo =
+            Topology::three_layer(cluster.procs(), rack, pod_racks).map_err(|e| e.to_string())?;
+        let core = node_named(&topo, "core-0")?;
+        for (port, m) in mids.iter().enumerate() {
+            let tors = cluster.children(&m.name);
+            let first = rack_of[&tors[0].name];
+            let pod = first / pod_racks;
+            let whole =
+                tors.len() as u32 == pod_racks || first + tors.len() as u32 == rack_of.len() as u32;
+            if first % pod_racks != 0 || !whole {
+                return Err(format!(
+                    "{}'s racks are not a contiguous block of {pod_racks}",
+                    m.name
+                ));
+            }
+            let index = cluster.aggregator_index(&m.name).expect("a child");
+            let up = node_named(&topo, &format!("agg-{pod}-up"))?;
+            let down = node_named(&topo, &format!("agg-{pod}-down"))?;
+            for (q, t) in tors.iter().enumerate() {
+                let r = rack_of[&t.name];
+                if r != first + q as u32 {
+                    return Err(format!("{}'s racks are not in order", m.name));
+                }
+                let t_index = cluster.aggregator_index(&t.name).expect("a child");
+                let t_up = split_leaf(&topo, cluster, t, r, "tor", &mut inputs, &mut nodes)?;
+                let t_down = node_named(&topo, &format!("tor-{r}-down"))?;
+                inputs[t_index].insert((AggHalf::Down, 1), link_between(&topo, down, t_down)?);
+                inputs[index].insert((AggHalf::Up, q as u32), link_between(&topo, t_up, up)?);
+            }
+            inputs[index].insert((AggHalf::Down, 0), link_between(&topo, up, down)?);
+            inputs[index].insert((AggHalf::Down, 1), link_between(&topo, core, down)?);
+            inputs[root].insert((AggHalf::Up, port as u32), link_between(&topo, up, core)?);
+            nodes[index] = vec![up, down];
+        }
+        nodes[root] = vec![core];
         Ok(LiveTopology {
             topo: Arc::new(topo),
             inputs,
@@ -188,6 +227,62 @@ fn node_named(topo: &Topology, name: &str) -> Result<NodeId, String> {
         .position(|n| n.name == name)
         .map(|i| NodeId(i as u32))
         .ok_or_else(|| format!("no {name} in the graph"))
+}
+
+/// The rack size of `leaves` (aggregators with processes attached and nothing below) and each
+/// one's rack number: leaf `j` holds processes `[j·r, (j+1)·r)`, the last block may be short.
+fn rack_blocks(
+    cluster: &Cluster,
+    leaves: &[&AggregatorSpec],
+) -> Result<(u32, BTreeMap<String, u32>), String> {
+    let n = cluster.procs();
+    let rack = cluster.attached(&leaves[0].name).len() as u32;
+    if rack == 0 {
+        return Err(format!("{} has no process", leaves[0].name));
+    }
+    let mut leaf_of = BTreeMap::new();
+    for l in leaves {
+        let procs = cluster.attached(&l.name);
+        let first = *procs.first().ok_or(format!("{} has no process", l.name))?;
+        let contiguous = procs
+            .iter()
+            .enumerate()
+            .all(|(i, &p)| p == first + i as u32);
+        let full = procs.len() as u32 == rack || (first + procs.len() as u32 == n);
+        if first % rack != 0 || !contiguous || !full || procs.len() as u32 > rack {
+            return Err(format!(
+                "{}'s processes are not a contiguous block of {rack}",
+                l.name
+            ));
+        }
+        leaf_of.insert(l.name.clone(), first / rack);
+    }
+    Ok((rack, leaf_of))
+}
+
+/// Maps leaf aggregator `l` (rack `j`, graph names `{prefix}-{j}-up`/`-down`): its processes'
+/// uplinks into its up half and its loopback into its down half. Returns its up half; the
+/// caller maps the down half's input 1 (from the parent) and the parent's side.
+fn split_leaf(
+    topo: &Topology,
+    cluster: &Cluster,
+    l: &AggregatorSpec,
+    j: u32,
+    prefix: &str,
+    inputs: &mut [BTreeMap<(AggHalf, u32), LinkId>],
+    nodes: &mut [Vec<NodeId>],
+) -> Result<NodeId, String> {
+    let index = cluster
+        .aggregator_index(&l.name)
+        .expect("a child is an aggregator");
+    let up = node_named(topo, &format!("{prefix}-{j}-up"))?;
+    let down = node_named(topo, &format!("{prefix}-{j}-down"))?;
+    for (port, &p) in cluster.attached(&l.name).iter().enumerate() {
+        inputs[index].insert((AggHalf::Up, port as u32), topo.uplink(p));
+    }
+    inputs[index].insert((AggHalf::Down, 0), link_between(topo, up, down)?);
+    nodes[index] = vec![up, down];
+    Ok(up)
 }
 
 fn link_between(topo: &Topology, from: NodeId, to: NodeId) -> Result<LinkId, String> {
@@ -417,6 +512,66 @@ mod tests {
         let l = lt.input_link(spine, AggHalf::Up, PortId(1)).unwrap();
         assert_eq!(lt.aggregator_of(topo.link(l).from), Some(tor1));
         assert_eq!(lt.input_link(spine, AggHalf::Down, PortId(0)), None);
+    }
+
+    #[test]
+    fn every_generated_shape_maps_each_graph_link_to_exactly_one_input_3_1() {
+        for (hosts, pph, layers) in [(3, 1, 1), (4, 2, 2), (5, 1, 2), (8, 2, 3), (11, 1, 3)] {
+            let c = Cluster::generate(&LocalLayout {
+                hosts,
+                procs_per_host: pph,
+                layers,
+                ..LocalLayout::default()
+            })
+            .unwrap();
+            let lt = LiveTopology::of(&c).unwrap();
+            let topo = lt.topology();
+            let mut seen = vec![0; topo.links().len()];
+            for (a, spec) in c.aggregators.iter().enumerate() {
+                let below = (c.attached(&spec.name).len() + c.children(&spec.name).len()) as u32;
+                let mut ports: Vec<(AggHalf, u32)> = (0..below).map(|p| (AggHalf::Up, p)).collect();
+                if spec.parent.is_some() {
+                    ports.extend([(AggHalf::Down, 0), (AggHalf::Down, 1)]);
+                }
+                for (half, port) in ports {
+                    let l = lt.input_link(a, half, PortId(port)).unwrap_or_else(|| {
+                        panic!(
+                            "{hosts}x{pph}, {layers} layers: {} {half:?} {port}",
+                            spec.name
+                        )
+                    });
+                    assert_eq!(lt.aggregator_of(lt.link_head(l).unwrap()), Some(a));
+                    assert_eq!(lt.input_port(a, l), Some((half, PortId(port))));
+                    seen[l.index()] += 1;
+                }
+            }
+            for p in 0..c.procs() {
+                seen[lt.downlink(p).unwrap().index()] += 1;
+            }
+            // A one-aggregator cluster's loopback never leaves its one node.
+            for (i, link) in topo.links().iter().enumerate() {
+                let at = |n| lt.aggregator_of(n);
+                if at(link.from).is_some() && at(link.from) == at(link.to) && layers == 1 {
+                    seen[i] += 1;
+                }
+            }
+            assert!(
+                seen.iter().all(|&n| n == 1),
+                "{hosts}x{pph}, {layers} layers: {seen:?}"
+            );
+        }
+        // Three layers: agg-1's down half hears the core on port 1, and tor-2 is its first child.
+        let c = generated(8, 1, 3);
+        let lt = LiveTopology::of(&c).unwrap();
+        let agg1 = c.aggregator_index("agg-1").unwrap();
+        let core = c.aggregator_index("core-0").unwrap();
+        let l = lt.input_link(agg1, AggHalf::Down, PortId(1)).unwrap();
+        assert_eq!(lt.aggregator_of(lt.topology().link(l).from), Some(core));
+        let l = lt.input_link(agg1, AggHalf::Up, PortId(0)).unwrap();
+        assert_eq!(
+            lt.aggregator_of(lt.topology().link(l).from),
+            c.aggregator_index("tor-2")
+        );
     }
 
     #[test]

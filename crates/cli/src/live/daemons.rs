@@ -9,7 +9,7 @@ use super::supervise;
 use super::{AggArgs, ControllerArgs, TopologyArgs};
 use crate::cli::EXIT_USAGE;
 use onepipe_runtime::aggregator::run_aggregator;
-use onepipe_runtime::cluster::{Cluster, LocalLayout};
+use onepipe_runtime::cluster::Cluster;
 use onepipe_runtime::controller::{Controller, HaOptions};
 use onepipe_runtime::DriverConfig;
 use serde_json::json;
@@ -190,13 +190,7 @@ pub fn agg(args: &AggArgs) -> i32 {
 }
 
 pub fn topology(args: &TopologyArgs) -> i32 {
-    let layout = LocalLayout {
-        hosts: args.hosts,
-        procs_per_host: args.procs_per_host,
-        layers: args.layers,
-        rack_size: args.rack_size,
-        controller: args.controller,
-    };
+    let layout = args.layout.local(args.controller);
     match Cluster::generate(&layout) {
         Ok(mut c) => {
             c.beacon_interval_ns = args.beacon_interval;

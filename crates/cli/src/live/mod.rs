@@ -128,22 +128,61 @@ impl WorkloadArgs {
     }
 }
 
-/// `onepipe up`: a local cluster in one command.
+/// The shape of a generated local cluster (`onepipe up`, `onepipe topology`).
 #[derive(Args, Debug)]
-pub struct UpArgs {
+pub struct LayoutArgs {
     /// Hosts (each with --procs-per-host endpoint processes).
     #[arg(long, default_value_t = 4)]
     pub hosts: u32,
     /// Endpoint processes per host.
     #[arg(long, default_value_t = 1)]
     pub procs_per_host: u32,
-    /// 1: every process under tor-0; 2: racks of --rack-size hosts under tor-N, joined by
-    /// spine-0.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
+    /// Aggregator layers. 1: every process under tor-0; 2: racks of --rack-size hosts under
+    /// tor-N, joined by spine-0; 3: edge, aggregation and core, racks grouped --pod-racks to
+    /// a pod under agg-N and the pods joined by core-0 (with --hosts 16 --rack-size 2, a k = 4
+    /// fat tree's pods, each with one aggregation switch: aggregators form a tree).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=3))]
     pub layers: u8,
-    /// Hosts per rack (two layers).
+    /// Hosts per rack (two and three layers).
     #[arg(long, default_value_t = 2)]
     pub rack_size: u32,
+    /// Racks per pod (three layers).
+    #[arg(long, default_value_t = 2)]
+    pub pod_racks: u32,
+}
+
+impl LayoutArgs {
+    /// The layout, with the controller at `controller`.
+    pub fn local(&self, controller: SocketAddr) -> onepipe_runtime::cluster::LocalLayout {
+        onepipe_runtime::cluster::LocalLayout {
+            hosts: self.hosts,
+            procs_per_host: self.procs_per_host,
+            layers: self.layers,
+            rack_size: self.rack_size,
+            pod_racks: self.pod_racks,
+            controller,
+        }
+    }
+
+    /// How the aggregators are laid out, in words.
+    pub fn describe(&self) -> String {
+        match self.layers {
+            1 => "one rack under tor-0".to_string(),
+            2 => format!("racks of {} under tor-N joined by spine-0", self.rack_size),
+            _ => format!(
+                "racks of {} under tor-N, {} to a pod under agg-N, joined by core-0",
+                self.rack_size, self.pod_racks
+            ),
+        }
+    }
+}
+
+/// `onepipe up`: a local cluster in one command.
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// The cluster's shape.
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     /// Run the identical transport with ordering switched off (the baseline): no beacons, no
     /// reordering, delivery on arrival. Best effort only.
     #[arg(long)]
@@ -356,18 +395,9 @@ pub struct NodeArgs {
 /// `onepipe topology`.
 #[derive(Args, Debug)]
 pub struct TopologyArgs {
-    /// Hosts.
-    #[arg(long, default_value_t = 4)]
-    pub hosts: u32,
-    /// Processes per host.
-    #[arg(long, default_value_t = 1)]
-    pub procs_per_host: u32,
-    /// 1: every process under tor-0; 2: racks under tor-N joined by spine-0.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
-    pub layers: u8,
-    /// Hosts per rack (two layers).
-    #[arg(long, default_value_t = 2)]
-    pub rack_size: u32,
+    /// The cluster's shape.
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     /// The controller's address.
     #[arg(long, default_value = "127.0.0.1:7400")]
     pub controller: SocketAddr,

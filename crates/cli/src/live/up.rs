@@ -27,7 +27,7 @@ use super::{Kill, KillTarget, Service, UpArgs, EXIT_INTERRUPTED, EXIT_RUNTIME};
 use crate::cli::EXIT_USAGE;
 use onepipe_proto::Timestamp;
 use onepipe_runtime::clock::monotonic_ns;
-use onepipe_runtime::cluster::{format_duration, Cluster, LocalLayout};
+use onepipe_runtime::cluster::{format_duration, Cluster};
 use report::{finish, report};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -289,13 +289,9 @@ fn check_kills(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
 }
 
 fn cluster(args: &UpArgs) -> Result<Cluster, String> {
-    let layout = LocalLayout {
-        hosts: args.hosts,
-        procs_per_host: args.procs_per_host,
-        layers: args.layers,
-        rack_size: args.rack_size,
-        controller: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-    };
+    let layout = args
+        .layout
+        .local(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     let mut c = Cluster::generate(&layout).map_err(|e| format!("--{}: {}", e.field, e.message))?;
     c.beacon_interval_ns = args.beacon_interval;
     c.aggregator_phase_ns = args.aggregator_phase.unwrap_or(args.beacon_interval / 5);
@@ -406,15 +402,11 @@ impl Run<'_> {
     fn execute(&mut self, cluster: &Cluster) -> Result<(), Abort> {
         let a = self.args;
         let config = self.dir.join("cluster.toml").display().to_string();
-        let shape = if a.layers == 1 {
-            "one rack under tor-0".to_string()
-        } else {
-            format!("racks of {} under tor-N joined by spine-0", a.rack_size)
-        };
+        let shape = a.layout.describe();
         println!(
             "onepipe up: {} hosts × {} process(es), {shape} ({} {} aggregators), {} beacons, {}",
-            a.hosts,
-            a.procs_per_host,
+            a.layout.hosts,
+            a.layout.procs_per_host,
             cluster.aggregators.len(),
             cluster.aggregator_mode,
             format_duration(cluster.beacon_interval_ns),
