@@ -242,6 +242,40 @@ fn up_three_layers_kill_an_aggregation_daemon_declares_its_pod_failed_5_2() {
     }
 }
 
+/// §5.2 "Controller Forwarding", live: p1's first-hop aggregator black-holes what p1 sends p2
+/// (its barriers still pass, so nothing is detected); p1's reliable messages to p2 go by the
+/// controller after a retransmission, p2's ACKs come back the same way, and every message is
+/// delivered everywhere in one order.
+#[test]
+fn up_black_holed_pair_is_served_by_controller_forwarding_5_2() {
+    let (code, out, r) = up(
+        "blackhole",
+        &[
+            "--service",
+            "reliable",
+            "--rate",
+            "200",
+            "--duration",
+            "3s",
+            "--drain",
+            "30s",
+            "--blackhole",
+            "1>2@1s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_clean(&r, &out);
+    assert_eq!(u(&r, "undelivered_reliable"), 0, "{out}");
+    assert!(u(&r, "blackholed") > 0, "nothing was black-holed: {out}");
+    assert!(
+        u(&r, "forwarded_by_controller") > 0,
+        "nothing was forwarded: {out}"
+    );
+    assert!(r["declared_failed"].as_array().unwrap().is_empty(), "{out}");
+    assert!(out.contains("relayed by the controller"), "{out}");
+}
+
 /// §4.2 and §5.2 with the best-effort service: a dead process's link is removed after the
 /// link timeout, the controller declares it, and the others go on.
 #[test]

@@ -21,7 +21,7 @@
 use crate::codec::{DecodeError, EncodeError, Entry};
 use crate::store::{ControllerStore, Leadership, StoreError};
 use onepipe_proto::failure::{
-    Controller, ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest,
+    Controller, ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest, RelayMsg,
 };
 use onepipe_proto::topology::Topology;
 use onepipe_proto::{Input, Instant, Node, NodeId, Output};
@@ -207,6 +207,31 @@ impl<S: ControllerStore> HaController<S> {
     pub fn on_message(&mut self, now: Instant, msg: CtrlMsg) -> Result<(), HaError> {
         let at = self.log_time(now);
         self.log_and_apply(Entry::Message { at, msg })
+    }
+
+    /// Turns on §5.2 controller forwarding (`Controller::enable_relay`). Configuration, not
+    /// an input: every controller of a cluster makes the same call before it serves anyone.
+    pub fn enable_forwarding(&mut self) {
+        self.ctrl.enable_relay();
+    }
+
+    /// §5.2 controller forwarding: relays `msg` (a [`RelayMsg::Forward`]) to the receiver's
+    /// host. Applied, **not logged**: forwarding changes no state replay depends on (it only
+    /// reads who is failed), and a forward lost with a deposed leader is like one lost on the
+    /// way — the sender retransmits and forwards again. Any other relay is refused (receiver
+    /// recovery's messages would need the log; they do not run on a logged controller yet).
+    ///
+    /// # Errors
+    /// `msg` is not a `Forward` (the error names it).
+    pub fn forward(&mut self, now: Instant, msg: RelayMsg) -> Result<(), String> {
+        if !matches!(msg, RelayMsg::Forward { .. }) {
+            return Err(format!("only forwards are relayed here, not {msg:?}"));
+        }
+        let at = self.log_time(now);
+        self.ctrl.handle(at, Input::Mgmt(Mgmt::Relay(msg)));
+        self.outputs
+            .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
+        Ok(())
     }
 
     /// Runs Determine if it is due: logged, then applied. A timeout with nothing due is not
@@ -440,6 +465,46 @@ mod tests {
             link: up,
             last_commit: Some(Timestamp::new(commit)),
         }
+    }
+
+    #[test]
+    fn forwards_are_relayed_unlogged_and_other_relays_are_refused_5_2() {
+        use onepipe_proto::wire::{Ack, Packet};
+        let store = MemStore::new();
+        let mut c = lead(&store, "a", Instant(0));
+        let ack = |from: u32, to: u32| {
+            Packet::Ack(Ack {
+                from: ProcId(from),
+                to: ProcId(to),
+                cum_psn: onepipe_proto::ids::Psn(1),
+                sack: 0,
+                reliable: true,
+                ecn: 0,
+                rwnd: 8,
+            })
+        };
+        let fwd = RelayMsg::Forward {
+            from: NodeId(1),
+            packets: vec![ack(1, 2)],
+        };
+        // Off until enabled: nothing goes out.
+        c.forward(Instant(10), fwd.clone()).unwrap();
+        assert!(drain(&mut c).is_empty());
+        c.enable_forwarding();
+        c.forward(Instant(20), fwd.clone()).unwrap();
+        assert_eq!(
+            drain(&mut c),
+            [Output::Mgmt {
+                to: MgmtDest::Node(NodeId(2)),
+                msg: Mgmt::Relay(fwd),
+            }]
+        );
+        assert_eq!(c.controller().forwarded(), 1);
+        assert_eq!(c.log_len(), 0, "forwarding is not logged");
+        let err = c
+            .forward(Instant(30), RelayMsg::Rejoin { host: NodeId(1) })
+            .unwrap_err();
+        assert!(err.contains("Rejoin"), "{err}");
     }
 
     fn completed(round: u32, host: u32) -> CtrlMsg {

@@ -52,7 +52,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::TryRecvError;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tracing::{debug, info, warn};
@@ -98,6 +98,11 @@ pub struct Aggregator {
     outputs: VecDeque<Output<Packet, Infallible, Mgmt>>,
     /// Packets on a port with no peer.
     dropped: u64,
+    /// Test fault: (A, B) pairs whose packets from A to B this aggregator black-holes
+    /// ([`Aggregator::blackhole`]).
+    blackholes: Vec<(ProcId, ProcId)>,
+    /// Packets black-holed.
+    blackholed: u64,
 }
 
 impl Aggregator {
@@ -193,6 +198,57 @@ impl Aggregator {
             down_outs,
             outputs: VecDeque::new(),
             dropped: 0,
+            blackholes: Vec::new(),
+            blackholed: 0,
+        })
+    }
+
+    /// Test fault (the simulator's `--blackhole A>B`, to show §5.2 controller forwarding):
+    /// from now on, of what process `a` sends through this aggregator — it must be attached
+    /// here, its first hop — drop the data, ACKs and NAKs for process `b`. A data packet's
+    /// barriers go on as a beacon, so no link falls silent and no failure is detected: only
+    /// `a`'s reliable retransmissions, and then the controller's forwarding, reach `b`.
+    ///
+    /// # Errors
+    /// `a` is not attached to this aggregator.
+    pub fn blackhole(&mut self, a: ProcId, b: ProcId) -> Result<(), String> {
+        if !self.peers.contains(&Peer::Process(a.0)) {
+            return Err(format!("p{} is not attached to {}", a.0, self.name));
+        }
+        if !self.blackholes.contains(&(a, b)) {
+            self.blackholes.push((a, b));
+        }
+        Ok(())
+    }
+
+    /// Packets black-holed so far ([`Aggregator::blackhole`]).
+    pub fn blackholed(&self) -> u64 {
+        self.blackholed
+    }
+
+    /// Whether a packet from peer port `port` is black-holed; a data packet's barriers come
+    /// back as the beacon to take its place.
+    fn black_hole(&mut self, port: PortId, packet: Packet) -> Result<Option<Packet>, Packet> {
+        let Some((src, dst)) = packet.endpoints() else {
+            return Err(packet);
+        };
+        let from_port = self.peers.get(port.index()) == Some(&Peer::Process(src.0));
+        if !from_port || !self.blackholes.contains(&(src, dst)) {
+            return Err(packet);
+        }
+        self.blackholed += 1;
+        Ok(match packet {
+            Packet::Data(d) => match (d.header.barrier(), d.header.commit()) {
+                (Some(barrier), Some(commit)) => {
+                    Some(Packet::Beacon(onepipe_proto::wire::Beacon {
+                        from: NodeId(src.0),
+                        barrier,
+                        commit,
+                    }))
+                }
+                _ => None,
+            },
+            _ => None,
         })
     }
 
@@ -316,6 +372,16 @@ impl Node for Aggregator {
     type Mgmt = Mgmt;
 
     fn handle(&mut self, now: Instant, input: Input<Packet, Mgmt>) {
+        let input = match input {
+            Input::Packet { port, packet } if !self.blackholes.is_empty() => {
+                match self.black_hole(port, packet) {
+                    Err(packet) => Input::Packet { port, packet },
+                    Ok(Some(packet)) => Input::Packet { port, packet },
+                    Ok(None) => return,
+                }
+            }
+            input => input,
+        };
         match input {
             Input::Packet { port, packet } => match self.inputs.get(port.index()) {
                 Some(&(Half::Up, p)) => self.up.handle(now, Input::Packet { port: p, packet }),
@@ -370,12 +436,16 @@ pub struct AggregatorReport {
     pub switch: SwitchStats,
     /// Inputs the controller's Resume removed from the commit minimum (§5.2).
     pub commit_inputs_removed: u64,
+    /// Packets dropped by a black-hole test fault ([`AggregatorFaults`]).
+    pub blackholed: u64,
 }
 
 impl AggregatorReport {
     /// The counters by name (what the daemon reports to the controller and prints at exit).
     pub fn counters(&self) -> BTreeMap<String, u64> {
-        counters(&self.driver, &self.switch, self.commit_inputs_removed)
+        let mut m = counters(&self.driver, &self.switch, self.commit_inputs_removed);
+        m.insert("blackholed".into(), self.blackholed);
+        m
     }
 }
 
@@ -389,6 +459,27 @@ fn counters(d: &DriverStats, s: &SwitchStats, commit_removed: u64) -> BTreeMap<S
     m.insert("links_added".into(), s.links_added);
     m.insert("commit_inputs_removed".into(), commit_removed);
     m
+}
+
+/// Test faults for a running aggregator, set from another thread (`onepipe up --blackhole`
+/// writes them to the daemon's standard input) and applied by [`run_aggregator`]'s loop.
+#[derive(Debug, Default)]
+pub struct AggregatorFaults {
+    blackholes: Mutex<Vec<(ProcId, ProcId)>>,
+}
+
+impl AggregatorFaults {
+    /// Black-hole what process `a` sends to process `b` from now on ([`Aggregator::blackhole`]).
+    pub fn blackhole(&self, a: ProcId, b: ProcId) {
+        self.blackholes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((a, b));
+    }
+
+    fn take(&self) -> Vec<(ProcId, ProcId)> {
+        std::mem::take(&mut *self.blackholes.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// Joins whichever of the `controllers` leads (a leader and standbys, docs/CONTROLLER-HA.md)
@@ -405,6 +496,7 @@ pub fn run_aggregator(
     name: &str,
     cfg: &DriverConfig,
     stop: &AtomicBool,
+    faults: &AggregatorFaults,
     on_ready: &mut dyn FnMut(SocketAddr),
 ) -> Result<AggregatorReport, JoinError> {
     let join_timeout = Duration::from_secs(60);
@@ -439,6 +531,15 @@ pub fn run_aggregator(
     let mut last_health = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
         driver.run_once(Duration::from_millis(20), &mut |e: Infallible| match e {})?;
+        for (a, b) in faults.take() {
+            match driver.with_node(|n, _| n.blackhole(a, b), &mut |e: Infallible| match e {}) {
+                Ok(()) => warn!(
+                    aggregator = name,
+                    "test fault: black-holing p{} → p{}", a.0, b.0
+                ),
+                Err(e) => warn!(aggregator = name, "test fault refused: {e}"),
+            }
+        }
         loop {
             match inbox.try_recv() {
                 Ok(FromController::Ctrl { msg }) => {
@@ -458,8 +559,8 @@ pub fn run_aggregator(
             }
         }
         // §5.2 Detect: the halves' reports go to the controller. Control messages are best
-        // effort here: a controller that went away does not stop the data path. The live
-        // runtime has no relay channel yet: relays (rejoin answers) are not sent.
+        // effort here: a controller that went away does not stop the data path. Relays (rejoin
+        // answers) do not travel live yet.
         while let Some((to, msg)) = driver.poll_mgmt() {
             if let (MgmtDest::Controller, Mgmt::Ctrl(msg)) = (to, msg) {
                 if let CtrlMsg::LinkDown { link, .. } = &msg {
@@ -536,6 +637,7 @@ pub fn run_aggregator(
         driver: driver.stats(),
         switch: driver.node().stats(),
         commit_inputs_removed: driver.node().commit_inputs_removed(),
+        blackholed: driver.node().blackholed(),
     };
     let _ = control.send(&ToController::Health {
         counters: report.counters(),
@@ -600,7 +702,10 @@ impl AggregatorDaemon {
         let (stop2, name, controllers) = (stop.clone(), name.to_string(), controllers.to_vec());
         let thread = std::thread::Builder::new()
             .name(format!("onepipe-agg-{name}"))
-            .spawn(move || run_aggregator(&controllers, &name, &cfg, &stop2, &mut |_| {}))?;
+            .spawn(move || {
+                let faults = AggregatorFaults::default();
+                run_aggregator(&controllers, &name, &cfg, &stop2, &faults, &mut |_| {})
+            })?;
         Ok(AggregatorDaemon {
             stop,
             thread: Some(thread),

@@ -16,6 +16,9 @@
 //! link_timeout = "1s"             # an aggregator removes an input silent this long (§4.2); "0s": never
 //! callback_timeout = "2s"         # a §5.2 round waits this long for a process's failure callbacks;
 //!                                 # then that process is declared failed ("0s": as long as it takes)
+//! forward_after = 0               # §5.2 controller forwarding: a reliable message unacknowledged
+//!                                 # after this many retransmissions also goes by the controller
+//!                                 # (0: off)
 //! datagram_len_max = "auto"       # UDP payload bytes per datagram: "auto" (each member's path
 //!                                 # MTU: 65,507 on loopback, 1,472 on Ethernet) or 1472..=65507
 //! gso = true                      # send many datagrams per system call (UDP GSO) where the kernel can
@@ -89,6 +92,11 @@ pub struct Cluster {
     /// before that process is declared failed itself; 0 as long as it takes.
     #[serde(default = "callback_timeout_default")]
     pub callback_timeout_ns: u64,
+    /// §5.2 controller forwarding: a reliable message unacknowledged after this many
+    /// retransmissions is also handed to the controller, which relays it to the receiver over
+    /// the control connections; 0 (the default) is off.
+    #[serde(default)]
+    pub forward_after: u32,
     /// UDP payload bytes per datagram on the wire; `None` (`"auto"`): as many as every path
     /// from the member carries without IP fragmentation (its route MTU). See
     /// [`Cluster::driver_config`].
@@ -326,6 +334,7 @@ impl Cluster {
             loss_timeout_ns,
             link_timeout_ns,
             callback_timeout_ns,
+            forward_after: file.forward_after.unwrap_or(0),
             datagram_len_max,
             gso: file.gso.unwrap_or(true),
             gro: file.gro.unwrap_or(true),
@@ -631,6 +640,7 @@ impl Cluster {
             loss_timeout_ns: roles.rto_ns,
             link_timeout_ns: roles.link_timeout_ns,
             callback_timeout_ns: roles.callback_timeout_ns,
+            forward_after: 0,
             datagram_len_max: None,
             gso: true,
             gro: true,
@@ -690,6 +700,7 @@ impl Cluster {
             "callback_timeout = \"{}\"",
             format_duration(self.callback_timeout_ns)
         );
+        let _ = writeln!(s, "forward_after = {}", self.forward_after);
         match self.datagram_len_max {
             None => {
                 let _ = writeln!(s, "datagram_len_max = \"auto\"");
@@ -770,6 +781,11 @@ impl Cluster {
         cfg.gro = self.gro;
         cfg.recv_datagram_len_max = cfg.recv_datagram_len_max.max(cfg.coalesce.send_len_max());
         Ok(cfg)
+    }
+
+    /// Whether §5.2 controller forwarding is on (`forward_after > 0`).
+    pub fn forwarding(&self) -> bool {
+        self.forward_after > 0
     }
 
     /// Number of processes.
@@ -862,6 +878,7 @@ impl Cluster {
             rto_ns: self.loss_timeout_ns,
             link_timeout_ns: self.link_timeout_ns,
             callback_timeout_ns: self.callback_timeout_ns,
+            forward_after_retransmits: self.forward_after,
             ..LiveRoles::default()
         }
     }
@@ -880,6 +897,7 @@ struct FileRepr {
     loss_timeout: Option<Spanned<String>>,
     link_timeout: Option<Spanned<String>>,
     callback_timeout: Option<Spanned<String>>,
+    forward_after: Option<u32>,
     datagram_len_max: Option<Spanned<LenRepr>>,
     gso: Option<bool>,
     gro: Option<bool>,

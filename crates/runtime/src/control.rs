@@ -33,12 +33,17 @@
 //!                                            and every aggregator, once all completed
 //! ```
 //!
+//! With `forward_after > 0` in the cluster file, §5.2 controller forwarding rides here too: a
+//! process whose reliable message went unacknowledged that many retransmissions sends
+//! `Relay { Forward }` ([`WireRelay`]), the controller relays it to the receiving process,
+//! whose ACKs come back the same way.
+//!
 //! A `Ctrl` line from a member that could not have sent it (a report about another member's
 //! input, a completion in another process's name) is counted as malformed and answered with
 //! `Error`.
 
 use crate::cluster::Cluster;
-use crate::failure::WireCtrl;
+use crate::failure::{WireCtrl, WireRelay};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Write};
@@ -122,6 +127,12 @@ pub enum ToController {
         /// The message.
         msg: WireCtrl,
     },
+    /// §5.2 controller forwarding: packets the process's data path could not deliver, for the
+    /// controller to relay to the receiver (or the receiver's ACKs back).
+    Relay {
+        /// The relay.
+        msg: WireRelay,
+    },
 }
 
 /// A message from the controller.
@@ -159,6 +170,12 @@ pub enum FromController {
     Ctrl {
         /// The message.
         msg: WireCtrl,
+    },
+    /// §5.2 controller forwarding: packets relayed from another process (data, or the ACKs
+    /// for data this process forwarded).
+    Relay {
+        /// The relay.
+        msg: WireRelay,
     },
     /// The controller declared processes failed (§5.2 Determine), sent to every member: the
     /// survivors learn it again through `Failure`; a declared process that is still running

@@ -26,6 +26,9 @@
 //! * **Recall** between processes is relayed through here (`Ctrl { to: Some(h) }`).
 //! * **Resume** goes to every correct process and, once per round, to every aggregator, which
 //!   stops waiting for the dead inputs' commit barriers.
+//! * **Controller forwarding** (`forward_after > 0` in the cluster file): a process's `Relay`
+//!   line (packets its data path could not deliver, in its own name) goes to the procedure
+//!   ([`HaController::forward`], not logged), which relays it to the receiving process.
 //!
 //! A cluster whose shape has no routing graph runs without it (the reason is logged and kept
 //! for `failure_handling`), as before this existed.
@@ -66,9 +69,11 @@ use crate::cluster::Cluster;
 use crate::control::{
     parse_line, read_line, write_line, FromController, JoinAs, Member, MemberStatus, ToController,
 };
-use crate::failure::{LiveTopology, WireCtrl};
+use crate::failure::{LiveTopology, WireCtrl, WireRelay};
 use onepipe_ctrlstore::{ControllerStore, HaController, Leadership, MemStore, StoreError};
-use onepipe_proto::failure::{ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest};
+use onepipe_proto::failure::{
+    ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest, RelayMsg,
+};
 use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::time::Instant as ProtoInstant;
 use onepipe_proto::Output;
@@ -346,6 +351,16 @@ impl Controller {
     /// Why this controller stopped leading, once it has (it serves nobody any more).
     pub fn deposed(&self) -> Option<String> {
         self.state.lock().expect("controller state").deposed.clone()
+    }
+
+    /// Packets this controller relayed for §5.2 controller forwarding while leading.
+    pub fn forwarded(&self) -> u64 {
+        let st = self.state.lock().expect("controller state");
+        st.failure
+            .as_ref()
+            .ok()
+            .and_then(|f| f.procedure.as_ref())
+            .map_or(0, |ha| ha.controller().forwarded())
     }
 
     /// Detect reports (`LinkDown`, §5.2) this controller logged while leading.
@@ -688,6 +703,7 @@ impl State {
                 self.reply(id, &msg);
             }
             ToController::Ctrl { to, msg } => self.on_ctrl(id, to, msg),
+            ToController::Relay { msg } => self.on_relay(id, msg),
             ToController::Rejoin { member, addr } => self.on_rejoin(id, member, addr),
         }
     }
@@ -701,7 +717,10 @@ impl State {
     ) -> Result<(), onepipe_ctrlstore::HaError> {
         if let Ok(f) = self.failure.as_mut() {
             let topo = f.live.topology().clone();
-            let ha = Procedure::recover(store, leadership, f.cfg.clone(), topo, f.now())?;
+            let mut ha = Procedure::recover(store, leadership, f.cfg.clone(), topo, f.now())?;
+            if self.cluster.forwarding() {
+                ha.enable_forwarding();
+            }
             let failed: Vec<NodeId> = ha.controller().failed_hosts().collect();
             let stats = ha.stats();
             f.procedure = Some(ha);
@@ -849,6 +868,43 @@ impl State {
         }
     }
 
+    /// §5.2 controller forwarding: a process hands over packets its data path could not
+    /// deliver; the procedure relays them to the receiver (not to or from a failed process).
+    fn on_relay(&mut self, id: u64, wire: WireRelay) {
+        let Some(Member::Process(p)) = self.conns.get(&id).and_then(|c| c.member.clone()) else {
+            self.malformed += 1;
+            return self.refuse(id, "only a process may ask for forwarding".into());
+        };
+        let msg = match wire.into_relay() {
+            Ok(RelayMsg::Forward { from, .. }) if from != NodeId(p) => {
+                self.malformed += 1;
+                return self.refuse(id, format!("p{p} may not forward for {from:?}"));
+            }
+            Ok(msg) => msg,
+            Err(e) => {
+                self.malformed += 1;
+                return self.refuse(id, format!("a bad forward from p{p}: {e}"));
+            }
+        };
+        let Ok(f) = self.failure.as_mut() else {
+            return self.refuse(id, "no failure handling in this cluster".into());
+        };
+        if !self.cluster.forwarding() {
+            return self.refuse(id, "forwarding is off (forward_after = 0)".into());
+        }
+        let now = f.now();
+        let Some(ha) = f.procedure.as_mut() else {
+            return self.refuse(id, "this controller does not lead".into());
+        };
+        match ha.forward(now, msg) {
+            Ok(()) => self.drain_failure(),
+            Err(e) => {
+                self.malformed += 1;
+                self.refuse(id, e);
+            }
+        }
+    }
+
     /// Runs the procedure's timer if it is due.
     fn on_tick(&mut self) {
         let Ok(f) = self.failure.as_mut() else {
@@ -887,8 +943,16 @@ impl State {
                     to: MgmtDest::Node(n),
                     msg: Mgmt::Ctrl(msg),
                 } => self.send_ctrl(n, &msg),
-                // The procedure does not write to itself, and the live runtime has no relay
-                // channel yet (its controller never enables relaying).
+                // Forwarded packets go to the receiving process. The procedure's other relays
+                // (`Failed`: the live form is `Declared`; recovery's) do not travel live.
+                Output::Mgmt {
+                    to: MgmtDest::Node(n),
+                    msg: Mgmt::Relay(r),
+                } if n.0 < self.cluster.procs() => {
+                    if let Some(msg) = WireRelay::of(&r) {
+                        self.send_to(&Member::Process(n.0), &FromController::Relay { msg });
+                    }
+                }
                 Output::Mgmt { .. } => {}
                 Output::Event(CtrlEvent::Declared { round, hosts, .. }) => {
                     let failed: Vec<(u32, u64)> =
@@ -916,7 +980,7 @@ impl State {
                         self.send_to(&m, &msg);
                     }
                 }
-                // Rejoining runs on the relay channel, which the live runtime does not use.
+                // Rejoining does not run live yet (the relay channel carries forwarding only).
                 Output::Event(CtrlEvent::Joined { .. }) => {}
                 Output::Event(CtrlEvent::Resumed { round }) => {
                     info!(round, "resumed");

@@ -99,7 +99,7 @@ use crate::cluster::Cluster;
 use crate::config::DriverConfig;
 use crate::control::{ControlClient, FromController, JoinAs, JoinError, Member, ToController};
 use crate::driver::Driver;
-use crate::failure::{LiveTopology, WireCtrl};
+use crate::failure::{LiveTopology, WireCtrl, WireRelay};
 use crate::ports::PortTable;
 use crate::queue::{BoundedQueue, PopError};
 use crate::stats::DriverStats;
@@ -1172,33 +1172,38 @@ impl Shared {
         }
     }
 
-    /// Queues a management message of the role for the control thread. The live runtime has no
-    /// relay channel yet: relays (controller forwarding, receiver recovery) are counted in
-    /// `control_dropped`.
+    /// Queues a management message of the role for the control thread. Of the relays, §5.2
+    /// controller forwarding travels ([`WireRelay`]); receiver recovery's do not yet, and are
+    /// counted in `control_dropped`.
     fn send_mgmt(&self, to: MgmtDest, msg: Mgmt) {
         let to = match to {
             MgmtDest::Controller => None,
             MgmtDest::Node(n) => Some(n.0),
         };
-        match msg {
-            Mgmt::Ctrl(msg) => self.push_control(to, &msg),
-            Mgmt::Relay(_) => {
-                self.control_dropped.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        let line = match msg {
+            Mgmt::Ctrl(msg) => ToController::Ctrl {
+                to,
+                msg: WireCtrl::from(&msg),
+            },
+            Mgmt::Relay(r) => match WireRelay::of(&r) {
+                Some(msg) if to.is_none() => ToController::Relay { msg },
+                _ => {
+                    self.control_dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            },
+        };
+        self.push_control(line);
     }
 
-    /// Queues a §5.2 control message for the control thread (`to`: `None` the controller).
-    fn push_control(&self, to: Option<u32>, msg: &CtrlMsg) {
+    /// Queues a line for the control thread.
+    fn push_control(&self, line: ToController) {
         let mut q = self.control_out.lock().unwrap_or_else(|e| e.into_inner());
         if q.len() >= CONTROL_OUT_LEN_MAX {
             self.control_dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        q.push_back(ToController::Ctrl {
-            to,
-            msg: WireCtrl::from(msg),
-        });
+        q.push_back(line);
     }
 
     /// A §5.2 message from the controller (or relayed from another process) for the role.

@@ -25,10 +25,11 @@
 //! their halves use for beacons), which they compute from the same cluster file.
 
 use crate::cluster::{AggregatorSpec, Cluster};
-use onepipe_proto::failure::CtrlMsg;
+use onepipe_proto::failure::{CtrlMsg, RelayMsg};
 use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId, Psn};
 use onepipe_proto::time::Timestamp;
 use onepipe_proto::topology::Topology;
+use onepipe_proto::wire::Packet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -467,6 +468,101 @@ impl From<WireCtrl> for CtrlMsg {
     }
 }
 
+/// Most packets one [`WireRelay::Forward`] may carry (a host forwards one message's fragments,
+/// or one batch of ACKs).
+pub const FORWARD_PACKETS_MAX: usize = 4096;
+
+/// `onepipe_proto::failure::RelayMsg` on the control connection: §5.2 controller forwarding.
+/// Each packet is its wire encoding ([`Packet::encode`]) in lowercase hex. The recovery
+/// messages (recover, settle, rejoin) do not travel live yet; a process declared failed
+/// hears it as `Declared` (the live form of `RelayMsg::Failed`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireRelay {
+    /// Data packets from host `from` for one receiver's host, or that host's ACKs back.
+    Forward {
+        /// The host (process) that sent them.
+        from: u32,
+        /// Each packet's wire encoding, in hex.
+        packets: Vec<String>,
+    },
+}
+
+impl WireRelay {
+    /// The wire form of `msg`, or `None` for a relay the live runtime does not carry.
+    pub fn of(msg: &RelayMsg) -> Option<WireRelay> {
+        match msg {
+            RelayMsg::Forward { from, packets } => Some(WireRelay::Forward {
+                from: from.0,
+                packets: packets
+                    .iter()
+                    .map(|p| {
+                        let mut b = Vec::with_capacity(p.encoded_len());
+                        p.encode(&mut b);
+                        hex(&b)
+                    })
+                    .collect(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The relay it carries.
+    ///
+    /// # Errors
+    /// Too many packets, or one that is not hex of exactly one well-formed packet (the message
+    /// names which).
+    pub fn into_relay(self) -> Result<RelayMsg, String> {
+        match self {
+            WireRelay::Forward { from, packets } => {
+                if packets.len() > FORWARD_PACKETS_MAX {
+                    return Err(format!(
+                        "{} packets in one forward, at most {FORWARD_PACKETS_MAX}",
+                        packets.len()
+                    ));
+                }
+                let packets = packets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        let bytes = unhex(h).ok_or(format!("packet {i}: not hex"))?;
+                        match Packet::decode(&bytes) {
+                            Ok((p, used)) if used == bytes.len() => Ok(p),
+                            Ok(_) => Err(format!("packet {i}: trailing bytes")),
+                            Err(e) => Err(format!("packet {i}: {e:?}")),
+                        }
+                    })
+                    .collect::<Result<Vec<Packet>, String>>()?;
+                Ok(RelayMsg::Forward {
+                    from: NodeId(from),
+                    packets,
+                })
+            }
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * bytes.len());
+    for &b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let s = s.as_bytes();
+    if s.len() % 2 == 1 {
+        return None;
+    }
+    s.chunks(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -588,6 +684,57 @@ mod tests {
         let mut odd = generated(4, 1, 2);
         odd.processes[3].aggregator = "spine-0".into();
         assert!(LiveTopology::of(&odd).unwrap_err().contains("root"));
+    }
+
+    #[test]
+    fn a_forward_survives_json_and_bad_packets_are_errors_not_panics() {
+        use onepipe_proto::wire::{flags, DataHeader, DataPacket};
+        let data = Packet::Data(DataPacket {
+            header: DataHeader {
+                flags: flags::END_OF_MESSAGE,
+                frag: 0,
+                ts: Timestamp::new(5),
+                barrier: Timestamp::new(4),
+                commit: Timestamp::new(3),
+                psn: Psn(7),
+                src: ProcId(1),
+                dst: ProcId(2),
+            },
+            payload: bytes::Bytes::from_static(b"hello"),
+        });
+        let msg = RelayMsg::Forward {
+            from: NodeId(1),
+            packets: vec![data.clone(), data],
+        };
+        let wire = WireRelay::of(&msg).unwrap();
+        let json = serde_json::to_string(&wire).unwrap();
+        let back: WireRelay = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.into_relay().unwrap(), msg);
+        assert_eq!(
+            WireRelay::of(&RelayMsg::Failed {
+                ts: Timestamp::new(1)
+            }),
+            None
+        );
+        let WireRelay::Forward { packets, .. } = wire;
+        let bad = |p: &str| {
+            WireRelay::Forward {
+                from: 1,
+                packets: vec![packets[0].clone(), p.to_string()],
+            }
+            .into_relay()
+            .unwrap_err()
+        };
+        assert!(bad("zz").contains("packet 1: not hex"));
+        assert!(bad("abc").contains("not hex"));
+        assert!(bad("").contains("packet 1"));
+        assert!(bad(&format!("{}00", packets[0])).contains("trailing"));
+        assert!(bad(&packets[0][..20]).contains("packet 1"));
+        let many = WireRelay::Forward {
+            from: 1,
+            packets: vec![packets[0].clone(); FORWARD_PACKETS_MAX + 1],
+        };
+        assert!(many.into_relay().unwrap_err().contains("at most"));
     }
 
     #[test]

@@ -125,6 +125,9 @@ pub struct LiveRoles {
     /// §5.2: how long a failure round waits for a process's callbacks (0: as long as it
     /// takes); see `Cluster::callback_timeout_ns`.
     pub callback_timeout_ns: u64,
+    /// §5.2 controller forwarding after this many retransmissions of a reliable message (0:
+    /// off); see `Cluster::forward_after`.
+    pub forward_after_retransmits: u32,
 }
 
 impl Default for LiveRoles {
@@ -147,6 +150,7 @@ impl Default for LiveRoles {
             send_buffer_bytes_max: 4 << 20,
             link_timeout_ns: 1_000_000_000,
             callback_timeout_ns: CALLBACK_TIMEOUT_NS,
+            forward_after_retransmits: 0,
         }
     }
 }
@@ -186,6 +190,7 @@ impl LiveRoles {
         cfg.reliable.rto_ns = self.reliable_rto_ns;
         cfg.reliable.rto_max_ns = self.reliable_rto_max_ns;
         cfg.reliable.send_buffer_bytes_max = self.send_buffer_bytes_max;
+        cfg.reliable.forward_after_retransmits = self.forward_after_retransmits;
         // §5.2 Detect: a host reports its silent aggregator after the same silence an
         // aggregator reports a silent input after (the simulator's 10 intervals would be 10 ms
         // here, which a busy machine's scheduling can exceed: a false report declares the host

@@ -306,12 +306,17 @@ fn control_lines_a_member_could_not_have_sent_are_refused_and_counted() {
         r#"{"type":"ctrl","to":0,"msg":{"kind":"recall_ack","round":1,"from":0}}"#,
         r#"{"type":"ctrl","to":null,"msg":{"kind":"resume","round":1,"dead_links":[]}}"#,
         r#"{"type":"ctrl","to":null,"msg":{"kind":"no_such_thing"}}"#,
+        // §5.2 forwarding in p0's name, and a packet that is not hex.
+        r#"{"type":"relay","msg":{"kind":"forward","from":0,"packets":[]}}"#,
+        r#"{"type":"relay","msg":{"kind":"forward","from":1,"packets":["zz"]}}"#,
+        // Well formed, but this cluster's forwarding is off (forward_after = 0).
+        r#"{"type":"relay","msg":{"kind":"forward","from":1,"packets":[]}}"#,
     ] {
         let answer = ask(line);
         assert!(answer.contains("error"), "{line}: {answer}");
     }
     let (_, malformed) = ControlClient::status(addr, PATIENCE).unwrap();
-    assert!(malformed >= 6, "{malformed}");
+    assert!(malformed >= 8, "{malformed}");
     drop(raw);
     assert!(local.controller().failure_rounds().is_empty());
     local.stop();

@@ -8,15 +8,17 @@
 use super::supervise;
 use super::{AggArgs, ControllerArgs, TopologyArgs};
 use crate::cli::EXIT_USAGE;
-use onepipe_runtime::aggregator::run_aggregator;
+use onepipe_proto::ids::ProcId;
+use onepipe_runtime::aggregator::{run_aggregator, AggregatorFaults};
 use onepipe_runtime::cluster::Cluster;
 use onepipe_runtime::controller::{Controller, HaOptions};
 use onepipe_runtime::DriverConfig;
 use serde_json::json;
 use std::io::Write;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
-use tracing::error;
+use tracing::{error, warn};
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -89,12 +91,14 @@ pub fn controller(args: &ControllerArgs) -> i32 {
         resumed = rounds.iter().filter(|r| r.resumed_ms.is_some()).count();
     }
     let (members, malformed) = controller.status();
+    let forwarded = controller.forwarded();
     controller.stop();
     let lost = members.iter().filter(|m| m.state == "lost").count();
     say(&format!(
         "stats {}",
         json!({
             "malformed": malformed,
+            "forwarded": forwarded,
             "members": members.len(),
             "lost": lost,
             "cpu_ns": onepipe_runtime::process_cpu_ns(),
@@ -157,7 +161,30 @@ pub fn agg(args: &AggArgs) -> i32 {
         );
         return EXIT_USAGE;
     }
-    let (stop, _orders) = supervise::install(args.supervised);
+    let (stop, orders) = supervise::install(args.supervised);
+    let faults = Arc::new(AggregatorFaults::default());
+    if let Some(orders) = orders {
+        // `onepipe up --blackhole` writes `blackhole A B` here.
+        let faults = faults.clone();
+        let spawned = std::thread::Builder::new()
+            .name("orders".into())
+            .spawn(move || {
+                for line in orders {
+                    let words: Vec<&str> = line.split_whitespace().collect();
+                    // `up` also says start, drain and stop to every child: not for us.
+                    if let ["blackhole", a, b] = words[..] {
+                        match (a.parse(), b.parse()) {
+                            (Ok(a), Ok(b)) => faults.blackhole(ProcId(a), ProcId(b)),
+                            _ => warn!("bad order: {line}"),
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            error!("cannot start the orders thread: {e}");
+            return super::EXIT_RUNTIME;
+        }
+    }
     let controllers = if args.controller.is_empty() {
         vec![cluster.controller]
     } else {
@@ -167,7 +194,7 @@ pub fn agg(args: &AggArgs) -> i32 {
         spin_ns: 0,
         ..DriverConfig::default()
     };
-    let result = run_aggregator(&controllers, &args.id, &cfg, &stop, &mut |addr| {
+    let result = run_aggregator(&controllers, &args.id, &cfg, &stop, &faults, &mut |addr| {
         say(&format!("ready {addr}"));
     });
     match result {

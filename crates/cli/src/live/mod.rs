@@ -252,6 +252,58 @@ pub struct UpArgs {
     /// used (under a key of this run's own).
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
     pub etcd: Option<String>,
+    /// Test fault for §5.2 controller forwarding (the simulator's `--blackhole`): from TIME
+    /// after sending starts, process A's first-hop aggregator drops A's data, ACKs and NAKs to
+    /// process B, passing their barriers on as beacons (no link falls silent, nothing is
+    /// declared failed). A's reliable messages to B then go by the controller after
+    /// --forward-after retransmissions. Repeatable.
+    #[arg(long, value_name = "A>B@TIME", value_parser = parse_blackhole)]
+    pub blackhole: Vec<Blackhole>,
+    /// §5.2 controller forwarding: a reliable message unacknowledged after this many
+    /// retransmissions also goes by the controller (the cluster file's `forward_after`) [default:
+    /// 1 with --blackhole, else 0: off].
+    #[arg(long, value_name = "N")]
+    pub forward_after: Option<u32>,
+}
+
+/// `--blackhole A>B@TIME`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blackhole {
+    /// The sending process.
+    pub from: u32,
+    /// The receiving process.
+    pub to: u32,
+    /// When, after sending starts (ns).
+    pub at_ns: u64,
+}
+
+impl std::fmt::Display for Blackhole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = onepipe_runtime::cluster::format_duration(self.at_ns);
+        write!(f, "{}>{}@{at}", self.from, self.to)
+    }
+}
+
+fn parse_blackhole(s: &str) -> Result<Blackhole, String> {
+    let (pair, at) = s
+        .split_once('@')
+        .ok_or("expected A>B@TIME, e.g. 1>2@1s (process numbers)")?;
+    let (a, b) = pair
+        .split_once('>')
+        .ok_or("expected A>B@TIME, e.g. 1>2@1s (process numbers)")?;
+    let num = |x: &str| {
+        x.parse::<u32>()
+            .map_err(|_| format!("'{x}' is not a process number"))
+    };
+    let (from, to) = (num(a)?, num(b)?);
+    if from == to {
+        return Err(format!("{from}>{to}: a process does not black-hole itself"));
+    }
+    Ok(Blackhole {
+        from,
+        to,
+        at_ns: parse_duration_ns(at)?,
+    })
 }
 
 /// A member `onepipe up --kill` kills.
@@ -445,5 +497,16 @@ mod tests {
         assert_eq!(k.to_string(), "controller@detected");
         assert_eq!(parse_kill(&k.to_string()).unwrap(), k);
         assert!(parse_kill("controller@soon").is_err());
+    }
+
+    #[test]
+    fn blackholes_parse_and_print_back_and_errors_say_what_is_wrong() {
+        let b = parse_blackhole("1>6@1s").unwrap();
+        assert_eq!((b.from, b.to, b.at_ns), (1, 6, 1_000_000_000));
+        assert_eq!(parse_blackhole(&b.to_string()).unwrap(), b);
+        assert!(parse_blackhole("1>1@1s").unwrap_err().contains("itself"));
+        assert!(parse_blackhole("1>x@1s").unwrap_err().contains("'x'"));
+        assert!(parse_blackhole("1-2@1s").unwrap_err().contains("A>B@TIME"));
+        assert!(parse_blackhole("1>2").unwrap_err().contains("A>B@TIME"));
     }
 }

@@ -23,7 +23,7 @@
 mod report;
 
 use super::supervise::{self, Child, ChildLine};
-use super::{Kill, KillTarget, Service, UpArgs, EXIT_INTERRUPTED, EXIT_RUNTIME};
+use super::{Blackhole, Kill, KillTarget, Service, UpArgs, EXIT_INTERRUPTED, EXIT_RUNTIME};
 use crate::cli::EXIT_USAGE;
 use onepipe_proto::Timestamp;
 use onepipe_runtime::clock::monotonic_ns;
@@ -90,10 +90,14 @@ struct Run<'a> {
     stopping: bool,
     /// `--kill`s, in time order.
     kills: Vec<Planned>,
+    /// `--blackhole`s, and whether each was ordered yet.
+    blackholes: Vec<(Blackhole, bool)>,
     /// When sending starts (monotonic ns; 0 before it is set).
     t0: u64,
     /// §5.2: processes the controller declared failed.
     declared: BTreeMap<u32, Declared>,
+    /// Each process's first-hop aggregator, by process id.
+    aggregator_of: Vec<String>,
     /// News some child reported (printed once each).
     said: BTreeSet<String>,
     /// With --etcd: etcd's URL and this run's key there.
@@ -147,6 +151,10 @@ pub fn run(args: &UpArgs) -> i32 {
         eprintln!("onepipe up: --kill: {e}");
         return EXIT_USAGE;
     }
+    if let Err(e) = check_blackholes(args, &cluster) {
+        eprintln!("onepipe up: --blackhole: {e}");
+        return EXIT_USAGE;
+    }
     let mut kills: Vec<Planned> = args
         .kill
         .iter()
@@ -183,8 +191,14 @@ pub fn run(args: &UpArgs) -> i32 {
         tx,
         stopping: false,
         kills,
+        blackholes: args.blackhole.iter().map(|&b| (b, false)).collect(),
         t0: 0,
         declared: BTreeMap::new(),
+        aggregator_of: cluster
+            .processes
+            .iter()
+            .map(|p| p.aggregator.clone())
+            .collect(),
         said: BTreeSet::new(),
         etcd,
         leader: None,
@@ -288,6 +302,25 @@ fn check_kills(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
     Ok(())
 }
 
+/// Every `--blackhole` names two processes of the cluster and falls within the sending time.
+fn check_blackholes(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
+    for b in &args.blackhole {
+        if b.from.max(b.to) >= cluster.procs() {
+            return Err(format!("{b}: there are {} processes", cluster.procs()));
+        }
+        if b.at_ns >= args.work.duration {
+            return Err(format!(
+                "{b}: must be within --duration ({})",
+                format_duration(args.work.duration)
+            ));
+        }
+    }
+    if args.unordered && !args.blackhole.is_empty() {
+        return Err("the unordered baseline has no failure handling".into());
+    }
+    Ok(())
+}
+
 fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     let layout = args
         .layout
@@ -300,6 +333,9 @@ fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     c.datagram_len_max = args.datagram_len_max.0;
     c.gso = !args.no_gso;
     c.gro = !args.no_gro;
+    c.forward_after = args
+        .forward_after
+        .unwrap_or(if args.blackhole.is_empty() { 0 } else { 1 });
     c.validate().map_err(|e| match e.field.as_str() {
         "beacon_interval" => format!("--beacon-interval: {}", e.message),
         "aggregator_phase" => format!("--aggregator-phase: {}", e.message),
@@ -343,6 +379,31 @@ impl Run<'_> {
                 self.fire(k);
             }
         }
+        for k in 0..self.blackholes.len() {
+            let (b, ordered) = self.blackholes[k];
+            if !ordered && now >= self.t0 + b.at_ns {
+                self.blackholes[k].1 = true;
+                self.order_blackhole(b, now);
+            }
+        }
+    }
+
+    /// `--blackhole A>B`: orders A's first-hop aggregator to black-hole A's packets to B.
+    fn order_blackhole(&mut self, b: Blackhole, now: u64) {
+        let Some(agg) = self.aggregator_of.get(b.from as usize).cloned() else {
+            return;
+        };
+        let role = Role::Aggregator(agg.clone());
+        let Some(i) = self.roles.iter().position(|r| *r == role) else {
+            return;
+        };
+        self.children[i].send(&format!("blackhole {} {}", b.from, b.to));
+        println!(
+            "  blackhole   {b} at {:.2} s: {agg} drops p{}'s data, ACKs and NAKs to p{}",
+            now.saturating_sub(self.t0) as f64 / 1e9,
+            b.from,
+            b.to
+        );
     }
 
     /// Kill `k`: SIGKILL, and its victim's exit is expected from now on. `controller` is the

@@ -123,6 +123,11 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
                 }
             },
             Ok(Some(FromController::Ctrl { msg })) => shared.on_control(msg.into()),
+            // §5.2 controller forwarding: data for this process, or ACKs for data it forwarded.
+            Ok(Some(FromController::Relay { msg })) => match msg.into_relay() {
+                Ok(r) => shared.on_mgmt(Mgmt::Relay(r)),
+                Err(e) => debug!(proc = shared.proc.0, "skipped a bad relay: {e}"),
+            },
             Ok(Some(FromController::Declared { failed, .. })) => {
                 // The others hear of it through `Failure`; this is for a process cut off from
                 // them, which learns of its own failure (§5.2).

@@ -119,6 +119,10 @@ pub struct UpReport {
     pub garbage_dropped: u64,
     /// Control lines the controller could not read.
     pub controller_malformed: u64,
+    /// §5.2 controller forwarding: packets the controllers relayed (data and ACKs).
+    pub forwarded_by_controller: u64,
+    /// Packets the aggregators dropped for `--blackhole` test faults.
+    pub blackholed: u64,
     /// Per process: its counters (aggregators and endpoints).
     pub counters: BTreeMap<String, BTreeMap<String, u64>>,
     /// Members killed with `--kill`.
@@ -221,7 +225,10 @@ pub(super) fn report(
         .filter_map(|i| run.heard[i].stats.as_ref())
         .map(|s| s["counters"]["links_removed"].as_u64().unwrap_or(0))
         .sum();
-    let fifo = !args.unordered && args.kill.is_empty() && links_removed == 0;
+    // A packet forwarded by the controller (§5.2) arrives beside the data path, not in its
+    // order: its receiver's best-effort barrier may be past it.
+    let fifo =
+        !args.unordered && args.kill.is_empty() && args.blackhole.is_empty() && links_removed == 0;
     let mut checker = Checker::new(n, 1, 0, fifo);
     let mut all: Vec<Option<NodeRecords>> = Vec::with_capacity(n as usize);
     let mut counters: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
@@ -294,10 +301,19 @@ pub(super) fn report(
         }
     }
     let transport = Transport::of(&counters);
-    let controller_malformed = (0..run.roles.len())
-        .filter(|&i| matches!(run.roles[i], Role::Controller(_)))
+    let controller_stat = |k: &str| -> u64 {
+        (0..run.roles.len())
+            .filter(|&i| matches!(run.roles[i], Role::Controller(_)))
+            .filter_map(|i| run.heard[i].stats.as_ref())
+            .filter_map(|s| s[k].as_u64())
+            .sum()
+    };
+    let controller_malformed = controller_stat("malformed");
+    let forwarded_by_controller = controller_stat("forwarded");
+    let blackholed: u64 = (0..run.roles.len())
+        .filter(|&i| matches!(run.roles[i], Role::Aggregator(_)))
         .filter_map(|i| run.heard[i].stats.as_ref())
-        .filter_map(|s| s["malformed"].as_u64())
+        .map(|s| s["counters"]["blackholed"].as_u64().unwrap_or(0))
         .sum();
     let mut feed = Feed::new(n, &all);
     // A sender that left no records: its scatterings as the others delivered them (all-to-all
@@ -409,6 +425,8 @@ pub(super) fn report(
         cpu_s_total: transport.cpu_s_total,
         garbage_dropped: transport.garbage,
         controller_malformed,
+        forwarded_by_controller,
+        blackholed,
         counters,
         kills: run
             .kills
@@ -807,6 +825,12 @@ pub(super) fn finish(args: &UpArgs, r: &UpReport) -> i32 {
             r.stall_ms,
             r.stall_proc.map_or(String::new(), |p| format!(" (p{p})")),
             after.join(", ")
+        );
+    }
+    if !args.blackhole.is_empty() || r.forwarded_by_controller > 0 {
+        println!(
+            "  forwarding  {} packets black-holed by aggregators, {} relayed by the controller (§5.2)",
+            r.blackholed, r.forwarded_by_controller
         );
     }
     println!("  checks      {checks}");
