@@ -182,7 +182,67 @@ impl Rtt {
     }
 }
 
+/// What one ACK newly acknowledged of a pair's messages ([`Pair::mark_acked`]).
+struct Acked {
+    /// Messages.
+    msgs: usize,
+    /// Their packets.
+    frags: u32,
+    /// Their payload bytes.
+    bytes: usize,
+    /// The longest wait of a message sent only once (Karn), if any.
+    rtt: Option<u64>,
+}
+
 impl Pair {
+    /// Marks acknowledged every message whose packets are all below `cum` or selectively
+    /// acknowledged in `sack`, and frees their window.
+    fn mark_acked(&mut self, now: Instant, cum: Psn, sack: u64) -> Acked {
+        let received = |q: Psn| {
+            let d = q.0.wrapping_sub(cum.0) as i32;
+            d < 0 || (d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0)
+        };
+        let mut acked = Acked {
+            msgs: 0,
+            frags: 0,
+            bytes: 0,
+            rtt: None,
+        };
+        for m in self.msgs.iter_mut() {
+            if m.first.0.wrapping_sub(cum.0) as i32 > SACK_BITS as i32 {
+                break;
+            }
+            if !m.acked && (0..m.frags).all(|f| received(Psn(m.first.0.wrapping_add(f)))) {
+                m.acked = true;
+                acked.msgs += 1;
+                acked.frags += m.frags;
+                acked.bytes += m.payload.len();
+                self.used -= m.frags;
+                self.in_flight -= m.frags;
+                if !m.retransmitted {
+                    let r = now.saturating_since(m.sent_at);
+                    acked.rtt = Some(acked.rtt.map_or(r, |x: u64| x.max(r)));
+                }
+            }
+        }
+        acked
+    }
+
+    /// The oldest unacknowledged message, marked retransmitted, to send again at once (after
+    /// `dupack_threshold` duplicate ACKs).
+    fn fast_retransmit(&mut self) -> Option<Transmit> {
+        let m = self.msgs.iter_mut().find(|m| !m.acked)?;
+        m.retransmitted = true;
+        Some(Transmit {
+            src: self.src,
+            dst: self.dst,
+            first: m.first,
+            ts: m.ts,
+            payload: m.payload.clone(),
+            forward: false,
+        })
+    }
+
     /// DCTCP (§6.1): `newly` packets acknowledged up to `cum`, `ecn` of them marked. Per window
     /// of data, the marked fraction is folded into alpha with gain `g`, and the window is cut
     /// (returns true) or grows by one packet.
@@ -573,29 +633,10 @@ impl ReliableSender {
             return;
         }
         pair.rwnd = rwnd as u32;
-        let received = |q: Psn| {
-            let d = q.0.wrapping_sub(cum.0) as i32;
-            d < 0 || (d >= 1 && d as u32 <= SACK_BITS && sack & (1 << (d - 1)) != 0)
-        };
-        let mut newly = 0u32;
-        let mut rtt = None;
-        for m in pair.msgs.iter_mut() {
-            if m.first.0.wrapping_sub(cum.0) as i32 > SACK_BITS as i32 {
-                break;
-            }
-            if !m.acked && (0..m.frags).all(|f| received(Psn(m.first.0.wrapping_add(f)))) {
-                m.acked = true;
-                self.unacked -= 1;
-                newly += m.frags;
-                self.bytes -= m.payload.len();
-                pair.used -= m.frags;
-                pair.in_flight -= m.frags;
-                if !m.retransmitted {
-                    let r = now.saturating_since(m.sent_at);
-                    rtt = Some(rtt.map_or(r, |x: u64| x.max(r)));
-                }
-            }
-        }
+        let acked = pair.mark_acked(now, cum, sack);
+        self.unacked -= acked.msgs;
+        self.bytes -= acked.bytes;
+        let (newly, rtt) = (acked.frags, acked.rtt);
         // Karn: only a message sent once gives an unambiguous sample. Of those this ACK covers,
         // the oldest waited longest for it: a delayed or cumulative ACK must not make the RTT
         // look shorter than what a message can wait for its acknowledgement.
@@ -614,18 +655,10 @@ impl ReliableSender {
         } else if sack != 0 {
             pair.dupacks += 1;
             if pair.dupacks == threshold {
-                if let Some(m) = pair.msgs.iter_mut().find(|m| !m.acked) {
-                    m.retransmitted = true;
+                if let Some(t) = pair.fast_retransmit() {
                     self.stats.retransmits += 1;
                     self.stats.fast_retransmits += 1;
-                    retransmit(Transmit {
-                        src: pair.src,
-                        dst: pair.dst,
-                        first: m.first,
-                        ts: m.ts,
-                        payload: m.payload.clone(),
-                        forward: false,
-                    });
+                    retransmit(t);
                 }
             }
         }

@@ -166,3 +166,47 @@ impl HostConfig {
         }
     }
 }
+
+impl HostConfig {
+    /// Panics on an inconsistent configuration (no processes, a zero beacon interval or MTU, a
+    /// best-effort ACK delay the loss timeout would beat): programming errors of the caller.
+    pub(super) fn assert_consistent(&self) {
+        assert!(!self.procs.is_empty(), "a host needs at least one process");
+        assert!(
+            self.beacon_interval_ns > 0,
+            "beacon interval must be positive"
+        );
+        assert!(self.mtu_payload > 0 && self.mtu_payload <= crate::wire::PAYLOAD_LEN_MAX);
+        assert!(self.message_len_max.div_ceil(self.mtu_payload) <= u16::MAX as usize + 1);
+        assert!(
+            self.host_of
+                .as_ref()
+                .is_none_or(|t| t.len() >= self.senders_max as usize),
+            "host_of names the host of every process"
+        );
+        // §2.1: a best-effort ACK must reach its sender before the sender gives up on it.
+        assert!(
+            self.ack_delay_be_ns <= self.rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN,
+            "ack_delay_be_ns ({}) must be at most rto_ns / {ACK_DELAY_BE_RTO_DIVISOR_MIN} ({})",
+            self.ack_delay_be_ns,
+            self.rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN
+        );
+    }
+
+    /// The ACK batcher's peer hosts: (made at once, stored at once) — the hosts of the
+    /// processes stored at once (the ACKs batch by peer host).
+    pub(super) fn ack_peers(&self) -> (usize, usize) {
+        let peers = |ids: usize| match &self.host_of {
+            Some(t) => t[..ids.min(t.len())]
+                .iter()
+                .map(|&h| h as usize + 1)
+                .max()
+                .unwrap_or(0),
+            None => ids,
+        };
+        (
+            peers(self.senders_max as usize),
+            peers(self.senders_stored as usize),
+        )
+    }
+}
