@@ -208,6 +208,43 @@ fn up_kill_a_process_and_its_tor_declares_the_rack_failed_and_the_rest_deliver_5
     );
 }
 
+/// §5.2 Receiver Recovery, live (the acceptance run, shorter): p3 is killed, declared
+/// failed, started again with its memory lost, recovers and rejoins as a new process; the
+/// others send to its new id and it delivers; every delivery is checked, with the old p3
+/// crashed and the new one a correct process from its rejoin on.
+#[test]
+fn up_restart_a_killed_process_rejoins_as_a_new_one_and_delivers_5_2() {
+    let (code, out, r) = up(
+        "restart",
+        &[
+            "--procs-per-host",
+            "2",
+            "--service",
+            "reliable",
+            "--duration",
+            "5s",
+            "--kill",
+            "proc:3@1s",
+            "--restart",
+            "proc:3@2500ms",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_clean(&r, &out);
+    assert_eq!(u(&r, "undelivered_reliable"), 0, "{out}");
+    assert_eq!(procs(&r["declared_failed"]), [3], "{out}");
+    let rejoined = r["rejoined"].as_array().unwrap();
+    assert_eq!(rejoined.len(), 1, "{out}");
+    assert_eq!(rejoined[0]["proc"], 3);
+    assert!(
+        rejoined[0]["as_proc"].as_u64().unwrap() >= 8,
+        "a new id above the cluster's: {r}"
+    );
+    assert!(rejoined[0]["sent"].as_u64().unwrap() > 0, "{out}");
+    assert!(u(&r, "rejoined_delivered") > 0, "{out}");
+}
+
 /// Three aggregator layers (edge, aggregation, core): killing an aggregation-layer daemon cuts
 /// off its pod (tor-0 and tor-1 with p0..p3); the controller reasons over the three-layer graph,
 /// declares the pod failed, and the other pod goes on delivering, every delivery checked.

@@ -6,7 +6,7 @@
 //! count followed by its items; an `Option<Timestamp>` is a flag byte then, if 1, the `u64`.
 //!
 //! ```text
-//! entry    = version:u8 (=1) kind:u8 at:u64 [msg]      kind 0 = Timeout, 1 = Message
+//! entry    = version:u8 (=1) kind:u8 at:u64 [msg|relay] kind 0 = Timeout, 1 = Message, 2 = Relay
 //! msg      = tag:u8 fields                            tags 1..=6, in CtrlMsg order
 //! LinkDown = reporter:u32 link:u32 flag:u8 [commit:u64]
 //! Failure  = round:u32 n:u32 (proc:u32 ts:u64)*n m:u32 (host:u32)*m
@@ -14,13 +14,21 @@
 //! RecallAck= round:u32 from:u32
 //! Completed= round:u32 host:u32
 //! Resume   = round:u32 n:u32 (link:u32)*n
+//! relay    = tag:u8 fields                            the relays a controller takes (§5.2)
+//! Recalled = 1 n:u32 (proc:u32 ts:u64)*n
+//! RecoverRequest = 2 host:u32
+//! Rejoin   = 3 host:u32
+//! Admitted = 4 link:u32 alive:u8 flag:u8 [barrier:u64] flag:u8 [commit:u64]
 //! ```
+//!
+//! Forwarded data (`RelayMsg::Forward`) is not logged (`HaController::on_relay`), and the
+//! relays only a controller sends have no encoding: [`Entry::encode`] refuses them.
 //!
 //! Decoding distrusts its input (the store is shared and may hold anything): every length is
 //! checked against the bytes left before anything is allocated, timestamps must fit in 48 bits,
 //! and trailing bytes are an error. Nothing panics on malformed input.
 
-use onepipe_proto::failure::CtrlMsg;
+use onepipe_proto::failure::{CtrlMsg, RelayMsg};
 use onepipe_proto::{Instant, LinkId, NodeId, ProcId, Psn, Timestamp};
 use std::fmt;
 
@@ -33,6 +41,7 @@ pub const ENTRY_BYTES_MAX: usize = 1 << 20;
 
 const KIND_TIMEOUT: u8 = 0;
 const KIND_MESSAGE: u8 = 1;
+const KIND_RELAY: u8 = 2;
 
 /// One input to the §5.2 controller, as logged: what [`onepipe_proto::failure::Controller`]
 /// was given, and when (controller log time).
@@ -49,6 +58,14 @@ pub enum Entry {
     Timeout {
         /// Controller log time.
         at: Instant,
+    },
+    /// A §5.2 receiver-recovery relay to the controller: `Recalled`, `RecoverRequest`,
+    /// `Rejoin` or `Admitted`.
+    Relay {
+        /// Controller log time.
+        at: Instant,
+        /// The relay.
+        msg: RelayMsg,
     },
 }
 
@@ -74,13 +91,16 @@ pub enum DecodeError {
 pub enum EncodeError {
     /// The encoding would exceed [`ENTRY_BYTES_MAX`].
     TooLarge(usize),
+    /// A relay the controller does not take as an input (it only sends it, or it is a
+    /// forward, which is not logged).
+    NotAnInput,
 }
 
 impl Entry {
     /// The controller log time of the input.
     pub fn at(&self) -> Instant {
         match self {
-            Entry::Message { at, .. } | Entry::Timeout { at } => *at,
+            Entry::Message { at, .. } | Entry::Timeout { at } | Entry::Relay { at, .. } => *at,
         }
     }
 
@@ -97,6 +117,11 @@ impl Entry {
                 out.push(KIND_MESSAGE);
                 put_u64(&mut out, at.0);
                 encode_msg(&mut out, msg);
+            }
+            Entry::Relay { at, msg } => {
+                out.push(KIND_RELAY);
+                put_u64(&mut out, at.0);
+                encode_relay(&mut out, msg)?;
             }
         }
         if out.len() > ENTRY_BYTES_MAX {
@@ -119,6 +144,10 @@ impl Entry {
             KIND_MESSAGE => Entry::Message {
                 at,
                 msg: decode_msg(&mut r)?,
+            },
+            KIND_RELAY => Entry::Relay {
+                at,
+                msg: decode_relay(&mut r)?,
             },
             other => return Err(DecodeError::Tag(other)),
         };
@@ -280,6 +309,85 @@ fn decode_msg(r: &mut Reader<'_>) -> Result<CtrlMsg, DecodeError> {
     Ok(msg)
 }
 
+fn put_opt_ts(out: &mut Vec<u8>, ts: Option<Timestamp>) {
+    match ts {
+        None => out.push(0),
+        Some(ts) => {
+            out.push(1);
+            put_u64(out, ts.raw());
+        }
+    }
+}
+
+fn encode_relay(out: &mut Vec<u8>, msg: &RelayMsg) -> Result<(), EncodeError> {
+    match msg {
+        RelayMsg::Recalled { groups } => {
+            out.push(1);
+            put_len(out, groups.len());
+            for &(p, ts) in groups {
+                put_u32(out, p.0);
+                put_u64(out, ts.raw());
+            }
+        }
+        RelayMsg::RecoverRequest { host } => {
+            out.push(2);
+            put_u32(out, host.0);
+        }
+        RelayMsg::Rejoin { host } => {
+            out.push(3);
+            put_u32(out, host.0);
+        }
+        RelayMsg::Admitted {
+            link,
+            alive,
+            barrier,
+            commit,
+        } => {
+            out.push(4);
+            put_u32(out, link.0);
+            out.push(u8::from(*alive));
+            put_opt_ts(out, *barrier);
+            put_opt_ts(out, *commit);
+        }
+        _ => return Err(EncodeError::NotAnInput),
+    }
+    Ok(())
+}
+
+fn decode_relay(r: &mut Reader<'_>) -> Result<RelayMsg, DecodeError> {
+    let opt_ts = |r: &mut Reader<'_>| match r.u8()? {
+        0 => Ok(None),
+        1 => Ok(Some(r.ts()?)),
+        f => Err(DecodeError::Flag(f)),
+    };
+    Ok(match r.u8()? {
+        1 => {
+            let n = r.count(12)?;
+            let groups = (0..n)
+                .map(|_| Ok((ProcId(r.u32()?), r.ts()?)))
+                .collect::<Result<_, _>>()?;
+            RelayMsg::Recalled { groups }
+        }
+        2 => RelayMsg::RecoverRequest {
+            host: NodeId(r.u32()?),
+        },
+        3 => RelayMsg::Rejoin {
+            host: NodeId(r.u32()?),
+        },
+        4 => RelayMsg::Admitted {
+            link: LinkId(r.u32()?),
+            alive: match r.u8()? {
+                0 => false,
+                1 => true,
+                f => return Err(DecodeError::Flag(f)),
+            },
+            barrier: opt_ts(r)?,
+            commit: opt_ts(r)?,
+        },
+        other => return Err(DecodeError::Tag(other)),
+    })
+}
+
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
@@ -361,6 +469,7 @@ impl fmt::Display for EncodeError {
             EncodeError::TooLarge(n) => {
                 write!(f, "entry of {n} bytes exceeds {ENTRY_BYTES_MAX}")
             }
+            EncodeError::NotAnInput => write!(f, "a relay the controller does not take as input"),
         }
     }
 }
@@ -423,6 +532,27 @@ pub(crate) mod tests {
         ]
     }
 
+    fn relay_msg() -> impl Strategy<Value = RelayMsg> {
+        let pairs = prop::collection::vec((any::<u32>().prop_map(ProcId), ts()), 0..6);
+        prop_oneof![
+            pairs.prop_map(|groups| RelayMsg::Recalled { groups }),
+            any::<u32>().prop_map(|h| RelayMsg::RecoverRequest { host: NodeId(h) }),
+            any::<u32>().prop_map(|h| RelayMsg::Rejoin { host: NodeId(h) }),
+            (
+                any::<u32>(),
+                any::<bool>(),
+                prop::option::of(ts()),
+                prop::option::of(ts())
+            )
+                .prop_map(|(l, alive, barrier, commit)| RelayMsg::Admitted {
+                    link: LinkId(l),
+                    alive,
+                    barrier,
+                    commit,
+                }),
+        ]
+    }
+
     fn entry() -> impl Strategy<Value = Entry> {
         prop_oneof![
             any::<u64>().prop_map(|t| Entry::Timeout { at: Instant(t) }),
@@ -430,7 +560,22 @@ pub(crate) mod tests {
                 at: Instant(t),
                 msg
             }),
+            (any::<u64>(), relay_msg()).prop_map(|(t, msg)| Entry::Relay {
+                at: Instant(t),
+                msg
+            }),
         ]
+    }
+
+    #[test]
+    fn relays_the_controller_only_sends_are_not_entries() {
+        let e = Entry::Relay {
+            at: Instant(1),
+            msg: RelayMsg::Failed {
+                ts: Timestamp::new(3),
+            },
+        };
+        assert_eq!(e.encode(), Err(EncodeError::NotAnInput));
     }
 
     proptest! {

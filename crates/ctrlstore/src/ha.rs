@@ -113,10 +113,31 @@ impl<S: ControllerStore> HaController<S> {
         topo: Arc<Topology>,
         now: Instant,
     ) -> Result<HaController<S>, HaError> {
+        Self::recover_with(store, leadership, cfg, topo, now, None)
+    }
+
+    /// [`HaController::recover`] with §5.2's relay channel on when `relay` is `Some(max)`:
+    /// controller forwarding and receiver recovery, rejoining hosts getting fresh process ids
+    /// below `max` (`Controller::enable_relay`, `Controller::set_proc_ids_max`). Configuration,
+    /// not an input: part of the log's fingerprint, so every controller of a cluster agrees.
+    ///
+    /// # Errors
+    /// As [`HaController::recover`].
+    pub fn recover_with(
+        store: S,
+        leadership: Leadership,
+        cfg: ControllerConfig,
+        topo: Arc<Topology>,
+        now: Instant,
+        relay: Option<u32>,
+    ) -> Result<HaController<S>, HaError> {
         // Fail fast (a lost leadership would only show at the first append), and start the
         // replay with a fresh lease.
         store.keep_alive(&leadership).map_err(HaError::Store)?;
-        let ours = fingerprint(&cfg, &topo);
+        let mut ours = fingerprint(&cfg, &topo);
+        if let Some(max) = relay {
+            ours.push_str(&format!("-relay{max}"));
+        }
         match store.get_meta(FINGERPRINT_KEY).map_err(HaError::Store)? {
             Some(stored) if stored != ours.as_bytes() => {
                 return Err(HaError::ClusterMismatch {
@@ -131,10 +152,15 @@ impl<S: ControllerStore> HaController<S> {
         }
         // Fencing makes the log final once we lead: nobody else can append after this load.
         let log = store.load().map_err(HaError::Store)?;
+        let mut ctrl = Controller::new(cfg, topo);
+        if let Some(max) = relay {
+            ctrl.enable_relay();
+            ctrl.set_proc_ids_max(max);
+        }
         let mut ha = HaController {
             store,
             leadership,
-            ctrl: Controller::new(cfg, topo),
+            ctrl,
             log_now: Instant(0),
             offset_ns: 0,
             next_index: log.len() as u64,
@@ -209,29 +235,25 @@ impl<S: ControllerStore> HaController<S> {
         self.log_and_apply(Entry::Message { at, msg })
     }
 
-    /// Turns on §5.2 controller forwarding (`Controller::enable_relay`). Configuration, not
-    /// an input: every controller of a cluster makes the same call before it serves anyone.
-    pub fn enable_forwarding(&mut self) {
-        self.ctrl.enable_relay();
-    }
-
-    /// §5.2 controller forwarding: relays `msg` (a [`RelayMsg::Forward`]) to the receiver's
-    /// host. Applied, **not logged**: forwarding changes no state replay depends on (it only
-    /// reads who is failed), and a forward lost with a deposed leader is like one lost on the
-    /// way — the sender retransmits and forwards again. Any other relay is refused (receiver
-    /// recovery's messages would need the log; they do not run on a logged controller yet).
+    /// Handles a §5.2 relay addressed to the controller. A forward
+    /// ([`RelayMsg::Forward`]) is applied **unlogged**: forwarding changes no state replay
+    /// depends on (it only reads who is failed), and a forward lost with a deposed leader is
+    /// like one lost on the way — the sender retransmits and forwards again. Receiver
+    /// recovery's relays (`Recalled`, `RecoverRequest`, `Rejoin`, `Admitted`) are logged, then
+    /// applied, like control messages. Without the relay channel
+    /// ([`HaController::recover_with`]) the controller ignores them.
     ///
     /// # Errors
-    /// `msg` is not a `Forward` (the error names it).
-    pub fn forward(&mut self, now: Instant, msg: RelayMsg) -> Result<(), String> {
-        if !matches!(msg, RelayMsg::Forward { .. }) {
-            return Err(format!("only forwards are relayed here, not {msg:?}"));
-        }
+    /// The store refused the entry, or `msg` is a relay only a controller sends.
+    pub fn on_relay(&mut self, now: Instant, msg: RelayMsg) -> Result<(), HaError> {
         let at = self.log_time(now);
-        self.ctrl.handle(at, Input::Mgmt(Mgmt::Relay(msg)));
-        self.outputs
-            .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
-        Ok(())
+        if matches!(msg, RelayMsg::Forward { .. }) {
+            self.ctrl.handle(at, Input::Mgmt(Mgmt::Relay(msg)));
+            self.outputs
+                .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
+            return Ok(());
+        }
+        self.log_and_apply(Entry::Relay { at, msg })
     }
 
     /// Runs Determine if it is due: logged, then applied. A timeout with nothing due is not
@@ -330,6 +352,7 @@ impl<S: ControllerStore> HaController<S> {
         match entry {
             Entry::Message { at, msg } => self.ctrl.handle(at, Input::Mgmt(Mgmt::Ctrl(msg))),
             Entry::Timeout { at } => self.ctrl.handle(at, Input::Timeout),
+            Entry::Relay { at, msg } => self.ctrl.handle(at, Input::Mgmt(Mgmt::Relay(msg))),
         }
         self.outputs
             .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
@@ -467,31 +490,36 @@ mod tests {
         }
     }
 
+    fn lead_relay(store: &MemStore, name: &str, now: Instant) -> HaController<MemStore> {
+        let l = store.campaign(name, TTL, Duration::ZERO).unwrap();
+        let t = topo();
+        HaController::recover_with(store.clone(), l, cfg(&t), t, now, Some(8)).unwrap()
+    }
+
     #[test]
-    fn forwards_are_relayed_unlogged_and_other_relays_are_refused_5_2() {
+    fn forwards_are_relayed_unlogged_and_recovery_relays_are_logged_and_replayed_5_2() {
         use onepipe_proto::wire::{Ack, Packet};
-        let store = MemStore::new();
-        let mut c = lead(&store, "a", Instant(0));
-        let ack = |from: u32, to: u32| {
-            Packet::Ack(Ack {
-                from: ProcId(from),
-                to: ProcId(to),
-                cum_psn: onepipe_proto::ids::Psn(1),
-                sack: 0,
-                reliable: true,
-                ecn: 0,
-                rwnd: 8,
-            })
-        };
+        let ack = Packet::Ack(Ack {
+            from: ProcId(1),
+            to: ProcId(2),
+            cum_psn: onepipe_proto::ids::Psn(1),
+            sack: 0,
+            reliable: true,
+            ecn: 0,
+            rwnd: 8,
+        });
         let fwd = RelayMsg::Forward {
             from: NodeId(1),
-            packets: vec![ack(1, 2)],
+            packets: vec![ack],
         };
-        // Off until enabled: nothing goes out.
-        c.forward(Instant(10), fwd.clone()).unwrap();
+        // Without the relay channel, nothing goes out.
+        let plain = MemStore::new();
+        let mut c = lead(&plain, "a", Instant(0));
+        c.on_relay(Instant(10), fwd.clone()).unwrap();
         assert!(drain(&mut c).is_empty());
-        c.enable_forwarding();
-        c.forward(Instant(20), fwd.clone()).unwrap();
+        let store = MemStore::manual();
+        let mut c = lead_relay(&store, "a", Instant(0));
+        c.on_relay(Instant(20), fwd.clone()).unwrap();
         assert_eq!(
             drain(&mut c),
             [Output::Mgmt {
@@ -501,10 +529,33 @@ mod tests {
         );
         assert_eq!(c.controller().forwarded(), 1);
         assert_eq!(c.log_len(), 0, "forwarding is not logged");
-        let err = c
-            .forward(Instant(30), RelayMsg::Rejoin { host: NodeId(1) })
-            .unwrap_err();
-        assert!(err.contains("Rejoin"), "{err}");
+        // A recall report is logged; a standby's replay knows it, and settles a recovering
+        // host with it.
+        let recalled = vec![(ProcId(0), Timestamp::new(5))];
+        c.on_relay(
+            Instant(30),
+            RelayMsg::Recalled {
+                groups: recalled.clone(),
+            },
+        )
+        .unwrap();
+        assert_eq!(c.log_len(), 1);
+        assert!(c
+            .on_relay(Instant(40), RelayMsg::Rejoin { host: NodeId(9) })
+            .is_ok());
+        assert_eq!(c.log_len(), 2, "logged, though the controller drops it");
+        drop(c);
+        store.advance(TTL);
+        let mut b = lead_relay(&store, "b", Instant(50));
+        assert_eq!(b.stats().replayed, 2);
+        assert!(b.controller().relay_enabled());
+        let _ = drain(&mut b);
+        // A mismatched relay setting is another cluster.
+        drop(b);
+        store.advance(TTL);
+        let l = store.campaign("c", TTL, Duration::ZERO).unwrap();
+        let t = topo();
+        assert!(HaController::recover(store.clone(), l, cfg(&t), t, Instant(60)).is_err());
     }
 
     fn completed(round: u32, host: u32) -> CtrlMsg {

@@ -453,6 +453,11 @@ impl Controller {
         }
     }
 
+    /// Whether the relay channel is on ([`Controller::enable_relay`]).
+    pub fn relay_enabled(&self) -> bool {
+        self.relay.is_some()
+    }
+
     /// Hosts that rejoined as new processes so far (§5.2).
     pub fn rejoined(&self) -> u64 {
         self.relay.as_ref().map_or(0, |r| r.joined)

@@ -35,7 +35,7 @@ use crate::cluster::Cluster;
 use crate::config::DriverConfig;
 use crate::control::{ControlClient, FromController, JoinAs, JoinError, Member, ToController};
 use crate::driver::Driver;
-use crate::failure::{AggHalf, LiveTopology, WireCtrl};
+use crate::failure::{AggHalf, LiveTopology, WireCtrl, WireRelay};
 use crate::ports::PortTable;
 use crate::roles::ProcessRouter;
 use crate::stats::DriverStats;
@@ -103,6 +103,8 @@ pub struct Aggregator {
     blackholes: Vec<(ProcId, ProcId)>,
     /// Packets black-holed.
     blackholed: u64,
+    /// The halves' routing tables, for [`Aggregator::rejoined`].
+    routers: Vec<Arc<ProcessRouter>>,
 }
 
 impl Aggregator {
@@ -126,7 +128,8 @@ impl Aggregator {
         peers.extend(children.iter().cloned().map(Peer::Child));
         let below = peers.len();
         // Where each process is reached going down: its own port, or its child's.
-        let mut down_router = ProcessRouter::new();
+        let ids = cluster.proc_ids_max();
+        let mut down_router = ProcessRouter::with_ids(ids);
         for (i, &p) in procs.iter().enumerate() {
             down_router.set(ProcId(p), PortId(i as u32));
         }
@@ -150,10 +153,12 @@ impl Aggregator {
             }
             cfg
         };
+        let down_router = Arc::new(down_router);
+        let mut routers = vec![down_router.clone()];
         let (up, down, inputs, up_outs, down_outs) = match &spec.parent {
             None => {
                 let cfg = roles.switch_config(node(0), cluster.up_depth(name), below, below);
-                let up = Switch::new(graph(cfg, AggHalf::Up), Some(Arc::new(down_router)), now);
+                let up = Switch::new(graph(cfg, AggHalf::Up), Some(down_router), now);
                 let ports: Vec<PortId> = (0..below as u32).map(PortId).collect();
                 let inputs = ports.iter().map(|&p| (Half::Up, p)).collect();
                 (
@@ -167,7 +172,7 @@ impl Aggregator {
             Some(parent) => {
                 peers.push(Peer::Parent(parent.clone()));
                 // Up: inputs are the peers below; output 0 turns here (loopback), 1 climbs.
-                let mut up_router = ProcessRouter::new();
+                let mut up_router = ProcessRouter::with_ids(ids);
                 let mine = cluster.subtree_procs(name);
                 for p in 0..n {
                     let port = if mine.binary_search(&p).is_ok() { 0 } else { 1 };
@@ -175,11 +180,13 @@ impl Aggregator {
                 }
                 let up_cfg = roles.switch_config(node(0), cluster.up_depth(name), below, 2);
                 let up_cfg = graph(up_cfg, AggHalf::Up);
-                let up = Switch::new(up_cfg, Some(Arc::new(up_router)), now);
+                let up_router = Arc::new(up_router);
+                routers.push(up_router.clone());
+                let up = Switch::new(up_cfg, Some(up_router), now);
                 // Down: input 0 is the loopback, 1 the parent; outputs are the peers below.
                 let down_cfg = roles.switch_config(node(1), cluster.down_depth(name), 2, below);
                 let down_cfg = graph(down_cfg, AggHalf::Down);
-                let down = Switch::new(down_cfg, Some(Arc::new(down_router)), now);
+                let down = Switch::new(down_cfg, Some(down_router), now);
                 let mut inputs: Vec<(Half, PortId)> =
                     (0..below as u32).map(|p| (Half::Up, PortId(p))).collect();
                 inputs.push((Half::Down, PortId(1)));
@@ -200,6 +207,7 @@ impl Aggregator {
             dropped: 0,
             blackholes: Vec::new(),
             blackholed: 0,
+            routers,
         })
     }
 
@@ -219,6 +227,19 @@ impl Aggregator {
             self.blackholes.push((a, b));
         }
         Ok(())
+    }
+
+    /// §5.2 rejoin: process `host` came back as the new processes `procs`; both halves route
+    /// them as they route `host` (every id is the same host here: one process per host).
+    /// Returns false if an id is beyond the cluster's `proc_ids_max` (that one is not routed).
+    pub fn rejoined(&self, host: ProcId, procs: &[ProcId]) -> bool {
+        let mut all = true;
+        for r in &self.routers {
+            for &p in procs {
+                all &= r.alias(p, host);
+            }
+        }
+        all
     }
 
     /// Packets black-holed so far ([`Aggregator::blackhole`]).
@@ -549,6 +570,23 @@ pub fn run_aggregator(
                         &mut |e: Infallible| match e {},
                     );
                 }
+                // §5.2 rejoin: `Admit` for an input of one of the halves.
+                Ok(FromController::Relay { msg }) => match msg.into_relay() {
+                    Ok(r) => driver.with_node(
+                        |a, now| a.handle(now, Input::Mgmt(Mgmt::Relay(r))),
+                        &mut |e: Infallible| match e {},
+                    ),
+                    Err(e) => warn!(aggregator = name, "skipped a bad relay: {e}"),
+                },
+                Ok(FromController::Joined { host, procs }) => {
+                    let procs: Vec<ProcId> = procs.into_iter().map(ProcId).collect();
+                    if !driver.node().rejoined(ProcId(host), &procs) {
+                        warn!(
+                            aggregator = name,
+                            "p{host} rejoined under ids beyond the cluster's room"
+                        );
+                    }
+                }
                 Ok(_) => {}
                 Err(TryRecvError::Empty) => break,
                 // The reader ended: the connection closed.
@@ -559,9 +597,16 @@ pub fn run_aggregator(
             }
         }
         // §5.2 Detect: the halves' reports go to the controller. Control messages are best
-        // effort here: a controller that went away does not stop the data path. Relays (rejoin
-        // answers) do not travel live yet.
+        // effort here: a controller that went away does not stop the data path. Relays (rejoin's
+        // `Admitted`) go the same way.
         while let Some((to, msg)) = driver.poll_mgmt() {
+            if let (MgmtDest::Controller, Mgmt::Relay(r)) = (&to, &msg) {
+                let msg = ToController::Relay {
+                    msg: WireRelay::of(r),
+                };
+                connected &= control.send(&msg).is_ok();
+                continue;
+            }
             if let (MgmtDest::Controller, Mgmt::Ctrl(msg)) = (to, msg) {
                 if let CtrlMsg::LinkDown { link, .. } = &msg {
                     warn!(

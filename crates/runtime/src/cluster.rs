@@ -788,6 +788,13 @@ impl Cluster {
         self.forward_after > 0
     }
 
+    /// Process ids a live cluster may use: the file's, and as many again for processes that
+    /// rejoin after a failure (§5.2: a recovered process "joins 1Pipe as a new process"), at most
+    /// [`PROCS_MAX`]. Every reorder buffer has room for this many senders.
+    pub fn proc_ids_max(&self) -> u32 {
+        self.procs().saturating_mul(2).min(PROCS_MAX)
+    }
+
     /// Number of processes.
     pub fn procs(&self) -> u32 {
         self.processes.len() as u32

@@ -177,6 +177,14 @@ pub enum FromController {
         /// The relay.
         msg: WireRelay,
     },
+    /// §5.2 rejoin: process `host` came back as the new processes `procs` (to every member:
+    /// aggregators route to them as to `host`, processes may address them).
+    Joined {
+        /// The old process id (its host slot).
+        host: u32,
+        /// Its new process ids.
+        procs: Vec<u32>,
+    },
     /// The controller declared processes failed (§5.2 Determine), sent to every member: the
     /// survivors learn it again through `Failure`; a declared process that is still running
     /// (cut off from the others) learns of its own failure (§5.2 "the controller notifies

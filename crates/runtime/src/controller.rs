@@ -28,7 +28,12 @@
 //!   stops waiting for the dead inputs' commit barriers.
 //! * **Controller forwarding** (`forward_after > 0` in the cluster file): a process's `Relay`
 //!   line (packets its data path could not deliver, in its own name) goes to the procedure
-//!   ([`HaController::forward`], not logged), which relays it to the receiving process.
+//!   ([`HaController::on_relay`], a forward not logged), which relays it to the receiving process.
+//! * **Receiver recovery**: a process told it failed (or started again, `JoinOptions::restarted`:
+//!   a lost slot may join again once the cluster runs, on its old address) asks to recover,
+//!   settles and asks to rejoin (`Relay` lines, logged); the `Admit`s go to the aggregators at
+//!   the heads of the dead links and their `Admitted` come back; on `Joined` every member hears
+//!   `FromController::Joined` (aggregators route the new id as the old one).
 //!
 //! A cluster whose shape has no routing graph runs without it (the reason is logged and kept
 //! for `failure_handling`), as before this existed.
@@ -216,6 +221,8 @@ struct Failure {
     rounds: Vec<FailureRound>,
     /// Detect reports (`LinkDown`) this controller logged.
     detected: u64,
+    /// §5.2 rejoins: (old process, its new process ids), in order.
+    rejoined: Vec<(u32, Vec<u32>)>,
 }
 
 impl Failure {
@@ -353,6 +360,14 @@ impl Controller {
         self.state.lock().expect("controller state").deposed.clone()
     }
 
+    /// §5.2 rejoins this controller admitted while leading: (old process, new process ids).
+    pub fn rejoined(&self) -> Vec<(u32, Vec<u32>)> {
+        let st = self.state.lock().expect("controller state");
+        st.failure
+            .as_ref()
+            .map_or(Vec::new(), |f| f.rejoined.clone())
+    }
+
     /// Packets this controller relayed for §5.2 controller forwarding while leading.
     pub fn forwarded(&self) -> u64 {
         let st = self.state.lock().expect("controller state");
@@ -438,6 +453,7 @@ fn failure_procedure(cluster: &Cluster) -> Result<Failure, String> {
         epoch: Instant::now(),
         rounds: Vec::new(),
         detected: 0,
+        rejoined: Vec::new(),
     })
 }
 
@@ -717,10 +733,12 @@ impl State {
     ) -> Result<(), onepipe_ctrlstore::HaError> {
         if let Ok(f) = self.failure.as_mut() {
             let topo = f.live.topology().clone();
-            let mut ha = Procedure::recover(store, leadership, f.cfg.clone(), topo, f.now())?;
-            if self.cluster.forwarding() {
-                ha.enable_forwarding();
-            }
+            // §5.2's relay channel is always on live: forwarding (when `forward_after` asks
+            // for it) and receiver recovery, rejoining processes taking ids up to twice the
+            // cluster's.
+            let relay = Some(self.cluster.proc_ids_max());
+            let ha =
+                Procedure::recover_with(store, leadership, f.cfg.clone(), topo, f.now(), relay)?;
             let failed: Vec<NodeId> = ha.controller().failed_hosts().collect();
             let stats = ha.stats();
             f.procedure = Some(ha);
@@ -871,37 +889,50 @@ impl State {
     /// §5.2 controller forwarding: a process hands over packets its data path could not
     /// deliver; the procedure relays them to the receiver (not to or from a failed process).
     fn on_relay(&mut self, id: u64, wire: WireRelay) {
-        let Some(Member::Process(p)) = self.conns.get(&id).and_then(|c| c.member.clone()) else {
+        let Some(member) = self.conns.get(&id).and_then(|c| c.member.clone()) else {
             self.malformed += 1;
-            return self.refuse(id, "only a process may ask for forwarding".into());
+            return self.refuse(id, "Relay before Join".into());
         };
         let msg = match wire.into_relay() {
-            Ok(RelayMsg::Forward { from, .. }) if from != NodeId(p) => {
-                self.malformed += 1;
-                return self.refuse(id, format!("p{p} may not forward for {from:?}"));
-            }
             Ok(msg) => msg,
             Err(e) => {
                 self.malformed += 1;
-                return self.refuse(id, format!("a bad forward from p{p}: {e}"));
+                return self.refuse(id, format!("a bad relay from {member}: {e}"));
             }
         };
         let Ok(f) = self.failure.as_mut() else {
             return self.refuse(id, "no failure handling in this cluster".into());
         };
-        if !self.cluster.forwarding() {
+        // Distrust the wire: a member relays in its own name only, and only what it may send.
+        let live = &f.live;
+        let allowed = match (&member, &msg) {
+            (Member::Process(p), RelayMsg::Forward { from, .. }) => *from == NodeId(*p),
+            (Member::Process(p), RelayMsg::RecoverRequest { host } | RelayMsg::Rejoin { host }) => {
+                *host == NodeId(*p)
+            }
+            (Member::Process(_), RelayMsg::Recalled { .. }) => true,
+            (Member::Aggregator(name), RelayMsg::Admitted { link, .. }) => {
+                let agg = self.cluster.aggregator_index(name);
+                live.link_head(*link)
+                    .is_some_and(|n| agg.is_some_and(|a| live.nodes_of(a).contains(&n)))
+            }
+            _ => false,
+        };
+        if !allowed {
+            self.malformed += 1;
+            return self.refuse(id, format!("{member} may not relay {msg:?}"));
+        }
+        if matches!(msg, RelayMsg::Forward { .. }) && !self.cluster.forwarding() {
             return self.refuse(id, "forwarding is off (forward_after = 0)".into());
         }
         let now = f.now();
         let Some(ha) = f.procedure.as_mut() else {
             return self.refuse(id, "this controller does not lead".into());
         };
-        match ha.forward(now, msg) {
+        // Recovery's relays are logged before they are applied, as control messages are.
+        match ha.on_relay(now, msg) {
             Ok(()) => self.drain_failure(),
-            Err(e) => {
-                self.malformed += 1;
-                self.refuse(id, e);
-            }
+            Err(e) => self.depose(format!("the store refused a relay: {e}")),
         }
     }
 
@@ -943,14 +974,17 @@ impl State {
                     to: MgmtDest::Node(n),
                     msg: Mgmt::Ctrl(msg),
                 } => self.send_ctrl(n, &msg),
-                // Forwarded packets go to the receiving process. The procedure's other relays
-                // (`Failed`: the live form is `Declared`; recovery's) do not travel live.
+                // Relays go to a process (forwarded packets, recovery's answers), or to the
+                // aggregator at the head of a link (`Admit`).
                 Output::Mgmt {
                     to: MgmtDest::Node(n),
                     msg: Mgmt::Relay(r),
-                } if n.0 < self.cluster.procs() => {
-                    if let Some(msg) = WireRelay::of(&r) {
-                        self.send_to(&Member::Process(n.0), &FromController::Relay { msg });
+                } => {
+                    let msg = FromController::Relay {
+                        msg: WireRelay::of(&r),
+                    };
+                    if let Some(member) = self.member_of(n) {
+                        self.send_to(&member, &msg);
                     }
                 }
                 Output::Mgmt { .. } => {}
@@ -980,8 +1014,23 @@ impl State {
                         self.send_to(&m, &msg);
                     }
                 }
-                // Rejoining does not run live yet (the relay channel carries forwarding only).
-                Output::Event(CtrlEvent::Joined { .. }) => {}
+                // §5.2 rejoin: process `host` is the new processes `procs`; the aggregators
+                // route to them as to it.
+                Output::Event(CtrlEvent::Joined { host, procs, .. }) => {
+                    let procs: Vec<u32> = procs.iter().map(|p| p.0).collect();
+                    info!("p{} rejoined as {procs:?}", host.0);
+                    if let Ok(f) = self.failure.as_mut() {
+                        f.rejoined.push((host.0, procs.clone()));
+                    }
+                    let msg = FromController::Joined {
+                        host: host.0,
+                        procs,
+                    };
+                    let members: Vec<Member> = self.slots.keys().cloned().collect();
+                    for m in members {
+                        self.send_to(&m, &msg);
+                    }
+                }
                 Output::Event(CtrlEvent::Resumed { round }) => {
                     info!(round, "resumed");
                     if let Ok(f) = self.failure.as_mut() {
@@ -993,6 +1042,15 @@ impl State {
                 Output::Event(_) => {}
             }
         }
+    }
+
+    /// The member graph node `n` stands for: a process, or the aggregator it belongs to.
+    fn member_of(&self, n: NodeId) -> Option<Member> {
+        if n.0 < self.cluster.procs() {
+            return Some(Member::Process(n.0));
+        }
+        let a = self.failure.as_ref().ok()?.live.aggregator_of(n)?;
+        Some(Member::Aggregator(self.cluster.aggregators[a].name.clone()))
     }
 
     /// Sends a procedure message to graph node `n`: a process, or the aggregator it belongs to
@@ -1063,7 +1121,13 @@ impl State {
         let Some(slot) = self.slots.get_mut(&member) else {
             return self.refuse(id, format!("{member} is not in the cluster file"));
         };
-        if slot.state != SlotState::Waiting {
+        // A process that died (or left) may start again once the cluster runs: with its memory
+        // lost it recovers and rejoins as a new process (§5.2), on the address it had, which
+        // its aggregator still sends to.
+        let restart = matches!(member, Member::Process(_))
+            && self.ready
+            && matches!(slot.state, SlotState::Lost | SlotState::Left);
+        if slot.state != SlotState::Waiting && !restart {
             let state = slot.state.name();
             return self.refuse(id, format!("{member} has already joined (state: {state})"));
         }
@@ -1072,13 +1136,20 @@ impl State {
         slot.last_seen = Some(Instant::now());
         let bind = match &member {
             Member::Aggregator(name) => self.cluster.aggregator(name).map(|a| a.addr),
+            Member::Process(_) if restart => slot.addr,
             Member::Process(p) => self.cluster.process(*p).map(|p| p.addr),
         }
         .expect("slots are the cluster's members");
         if let Some(c) = self.conns.get_mut(&id) {
             c.member = Some(member.clone());
         }
-        info!("{member} joined");
+        if restart {
+            // What waited for the dead incarnation means nothing to the new one.
+            self.pending.remove(&member);
+            info!("{member} joined again (restarted)");
+        } else {
+            info!("{member} joined");
+        }
         self.reply(
             id,
             &FromController::Welcome {

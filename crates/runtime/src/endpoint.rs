@@ -118,7 +118,7 @@ use onepipe_proto::wire::{NakReason, Packet};
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -138,6 +138,10 @@ pub struct JoinOptions {
     pub report_reliable_sent: bool,
     /// How long to wait for the controller and for the rest of the cluster to join.
     pub join_timeout: Duration,
+    /// This process died and was started again with its memory lost (`JoinOptions::proc` names
+    /// it): its role starts frozen (`Host::restarted`), asks the controller to recover once it
+    /// is declared failed, and rejoins as a new process ([`Event::Rejoined`]; §5.2).
+    pub restarted: bool,
     /// The transport's settings.
     pub driver: DriverConfig,
 }
@@ -150,6 +154,7 @@ impl Default for JoinOptions {
             event_queue_len_max: 1 << 12,
             report_reliable_sent: false,
             join_timeout: Duration::from_secs(60),
+            restarted: false,
             // A machine may run a whole cluster: block rather than spin between datagrams.
             driver: DriverConfig {
                 spin_ns: 0,
@@ -215,6 +220,15 @@ pub enum Event {
     Recalled {
         /// Its timestamp.
         ts: Timestamp,
+    },
+    /// §5.2 "the recovered process needs to join 1Pipe as a new process": the process that was
+    /// `old` came back as `procs` (new ids; `old` stays failed). When `old` is this endpoint's
+    /// own first id, it is now `procs[0]` ([`Endpoint::proc`]).
+    Rejoined {
+        /// The failed process id.
+        old: ProcId,
+        /// Its new ids.
+        procs: Vec<ProcId>,
     },
     /// A reliable scattering still queued (not stamped) was dropped: a destination failed.
     ReliableAborted {
@@ -457,7 +471,10 @@ struct Core {
 }
 
 struct Shared {
+    /// The process id it joined as (its member name at the controller).
     proc: ProcId,
+    /// Its process id now: `proc`, or the one it rejoined as (§5.2).
+    current: AtomicU32,
     core: Mutex<Core>,
     /// Another thread changed the role (a send, a control message, a NAK) and its outputs
     /// wait for the I/O thread: set under the core lock by whoever changed it, cleared under
@@ -579,23 +596,28 @@ impl Endpoint {
         let driver_cfg = cluster
             .driver_config(&opts.driver, &[uplink])
             .map_err(JoinError::Transport)?;
-        let mut host_cfg = roles.host_config(NodeId(id), vec![me], cluster.procs(), &driver_cfg);
+        // Senders up to `proc_ids_max`: processes that rejoin get fresh ids (§5.2).
+        let ids = cluster.proc_ids_max();
+        let mut host_cfg = roles.host_config(NodeId(id), vec![me], ids, &driver_cfg);
         // §5.2 Detect: a silent aggregator is reported as this process's input link.
         host_cfg.input_link = LiveTopology::of(&cluster).ok().and_then(|t| t.downlink(id));
         // §5.2: a failure round completes here once the application's callbacks are done.
         host_cfg.callbacks_held = true;
-        let role = if cluster.ordered {
-            Role::Ordered(Box::new(Host::new(host_cfg, clock.now())))
-        } else {
+        let role = if !cluster.ordered {
             Role::Unordered(Box::new(UnorderedHost::new(
                 me,
                 cluster.procs(),
                 host_cfg.mtu_payload,
                 clock.now(),
             )))
+        } else if opts.restarted {
+            Role::Ordered(Box::new(Host::restarted(host_cfg, clock.now())))
+        } else {
+            Role::Ordered(Box::new(Host::new(host_cfg, clock.now())))
         };
         let shared = Arc::new(Shared {
             proc: me,
+            current: AtomicU32::new(me.0),
             core: Mutex::new(Core {
                 role,
                 extra: VecDeque::new(),
@@ -662,9 +684,11 @@ impl Endpoint {
         })
     }
 
-    /// This endpoint's process id.
+    /// This endpoint's process id: the one it joined as, or, once it rejoined after being
+    /// declared failed, its new one ([`Event::Rejoined`]; §5.2 "joins 1Pipe as a new
+    /// process").
     pub fn proc(&self) -> ProcId {
-        self.proc
+        self.shared.current()
     }
 
     /// The cluster, with every member's address.
@@ -801,7 +825,11 @@ impl Endpoint {
             return Err(SendError::Closed);
         }
         let mut core = self.shared.lock();
-        let r = f(&mut core.role, self.shared.clock.now(), self.proc)?;
+        let r = f(
+            &mut core.role,
+            self.shared.clock.now(),
+            self.shared.current(),
+        )?;
         let was_dirty = self.shared.dirty.swap(true, Ordering::SeqCst);
         drop(core);
         if !was_dirty {
@@ -1185,13 +1213,14 @@ impl Shared {
                 to,
                 msg: WireCtrl::from(&msg),
             },
-            Mgmt::Relay(r) => match WireRelay::of(&r) {
-                Some(msg) if to.is_none() => ToController::Relay { msg },
-                _ => {
-                    self.control_dropped.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
+            // Every relay goes to the controller (a host addresses no peer directly).
+            Mgmt::Relay(r) if to.is_none() => ToController::Relay {
+                msg: WireRelay::of(&r),
             },
+            Mgmt::Relay(_) => {
+                self.control_dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
         };
         self.push_control(line);
     }
@@ -1217,12 +1246,21 @@ impl Shared {
         let mut core = self.lock();
         if let Role::Ordered(h) = &mut core.role {
             h.handle(now, Input::Mgmt(msg));
+            // §5.2 rejoin: the role now runs a new process.
+            if let Some(&p) = h.config().procs.first() {
+                self.current.store(p.0, Ordering::SeqCst);
+            }
             let was_dirty = self.dirty.swap(true, Ordering::SeqCst);
             drop(core);
             if !was_dirty {
                 self.wake();
             }
         }
+    }
+
+    /// The process id it runs as now (see [`Endpoint::proc`]).
+    fn current(&self) -> ProcId {
+        ProcId(self.current.load(Ordering::SeqCst))
     }
 
     fn published(&self, k: usize) -> Option<Timestamp> {
@@ -1375,7 +1413,7 @@ impl Shared {
         let len_max = self.be.len_max();
         let free = len_max.saturating_sub(self.be.len());
         let now = self.clock.now();
-        let me = self.proc;
+        let me = self.current();
         let mut core = self.lock();
         let room = match &core.role {
             Role::Ordered(h) => h.room(me).unwrap_or(0),
@@ -1401,7 +1439,7 @@ impl Shared {
     fn set_reliable_paused(&self, paused: bool) {
         self.rel_paused.store(paused, Ordering::Relaxed);
         let now = self.clock.now();
-        let me = self.proc;
+        let me = self.current();
         let mut core = self.lock();
         if let Role::Ordered(h) = &mut core.role {
             h.set_paused(now, me, paused);

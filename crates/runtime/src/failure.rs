@@ -472,10 +472,9 @@ impl From<WireCtrl> for CtrlMsg {
 /// or one batch of ACKs).
 pub const FORWARD_PACKETS_MAX: usize = 4096;
 
-/// `onepipe_proto::failure::RelayMsg` on the control connection: §5.2 controller forwarding.
-/// Each packet is its wire encoding ([`Packet::encode`]) in lowercase hex. The recovery
-/// messages (recover, settle, rejoin) do not travel live yet; a process declared failed
-/// hears it as `Declared` (the live form of `RelayMsg::Failed`).
+/// `onepipe_proto::failure::RelayMsg` on the control connection: §5.2 controller forwarding
+/// and receiver recovery. A forwarded packet is its wire encoding ([`Packet::encode`]) in
+/// lowercase hex; ids are numbers and timestamps raw nanoseconds, as in [`WireCtrl`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireRelay {
@@ -486,13 +485,92 @@ pub enum WireRelay {
         /// Each packet's wire encoding, in hex.
         packets: Vec<String>,
     },
+    /// The controller to a process it declared failed: its failure timestamp.
+    Failed {
+        /// The failure timestamp.
+        ts: u64,
+    },
+    /// A correct process recalled these scatterings (sender, timestamp).
+    Recalled {
+        /// (sender, timestamp).
+        groups: Vec<(u32, u64)>,
+    },
+    /// A process told it failed asks to recover.
+    RecoverRequest {
+        /// The process.
+        host: u32,
+    },
+    /// The controller's answer: every process declared failed and every recalled scattering.
+    Settle {
+        /// (process, failure timestamp).
+        failed: Vec<(u32, u64)>,
+        /// (sender, timestamp).
+        recalled: Vec<(u32, u64)>,
+    },
+    /// A settled process asks to rejoin.
+    Rejoin {
+        /// The process.
+        host: u32,
+    },
+    /// The controller to the aggregator at the head of `link`: is that input alive (and, with
+    /// `apply`, take it back)?
+    Admit {
+        /// The graph link.
+        link: u32,
+        /// Take it back.
+        apply: bool,
+    },
+    /// The aggregator's answer.
+    Admitted {
+        /// The graph link.
+        link: u32,
+        /// It spoke within the link timeout.
+        alive: bool,
+        /// The aggregator's best-effort output barrier.
+        barrier: Option<u64>,
+        /// Its commit output barrier.
+        commit: Option<u64>,
+    },
+    /// The controller to a rejoining process: its new process ids, the least timestamp to use,
+    /// and every process declared failed.
+    Joined {
+        /// The new ids, one per old one.
+        procs: Vec<u32>,
+        /// The least timestamp.
+        floor: u64,
+        /// (process, failure timestamp).
+        failed: Vec<(u32, u64)>,
+    },
+    /// The controller to every other correct process: `host` rejoined as `procs`.
+    PeerJoined {
+        /// The rejoined host (its old process id).
+        host: u32,
+        /// Its new ids.
+        procs: Vec<u32>,
+        /// Stamp nothing to them below this.
+        floor: u64,
+    },
+}
+
+fn pairs_out(v: &[(ProcId, Timestamp)]) -> Vec<(u32, u64)> {
+    v.iter().map(|&(p, t)| (p.0, t.raw())).collect()
+}
+
+fn pairs_in(v: Vec<(u32, u64)>) -> Vec<(ProcId, Timestamp)> {
+    v.into_iter()
+        .map(|(p, t)| (ProcId(p), Timestamp::new(t)))
+        .collect()
+}
+
+fn procs_in(v: Vec<u32>) -> Vec<ProcId> {
+    v.into_iter().map(ProcId).collect()
 }
 
 impl WireRelay {
-    /// The wire form of `msg`, or `None` for a relay the live runtime does not carry.
-    pub fn of(msg: &RelayMsg) -> Option<WireRelay> {
+    /// The wire form of `msg`.
+    pub fn of(msg: &RelayMsg) -> WireRelay {
         match msg {
-            RelayMsg::Forward { from, packets } => Some(WireRelay::Forward {
+            RelayMsg::Forward { from, packets } => WireRelay::Forward {
                 from: from.0,
                 packets: packets
                     .iter()
@@ -502,18 +580,57 @@ impl WireRelay {
                         hex(&b)
                     })
                     .collect(),
-            }),
-            _ => None,
+            },
+            RelayMsg::Failed { ts } => WireRelay::Failed { ts: ts.raw() },
+            RelayMsg::Recalled { groups } => WireRelay::Recalled {
+                groups: pairs_out(groups),
+            },
+            RelayMsg::RecoverRequest { host } => WireRelay::RecoverRequest { host: host.0 },
+            RelayMsg::Settle { failed, recalled } => WireRelay::Settle {
+                failed: pairs_out(failed),
+                recalled: pairs_out(recalled),
+            },
+            RelayMsg::Rejoin { host } => WireRelay::Rejoin { host: host.0 },
+            RelayMsg::Admit { link, apply } => WireRelay::Admit {
+                link: link.0,
+                apply: *apply,
+            },
+            RelayMsg::Admitted {
+                link,
+                alive,
+                barrier,
+                commit,
+            } => WireRelay::Admitted {
+                link: link.0,
+                alive: *alive,
+                barrier: barrier.map(Timestamp::raw),
+                commit: commit.map(Timestamp::raw),
+            },
+            RelayMsg::Joined {
+                procs,
+                floor,
+                failed,
+            } => WireRelay::Joined {
+                procs: procs.iter().map(|p| p.0).collect(),
+                floor: floor.raw(),
+                failed: pairs_out(failed),
+            },
+            RelayMsg::PeerJoined { host, procs, floor } => WireRelay::PeerJoined {
+                host: host.0,
+                procs: procs.iter().map(|p| p.0).collect(),
+                floor: floor.raw(),
+            },
         }
     }
 
     /// The relay it carries.
     ///
     /// # Errors
-    /// Too many packets, or one that is not hex of exactly one well-formed packet (the message
-    /// names which).
+    /// A forward with too many packets, or one that is not hex of exactly one well-formed
+    /// packet (the message names which).
     pub fn into_relay(self) -> Result<RelayMsg, String> {
-        match self {
+        let ts = Timestamp::new;
+        Ok(match self {
             WireRelay::Forward { from, packets } => {
                 if packets.len() > FORWARD_PACKETS_MAX {
                     return Err(format!(
@@ -533,12 +650,51 @@ impl WireRelay {
                         }
                     })
                     .collect::<Result<Vec<Packet>, String>>()?;
-                Ok(RelayMsg::Forward {
+                RelayMsg::Forward {
                     from: NodeId(from),
                     packets,
-                })
+                }
             }
-        }
+            WireRelay::Failed { ts: t } => RelayMsg::Failed { ts: ts(t) },
+            WireRelay::Recalled { groups } => RelayMsg::Recalled {
+                groups: pairs_in(groups),
+            },
+            WireRelay::RecoverRequest { host } => RelayMsg::RecoverRequest { host: NodeId(host) },
+            WireRelay::Settle { failed, recalled } => RelayMsg::Settle {
+                failed: pairs_in(failed),
+                recalled: pairs_in(recalled),
+            },
+            WireRelay::Rejoin { host } => RelayMsg::Rejoin { host: NodeId(host) },
+            WireRelay::Admit { link, apply } => RelayMsg::Admit {
+                link: LinkId(link),
+                apply,
+            },
+            WireRelay::Admitted {
+                link,
+                alive,
+                barrier,
+                commit,
+            } => RelayMsg::Admitted {
+                link: LinkId(link),
+                alive,
+                barrier: barrier.map(ts),
+                commit: commit.map(ts),
+            },
+            WireRelay::Joined {
+                procs,
+                floor,
+                failed,
+            } => RelayMsg::Joined {
+                procs: procs_in(procs),
+                floor: ts(floor),
+                failed: pairs_in(failed),
+            },
+            WireRelay::PeerJoined { host, procs, floor } => RelayMsg::PeerJoined {
+                host: NodeId(host),
+                procs: procs_in(procs),
+                floor: ts(floor),
+            },
+        })
     }
 }
 
@@ -706,17 +862,13 @@ mod tests {
             from: NodeId(1),
             packets: vec![data.clone(), data],
         };
-        let wire = WireRelay::of(&msg).unwrap();
+        let wire = WireRelay::of(&msg);
         let json = serde_json::to_string(&wire).unwrap();
         let back: WireRelay = serde_json::from_str(&json).unwrap();
         assert_eq!(back.into_relay().unwrap(), msg);
-        assert_eq!(
-            WireRelay::of(&RelayMsg::Failed {
-                ts: Timestamp::new(1)
-            }),
-            None
-        );
-        let WireRelay::Forward { packets, .. } = wire;
+        let WireRelay::Forward { packets, .. } = wire else {
+            unreachable!("a forward")
+        };
         let bad = |p: &str| {
             WireRelay::Forward {
                 from: 1,
@@ -735,6 +887,48 @@ mod tests {
             packets: vec![packets[0].clone(); FORWARD_PACKETS_MAX + 1],
         };
         assert!(many.into_relay().unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn every_recovery_relay_survives_json_both_ways_5_2() {
+        let t = Timestamp::new;
+        let msgs = [
+            RelayMsg::Failed { ts: t(9) },
+            RelayMsg::Recalled {
+                groups: vec![(ProcId(1), t(5)), (ProcId(2), t(6))],
+            },
+            RelayMsg::RecoverRequest { host: NodeId(3) },
+            RelayMsg::Settle {
+                failed: vec![(ProcId(3), t(7))],
+                recalled: vec![(ProcId(1), t(5))],
+            },
+            RelayMsg::Rejoin { host: NodeId(3) },
+            RelayMsg::Admit {
+                link: LinkId(4),
+                apply: true,
+            },
+            RelayMsg::Admitted {
+                link: LinkId(4),
+                alive: true,
+                barrier: Some(t(11)),
+                commit: None,
+            },
+            RelayMsg::Joined {
+                procs: vec![ProcId(8)],
+                floor: t(12),
+                failed: vec![(ProcId(3), t(7))],
+            },
+            RelayMsg::PeerJoined {
+                host: NodeId(3),
+                procs: vec![ProcId(8)],
+                floor: t(12),
+            },
+        ];
+        for m in msgs {
+            let json = serde_json::to_string(&WireRelay::of(&m)).unwrap();
+            let back: WireRelay = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.into_relay().unwrap(), m, "{json}");
+        }
     }
 
     #[test]

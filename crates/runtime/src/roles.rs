@@ -20,6 +20,7 @@ use onepipe_proto::ids::{NodeId, PortId, ProcId};
 use onepipe_proto::switch::{Router, SwitchConfig, SwitchMode};
 use onepipe_proto::wire::DATA_HEADER_LEN;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Default live beacon interval: 1 ms.
 pub const BEACON_INTERVAL_NS_DEFAULT: u64 = 1_000_000;
@@ -191,6 +192,8 @@ impl LiveRoles {
         cfg.reliable.rto_max_ns = self.reliable_rto_max_ns;
         cfg.reliable.send_buffer_bytes_max = self.send_buffer_bytes_max;
         cfg.reliable.forward_after_retransmits = self.forward_after_retransmits;
+        // The live controller always runs §5.2's relay channel (receiver recovery).
+        cfg.relay_channel = true;
         // §5.2 Detect: a host reports its silent aggregator after the same silence an
         // aggregator reports a silent input after (the simulator's 10 intervals would be 10 ms
         // here, which a busy machine's scheduling can exceed: a false report declares the host
@@ -239,12 +242,17 @@ impl LiveRoles {
     }
 }
 
-/// Routes a packet by its destination process through a fixed table: process `p` leaves on
-/// `port_of[p]`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Routes a packet by its destination process through a table: process `p` leaves on
+/// `port_of[p]`. Filled with [`ProcessRouter::set`] while the role is built; afterwards only
+/// [`ProcessRouter::alias`] changes it (a process that rejoined under new ids, §5.2), through a
+/// shared reference, while the role routes.
+#[derive(Debug, Default)]
 pub struct ProcessRouter {
-    port_of: Vec<Option<PortId>>,
+    port_of: Vec<AtomicU32>,
 }
+
+/// No route.
+const NO_PORT: u32 = u32::MAX;
 
 impl ProcessRouter {
     /// An empty table.
@@ -252,18 +260,41 @@ impl ProcessRouter {
         ProcessRouter::default()
     }
 
+    /// An empty table with room for process ids below `ids` (what [`ProcessRouter::alias`]
+    /// may name).
+    pub fn with_ids(ids: u32) -> ProcessRouter {
+        ProcessRouter {
+            port_of: (0..ids).map(|_| AtomicU32::new(NO_PORT)).collect(),
+        }
+    }
+
     /// Process `p` is reached through output `port`.
     pub fn set(&mut self, p: ProcId, port: PortId) {
         if self.port_of.len() <= p.index() {
-            self.port_of.resize(p.index() + 1, None);
+            self.port_of
+                .resize_with(p.index() + 1, || AtomicU32::new(NO_PORT));
         }
-        self.port_of[p.index()] = Some(port);
+        self.port_of[p.index()].store(port.0, Ordering::Relaxed);
+    }
+
+    /// Process `new` is reached the way `like` is (§5.2 rejoin: the same host under a new id).
+    /// Returns false, changing nothing, for an id beyond the table's room.
+    pub fn alias(&self, new: ProcId, like: ProcId) -> bool {
+        let (Some(n), Some(l)) = (
+            self.port_of.get(new.index()),
+            self.port_of.get(like.index()),
+        ) else {
+            return false;
+        };
+        n.store(l.load(Ordering::Relaxed), Ordering::Relaxed);
+        true
     }
 }
 
 impl Router for ProcessRouter {
     fn route(&self, _at: NodeId, _src: ProcId, dst: ProcId) -> Option<PortId> {
-        self.port_of.get(dst.index()).copied().flatten()
+        let port = self.port_of.get(dst.index())?.load(Ordering::Relaxed);
+        (port != NO_PORT).then_some(PortId(port))
     }
 }
 
@@ -322,5 +353,12 @@ mod tests {
         assert_eq!(r.route(NodeId(0), ProcId(0), ProcId(3)), Some(PortId(1)));
         assert_eq!(r.route(NodeId(0), ProcId(0), ProcId(2)), None);
         assert_eq!(r.route(NodeId(0), ProcId(0), ProcId(99)), None);
+        // §5.2 rejoin: a new id routes as the old one, within the table's room.
+        let mut r = ProcessRouter::with_ids(8);
+        r.set(ProcId(3), PortId(1));
+        assert!(r.alias(ProcId(6), ProcId(3)));
+        assert_eq!(r.route(NodeId(0), ProcId(0), ProcId(6)), Some(PortId(1)));
+        assert!(!r.alias(ProcId(8), ProcId(3)));
+        assert_eq!(r.route(NodeId(0), ProcId(0), ProcId(8)), None);
     }
 }

@@ -244,6 +244,13 @@ pub struct UpArgs {
     /// after detection, before Resume).
     #[arg(long = "kill", value_name = "WHAT@TIME", value_parser = parse_kill)]
     pub kill: Vec<Kill>,
+    /// Start a killed endpoint again this long after sending starts, with its memory lost
+    /// (repeatable): `proc:N@4s` after a `--kill proc:N@…` before it. It joins as pN, is
+    /// declared failed if it was not yet, recovers, and rejoins as a new process (§5.2 "joins
+    /// 1Pipe as a new process"), which the others then send to; it sends until the end of
+    /// --duration. The report names its new id (`rejoined`) and what it delivered.
+    #[arg(long = "restart", value_name = "proc:N@TIME", value_parser = parse_restart)]
+    pub restart: Vec<Restart>,
     /// Run two controllers, a leader and a standby, over etcd (needs a build with
     /// `--features etcd`): the §5.2 procedure's log and the election live in etcd, and when
     /// the leader dies the standby replays the log and finishes any open round. Without a
@@ -302,6 +309,37 @@ fn parse_blackhole(s: &str) -> Result<Blackhole, String> {
     Ok(Blackhole {
         from,
         to,
+        at_ns: parse_duration_ns(at)?,
+    })
+}
+
+/// `--restart proc:N@TIME`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Restart {
+    /// The endpoint process.
+    pub proc: u32,
+    /// When, after sending starts (ns).
+    pub at_ns: u64,
+}
+
+impl std::fmt::Display for Restart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = onepipe_runtime::cluster::format_duration(self.at_ns);
+        write!(f, "proc:{}@{at}", self.proc)
+    }
+}
+
+fn parse_restart(s: &str) -> Result<Restart, String> {
+    let (what, at) = s
+        .split_once('@')
+        .ok_or("expected proc:N@TIME, e.g. proc:3@4s")?;
+    let n = what.strip_prefix("proc:").ok_or(format!(
+        "'{what}': expected proc:N (only endpoints restart)"
+    ))?;
+    Ok(Restart {
+        proc: n
+            .parse()
+            .map_err(|_| format!("'{n}' is not a process number"))?,
         at_ns: parse_duration_ns(at)?,
     })
 }
@@ -428,6 +466,11 @@ pub struct NodeArgs {
     /// Join as this process id [default: the lowest free one].
     #[arg(long)]
     pub proc: Option<u32>,
+    /// This process was killed and starts again with its memory lost (`onepipe up
+    /// --restart`): it joins as --proc, is declared failed, recovers and rejoins as a new
+    /// process (§5.2), then sends until the end of --duration after `start`.
+    #[arg(long, requires = "proc")]
+    pub restarted: bool,
     /// The workload.
     #[command(flatten)]
     pub work: WorkloadArgs,
@@ -508,5 +551,17 @@ mod tests {
         assert!(parse_blackhole("1>x@1s").unwrap_err().contains("'x'"));
         assert!(parse_blackhole("1-2@1s").unwrap_err().contains("A>B@TIME"));
         assert!(parse_blackhole("1>2").unwrap_err().contains("A>B@TIME"));
+    }
+
+    #[test]
+    fn restarts_name_an_endpoint_and_a_time() {
+        let r = parse_restart("proc:3@4s").unwrap();
+        assert_eq!((r.proc, r.at_ns), (3, 4_000_000_000));
+        assert_eq!(parse_restart(&r.to_string()).unwrap(), r);
+        assert!(parse_restart("agg:tor-0@1s")
+            .unwrap_err()
+            .contains("only endpoints"));
+        assert!(parse_restart("proc:x@1s").unwrap_err().contains("'x'"));
+        assert!(parse_restart("proc:3").is_err());
     }
 }

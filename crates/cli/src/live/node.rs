@@ -110,6 +110,9 @@ struct Shared {
     given_up: AtomicBool,
     /// §5.2: processes the failure callback named (no more sends to them).
     failed: Mutex<BTreeSet<u32>>,
+    /// §5.2 rejoin: each process slot's id now (slot `i` is process `i` until it rejoins under
+    /// a new id).
+    ids: Mutex<Vec<u32>>,
     /// §5.2: the controller declared this process failed (it is cut off): stop waiting for
     /// acknowledgements and barriers that cannot come.
     declared: AtomicBool,
@@ -138,6 +141,7 @@ pub fn run(args: &NodeArgs) -> i32 {
     let (stop, orders) = supervise::install(args.supervised);
     let opts = JoinOptions {
         proc: args.proc,
+        restarted: args.restarted,
         report_reliable_sent: args.work.service == Service::Reliable,
         // Every notice matters to the checkers: at saturation a burst of loss reports must not
         // overflow the queue.
@@ -153,6 +157,7 @@ pub fn run(args: &NodeArgs) -> i32 {
         }
     };
     let me = ep.proc();
+    let n_procs = ep.cluster().procs();
     let addr = ep.cluster().process(me.0).map(|p| p.addr);
     say(&format!(
         "ready {} {}",
@@ -170,6 +175,7 @@ pub fn run(args: &NodeArgs) -> i32 {
         malformed: AtomicU64::new(0),
         recalled: Mutex::new(Vec::new()),
         failed: Mutex::new(BTreeSet::new()),
+        ids: Mutex::new((0..n_procs).collect()),
         given_up: AtomicBool::new(false),
         declared: AtomicBool::new(false),
         finished: std::sync::atomic::AtomicUsize::new(0),
@@ -263,6 +269,19 @@ fn drive(
 ) -> Result<(), Exit> {
     let t0 = expect_order(orders, stop, "start")?.unwrap_or_else(|| monotonic_ns() + 10_000_000);
     let end = t0 + args.work.duration;
+    if args.restarted {
+        // §5.2: declared failed, recovered, and back as a new process — or the time is up.
+        let slot = args.proc.unwrap_or(u32::MAX);
+        while s.ep.proc().0 == slot && monotonic_ns() < end {
+            if stop.load(Ordering::SeqCst) {
+                return Err(Exit::Stopped);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if s.ep.proc().0 != slot {
+            say(&format!("event rejoined-as {}", s.ep.proc().0));
+        }
+    }
     let mut sends = send_loop(args, s, t0, end, stop)?;
     // Every own send resolved: acknowledged, reported, or (reliable) stamped and acknowledged.
     let resolve_until = monotonic_ns() + args.drain;
@@ -337,17 +356,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn destinations(
     args: &NodeArgs,
     me: u32,
-    n: u32,
+    ids: &[u32],
     rng: &mut Rng,
     failed: &BTreeSet<u32>,
 ) -> Option<Vec<u32>> {
     let alive = |p: &u32| !failed.contains(p);
+    let n = ids.len() as u32;
+    // Slots whose process rejoined under a new id (§5.2) are addressed by it.
+    let moved = ids.iter().enumerate().any(|(i, &p)| p != i as u32);
+    let all = || ids.iter().copied().filter(alive);
     match args.work.workload {
-        Workload::AllToAll if failed.is_empty() => None,
-        Workload::AllToAll => Some((0..n).filter(alive).collect()),
-        Workload::OneToOne => Some(Some((me + n / 2) % n).into_iter().filter(alive).collect()),
+        Workload::AllToAll if failed.is_empty() && !moved => None,
+        Workload::AllToAll => Some(all().collect()),
+        Workload::OneToOne => {
+            let slot = ids.iter().position(|&p| p == me).unwrap_or(me as usize) as u32;
+            let to = ids[((slot + n / 2) % n) as usize];
+            Some(Some(to).into_iter().filter(alive).collect())
+        }
         Workload::Scatter => {
-            let mut all: Vec<u32> = (0..n).filter(alive).collect();
+            let mut all: Vec<u32> = all().collect();
             let k = (args.work.scatter_k as usize).min(all.len());
             // A partial Fisher–Yates shuffle: the first k are a uniform choice.
             for i in 0..k {
@@ -400,7 +427,7 @@ fn send_loop(
         // Never more than 10 ms of backlog at once: a stalled sender resumes at the rate, it
         // does not burst.
         next_due = next_due.max(now as f64 - 10e6);
-        let dsts = destinations(args, me, n, &mut rng, &lock(&s.failed));
+        let dsts = destinations(args, me, &lock(&s.ids), &mut rng, &lock(&s.failed));
         if dsts.as_ref().is_some_and(Vec::is_empty) {
             // Everyone it would send to has failed: this send is skipped.
             next_due += interval_ns;
@@ -588,6 +615,17 @@ fn events(s: &Shared) {
                 lock(&s.unstamped).abort(handle);
             }
             Ok(Event::AggregatorFailed { name }) => say(&format!("event aggregator-failed {name}")),
+            // §5.2: a process came back under a new id; sends to its slot go there now.
+            Ok(Event::Rejoined { old, procs }) => {
+                if let Some(&new) = procs.first() {
+                    let mut ids = lock(&s.ids);
+                    if let Some(slot) = ids.iter().position(|&p| p == old.0) {
+                        ids[slot] = new.0;
+                    }
+                }
+                let new: Vec<String> = procs.iter().map(|p| p.0.to_string()).collect();
+                say(&format!("event rejoined {} {}", old.0, new.join(",")));
+            }
             Ok(Event::ControllerChanged) => say("event controller-changed"),
             // An event a later runtime adds: nothing this workload records.
             Ok(_) => {}

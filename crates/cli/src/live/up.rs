@@ -23,7 +23,9 @@
 mod report;
 
 use super::supervise::{self, Child, ChildLine};
-use super::{Blackhole, Kill, KillTarget, Service, UpArgs, EXIT_INTERRUPTED, EXIT_RUNTIME};
+use super::{
+    Blackhole, Kill, KillTarget, Restart, Service, UpArgs, EXIT_INTERRUPTED, EXIT_RUNTIME,
+};
 use crate::cli::EXIT_USAGE;
 use onepipe_proto::Timestamp;
 use onepipe_runtime::clock::monotonic_ns;
@@ -92,10 +94,16 @@ struct Run<'a> {
     kills: Vec<Planned>,
     /// `--blackhole`s, and whether each was ordered yet.
     blackholes: Vec<(Blackhole, bool)>,
+    /// `--restart`s, and whether each was started yet.
+    restarts: Vec<(Restart, bool)>,
+    /// §5.2: (slot, new id) of each endpoint that said it rejoined.
+    rejoined: BTreeMap<u32, u32>,
     /// When sending starts (monotonic ns; 0 before it is set).
     t0: u64,
     /// §5.2: processes the controller declared failed.
     declared: BTreeMap<u32, Declared>,
+    /// The controllers' addresses, for endpoints (comma-separated).
+    controllers: String,
     /// Each process's first-hop aggregator, by process id.
     aggregator_of: Vec<String>,
     /// News some child reported (printed once each).
@@ -155,6 +163,10 @@ pub fn run(args: &UpArgs) -> i32 {
         eprintln!("onepipe up: --blackhole: {e}");
         return EXIT_USAGE;
     }
+    if let Err(e) = check_restarts(args, &cluster) {
+        eprintln!("onepipe up: --restart: {e}");
+        return EXIT_USAGE;
+    }
     let mut kills: Vec<Planned> = args
         .kill
         .iter()
@@ -192,8 +204,11 @@ pub fn run(args: &UpArgs) -> i32 {
         stopping: false,
         kills,
         blackholes: args.blackhole.iter().map(|&b| (b, false)).collect(),
+        restarts: args.restart.iter().map(|&r| (r, false)).collect(),
+        rejoined: BTreeMap::new(),
         t0: 0,
         declared: BTreeMap::new(),
+        controllers: String::new(),
         aggregator_of: cluster
             .processes
             .iter()
@@ -302,6 +317,40 @@ fn check_kills(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
     Ok(())
 }
 
+/// Every `--restart` follows a `--kill` of the same endpoint and falls within the sending
+/// time.
+fn check_restarts(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
+    for r in &args.restart {
+        if r.proc >= cluster.procs() {
+            return Err(format!("{r}: there are {} processes", cluster.procs()));
+        }
+        let killed_before = args.kill.iter().any(|k| {
+            k.target == KillTarget::Proc(r.proc) && k.at_ns.is_some_and(|at| at < r.at_ns)
+        });
+        if !killed_before {
+            return Err(format!(
+                "{r}: needs a --kill proc:{}@TIME before it",
+                r.proc
+            ));
+        }
+        if r.at_ns >= args.work.duration {
+            return Err(format!(
+                "{r}: must be within --duration ({})",
+                format_duration(args.work.duration)
+            ));
+        }
+    }
+    if args
+        .restart
+        .iter()
+        .enumerate()
+        .any(|(i, r)| args.restart[..i].iter().any(|q| q.proc == r.proc))
+    {
+        return Err("one restart per process".into());
+    }
+    Ok(())
+}
+
 /// Every `--blackhole` names two processes of the cluster and falls within the sending time.
 fn check_blackholes(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
     for b in &args.blackhole {
@@ -386,6 +435,60 @@ impl Run<'_> {
                 self.order_blackhole(b, now);
             }
         }
+        for k in 0..self.restarts.len() {
+            let (r, started) = self.restarts[k];
+            if !started && now >= self.t0 + r.at_ns {
+                self.restarts[k].1 = true;
+                self.start_again(r, now);
+            }
+        }
+    }
+
+    /// `--restart proc:N`: a new endpoint process for pN, memory lost; `start` goes to it
+    /// once it says `ready` (see `on_line`).
+    fn start_again(&mut self, r: Restart, now: u64) {
+        let mut argv = self.node_argv(r.proc);
+        argv.push("--restarted".into());
+        println!(
+            "  restart     {r} at {:.2} s: p{} starts again, its memory lost",
+            now.saturating_sub(self.t0) as f64 / 1e9,
+            r.proc
+        );
+        if let Err(Abort::Failed(e)) = self.spawn(Role::Node(r.proc), &argv) {
+            println!("  restart     {r}: {e}");
+        }
+    }
+
+    /// The command line of endpoint `p`'s `onepipe node`.
+    fn node_argv(&self, p: u32) -> Vec<String> {
+        let (a, w) = (self.args, &self.args.work);
+        let out = self.dir.join(format!("p{p}.rec")).display().to_string();
+        strings(&[
+            "node",
+            "--controller",
+            &self.controllers,
+            "--proc",
+            &p.to_string(),
+            "--workload",
+            w.workload.name(),
+            "--service",
+            w.service.name(),
+            "--msg-size",
+            &w.msg_size.to_string(),
+            "--rate",
+            &w.rate.to_string(),
+            "--duration",
+            &format!("{}ns", w.duration),
+            "--scatter-k",
+            &w.scatter_k.to_string(),
+            "--seed",
+            &w.seed.to_string(),
+            "--drain",
+            &format!("{}ns", a.drain),
+            "--out",
+            &out,
+            "--supervised",
+        ])
     }
 
     /// `--blackhole A>B`: orders A's first-hop aggregator to black-hole A's packets to B.
@@ -513,6 +616,7 @@ impl Run<'_> {
             .map(|i| self.heard[i].addr.clone().expect("listening"))
             .collect();
         let controller = controller.join(",");
+        let w = &a.work;
         for agg in &cluster.aggregators {
             self.spawn(
                 Role::Aggregator(agg.name.clone()),
@@ -528,42 +632,10 @@ impl Run<'_> {
                 ]),
             )?;
         }
-        let w = &a.work;
+        self.controllers = controller;
         for p in &cluster.processes {
-            let out = self
-                .dir
-                .join(format!("p{}.rec", p.id))
-                .display()
-                .to_string();
-            self.spawn(
-                Role::Node(p.id),
-                &strings(&[
-                    "node",
-                    "--controller",
-                    &controller,
-                    "--proc",
-                    &p.id.to_string(),
-                    "--workload",
-                    w.workload.name(),
-                    "--service",
-                    w.service.name(),
-                    "--msg-size",
-                    &w.msg_size.to_string(),
-                    "--rate",
-                    &w.rate.to_string(),
-                    "--duration",
-                    &format!("{}ns", w.duration),
-                    "--scatter-k",
-                    &w.scatter_k.to_string(),
-                    "--seed",
-                    &w.seed.to_string(),
-                    "--drain",
-                    &format!("{}ns", a.drain),
-                    "--out",
-                    &out,
-                    "--supervised",
-                ]),
-            )?;
+            let argv = self.node_argv(p.id);
+            self.spawn(Role::Node(p.id), &argv)?;
         }
         self.wait_until("every member to join", Duration::from_secs(60), |h, _| {
             h.iter().all(|h| h.addr.is_some())
@@ -630,7 +702,14 @@ impl Run<'_> {
                 h.leads |= self.etcd.is_none();
             }
             (Some("ready"), Role::Aggregator(_)) => h.addr = words.next().map(str::to_string),
-            (Some("ready"), Role::Node(_)) => h.addr = words.nth(1).map(str::to_string),
+            (Some("ready"), Role::Node(_)) => {
+                h.addr = words.nth(1).map(str::to_string);
+                // A restarted endpoint (`--restart`) joins a run already going.
+                if self.t0 != 0 {
+                    let t0 = self.t0;
+                    self.children[i].send(&format!("start {t0}"));
+                }
+            }
             (Some("sent"), Role::Node(_)) => {
                 let v: Vec<u64> = words.filter_map(|w| w.parse().ok()).collect();
                 if let [ts, n] = v[..] {
@@ -718,6 +797,15 @@ impl Run<'_> {
                     println!("  {name}  round {round}: every correct process completed; resumed");
                 }
             }
+            (Role::Node(slot), ["rejoined-as", new]) => {
+                if let Ok(new) = new.parse::<u32>() {
+                    self.rejoined.insert(*slot, new);
+                    let at = monotonic_ns().saturating_sub(self.t0) as f64 / 1e9;
+                    println!("  {name}  rejoined as p{new} at {at:.2} s (§5.2: a new process)");
+                }
+            }
+            // Every survivor hears of a rejoin: said once, by the rejoined process above.
+            (_, ["rejoined", ..]) => {}
             (Role::Node(_), ["controller-changed"]) => {
                 if self.said.insert(format!("{name} rejoined")) {
                     println!("  {name}: re-registered with the leading controller");

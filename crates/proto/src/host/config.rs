@@ -92,6 +92,10 @@ pub struct HostConfig {
     /// callbacks for it are done ([`Host::complete_callbacks`]); without it (the default), as
     /// soon as it raised them.
     pub callbacks_held: bool,
+    /// §5.2: the driver carries relays to the controller (receiver recovery) even with
+    /// controller forwarding off: the host reports its recalls (`RelayMsg::Recalled`), which a
+    /// recovering receiver's settling needs. Forwarding on implies it.
+    pub relay_channel: bool,
     /// Most reliable messages delivered per input; the rest follow with the next packets (its
     /// switch sends at least a keep-alive beacon every interval). Not with timeouts: a driver
     /// runs those ahead of queued packets, and a long backlog delivered on the beacon timer
@@ -161,6 +165,7 @@ impl HostConfig {
             uplink_timeout_intervals: 10,
             ctrl_retry_ns: 50_000,
             callbacks_held: false,
+            relay_channel: false,
             deliver_burst_max: 256,
             retransmit_burst_max: RETRANSMIT_BURST_MAX,
         }

@@ -476,7 +476,8 @@ impl Host {
         // §5.2 "undeliverable recall messages": the failed receivers cannot hear the recall;
         // the controller records it for their recovery. Sent before `Completed`, which waits
         // for the RecallAcks. Only where the relay channel is in use.
-        if self.cfg.reliable.forward_after_retransmits > 0 && self.relays.len() < RELAY_OUT_MAX {
+        let relay = self.cfg.reliable.forward_after_retransmits > 0 || self.cfg.relay_channel;
+        if relay && self.relays.len() < RELAY_OUT_MAX {
             self.relays.push_back((
                 MgmtDest::Controller,
                 RelayMsg::Recalled {

@@ -123,6 +123,13 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
                 }
             },
             Ok(Some(FromController::Ctrl { msg })) => shared.on_control(msg.into()),
+            // §5.2: a process (perhaps this one) rejoined under new ids.
+            Ok(Some(FromController::Joined { host, procs })) => {
+                shared.push_event(Event::Rejoined {
+                    old: ProcId(host),
+                    procs: procs.into_iter().map(ProcId).collect(),
+                });
+            }
             // §5.2 controller forwarding: data for this process, or ACKs for data it forwarded.
             Ok(Some(FromController::Relay { msg })) => match msg.into_relay() {
                 Ok(r) => shared.on_mgmt(Mgmt::Relay(r)),

@@ -142,6 +142,10 @@ pub struct UpReport {
     /// that were told and froze (no more sends, reliable delivery stopped), with the failure
     /// timestamp their role holds.
     pub frozen: BTreeMap<String, u64>,
+    /// §5.2 "joins 1Pipe as a new process": endpoints that came back (`--restart`) and rejoined.
+    pub rejoined: Vec<RejoinReport>,
+    /// Messages the rejoined processes delivered (all of them, under their new ids).
+    pub rejoined_delivered: u64,
     /// Longest time, in ms, a correct process delivered nothing after the first kill (while
     /// the workload was sending); 0 without kills.
     pub stall_ms: f64,
@@ -162,6 +166,19 @@ pub struct KillReport {
     pub at_s: Option<f64>,
     /// Its process id.
     pub pid: u32,
+}
+
+/// One endpoint that rejoined as a new process (§5.2).
+#[derive(Debug, Serialize)]
+pub struct RejoinReport {
+    /// Its process id before it failed (its slot: `p3`).
+    pub proc: u32,
+    /// Its new process id.
+    pub as_proc: u32,
+    /// Messages it sent under the new id.
+    pub sent: u64,
+    /// Messages it delivered under the new id.
+    pub delivered: u64,
 }
 
 /// One process the controller declared failed (§5.2 Determine).
@@ -236,6 +253,9 @@ pub(super) fn report(
     let (mut dropped_late, mut send_failed, mut lost, mut retransmits) = (0, 0, 0, 0);
     let (mut refused, mut recv_refused) = (0, 0);
     let mut frozen = BTreeMap::new();
+    // Each slot's process id at the end (its own, or the one it rejoined as), and the rejoins.
+    let mut ids: Vec<u32> = Vec::with_capacity(n as usize);
+    let mut rejoined: Vec<RejoinReport> = Vec::new();
     let killed: BTreeSet<u32> = run
         .kills
         .iter()
@@ -263,6 +283,7 @@ pub(super) fn report(
             // A killed or cut-off process may have left nothing (or half a file): expected.
             Err(_) if gone(p) => {
                 all.push(None);
+                ids.push(p);
                 continue;
             }
             Err(e) => return Err(e),
@@ -278,10 +299,24 @@ pub(super) fn report(
         if let Some(ts) = summary["frozen_ts"].as_u64() {
             frozen.insert(format!("p{p}"), ts);
         }
+        // §5.2: an endpoint that rejoined ran (and recorded) as a new process; its slot's old
+        // process crashed with its memory (`--restart`).
+        let id = summary["proc"].as_u64().map_or(p, |v| v as u32);
+        if id != p {
+            checker.on_crash(0, p);
+            checker.on_joined(0, p, &[id]);
+            rejoined.push(RejoinReport {
+                proc: p,
+                as_proc: id,
+                sent: recs.sends.len() as u64,
+                delivered: recs.deliveries.len() as u64,
+            });
+        }
+        ids.push(id);
         // §5.2 Recall: these scatterings must be delivered nowhere.
         for ts in summary["recalled"].as_array().into_iter().flatten() {
             if let Some(ts) = ts.as_u64() {
-                checker.on_recalled(p, Timestamp::new(ts));
+                checker.on_recalled(id, Timestamp::new(ts));
             }
         }
         c.extend(driver);
@@ -315,10 +350,10 @@ pub(super) fn report(
         .filter_map(|i| run.heard[i].stats.as_ref())
         .map(|s| s["counters"]["blackholed"].as_u64().unwrap_or(0))
         .sum();
-    let mut feed = Feed::new(n, &all);
+    let mut feed = Feed::new(n, &all, &ids);
     // A sender that left no records: its scatterings as the others delivered them (all-to-all
     // knows every destination; otherwise those that delivered are all that is known).
-    for ((src, seq), (ts, reliable, receivers)) in rebuilt_sends(&all) {
+    for ((src, seq), (ts, reliable, receivers)) in rebuilt_sends(&all, &ids) {
         let dsts = match args.work.workload {
             Workload::AllToAll => Dsts::All(n),
             _ => Dsts::List(receivers.into_iter().collect()),
@@ -346,7 +381,10 @@ pub(super) fn report(
         checker.on_declared(&[p], Timestamp::new(ts));
     }
     for &p in &killed {
-        checker.on_crash(0, p);
+        // A restarted one crashed before it rejoined (above).
+        if ids.get(p as usize).is_none_or(|&id| id == p) {
+            checker.on_crash(0, p);
+        }
         if let Some(&(_, ts, _)) = run.declared.get(&p) {
             checker.on_declared(&[p], Timestamp::new(ts));
         }
@@ -404,6 +442,8 @@ pub(super) fn report(
         sends_refused_full: refused,
         recv_refused_full: recv_refused,
         frozen,
+        rejoined_delivered: rejoined.iter().map(|r| r.delivered).sum(),
+        rejoined,
         throughput_msgs_per_s: delivered as f64 / delivery_span_s,
         delivery_span_s,
         latency_ns: latency.summary(),
@@ -533,6 +573,8 @@ enum Rec {
 /// Sums up as it goes.
 struct Feed {
     procs: u32,
+    /// Each recorded slot's process id (see `report`).
+    ids: Vec<u32>,
     /// (time, kind, process, index into that process's records of that kind).
     order: Vec<(u64, Rec, u32, u32)>,
     sent: u64,
@@ -544,7 +586,7 @@ struct Feed {
 }
 
 impl Feed {
-    fn new(procs: u32, all: &[Option<NodeRecords>]) -> Feed {
+    fn new(procs: u32, all: &[Option<NodeRecords>], ids: &[u32]) -> Feed {
         let len = all
             .iter()
             .flatten()
@@ -578,6 +620,7 @@ impl Feed {
         order.sort_by_key(|&(t, kind, _, _)| (t, kind));
         Feed {
             procs,
+            ids: ids.to_vec(),
             order,
             sent: 0,
             scatterings: 0,
@@ -590,10 +633,11 @@ impl Feed {
 
     fn run(&mut self, checker: &mut Checker, all: &[Option<NodeRecords>]) {
         let n = self.procs;
-        for &(t, kind, p, i) in &self.order {
-            let recs = all[p as usize]
+        for &(t, kind, slot, i) in &self.order {
+            let recs = all[slot as usize]
                 .as_ref()
                 .expect("only recorded processes are fed");
+            let p = self.ids[slot as usize];
             match kind {
                 Rec::Send => {
                     let s = &recs.sends[i as usize];
@@ -604,7 +648,7 @@ impl Feed {
                     self.scatterings += 1;
                     self.sent += s.dsts.as_ref().map_or(u64::from(n), |v| v.len() as u64);
                     let ts = Timestamp::new(s.ts);
-                    checker.on_send(t, p, p, s.seq, ts, dsts, s.reliable);
+                    checker.on_send(t, slot, p, s.seq, ts, dsts, s.reliable);
                 }
                 Rec::Delivery => {
                     let d = &recs.deliveries[i as usize];
@@ -625,7 +669,7 @@ impl Feed {
                         arrived: ProtoInstant(t),
                         now_ts: Timestamp::new(d.delivered_ts),
                     };
-                    checker.on_deliver(t, p, &delivery, d.seq, before);
+                    checker.on_deliver(t, slot, &delivery, d.seq, before);
                 }
                 Rec::Failure => {
                     let f = &recs.failures[i as usize];
@@ -640,16 +684,27 @@ impl Feed {
 /// Scatterings of senders that left no records, rebuilt from the deliveries of the others:
 /// (sender, seq) → (timestamp, reliable, receivers that delivered it).
 #[allow(clippy::type_complexity)]
-fn rebuilt_sends(all: &[Option<NodeRecords>]) -> BTreeMap<(u32, u64), (u64, bool, BTreeSet<u32>)> {
+fn rebuilt_sends(
+    all: &[Option<NodeRecords>],
+    ids: &[u32],
+) -> BTreeMap<(u32, u64), (u64, bool, BTreeSet<u32>)> {
+    // Senders whose records are in: each recorded slot's process id now. A slot that rejoined
+    // recorded only its new process; its old one's sends are rebuilt like a dead one's.
+    let recorded: BTreeSet<u32> = all
+        .iter()
+        .zip(ids)
+        .filter(|(r, _)| r.is_some())
+        .map(|(_, &id)| id)
+        .collect();
     let mut rebuilt: BTreeMap<(u32, u64), (u64, bool, BTreeSet<u32>)> = BTreeMap::new();
     for (q, recs) in all.iter().enumerate() {
         for d in recs.iter().flat_map(|r| &r.deliveries) {
-            if matches!(all.get(d.src as usize), Some(None)) {
+            if !recorded.contains(&d.src) {
                 rebuilt
                     .entry((d.src, d.seq))
                     .or_insert_with(|| (d.ts, d.reliable, BTreeSet::new()))
                     .2
-                    .insert(q as u32);
+                    .insert(ids.get(q).copied().unwrap_or(q as u32));
             }
         }
     }
@@ -827,6 +882,12 @@ pub(super) fn finish(args: &UpArgs, r: &UpReport) -> i32 {
             after.join(", ")
         );
     }
+    for j in &r.rejoined {
+        println!(
+            "  rejoined    p{} as p{} (§5.2: recovered, a new process): sent {}, delivered {}",
+            j.proc, j.as_proc, j.sent, j.delivered
+        );
+    }
     if !args.blackhole.is_empty() || r.forwarded_by_controller > 0 {
         println!(
             "  forwarding  {} packets black-holed by aggregators, {} relayed by the controller (§5.2)",
@@ -910,7 +971,7 @@ mod tests {
             }),
         ];
         let mut checker = Checker::new(2, 1, 0, true);
-        Feed::new(2, &all).run(&mut checker, &all);
+        Feed::new(2, &all, &[0, 1]).run(&mut checker, &all);
         checker.violations().iter().map(|v| v.kind).collect()
     }
 
