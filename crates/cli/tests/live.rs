@@ -313,6 +313,44 @@ fn up_black_holed_pair_is_served_by_controller_forwarding_5_2() {
     assert!(out.contains("relayed by the controller"), "{out}");
 }
 
+/// §5.2 with one direction of a host's uplink cut (the acceptance run): what p1 sends
+/// is dropped at tor-0, what is sent to it still arrives. Until tor-0 times the input out, p1's
+/// reliable messages go by the controller; then p1 is declared failed and told (it freezes),
+/// and the others go on; every delivery is checked.
+#[test]
+fn up_cut_uplink_forwards_by_the_controller_then_declares_the_host_5_2() {
+    let (code, out, r) = up(
+        "cut",
+        &[
+            "--service",
+            "reliable",
+            "--rate",
+            "200",
+            "--duration",
+            "4s",
+            "--cut",
+            "proc:1@1s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_clean(&r, &out);
+    assert!(u(&r, "cut_dropped") > 0, "{out}");
+    assert!(
+        u(&r, "forwarded_by_controller") > 0,
+        "nothing was forwarded: {out}"
+    );
+    assert_eq!(procs(&r["declared_failed"]), [1], "{out}");
+    assert!(
+        r["frozen"]["p1"].as_u64().is_some(),
+        "p1 was told and froze: {r}"
+    );
+    for p in [0, 2, 3] {
+        let after = r["delivered_after_kills"][format!("p{p}")].as_u64();
+        assert!(after.is_none_or(|n| n > 0), "p{p} stalled: {out}");
+    }
+}
+
 /// §4.2 and §5.2 with the best-effort service: a dead process's link is removed after the
 /// link timeout, the controller declares it, and the others go on.
 #[test]

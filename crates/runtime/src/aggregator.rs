@@ -103,6 +103,10 @@ pub struct Aggregator {
     blackholes: Vec<(ProcId, ProcId)>,
     /// Packets black-holed.
     blackholed: u64,
+    /// Test fault: processes whose uplink into this aggregator is cut ([`Aggregator::cut`]).
+    cuts: Vec<ProcId>,
+    /// Packets dropped at a cut uplink.
+    cut_dropped: u64,
     /// The halves' routing tables, for [`Aggregator::rejoined`].
     routers: Vec<Arc<ProcessRouter>>,
 }
@@ -207,6 +211,8 @@ impl Aggregator {
             dropped: 0,
             blackholes: Vec::new(),
             blackholed: 0,
+            cuts: Vec::new(),
+            cut_dropped: 0,
             routers,
         })
     }
@@ -240,6 +246,29 @@ impl Aggregator {
             }
         }
         all
+    }
+
+    /// Test fault (the simulator's `--cut host-N`, one direction): from now on every packet
+    /// process `a` sends arrives nowhere — its uplink into this aggregator is cut, its downlink
+    /// is not. The input falls silent: after the link timeout it is reported (§5.2 Detect) and
+    /// the controller declares `a` failed; meanwhile `a`'s reliable messages time out and, with
+    /// `forward_after`, go by the controller.
+    ///
+    /// # Errors
+    /// `a` is not attached to this aggregator.
+    pub fn cut(&mut self, a: ProcId) -> Result<(), String> {
+        if !self.peers.contains(&Peer::Process(a.0)) {
+            return Err(format!("p{} is not attached to {}", a.0, self.name));
+        }
+        if !self.cuts.contains(&a) {
+            self.cuts.push(a);
+        }
+        Ok(())
+    }
+
+    /// Packets dropped at a cut uplink so far ([`Aggregator::cut`]).
+    pub fn cut_dropped(&self) -> u64 {
+        self.cut_dropped
     }
 
     /// Packets black-holed so far ([`Aggregator::blackhole`]).
@@ -393,6 +422,15 @@ impl Node for Aggregator {
     type Mgmt = Mgmt;
 
     fn handle(&mut self, now: Instant, input: Input<Packet, Mgmt>) {
+        if let Input::Packet { port, .. } = &input {
+            if !self.cuts.is_empty() {
+                let from = self.peers.get(port.index());
+                if self.cuts.iter().any(|p| from == Some(&Peer::Process(p.0))) {
+                    self.cut_dropped += 1;
+                    return;
+                }
+            }
+        }
         let input = match input {
             Input::Packet { port, packet } if !self.blackholes.is_empty() => {
                 match self.black_hole(port, packet) {
@@ -459,6 +497,8 @@ pub struct AggregatorReport {
     pub commit_inputs_removed: u64,
     /// Packets dropped by a black-hole test fault ([`AggregatorFaults`]).
     pub blackholed: u64,
+    /// Packets dropped at a cut uplink ([`AggregatorFaults`]).
+    pub cut_dropped: u64,
 }
 
 impl AggregatorReport {
@@ -466,6 +506,7 @@ impl AggregatorReport {
     pub fn counters(&self) -> BTreeMap<String, u64> {
         let mut m = counters(&self.driver, &self.switch, self.commit_inputs_removed);
         m.insert("blackholed".into(), self.blackholed);
+        m.insert("cut_dropped".into(), self.cut_dropped);
         m
     }
 }
@@ -482,24 +523,42 @@ fn counters(d: &DriverStats, s: &SwitchStats, commit_removed: u64) -> BTreeMap<S
     m
 }
 
+/// A test fault for a running aggregator ([`AggregatorFaults`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// [`Aggregator::blackhole`]: what `from` sends `to` is dropped here.
+    Blackhole {
+        /// The sending process.
+        from: ProcId,
+        /// The receiving process.
+        to: ProcId,
+    },
+    /// [`Aggregator::cut`]: everything `from` sends is dropped here.
+    Cut {
+        /// The process whose uplink is cut.
+        from: ProcId,
+    },
+}
+
 /// Test faults for a running aggregator, set from another thread (`onepipe up --blackhole`
-/// writes them to the daemon's standard input) and applied by [`run_aggregator`]'s loop.
+/// and `--cut` write them to the daemon's standard input) and applied by [`run_aggregator`]'s
+/// loop.
 #[derive(Debug, Default)]
 pub struct AggregatorFaults {
-    blackholes: Mutex<Vec<(ProcId, ProcId)>>,
+    faults: Mutex<Vec<Fault>>,
 }
 
 impl AggregatorFaults {
-    /// Black-hole what process `a` sends to process `b` from now on ([`Aggregator::blackhole`]).
-    pub fn blackhole(&self, a: ProcId, b: ProcId) {
-        self.blackholes
+    /// Applies `fault` from the loop's next turn.
+    pub fn add(&self, fault: Fault) {
+        self.faults
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((a, b));
+            .push(fault);
     }
 
-    fn take(&self) -> Vec<(ProcId, ProcId)> {
-        std::mem::take(&mut *self.blackholes.lock().unwrap_or_else(|e| e.into_inner()))
+    fn take(&self) -> Vec<Fault> {
+        std::mem::take(&mut *self.faults.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -552,12 +611,16 @@ pub fn run_aggregator(
     let mut last_health = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
         driver.run_once(Duration::from_millis(20), &mut |e: Infallible| match e {})?;
-        for (a, b) in faults.take() {
-            match driver.with_node(|n, _| n.blackhole(a, b), &mut |e: Infallible| match e {}) {
-                Ok(()) => warn!(
-                    aggregator = name,
-                    "test fault: black-holing p{} → p{}", a.0, b.0
-                ),
+        for fault in faults.take() {
+            let applied = driver.with_node(
+                |n, _| match fault {
+                    Fault::Blackhole { from, to } => n.blackhole(from, to),
+                    Fault::Cut { from } => n.cut(from),
+                },
+                &mut |e: Infallible| match e {},
+            );
+            match applied {
+                Ok(()) => warn!(aggregator = name, "test fault: {fault:?}"),
                 Err(e) => warn!(aggregator = name, "test fault refused: {e}"),
             }
         }
@@ -683,6 +746,7 @@ pub fn run_aggregator(
         switch: driver.node().stats(),
         commit_inputs_removed: driver.node().commit_inputs_removed(),
         blackholed: driver.node().blackholed(),
+        cut_dropped: driver.node().cut_dropped(),
     };
     let _ = control.send(&ToController::Health {
         counters: report.counters(),

@@ -9,7 +9,7 @@ use super::supervise;
 use super::{AggArgs, ControllerArgs, TopologyArgs};
 use crate::cli::EXIT_USAGE;
 use onepipe_proto::ids::ProcId;
-use onepipe_runtime::aggregator::{run_aggregator, AggregatorFaults};
+use onepipe_runtime::aggregator::{run_aggregator, AggregatorFaults, Fault};
 use onepipe_runtime::cluster::Cluster;
 use onepipe_runtime::controller::{Controller, HaOptions};
 use onepipe_runtime::DriverConfig;
@@ -172,11 +172,20 @@ pub fn agg(args: &AggArgs) -> i32 {
                 for line in orders {
                     let words: Vec<&str> = line.split_whitespace().collect();
                     // `up` also says start, drain and stop to every child: not for us.
-                    if let ["blackhole", a, b] = words[..] {
-                        match (a.parse(), b.parse()) {
-                            (Ok(a), Ok(b)) => faults.blackhole(ProcId(a), ProcId(b)),
-                            _ => warn!("bad order: {line}"),
-                        }
+                    let fault = match words[..] {
+                        ["blackhole", a, b] => match (a.parse(), b.parse()) {
+                            (Ok(a), Ok(b)) => Some(Fault::Blackhole {
+                                from: ProcId(a),
+                                to: ProcId(b),
+                            }),
+                            _ => None,
+                        },
+                        ["cut", a] => a.parse().ok().map(|a| Fault::Cut { from: ProcId(a) }),
+                        _ => continue,
+                    };
+                    match fault {
+                        Some(f) => faults.add(f),
+                        None => warn!("bad order: {line}"),
                     }
                 }
             });

@@ -266,9 +266,16 @@ pub struct UpArgs {
     /// --forward-after retransmissions. Repeatable.
     #[arg(long, value_name = "A>B@TIME", value_parser = parse_blackhole)]
     pub blackhole: Vec<Blackhole>,
+    /// Test fault (the simulator's `--cut host-N`, one direction): from TIME after sending
+    /// starts, everything process N sends is dropped at its first-hop aggregator; what is sent
+    /// to it still arrives. Its input falls silent there: after the link timeout the controller
+    /// declares it failed and tells it (it freezes). Meanwhile its reliable messages time out
+    /// and go by the controller (--forward-after). Repeatable.
+    #[arg(long, value_name = "proc:N@TIME", value_parser = parse_cut)]
+    pub cut: Vec<Restart>,
     /// §5.2 controller forwarding: a reliable message unacknowledged after this many
     /// retransmissions also goes by the controller (the cluster file's `forward_after`) [default:
-    /// 1 with --blackhole, else 0: off].
+    /// 1 with --blackhole or --cut, else 0: off].
     #[arg(long, value_name = "N")]
     pub forward_after: Option<u32>,
 }
@@ -313,7 +320,7 @@ fn parse_blackhole(s: &str) -> Result<Blackhole, String> {
     })
 }
 
-/// `--restart proc:N@TIME`.
+/// `--restart proc:N@TIME` (and `--cut proc:N@TIME`: endpoint N's uplink from TIME on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Restart {
     /// The endpoint process.
@@ -327,6 +334,10 @@ impl std::fmt::Display for Restart {
         let at = onepipe_runtime::cluster::format_duration(self.at_ns);
         write!(f, "proc:{}@{at}", self.proc)
     }
+}
+
+fn parse_cut(s: &str) -> Result<Restart, String> {
+    parse_restart(s).map_err(|e| e.replace("only endpoints restart", "only an endpoint's uplink"))
 }
 
 fn parse_restart(s: &str) -> Result<Restart, String> {

@@ -96,6 +96,8 @@ struct Run<'a> {
     blackholes: Vec<(Blackhole, bool)>,
     /// `--restart`s, and whether each was started yet.
     restarts: Vec<(Restart, bool)>,
+    /// `--cut`s, and whether each was ordered yet.
+    cuts: Vec<(Restart, bool)>,
     /// §5.2: (slot, new id) of each endpoint that said it rejoined.
     rejoined: BTreeMap<u32, u32>,
     /// When sending starts (monotonic ns; 0 before it is set).
@@ -160,7 +162,7 @@ pub fn run(args: &UpArgs) -> i32 {
         return EXIT_USAGE;
     }
     if let Err(e) = check_blackholes(args, &cluster) {
-        eprintln!("onepipe up: --blackhole: {e}");
+        eprintln!("onepipe up: {e}");
         return EXIT_USAGE;
     }
     if let Err(e) = check_restarts(args, &cluster) {
@@ -205,6 +207,7 @@ pub fn run(args: &UpArgs) -> i32 {
         kills,
         blackholes: args.blackhole.iter().map(|&b| (b, false)).collect(),
         restarts: args.restart.iter().map(|&r| (r, false)).collect(),
+        cuts: args.cut.iter().map(|&c| (c, false)).collect(),
         rejoined: BTreeMap::new(),
         t0: 0,
         declared: BTreeMap::new(),
@@ -355,16 +358,33 @@ fn check_restarts(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
 fn check_blackholes(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
     for b in &args.blackhole {
         if b.from.max(b.to) >= cluster.procs() {
-            return Err(format!("{b}: there are {} processes", cluster.procs()));
+            return Err(format!(
+                "--blackhole {b}: there are {} processes",
+                cluster.procs()
+            ));
         }
         if b.at_ns >= args.work.duration {
             return Err(format!(
-                "{b}: must be within --duration ({})",
+                "--blackhole {b}: must be within --duration ({})",
                 format_duration(args.work.duration)
             ));
         }
     }
-    if args.unordered && !args.blackhole.is_empty() {
+    for c in &args.cut {
+        if c.proc >= cluster.procs() {
+            return Err(format!(
+                "--cut {c}: there are {} processes",
+                cluster.procs()
+            ));
+        }
+        if c.at_ns >= args.work.duration {
+            return Err(format!(
+                "--cut {c}: must be within --duration ({})",
+                format_duration(args.work.duration)
+            ));
+        }
+    }
+    if args.unordered && !(args.blackhole.is_empty() && args.cut.is_empty()) {
         return Err("the unordered baseline has no failure handling".into());
     }
     Ok(())
@@ -382,9 +402,8 @@ fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     c.datagram_len_max = args.datagram_len_max.0;
     c.gso = !args.no_gso;
     c.gro = !args.no_gro;
-    c.forward_after = args
-        .forward_after
-        .unwrap_or(if args.blackhole.is_empty() { 0 } else { 1 });
+    let faults = !args.blackhole.is_empty() || !args.cut.is_empty();
+    c.forward_after = args.forward_after.unwrap_or(u32::from(faults));
     c.validate().map_err(|e| match e.field.as_str() {
         "beacon_interval" => format!("--beacon-interval: {}", e.message),
         "aggregator_phase" => format!("--aggregator-phase: {}", e.message),
@@ -435,6 +454,13 @@ impl Run<'_> {
                 self.order_blackhole(b, now);
             }
         }
+        for k in 0..self.cuts.len() {
+            let (c, ordered) = self.cuts[k];
+            if !ordered && now >= self.t0 + c.at_ns {
+                self.cuts[k].1 = true;
+                self.order_cut(c, now);
+            }
+        }
         for k in 0..self.restarts.len() {
             let (r, started) = self.restarts[k];
             if !started && now >= self.t0 + r.at_ns {
@@ -442,6 +468,23 @@ impl Run<'_> {
                 self.start_again(r, now);
             }
         }
+    }
+
+    /// `--cut proc:N`: orders pN's first-hop aggregator to drop everything pN sends.
+    fn order_cut(&mut self, c: Restart, now: u64) {
+        let Some(agg) = self.aggregator_of.get(c.proc as usize).cloned() else {
+            return;
+        };
+        let role = Role::Aggregator(agg.clone());
+        let Some(i) = self.roles.iter().position(|r| *r == role) else {
+            return;
+        };
+        self.children[i].send(&format!("cut {}", c.proc));
+        println!(
+            "  cut         {c} at {:.2} s: {agg} drops everything p{} sends (its uplink, one direction)",
+            now.saturating_sub(self.t0) as f64 / 1e9,
+            c.proc
+        );
     }
 
     /// `--restart proc:N`: a new endpoint process for pN, memory lost; `start` goes to it

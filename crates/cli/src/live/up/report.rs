@@ -123,6 +123,8 @@ pub struct UpReport {
     pub forwarded_by_controller: u64,
     /// Packets the aggregators dropped for `--blackhole` test faults.
     pub blackholed: u64,
+    /// Packets the aggregators dropped at `--cut` uplinks.
+    pub cut_dropped: u64,
     /// Per process: its counters (aggregators and endpoints).
     pub counters: BTreeMap<String, BTreeMap<String, u64>>,
     /// Members killed with `--kill`.
@@ -244,8 +246,11 @@ pub(super) fn report(
         .sum();
     // A packet forwarded by the controller (§5.2) arrives beside the data path, not in its
     // order: its receiver's best-effort barrier may be past it.
-    let fifo =
-        !args.unordered && args.kill.is_empty() && args.blackhole.is_empty() && links_removed == 0;
+    let fifo = !args.unordered
+        && args.kill.is_empty()
+        && args.blackhole.is_empty()
+        && args.cut.is_empty()
+        && links_removed == 0;
     let mut checker = Checker::new(n, 1, 0, fifo);
     let mut all: Vec<Option<NodeRecords>> = Vec::with_capacity(n as usize);
     let mut counters: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
@@ -345,11 +350,15 @@ pub(super) fn report(
     };
     let controller_malformed = controller_stat("malformed");
     let forwarded_by_controller = controller_stat("forwarded");
-    let blackholed: u64 = (0..run.roles.len())
-        .filter(|&i| matches!(run.roles[i], Role::Aggregator(_)))
-        .filter_map(|i| run.heard[i].stats.as_ref())
-        .map(|s| s["counters"]["blackholed"].as_u64().unwrap_or(0))
-        .sum();
+    let aggregator_stat = |k: &str| -> u64 {
+        (0..run.roles.len())
+            .filter(|&i| matches!(run.roles[i], Role::Aggregator(_)))
+            .filter_map(|i| run.heard[i].stats.as_ref())
+            .map(|s| s["counters"][k].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let blackholed = aggregator_stat("blackholed");
+    let cut_dropped = aggregator_stat("cut_dropped");
     let mut feed = Feed::new(n, &all, &ids);
     // A sender that left no records: its scatterings as the others delivered them (all-to-all
     // knows every destination; otherwise those that delivered are all that is known).
@@ -467,6 +476,7 @@ pub(super) fn report(
         controller_malformed,
         forwarded_by_controller,
         blackholed,
+        cut_dropped,
         counters,
         kills: run
             .kills
@@ -888,10 +898,10 @@ pub(super) fn finish(args: &UpArgs, r: &UpReport) -> i32 {
             j.proc, j.as_proc, j.sent, j.delivered
         );
     }
-    if !args.blackhole.is_empty() || r.forwarded_by_controller > 0 {
+    if !args.blackhole.is_empty() || !args.cut.is_empty() || r.forwarded_by_controller > 0 {
         println!(
-            "  forwarding  {} packets black-holed by aggregators, {} relayed by the controller (§5.2)",
-            r.blackholed, r.forwarded_by_controller
+            "  forwarding  {} packets black-holed and {} dropped at cut uplinks by aggregators, {} relayed by the controller (§5.2)",
+            r.blackholed, r.cut_dropped, r.forwarded_by_controller
         );
     }
     println!("  checks      {checks}");
