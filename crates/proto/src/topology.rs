@@ -144,6 +144,30 @@ pub struct Topology {
     diameter_links: u32,
 }
 
+/// One switch of a tree ([`Topology::tree`]): its parent (an index into the same list; `None`
+/// for the root) and the hosts attached to it, in port order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeSwitch {
+    /// The switch above, if any.
+    pub parent: Option<usize>,
+    /// The hosts attached here.
+    pub hosts: Vec<u32>,
+}
+
+/// The links of a tree's graph by switch port ([`Topology::tree`]), in the port order a live
+/// aggregator gives them: per switch, its up half's (or the root's) inputs — the attached hosts'
+/// uplinks, then each child's up link, children in list order — and a non-root switch's down
+/// half's inputs: the loopback from its own up half, then the link from its parent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TreeLinks {
+    /// Per switch: its up half's (the root's) input links, in port order.
+    pub up_inputs: Vec<Vec<LinkId>>,
+    /// Per switch: its down half's input links (loopback, parent); empty for the root.
+    pub down_inputs: Vec<Vec<LinkId>>,
+    /// Per switch: its graph nodes (up and down halves, or the root's one node).
+    pub nodes: Vec<Vec<NodeId>>,
+}
+
 /// Why a topology could not be built.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TopologyError {
@@ -159,10 +183,11 @@ pub enum TopologyError {
         /// The rack size asked for.
         rack_size: u32,
     },
-    /// A three-layer tree needs at least one rack per pod.
-    PodRacks {
-        /// The racks per pod asked for.
-        pod_racks: u32,
+    /// A tree's switch list is not one tree: no root or several, a parent out of range, a
+    /// cycle, or a host attached twice or not at all.
+    NotATree {
+        /// What is wrong.
+        why: String,
     },
     /// A leaf-spine needs at least one spine.
     Spines {
@@ -346,63 +371,105 @@ impl Topology {
         Ok(b.finish(format!("leaf-spine rack={rack_size} spines={spines}")))
     }
 
-    /// A three-layer tree: `ceil(hosts / rack_size)` edge switches (`tor-i`), `rack_size`
-    /// hosts each, grouped `pod_racks` to a pod under one aggregation switch (`agg-j`), every
-    /// pod under one core (`core-0`); the last rack and pod may be partly filled. It is the
-    /// shape of a fat tree with one aggregation switch per pod and one core — a tree, the shape
-    /// a live cluster's aggregators take (`onepipe up --layers 3`).
-    pub fn three_layer(
+    /// The routing graph of an arbitrary tree of switches — what a live cluster's aggregators
+    /// form — for the §5.2 controller to reason about: each switch below the root split into an
+    /// up and a down half (Fig. 3), the root one node, hosts attached to any switch. The graph
+    /// has no routing tables ([`Topology::route`] gives `None`: a tree's aggregators route by
+    /// process table), so its blocks of hosts need not be aligned. Returns the links by switch
+    /// port ([`TreeLinks`]).
+    ///
+    /// # Errors
+    /// `switches` is not one tree over hosts `0..hosts`, each attached once.
+    pub fn tree(
         hosts: u32,
-        rack_size: u32,
-        pod_racks: u32,
-    ) -> Result<Topology, TopologyError> {
-        if hosts == 0 {
-            return Err(TopologyError::NoHosts);
-        }
-        if rack_size == 0 {
-            return Err(TopologyError::RackSize { rack_size });
-        }
-        if pod_racks == 0 {
-            return Err(TopologyError::PodRacks { pod_racks });
-        }
+        switches: &[TreeSwitch],
+    ) -> Result<(Topology, TreeLinks), TopologyError> {
+        let not = |why: String| TopologyError::NotATree { why };
         let hosts = check_hosts(u128::from(hosts))?;
-        let racks = hosts.div_ceil(rack_size);
-        let pods = racks.div_ceil(pod_racks);
-        let links = 2 * u64::from(hosts) + 3 * u64::from(racks) + 3 * u64::from(pods);
-        if links > LINKS_MAX {
-            return Err(TopologyError::TooLarge {
-                what: "links",
-                count: links,
-                max: LINKS_MAX,
-            });
+        let n = switches.len();
+        let roots: Vec<usize> = (0..n).filter(|&s| switches[s].parent.is_none()).collect();
+        if roots.len() != 1 {
+            return Err(not(format!("{} roots", roots.len())));
+        }
+        let mut children = vec![Vec::new(); n];
+        for (s, sw) in switches.iter().enumerate() {
+            if let Some(p) = sw.parent {
+                if p >= n || p == s {
+                    return Err(not(format!("switch {s}'s parent {p}")));
+                }
+                children[p].push(s);
+            }
+        }
+        // Heights (a leaf is 1), from the root down; a cycle never reaches the root.
+        let mut order = vec![roots[0]];
+        let mut i = 0;
+        while i < order.len() {
+            order.extend(children[order[i]].iter().copied());
+            i += 1;
+        }
+        if order.len() != n {
+            return Err(not("a cycle: not every switch is below the root".into()));
+        }
+        let mut height = vec![1u8; n];
+        for &s in order.iter().rev() {
+            if let Some(p) = switches[s].parent {
+                height[p] = height[p].max(height[s].saturating_add(1));
+            }
+        }
+        let mut seen = vec![false; hosts as usize];
+        for sw in switches {
+            for &h in &sw.hosts {
+                if h >= hosts || std::mem::replace(&mut seen[h as usize], true) {
+                    return Err(not(format!("host {h} attached twice or out of range")));
+                }
+            }
+        }
+        if let Some(h) = seen.iter().position(|&x| !x) {
+            return Err(not(format!("host {h} attached nowhere")));
         }
         let mut b = Builder::with_hosts(hosts);
-        let (tor_up, tor_down) = b.add_split_switches(1, "tor", racks);
-        let (agg_up, agg_down) = b.add_split_switches(2, "agg", pods);
-        let core = b.add_switch(3, Half::Top, "core-0".to_string(), 0);
-        let rack_of = |h: u32| (h / rack_size) as usize;
-        let pod_of = |t: usize| t / pod_racks as usize;
-        for h in 0..hosts {
-            b.add_link(NodeId(h), tor_up[rack_of(h)], LinkKind::HostUp);
+        let mut links = TreeLinks {
+            up_inputs: vec![Vec::new(); n],
+            down_inputs: vec![Vec::new(); n],
+            nodes: vec![Vec::new(); n],
+        };
+        // Nodes: the root's one, the others' halves.
+        let (mut up, mut down) = (vec![NodeId(0); n], vec![NodeId(0); n]);
+        for s in 0..n {
+            if s == roots[0] {
+                up[s] = b.add_switch(height[s], Half::Top, format!("agg-{s}"), s as u32);
+                down[s] = up[s];
+                links.nodes[s] = vec![up[s]];
+            } else {
+                up[s] = b.add_switch(height[s], Half::Up, format!("agg-{s}-up"), s as u32);
+                down[s] = b.add_switch(height[s], Half::Down, format!("agg-{s}-down"), s as u32);
+                links.nodes[s] = vec![up[s], down[s]];
+            }
         }
-        for (t, (&up, &down)) in tor_up.iter().zip(&tor_down).enumerate() {
-            b.add_link(up, agg_up[pod_of(t)], LinkKind::Up);
-            b.add_link(up, down, LinkKind::Loopback);
+        // Up inputs in port order: attached hosts, then the children.
+        for s in 0..n {
+            for &h in &switches[s].hosts {
+                let l = b.add_link(NodeId(h), up[s], LinkKind::HostUp);
+                links.up_inputs[s].push(l);
+            }
+            for &c in &children[s] {
+                let l = b.add_link(up[c], up[s], LinkKind::Up);
+                links.up_inputs[s].push(l);
+            }
         }
-        for (&up, &down) in agg_up.iter().zip(&agg_down) {
-            b.add_link(up, core, LinkKind::Up);
-            b.add_link(up, down, LinkKind::Loopback);
+        // Down inputs: the loopback, then the parent.
+        for s in 0..n {
+            if let Some(p) = switches[s].parent {
+                links.down_inputs[s].push(b.add_link(up[s], down[s], LinkKind::Loopback));
+                links.down_inputs[s].push(b.add_link(down[p], down[s], LinkKind::Down));
+            }
         }
-        for &down in &agg_down {
-            b.add_link(core, down, LinkKind::Down);
+        for s in 0..n {
+            for &h in &switches[s].hosts {
+                b.add_link(down[s], NodeId(h), LinkKind::HostDown);
+            }
         }
-        for (t, &down) in tor_down.iter().enumerate() {
-            b.add_link(agg_down[pod_of(t)], down, LinkKind::Down);
-        }
-        for h in 0..hosts {
-            b.add_link(tor_down[rack_of(h)], NodeId(h), LinkKind::HostDown);
-        }
-        Ok(b.finish(format!("three-layer tree rack={rack_size} pod={pod_racks}")))
+        Ok((b.finish_unrouted(format!("tree of {n} switches")), links))
     }
 
     /// The output port to take at node `at` for a packet to host `dst_host`.
@@ -952,6 +1019,39 @@ impl Builder {
         id
     }
 
+    /// Computes depths and seals the topology without routing tables ([`Topology::tree`]).
+    fn finish_unrouted(self, label: String) -> Topology {
+        let Builder {
+            hosts,
+            mut nodes,
+            links,
+        } = self;
+        assert!(links.len() as u64 <= LINKS_MAX);
+        let order = topological_order(&nodes, &links).expect("a tree's routing graph is a DAG");
+        let depth = longest_paths(&nodes, &links, &order);
+        for (node, d) in nodes.iter_mut().zip(&depth) {
+            node.depth = *d;
+        }
+        let (mut layers, mut physical_switches) = (0, 0);
+        for node in &nodes {
+            if let NodeKind::Switch { layer, half } = node.kind {
+                layers = layers.max(layer);
+                physical_switches += u32::from(half != Half::Down);
+            }
+        }
+        Topology {
+            label,
+            hosts,
+            layers,
+            physical_switches,
+            nodes,
+            links,
+            routes: Vec::new(),
+            max_depth: depth.iter().copied().max().unwrap_or(0),
+            diameter_links: 0,
+        }
+    }
+
     /// Computes depths and routing tables and seals the topology.
     fn finish(self, label: String) -> Topology {
         let Builder {
@@ -1011,12 +1111,7 @@ impl fmt::Display for TopologyError {
             TopologyError::RackSize { rack_size } => {
                 write!(f, "--rack-size must be >= 1, got {rack_size}")
             }
-            TopologyError::PodRacks { pod_racks } => {
-                write!(
-                    f,
-                    "a three-layer tree needs >= 1 rack per pod, got {pod_racks}"
-                )
-            }
+            TopologyError::NotATree { why } => write!(f, "not a tree: {why}"),
             TopologyError::Spines { spines } => {
                 write!(f, "leaf-spine --spines must be >= 1, got {spines}")
             }

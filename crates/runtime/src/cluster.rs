@@ -155,7 +155,7 @@ pub struct LocalLayout {
     pub procs_per_host: u32,
     /// 1: every process under `tor-0`; 2: racks of `rack_size` hosts under `tor-N`, joined by
     /// `spine-0`; 3: racks grouped `pod_racks` to a pod under `agg-N`, the pods joined by
-    /// `core-0` (edge, aggregation and core layers: [`onepipe_proto::topology::Topology::three_layer`]).
+    /// `core-0` (edge, aggregation and core layers).
     pub layers: u8,
     /// Hosts per rack (two and three layers).
     pub rack_size: u32,

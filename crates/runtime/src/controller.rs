@@ -35,8 +35,9 @@
 //!   the heads of the dead links and their `Admitted` come back; on `Joined` every member hears
 //!   `FromController::Joined` (aggregators route the new id as the old one).
 //!
-//! A cluster whose shape has no routing graph runs without it (the reason is logged and kept
-//! for `failure_handling`), as before this existed.
+//! Every tree a cluster file describes has a routing graph ([`LiveTopology::of`]); should one
+//! not, the cluster runs without the procedure (the reason is logged and kept for
+//! `failure_handling`).
 //!
 //! ## High availability (docs/CONTROLLER-HA.md)
 //!

@@ -7,14 +7,9 @@
 //!
 //! * [`LiveTopology`]: the cluster's tree of aggregators as a `onepipe_proto::topology::Topology`
 //!   routing graph (§3.1, Fig. 3), with each process a host of its own, and the map between the
-//!   graph's links and the ports the aggregators and endpoints report a silent input on. A tree
-//!   of one aggregator is [`Topology::rack`]; a root with leaf aggregators under it, each with
-//!   a contiguous block of processes of one size (the last may be short), is
-//!   [`Topology::leaf_spine`] with one spine; a root over aggregation aggregators over edge
-//!   aggregators, racks and pods contiguous blocks of one size each (the last may be short),
-//!   is [`Topology::three_layer`] — every cluster `onepipe up` and `onepipe topology`
-//!   generate (`--layers 1`, `2`, `3`). Other shapes have no graph ([`LiveTopology::of`] says why),
-//!   and the controller then only reports lost members, as before.
+//!   graph's links and the ports the aggregators and endpoints report a silent input on. Every
+//!   tree a cluster file can describe has one ([`Topology::tree`]: any depth, processes on any
+//!   aggregator, racks of any size); a file that is not one tree is refused when it is parsed.
 //! * [`WireCtrl`]: `onepipe_proto::failure::CtrlMsg` as it travels on the control connection
 //!   (`onepipe-proto` has no serde). Converting it back never fails; whether its ids make sense
 //!   is checked by whoever receives it (the proto controller drops a report that is not the
@@ -24,11 +19,11 @@
 //! `HostConfig`; the aggregators report the graph's `NodeId`s and `LinkId`s (not the node ids
 //! their halves use for beacons), which they compute from the same cluster file.
 
-use crate::cluster::{AggregatorSpec, Cluster};
+use crate::cluster::Cluster;
 use onepipe_proto::failure::{CtrlMsg, RelayMsg};
 use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId, Psn};
 use onepipe_proto::time::Timestamp;
-use onepipe_proto::topology::Topology;
+use onepipe_proto::topology::{Topology, TreeSwitch};
 use onepipe_proto::wire::Packet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -59,125 +54,35 @@ impl LiveTopology {
     /// # Errors
     /// The cluster's shape cannot be expressed (the message says how it differs).
     pub fn of(cluster: &Cluster) -> Result<LiveTopology, String> {
-        let n = cluster.procs();
-        let root = cluster
+        let switches: Vec<TreeSwitch> = cluster
             .aggregators
             .iter()
-            .position(|a| a.parent.is_none())
-            .ok_or("no root aggregator")?;
-        let root_name = cluster.aggregators[root].name.clone();
-        let leaves = cluster.children(&root_name);
-        let naggs = cluster.aggregators.len();
-        let mut inputs = vec![BTreeMap::new(); naggs];
-        let mut nodes = vec![Vec::new(); naggs];
-        if leaves.is_empty() {
-            // One aggregator: a rack. Its one node stands for tor-0-up (the hosts' uplinks
-            // arrive there) and tor-0-down.
-            let topo = Topology::rack(n).map_err(|e| e.to_string())?;
-            let up = node_named(&topo, "tor-0-up")?;
-            let down = node_named(&topo, "tor-0-down")?;
-            for (port, &p) in cluster.attached(&root_name).iter().enumerate() {
-                inputs[root].insert((AggHalf::Up, port as u32), topo.uplink(p));
-            }
-            nodes[root] = vec![up, down];
-            return Ok(LiveTopology {
-                topo: Arc::new(topo),
-                inputs,
-                nodes,
-            });
-        }
-        if !cluster.attached(&root_name).is_empty() {
-            return Err(format!("processes are attached to the root {root_name}"));
-        }
-        if leaves.iter().any(|l| !cluster.children(&l.name).is_empty()) {
-            return Self::three_layers(cluster, root);
-        }
-        let (rack, leaf_of) = rack_blocks(cluster, &leaves)?;
-        let topo = Topology::leaf_spine(n, rack, 1).map_err(|e| e.to_string())?;
-        let spine = node_named(&topo, "spine-0")?;
-        for (port, l) in leaves.iter().enumerate() {
-            let j = leaf_of[&l.name];
-            let index = cluster.aggregator_index(&l.name).expect("a child");
-            let up = split_leaf(&topo, cluster, l, j, "leaf", &mut inputs, &mut nodes)?;
-            let down = node_named(&topo, &format!("leaf-{j}-down"))?;
-            inputs[index].insert((AggHalf::Down, 1), link_between(&topo, spine, down)?);
-            // The root's inputs are its children, in the order Aggregator::new gives them.
-            inputs[root].insert((AggHalf::Up, port as u32), link_between(&topo, up, spine)?);
-        }
-        nodes[root] = vec![spine];
+            .map(|a| TreeSwitch {
+                parent: a
+                    .parent
+                    .as_deref()
+                    .and_then(|p| cluster.aggregator_index(p)),
+                hosts: cluster.attached(&a.name),
+            })
+            .collect();
+        let (topo, links) =
+            Topology::tree(cluster.procs(), &switches).map_err(|e| e.to_string())?;
+        // An aggregator's up inputs are its attached processes, then its children, in
+        // `Cluster::children` order — the order `Aggregator::new` gives its ports; the tree's
+        // children are in the same (file) order.
+        let inputs = (0..switches.len())
+            .map(|a| {
+                let up = links.up_inputs[a].iter().enumerate();
+                let down = links.down_inputs[a].iter().enumerate();
+                up.map(|(p, &l)| ((AggHalf::Up, p as u32), l))
+                    .chain(down.map(|(p, &l)| ((AggHalf::Down, p as u32), l)))
+                    .collect()
+            })
+            .collect();
         Ok(LiveTopology {
             topo: Arc::new(topo),
             inputs,
-            nodes,
-        })
-    }
-
-    /// A root over aggregation-layer aggregators over edge aggregators with the processes
-    /// ([`Topology::three_layer`]): the racks are contiguous blocks of one size (the last may
-    /// be short), the pods contiguous blocks of racks of one size.
-    fn three_layers(cluster: &Cluster, root: usize) -> Result<LiveTopology, String> {
-        let naggs = cluster.aggregators.len();
-        let mut inputs = vec![BTreeMap::new(); naggs];
-        let mut nodes = vec![Vec::new(); naggs];
-        let root_name = &cluster.aggregators[root].name;
-        let mids = cluster.children(root_name);
-        let mut edges = Vec::new();
-        for m in &mids {
-            if !cluster.attached(&m.name).is_empty() {
-                return Err(format!("processes are attached to {}", m.name));
-            }
-            let below = cluster.children(&m.name);
-            if below.is_empty() {
-                return Err(format!("{} has no aggregator below it", m.name));
-            }
-            for e in &below {
-                if !cluster.children(&e.name).is_empty() {
-                    return Err(format!("{} has aggregators below it (four layers)", e.name));
-                }
-            }
-            edges.extend(below);
-        }
-        let (rack, rack_of) = rack_blocks(cluster, &edges)?;
-        let pod_racks = cluster.children(&mids[0].name).len() as u32;
-        let topo =
-            Topology::three_layer(cluster.procs(), rack, pod_racks).map_err(|e| e.to_string())?;
-        let core = node_named(&topo, "core-0")?;
-        for (port, m) in mids.iter().enumerate() {
-            let tors = cluster.children(&m.name);
-            let first = rack_of[&tors[0].name];
-            let pod = first / pod_racks;
-            let whole =
-                tors.len() as u32 == pod_racks || first + tors.len() as u32 == rack_of.len() as u32;
-            if first % pod_racks != 0 || !whole {
-                return Err(format!(
-                    "{}'s racks are not a contiguous block of {pod_racks}",
-                    m.name
-                ));
-            }
-            let index = cluster.aggregator_index(&m.name).expect("a child");
-            let up = node_named(&topo, &format!("agg-{pod}-up"))?;
-            let down = node_named(&topo, &format!("agg-{pod}-down"))?;
-            for (q, t) in tors.iter().enumerate() {
-                let r = rack_of[&t.name];
-                if r != first + q as u32 {
-                    return Err(format!("{}'s racks are not in order", m.name));
-                }
-                let t_index = cluster.aggregator_index(&t.name).expect("a child");
-                let t_up = split_leaf(&topo, cluster, t, r, "tor", &mut inputs, &mut nodes)?;
-                let t_down = node_named(&topo, &format!("tor-{r}-down"))?;
-                inputs[t_index].insert((AggHalf::Down, 1), link_between(&topo, down, t_down)?);
-                inputs[index].insert((AggHalf::Up, q as u32), link_between(&topo, t_up, up)?);
-            }
-            inputs[index].insert((AggHalf::Down, 0), link_between(&topo, up, down)?);
-            inputs[index].insert((AggHalf::Down, 1), link_between(&topo, core, down)?);
-            inputs[root].insert((AggHalf::Up, port as u32), link_between(&topo, up, core)?);
-            nodes[index] = vec![up, down];
-        }
-        nodes[root] = vec![core];
-        Ok(LiveTopology {
-            topo: Arc::new(topo),
-            inputs,
-            nodes,
+            nodes: links.nodes,
         })
     }
 
@@ -220,79 +125,6 @@ impl LiveTopology {
     pub fn downlink(&self, p: u32) -> Option<LinkId> {
         (p < self.topo.hosts()).then(|| self.topo.downlink(p))
     }
-}
-
-fn node_named(topo: &Topology, name: &str) -> Result<NodeId, String> {
-    topo.nodes()
-        .iter()
-        .position(|n| n.name == name)
-        .map(|i| NodeId(i as u32))
-        .ok_or_else(|| format!("no {name} in the graph"))
-}
-
-/// The rack size of `leaves` (aggregators with processes attached and nothing below) and each
-/// one's rack number: leaf `j` holds processes `[j·r, (j+1)·r)`, the last block may be short.
-fn rack_blocks(
-    cluster: &Cluster,
-    leaves: &[&AggregatorSpec],
-) -> Result<(u32, BTreeMap<String, u32>), String> {
-    let n = cluster.procs();
-    let rack = cluster.attached(&leaves[0].name).len() as u32;
-    if rack == 0 {
-        return Err(format!("{} has no process", leaves[0].name));
-    }
-    let mut leaf_of = BTreeMap::new();
-    for l in leaves {
-        let procs = cluster.attached(&l.name);
-        let first = *procs.first().ok_or(format!("{} has no process", l.name))?;
-        let contiguous = procs
-            .iter()
-            .enumerate()
-            .all(|(i, &p)| p == first + i as u32);
-        let full = procs.len() as u32 == rack || (first + procs.len() as u32 == n);
-        if first % rack != 0 || !contiguous || !full || procs.len() as u32 > rack {
-            return Err(format!(
-                "{}'s processes are not a contiguous block of {rack}",
-                l.name
-            ));
-        }
-        leaf_of.insert(l.name.clone(), first / rack);
-    }
-    Ok((rack, leaf_of))
-}
-
-/// Maps leaf aggregator `l` (rack `j`, graph names `{prefix}-{j}-up`/`-down`): its processes'
-/// uplinks into its up half and its loopback into its down half. Returns its up half; the
-/// caller maps the down half's input 1 (from the parent) and the parent's side.
-fn split_leaf(
-    topo: &Topology,
-    cluster: &Cluster,
-    l: &AggregatorSpec,
-    j: u32,
-    prefix: &str,
-    inputs: &mut [BTreeMap<(AggHalf, u32), LinkId>],
-    nodes: &mut [Vec<NodeId>],
-) -> Result<NodeId, String> {
-    let index = cluster
-        .aggregator_index(&l.name)
-        .expect("a child is an aggregator");
-    let up = node_named(topo, &format!("{prefix}-{j}-up"))?;
-    let down = node_named(topo, &format!("{prefix}-{j}-down"))?;
-    for (port, &p) in cluster.attached(&l.name).iter().enumerate() {
-        inputs[index].insert((AggHalf::Up, port as u32), topo.uplink(p));
-    }
-    inputs[index].insert((AggHalf::Down, 0), link_between(topo, up, down)?);
-    nodes[index] = vec![up, down];
-    Ok(up)
-}
-
-fn link_between(topo: &Topology, from: NodeId, to: NodeId) -> Result<LinkId, String> {
-    topo.node(from)
-        .outputs
-        .iter()
-        .copied()
-        .find(|&l| topo.link(l).to == to)
-        .ok_or_else(|| format!("no link {from:?} → {to:?}"))
 }
 
 /// `onepipe_proto::failure::CtrlMsg` on the control connection: ids as numbers, timestamps as
@@ -766,8 +598,53 @@ mod tests {
         assert_eq!(lt.input_link(spine, AggHalf::Down, PortId(0)), None);
     }
 
+    /// Every graph link enters exactly one (aggregator, half, port) or is a process's
+    /// downlink, and each mapping names the aggregator the link enters.
+    fn assert_maps_every_link(c: &Cluster, what: &str) {
+        let lt = LiveTopology::of(c).unwrap();
+        let topo = lt.topology();
+        let mut seen = vec![0; topo.links().len()];
+        for (a, spec) in c.aggregators.iter().enumerate() {
+            let below = (c.attached(&spec.name).len() + c.children(&spec.name).len()) as u32;
+            let mut ports: Vec<(AggHalf, u32)> = (0..below).map(|p| (AggHalf::Up, p)).collect();
+            if spec.parent.is_some() {
+                ports.extend([(AggHalf::Down, 0), (AggHalf::Down, 1)]);
+            }
+            for (half, port) in ports {
+                let l = lt
+                    .input_link(a, half, PortId(port))
+                    .unwrap_or_else(|| panic!("{what}: {} {half:?} {port}", spec.name));
+                assert_eq!(lt.aggregator_of(lt.link_head(l).unwrap()), Some(a));
+                assert_eq!(lt.input_port(a, l), Some((half, PortId(port))));
+                // Where it comes from, by the live port order: attached processes, children,
+                // then (down half) the loopback and the parent.
+                let from = topo.link(l).from;
+                let attached = c.attached(&spec.name);
+                let children = c.children(&spec.name);
+                let expected = match (half, port as usize) {
+                    (AggHalf::Up, i) if i < attached.len() => topo.host_node(attached[i]),
+                    (AggHalf::Up, i) => {
+                        let child = c.aggregator_index(&children[i - attached.len()].name);
+                        lt.nodes_of(child.unwrap())[0]
+                    }
+                    (AggHalf::Down, 0) => lt.nodes_of(a)[0],
+                    (AggHalf::Down, _) => {
+                        let parent = c.aggregator_index(spec.parent.as_deref().unwrap());
+                        *lt.nodes_of(parent.unwrap()).last().unwrap()
+                    }
+                };
+                assert_eq!(from, expected, "{what}: {} {half:?} {port}", spec.name);
+                seen[l.index()] += 1;
+            }
+        }
+        for p in 0..c.procs() {
+            seen[lt.downlink(p).unwrap().index()] += 1;
+        }
+        assert!(seen.iter().all(|&n| n == 1), "{what}: {seen:?}");
+    }
+
     #[test]
-    fn every_generated_shape_maps_each_graph_link_to_exactly_one_input_3_1() {
+    fn every_tree_maps_each_graph_link_to_exactly_one_input_3_1() {
         for (hosts, pph, layers) in [(3, 1, 1), (4, 2, 2), (5, 1, 2), (8, 2, 3), (11, 1, 3)] {
             let c = Cluster::generate(&LocalLayout {
                 hosts,
@@ -776,42 +653,13 @@ mod tests {
                 ..LocalLayout::default()
             })
             .unwrap();
-            let lt = LiveTopology::of(&c).unwrap();
-            let topo = lt.topology();
-            let mut seen = vec![0; topo.links().len()];
-            for (a, spec) in c.aggregators.iter().enumerate() {
-                let below = (c.attached(&spec.name).len() + c.children(&spec.name).len()) as u32;
-                let mut ports: Vec<(AggHalf, u32)> = (0..below).map(|p| (AggHalf::Up, p)).collect();
-                if spec.parent.is_some() {
-                    ports.extend([(AggHalf::Down, 0), (AggHalf::Down, 1)]);
-                }
-                for (half, port) in ports {
-                    let l = lt.input_link(a, half, PortId(port)).unwrap_or_else(|| {
-                        panic!(
-                            "{hosts}x{pph}, {layers} layers: {} {half:?} {port}",
-                            spec.name
-                        )
-                    });
-                    assert_eq!(lt.aggregator_of(lt.link_head(l).unwrap()), Some(a));
-                    assert_eq!(lt.input_port(a, l), Some((half, PortId(port))));
-                    seen[l.index()] += 1;
-                }
-            }
-            for p in 0..c.procs() {
-                seen[lt.downlink(p).unwrap().index()] += 1;
-            }
-            // A one-aggregator cluster's loopback never leaves its one node.
-            for (i, link) in topo.links().iter().enumerate() {
-                let at = |n| lt.aggregator_of(n);
-                if at(link.from).is_some() && at(link.from) == at(link.to) && layers == 1 {
-                    seen[i] += 1;
-                }
-            }
-            assert!(
-                seen.iter().all(|&n| n == 1),
-                "{hosts}x{pph}, {layers} layers: {seen:?}"
-            );
+            assert_maps_every_link(&c, &format!("{hosts}x{pph}, {layers} layers"));
         }
+        // Any tree a cluster file describes: a process on the root, racks of unequal size.
+        let mut odd = generated(6, 1, 2);
+        odd.processes[5].aggregator = "spine-0".into();
+        odd.processes[1].aggregator = "tor-2".into();
+        assert_maps_every_link(&odd, "odd");
         // Three layers: agg-1's down half hears the core on port 1, and tor-2 is its first child.
         let c = generated(8, 1, 3);
         let lt = LiveTopology::of(&c).unwrap();
@@ -827,7 +675,7 @@ mod tests {
     }
 
     #[test]
-    fn one_aggregator_is_a_rack_and_odd_shapes_have_no_graph() {
+    fn one_aggregator_is_one_node_for_all_its_processes() {
         let c = generated(3, 1, 1);
         let lt = LiveTopology::of(&c).unwrap();
         assert_eq!(lt.topology().hosts(), 3);
@@ -835,11 +683,8 @@ mod tests {
             lt.input_link(0, AggHalf::Up, PortId(2)),
             Some(lt.topology().uplink(2))
         );
-        // A short last rack is fine; a process attached to the root is not.
+        // A short last rack is a tree like any other.
         assert!(LiveTopology::of(&generated(5, 1, 2)).is_ok());
-        let mut odd = generated(4, 1, 2);
-        odd.processes[3].aggregator = "spine-0".into();
-        assert!(LiveTopology::of(&odd).unwrap_err().contains("root"));
     }
 
     #[test]

@@ -372,40 +372,38 @@ proptest! {
 }
 
 #[test]
-fn a_three_layer_tree_routes_every_pair_through_its_lowest_common_switch() {
-    // 10 hosts, racks of 2, pods of 2 racks: 5 racks, 3 pods (the last one rack, one host
-    // short of nothing: hosts 8 and 9).
-    let topo = Topology::three_layer(10, 2, 2).unwrap();
-    topo.validate().unwrap();
-    assert_eq!(topo.hosts(), 10);
-    let names = |path: &[LinkId]| -> Vec<String> {
-        path.iter()
-            .map(|&l| topo.node(topo.link(l).to).name.clone())
-            .collect()
+fn any_tree_is_a_graph_with_split_halves_and_errors_name_what_is_not_a_tree() {
+    // A root (2) with a process of its own over two switches of unequal racks.
+    let sw = |parent: Option<usize>, hosts: &[u32]| TreeSwitch {
+        parent,
+        hosts: hosts.to_vec(),
     };
-    // Same rack: turns at the edge switch.
+    let (topo, links) = Topology::tree(
+        5,
+        &[sw(Some(2), &[0, 1, 3]), sw(Some(2), &[2]), sw(None, &[4])],
+    )
+    .unwrap();
+    assert_eq!(topo.hosts(), 5);
+    assert_eq!(links.nodes[2].len(), 1, "the root is one node");
     assert_eq!(
-        names(&topo.path(0, 1, 0)),
-        ["tor-0-up", "tor-0-down", "host-1"]
+        links.up_inputs[2].len(),
+        3,
+        "its process, then its two children"
     );
-    // Same pod, other rack: turns at the aggregation switch.
+    assert_eq!(links.down_inputs[0].len(), 2, "loopback, then the parent");
+    assert_eq!(topo.link(links.up_inputs[0][2]).from, topo.host_node(3));
     assert_eq!(
-        names(&topo.path(0, 3, 0)),
-        ["tor-0-up", "agg-0-up", "agg-0-down", "tor-1-down", "host-3"]
+        topo.route(topo.host_node(0), 1, 0),
+        None,
+        "no routing tables"
     );
-    // Other pod: over the core.
-    assert_eq!(
-        names(&topo.path(0, 9, 0)),
-        [
-            "tor-0-up",
-            "agg-0-up",
-            "core-0",
-            "agg-2-down",
-            "tor-4-down",
-            "host-9"
-        ]
-    );
-    assert!(Topology::three_layer(0, 2, 2).is_err());
-    assert!(Topology::three_layer(4, 0, 2).is_err());
-    assert!(Topology::three_layer(4, 2, 0).is_err());
+    for h in 0..5 {
+        assert_eq!(topo.link(topo.uplink(h)).kind, LinkKind::HostUp);
+        assert_eq!(topo.link(topo.downlink(h)).kind, LinkKind::HostDown);
+    }
+    let err = |s: &[TreeSwitch]| Topology::tree(3, s).unwrap_err().to_string();
+    assert!(err(&[sw(None, &[0, 1, 2]), sw(None, &[])]).contains("2 roots"));
+    assert!(err(&[sw(None, &[0, 1])]).contains("host 2 attached nowhere"));
+    assert!(err(&[sw(None, &[0, 1, 2, 1])]).contains("host 1 attached twice"));
+    assert!(err(&[sw(None, &[0, 1, 2]), sw(Some(2), &[]), sw(Some(1), &[])]).contains("cycle"));
 }
