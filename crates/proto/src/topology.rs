@@ -1027,7 +1027,8 @@ impl Builder {
             links,
         } = self;
         assert!(links.len() as u64 <= LINKS_MAX);
-        let order = topological_order(&nodes, &links).expect("a tree's routing graph is a DAG");
+        let order = topological_order(&nodes, &links)
+            .expect("a multi-rooted tree's routing graph is a DAG (§3.1)");
         let depth = longest_paths(&nodes, &links, &order);
         for (node, d) in nodes.iter_mut().zip(&depth) {
             node.depth = *d;
@@ -1054,38 +1055,12 @@ impl Builder {
 
     /// Computes depths and routing tables and seals the topology.
     fn finish(self, label: String) -> Topology {
-        let Builder {
-            hosts,
-            mut nodes,
-            links,
-        } = self;
-        assert!(links.len() as u64 <= LINKS_MAX);
-        let order = topological_order(&nodes, &links)
+        let mut topology = self.finish_unrouted(label);
+        let order = topological_order(&topology.nodes, &topology.links)
             .expect("a multi-rooted tree's routing graph is a DAG (§3.1)");
-        let depth = longest_paths(&nodes, &links, &order);
-        for (node, d) in nodes.iter_mut().zip(&depth) {
-            node.depth = *d;
-        }
-        let (routes, descent_len) = route_tables(&nodes, &links, &order, hosts);
-        let mut layers = 0;
-        let mut physical_switches = 0;
-        for node in &nodes {
-            if let NodeKind::Switch { layer, half } = node.kind {
-                layers = layers.max(layer);
-                physical_switches += u32::from(half != Half::Down);
-            }
-        }
-        let mut topology = Topology {
-            label,
-            hosts,
-            layers,
-            physical_switches,
-            nodes,
-            links,
-            routes,
-            max_depth: depth.iter().copied().max().unwrap_or(0),
-            diameter_links: 0,
-        };
+        let (routes, descent_len) =
+            route_tables(&topology.nodes, &topology.links, &order, topology.hosts);
+        topology.routes = routes;
         topology.diameter_links = topology.diameter_from_tables(&descent_len);
         topology
     }

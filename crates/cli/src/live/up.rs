@@ -354,32 +354,24 @@ fn check_restarts(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
     Ok(())
 }
 
-/// Every `--blackhole` names two processes of the cluster and falls within the sending time.
+/// Every `--blackhole` and `--cut` names processes of the cluster and falls within the sending
+/// time.
 fn check_blackholes(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
-    for b in &args.blackhole {
-        if b.from.max(b.to) >= cluster.procs() {
-            return Err(format!(
-                "--blackhole {b}: there are {} processes",
-                cluster.procs()
-            ));
+    let blackholes = args
+        .blackhole
+        .iter()
+        .map(|b| (format!("--blackhole {b}"), b.from.max(b.to), b.at_ns));
+    let cuts = args
+        .cut
+        .iter()
+        .map(|c| (format!("--cut {c}"), c.proc, c.at_ns));
+    for (what, proc, at_ns) in blackholes.chain(cuts) {
+        if proc >= cluster.procs() {
+            return Err(format!("{what}: there are {} processes", cluster.procs()));
         }
-        if b.at_ns >= args.work.duration {
+        if at_ns >= args.work.duration {
             return Err(format!(
-                "--blackhole {b}: must be within --duration ({})",
-                format_duration(args.work.duration)
-            ));
-        }
-    }
-    for c in &args.cut {
-        if c.proc >= cluster.procs() {
-            return Err(format!(
-                "--cut {c}: there are {} processes",
-                cluster.procs()
-            ));
-        }
-        if c.at_ns >= args.work.duration {
-            return Err(format!(
-                "--cut {c}: must be within --duration ({})",
+                "{what}: must be within --duration ({})",
                 format_duration(args.work.duration)
             ));
         }
@@ -470,23 +462,6 @@ impl Run<'_> {
         }
     }
 
-    /// `--cut proc:N`: orders pN's first-hop aggregator to drop everything pN sends.
-    fn order_cut(&mut self, c: Restart, now: u64) {
-        let Some(agg) = self.aggregator_of.get(c.proc as usize).cloned() else {
-            return;
-        };
-        let role = Role::Aggregator(agg.clone());
-        let Some(i) = self.roles.iter().position(|r| *r == role) else {
-            return;
-        };
-        self.children[i].send(&format!("cut {}", c.proc));
-        println!(
-            "  cut         {c} at {:.2} s: {agg} drops everything p{} sends (its uplink, one direction)",
-            now.saturating_sub(self.t0) as f64 / 1e9,
-            c.proc
-        );
-    }
-
     /// `--restart proc:N`: a new endpoint process for pN, memory lost; `start` goes to it
     /// once it says `ready` (see `on_line`).
     fn start_again(&mut self, r: Restart, now: u64) {
@@ -536,19 +511,31 @@ impl Run<'_> {
 
     /// `--blackhole A>B`: orders A's first-hop aggregator to black-hole A's packets to B.
     fn order_blackhole(&mut self, b: Blackhole, now: u64) {
-        let Some(agg) = self.aggregator_of.get(b.from as usize).cloned() else {
+        let line = format!("blackhole {} {}", b.from, b.to);
+        let what = format!("p{}'s data, ACKs and NAKs to p{}", b.from, b.to);
+        self.order_fault(b.from, &line, &format!("blackhole   {b}"), &what, now);
+    }
+
+    /// `--cut proc:N`: orders pN's first-hop aggregator to drop everything pN sends.
+    fn order_cut(&mut self, c: Restart, now: u64) {
+        let line = format!("cut {}", c.proc);
+        let what = format!("everything p{} sends (its uplink, one direction)", c.proc);
+        self.order_fault(c.proc, &line, &format!("cut         {c}"), &what, now);
+    }
+
+    /// Writes test fault `line` to process `proc`'s first-hop aggregator and says so.
+    fn order_fault(&mut self, proc: u32, line: &str, label: &str, what: &str, now: u64) {
+        let Some(agg) = self.aggregator_of.get(proc as usize).cloned() else {
             return;
         };
         let role = Role::Aggregator(agg.clone());
         let Some(i) = self.roles.iter().position(|r| *r == role) else {
             return;
         };
-        self.children[i].send(&format!("blackhole {} {}", b.from, b.to));
+        self.children[i].send(line);
         println!(
-            "  blackhole   {b} at {:.2} s: {agg} drops p{}'s data, ACKs and NAKs to p{}",
-            now.saturating_sub(self.t0) as f64 / 1e9,
-            b.from,
-            b.to
+            "  {label} at {:.2} s: {agg} drops {what}",
+            now.saturating_sub(self.t0) as f64 / 1e9
         );
     }
 
