@@ -205,6 +205,58 @@ pub enum TopologyError {
     },
 }
 
+/// Checks that `switches` is one tree over hosts `0..hosts`, each attached once; returns its
+/// root, each switch's children (in list order) and each switch's height (a leaf is 1).
+#[allow(clippy::type_complexity)]
+fn tree_shape(
+    hosts: u32,
+    switches: &[TreeSwitch],
+) -> Result<(usize, Vec<Vec<usize>>, Vec<u8>), TopologyError> {
+    let not = |why: String| TopologyError::NotATree { why };
+    let n = switches.len();
+    let roots: Vec<usize> = (0..n).filter(|&s| switches[s].parent.is_none()).collect();
+    if roots.len() != 1 {
+        return Err(not(format!("{} roots", roots.len())));
+    }
+    let mut children = vec![Vec::new(); n];
+    for (s, sw) in switches.iter().enumerate() {
+        if let Some(p) = sw.parent {
+            if p >= n || p == s {
+                return Err(not(format!("switch {s}'s parent {p}")));
+            }
+            children[p].push(s);
+        }
+    }
+    // From the root down; a cycle never reaches the root.
+    let mut order = vec![roots[0]];
+    let mut i = 0;
+    while i < order.len() {
+        order.extend(children[order[i]].iter().copied());
+        i += 1;
+    }
+    if order.len() != n {
+        return Err(not("a cycle: not every switch is below the root".into()));
+    }
+    let mut height = vec![1u8; n];
+    for &s in order.iter().rev() {
+        if let Some(p) = switches[s].parent {
+            height[p] = height[p].max(height[s].saturating_add(1));
+        }
+    }
+    let mut seen = vec![false; hosts as usize];
+    for sw in switches {
+        for &h in &sw.hosts {
+            if h >= hosts || std::mem::replace(&mut seen[h as usize], true) {
+                return Err(not(format!("host {h} attached twice or out of range")));
+            }
+        }
+    }
+    if let Some(h) = seen.iter().position(|&x| !x) {
+        return Err(not(format!("host {h} attached nowhere")));
+    }
+    Ok((roots[0], children, height))
+}
+
 /// A half-open range of host indices, `lo..hi`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct HostRange {
@@ -384,49 +436,9 @@ impl Topology {
         hosts: u32,
         switches: &[TreeSwitch],
     ) -> Result<(Topology, TreeLinks), TopologyError> {
-        let not = |why: String| TopologyError::NotATree { why };
         let hosts = check_hosts(u128::from(hosts))?;
+        let (root, children, height) = tree_shape(hosts, switches)?;
         let n = switches.len();
-        let roots: Vec<usize> = (0..n).filter(|&s| switches[s].parent.is_none()).collect();
-        if roots.len() != 1 {
-            return Err(not(format!("{} roots", roots.len())));
-        }
-        let mut children = vec![Vec::new(); n];
-        for (s, sw) in switches.iter().enumerate() {
-            if let Some(p) = sw.parent {
-                if p >= n || p == s {
-                    return Err(not(format!("switch {s}'s parent {p}")));
-                }
-                children[p].push(s);
-            }
-        }
-        // Heights (a leaf is 1), from the root down; a cycle never reaches the root.
-        let mut order = vec![roots[0]];
-        let mut i = 0;
-        while i < order.len() {
-            order.extend(children[order[i]].iter().copied());
-            i += 1;
-        }
-        if order.len() != n {
-            return Err(not("a cycle: not every switch is below the root".into()));
-        }
-        let mut height = vec![1u8; n];
-        for &s in order.iter().rev() {
-            if let Some(p) = switches[s].parent {
-                height[p] = height[p].max(height[s].saturating_add(1));
-            }
-        }
-        let mut seen = vec![false; hosts as usize];
-        for sw in switches {
-            for &h in &sw.hosts {
-                if h >= hosts || std::mem::replace(&mut seen[h as usize], true) {
-                    return Err(not(format!("host {h} attached twice or out of range")));
-                }
-            }
-        }
-        if let Some(h) = seen.iter().position(|&x| !x) {
-            return Err(not(format!("host {h} attached nowhere")));
-        }
         let mut b = Builder::with_hosts(hosts);
         let mut links = TreeLinks {
             up_inputs: vec![Vec::new(); n],
@@ -436,7 +448,7 @@ impl Topology {
         // Nodes: the root's one, the others' halves.
         let (mut up, mut down) = (vec![NodeId(0); n], vec![NodeId(0); n]);
         for s in 0..n {
-            if s == roots[0] {
+            if s == root {
                 up[s] = b.add_switch(height[s], Half::Top, format!("agg-{s}"), s as u32);
                 down[s] = up[s];
                 links.nodes[s] = vec![up[s]];

@@ -975,6 +975,12 @@ impl State {
                     to: MgmtDest::Node(n),
                     msg: Mgmt::Ctrl(msg),
                 } => self.send_ctrl(n, &msg),
+                // `Failed`'s live form is `Declared`, sent to every member and again after a
+                // takeover: one path, not two.
+                Output::Mgmt {
+                    msg: Mgmt::Relay(RelayMsg::Failed { .. }),
+                    ..
+                } => {}
                 // Relays go to a process (forwarded packets, recovery's answers), or to the
                 // aggregator at the head of a link (`Admit`).
                 Output::Mgmt {
