@@ -30,6 +30,26 @@ pub enum TopologySpec {
     },
 }
 
+impl TopologySpec {
+    /// The routing graph.
+    ///
+    /// # Errors
+    /// Parameters no topology has (the message names them).
+    pub fn build(self) -> Result<onepipe_proto::topology::Topology, String> {
+        use onepipe_proto::topology::Topology;
+        match self {
+            TopologySpec::FatTree { k } => Topology::fat_tree(k),
+            TopologySpec::Rack { hosts } => Topology::rack(hosts),
+            TopologySpec::LeafSpine {
+                hosts,
+                rack_size,
+                spines,
+            } => Topology::leaf_spine(hosts, rack_size, spines),
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
 /// The traffic pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorkloadKind {

@@ -34,7 +34,7 @@
 use super::check::{BaseChecker, Dsts, LossRules};
 use super::config::{class_of_kind, class_targeted, BaselineConfig};
 use crate::clock::{Clock, ClockParams};
-use crate::config::{SimConfig, TopologySpec, WorkloadKind};
+use crate::config::{SimConfig, WorkloadKind};
 use crate::metrics::{NsHistogram, TraceHash};
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -217,19 +217,6 @@ pub struct BaseWorld<Q: EventQueue<Ev>> {
     pub stats: BaseEngineStats,
 }
 
-fn build_topology(spec: TopologySpec) -> Result<Topology, String> {
-    match spec {
-        TopologySpec::FatTree { k } => Topology::fat_tree(k),
-        TopologySpec::Rack { hosts } => Topology::rack(hosts),
-        TopologySpec::LeafSpine {
-            hosts,
-            rack_size,
-            spines,
-        } => Topology::leaf_spine(hosts, rack_size, spines),
-    }
-    .map_err(|e| e.to_string())
-}
-
 /// The switch a switch-placed sequencer runs on: the first top-layer node (fat-tree core,
 /// spine), or in a rack the ToR's up half.
 pub fn sequencer_switch(topo: &Topology) -> NodeId {
@@ -267,7 +254,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     /// Builds the network and the group of `base.protocol` (the configuration must have passed
     /// `BaselineConfig::validate`).
     pub fn new(cfg: SimConfig, base: BaselineConfig, queue: Q) -> Result<BaseWorld<Q>, String> {
-        let topo = build_topology(cfg.topology)?;
+        let topo = cfg.topology.build()?;
         let pph = cfg.procs_per_host;
         let procs = topo.hosts() * pph;
         let mut rng = Rng::new(cfg.seed);
