@@ -585,7 +585,10 @@ fn alive(pid: u32) -> bool {
 #[test]
 fn garbage_sent_to_every_daemon_is_counted_and_dropped_and_deliveries_are_unchanged() {
     let dir = TempDir::new("garbage");
-    let mut run = Running::start(&dir, &["--duration", "2s"]);
+    // Reliable: best effort may report a message "possibly lost" when a busy machine delays
+    // its ACKs past the loss timeout (it happened once beside a build), which says nothing about
+    // garbage; the reliable service delivers everything or reports a failed destination.
+    let mut run = Running::start(&dir, &["--duration", "2s", "--service", "reliable"]);
     run.wait_for("running");
     let table = run.table();
     assert_eq!(
