@@ -458,6 +458,16 @@ fn bad_flags_name_the_flag() {
         (&["--kill", "proc:1@9s"][..], "--kill"),
         (&["--kill", "router@1s"][..], "--kill"),
         (&["--kill", "proc:1"][..], "--kill"),
+        (&["--restart", "proc:1@2s"][..], "--restart"),
+        (
+            &["--kill", "proc:1@2s", "--restart", "proc:1@1s"][..],
+            "--restart",
+        ),
+        (&["--restart", "agg:tor-0@2s"][..], "--restart"),
+        (&["--cut", "proc:9@1s"][..], "--cut"),
+        (&["--blackhole", "1>9@1s"][..], "--blackhole"),
+        (&["--blackhole", "1>1@1s"][..], "--blackhole"),
+        (&["--layers", "4"][..], "--layers"),
     ] {
         let out = onepipe().arg("up").args(flags).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{flags:?}");
