@@ -22,6 +22,7 @@ pub mod check;
 pub mod clock;
 pub mod config;
 pub mod metrics;
+mod net;
 pub mod queue;
 pub mod slab;
 pub mod vopr;

@@ -449,8 +449,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     }
 
     fn next_gap(&mut self) -> SimTime {
-        let mean = 1e9 / self.cfg.rate_per_proc;
-        (self.workload_rng.exponential(mean).round() as SimTime).max(1)
+        crate::net::poisson_gap(&mut self.workload_rng, self.cfg.rate_per_proc)
     }
 
     /// Runs until true time `end`, calling `progress` with the current time now and then.
@@ -650,16 +649,13 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
         {
             return false;
         }
-        let l = &mut self.links[link as usize];
-        if l.burst_left > 0 {
-            l.burst_left -= 1;
-            return true;
-        }
-        if self.rng.chance(self.cfg.loss_rate) {
-            self.links[link as usize].burst_left = self.cfg.loss_burst - 1;
-            return true;
-        }
-        false
+        let (rate, burst) = (self.cfg.loss_rate, self.cfg.loss_burst);
+        crate::net::lose_bursty(
+            &mut self.links[link as usize].burst_left,
+            &mut self.rng,
+            rate,
+            burst,
+        )
     }
 
     fn on_arrive(&mut self, t: SimTime, link: u32, pkt: u32) {
