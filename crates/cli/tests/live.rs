@@ -211,7 +211,9 @@ fn up_kill_a_process_and_its_tor_declares_the_rack_failed_and_the_rest_deliver_5
 /// §5.2 Receiver Recovery, live (the acceptance run, shorter): p3 is killed, declared
 /// failed, started again with its memory lost, recovers and rejoins as a new process; the
 /// others send to its new id and it delivers; every delivery is checked, with the old p3
-/// crashed and the new one a correct process from its rejoin on.
+/// crashed and the new one a correct process from its rejoin on. The restart comes well after
+/// the declaration (link timeout 1 s, settling 0.5 s): the new process never hears the
+/// `Declared` broadcast, so only its own restarted state makes it recover.
 #[test]
 fn up_restart_a_killed_process_rejoins_as_a_new_one_and_delivers_5_2() {
     let (code, out, r) = up(
@@ -222,11 +224,11 @@ fn up_restart_a_killed_process_rejoins_as_a_new_one_and_delivers_5_2() {
             "--service",
             "reliable",
             "--duration",
-            "5s",
+            "6s",
             "--kill",
             "proc:3@1s",
             "--restart",
-            "proc:3@2500ms",
+            "proc:3@4s",
         ],
     );
     assert_eq!(code, 0, "{out}");
