@@ -2,19 +2,20 @@
 //! the same way: bursty link loss and the workload's Poisson send times. A step toward one
 //! engine for every protocol (issue 23): each piece moves here once, pinned by the trace hashes.
 
+use crate::config::SimConfig;
 use crate::queue::SimTime;
 use onepipe_proto::rng::Rng;
 
 /// Bursty loss on one link (`--loss-rate`, `--loss-burst`): a packet is lost while a burst is
-/// under way, or starts one with probability `rate`; a burst loses `burst` packets in a row.
-/// Draws from `rng` only when no burst is under way.
-pub(crate) fn lose_bursty(burst_left: &mut u32, rng: &mut Rng, rate: f64, burst: u32) -> bool {
+/// under way, or starts one with probability `loss_rate`; a burst loses `loss_burst` packets in
+/// a row. Draws from `rng` only when no burst is under way.
+pub(crate) fn lose_bursty(burst_left: &mut u32, rng: &mut Rng, cfg: &SimConfig) -> bool {
     if *burst_left > 0 {
         *burst_left -= 1;
         return true;
     }
-    if rng.chance(rate) {
-        *burst_left = burst - 1;
+    if rng.chance(cfg.loss_rate) {
+        *burst_left = cfg.loss_burst - 1;
         return true;
     }
     false

@@ -18,7 +18,6 @@ use crate::config::{PacketKind, Service, SimConfig, TopologySpec, WorkloadKind};
 use crate::{run, Report};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::switch::SwitchMode;
-use onepipe_proto::topology::Topology;
 use serde::Serialize;
 
 /// What one seed found.
@@ -199,16 +198,7 @@ pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
     if rng.chance(0.3) {
         // Cut a host's links, a whole physical switch or one switch-to-switch link (names from
         // the topology itself).
-        let topo = match cfg.topology {
-            TopologySpec::FatTree { k } => Topology::fat_tree(k),
-            TopologySpec::Rack { hosts } => Topology::rack(hosts),
-            TopologySpec::LeafSpine {
-                hosts,
-                rack_size,
-                spines,
-            } => Topology::leaf_spine(hosts, rack_size, spines),
-        };
-        if let Ok(topo) = topo {
+        if let Ok(topo) = cfg.topology.build() {
             let names: Vec<String> = topo
                 .nodes()
                 .iter()

@@ -649,13 +649,8 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
         {
             return false;
         }
-        let (rate, burst) = (self.cfg.loss_rate, self.cfg.loss_burst);
-        crate::net::lose_bursty(
-            &mut self.links[link as usize].burst_left,
-            &mut self.rng,
-            rate,
-            burst,
-        )
+        let burst_left = &mut self.links[link as usize].burst_left;
+        crate::net::lose_bursty(burst_left, &mut self.rng, &self.cfg)
     }
 
     fn on_arrive(&mut self, t: SimTime, link: u32, pkt: u32) {

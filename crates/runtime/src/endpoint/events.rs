@@ -1,0 +1,277 @@
+//! What an endpoint hands its application: delivered messages, events (failure notifications
+//! with their callback handles, send failures, rejoins), and the errors of its calls.
+
+use super::*;
+
+/// A delivered message: `TS, src, msg` of Table 1, and how it was released.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Its timestamp (one per scattering).
+    pub ts: Timestamp,
+    /// The sending process.
+    pub src: ProcId,
+    /// The message.
+    pub payload: Bytes,
+    /// Sent with the reliable service.
+    pub reliable: bool,
+    /// The barrier that released it (`ts < barrier`; the commit barrier if reliable).
+    pub barrier: Timestamp,
+    /// This endpoint's timestamp when it was delivered (§4.1 causality: `ts < delivered_ts`).
+    pub delivered_ts: Timestamp,
+    /// PSN of its first packet, per (sender, receiver) and service.
+    pub psn: u32,
+}
+
+/// A notification (Table 1's callbacks, as an event stream).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A best-effort message this process sent was dropped by its receiver or is presumed lost
+    /// (`onepipe_send_fail_callback(TS, dst, msg)`).
+    SendFailed {
+        /// The receiver.
+        dst: ProcId,
+        /// The message's timestamp.
+        ts: Timestamp,
+        /// Why.
+        reason: NakReason,
+    },
+    /// A process failed (`onepipe_proc_fail_callback(proc, TS)`); `reason` says how it is
+    /// known and what `ts` is ([`FailReason`]).
+    ProcessFailed {
+        /// The process.
+        proc: ProcId,
+        /// The failure timestamp (`Failed`, `Declared`), or this endpoint's timestamp when it
+        /// heard (`Left`, `Lost`).
+        ts: Timestamp,
+        /// How it is known.
+        reason: FailReason,
+        /// §5.2: delivery resumes "after all non-fail processes finish their callback
+        /// functions" — drop this (or call [`Callback::done`]) once the application has acted
+        /// on the failure. Until then this process holds the round's Resume; held longer than
+        /// the cluster's `callback_timeout`, this process is declared failed itself. (Only
+        /// `FailReason::Failed` holds anything.)
+        callback: Callback,
+    },
+    /// §5.2 Recall: a reliable scattering this process sent, stamped `ts`, was aborted because
+    /// one of its receivers failed before acknowledging it; no correct receiver delivers it
+    /// (the send-failed callback for the whole scattering).
+    Recalled {
+        /// Its timestamp.
+        ts: Timestamp,
+    },
+    /// §5.2 "the recovered process needs to join 1Pipe as a new process": the process that was
+    /// `old` came back as `procs` (new ids; `old` stays failed). When `old` is this endpoint's
+    /// own first id, it is now `procs[0]` ([`Endpoint::proc`]).
+    Rejoined {
+        /// The failed process id.
+        old: ProcId,
+        /// Its new ids.
+        procs: Vec<ProcId>,
+    },
+    /// A reliable scattering still queued (not stamped) was dropped: a destination failed.
+    ReliableAborted {
+        /// What [`Endpoint::send_reliable`] returned.
+        handle: SendHandle,
+    },
+    /// The controller saw an aggregator's connection end (a hint: its neighbours time it out
+    /// and the controller declares the processes it cut off, §5.2).
+    AggregatorFailed {
+        /// Its name.
+        name: String,
+    },
+    /// A reliable scattering left the send buffer stamped `ts` (with
+    /// [`JoinOptions::report_reliable_sent`]).
+    ReliableSent {
+        /// What [`Endpoint::send_reliable`] returned.
+        handle: SendHandle,
+        /// Its timestamp.
+        ts: Timestamp,
+    },
+    /// The control connection was lost and this endpoint re-registered with whichever
+    /// controller leads now (a failover, docs/CONTROLLER-HA.md); its data path never stopped.
+    ControllerChanged,
+}
+
+/// The handle of a §5.2 failure callback ([`Event::ProcessFailed`]): the round completes at
+/// this process when every handle of the round is dropped or [`Callback::done`]. Clones share
+/// the completion. Two handles are equal if they are of the same round.
+#[derive(Clone, Default)]
+pub struct Callback(pub(super) Option<Arc<CallbackInner>>);
+
+pub(super) struct CallbackInner {
+    pub(super) round: u32,
+    pub(super) shared: std::sync::Weak<Shared>,
+}
+
+impl Callback {
+    /// The callback is done (the same as dropping it).
+    pub fn done(self) {}
+
+    /// The failure round it belongs to; `None` for a notification that holds nothing.
+    pub fn round(&self) -> Option<u32> {
+        self.0.as_ref().map(|c| c.round)
+    }
+}
+
+impl Drop for CallbackInner {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.complete_callbacks(self.round);
+        }
+    }
+}
+
+impl std::fmt::Debug for Callback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.round() {
+            Some(r) => write!(f, "Callback(round {r})"),
+            None => f.write_str("Callback(none)"),
+        }
+    }
+}
+
+impl PartialEq for Callback {
+    fn eq(&self, other: &Callback) -> bool {
+        self.round() == other.round()
+    }
+}
+
+impl Eq for Callback {}
+
+/// Why [`Event::ProcessFailed`] was raised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailReason {
+    /// The controller declared it failed (§5.2 Callback); `ts` is its failure timestamp: its
+    /// reliable messages below `ts` are delivered here, those at or above are not, and delivery
+    /// from the rest goes on once every correct process has done the same.
+    Failed,
+    /// This process itself was declared failed: it is cut off from the others (§5.2); `ts` is
+    /// its failure timestamp.
+    Declared,
+    /// The controller saw the process leave (a hint only).
+    Left,
+    /// The controller lost the process's connection without a leave (a hint only).
+    Lost,
+}
+
+impl FailReason {
+    /// `failed`, `declared`, `left` or `lost`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailReason::Failed => "failed",
+            FailReason::Declared => "declared",
+            FailReason::Left => "left",
+            FailReason::Lost => "lost",
+        }
+    }
+
+    /// Whether the controller declared it (§5.2): `ts` is then a failure timestamp. `Left` and
+    /// `Lost` are hints from the control connections.
+    pub fn is_declared(self) -> bool {
+        matches!(self, FailReason::Failed | FailReason::Declared)
+    }
+}
+
+impl std::fmt::Display for FailReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Names a reliable scattering until [`Event::ReliableSent`] gives its timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SendHandle(pub u64);
+
+/// Why a send was refused. Nothing was sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The scattering has no messages.
+    Empty,
+    /// A destination is not a process of the cluster.
+    UnknownDestination(ProcId),
+    /// The send buffer is full: retry after some messages are acknowledged (§6.1).
+    Full,
+    /// A message (or a reliable scattering) is larger than the limit.
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A destination process has failed (§5.2): reliable scatterings to it are refused.
+    Failed(ProcId),
+    /// The cluster runs with ordering off, which has no reliable service.
+    Unsupported,
+    /// The endpoint has left, or its I/O thread stopped.
+    Closed,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Empty => write!(f, "empty scattering"),
+            SendError::UnknownDestination(p) => write!(f, "unknown destination process {p}"),
+            SendError::Full => write!(f, "send buffer full"),
+            SendError::TooLarge { len, max } => {
+                write!(f, "{len} bytes exceed the {max}-byte limit")
+            }
+            SendError::Unsupported => write!(f, "no reliable service with ordering off"),
+            SendError::Closed => write!(f, "the endpoint is closed"),
+            SendError::Failed(p) => write!(f, "destination process {p} has failed"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+impl From<onepipe_proto::host::SendError> for SendError {
+    fn from(e: onepipe_proto::host::SendError) -> SendError {
+        use onepipe_proto::host::SendError as P;
+        match e {
+            P::Empty => SendError::Empty,
+            P::UnknownDestination(p) => SendError::UnknownDestination(p),
+            P::Full => SendError::Full,
+            P::TooLarge { len, max } => SendError::TooLarge { len, max },
+            P::Failed(p) => SendError::Failed(p),
+            // The endpoint always sends as its own process.
+            P::NotLocal(_) => unreachable!("an endpoint sends as itself"),
+        }
+    }
+}
+
+/// Why a receive returned no message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecvError {
+    /// Nothing was waiting (`try_recv_*`, `try_next_event`).
+    Empty,
+    /// Nothing came before the timeout.
+    Timeout,
+    /// The endpoint has left, or its I/O thread stopped, and everything delivered was read.
+    Closed,
+}
+
+impl std::fmt::Display for RecvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RecvError::Empty => "nothing to receive",
+            RecvError::Timeout => "timed out",
+            RecvError::Closed => "the endpoint is closed",
+        })
+    }
+}
+
+impl std::error::Error for RecvError {}
+
+impl From<PopError> for RecvError {
+    fn from(e: PopError) -> RecvError {
+        match e {
+            PopError::Empty => RecvError::Empty,
+            PopError::Timeout => RecvError::Timeout,
+            PopError::Closed => RecvError::Closed,
+        }
+    }
+}
