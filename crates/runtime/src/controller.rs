@@ -1067,16 +1067,12 @@ impl State {
         let Ok(f) = self.failure.as_ref() else {
             return;
         };
-        let member = if n.0 < self.cluster.procs() {
-            Member::Process(n.0)
-        } else {
-            let Some(a) = f.live.aggregator_of(n) else {
-                return;
-            };
-            if f.live.nodes_of(a).first() != Some(&n) {
-                return;
-            }
-            Member::Aggregator(self.cluster.aggregators[a].name.clone())
+        let first_node = |a| f.live.nodes_of(a).first() == Some(&n);
+        if n.0 >= self.cluster.procs() && !f.live.aggregator_of(n).is_some_and(first_node) {
+            return;
+        }
+        let Some(member) = self.member_of(n) else {
+            return;
         };
         let line = FromController::Ctrl {
             msg: WireCtrl::from(msg),
