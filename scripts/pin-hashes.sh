@@ -2,7 +2,7 @@
 # Pins the simulator's behaviour for a refactor (STYLE: "refactor in one step with the behaviour
 # pinned"): prints the trace hash of the Fig. 9a command and of twelve §5.2 failure scenarios
 # (crash, restart, heal, one-direction cut, blackhole, controller outage, best effort, ToR cut,
-# rack and leaf-spine rejoin, skew), one line each, and the violations of each. Run it before and
+# rack and leaf-spine rejoin, skew) and of every baseline protocol, one line each, and the violations of each. Run it before and
 # after a change and diff; `--check` diffs against scripts/pin-hashes.expected (exit 1 if any
 # line changed — then the change altered behaviour, and the commit must say why).
 # Needs a release build: cargo build --release -p onepipe-cli (B=path to use another binary).
@@ -37,6 +37,16 @@ pins() {
   run --service reliable --crash-host 3@500us --restart-host 3@1500us --procs-per-host 2 --topology rack --hosts 8
   run --service reliable --cut host-2@500us..1500us --topology leaf-spine --hosts 8 --spines 2
   run --service reliable --cut host-2@500us..1500us --crash-host 5@700us --topology leaf-spine --hosts 8 --spines 2 --clock-skew 1us
+  # The baselines, on the same engine: each protocol, fault-free and with loss, reordering and
+  # duplication.
+  common="--topology fat-tree --k 4 --procs-per-host 2 --workload all-to-all --rate 20000 --duration 2ms --seed 5"
+  for p in sequencer sequencer-switch token lamport isis; do
+    run --protocol $p
+    run --protocol $p --loss 0.01 --reorder-prob 0.05 --dup 0.01
+  done
+  common="--topology leaf-spine --hosts 8 --spines 2 --procs-per-host 4 --workload scatter --scatter-k 3 --rate 50000 --duration 2ms --seed 3"
+  run --protocol sequencer
+  run --protocol lamport --clock-skew 1us
 }
 if [ "${1:-}" = "--check" ]; then
   pins > "$tmp/now"
