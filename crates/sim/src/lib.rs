@@ -21,6 +21,7 @@ pub mod baseline;
 pub mod check;
 pub mod clock;
 pub mod config;
+pub mod engine;
 pub mod metrics;
 mod net;
 pub mod queue;
@@ -228,7 +229,7 @@ fn run_with<Q: EventQueue<Ev>>(
         .filter(|(_, h)| h.stats().recovered > 0)
         .map(|(i, _)| i as u32)
         .collect();
-    if let Some(c) = world.checker.as_mut() {
+    if let Some(c) = world.proto.checker.as_mut() {
         c.finish(end, cfg.seed, drained);
     }
     let wall_s = started.elapsed().as_secs_f64();
@@ -253,8 +254,8 @@ fn run_with<Q: EventQueue<Ev>>(
         lost_reported += st.lost;
         reorder_max = reorder_max.max(h.reorder_len_peak());
     }
-    let s = &world.stats;
-    let (violations, violation_samples, checked_deliveries) = match &world.checker {
+    let (s, net) = (&world.proto.stats, &world.net);
+    let (violations, violation_samples, checked_deliveries) = match &world.proto.checker {
         Some(c) => (
             c.violation_count(),
             c.violations().iter().map(|v| v.to_string()).collect(),
@@ -279,6 +280,7 @@ fn run_with<Q: EventQueue<Ev>>(
         delivered: s.delivered,
         delivered_reliable: s.delivered_reliable,
         undelivered_reliable: world
+            .proto
             .checker
             .as_ref()
             .map_or(0, |c| c.undelivered_reliable()),
@@ -295,33 +297,33 @@ fn run_with<Q: EventQueue<Ev>>(
         dropped_incomplete,
         send_failed: s.send_failed,
         links_removed: world.switches().map(|w| w.stats().links_removed).sum(),
-        sends_rejected: s.sends_rejected,
+        sends_rejected: net.sends_rejected,
         drained,
-        undrained: world.checker.as_ref().map_or(0, |c| c.undrained()),
+        undrained: world.proto.checker.as_ref().map_or(0, |c| c.undrained()),
         throughput_msgs_per_s_per_proc: s.delivered_in_period as f64
             / world.procs() as f64
             / (cfg.duration_ns as f64 / 1e9),
-        latency_ns: world.latency.summary(),
-        latency_ns_be: world.latency_be.summary(),
-        latency_ns_reliable: world.latency_reliable.summary(),
-        reorder_delay_ns: world.reorder_delay.summary(),
-        beacon_bandwidth_share: s.beacon_bytes as f64 / capacity_bytes,
-        beacon_byte_share: s.beacon_bytes as f64 / (s.link_bytes.max(1)) as f64,
+        latency_ns: world.proto.latency.summary(),
+        latency_ns_be: world.proto.latency_be.summary(),
+        latency_ns_reliable: world.proto.latency_reliable.summary(),
+        reorder_delay_ns: world.proto.reorder_delay.summary(),
+        beacon_bandwidth_share: net.background_bytes as f64 / capacity_bytes,
+        beacon_byte_share: net.background_bytes as f64 / (net.link_bytes.max(1)) as f64,
         reorder_buffer_len_max: reorder_max,
-        reordered_packets: s.reordered_packets,
-        packets_lost: s.packets_lost,
-        packets_duplicated: s.packets_duplicated,
-        packets_cut: s.packets_cut,
+        reordered_packets: net.reordered_packets,
+        packets_lost: net.packets_lost,
+        packets_duplicated: net.packets_duplicated,
+        packets_cut: net.packets_cut,
         dropped_duplicate,
         acks,
         ack_packets,
         lost_reported,
-        events: s.events,
-        events_per_wall_s: s.events as f64 / wall_s.max(1e-9),
+        events: net.events,
+        events_per_wall_s: net.events as f64 / wall_s.max(1e-9),
         wall_s,
         simulated_ns: end,
-        trace_hash: format!("{:016x}", world.trace.value()),
-        failure_rounds: world.failure_rounds.clone(),
+        trace_hash: format!("{:016x}", world.proto.trace.value()),
+        failure_rounds: world.proto.failure_rounds.clone(),
         recalled: s.recalled,
         proc_failed_callbacks: s.proc_failed_callbacks,
         ctrl_messages: s.ctrl_messages,

@@ -1,5 +1,5 @@
-//! Building a [`World`](super::World) from its configuration, step by step: the process ids and
-//! the router, the hosts, the switches, the links and their faults, the checkers and the
+//! Building a 1Pipe [`World`](super::World) from its configuration, step by step: the process
+//! ids and the router, the hosts, the switches, the links' faults, the checkers and the
 //! controller. `World::new` calls these in an order that keeps the random draws as they were.
 
 use super::*;
@@ -76,13 +76,13 @@ pub(super) fn host_config(
     hc
 }
 
-/// The hosts, with their clocks, roles and crash times.
+/// The hosts, with their roles and crash times, and their engine roles (clocks and cores).
 pub(super) fn build_hosts(
     cfg: &SimConfig,
     topo: &Topology,
     clock_seed: u64,
     proc_ids_max: u32,
-) -> Vec<HostSt> {
+) -> (Vec<HostSt>, Vec<RoleSt<OnePipeInput>>) {
     let pph = cfg.procs_per_host;
     let procs = topo.hosts() * pph;
     // §6.1: a host sends the ACKs it owes another host's processes together.
@@ -97,7 +97,12 @@ pub(super) fn build_hosts(
             }
         })
         .collect();
-    let mut hosts = Vec::new();
+    let (mut hosts, mut roles) = (Vec::new(), Vec::new());
+    let costs = Costs {
+        recv_ns: cfg.host_recv_ns,
+        send_ns: cfg.host_send_ns,
+        deliver_ns: cfg.host_deliver_ns,
+    };
     for h in 0..topo.hosts() {
         let steps: Vec<(u64, i64)> = cfg
             .clock_steps
@@ -108,15 +113,12 @@ pub(super) fn build_hosts(
         let mut clock = Clock::new(clock_params(cfg), clock_seed, h).with_steps(steps);
         let hc = host_config(cfg, topo, h, proc_ids_max, &host_of);
         let host = Host::new(hc, clock.local(0));
+        roles.push(RoleSt::new(
+            clock,
+            Some(Core::new(costs, HOST_QUEUE_SEND_MAX, true)),
+        ));
         hosts.push(HostSt {
             host,
-            clock,
-            cpu_free: 0,
-            pending: VecDeque::new(),
-            pending_sends: 0,
-            wake_armed: false,
-            timer_generation: 0,
-            armed: None,
             reliable_queued: VecDeque::new(),
             crash_at: cfg
                 .crashes
@@ -133,21 +135,17 @@ pub(super) fn build_hosts(
             released_before: None,
         });
     }
-    hosts
+    (hosts, roles)
 }
 
-/// Picoseconds per byte on every link.
-pub(super) fn ps_per_byte(cfg: &SimConfig) -> u64 {
-    (8_000.0 / cfg.link_gbps).round().max(1.0) as u64
-}
-
-/// The switches, each beaconing its depth's phase after every tick.
+/// The switches, each beaconing its depth's phase after every tick, and their engine roles
+/// (clocks; a switch has no core).
 pub(super) fn build_switches(
     cfg: &SimConfig,
     topo: &Topology,
     clock_seed: u64,
     router: Arc<TopoRouter>,
-) -> Vec<SwitchSt> {
+) -> (Vec<Switch>, Vec<RoleSt<OnePipeInput>>) {
     let router: Arc<dyn Router> = router;
     let clock_params = clock_params(cfg);
     let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
@@ -156,7 +154,7 @@ pub(super) fn build_switches(
         commit: Timestamp::new(0),
     })
     .wire_len() as u64;
-    let ps_per_byte = ps_per_byte(cfg);
+    let ps_per_byte = engine::ps_per_byte(cfg);
     // §4.2: beacons are sent at synchronized times, and a switch `d` links above the hosts
     // fires once the wave from below has arrived: one hop of latency, serialization and
     // processing per layer, plus slack for the skew between the clocks at either end of the
@@ -167,7 +165,7 @@ pub(super) fn build_switches(
         + (beacon_wire * ps_per_byte).div_ceil(1000)
         + cfg.beacon_delay()
         + slack_ns;
-    let mut switches = Vec::new();
+    let (mut switches, mut roles) = (Vec::new(), Vec::new());
     for n in topo.switches() {
         let node = topo.node(n);
         let mut clock = Clock::new(clock_params, clock_seed, n.0);
@@ -179,35 +177,10 @@ pub(super) fn build_switches(
         sc.link_timeout_intervals = cfg.link_timeout_intervals;
         sc.input_links = node.inputs.clone();
         let sw = Switch::new(sc, Some(router.clone()), clock.local(0));
-        switches.push(SwitchSt {
-            sw,
-            clock,
-            timer_generation: 0,
-            armed: None,
-        });
+        switches.push(sw);
+        roles.push(RoleSt::new(clock, None));
     }
-    switches
-}
-
-/// The links, none cut yet.
-pub(super) fn build_links(cfg: &SimConfig, topo: &Topology) -> Vec<LinkSt> {
-    let ps_per_byte = ps_per_byte(cfg);
-    topo.links()
-        .iter()
-        .map(|l| LinkSt {
-            to: l.to.0,
-            to_port: l.to_port.0,
-            from_switch: l.from.0 >= topo.hosts(),
-            ps_per_byte,
-            ecn_queue_ns: cfg.ecn_threshold_bytes.saturating_mul(ps_per_byte) / 1000,
-            delay_ns: cfg.link_delay_ns,
-            busy_until: 0,
-            last_barrier: None,
-            burst_left: 0,
-            cut_at: SimTime::MAX,
-            heal_at: SimTime::MAX,
-        })
-        .collect()
+    (switches, roles)
 }
 
 /// `--cut NAME@T[..HEAL]`: marks the links cut (and healed); returns the hosts whose own links
@@ -215,7 +188,7 @@ pub(super) fn build_links(cfg: &SimConfig, topo: &Topology) -> Vec<LinkSt> {
 pub(super) fn apply_cuts(
     cfg: &SimConfig,
     topo: &Topology,
-    links: &mut [LinkSt],
+    links: &mut [Link],
 ) -> Result<Vec<(u32, SimTime)>, String> {
     // `--cut NAME@T`: every link of the named nodes — a host ("host-3": its two links), or a
     // physical switch ("tor-1": both logical halves, "core-0") — carries nothing from T on.
@@ -296,7 +269,7 @@ pub(super) fn schedule_faults(
     cfg: &SimConfig,
     topo: &Topology,
     hosts: &mut [HostSt],
-    links: &[LinkSt],
+    links: &[Link],
 ) -> Vec<(u32, SimTime)> {
     let mut restarts = Vec::new();
     for (h, st) in hosts.iter_mut().enumerate() {
