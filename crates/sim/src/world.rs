@@ -195,7 +195,6 @@ pub struct FailureRound {
 /// load beyond capacity is refused (`sends_rejected`) and delivered throughput levels off.
 const HOST_QUEUE_SEND_MAX: u32 = 64;
 
-
 /// 1Pipe's own inputs to a host's core.
 #[derive(Debug)]
 pub enum OnePipeInput {
@@ -341,7 +340,7 @@ impl Protocol for OnePipe {
     }
 
     fn lossy(&self, cfg: &SimConfig, p: &Packet) -> bool {
-        !cfg.loss_kind.is_some_and(|k| !k.matches(p))
+        cfg.loss_kind.is_none_or(|k| k.matches(p))
     }
 
     fn procs(&self) -> u32 {
@@ -849,7 +848,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 self.proto.scratch_dsts[i] = if d / pph == sh {
                     self.slot_proc(d)
                 } else {
-                    self.proto.known
+                    self.proto
+                        .known
                         .get(&(sh, d / pph))
                         .map_or(d, |procs| procs[(d % pph) as usize])
                 };
@@ -864,7 +864,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             dsts
         } else {
             let before = self.proto.scratch_dsts.len();
-            self.proto.scratch_dsts
+            self.proto
+                .scratch_dsts
                 .retain(|&d| host.failure_of(ProcId(d)).is_none());
             if self.proto.scratch_dsts.len() == before {
                 dsts
@@ -873,7 +874,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
         };
         for &d in &self.proto.scratch_dsts {
-            self.proto.scratch_scatter.push((ProcId(d), payload.clone()));
+            self.proto
+                .scratch_scatter
+                .push((ProcId(d), payload.clone()));
         }
         dsts
     }
@@ -882,9 +885,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let hi = h as usize;
         let local = self.local(h, t);
         let barrier_before = self.proto.hosts[hi].host.barrier().map(|b| b.timestamp());
-        let commit_before = self.proto.hosts[hi].host.commit_barrier().map(|b| b.timestamp());
-        self.proto.hosts[hi].released_before =
-            self.proto.hosts[hi].host.commit_released().map(|b| b.timestamp());
+        let commit_before = self.proto.hosts[hi]
+            .host
+            .commit_barrier()
+            .map(|b| b.timestamp());
+        self.proto.hosts[hi].released_before = self.proto.hosts[hi]
+            .host
+            .commit_released()
+            .map(|b| b.timestamp());
         let mut cursor = t;
         match input {
             CoreInput::Packet(slot) => {
@@ -1064,7 +1072,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     cursor += self.cfg.host_deliver_ns;
                     self.proto.stats.delivered += 1;
                     self.proto.stats.rejoined_delivered_to += (d.dst.0 >= self.proto.procs) as u64;
-                    self.proto.stats.rejoined_delivered_from += (d.src.0 >= self.proto.procs) as u64;
+                    self.proto.stats.rejoined_delivered_from +=
+                        (d.src.0 >= self.proto.procs) as u64;
                     if cursor <= self.cfg.duration_ns {
                         self.proto.stats.delivered_in_period += 1;
                     }
@@ -1080,9 +1089,13 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     } else {
                         self.proto.latency_be.record(cursor - issued);
                     }
-                    self.proto.reorder_delay.record(local.saturating_since(d.arrived));
+                    self.proto
+                        .reorder_delay
+                        .record(local.saturating_since(d.arrived));
                     self.proto.trace.add(cursor);
-                    self.proto.trace.add((d.dst.0 as u64) << 32 | d.src.0 as u64);
+                    self.proto
+                        .trace
+                        .add((d.dst.0 as u64) << 32 | d.src.0 as u64);
                     self.proto.trace.add(seq);
                     if let Some(c) = self.proto.checker.as_mut() {
                         // A reliable delivery must not be below a commit barrier the host had
@@ -1114,7 +1127,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
                 Output::Event(HostEvent::ProcFailed { proc, ts, .. }) => {
                     self.proto.stats.proc_failed_callbacks += 1;
-                    self.proto.trace.add(0xFA1D ^ (proc.0 as u64) << 32 ^ h as u64);
+                    self.proto
+                        .trace
+                        .add(0xFA1D ^ (proc.0 as u64) << 32 ^ h as u64);
                     self.proto.trace.add(ts.raw());
                 }
                 Output::Event(HostEvent::Recalled { src, ts }) => {
@@ -1140,7 +1155,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     ..
                 }) => {
                     self.proto.stats.send_failed += 1;
-                    self.proto.trace.add(0xFA11 ^ (src.0 as u64) << 32 ^ dst.0 as u64);
+                    self.proto
+                        .trace
+                        .add(0xFA11 ^ (src.0 as u64) << 32 ^ dst.0 as u64);
                     self.proto.trace.add(ts.raw());
                     if let Some(c) = self.proto.checker.as_mut() {
                         c.on_send_failed(cursor, src.0, dst.0, ts, reason);
@@ -1150,7 +1167,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         self.core(h).free = cursor;
         let now_b = self.proto.hosts[hi].host.barrier().map(|b| b.timestamp());
-        let now_c = self.proto.hosts[hi].host.commit_barrier().map(|b| b.timestamp());
+        let now_c = self.proto.hosts[hi]
+            .host
+            .commit_barrier()
+            .map(|b| b.timestamp());
         for (k, moved) in [now_b != barrier_before, now_c != commit_before]
             .into_iter()
             .enumerate()
@@ -1224,8 +1244,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.proto.stats.ctrl_messages += 1;
         self.proto.ctrl_in_flight += 1;
         let i = self.proto.ctrl_msgs.insert((to, msg));
-        self.queue
-            .push(t + self.cfg.ctrl_delay_ns, Ev::Proto(OnePipeEv::Ctrl { msg: i }));
+        self.queue.push(
+            t + self.cfg.ctrl_delay_ns,
+            Ev::Proto(OnePipeEv::Ctrl { msg: i }),
+        );
     }
 
     fn on_ctrl(&mut self, t: SimTime, i: u32) {
@@ -1297,11 +1319,18 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         eprintln!("[{t}] declared round {round}: {hosts:?}");
                     }
                     for &(h, ts) in &hosts {
-                        self.proto.trace.add(0xDEC1 ^ (h.0 as u64) << 32 ^ round as u64);
+                        self.proto
+                            .trace
+                            .add(0xDEC1 ^ (h.0 as u64) << 32 ^ round as u64);
                         self.proto.trace.add(ts.raw());
                         if let Some(c) = self.proto.checker.as_mut() {
-                            let procs: Vec<u32> =
-                                self.proto.controller.procs_of(h).iter().map(|p| p.0).collect();
+                            let procs: Vec<u32> = self
+                                .proto
+                                .controller
+                                .procs_of(h)
+                                .iter()
+                                .map(|p| p.0)
+                                .collect();
                             c.on_declared(&procs, ts);
                         }
                     }
@@ -1324,7 +1353,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     self.reroute(&dead_links);
                 }
                 Output::Event(CtrlEvent::Resumed { round }) => {
-                    match self.proto.failure_rounds.iter_mut().find(|r| r.round == round) {
+                    match self
+                        .proto
+                        .failure_rounds
+                        .iter_mut()
+                        .find(|r| r.round == round)
+                    {
                         Some(r) => r.resumed_ns = Some(t),
                         None => self.proto.failure_rounds.push(FailureRound {
                             round,
@@ -1341,7 +1375,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if next != self.proto.ctrl_armed {
             self.proto.ctrl_armed = next;
             if let Some(at) = next {
-                self.queue.push(at.as_nanos().max(t), Ev::Proto(OnePipeEv::CtrlTimer));
+                self.queue
+                    .push(at.as_nanos().max(t), Ev::Proto(OnePipeEv::CtrlTimer));
             }
         }
     }
@@ -1354,7 +1389,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
         // Routes remembered for the prefetch are stale now.
         self.proto.route_next.set(None);
         self.proto.route_cur = None;
-        self.proto.router
+        self.proto
+            .router
             .detouring
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
@@ -1372,11 +1408,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     format!(
                         "{:?}{}{}",
                         st.commit_register(port).map(|c| c.raw()),
-                        if st.link_removed(port) {
-                            " dead"
-                        } else {
-                            ""
-                        },
+                        if st.link_removed(port) { " dead" } else { "" },
                         if st.commit_input_removed(port) {
                             " removed"
                         } else {
@@ -1413,7 +1445,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 h.host.uplink_alive(),
             );
             for (src, dst, psn, ts) in h.host.reliable_unacked().into_iter().take(4) {
-                let Some(rh) = self.proto.router.host_of(dst).map(|h| &self.proto.hosts[h as usize]) else {
+                let Some(rh) = self
+                    .proto
+                    .router
+                    .host_of(dst)
+                    .map(|h| &self.proto.hosts[h as usize])
+                else {
                     continue;
                 };
                 eprintln!(

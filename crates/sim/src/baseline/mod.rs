@@ -161,7 +161,7 @@ fn run_with<Q: EventQueue<Ev>>(
     let drained = world.quiescent();
     let end = world.now();
     let ordered = world.ordered_per_receiver();
-    if let Some(c) = world.checker.as_mut() {
+    if let Some(c) = world.proto.checker.as_mut() {
         c.finish(end, cfg.seed, drained, ordered.as_deref());
     }
     let wall_s = started.elapsed().as_secs_f64();
@@ -178,9 +178,9 @@ fn run_with<Q: EventQueue<Ev>>(
     }
     let topo = world.topology();
     let capacity_bytes = topo.links().len() as f64 * cfg.link_gbps / 8.0 * end as f64;
-    let s = &world.stats;
+    let (s, net) = (&world.proto.stats, &world.net);
     let (violations, violation_samples, checked_deliveries, undrained, unordered_unreported) =
-        match &world.checker {
+        match &world.proto.checker {
             Some(c) => (
                 c.violation_count(),
                 c.violations().iter().map(|v| v.to_string()).collect(),
@@ -212,20 +212,20 @@ fn run_with<Q: EventQueue<Ev>>(
         lost_reported: s.lost_reported,
         send_failed: s.send_failed,
         unordered_unreported,
-        sends_rejected: s.sends_rejected,
+        sends_rejected: net.sends_rejected,
         sends_refused_full: s.sends_refused_full,
         drained,
         undrained,
         throughput_msgs_per_s_per_proc: s.delivered_in_period as f64
             / f64::from(world.procs())
             / (cfg.duration_ns as f64 / 1e9),
-        latency_ns: world.latency.summary(),
-        packets: s.packets,
+        latency_ns: world.proto.latency.summary(),
+        packets: net.packets,
         local_packets: s.local_packets,
-        heartbeat_bandwidth_share: s.heartbeat_bytes as f64 / capacity_bytes.max(1.0),
-        reordered_packets: s.reordered_packets,
-        packets_lost: s.packets_lost,
-        packets_duplicated: s.packets_duplicated,
+        heartbeat_bandwidth_share: net.background_bytes as f64 / capacity_bytes.max(1.0),
+        reordered_packets: net.reordered_packets,
+        packets_lost: net.packets_lost,
+        packets_duplicated: net.packets_duplicated,
         dropped_duplicate: totals.dropped_duplicate,
         dropped_invalid: totals.dropped_invalid,
         nacks: totals.nacks_sent,
@@ -233,10 +233,10 @@ fn run_with<Q: EventQueue<Ev>>(
         heartbeats: totals.heartbeats_sent,
         token_passes: totals.token_passes,
         token_retransmits: totals.token_retransmits,
-        events: s.events,
-        events_per_wall_s: s.events as f64 / wall_s.max(1e-9),
+        events: net.events,
+        events_per_wall_s: net.events as f64 / wall_s.max(1e-9),
         wall_s,
         simulated_ns: end,
-        trace_hash: format!("{:016x}", world.trace.value()),
+        trace_hash: format!("{:016x}", world.proto.trace.value()),
     })
 }
