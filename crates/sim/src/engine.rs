@@ -1,5 +1,5 @@
 //! The one simulation engine every protocol runs on: 1Pipe's hosts, switches and controller
-//! ([`crate::world`]) and every baseline ([`crate::baseline::world`]), and each protocol still to
+//! ([`crate::onepipe`]) and every baseline ([`crate::baseline::protocol`]), and each protocol still to
 //! come, through the [`Protocol`] trait.
 //!
 //! **What the engine owns.** One event queue keyed (time, insertion order) drives everything.
@@ -445,7 +445,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
 
     /// The time to a process's next send.
     pub(crate) fn next_gap(&mut self) -> SimTime {
-        crate::net::poisson_gap(&mut self.workload_rng, self.cfg.rate_per_proc)
+        poisson_gap(&mut self.workload_rng, self.cfg.rate_per_proc)
     }
 
     // --- Packets and links -------------------------------------------------------------------
@@ -518,7 +518,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     fn put_on_faulty_link(&mut self, link: u32, slot: u32, mut arrive: SimTime, ser: SimTime) {
         if self.cfg.loss_rate > 0.0
             && self.proto.lossy(&self.cfg, self.packets.get(slot))
-            && crate::net::lose_bursty(
+            && lose_bursty(
                 &mut self.links[link as usize].burst_left,
                 &mut self.rng,
                 &self.cfg,
@@ -696,4 +696,26 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
         let gap = self.next_gap();
         self.queue.push(t + gap, Ev::Send { proc });
     }
+}
+
+/// Bursty loss on one link (`--loss-rate`, `--loss-burst`): a packet is lost while a burst is
+/// under way, or starts one with probability `loss_rate`; a burst loses `loss_burst` packets in
+/// a row. Draws from `rng` only when no burst is under way.
+fn lose_bursty(burst_left: &mut u32, rng: &mut Rng, cfg: &SimConfig) -> bool {
+    if *burst_left > 0 {
+        *burst_left -= 1;
+        return true;
+    }
+    if rng.chance(cfg.loss_rate) {
+        *burst_left = cfg.loss_burst - 1;
+        return true;
+    }
+    false
+}
+
+/// The time to a process's next send: exponential with mean `1 / rate_per_s` (a Poisson
+/// process), at least 1 ns.
+fn poisson_gap(rng: &mut Rng, rate_per_s: f64) -> SimTime {
+    let mean = 1e9 / rate_per_s;
+    (rng.exponential(mean).round() as SimTime).max(1)
 }

@@ -23,19 +23,18 @@ pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod metrics;
-mod net;
+pub mod onepipe;
 pub mod queue;
 pub mod slab;
 pub mod vopr;
-pub mod world;
 
 pub use config::{ConfigError, Service, SimConfig, TopologySpec, WorkloadKind};
 
 use metrics::Summary;
+use onepipe::{Ev, World};
 use queue::SimTime;
 use queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, StdBinaryHeap};
 use serde::Serialize;
-use world::{Ev, World};
 
 /// The outcome of a run (the JSON of `onepipe sim --json`).
 #[derive(Clone, Debug, Serialize)]
@@ -141,7 +140,7 @@ pub struct Report {
     pub trace_hash: String,
     /// §5.2 rounds the controller ran: hosts declared failed with their failure timestamps,
     /// when declared and when resumed.
-    pub failure_rounds: Vec<world::FailureRound>,
+    pub failure_rounds: Vec<onepipe::FailureRound>,
     /// Reliable scatterings recalled because a receiver failed (§5.2).
     pub recalled: u64,
     /// Process-failed callbacks raised, over all hosts.

@@ -1,7 +1,7 @@
 //! The baseline protocols of the paper's scalability comparison (§7.2, Fig. 8) — fixed
 //! sequencer on a host or a switch, token, Lamport timestamps, from `onepipe-baselines` — run on
 //! the same simulated data center as 1Pipe: same topology and ECMP routing, same links and
-//! faults, same host CPU costs, same clocks and workloads (see [`world`] for the engine and how
+//! faults, same host CPU costs, same clocks and workloads (see [`protocol`] for how
 //! it places and charges each role), under their own checkers ([`check`]).
 //!
 //! ```
@@ -20,15 +20,15 @@
 
 pub mod check;
 pub mod config;
-pub mod world;
+pub mod protocol;
 
 pub use config::BaselineConfig;
 
 use crate::config::{ConfigError, SimConfig};
 use crate::metrics::Summary;
 use crate::queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, StdBinaryHeap};
+use protocol::{BaseWorld, Ev};
 use serde::Serialize;
-use world::{BaseWorld, Ev};
 
 /// The outcome of a baseline run (the JSON of `onepipe sim --protocol … --json`). Keys shared
 /// with the 1Pipe report mean the same.

@@ -1,6 +1,6 @@
 //! The baseline protocols (`onepipe-baselines`) on the simulation engine ([`crate::engine`]): the
 //! same topology, ECMP routing, link model, host CPU model, clocks, workload and faults as 1Pipe
-//! ([`crate::world`]), with switches that are plain forwarders.
+//! ([`crate::onepipe`]), with switches that are plain forwarders.
 //!
 //! **Processes and cores.** Every process runs on its own core (the paper's testbed gives each
 //! process a pair of threads, §7.1): a core is one serial CPU with the 1Pipe host's costs —
@@ -68,7 +68,7 @@ enum Place {
 }
 
 /// Most sends waiting for the cores of one host before the workload's next send is refused —
-/// the same bound as a 1Pipe host's send queue in [`crate::world`]. It is split evenly among the
+/// the same bound as a 1Pipe host's send queue in [`crate::onepipe`]. It is split evenly among the
 /// host's processes (each core queues at most `64 / procs_per_host`, at least 1), so a host
 /// holds as much queued work in either engine.
 pub const HOST_QUEUE_SEND_MAX: u32 = 64;

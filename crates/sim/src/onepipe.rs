@@ -1070,44 +1070,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
                 Output::Event(HostEvent::Deliver(d)) => {
                     cursor += self.cfg.host_deliver_ns;
-                    self.proto.stats.delivered += 1;
-                    self.proto.stats.rejoined_delivered_to += (d.dst.0 >= self.proto.procs) as u64;
-                    self.proto.stats.rejoined_delivered_from +=
-                        (d.src.0 >= self.proto.procs) as u64;
-                    if cursor <= self.cfg.duration_ns {
-                        self.proto.stats.delivered_in_period += 1;
-                    }
-                    let seq =
-                        u64::from_be_bytes(d.payload[..8].try_into().expect("16-byte header"));
-                    let issued =
-                        u64::from_be_bytes(d.payload[8..16].try_into().expect("16-byte header"));
-                    debug_assert!(d.payload.len() >= PAYLOAD_HEADER_LEN);
-                    self.proto.latency.record(cursor - issued);
-                    if d.reliable {
-                        self.proto.stats.delivered_reliable += 1;
-                        self.proto.latency_reliable.record(cursor - issued);
-                    } else {
-                        self.proto.latency_be.record(cursor - issued);
-                    }
-                    self.proto
-                        .reorder_delay
-                        .record(local.saturating_since(d.arrived));
-                    self.proto.trace.add(cursor);
-                    self.proto
-                        .trace
-                        .add((d.dst.0 as u64) << 32 | d.src.0 as u64);
-                    self.proto.trace.add(seq);
-                    if let Some(c) = self.proto.checker.as_mut() {
-                        // A reliable delivery must not be below a commit barrier the host had
-                        // released everything below (a backlog left by `deliver_burst_max` is
-                        // below the barrier, not yet released).
-                        let before = if d.reliable {
-                            released_before
-                        } else {
-                            barrier_before
-                        };
-                        c.on_deliver(cursor, h, &d, seq, before);
-                    }
+                    let before = (barrier_before, released_before);
+                    self.record_delivery(h, &d, cursor, local, before);
                 }
                 Output::Event(HostEvent::ReliableSent { handle, src, ts }) => {
                     let (queued, proc, seq, dsts) = self.proto.hosts[hi]
@@ -1166,6 +1130,68 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
         }
         self.core(h).free = cursor;
+        self.track_stalls(t, h, (barrier_before, commit_before));
+        if let Some(c) = self.proto.checker.as_mut() {
+            let b = self.proto.hosts[hi].host.barrier().map(|b| b.timestamp());
+            c.on_host_barrier(t, h, b);
+        }
+        self.rearm(h);
+    }
+
+    /// Host `h` delivered `d` at true time `cursor` (its local time `local`): into the counters,
+    /// the latency histograms, the trace and the checker. `before` are the host's barrier and
+    /// released commit barrier before the input.
+    fn record_delivery(
+        &mut self,
+        h: u32,
+        d: &onepipe_proto::host::Delivery,
+        cursor: SimTime,
+        local: Instant,
+        before: (Option<Timestamp>, Option<Timestamp>),
+    ) {
+        let (barrier_before, released_before) = before;
+        self.proto.stats.delivered += 1;
+        self.proto.stats.rejoined_delivered_to += (d.dst.0 >= self.proto.procs) as u64;
+        self.proto.stats.rejoined_delivered_from += (d.src.0 >= self.proto.procs) as u64;
+        if cursor <= self.cfg.duration_ns {
+            self.proto.stats.delivered_in_period += 1;
+        }
+        let seq = u64::from_be_bytes(d.payload[..8].try_into().expect("16-byte header"));
+        let issued = u64::from_be_bytes(d.payload[8..16].try_into().expect("16-byte header"));
+        debug_assert!(d.payload.len() >= PAYLOAD_HEADER_LEN);
+        self.proto.latency.record(cursor - issued);
+        if d.reliable {
+            self.proto.stats.delivered_reliable += 1;
+            self.proto.latency_reliable.record(cursor - issued);
+        } else {
+            self.proto.latency_be.record(cursor - issued);
+        }
+        self.proto
+            .reorder_delay
+            .record(local.saturating_since(d.arrived));
+        self.proto.trace.add(cursor);
+        self.proto
+            .trace
+            .add((d.dst.0 as u64) << 32 | d.src.0 as u64);
+        self.proto.trace.add(seq);
+        if let Some(c) = self.proto.checker.as_mut() {
+            // A reliable delivery must not be below a commit barrier the host had
+            // released everything below (a backlog left by `deliver_burst_max` is
+            // below the barrier, not yet released).
+            let before = if d.reliable {
+                released_before
+            } else {
+                barrier_before
+            };
+            c.on_deliver(cursor, h, d, seq, before);
+        }
+    }
+
+    /// Fig. 10's measure: host `h`'s barriers after an input at `t`, against `before` (barrier,
+    /// commit barrier): when each last moved, and its longest stall after the first fault.
+    fn track_stalls(&mut self, t: SimTime, h: u32, before: (Option<Timestamp>, Option<Timestamp>)) {
+        let hi = h as usize;
+        let (barrier_before, commit_before) = before;
         let now_b = self.proto.hosts[hi].host.barrier().map(|b| b.timestamp());
         let now_c = self.proto.hosts[hi]
             .host
@@ -1183,11 +1209,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 st.last_move[k] = t;
             }
         }
-        if let Some(c) = self.proto.checker.as_mut() {
-            let b = self.proto.hosts[hi].host.barrier().map(|b| b.timestamp());
-            c.on_host_barrier(t, h, b);
-        }
-        self.rearm(h);
     }
 
     /// A scattering got its timestamp: into the trace and the checker.
