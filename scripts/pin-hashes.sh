@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pins the simulator's behaviour for a refactor (STYLE: "refactor in one step with the behaviour
-# pinned"): prints the trace hash of the Fig. 9a command and of twelve §5.2 failure scenarios
+# pinned"): prints the trace hash of the Fig. 9a command and of eleven §5.2 failure scenarios
 # (crash, restart, heal, one-direction cut, blackhole, controller outage, best effort, ToR cut,
 # rack and leaf-spine rejoin, skew) and of every baseline protocol, one line each, and the violations of each. Run it before and
 # after a change and diff; `--check` diffs against scripts/pin-hashes.expected (exit 1 if any

@@ -1,5 +1,5 @@
 //! The simulator's behaviour is pinned: `scripts/pin-hashes.sh --check`, run with this build's
-//! binary, gives the trace hash of the Fig. 9a command, of twelve §5.2 failure scenarios and of
+//! binary, gives the trace hash of the Fig. 9a command, of eleven §5.2 failure scenarios and of
 //! every baseline protocol exactly as `scripts/pin-hashes.expected` records them. A change that
 //! moves one changed behaviour; if it meant to, the commit updates the expected file and says why.
 

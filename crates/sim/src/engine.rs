@@ -326,15 +326,9 @@ pub trait Protocol: Sized {
     }
     /// Called before each event is handled (1Pipe: its prefetch).
     fn before_event<Q: EventQueue<Ev<Self::Ev>>>(_e: &mut Engine<Self, Q>) {}
-    /// The packet in `slot` is about to go on `link`, which leaves a switch (before the cut
-    /// check: 1Pipe's checker follows the barriers each link carries).
-    fn leaving_switch<Q: EventQueue<Ev<Self::Ev>>>(
-        _e: &mut Engine<Self, Q>,
-        _t: SimTime,
-        _link: u32,
-        _slot: u32,
-    ) {
-    }
+    /// Packet `p` is about to go on `link`, which leaves a switch (before the cut check: 1Pipe's
+    /// checker follows the barriers each link carries).
+    fn leaving_switch(&mut self, _t: SimTime, _link: u32, _p: &Self::Packet) {}
     /// The packet in `slot` queues behind more than the ECN threshold at a switch egress.
     fn congested<Q: EventQueue<Ev<Self::Ev>>>(_e: &mut Engine<Self, Q>, _slot: u32) {}
 }
@@ -451,12 +445,14 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     // --- Packets and links -------------------------------------------------------------------
 
     /// A new packet enters the network; returns its slot.
+    #[inline]
     pub(crate) fn new_packet(&mut self, p: P::Packet) -> u32 {
         self.live += P::counted(&p) as u64;
         self.packets.insert(p)
     }
 
     /// The packet in `slot` leaves the network: handed to a role, or dropped.
+    #[inline]
     pub(crate) fn take_packet(&mut self, slot: u32) -> P::Packet {
         let p = self.packets.take(slot);
         self.live -= P::counted(&p) as u64;
@@ -464,11 +460,13 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     }
 
     /// The packet in `slot` leaves the network without reaching anyone.
+    #[inline]
     pub(crate) fn drop_slot(&mut self, slot: u32) {
         self.take_packet(slot);
     }
 
     /// Sends a new packet on `link` at time `t`; returns when its serialization ends.
+    #[inline]
     pub(crate) fn transmit(&mut self, link: u32, p: P::Packet, t: SimTime) -> SimTime {
         let slot = self.new_packet(p);
         self.put_on_link(link, slot, t)
@@ -476,9 +474,14 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
 
     /// Puts the packet in `slot` (new, or forwarded by a switch) on `link` at time `t`;
     /// returns when its serialization ends.
+    #[inline]
     pub(crate) fn put_on_link(&mut self, link: u32, slot: u32, t: SimTime) -> SimTime {
-        if self.links[link as usize].from_switch {
-            P::leaving_switch(self, t, link, slot);
+        let packet = self.packets.get(slot);
+        let bytes = P::wire_len(packet) as u64;
+        let background = P::background(packet);
+        let l = &self.links[link as usize];
+        if l.from_switch {
+            self.proto.leaving_switch(t, link, packet);
         }
         let l = &self.links[link as usize];
         if t >= l.cut_at && t < l.heal_at {
@@ -486,9 +489,6 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             self.drop_slot(slot);
             return t;
         }
-        let packet = self.packets.get(slot);
-        let bytes = P::wire_len(packet) as u64;
-        let background = P::background(packet);
         let ser = (bytes * l.ps_per_byte).div_ceil(1000);
         let start = t.max(l.busy_until);
         // §6.1 DCTCP: a switch egress queue above the threshold marks data packets.
@@ -546,6 +546,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     // --- Roles, cores and timers -------------------------------------------------------------
 
     /// Role `role`'s core (it has one).
+    #[inline]
     pub(crate) fn core(&mut self, role: u32) -> &mut Core<P::Input> {
         self.roles[role as usize]
             .core
@@ -554,12 +555,14 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     }
 
     /// Role `role`'s local time at true time `t`.
+    #[inline]
     pub(crate) fn local(&mut self, role: u32, t: SimTime) -> onepipe_proto::Instant {
         self.roles[role as usize].clock.local(t)
     }
 
     /// Hands `input` to role `role`: discarded if the role is down, run at once if its core is
     /// free (or it has none), else queued.
+    #[inline]
     pub(crate) fn input(&mut self, t: SimTime, role: u32, input: CoreInput<P::Input>) {
         if self.proto.down(role, t) {
             self.discard_all(t, role, Some(input));

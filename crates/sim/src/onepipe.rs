@@ -317,6 +317,7 @@ use build::{
 
 impl OnePipe {
     /// Whether role `role` is a host (else a switch).
+    #[inline]
     fn is_host(&self, role: u32) -> bool {
         (role as usize) < self.hosts.len()
     }
@@ -327,18 +328,22 @@ impl Protocol for OnePipe {
     type Ev = OnePipeEv;
     type Input = OnePipeInput;
 
+    #[inline]
     fn wire_len(p: &Packet) -> usize {
         p.wire_len()
     }
 
+    #[inline]
     fn background(p: &Packet) -> bool {
         matches!(p, Packet::Beacon(_))
     }
 
+    #[inline]
     fn counted(p: &Packet) -> bool {
         !matches!(p, Packet::Beacon(_))
     }
 
+    #[inline]
     fn lossy(&self, cfg: &SimConfig, p: &Packet) -> bool {
         cfg.loss_kind.is_none_or(|k| k.matches(p))
     }
@@ -347,10 +352,12 @@ impl Protocol for OnePipe {
         self.procs
     }
 
+    #[inline]
     fn sender(&self, proc: u32) -> u32 {
         proc / (self.procs / self.hosts.len() as u32)
     }
 
+    #[inline]
     fn poll_timeout(&self, role: u32) -> Option<Instant> {
         match self.hosts.get(role as usize) {
             Some(st) => st.host.poll_timeout(),
@@ -358,10 +365,12 @@ impl Protocol for OnePipe {
         }
     }
 
+    #[inline]
     fn arrive<Q: EventQueue<Ev>>(e: &mut World<Q>, t: SimTime, link: u32, slot: u32) {
         e.on_arrive(t, link, slot);
     }
 
+    #[inline]
     fn process<Q: EventQueue<Ev>>(
         e: &mut World<Q>,
         t: SimTime,
@@ -400,6 +409,7 @@ impl Protocol for OnePipe {
         }
     }
 
+    #[inline]
     fn down(&self, role: u32, t: SimTime) -> bool {
         self.hosts.get(role as usize).is_some_and(|h| h.crashed(t))
     }
@@ -423,18 +433,19 @@ impl Protocol for OnePipe {
         e.prefetch_ahead();
     }
 
-    fn leaving_switch<Q: EventQueue<Ev>>(e: &mut World<Q>, t: SimTime, link: u32, slot: u32) {
-        let barrier = match e.packets.get(slot) {
+    #[inline]
+    fn leaving_switch(&mut self, t: SimTime, link: u32, p: &Packet) {
+        let barrier = match p {
             Packet::Beacon(b) => Some(b.barrier),
             Packet::Data(d) => d.header.barrier(),
             Packet::Nak(_) | Packet::Ack(_) | Packet::AckBatch(_) => None,
         };
         if let Some(b) = barrier {
-            let p = &mut e.proto;
-            if let (Some(last), Some(c)) = (p.link_barrier[link as usize], p.checker.as_mut()) {
+            if let (Some(last), Some(c)) = (self.link_barrier[link as usize], self.checker.as_mut())
+            {
                 c.on_link_barrier(t, link, last, b);
             }
-            p.link_barrier[link as usize] = Some(b);
+            self.link_barrier[link as usize] = Some(b);
         }
     }
 
@@ -695,6 +706,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     /// A packet reached the end of `link`: a host takes it in on its core; a switch handles a
     /// beacon, and forwards data and NAKs in place.
+    #[inline]
     fn on_arrive(&mut self, t: SimTime, link: u32, slot: u32) {
         let (to, port) = {
             let l = &self.links[link as usize];

@@ -128,14 +128,17 @@ impl Protocol for Baselines {
     type Ev = Infallible;
     type Input = Infallible;
 
+    #[inline]
     fn wire_len(p: &BasePacket) -> usize {
         p.wire_len()
     }
 
+    #[inline]
     fn background(p: &BasePacket) -> bool {
         p.class() == PacketClass::Heartbeat
     }
 
+    #[inline]
     fn counted(p: &BasePacket) -> bool {
         p.class() != PacketClass::Token
     }
@@ -155,14 +158,17 @@ impl Protocol for Baselines {
         proc
     }
 
+    #[inline]
     fn poll_timeout(&self, role: u32) -> Option<Instant> {
         self.roles[role as usize].poll_timeout()
     }
 
+    #[inline]
     fn arrive<Q: EventQueue<Ev>>(e: &mut BaseWorld<Q>, t: SimTime, link: u32, slot: u32) {
         e.on_arrive(t, link, slot);
     }
 
+    #[inline]
     fn process<Q: EventQueue<Ev>>(
         e: &mut BaseWorld<Q>,
         t: SimTime,
