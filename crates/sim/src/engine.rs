@@ -197,6 +197,16 @@ pub struct Link {
     pub heal_at: SimTime,
 }
 
+/// Every role's clock model (`--clock-skew`, `--clock-drift`, sync interval, epoch).
+pub fn clock_params(cfg: &SimConfig) -> crate::clock::ClockParams {
+    crate::clock::ClockParams {
+        skew_ns: cfg.clock_skew_ns,
+        drift_ppm: cfg.clock_drift_ppm,
+        sync_interval_ns: cfg.clock_sync_interval_ns,
+        epoch_ns: cfg.clock_epoch_ns,
+    }
+}
+
 /// Picoseconds per byte on every link.
 pub fn ps_per_byte(cfg: &SimConfig) -> u64 {
     (8_000.0 / cfg.link_gbps).round().max(1.0) as u64

@@ -14,7 +14,7 @@
 //! route black holes (`--blackhole`), controller outages (`--controller-down`), clock steps.
 
 use crate::check::{Checker, Dsts};
-use crate::clock::{Clock, ClockParams};
+use crate::clock::Clock;
 use crate::config::{Service, SimConfig, WorkloadKind, PAYLOAD_HEADER_LEN};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Link, Protocol, RoleSt, Seeds};
 use crate::metrics::{NsHistogram, TraceHash};

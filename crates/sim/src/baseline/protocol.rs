@@ -33,7 +33,7 @@
 
 use super::check::{BaseChecker, Dsts, LossRules};
 use super::config::{class_of_kind, class_targeted, BaselineConfig};
-use crate::clock::{Clock, ClockParams};
+use crate::clock::Clock;
 use crate::config::{SimConfig, WorkloadKind};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
 use crate::metrics::{NsHistogram, TraceHash};
@@ -238,12 +238,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
         let pph = cfg.procs_per_host;
         let procs = topo.hosts() * pph;
         let seeds = Seeds::new(cfg.seed);
-        let clock_params = ClockParams {
-            skew_ns: cfg.clock_skew_ns,
-            drift_ppm: cfg.clock_drift_ppm,
-            sync_interval_ns: cfg.clock_sync_interval_ns,
-            epoch_ns: cfg.clock_epoch_ns,
-        };
+        let clock_params = engine::clock_params(&cfg);
         let heartbeat_interval_ns = base.heartbeat_interval(&cfg, procs);
         let roles = Self::group(&base, procs, heartbeat_interval_ns);
         let switch_node = sequencer_switch(&topo);

@@ -15,15 +15,6 @@ pub(super) fn proc_ids_max(cfg: &SimConfig, procs: u32) -> Result<u32, String> {
         .ok_or_else(|| format!("{procs} processes and {spare} spare ids are too many"))
 }
 
-pub(super) fn clock_params(cfg: &SimConfig) -> ClockParams {
-    ClockParams {
-        skew_ns: cfg.clock_skew_ns,
-        drift_ppm: cfg.clock_drift_ppm,
-        sync_interval_ns: cfg.clock_sync_interval_ns,
-        epoch_ns: cfg.clock_epoch_ns,
-    }
-}
-
 impl TopoRouter {
     /// Process `p` on host `p / pph`; spare ids on no host yet.
     pub(super) fn new(topo: &Arc<Topology>, pph: u32, proc_ids_max: u32, seed: u64) -> TopoRouter {
@@ -110,7 +101,7 @@ pub(super) fn build_hosts(
             .filter(|s| s.0 == h)
             .map(|s| (s.1, s.2))
             .collect();
-        let mut clock = Clock::new(clock_params(cfg), clock_seed, h).with_steps(steps);
+        let mut clock = Clock::new(engine::clock_params(cfg), clock_seed, h).with_steps(steps);
         let hc = host_config(cfg, topo, h, proc_ids_max, &host_of);
         let host = Host::new(hc, clock.local(0));
         roles.push(RoleSt::new(
@@ -147,7 +138,7 @@ pub(super) fn build_switches(
     router: Arc<TopoRouter>,
 ) -> (Vec<Switch>, Vec<RoleSt<OnePipeInput>>) {
     let router: Arc<dyn Router> = router;
-    let clock_params = clock_params(cfg);
+    let clock_params = engine::clock_params(cfg);
     let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
         from: NodeId(0),
         barrier: Timestamp::new(0),

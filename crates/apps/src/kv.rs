@@ -1,0 +1,661 @@
+//! The transactional key-value store on 1Pipe (§7.3.1, with §2.2.3's distributed atomic
+//! operations).
+//!
+//! Every process is a server for the keys that hash to it and an initiator of transactions. A
+//! transaction is a set of independent reads and writes (2 by default): the initiator groups them
+//! by server and sends them as **one scattering**, so every server sees the transaction at one
+//! timestamp, and each server applies what it receives in timestamp order — the transactions are
+//! serializable in timestamp order, with no locks and no aborts.
+//!
+//! * **Read-only** transactions go by **best-effort** 1Pipe (§7.3.1). A loss is reported to the
+//!   initiator (`SendFailed`), which sends the transaction again at a new timestamp; nothing of it
+//!   was applied anywhere, so a retry is safe.
+//! * **Read-write and write-only** transactions go by **reliable** 1Pipe: delivered unless a
+//!   process fails, all or nothing (§5.1).
+//!
+//! **Mind the two barriers.** Best-effort messages are delivered as the best-effort barrier
+//! passes them, reliable ones only as the (slower) commit barrier does: a read-only request
+//! stamped T can reach its server before a write stamped below T. A server therefore holds a
+//! read-only request until its host's released commit barrier has passed T — then every write
+//! below T has been applied — and answers it from the versions below T (a write stamped above T
+//! may already be applied: the store keeps, per key, the versions later reads can still ask for).
+//! A read inside a read-write transaction needs no wait: it is delivered in order with the
+//! writes.
+//!
+//! Replies go back by best effort; a lost reply is reported to the server, which sends it again.
+//! Servers keep the replies they sent for [`KvConfig::reply_keep_ns`] (longer than any loss
+//! report takes), so memory stays bounded.
+//!
+//! Each run states its serialization order — the (timestamp, initiator) of each committed
+//! transaction — and [`check::KvChecker`] replays the committed transactions in that order on a
+//! model, checking every value read, and that the order respects real time.
+
+pub mod check;
+pub mod codec;
+pub mod workload;
+
+use crate::{App, AppInput, AppSend};
+use bytes::Bytes;
+use onepipe_proto::{Instant, ProcId, Timestamp};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use workload::TxnGen;
+
+/// A key.
+pub type Key = u64;
+
+/// A value as the store keeps it: the transaction that wrote it and its length. The bytes on the
+/// wire are that long; only the identity and the size matter to the store and its checker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Value {
+    /// The writing transaction's id.
+    pub writer: u64,
+    /// Its length in bytes.
+    pub len: u32,
+}
+
+/// One operation of a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Read a key.
+    Get(Key),
+    /// Write a value to a key.
+    Put(Key, Value),
+}
+
+impl Op {
+    /// The key it touches.
+    pub fn key(&self) -> Key {
+        match *self {
+            Op::Get(k) | Op::Put(k, _) => k,
+        }
+    }
+}
+
+/// A transaction's kind, by its operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxnKind {
+    /// Only reads: best effort.
+    ReadOnly,
+    /// Only writes: reliable.
+    WriteOnly,
+    /// Both: reliable.
+    ReadWrite,
+}
+
+impl TxnKind {
+    /// The kind of a transaction with operations `ops`.
+    pub fn of(ops: &[Op]) -> TxnKind {
+        let writes = ops.iter().filter(|o| matches!(o, Op::Put(..))).count();
+        match writes {
+            0 => TxnKind::ReadOnly,
+            w if w == ops.len() => TxnKind::WriteOnly,
+            _ => TxnKind::ReadWrite,
+        }
+    }
+}
+
+/// A transaction id: its initiator in the top 24 bits, the initiator's count below.
+pub fn txn_id(initiator: ProcId, seq: u64) -> u64 {
+    u64::from(initiator.0) << 40 | (seq & ((1 << 40) - 1))
+}
+
+/// The server of `key` among `servers` processes (a hash, so hot Zipf ranks spread).
+pub fn server_of(key: Key, servers: u32) -> u32 {
+    // SplitMix64's finalizer: consecutive keys land far apart.
+    let mut z = key.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z % u64::from(servers.max(1))) as u32
+}
+
+/// A transaction that committed, as its initiator saw it: what [`check::KvChecker`] replays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Committed {
+    /// Its id.
+    pub txn: u64,
+    /// Its initiator.
+    pub client: u32,
+    /// Its kind.
+    pub kind: TxnKind,
+    /// Its timestamp (raw ns): with `client`, its place in the serialization order.
+    pub ts: u64,
+    /// What each read returned (`None`: never written).
+    pub reads: Vec<(Key, Option<Value>)>,
+    /// What it wrote.
+    pub writes: Vec<(Key, Value)>,
+    /// When the initiator first sent it, and when its last reply came (the initiator's local
+    /// time, ns).
+    pub call_ns: u64,
+    /// See `call_ns`.
+    pub return_ns: u64,
+    /// Sends it took (a read-only transaction is sent again after a loss).
+    pub attempts: u32,
+}
+
+/// The store's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvConfig {
+    /// This process.
+    pub me: ProcId,
+    /// The server processes, `0..servers` (every process of the group serves).
+    pub servers: u32,
+    /// Transactions an initiator keeps in flight (a closed loop); 0 makes a pure server.
+    pub window: u32,
+    /// The workload.
+    pub workload: workload::KvWorkload,
+    /// When the initiator starts (local time).
+    pub start: Instant,
+    /// It issues no new transaction from then on (local time).
+    pub stop: Instant,
+    /// How long a server keeps a reply it sent, for a loss report to ask it again.
+    pub reply_keep_ns: u64,
+    /// Before a refused send (a full send buffer) is tried again.
+    pub retry_ns: u64,
+}
+
+impl KvConfig {
+    /// A process of a group of `servers`, running `workload` from 0 on, `window` transactions in
+    /// flight.
+    pub fn new(me: ProcId, servers: u32, workload: workload::KvWorkload, window: u32) -> KvConfig {
+        KvConfig {
+            me,
+            servers,
+            window,
+            workload,
+            start: Instant(0),
+            stop: Instant(u64::MAX),
+            reply_keep_ns: 50_000_000,
+            retry_ns: 20_000,
+        }
+    }
+}
+
+/// What a store process counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KvStats {
+    /// Transactions committed, by kind.
+    pub committed_ro: u64,
+    /// See `committed_ro`.
+    pub committed_wo: u64,
+    /// See `committed_ro`.
+    pub committed_rw: u64,
+    /// Read-only transactions sent again after a loss.
+    pub ro_retries: u64,
+    /// Sends refused (full send buffer, failed destination) and tried again later.
+    pub refused: u64,
+    /// Transactions given up because a server they need failed.
+    pub abandoned: u64,
+    /// Operations a server applied: reads and writes.
+    pub reads: u64,
+    /// See `reads`.
+    pub writes: u64,
+    /// Read-only requests that waited for the commit barrier.
+    pub ro_waited: u64,
+    /// Replies sent again after a loss.
+    pub replies_resent: u64,
+    /// Messages dropped as malformed (or a put sent by best effort).
+    pub malformed: u64,
+    /// Replies to no transaction in flight (a retried attempt's, or a duplicate).
+    pub stale_replies: u64,
+}
+
+/// A place in 1Pipe's total order: (timestamp, sender).
+type Place = (Timestamp, ProcId);
+
+/// Tags of the server's reply sends have this bit; the initiator's are transaction ids.
+const REPLY_TAG: u64 = 1 << 63;
+
+/// One process's part of the store: the keys it serves.
+#[derive(Debug, Default)]
+struct Server {
+    /// Per key, its versions oldest first.
+    versions: HashMap<Key, Vec<(Place, Value)>>,
+    /// Read-only requests waiting for the commit barrier, by (timestamp, initiator).
+    waiting: BTreeMap<(Timestamp, ProcId), codec::Request>,
+    /// The released commit barrier.
+    released: Option<Timestamp>,
+    /// The last best-effort request's timestamp: later ones are above it.
+    last_be: Option<Timestamp>,
+    /// Replies sent, by tag: (sent at, addressee, bytes, timestamp once known).
+    replies: BTreeMap<u64, (Instant, ProcId, Bytes, Option<Timestamp>)>,
+    /// Reply tags by timestamp, for a loss report.
+    reply_by_ts: HashMap<(Timestamp, ProcId), u64>,
+    next_reply: u64,
+}
+
+/// An initiator's transaction in flight.
+#[derive(Debug)]
+struct Inflight {
+    ops: Vec<Op>,
+    kind: TxnKind,
+    /// The servers that have not answered the current attempt.
+    waiting: Vec<u32>,
+    reads: Vec<(Key, Option<Value>)>,
+    ts: Option<Timestamp>,
+    call: Instant,
+    attempts: u32,
+    /// Waiting to be sent again (after a refusal) from this instant.
+    retry_at: Option<Instant>,
+}
+
+/// A process of the transactional store: server and initiator (§7.3.1).
+#[derive(Debug)]
+pub struct KvProcess {
+    cfg: KvConfig,
+    gen: TxnGen,
+    server: Server,
+    inflight: BTreeMap<u64, Inflight>,
+    /// Transactions in flight by their current timestamp (for a loss report).
+    by_ts: HashMap<Timestamp, u64>,
+    seq: u64,
+    started: bool,
+    failed: Vec<ProcId>,
+    out: VecDeque<AppSend>,
+    committed: VecDeque<Committed>,
+    now: Instant,
+    stats: KvStats,
+}
+
+impl KvProcess {
+    /// A store process; `gen` draws its transactions (from the run's seed and this process).
+    pub fn new(cfg: KvConfig, gen: TxnGen) -> KvProcess {
+        assert!(
+            cfg.me.0 < cfg.servers || cfg.window > 0,
+            "a process that neither serves nor initiates"
+        );
+        KvProcess {
+            cfg,
+            gen,
+            server: Server::default(),
+            inflight: BTreeMap::new(),
+            by_ts: HashMap::new(),
+            seq: 0,
+            started: false,
+            failed: Vec::new(),
+            out: VecDeque::new(),
+            committed: VecDeque::new(),
+            now: Instant(0),
+            stats: KvStats::default(),
+        }
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &KvStats {
+        &self.stats
+    }
+
+    /// The next transaction it committed since the last call (for the checker and metrics).
+    pub fn poll_committed(&mut self) -> Option<Committed> {
+        self.committed.pop_front()
+    }
+
+    /// Transactions in flight.
+    pub fn inflight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// Read-only requests waiting at its server for the commit barrier.
+    pub fn waiting_reads(&self) -> usize {
+        self.server.waiting.len()
+    }
+
+    /// Versions its server keeps, over all keys (bounded: see the module docs).
+    pub fn versions(&self) -> usize {
+        self.server.versions.values().map(Vec::len).sum()
+    }
+
+    // --- Initiator -------------------------------------------------------------------------
+
+    fn fill_window(&mut self) {
+        while self.started
+            && self.now < self.cfg.stop
+            && (self.inflight.len() as u32) < self.cfg.window
+        {
+            let txn = txn_id(self.cfg.me, self.seq);
+            self.seq += 1;
+            let ops = self.gen.next(txn);
+            let t = Inflight {
+                kind: TxnKind::of(&ops),
+                ops,
+                waiting: Vec::new(),
+                reads: Vec::new(),
+                ts: None,
+                call: self.now,
+                attempts: 0,
+                retry_at: None,
+            };
+            self.inflight.insert(txn, t);
+            self.send_txn(txn);
+        }
+    }
+
+    /// Sends transaction `txn` (again): one scattering, a part per server.
+    fn send_txn(&mut self, txn: u64) {
+        let servers = self.cfg.servers;
+        let Some(t) = self.inflight.get_mut(&txn) else {
+            return;
+        };
+        let mut parts: BTreeMap<u32, Vec<Op>> = BTreeMap::new();
+        for op in &t.ops {
+            parts
+                .entry(server_of(op.key(), servers))
+                .or_default()
+                .push(*op);
+        }
+        if parts.keys().any(|s| self.failed.contains(&ProcId(*s))) {
+            // §2.2.3: a failed server's objects cannot be accessed any more.
+            self.inflight.remove(&txn);
+            self.stats.abandoned += 1;
+            return;
+        }
+        if let Some(ts) = t.ts.take() {
+            self.by_ts.remove(&ts);
+        }
+        t.attempts += 1;
+        t.retry_at = None;
+        t.reads.clear();
+        t.waiting = parts.keys().copied().collect();
+        let reliable = t.kind != TxnKind::ReadOnly;
+        let parts = parts
+            .into_iter()
+            .map(|(s, ops)| (ProcId(s), codec::encode_request(txn, &ops)))
+            .collect();
+        self.out.push_back(AppSend {
+            tag: txn,
+            reliable,
+            parts,
+        });
+    }
+
+    fn on_reply(&mut self, src: ProcId, payload: &[u8]) {
+        let Some(r) = codec::decode_reply(payload) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let Some(t) = self.inflight.get_mut(&r.txn) else {
+            self.stats.stale_replies += 1;
+            return;
+        };
+        let current = t.ts.map(|ts| ts.raw()) == Some(r.req_ts);
+        let Some(i) = t
+            .waiting
+            .iter()
+            .position(|&s| s == src.0)
+            .filter(|_| current)
+        else {
+            self.stats.stale_replies += 1;
+            return;
+        };
+        t.waiting.swap_remove(i);
+        t.reads.extend(r.reads);
+        if t.waiting.is_empty() {
+            self.commit(r.txn);
+        }
+    }
+
+    fn commit(&mut self, txn: u64) {
+        let t = self.inflight.remove(&txn).expect("a transaction in flight");
+        let ts = t.ts.expect("a reply answers a stamped send");
+        self.by_ts.remove(&ts);
+        match t.kind {
+            TxnKind::ReadOnly => self.stats.committed_ro += 1,
+            TxnKind::WriteOnly => self.stats.committed_wo += 1,
+            TxnKind::ReadWrite => self.stats.committed_rw += 1,
+        }
+        let mut reads = t.reads;
+        reads.sort_unstable_by_key(|r| r.0);
+        self.committed.push_back(Committed {
+            txn,
+            client: self.cfg.me.0,
+            kind: t.kind,
+            ts: ts.raw(),
+            reads,
+            writes: t
+                .ops
+                .iter()
+                .filter_map(|o| match *o {
+                    Op::Put(k, v) => Some((k, v)),
+                    Op::Get(_) => None,
+                })
+                .collect(),
+            call_ns: t.call.as_nanos(),
+            return_ns: self.now.as_nanos(),
+            attempts: t.attempts,
+        });
+        self.fill_window();
+    }
+
+    /// A request of ours was lost: a read-only transaction goes again at a new timestamp.
+    fn on_request_lost(&mut self, ts: Timestamp) {
+        let Some(&txn) = self.by_ts.get(&ts) else {
+            return;
+        };
+        let kind = self.inflight.get(&txn).map(|t| t.kind);
+        if kind == Some(TxnKind::ReadOnly) {
+            self.stats.ro_retries += 1;
+            self.send_txn(txn);
+        }
+    }
+
+    // --- Server ----------------------------------------------------------------------------
+
+    fn on_request(&mut self, src: ProcId, ts: Timestamp, reliable: bool, payload: &[u8]) {
+        let Some(req) = codec::decode_request(payload) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if reliable {
+            self.apply(src, ts, &req);
+            return;
+        }
+        if req.ops.iter().any(|o| matches!(o, Op::Put(..))) {
+            // Writes go reliable: a best-effort write could be lost at one server only.
+            self.stats.malformed += 1;
+            return;
+        }
+        self.server.last_be = Some(ts);
+        if self.server.released.is_some_and(|b| ts < b) {
+            self.apply(src, ts, &req);
+        } else {
+            self.stats.ro_waited += 1;
+            self.server.waiting.insert((ts, src), req);
+        }
+    }
+
+    /// Applies `req` (from `src`, stamped `ts`): reads see the versions below (ts, src), then the
+    /// writes become versions; then the reply.
+    fn apply(&mut self, src: ProcId, ts: Timestamp, req: &codec::Request) {
+        let at = (ts, src);
+        let mut reads = Vec::new();
+        for op in &req.ops {
+            if let Op::Get(k) = *op {
+                let v = self.server.versions.get(&k).and_then(|vs| {
+                    let i = vs.partition_point(|(vt, _)| *vt < at);
+                    i.checked_sub(1).map(|i| vs[i].1)
+                });
+                reads.push((k, v));
+                self.stats.reads += 1;
+            }
+        }
+        let floor = self.version_floor();
+        for op in &req.ops {
+            if let Op::Put(k, v) = *op {
+                let vs = self.server.versions.entry(k).or_default();
+                debug_assert!(vs.last().is_none_or(|l| l.0 < at), "writes apply in order");
+                vs.push((at, v));
+                // Keep the newest version below the floor and what is above it.
+                let keep_from = vs.partition_point(|(vt, _)| vt.0 < floor).saturating_sub(1);
+                vs.drain(..keep_from);
+                self.stats.writes += 1;
+            }
+        }
+        let tag = REPLY_TAG | self.server.next_reply;
+        self.server.next_reply += 1;
+        let bytes = codec::encode_reply(req.txn, ts.raw(), &reads);
+        self.server
+            .replies
+            .insert(tag, (self.now, src, bytes.clone(), None));
+        self.out.push_back(AppSend {
+            tag,
+            reliable: false,
+            parts: vec![(src, bytes)],
+        });
+    }
+
+    /// No read still to come asks below this timestamp: the oldest waiting read-only request,
+    /// else the last best-effort one (later ones come in order above it). Reliable requests read
+    /// the newest version.
+    fn version_floor(&self) -> Timestamp {
+        let waiting = self.server.waiting.keys().next().map(|k| k.0);
+        match (waiting, self.server.last_be) {
+            (Some(w), _) => w,
+            (None, Some(b)) => b,
+            (None, None) => Timestamp::new(0),
+        }
+    }
+
+    fn on_released(&mut self, b: Timestamp) {
+        if self.server.released.is_some_and(|r| r >= b) {
+            return;
+        }
+        self.server.released = Some(b);
+        while let Some(entry) = self.server.waiting.first_entry() {
+            if entry.key().0 >= b {
+                break;
+            }
+            let ((ts, src), req) = entry.remove_entry();
+            self.apply(src, ts, &req);
+        }
+    }
+
+    fn forget_old_replies(&mut self) {
+        let keep = self.cfg.reply_keep_ns;
+        while let Some(e) = self.server.replies.first_entry() {
+            if self.now.as_nanos().saturating_sub(e.get().0.as_nanos()) < keep {
+                break;
+            }
+            let (_, (_, dst, _, ts)) = e.remove_entry();
+            if let Some(ts) = ts {
+                self.server.reply_by_ts.remove(&(ts, dst));
+            }
+        }
+    }
+
+    fn on_reply_lost(&mut self, dst: ProcId, ts: Timestamp) -> bool {
+        let Some(tag) = self.server.reply_by_ts.remove(&(ts, dst)) else {
+            return false;
+        };
+        if let Some((_, dst, bytes, _)) = self.server.replies.remove(&tag) {
+            self.stats.replies_resent += 1;
+            let tag = REPLY_TAG | self.server.next_reply;
+            self.server.next_reply += 1;
+            self.server
+                .replies
+                .insert(tag, (self.now, dst, bytes.clone(), None));
+            self.out.push_back(AppSend {
+                tag,
+                reliable: false,
+                parts: vec![(dst, bytes)],
+            });
+        }
+        true
+    }
+}
+
+impl App for KvProcess {
+    fn handle(&mut self, now: Instant, input: AppInput<'_>) {
+        self.now = self.now.max(now);
+        match input {
+            AppInput::Deliver {
+                src,
+                ts,
+                reliable,
+                payload,
+            } => {
+                if codec::is_request(payload) {
+                    self.on_request(src, ts, reliable, payload);
+                } else {
+                    self.on_reply(src, payload);
+                }
+            }
+            AppInput::Sent { tag, ts } if tag & REPLY_TAG != 0 => {
+                if let Some(r) = self.server.replies.get_mut(&tag) {
+                    r.3 = Some(ts);
+                    self.server.reply_by_ts.insert((ts, r.1), tag);
+                }
+            }
+            AppInput::Sent { tag, ts } => {
+                if let Some(t) = self.inflight.get_mut(&tag) {
+                    t.ts = Some(ts);
+                    self.by_ts.insert(ts, tag);
+                }
+            }
+            AppInput::SendFailed { dst, ts } => {
+                if !self.on_reply_lost(dst, ts) {
+                    self.on_request_lost(ts);
+                }
+            }
+            AppInput::Refused { tag } if tag & REPLY_TAG != 0 => {
+                self.server.replies.remove(&tag);
+            }
+            AppInput::Refused { tag } => {
+                self.stats.refused += 1;
+                if let Some(t) = self.inflight.get_mut(&tag) {
+                    t.retry_at = Some(Instant(now.as_nanos() + self.cfg.retry_ns));
+                }
+            }
+            AppInput::CommitReleased { ts } => self.on_released(ts),
+            AppInput::ProcFailed { proc, .. } => {
+                if !self.failed.contains(&proc) {
+                    self.failed.push(proc);
+                }
+                let stuck: Vec<u64> = self
+                    .inflight
+                    .iter()
+                    .filter(|(_, t)| t.waiting.contains(&proc.0))
+                    .map(|(&txn, _)| txn)
+                    .collect();
+                for txn in stuck {
+                    if let Some(t) = self.inflight.remove(&txn) {
+                        if let Some(ts) = t.ts {
+                            self.by_ts.remove(&ts);
+                        }
+                        self.stats.abandoned += 1;
+                    }
+                }
+            }
+            AppInput::Timeout => {
+                if !self.started && now >= self.cfg.start && self.cfg.window > 0 {
+                    self.started = true;
+                }
+                let due: Vec<u64> = self
+                    .inflight
+                    .iter()
+                    .filter(|(_, t)| t.retry_at.is_some_and(|r| r <= now))
+                    .map(|(&txn, _)| txn)
+                    .collect();
+                for txn in due {
+                    self.send_txn(txn);
+                }
+            }
+        }
+        self.forget_old_replies();
+        self.fill_window();
+    }
+
+    fn poll_send(&mut self) -> Option<AppSend> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let start = (!self.started && self.cfg.window > 0).then_some(self.cfg.start);
+        let retry = self.inflight.values().filter_map(|t| t.retry_at).min();
+        start.into_iter().chain(retry).min()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,331 @@
+//! The transactional store's checker, for every run: replays the committed transactions in the
+//! system's serialization order on a model and checks every value read (serializability), and
+//! that a transaction that returned before another was called comes first in that order (strict
+//! serializability). It also writes the run's single-key operations as the JSON history that
+//! linearizability checkers read.
+
+use super::{Committed, Key, Value};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One violation, with what it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KvViolation {
+    /// A read returned something else than the model holds at the transaction's place.
+    StaleRead {
+        /// The transaction.
+        txn: u64,
+        /// The key.
+        key: Key,
+        /// What it read.
+        read: Option<Value>,
+        /// What the serialization order says it should have read.
+        expected: Option<Value>,
+    },
+    /// `later` returned before `earlier` was called, yet comes after it in the order.
+    RealTime {
+        /// The transaction that comes first in the order.
+        earlier: u64,
+        /// The transaction that returned first.
+        later: u64,
+    },
+    /// Two committed transactions share an id.
+    Duplicate {
+        /// The id.
+        txn: u64,
+    },
+}
+
+impl std::fmt::Display for KvViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KvViolation::StaleRead {
+                txn,
+                key,
+                read,
+                expected,
+            } => write!(
+                f,
+                "stale-read: transaction {txn:#x} read key {key} as {read:?}, its place in the order holds {expected:?}"
+            ),
+            KvViolation::RealTime { earlier, later } => write!(
+                f,
+                "real-time: transaction {later:#x} returned before {earlier:#x} was called, yet is serialized after it"
+            ),
+            KvViolation::Duplicate { txn } => write!(f, "duplicate: transaction {txn:#x} committed twice"),
+        }
+    }
+}
+
+/// Most violations kept as samples (all are counted).
+const SAMPLES_MAX: usize = 16;
+
+/// What the checker found.
+#[derive(Debug, Clone, Default)]
+pub struct KvVerdict {
+    /// Transactions checked.
+    pub transactions: u64,
+    /// Reads checked.
+    pub reads: u64,
+    /// Violations, counted.
+    pub violations: u64,
+    /// The first few.
+    pub samples: Vec<KvViolation>,
+}
+
+impl KvVerdict {
+    fn add(&mut self, v: KvViolation) {
+        self.violations += 1;
+        if self.samples.len() < SAMPLES_MAX {
+            self.samples.push(v);
+        }
+    }
+}
+
+/// Collects committed transactions; [`KvChecker::verdict`] checks them.
+#[derive(Debug, Default)]
+pub struct KvChecker {
+    committed: Vec<Committed>,
+}
+
+impl KvChecker {
+    /// An empty history.
+    pub fn new() -> KvChecker {
+        KvChecker::default()
+    }
+
+    /// Records a committed transaction.
+    pub fn on_commit(&mut self, c: Committed) {
+        self.committed.push(c);
+    }
+
+    /// Transactions recorded.
+    pub fn len(&self) -> usize {
+        self.committed.len()
+    }
+
+    /// True if none.
+    pub fn is_empty(&self) -> bool {
+        self.committed.is_empty()
+    }
+
+    /// The recorded transactions.
+    pub fn committed(&self) -> &[Committed] {
+        &self.committed
+    }
+
+    /// Replays the history in serialization order — (timestamp, initiator), 1Pipe's total order —
+    /// and checks every read and the real-time order. Times are the initiators' local clocks, so
+    /// the real-time check allows `skew_ns` of disagreement between them.
+    pub fn verdict(&self, skew_ns: u64) -> KvVerdict {
+        let mut v = KvVerdict::default();
+        let mut order: Vec<usize> = (0..self.committed.len()).collect();
+        order.sort_by_key(|&i| (self.committed[i].ts, self.committed[i].client));
+        let mut model: HashMap<Key, Value> = HashMap::new();
+        let mut seen: HashMap<u64, ()> = HashMap::new();
+        for &i in &order {
+            let c = &self.committed[i];
+            v.transactions += 1;
+            if seen.insert(c.txn, ()).is_some() {
+                v.add(KvViolation::Duplicate { txn: c.txn });
+            }
+            for &(key, read) in &c.reads {
+                v.reads += 1;
+                let expected = model.get(&key).copied();
+                if read != expected {
+                    v.add(KvViolation::StaleRead {
+                        txn: c.txn,
+                        key,
+                        read,
+                        expected,
+                    });
+                }
+            }
+            for &(key, value) in &c.writes {
+                model.insert(key, value);
+            }
+        }
+        // Real time: by call time, each transaction must come after every one that returned
+        // before it was called. Sweep calls in time order, keeping the latest place in the order
+        // among the transactions returned so far.
+        let mut place = vec![0usize; self.committed.len()];
+        for (p, &i) in order.iter().enumerate() {
+            place[i] = p;
+        }
+        let mut by_call: Vec<usize> = (0..self.committed.len()).collect();
+        by_call.sort_by_key(|&i| self.committed[i].call_ns);
+        let mut by_return: Vec<usize> = (0..self.committed.len()).collect();
+        by_return.sort_by_key(|&i| self.committed[i].return_ns);
+        let mut r = 0;
+        let mut latest: Option<usize> = None;
+        for &i in &by_call {
+            let call = self.committed[i].call_ns;
+            while r < by_return.len()
+                && self.committed[by_return[r]]
+                    .return_ns
+                    .saturating_add(skew_ns)
+                    < call
+            {
+                let j = by_return[r];
+                if latest.is_none_or(|l| place[j] > place[l]) {
+                    latest = Some(j);
+                }
+                r += 1;
+            }
+            if let Some(l) = latest {
+                if place[l] > place[i] {
+                    v.add(KvViolation::RealTime {
+                        earlier: self.committed[i].txn,
+                        later: self.committed[l].txn,
+                    });
+                }
+            }
+        }
+        v
+    }
+
+    /// Every single-key operation as one JSON array of `{"client", "op": "get"|"put", "key",
+    /// "value", "output", "call", "return"}` (times in ns): a put's `value` is what it wrote, a
+    /// get's `output` what it read (`null`: never written); values are the writing transaction's
+    /// id.
+    pub fn history_json(&self) -> String {
+        #[derive(Serialize)]
+        struct HistOp {
+            client: u32,
+            op: &'static str,
+            key: Key,
+            value: Option<u64>,
+            output: Option<u64>,
+            call: u64,
+            #[serde(rename = "return")]
+            ret: u64,
+        }
+        let mut ops = Vec::new();
+        for c in &self.committed {
+            for &(key, read) in &c.reads {
+                ops.push(HistOp {
+                    client: c.client,
+                    op: "get",
+                    key,
+                    value: None,
+                    output: read.map(|v| v.writer),
+                    call: c.call_ns,
+                    ret: c.return_ns,
+                });
+            }
+            for &(key, value) in &c.writes {
+                ops.push(HistOp {
+                    client: c.client,
+                    op: "put",
+                    key,
+                    value: Some(value.writer),
+                    output: None,
+                    call: c.call_ns,
+                    ret: c.return_ns,
+                });
+            }
+        }
+        serde_json::to_string(&ops).expect("plain data serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::TxnKind;
+
+    fn c(
+        txn: u64,
+        ts: u64,
+        reads: &[(Key, Option<u64>)],
+        writes: &[Key],
+        call: u64,
+        ret: u64,
+    ) -> Committed {
+        Committed {
+            txn,
+            client: (txn >> 40) as u32,
+            kind: TxnKind::ReadWrite,
+            ts,
+            reads: reads
+                .iter()
+                .map(|&(k, w)| (k, w.map(|writer| Value { writer, len: 8 })))
+                .collect(),
+            writes: writes
+                .iter()
+                .map(|&k| {
+                    (
+                        k,
+                        Value {
+                            writer: txn,
+                            len: 8,
+                        },
+                    )
+                })
+                .collect(),
+            call_ns: call,
+            return_ns: ret,
+            attempts: 1,
+        }
+    }
+
+    #[test]
+    fn a_serializable_history_passes() {
+        let mut k = KvChecker::new();
+        k.on_commit(c(1, 10, &[(5, None)], &[5], 0, 100));
+        k.on_commit(c(2, 20, &[(5, Some(1))], &[6], 50, 150));
+        k.on_commit(c(3, 30, &[(5, Some(1)), (6, Some(2))], &[], 200, 300));
+        let v = k.verdict(0);
+        assert_eq!(
+            (v.transactions, v.reads, v.violations),
+            (3, 4, 0),
+            "{:?}",
+            v.samples
+        );
+    }
+
+    #[test]
+    fn a_read_of_a_write_from_later_in_the_order_is_caught() {
+        let mut k = KvChecker::new();
+        k.on_commit(c(1, 30, &[], &[5], 0, 100));
+        k.on_commit(c(2, 20, &[(5, Some(1))], &[], 50, 150));
+        let v = k.verdict(0);
+        assert_eq!(v.violations, 1);
+        assert!(
+            v.samples[0].to_string().starts_with("stale-read"),
+            "{}",
+            v.samples[0]
+        );
+    }
+
+    #[test]
+    fn an_order_against_real_time_is_caught() {
+        let mut k = KvChecker::new();
+        // 2 returned at 100, before 1 was called at 200, yet is ordered after it.
+        k.on_commit(c(1, 10, &[], &[5], 200, 300));
+        k.on_commit(c(2, 20, &[], &[6], 0, 100));
+        let v = k.verdict(0);
+        assert_eq!(v.violations, 1);
+        assert!(
+            v.samples[0].to_string().starts_with("real-time"),
+            "{}",
+            v.samples[0]
+        );
+        // Within the clocks' skew, it is not a violation.
+        assert_eq!(k.verdict(150).violations, 0);
+    }
+
+    #[test]
+    fn the_history_is_one_json_array_of_single_key_operations() {
+        let mut k = KvChecker::new();
+        k.on_commit(c(1, 10, &[(5, None)], &[6], 0, 100));
+        let h: serde_json::Value = serde_json::from_str(&k.history_json()).unwrap();
+        let ops = h.as_array().unwrap();
+        assert_eq!(ops.len(), 2);
+        assert_eq!(ops[0]["op"], "get");
+        assert_eq!(ops[0]["output"], serde_json::Value::Null);
+        assert_eq!(ops[1]["op"], "put");
+        assert_eq!(ops[1]["value"], 1);
+        assert_eq!(ops[1]["return"], 100);
+    }
+}

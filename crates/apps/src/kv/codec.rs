@@ -1,0 +1,275 @@
+//! The store's two messages on the wire. Big-endian, bounds-checked: a malformed message decodes
+//! to `None` (the receiver drops and counts it), never a panic.
+//!
+//! * Request (initiator → server): `1`, txn `u64`, op count `u16`, then per op a kind (`0` get,
+//!   `1` put), the key `u64` and for a put the value's writer `u64` and length `u32`; then the put
+//!   values' bytes (their lengths' sum), so a message is as long as the data it carries.
+//! * Reply (server → initiator): `2`, txn `u64`, the request's timestamp `u64`, read count `u16`,
+//!   then per read the key `u64`, a presence byte and, if present, the writer `u64` and length
+//!   `u32`; then the read values' bytes.
+
+use super::{Key, Op, Value};
+use bytes::{BufMut, Bytes, BytesMut};
+
+const REQUEST: u8 = 1;
+const REPLY: u8 = 2;
+/// Most operations in one message (the count is a `u16`).
+pub const OPS_MAX: usize = u16::MAX as usize;
+/// Longest value carried (bytes): longer ones are clamped by the workload.
+pub const VALUE_LEN_MAX: u32 = 1 << 20;
+
+/// A decoded request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The transaction.
+    pub txn: u64,
+    /// Its operations at this server, in order.
+    pub ops: Vec<Op>,
+}
+
+/// A decoded reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The transaction.
+    pub txn: u64,
+    /// The timestamp of the request it answers (a retried read-only transaction's earlier
+    /// attempts are told apart by it).
+    pub req_ts: u64,
+    /// What each get read, in the request's order (`None`: the key was never written).
+    pub reads: Vec<(Key, Option<Value>)>,
+}
+
+/// Whether `payload` is a request (else a reply, or malformed).
+pub fn is_request(payload: &[u8]) -> bool {
+    payload.first() == Some(&REQUEST)
+}
+
+/// Encodes a request.
+pub fn encode_request(txn: u64, ops: &[Op]) -> Bytes {
+    assert!(
+        ops.len() <= OPS_MAX,
+        "{} operations in one message",
+        ops.len()
+    );
+    let values: usize = ops
+        .iter()
+        .map(|o| match o {
+            Op::Put(_, v) => v.len as usize,
+            Op::Get(_) => 0,
+        })
+        .sum();
+    let mut b = BytesMut::with_capacity(11 + ops.len() * 21 + values);
+    b.put_u8(REQUEST);
+    b.put_u64(txn);
+    b.put_u16(ops.len() as u16);
+    for op in ops {
+        match *op {
+            Op::Get(k) => {
+                b.put_u8(0);
+                b.put_u64(k);
+            }
+            Op::Put(k, v) => {
+                b.put_u8(1);
+                b.put_u64(k);
+                b.put_u64(v.writer);
+                b.put_u32(v.len);
+            }
+        }
+    }
+    b.resize(b.len() + values, 0);
+    b.freeze()
+}
+
+/// Encodes a reply.
+pub fn encode_reply(txn: u64, req_ts: u64, reads: &[(Key, Option<Value>)]) -> Bytes {
+    assert!(
+        reads.len() <= OPS_MAX,
+        "{} reads in one message",
+        reads.len()
+    );
+    let values: usize = reads
+        .iter()
+        .map(|r| r.1.map_or(0, |v| v.len as usize))
+        .sum();
+    let mut b = BytesMut::with_capacity(19 + reads.len() * 21 + values);
+    b.put_u8(REPLY);
+    b.put_u64(txn);
+    b.put_u64(req_ts);
+    b.put_u16(reads.len() as u16);
+    for &(k, v) in reads {
+        b.put_u64(k);
+        match v {
+            None => b.put_u8(0),
+            Some(v) => {
+                b.put_u8(1);
+                b.put_u64(v.writer);
+                b.put_u32(v.len);
+            }
+        }
+    }
+    b.resize(b.len() + values, 0);
+    b.freeze()
+}
+
+/// A cursor over a payload that fails instead of panicking.
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, rest) = self.buf.split_at_checked(N)?;
+        self.buf = rest;
+        head.try_into().ok()
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take::<1>().map(|b| b[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.take().map(u16::from_be_bytes)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take().map(u32::from_be_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take().map(u64::from_be_bytes)
+    }
+    fn value(&mut self) -> Option<Value> {
+        let writer = self.u64()?;
+        let len = self.u32()?;
+        (len <= VALUE_LEN_MAX).then_some(Value { writer, len })
+    }
+    /// The padding of `len` value bytes, and nothing after it.
+    fn finish(self, len: u64) -> Option<()> {
+        (self.buf.len() as u64 == len).then_some(())
+    }
+}
+
+/// Decodes a request; `None` if it is not a well-formed one.
+pub fn decode_request(payload: &[u8]) -> Option<Request> {
+    let mut r = Reader { buf: payload };
+    if r.u8()? != REQUEST {
+        return None;
+    }
+    let txn = r.u64()?;
+    let n = r.u16()? as usize;
+    // Each op takes at least 9 bytes: a count larger than the payload can hold is a lie.
+    if n > r.buf.len() / 9 {
+        return None;
+    }
+    let mut ops = Vec::with_capacity(n);
+    let mut values = 0u64;
+    for _ in 0..n {
+        let kind = r.u8()?;
+        let key = r.u64()?;
+        ops.push(match kind {
+            0 => Op::Get(key),
+            1 => {
+                let v = r.value()?;
+                values += u64::from(v.len);
+                Op::Put(key, v)
+            }
+            _ => return None,
+        });
+    }
+    r.finish(values)?;
+    Some(Request { txn, ops })
+}
+
+/// Decodes a reply; `None` if it is not a well-formed one.
+pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
+    let mut r = Reader { buf: payload };
+    if r.u8()? != REPLY {
+        return None;
+    }
+    let txn = r.u64()?;
+    let req_ts = r.u64()?;
+    let n = r.u16()? as usize;
+    if n > r.buf.len() / 9 {
+        return None;
+    }
+    let mut reads = Vec::with_capacity(n);
+    let mut values = 0u64;
+    for _ in 0..n {
+        let key = r.u64()?;
+        let v = match r.u8()? {
+            0 => None,
+            1 => {
+                let v = r.value()?;
+                values += u64::from(v.len);
+                Some(v)
+            }
+            _ => return None,
+        };
+        reads.push((key, v));
+    }
+    r.finish(values)?;
+    Some(Reply { txn, req_ts, reads })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            any::<u64>().prop_map(Op::Get),
+            (any::<u64>(), any::<u64>(), 0u32..2000)
+                .prop_map(|(k, writer, len)| Op::Put(k, Value { writer, len })),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn requests_round_trip(txn in any::<u64>(), ops in proptest::collection::vec(op(), 0..20)) {
+            let b = encode_request(txn, &ops);
+            prop_assert!(is_request(&b));
+            prop_assert_eq!(decode_request(&b), Some(Request { txn, ops }));
+            prop_assert_eq!(decode_reply(&b), None);
+        }
+
+        #[test]
+        fn replies_round_trip(
+            txn in any::<u64>(),
+            ts in any::<u64>(),
+            reads in proptest::collection::vec(
+                (any::<u64>(), proptest::option::of((any::<u64>(), 0u32..2000))), 0..20),
+        ) {
+            let reads: Vec<_> = reads
+                .into_iter()
+                .map(|(k, v)| (k, v.map(|(writer, len)| Value { writer, len })))
+                .collect();
+            let b = encode_reply(txn, ts, &reads);
+            prop_assert!(!is_request(&b));
+            prop_assert_eq!(decode_reply(&b), Some(Reply { txn, req_ts: ts, reads }));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_request(&bytes);
+            let _ = decode_reply(&bytes);
+        }
+
+        #[test]
+        fn truncated_or_extended_messages_are_refused(
+            ops in proptest::collection::vec(op(), 1..8),
+            cut in 1usize..30,
+        ) {
+            let b = encode_request(7, &ops);
+            let cut = cut.min(b.len());
+            prop_assert_eq!(decode_request(&b[..b.len() - cut]), None);
+            let mut longer = b.to_vec();
+            longer.push(0);
+            prop_assert_eq!(decode_request(&longer), None);
+        }
+    }
+
+    #[test]
+    fn a_lying_op_count_is_refused_without_allocating_for_it() {
+        let mut b = encode_request(1, &[Op::Get(5)]).to_vec();
+        b[9] = 0xFF;
+        b[10] = 0xFF;
+        assert_eq!(decode_request(&b), None);
+    }
+}

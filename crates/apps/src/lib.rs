@@ -1,0 +1,98 @@
+//! # onepipe-apps
+//!
+//! The applications 1Pipe exists for, as sans-IO roles on top of the host interface
+//! (`../shared/DESIGN.md` §6): an application consumes what the ordering layer hands it —
+//! deliveries, the timestamps its sends got, loss reports, the released commit barrier — and emits
+//! sends. It never touches a socket, a clock or ambient randomness, so the same code runs in the
+//! simulator (on the hosts' CPU model) and live (through `onepipe::Endpoint`).
+//!
+//! * [`kv`] — the transactional key-value store of §7.3.1: servers that apply operations in
+//!   timestamp order, initiators that send read-only transactions by best-effort 1Pipe and
+//!   read-write or write-only ones by reliable 1Pipe, the workloads (uniform or YCSB Zipf keys,
+//!   Facebook ETC value sizes), and a checker that replays the committed transactions in their
+//!   serialization order.
+//!
+//! The driving contract ([`App`]) mirrors `onepipe_proto::Node`'s: feed one input with
+//! [`App::handle`], drain [`App::poll_send`] until `None`, re-arm from [`App::poll_timeout`].
+
+pub mod kv;
+
+use bytes::Bytes;
+use onepipe_proto::{Instant, ProcId, Timestamp};
+
+/// What the ordering layer hands an application process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AppInput<'a> {
+    /// A message was delivered to this process, in 1Pipe's total order.
+    Deliver {
+        /// Its sender.
+        src: ProcId,
+        /// Its timestamp.
+        ts: Timestamp,
+        /// It came by the reliable service.
+        reliable: bool,
+        /// Its payload.
+        payload: &'a [u8],
+    },
+    /// Send `tag` got its timestamp: at once for best effort, when the reliable service stamped
+    /// it for reliable sends.
+    Sent {
+        /// The tag the application gave the send ([`AppSend::tag`]).
+        tag: u64,
+        /// Its timestamp.
+        ts: Timestamp,
+    },
+    /// A best-effort message this process sent at `ts` to `dst` was lost (§2.1
+    /// `onepipe_send_fail_callback`).
+    SendFailed {
+        /// The receiver that did not get it.
+        dst: ProcId,
+        /// The message's timestamp.
+        ts: Timestamp,
+    },
+    /// Send `tag` was refused or aborted before it got a timestamp (a destination failed, the
+    /// send buffer was full): it will never be delivered.
+    Refused {
+        /// The send's tag.
+        tag: u64,
+    },
+    /// Every reliable message below `ts` has been delivered to this process (its host's released
+    /// commit barrier, §5.1).
+    CommitReleased {
+        /// The barrier.
+        ts: Timestamp,
+    },
+    /// Process `proc` failed at timestamp `ts` (§5.2 `onepipe_proc_fail_callback`).
+    ProcFailed {
+        /// The failed process.
+        proc: ProcId,
+        /// Its failure timestamp.
+        ts: Timestamp,
+    },
+    /// The instant last returned by [`App::poll_timeout`] has been reached.
+    Timeout,
+}
+
+/// A send an application asks for: one message, or a scattering (different messages to
+/// different processes at one timestamp).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppSend {
+    /// The application's name for it, echoed in [`AppInput::Sent`] and [`AppInput::Refused`].
+    pub tag: u64,
+    /// By the reliable service (§5.1) rather than best effort.
+    pub reliable: bool,
+    /// The parts: one message per destination.
+    pub parts: Vec<(ProcId, Bytes)>,
+}
+
+/// An application process, sans-IO.
+pub trait App {
+    /// Feeds one input seen at local time `now`. Never panics on any payload: a malformed
+    /// message is dropped and counted.
+    fn handle(&mut self, now: Instant, input: AppInput<'_>);
+    /// The next send the application asks for; call until `None` after every input.
+    fn poll_send(&mut self) -> Option<AppSend>;
+    /// The earliest local instant at which `handle(now, AppInput::Timeout)` is due, if any.
+    fn poll_timeout(&self) -> Option<Instant>;
+}
