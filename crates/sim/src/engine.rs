@@ -292,7 +292,7 @@ pub trait Protocol: Sized {
     fn wire_len(p: &Self::Packet) -> usize;
     /// Whether `p` is background traffic, counted apart in [`NetStats::background_bytes`].
     fn background(p: &Self::Packet) -> bool;
-    /// Whether `p` counts toward [`Engine::live`], what a run drains (a 1Pipe beacon or a
+    /// Whether `p` counts toward the engine's live packets, what a run drains (a 1Pipe beacon or a
     /// circulating token does not).
     fn counted(p: &Self::Packet) -> bool;
     /// Whether the loss model may drop `p` (`--loss-kind`).
@@ -312,7 +312,7 @@ pub trait Protocol: Sized {
         slot: u32,
     );
     /// Role `role` runs `input`, its core free: the mutation, then its outputs, each charged
-    /// (setting the core's `free`), then [`Engine::rearm`].
+    /// (setting the core's `free`), then the engine's `rearm`.
     fn process<Q: EventQueue<Ev<Self::Ev>>>(
         e: &mut Engine<Self, Q>,
         t: SimTime,
