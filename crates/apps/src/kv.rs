@@ -202,8 +202,11 @@ pub struct KvStats {
     pub stale_replies: u64,
 }
 
-/// A place in 1Pipe's total order: (timestamp, sender).
-type Place = (Timestamp, ProcId);
+/// A transaction's place in the serialization order: (timestamp, initiator, transaction id).
+/// 1Pipe orders messages by (timestamp, sender); one sender may stamp several transactions with
+/// one timestamp (all it sends in one turn), and delivers them in the order it sent them, which
+/// is the order of their ids.
+type Place = (Timestamp, ProcId, u64);
 
 /// Tags of the server's reply sends have this bit; the initiator's are transaction ids.
 const REPLY_TAG: u64 = 1 << 63;
@@ -213,16 +216,16 @@ const REPLY_TAG: u64 = 1 << 63;
 struct Server {
     /// Per key, its versions oldest first.
     versions: HashMap<Key, Vec<(Place, Value)>>,
-    /// Read-only requests waiting for the commit barrier, by (timestamp, initiator).
-    waiting: BTreeMap<(Timestamp, ProcId), codec::Request>,
+    /// Read-only requests waiting for the commit barrier, by their place.
+    waiting: BTreeMap<Place, codec::Request>,
     /// The released commit barrier.
     released: Option<Timestamp>,
     /// The last best-effort request's timestamp: later ones are above it.
     last_be: Option<Timestamp>,
     /// Replies sent, by tag: (sent at, addressee, bytes, timestamp once known).
     replies: BTreeMap<u64, (Instant, ProcId, Bytes, Option<Timestamp>)>,
-    /// Reply tags by timestamp, for a loss report.
-    reply_by_ts: HashMap<(Timestamp, ProcId), u64>,
+    /// Reply tags by (timestamp, addressee), for a loss report (which names no more).
+    reply_by_ts: HashMap<(Timestamp, ProcId), Vec<u64>>,
     next_reply: u64,
 }
 
@@ -249,7 +252,7 @@ pub struct KvProcess {
     server: Server,
     inflight: BTreeMap<u64, Inflight>,
     /// Transactions in flight by their current timestamp (for a loss report).
-    by_ts: HashMap<Timestamp, u64>,
+    by_ts: HashMap<Timestamp, Vec<u64>>,
     seq: u64,
     started: bool,
     failed: Vec<ProcId>,
@@ -302,6 +305,11 @@ impl KvProcess {
         self.server.waiting.len()
     }
 
+    /// Keys its server holds.
+    pub fn keys(&self) -> usize {
+        self.server.versions.len()
+    }
+
     /// Versions its server keeps, over all keys (bounded: see the module docs).
     pub fn versions(&self) -> usize {
         self.server.versions.values().map(Vec::len).sum()
@@ -352,7 +360,7 @@ impl KvProcess {
             return;
         }
         if let Some(ts) = t.ts.take() {
-            self.by_ts.remove(&ts);
+            forget(&mut self.by_ts, ts, txn);
         }
         t.attempts += 1;
         t.retry_at = None;
@@ -399,7 +407,7 @@ impl KvProcess {
     fn commit(&mut self, txn: u64) {
         let t = self.inflight.remove(&txn).expect("a transaction in flight");
         let ts = t.ts.expect("a reply answers a stamped send");
-        self.by_ts.remove(&ts);
+        forget(&mut self.by_ts, ts, txn);
         match t.kind {
             TxnKind::ReadOnly => self.stats.committed_ro += 1,
             TxnKind::WriteOnly => self.stats.committed_wo += 1,
@@ -428,13 +436,22 @@ impl KvProcess {
         self.fill_window();
     }
 
-    /// A request of ours was lost: a read-only transaction goes again at a new timestamp.
-    fn on_request_lost(&mut self, ts: Timestamp) {
-        let Some(&txn) = self.by_ts.get(&ts) else {
+    /// A request of ours to `dst` stamped `ts` was lost: the read-only transactions of that
+    /// timestamp still waiting for `dst` go again at a new timestamp.
+    fn on_request_lost(&mut self, dst: ProcId, ts: Timestamp) {
+        let Some(txns) = self.by_ts.get(&ts) else {
             return;
         };
-        let kind = self.inflight.get(&txn).map(|t| t.kind);
-        if kind == Some(TxnKind::ReadOnly) {
+        let lost: Vec<u64> = txns
+            .iter()
+            .copied()
+            .filter(|txn| {
+                self.inflight
+                    .get(txn)
+                    .is_some_and(|t| t.kind == TxnKind::ReadOnly && t.waiting.contains(&dst.0))
+            })
+            .collect();
+        for txn in lost {
             self.stats.ro_retries += 1;
             self.send_txn(txn);
         }
@@ -461,14 +478,14 @@ impl KvProcess {
             self.apply(src, ts, &req);
         } else {
             self.stats.ro_waited += 1;
-            self.server.waiting.insert((ts, src), req);
+            self.server.waiting.insert((ts, src, req.txn), req);
         }
     }
 
-    /// Applies `req` (from `src`, stamped `ts`): reads see the versions below (ts, src), then the
-    /// writes become versions; then the reply.
+    /// Applies `req` (from `src`, stamped `ts`): reads see the versions below its place, then
+    /// the writes become versions; then the reply.
     fn apply(&mut self, src: ProcId, ts: Timestamp, req: &codec::Request) {
-        let at = (ts, src);
+        let at = (ts, src, req.txn);
         let mut reads = Vec::new();
         for op in &req.ops {
             if let Op::Get(k) = *op {
@@ -526,7 +543,7 @@ impl KvProcess {
             if entry.key().0 >= b {
                 break;
             }
-            let ((ts, src), req) = entry.remove_entry();
+            let ((ts, src, _), req) = entry.remove_entry();
             self.apply(src, ts, &req);
         }
     }
@@ -537,18 +554,29 @@ impl KvProcess {
             if self.now.as_nanos().saturating_sub(e.get().0.as_nanos()) < keep {
                 break;
             }
-            let (_, (_, dst, _, ts)) = e.remove_entry();
+            let (tag, (_, dst, _, ts)) = e.remove_entry();
             if let Some(ts) = ts {
-                self.server.reply_by_ts.remove(&(ts, dst));
+                if let Some(tags) = self.server.reply_by_ts.get_mut(&(ts, dst)) {
+                    tags.retain(|&t| t != tag);
+                    if tags.is_empty() {
+                        self.server.reply_by_ts.remove(&(ts, dst));
+                    }
+                }
             }
         }
     }
 
-    fn on_reply_lost(&mut self, dst: ProcId, ts: Timestamp) -> bool {
-        let Some(tag) = self.server.reply_by_ts.remove(&(ts, dst)) else {
-            return false;
+    /// A message of ours to `dst` stamped `ts` was lost: if replies, each of that timestamp to
+    /// `dst` goes again (the report names no more; a reply twice is a stale reply to its
+    /// initiator).
+    fn on_reply_lost(&mut self, dst: ProcId, ts: Timestamp) {
+        let Some(tags) = self.server.reply_by_ts.remove(&(ts, dst)) else {
+            return;
         };
-        if let Some((_, dst, bytes, _)) = self.server.replies.remove(&tag) {
+        for tag in tags {
+            let Some((_, dst, bytes, _)) = self.server.replies.remove(&tag) else {
+                continue;
+            };
             self.stats.replies_resent += 1;
             let tag = REPLY_TAG | self.server.next_reply;
             self.server.next_reply += 1;
@@ -561,7 +589,16 @@ impl KvProcess {
                 parts: vec![(dst, bytes)],
             });
         }
-        true
+    }
+}
+
+/// Removes `txn` from the transactions of timestamp `ts`.
+fn forget(by_ts: &mut HashMap<Timestamp, Vec<u64>>, ts: Timestamp, txn: u64) {
+    if let Some(v) = by_ts.get_mut(&ts) {
+        v.retain(|&t| t != txn);
+        if v.is_empty() {
+            by_ts.remove(&ts);
+        }
     }
 }
 
@@ -584,19 +621,24 @@ impl App for KvProcess {
             AppInput::Sent { tag, ts } if tag & REPLY_TAG != 0 => {
                 if let Some(r) = self.server.replies.get_mut(&tag) {
                     r.3 = Some(ts);
-                    self.server.reply_by_ts.insert((ts, r.1), tag);
+                    self.server
+                        .reply_by_ts
+                        .entry((ts, r.1))
+                        .or_default()
+                        .push(tag);
                 }
             }
             AppInput::Sent { tag, ts } => {
                 if let Some(t) = self.inflight.get_mut(&tag) {
                     t.ts = Some(ts);
-                    self.by_ts.insert(ts, tag);
+                    self.by_ts.entry(ts).or_default().push(tag);
                 }
             }
             AppInput::SendFailed { dst, ts } => {
-                if !self.on_reply_lost(dst, ts) {
-                    self.on_request_lost(ts);
-                }
+                // The report names the addressee and the timestamp only: a reply and a request of
+                // one turn to one process share them, so both are sent again.
+                self.on_reply_lost(dst, ts);
+                self.on_request_lost(dst, ts);
             }
             AppInput::Refused { tag } if tag & REPLY_TAG != 0 => {
                 self.server.replies.remove(&tag);
@@ -621,7 +663,7 @@ impl App for KvProcess {
                 for txn in stuck {
                     if let Some(t) = self.inflight.remove(&txn) {
                         if let Some(ts) = t.ts {
-                            self.by_ts.remove(&ts);
+                            forget(&mut self.by_ts, ts, txn);
                         }
                         self.stats.abandoned += 1;
                     }

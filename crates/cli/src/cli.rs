@@ -319,6 +319,8 @@ struct SimArgs {
     quiet: bool,
     #[command(flatten)]
     baseline: crate::sim_baseline::BaselineArgs,
+    #[command(flatten)]
+    app: crate::sim_app::AppArgs,
 }
 
 /// Parses `3us`, `1.5ms`, `200ns`, `2s` (also `µs`) into nanoseconds.
@@ -503,6 +505,8 @@ impl SimArgs {
             proc_ids_spare: None,
             deliver_burst_max: SimConfig::default().deliver_burst_max,
             retransmit_burst_max: SimConfig::default().retransmit_burst_max,
+            app: None,
+            keep_history: false,
         }
     }
 }
@@ -579,6 +583,23 @@ fn sim(args: &SimArgs) -> i32 {
         }
         None => {}
     }
+    match args.app.spec() {
+        Ok(spec) => cfg.app = spec,
+        Err(e) => {
+            eprintln!("onepipe sim: {e}");
+            return EXIT_USAGE;
+        }
+    }
+    if cfg.app.is_some()
+        && args
+            .baseline
+            .protocol
+            .is_some_and(|p| p.baseline().is_some())
+    {
+        eprintln!("onepipe sim: --app runs on 1Pipe only, not with --protocol");
+        return EXIT_USAGE;
+    }
+    cfg.keep_history = args.app.history.is_some();
     if let Err(e) = cfg.validate() {
         eprintln!("onepipe sim: {e}");
         return EXIT_USAGE;
@@ -616,6 +637,18 @@ fn sim(args: &SimArgs) -> i32 {
         b.finish_and_clear();
     }
     print_summary(&report);
+    if let Some(a) = &report.app {
+        crate::sim_app::print_app_summary(a);
+    }
+    if let (Some(path), Some(h)) = (&args.app.history, &report.app_history) {
+        if let Err(e) = std::fs::write(path, h) {
+            eprintln!(
+                "onepipe sim: --history: cannot write {}: {e}",
+                path.display()
+            );
+            return EXIT_USAGE;
+        }
+    }
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).expect("report serializes");
         if let Err(e) = std::fs::write(path, json + "\n") {
@@ -623,12 +656,16 @@ fn sim(args: &SimArgs) -> i32 {
             return EXIT_USAGE;
         }
     }
-    if report.violations > 0 {
+    let app_violations = report.app.as_ref().map_or(0, |a| a.violations);
+    if report.violations + app_violations > 0 {
         eprintln!(
             "onepipe sim: {} violation(s) with seed {} — replay with --seed {}",
-            report.violations, report.seed, report.seed
+            report.violations + app_violations,
+            report.seed,
+            report.seed
         );
-        for v in &report.violation_samples {
+        let app_samples = report.app.iter().flat_map(|a| &a.violation_samples);
+        for v in report.violation_samples.iter().chain(app_samples) {
             eprintln!("  {v}");
         }
         return EXIT_VIOLATION;

@@ -8,6 +8,7 @@ mod cli;
 mod fig8;
 mod hugepages;
 mod live;
+mod sim_app;
 mod sim_baseline;
 mod vopr;
 

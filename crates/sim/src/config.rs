@@ -242,6 +242,24 @@ pub struct SimConfig {
     /// Most reliable messages a host retransmits per input
     /// (`HostConfig::retransmit_burst_max`; 0: no limit).
     pub retransmit_burst_max: u32,
+    /// An application every process runs in place of the synthetic workload (`--app`; `None`:
+    /// the synthetic workload).
+    pub app: Option<AppSpec>,
+    /// Keep the application's history for `Report::app_history` (`--history`).
+    pub keep_history: bool,
+}
+
+/// An application the processes run (`--app`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AppSpec {
+    /// §7.3.1's transactional key-value store: every process serves the keys that hash to it
+    /// and initiates transactions, `window` in flight at a time.
+    Kv {
+        /// The transactions.
+        workload: onepipe_apps::kv::workload::KvWorkload,
+        /// Transactions each process keeps in flight.
+        window: u32,
+    },
 }
 
 impl Default for SimConfig {
@@ -299,6 +317,8 @@ impl Default for SimConfig {
             proc_ids_spare: None,
             deliver_burst_max: 256,
             retransmit_burst_max: RETRANSMIT_BURST_MAX,
+            app: None,
+            keep_history: false,
         }
     }
 }
@@ -339,6 +359,15 @@ impl SimConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.procs_per_host == 0 {
             return Err(bad("--procs-per-host", "must be at least 1"));
+        }
+        if let Some(AppSpec::Kv { workload, window }) = &self.app {
+            workload.validate().map_err(|m| bad("--app", m))?;
+            if *window == 0 {
+                return Err(bad(
+                    "--window",
+                    "at least 1 transaction in flight per process",
+                ));
+            }
         }
         if self.beacon_interval_ns == 0 {
             return Err(bad("--beacon-interval", "must be positive"));

@@ -297,8 +297,13 @@ pub trait Protocol: Sized {
     fn counted(p: &Self::Packet) -> bool;
     /// Whether the loss model may drop `p` (`--loss-kind`).
     fn lossy(&self, cfg: &SimConfig, p: &Self::Packet) -> bool;
-    /// Processes the workload drives (`Ev::Send` for `0..procs`).
+    /// Processes of the run.
     fn procs(&self) -> u32;
+    /// Processes the synthetic workload drives (`Ev::Send` for `0..senders`): all of them, or
+    /// none when an application sends instead.
+    fn senders(&self) -> u32 {
+        self.procs()
+    }
     /// The role process `proc`'s sends go through (it has a core).
     fn sender(&self, proc: u32) -> u32;
     /// Role `role`'s next deadline, its local time.
@@ -404,7 +409,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
         for r in 0..e.roles.len() as u32 {
             e.rearm(r);
         }
-        for p in 0..e.proto.procs() {
+        for p in 0..e.proto.senders() {
             let gap = e.next_gap();
             e.queue.push(gap, Ev::Send { proc: p });
         }
@@ -416,7 +421,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
         &self.topo
     }
 
-    /// Processes the workload drives.
+    /// Processes of the run.
     pub fn procs(&self) -> u32 {
         self.proto.procs()
     }

@@ -28,7 +28,7 @@ pub mod queue;
 pub mod slab;
 pub mod vopr;
 
-pub use config::{ConfigError, Service, SimConfig, TopologySpec, WorkloadKind};
+pub use config::{AppSpec, ConfigError, Service, SimConfig, TopologySpec, WorkloadKind};
 
 use metrics::Summary;
 use onepipe::{Ev, World};
@@ -177,6 +177,12 @@ pub struct Report {
     pub stall_ns_be: f64,
     /// The same for the commit barrier.
     pub stall_ns_reliable: f64,
+    /// `--app`: the application's transactions, latency and checker verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app: Option<onepipe::AppReport>,
+    /// `--app`: every single-key operation as JSON (what `--history` writes); not in the report.
+    #[serde(skip)]
+    pub app_history: Option<String>,
 }
 
 /// Builds and runs the configured simulation. `progress` is called now and then with the
@@ -344,5 +350,7 @@ fn run_with<Q: EventQueue<Ev>>(
         settled_discarded: world.hosts().map(|h| h.stats().settled_discarded).sum(),
         stall_ns_be: world.stall_ns().map_or(0.0, |s| s.0),
         stall_ns_reliable: world.stall_ns().map_or(0.0, |s| s.1),
+        app: world.app_report(),
+        app_history: cfg.keep_history.then(|| world.app_history_json()).flatten(),
     })
 }

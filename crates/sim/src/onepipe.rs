@@ -304,12 +304,16 @@ pub struct OnePipe {
     route_next: std::cell::Cell<Option<RouteMemo>>,
     /// `route_next` as it was for the event being handled.
     route_cur: Option<RouteMemo>,
+    /// `--app`: the processes' applications, in place of the synthetic workload.
+    apps: Option<apps::AppRun>,
 }
 
 /// A routing answer remembered for one event: (switch node, source, destination, output).
 type RouteMemo = (u32, ProcId, ProcId, PortId);
 
+mod apps;
 mod build;
+pub use apps::AppReport;
 use build::{
     apply_cuts, build_hosts, build_switches, new_checker, new_controller, proc_ids_max,
     schedule_faults,
@@ -352,6 +356,14 @@ impl Protocol for OnePipe {
         self.procs
     }
 
+    fn senders(&self) -> u32 {
+        if self.apps.is_some() {
+            0
+        } else {
+            self.procs
+        }
+    }
+
     #[inline]
     fn sender(&self, proc: u32) -> u32 {
         proc / (self.procs / self.hosts.len() as u32)
@@ -360,7 +372,13 @@ impl Protocol for OnePipe {
     #[inline]
     fn poll_timeout(&self, role: u32) -> Option<Instant> {
         match self.hosts.get(role as usize) {
-            Some(st) => st.host.poll_timeout(),
+            Some(st) => match &self.apps {
+                None => st.host.poll_timeout(),
+                Some(a) => {
+                    let app = a.poll_timeout(&st.host.config().procs);
+                    st.host.poll_timeout().into_iter().chain(app).min()
+                }
+            },
             None => self.switches[role as usize - self.hosts.len()].poll_timeout(),
         }
     }
@@ -522,6 +540,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
             trace_ctrl: std::env::var_os("ONEPIPE_SIM_TRACE").is_some(),
             route_next: std::cell::Cell::new(None),
             route_cur: None,
+            apps: cfg
+                .app
+                .as_ref()
+                .map(|spec| apps::AppRun::new(&cfg, spec, procs, topo.hosts())),
         };
         let mut w = Engine::assemble(cfg, topo, queue, seeds, proto, roles, links);
         // After every role's timer and every process's first send: the controller's
@@ -688,6 +710,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         // Packets in flight to a crashed host count until they arrive and are dropped.
         let p = &self.proto;
         self.live == 0
+            && p.apps.as_ref().is_none_or(|a| a.idle())
             && p.ctrl_in_flight == 0
             && p.controller.open_rounds() == 0
             && p.controller.poll_timeout().is_none()
@@ -918,6 +941,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     },
                 );
             }
+            CoreInput::Timeout if self.proto.apps.is_some() => {
+                // The role's timer is the host's and its applications' (whichever is due).
+                let host = &mut self.proto.hosts[hi].host;
+                if host.poll_timeout().is_some_and(|d| d <= local) {
+                    host.handle(local, Input::Timeout);
+                }
+                self.app_timeouts(t, h, local);
+            }
             CoreInput::Timeout => self.proto.hosts[hi].host.handle(local, Input::Timeout),
             CoreInput::Proto(OnePipeInput::Heal) => self.proto.hosts[hi].host.recover(local),
             CoreInput::Proto(OnePipeInput::Ctrl(m)) => {
@@ -1074,71 +1105,93 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let (barrier_before, commit_before) = before;
         let released_before = self.proto.hosts[hi].released_before;
         let uplink = self.proto.host_uplinks[hi];
-        while let Some(o) = self.proto.hosts[hi].host.poll_output() {
-            match o {
-                Output::Send { packet, .. } => {
-                    cursor += self.cfg.host_send_ns;
-                    self.transmit(uplink, packet, cursor);
-                }
-                Output::Event(HostEvent::Deliver(d)) => {
-                    cursor += self.cfg.host_deliver_ns;
-                    let before = (barrier_before, released_before);
-                    self.record_delivery(h, &d, cursor, local, before);
-                }
-                Output::Event(HostEvent::ReliableSent { handle, src, ts }) => {
-                    let (queued, proc, seq, dsts) = self.proto.hosts[hi]
-                        .reliable_queued
-                        .pop_front()
-                        .expect("a queued reliable scattering");
-                    debug_assert_eq!((queued, proc), (handle, src.0));
-                    self.record_send(t, h, proc, seq, ts, dsts, true);
-                }
-                Output::Event(HostEvent::ReliableAborted { handle, src }) => {
-                    let (queued, proc, _, _) = self.proto.hosts[hi]
-                        .reliable_queued
-                        .pop_front()
-                        .expect("a queued reliable scattering");
-                    debug_assert_eq!((queued, proc), (handle, src.0));
-                    self.proto.stats.sends_to_failed += 1;
-                }
-                Output::Event(HostEvent::ProcFailed { proc, ts, .. }) => {
-                    self.proto.stats.proc_failed_callbacks += 1;
-                    self.proto
-                        .trace
-                        .add(0xFA1D ^ (proc.0 as u64) << 32 ^ h as u64);
-                    self.proto.trace.add(ts.raw());
-                }
-                Output::Event(HostEvent::Recalled { src, ts }) => {
-                    self.proto.stats.recalled += 1;
-                    self.proto.trace.add(0x2ECA ^ (src.0 as u64) << 32);
-                    self.proto.trace.add(ts.raw());
-                    if let Some(c) = self.proto.checker.as_mut() {
-                        c.on_recalled(src.0, ts);
-                    }
-                }
-                Output::Mgmt { to, msg } => {
-                    // A relay is charged as a packet sent; a control message is not.
-                    if matches!(msg, Mgmt::Relay(_)) {
+        // With applications, a moved commit barrier is news to them, and what they send in
+        // turn is more output.
+        loop {
+            while let Some(o) = self.proto.hosts[hi].host.poll_output() {
+                match o {
+                    Output::Send { packet, .. } => {
                         cursor += self.cfg.host_send_ns;
+                        self.transmit(uplink, packet, cursor);
                     }
-                    self.send_mgmt(cursor, to, msg);
-                }
-                Output::Event(HostEvent::SendFailed {
-                    src,
-                    dst,
-                    ts,
-                    reason,
-                    ..
-                }) => {
-                    self.proto.stats.send_failed += 1;
-                    self.proto
-                        .trace
-                        .add(0xFA11 ^ (src.0 as u64) << 32 ^ dst.0 as u64);
-                    self.proto.trace.add(ts.raw());
-                    if let Some(c) = self.proto.checker.as_mut() {
-                        c.on_send_failed(cursor, src.0, dst.0, ts, reason);
+                    Output::Event(HostEvent::Deliver(d)) => {
+                        cursor += self.cfg.host_deliver_ns;
+                        let before = (barrier_before, released_before);
+                        self.record_delivery(h, &d, cursor, local, before);
+                        if self.proto.apps.is_some() {
+                            let input = onepipe_apps::AppInput::Deliver {
+                                src: d.src,
+                                ts: d.ts,
+                                reliable: d.reliable,
+                                payload: d.payload.get(PAYLOAD_HEADER_LEN..).unwrap_or_default(),
+                            };
+                            self.app_input(t, h, local, d.dst.0, input);
+                        }
+                    }
+                    Output::Event(HostEvent::ReliableSent { handle, src, ts }) => {
+                        let (queued, proc, seq, dsts) = self.proto.hosts[hi]
+                            .reliable_queued
+                            .pop_front()
+                            .expect("a queued reliable scattering");
+                        debug_assert_eq!((queued, proc), (handle, src.0));
+                        self.record_send(t, h, proc, seq, ts, dsts, true);
+                        self.app_reliable_sent(t, h, local, proc, handle, ts);
+                    }
+                    Output::Event(HostEvent::ReliableAborted { handle, src }) => {
+                        let (queued, proc, _, _) = self.proto.hosts[hi]
+                            .reliable_queued
+                            .pop_front()
+                            .expect("a queued reliable scattering");
+                        debug_assert_eq!((queued, proc), (handle, src.0));
+                        self.proto.stats.sends_to_failed += 1;
+                        self.app_reliable_aborted(t, h, local, proc, handle);
+                    }
+                    Output::Event(HostEvent::ProcFailed { proc, ts, .. }) => {
+                        self.proto.stats.proc_failed_callbacks += 1;
+                        self.proto
+                            .trace
+                            .add(0xFA1D ^ (proc.0 as u64) << 32 ^ h as u64);
+                        self.proto.trace.add(ts.raw());
+                        let input = onepipe_apps::AppInput::ProcFailed { proc, ts };
+                        self.app_broadcast(t, h, local, input);
+                    }
+                    Output::Event(HostEvent::Recalled { src, ts }) => {
+                        self.proto.stats.recalled += 1;
+                        self.proto.trace.add(0x2ECA ^ (src.0 as u64) << 32);
+                        self.proto.trace.add(ts.raw());
+                        if let Some(c) = self.proto.checker.as_mut() {
+                            c.on_recalled(src.0, ts);
+                        }
+                    }
+                    Output::Mgmt { to, msg } => {
+                        // A relay is charged as a packet sent; a control message is not.
+                        if matches!(msg, Mgmt::Relay(_)) {
+                            cursor += self.cfg.host_send_ns;
+                        }
+                        self.send_mgmt(cursor, to, msg);
+                    }
+                    Output::Event(HostEvent::SendFailed {
+                        src,
+                        dst,
+                        ts,
+                        reason,
+                        ..
+                    }) => {
+                        self.proto.stats.send_failed += 1;
+                        self.proto
+                            .trace
+                            .add(0xFA11 ^ (src.0 as u64) << 32 ^ dst.0 as u64);
+                        self.proto.trace.add(ts.raw());
+                        if let Some(c) = self.proto.checker.as_mut() {
+                            c.on_send_failed(cursor, src.0, dst.0, ts, reason);
+                        }
+                        let input = onepipe_apps::AppInput::SendFailed { dst, ts };
+                        self.app_input(t, h, local, src.0, input);
                     }
                 }
+            }
+            if !self.app_released(t, h, local) {
+                break;
             }
         }
         self.core(h).free = cursor;
@@ -1432,6 +1485,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
     pub fn trace_state(&self) {
         if !self.proto.trace_ctrl {
             return;
+        }
+        if let Some(a) = &self.proto.apps {
+            eprintln!("  apps: {}", a.describe());
         }
         for (i, st) in self.proto.switches.iter().enumerate() {
             let n = NodeId(i as u32 + self.topo.hosts());

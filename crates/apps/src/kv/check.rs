@@ -114,13 +114,18 @@ impl KvChecker {
         &self.committed
     }
 
-    /// Replays the history in serialization order — (timestamp, initiator), 1Pipe's total order —
+    /// Replays the history in serialization order — (timestamp, initiator, id), 1Pipe's total order —
     /// and checks every read and the real-time order. Times are the initiators' local clocks, so
     /// the real-time check allows `skew_ns` of disagreement between them.
     pub fn verdict(&self, skew_ns: u64) -> KvVerdict {
         let mut v = KvVerdict::default();
         let mut order: Vec<usize> = (0..self.committed.len()).collect();
-        order.sort_by_key(|&i| (self.committed[i].ts, self.committed[i].client));
+        // (timestamp, initiator), and an initiator's transactions of one timestamp in the order
+        // it sent them: their ids'.
+        order.sort_by_key(|&i| {
+            let c = &self.committed[i];
+            (c.ts, c.client, c.txn)
+        });
         let mut model: HashMap<Key, Value> = HashMap::new();
         let mut seen: HashMap<u64, ()> = HashMap::new();
         for &i in &order {

@@ -1,4 +1,5 @@
-//! The store against a small model of 1Pipe's two services: one global clock stamps every send;
+//! The store against a small model of 1Pipe's two services: one global clock stamps every send
+//! (all a process sends in one turn alike, as a host does);
 //! best-effort messages are delivered `be_lag` after their timestamp, reliable ones `rel_lag`
 //! after it (the commit barrier lags the best-effort one), each stream in timestamp order, and the
 //! released commit barrier is reported as it moves. Best-effort messages may be lost, and the loss
@@ -29,8 +30,9 @@ enum Due {
 
 struct Model {
     procs: Vec<KvProcess>,
-    /// Min-heap of (time, seq, what).
-    due: BinaryHeap<std::cmp::Reverse<(u64, u64, Due)>>,
+    /// Min-heap of (time, sender, seq, what): at one time, by sender (1Pipe's tie-break), then
+    /// in send order.
+    due: BinaryHeap<std::cmp::Reverse<(u64, u32, u64, Due)>>,
     seq: u64,
     now: u64,
     clock: u64,
@@ -64,15 +66,15 @@ impl Model {
         }
     }
 
-    fn push(&mut self, at: u64, d: Due) {
+    fn push(&mut self, at: u64, src: u32, d: Due) {
         self.seq += 1;
-        self.due.push(std::cmp::Reverse((at, self.seq, d)));
+        self.due.push(std::cmp::Reverse((at, src, self.seq, d)));
     }
 
     /// Drains process `p`'s sends: stamps each (a fresh timestamp), schedules its parts.
     fn drain(&mut self, p: u32) {
         while let Some(s) = self.procs[p as usize].poll_send() {
-            self.clock = self.clock.max(self.now) + 1;
+            self.clock = self.clock.max(self.now);
             let ts = self.clock;
             let now = Instant(self.now);
             self.procs[p as usize].handle(
@@ -86,6 +88,7 @@ impl Model {
                 if !s.reliable && self.rng.chance(self.loss) {
                     self.push(
                         ts + 2 * self.be_lag,
+                        p,
                         Due::Lost {
                             src: p,
                             dst: dst.0,
@@ -106,7 +109,7 @@ impl Model {
                     dst: dst.0,
                     payload: payload.to_vec(),
                 };
-                self.push(ts + lag, d);
+                self.push(ts + lag, p, d);
             }
         }
         while let Some(c) = self.procs[p as usize].poll_committed() {
@@ -120,7 +123,7 @@ impl Model {
             self.drain(p);
         }
         let mut released = 0;
-        while let Some(std::cmp::Reverse((at, _, d))) = self.due.pop() {
+        while let Some(std::cmp::Reverse((at, _, _, d))) = self.due.pop() {
             self.now = at;
             // The commit barrier: every reliable message stamped below now − rel_lag is in.
             let b = at.saturating_sub(self.rel_lag);
@@ -224,12 +227,13 @@ fn hot_zipf_keys_keep_few_versions() {
     let mut m = Model::new(8, w, 4, 0.0, 3);
     m.run(3_000_000);
     assert_eq!(m.checker.verdict(0).violations, 0, "seed 3");
-    let versions: usize = m.procs.iter().map(|p| p.versions()).sum();
+    let extra: usize = m.procs.iter().map(|p| p.versions() - p.keys()).sum();
     let writes: u64 = m.procs.iter().map(|p| p.stats().writes).sum();
-    // Versions are pruned below the oldest read still to come: far fewer than the writes.
+    // Versions are pruned below the oldest read still to come (on the key's next write): beside
+    // each key's newest, those of the last few microseconds.
     assert!(
-        writes > 2_000 && versions < 1_000,
-        "{versions} versions kept of {writes} writes"
+        writes > 2_000 && extra * 8 < writes as usize,
+        "{extra} older versions kept after {writes} writes"
     );
 }
 

@@ -1,0 +1,134 @@
+//! `onepipe sim --app kv`: the processes run an application (`onepipe-apps`) instead of the
+//! synthetic workload — the flags that describe it, and its summary.
+
+use crate::cli::us;
+use clap::{Args, ValueEnum};
+use onepipe_apps::kv::workload::{KeyDist, KvWorkload};
+use onepipe_sim::onepipe::AppReport;
+use onepipe_sim::AppSpec;
+use std::path::PathBuf;
+
+/// The applications `onepipe sim --app` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AppName {
+    /// §7.3.1's transactional key-value store: every process serves the keys that hash to it and
+    /// initiates transactions; read-only ones by best effort, the others by reliable 1Pipe.
+    Kv,
+}
+
+/// How keys are drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Dist {
+    /// Every key alike.
+    Uniform,
+    /// YCSB's Zipf, θ = 0.99 (hot keys).
+    Zipf,
+}
+
+/// The flags of an application run (docs/APPS.md).
+#[derive(Args, Debug, Clone)]
+pub struct AppArgs {
+    /// Run an application on every process instead of the synthetic workload (`--workload`,
+    /// `--rate`, `--msg-size` and `--service` do not apply then).
+    #[arg(long, value_enum)]
+    pub app: Option<AppName>,
+    /// kv: transactions each process keeps in flight (a closed loop).
+    #[arg(long, default_value_t = 4)]
+    pub window: u32,
+    /// kv: keys 0..N.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub keys: u64,
+    /// kv: key distribution.
+    #[arg(long, value_enum, default_value = "uniform")]
+    pub key_dist: Dist,
+    /// kv: operations per transaction.
+    #[arg(long, default_value_t = 2)]
+    pub ops_per_txn: u32,
+    /// kv: share of read-only transactions (Fig. 14a: 0.5); `none`: a transaction is read-only
+    /// only when all its operations were drawn reads.
+    #[arg(long, default_value = "0.5", value_parser = parse_share_or_none)]
+    pub read_only_share: ShareOrNone,
+    /// kv: share of writes among the operations of the transactions that are not read-only.
+    #[arg(long, default_value_t = 0.5)]
+    pub write_share: f64,
+    /// kv: longest value in bytes (Facebook ETC sizes are clamped here).
+    #[arg(long, default_value_t = 4096)]
+    pub value_max: u32,
+    /// kv: YCSB core workload a, b or c (Zipf keys; 50%, 5% or no updates); overrides
+    /// --key-dist, --read-only-share and --write-share.
+    #[arg(long)]
+    pub ycsb: Option<String>,
+    /// Write every single-key operation of the run to FILE as one JSON array of
+    /// {"client","op","key","value","output","call","return"} (times in ns).
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+}
+
+/// A share, or `none`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShareOrNone(pub Option<f64>);
+
+fn parse_share_or_none(s: &str) -> Result<ShareOrNone, String> {
+    if s.trim() == "none" {
+        return Ok(ShareOrNone(None));
+    }
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a share from 0 to 1 (or none)"))?;
+    Ok(ShareOrNone(Some(x)))
+}
+
+impl AppArgs {
+    /// The application to run, if any; an error names the bad flag.
+    pub fn spec(&self) -> Result<Option<AppSpec>, String> {
+        let Some(AppName::Kv) = self.app else {
+            return Ok(None);
+        };
+        let mut workload = match &self.ycsb {
+            Some(name) => KvWorkload::ycsb(name).map_err(|e| format!("--ycsb: {e}"))?,
+            None => KvWorkload {
+                dist: match self.key_dist {
+                    Dist::Uniform => KeyDist::Uniform,
+                    Dist::Zipf => KeyDist::Zipf { theta: 0.99 },
+                },
+                read_only_share: self.read_only_share.0,
+                write_share: self.write_share,
+                ..KvWorkload::default()
+            },
+        };
+        workload.keys = self.keys;
+        workload.ops_per_txn = self.ops_per_txn;
+        workload.value_len_max = self.value_max;
+        workload.validate().map_err(|e| format!("--app kv: {e}"))?;
+        Ok(Some(AppSpec::Kv {
+            workload,
+            window: self.window,
+        }))
+    }
+}
+
+/// Prints an application run's lines of the summary.
+pub fn print_app_summary(a: &AppReport) {
+    println!(
+        "  app {}      {} transactions committed ({} read-only, {} write-only, {} read-write): {:.0}/s, {:.0}/s per process",
+        a.app, a.committed, a.committed_ro, a.committed_wo, a.committed_rw, a.txns_per_s, a.txns_per_s_per_proc
+    );
+    for (name, l) in [
+        ("read-only", &a.latency_ns_ro),
+        ("write-only", &a.latency_ns_wo),
+        ("read-write", &a.latency_ns_rw),
+    ] {
+        if l.count > 0 {
+            println!(
+                "  {name:<11} latency p50 {}  p99 {}",
+                us(l.p50 as f64),
+                us(l.p99 as f64)
+            );
+        }
+    }
+    println!(
+        "  app checker {} transactions and {} reads replayed in timestamp order: {} violation(s); {} read-only retries, {} replies resent",
+        a.checked_transactions, a.checked_reads, a.violations, a.stats.ro_retries, a.stats.replies_resent
+    );
+}

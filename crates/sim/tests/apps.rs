@@ -1,0 +1,109 @@
+//! Applications on the simulated 1Pipe network (`--app`): every run's checkers pass — 1Pipe's on
+//! the application's traffic, and the application's own (serializability in timestamp order,
+//! real time).
+
+use onepipe_apps::kv::workload::{KeyDist, KvWorkload};
+use onepipe_sim::{run, AppSpec, SimConfig, TopologySpec};
+
+fn kv(topology: TopologySpec, workload: KvWorkload, seed: u64) -> SimConfig {
+    SimConfig {
+        topology,
+        procs_per_host: 2,
+        duration_ns: 1_000_000,
+        seed,
+        app: Some(AppSpec::Kv {
+            workload,
+            window: 4,
+        }),
+        keep_history: true,
+        ..SimConfig::default()
+    }
+}
+
+fn contended() -> KvWorkload {
+    KvWorkload {
+        keys: 200,
+        ..KvWorkload::default()
+    }
+}
+
+fn check(cfg: &SimConfig) -> onepipe_sim::onepipe::AppReport {
+    let r = run(cfg, &mut |_| {}).expect("a valid configuration");
+    let seed = cfg.seed;
+    assert_eq!(r.violations, 0, "seed {seed}: {:?}", r.violation_samples);
+    assert!(r.drained, "seed {seed}: the run drains");
+    let a = r.app.expect("an application report");
+    assert_eq!(a.violations, 0, "seed {seed}: {:?}", a.violation_samples);
+    assert_eq!(a.checked_transactions, a.committed, "seed {seed}");
+    let h: serde_json::Value =
+        serde_json::from_str(r.app_history.as_deref().expect("a history")).expect("JSON");
+    assert!(h
+        .as_array()
+        .is_some_and(|ops| ops.len() as u64 >= a.committed));
+    a
+}
+
+#[test]
+fn transactions_on_a_rack_commit_serializably_7_3_1() {
+    let a = check(&kv(TopologySpec::Rack { hosts: 4 }, contended(), 1));
+    assert!(
+        a.committed_ro > 100 && a.committed_rw + a.committed_wo > 100,
+        "{a:?}"
+    );
+    // Read-only requests wait at their servers for the commit barrier (module docs).
+    assert!(a.stats.ro_waited > 0);
+}
+
+#[test]
+fn ycsb_zipf_on_a_fat_tree_with_loss_retries_and_stays_serializable_7_3_1() {
+    let mut cfg = kv(
+        TopologySpec::FatTree { k: 4 },
+        KvWorkload::ycsb("a").unwrap(),
+        2,
+    );
+    cfg.loss_rate = 0.002;
+    let a = check(&cfg);
+    assert!(a.committed > 500, "{a:?}");
+    assert!(a.stats.ro_retries + a.stats.replies_resent > 0, "{a:?}");
+}
+
+#[test]
+fn larger_transactions_on_a_leaf_spine_with_skew_7_3_1() {
+    let w = KvWorkload {
+        ops_per_txn: 6,
+        dist: KeyDist::Zipf { theta: 0.99 },
+        keys: 1000,
+        ..KvWorkload::default()
+    };
+    let leaf_spine = TopologySpec::LeafSpine {
+        hosts: 8,
+        rack_size: 4,
+        spines: 2,
+    };
+    let mut cfg = kv(leaf_spine, w, 3);
+    cfg.clock_skew_ns = 1_000.0;
+    let a = check(&cfg);
+    assert!(a.committed > 200, "{a:?}");
+}
+
+#[test]
+fn the_same_seed_commits_the_same_transactions() {
+    let cfg = kv(TopologySpec::Rack { hosts: 4 }, contended(), 5);
+    let (a, b) = (
+        run(&cfg, &mut |_| {}).unwrap(),
+        run(&cfg, &mut |_| {}).unwrap(),
+    );
+    assert_eq!(a.trace_hash, b.trace_hash, "seed 5");
+    assert_eq!(a.app_history, b.app_history, "seed 5");
+}
+
+#[test]
+fn a_bad_workload_is_refused_naming_the_flag() {
+    let mut cfg = kv(TopologySpec::Rack { hosts: 2 }, contended(), 1);
+    if let Some(AppSpec::Kv { workload, .. }) = cfg.app.as_mut() {
+        workload.write_share = 2.0;
+    }
+    let e = run(&cfg, &mut |_| {}).unwrap_err();
+    assert_eq!(e.flag, "--app");
+    assert!(e.message.contains("write share"), "{e}");
+}
