@@ -32,6 +32,7 @@
 
 pub mod check;
 pub mod codec;
+pub mod nontx;
 pub mod workload;
 
 use crate::{App, AppInput, AppSend};
@@ -133,6 +134,27 @@ pub struct Committed {
     pub return_ns: u64,
     /// Sends it took (a read-only transaction is sent again after a loss).
     pub attempts: u32,
+}
+
+/// A transaction-running application process, as a driver sees it beside [`App`]: what it
+/// committed, its counters, and whether it has work open (a run drains until none has).
+pub trait TxnApp: App {
+    /// The next transaction it committed since the last call.
+    fn poll_committed(&mut self) -> Option<Committed>;
+    /// Its counters.
+    fn stats(&self) -> &KvStats;
+    /// No transaction in flight, nothing waiting.
+    fn idle(&self) -> bool;
+}
+
+/// The writes among `ops`.
+fn writes_of(ops: &[Op]) -> Vec<(Key, Value)> {
+    ops.iter()
+        .filter_map(|o| match *o {
+            Op::Put(k, v) => Some((k, v)),
+            Op::Get(_) => None,
+        })
+        .collect()
 }
 
 /// The store's settings.
@@ -421,14 +443,7 @@ impl KvProcess {
             kind: t.kind,
             ts: ts.raw(),
             reads,
-            writes: t
-                .ops
-                .iter()
-                .filter_map(|o| match *o {
-                    Op::Put(k, v) => Some((k, v)),
-                    Op::Get(_) => None,
-                })
-                .collect(),
+            writes: writes_of(&t.ops),
             call_ns: t.call.as_nanos(),
             return_ns: self.now.as_nanos(),
             attempts: t.attempts,
@@ -589,6 +604,18 @@ impl KvProcess {
                 parts: vec![(dst, bytes)],
             });
         }
+    }
+}
+
+impl TxnApp for KvProcess {
+    fn poll_committed(&mut self) -> Option<Committed> {
+        self.committed.pop_front()
+    }
+    fn stats(&self) -> &KvStats {
+        &self.stats
+    }
+    fn idle(&self) -> bool {
+        self.inflight.is_empty() && self.server.waiting.is_empty()
     }
 }
 

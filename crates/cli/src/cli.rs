@@ -600,6 +600,10 @@ fn sim(args: &SimArgs) -> i32 {
         return EXIT_USAGE;
     }
     cfg.keep_history = args.app.history.is_some();
+    if cfg.app.is_some() && args.app.system != crate::sim_app::System::Onepipe {
+        let (json, history) = (args.json.as_deref(), args.app.history.as_deref());
+        return crate::sim_app::sim_direct(&cfg, args.app.system, json, history);
+    }
     if let Err(e) = cfg.validate() {
         eprintln!("onepipe sim: {e}");
         return EXIT_USAGE;

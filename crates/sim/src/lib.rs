@@ -17,10 +17,12 @@
 //! ```
 #![allow(clippy::disallowed_methods)] // wall-clock time is measured here, for events per second.
 
+pub mod apps;
 pub mod baseline;
 pub mod check;
 pub mod clock;
 pub mod config;
+pub mod direct;
 pub mod engine;
 pub mod metrics;
 pub mod onepipe;

@@ -313,7 +313,7 @@ type RouteMemo = (u32, ProcId, ProcId, PortId);
 
 mod apps;
 mod build;
-pub use apps::AppReport;
+pub use crate::apps::AppReport;
 use build::{
     apply_cuts, build_hosts, build_switches, new_checker, new_controller, proc_ids_max,
     schedule_faults,
@@ -543,7 +543,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             apps: cfg
                 .app
                 .as_ref()
-                .map(|spec| apps::AppRun::new(&cfg, spec, procs, topo.hosts())),
+                .map(|_| apps::AppRun::new(&cfg, procs, topo.hosts())),
         };
         let mut w = Engine::assemble(cfg, topo, queue, seeds, proto, roles, links);
         // After every role's timer and every process's first send: the controller's

@@ -107,3 +107,24 @@ fn a_bad_workload_is_refused_naming_the_flag() {
     assert_eq!(e.flag, "--app");
     assert!(e.message.contains("write share"), "{e}");
 }
+
+#[test]
+fn the_non_transactional_baseline_runs_on_direct_messages_and_drains() {
+    use onepipe_sim::direct::{run_direct, DirectSystem};
+    let cfg = kv(TopologySpec::FatTree { k: 4 }, contended(), 6);
+    let r = run_direct(&cfg, DirectSystem::NonTx, &mut |_| {}).expect("runs");
+    assert!(r.drained, "seed 6");
+    assert!(r.app.committed > 1_000 && !r.app.checked, "{:?}", r.app);
+    assert_eq!(r.app.system, "nontx");
+    let again = run_direct(&cfg, DirectSystem::NonTx, &mut |_| {}).expect("runs");
+    assert_eq!(
+        r.trace_hash, again.trace_hash,
+        "seed 6: same seed, same run"
+    );
+    let lossy = SimConfig {
+        loss_rate: 0.01,
+        ..cfg
+    };
+    let e = run_direct(&lossy, DirectSystem::NonTx, &mut |_| {}).unwrap_err();
+    assert!(e.message.contains("--loss"), "{e}");
+}

@@ -6,13 +6,9 @@
 //! they judge the synthetic one. The application's checker judges the application.
 
 use super::*;
-use crate::config::AppSpec;
-use crate::metrics::Summary;
-use onepipe_apps::kv::check::KvChecker;
-use onepipe_apps::kv::workload::TxnGen;
-use onepipe_apps::kv::{Committed, KvConfig, KvProcess, KvStats, TxnKind};
+use crate::apps::{kv_processes, AppReport, TxnRecorder};
+use onepipe_apps::kv::{KvProcess, TxnApp};
 use onepipe_apps::{App, AppInput, AppSend};
-use onepipe_proto::rng::Rng;
 use std::collections::HashMap;
 
 /// The applications of a run.
@@ -23,73 +19,21 @@ pub(super) struct AppRun {
     tags: HashMap<(u32, u64), u64>,
     /// Per host, the released commit barrier the applications were last told.
     released: Vec<Option<Timestamp>>,
-    /// The committed transactions (checked at the end, and written by `--history`).
-    checker: KvChecker,
-    /// Transaction latency by kind (read-only, write-only, read-write), the initiator's clock.
-    latency: [NsHistogram; 3],
-    /// Transactions committed before the workload stopped.
-    committed_in_period: u64,
-    duration_ns: u64,
-}
-
-/// What an application run reports (`Report::app`).
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct AppReport {
-    /// The application (`kv`).
-    pub app: String,
-    /// Transactions committed, and by kind.
-    pub committed: u64,
-    /// See `committed`.
-    pub committed_ro: u64,
-    /// See `committed`.
-    pub committed_wo: u64,
-    /// See `committed`.
-    pub committed_rw: u64,
-    /// Transactions per second committed while the initiators were issuing, all processes.
-    pub txns_per_s: f64,
-    /// The same per process.
-    pub txns_per_s_per_proc: f64,
-    /// Transaction latency (first send to last reply, the initiator's clock), by kind.
-    pub latency_ns_ro: Summary,
-    /// See `latency_ns_ro`.
-    pub latency_ns_wo: Summary,
-    /// See `latency_ns_ro`.
-    pub latency_ns_rw: Summary,
-    /// The processes' counters, summed.
-    pub stats: KvStats,
-    /// Transactions and reads the checker replayed, and what it found.
-    pub checked_transactions: u64,
-    /// See `checked_transactions`.
-    pub checked_reads: u64,
-    /// See `checked_transactions`.
-    pub violations: u64,
-    /// The first few violations.
-    pub violation_samples: Vec<String>,
+    /// The committed transactions, their latency and checker.
+    rec: TxnRecorder,
 }
 
 impl AppRun {
-    /// The applications of `spec` on `procs` processes.
-    pub(super) fn new(cfg: &SimConfig, spec: &AppSpec, procs: u32, hosts: u32) -> AppRun {
-        let AppSpec::Kv { workload, window } = spec;
-        let zipf = workload.zipf();
-        let mut seeds = Rng::new(cfg.seed ^ 0xA995);
-        let procs = (0..procs)
-            .map(|p| {
-                let mut kc = KvConfig::new(ProcId(p), procs, workload.clone(), *window);
-                // Local clocks read about true time plus the epoch.
-                kc.start = Instant(cfg.clock_epoch_ns);
-                kc.stop = Instant(cfg.clock_epoch_ns + cfg.duration_ns);
-                KvProcess::new(kc, TxnGen::new(workload.clone(), zipf, seeds.next_u64()))
-            })
-            .collect();
+    /// The applications of `cfg.app` on `procs` processes.
+    pub(super) fn new(cfg: &SimConfig, procs: u32, hosts: u32) -> AppRun {
         AppRun {
-            procs,
+            procs: kv_processes(cfg, procs)
+                .into_iter()
+                .map(|(kc, gen)| KvProcess::new(kc, gen))
+                .collect(),
             tags: HashMap::new(),
             released: vec![None; hosts as usize],
-            checker: KvChecker::new(),
-            latency: Default::default(),
-            committed_in_period: 0,
-            duration_ns: cfg.duration_ns,
+            rec: TxnRecorder::new(cfg),
         }
     }
 
@@ -103,9 +47,7 @@ impl AppRun {
 
     /// True when no transaction is in flight and no read waits.
     pub(super) fn idle(&self) -> bool {
-        self.procs
-            .iter()
-            .all(|p| p.inflight() == 0 && p.waiting_reads() == 0)
+        self.procs.iter().all(TxnApp::idle)
     }
 
     /// What is still open, for `ONEPIPE_SIM_TRACE`.
@@ -129,63 +71,15 @@ impl AppRun {
         )
     }
 
-    fn record(&mut self, c: Committed, epoch_ns: u64) {
-        let k = match c.kind {
-            TxnKind::ReadOnly => 0,
-            TxnKind::WriteOnly => 1,
-            TxnKind::ReadWrite => 2,
-        };
-        self.latency[k].record(c.return_ns.saturating_sub(c.call_ns));
-        if c.return_ns <= epoch_ns + self.duration_ns {
-            self.committed_in_period += 1;
-        }
-        self.checker.on_commit(c);
-    }
-
-    /// The report: counters, latency and the checker's verdict (`skew_ns`: how far the
-    /// initiators' clocks may disagree).
+    /// The report (`skew_ns`: how far the initiators' clocks may disagree).
     pub(super) fn report(&self, skew_ns: u64) -> AppReport {
-        let mut s = KvStats::default();
-        for p in &self.procs {
-            let q = p.stats();
-            s.committed_ro += q.committed_ro;
-            s.committed_wo += q.committed_wo;
-            s.committed_rw += q.committed_rw;
-            s.ro_retries += q.ro_retries;
-            s.refused += q.refused;
-            s.abandoned += q.abandoned;
-            s.reads += q.reads;
-            s.writes += q.writes;
-            s.ro_waited += q.ro_waited;
-            s.replies_resent += q.replies_resent;
-            s.malformed += q.malformed;
-            s.stale_replies += q.stale_replies;
-        }
-        let v = self.checker.verdict(skew_ns);
-        let secs = self.duration_ns.max(1) as f64 / 1e9;
-        let txns_per_s = self.committed_in_period as f64 / secs;
-        AppReport {
-            app: "kv".into(),
-            committed: s.committed_ro + s.committed_wo + s.committed_rw,
-            committed_ro: s.committed_ro,
-            committed_wo: s.committed_wo,
-            committed_rw: s.committed_rw,
-            txns_per_s,
-            txns_per_s_per_proc: txns_per_s / self.procs.len().max(1) as f64,
-            latency_ns_ro: self.latency[0].summary(),
-            latency_ns_wo: self.latency[1].summary(),
-            latency_ns_rw: self.latency[2].summary(),
-            stats: s,
-            checked_transactions: v.transactions,
-            checked_reads: v.reads,
-            violations: v.violations,
-            violation_samples: v.samples.iter().map(|x| x.to_string()).collect(),
-        }
+        let stats = self.procs.iter().map(TxnApp::stats);
+        self.rec.report("1pipe", stats, true, skew_ns)
     }
 
     /// The run's single-key operations as JSON (`--history`).
     pub(super) fn history_json(&self) -> String {
-        self.checker.history_json()
+        self.rec.history_json()
     }
 }
 
@@ -211,7 +105,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     /// Carries out process `proc`'s sends and records what it committed.
     fn drain_app(&mut self, t: SimTime, h: u32, local: Instant, proc: u32) {
-        let epoch = self.cfg.clock_epoch_ns;
         loop {
             let Some(apps) = self.proto.apps.as_mut() else {
                 return;
@@ -224,7 +117,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             let Some(c) = app.poll_committed() else {
                 return;
             };
-            apps.record(c, epoch);
+            apps.rec.record(c);
         }
     }
 

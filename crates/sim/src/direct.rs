@@ -1,0 +1,329 @@
+//! Applications on a plain network, on the simulation engine ([`crate::engine`]): the baselines of
+//! the applications (§7.3: the non-transactional store; FaRM-like OCC and 2PL to come). Every
+//! process runs on its own core with the 1Pipe host's costs (each process has its own threads in
+//! the paper's testbed, §7.1): `host_recv_ns` + `host_deliver_ns` per message taken in,
+//! `host_send_ns` per message sent. Messages go straight to their destination — no timestamps, no
+//! barriers, no acknowledgements — over the same topology, ECMP routing and links; switches are
+//! plain forwarders; a message between processes of one host skips the network. The links are
+//! lossless here: these baselines have no retransmission of their own yet, so `--loss`, `--dup`
+//! and `--reorder-prob` are refused.
+
+use crate::apps::{kv_processes, AppReport, TxnRecorder};
+use crate::config::{ConfigError, SimConfig};
+use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
+use crate::metrics::TraceHash;
+use crate::queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, SimTime, StdBinaryHeap};
+use bytes::Bytes;
+use onepipe_apps::kv::nontx::NonTxProcess;
+use onepipe_apps::kv::TxnApp;
+use onepipe_apps::AppInput;
+use onepipe_proto::topology::flow_hash;
+use onepipe_proto::{Instant, NodeId, ProcId, Timestamp};
+use std::convert::Infallible;
+use std::sync::Arc;
+
+/// The systems that run on direct messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirectSystem {
+    /// The non-transactional store: the upper bound (Fig. 14's NonTX).
+    NonTx,
+}
+
+impl DirectSystem {
+    /// Its name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            DirectSystem::NonTx => "nontx",
+        }
+    }
+}
+
+/// A message on the wire.
+#[derive(Clone, Debug)]
+pub struct DirectPacket {
+    src: u32,
+    dst: u32,
+    payload: Bytes,
+}
+
+/// An event of a direct-messaging run.
+pub type Ev = engine::Ev<Infallible>;
+
+/// A simulated data center running applications on direct messages.
+pub type DirectWorld<Q> = Engine<Direct, Q>;
+
+/// The state of a direct-messaging run: each process's application, the metrics.
+pub struct Direct {
+    system: DirectSystem,
+    procs: u32,
+    pph: u32,
+    apps: Vec<Box<dyn TxnApp>>,
+    route_seed: u64,
+    rec: TxnRecorder,
+    trace: TraceHash,
+    messages: u64,
+}
+
+impl Protocol for Direct {
+    type Packet = DirectPacket;
+    type Ev = Infallible;
+    type Input = Infallible;
+
+    fn wire_len(p: &DirectPacket) -> usize {
+        // Ethernet, IP and UDP, then source and destination.
+        onepipe_proto::wire::FRAMING_LEN + 8 + p.payload.len()
+    }
+    fn background(_: &DirectPacket) -> bool {
+        false
+    }
+    fn counted(_: &DirectPacket) -> bool {
+        true
+    }
+    fn lossy(&self, _: &SimConfig, _: &DirectPacket) -> bool {
+        true
+    }
+    fn procs(&self) -> u32 {
+        self.procs
+    }
+    fn senders(&self) -> u32 {
+        0
+    }
+    fn sender(&self, proc: u32) -> u32 {
+        proc
+    }
+    fn poll_timeout(&self, role: u32) -> Option<Instant> {
+        self.apps[role as usize].poll_timeout()
+    }
+    fn arrive<Q: EventQueue<Ev>>(e: &mut DirectWorld<Q>, t: SimTime, link: u32, slot: u32) {
+        let to = e.links[link as usize].to;
+        if to < e.topo.hosts() {
+            let dst = e.packets.get(slot).dst;
+            e.input(t, dst, CoreInput::Packet(slot));
+            return;
+        }
+        let out = e.next_link(to, slot);
+        e.put_on_link(out, slot, t);
+    }
+    fn process<Q: EventQueue<Ev>>(
+        e: &mut DirectWorld<Q>,
+        t: SimTime,
+        role: u32,
+        input: CoreInput<Infallible>,
+    ) {
+        e.app_process(t, role, input);
+    }
+    fn event<Q: EventQueue<Ev>>(_: &mut DirectWorld<Q>, _: SimTime, x: Infallible) {
+        match x {}
+    }
+}
+
+impl<Q: EventQueue<Ev>> DirectWorld<Q> {
+    /// Builds the network and `system`'s processes for `cfg` (valid, with an application).
+    pub fn new(cfg: SimConfig, system: DirectSystem, queue: Q) -> Result<DirectWorld<Q>, String> {
+        let topo = Arc::new(cfg.topology.build()?);
+        let pph = cfg.procs_per_host;
+        let procs = topo.hosts() * pph;
+        let seeds = Seeds::new(cfg.seed);
+        let costs = Costs {
+            recv_ns: cfg.host_recv_ns,
+            send_ns: cfg.host_send_ns,
+            deliver_ns: cfg.host_deliver_ns,
+        };
+        let clock_params = engine::clock_params(&cfg);
+        let roles = (0..procs)
+            .map(|p| {
+                let clock = crate::clock::Clock::new(clock_params, seeds.clock, p / pph);
+                RoleSt::new(clock, Some(Core::new(costs, 1, false)))
+            })
+            .collect();
+        let apps = kv_processes(&cfg, procs)
+            .into_iter()
+            .map(|(kc, gen)| match system {
+                DirectSystem::NonTx => Box::new(NonTxProcess::new(kc, gen)) as Box<dyn TxnApp>,
+            })
+            .collect();
+        let links = engine::build_links(&cfg, &topo);
+        let proto = Direct {
+            system,
+            procs,
+            pph,
+            apps,
+            route_seed: seeds.route,
+            rec: TxnRecorder::new(&cfg),
+            trace: TraceHash::default(),
+            messages: 0,
+        };
+        Ok(Engine::assemble(
+            cfg, topo, queue, seeds, proto, roles, links,
+        ))
+    }
+
+    /// The output link at switch node `n` for the packet in `slot`.
+    fn next_link(&self, n: u32, slot: u32) -> u32 {
+        let p = self.packets.get(slot);
+        let (sh, dh) = (p.src / self.proto.pph, p.dst / self.proto.pph);
+        let port = self
+            .topo
+            .route(NodeId(n), dh, flow_hash(self.proto.route_seed, sh, dh))
+            .expect("every host is reachable from every switch on its way");
+        self.topo.node(NodeId(n)).outputs[port.index()].0
+    }
+
+    /// One input at process `p`'s core: the application takes it, then its sends go out, each
+    /// charged.
+    fn app_process(&mut self, t: SimTime, p: u32, input: CoreInput<Infallible>) {
+        let local = self.local(p, t);
+        let costs = self.core(p).costs;
+        let mut cursor = t;
+        match input {
+            CoreInput::Packet(slot) => {
+                cursor += costs.recv_ns + costs.deliver_ns;
+                let m = self.take_packet(slot);
+                let input = AppInput::Deliver {
+                    src: ProcId(m.src),
+                    ts: Timestamp::new(local.as_nanos()),
+                    reliable: true,
+                    payload: &m.payload,
+                };
+                self.proto.apps[p as usize].handle(local, input);
+            }
+            CoreInput::Timeout => self.proto.apps[p as usize].handle(local, AppInput::Timeout),
+            CoreInput::Send { .. } => {}
+            CoreInput::Proto(x) => match x {},
+        }
+        while let Some(s) = self.proto.apps[p as usize].poll_send() {
+            for (dst, payload) in s.parts {
+                cursor += costs.send_ns;
+                self.send_message(cursor, p, dst.0, payload);
+            }
+            let sent = AppInput::Sent {
+                tag: s.tag,
+                ts: Timestamp::new(local.as_nanos()),
+            };
+            self.proto.apps[p as usize].handle(local, sent);
+        }
+        while let Some(c) = self.proto.apps[p as usize].poll_committed() {
+            self.proto.trace.add(c.txn);
+            self.proto.trace.add(c.return_ns);
+            self.proto.rec.record(c);
+        }
+        self.core(p).free = cursor;
+        self.rearm(p);
+    }
+
+    fn send_message(&mut self, at: SimTime, src: u32, dst: u32, payload: Bytes) {
+        if dst >= self.proto.procs {
+            // The application addressed no process: its bug, counted as a lost message.
+            self.net.packets_lost += 1;
+            return;
+        }
+        self.proto.messages += 1;
+        let pph = self.proto.pph;
+        let slot = self.new_packet(DirectPacket { src, dst, payload });
+        if src / pph == dst / pph {
+            self.queue.push(at, Ev::Local { role: dst, slot });
+        } else {
+            let up = self.topo.uplink(src / pph).0;
+            self.put_on_link(up, slot, at);
+        }
+    }
+
+    /// True when no message is on its way and no application has work open.
+    pub fn quiescent(&self) -> bool {
+        self.live == 0 && self.proto.apps.iter().all(|a| a.idle())
+    }
+}
+
+/// The outcome of a direct-messaging run (`onepipe sim --app kv --system nontx --json`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DirectReport {
+    /// The seed.
+    pub seed: u64,
+    /// The topology, in words.
+    pub topology: String,
+    /// Processes.
+    pub procs: u32,
+    /// Messages sent.
+    pub messages: u64,
+    /// The run drained (every transaction finished).
+    pub drained: bool,
+    /// The application's figures.
+    pub app: AppReport,
+    /// Events processed, and per wall second.
+    pub events: u64,
+    /// See `events`.
+    pub events_per_wall_s: f64,
+    /// Wall time of the run.
+    pub wall_s: f64,
+    /// Hash of every commit (transaction and time), in order.
+    pub trace_hash: String,
+    /// Every single-key operation as JSON (`--history`); not in the report.
+    #[serde(skip)]
+    pub app_history: Option<String>,
+}
+
+/// Runs `system` on the network, workload and application of `cfg` (`cfg.app` must be set).
+pub fn run_direct(
+    cfg: &SimConfig,
+    system: DirectSystem,
+    progress: &mut dyn FnMut(f64),
+) -> Result<DirectReport, ConfigError> {
+    cfg.validate()?;
+    if cfg.app.is_none() {
+        return Err(ConfigError {
+            flag: "--system",
+            message: format!("{} runs an application: give --app", system.name()),
+        });
+    }
+    if cfg.loss_rate > 0.0 || cfg.dup_rate > 0.0 || cfg.reorder_prob > 0.0 {
+        return Err(ConfigError {
+            flag: "--system",
+            message: format!(
+                "{} has no retransmission yet: run it without --loss, --dup or --reorder-prob",
+                system.name()
+            ),
+        });
+    }
+    match cfg.queue {
+        QueueKind::Radix => run_with(cfg, system, RadixHeap::new(), progress),
+        QueueKind::Quaternary => run_with(cfg, system, QuaternaryHeap::new(), progress),
+        QueueKind::Binary => run_with(cfg, system, StdBinaryHeap::new(), progress),
+    }
+}
+
+fn run_with<Q: EventQueue<Ev>>(
+    cfg: &SimConfig,
+    system: DirectSystem,
+    queue: Q,
+    progress: &mut dyn FnMut(f64),
+) -> Result<DirectReport, ConfigError> {
+    let started = std::time::Instant::now();
+    let mut world =
+        DirectWorld::new(cfg.clone(), system, queue).map_err(|message| ConfigError {
+            flag: "--topology",
+            message,
+        })?;
+    let limit = cfg.duration_ns + cfg.drain_ns;
+    let mut report_progress = |t: u64| progress(t as f64 / cfg.duration_ns.max(1) as f64);
+    world.run_until(cfg.duration_ns, &mut report_progress);
+    while world.now() < limit && !world.quiescent() {
+        let next = (world.now() + 20_000).min(limit);
+        world.run_until(next, &mut report_progress);
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    let p = &world.proto;
+    let stats = p.apps.iter().map(|a| a.stats());
+    Ok(DirectReport {
+        seed: cfg.seed,
+        topology: world.topology().describe(),
+        procs: p.procs,
+        messages: p.messages,
+        drained: world.quiescent(),
+        app: p.rec.report(p.system.name(), stats, false, 0),
+        events: world.net.events,
+        events_per_wall_s: world.net.events as f64 / wall_s.max(1e-9),
+        wall_s,
+        trace_hash: format!("{:016x}", p.trace.value()),
+        app_history: cfg.keep_history.then(|| p.rec.history_json()),
+    })
+}
