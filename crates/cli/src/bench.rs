@@ -18,6 +18,10 @@ pub enum Bench {
     /// 512 processes on fat trees, for 1Pipe (best effort and reliable) and the baselines
     /// (sequencer on a host or a switch, token, Lamport, ISIS); writes fig8.csv and the two plots.
     Fig8(crate::fig8::Fig8Args),
+    /// The transactional key-value store of Fig. 14 (§7.3.1): transactions/s against processes,
+    /// latency against the write share, KV operations/s against operations per transaction, on
+    /// 1Pipe and the non-transactional upper bound; writes fig14.csv and three plots.
+    Fig14(crate::fig14::Fig14Args),
 }
 
 /// Flags of `bench loss`.

@@ -560,6 +560,7 @@ pub fn main() -> i32 {
                 crate::bench::Bench::Loss(a) => crate::bench::loss(a),
                 crate::bench::Bench::Throughput(a) => crate::bench::throughput(a),
                 crate::bench::Bench::Fig8(a) => crate::fig8::fig8(a),
+                crate::bench::Bench::Fig14(a) => crate::fig14::fig14(a),
             };
             match result {
                 Ok(()) => 0,
@@ -574,6 +575,15 @@ pub fn main() -> i32 {
 
 fn sim(args: &SimArgs) -> i32 {
     let mut cfg = args.config();
+    if args.app.app.is_some()
+        && args
+            .baseline
+            .protocol
+            .is_some_and(|p| p.baseline().is_some())
+    {
+        eprintln!("onepipe sim: --app runs on 1Pipe or --system's baselines, not with --protocol");
+        return EXIT_USAGE;
+    }
     match args.baseline.protocol {
         Some(crate::sim_baseline::Proto::OnepipeBe) => cfg.service = Service::BestEffort,
         Some(crate::sim_baseline::Proto::OnepipeR) => cfg.service = Service::Reliable,
@@ -589,15 +599,6 @@ fn sim(args: &SimArgs) -> i32 {
             eprintln!("onepipe sim: {e}");
             return EXIT_USAGE;
         }
-    }
-    if cfg.app.is_some()
-        && args
-            .baseline
-            .protocol
-            .is_some_and(|p| p.baseline().is_some())
-    {
-        eprintln!("onepipe sim: --app runs on 1Pipe only, not with --protocol");
-        return EXIT_USAGE;
     }
     cfg.keep_history = args.app.history.is_some();
     if cfg.app.is_some() && args.app.system != crate::sim_app::System::Onepipe {

@@ -102,7 +102,7 @@ const LINES: [(&str, Line); 7] = [
 ];
 
 /// Whether `layout` can place `n` processes, or why not.
-fn check_procs(n: u32) -> Result<u32, String> {
+pub(crate) fn check_procs(n: u32) -> Result<u32, String> {
     let ok = match n {
         1..=8 => true,
         9..=64 => n.is_multiple_of(16),
@@ -120,7 +120,7 @@ fn check_procs(n: u32) -> Result<u32, String> {
 }
 
 /// One value of `--procs`.
-fn parse_procs(v: &str) -> Result<u32, String> {
+pub(crate) fn parse_procs(v: &str) -> Result<u32, String> {
     let n: u32 = v
         .trim()
         .parse()
@@ -409,7 +409,7 @@ pub fn fig8(a: &Fig8Args) -> Result<(), String> {
         a.jobs.max(1),
         started.elapsed().as_secs_f64()
     );
-    match load_font() {
+    match crate::plot::load_font() {
         Some(font) => {
             plot(
                 &a.out.join("fig8-throughput.png"),
@@ -501,27 +501,6 @@ fn print_table(a: &Fig8Args, rows: &[Row]) {
             fmt_us(r.fixed.latency.p99),
         );
     }
-}
-
-/// Where to look for a TrueType font (plotters draws text with ab_glyph, no system library).
-const FONT_PATHS: [&str; 4] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-];
-
-/// Reads the font once (`ONEPIPE_FONT`, else the usual places) and registers it with plotters.
-fn load_font() -> Option<&'static str> {
-    let from_env = std::env::var("ONEPIPE_FONT").ok();
-    let bytes = from_env
-        .iter()
-        .map(String::as_str)
-        .chain(FONT_PATHS)
-        .find_map(|p| std::fs::read(p).ok())?;
-    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-    plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, bytes).ok()?;
-    Some("sans-serif")
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

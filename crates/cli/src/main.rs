@@ -5,9 +5,11 @@
 
 mod bench;
 mod cli;
+mod fig14;
 mod fig8;
 mod hugepages;
 mod live;
+mod plot;
 mod sim_app;
 mod sim_baseline;
 mod vopr;

@@ -1,0 +1,416 @@
+//! `onepipe bench fig14`: the transactional key-value store of §7.3.1 (the paper's Fig. 14), on
+//! 1Pipe and on the non-transactional upper bound (NonTX; FaRM's OCC is still to come).
+//!
+//! * **a — throughput against processes** (8 … 512), half the transactions read-only, 2
+//!   operations each, keys uniform or YCSB's Zipf; transactions per second per process, at
+//!   saturation: each process keeps `--window` transactions in flight.
+//! * **b — latency against the write share** at `--at` processes (YCSB keys), each operation a
+//!   write with that probability (a transaction is read-only when none is); a light load
+//!   (4 in flight per process); the median of each kind.
+//! * **c — key-value operations per second against operations per transaction** at `--at`
+//!   processes, 95% of the transactions read-only, uniform and YCSB keys, at saturation.
+//!
+//! The layout of N processes and the CPU model are Fig. 8's (`bench fig8`): a rack up to 8,
+//! fat trees of k = 4 and 8 above, each process its own core's worth of CPU. Every 1Pipe run
+//! is checked (1Pipe's checkers and the store's: serializable in timestamp order, real time);
+//! a violation fails the bench.
+
+use crate::cli::parse_duration;
+use crate::fig8::{layout, parse_procs};
+use crate::plot::{line_chart, load_font, Chart, Series};
+use clap::Args;
+use onepipe_apps::kv::workload::{KeyDist, KvWorkload};
+use onepipe_sim::apps::AppReport;
+use onepipe_sim::direct::{run_direct, DirectSystem};
+use onepipe_sim::{run, AppSpec, SimConfig};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Flags of `bench fig14`.
+#[derive(Args, Debug)]
+pub struct Fig14Args {
+    /// Directory for fig14.csv and fig14a/b/c.png (created if missing).
+    #[arg(long, default_value = "fig14")]
+    pub out: PathBuf,
+    /// A small version (8 and 16 processes, short runs, fewer points) for the test suite.
+    #[arg(long)]
+    pub quick: bool,
+    /// Seed of every run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Simulations run in parallel (the results do not depend on it).
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// Transactions each process keeps in flight in the saturation runs (a and c).
+    #[arg(long, default_value_t = 64)]
+    pub window: u32,
+    /// How long the initiators issue transactions in each run.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    pub duration: u64,
+    /// Panel a's process counts, comma-separated (default 8, 16, 32, 64, 128, 256, 512;
+    /// `--quick`: 8, 16).
+    #[arg(long, value_delimiter = ',', value_parser = parse_procs)]
+    pub procs: Vec<u32>,
+    /// Processes of panels b and c (default 512; `--quick`: 16).
+    #[arg(long, value_parser = parse_procs)]
+    pub at: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum System {
+    Onepipe,
+    NonTx,
+}
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Onepipe => "1pipe",
+            System::NonTx => "nontx",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Point {
+    panel: char,
+    system: System,
+    zipf: bool,
+    n: u32,
+    ops: u32,
+    write_share: f64,
+    read_only_share: Option<f64>,
+    window: u32,
+}
+
+/// The points of the three panels.
+fn points(a: &Fig14Args) -> Vec<Point> {
+    let procs: Vec<u32> = match (a.procs.is_empty(), a.quick) {
+        (false, _) => a.procs.clone(),
+        (true, true) => vec![8, 16],
+        (true, false) => vec![8, 16, 32, 64, 128, 256, 512],
+    };
+    let at = a.at.unwrap_or(if a.quick { 16 } else { 512 });
+    let shares: &[f64] = if a.quick {
+        &[0.25, 0.75]
+    } else {
+        &[0.05, 0.25, 0.5, 0.75, 0.95]
+    };
+    let sizes: &[u32] = if a.quick { &[1, 4] } else { &[1, 2, 4, 8, 16] };
+    let systems = [System::Onepipe, System::NonTx];
+    let mut v = Vec::new();
+    let base = |panel, system, zipf, n| Point {
+        panel,
+        system,
+        zipf,
+        n,
+        ops: 2,
+        write_share: 0.5,
+        read_only_share: Some(0.5),
+        window: a.window,
+    };
+    for system in systems {
+        for zipf in [false, true] {
+            for &n in &procs {
+                v.push(base('a', system, zipf, n));
+            }
+            for &ops in sizes {
+                v.push(Point {
+                    ops,
+                    read_only_share: Some(0.95),
+                    ..base('c', system, zipf, at)
+                });
+            }
+        }
+        for &write_share in shares {
+            v.push(Point {
+                write_share,
+                read_only_share: None,
+                window: 4,
+                ..base('b', system, true, at)
+            });
+        }
+    }
+    v
+}
+
+fn config(a: &Fig14Args, p: &Point) -> SimConfig {
+    let (topology, pph) = layout(p.n);
+    let workload = KvWorkload {
+        dist: if p.zipf {
+            KeyDist::Zipf { theta: 0.99 }
+        } else {
+            KeyDist::Uniform
+        },
+        ops_per_txn: p.ops,
+        write_share: p.write_share,
+        read_only_share: p.read_only_share,
+        ..KvWorkload::default()
+    };
+    let mut cfg = SimConfig {
+        topology,
+        procs_per_host: pph,
+        duration_ns: if a.quick { 200_000 } else { a.duration },
+        drain_ns: 10_000_000,
+        seed: a.seed,
+        app: Some(AppSpec::Kv {
+            workload,
+            window: p.window,
+        }),
+        ..SimConfig::default()
+    };
+    if p.system == System::Onepipe {
+        // One simulated CPU serves the host's processes: give it their cores' speed (Fig. 8).
+        let (send, recv, deliver) = (cfg.host_send_ns, cfg.host_recv_ns, cfg.host_deliver_ns);
+        let pph = u64::from(pph);
+        cfg.host_send_ns = send / pph;
+        cfg.host_recv_ns = (send + recv) / pph - send / pph;
+        cfg.host_deliver_ns = deliver.div_ceil(pph);
+    }
+    cfg
+}
+
+fn run_point(a: &Fig14Args, p: &Point) -> Result<(AppReport, bool), String> {
+    let cfg = config(a, p);
+    let fail = |e: String| {
+        format!(
+            "{} {}, {} processes, seed {}: {e}",
+            p.panel,
+            p.system.name(),
+            p.n,
+            cfg.seed
+        )
+    };
+    match p.system {
+        System::Onepipe => {
+            let r = run(&cfg, &mut |_| {}).map_err(|e| fail(e.to_string()))?;
+            let app = r.app.expect("an application run");
+            if r.violations + app.violations > 0 {
+                let mut s = r.violation_samples;
+                s.extend(app.violation_samples);
+                return Err(fail(format!("violations {s:?}")));
+            }
+            Ok((app, r.drained))
+        }
+        System::NonTx => {
+            let r = run_direct(&cfg, DirectSystem::NonTx, &mut |_| {})
+                .map_err(|e| fail(e.to_string()))?;
+            Ok((r.app, r.drained))
+        }
+    }
+}
+
+/// `bench fig14`.
+pub fn fig14(a: &Fig14Args) -> Result<(), String> {
+    let pts = points(a);
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| format!("--out: cannot create {}: {e}", a.out.display()))?;
+    let bar = indicatif::ProgressBar::new(pts.len() as u64);
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} fig14 [{bar:40}] {pos}/{len} points ({elapsed}, ~{eta} left) {msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let mut order: Vec<usize> = (0..pts.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(pts[i].n * pts[i].window));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<(AppReport, bool), String>>>> =
+        Mutex::new(vec![None; pts.len()]);
+    let started = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..a.jobs.max(1) {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&i) = order.get(k) else { break };
+                let p = &pts[i];
+                bar.set_message(format!("{} {} N={}", p.panel, p.system.name(), p.n));
+                let r = run_point(a, p);
+                results.lock().expect("no worker panicked")[i] = Some(r);
+                bar.inc(1);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let mut out = Vec::new();
+    for r in results.into_inner().expect("no worker panicked") {
+        out.push(r.expect("every point ran")?);
+    }
+    write_csv(a, &pts, &out)?;
+    print_table(&pts, &out);
+    println!(
+        "# {} simulations, {:.0} s wall on {} thread(s)",
+        pts.len(),
+        started.elapsed().as_secs_f64(),
+        a.jobs.max(1)
+    );
+    match load_font() {
+        Some(font) => {
+            plots(a, &pts, &out, font)?;
+            println!(
+                "# wrote {}, fig14a.png, fig14b.png, fig14c.png",
+                a.out.join("fig14.csv").display()
+            );
+        }
+        None => eprintln!(
+            "onepipe bench fig14: no TrueType font found (install fonts-dejavu-core or set \
+             ONEPIPE_FONT): plots skipped, fig14.csv written"
+        ),
+    }
+    Ok(())
+}
+
+fn write_csv(a: &Fig14Args, pts: &[Point], out: &[(AppReport, bool)]) -> Result<(), String> {
+    let path = a.out.join("fig14.csv");
+    let mut f = std::fs::File::create(&path)
+        .map_err(|e| format!("--out: cannot create {}: {e}", path.display()))?;
+    let mut w = |s: String| writeln!(f, "{s}").map_err(|e| e.to_string());
+    w("panel,system,keys,processes,ops_per_txn,write_share,read_only_share,window,committed,txns_per_s_per_proc,ops_per_s,latency_ro_p50_ns,latency_wo_p50_ns,latency_rw_p50_ns,latency_ro_p99_ns,latency_wo_p99_ns,latency_rw_p99_ns,checked,violations,drained".into())?;
+    for (p, (r, drained)) in pts.iter().zip(out) {
+        w(format!(
+            "{},{},{},{},{},{},{},{},{},{:.0},{:.0},{},{},{},{},{},{},{},{},{}",
+            p.panel,
+            p.system.name(),
+            if p.zipf { "ycsb" } else { "uniform" },
+            p.n,
+            p.ops,
+            p.write_share,
+            p.read_only_share
+                .map_or("none".to_string(), |x| x.to_string()),
+            p.window,
+            r.committed,
+            r.txns_per_s_per_proc,
+            r.ops_per_s,
+            r.latency_ns_ro.p50,
+            r.latency_ns_wo.p50,
+            r.latency_ns_rw.p50,
+            r.latency_ns_ro.p99,
+            r.latency_ns_wo.p99,
+            r.latency_ns_rw.p99,
+            r.checked,
+            r.violations,
+            drained
+        ))?;
+    }
+    Ok(())
+}
+
+fn print_table(pts: &[Point], out: &[(AppReport, bool)]) {
+    println!("| panel | system | keys | N | ops | write share | txn/s per proc | KV ops/s | p50 RO / WO / RW (µs) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (p, (r, _)) in pts.iter().zip(out) {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {:.2} M | {:.1} M | {:.1} / {:.1} / {:.1} |",
+            p.panel,
+            p.system.name(),
+            if p.zipf { "ycsb" } else { "uniform" },
+            p.n,
+            p.ops,
+            p.write_share,
+            r.txns_per_s_per_proc / 1e6,
+            r.ops_per_s / 1e6,
+            r.latency_ns_ro.p50 as f64 / 1e3,
+            r.latency_ns_wo.p50 as f64 / 1e3,
+            r.latency_ns_rw.p50 as f64 / 1e3,
+        );
+    }
+}
+
+fn plots(
+    a: &Fig14Args,
+    pts: &[Point],
+    out: &[(AppReport, bool)],
+    font: &'static str,
+) -> Result<(), String> {
+    let line = |panel: char,
+                system: System,
+                zipf: bool,
+                x: &dyn Fn(&Point) -> f64,
+                y: &dyn Fn(&AppReport) -> f64| Series {
+        name: format!(
+            "{} {}",
+            system.name(),
+            if zipf { "YCSB" } else { "uniform" }
+        ),
+        points: pts
+            .iter()
+            .zip(out)
+            .filter(|(p, _)| p.panel == panel && p.system == system && p.zipf == zipf)
+            .map(|(p, (r, _))| (x(p), y(r)))
+            .collect(),
+    };
+    let mut a_lines = Vec::new();
+    let mut c_lines = Vec::new();
+    for system in [System::Onepipe, System::NonTx] {
+        for zipf in [false, true] {
+            a_lines.push(line('a', system, zipf, &|p| f64::from(p.n), &|r| {
+                r.txns_per_s_per_proc
+            }));
+            c_lines.push(line('c', system, zipf, &|p| f64::from(p.ops), &|r| {
+                r.ops_per_s
+            }));
+        }
+    }
+    line_chart(
+        &a.out.join("fig14a.png"),
+        &Chart {
+            caption: "Fig. 14a: transactions/s per process (50% read-only, 2 ops)",
+            x_desc: "processes",
+            y_desc: "transactions/s per process",
+            log_x: true,
+            log_y: true,
+        },
+        &a_lines,
+        font,
+    )?;
+    let mut b_lines = Vec::new();
+    for system in [System::Onepipe, System::NonTx] {
+        for (kind, pick) in [
+            (
+                "RO",
+                (|r: &AppReport| r.latency_ns_ro.p50) as fn(&AppReport) -> u64,
+            ),
+            ("WO", |r: &AppReport| r.latency_ns_wo.p50),
+            ("WR", |r: &AppReport| r.latency_ns_rw.p50),
+        ] {
+            b_lines.push(Series {
+                name: format!("{} {kind}", system.name()),
+                points: pts
+                    .iter()
+                    .zip(out)
+                    .filter(|(p, _)| p.panel == 'b' && p.system == system)
+                    .map(|(p, (r, _))| (p.write_share * 100.0, pick(r) as f64 / 1e3))
+                    .filter(|&(_, y)| y > 0.0)
+                    .collect(),
+            });
+        }
+    }
+    line_chart(
+        &a.out.join("fig14b.png"),
+        &Chart {
+            caption: "Fig. 14b: transaction latency (median, YCSB keys)",
+            x_desc: "write share of operations (%)",
+            y_desc: "latency p50 (µs)",
+            log_x: false,
+            log_y: true,
+        },
+        &b_lines,
+        font,
+    )?;
+    line_chart(
+        &a.out.join("fig14c.png"),
+        &Chart {
+            caption: "Fig. 14c: key-value operations/s (95% read-only transactions)",
+            x_desc: "operations per transaction",
+            y_desc: "KV operations/s (all processes)",
+            log_x: true,
+            log_y: true,
+        },
+        &c_lines,
+        font,
+    )
+}

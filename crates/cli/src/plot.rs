@@ -1,0 +1,157 @@
+//! Line charts for the `onepipe bench` figures: PNG through plotters, text with a TrueType font
+//! read at run time (plotters' ab_glyph, no system library; docs/DEPENDENCIES.md's trap).
+
+use std::path::Path;
+
+/// Where to look for a TrueType font.
+const FONT_PATHS: [&str; 4] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+];
+
+/// Reads the font once (`ONEPIPE_FONT`, else the usual places) and registers it with plotters.
+pub fn load_font() -> Option<&'static str> {
+    static FONT: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    *FONT.get_or_init(|| {
+        let from_env = std::env::var("ONEPIPE_FONT").ok();
+        let bytes = from_env
+            .iter()
+            .map(String::as_str)
+            .chain(FONT_PATHS)
+            .find_map(|p| std::fs::read(p).ok())?;
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, bytes)
+            .ok()?;
+        Some("sans-serif")
+    })
+}
+
+/// One line of a chart: its name and its points.
+pub struct Series {
+    /// The legend.
+    pub name: String,
+    /// (x, y) points; y ≤ 0 are left out on a log scale.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A chart's words and scales.
+pub struct Chart<'a> {
+    /// The title.
+    pub caption: &'a str,
+    /// The axes' descriptions.
+    pub x_desc: &'a str,
+    /// See `x_desc`.
+    pub y_desc: &'a str,
+    /// Logarithmic axes.
+    pub log_x: bool,
+    /// See `log_x`.
+    pub log_y: bool,
+}
+
+fn si(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.0}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0}k", v / 1e3)
+    } else if v >= 10.0 || v == v.round() {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Draws `series` on a 960×640 PNG at `path`.
+pub fn line_chart(
+    path: &Path,
+    c: &Chart,
+    series: &[Series],
+    font: &'static str,
+) -> Result<(), String> {
+    use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let keep = |&(x, y): &(f64, f64)| (!c.log_x || x > 0.0) && (!c.log_y || y > 0.0);
+    let pts: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .filter(keep)
+        .collect();
+    let (x_lo, x_hi, y_lo, y_hi) = pts.iter().fold(
+        (f64::MAX, f64::MIN, f64::MAX, f64::MIN),
+        |(a, b, c, d), &(x, y)| (a.min(x), b.max(x), c.min(y), d.max(y)),
+    );
+    if pts.is_empty() {
+        return Err(format!("{}: nothing to draw", path.display()));
+    }
+    let (x_lo, x_hi) = if c.log_x {
+        (x_lo / 1.25, x_hi * 1.25)
+    } else {
+        (x_lo.min(0.0), x_hi * 1.05 + 1e-9)
+    };
+    let (y_lo, y_hi) = if c.log_y {
+        (y_lo / 2.0, y_hi * 2.0)
+    } else {
+        (0.0, y_hi * 1.15 + 1e-9)
+    };
+    let root = BitMapBackend::new(path, (960, 640)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(255, 127, 14),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+    ];
+    macro_rules! draw {
+        ($x:expr, $y:expr) => {{
+            let mut chart = ChartBuilder::on(&root)
+                .caption(c.caption, (font, 22))
+                .margin(16)
+                .x_label_area_size(48)
+                .y_label_area_size(80)
+                .build_cartesian_2d($x, $y)
+                .map_err(|e| err(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc(c.x_desc)
+                .y_desc(c.y_desc)
+                .label_style((font, 15))
+                .x_label_formatter(&|x| si(*x))
+                .y_label_formatter(&|y| si(*y))
+                .draw()
+                .map_err(|e| err(&e))?;
+            for (i, s) in series.iter().enumerate() {
+                let color = colors[i % colors.len()];
+                let points: Vec<(f64, f64)> = s.points.iter().copied().filter(keep).collect();
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                    .map_err(|e| err(&e))?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+                chart
+                    .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                    .map_err(|e| err(&e))?;
+            }
+            chart
+                .configure_series_labels()
+                .label_font((font, 15))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::LowerLeft)
+                .draw()
+                .map_err(|e| err(&e))?;
+        }};
+    }
+    match (c.log_x, c.log_y) {
+        (true, true) => draw!((x_lo..x_hi).log_scale(), (y_lo..y_hi).log_scale()),
+        (true, false) => draw!((x_lo..x_hi).log_scale(), y_lo..y_hi),
+        (false, true) => draw!(x_lo..x_hi, (y_lo..y_hi).log_scale()),
+        (false, false) => draw!(x_lo..x_hi, y_lo..y_hi),
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! End-to-end tests of `onepipe sim --app kv` and `onepipe bench fig14 --quick`: they run the real
+//! binary and read what it writes.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// A scratch directory, unique per process and test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let dir =
+            std::env::temp_dir().join(format!("onepipe-apps-cli-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn onepipe(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_onepipe"))
+        .args(args)
+        .output()
+        .expect("run onepipe")
+}
+
+fn describe(args: &[&str], out: &Output) -> String {
+    format!(
+        "onepipe {}\nstatus {:?}\nstdout:\n{}\nstderr:\n{}",
+        args.join(" "),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn sim_app_kv_reports_the_transactions_and_writes_the_history_7_3_1() {
+    let dir = TempDir::new("kv");
+    let (json, hist) = (dir.0.join("r.json"), dir.0.join("h.json"));
+    let args = [
+        "sim",
+        "--app",
+        "kv",
+        "--topology",
+        "rack",
+        "--hosts",
+        "4",
+        "--keys",
+        "100",
+        "--duration",
+        "300us",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+        "--history",
+        hist.to_str().unwrap(),
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let app = &r["app"];
+    assert_eq!(app["system"], "1pipe");
+    assert!(app["committed"].as_u64().unwrap() > 50, "{app}");
+    assert_eq!(app["violations"], 0);
+    assert_eq!(app["checked"], true);
+    let h: Value = serde_json::from_str(&std::fs::read_to_string(&hist).unwrap()).unwrap();
+    let op = &h.as_array().expect("one JSON array")[0];
+    for key in ["client", "op", "key", "value", "output", "call", "return"] {
+        assert!(op.get(key).is_some(), "no {key} in {op}");
+    }
+}
+
+#[test]
+fn sim_app_kv_on_the_non_transactional_baseline() {
+    let args = [
+        "sim",
+        "--app",
+        "kv",
+        "--system",
+        "nontx",
+        "--topology",
+        "rack",
+        "--hosts",
+        "4",
+        "--duration",
+        "300us",
+        "--quiet",
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("nontx states no serialization order"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_application_flags_are_refused_by_name() {
+    for (args, flag) in [
+        (&["sim", "--app", "kv", "--ycsb", "z"][..], "--ycsb"),
+        (
+            &["sim", "--app", "kv", "--write-share", "1.5"][..],
+            "write share",
+        ),
+        (&["sim", "--app", "kv", "--window", "0"][..], "--window"),
+        (
+            &["sim", "--app", "kv", "--protocol", "token"][..],
+            "--protocol",
+        ),
+        (
+            &["sim", "--app", "kv", "--system", "nontx", "--loss", "0.01"][..],
+            "--loss",
+        ),
+    ] {
+        let out = onepipe(args);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(args, &out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag), "{flag} not named: {err}");
+    }
+}
+
+#[test]
+fn bench_fig14_quick_writes_the_csv_and_the_plots() {
+    let dir = TempDir::new("fig14");
+    let out_dir = dir.0.join("out");
+    let args = [
+        "bench",
+        "fig14",
+        "--quick",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let csv = std::fs::read_to_string(out_dir.join("fig14.csv")).expect("fig14.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // a: 2 systems × 2 key distributions × N = 8, 16; b: 2 × 2 write shares; c: 2 × 2 × 2 sizes.
+    assert_eq!(rows.len(), 8 + 4 + 8, "{csv}");
+    for r in &rows {
+        let thr: f64 = r[col("txns_per_s_per_proc")].parse().unwrap();
+        assert!(thr > 0.0, "{r:?}");
+        assert_eq!(r[col("violations")], "0", "{r:?}");
+        assert_eq!(
+            r[col("checked")],
+            if r[col("system")] == "1pipe" {
+                "true"
+            } else {
+                "false"
+            }
+        );
+    }
+    let font = std::env::var("ONEPIPE_FONT").is_ok()
+        || std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists();
+    if font {
+        for png in ["fig14a.png", "fig14b.png", "fig14c.png"] {
+            let bytes = std::fs::read(out_dir.join(png)).expect(png);
+            assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
+        }
+    }
+}
