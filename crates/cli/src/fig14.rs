@@ -172,7 +172,10 @@ fn config(a: &Fig14Args, p: &Point) -> SimConfig {
     cfg
 }
 
-fn run_point(a: &Fig14Args, p: &Point) -> Result<(AppReport, bool), String> {
+/// A point's application report and whether its run drained, or why it failed.
+type PointResult = Result<(AppReport, bool), String>;
+
+fn run_point(a: &Fig14Args, p: &Point) -> PointResult {
     let cfg = config(a, p);
     let fail = |e: String| {
         format!(
@@ -219,8 +222,7 @@ pub fn fig14(a: &Fig14Args) -> Result<(), String> {
     let mut order: Vec<usize> = (0..pts.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(pts[i].n * pts[i].window));
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<(AppReport, bool), String>>>> =
-        Mutex::new(vec![None; pts.len()]);
+    let results: Mutex<Vec<Option<PointResult>>> = Mutex::new(vec![None; pts.len()]);
     let started = std::time::Instant::now();
     std::thread::scope(|s| {
         for _ in 0..a.jobs.max(1) {
