@@ -145,6 +145,12 @@ pub trait TxnApp: App {
     fn stats(&self) -> &KvStats;
     /// No transaction in flight, nothing waiting.
     fn idle(&self) -> bool;
+    /// Transactions still open whose writes are bound to be applied (stamped reliable ones: 1Pipe
+    /// delivers them unless a process fails), as unfinished records — no reads, never returned —
+    /// for the checker at the end of a run that did not drain.
+    fn unfinished(&self) -> Vec<Committed> {
+        Vec::new()
+    }
 }
 
 /// The writes among `ops`.
@@ -248,6 +254,8 @@ struct Server {
     replies: BTreeMap<u64, (Instant, ProcId, Bytes, Option<Timestamp>)>,
     /// Reply tags by (timestamp, addressee), for a loss report (which names no more).
     reply_by_ts: HashMap<(Timestamp, ProcId), Vec<u64>>,
+    /// Replies the host refused (a full send queue), to send again from the instant given.
+    deferred: VecDeque<(Instant, ProcId, Bytes)>,
     next_reply: u64,
 }
 
@@ -524,16 +532,20 @@ impl KvProcess {
                 self.stats.writes += 1;
             }
         }
+        self.send_reply(src, codec::encode_reply(req.txn, ts.raw(), &reads));
+    }
+
+    /// Sends a reply (kept until a loss report could no longer come).
+    fn send_reply(&mut self, dst: ProcId, bytes: Bytes) {
         let tag = REPLY_TAG | self.server.next_reply;
         self.server.next_reply += 1;
-        let bytes = codec::encode_reply(req.txn, ts.raw(), &reads);
         self.server
             .replies
-            .insert(tag, (self.now, src, bytes.clone(), None));
+            .insert(tag, (self.now, dst, bytes.clone(), None));
         self.out.push_back(AppSend {
             tag,
             reliable: false,
-            parts: vec![(src, bytes)],
+            parts: vec![(dst, bytes)],
         });
     }
 
@@ -593,16 +605,7 @@ impl KvProcess {
                 continue;
             };
             self.stats.replies_resent += 1;
-            let tag = REPLY_TAG | self.server.next_reply;
-            self.server.next_reply += 1;
-            self.server
-                .replies
-                .insert(tag, (self.now, dst, bytes.clone(), None));
-            self.out.push_back(AppSend {
-                tag,
-                reliable: false,
-                parts: vec![(dst, bytes)],
-            });
+            self.send_reply(dst, bytes);
         }
     }
 }
@@ -615,7 +618,27 @@ impl TxnApp for KvProcess {
         &self.stats
     }
     fn idle(&self) -> bool {
-        self.inflight.is_empty() && self.server.waiting.is_empty()
+        self.inflight.is_empty()
+            && self.server.waiting.is_empty()
+            && self.server.deferred.is_empty()
+    }
+
+    fn unfinished(&self) -> Vec<Committed> {
+        self.inflight
+            .iter()
+            .filter(|(_, t)| t.kind != TxnKind::ReadOnly && t.ts.is_some())
+            .map(|(&txn, t)| Committed {
+                txn,
+                client: self.cfg.me.0,
+                kind: t.kind,
+                ts: t.ts.expect("stamped").raw(),
+                reads: Vec::new(),
+                writes: writes_of(&t.ops),
+                call_ns: t.call.as_nanos(),
+                return_ns: u64::MAX,
+                attempts: t.attempts,
+            })
+            .collect()
     }
 }
 
@@ -668,7 +691,12 @@ impl App for KvProcess {
                 self.on_request_lost(dst, ts);
             }
             AppInput::Refused { tag } if tag & REPLY_TAG != 0 => {
-                self.server.replies.remove(&tag);
+                // The transaction is applied here: its initiator must hear of it, later.
+                if let Some((_, dst, bytes, _)) = self.server.replies.remove(&tag) {
+                    self.stats.refused += 1;
+                    let at = Instant(now.as_nanos() + self.cfg.retry_ns);
+                    self.server.deferred.push_back((at, dst, bytes));
+                }
             }
             AppInput::Refused { tag } => {
                 self.stats.refused += 1;
@@ -709,6 +737,10 @@ impl App for KvProcess {
                 for txn in due {
                     self.send_txn(txn);
                 }
+                while self.server.deferred.front().is_some_and(|d| d.0 <= now) {
+                    let (_, dst, bytes) = self.server.deferred.pop_front().expect("a reply");
+                    self.send_reply(dst, bytes);
+                }
             }
         }
         self.forget_old_replies();
@@ -722,7 +754,8 @@ impl App for KvProcess {
     fn poll_timeout(&self) -> Option<Instant> {
         let start = (!self.started && self.cfg.window > 0).then_some(self.cfg.start);
         let retry = self.inflight.values().filter_map(|t| t.retry_at).min();
-        start.into_iter().chain(retry).min()
+        let deferred = self.server.deferred.front().map(|d| d.0);
+        start.into_iter().chain(retry).chain(deferred).min()
     }
 }
 

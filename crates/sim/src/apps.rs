@@ -88,12 +88,14 @@ impl TxnRecorder {
         self.checker.on_commit(c);
     }
 
-    /// The report of `system` over processes with counters `stats`; `check`: the system states
-    /// a serialization order (`skew_ns`: how far the initiators' clocks may disagree).
+    /// The report of `system` over processes with counters `stats`, and the transactions still
+    /// open whose writes are bound to apply (`TxnApp::unfinished`); `check`: the system states a
+    /// serialization order (`skew_ns`: how far the initiators' clocks may disagree).
     pub(crate) fn report<'a>(
         &self,
         system: &str,
         stats: impl Iterator<Item = &'a KvStats>,
+        unfinished: &[Committed],
         check: bool,
         skew_ns: u64,
     ) -> AppReport {
@@ -114,7 +116,7 @@ impl TxnRecorder {
             s.stale_replies += q.stale_replies;
         }
         let v = if check {
-            self.checker.verdict(skew_ns)
+            self.checker.verdict_with(unfinished, skew_ns)
         } else {
             Default::default()
         };

@@ -319,7 +319,7 @@ fn run_with<Q: EventQueue<Ev>>(
         procs: p.procs,
         messages: p.messages,
         drained: world.quiescent(),
-        app: p.rec.report(p.system.name(), stats, false, 0),
+        app: p.rec.report(p.system.name(), stats, &[], false, 0),
         events: world.net.events,
         events_per_wall_s: world.net.events as f64 / wall_s.max(1e-9),
         wall_s,

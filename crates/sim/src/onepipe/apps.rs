@@ -74,7 +74,8 @@ impl AppRun {
     /// The report (`skew_ns`: how far the initiators' clocks may disagree).
     pub(super) fn report(&self, skew_ns: u64) -> AppReport {
         let stats = self.procs.iter().map(TxnApp::stats);
-        self.rec.report("1pipe", stats, true, skew_ns)
+        let unfinished: Vec<_> = self.procs.iter().flat_map(TxnApp::unfinished).collect();
+        self.rec.report("1pipe", stats, &unfinished, true, skew_ns)
     }
 
     /// The run's single-key operations as JSON (`--history`).
