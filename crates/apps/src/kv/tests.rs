@@ -26,6 +26,10 @@ enum Due {
         dst: u32,
         ts: u64,
     },
+    /// A process's timer (it may have moved since: a spare one is harmless).
+    Timer {
+        p: u32,
+    },
 }
 
 struct Model {
@@ -39,6 +43,8 @@ struct Model {
     be_lag: u64,
     rel_lag: u64,
     loss: f64,
+    /// Probability that the host refuses a send (a full queue): `Refused` instead of `Sent`.
+    refuse: f64,
     rng: Rng,
     checker: KvChecker,
 }
@@ -61,6 +67,7 @@ impl Model {
             be_lag: 3_000,
             rel_lag: 9_000,
             loss,
+            refuse: 0.0,
             rng: Rng::new(seed),
             checker: KvChecker::new(),
         }
@@ -77,6 +84,11 @@ impl Model {
             self.clock = self.clock.max(self.now);
             let ts = self.clock;
             let now = Instant(self.now);
+            if self.rng.chance(self.refuse) {
+                let input = AppInput::Refused { tag: s.tag };
+                self.procs[p as usize].handle(now, input);
+                continue;
+            }
             self.procs[p as usize].handle(
                 now,
                 AppInput::Sent {
@@ -114,6 +126,9 @@ impl Model {
         }
         while let Some(c) = self.procs[p as usize].poll_committed() {
             self.checker.on_commit(c);
+        }
+        if let Some(t) = self.procs[p as usize].poll_timeout() {
+            self.push(t.as_nanos().max(self.now), p, Due::Timer { p });
         }
     }
 
@@ -153,6 +168,10 @@ impl Model {
                     };
                     self.procs[dst as usize].handle(Instant(at), input);
                     dst
+                }
+                Due::Timer { p } => {
+                    self.procs[p as usize].handle(Instant(at), AppInput::Timeout);
+                    p
                 }
                 Due::Lost { src, dst, ts } => {
                     let input = AppInput::SendFailed {
@@ -271,4 +290,20 @@ fn garbage_and_best_effort_writes_are_dropped_and_counted() {
     }
     assert_eq!(p.stats().malformed, 3);
     assert!(p.poll_send().is_none());
+}
+
+#[test]
+fn refused_sends_are_tried_again_and_every_transaction_finishes() {
+    let mut m = Model::new(6, contended(), 3, 0.0, 7);
+    m.refuse = 0.1;
+    m.run(1_000_000);
+    let v = m.checker.verdict(0);
+    assert!(v.transactions > 300, "{}", v.transactions);
+    assert_eq!(v.violations, 0, "seed 7: {:?}", v.samples);
+    let refused: u64 = m.procs.iter().map(|p| p.stats().refused).sum();
+    assert!(refused > 50, "{refused}");
+    assert!(
+        m.procs.iter().all(|p| p.idle()),
+        "seed 7: every transaction and reply went out"
+    );
 }
