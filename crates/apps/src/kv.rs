@@ -281,6 +281,9 @@ pub struct KvProcess {
     gen: TxnGen,
     server: Server,
     inflight: BTreeMap<u64, Inflight>,
+    /// Stamped reliable transactions abandoned because a server failed, as unfinished records
+    /// (their other parts apply).
+    abandoned_writers: Vec<Committed>,
     /// Transactions in flight by their current timestamp (for a loss report).
     by_ts: HashMap<Timestamp, Vec<u64>>,
     seq: u64,
@@ -305,6 +308,7 @@ impl KvProcess {
             server: Server::default(),
             inflight: BTreeMap::new(),
             by_ts: HashMap::new(),
+            abandoned_writers: Vec::new(),
             seq: 0,
             started: false,
             failed: Vec::new(),
@@ -480,6 +484,22 @@ impl KvProcess {
         }
     }
 
+    /// Transaction `txn` (`t`, stamped `ts`) as an unfinished record: its writes, no reads,
+    /// never returned.
+    fn unfinished_record(&self, txn: u64, t: &Inflight, ts: Timestamp) -> Committed {
+        Committed {
+            txn,
+            client: self.cfg.me.0,
+            kind: t.kind,
+            ts: ts.raw(),
+            reads: Vec::new(),
+            writes: writes_of(&t.ops),
+            call_ns: t.call.as_nanos(),
+            return_ns: u64::MAX,
+            attempts: t.attempts,
+        }
+    }
+
     // --- Server ----------------------------------------------------------------------------
 
     fn on_request(&mut self, src: ProcId, ts: Timestamp, reliable: bool, payload: &[u8]) {
@@ -624,21 +644,11 @@ impl TxnApp for KvProcess {
     }
 
     fn unfinished(&self) -> Vec<Committed> {
-        self.inflight
-            .iter()
-            .filter(|(_, t)| t.kind != TxnKind::ReadOnly && t.ts.is_some())
-            .map(|(&txn, t)| Committed {
-                txn,
-                client: self.cfg.me.0,
-                kind: t.kind,
-                ts: t.ts.expect("stamped").raw(),
-                reads: Vec::new(),
-                writes: writes_of(&t.ops),
-                call_ns: t.call.as_nanos(),
-                return_ns: u64::MAX,
-                attempts: t.attempts,
-            })
-            .collect()
+        let open = self.inflight.iter().filter_map(|(&txn, t)| {
+            let ts = t.ts.filter(|_| t.kind != TxnKind::ReadOnly)?;
+            Some(self.unfinished_record(txn, t, ts))
+        });
+        self.abandoned_writers.iter().cloned().chain(open).collect()
     }
 }
 
@@ -719,6 +729,12 @@ impl App for KvProcess {
                     if let Some(t) = self.inflight.remove(&txn) {
                         if let Some(ts) = t.ts {
                             forget(&mut self.by_ts, ts, txn);
+                            // Stamped and reliable: the correct servers apply their parts (§5.2
+                            // restricted atomicity), so others may read its writes.
+                            if t.kind != TxnKind::ReadOnly {
+                                let u = self.unfinished_record(txn, &t, ts);
+                                self.abandoned_writers.push(u);
+                            }
                         }
                         self.stats.abandoned += 1;
                     }

@@ -72,9 +72,18 @@ impl AppRun {
     }
 
     /// The report (`skew_ns`: how far the initiators' clocks may disagree).
-    pub(super) fn report(&self, skew_ns: u64) -> AppReport {
+    /// The report (`skew_ns`: how far the initiators' clocks may disagree; `failed`: the
+    /// processes declared failed, with their failure timestamps).
+    pub(super) fn report(&self, skew_ns: u64, failed: &HashMap<u32, u64>) -> AppReport {
         let stats = self.procs.iter().map(TxnApp::stats);
-        let unfinished: Vec<_> = self.procs.iter().flat_map(TxnApp::unfinished).collect();
+        // A failed initiator's unfinished writes stamped at or above its failure timestamp
+        // were discarded everywhere (§5.2 Discard): they never take a place in the order.
+        let unfinished: Vec<_> = self
+            .procs
+            .iter()
+            .flat_map(TxnApp::unfinished)
+            .filter(|u| failed.get(&u.client).is_none_or(|&f| u.ts < f))
+            .collect();
         self.rec.report("1pipe", stats, &unfinished, true, skew_ns)
     }
 
@@ -276,7 +285,15 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// The application's report, if the run has one.
     pub fn app_report(&self) -> Option<AppReport> {
         let skew = (20.0 * self.cfg.clock_skew_ns) as u64 + 1_000;
-        self.proto.apps.as_ref().map(|a| a.report(skew))
+        let mut failed = HashMap::new();
+        for r in &self.proto.failure_rounds {
+            for &(h, ts) in &r.hosts {
+                for p in &self.proto.hosts[h as usize].host.config().procs {
+                    failed.entry(p.0).or_insert(ts);
+                }
+            }
+        }
+        self.proto.apps.as_ref().map(|a| a.report(skew, &failed))
     }
 
     /// The application's history as JSON (`--history`), if the run has one.
