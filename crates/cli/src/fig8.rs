@@ -29,6 +29,7 @@
 //! deliver ⌈20 / pph⌉ ns) — the same capacity per process at every N.
 
 use crate::cli::parse_duration;
+use crate::plot::{line_chart, Chart, Series};
 use clap::Args;
 use onepipe_baselines::Protocol;
 use onepipe_sim::baseline::{run_baseline, BaselineConfig};
@@ -414,17 +415,10 @@ pub fn fig8(a: &Fig8Args) -> Result<(), String> {
             plot(
                 &a.out.join("fig8-throughput.png"),
                 &rows,
-                procs,
                 font,
                 Plot::Throughput,
             )?;
-            plot(
-                &a.out.join("fig8-latency.png"),
-                &rows,
-                procs,
-                font,
-                Plot::Latency,
-            )?;
+            plot(&a.out.join("fig8-latency.png"), &rows, font, Plot::Latency)?;
             println!(
                 "# wrote {}, fig8-throughput.png, fig8-latency.png",
                 a.out.join("fig8.csv").display()
@@ -509,31 +503,25 @@ enum Plot {
     Latency,
 }
 
-fn plot(
-    path: &Path,
-    rows: &[Row],
-    procs: &[u32],
-    font: &'static str,
-    what: Plot,
-) -> Result<(), String> {
-    use plotters::prelude::*;
-    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+fn plot(path: &Path, rows: &[Row], font: &'static str, what: Plot) -> Result<(), String> {
     let value = |r: &Row| match what {
         Plot::Throughput => r.throughput,
         Plot::Latency => r.fixed.latency.p50 as f64 / 1e3,
     };
-    let ys: Vec<f64> = rows.iter().map(value).filter(|v| *v > 0.0).collect();
-    let (lo, hi) = ys
+    let series: Vec<Series> = LINES
         .iter()
-        .fold((f64::MAX, f64::MIN), |(l, h), &v| (l.min(v), h.max(v)));
-    let (lo, hi) = if ys.is_empty() {
-        (1.0, 10.0)
-    } else {
-        (lo / 2.0, hi * 2.0)
-    };
-    let x_max = f64::from(*procs.last().expect("at least one point"));
-    let root = BitMapBackend::new(path, (960, 640)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
+        .enumerate()
+        // Lines not selected by --protocols have no rows.
+        .filter(|(i, _)| rows.iter().any(|r| r.line == *i))
+        .map(|(i, (name, _))| Series {
+            name: (*name).to_string(),
+            points: rows
+                .iter()
+                .filter(|r| r.line == i)
+                .map(|r| (f64::from(r.n), value(r)))
+                .collect(),
+        })
+        .collect();
     let (caption, y_desc) = match what {
         Plot::Throughput => (
             "Fig. 8a: throughput per process at saturation (steady state)",
@@ -544,72 +532,13 @@ fn plot(
             "send-to-delivery latency p50 (µs)",
         ),
     };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, (font, 24))
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(80)
-        .build_cartesian_2d((0.8f64..x_max * 1.25).log_scale(), (lo..hi).log_scale())
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("processes (all-to-all broadcast of 64 B messages)")
-        .y_desc(y_desc)
-        .label_style((font, 15))
-        .x_label_formatter(&|x| format!("{:.0}", x))
-        .y_label_formatter(&|y| {
-            if *y >= 1e6 {
-                format!("{:.0}M", y / 1e6)
-            } else if *y >= 1e3 {
-                format!("{:.0}k", y / 1e3)
-            } else {
-                format!("{y}")
-            }
-        })
-        .draw()
-        .map_err(|e| err(&e))?;
-    let colors = [
-        RGBColor(31, 119, 180),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(255, 127, 14),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(23, 190, 207),
-    ];
-    for (i, (name, _)) in LINES.iter().enumerate() {
-        if !rows.iter().any(|r| r.line == i) {
-            continue; // not selected by --protocols
-        }
-        let color = colors[i % colors.len()];
-        let points: Vec<(f64, f64)> = rows
-            .iter()
-            .filter(|r| r.line == i)
-            .map(|r| (f64::from(r.n), value(r)))
-            .filter(|(_, y)| *y > 0.0)
-            .collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(*name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
-            .map_err(|e| err(&e))?;
-    }
-    chart
-        .configure_series_labels()
-        .label_font((font, 15))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(match what {
-            Plot::Throughput => SeriesLabelPosition::LowerLeft,
-            Plot::Latency => SeriesLabelPosition::UpperLeft,
-        })
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+    let chart = Chart {
+        caption,
+        x_desc: "processes (all-to-all broadcast of 64 B messages)",
+        y_desc,
+        log_x: true,
+        log_y: true,
+        legend_upper: what == Plot::Latency,
+    };
+    line_chart(path, &chart, &series, font)
 }

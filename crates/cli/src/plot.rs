@@ -48,6 +48,8 @@ pub struct Chart<'a> {
     pub log_x: bool,
     /// See `log_x`.
     pub log_y: bool,
+    /// The legend in the upper left corner (else the lower left).
+    pub legend_upper: bool,
 }
 
 fn si(v: f64) -> String {
@@ -103,6 +105,7 @@ pub fn line_chart(
         RGBColor(255, 127, 14),
         RGBColor(148, 103, 189),
         RGBColor(140, 86, 75),
+        RGBColor(23, 190, 207),
     ];
     macro_rules! draw {
         ($x:expr, $y:expr) => {{
@@ -141,7 +144,11 @@ pub fn line_chart(
                 .label_font((font, 15))
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
-                .position(SeriesLabelPosition::LowerLeft)
+                .position(if c.legend_upper {
+                    SeriesLabelPosition::UpperLeft
+                } else {
+                    SeriesLabelPosition::LowerLeft
+                })
                 .draw()
                 .map_err(|e| err(&e))?;
         }};
