@@ -318,7 +318,8 @@ impl Host {
     }
 
     /// The best-effort barrier below which everything has been delivered: the barrier, unless
-    /// messages below it are held for want of room ([`Host::set_room`]).
+    /// messages below it are held for want of room ([`Host::set_room`]) or left for the next
+    /// inputs by `deliver_burst_max`.
     pub fn released(&self) -> Option<Barrier> {
         self.be_released.map(Barrier)
     }

@@ -621,6 +621,39 @@ fn message_at_exactly_the_barrier_waits_until_the_barrier_passes_it_4_1() {
 }
 
 #[test]
+fn a_best_effort_barrier_releasing_a_burst_delivers_it_over_several_inputs_4_1_4_2() {
+    // A hot server's requests wait for the barrier; when it passes them all, one input must not
+    // deliver them all (its beacons would wait behind the burst past the link timeout).
+    let mut cfg = host_config(1, &[0], 2);
+    cfg.deliver_burst_max = 16;
+    let mut rx = Host::new(cfg, at(1_000));
+    for i in 0..50u32 {
+        let out = feed(
+            &mut rx,
+            1_000,
+            UPLINK,
+            message(1, 0, 100 + u64::from(i), i, b"r"),
+        );
+        assert!(deliveries(&out).is_empty(), "nothing below the barrier yet");
+    }
+    let first = deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 500)));
+    assert_eq!(first.len(), 16, "one burst per input");
+    let mut total = first.len();
+    let mut inputs = 1;
+    while total < 50 {
+        let got = deliveries(&feed(&mut rx, 1_001 + inputs, UPLINK, beacon(9, 500)));
+        assert!(got.len() <= 16);
+        total += got.len();
+        inputs += 1;
+    }
+    assert_eq!(
+        (total, inputs),
+        (50, 4),
+        "the rest with the next inputs, in order"
+    );
+}
+
+#[test]
 fn late_packet_below_barrier_is_dropped_and_nacked_4_1() {
     let mut tx = Host::new(host_config(0, &[0], 2), at(400));
     let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));

@@ -227,6 +227,9 @@ struct HostSt {
     stall_max: [SimTime; 2],
     /// The host's released commit barrier before the input being handled.
     released_before: Option<Timestamp>,
+    /// The host's released best-effort barrier before the input being handled (below the
+    /// barrier while a delivery burst is left for the next inputs).
+    be_released_before: Option<Timestamp>,
 }
 
 impl HostSt {
@@ -924,6 +927,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
             .host
             .commit_barrier()
             .map(|b| b.timestamp());
+        self.proto.hosts[hi].be_released_before =
+            self.proto.hosts[hi].host.released().map(|b| b.timestamp());
         self.proto.hosts[hi].released_before = self.proto.hosts[hi]
             .host
             .commit_released()
@@ -1104,6 +1109,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let hi = h as usize;
         let (barrier_before, commit_before) = before;
         let released_before = self.proto.hosts[hi].released_before;
+        let be_released_before = self.proto.hosts[hi].be_released_before;
         let uplink = self.proto.host_uplinks[hi];
         // With applications, a moved commit barrier is news to them, and what they send in
         // turn is more output.
@@ -1116,7 +1122,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     }
                     Output::Event(HostEvent::Deliver(d)) => {
                         cursor += self.cfg.host_deliver_ns;
-                        let before = (barrier_before, released_before);
+                        let before = (be_released_before, released_before);
                         self.record_delivery(h, &d, cursor, local, before);
                         if self.proto.apps.is_some() {
                             let input = onepipe_apps::AppInput::Deliver {
@@ -1204,8 +1210,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
     }
 
     /// Host `h` delivered `d` at true time `cursor` (its local time `local`): into the counters,
-    /// the latency histograms, the trace and the checker. `before` are the host's barrier and
-    /// released commit barrier before the input.
+    /// the latency histograms, the trace and the checker. `before` are the host's released
+    /// best-effort and commit barriers before the input.
     fn record_delivery(
         &mut self,
         h: u32,
@@ -1214,7 +1220,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         local: Instant,
         before: (Option<Timestamp>, Option<Timestamp>),
     ) {
-        let (barrier_before, released_before) = before;
+        let (be_released_before, released_before) = before;
         self.proto.stats.delivered += 1;
         self.proto.stats.rejoined_delivered_to += (d.dst.0 >= self.proto.procs) as u64;
         self.proto.stats.rejoined_delivered_from += (d.src.0 >= self.proto.procs) as u64;
@@ -1240,13 +1246,13 @@ impl<Q: EventQueue<Ev>> World<Q> {
             .add((d.dst.0 as u64) << 32 | d.src.0 as u64);
         self.proto.trace.add(seq);
         if let Some(c) = self.proto.checker.as_mut() {
-            // A reliable delivery must not be below a commit barrier the host had
-            // released everything below (a backlog left by `deliver_burst_max` is
-            // below the barrier, not yet released).
+            // A delivery must not be below a barrier the host had released everything below
+            // (a backlog left by `deliver_burst_max` is below the barrier, not yet released),
+            // the commit barrier for a reliable one.
             let before = if d.reliable {
                 released_before
             } else {
-                barrier_before
+                be_released_before
             };
             c.on_deliver(cursor, h, d, seq, before);
         }

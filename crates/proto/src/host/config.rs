@@ -103,7 +103,9 @@ pub struct HostConfig {
     /// long §5.2 round the commit barrier jumps and releases thousands of messages at once;
     /// delivered in one go they kept the host from its beacons for longer than the link
     /// timeout, and its switch took it for dead (VOPR seed 442 at `0cd1881`: seven live hosts
-    /// declared failed). 0: no limit.
+    /// declared failed). The same bound holds best-effort deliveries, each service its own:
+    /// a best-effort barrier that released thousands of requests at a hot key-value server
+    /// kept it busy past its link timeout (`bench fig14`, YCSB at 512 processes). 0: no limit.
     pub deliver_burst_max: u32,
     /// Most reliable messages retransmitted per input when their timers fire together; the
     /// rest follow with the next packets, or from a timer one RTO floor (`reliable.rto_ns`)

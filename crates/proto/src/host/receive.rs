@@ -461,15 +461,23 @@ impl Host {
         };
         let now_ts = self.timestamp_past(now, barrier);
         let mut held = false;
+        // As for reliable messages (`deliver_burst_max`): a barrier that releases thousands at
+        // once (a hot server's requests) must not keep the host past its link timeout, or its
+        // ToR takes it for dead (§4.2) — the rest go at the next input.
+        let mut budget = match self.cfg.deliver_burst_max {
+            0 => u32::MAX,
+            n => n,
+        };
         for lp in &mut self.procs {
             loop {
-                if lp.room == 0 {
+                if lp.room == 0 || budget == 0 {
                     held |= lp.reorder.peek().is_some_and(|k| k.ts < barrier);
                     break;
                 }
                 let Some((key, item)) = lp.reorder.pop_below(barrier) else {
                     break;
                 };
+                budget -= 1;
                 if lp.room != usize::MAX {
                     lp.room -= 1;
                 }

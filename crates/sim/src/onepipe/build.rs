@@ -124,6 +124,7 @@ pub(super) fn build_hosts(
             last_move: [0; 2],
             stall_max: [0; 2],
             released_before: None,
+            be_released_before: None,
         });
     }
     (hosts, roles)
