@@ -638,6 +638,8 @@ fn a_best_effort_barrier_releasing_a_burst_delivers_it_over_several_inputs_4_1_4
     }
     let first = deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 500)));
     assert_eq!(first.len(), 16, "one burst per input");
+    // Released up to the first message held back, not to the barrier.
+    assert!(first.iter().all(|d| d.barrier == t(116)), "{first:?}");
     let mut total = first.len();
     let mut inputs = 1;
     while total < 50 {

@@ -422,17 +422,29 @@ impl Host {
                 let Some(rel) = lp.rel.as_mut().filter(|_| !lp.paused) else {
                     continue;
                 };
+                let first = self.outputs.len();
+                let mut last: Option<Timestamp> = None;
                 loop {
-                    if budget == 0 {
+                    let cut = budget == 0 && rel.reorder.peek().is_none_or(|k| Some(k.ts) != last);
+                    if cut {
                         // More below the barrier: at the next input (§4.2: the host's beacons
-                        // must not wait behind a burst).
-                        self.deliver_backlog |= rel.reorder.peek().is_some_and(|k| k.ts < commit);
+                        // must not wait behind a burst). What this process got was released
+                        // only up to the first message it did not get.
+                        if let Some(next) = rel.reorder.peek().filter(|k| k.ts < commit) {
+                            self.deliver_backlog = true;
+                            for o in self.outputs.range_mut(first..) {
+                                if let Output::Event(HostEvent::Deliver(d)) = o {
+                                    d.barrier = next.ts;
+                                }
+                            }
+                        }
                         break;
                     }
                     let Some((key, item)) = rel.reorder.pop_below(commit) else {
                         break;
                     };
-                    budget -= 1;
+                    budget = budget.saturating_sub(1);
+                    last = Some(key.ts);
                     self.stats.delivered_reliable += 1;
                     self.outputs
                         .push_back(Output::Event(HostEvent::Deliver(Delivery {
@@ -469,15 +481,32 @@ impl Host {
             n => n,
         };
         for lp in &mut self.procs {
+            let first = self.outputs.len();
+            let mut last: Option<Timestamp> = None;
             loop {
-                if lp.room == 0 || budget == 0 {
-                    held |= lp.reorder.peek().is_some_and(|k| k.ts < barrier);
+                // A burst is cut only between two timestamps, so the first message held back is
+                // above everything delivered (a barrier is strict).
+                let cut = budget == 0 && lp.reorder.peek().is_none_or(|k| Some(k.ts) != last);
+                if lp.room == 0 || cut {
+                    // Held for the next input: what this process got now was released only up
+                    // to the first message it did not get, and its deliveries say so.
+                    if let Some(next) = lp.reorder.peek().filter(|k| k.ts < barrier) {
+                        held = true;
+                        // (Out of room within one timestamp, the barrier cannot say it.)
+                        let above = Some(next.ts) != last;
+                        for o in self.outputs.range_mut(first..).filter(|_| above) {
+                            if let Output::Event(HostEvent::Deliver(d)) = o {
+                                d.barrier = next.ts;
+                            }
+                        }
+                    }
                     break;
                 }
                 let Some((key, item)) = lp.reorder.pop_below(barrier) else {
                     break;
                 };
-                budget -= 1;
+                budget = budget.saturating_sub(1);
+                last = Some(key.ts);
                 if lp.room != usize::MAX {
                     lp.room -= 1;
                 }
