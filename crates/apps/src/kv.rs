@@ -32,6 +32,7 @@
 
 pub mod check;
 pub mod codec;
+pub mod farm;
 pub mod nontx;
 pub mod workload;
 
@@ -212,6 +213,8 @@ pub struct KvStats {
     pub committed_rw: u64,
     /// Read-only transactions sent again after a loss.
     pub ro_retries: u64,
+    /// Attempts aborted by a lock or version conflict and tried again (the FaRM baseline).
+    pub aborts: u64,
     /// Sends refused (full send buffer, failed destination) and tried again later.
     pub refused: u64,
     /// Transactions given up because a server they need failed.
@@ -228,6 +231,39 @@ pub struct KvStats {
     pub malformed: u64,
     /// Replies to no transaction in flight (a retried attempt's, or a duplicate).
     pub stale_replies: u64,
+}
+
+impl std::ops::AddAssign<&KvStats> for KvStats {
+    fn add_assign(&mut self, q: &KvStats) {
+        let KvStats {
+            committed_ro,
+            committed_wo,
+            committed_rw,
+            ro_retries,
+            aborts,
+            refused,
+            abandoned,
+            reads,
+            writes,
+            ro_waited,
+            replies_resent,
+            malformed,
+            stale_replies,
+        } = q;
+        self.committed_ro += committed_ro;
+        self.committed_wo += committed_wo;
+        self.committed_rw += committed_rw;
+        self.ro_retries += ro_retries;
+        self.aborts += aborts;
+        self.refused += refused;
+        self.abandoned += abandoned;
+        self.reads += reads;
+        self.writes += writes;
+        self.ro_waited += ro_waited;
+        self.replies_resent += replies_resent;
+        self.malformed += malformed;
+        self.stale_replies += stale_replies;
+    }
 }
 
 /// A transaction's place in the serialization order: (timestamp, initiator, transaction id).

@@ -61,13 +61,18 @@ pub struct Fig14Args {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum System {
     Onepipe,
+    Farm,
     NonTx,
 }
+
+/// The systems every panel compares.
+const SYSTEMS: [System; 3] = [System::Onepipe, System::Farm, System::NonTx];
 
 impl System {
     fn name(self) -> &'static str {
         match self {
             System::Onepipe => "1pipe",
+            System::Farm => "farm",
             System::NonTx => "nontx",
         }
     }
@@ -99,7 +104,6 @@ fn points(a: &Fig14Args) -> Vec<Point> {
         &[0.05, 0.25, 0.5, 0.75, 0.95]
     };
     let sizes: &[u32] = if a.quick { &[1, 4] } else { &[1, 2, 4, 8, 16] };
-    let systems = [System::Onepipe, System::NonTx];
     let mut v = Vec::new();
     let base = |panel, system, zipf, n| Point {
         panel,
@@ -111,7 +115,7 @@ fn points(a: &Fig14Args) -> Vec<Point> {
         read_only_share: Some(0.5),
         window: a.window,
     };
-    for system in systems {
+    for system in SYSTEMS {
         for zipf in [false, true] {
             for &n in &procs {
                 v.push(base('a', system, zipf, n));
@@ -195,9 +199,13 @@ fn run_point(a: &Fig14Args, p: &Point) -> PointResult {
             app.violation_samples.extend(r.violation_samples);
             Ok((app, r.drained))
         }
-        System::NonTx => {
-            let r = run_direct(&cfg, DirectSystem::NonTx, &mut |_| {})
-                .map_err(|e| fail(e.to_string()))?;
+        System::Farm | System::NonTx => {
+            let direct = if p.system == System::Farm {
+                DirectSystem::Farm
+            } else {
+                DirectSystem::NonTx
+            };
+            let r = run_direct(&cfg, direct, &mut |_| {}).map_err(|e| fail(e.to_string()))?;
             Ok((r.app, r.drained))
         }
     }
@@ -371,7 +379,7 @@ fn plots(
     };
     let mut a_lines = Vec::new();
     let mut c_lines = Vec::new();
-    for system in [System::Onepipe, System::NonTx] {
+    for system in SYSTEMS {
         for zipf in [false, true] {
             a_lines.push(line('a', system, zipf, &|p| f64::from(p.n), &|r| {
                 r.txns_per_s_per_proc
@@ -395,7 +403,7 @@ fn plots(
         font,
     )?;
     let mut b_lines = Vec::new();
-    for system in [System::Onepipe, System::NonTx] {
+    for system in SYSTEMS {
         for (kind, pick) in [
             (
                 "RO",

@@ -25,6 +25,8 @@ pub enum System {
     Onepipe,
     /// The non-transactional store on direct messages: the upper bound (Fig. 14's NonTX).
     Nontx,
+    /// The FaRM-like store on direct messages: OCC, locking, validation, two-phase commit.
+    Farm,
 }
 
 /// How keys are drawn.
@@ -122,7 +124,7 @@ impl AppArgs {
     }
 }
 
-/// `onepipe sim --app … --system nontx`: the application on direct messages. Returns the exit
+/// `onepipe sim --app … --system nontx|farm`: the application on direct messages. Returns the exit
 /// code.
 pub fn sim_direct(
     cfg: &SimConfig,
@@ -133,6 +135,7 @@ pub fn sim_direct(
     let system = match system {
         System::Onepipe => unreachable!("1pipe runs through onepipe_sim::run"),
         System::Nontx => DirectSystem::NonTx,
+        System::Farm => DirectSystem::Farm,
     };
     let r = match run_direct(cfg, system, &mut |_| {}) {
         Ok(r) => r,
@@ -179,6 +182,13 @@ pub fn sim_direct(
             return crate::cli::EXIT_USAGE;
         }
     }
+    if r.app.violations > 0 {
+        eprintln!(
+            "onepipe sim: seed {}: the store's checker found {} violation(s): {:?}",
+            r.seed, r.app.violations, r.app.violation_samples
+        );
+        return crate::cli::EXIT_VIOLATION;
+    }
     0
 }
 
@@ -203,8 +213,10 @@ pub fn print_app_summary(a: &AppReport) {
     }
     if a.checked {
         println!(
-            "  app checker {} transactions and {} reads replayed in timestamp order: {} violation(s); {} read-only retries, {} replies resent",
-            a.checked_transactions, a.checked_reads, a.violations, a.stats.ro_retries, a.stats.replies_resent
+            "  app checker {} transactions and {} reads replayed in {} order: {} violation(s); {} read-only retries, {} replies resent, {} aborts",
+            a.checked_transactions, a.checked_reads,
+            if a.system == "1pipe" { "timestamp" } else { "commit" },
+            a.violations, a.stats.ro_retries, a.stats.replies_resent, a.stats.aborts
         );
     } else {
         println!(

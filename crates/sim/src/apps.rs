@@ -102,18 +102,7 @@ impl TxnRecorder {
         let (mut s, mut procs) = (KvStats::default(), 0usize);
         for q in stats {
             procs += 1;
-            s.committed_ro += q.committed_ro;
-            s.committed_wo += q.committed_wo;
-            s.committed_rw += q.committed_rw;
-            s.ro_retries += q.ro_retries;
-            s.refused += q.refused;
-            s.abandoned += q.abandoned;
-            s.reads += q.reads;
-            s.writes += q.writes;
-            s.ro_waited += q.ro_waited;
-            s.replies_resent += q.replies_resent;
-            s.malformed += q.malformed;
-            s.stale_replies += q.stale_replies;
+            s += q;
         }
         let v = if check {
             self.checker.verdict_with(unfinished, skew_ns)
@@ -148,6 +137,12 @@ impl TxnRecorder {
     pub(crate) fn history_json(&self) -> String {
         self.checker.history_json()
     }
+}
+
+/// How far two initiators' clocks may disagree, for the checker's real-time order: twenty
+/// standard deviations of the clock skew, and a microsecond.
+pub(crate) fn realtime_skew_ns(cfg: &SimConfig) -> u64 {
+    (20.0 * cfg.clock_skew_ns) as u64 + 1_000
 }
 
 /// The configuration of each of `procs` processes of `spec` (every process serves and

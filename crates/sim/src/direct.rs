@@ -14,6 +14,7 @@ use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seed
 use crate::metrics::TraceHash;
 use crate::queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, SimTime, StdBinaryHeap};
 use bytes::Bytes;
+use onepipe_apps::kv::farm::FarmProcess;
 use onepipe_apps::kv::nontx::NonTxProcess;
 use onepipe_apps::kv::TxnApp;
 use onepipe_apps::AppInput;
@@ -27,6 +28,8 @@ use std::sync::Arc;
 pub enum DirectSystem {
     /// The non-transactional store: the upper bound (Fig. 14's NonTX).
     NonTx,
+    /// The FaRM-like store: OCC with locking, validation and two-phase commit (Fig. 14's FaRM).
+    Farm,
 }
 
 impl DirectSystem {
@@ -34,6 +37,15 @@ impl DirectSystem {
     pub fn name(self) -> &'static str {
         match self {
             DirectSystem::NonTx => "nontx",
+            DirectSystem::Farm => "farm",
+        }
+    }
+
+    /// It states a serialization order the checker can replay.
+    pub fn checked(self) -> bool {
+        match self {
+            DirectSystem::NonTx => false,
+            DirectSystem::Farm => true,
         }
     }
 }
@@ -140,6 +152,7 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             .into_iter()
             .map(|(kc, gen)| match system {
                 DirectSystem::NonTx => Box::new(NonTxProcess::new(kc, gen)) as Box<dyn TxnApp>,
+                DirectSystem::Farm => Box::new(FarmProcess::new(kc, gen)),
             })
             .collect();
         let links = engine::build_links(&cfg, &topo);
@@ -179,9 +192,12 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             CoreInput::Packet(slot) => {
                 cursor += costs.recv_ns + costs.deliver_ns;
                 let m = self.take_packet(slot);
+                // No timestamps on plain messages: `ts` is the true instant the message is
+                // taken in, for a baseline to stamp its serialization order with (the FaRM
+                // baseline's servers do; its protocol never reads them).
                 let input = AppInput::Deliver {
                     src: ProcId(m.src),
-                    ts: Timestamp::new(local.as_nanos()),
+                    ts: Timestamp::new(t),
                     reliable: true,
                     payload: &m.payload,
                 };
@@ -319,7 +335,13 @@ fn run_with<Q: EventQueue<Ev>>(
         procs: p.procs,
         messages: p.messages,
         drained: world.quiescent(),
-        app: p.rec.report(p.system.name(), stats, &[], false, 0),
+        app: p.rec.report(
+            p.system.name(),
+            stats,
+            &[],
+            p.system.checked(),
+            crate::apps::realtime_skew_ns(cfg),
+        ),
         events: world.net.events,
         events_per_wall_s: world.net.events as f64 / wall_s.max(1e-9),
         wall_s,

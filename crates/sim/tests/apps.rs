@@ -128,3 +128,31 @@ fn the_non_transactional_baseline_runs_on_direct_messages_and_drains() {
     let e = run_direct(&lossy, DirectSystem::NonTx, &mut |_| {}).unwrap_err();
     assert!(e.message.contains("--loss"), "{e}");
 }
+
+/// The FaRM-like baseline under contention (200 keys, clock skew): it aborts and retries, drains,
+/// and what commits replays in its commit order with every read right.
+#[test]
+fn the_farm_baseline_aborts_under_contention_and_checks() {
+    use onepipe_sim::direct::{run_direct, DirectSystem};
+    for seed in [7, 8] {
+        let cfg = SimConfig {
+            clock_skew_ns: 200.0,
+            ..kv(TopologySpec::FatTree { k: 4 }, contended(), seed)
+        };
+        let r = run_direct(&cfg, DirectSystem::Farm, &mut |_| {}).expect("runs");
+        let a = &r.app;
+        assert!(r.drained, "seed {seed}");
+        assert!(a.checked && a.system == "farm", "seed {seed}: {a:?}");
+        assert_eq!(a.violations, 0, "seed {seed}: {:?}", a.violation_samples);
+        assert_eq!(a.checked_transactions, a.committed, "seed {seed}");
+        assert!(
+            a.committed > 1_000 && a.stats.aborts > 10,
+            "seed {seed}: {a:?}"
+        );
+        let again = run_direct(&cfg, DirectSystem::Farm, &mut |_| {}).expect("runs");
+        assert_eq!(
+            r.trace_hash, again.trace_hash,
+            "seed {seed}: same seed, same run"
+        );
+    }
+}

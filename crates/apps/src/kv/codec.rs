@@ -111,9 +111,10 @@ pub fn encode_reply(txn: u64, req_ts: u64, reads: &[(Key, Option<Value>)]) -> By
     b.freeze()
 }
 
-/// A cursor over a payload that fails instead of panicking.
-struct Reader<'a> {
-    buf: &'a [u8],
+/// A cursor over a payload that fails instead of panicking (the FaRM baseline's messages use it
+/// too).
+pub(super) struct Reader<'a> {
+    pub(super) buf: &'a [u8],
 }
 
 impl Reader<'_> {
@@ -122,25 +123,25 @@ impl Reader<'_> {
         self.buf = rest;
         head.try_into().ok()
     }
-    fn u8(&mut self) -> Option<u8> {
+    pub(super) fn u8(&mut self) -> Option<u8> {
         self.take::<1>().map(|b| b[0])
     }
-    fn u16(&mut self) -> Option<u16> {
+    pub(super) fn u16(&mut self) -> Option<u16> {
         self.take().map(u16::from_be_bytes)
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub(super) fn u32(&mut self) -> Option<u32> {
         self.take().map(u32::from_be_bytes)
     }
-    fn u64(&mut self) -> Option<u64> {
+    pub(super) fn u64(&mut self) -> Option<u64> {
         self.take().map(u64::from_be_bytes)
     }
-    fn value(&mut self) -> Option<Value> {
+    pub(super) fn value(&mut self) -> Option<Value> {
         let writer = self.u64()?;
         let len = self.u32()?;
         (len <= VALUE_LEN_MAX).then_some(Value { writer, len })
     }
     /// The padding of `len` value bytes, and nothing after it.
-    fn finish(self, len: u64) -> Option<()> {
+    pub(super) fn finish(self, len: u64) -> Option<()> {
         (self.buf.len() as u64 == len).then_some(())
     }
 }

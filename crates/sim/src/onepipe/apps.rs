@@ -284,7 +284,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     /// The application's report, if the run has one.
     pub fn app_report(&self) -> Option<AppReport> {
-        let skew = (20.0 * self.cfg.clock_skew_ns) as u64 + 1_000;
+        let skew = crate::apps::realtime_skew_ns(&self.cfg);
         let mut failed = HashMap::new();
         for r in &self.proto.failure_rounds {
             for &(h, ts) in &r.hosts {
