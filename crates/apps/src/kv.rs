@@ -39,7 +39,7 @@ pub mod workload;
 use crate::{App, AppInput, AppSend};
 use bytes::Bytes;
 use onepipe_proto::{Instant, ProcId, Timestamp};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use workload::TxnGen;
 
@@ -48,7 +48,7 @@ pub type Key = u64;
 
 /// A value as the store keeps it: the transaction that wrote it and its length. The bytes on the
 /// wire are that long; only the identity and the size matter to the store and its checker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Value {
     /// The writing transaction's id.
     pub writer: u64,
@@ -75,7 +75,7 @@ impl Op {
 }
 
 /// A transaction's kind, by its operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TxnKind {
     /// Only reads: best effort.
@@ -114,7 +114,7 @@ pub fn server_of(key: Key, servers: u32) -> u32 {
 }
 
 /// A transaction that committed, as its initiator saw it: what [`check::KvChecker`] replays.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Committed {
     /// Its id.
     pub txn: u64,
@@ -203,7 +203,7 @@ impl KvConfig {
 }
 
 /// What a store process counts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvStats {
     /// Transactions committed, by kind.
     pub committed_ro: u64,

@@ -763,3 +763,60 @@ fn a_bad_cluster_file_is_refused_naming_field_and_line() {
         );
     }
 }
+
+/// §7.3.1 live: the transactional store on four processes under two layers of aggregators
+/// (`up --app kv`); every committed transaction replays in timestamp order with every read
+/// right, none is left open, and `--history` holds the run's operations.
+#[test]
+fn up_app_kv_runs_the_store_and_its_checker_passes_with_a_history() {
+    let dir = TempDir::new("kv-history");
+    let history = dir.path("h.json");
+    let h = history.to_str().unwrap();
+    let (code, out, r) = up(
+        "kv",
+        &[
+            "--app",
+            "kv",
+            "--window",
+            "8",
+            "--keys",
+            "500",
+            "--drain",
+            "5s",
+            "--history",
+            h,
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("a report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_eq!(u(&r, "open"), 0, "{out}");
+    let committed = u(&r, "committed");
+    assert!(committed > 200, "{out}");
+    assert_eq!(u(&r, "checked_transactions"), committed, "{out}");
+    let ops: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&history).unwrap()).unwrap();
+    assert!(ops.len() as u64 >= committed, "{} operations", ops.len());
+    for k in ["client", "op", "key", "value", "output", "call", "return"] {
+        assert!(ops[0].get(k).is_some(), "{k} in {}", ops[0]);
+    }
+    assert!(ops.iter().any(|o| o["op"] == "put") && ops.iter().any(|o| o["op"] == "get"));
+}
+
+#[test]
+fn up_app_kv_refuses_what_it_does_not_support_naming_the_flag() {
+    for (flags, expect) in [
+        (&["--system", "farm"][..], "--system"),
+        (&["--unordered"][..], "--unordered"),
+        (&["--ops-per-txn", "0"][..], "--app kv"),
+    ] {
+        let out = onepipe()
+            .args(["up", "--app", "kv"])
+            .args(flags)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(expect), "{flags:?}: {err}");
+    }
+}

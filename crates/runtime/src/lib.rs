@@ -90,6 +90,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod aggregator;
+pub mod apphost;
 pub mod bench;
 pub mod clock;
 pub mod cluster;

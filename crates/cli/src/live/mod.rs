@@ -3,6 +3,7 @@
 //! topology` (a cluster file). The protocol, transport and daemons' cores live in
 //! `onepipe-runtime`; this module is their command lines, the workload, and the orchestration.
 
+mod app_node;
 mod daemons;
 mod etcd;
 mod node;
@@ -218,6 +219,10 @@ pub struct UpArgs {
     /// The workload.
     #[command(flatten)]
     pub work: WorkloadArgs,
+    /// An application instead of the synthetic workload: `--app kv` runs the transactional
+    /// store on every process (docs/APPS.md), with the application's flags.
+    #[command(flatten)]
+    pub app: crate::sim_app::AppArgs,
     /// Longest wait, after sending stops, for everything to be delivered.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub drain: u64,
@@ -489,9 +494,12 @@ pub struct NodeArgs {
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub drain: u64,
     /// Write every send, delivery and failure here (binary records), and a summary beside it
-    /// (same name, `.json`).
+    /// (same name, `.json`); with --app, the transactions (same name, `.kv.json`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// An application instead of the synthetic workload (docs/APPS.md).
+    #[command(flatten)]
+    pub app: crate::sim_app::AppArgs,
     /// Started by `onepipe up`: wait for `start`, `drain` and `stop` on standard input; exit
     /// when it closes or the parent dies.
     #[arg(long, hide = true)]
@@ -529,6 +537,9 @@ pub fn agg(args: &AggArgs) -> i32 {
 
 /// `onepipe node`.
 pub fn node(args: &NodeArgs) -> i32 {
+    if args.app.app.is_some() {
+        return app_node::run(args);
+    }
     node::run(args)
 }
 

@@ -1,0 +1,132 @@
+//! `onepipe up --app kv`: what the store's processes recorded, checked and summarized — the
+//! transactions committed, per second and by kind, latency p50/p99 by kind, and the checker's
+//! verdict (every committed transaction replayed in timestamp order, every read checked, and
+//! real time); `--history FILE` writes the run's single-key operations.
+
+use super::super::app_node::KvRecords;
+use super::super::UpArgs;
+use super::Run;
+use crate::cli::EXIT_VIOLATION;
+use onepipe_apps::kv::check::KvChecker;
+use onepipe_apps::kv::{KvStats, TxnKind};
+use onepipe_runtime::cluster::Cluster;
+use onepipe_sim::metrics::{NsHistogram, Summary};
+use serde_json::json;
+
+/// Checks and prints the run; the exit code.
+pub(super) fn app_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, String> {
+    let mut checker = KvChecker::new();
+    let mut unfinished = Vec::new();
+    let mut stats = KvStats::default();
+    let mut refused_full = 0;
+    let mut missing = Vec::new();
+    for p in &cluster.processes {
+        let path = run.dir.join(format!("p{}.kv.json", p.id));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(_) => {
+                missing.push(p.id);
+                continue;
+            }
+        };
+        let recs: KvRecords = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a store record: {e}", path.display()))?;
+        stats += &recs.stats;
+        refused_full += recs.refused_full;
+        unfinished.extend(recs.unfinished);
+        recs.committed
+            .into_iter()
+            .for_each(|c| checker.on_commit(c));
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "no records from process(es) {missing:?}: their transactions cannot be checked"
+        ));
+    }
+    let (t0, duration) = (run.t0, args.work.duration);
+    let mut latency: [NsHistogram; 3] = Default::default();
+    let mut in_period = 0u64;
+    for c in checker.committed() {
+        let k = match c.kind {
+            TxnKind::ReadOnly => 0,
+            TxnKind::WriteOnly => 1,
+            TxnKind::ReadWrite => 2,
+        };
+        latency[k].record(c.return_ns.saturating_sub(c.call_ns));
+        in_period += u64::from(c.return_ns <= t0 + duration);
+    }
+    // One machine, one CLOCK_MONOTONIC: the initiators' times agree.
+    let v = checker.verdict_with(&unfinished, 0);
+    let secs = duration as f64 / 1e9;
+    let per_s = in_period as f64 / secs;
+    let procs = cluster.procs();
+    println!(
+        "  app kv on 1pipe  {} transactions committed ({} read-only, {} write-only, {} read-write): {:.0}/s, {:.0}/s per process",
+        checker.len(),
+        stats.committed_ro,
+        stats.committed_wo,
+        stats.committed_rw,
+        per_s,
+        per_s / f64::from(procs.max(1))
+    );
+    let summaries: Vec<Summary> = latency.iter().map(NsHistogram::summary).collect();
+    for (name, l) in ["read-only", "write-only", "read-write"]
+        .iter()
+        .zip(&summaries)
+    {
+        if l.count > 0 {
+            println!(
+                "  {name:<11} latency p50 {:.1} µs  p99 {:.1} µs",
+                l.p50 as f64 / 1e3,
+                l.p99 as f64 / 1e3
+            );
+        }
+    }
+    println!(
+        "  app checker {} transactions and {} reads replayed in timestamp order ({} still open): {} violation(s); {} read-only retries, {} replies resent, {} sends refused (buffer full)",
+        v.transactions, v.reads, unfinished.len(), v.violations, stats.ro_retries, stats.replies_resent, refused_full
+    );
+    for s in &v.samples {
+        eprintln!("  {s}");
+    }
+    if let Some(path) = &args.app.history {
+        std::fs::write(path, checker.history_json())
+            .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
+        println!(
+            "  history     {} (every single-key operation)",
+            path.display()
+        );
+    }
+    if let Some(path) = &args.json {
+        let report = json!({
+            "app": "kv",
+            "system": "1pipe",
+            "procs": procs,
+            "committed": checker.len(),
+            "txns_per_s": per_s,
+            "latency_ns_ro": summaries[0],
+            "latency_ns_wo": summaries[1],
+            "latency_ns_rw": summaries[2],
+            "stats": stats,
+            "open": unfinished.len(),
+            "checked_transactions": v.transactions,
+            "checked_reads": v.reads,
+            "violations": v.violations,
+            "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, format!("{report:#}\n"))
+            .map_err(|e| format!("--json: cannot write {}: {e}", path.display()))?;
+    }
+    if v.violations > 0 {
+        return Ok(EXIT_VIOLATION);
+    }
+    if !unfinished.is_empty() {
+        // Nothing failed: every transaction must have finished by the drain limit.
+        eprintln!(
+            "onepipe up: {} transaction(s) still open at the drain limit (replies never came)",
+            unfinished.len()
+        );
+        return Ok(super::EXIT_RUNTIME);
+    }
+    Ok(0)
+}

@@ -1,0 +1,247 @@
+//! [`AppHost`]: runs a sans-IO application ([`onepipe_apps::App`]) on a live [`Endpoint`] — the
+//! live counterpart of the simulator's application driver (`onepipe_sim::onepipe::apps`).
+//!
+//! One [`AppHost::turn`] takes everything the endpoint has for the application and feeds it in:
+//!
+//! 1. **Reliable deliveries and the commit barrier.** The commit barrier is read *before* the
+//!    reliable queue is emptied: every reliable message below it was in the queue then, so once
+//!    the queue has been read the application may be told `CommitReleased` with it (read after,
+//!    a message queued in between would come after its own barrier).
+//! 2. Best-effort deliveries.
+//! 3. Events, read after the deliveries but handed over first (a reply can only be queued after
+//!    the request it answers was stamped, so the stamp is known when the reply is read):
+//!    `SendFailed` (a best-effort loss, §2.1 `onepipe_send_fail_callback`), `ProcessFailed`
+//!    with [`FailReason::Failed`] (the §5.2 callback, with the failure timestamp; the round's
+//!    callback handle is released once the application has taken it), `ReliableSent` (the stamp of a reliable send: `Sent`), `ReliableAborted` (`Refused`).
+//! 4. The application's timer, when due.
+//! 5. Its sends: best effort is stamped at once (`Sent`); reliable waits for `ReliableSent`;
+//!    a refused send (a full buffer, a failed destination) is `Refused`.
+//!
+//! The endpoint must be joined with [`crate::endpoint::JoinOptions::report_reliable_sent`]
+//! when the application sends reliably, or it never hears its reliable sends' timestamps.
+//! Local time is `CLOCK_MONOTONIC` ([`crate::clock::monotonic_ns`]).
+
+use crate::clock::monotonic_ns;
+use crate::endpoint::{Endpoint, Event, FailReason, Message, SendError, SendHandle};
+use onepipe_apps::{App, AppInput};
+use onepipe_proto::{Instant, Timestamp};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Messages taken from a queue per poll.
+const POLL_LEN: usize = 4096;
+
+/// What an [`AppHost`] counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppHostStats {
+    /// Messages handed to the application, by service.
+    pub delivered_be: u64,
+    /// See `delivered_be`.
+    pub delivered_reliable: u64,
+    /// Sends the endpoint refused (`Refused` to the application), by why.
+    pub refused_full: u64,
+    /// See `refused_full`.
+    pub refused_other: u64,
+    /// Best-effort losses reported.
+    pub send_failed: u64,
+    /// Failed processes reported (§5.2 callbacks).
+    pub proc_failed: u64,
+}
+
+/// An application on an endpoint.
+pub struct AppHost<'e, A: App> {
+    ep: &'e Endpoint,
+    app: A,
+    /// Reliable sends not yet stamped: handle → the application's tag.
+    tags: HashMap<SendHandle, u64>,
+    released: Option<Timestamp>,
+    stats: AppHostStats,
+}
+
+impl<'e, A: App> AppHost<'e, A> {
+    /// `app` on `ep`.
+    pub fn new(ep: &'e Endpoint, app: A) -> AppHost<'e, A> {
+        AppHost {
+            ep,
+            app,
+            tags: HashMap::new(),
+            released: None,
+            stats: AppHostStats::default(),
+        }
+    }
+
+    /// The application.
+    pub fn app(&self) -> &A {
+        &self.app
+    }
+
+    /// The application, to act on it between turns (then [`AppHost::turn`] carries out what it
+    /// asked for).
+    pub fn app_mut(&mut self) -> &mut A {
+        &mut self.app
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &AppHostStats {
+        &self.stats
+    }
+
+    /// Reliable sends still waiting for their stamp.
+    pub fn unstamped(&self) -> usize {
+        self.tags.len()
+    }
+
+    /// The application back.
+    pub fn into_app(self) -> A {
+        self.app
+    }
+
+    fn now() -> Instant {
+        Instant(monotonic_ns())
+    }
+
+    fn deliver(app: &mut A, m: &Message) {
+        let input = AppInput::Deliver {
+            src: m.src,
+            ts: m.ts,
+            reliable: m.reliable,
+            payload: &m.payload,
+        };
+        app.handle(Self::now(), input);
+    }
+
+    /// One turn (the module's steps 1–5). Returns whether anything happened.
+    pub fn turn(&mut self) -> bool {
+        // 1. The barrier first, then the queue it covers; then best effort.
+        let barrier = self.ep.commit_barrier();
+        let mut reliable = Vec::new();
+        while self.ep.poll_reliable(POLL_LEN, |m| reliable.push(m)) == POLL_LEN {}
+        let mut be = Vec::new();
+        self.ep.poll_unreliable(POLL_LEN, |m| be.push(m));
+        // 3. The events, taken after the deliveries and handed over before them: a reply to
+        // a reliable send can only have been queued after the send was stamped, so its
+        // `ReliableSent` is among these — the application knows the timestamp it answers.
+        let mut busy = !reliable.is_empty() || !be.is_empty();
+        while let Ok(e) = self.ep.try_next_event() {
+            busy = true;
+            self.event(e);
+        }
+        for m in &reliable {
+            Self::deliver(&mut self.app, m);
+        }
+        self.stats.delivered_reliable += reliable.len() as u64;
+        if let Some(b) = barrier.filter(|&b| self.released.is_none_or(|r| r < b)) {
+            self.released = Some(b);
+            self.app
+                .handle(Self::now(), AppInput::CommitReleased { ts: b });
+            busy = true;
+        }
+        // 2. Best effort.
+        for m in &be {
+            Self::deliver(&mut self.app, m);
+        }
+        self.stats.delivered_be += be.len() as u64;
+        // 4. The timer.
+        if self.app.poll_timeout().is_some_and(|t| t <= Self::now()) {
+            self.app.handle(Self::now(), AppInput::Timeout);
+            busy = true;
+        }
+        // 5. Sends (answering one may produce more).
+        busy | self.send_all()
+    }
+
+    fn event(&mut self, e: Event) {
+        let input = match e {
+            Event::SendFailed { dst, ts, .. } => {
+                self.stats.send_failed += 1;
+                AppInput::SendFailed { dst, ts }
+            }
+            Event::ProcessFailed {
+                proc,
+                ts,
+                reason: FailReason::Failed,
+                callback,
+            } => {
+                self.stats.proc_failed += 1;
+                self.app
+                    .handle(Self::now(), AppInput::ProcFailed { proc, ts });
+                // §5.2: the application has acted on it; the round may resume here.
+                drop(callback);
+                return;
+            }
+            Event::ReliableSent { handle, ts } => match self.tags.remove(&handle) {
+                Some(tag) => AppInput::Sent { tag, ts },
+                None => return,
+            },
+            Event::ReliableAborted { handle } => match self.tags.remove(&handle) {
+                Some(tag) => AppInput::Refused { tag },
+                None => return,
+            },
+            _ => return,
+        };
+        self.app.handle(Self::now(), input);
+    }
+
+    fn send_all(&mut self) -> bool {
+        let mut any = false;
+        while let Some(s) = self.app.poll_send() {
+            any = true;
+            let answer = if s.reliable {
+                match self.ep.send_reliable(&s.parts) {
+                    Ok(handle) => {
+                        self.tags.insert(handle, s.tag);
+                        None
+                    }
+                    Err(e) => Some(self.refused(s.tag, &e)),
+                }
+            } else {
+                match self.ep.send_unreliable(&s.parts) {
+                    Ok(ts) => Some(AppInput::Sent { tag: s.tag, ts }),
+                    Err(e) => Some(self.refused(s.tag, &e)),
+                }
+            };
+            if let Some(input) = answer {
+                self.app.handle(Self::now(), input);
+            }
+        }
+        any
+    }
+
+    fn refused(&mut self, tag: u64, e: &SendError) -> AppInput<'static> {
+        match e {
+            SendError::Full => self.stats.refused_full += 1,
+            _ => self.stats.refused_other += 1,
+        }
+        AppInput::Refused { tag }
+    }
+
+    /// Turns until `done(app)` holds or `timeout` passes; between idle turns it sleeps a
+    /// little (at most `idle_sleep`). Returns whether `done` held.
+    pub fn run_until(
+        &mut self,
+        timeout: Duration,
+        idle_sleep: Duration,
+        mut done: impl FnMut(&A) -> bool,
+    ) -> bool {
+        let until = monotonic_ns().saturating_add(timeout.as_nanos() as u64);
+        let mut idle = 0u32;
+        loop {
+            if done(&self.app) {
+                return true;
+            }
+            if monotonic_ns() >= until {
+                return false;
+            }
+            if self.turn() {
+                idle = 0;
+            } else {
+                idle += 1;
+                if idle > 64 {
+                    std::thread::sleep(idle_sleep);
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+}
