@@ -183,6 +183,10 @@ pub struct KvConfig {
     pub reply_keep_ns: u64,
     /// Before a refused send (a full send buffer) is tried again.
     pub retry_ns: u64,
+    /// Servers keep the values' bytes and replies carry them back (an application that wants
+    /// its values, `onepipe::kv`). Off, values travel as zeros of their length and servers keep
+    /// only their identity and size (the simulator's workloads).
+    pub keep_values: bool,
 }
 
 impl KvConfig {
@@ -198,6 +202,7 @@ impl KvConfig {
             stop: Instant(u64::MAX),
             reply_keep_ns: 50_000_000,
             retry_ns: 20_000,
+            keep_values: false,
         }
     }
 }
@@ -280,6 +285,8 @@ const REPLY_TAG: u64 = 1 << 63;
 struct Server {
     /// Per key, its versions oldest first.
     versions: HashMap<Key, Vec<(Place, Value)>>,
+    /// With `keep_values`: each version's bytes, by (key, writer).
+    data: HashMap<(Key, u64), Bytes>,
     /// Read-only requests waiting for the commit barrier, by their place.
     waiting: BTreeMap<Place, codec::Request>,
     /// The released commit barrier.
@@ -308,6 +315,42 @@ struct Inflight {
     attempts: u32,
     /// Waiting to be sent again (after a refusal) from this instant.
     retry_at: Option<Instant>,
+    /// Submitted by the application ([`KvProcess::submit`]): its outcome is reported.
+    submitted: bool,
+    /// A submitted transaction's put values, in the order of its puts.
+    data: Vec<Bytes>,
+    /// A submitted transaction's read values, as the replies carried them.
+    read_data: Vec<(Key, Option<Bytes>)>,
+}
+
+/// An operation of a transaction an application submits ([`KvProcess::submit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientOp {
+    /// Read a key.
+    Get(Key),
+    /// Write these bytes to a key.
+    Put(Key, Bytes),
+}
+
+/// What became of a submitted transaction ([`KvProcess::poll_outcome`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// It committed at timestamp `ts`; `reads` in the order of its gets (`None`: never
+    /// written).
+    Committed {
+        /// The transaction.
+        txn: u64,
+        /// Its timestamp: its place in the serialization order.
+        ts: Timestamp,
+        /// What its gets read.
+        reads: Vec<(Key, Option<Bytes>)>,
+    },
+    /// A server it needs failed (§2.2.3): it never completes. A writing transaction's parts at
+    /// the correct servers may still have been applied (§5.2 restricted atomicity).
+    Abandoned {
+        /// The transaction.
+        txn: u64,
+    },
 }
 
 /// A process of the transactional store: server and initiator (§7.3.1).
@@ -327,6 +370,7 @@ pub struct KvProcess {
     failed: Vec<ProcId>,
     out: VecDeque<AppSend>,
     committed: VecDeque<Committed>,
+    outcomes: VecDeque<Outcome>,
     now: Instant,
     stats: KvStats,
 }
@@ -334,10 +378,6 @@ pub struct KvProcess {
 impl KvProcess {
     /// A store process; `gen` draws its transactions (from the run's seed and this process).
     pub fn new(cfg: KvConfig, gen: TxnGen) -> KvProcess {
-        assert!(
-            cfg.me.0 < cfg.servers || cfg.window > 0,
-            "a process that neither serves nor initiates"
-        );
         KvProcess {
             cfg,
             gen,
@@ -350,6 +390,7 @@ impl KvProcess {
             failed: Vec::new(),
             out: VecDeque::new(),
             committed: VecDeque::new(),
+            outcomes: VecDeque::new(),
             now: Instant(0),
             stats: KvStats::default(),
         }
@@ -358,6 +399,49 @@ impl KvProcess {
     /// Its counters.
     pub fn stats(&self) -> &KvStats {
         &self.stats
+    }
+
+    /// Starts a transaction the application asks for (beside the workload's, if any): one
+    /// scattering, read-only by best effort, the others reliable, as every transaction. Its
+    /// [`Outcome`] comes from [`KvProcess::poll_outcome`]. The caller checks the operations
+    /// (`onepipe::kv::KvClient` does): at least one, at most [`codec::OPS_MAX`] per server,
+    /// values at most [`codec::VALUE_LEN_MAX`] bytes.
+    pub fn submit(&mut self, ops: Vec<ClientOp>) -> u64 {
+        let txn = txn_id(self.cfg.me, self.seq);
+        self.seq += 1;
+        let mut data = Vec::new();
+        let ops: Vec<Op> = ops
+            .into_iter()
+            .map(|o| match o {
+                ClientOp::Get(k) => Op::Get(k),
+                ClientOp::Put(k, bytes) => {
+                    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+                    data.push(bytes);
+                    Op::Put(k, Value { writer: txn, len })
+                }
+            })
+            .collect();
+        let t = Inflight {
+            kind: TxnKind::of(&ops),
+            ops,
+            waiting: Vec::new(),
+            reads: Vec::new(),
+            ts: None,
+            call: self.now,
+            attempts: 0,
+            retry_at: None,
+            submitted: true,
+            data,
+            read_data: Vec::new(),
+        };
+        self.inflight.insert(txn, t);
+        self.send_txn(txn);
+        txn
+    }
+
+    /// The outcome of a submitted transaction, as each becomes known.
+    pub fn poll_outcome(&mut self) -> Option<Outcome> {
+        self.outcomes.pop_front()
     }
 
     /// The next transaction it committed since the last call (for the checker and metrics).
@@ -404,9 +488,20 @@ impl KvProcess {
                 call: self.now,
                 attempts: 0,
                 retry_at: None,
+                submitted: false,
+                data: Vec::new(),
+                read_data: Vec::new(),
             };
             self.inflight.insert(txn, t);
             self.send_txn(txn);
+        }
+    }
+
+    /// Transaction `t` (`txn`) will never complete: a submitted one's application hears so.
+    fn abandon(&mut self, txn: u64, t: &Inflight) {
+        self.stats.abandoned += 1;
+        if t.submitted {
+            self.outcomes.push_back(Outcome::Abandoned { txn });
         }
     }
 
@@ -416,17 +511,19 @@ impl KvProcess {
         let Some(t) = self.inflight.get_mut(&txn) else {
             return;
         };
-        let mut parts: BTreeMap<u32, Vec<Op>> = BTreeMap::new();
+        let mut parts: BTreeMap<u32, (Vec<Op>, Vec<Bytes>)> = BTreeMap::new();
+        let mut data = t.data.iter();
         for op in &t.ops {
-            parts
-                .entry(server_of(op.key(), servers))
-                .or_default()
-                .push(*op);
+            let part = parts.entry(server_of(op.key(), servers)).or_default();
+            part.0.push(*op);
+            if let (Op::Put(..), Some(d)) = (op, data.next()) {
+                part.1.push(d.clone());
+            }
         }
         if parts.keys().any(|s| self.failed.contains(&ProcId(*s))) {
             // §2.2.3: a failed server's objects cannot be accessed any more.
-            self.inflight.remove(&txn);
-            self.stats.abandoned += 1;
+            let t = self.inflight.remove(&txn).expect("in flight");
+            self.abandon(txn, &t);
             return;
         }
         if let Some(ts) = t.ts.take() {
@@ -435,11 +532,12 @@ impl KvProcess {
         t.attempts += 1;
         t.retry_at = None;
         t.reads.clear();
+        t.read_data.clear();
         t.waiting = parts.keys().copied().collect();
         let reliable = t.kind != TxnKind::ReadOnly;
         let parts = parts
             .into_iter()
-            .map(|(s, ops)| (ProcId(s), codec::encode_request(txn, &ops)))
+            .map(|(s, (ops, data))| (ProcId(s), codec::encode_request_data(txn, &ops, &data)))
             .collect();
         self.out.push_back(AppSend {
             tag: txn,
@@ -468,6 +566,11 @@ impl KvProcess {
             return;
         };
         t.waiting.swap_remove(i);
+        if t.submitted {
+            let data = r.read_data(payload);
+            let values = data.into_iter().map(|d| d.map(Bytes::copy_from_slice));
+            t.read_data.extend(r.reads.iter().map(|x| x.0).zip(values));
+        }
         t.reads.extend(r.reads);
         if t.waiting.is_empty() {
             self.commit(r.txn);
@@ -482,6 +585,19 @@ impl KvProcess {
             TxnKind::ReadOnly => self.stats.committed_ro += 1,
             TxnKind::WriteOnly => self.stats.committed_wo += 1,
             TxnKind::ReadWrite => self.stats.committed_rw += 1,
+        }
+        if t.submitted {
+            let mut got: HashMap<Key, Option<Bytes>> = t.read_data.iter().cloned().collect();
+            let reads = t
+                .ops
+                .iter()
+                .filter_map(|o| match *o {
+                    Op::Get(k) => Some((k, got.remove(&k).flatten())),
+                    Op::Put(..) => None,
+                })
+                .collect();
+            self.outcomes
+                .push_back(Outcome::Committed { txn, ts, reads });
         }
         let mut reads = t.reads;
         reads.sort_unstable_by_key(|r| r.0);
@@ -544,7 +660,13 @@ impl KvProcess {
             return;
         };
         if reliable {
-            self.apply(src, ts, &req);
+            let data: Vec<Bytes> = if self.cfg.keep_values {
+                let puts = req.put_data(payload).into_iter();
+                puts.map(Bytes::copy_from_slice).collect()
+            } else {
+                Vec::new()
+            };
+            self.apply(src, ts, &req, &data);
             return;
         }
         if req.ops.iter().any(|o| matches!(o, Op::Put(..))) {
@@ -554,16 +676,17 @@ impl KvProcess {
         }
         self.server.last_be = Some(ts);
         if self.server.released.is_some_and(|b| ts < b) {
-            self.apply(src, ts, &req);
+            self.apply(src, ts, &req, &[]);
         } else {
             self.stats.ro_waited += 1;
             self.server.waiting.insert((ts, src, req.txn), req);
         }
     }
 
-    /// Applies `req` (from `src`, stamped `ts`): reads see the versions below its place, then
-    /// the writes become versions; then the reply.
-    fn apply(&mut self, src: ProcId, ts: Timestamp, req: &codec::Request) {
+    /// Applies `req` (from `src`, stamped `ts`; `data`: its put values' bytes, with
+    /// `keep_values`): reads see the versions below its place, then the writes become versions;
+    /// then the reply.
+    fn apply(&mut self, src: ProcId, ts: Timestamp, req: &codec::Request, data: &[Bytes]) {
         let at = (ts, src, req.txn);
         let mut reads = Vec::new();
         for op in &req.ops {
@@ -576,19 +699,41 @@ impl KvProcess {
                 self.stats.reads += 1;
             }
         }
+        let read_data: Vec<Bytes> = if self.cfg.keep_values {
+            let present = reads.iter().filter_map(|&(k, v)| Some((k, v?)));
+            let zeros = |v: Value| Bytes::from(vec![0; v.len as usize]);
+            let data = &self.server.data;
+            present
+                .map(|(k, v)| {
+                    data.get(&(k, v.writer))
+                        .cloned()
+                        .unwrap_or_else(|| zeros(v))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let floor = self.version_floor();
+        let mut data = data.iter();
+        let server = &mut self.server;
         for op in &req.ops {
             if let Op::Put(k, v) = *op {
-                let vs = self.server.versions.entry(k).or_default();
+                let vs = server.versions.entry(k).or_default();
                 debug_assert!(vs.last().is_none_or(|l| l.0 < at), "writes apply in order");
                 vs.push((at, v));
+                if let Some(d) = data.next() {
+                    server.data.insert((k, v.writer), d.clone());
+                }
                 // Keep the newest version below the floor and what is above it.
                 let keep_from = vs.partition_point(|(vt, _)| vt.0 < floor).saturating_sub(1);
-                vs.drain(..keep_from);
+                for (_, old) in vs.drain(..keep_from) {
+                    server.data.remove(&(k, old.writer));
+                }
                 self.stats.writes += 1;
             }
         }
-        self.send_reply(src, codec::encode_reply(req.txn, ts.raw(), &reads));
+        let reply = codec::encode_reply_data(req.txn, ts.raw(), &reads, &read_data);
+        self.send_reply(src, reply);
     }
 
     /// Sends a reply (kept until a loss report could no longer come).
@@ -627,7 +772,7 @@ impl KvProcess {
                 break;
             }
             let ((ts, src, _), req) = entry.remove_entry();
-            self.apply(src, ts, &req);
+            self.apply(src, ts, &req, &[]);
         }
     }
 
@@ -772,7 +917,7 @@ impl App for KvProcess {
                                 self.abandoned_writers.push(u);
                             }
                         }
-                        self.stats.abandoned += 1;
+                        self.abandon(txn, &t);
                     }
                 }
             }

@@ -52,6 +52,9 @@
 //! me.leave();
 //! ```
 
+pub mod kv;
+
+pub use onepipe_apps as apps;
 pub use onepipe_proto as proto;
 pub use onepipe_runtime as runtime;
 pub use onepipe_sim as sim;

@@ -25,6 +25,34 @@ pub struct Request {
     pub txn: u64,
     /// Its operations at this server, in order.
     pub ops: Vec<Op>,
+    /// Where the put values' bytes start in the payload.
+    pub values_at: usize,
+}
+
+impl Request {
+    /// Each put's value bytes, in order, out of the `payload` this was decoded from.
+    pub fn put_data<'a>(&self, payload: &'a [u8]) -> Vec<&'a [u8]> {
+        let lens = self.ops.iter().filter_map(|o| match o {
+            Op::Put(_, v) => Some(v.len as usize),
+            Op::Get(_) => None,
+        });
+        slices(payload, self.values_at, lens)
+    }
+}
+
+/// Consecutive slices of `lens` from `at` (short ones where the payload ends: never, for a
+/// payload the request or reply was decoded from).
+fn slices(
+    payload: &[u8],
+    mut at: usize,
+    lens: impl Iterator<Item = usize>,
+) -> Vec<&[u8]> {
+    lens.map(|n| {
+        let s = payload.get(at..at + n).unwrap_or_default();
+        at += n;
+        s
+    })
+    .collect()
 }
 
 /// A decoded reply.
@@ -37,6 +65,24 @@ pub struct Reply {
     pub req_ts: u64,
     /// What each get read, in the request's order (`None`: the key was never written).
     pub reads: Vec<(Key, Option<Value>)>,
+    /// Where the read values' bytes start in the payload.
+    pub values_at: usize,
+}
+
+impl Reply {
+    /// Each read value's bytes (`None` for a key never written), in order, out of the
+    /// `payload` this was decoded from.
+    pub fn read_data<'a>(&self, payload: &'a [u8]) -> Vec<Option<&'a [u8]>> {
+        let lens = self
+            .reads
+            .iter()
+            .filter_map(|r| r.1.map(|v| v.len as usize));
+        let mut data = slices(payload, self.values_at, lens).into_iter();
+        self.reads
+            .iter()
+            .map(|r| r.1.and_then(|_| data.next()))
+            .collect()
+    }
 }
 
 /// Whether `payload` is a request (else a reply, or malformed).
@@ -44,8 +90,14 @@ pub fn is_request(payload: &[u8]) -> bool {
     payload.first() == Some(&REQUEST)
 }
 
-/// Encodes a request.
+/// Encodes a request; the put values' bytes are zeros.
 pub fn encode_request(txn: u64, ops: &[Op]) -> Bytes {
+    encode_request_data(txn, ops, &[])
+}
+
+/// Encodes a request carrying `data`, each put's value bytes in order (each as long as its
+/// value says); empty: zeros.
+pub fn encode_request_data(txn: u64, ops: &[Op], data: &[Bytes]) -> Bytes {
     assert!(
         ops.len() <= OPS_MAX,
         "{} operations in one message",
@@ -76,12 +128,33 @@ pub fn encode_request(txn: u64, ops: &[Op]) -> Bytes {
             }
         }
     }
-    b.resize(b.len() + values, 0);
+    put_values(&mut b, values, data);
     b.freeze()
 }
 
-/// Encodes a reply.
+/// The values' bytes: `data`, or `values` zeros when it is empty.
+fn put_values(b: &mut BytesMut, values: usize, data: &[Bytes]) {
+    if data.is_empty() {
+        b.resize(b.len() + values, 0);
+        return;
+    }
+    let total: usize = data.iter().map(Bytes::len).sum();
+    assert_eq!(total, values, "value bytes as long as the values say");
+    data.iter().for_each(|d| b.put_slice(d));
+}
+
+/// Encodes a reply; the read values' bytes are zeros.
 pub fn encode_reply(txn: u64, req_ts: u64, reads: &[(Key, Option<Value>)]) -> Bytes {
+    encode_reply_data(txn, req_ts, reads, &[])
+}
+
+/// Encodes a reply carrying `data`, each present read value's bytes in order; empty: zeros.
+pub fn encode_reply_data(
+    txn: u64,
+    req_ts: u64,
+    reads: &[(Key, Option<Value>)],
+    data: &[Bytes],
+) -> Bytes {
     assert!(
         reads.len() <= OPS_MAX,
         "{} reads in one message",
@@ -107,7 +180,7 @@ pub fn encode_reply(txn: u64, req_ts: u64, reads: &[(Key, Option<Value>)]) -> By
             }
         }
     }
-    b.resize(b.len() + values, 0);
+    put_values(&mut b, values, data);
     b.freeze()
 }
 
@@ -173,8 +246,13 @@ pub fn decode_request(payload: &[u8]) -> Option<Request> {
             _ => return None,
         });
     }
+    let values_at = payload.len() - r.buf.len();
     r.finish(values)?;
-    Some(Request { txn, ops })
+    Some(Request {
+        txn,
+        ops,
+        values_at,
+    })
 }
 
 /// Decodes a reply; `None` if it is not a well-formed one.
@@ -204,8 +282,14 @@ pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
         };
         reads.push((key, v));
     }
+    let values_at = payload.len() - r.buf.len();
     r.finish(values)?;
-    Some(Reply { txn, req_ts, reads })
+    Some(Reply {
+        txn,
+        req_ts,
+        reads,
+        values_at,
+    })
 }
 
 #[cfg(test)]
@@ -224,9 +308,19 @@ mod tests {
     proptest! {
         #[test]
         fn requests_round_trip(txn in any::<u64>(), ops in proptest::collection::vec(op(), 0..20)) {
-            let b = encode_request(txn, &ops);
+            let data: Vec<Bytes> = ops
+                .iter()
+                .filter_map(|o| match o {
+                    Op::Put(k, v) => Some(Bytes::from(vec![*k as u8; v.len as usize])),
+                    Op::Get(_) => None,
+                })
+                .collect();
+            let b = encode_request_data(txn, &ops, &data);
             prop_assert!(is_request(&b));
-            prop_assert_eq!(decode_request(&b), Some(Request { txn, ops }));
+            let r = decode_request(&b).expect("decodes");
+            prop_assert_eq!((r.txn, &r.ops), (txn, &ops));
+            let got: Vec<&[u8]> = data.iter().map(|d| &d[..]).collect();
+            prop_assert_eq!(r.put_data(&b), got);
             prop_assert_eq!(decode_reply(&b), None);
         }
 
@@ -241,9 +335,18 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k, v.map(|(writer, len)| Value { writer, len })))
                 .collect();
-            let b = encode_reply(txn, ts, &reads);
+            let data: Vec<Bytes> = reads
+                .iter()
+                .filter_map(|r| r.1.map(|v| Bytes::from(vec![r.0 as u8; v.len as usize])))
+                .collect();
+            let b = encode_reply_data(txn, ts, &reads, &data);
             prop_assert!(!is_request(&b));
-            prop_assert_eq!(decode_reply(&b), Some(Reply { txn, req_ts: ts, reads }));
+            let r = decode_reply(&b).expect("decodes");
+            prop_assert_eq!((r.txn, r.req_ts, &r.reads), (txn, ts, &reads));
+            let mut want = data.iter();
+            let expect: Vec<Option<&[u8]>> =
+                reads.iter().map(|x| x.1.and_then(|_| want.next().map(|d| &d[..]))).collect();
+            prop_assert_eq!(r.read_data(&b), expect);
         }
 
         #[test]

@@ -1,4 +1,4 @@
-//! The FaRM-like store: §7.3.1's transactional baseline (FaRM, the paper's [34], non-replicated
+//! The FaRM-like store: §7.3.1's transactional baseline (FaRM, the paper's \[34\], non-replicated
 //! and non-durable, as the paper ran it). The same operations, keys, values, servers and closed
 //! loop as [`super::KvProcess`], on plain messages — no timestamps, no ordering — with optimistic
 //! concurrency control:
