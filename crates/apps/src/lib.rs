@@ -11,11 +11,18 @@
 //!   read-write or write-only ones by reliable 1Pipe, the workloads (uniform or YCSB Zipf keys,
 //!   Facebook ETC value sizes), and a checker that replays the committed transactions in their
 //!   serialization order.
+//! * [`tpcc`] — TPC-C's New-Order and Payment as independent transactions (§7.3.2): a database
+//!   sharded and replicated over the processes, each transaction one reliable scattering to every
+//!   replica of every shard it touches (Eris's method on 1Pipe's timestamps), inputs and
+//!   population as the specification draws them, and a checker that replays the committed
+//!   transactions on an unsharded model and checks the specification's consistency conditions
+//!   and replica agreement.
 //!
 //! The driving contract ([`App`]) mirrors `onepipe_proto::Node`'s: feed one input with
 //! [`App::handle`], drain [`App::poll_send`] until `None`, re-arm from [`App::poll_timeout`].
 
 pub mod kv;
+pub mod tpcc;
 
 use bytes::Bytes;
 use onepipe_proto::{Instant, ProcId, Timestamp};
