@@ -20,8 +20,12 @@ pub enum Bench {
     Fig8(crate::fig8::Fig8Args),
     /// The transactional key-value store of Fig. 14 (§7.3.1): transactions/s against processes,
     /// latency against the write share, KV operations/s against operations per transaction, on
-    /// 1Pipe and the non-transactional upper bound; writes fig14.csv and three plots.
+    /// 1Pipe, the FaRM-like OCC baseline and the non-transactional upper bound; writes
+    /// fig14.csv and three plots.
     Fig14(crate::fig14::Fig14Args),
+    /// TPC-C New-Order and Payment of Fig. 15 (§7.3.2): transactions/s against processes and
+    /// against packet loss, on 1Pipe and the baselines; writes fig15.csv and two plots.
+    Fig15(crate::fig15::Fig15Args),
 }
 
 /// Flags of `bench loss`.

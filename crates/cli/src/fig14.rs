@@ -25,8 +25,6 @@ use onepipe_sim::direct::{run_direct, DirectSystem};
 use onepipe_sim::{run, AppSpec, SimConfig};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// Flags of `bench fig14`.
 #[derive(Args, Debug)]
@@ -141,7 +139,6 @@ fn points(a: &Fig14Args) -> Vec<Point> {
 }
 
 fn config(a: &Fig14Args, p: &Point) -> SimConfig {
-    let (topology, pph) = layout(p.n);
     let workload = KvWorkload {
         dist: if p.zipf {
             KeyDist::Zipf { theta: 0.99 }
@@ -153,20 +150,36 @@ fn config(a: &Fig14Args, p: &Point) -> SimConfig {
         read_only_share: p.read_only_share,
         ..KvWorkload::default()
     };
+    let duration = if a.quick { 200_000 } else { a.duration };
+    let app = AppSpec::Kv {
+        workload,
+        window: p.window,
+    };
+    app_config(p.n, duration, a.seed, app, p.system == System::Onepipe)
+}
+
+/// The simulation of an application figure's point: `n` processes laid out as Fig. 8 lays
+/// them out, running `app` for `duration` (ns) with `seed`; `onepipe`: 1Pipe runs it (one
+/// simulated CPU serves a host's processes at their cores' speed), else a baseline on direct
+/// messages (a core per process).
+pub(crate) fn app_config(
+    n: u32,
+    duration: u64,
+    seed: u64,
+    app: AppSpec,
+    onepipe: bool,
+) -> SimConfig {
+    let (topology, pph) = layout(n);
     let mut cfg = SimConfig {
         topology,
         procs_per_host: pph,
-        duration_ns: if a.quick { 200_000 } else { a.duration },
+        duration_ns: duration,
         drain_ns: 10_000_000,
-        seed: a.seed,
-        app: Some(AppSpec::Kv {
-            workload,
-            window: p.window,
-        }),
+        seed,
+        app: Some(app),
         ..SimConfig::default()
     };
-    if p.system == System::Onepipe {
-        // One simulated CPU serves the host's processes: give it their cores' speed (Fig. 8).
+    if onepipe {
         let (send, recv, deliver) = (cfg.host_send_ns, cfg.host_recv_ns, cfg.host_deliver_ns);
         let pph = u64::from(pph);
         cfg.host_send_ns = send / pph;
@@ -216,38 +229,16 @@ pub fn fig14(a: &Fig14Args) -> Result<(), String> {
     let pts = points(a);
     std::fs::create_dir_all(&a.out)
         .map_err(|e| format!("--out: cannot create {}: {e}", a.out.display()))?;
-    let bar = indicatif::ProgressBar::new(pts.len() as u64);
-    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} fig14 [{bar:40}] {pos}/{len} points ({elapsed}, ~{eta} left) {msg}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    let mut order: Vec<usize> = (0..pts.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(pts[i].n * pts[i].window));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<PointResult>>> = Mutex::new(vec![None; pts.len()]);
     let started = std::time::Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..a.jobs.max(1) {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&i) = order.get(k) else { break };
-                let p = &pts[i];
-                bar.set_message(format!("{} {} N={}", p.panel, p.system.name(), p.n));
-                let r = run_point(a, p);
-                results.lock().expect("no worker panicked")[i] = Some(r);
-                bar.inc(1);
-            });
-        }
-    });
-    bar.finish_and_clear();
-    let mut out = Vec::new();
-    for r in results.into_inner().expect("no worker panicked") {
-        out.push(r.expect("every point ran")?);
-    }
+    let results = crate::sweep::run_points(
+        "fig14",
+        &pts,
+        a.jobs,
+        |p| u64::from(p.n * p.window),
+        |p| format!("{} {} N={}", p.panel, p.system.name(), p.n),
+        |p| run_point(a, p),
+    );
+    let out = results.into_iter().collect::<Result<Vec<_>, String>>()?;
     write_csv(a, &pts, &out)?;
     print_table(&pts, &out);
     println!(

@@ -6,12 +6,14 @@
 mod bench;
 mod cli;
 mod fig14;
+mod fig15;
 mod fig8;
 mod hugepages;
 mod live;
 mod plot;
 mod sim_app;
 mod sim_baseline;
+mod sweep;
 mod vopr;
 
 fn main() {

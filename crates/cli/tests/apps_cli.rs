@@ -151,25 +151,99 @@ fn bench_fig14_quick_writes_the_csv_and_the_plots() {
             .unwrap_or_else(|| panic!("no {name}"))
     };
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    // a: 2 systems × 2 key distributions × N = 8, 16; b: 2 × 2 write shares; c: 2 × 2 × 2 sizes.
-    assert_eq!(rows.len(), 8 + 4 + 8, "{csv}");
+    // a: 3 systems × 2 key distributions × N = 8, 16; b: 3 × 2 write shares; c: 3 × 2 × 2 sizes.
+    assert_eq!(rows.len(), 12 + 6 + 12, "{csv}");
     for r in &rows {
         let thr: f64 = r[col("txns_per_s_per_proc")].parse().unwrap();
         assert!(thr > 0.0, "{r:?}");
         assert_eq!(r[col("violations")], "0", "{r:?}");
+        // 1Pipe and FaRM state a serialization order; NonTX does not.
+        let checked = r[col("system")] != "nontx";
+        assert_eq!(r[col("checked")], checked.to_string(), "{r:?}");
+    }
+    if font() {
+        for png in ["fig14a.png", "fig14b.png", "fig14c.png"] {
+            let bytes = std::fs::read(out_dir.join(png)).expect(png);
+            assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
+        }
+    }
+}
+
+fn font() -> bool {
+    std::env::var("ONEPIPE_FONT").is_ok()
+        || std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists()
+}
+
+/// §7.3.2: TPC-C on 1Pipe in the simulator, checked; and on plain messages, not.
+#[test]
+fn sim_app_tpcc_reports_and_checks_7_3_2() {
+    for (system, checked) in [("1pipe", true), ("nontx", false)] {
+        let args = [
+            "sim",
+            "--app",
+            "tpcc",
+            "--system",
+            system,
+            "--topology",
+            "rack",
+            "--hosts",
+            "6",
+            "--duration",
+            "300us",
+            "--items",
+            "5000",
+            "--customers",
+            "300",
+            "--quiet",
+        ];
+        let out = onepipe(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("app tpcc on"), "{stdout}");
+        assert_eq!(stdout.contains("0 violation(s)"), checked, "{stdout}");
+    }
+    let args = ["sim", "--app", "tpcc", "--system", "farm", "--quiet"];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+    let args = ["sim", "--app", "tpcc", "--warehouses", "0"];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--app tpcc"));
+}
+
+#[test]
+fn bench_fig15_quick_writes_the_csv_and_the_plots() {
+    let dir = TempDir::new("fig15");
+    let out_dir = dir.0.join("out");
+    let args = [
+        "bench",
+        "fig15",
+        "--quick",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let csv = std::fs::read_to_string(out_dir.join("fig15.csv")).expect("fig15.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.len() >= 6, "{csv}");
+    for r in &rows {
+        assert_eq!(r[col("violations")], "0", "{r:?}");
         assert_eq!(
             r[col("checked")],
-            if r[col("system")] == "1pipe" {
-                "true"
-            } else {
-                "false"
-            }
+            (r[col("system")] != "nontx").to_string(),
+            "{r:?}"
         );
+        if r[col("panel")] == "a" {
+            let thr: f64 = r[col("txns_per_s")].parse().unwrap();
+            assert!(thr > 0.0, "{r:?}");
+        }
     }
-    let font = std::env::var("ONEPIPE_FONT").is_ok()
-        || std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists();
-    if font {
-        for png in ["fig14a.png", "fig14b.png", "fig14c.png"] {
+    if font() {
+        for png in ["fig15a.png", "fig15b.png"] {
             let bytes = std::fs::read(out_dir.join(png)).expect(png);
             assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
         }

@@ -1,14 +1,240 @@
 //! What every application run records, whichever system runs it (1Pipe in [`crate::onepipe`],
-//! the direct-messaging baselines in [`crate::direct`]): the committed transactions and their
-//! checker, latency by kind, throughput, and the report.
+//! the direct-messaging baselines in [`crate::direct`]): the applications of a run behind one
+//! interface ([`AppSet`]: the key-value store's or TPC-C's processes), what they committed and
+//! their checker, latency by kind, throughput, and the report.
 
 use crate::config::{AppSpec, SimConfig};
 use crate::metrics::{NsHistogram, Summary};
 use onepipe_apps::kv::check::KvChecker;
 use onepipe_apps::kv::workload::TxnGen;
-use onepipe_apps::kv::{Committed, KvConfig, KvStats, TxnKind};
+use onepipe_apps::kv::{Committed, KvConfig, KvStats, TxnApp, TxnKind};
+use onepipe_apps::tpcc::check::TpccChecker;
+use onepipe_apps::tpcc::db::TpccLayout;
+use onepipe_apps::tpcc::gen::{TpccWorkload, TxnGen as TpccGen};
+use onepipe_apps::tpcc::{TpccApp, TpccCommitted, TpccConfig, TpccStats, TpccTxnKind};
+use onepipe_apps::App;
 use onepipe_proto::rng::Rng;
 use onepipe_proto::{Instant, ProcId};
+use std::collections::HashMap;
+
+/// The applications of a run, one per process, and what they committed: what a driver needs.
+pub(crate) trait AppSet {
+    /// Processes.
+    fn len(&self) -> usize;
+    /// Process `p`'s application.
+    fn app(&mut self, p: usize) -> &mut dyn App;
+    /// Process `p`'s next timer.
+    fn poll_timeout(&self, p: usize) -> Option<Instant>;
+    /// Takes what process `p` committed since the last call into the run's records; `trace`
+    /// sees each (transaction, return time).
+    fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64));
+    /// No process has work open.
+    fn idle(&self) -> bool;
+    /// The processes with work open, for `ONEPIPE_SIM_TRACE`.
+    fn describe(&self) -> String;
+    /// The report of `system`: `check`, the system states a serialization order the checker
+    /// replays (`skew_ns`: how far the initiators' clocks may disagree; `failed`: processes
+    /// declared failed, with their failure timestamps).
+    fn report(
+        &self,
+        system: &str,
+        check: bool,
+        skew_ns: u64,
+        failed: &HashMap<u32, u64>,
+    ) -> AppReport;
+    /// The run's single-key operations as JSON (`--history`), for the applications that have
+    /// them.
+    fn history_json(&self) -> Option<String>;
+}
+
+/// The key-value store's processes (any system's) and their records.
+pub(crate) struct KvSet {
+    pub(crate) procs: Vec<Box<dyn TxnApp>>,
+    rec: TxnRecorder,
+}
+
+impl KvSet {
+    /// `procs` of a run of `cfg`.
+    pub(crate) fn new(cfg: &SimConfig, procs: Vec<Box<dyn TxnApp>>) -> KvSet {
+        KvSet {
+            procs,
+            rec: TxnRecorder::new(cfg),
+        }
+    }
+}
+
+impl AppSet for KvSet {
+    fn len(&self) -> usize {
+        self.procs.len()
+    }
+    fn app(&mut self, p: usize) -> &mut dyn App {
+        &mut *self.procs[p]
+    }
+    fn poll_timeout(&self, p: usize) -> Option<Instant> {
+        self.procs.get(p)?.poll_timeout()
+    }
+    fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64)) {
+        while let Some(c) = self.procs[p].poll_committed() {
+            trace(c.txn, c.return_ns);
+            self.rec.record(c);
+        }
+    }
+    fn idle(&self) -> bool {
+        self.procs.iter().all(|p| p.idle())
+    }
+    fn describe(&self) -> String {
+        busy(self.procs.iter().map(|p| p.idle()))
+    }
+    fn report(
+        &self,
+        system: &str,
+        check: bool,
+        skew_ns: u64,
+        failed: &HashMap<u32, u64>,
+    ) -> AppReport {
+        // A failed initiator's unfinished writes stamped at or above its failure timestamp
+        // were discarded everywhere (§5.2 Discard): they never take a place in the order.
+        let unfinished: Vec<_> = self
+            .procs
+            .iter()
+            .flat_map(|p| p.unfinished())
+            .filter(|u| failed.get(&u.client).is_none_or(|&f| u.ts < f))
+            .collect();
+        let stats = self.procs.iter().map(|p| p.stats());
+        self.rec.report(system, stats, &unfinished, check, skew_ns)
+    }
+    fn history_json(&self) -> Option<String> {
+        Some(self.rec.history_json())
+    }
+}
+
+/// `p3, p7 busy` for the processes not idle.
+fn busy(idle: impl Iterator<Item = bool>) -> String {
+    let open: Vec<String> = idle
+        .enumerate()
+        .filter(|(_, i)| !i)
+        .map(|(p, _)| format!("p{p}"))
+        .collect();
+    format!("{} with work open: {open:?}", open.len())
+}
+
+/// TPC-C's processes (any system's), their checker, latency by kind and throughput.
+pub(crate) struct TpccSet {
+    pub(crate) procs: Vec<Box<dyn TpccApp>>,
+    checker: TpccChecker,
+    /// New-Order, Payment.
+    latency: [NsHistogram; 2],
+    committed_in_period: u64,
+    stop_ns: u64,
+    duration_ns: u64,
+}
+
+impl TpccSet {
+    /// `procs` of a run of `cfg` running `workload`.
+    pub(crate) fn new(
+        cfg: &SimConfig,
+        workload: &TpccWorkload,
+        procs: Vec<Box<dyn TpccApp>>,
+    ) -> TpccSet {
+        let layout =
+            TpccLayout::for_procs(procs.len() as u32, onepipe_apps::tpcc::db::REPLICAS_DEFAULT);
+        TpccSet {
+            procs,
+            checker: TpccChecker::new(workload.scale, workload.seed, layout),
+            latency: Default::default(),
+            committed_in_period: 0,
+            stop_ns: cfg.clock_epoch_ns + cfg.duration_ns,
+            duration_ns: cfg.duration_ns,
+        }
+    }
+
+    fn record(&mut self, c: TpccCommitted) {
+        let k = match c.input.kind() {
+            TpccTxnKind::NewOrder => 0,
+            TpccTxnKind::Payment => 1,
+        };
+        self.latency[k].record(c.return_ns.saturating_sub(c.call_ns));
+        self.committed_in_period += u64::from(c.return_ns <= self.stop_ns);
+        self.checker.on_commit(c);
+    }
+}
+
+impl AppSet for TpccSet {
+    fn len(&self) -> usize {
+        self.procs.len()
+    }
+    fn app(&mut self, p: usize) -> &mut dyn App {
+        &mut *self.procs[p]
+    }
+    fn poll_timeout(&self, p: usize) -> Option<Instant> {
+        self.procs.get(p)?.poll_timeout()
+    }
+    fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64)) {
+        while let Some(c) = self.procs[p].poll_committed() {
+            trace(c.txn, c.return_ns);
+            self.record(c);
+        }
+    }
+    fn idle(&self) -> bool {
+        self.procs.iter().all(|p| p.idle())
+    }
+    fn describe(&self) -> String {
+        busy(self.procs.iter().map(|p| p.idle()))
+    }
+    fn report(
+        &self,
+        system: &str,
+        check: bool,
+        skew_ns: u64,
+        failed: &HashMap<u32, u64>,
+    ) -> AppReport {
+        let mut s = TpccStats::default();
+        self.procs.iter().for_each(|p| s += p.stats());
+        // As for the store: a failed initiator's transactions stamped at or above its failure
+        // timestamp were discarded everywhere. Only live replicas' states are compared.
+        let unfinished: Vec<TpccCommitted> = self
+            .procs
+            .iter()
+            .flat_map(|p| p.unfinished())
+            .filter(|u| failed.get(&u.client).is_none_or(|&f| u.key < f))
+            .collect();
+        let replicas: Vec<(u32, &onepipe_apps::tpcc::db::Shard)> = self
+            .procs
+            .iter()
+            .enumerate()
+            .filter(|(p, _)| !failed.contains_key(&(*p as u32)))
+            .filter_map(|(_, a)| a.shard())
+            .collect();
+        let v = if check {
+            self.checker.verdict_with(&unfinished, &replicas, skew_ns)
+        } else {
+            Default::default()
+        };
+        let secs = self.duration_ns.max(1) as f64 / 1e9;
+        let txns_per_s = self.committed_in_period as f64 / secs;
+        AppReport {
+            app: "tpcc".into(),
+            system: system.into(),
+            committed: s.committed(),
+            committed_new_order: s.committed_new_order,
+            committed_payment: s.committed_payment,
+            txns_per_s,
+            txns_per_s_per_proc: txns_per_s / self.procs.len().max(1) as f64,
+            latency_ns_new_order: self.latency[0].summary(),
+            latency_ns_payment: self.latency[1].summary(),
+            tpcc_stats: s,
+            checked: check,
+            checked_transactions: v.transactions,
+            checked_reads: v.fields,
+            violations: v.violations,
+            violation_samples: v.samples.iter().map(|x| x.to_string()).collect(),
+            ..AppReport::default()
+        }
+    }
+    fn history_json(&self) -> Option<String> {
+        None
+    }
+}
 
 /// What an application run reports (`Report::app`).
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -37,11 +263,21 @@ pub struct AppReport {
     pub latency_ns_wo: Summary,
     /// See `latency_ns_ro`.
     pub latency_ns_rw: Summary,
-    /// The processes' counters, summed.
+    /// The store processes' counters, summed (kv).
     pub stats: KvStats,
+    /// TPC-C: New-Orders and Payments committed (a rolled-back New-Order counts: it completed).
+    pub committed_new_order: u64,
+    /// See `committed_new_order`.
+    pub committed_payment: u64,
+    /// TPC-C: latency of New-Order and of Payment.
+    pub latency_ns_new_order: Summary,
+    /// See `latency_ns_new_order`.
+    pub latency_ns_payment: Summary,
+    /// TPC-C processes' counters, summed.
+    pub tpcc_stats: TpccStats,
     /// The system states a serialization order and the checker replayed it.
     pub checked: bool,
-    /// Transactions and reads the checker replayed, and what it found.
+    /// Transactions and reads (TPC-C: result fields) the checker replayed, and what it found.
     pub checked_transactions: u64,
     /// See `checked_transactions`.
     pub checked_reads: u64,
@@ -130,6 +366,7 @@ impl TxnRecorder {
             checked_reads: v.reads,
             violations: v.violations,
             violation_samples: v.samples.iter().map(|x| x.to_string()).collect(),
+            ..AppReport::default()
         }
     }
 
@@ -143,6 +380,30 @@ impl TxnRecorder {
 /// standard deviations of the clock skew, and a microsecond.
 pub(crate) fn realtime_skew_ns(cfg: &SimConfig) -> u64 {
     (20.0 * cfg.clock_skew_ns) as u64 + 1_000
+}
+
+/// TPC-C's processes of a run of `cfg` (its `AppSpec::Tpcc`), each built by `make` from its
+/// configuration and generator: seeded from the run's seed, issuing from local time 0 (the
+/// clocks' epoch) for `cfg.duration_ns`.
+pub(crate) fn tpcc_set(
+    cfg: &SimConfig,
+    procs: u32,
+    make: impl Fn(TpccConfig, TpccGen) -> Box<dyn TpccApp>,
+) -> Option<TpccSet> {
+    let Some(AppSpec::Tpcc { workload, window }) = &cfg.app else {
+        return None;
+    };
+    let mut seeds = Rng::new(cfg.seed ^ 0x7CC);
+    let apps = (0..procs)
+        .map(|p| {
+            let mut tc = TpccConfig::new(ProcId(p), procs, workload.clone(), *window);
+            tc.start = Instant(cfg.clock_epoch_ns);
+            tc.stop = Instant(cfg.clock_epoch_ns + cfg.duration_ns);
+            let gen = TpccGen::new(workload.clone(), tc.home_warehouse(), seeds.next_u64());
+            make(tc, gen)
+        })
+        .collect();
+    Some(TpccSet::new(cfg, workload, apps))
 }
 
 /// The configuration of each of `procs` processes of `spec` (every process serves and

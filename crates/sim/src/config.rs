@@ -260,6 +260,24 @@ pub enum AppSpec {
         /// Transactions each process keeps in flight.
         window: u32,
     },
+    /// §7.3.2's independent transactions: TPC-C New-Order and Payment over a sharded database,
+    /// 3 replicas per shard (`procs / 3` shards); every process initiates, `window` in flight.
+    Tpcc {
+        /// The database's size and the transaction mix.
+        workload: onepipe_apps::tpcc::gen::TpccWorkload,
+        /// Transactions each process keeps in flight.
+        window: u32,
+    },
+}
+
+impl AppSpec {
+    /// Its name on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AppSpec::Kv { .. } => "kv",
+            AppSpec::Tpcc { .. } => "tpcc",
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -360,9 +378,19 @@ impl SimConfig {
         if self.procs_per_host == 0 {
             return Err(bad("--procs-per-host", "must be at least 1"));
         }
-        if let Some(AppSpec::Kv { workload, window }) = &self.app {
-            workload.validate().map_err(|m| bad("--app", m))?;
-            if *window == 0 {
+        let window = match &self.app {
+            Some(AppSpec::Kv { workload, window }) => {
+                workload.validate().map_err(|m| bad("--app", m))?;
+                Some(*window)
+            }
+            Some(AppSpec::Tpcc { workload, window }) => {
+                workload.scale.validate().map_err(|m| bad("--app", m))?;
+                Some(*window)
+            }
+            None => None,
+        };
+        if let Some(window) = window {
+            if window == 0 {
                 return Err(bad(
                     "--window",
                     "at least 1 transaction in flight per process",

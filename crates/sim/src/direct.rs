@@ -8,8 +8,8 @@
 //! lossless here: these baselines have no retransmission of their own yet, so `--loss`, `--dup`
 //! and `--reorder-prob` are refused.
 
-use crate::apps::{kv_processes, AppReport, TxnRecorder};
-use crate::config::{ConfigError, SimConfig};
+use crate::apps::{kv_processes, tpcc_set, AppReport, AppSet, KvSet};
+use crate::config::{AppSpec, ConfigError, SimConfig};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
 use crate::metrics::TraceHash;
 use crate::queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, SimTime, StdBinaryHeap};
@@ -17,6 +17,7 @@ use bytes::Bytes;
 use onepipe_apps::kv::farm::FarmProcess;
 use onepipe_apps::kv::nontx::NonTxProcess;
 use onepipe_apps::kv::TxnApp;
+use onepipe_apps::tpcc::{TpccApp, TpccProcess};
 use onepipe_apps::AppInput;
 use onepipe_proto::topology::flow_hash;
 use onepipe_proto::{Instant, NodeId, ProcId, Timestamp};
@@ -55,6 +56,8 @@ impl DirectSystem {
 pub struct DirectPacket {
     src: u32,
     dst: u32,
+    /// What the sender was told its send's timestamp was (its clock at the send).
+    ts: u64,
     payload: Bytes,
 }
 
@@ -69,9 +72,8 @@ pub struct Direct {
     system: DirectSystem,
     procs: u32,
     pph: u32,
-    apps: Vec<Box<dyn TxnApp>>,
+    apps: Box<dyn AppSet>,
     route_seed: u64,
-    rec: TxnRecorder,
     trace: TraceHash,
     messages: u64,
 }
@@ -104,7 +106,7 @@ impl Protocol for Direct {
         proc
     }
     fn poll_timeout(&self, role: u32) -> Option<Instant> {
-        self.apps[role as usize].poll_timeout()
+        self.apps.poll_timeout(role as usize)
     }
     fn arrive<Q: EventQueue<Ev>>(e: &mut DirectWorld<Q>, t: SimTime, link: u32, slot: u32) {
         let to = e.links[link as usize].to;
@@ -141,20 +143,20 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             send_ns: cfg.host_send_ns,
             deliver_ns: cfg.host_deliver_ns,
         };
-        let clock_params = engine::clock_params(&cfg);
+        // The baselines read no clock for ordering: their processes' clocks are exact, so times
+        // they report (latency, the serialization stamps of the FaRM-like store) are true time.
+        let clock_params = crate::clock::ClockParams {
+            skew_ns: 0.0,
+            drift_ppm: 0.0,
+            ..engine::clock_params(&cfg)
+        };
         let roles = (0..procs)
             .map(|p| {
                 let clock = crate::clock::Clock::new(clock_params, seeds.clock, p / pph);
                 RoleSt::new(clock, Some(Core::new(costs, 1, false)))
             })
             .collect();
-        let apps = kv_processes(&cfg, procs)
-            .into_iter()
-            .map(|(kc, gen)| match system {
-                DirectSystem::NonTx => Box::new(NonTxProcess::new(kc, gen)) as Box<dyn TxnApp>,
-                DirectSystem::Farm => Box::new(FarmProcess::new(kc, gen)),
-            })
-            .collect();
+        let apps = direct_apps(&cfg, system, procs)?;
         let links = engine::build_links(&cfg, &topo);
         let proto = Direct {
             system,
@@ -162,7 +164,6 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             pph,
             apps,
             route_seed: seeds.route,
-            rec: TxnRecorder::new(&cfg),
             trace: TraceHash::default(),
             messages: 0,
         };
@@ -192,42 +193,45 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             CoreInput::Packet(slot) => {
                 cursor += costs.recv_ns + costs.deliver_ns;
                 let m = self.take_packet(slot);
-                // No timestamps on plain messages: `ts` is the true instant the message is
-                // taken in, for a baseline to stamp its serialization order with (the FaRM
-                // baseline's servers do; its protocol never reads them).
+                // Plain messages carry no order: `ts` is what the sender was told at its send
+                // (its exact clock then).
                 let input = AppInput::Deliver {
                     src: ProcId(m.src),
-                    ts: Timestamp::new(t),
+                    ts: Timestamp::new(m.ts),
                     reliable: true,
                     payload: &m.payload,
                 };
-                self.proto.apps[p as usize].handle(local, input);
+                self.proto.apps.app(p as usize).handle(local, input);
             }
-            CoreInput::Timeout => self.proto.apps[p as usize].handle(local, AppInput::Timeout),
+            CoreInput::Timeout => self
+                .proto
+                .apps
+                .app(p as usize)
+                .handle(local, AppInput::Timeout),
             CoreInput::Send { .. } => {}
             CoreInput::Proto(x) => match x {},
         }
-        while let Some(s) = self.proto.apps[p as usize].poll_send() {
+        while let Some(s) = self.proto.apps.app(p as usize).poll_send() {
             for (dst, payload) in s.parts {
                 cursor += costs.send_ns;
-                self.send_message(cursor, p, dst.0, payload);
+                self.send_message(cursor, p, dst.0, local.as_nanos(), payload);
             }
             let sent = AppInput::Sent {
                 tag: s.tag,
                 ts: Timestamp::new(local.as_nanos()),
             };
-            self.proto.apps[p as usize].handle(local, sent);
+            self.proto.apps.app(p as usize).handle(local, sent);
         }
-        while let Some(c) = self.proto.apps[p as usize].poll_committed() {
-            self.proto.trace.add(c.txn);
-            self.proto.trace.add(c.return_ns);
-            self.proto.rec.record(c);
-        }
+        let trace = &mut self.proto.trace;
+        self.proto.apps.collect(p as usize, &mut |txn, ret| {
+            trace.add(txn);
+            trace.add(ret);
+        });
         self.core(p).free = cursor;
         self.rearm(p);
     }
 
-    fn send_message(&mut self, at: SimTime, src: u32, dst: u32, payload: Bytes) {
+    fn send_message(&mut self, at: SimTime, src: u32, dst: u32, ts: u64, payload: Bytes) {
         if dst >= self.proto.procs {
             // The application addressed no process: its bug, counted as a lost message.
             self.net.packets_lost += 1;
@@ -235,7 +239,12 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
         }
         self.proto.messages += 1;
         let pph = self.proto.pph;
-        let slot = self.new_packet(DirectPacket { src, dst, payload });
+        let slot = self.new_packet(DirectPacket {
+            src,
+            dst,
+            ts,
+            payload,
+        });
         if src / pph == dst / pph {
             self.queue.push(at, Ev::Local { role: dst, slot });
         } else {
@@ -246,8 +255,35 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
 
     /// True when no message is on its way and no application has work open.
     pub fn quiescent(&self) -> bool {
-        self.live == 0 && self.proto.apps.iter().all(|a| a.idle())
+        self.live == 0 && self.proto.apps.idle()
     }
+}
+
+/// `system`'s processes for the application of `cfg`.
+fn direct_apps(
+    cfg: &SimConfig,
+    system: DirectSystem,
+    procs: u32,
+) -> Result<Box<dyn AppSet>, String> {
+    if let Some(AppSpec::Tpcc { .. }) = &cfg.app {
+        let make = |c, g| -> Box<dyn TpccApp> {
+            match system {
+                // 1Pipe's TPC-C process on plain messages: the same work, nothing ordered.
+                DirectSystem::NonTx => Box::new(TpccProcess::new(c, g)),
+                DirectSystem::Farm => unreachable!("refused by run_direct"),
+            }
+        };
+        let set = tpcc_set(cfg, procs, make).expect("a TPC-C run");
+        return Ok(Box::new(set));
+    }
+    let kv = kv_processes(cfg, procs)
+        .into_iter()
+        .map(|(kc, gen)| match system {
+            DirectSystem::NonTx => Box::new(NonTxProcess::new(kc, gen)) as Box<dyn TxnApp>,
+            DirectSystem::Farm => Box::new(FarmProcess::new(kc, gen)),
+        })
+        .collect();
+    Ok(Box::new(KvSet::new(cfg, kv)))
 }
 
 /// The outcome of a direct-messaging run (`onepipe sim --app kv --system nontx --json`).
@@ -291,6 +327,12 @@ pub fn run_direct(
             message: format!("{} runs an application: give --app", system.name()),
         });
     }
+    if matches!(cfg.app, Some(AppSpec::Tpcc { .. })) && system == DirectSystem::Farm {
+        return Err(ConfigError {
+            flag: "--system",
+            message: "farm runs the key-value store; TPC-C's baselines are 2pl and occ".into(),
+        });
+    }
     if cfg.loss_rate > 0.0 || cfg.dup_rate > 0.0 || cfg.reorder_prob > 0.0 {
         return Err(ConfigError {
             flag: "--system",
@@ -328,24 +370,22 @@ fn run_with<Q: EventQueue<Ev>>(
     }
     let wall_s = started.elapsed().as_secs_f64();
     let p = &world.proto;
-    let stats = p.apps.iter().map(|a| a.stats());
     Ok(DirectReport {
         seed: cfg.seed,
         topology: world.topology().describe(),
         procs: p.procs,
         messages: p.messages,
         drained: world.quiescent(),
-        app: p.rec.report(
+        app: p.apps.report(
             p.system.name(),
-            stats,
-            &[],
             p.system.checked(),
             crate::apps::realtime_skew_ns(cfg),
+            &Default::default(),
         ),
         events: world.net.events,
         events_per_wall_s: world.net.events as f64 / wall_s.max(1e-9),
         wall_s,
         trace_hash: format!("{:016x}", p.trace.value()),
-        app_history: cfg.keep_history.then(|| p.rec.history_json()),
+        app_history: cfg.keep_history.then(|| p.apps.history_json()).flatten(),
     })
 }

@@ -156,3 +156,55 @@ fn the_farm_baseline_aborts_under_contention_and_checks() {
         );
     }
 }
+
+fn tpcc(topology: TopologySpec, seed: u64) -> SimConfig {
+    let mut workload = onepipe_apps::tpcc::gen::TpccWorkload::default();
+    workload.scale.items = 5_000;
+    workload.scale.customers_per_district = 300;
+    SimConfig {
+        topology,
+        procs_per_host: 2,
+        duration_ns: 1_000_000,
+        seed,
+        app: Some(AppSpec::Tpcc {
+            workload,
+            window: 4,
+        }),
+        ..SimConfig::default()
+    }
+}
+
+/// §7.3.2 on the simulated network: TPC-C on 1Pipe passes its checker (results replayed in
+/// timestamp order, clause 3.3.2, replica agreement) fault-free, with loss, and with a host
+/// crashed mid-run (its replicas' shards go on with the live ones); runs repeat.
+#[test]
+fn tpcc_on_1pipe_passes_its_checker_with_loss_and_a_crash() {
+    use onepipe_sim::config::Service;
+    let cases = [
+        tpcc(TopologySpec::Rack { hosts: 6 }, 1),
+        SimConfig {
+            loss_rate: 0.001,
+            ..tpcc(TopologySpec::FatTree { k: 4 }, 2)
+        },
+        SimConfig {
+            crashes: vec![(3, 300_000)],
+            service: Service::Reliable,
+            ..tpcc(TopologySpec::FatTree { k: 4 }, 3)
+        },
+    ];
+    for cfg in cases {
+        let seed = cfg.seed;
+        let r = run(&cfg, &mut |_| {}).expect("a valid configuration");
+        assert_eq!(r.violations, 0, "seed {seed}: {:?}", r.violation_samples);
+        let a = r.app.expect("an application report");
+        assert_eq!(a.app, "tpcc");
+        assert_eq!(a.violations, 0, "seed {seed}: {:?}", a.violation_samples);
+        assert!(a.committed > 300, "seed {seed}: {a:?}");
+        assert_eq!(a.checked_transactions, a.committed, "seed {seed}");
+        let again = run(&cfg, &mut |_| {}).expect("runs");
+        assert_eq!(
+            r.trace_hash, again.trace_hash,
+            "seed {seed}: same seed, same run"
+        );
+    }
+}

@@ -42,11 +42,7 @@ impl Request {
 
 /// Consecutive slices of `lens` from `at` (short ones where the payload ends: never, for a
 /// payload the request or reply was decoded from).
-fn slices(
-    payload: &[u8],
-    mut at: usize,
-    lens: impl Iterator<Item = usize>,
-) -> Vec<&[u8]> {
+fn slices(payload: &[u8], mut at: usize, lens: impl Iterator<Item = usize>) -> Vec<&[u8]> {
     lens.map(|n| {
         let s = payload.get(at..at + n).unwrap_or_default();
         at += n;

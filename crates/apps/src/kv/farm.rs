@@ -20,9 +20,9 @@
 //! transaction is tried again, whole, after a randomized exponential backoff. Locks are taken
 //! without waiting (a conflict fails at once), so there is no deadlock.
 //!
-//! **Serialization order, for the checker.** A server stamps each answer with its clock —
-//! `AppInput::Deliver::ts`, which the direct-messaging driver sets to the instant the message is
-//! taken in — made strictly increasing per server. A transaction's place is the latest stamp of
+//! **Serialization order, for the checker.** A server stamps each answer with its clock (the
+//! `now` it is handed; the simulator's direct-messaging driver gives the baselines exact clocks,
+//! and live processes on one machine share one) made strictly increasing per server. A transaction's place is the latest stamp of
 //! its reads (read-only) or of its locks (writing): at that instant every value it read was
 //! current and unlocked (validation proves it unchanged until later) and every key it writes was
 //! locked by it, so no other transaction can have observed or written them in between. The
@@ -668,14 +668,13 @@ impl App for FarmProcess {
     fn handle(&mut self, now: Instant, input: AppInput<'_>) {
         self.now = self.now.max(now);
         match input {
-            AppInput::Deliver {
-                src, ts, payload, ..
-            } => match decode(payload) {
+            AppInput::Deliver { src, payload, .. } => match decode(payload) {
                 Some((owner, msg @ (Msg::ReadReply { .. } | Msg::Reply { .. }))) => {
                     self.on_reply(src.0, owner, msg);
                 }
                 Some((owner, msg)) => {
-                    if let Some(reply) = self.server.handle(ts.raw(), owner, msg, &mut self.stats) {
+                    let clock = self.now.as_nanos();
+                    if let Some(reply) = self.server.handle(clock, owner, msg, &mut self.stats) {
                         self.send(src.0, owner, &reply);
                     }
                 }

@@ -115,6 +115,8 @@ struct Inflight {
     waiting: Vec<ProcId>,
     /// The answer of each shard heard from so far.
     results: BTreeMap<u32, PartResult>,
+    /// Replicas of each shard that answered the current attempt.
+    replied: BTreeMap<u32, u32>,
     /// A shard it touches has no live replica: it cannot commit.
     doomed: bool,
     call: Instant,
@@ -272,6 +274,7 @@ impl TpccProcess {
                     phase: Phase::Sending,
                     waiting: Vec::new(),
                     results: BTreeMap::new(),
+                    replied: BTreeMap::new(),
                     doomed: false,
                     call: self.now,
                     attempts: 0,
@@ -310,6 +313,7 @@ impl TpccProcess {
         };
         t.waiting = dsts.clone();
         t.results.clear();
+        t.replied.clear();
         t.attempts += 1;
         t.phase = Phase::Sending;
         if !dsts.contains(&me) {
@@ -342,6 +346,7 @@ impl TpccProcess {
             return;
         };
         t.waiting.swap_remove(i);
+        *t.replied.entry(r.shard).or_default() += 1;
         match t.results.get(&r.shard) {
             Some(first) if *first != r.result => self.stats.result_mismatches += 1,
             Some(_) => {}
@@ -394,7 +399,7 @@ impl TpccProcess {
                 self.inflight.remove(&txn);
                 self.stats.failed += 1;
             }
-            Phase::Stamped { .. } if !t.doomed && t.waiting.is_empty() => {
+            Phase::Stamped { .. } if !t.doomed && self.answered(t) => {
                 let c = self.record(txn, t);
                 self.inflight.remove(&txn);
                 self.commit(c);
@@ -406,6 +411,24 @@ impl TpccProcess {
             }
             _ => {}
         }
+    }
+
+    /// Every shard the transaction touches has answered from a majority of its replicas (all
+    /// its live ones, if fewer are left). Replicas of a shard apply the same messages in the same
+    /// order, so a majority's answer is the shard's; the client of Eris (the paper's \[51\])
+    /// waits for no more, and a reply lost on the way does not hold the transaction up (the
+    /// replica sends it again when it hears of the loss, to no avail then: it is a stale reply).
+    fn answered(&self, t: &Inflight) -> bool {
+        let majority = self.cfg.layout.replicas / 2 + 1;
+        self.cfg.layout.shards_of(&t.input).into_iter().all(|s| {
+            let live = self
+                .cfg
+                .layout
+                .replicas_of(s)
+                .filter(|p| !self.failed.contains_key(p))
+                .count() as u32;
+            t.replied.get(&s).copied().unwrap_or(0) >= live.min(majority)
+        })
     }
 
     /// Stamped transaction `txn` as a record (its results so far, returned now).

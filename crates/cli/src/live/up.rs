@@ -276,6 +276,9 @@ fn check_app(args: &UpArgs) -> Result<(), String> {
     if args.app.app.is_none() {
         return Ok(());
     }
+    if let Some(crate::sim_app::AppName::Tpcc) = args.app.app {
+        return Err("--app tpcc: not live yet (onepipe sim --app tpcc runs it)".into());
+    }
     args.app.spec()?;
     if args.app.system != crate::sim_app::System::Onepipe {
         return Err("--system: live, the store runs on 1Pipe only (the baselines run in the simulator: onepipe sim --app kv --system farm|nontx)".into());

@@ -6,34 +6,41 @@
 //! they judge the synthetic one. The application's checker judges the application.
 
 use super::*;
-use crate::apps::{kv_processes, AppReport, TxnRecorder};
+use crate::apps::{kv_processes, tpcc_set, AppReport, AppSet, KvSet};
 use onepipe_apps::kv::{KvProcess, TxnApp};
-use onepipe_apps::{App, AppInput, AppSend};
+use onepipe_apps::tpcc::{TpccApp, TpccProcess};
+use onepipe_apps::{AppInput, AppSend};
 use std::collections::HashMap;
 
 /// The applications of a run.
 pub(super) struct AppRun {
     /// One per process id of the first incarnations.
-    procs: Vec<KvProcess>,
+    set: Box<dyn AppSet>,
     /// Reliable sends waiting for their timestamp: host handle → (process, application tag).
     tags: HashMap<(u32, u64), u64>,
     /// Per host, the released commit barrier the applications were last told.
     released: Vec<Option<Timestamp>>,
-    /// The committed transactions, their latency and checker.
-    rec: TxnRecorder,
 }
 
 impl AppRun {
     /// The applications of `cfg.app` on `procs` processes.
     pub(super) fn new(cfg: &SimConfig, procs: u32, hosts: u32) -> AppRun {
+        let set: Box<dyn AppSet> = match tpcc_set(cfg, procs, |c, g| {
+            Box::new(TpccProcess::new(c, g)) as Box<dyn TpccApp>
+        }) {
+            Some(t) => Box::new(t),
+            None => {
+                let kv = kv_processes(cfg, procs)
+                    .into_iter()
+                    .map(|(kc, gen)| Box::new(KvProcess::new(kc, gen)) as Box<dyn TxnApp>)
+                    .collect();
+                Box::new(KvSet::new(cfg, kv))
+            }
+        };
         AppRun {
-            procs: kv_processes(cfg, procs)
-                .into_iter()
-                .map(|(kc, gen)| KvProcess::new(kc, gen))
-                .collect(),
+            set,
             tags: HashMap::new(),
             released: vec![None; hosts as usize],
-            rec: TxnRecorder::new(cfg),
         }
     }
 
@@ -41,55 +48,33 @@ impl AppRun {
     pub(super) fn poll_timeout(&self, procs: &[ProcId]) -> Option<Instant> {
         procs
             .iter()
-            .filter_map(|p| self.procs.get(p.index())?.poll_timeout())
+            .filter_map(|p| self.set.poll_timeout(p.index()))
             .min()
     }
 
     /// True when no transaction is in flight and no read waits.
     pub(super) fn idle(&self) -> bool {
-        self.procs.iter().all(TxnApp::idle)
+        self.set.idle()
     }
 
     /// What is still open, for `ONEPIPE_SIM_TRACE`.
     pub(super) fn describe(&self) -> String {
-        let open: Vec<String> = self
-            .procs
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.inflight() + p.waiting_reads() > 0)
-            .map(|(i, p)| {
-                format!(
-                    "p{i}: {} in flight, {} reads waiting",
-                    p.inflight(),
-                    p.waiting_reads()
-                )
-            })
-            .collect();
         format!(
-            "{} reliable sends awaiting their timestamp; {open:?}",
-            self.tags.len()
+            "{} reliable sends awaiting their timestamp; {}",
+            self.tags.len(),
+            self.set.describe()
         )
     }
 
-    /// The report (`skew_ns`: how far the initiators' clocks may disagree).
     /// The report (`skew_ns`: how far the initiators' clocks may disagree; `failed`: the
     /// processes declared failed, with their failure timestamps).
     pub(super) fn report(&self, skew_ns: u64, failed: &HashMap<u32, u64>) -> AppReport {
-        let stats = self.procs.iter().map(TxnApp::stats);
-        // A failed initiator's unfinished writes stamped at or above its failure timestamp
-        // were discarded everywhere (§5.2 Discard): they never take a place in the order.
-        let unfinished: Vec<_> = self
-            .procs
-            .iter()
-            .flat_map(TxnApp::unfinished)
-            .filter(|u| failed.get(&u.client).is_none_or(|&f| u.ts < f))
-            .collect();
-        self.rec.report("1pipe", stats, &unfinished, true, skew_ns)
+        self.set.report("1pipe", true, skew_ns, failed)
     }
 
-    /// The run's single-key operations as JSON (`--history`).
-    pub(super) fn history_json(&self) -> String {
-        self.rec.history_json()
+    /// The run's single-key operations as JSON (`--history`), if the application has them.
+    pub(super) fn history_json(&self) -> Option<String> {
+        self.set.history_json()
     }
 }
 
@@ -106,10 +91,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let Some(apps) = self.proto.apps.as_mut() else {
             return;
         };
-        let Some(app) = apps.procs.get_mut(proc as usize) else {
+        if proc as usize >= apps.set.len() {
+            // A process that rejoined under a new id runs no application.
             return;
-        };
-        app.handle(local, input);
+        }
+        apps.set.app(proc as usize).handle(local, input);
         self.drain_app(t, h, local, proc);
     }
 
@@ -119,15 +105,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
             let Some(apps) = self.proto.apps.as_mut() else {
                 return;
             };
-            let app = &mut apps.procs[proc as usize];
-            if let Some(s) = app.poll_send() {
+            if let Some(s) = apps.set.app(proc as usize).poll_send() {
                 self.app_send(t, h, local, proc, s);
                 continue;
             }
-            let Some(c) = app.poll_committed() else {
-                return;
-            };
-            apps.rec.record(c);
+            apps.set.collect(proc as usize, &mut |_, _| {});
+            return;
         }
     }
 
@@ -187,7 +170,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         };
         // What the application hears of it; what it sends in turn, `drain_app` carries out.
         if let (Some(input), Some(apps)) = (answer, self.proto.apps.as_mut()) {
-            apps.procs[proc as usize].handle(local, input);
+            apps.set.app(proc as usize).handle(local, input);
         }
     }
 
@@ -240,7 +223,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 .proto
                 .apps
                 .as_ref()
-                .and_then(|a| a.procs.get(p.index())?.poll_timeout())
+                .and_then(|a| a.set.poll_timeout(p.index()))
                 .is_some_and(|d| d <= local);
             if due {
                 self.app_input(t, h, local, p.0, AppInput::Timeout);
@@ -298,6 +281,6 @@ impl<Q: EventQueue<Ev>> World<Q> {
 
     /// The application's history as JSON (`--history`), if the run has one.
     pub fn app_history_json(&self) -> Option<String> {
-        self.proto.apps.as_ref().map(AppRun::history_json)
+        self.proto.apps.as_ref().and_then(AppRun::history_json)
     }
 }
