@@ -118,16 +118,13 @@ fn points(a: &Fig15Args) -> Vec<Point> {
                 loss: 0.0,
             });
         }
-        // The baselines' direct messages have no retransmission yet: panel b is 1Pipe's.
-        if system == System::Onepipe {
-            for &loss in &losses {
-                v.push(Point {
-                    panel: 'b',
-                    system,
-                    n: at,
-                    loss,
-                });
-            }
+        for &loss in &losses {
+            v.push(Point {
+                panel: 'b',
+                system,
+                n: at,
+                loss,
+            });
         }
     }
     v

@@ -183,8 +183,16 @@ pub fn sim_direct(
     );
     println!("  network     {} ({} processes)", r.topology, r.procs);
     println!(
-        "  messages    {} sent{}",
+        "  messages    {} sent{}{}",
         r.messages,
+        if r.acks > 0 {
+            format!(
+                " (transport: {} retransmitted, {} acknowledgements, {} copies dropped)",
+                r.retransmits, r.acks, r.duplicates
+            )
+        } else {
+            String::new()
+        },
         if r.drained {
             ""
         } else {

@@ -117,8 +117,8 @@ fn bad_application_flags_are_refused_by_name() {
             "--protocol",
         ),
         (
-            &["sim", "--app", "kv", "--system", "nontx", "--loss", "0.01"][..],
-            "--loss",
+            &["sim", "--app", "tpcc", "--system", "farm"][..],
+            "--system",
         ),
     ] {
         let out = onepipe(args);

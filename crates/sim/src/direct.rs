@@ -1,12 +1,13 @@
 //! Applications on a plain network, on the simulation engine ([`crate::engine`]): the baselines of
-//! the applications (§7.3: the non-transactional store; FaRM-like OCC and 2PL to come). Every
-//! process runs on its own core with the 1Pipe host's costs (each process has its own threads in
-//! the paper's testbed, §7.1): `host_recv_ns` + `host_deliver_ns` per message taken in,
-//! `host_send_ns` per message sent. Messages go straight to their destination — no timestamps, no
-//! barriers, no acknowledgements — over the same topology, ECMP routing and links; switches are
-//! plain forwarders; a message between processes of one host skips the network. The links are
-//! lossless here: these baselines have no retransmission of their own yet, so `--loss`, `--dup`
-//! and `--reorder-prob` are refused.
+//! the applications (§7.3: the non-transactional store and TPC-C, the FaRM-like store, TPC-C's
+//! 2PL and OCC). Every process runs on its own core with the 1Pipe host's costs (each process has
+//! its own threads in the paper's testbed, §7.1): `host_recv_ns` + `host_deliver_ns` per message
+//! taken in, `host_send_ns` per message sent. Messages go straight to their destination — no
+//! timestamps, no barriers — over the same topology, ECMP routing and links; switches are plain
+//! forwarders; a message between processes of one host skips the network. On a lossy network
+//! (`--loss`, `--dup`, `--reorder-prob`) they ride a reliable transport ([`Transport`]).
+//! The processes' clocks are exact: the baselines order nothing by them, and the times they
+//! report (latency; the FaRM-like store's serialization stamps) are true time.
 
 use crate::apps::{kv_processes, tpcc_set, AppReport, AppSet, KvSet};
 use crate::config::{AppSpec, ConfigError, SimConfig};
@@ -21,6 +22,7 @@ use onepipe_apps::tpcc::{TpccApp, TpccProcess};
 use onepipe_apps::AppInput;
 use onepipe_proto::topology::flow_hash;
 use onepipe_proto::{Instant, NodeId, ProcId, Timestamp};
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -58,11 +60,59 @@ pub struct DirectPacket {
     dst: u32,
     /// What the sender was told its send's timestamp was (its clock at the send).
     ts: u64,
+    /// With the transport ([`Transport`]): the message's number on its (sender, receiver) pair,
+    /// or for an acknowledgement the next number the receiver expects.
+    seq: u32,
+    /// An acknowledgement of the transport (no payload).
+    ack: bool,
     payload: Bytes,
 }
 
+/// An event of the direct-messaging protocol.
+#[derive(Clone, Copy, Debug)]
+pub enum DirectEv {
+    /// The transport's retransmission timer of the pair (sender, receiver).
+    Rto {
+        /// The sender.
+        src: u32,
+        /// The receiver.
+        dst: u32,
+    },
+}
+
+/// On a lossy network (`--loss`, `--dup`, `--reorder-prob`), the baselines' messages go over a
+/// reliable transport, as RDMA's reliable connections carry FaRM's (the NIC's work: no CPU is
+/// charged for it): per (sender, receiver) pair, numbered messages delivered once and in order
+/// (early ones held), cumulative acknowledgements for every data packet, and go-back-N
+/// retransmission of what is unacknowledged `--rto` after it was sent. On a lossless network
+/// nothing is lost, reordered or duplicated, and the transport is left out (no acknowledgement
+/// traffic).
+#[derive(Default)]
+pub struct Transport {
+    pairs: HashMap<(u32, u32), Pair>,
+    rto_ns: u64,
+    /// Messages sent again.
+    pub retransmits: u64,
+    /// Acknowledgements sent.
+    pub acks: u64,
+    /// Copies dropped (duplicates, or early ones already held).
+    pub duplicates: u64,
+}
+
+/// One (sender, receiver) pair's transport state, both ends.
+#[derive(Default)]
+struct Pair {
+    next_seq: u32,
+    /// Sender: unacknowledged messages by number: (stamp, payload, last sent).
+    unacked: BTreeMap<u32, (u64, Bytes, SimTime)>,
+    timer: bool,
+    /// Receiver: the next number to deliver, and early arrivals.
+    expected: u32,
+    early: BTreeMap<u32, (u64, Bytes)>,
+}
+
 /// An event of a direct-messaging run.
-pub type Ev = engine::Ev<Infallible>;
+pub type Ev = engine::Ev<DirectEv>;
 
 /// A simulated data center running applications on direct messages.
 pub type DirectWorld<Q> = Engine<Direct, Q>;
@@ -74,13 +124,14 @@ pub struct Direct {
     pph: u32,
     apps: Box<dyn AppSet>,
     route_seed: u64,
+    transport: Option<Transport>,
     trace: TraceHash,
     messages: u64,
 }
 
 impl Protocol for Direct {
     type Packet = DirectPacket;
-    type Ev = Infallible;
+    type Ev = DirectEv;
     type Input = Infallible;
 
     fn wire_len(p: &DirectPacket) -> usize {
@@ -111,6 +162,10 @@ impl Protocol for Direct {
     fn arrive<Q: EventQueue<Ev>>(e: &mut DirectWorld<Q>, t: SimTime, link: u32, slot: u32) {
         let to = e.links[link as usize].to;
         if to < e.topo.hosts() {
+            if e.proto.transport.is_some() {
+                e.transport_arrive(t, slot);
+                return;
+            }
             let dst = e.packets.get(slot).dst;
             e.input(t, dst, CoreInput::Packet(slot));
             return;
@@ -126,8 +181,10 @@ impl Protocol for Direct {
     ) {
         e.app_process(t, role, input);
     }
-    fn event<Q: EventQueue<Ev>>(_: &mut DirectWorld<Q>, _: SimTime, x: Infallible) {
-        match x {}
+    fn event<Q: EventQueue<Ev>>(e: &mut DirectWorld<Q>, t: SimTime, x: DirectEv) {
+        match x {
+            DirectEv::Rto { src, dst } => e.on_rto(t, src, dst),
+        }
     }
 }
 
@@ -164,6 +221,12 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             pph,
             apps,
             route_seed: seeds.route,
+            transport: (cfg.loss_rate > 0.0 || cfg.dup_rate > 0.0 || cfg.reorder_prob > 0.0).then(
+                || Transport {
+                    rto_ns: cfg.rto_ns,
+                    ..Transport::default()
+                },
+            ),
             trace: TraceHash::default(),
             messages: 0,
         };
@@ -239,17 +302,124 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
         }
         self.proto.messages += 1;
         let pph = self.proto.pph;
+        let local = src / pph == dst / pph;
+        let seq = match self.proto.transport.as_mut() {
+            Some(tr) if !local => {
+                let rto = tr.rto_ns;
+                let pair = tr.pairs.entry((src, dst)).or_default();
+                let seq = pair.next_seq;
+                pair.next_seq += 1;
+                pair.unacked.insert(seq, (ts, payload.clone(), at));
+                if !pair.timer {
+                    pair.timer = true;
+                    let ev = Ev::Proto(DirectEv::Rto { src, dst });
+                    self.queue.push(at + rto, ev);
+                }
+                seq
+            }
+            _ => 0,
+        };
         let slot = self.new_packet(DirectPacket {
             src,
             dst,
             ts,
+            seq,
+            ack: false,
             payload,
         });
-        if src / pph == dst / pph {
+        if local {
             self.queue.push(at, Ev::Local { role: dst, slot });
         } else {
-            let up = self.topo.uplink(src / pph).0;
-            self.put_on_link(up, slot, at);
+            self.put_on_link(self.topo.uplink(src / pph).0, slot, at);
+        }
+    }
+
+    /// With the transport: the packet in `slot` reached its host. An acknowledgement frees what
+    /// it covers; a message is delivered if it is the next of its pair (then the early ones it
+    /// frees), held if early, dropped if a copy; the receiver's NIC acknowledges every message.
+    fn transport_arrive(&mut self, t: SimTime, slot: u32) {
+        let p = self.take_packet(slot);
+        let tr = self.proto.transport.as_mut().expect("the transport");
+        if p.ack {
+            if let Some(pair) = tr.pairs.get_mut(&(p.dst, p.src)) {
+                pair.unacked = pair.unacked.split_off(&p.seq);
+            }
+            return;
+        }
+        let pair = tr.pairs.entry((p.src, p.dst)).or_default();
+        let mut deliver = Vec::new();
+        if p.seq == pair.expected {
+            deliver.push((p.ts, p.payload));
+            pair.expected += 1;
+            while let Some((ts, payload)) = pair.early.remove(&pair.expected) {
+                deliver.push((ts, payload));
+                pair.expected += 1;
+            }
+        } else if p.seq > pair.expected && !pair.early.contains_key(&p.seq) {
+            pair.early.insert(p.seq, (p.ts, p.payload));
+        } else {
+            tr.duplicates += 1;
+        }
+        let expected = pair.expected;
+        tr.acks += 1;
+        for (ts, payload) in deliver {
+            let slot = self.new_packet(DirectPacket {
+                src: p.src,
+                dst: p.dst,
+                ts,
+                seq: 0,
+                ack: false,
+                payload,
+            });
+            self.input(t, p.dst, CoreInput::Packet(slot));
+        }
+        let ack = self.new_packet(DirectPacket {
+            src: p.dst,
+            dst: p.src,
+            ts: 0,
+            seq: expected,
+            ack: true,
+            payload: Bytes::new(),
+        });
+        self.put_on_link(self.topo.uplink(p.dst / self.proto.pph).0, ack, t);
+    }
+
+    /// The transport's timer of pair (`src`, `dst`): what has gone unacknowledged for `--rto`
+    /// is sent again (go-back-N); the timer re-arms while anything is unacknowledged.
+    fn on_rto(&mut self, t: SimTime, src: u32, dst: u32) {
+        let Some(tr) = self.proto.transport.as_mut() else {
+            return;
+        };
+        let rto = tr.rto_ns;
+        let Some(pair) = tr.pairs.get_mut(&(src, dst)) else {
+            return;
+        };
+        pair.timer = false;
+        let mut again = Vec::new();
+        for (&seq, e) in pair.unacked.iter_mut() {
+            if e.2 + rto <= t {
+                e.2 = t;
+                again.push((seq, e.0, e.1.clone()));
+            }
+        }
+        let next = pair.unacked.values().map(|e| e.2 + rto).min();
+        if let Some(at) = next {
+            pair.timer = true;
+            self.queue
+                .push(at.max(t + 1), Ev::Proto(DirectEv::Rto { src, dst }));
+        }
+        tr.retransmits += again.len() as u64;
+        let up = self.topo.uplink(src / self.proto.pph).0;
+        for (seq, ts, payload) in again {
+            let slot = self.new_packet(DirectPacket {
+                src,
+                dst,
+                ts,
+                seq,
+                ack: false,
+                payload,
+            });
+            self.put_on_link(up, slot, t);
         }
     }
 
@@ -295,8 +465,14 @@ pub struct DirectReport {
     pub topology: String,
     /// Processes.
     pub procs: u32,
-    /// Messages sent.
+    /// Messages sent (by the applications; retransmissions and acknowledgements not counted).
     pub messages: u64,
+    /// On a lossy network, the transport's retransmissions, acknowledgements and dropped copies.
+    pub retransmits: u64,
+    /// See `retransmits`.
+    pub acks: u64,
+    /// See `retransmits`.
+    pub duplicates: u64,
     /// The run drained (every transaction finished).
     pub drained: bool,
     /// The application's figures.
@@ -333,15 +509,6 @@ pub fn run_direct(
             message: "farm runs the key-value store; TPC-C's baselines are 2pl and occ".into(),
         });
     }
-    if cfg.loss_rate > 0.0 || cfg.dup_rate > 0.0 || cfg.reorder_prob > 0.0 {
-        return Err(ConfigError {
-            flag: "--system",
-            message: format!(
-                "{} has no retransmission yet: run it without --loss, --dup or --reorder-prob",
-                system.name()
-            ),
-        });
-    }
     match cfg.queue {
         QueueKind::Radix => run_with(cfg, system, RadixHeap::new(), progress),
         QueueKind::Quaternary => run_with(cfg, system, QuaternaryHeap::new(), progress),
@@ -375,6 +542,9 @@ fn run_with<Q: EventQueue<Ev>>(
         topology: world.topology().describe(),
         procs: p.procs,
         messages: p.messages,
+        retransmits: p.transport.as_ref().map_or(0, |t| t.retransmits),
+        acks: p.transport.as_ref().map_or(0, |t| t.acks),
+        duplicates: p.transport.as_ref().map_or(0, |t| t.duplicates),
         drained: world.quiescent(),
         app: p.apps.report(
             p.system.name(),

@@ -121,12 +121,18 @@ fn the_non_transactional_baseline_runs_on_direct_messages_and_drains() {
         r.trace_hash, again.trace_hash,
         "seed 6: same seed, same run"
     );
+    // On a lossy network the transport retransmits, and the run still drains.
     let lossy = SimConfig {
         loss_rate: 0.01,
+        dup_rate: 0.01,
+        reorder_prob: 0.01,
         ..cfg
     };
-    let e = run_direct(&lossy, DirectSystem::NonTx, &mut |_| {}).unwrap_err();
-    assert!(e.message.contains("--loss"), "{e}");
+    let r = run_direct(&lossy, DirectSystem::NonTx, &mut |_| {}).expect("runs");
+    assert!(
+        r.drained && r.retransmits > 0 && r.duplicates > 0,
+        "seed 6: {r:?}"
+    );
 }
 
 /// The FaRM-like baseline under contention (200 keys, clock skew): it aborts and retries, drains,
