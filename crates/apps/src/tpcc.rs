@@ -22,6 +22,23 @@
 //!   specification's consistency conditions (clause 3.3.2), replica agreement and the final
 //!   state against the model.
 //! * [`onepipe`] — [`TpccProcess`], the 1Pipe application: replica and initiator.
+//! * The baselines of Fig. 15, on direct messages (exactly once, FIFO per pair; no failures
+//!   handled), each **with two-phase commit and primary-backup replication** (replica 0 of a
+//!   shard is its primary; a prepared part goes to the two backups, acknowledged, before the
+//!   primary votes yes; commits are forwarded to them in the primary's commit order):
+//!   * [`lock`] — [`TpccLockProcess`]: strict two-phase locking at row granularity (shared for a
+//!     read, exclusive for a write, held until the commit), deadlocks avoided by wait-die,
+//!     execution in place with an undo;
+//!   * [`occ`] — [`TpccOccProcess`]: OCC — execute without locks, then prepare (lock without
+//!     waiting and validate the rows' versions), then commit;
+//!   * [`twopc`] — what they share: the messages, the coordinator (aborts retried after a
+//!     randomized exponential backoff), the replication and the backups, and the serialization
+//!     order they state for the checker (primaries' stamps of the decisive step, largest wins).
+//!
+//!   With few warehouses every Payment writes, and every New-Order reads, one of a few hot
+//!   warehouse rows, held locked across replication and 2PC: "2PL and OCC do not scale"
+//!   (§7.3.2). Their processes implement [`TpccApp`] too, so one driver and one checker serve
+//!   all three.
 //!
 //! **Failures** (§5.2). 1Pipe's reliable service delivers the same messages below a failed
 //! process's failure timestamp to every correct receiver (restricted failure atomicity), so the
@@ -46,8 +63,13 @@ pub mod check;
 pub mod codec;
 pub mod db;
 pub mod gen;
+pub mod lock;
+pub mod occ;
 pub mod onepipe;
+pub mod twopc;
 
+pub use lock::TpccLockProcess;
+pub use occ::TpccOccProcess;
 pub use onepipe::{TpccConfig, TpccProcess};
 
 use crate::App;
@@ -362,6 +384,17 @@ pub struct TpccStats {
     /// before it was delivered, against 1Pipe's contract; the transaction may have taken effect
     /// twice (must stay 0).
     pub late_receipts: u64,
+    /// Attempts aborted and tried again after a backoff (the baselines, [`twopc`]: a shard
+    /// voted no).
+    pub aborts: u64,
+    /// Lock requests that waited in a lock's queue (2PL's wait-die: the older waits).
+    pub lock_waits: u64,
+    /// Lock requests that died (2PL's wait-die: the younger dies, its attempt aborts).
+    pub lock_dies: u64,
+    /// OCC prepares that found a row locked by another transaction (no waiting: a no vote).
+    pub lock_conflicts: u64,
+    /// OCC prepares that found a row's version changed since the execution (a no vote).
+    pub validation_failures: u64,
 }
 
 impl std::ops::AddAssign<&TpccStats> for TpccStats {
@@ -380,6 +413,11 @@ impl std::ops::AddAssign<&TpccStats> for TpccStats {
         self.result_mismatches += o.result_mismatches;
         self.reordered += o.reordered;
         self.late_receipts += o.late_receipts;
+        self.aborts += o.aborts;
+        self.lock_waits += o.lock_waits;
+        self.lock_dies += o.lock_dies;
+        self.lock_conflicts += o.lock_conflicts;
+        self.validation_failures += o.validation_failures;
     }
 }
 
@@ -415,5 +453,7 @@ pub trait TpccApp: App {
     fn shard(&self) -> Option<(u32, &db::Shard)>;
 }
 
+#[cfg(test)]
+mod baseline_tests;
 #[cfg(test)]
 mod tests;

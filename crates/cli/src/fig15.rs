@@ -65,16 +65,20 @@ pub struct Fig15Args {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum System {
     Onepipe,
+    Lock,
+    Occ,
     NonTx,
 }
 
 /// The systems the panels compare.
-const SYSTEMS: [System; 2] = [System::Onepipe, System::NonTx];
+const SYSTEMS: [System; 4] = [System::Onepipe, System::Lock, System::Occ, System::NonTx];
 
 impl System {
     fn name(self) -> &'static str {
         match self {
             System::Onepipe => "1pipe",
+            System::Lock => "2pl",
+            System::Occ => "occ",
             System::NonTx => "nontx",
         }
     }
@@ -83,6 +87,8 @@ impl System {
     fn direct(self) -> Option<DirectSystem> {
         match self {
             System::Onepipe => None,
+            System::Lock => Some(DirectSystem::Lock),
+            System::Occ => Some(DirectSystem::Occ),
             System::NonTx => Some(DirectSystem::NonTx),
         }
     }

@@ -32,6 +32,11 @@ pub enum System {
     Nontx,
     /// The FaRM-like store on direct messages: OCC, locking, validation, two-phase commit.
     Farm,
+    /// TPC-C on direct messages with two-phase locking, two-phase commit, primary-backup.
+    #[value(name = "2pl")]
+    Lock,
+    /// TPC-C on direct messages with OCC, two-phase commit, primary-backup.
+    Occ,
 }
 
 /// How keys are drawn.
@@ -169,6 +174,8 @@ pub fn sim_direct(
         System::Onepipe => unreachable!("1pipe runs through onepipe_sim::run"),
         System::Nontx => DirectSystem::NonTx,
         System::Farm => DirectSystem::Farm,
+        System::Lock => DirectSystem::Lock,
+        System::Occ => DirectSystem::Occ,
     };
     let r = match run_direct(cfg, system, &mut |_| {}) {
         Ok(r) => r,

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use onepipe_apps::kv::farm::FarmProcess;
 use onepipe_apps::kv::nontx::NonTxProcess;
 use onepipe_apps::kv::TxnApp;
-use onepipe_apps::tpcc::{TpccApp, TpccProcess};
+use onepipe_apps::tpcc::{TpccApp, TpccLockProcess, TpccOccProcess, TpccProcess};
 use onepipe_apps::AppInput;
 use onepipe_proto::topology::flow_hash;
 use onepipe_proto::{Instant, NodeId, ProcId, Timestamp};
@@ -33,6 +33,10 @@ pub enum DirectSystem {
     NonTx,
     /// The FaRM-like store: OCC with locking, validation and two-phase commit (Fig. 14's FaRM).
     Farm,
+    /// TPC-C with two-phase locking, two-phase commit and primary-backup replication (Fig. 15).
+    Lock,
+    /// TPC-C with OCC, two-phase commit and primary-backup replication (Fig. 15).
+    Occ,
 }
 
 impl DirectSystem {
@@ -41,6 +45,8 @@ impl DirectSystem {
         match self {
             DirectSystem::NonTx => "nontx",
             DirectSystem::Farm => "farm",
+            DirectSystem::Lock => "2pl",
+            DirectSystem::Occ => "occ",
         }
     }
 
@@ -48,7 +54,16 @@ impl DirectSystem {
     pub fn checked(self) -> bool {
         match self {
             DirectSystem::NonTx => false,
-            DirectSystem::Farm => true,
+            DirectSystem::Farm | DirectSystem::Lock | DirectSystem::Occ => true,
+        }
+    }
+
+    /// The application it runs (`kv`, `tpcc`), `None` for both.
+    fn app(self) -> Option<&'static str> {
+        match self {
+            DirectSystem::NonTx => None,
+            DirectSystem::Farm => Some("kv"),
+            DirectSystem::Lock | DirectSystem::Occ => Some("tpcc"),
         }
     }
 }
@@ -440,6 +455,8 @@ fn direct_apps(
             match system {
                 // 1Pipe's TPC-C process on plain messages: the same work, nothing ordered.
                 DirectSystem::NonTx => Box::new(TpccProcess::new(c, g)),
+                DirectSystem::Lock => Box::new(TpccLockProcess::new(c, g)),
+                DirectSystem::Occ => Box::new(TpccOccProcess::new(c, g)),
                 DirectSystem::Farm => unreachable!("refused by run_direct"),
             }
         };
@@ -451,6 +468,7 @@ fn direct_apps(
         .map(|(kc, gen)| match system {
             DirectSystem::NonTx => Box::new(NonTxProcess::new(kc, gen)) as Box<dyn TxnApp>,
             DirectSystem::Farm => Box::new(FarmProcess::new(kc, gen)),
+            DirectSystem::Lock | DirectSystem::Occ => unreachable!("refused by run_direct"),
         })
         .collect();
     Ok(Box::new(KvSet::new(cfg, kv)))
@@ -503,10 +521,15 @@ pub fn run_direct(
             message: format!("{} runs an application: give --app", system.name()),
         });
     }
-    if matches!(cfg.app, Some(AppSpec::Tpcc { .. })) && system == DirectSystem::Farm {
+    let app = cfg.app.as_ref().map_or("", AppSpec::name);
+    if system.app().is_some_and(|a| a != app) {
         return Err(ConfigError {
             flag: "--system",
-            message: "farm runs the key-value store; TPC-C's baselines are 2pl and occ".into(),
+            message: format!(
+                "{} runs --app {}; the baselines of kv are farm and nontx, of tpcc 2pl, occ and nontx",
+                system.name(),
+                system.app().unwrap_or_default()
+            ),
         });
     }
     match cfg.queue {

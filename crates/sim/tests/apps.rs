@@ -214,3 +214,36 @@ fn tpcc_on_1pipe_passes_its_checker_with_loss_and_a_crash() {
         );
     }
 }
+
+/// Fig. 15's baselines on direct messages: 2PL and OCC (2PC, primary-backup) commit, abort under
+/// the hot warehouse rows, drain, and pass the same checker in their commit order — also over
+/// the lossy network's transport; TPC-C's NonTX runs unchecked; the KV baselines refuse TPC-C.
+#[test]
+fn tpcc_baselines_run_checked_on_direct_messages() {
+    use onepipe_sim::direct::{run_direct, DirectSystem};
+    for (system, loss) in [
+        (DirectSystem::Lock, 0.0),
+        (DirectSystem::Occ, 0.0),
+        (DirectSystem::Lock, 0.001),
+        (DirectSystem::Occ, 0.001),
+    ] {
+        let cfg = SimConfig {
+            loss_rate: loss,
+            ..tpcc(TopologySpec::FatTree { k: 4 }, 4)
+        };
+        let r = run_direct(&cfg, system, &mut |_| {}).expect("runs");
+        let a = &r.app;
+        let what = format!("{} loss {loss}, seed 4", system.name());
+        assert!(r.drained, "{what}");
+        assert!(a.checked, "{what}");
+        assert_eq!(a.violations, 0, "{what}: {:?}", a.violation_samples);
+        assert!(a.committed > 100, "{what}: {a:?}");
+        assert!(a.tpcc_stats.aborts > 0, "{what}: {:?}", a.tpcc_stats);
+        assert_eq!(a.checked_transactions, a.committed, "{what}");
+    }
+    let cfg = tpcc(TopologySpec::Rack { hosts: 6 }, 5);
+    let r = run_direct(&cfg, DirectSystem::NonTx, &mut |_| {}).expect("runs");
+    assert!(r.app.committed > 100 && !r.app.checked, "{:?}", r.app);
+    let e = run_direct(&cfg, DirectSystem::Farm, &mut |_| {}).unwrap_err();
+    assert_eq!(e.flag, "--system");
+}

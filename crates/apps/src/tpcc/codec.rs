@@ -32,10 +32,14 @@ const REPLY: u8 = 4;
 const NEW_ORDER: u8 = 1;
 const PAYMENT: u8 = 2;
 
-/// Longest request: a New-Order of [`LINES_MAX`] lines.
-pub const REQUEST_LEN_MAX: usize = 1 + 8 + 1 + 12 + 1 + LINES_MAX * 9;
-/// Longest reply: a New-Order part with everything.
-pub const REPLY_LEN_MAX: usize = 1 + 8 + 8 + 4 + 1 + 1 + 2 + 11 + 1 + LINES_MAX * 3;
+/// Longest input: a New-Order of [`LINES_MAX`] lines.
+pub const INPUT_LEN_MAX: usize = 1 + 12 + 1 + LINES_MAX * 9;
+/// Longest result: a New-Order part with everything.
+pub const RESULT_LEN_MAX: usize = 1 + 1 + 2 + 11 + 1 + LINES_MAX * 3;
+/// Longest request.
+pub const REQUEST_LEN_MAX: usize = 1 + 8 + INPUT_LEN_MAX;
+/// Longest reply.
+pub const REPLY_LEN_MAX: usize = 1 + 8 + 8 + 4 + RESULT_LEN_MAX;
 
 /// A decoded request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +74,13 @@ pub fn encode_request(txn: u64, input: &TxnInput) -> Bytes {
     let mut b = BytesMut::with_capacity(REQUEST_LEN_MAX);
     b.put_u8(REQUEST);
     b.put_u64(txn);
+    put_input(&mut b, input);
+    debug_assert!(b.len() <= REQUEST_LEN_MAX);
+    b.freeze()
+}
+
+/// Appends a transaction's input as a request carries it (at most [`INPUT_LEN_MAX`] bytes).
+pub(super) fn put_input(b: &mut BytesMut, input: &TxnInput) {
     match input {
         TxnInput::NewOrder(t) => {
             assert!(t.lines.len() <= LINES_MAX, "{} lines", t.lines.len());
@@ -103,8 +114,6 @@ pub fn encode_request(txn: u64, input: &TxnInput) -> Bytes {
             b.put_u32(t.amount);
         }
     }
-    debug_assert!(b.len() <= REQUEST_LEN_MAX);
-    b.freeze()
 }
 
 /// Encodes a reply. A New-Order part must have at most [`LINES_MAX`] stock lines.
@@ -114,6 +123,13 @@ pub fn encode_reply(txn: u64, req_ts: u64, shard: u32, result: &PartResult) -> B
     b.put_u64(txn);
     b.put_u64(req_ts);
     b.put_u32(shard);
+    put_result(&mut b, result);
+    debug_assert!(b.len() <= REPLY_LEN_MAX);
+    b.freeze()
+}
+
+/// Appends a part's result as a reply carries it (at most [`RESULT_LEN_MAX`] bytes).
+pub(super) fn put_result(b: &mut BytesMut, result: &PartResult) {
     match result {
         PartResult::NewOrder(p) => {
             assert!(p.stock.len() <= LINES_MAX, "{} stock lines", p.stock.len());
@@ -157,8 +173,6 @@ pub fn encode_reply(txn: u64, req_ts: u64, shard: u32, result: &PartResult) -> B
             }
         }
     }
-    debug_assert!(b.len() <= REPLY_LEN_MAX);
-    b.freeze()
 }
 
 fn credit_byte(c: Credit) -> u8 {
@@ -169,39 +183,43 @@ fn credit_byte(c: Credit) -> u8 {
 }
 
 /// A cursor over a payload that fails instead of panicking.
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     buf: &'a [u8],
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// A cursor at the start of `buf`.
+    pub(super) fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf }
+    }
     fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
         let (head, rest) = self.buf.split_at_checked(N)?;
         self.buf = rest;
         head.try_into().ok()
     }
-    fn u8(&mut self) -> Option<u8> {
+    pub(super) fn u8(&mut self) -> Option<u8> {
         self.take::<1>().map(|b| b[0])
     }
-    fn u16(&mut self) -> Option<u16> {
+    pub(super) fn u16(&mut self) -> Option<u16> {
         self.take().map(u16::from_be_bytes)
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub(super) fn u32(&mut self) -> Option<u32> {
         self.take().map(u32::from_be_bytes)
     }
-    fn u64(&mut self) -> Option<u64> {
+    pub(super) fn u64(&mut self) -> Option<u64> {
         self.take().map(u64::from_be_bytes)
     }
-    fn i64(&mut self) -> Option<i64> {
+    pub(super) fn i64(&mut self) -> Option<i64> {
         self.take().map(i64::from_be_bytes)
     }
-    fn bool(&mut self) -> Option<bool> {
+    pub(super) fn bool(&mut self) -> Option<bool> {
         match self.u8()? {
             0 => Some(false),
             1 => Some(true),
             _ => None,
         }
     }
-    fn credit(&mut self) -> Option<Credit> {
+    pub(super) fn credit(&mut self) -> Option<Credit> {
         Some(if self.bool()? {
             Credit::Bad
         } else {
@@ -209,125 +227,150 @@ impl Reader<'_> {
         })
     }
     /// Flags with no bit outside `mask`.
-    fn flags(&mut self, mask: u8) -> Option<u8> {
+    pub(super) fn flags(&mut self, mask: u8) -> Option<u8> {
         self.u8().filter(|f| f & !mask == 0)
     }
     /// Nothing after the end.
-    fn finish(self) -> Option<()> {
+    pub(super) fn finish(self) -> Option<()> {
         self.buf.is_empty().then_some(())
+    }
+}
+
+impl Reader<'_> {
+    /// A transaction's input, as [`put_input`] writes it.
+    pub(super) fn input(&mut self) -> Option<TxnInput> {
+        Some(match self.u8()? {
+            NEW_ORDER => {
+                let (w_id, d_id, c_id) = (self.u32()?, self.u32()?, self.u32()?);
+                let n = self.u8()? as usize;
+                if n > LINES_MAX {
+                    return None;
+                }
+                let mut lines = Vec::with_capacity(n);
+                for _ in 0..n {
+                    lines.push(OrderLineInput {
+                        i_id: self.u32()?,
+                        supply_w_id: self.u32()?,
+                        quantity: self.u8()?,
+                    });
+                }
+                TxnInput::NewOrder(NewOrderInput {
+                    w_id,
+                    d_id,
+                    c_id,
+                    lines,
+                })
+            }
+            PAYMENT => {
+                let (w_id, d_id) = (self.u32()?, self.u32()?);
+                let (c_w_id, c_d_id) = (self.u32()?, self.u32()?);
+                let customer = match self.u8()? {
+                    0 => CustomerSelector::Id(self.u32()?),
+                    1 => CustomerSelector::LastName(u16::try_from(self.u32()?).ok()?),
+                    _ => return None,
+                };
+                TxnInput::Payment(PaymentInput {
+                    w_id,
+                    d_id,
+                    c_w_id,
+                    c_d_id,
+                    customer,
+                    amount: self.u32()?,
+                })
+            }
+            _ => return None,
+        })
+    }
+
+    /// A part's result, as [`put_result`] writes it.
+    pub(super) fn result(&mut self) -> Option<PartResult> {
+        Some(match self.u8()? {
+            NEW_ORDER => {
+                let flags = self.flags(0b111)?;
+                let w_tax = if flags & 2 != 0 {
+                    Some(self.u16()?)
+                } else {
+                    None
+                };
+                let district = if flags & 4 != 0 {
+                    Some(NewOrderDistrict {
+                        d_tax: self.u16()?,
+                        o_id: self.u32()?,
+                        c_discount: self.u16()?,
+                        c_last: self.u16()?,
+                        c_credit: self.credit()?,
+                    })
+                } else {
+                    None
+                };
+                let n = self.u8()? as usize;
+                if n > LINES_MAX {
+                    return None;
+                }
+                let mut stock = Vec::with_capacity(n);
+                for _ in 0..n {
+                    stock.push((self.u8()?, self.u16()?));
+                }
+                PartResult::NewOrder(NewOrderPart {
+                    rolled_back: flags & 1 != 0,
+                    w_tax,
+                    district,
+                    stock,
+                })
+            }
+            PAYMENT => {
+                let flags = self.flags(0b111)?;
+                let w_ytd = if flags & 1 != 0 {
+                    Some(self.i64()?)
+                } else {
+                    None
+                };
+                let d_ytd = if flags & 2 != 0 {
+                    Some(self.i64()?)
+                } else {
+                    None
+                };
+                let customer = if flags & 4 != 0 {
+                    Some(PaymentCustomer {
+                        c_id: self.u32()?,
+                        c_balance: self.i64()?,
+                        c_credit: self.credit()?,
+                    })
+                } else {
+                    None
+                };
+                PartResult::Payment(PaymentPart {
+                    w_ytd,
+                    d_ytd,
+                    customer,
+                })
+            }
+            _ => return None,
+        })
     }
 }
 
 /// Decodes a request; `None` if it is not a well-formed one. (Whether its ids lie inside the
 /// database is [`TxnInput::is_valid`]'s question.)
 pub fn decode_request(payload: &[u8]) -> Option<Request> {
-    let mut r = Reader { buf: payload };
+    let mut r = Reader::new(payload);
     if r.u8()? != REQUEST {
         return None;
     }
     let txn = r.u64()?;
-    let input = match r.u8()? {
-        NEW_ORDER => {
-            let (w_id, d_id, c_id) = (r.u32()?, r.u32()?, r.u32()?);
-            let n = r.u8()? as usize;
-            if n > LINES_MAX {
-                return None;
-            }
-            let mut lines = Vec::with_capacity(n);
-            for _ in 0..n {
-                lines.push(OrderLineInput {
-                    i_id: r.u32()?,
-                    supply_w_id: r.u32()?,
-                    quantity: r.u8()?,
-                });
-            }
-            TxnInput::NewOrder(NewOrderInput {
-                w_id,
-                d_id,
-                c_id,
-                lines,
-            })
-        }
-        PAYMENT => {
-            let (w_id, d_id, c_w_id, c_d_id) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
-            let customer = match r.u8()? {
-                0 => CustomerSelector::Id(r.u32()?),
-                1 => CustomerSelector::LastName(u16::try_from(r.u32()?).ok()?),
-                _ => return None,
-            };
-            TxnInput::Payment(PaymentInput {
-                w_id,
-                d_id,
-                c_w_id,
-                c_d_id,
-                customer,
-                amount: r.u32()?,
-            })
-        }
-        _ => return None,
-    };
+    let input = r.input()?;
     r.finish()?;
     Some(Request { txn, input })
 }
 
 /// Decodes a reply; `None` if it is not a well-formed one.
 pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
-    let mut r = Reader { buf: payload };
+    let mut r = Reader::new(payload);
     if r.u8()? != REPLY {
         return None;
     }
     let (txn, req_ts, shard) = (r.u64()?, r.u64()?, r.u32()?);
-    let result = match r.u8()? {
-        NEW_ORDER => {
-            let flags = r.flags(0b111)?;
-            let w_tax = if flags & 2 != 0 { Some(r.u16()?) } else { None };
-            let district = if flags & 4 != 0 {
-                Some(NewOrderDistrict {
-                    d_tax: r.u16()?,
-                    o_id: r.u32()?,
-                    c_discount: r.u16()?,
-                    c_last: r.u16()?,
-                    c_credit: r.credit()?,
-                })
-            } else {
-                None
-            };
-            let n = r.u8()? as usize;
-            if n > LINES_MAX {
-                return None;
-            }
-            let mut stock = Vec::with_capacity(n);
-            for _ in 0..n {
-                stock.push((r.u8()?, r.u16()?));
-            }
-            PartResult::NewOrder(NewOrderPart {
-                rolled_back: flags & 1 != 0,
-                w_tax,
-                district,
-                stock,
-            })
-        }
-        PAYMENT => {
-            let flags = r.flags(0b111)?;
-            let w_ytd = if flags & 1 != 0 { Some(r.i64()?) } else { None };
-            let d_ytd = if flags & 2 != 0 { Some(r.i64()?) } else { None };
-            let customer = if flags & 4 != 0 {
-                Some(PaymentCustomer {
-                    c_id: r.u32()?,
-                    c_balance: r.i64()?,
-                    c_credit: r.credit()?,
-                })
-            } else {
-                None
-            };
-            PartResult::Payment(PaymentPart {
-                w_ytd,
-                d_ytd,
-                customer,
-            })
-        }
-        _ => return None,
-    };
+    let result = r.result()?;
     r.finish()?;
     Some(Reply {
         txn,
@@ -338,7 +381,7 @@ pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -352,7 +395,8 @@ mod tests {
         })
     }
 
-    fn input() -> impl Strategy<Value = TxnInput> {
+    /// Any input the wire can carry (valid or not).
+    pub(in crate::tpcc) fn input() -> impl Strategy<Value = TxnInput> {
         let selector = prop_oneof![
             any::<u32>().prop_map(CustomerSelector::Id),
             any::<u16>().prop_map(CustomerSelector::LastName),
@@ -394,7 +438,8 @@ mod tests {
         prop_oneof![Just(Credit::Good), Just(Credit::Bad)]
     }
 
-    fn result() -> impl Strategy<Value = PartResult> {
+    /// Any result the wire can carry.
+    pub(in crate::tpcc) fn result() -> impl Strategy<Value = PartResult> {
         let district = (
             any::<u16>(),
             any::<u32>(),

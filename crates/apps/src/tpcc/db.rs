@@ -21,6 +21,11 @@
 //! Payment are independent transactions, what a part does depends on the input and that shard's
 //! rows only: the parts executed on shards add up to what the whole transaction does on one
 //! unsharded database (the checker's model is a `Shard` that holds every row).
+//!
+//! **For the baselines** (2PL, OCC): [`Shard::access`] names the rows a part reads and writes,
+//! at [`RowKey`] granularity — what they lock and version — and [`Shard::execute_undoable`] with
+//! [`Shard::undo`] executes in place and takes it back (2PL executes before it knows the
+//! outcome; OCC's execution phase changes nothing).
 
 use super::gen::{self, TpccScale, C_DATA_LEN_MAX};
 use super::{
@@ -41,8 +46,10 @@ pub fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A row's key, for placement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A row's key, for placement — and the unit the baselines lock and version
+/// ([`Shard::access`]): a district's key covers the rows kept with it (its customers, orders,
+/// new-orders, order lines and history).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RowKey {
     /// The warehouse row of `w`.
     Warehouse(u32),
@@ -50,6 +57,15 @@ pub enum RowKey {
     District(u32, u32),
     /// Stock (`w`, `i`).
     Stock(u32, u32),
+}
+
+/// How a transaction's part touches a row ([`Shard::access`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Access {
+    /// It only reads it.
+    Read,
+    /// It writes it (and may read it).
+    Write,
 }
 
 /// What a process is in the layout.
@@ -352,6 +368,45 @@ impl District {
         (n > 0).then(|| self.by_last[from + n.div_ceil(2) - 1].2)
     }
 
+    /// The customer `selector` names (clause 2.5.2.2), if the district has one by that name.
+    /// Only `C_LAST` and `C_FIRST` decide, and no transaction changes them.
+    fn resolve(&self, selector: CustomerSelector) -> Option<u32> {
+        match selector {
+            CustomerSelector::Id(id) => Some(id).filter(|&id| self.customer(id).is_some()),
+            CustomerSelector::LastName(code) => self.by_last_name(code),
+        }
+    }
+
+    /// What New-Order and Payment may change here, as it is — with customer `c_id`'s row, if
+    /// given — for [`District::restore`].
+    fn mark(&self, c_id: Option<u32>) -> DistrictMark {
+        DistrictMark {
+            d_ytd: self.d_ytd,
+            d_next_o_id: self.d_next_o_id,
+            orders: self.orders.len(),
+            new_orders: self.new_orders.len(),
+            order_lines: self.order_lines.len(),
+            history: self.history.len(),
+            customer: c_id.and_then(|id| Some((id, *self.customer(id)?))),
+        }
+    }
+
+    /// Back to `m`. Orders, new-orders, order lines and history are only ever appended to, so
+    /// cutting them to their marked lengths undoes what was executed since — provided nothing
+    /// else touched the district in between (the caller holds it locked).
+    fn restore(&mut self, m: DistrictMark) {
+        debug_assert!(self.orders.len() >= m.orders && self.history.len() >= m.history);
+        self.d_ytd = m.d_ytd;
+        self.d_next_o_id = m.d_next_o_id;
+        self.orders.truncate(m.orders);
+        self.new_orders.truncate(m.new_orders);
+        self.order_lines.truncate(m.order_lines);
+        self.history.truncate(m.history);
+        if let Some((id, c)) = m.customer {
+            self.customers[(id - 1) as usize] = c;
+        }
+    }
+
     /// The district's part of New-Order `t` (clause 2.4.2.2): takes `D_NEXT_O_ID` and inserts
     /// the order, its new-order and order lines — unless rolled back; reads the customer.
     fn new_order(&mut self, t: &NewOrderInput, rolled_back: bool, price: impl Fn(u32) -> Cents) {
@@ -407,11 +462,7 @@ impl District {
     /// balance, year-to-date payment and count, and for bad credit prefixes `C_DATA` with
     /// `C_ID C_D_ID C_W_ID D_ID W_ID H_AMOUNT` (kept as a hash and a length).
     fn payment_customer(&mut self, t: &PaymentInput) -> PaymentCustomer {
-        let c_id = match t.customer {
-            CustomerSelector::Id(id) => Some(id).filter(|&id| self.customer(id).is_some()),
-            CustomerSelector::LastName(code) => self.by_last_name(code),
-        };
-        let Some(c_id) = c_id else {
+        let Some(c_id) = self.resolve(t.customer) else {
             return PaymentCustomer {
                 c_id: 0,
                 c_balance: 0,
@@ -439,6 +490,35 @@ impl District {
             c_balance: c.c_balance,
             c_credit: c.c_credit,
         }
+    }
+}
+
+/// A district's changeable state, marked before a part executes ([`Undo`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DistrictMark {
+    d_ytd: Cents,
+    d_next_o_id: u32,
+    orders: usize,
+    new_orders: usize,
+    order_lines: usize,
+    history: usize,
+    /// The customer a Payment updates, as it was.
+    customer: Option<(u32, Customer)>,
+}
+
+/// What restores the rows one part's execution wrote ([`Shard::execute_undoable`],
+/// [`Shard::undo`]): their earlier values (a district's appended rows as marked lengths).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Undo {
+    warehouses: Vec<(u32, Warehouse)>,
+    districts: Vec<((u32, u32), DistrictMark)>,
+    stock: Vec<(u64, Stock)>,
+}
+
+impl Undo {
+    /// It restores nothing: the part wrote nothing.
+    pub fn is_empty(&self) -> bool {
+        self.warehouses.is_empty() && self.districts.is_empty() && self.stock.is_empty()
     }
 }
 
@@ -561,6 +641,112 @@ impl Shard {
         }
     }
 
+    /// The rows held here that `input`'s part reads or writes, ascending by key, each once —
+    /// exactly what [`Shard::execute`] reads or changes, so that parts with no row in common,
+    /// or only rows both read, commute (what the baselines lock and version, §7.3.2):
+    ///
+    /// * New-Order: the warehouse row read (`W_TAX`); the district written (`D_NEXT_O_ID`, the
+    ///   order, its new-order and lines; the customer read) — only read if an unused item rolls
+    ///   the transaction back (clause 2.4.2.3); each line's stock row written, unless rolled
+    ///   back. The item table is read-only: not a row here.
+    /// * Payment: the warehouse row (`W_YTD`), the home district (`D_YTD`, history) and the
+    ///   customer's district (the customer) written.
+    pub fn access(&self, input: &TxnInput) -> Vec<(RowKey, Access)> {
+        let mut rows = Vec::new();
+        let mut add = |shard: &Shard, row: RowKey, a: Access| {
+            if shard.holds(row) {
+                rows.push((row, a));
+            }
+        };
+        match input {
+            TxnInput::NewOrder(t) => {
+                let rolled_back = t.lines.iter().any(|l| self.item_price(l.i_id).is_none());
+                add(self, RowKey::Warehouse(t.w_id), Access::Read);
+                let district = if rolled_back {
+                    Access::Read
+                } else {
+                    Access::Write
+                };
+                add(self, RowKey::District(t.w_id, t.d_id), district);
+                if !rolled_back {
+                    for l in &t.lines {
+                        add(self, RowKey::Stock(l.supply_w_id, l.i_id), Access::Write);
+                    }
+                }
+            }
+            TxnInput::Payment(t) => {
+                add(self, RowKey::Warehouse(t.w_id), Access::Write);
+                add(self, RowKey::District(t.w_id, t.d_id), Access::Write);
+                add(self, RowKey::District(t.c_w_id, t.c_d_id), Access::Write);
+            }
+        }
+        // A row named twice (a repeated item, a local payment's district) is taken once, as
+        // written if either writes it.
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        rows.dedup_by_key(|r| r.0);
+        rows
+    }
+
+    /// Whether it holds `row`.
+    pub fn holds(&self, row: RowKey) -> bool {
+        match row {
+            RowKey::Warehouse(w) => self.warehouses.contains_key(&w),
+            RowKey::District(w, d) => self.districts.contains_key(&(w, d)),
+            RowKey::Stock(w, i) => self.stock_row(w, i).is_some(),
+        }
+    }
+
+    /// [`Shard::execute`], with what restores the rows it wrote ([`Shard::undo`]): for a
+    /// protocol that executes in place before it knows whether the transaction commits.
+    pub fn execute_undoable(&mut self, input: &TxnInput) -> (PartResult, Undo) {
+        let mut undo = Undo::default();
+        for (row, a) in self.access(input) {
+            if a == Access::Read {
+                continue;
+            }
+            match row {
+                RowKey::Warehouse(w) => {
+                    undo.warehouses
+                        .extend(self.warehouses.get(&w).map(|r| (w, *r)));
+                }
+                RowKey::District(w, d) => {
+                    let c_id = match input {
+                        TxnInput::Payment(t) if (t.c_w_id, t.c_d_id) == (w, d) => Some(t.customer),
+                        _ => None,
+                    };
+                    if let Some(r) = self.districts.get(&(w, d)) {
+                        let mark = r.mark(c_id.and_then(|c| r.resolve(c)));
+                        undo.districts.push(((w, d), mark));
+                    }
+                }
+                RowKey::Stock(w, i) => {
+                    undo.stock
+                        .extend(self.stock_row(w, i).map(|s| (stock_key(w, i), *s)));
+                }
+            }
+        }
+        (self.execute(input), undo)
+    }
+
+    /// Restores the rows `undo` saved, undoing the part that [`Shard::execute_undoable`]
+    /// returned it with. Correct only if no other part wrote those rows in between (under the
+    /// baselines, the part holds them locked).
+    pub fn undo(&mut self, undo: Undo) {
+        for (w, r) in undo.warehouses {
+            self.warehouses.insert(w, r);
+        }
+        for (k, m) in undo.districts {
+            if let Some(d) = self.districts.get_mut(&k) {
+                d.restore(m);
+            }
+        }
+        for (k, s) in undo.stock {
+            if let Ok(at) = self.stock.binary_search_by_key(&k, |e| e.0) {
+                self.stock[at].1 = s;
+            }
+        }
+    }
+
     /// New-Order (clause 2.4.2.2) on the rows held here.
     fn new_order(&mut self, t: &NewOrderInput) -> NewOrderPart {
         // Clause 2.4.2.3: an unused item number rolls the whole transaction back. Every shard
@@ -656,6 +842,16 @@ impl Shard {
             ]);
         }
         h.0
+    }
+
+    /// A digest of one row's state (`0` if not held): for tests of what a part changes.
+    #[cfg(test)]
+    pub(crate) fn digest_row(&self, row: RowKey) -> u64 {
+        if self.holds(row) {
+            self.digest_where(|r| r == row)
+        } else {
+            0
+        }
     }
 
     /// Changes `W_YTD` of `w` by `delta`: a corruption for tests of the checker.
