@@ -73,7 +73,7 @@ pub use occ::TpccOccProcess;
 pub use onepipe::{TpccConfig, TpccProcess};
 
 use crate::App;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Money, in cents.
 pub type Cents = i64;
@@ -90,7 +90,7 @@ pub const LINES_MAX: usize = 15;
 pub const LAST_NAMES: u16 = 1000;
 
 /// One order line of a New-Order's input (clause 2.4.1.5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderLineInput {
     /// `OL_I_ID`: an item, or an unused number (the transaction rolls back).
     pub i_id: u32,
@@ -101,7 +101,7 @@ pub struct OrderLineInput {
 }
 
 /// A New-Order's input (clause 2.4.1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewOrderInput {
     /// The home warehouse.
     pub w_id: u32,
@@ -114,7 +114,7 @@ pub struct NewOrderInput {
 }
 
 /// How a Payment names its customer (clause 2.5.1.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CustomerSelector {
     /// By `C_ID`.
@@ -124,7 +124,7 @@ pub enum CustomerSelector {
 }
 
 /// A Payment's input (clause 2.5.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaymentInput {
     /// The home warehouse: where the payment is made.
     pub w_id: u32,
@@ -141,7 +141,7 @@ pub struct PaymentInput {
 }
 
 /// A transaction's input: all a shard needs to execute its part.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TxnInput {
     /// A New-Order.
@@ -151,7 +151,7 @@ pub enum TxnInput {
 }
 
 /// A transaction's kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TpccTxnKind {
     /// New-Order (clause 2.4).
@@ -202,7 +202,7 @@ impl TxnInput {
 }
 
 /// `C_CREDIT`: good (`GC`) or bad (`BC`) credit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Credit {
     /// `GC`.
     #[default]
@@ -212,7 +212,7 @@ pub enum Credit {
 }
 
 /// What a New-Order's district part read and decided (clause 2.4.2.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewOrderDistrict {
     /// `D_TAX`.
     pub d_tax: Rate,
@@ -227,7 +227,7 @@ pub struct NewOrderDistrict {
 }
 
 /// A shard's part of a New-Order, as the initiator hears it.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NewOrderPart {
     /// An unused item number rolled the transaction back: nothing changed (clause 2.4.2.3).
     pub rolled_back: bool,
@@ -241,7 +241,7 @@ pub struct NewOrderPart {
 }
 
 /// What a Payment's customer part resolved and left (clause 2.5.2.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaymentCustomer {
     /// The customer, resolved (by last name: the middle one by `C_FIRST`); 0 if no customer of
     /// the district has that last name (possible only at scales below 1000 customers).
@@ -253,7 +253,7 @@ pub struct PaymentCustomer {
 }
 
 /// A shard's part of a Payment, as the initiator hears it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PaymentPart {
     /// `W_YTD` after, if the shard holds the home warehouse.
     pub w_ytd: Option<Cents>,
@@ -265,7 +265,7 @@ pub struct PaymentPart {
 
 /// What one shard's part of a transaction read or decided: what replicas of one shard must
 /// agree on, and what the checker compares with its replay.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PartResult {
     /// A New-Order's part.
@@ -319,7 +319,7 @@ impl PartResult {
 /// A transaction that committed (or, from [`TpccApp::unfinished`], one bound to take effect),
 /// as its initiator saw it: what [`check::TpccChecker`] replays. System-neutral: any system that
 /// states a serialization order (1Pipe's timestamps, a baseline's commit order) records these.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TpccCommitted {
     /// Its id ([`crate::kv::txn_id`]: the initiator in the top 24 bits).
     pub txn: u64,
@@ -348,7 +348,7 @@ pub struct TpccCommitted {
 }
 
 /// What a TPC-C process counts. Summed over processes with `+=`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TpccStats {
     /// New-Orders committed (rolled-back ones included: they complete, with no effect).
     pub committed_new_order: u64,

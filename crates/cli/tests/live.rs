@@ -820,3 +820,33 @@ fn up_app_kv_refuses_what_it_does_not_support_naming_the_flag() {
         assert!(err.contains(expect), "{flags:?}: {err}");
     }
 }
+
+/// §7.3.2 live: TPC-C New-Order and Payment on six processes (2 shards × 3 replicas), each
+/// transaction one reliable scattering; the replay, every replica's digest and clause 3.3.2 pass.
+#[test]
+fn up_app_tpcc_passes_its_checker_with_replicas_agreeing() {
+    let (code, out, r) = up(
+        "tpcc",
+        &[
+            "--app",
+            "tpcc",
+            "--hosts",
+            "6",
+            "--window",
+            "4",
+            "--items",
+            "5000",
+            "--customers",
+            "300",
+            "--drain",
+            "5s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("a report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert_eq!(u(&r, "open"), 0, "{out}");
+    assert!(u(&r, "committed") > 50, "{out}");
+    assert_eq!(u(&r, "shards_compared"), 2, "{out}");
+    assert_eq!(u(&r, "checked_transactions"), u(&r, "committed"), "{out}");
+}

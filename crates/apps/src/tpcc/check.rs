@@ -252,6 +252,52 @@ impl TpccChecker {
         replicas: &[(u32, &Shard)],
         skew_ns: u64,
     ) -> TpccVerdict {
+        let (model, mut v) = self.replay(unfinished, skew_ns);
+        if !replicas.is_empty() {
+            self.check_state(&model, replicas, &mut v);
+        }
+        v
+    }
+
+    /// [`TpccChecker::verdict_with`] for replicas known by their digests only (`(shard,
+    /// Shard::digest)` of every live replica: the live runtime's processes report no more).
+    /// Replicas of a shard must agree and equal the replay's rows of that shard; clause 3.3.2's
+    /// conditions are then checked over the replay's database, which the replicas equal.
+    pub fn verdict_with_digests(
+        &self,
+        unfinished: &[TpccCommitted],
+        digests: &[(u32, u64)],
+        skew_ns: u64,
+    ) -> TpccVerdict {
+        let (model, mut v) = self.replay(unfinished, skew_ns);
+        let mut by_shard: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
+        for &(s, d) in digests {
+            by_shard.entry(s).or_default().insert(d);
+        }
+        for (&shard, ds) in &by_shard {
+            if ds.len() > 1 {
+                v.add(TpccViolation::ReplicasDiverge {
+                    shard,
+                    states: ds.len(),
+                });
+            }
+            v.shards_compared += 1;
+            if *ds != BTreeSet::from([model.digest_of(&self.layout, shard)]) {
+                v.add(TpccViolation::StateMismatch { shard });
+            }
+        }
+        let (conditions, found) = consistency(&self.scale, &[&model]);
+        v.conditions += conditions;
+        for x in found {
+            v.add(x);
+        }
+        v
+    }
+
+    /// Replays the committed transactions (and `unfinished` ones, whose effects apply) in order
+    /// on the model, comparing every result, and checks real time: the model at the end, and the
+    /// verdict so far.
+    fn replay(&self, unfinished: &[TpccCommitted], skew_ns: u64) -> (Shard, TpccVerdict) {
         let all: Vec<&TpccCommitted> = self.committed.iter().chain(unfinished).collect();
         let done = self.committed.len();
         let mut v = TpccVerdict::default();
@@ -273,10 +319,7 @@ impl TpccChecker {
             }
         }
         real_time(&all[..done], &order, skew_ns, &mut v);
-        if !replicas.is_empty() {
-            self.check_state(&model, replicas, &mut v);
-        }
-        v
+        (model, v)
     }
 
     /// Compares the results `c` got with the model's execution `full`, shard by shard.

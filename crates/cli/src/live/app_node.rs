@@ -1,7 +1,8 @@
-//! `onepipe node --app kv`: one process of the transactional store (§7.3.1) on a live cluster,
-//! through the public [`Endpoint`] API and [`AppHost`] — the same `KvProcess` the simulator
-//! runs. Every process serves the keys that hash to it and initiates transactions from `start`
-//! for `--duration`; it serves until told to stop, since the others' transactions still need it.
+//! `onepipe node --app kv|tpcc`: one process of an application on a live cluster, through the
+//! public [`Endpoint`] API and [`AppHost`] — the same `KvProcess` (the transactional store,
+//! §7.3.1) or `TpccProcess` (TPC-C, §7.3.2) the simulator runs. Every process serves its part
+//! (its keys; its shard's replica) and initiates transactions from `start` for `--duration`; it
+//! serves until told to stop, since the others' transactions still need it.
 //!
 //! Under `onepipe up` the handshake is the workload node's (`node.rs`), with these meanings:
 //!
@@ -14,14 +15,17 @@
 //! up → node   stop                   (or end of input: leave and exit)
 //! ```
 //!
-//! The records (`--out` with extension `kv.json`): the transactions this process committed,
-//! those still open whose writes are bound to apply (`TxnApp::unfinished`), and its counters.
+//! The records (`--out` with extension `kv.json` or `tpcc.json`): the transactions this process
+//! committed, those still open whose writes are bound to apply, its counters, and (TPC-C) its
+//! replica's digest.
 
 use super::supervise;
 use super::NodeArgs;
 use crate::sim_app::AppArgs;
 use onepipe_apps::kv::workload::TxnGen;
 use onepipe_apps::kv::{Committed, KvConfig, KvProcess, KvStats, TxnApp};
+use onepipe_apps::tpcc::{TpccApp, TpccCommitted, TpccConfig, TpccProcess, TpccStats};
+use onepipe_apps::{App, AppInput, AppSend};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::Instant;
 use onepipe_runtime::apphost::AppHost;
@@ -32,6 +36,23 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tracing::error;
+
+/// What one process of a live TPC-C run writes for `up`.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct TpccRecords {
+    /// The process.
+    pub proc: u32,
+    /// The transactions it committed.
+    pub committed: Vec<TpccCommitted>,
+    /// Its stamped transactions still open at the end (their effects apply).
+    pub unfinished: Vec<TpccCommitted>,
+    /// Its counters.
+    pub stats: TpccStats,
+    /// Its replica: (shard, `Shard::digest`).
+    pub shard: Option<(u32, u64)>,
+    /// Sends the endpoint refused for a full buffer.
+    pub refused_full: u64,
+}
 
 /// What one process of a live store run writes for `up`.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -54,18 +75,140 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-/// The process's store: every process of the cluster serves; the workload's seed and this
-/// process pick its transactions.
-fn store(app: &AppArgs, seed: u64, me: u32, procs: u32, t0: u64, duration: u64) -> KvProcess {
-    let Ok(Some(AppSpec::Kv { workload, window })) = app.spec() else {
-        unreachable!("checked before joining")
-    };
-    let mut cfg = KvConfig::new(onepipe_proto::ProcId(me), procs, workload.clone(), window);
-    cfg.start = Instant(t0);
-    cfg.stop = Instant(t0 + duration);
-    let zipf = workload.zipf();
-    let seed = Rng::new(seed ^ 0xA995).fork(u64::from(me)).next_u64();
-    KvProcess::new(cfg, TxnGen::new(workload, zipf, seed))
+/// What a node needs of its application beside [`App`].
+trait NodeApp: App {
+    /// No transaction open, nothing waiting.
+    fn idle(&self) -> bool;
+    /// Takes what it committed since the last call into its records.
+    fn collect(&mut self);
+    /// Transactions committed so far.
+    fn committed(&self) -> usize;
+    /// Its records as JSON, and the extension of their file.
+    fn records(&self, me: u32, refused_full: u64) -> (serde_json::Result<String>, &'static str);
+}
+
+/// The store's process and what it committed.
+struct KvNode(KvProcess, Vec<Committed>);
+
+/// TPC-C's process and what it committed.
+struct TpccNode(TpccProcess, Vec<TpccCommitted>);
+
+impl App for KvNode {
+    fn handle(&mut self, now: Instant, input: AppInput<'_>) {
+        self.0.handle(now, input);
+    }
+    fn poll_send(&mut self) -> Option<AppSend> {
+        self.0.poll_send()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.0.poll_timeout()
+    }
+}
+
+impl NodeApp for KvNode {
+    fn idle(&self) -> bool {
+        TxnApp::idle(&self.0)
+    }
+    fn collect(&mut self) {
+        while let Some(c) = TxnApp::poll_committed(&mut self.0) {
+            self.1.push(c);
+        }
+    }
+    fn committed(&self) -> usize {
+        self.1.len()
+    }
+    fn records(&self, me: u32, refused_full: u64) -> (serde_json::Result<String>, &'static str) {
+        let recs = KvRecords {
+            proc: me,
+            committed: self.1.clone(),
+            unfinished: self.0.unfinished(),
+            stats: TxnApp::stats(&self.0).clone(),
+            refused_full,
+        };
+        (serde_json::to_string(&recs), "kv.json")
+    }
+}
+
+impl App for TpccNode {
+    fn handle(&mut self, now: Instant, input: AppInput<'_>) {
+        self.0.handle(now, input);
+    }
+    fn poll_send(&mut self) -> Option<AppSend> {
+        self.0.poll_send()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.0.poll_timeout()
+    }
+}
+
+impl NodeApp for TpccNode {
+    fn idle(&self) -> bool {
+        TpccApp::idle(&self.0)
+    }
+    fn collect(&mut self) {
+        while let Some(c) = TpccApp::poll_committed(&mut self.0) {
+            self.1.push(c);
+        }
+    }
+    fn committed(&self) -> usize {
+        self.1.len()
+    }
+    fn records(&self, me: u32, refused_full: u64) -> (serde_json::Result<String>, &'static str) {
+        let recs = TpccRecords {
+            proc: me,
+            committed: self.1.clone(),
+            unfinished: self.0.unfinished(),
+            stats: TpccApp::stats(&self.0).clone(),
+            shard: self.0.shard().map(|(s, sh)| (s, sh.digest())),
+            refused_full,
+        };
+        (serde_json::to_string(&recs), "tpcc.json")
+    }
+}
+
+/// The process's application: the workload's seed and this process pick its transactions.
+fn application(
+    app: &AppArgs,
+    seed: u64,
+    me: u32,
+    procs: u32,
+    t0: u64,
+    duration: u64,
+) -> Box<dyn NodeApp> {
+    let (start, stop) = (Instant(t0), Instant(t0 + duration));
+    match app.spec() {
+        Ok(Some(AppSpec::Kv { workload, window })) => {
+            let mut cfg = KvConfig::new(onepipe_proto::ProcId(me), procs, workload.clone(), window);
+            cfg.start = start;
+            cfg.stop = stop;
+            let zipf = workload.zipf();
+            let seed = Rng::new(seed ^ 0xA995).fork(u64::from(me)).next_u64();
+            let p = KvProcess::new(cfg, TxnGen::new(workload, zipf, seed));
+            Box::new(KvNode(p, Vec::new()))
+        }
+        Ok(Some(AppSpec::Tpcc { workload, window })) => {
+            let mut cfg =
+                TpccConfig::new(onepipe_proto::ProcId(me), procs, workload.clone(), window);
+            cfg.start = start;
+            cfg.stop = stop;
+            let seed = Rng::new(seed ^ 0x7CC).fork(u64::from(me)).next_u64();
+            let gen = onepipe_apps::tpcc::gen::TxnGen::new(workload, cfg.home_warehouse(), seed);
+            Box::new(TpccNode(TpccProcess::new(cfg, gen), Vec::new()))
+        }
+        _ => unreachable!("checked before joining"),
+    }
+}
+
+impl App for Box<dyn NodeApp> {
+    fn handle(&mut self, now: Instant, input: AppInput<'_>) {
+        (**self).handle(now, input);
+    }
+    fn poll_send(&mut self) -> Option<AppSend> {
+        (**self).poll_send()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        (**self).poll_timeout()
+    }
 }
 
 /// Runs the node; the exit code.
@@ -117,9 +260,8 @@ pub fn run(args: &NodeArgs) -> i32 {
     };
     let procs = ep.cluster().procs();
     let duration = args.work.duration;
-    let kv = store(&args.app, args.work.seed, me, procs, t0, duration);
-    let mut host = AppHost::new(&ep, kv);
-    let mut committed = Vec::new();
+    let app = application(&args.app, args.work.seed, me, procs, t0, duration);
+    let mut host = AppHost::new(&ep, app);
     let mut said_sent = false;
     let mut records_written = false;
     let mut drain_ordered = false;
@@ -130,17 +272,18 @@ pub fn run(args: &NodeArgs) -> i32 {
             break;
         }
         let busy = host.turn();
-        while let Some(c) = host.app_mut().poll_committed() {
-            committed.push(c);
-        }
+        host.app_mut().collect();
         let now = monotonic_ns();
         let issued = now >= t0 + duration && host.app().idle();
         if !said_sent && (issued || now >= give_up) {
             said_sent = true;
             match &orders {
-                Some(_) => say(&format!("sent 0 {}", committed.len())),
+                Some(_) => say(&format!("sent 0 {}", host.app().committed())),
                 // Alone: report, and serve the others until the drain limit.
-                None => print_alone(me, host.app().stats(), committed.len()),
+                None => say(&format!(
+                    "p{me}: {} transactions committed",
+                    host.app().committed()
+                )),
             }
         }
         if orders.is_none() && now >= give_up {
@@ -159,7 +302,7 @@ pub fn run(args: &NodeArgs) -> i32 {
         let finished = host.app().idle();
         if drain_ordered && !records_written && (finished || now >= give_up) {
             records_written = true;
-            if let Err(e) = write_records(args, me, &host, &committed) {
+            if let Err(e) = write_records(args, me, &host) {
                 error!("{e}");
                 return super::EXIT_RUNTIME;
             }
@@ -184,27 +327,13 @@ pub fn run(args: &NodeArgs) -> i32 {
 fn write_records(
     args: &NodeArgs,
     me: u32,
-    host: &AppHost<'_, KvProcess>,
-    committed: &[Committed],
+    host: &AppHost<'_, Box<dyn NodeApp>>,
 ) -> Result<(), String> {
     let Some(path) = &args.out else {
         return Ok(());
     };
-    let recs = KvRecords {
-        proc: me,
-        committed: committed.to_vec(),
-        unfinished: host.app().unfinished(),
-        stats: host.app().stats().clone(),
-        refused_full: host.stats().refused_full,
-    };
-    let path = path.with_extension("kv.json");
-    let text = serde_json::to_string(&recs).map_err(|e| e.to_string())?;
+    let (text, ext) = host.app().records(me, host.stats().refused_full);
+    let text = text.map_err(|e| e.to_string())?;
+    let path = path.with_extension(ext);
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-fn print_alone(me: u32, s: &KvStats, committed: usize) {
-    say(&format!(
-        "p{me}: {committed} transactions committed ({} read-only, {} write-only, {} read-write), {} read-only retries",
-        s.committed_ro, s.committed_wo, s.committed_rw, s.ro_retries
-    ));
 }

@@ -276,12 +276,9 @@ fn check_app(args: &UpArgs) -> Result<(), String> {
     if args.app.app.is_none() {
         return Ok(());
     }
-    if let Some(crate::sim_app::AppName::Tpcc) = args.app.app {
-        return Err("--app tpcc: not live yet (onepipe sim --app tpcc runs it)".into());
-    }
     args.app.spec()?;
     if args.app.system != crate::sim_app::System::Onepipe {
-        return Err("--system: live, the store runs on 1Pipe only (the baselines run in the simulator: onepipe sim --app kv --system farm|nontx)".into());
+        return Err("--system: live, the applications run on 1Pipe only (the baselines run in the simulator: onepipe sim --app kv|tpcc --system …)".into());
     }
     let unsupported = [
         (args.unordered, "--unordered"),
@@ -553,8 +550,23 @@ impl Run<'_> {
     /// The application's flags, passed on to every node.
     fn app_argv(&self) -> Vec<String> {
         let a = &self.args.app;
-        if a.app.is_none() {
-            return Vec::new();
+        match a.app {
+            None => return Vec::new(),
+            Some(crate::sim_app::AppName::Tpcc) => {
+                return strings(&[
+                    "--app",
+                    "tpcc",
+                    "--window",
+                    &a.window.to_string(),
+                    "--warehouses",
+                    &a.warehouses.to_string(),
+                    "--items",
+                    &a.items.to_string(),
+                    "--customers",
+                    &a.customers.to_string(),
+                ])
+            }
+            Some(crate::sim_app::AppName::Kv) => {}
         }
         let mut v = strings(&[
             "--app",
@@ -759,7 +771,11 @@ impl Run<'_> {
         self.t0 = t0;
         if a.app.app.is_some() {
             println!(
-                "running the transactional store (--app kv), {} transactions in flight per process, for {}",
+                "running --app {}, {} transactions in flight per process, for {}",
+                match a.app.app {
+                    Some(crate::sim_app::AppName::Tpcc) => "tpcc",
+                    _ => "kv",
+                },
                 a.app.window,
                 format_duration(w.duration)
             );

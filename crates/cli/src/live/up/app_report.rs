@@ -1,47 +1,163 @@
-//! `onepipe up --app kv`: what the store's processes recorded, checked and summarized — the
-//! transactions committed, per second and by kind, latency p50/p99 by kind, and the checker's
-//! verdict (every committed transaction replayed in timestamp order, every read checked, and
-//! real time); `--history FILE` writes the run's single-key operations.
+//! `onepipe up --app kv|tpcc`: what the application's processes recorded, checked and
+//! summarized — the transactions committed, per second and by kind, latency p50/p99 by kind, and
+//! the checker's verdict. The store: every committed transaction replayed in timestamp order,
+//! every read checked, and real time; `--history FILE` writes the run's single-key operations.
+//! TPC-C: every committed transaction's results replayed in timestamp order on an unsharded
+//! model, real time, every replica's digest against its siblings' and the model's, and clause
+//! 3.3.2's conditions.
 
-use super::super::app_node::KvRecords;
+use super::super::app_node::{KvRecords, TpccRecords};
 use super::super::UpArgs;
 use super::Run;
 use crate::cli::EXIT_VIOLATION;
 use onepipe_apps::kv::check::KvChecker;
 use onepipe_apps::kv::{KvStats, TxnKind};
+use onepipe_apps::tpcc::check::TpccChecker;
+use onepipe_apps::tpcc::db::{TpccLayout, REPLICAS_DEFAULT};
+use onepipe_apps::tpcc::{TpccStats, TpccTxnKind};
 use onepipe_runtime::cluster::Cluster;
 use onepipe_sim::metrics::{NsHistogram, Summary};
+use onepipe_sim::AppSpec;
 use serde_json::json;
 
 /// Checks and prints the run; the exit code.
 pub(super) fn app_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, String> {
+    match args.app.spec()? {
+        Some(AppSpec::Tpcc { workload, .. }) => tpcc_finish(args, cluster, run, &workload),
+        _ => kv_finish(args, cluster, run),
+    }
+}
+
+/// The records of every process, from files `p<N>.<ext>`.
+fn read_records<R: serde::de::DeserializeOwned>(
+    cluster: &Cluster,
+    run: &Run<'_>,
+    ext: &str,
+) -> Result<Vec<R>, String> {
+    let mut all = Vec::new();
+    let mut missing = Vec::new();
+    for p in &cluster.processes {
+        let path = run.dir.join(format!("p{}.{ext}", p.id));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            missing.push(p.id);
+            continue;
+        };
+        all.push(
+            serde_json::from_str(&text)
+                .map_err(|e| format!("{}: not a record of the run: {e}", path.display()))?,
+        );
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "no records from process(es) {missing:?}: their transactions cannot be checked"
+        ));
+    }
+    Ok(all)
+}
+
+/// `--app tpcc`.
+fn tpcc_finish(
+    args: &UpArgs,
+    cluster: &Cluster,
+    run: &Run<'_>,
+    workload: &onepipe_apps::tpcc::gen::TpccWorkload,
+) -> Result<i32, String> {
+    let procs = cluster.procs();
+    let layout = TpccLayout::for_procs(procs, REPLICAS_DEFAULT);
+    let mut checker = TpccChecker::new(workload.scale, workload.seed, layout);
+    let (mut unfinished, mut digests) = (Vec::new(), Vec::new());
+    let (mut stats, mut refused_full) = (TpccStats::default(), 0);
+    for r in read_records::<TpccRecords>(cluster, run, "tpcc.json")? {
+        stats += &r.stats;
+        refused_full += r.refused_full;
+        unfinished.extend(r.unfinished);
+        digests.extend(r.shard);
+        r.committed.into_iter().for_each(|c| checker.on_commit(c));
+    }
+    let (t0, duration) = (run.t0, args.work.duration);
+    let mut latency: [NsHistogram; 2] = Default::default();
+    let mut in_period = 0u64;
+    for c in checker.committed() {
+        let k = usize::from(c.input.kind() == TpccTxnKind::Payment);
+        latency[k].record(c.return_ns.saturating_sub(c.call_ns));
+        in_period += u64::from(c.return_ns <= t0 + duration);
+    }
+    let v = checker.verdict_with_digests(&unfinished, &digests, 0);
+    let per_s = in_period as f64 / (duration as f64 / 1e9);
+    println!(
+        "  app tpcc on 1pipe  {} transactions committed ({} New-Order, {} of them rolled back; {} Payment): {:.0}/s, {:.0}/s per process; {} shards × {} replicas",
+        checker.len(),
+        stats.committed_new_order,
+        stats.rolled_back,
+        stats.committed_payment,
+        per_s,
+        per_s / f64::from(procs.max(1)),
+        layout.shards,
+        layout.replicas
+    );
+    let summaries: Vec<Summary> = latency.iter().map(NsHistogram::summary).collect();
+    for (name, l) in ["New-Order", "Payment"].iter().zip(&summaries) {
+        if l.count > 0 {
+            println!(
+                "  {name:<11} latency p50 {:.1} µs  p99 {:.1} µs",
+                l.p50 as f64 / 1e3,
+                l.p99 as f64 / 1e3
+            );
+        }
+    }
+    println!(
+        "  app checker {} transactions replayed in timestamp order ({} still open), {} result fields, {} replica digests over {} shards, {} consistency conditions: {} violation(s); {} recalled, {} replies resent, {} sends refused (buffer full)",
+        v.transactions, v.unfinished, v.fields, digests.len(), v.shards_compared, v.conditions, v.violations, stats.recalled, stats.replies_resent, refused_full
+    );
+    for s in &v.samples {
+        eprintln!("  {s}");
+    }
+    if let Some(path) = &args.json {
+        let report = json!({
+            "app": "tpcc",
+            "system": "1pipe",
+            "procs": procs,
+            "committed": checker.len(),
+            "txns_per_s": per_s,
+            "latency_ns_new_order": summaries[0],
+            "latency_ns_payment": summaries[1],
+            "stats": stats,
+            "open": unfinished.len(),
+            "checked_transactions": v.transactions,
+            "checked_fields": v.fields,
+            "shards_compared": v.shards_compared,
+            "violations": v.violations,
+            "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, format!("{report:#}\n"))
+            .map_err(|e| format!("--json: cannot write {}: {e}", path.display()))?;
+    }
+    if v.violations > 0 {
+        return Ok(EXIT_VIOLATION);
+    }
+    if !unfinished.is_empty() {
+        eprintln!(
+            "onepipe up: {} transaction(s) still open at the drain limit",
+            unfinished.len()
+        );
+        return Ok(super::EXIT_RUNTIME);
+    }
+    Ok(0)
+}
+
+/// `--app kv`.
+fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, String> {
     let mut checker = KvChecker::new();
     let mut unfinished = Vec::new();
     let mut stats = KvStats::default();
     let mut refused_full = 0;
-    let mut missing = Vec::new();
-    for p in &cluster.processes {
-        let path = run.dir.join(format!("p{}.kv.json", p.id));
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(_) => {
-                missing.push(p.id);
-                continue;
-            }
-        };
-        let recs: KvRecords = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a store record: {e}", path.display()))?;
+    for recs in read_records::<KvRecords>(cluster, run, "kv.json")? {
         stats += &recs.stats;
         refused_full += recs.refused_full;
         unfinished.extend(recs.unfinished);
         recs.committed
             .into_iter()
             .for_each(|c| checker.on_commit(c));
-    }
-    if !missing.is_empty() {
-        return Err(format!(
-            "no records from process(es) {missing:?}: their transactions cannot be checked"
-        ));
     }
     let (t0, duration) = (run.t0, args.work.duration);
     let mut latency: [NsHistogram; 3] = Default::default();
