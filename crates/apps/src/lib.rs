@@ -23,6 +23,7 @@
 
 pub mod kv;
 pub mod tpcc;
+mod wire;
 
 use bytes::Bytes;
 use onepipe_proto::{Instant, ProcId, Timestamp};

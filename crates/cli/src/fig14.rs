@@ -17,7 +17,7 @@
 
 use crate::cli::parse_duration;
 use crate::fig8::{layout, parse_procs};
-use crate::plot::{line_chart, load_font, Chart, Series};
+use crate::plot::{line_chart, Chart, Series};
 use clap::Args;
 use onepipe_apps::kv::workload::{KeyDist, KvWorkload};
 use onepipe_sim::apps::AppReport;
@@ -264,29 +264,14 @@ pub fn fig14(a: &Fig14Args) -> Result<(), String> {
             )
         })
         .collect();
-    match load_font() {
-        Some(font) => {
-            plots(a, &pts, &out, font)?;
-            println!(
-                "# wrote {}, fig14a.png, fig14b.png, fig14c.png",
-                a.out.join("fig14.csv").display()
-            );
-        }
-        None => eprintln!(
-            "onepipe bench fig14: no TrueType font found (install fonts-dejavu-core or set \
-             ONEPIPE_FONT): plots skipped, fig14.csv written"
-        ),
-    }
-    if failing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} point(s) failed their checkers (seed {}; in fig14.csv too):\n  {}",
-            failing.len(),
-            a.seed,
-            failing.join("\n  ")
-        ))
-    }
+    crate::sweep::finish(
+        "fig14",
+        &a.out.join("fig14.csv"),
+        "fig14a.png, fig14b.png, fig14c.png",
+        |font| plots(a, &pts, &out, font),
+        &failing,
+        a.seed,
+    )
 }
 
 fn write_csv(a: &Fig14Args, pts: &[Point], out: &[(AppReport, bool)]) -> Result<(), String> {

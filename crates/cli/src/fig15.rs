@@ -16,7 +16,7 @@
 use crate::cli::parse_duration;
 use crate::fig14::app_config;
 use crate::fig8::parse_procs;
-use crate::plot::{line_chart, load_font, Chart, Series};
+use crate::plot::{line_chart, Chart, Series};
 use clap::Args;
 use onepipe_apps::tpcc::gen::TpccWorkload;
 use onepipe_sim::apps::AppReport;
@@ -224,19 +224,6 @@ pub fn fig15(a: &Fig15Args) -> Result<(), String> {
         started.elapsed().as_secs_f64(),
         a.jobs.max(1)
     );
-    match load_font() {
-        Some(font) => {
-            plots(a, &pts, &out, font)?;
-            println!(
-                "# wrote {}, fig15a.png, fig15b.png",
-                a.out.join("fig15.csv").display()
-            );
-        }
-        None => eprintln!(
-            "onepipe bench fig15: no TrueType font found (install fonts-dejavu-core or set \
-             ONEPIPE_FONT): plots skipped, fig15.csv written"
-        ),
-    }
     let failing: Vec<String> = pts
         .iter()
         .zip(&out)
@@ -253,16 +240,14 @@ pub fn fig15(a: &Fig15Args) -> Result<(), String> {
             )
         })
         .collect();
-    if failing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} point(s) failed their checkers (seed {}):\n  {}",
-            failing.len(),
-            a.seed,
-            failing.join("\n  ")
-        ))
-    }
+    crate::sweep::finish(
+        "fig15",
+        &a.out.join("fig15.csv"),
+        "fig15a.png, fig15b.png",
+        |font| plots(a, &pts, &out, font),
+        &failing,
+        a.seed,
+    )
 }
 
 fn write_csv(a: &Fig15Args, pts: &[Point], out: &[(AppReport, bool)]) -> Result<(), String> {

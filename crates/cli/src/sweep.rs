@@ -48,3 +48,36 @@ pub fn run_points<P: Sync, R: Send>(
         .map(|r| r.expect("every point ran"))
         .collect()
 }
+
+/// The end of figure `name`: its plots `pngs` (drawn by `plots` when a TrueType font is found,
+/// else skipped with a word on standard error), then the verdict — an error naming every point
+/// in `failing` (a checker found a violation there; seed `seed`).
+pub fn finish(
+    name: &str,
+    csv: &std::path::Path,
+    pngs: &str,
+    plots: impl FnOnce(&'static str) -> Result<(), String>,
+    failing: &[String],
+    seed: u64,
+) -> Result<(), String> {
+    match crate::plot::load_font() {
+        Some(font) => {
+            plots(font)?;
+            println!("# wrote {}, {pngs}", csv.display());
+        }
+        None => eprintln!(
+            "onepipe bench {name}: no TrueType font found (install fonts-dejavu-core or set \
+             ONEPIPE_FONT): plots skipped, {} written",
+            csv.display()
+        ),
+    }
+    if failing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} point(s) failed their checkers (seed {seed}; in {} too):\n  {}",
+        failing.len(),
+        csv.display(),
+        failing.join("\n  ")
+    ))
+}

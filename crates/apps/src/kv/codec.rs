@@ -180,44 +180,19 @@ pub fn encode_reply_data(
     b.freeze()
 }
 
-/// A cursor over a payload that fails instead of panicking (the FaRM baseline's messages use it
-/// too).
-pub(super) struct Reader<'a> {
-    pub(super) buf: &'a [u8],
-}
+pub(super) use crate::wire::Reader;
 
 impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let (head, rest) = self.buf.split_at_checked(N)?;
-        self.buf = rest;
-        head.try_into().ok()
-    }
-    pub(super) fn u8(&mut self) -> Option<u8> {
-        self.take::<1>().map(|b| b[0])
-    }
-    pub(super) fn u16(&mut self) -> Option<u16> {
-        self.take().map(u16::from_be_bytes)
-    }
-    pub(super) fn u32(&mut self) -> Option<u32> {
-        self.take().map(u32::from_be_bytes)
-    }
-    pub(super) fn u64(&mut self) -> Option<u64> {
-        self.take().map(u64::from_be_bytes)
-    }
     pub(super) fn value(&mut self) -> Option<Value> {
         let writer = self.u64()?;
         let len = self.u32()?;
         (len <= VALUE_LEN_MAX).then_some(Value { writer, len })
     }
-    /// The padding of `len` value bytes, and nothing after it.
-    pub(super) fn finish(self, len: u64) -> Option<()> {
-        (self.buf.len() as u64 == len).then_some(())
-    }
 }
 
 /// Decodes a request; `None` if it is not a well-formed one.
 pub fn decode_request(payload: &[u8]) -> Option<Request> {
-    let mut r = Reader { buf: payload };
+    let mut r = Reader::new(payload);
     if r.u8()? != REQUEST {
         return None;
     }
@@ -243,7 +218,7 @@ pub fn decode_request(payload: &[u8]) -> Option<Request> {
         });
     }
     let values_at = payload.len() - r.buf.len();
-    r.finish(values)?;
+    r.finish_with(values)?;
     Some(Request {
         txn,
         ops,
@@ -253,7 +228,7 @@ pub fn decode_request(payload: &[u8]) -> Option<Request> {
 
 /// Decodes a reply; `None` if it is not a well-formed one.
 pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
-    let mut r = Reader { buf: payload };
+    let mut r = Reader::new(payload);
     if r.u8()? != REPLY {
         return None;
     }
@@ -279,7 +254,7 @@ pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
         reads.push((key, v));
     }
     let values_at = payload.len() - r.buf.len();
-    r.finish(values)?;
+    r.finish_with(values)?;
     Some(Reply {
         txn,
         req_ts,

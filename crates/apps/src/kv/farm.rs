@@ -164,32 +164,22 @@ fn encode(owner: Owner, msg: &Msg) -> Bytes {
 }
 
 fn decode(payload: &[u8]) -> Option<(Owner, Msg)> {
-    let mut r = Reader { buf: payload };
+    let mut r = Reader::new(payload);
     let kind = r.u8()?;
     let owner = (r.u64()?, r.u32()?);
-    let flag = |b: u8| match b {
-        0 => Some(false),
-        1 => Some(true),
-        _ => None,
-    };
-    // Each entry takes at least `min` bytes: a count larger than the payload holds is a lie.
-    let count = |r: &mut Reader<'_>, min: usize| {
-        let n = r.u16()? as usize;
-        (n <= r.buf.len() / min).then_some(n)
-    };
     let mut values = 0u64;
     let msg = match kind {
         READ => {
-            let n = count(&mut r, 8)?;
+            let n = r.count(8)?;
             Msg::Read((0..n).map(|_| r.u64()).collect::<Option<_>>()?)
         }
         READ_REPLY => {
             let stamp = r.u64()?;
-            let n = count(&mut r, 18)?;
+            let n = r.count(18)?;
             let mut entries = Vec::with_capacity(n);
             for _ in 0..n {
                 let key = r.u64()?;
-                let value = if flag(r.u8()?)? {
+                let value = if r.bool()? {
                     let v = r.value()?;
                     values += u64::from(v.len);
                     Some(v)
@@ -197,7 +187,7 @@ fn decode(payload: &[u8]) -> Option<(Owner, Msg)> {
                     None
                 };
                 let version = r.u64()?;
-                let locked = flag(r.u8()?)?;
+                let locked = r.bool()?;
                 entries.push(ReadEntry {
                     key,
                     value,
@@ -208,7 +198,7 @@ fn decode(payload: &[u8]) -> Option<(Owner, Msg)> {
             Msg::ReadReply { stamp, entries }
         }
         LOCK => {
-            let n = count(&mut r, 28)?;
+            let n = r.count(28)?;
             let mut writes = Vec::with_capacity(n);
             for _ in 0..n {
                 let (k, expect) = (r.u64()?, r.u64()?);
@@ -219,7 +209,7 @@ fn decode(payload: &[u8]) -> Option<(Owner, Msg)> {
             Msg::Lock(writes)
         }
         VALIDATE => {
-            let n = count(&mut r, 16)?;
+            let n = r.count(16)?;
             let keys = (0..n)
                 .map(|_| Some((r.u64()?, r.u64()?)))
                 .collect::<Option<_>>()?;
@@ -228,13 +218,13 @@ fn decode(payload: &[u8]) -> Option<(Owner, Msg)> {
         LOCK_REPLY | VALIDATE_REPLY | COMMIT_REPLY => Msg::Reply {
             kind,
             stamp: r.u64()?,
-            ok: flag(r.u8()?)?,
+            ok: r.bool()?,
         },
         COMMIT => Msg::Commit,
         ABORT => Msg::Abort,
         _ => return None,
     };
-    r.finish(values)?;
+    r.finish_with(values)?;
     Some((owner, msg))
 }
 

@@ -182,43 +182,9 @@ fn credit_byte(c: Credit) -> u8 {
     }
 }
 
-/// A cursor over a payload that fails instead of panicking.
-pub(super) struct Reader<'a> {
-    buf: &'a [u8],
-}
+pub(super) use crate::wire::Reader;
 
-impl<'a> Reader<'a> {
-    /// A cursor at the start of `buf`.
-    pub(super) fn new(buf: &'a [u8]) -> Reader<'a> {
-        Reader { buf }
-    }
-    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let (head, rest) = self.buf.split_at_checked(N)?;
-        self.buf = rest;
-        head.try_into().ok()
-    }
-    pub(super) fn u8(&mut self) -> Option<u8> {
-        self.take::<1>().map(|b| b[0])
-    }
-    pub(super) fn u16(&mut self) -> Option<u16> {
-        self.take().map(u16::from_be_bytes)
-    }
-    pub(super) fn u32(&mut self) -> Option<u32> {
-        self.take().map(u32::from_be_bytes)
-    }
-    pub(super) fn u64(&mut self) -> Option<u64> {
-        self.take().map(u64::from_be_bytes)
-    }
-    pub(super) fn i64(&mut self) -> Option<i64> {
-        self.take().map(i64::from_be_bytes)
-    }
-    pub(super) fn bool(&mut self) -> Option<bool> {
-        match self.u8()? {
-            0 => Some(false),
-            1 => Some(true),
-            _ => None,
-        }
-    }
+impl Reader<'_> {
     pub(super) fn credit(&mut self) -> Option<Credit> {
         Some(if self.bool()? {
             Credit::Bad
@@ -226,17 +192,7 @@ impl<'a> Reader<'a> {
             Credit::Good
         })
     }
-    /// Flags with no bit outside `mask`.
-    pub(super) fn flags(&mut self, mask: u8) -> Option<u8> {
-        self.u8().filter(|f| f & !mask == 0)
-    }
-    /// Nothing after the end.
-    pub(super) fn finish(self) -> Option<()> {
-        self.buf.is_empty().then_some(())
-    }
-}
 
-impl Reader<'_> {
     /// A transaction's input, as [`put_input`] writes it.
     pub(super) fn input(&mut self) -> Option<TxnInput> {
         Some(match self.u8()? {

@@ -93,17 +93,25 @@ struct KvNode(KvProcess, Vec<Committed>);
 /// TPC-C's process and what it committed.
 struct TpccNode(TpccProcess, Vec<TpccCommitted>);
 
-impl App for KvNode {
-    fn handle(&mut self, now: Instant, input: AppInput<'_>) {
-        self.0.handle(now, input);
-    }
-    fn poll_send(&mut self) -> Option<AppSend> {
-        self.0.poll_send()
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.0.poll_timeout()
-    }
+/// `App` for a node: its process's.
+macro_rules! node_app {
+    ($node:ty) => {
+        impl App for $node {
+            fn handle(&mut self, now: Instant, input: AppInput<'_>) {
+                self.0.handle(now, input);
+            }
+            fn poll_send(&mut self) -> Option<AppSend> {
+                self.0.poll_send()
+            }
+            fn poll_timeout(&self) -> Option<Instant> {
+                self.0.poll_timeout()
+            }
+        }
+    };
 }
+
+node_app!(KvNode);
+node_app!(TpccNode);
 
 impl NodeApp for KvNode {
     fn idle(&self) -> bool {
@@ -126,18 +134,6 @@ impl NodeApp for KvNode {
             refused_full,
         };
         (serde_json::to_string(&recs), "kv.json")
-    }
-}
-
-impl App for TpccNode {
-    fn handle(&mut self, now: Instant, input: AppInput<'_>) {
-        self.0.handle(now, input);
-    }
-    fn poll_send(&mut self) -> Option<AppSend> {
-        self.0.poll_send()
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.0.poll_timeout()
     }
 }
 

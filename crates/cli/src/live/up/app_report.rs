@@ -96,15 +96,7 @@ fn tpcc_finish(
         layout.replicas
     );
     let summaries: Vec<Summary> = latency.iter().map(NsHistogram::summary).collect();
-    for (name, l) in ["New-Order", "Payment"].iter().zip(&summaries) {
-        if l.count > 0 {
-            println!(
-                "  {name:<11} latency p50 {:.1} µs  p99 {:.1} µs",
-                l.p50 as f64 / 1e3,
-                l.p99 as f64 / 1e3
-            );
-        }
-    }
+    print_latency(&["New-Order", "Payment"], &summaries);
     println!(
         "  app checker {} transactions replayed in timestamp order ({} still open), {} result fields, {} replica digests over {} shards, {} consistency conditions: {} violation(s); {} recalled, {} replies resent, {} sends refused (buffer full)",
         v.transactions, v.unfinished, v.fields, digests.len(), v.shards_compared, v.conditions, v.violations, stats.recalled, stats.replies_resent, refused_full
@@ -112,37 +104,23 @@ fn tpcc_finish(
     for s in &v.samples {
         eprintln!("  {s}");
     }
-    if let Some(path) = &args.json {
-        let report = json!({
-            "app": "tpcc",
-            "system": "1pipe",
-            "procs": procs,
-            "committed": checker.len(),
-            "txns_per_s": per_s,
-            "latency_ns_new_order": summaries[0],
-            "latency_ns_payment": summaries[1],
-            "stats": stats,
-            "open": unfinished.len(),
-            "checked_transactions": v.transactions,
-            "checked_fields": v.fields,
-            "shards_compared": v.shards_compared,
-            "violations": v.violations,
-            "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-        });
-        std::fs::write(path, format!("{report:#}\n"))
-            .map_err(|e| format!("--json: cannot write {}: {e}", path.display()))?;
-    }
-    if v.violations > 0 {
-        return Ok(EXIT_VIOLATION);
-    }
-    if !unfinished.is_empty() {
-        eprintln!(
-            "onepipe up: {} transaction(s) still open at the drain limit",
-            unfinished.len()
-        );
-        return Ok(super::EXIT_RUNTIME);
-    }
-    Ok(0)
+    let report = json!({
+        "app": "tpcc",
+        "system": "1pipe",
+        "procs": procs,
+        "committed": checker.len(),
+        "txns_per_s": per_s,
+        "latency_ns_new_order": summaries[0],
+        "latency_ns_payment": summaries[1],
+        "stats": stats,
+        "open": unfinished.len(),
+        "checked_transactions": v.transactions,
+        "checked_fields": v.fields,
+        "shards_compared": v.shards_compared,
+        "violations": v.violations,
+        "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+    });
+    conclude(args, &report, v.violations, unfinished.len())
 }
 
 /// `--app kv`.
@@ -186,18 +164,7 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
         per_s / f64::from(procs.max(1))
     );
     let summaries: Vec<Summary> = latency.iter().map(NsHistogram::summary).collect();
-    for (name, l) in ["read-only", "write-only", "read-write"]
-        .iter()
-        .zip(&summaries)
-    {
-        if l.count > 0 {
-            println!(
-                "  {name:<11} latency p50 {:.1} µs  p99 {:.1} µs",
-                l.p50 as f64 / 1e3,
-                l.p99 as f64 / 1e3
-            );
-        }
-    }
+    print_latency(&["read-only", "write-only", "read-write"], &summaries);
     println!(
         "  app checker {} transactions and {} reads replayed in timestamp order ({} still open): {} violation(s); {} read-only retries, {} replies resent, {} sends refused (buffer full)",
         v.transactions, v.reads, unfinished.len(), v.violations, stats.ro_retries, stats.replies_resent, refused_full
@@ -213,36 +180,58 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
             path.display()
         );
     }
+    let report = json!({
+        "app": "kv",
+        "system": "1pipe",
+        "procs": procs,
+        "committed": checker.len(),
+        "txns_per_s": per_s,
+        "latency_ns_ro": summaries[0],
+        "latency_ns_wo": summaries[1],
+        "latency_ns_rw": summaries[2],
+        "stats": stats,
+        "open": unfinished.len(),
+        "checked_transactions": v.transactions,
+        "checked_reads": v.reads,
+        "violations": v.violations,
+        "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+    });
+    conclude(args, &report, v.violations, unfinished.len())
+}
+
+/// Writes `report` to `--json`; the exit code: 1 on a violation, 3 if transactions were left
+/// open (nothing failed: every one must finish by the drain limit), else 0.
+fn conclude(
+    args: &UpArgs,
+    report: &serde_json::Value,
+    violations: u64,
+    open: usize,
+) -> Result<i32, String> {
     if let Some(path) = &args.json {
-        let report = json!({
-            "app": "kv",
-            "system": "1pipe",
-            "procs": procs,
-            "committed": checker.len(),
-            "txns_per_s": per_s,
-            "latency_ns_ro": summaries[0],
-            "latency_ns_wo": summaries[1],
-            "latency_ns_rw": summaries[2],
-            "stats": stats,
-            "open": unfinished.len(),
-            "checked_transactions": v.transactions,
-            "checked_reads": v.reads,
-            "violations": v.violations,
-            "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-        });
         std::fs::write(path, format!("{report:#}\n"))
             .map_err(|e| format!("--json: cannot write {}: {e}", path.display()))?;
     }
-    if v.violations > 0 {
+    if violations > 0 {
         return Ok(EXIT_VIOLATION);
     }
-    if !unfinished.is_empty() {
-        // Nothing failed: every transaction must have finished by the drain limit.
+    if open > 0 {
         eprintln!(
-            "onepipe up: {} transaction(s) still open at the drain limit (replies never came)",
-            unfinished.len()
+            "onepipe up: {open} transaction(s) still open at the drain limit (replies never came)"
         );
         return Ok(super::EXIT_RUNTIME);
     }
     Ok(0)
+}
+
+/// One line per kind with samples: its latency p50 and p99.
+fn print_latency(names: &[&str], summaries: &[Summary]) {
+    for (name, l) in names.iter().zip(summaries) {
+        if l.count > 0 {
+            println!(
+                "  {name:<11} latency p50 {:.1} µs  p99 {:.1} µs",
+                l.p50 as f64 / 1e3,
+                l.p99 as f64 / 1e3
+            );
+        }
+    }
 }
