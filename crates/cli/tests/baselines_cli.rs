@@ -1,47 +1,9 @@
 //! End-to-end tests of `onepipe sim --protocol …` and `onepipe bench fig8 --quick`: they run the
 //! real binary and read what it writes.
 
+mod common;
+use common::{describe, onepipe, TempDir};
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
-/// A scratch directory, unique per process and test, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "onepipe-baselines-cli-{}-{test}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn onepipe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_onepipe"))
-        .args(args)
-        .output()
-        .expect("run onepipe")
-}
-
-fn describe(args: &[&str], out: &Output) -> String {
-    format!(
-        "onepipe {}\nstatus {:?}\nstdout:\n{}\nstderr:\n{}",
-        args.join(" "),
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// Runs `onepipe sim ARGS --quiet --json FILE` and returns the report.
 fn sim_json(dir: &TempDir, args: &[&str]) -> Value {

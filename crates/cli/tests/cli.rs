@@ -1,8 +1,10 @@
 //! End-to-end tests of the `onepipe` command: they run the real binary and read its JSON report.
 
+mod common;
+use common::{describe, onepipe, TempDir};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 /// The acceptance command of the issue (without `--json` and `--quiet`, which the helpers add).
 const ACCEPTANCE: &[&str] = &[
@@ -61,45 +63,6 @@ fn small<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     }
     v.extend_from_slice(extra);
     v
-}
-
-/// A scratch directory, unique per process and test, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("onepipe-cli-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.0.join(file)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn onepipe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_onepipe"))
-        .args(args)
-        .output()
-        .expect("run onepipe")
-}
-
-fn describe(args: &[&str], out: &Output) -> String {
-    format!(
-        "onepipe {}\nexit: {:?}\nstdout:\n{}\nstderr:\n{}",
-        args.join(" "),
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// Runs `onepipe sim --quiet --json FILE ARGS...`, expects exit 0 and returns the report.
