@@ -179,6 +179,13 @@ struct SimArgs {
     /// the RTT (RFC 6298) and backs off exponentially.
     #[arg(long, default_value = "25us", value_parser = parse_duration)]
     rto: u64,
+    /// Ceiling of the reliable retransmission timeout (the estimate and its back-off stop here).
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    rto_max: u64,
+    /// Duplicate ACKs that make a reliable sender retransmit at once (1: on the first ACK that
+    /// reports a gap, as an RDMA NIC's NAK does).
+    #[arg(long, default_value_t = 3)]
+    dupack_threshold: u32,
     /// Longest a receiver delays a best-effort ACK (§2.1: best-effort ACKs only spare the
     /// sender a loss report at its 1 ms timeout, so they may wait and share a packet; reliable
     /// ACKs go within 2 µs, and one joining a waiting batch takes the batch with it). At most
@@ -467,6 +474,8 @@ impl SimArgs {
                 Svc::Mixed => Service::Mixed,
             },
             rto_ns: self.rto,
+            rto_max_ns: self.rto_max,
+            dupack_threshold: self.dupack_threshold,
             ack_delay_be_ns: self.ack_delay_be,
             loss_timeout_max_ns: self.loss_timeout_max,
             crashes: self.crash_host.clone(),

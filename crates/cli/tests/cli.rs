@@ -283,6 +283,8 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--msg-size", "4"], &["--msg-size"], true),
         (&["--rate", "0"], &["--rate"], true),
         (&["--reorder-prob", "2"], &["--reorder-prob"], true),
+        (&["--rto-max", "10us"], &["--rto-max"], true),
+        (&["--dupack-threshold", "0"], &["--dupack-threshold"], true),
         (
             &["--beacon-interval", "3"],
             &["--beacon-interval", "unit"],

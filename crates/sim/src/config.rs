@@ -137,6 +137,11 @@ pub struct SimConfig {
     pub ecn_threshold_bytes: u64,
     /// Floor of the reliable retransmission timeout (estimated from RTT samples above it).
     pub rto_ns: u64,
+    /// Its ceiling (`ReliableConfig::rto_max_ns`).
+    pub rto_max_ns: u64,
+    /// Duplicate ACKs that trigger a reliable fast retransmission
+    /// (`ReliableConfig::dupack_threshold`).
+    pub dupack_threshold: u32,
     /// How long a receiver may delay a best-effort ACK (`HostConfig::ack_delay_be_ns`, §2.1:
     /// those ACKs serve only the sender's loss report); at most a quarter of the hosts' loss
     /// timeout (`HostConfig::rto_ns`).
@@ -296,6 +301,8 @@ impl Default for SimConfig {
             service: Service::BestEffort,
             ecn_threshold_bytes: 100_000,
             rto_ns: 25_000,
+            rto_max_ns: onepipe_proto::reliable::ReliableConfig::default().rto_max_ns,
+            dupack_threshold: onepipe_proto::reliable::ReliableConfig::default().dupack_threshold,
             ack_delay_be_ns: HostConfig::new(NodeId(0), vec![ProcId(0)], 1).ack_delay_be_ns,
             loss_timeout_max_ns: HostConfig::new(NodeId(0), vec![ProcId(0)], 1).rto_max_ns,
             send_buffer_bytes: 64 << 10,
@@ -447,6 +454,12 @@ impl SimConfig {
         }
         if self.rto_ns == 0 {
             return Err(bad("--rto", "must be positive"));
+        }
+        if self.rto_max_ns < self.rto_ns {
+            return Err(bad("--rto-max", "must be at least --rto"));
+        }
+        if self.dupack_threshold == 0 {
+            return Err(bad("--dupack-threshold", "must be at least 1"));
         }
         let host = HostConfig::new(NodeId(0), vec![ProcId(0)], 1);
         let ack_delay_be_max = host.rto_ns / ACK_DELAY_BE_RTO_DIVISOR_MIN;

@@ -58,6 +58,8 @@ pub(super) fn host_config(
     hc.beacon_always = !chip;
     hc.mtu_payload = cfg.mtu_payload;
     hc.reliable.rto_ns = cfg.rto_ns;
+    hc.reliable.rto_max_ns = cfg.rto_max_ns;
+    hc.reliable.dupack_threshold = cfg.dupack_threshold;
     hc.ack_delay_be_ns = cfg.ack_delay_be_ns;
     hc.rto_max_ns = cfg.loss_timeout_max_ns;
     hc.reliable.send_buffer_bytes_max = cfg.send_buffer_bytes;
