@@ -4,7 +4,10 @@
 //! * **a — throughput against processes** (8 … 512): TPC-C transactions per second, all
 //!   processes, each keeping `--window` transactions in flight; `--warehouses` (4) over
 //!   `procs / 3` shards of 3 replicas.
-//! * **b — throughput against the packet loss rate** at `--at` (64) processes.
+//! * **b — throughput against the packet loss rate** at `--at` (64) processes; 1Pipe also as
+//!   `1pipe-nak`, with the reliable service's loss recovery tightened (`--dupack-threshold 1
+//!   --rto-max 100us`: retransmit on the first ACK that shows a gap, as an RDMA NIC's NAK, and
+//!   cap the timeout) — the lever for a loss that holds the global commit barrier.
 //!
 //! The layout of N processes and the CPU model are Fig. 8's and Fig. 14's (`fig14::app_config`).
 //! Every 1Pipe run is checked — 1Pipe's checkers, and TPC-C's: every committed transaction's
@@ -65,18 +68,28 @@ pub struct Fig15Args {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum System {
     Onepipe,
+    /// 1Pipe whose reliable senders retransmit on the first ACK that shows a gap (an RDMA NIC's
+    /// NAK) and cap the timeout at 100 µs: panel b only.
+    OnepipeNak,
     Lock,
     Occ,
     NonTx,
 }
 
 /// The systems the panels compare.
-const SYSTEMS: [System; 4] = [System::Onepipe, System::Lock, System::Occ, System::NonTx];
+const SYSTEMS: [System; 5] = [
+    System::Onepipe,
+    System::OnepipeNak,
+    System::Lock,
+    System::Occ,
+    System::NonTx,
+];
 
 impl System {
     fn name(self) -> &'static str {
         match self {
             System::Onepipe => "1pipe",
+            System::OnepipeNak => "1pipe-nak",
             System::Lock => "2pl",
             System::Occ => "occ",
             System::NonTx => "nontx",
@@ -86,7 +99,7 @@ impl System {
     /// On direct messages, which.
     fn direct(self) -> Option<DirectSystem> {
         match self {
-            System::Onepipe => None,
+            System::Onepipe | System::OnepipeNak => None,
             System::Lock => Some(DirectSystem::Lock),
             System::Occ => Some(DirectSystem::Occ),
             System::NonTx => Some(DirectSystem::NonTx),
@@ -117,6 +130,9 @@ fn points(a: &Fig15Args) -> Vec<Point> {
     let mut v = Vec::new();
     for system in SYSTEMS {
         for &n in &procs {
+            if system == System::OnepipeNak {
+                break;
+            }
             v.push(Point {
                 panel: 'a',
                 system,
@@ -158,8 +174,13 @@ fn run_point(a: &Fig15Args, p: &Point) -> PointResult {
         (false, 'a') => a.duration,
         (false, _) => a.duration.max(3_000_000),
     };
-    let mut cfg = app_config(p.n, duration, a.seed, app, p.system == System::Onepipe);
+    let onepipe = p.system.direct().is_none();
+    let mut cfg = app_config(p.n, duration, a.seed, app, onepipe);
     cfg.loss_rate = p.loss;
+    if p.system == System::OnepipeNak {
+        cfg.dupack_threshold = 1;
+        cfg.rto_max_ns = 100_000;
+    }
     let fail = |e: String| {
         format!(
             "{} {}, {} processes, loss {}, seed {}: {e}",
@@ -301,6 +322,7 @@ fn plots(
     let a_lines: Vec<Series> = SYSTEMS
         .iter()
         .map(|&s| line('a', s, &|p| f64::from(p.n)))
+        .filter(|s| !s.points.is_empty())
         .collect();
     line_chart(
         &a.out.join("fig15a.png"),
