@@ -187,6 +187,25 @@ pub struct KvConfig {
     /// its values, `onepipe::kv`). Off, values travel as zeros of their length and servers keep
     /// only their identity and size (the simulator's workloads).
     pub keep_values: bool,
+    /// The server logs every write it applies ([`KvProcess::applied`]): a checker then knows the
+    /// writes of an initiator that died before it could say what it committed (the live cluster
+    /// under `--kill`). Off in the simulator, which knows them anyway.
+    pub log_applied: bool,
+}
+
+/// A write a server applied ([`KvConfig::log_applied`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedWrite {
+    /// The writing transaction.
+    pub txn: u64,
+    /// Its initiator.
+    pub client: u32,
+    /// Its timestamp (raw).
+    pub ts: u64,
+    /// The key.
+    pub key: Key,
+    /// The value written.
+    pub value: Value,
 }
 
 impl KvConfig {
@@ -203,6 +222,7 @@ impl KvConfig {
             reply_keep_ns: 50_000_000,
             retry_ns: 20_000,
             keep_values: false,
+            log_applied: false,
         }
     }
 }
@@ -287,6 +307,8 @@ struct Server {
     versions: HashMap<Key, Vec<(Place, Value)>>,
     /// With `keep_values`: each version's bytes, by (key, writer).
     data: HashMap<(Key, u64), Bytes>,
+    /// With `log_applied`: every write applied, in order.
+    applied: Vec<AppliedWrite>,
     /// Read-only requests waiting for the commit barrier, by their place.
     waiting: BTreeMap<Place, codec::Request>,
     /// The released commit barrier.
@@ -437,6 +459,11 @@ impl KvProcess {
         self.inflight.insert(txn, t);
         self.send_txn(txn);
         txn
+    }
+
+    /// The writes its server applied, in order (with [`KvConfig::log_applied`]).
+    pub fn applied(&self) -> &[AppliedWrite] {
+        &self.server.applied
     }
 
     /// The outcome of a submitted transaction, as each becomes known.
@@ -723,6 +750,15 @@ impl KvProcess {
                 vs.push((at, v));
                 if let Some(d) = data.next() {
                     server.data.insert((k, v.writer), d.clone());
+                }
+                if self.cfg.log_applied {
+                    server.applied.push(AppliedWrite {
+                        txn: req.txn,
+                        client: src.0,
+                        ts: ts.raw(),
+                        key: k,
+                        value: v,
+                    });
                 }
                 // Keep the newest version below the floor and what is above it.
                 let keep_from = vs.partition_point(|(vt, _)| vt.0 < floor).saturating_sub(1);

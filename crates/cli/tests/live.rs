@@ -850,3 +850,34 @@ fn up_app_tpcc_passes_its_checker_with_replicas_agreeing() {
     assert_eq!(u(&r, "shards_compared"), 2, "{out}");
     assert_eq!(u(&r, "checked_transactions"), u(&r, "committed"), "{out}");
 }
+
+/// §7.3.1 and §5.2 live: a store process (server and initiator) killed mid-run. The controller
+/// declares it failed; the others abandon what needed its keys and go on; every transaction that
+/// committed still checks — the dead initiator's writes known from the servers' logs, the reads
+/// of what only its own server logged left out (counted).
+#[test]
+fn up_app_kv_survives_a_killed_process_and_its_checker_passes_5_2() {
+    let (code, out, r) = up(
+        "kv-kill",
+        &[
+            "--app",
+            "kv",
+            "--procs-per-host",
+            "2",
+            "--window",
+            "8",
+            "--keys",
+            "2000",
+            "--duration",
+            "3s",
+            "--kill",
+            "proc:3@1s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("a report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert!(u(&r, "committed") > 200, "{out}");
+    assert_eq!(r["failed_procs"], serde_json::json!([3]), "{out}");
+    assert!(out.contains("declared failed p3"), "{out}");
+}

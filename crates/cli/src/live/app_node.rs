@@ -23,7 +23,7 @@ use super::supervise;
 use super::NodeArgs;
 use crate::sim_app::AppArgs;
 use onepipe_apps::kv::workload::TxnGen;
-use onepipe_apps::kv::{Committed, KvConfig, KvProcess, KvStats, TxnApp};
+use onepipe_apps::kv::{AppliedWrite, Committed, KvConfig, KvProcess, KvStats, TxnApp};
 use onepipe_apps::tpcc::{TpccApp, TpccCommitted, TpccConfig, TpccProcess, TpccStats};
 use onepipe_apps::{App, AppInput, AppSend};
 use onepipe_proto::rng::Rng;
@@ -67,6 +67,9 @@ pub struct KvRecords {
     pub stats: KvStats,
     /// Sends the endpoint refused for a full buffer.
     pub refused_full: u64,
+    /// The writes its server applied: a dead initiator's writes are known from these.
+    #[serde(default)]
+    pub applied: Vec<AppliedWrite>,
 }
 
 fn say(line: &str) {
@@ -132,6 +135,7 @@ impl NodeApp for KvNode {
             unfinished: self.0.unfinished(),
             stats: TxnApp::stats(&self.0).clone(),
             refused_full,
+            applied: self.0.applied().to_vec(),
         };
         (serde_json::to_string(&recs), "kv.json")
     }
@@ -177,6 +181,7 @@ fn application(
             let mut cfg = KvConfig::new(onepipe_proto::ProcId(me), procs, workload.clone(), window);
             cfg.start = start;
             cfg.stop = stop;
+            cfg.log_applied = true;
             let zipf = workload.zipf();
             let seed = Rng::new(seed ^ 0xA995).fork(u64::from(me)).next_u64();
             let p = KvProcess::new(cfg, TxnGen::new(workload, zipf, seed));

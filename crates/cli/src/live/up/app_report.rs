@@ -7,11 +7,12 @@
 //! 3.3.2's conditions.
 
 use super::super::app_node::{KvRecords, TpccRecords};
+use super::super::KillTarget;
 use super::super::UpArgs;
 use super::Run;
 use crate::cli::EXIT_VIOLATION;
 use onepipe_apps::kv::check::KvChecker;
-use onepipe_apps::kv::{KvStats, TxnKind};
+use onepipe_apps::kv::{Committed, KvStats, TxnKind};
 use onepipe_apps::tpcc::check::TpccChecker;
 use onepipe_apps::tpcc::db::{TpccLayout, REPLICAS_DEFAULT};
 use onepipe_apps::tpcc::{TpccStats, TpccTxnKind};
@@ -19,6 +20,7 @@ use onepipe_runtime::cluster::Cluster;
 use onepipe_sim::metrics::{NsHistogram, Summary};
 use onepipe_sim::AppSpec;
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Checks and prints the run; the exit code.
 pub(super) fn app_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, String> {
@@ -28,18 +30,30 @@ pub(super) fn app_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Res
     }
 }
 
-/// The records of every process, from files `p<N>.<ext>`.
+/// The processes that died or were declared failed (§5.2): their records may be missing.
+fn failed(run: &Run<'_>) -> BTreeSet<u32> {
+    let killed = run.kills.iter().filter_map(|k| match k.kill.target {
+        KillTarget::Proc(p) if k.fired.is_some() => Some(p),
+        _ => None,
+    });
+    run.declared.keys().copied().chain(killed).collect()
+}
+
+/// The records of every process, from files `p<N>.<ext>`; a process that failed may have none.
 fn read_records<R: serde::de::DeserializeOwned>(
     cluster: &Cluster,
     run: &Run<'_>,
     ext: &str,
 ) -> Result<Vec<R>, String> {
+    let failed = failed(run);
     let mut all = Vec::new();
     let mut missing = Vec::new();
     for p in &cluster.processes {
         let path = run.dir.join(format!("p{}.{ext}", p.id));
         let Ok(text) = std::fs::read_to_string(&path) else {
-            missing.push(p.id);
+            if !failed.contains(&p.id) {
+                missing.push(p.id);
+            }
             continue;
         };
         all.push(
@@ -126,16 +140,63 @@ fn tpcc_finish(
 /// `--app kv`.
 fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, String> {
     let mut checker = KvChecker::new();
-    let mut unfinished = Vec::new();
     let mut stats = KvStats::default();
     let mut refused_full = 0;
+    let failed = failed(run);
+    let procs = cluster.procs();
+    // What the servers applied is what took effect: a transaction of which some write was
+    // applied but that no initiator reports committed (its initiator died, or gave it up when a
+    // server failed) is a writer that never returned, in its place; a scattering recalled
+    // (§5.2) is in no log and takes no place.
+    let mut committed = Vec::new();
+    let mut applied: BTreeMap<u64, Committed> = BTreeMap::new();
+    let mut reported_open = 0usize;
     for recs in read_records::<KvRecords>(cluster, run, "kv.json")? {
         stats += &recs.stats;
         refused_full += recs.refused_full;
-        unfinished.extend(recs.unfinished);
-        recs.committed
-            .into_iter()
-            .for_each(|c| checker.on_commit(c));
+        reported_open += recs.unfinished.len();
+        committed.extend(recs.committed);
+        for w in &recs.applied {
+            let u = applied.entry(w.txn).or_insert_with(|| Committed {
+                txn: w.txn,
+                client: w.client,
+                kind: TxnKind::WriteOnly,
+                ts: w.ts,
+                reads: Vec::new(),
+                writes: Vec::new(),
+                call_ns: 0,
+                return_ns: u64::MAX,
+                attempts: 1,
+            });
+            u.writes.push((w.key, w.value));
+        }
+    }
+    let mut known: BTreeSet<(u64, u64)> = BTreeSet::new();
+    for c in &committed {
+        known.extend(c.writes.iter().map(|&(k, v)| (k, v.writer)));
+        applied.remove(&c.txn);
+    }
+    for c in applied.values() {
+        known.extend(c.writes.iter().map(|&(k, v)| (k, v.writer)));
+    }
+    let from_dead = applied
+        .values()
+        .filter(|c| failed.contains(&c.client))
+        .count();
+    let unfinished: Vec<Committed> = applied.into_values().collect();
+    // A failed server's log died with it: a committed read of a value it applied for a writer
+    // no one reports cannot be placed. It is left out (counted); the rest is checked.
+    let mut unplaceable = 0u64;
+    for mut c in committed {
+        c.reads.retain(|&(k, v)| {
+            let lost = v.is_some_and(|v| {
+                !known.contains(&(k, v.writer))
+                    && failed.contains(&onepipe_apps::kv::server_of(k, procs))
+            });
+            unplaceable += u64::from(lost);
+            !lost
+        });
+        checker.on_commit(c);
     }
     let (t0, duration) = (run.t0, args.work.duration);
     let mut latency: [NsHistogram; 3] = Default::default();
@@ -153,7 +214,6 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
     let v = checker.verdict_with(&unfinished, 0);
     let secs = duration as f64 / 1e9;
     let per_s = in_period as f64 / secs;
-    let procs = cluster.procs();
     println!(
         "  app kv on 1pipe  {} transactions committed ({} read-only, {} write-only, {} read-write): {:.0}/s, {:.0}/s per process",
         checker.len(),
@@ -166,8 +226,8 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
     let summaries: Vec<Summary> = latency.iter().map(NsHistogram::summary).collect();
     print_latency(&["read-only", "write-only", "read-write"], &summaries);
     println!(
-        "  app checker {} transactions and {} reads replayed in timestamp order ({} still open): {} violation(s); {} read-only retries, {} replies resent, {} sends refused (buffer full)",
-        v.transactions, v.reads, unfinished.len(), v.violations, stats.ro_retries, stats.replies_resent, refused_full
+        "  app checker {} transactions and {} reads replayed in timestamp order ({} still open, {} of them failed processes' writes the servers applied; {} reads of a failed server's unlogged writes left out): {} violation(s); {} read-only retries, {} replies resent, {} abandoned (a server failed), {} sends refused (buffer full)",
+        v.transactions, v.reads, unfinished.len(), from_dead, unplaceable, v.violations, stats.ro_retries, stats.replies_resent, stats.abandoned, refused_full
     );
     for s in &v.samples {
         eprintln!("  {s}");
@@ -195,8 +255,13 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
         "checked_reads": v.reads,
         "violations": v.violations,
         "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        "failed_procs": failed,
+        "from_failed": from_dead,
+        "reads_left_out": unplaceable,
     });
-    conclude(args, &report, v.violations, unfinished.len())
+    // With a failure, transactions left open are expected (abandoned, or the dead's own).
+    let open = if failed.is_empty() { reported_open } else { 0 };
+    conclude(args, &report, v.violations, open)
 }
 
 /// Writes `report` to `--json`; the exit code: 1 on a violation, 3 if transactions were left
