@@ -152,6 +152,10 @@ pub trait TxnApp: App {
     fn unfinished(&self) -> Vec<Committed> {
         Vec::new()
     }
+    /// The writes its server applied, in order, if it logs them ([`KvConfig::log_applied`]).
+    fn applied(&self) -> &[AppliedWrite] {
+        &[]
+    }
 }
 
 /// The writes among `ops`.
@@ -858,6 +862,10 @@ impl TxnApp for KvProcess {
         self.inflight.is_empty()
             && self.server.waiting.is_empty()
             && self.server.deferred.is_empty()
+    }
+
+    fn applied(&self) -> &[AppliedWrite] {
+        &self.server.applied
     }
 
     fn unfinished(&self) -> Vec<Committed> {

@@ -5,7 +5,7 @@
 
 use crate::config::{AppSpec, SimConfig};
 use crate::metrics::{NsHistogram, Summary};
-use onepipe_apps::kv::check::KvChecker;
+use onepipe_apps::kv::check::{unfinished_from_logs, KvChecker};
 use onepipe_apps::kv::workload::TxnGen;
 use onepipe_apps::kv::{Committed, KvConfig, KvStats, TxnApp, TxnKind};
 use onepipe_apps::tpcc::check::TpccChecker;
@@ -90,16 +90,15 @@ impl AppSet for KvSet {
         system: &str,
         check: bool,
         skew_ns: u64,
-        failed: &HashMap<u32, u64>,
+        _failed: &HashMap<u32, u64>,
     ) -> AppReport {
-        // A failed initiator's unfinished writes stamped at or above its failure timestamp
-        // were discarded everywhere (§5.2 Discard): they never take a place in the order.
-        let unfinished: Vec<_> = self
-            .procs
-            .iter()
-            .flat_map(|p| p.unfinished())
-            .filter(|u| failed.get(&u.client).is_none_or(|&f| u.ts < f))
-            .collect();
+        // What took effect is what the servers applied: a writer an initiator gave up (a server
+        // failed), a failed initiator's, one still open at the end — each at its timestamp with
+        // the writes that were applied; a scattering §5.2 recalled or discarded takes no place.
+        let unfinished = unfinished_from_logs(
+            self.rec.committed(),
+            self.procs.iter().flat_map(|p| p.applied()),
+        );
         let stats = self.procs.iter().map(|p| p.stats());
         self.rec.report(system, stats, &unfinished, check, skew_ns)
     }
@@ -370,6 +369,11 @@ impl TxnRecorder {
         }
     }
 
+    /// The transactions recorded as committed.
+    pub(crate) fn committed(&self) -> impl Iterator<Item = &Committed> {
+        self.checker.committed().iter()
+    }
+
     /// The run's single-key operations as JSON (`--history`).
     pub(crate) fn history_json(&self) -> String {
         self.checker.history_json()
@@ -421,6 +425,8 @@ pub(crate) fn kv_processes(cfg: &SimConfig, procs: u32) -> Vec<(KvConfig, TxnGen
             // Local clocks read about true time plus the epoch.
             kc.start = Instant(cfg.clock_epoch_ns);
             kc.stop = Instant(cfg.clock_epoch_ns + cfg.duration_ns);
+            // The checker learns what took effect from the servers (`KvSet::report`).
+            kc.log_applied = true;
             (kc, TxnGen::new(workload.clone(), zipf, seeds.next_u64()))
         })
         .collect()

@@ -4,7 +4,7 @@
 //! serializability). It also writes the run's single-key operations as the JSON history that
 //! linearizability checkers read.
 
-use super::{Committed, Key, Value};
+use super::{AppliedWrite, Committed, Key, TxnKind, Value};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -55,6 +55,37 @@ impl std::fmt::Display for KvViolation {
             KvViolation::Duplicate { txn } => write!(f, "duplicate: transaction {txn:#x} committed twice"),
         }
     }
+}
+
+/// What took effect beyond what the initiators report committed: every transaction of which a
+/// server applied a write (`applied`, the servers' logs, [`super::KvConfig::log_applied`]) but
+/// that is not among `committed`, as an unfinished writer — its applied writes at its timestamp,
+/// no reads, never returned — for [`KvChecker::verdict_with`]. Its initiator died, or gave it up
+/// when a server failed (§2.2.3), or the run ended first; a scattering recalled by §5.2 was
+/// applied nowhere and takes no place.
+pub fn unfinished_from_logs<'a>(
+    committed: impl Iterator<Item = &'a Committed>,
+    applied: impl Iterator<Item = &'a AppliedWrite>,
+) -> Vec<Committed> {
+    let mut open: std::collections::BTreeMap<u64, Committed> = Default::default();
+    for w in applied {
+        let u = open.entry(w.txn).or_insert_with(|| Committed {
+            txn: w.txn,
+            client: w.client,
+            kind: TxnKind::WriteOnly,
+            ts: w.ts,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            call_ns: 0,
+            return_ns: u64::MAX,
+            attempts: 1,
+        });
+        u.writes.push((w.key, w.value));
+    }
+    for c in committed {
+        open.remove(&c.txn);
+    }
+    open.into_values().collect()
 }
 
 /// Most violations kept as samples (all are counted).

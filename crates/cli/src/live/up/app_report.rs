@@ -11,8 +11,8 @@ use super::super::KillTarget;
 use super::super::UpArgs;
 use super::Run;
 use crate::cli::EXIT_VIOLATION;
-use onepipe_apps::kv::check::KvChecker;
-use onepipe_apps::kv::{Committed, KvStats, TxnKind};
+use onepipe_apps::kv::check::{unfinished_from_logs, KvChecker};
+use onepipe_apps::kv::{KvStats, TxnKind};
 use onepipe_apps::tpcc::check::TpccChecker;
 use onepipe_apps::tpcc::db::{TpccLayout, REPLICAS_DEFAULT};
 use onepipe_apps::tpcc::{TpccStats, TpccTxnKind};
@@ -20,7 +20,7 @@ use onepipe_runtime::cluster::Cluster;
 use onepipe_sim::metrics::{NsHistogram, Summary};
 use onepipe_sim::AppSpec;
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Checks and prints the run; the exit code.
 pub(super) fn app_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, String> {
@@ -149,41 +149,22 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
     // server failed) is a writer that never returned, in its place; a scattering recalled
     // (§5.2) is in no log and takes no place.
     let mut committed = Vec::new();
-    let mut applied: BTreeMap<u64, Committed> = BTreeMap::new();
+    let mut applied = Vec::new();
     let mut reported_open = 0usize;
     for recs in read_records::<KvRecords>(cluster, run, "kv.json")? {
         stats += &recs.stats;
         refused_full += recs.refused_full;
         reported_open += recs.unfinished.len();
         committed.extend(recs.committed);
-        for w in &recs.applied {
-            let u = applied.entry(w.txn).or_insert_with(|| Committed {
-                txn: w.txn,
-                client: w.client,
-                kind: TxnKind::WriteOnly,
-                ts: w.ts,
-                reads: Vec::new(),
-                writes: Vec::new(),
-                call_ns: 0,
-                return_ns: u64::MAX,
-                attempts: 1,
-            });
-            u.writes.push((w.key, w.value));
-        }
+        applied.extend(recs.applied);
     }
-    let mut known: BTreeSet<(u64, u64)> = BTreeSet::new();
-    for c in &committed {
-        known.extend(c.writes.iter().map(|&(k, v)| (k, v.writer)));
-        applied.remove(&c.txn);
-    }
-    for c in applied.values() {
-        known.extend(c.writes.iter().map(|&(k, v)| (k, v.writer)));
-    }
-    let from_dead = applied
-        .values()
-        .filter(|c| failed.contains(&c.client))
-        .count();
-    let unfinished: Vec<Committed> = applied.into_values().collect();
+    let unfinished = unfinished_from_logs(committed.iter(), applied.iter());
+    let known: BTreeSet<(u64, u64)> = committed
+        .iter()
+        .chain(&unfinished)
+        .flat_map(|c| c.writes.iter().map(|&(k, v)| (k, v.writer)))
+        .collect();
+    let from_dead = unfinished.iter().filter(|c| failed.contains(&c.client)).count();
     // A failed server's log died with it: a committed read of a value it applied for a writer
     // no one reports cannot be placed. It is left out (counted); the rest is checked.
     let mut unplaceable = 0u64;
