@@ -881,3 +881,37 @@ fn up_app_kv_survives_a_killed_process_and_its_checker_passes_5_2() {
     assert_eq!(r["failed_procs"], serde_json::json!([3]), "{out}");
     assert!(out.contains("declared failed p3"), "{out}");
 }
+
+/// §7.3.2 and §5.2 live: a TPC-C process (a replica and an initiator) killed mid-run; its shard
+/// goes on with the live replicas, its own transactions are placed from the replicas' logs, and
+/// the replay, the live replicas' digests and clause 3.3.2 pass.
+#[test]
+fn up_app_tpcc_survives_a_killed_replica_and_its_checker_passes_5_2() {
+    let (code, out, r) = up(
+        "tpcc-kill",
+        &[
+            "--app",
+            "tpcc",
+            "--hosts",
+            "6",
+            "--procs-per-host",
+            "2",
+            "--window",
+            "4",
+            "--items",
+            "5000",
+            "--customers",
+            "300",
+            "--duration",
+            "3s",
+            "--kill",
+            "proc:4@1s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("a report");
+    assert_eq!(u(&r, "violations"), 0, "{out}");
+    assert!(u(&r, "committed") > 100, "{out}");
+    assert_eq!(r["failed_procs"], serde_json::json!([4]), "{out}");
+    assert_eq!(u(&r, "shards_compared"), 4, "{out}");
+}

@@ -386,6 +386,43 @@ impl TpccChecker {
     }
 }
 
+/// What took effect beyond what the initiators report committed: every transaction a replica
+/// applied (`applied`, the replicas' logs in their apply order, [`super::TpccConfig::log_applied`])
+/// that is not among `committed`, as an unfinished record in its place — its timestamp, then the
+/// order its initiator's transactions of that timestamp were applied in — for
+/// [`TpccChecker::verdict_with_digests`]. Its initiator died, or gave it up; a scattering
+/// recalled by §5.2 was applied nowhere and takes no place.
+pub fn unfinished_from_logs<'a>(
+    committed: impl Iterator<Item = &'a TpccCommitted>,
+    logs: impl Iterator<Item = &'a [super::onepipe::AppliedTxn]>,
+) -> Vec<TpccCommitted> {
+    let done: BTreeSet<u64> = committed.map(|c| c.txn).collect();
+    let mut open: BTreeMap<u64, TpccCommitted> = BTreeMap::new();
+    for log in logs {
+        // One sender's transactions of one timestamp are applied in the order it sent them.
+        let mut seq: BTreeMap<(u64, u32), u64> = BTreeMap::new();
+        for a in log {
+            let n = seq.entry((a.ts, a.client)).or_default();
+            *n += 1;
+            if done.contains(&a.txn) {
+                continue;
+            }
+            open.entry(a.txn).or_insert_with(|| TpccCommitted {
+                txn: a.txn,
+                client: a.client,
+                key: a.ts,
+                seq: *n,
+                input: a.input.clone(),
+                results: Vec::new(),
+                call_ns: 0,
+                return_ns: u64::MAX,
+                attempts: 1,
+            });
+        }
+    }
+    open.into_values().collect()
+}
+
 /// What shard `shard` of `layout` should answer for `input`, given the whole transaction's
 /// result `full` on an unsharded database: the fields of the rows that shard holds.
 ///

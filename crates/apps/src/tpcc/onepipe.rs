@@ -60,6 +60,23 @@ pub struct TpccConfig {
     /// Before a refused send is tried again (and before issuing again after a transaction
     /// failed for want of a live replica).
     pub retry_ns: u64,
+    /// The replica logs every transaction it applies ([`TpccProcess::applied`]): a checker then
+    /// places the transactions of an initiator that died before it said what it committed (the
+    /// live cluster under `--kill`).
+    pub log_applied: bool,
+}
+
+/// A transaction a replica applied ([`TpccConfig::log_applied`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AppliedTxn {
+    /// The transaction.
+    pub txn: u64,
+    /// Its initiator.
+    pub client: u32,
+    /// Its timestamp (raw).
+    pub ts: u64,
+    /// Its inputs.
+    pub input: TxnInput,
 }
 
 impl TpccConfig {
@@ -75,6 +92,7 @@ impl TpccConfig {
             stop: Instant(u64::MAX),
             reply_keep_ns: 50_000_000,
             retry_ns: 20_000,
+            log_applied: false,
         }
     }
 
@@ -137,6 +155,8 @@ struct Replica {
     /// Replies the host refused, to send again from the instant given.
     deferred: VecDeque<(Instant, ProcId, Bytes)>,
     next_reply: u64,
+    /// With `log_applied`: what it applied, in order.
+    applied: Vec<AppliedTxn>,
 }
 
 /// A process of TPC-C on 1Pipe: replica and initiator (§7.3.2).
@@ -176,6 +196,7 @@ impl TpccProcess {
                 reply_by_ts: BTreeMap::new(),
                 deferred: VecDeque::new(),
                 next_reply: 0,
+                applied: Vec::new(),
             }),
             Placement::Initiator => None,
         };
@@ -199,6 +220,11 @@ impl TpccProcess {
             now: Instant(0),
             stats: TpccStats::default(),
         }
+    }
+
+    /// What its replica applied, in order (with [`TpccConfig::log_applied`]).
+    pub fn applied(&self) -> &[AppliedTxn] {
+        self.replica.as_ref().map_or(&[], |r| &r.applied)
     }
 
     /// Its settings.
@@ -574,6 +600,14 @@ impl TpccProcess {
             }
             r.last = Some((ts, src));
             let result = r.shard.execute(&req.input);
+            if self.cfg.log_applied {
+                r.applied.push(AppliedTxn {
+                    txn: req.txn,
+                    client: src.0,
+                    ts: ts.raw(),
+                    input: req.input.clone(),
+                });
+            }
             self.stats.parts_applied += 1;
             let bytes = codec::encode_reply(req.txn, ts.raw(), r.id, &result);
             if self.failed.contains_key(&src) {

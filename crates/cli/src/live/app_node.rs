@@ -24,6 +24,7 @@ use super::NodeArgs;
 use crate::sim_app::AppArgs;
 use onepipe_apps::kv::workload::TxnGen;
 use onepipe_apps::kv::{AppliedWrite, Committed, KvConfig, KvProcess, KvStats, TxnApp};
+use onepipe_apps::tpcc::onepipe::AppliedTxn;
 use onepipe_apps::tpcc::{TpccApp, TpccCommitted, TpccConfig, TpccProcess, TpccStats};
 use onepipe_apps::{App, AppInput, AppSend};
 use onepipe_proto::rng::Rng;
@@ -52,6 +53,9 @@ pub struct TpccRecords {
     pub shard: Option<(u32, u64)>,
     /// Sends the endpoint refused for a full buffer.
     pub refused_full: u64,
+    /// What its replica applied, in order: a dead initiator's transactions are placed from these.
+    #[serde(default)]
+    pub applied: Vec<AppliedTxn>,
 }
 
 /// What one process of a live store run writes for `up`.
@@ -161,6 +165,7 @@ impl NodeApp for TpccNode {
             stats: TpccApp::stats(&self.0).clone(),
             shard: self.0.shard().map(|(s, sh)| (s, sh.digest())),
             refused_full,
+            applied: self.0.applied().to_vec(),
         };
         (serde_json::to_string(&recs), "tpcc.json")
     }
@@ -192,6 +197,7 @@ fn application(
                 TpccConfig::new(onepipe_proto::ProcId(me), procs, workload.clone(), window);
             cfg.start = start;
             cfg.stop = stop;
+            cfg.log_applied = true;
             let seed = Rng::new(seed ^ 0x7CC).fork(u64::from(me)).next_u64();
             let gen = onepipe_apps::tpcc::gen::TxnGen::new(workload, cfg.home_warehouse(), seed);
             Box::new(TpccNode(TpccProcess::new(cfg, gen), Vec::new()))

@@ -280,10 +280,8 @@ fn check_app(args: &UpArgs) -> Result<(), String> {
     if args.app.system != crate::sim_app::System::Onepipe {
         return Err("--system: live, the applications run on 1Pipe only (the baselines run in the simulator: onepipe sim --app kv|tpcc --system …)".into());
     }
-    let tpcc = matches!(args.app.app, Some(crate::sim_app::AppName::Tpcc));
     let unsupported = [
         (args.unordered, "--unordered"),
-        (tpcc && !args.kill.is_empty(), "--kill"),
         (!args.restart.is_empty(), "--restart"),
         (!args.cut.is_empty(), "--cut"),
         (!args.blackhole.is_empty(), "--blackhole"),

@@ -13,7 +13,7 @@ use super::Run;
 use crate::cli::EXIT_VIOLATION;
 use onepipe_apps::kv::check::{unfinished_from_logs, KvChecker};
 use onepipe_apps::kv::{KvStats, TxnKind};
-use onepipe_apps::tpcc::check::TpccChecker;
+use onepipe_apps::tpcc::check::{unfinished_from_logs as tpcc_unfinished_from_logs, TpccChecker};
 use onepipe_apps::tpcc::db::{TpccLayout, REPLICAS_DEFAULT};
 use onepipe_apps::tpcc::{TpccStats, TpccTxnKind};
 use onepipe_runtime::cluster::Cluster;
@@ -79,15 +79,22 @@ fn tpcc_finish(
     let procs = cluster.procs();
     let layout = TpccLayout::for_procs(procs, REPLICAS_DEFAULT);
     let mut checker = TpccChecker::new(workload.scale, workload.seed, layout);
-    let (mut unfinished, mut digests) = (Vec::new(), Vec::new());
-    let (mut stats, mut refused_full) = (TpccStats::default(), 0);
+    let failed = failed(run);
+    let mut digests = Vec::new();
+    let (mut stats, mut refused_full, mut reported_open) = (TpccStats::default(), 0, 0usize);
+    let mut logs = Vec::new();
     for r in read_records::<TpccRecords>(cluster, run, "tpcc.json")? {
         stats += &r.stats;
         refused_full += r.refused_full;
-        unfinished.extend(r.unfinished);
+        reported_open += r.unfinished.len();
         digests.extend(r.shard);
+        logs.push(r.applied);
         r.committed.into_iter().for_each(|c| checker.on_commit(c));
     }
+    // What took effect is what the replicas applied (as for the store): a dead or abandoning
+    // initiator's transactions in their place, a recalled scattering nowhere.
+    let unfinished =
+        tpcc_unfinished_from_logs(checker.committed().iter(), logs.iter().map(Vec::as_slice));
     let (t0, duration) = (run.t0, args.work.duration);
     let mut latency: [NsHistogram; 2] = Default::default();
     let mut in_period = 0u64;
@@ -118,6 +125,7 @@ fn tpcc_finish(
     for s in &v.samples {
         eprintln!("  {s}");
     }
+    let open = if failed.is_empty() { reported_open } else { 0 };
     let report = json!({
         "app": "tpcc",
         "system": "1pipe",
@@ -133,8 +141,9 @@ fn tpcc_finish(
         "shards_compared": v.shards_compared,
         "violations": v.violations,
         "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        "failed_procs": failed,
     });
-    conclude(args, &report, v.violations, unfinished.len())
+    conclude(args, &report, v.violations, open)
 }
 
 /// `--app kv`.
@@ -164,7 +173,10 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
         .chain(&unfinished)
         .flat_map(|c| c.writes.iter().map(|&(k, v)| (k, v.writer)))
         .collect();
-    let from_dead = unfinished.iter().filter(|c| failed.contains(&c.client)).count();
+    let from_dead = unfinished
+        .iter()
+        .filter(|c| failed.contains(&c.client))
+        .count();
     // A failed server's log died with it: a committed read of a value it applied for a writer
     // no one reports cannot be placed. It is left out (counted); the rest is checked.
     let mut unplaceable = 0u64;
