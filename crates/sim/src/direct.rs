@@ -20,8 +20,7 @@ use onepipe_apps::kv::nontx::NonTxProcess;
 use onepipe_apps::kv::TxnApp;
 use onepipe_apps::tpcc::{TpccApp, TpccLockProcess, TpccOccProcess, TpccProcess};
 use onepipe_apps::AppInput;
-use onepipe_proto::topology::flow_hash;
-use onepipe_proto::{Instant, NodeId, ProcId, Timestamp};
+use onepipe_proto::{Instant, ProcId, Timestamp};
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -254,11 +253,7 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
     fn next_link(&self, n: u32, slot: u32) -> u32 {
         let p = self.packets.get(slot);
         let (sh, dh) = (p.src / self.proto.pph, p.dst / self.proto.pph);
-        let port = self
-            .topo
-            .route(NodeId(n), dh, flow_hash(self.proto.route_seed, sh, dh))
-            .expect("every host is reachable from every switch on its way");
-        self.topo.node(NodeId(n)).outputs[port.index()].0
+        self.ecmp_link(n, sh, dh, self.proto.route_seed)
     }
 
     /// One input at process `p`'s core: the application takes it, then its sends go out, each

@@ -459,6 +459,18 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
 
     // --- Packets and links -------------------------------------------------------------------
 
+    /// The output link at switch node `n` of a packet from host `src_host` to `dst_host`: the
+    /// ECMP choice of the flow (the same for every packet between the two hosts, so each pair's
+    /// packets stay in order), seeded by `route_seed`.
+    pub(crate) fn ecmp_link(&self, n: u32, src_host: u32, dst_host: u32, route_seed: u64) -> u32 {
+        let hash = onepipe_proto::topology::flow_hash(route_seed, src_host, dst_host);
+        let port = self
+            .topo
+            .route(onepipe_proto::NodeId(n), dst_host, hash)
+            .expect("every host is reachable from every switch on its way");
+        self.topo.node(onepipe_proto::NodeId(n)).outputs[port.index()].0
+    }
+
     /// A new packet enters the network; returns its slot.
     #[inline]
     pub(crate) fn new_packet(&mut self, p: P::Packet) -> u32 {

@@ -49,7 +49,7 @@ use onepipe_baselines::{
     BaseEvent, BaseNode, BasePacket, BaseSendError, Dests, PacketClass, Protocol as BaseProtocol,
     PORT,
 };
-use onepipe_proto::topology::{flow_hash, Half, NodeKind, Topology};
+use onepipe_proto::topology::{Half, NodeKind, Topology};
 use onepipe_proto::{Input, Instant, Node, NodeId, Output, ProcId};
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -500,11 +500,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
         }
         let sh = self.proto.route_host[p.src.index()];
         let dh = self.proto.route_host[p.dst.index()];
-        let port = self
-            .topo
-            .route(NodeId(n), dh, flow_hash(self.proto.route_seed, sh, dh))
-            .expect("every host is reachable from every switch on its way");
-        self.topo.node(NodeId(n)).outputs[port.index()].0
+        self.ecmp_link(n, sh, dh, self.proto.route_seed)
     }
 
     fn on_arrive(&mut self, t: SimTime, link: u32, pkt: u32) {
