@@ -1,6 +1,6 @@
 //! What every application run records, whichever system runs it (1Pipe in [`crate::onepipe`],
 //! the direct-messaging baselines in [`crate::direct`]): the applications of a run behind one
-//! interface ([`AppSet`]: the key-value store's or TPC-C's processes), what they committed and
+//! interface (`AppSet`: the key-value store's or TPC-C's processes), what they committed and
 //! their checker, latency by kind, throughput, and the report.
 
 use crate::config::{AppSpec, SimConfig};
