@@ -197,11 +197,21 @@ impl AppSet for TpccSet {
             .flat_map(|p| p.unfinished())
             .filter(|u| failed.get(&u.client).is_none_or(|&f| u.key < f))
             .collect();
+        // Replicas are compared only once every live process is idle: mid-run, a 2PL primary
+        // has executed a part in place that may still abort, a backup lags its primary, a
+        // 1Pipe replica has not yet been delivered what its siblings have.
+        let live = |p: &usize| !failed.contains_key(&(*p as u32));
+        let settled = self
+            .procs
+            .iter()
+            .enumerate()
+            .filter(|(p, _)| live(p))
+            .all(|(_, a)| a.idle());
         let replicas: Vec<(u32, &onepipe_apps::tpcc::db::Shard)> = self
             .procs
             .iter()
             .enumerate()
-            .filter(|(p, _)| !failed.contains_key(&(*p as u32)))
+            .filter(|(p, _)| settled && live(p))
             .filter_map(|(_, a)| a.shard())
             .collect();
         let v = if check {

@@ -97,8 +97,9 @@ pub enum DirectEv {
 /// On a lossy network (`--loss`, `--dup`, `--reorder-prob`), the baselines' messages go over a
 /// reliable transport, as RDMA's reliable connections carry FaRM's (the NIC's work: no CPU is
 /// charged for it): per (sender, receiver) pair, numbered messages delivered once and in order
-/// (early ones held), cumulative acknowledgements for every data packet, and go-back-N
-/// retransmission of what is unacknowledged `--rto` after it was sent. On a lossless network
+/// (early ones held), cumulative acknowledgements for every data packet, and retransmission of
+/// the oldest unacknowledged message `--rto` after it was sent, the timeout doubling per timeout
+/// in a row (as TCP's, so a congested path is not flooded with copies). On a lossless network
 /// nothing is lost, reordered or duplicated, and the transport is left out (no acknowledgement
 /// traffic).
 #[derive(Default)]
@@ -120,6 +121,8 @@ struct Pair {
     /// Sender: unacknowledged messages by number: (stamp, payload, last sent).
     unacked: BTreeMap<u32, (u64, Bytes, SimTime)>,
     timer: bool,
+    /// Timeouts in a row since the acknowledgement last moved.
+    backoff: u32,
     /// Receiver: the next number to deliver, and early arrivals.
     expected: u32,
     early: BTreeMap<u32, (u64, Bytes)>,
@@ -352,7 +355,11 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
         let tr = self.proto.transport.as_mut().expect("the transport");
         if p.ack {
             if let Some(pair) = tr.pairs.get_mut(&(p.dst, p.src)) {
+                let before = pair.unacked.len();
                 pair.unacked = pair.unacked.split_off(&p.seq);
+                if pair.unacked.len() < before {
+                    pair.backoff = 0;
+                }
             }
             return;
         }
@@ -394,8 +401,11 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
         self.put_on_link(self.topo.uplink(p.dst / self.proto.pph).0, ack, t);
     }
 
-    /// The transport's timer of pair (`src`, `dst`): what has gone unacknowledged for `--rto`
-    /// is sent again (go-back-N); the timer re-arms while anything is unacknowledged.
+    /// The transport's timer of pair (`src`, `dst`): if the oldest unacknowledged message has
+    /// waited its timeout (`--rto`, doubled per timeout in a row, reset when an acknowledgement
+    /// moves), it is sent again — only it: the receiver holds what came after it, and the
+    /// cumulative acknowledgement then moves to the next hole. The timer re-arms while anything
+    /// is unacknowledged.
     fn on_rto(&mut self, t: SimTime, src: u32, dst: u32) {
         let Some(tr) = self.proto.transport.as_mut() else {
             return;
@@ -405,32 +415,34 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             return;
         };
         pair.timer = false;
-        let mut again = Vec::new();
-        for (&seq, e) in pair.unacked.iter_mut() {
-            if e.2 + rto <= t {
-                e.2 = t;
-                again.push((seq, e.0, e.1.clone()));
-            }
+        let wait = rto << pair.backoff.min(10);
+        let Some((&seq, oldest)) = pair.unacked.iter_mut().next() else {
+            return;
+        };
+        let again = (oldest.2 + wait <= t).then(|| {
+            oldest.2 = t;
+            (seq, oldest.0, oldest.1.clone())
+        });
+        if again.is_some() {
+            pair.backoff += 1;
         }
-        let next = pair.unacked.values().map(|e| e.2 + rto).min();
-        if let Some(at) = next {
-            pair.timer = true;
-            self.queue
-                .push(at.max(t + 1), Ev::Proto(DirectEv::Rto { src, dst }));
-        }
-        tr.retransmits += again.len() as u64;
-        let up = self.topo.uplink(src / self.proto.pph).0;
-        for (seq, ts, payload) in again {
-            let slot = self.new_packet(DirectPacket {
-                src,
-                dst,
-                ts,
-                seq,
-                ack: false,
-                payload,
-            });
-            self.put_on_link(up, slot, t);
-        }
+        let at = oldest.2 + (rto << pair.backoff.min(10));
+        pair.timer = true;
+        self.queue
+            .push(at.max(t + 1), Ev::Proto(DirectEv::Rto { src, dst }));
+        let Some((seq, ts, payload)) = again else {
+            return;
+        };
+        tr.retransmits += 1;
+        let slot = self.new_packet(DirectPacket {
+            src,
+            dst,
+            ts,
+            seq,
+            ack: false,
+            payload,
+        });
+        self.put_on_link(self.topo.uplink(src / self.proto.pph).0, slot, t);
     }
 
     /// True when no message is on its way and no application has work open.
