@@ -40,6 +40,7 @@ pub mod dests;
 pub mod isis;
 pub mod lamport;
 pub mod packet;
+pub mod paxos_model;
 pub mod sequencer;
 pub mod token;
 

@@ -40,6 +40,10 @@ enum Command {
     /// Run a simulator experiment of docs/BENCHMARKS.md and write its CSV.
     #[command(subcommand)]
     Bench(crate::bench::Bench),
+    /// Print an analytic model: `model paxos` gives MultiPaxos's optimal batch size and window
+    /// for a bandwidth, latency, replica count and request size (the seed paper's §III).
+    #[command(subcommand)]
+    Model(crate::model::Model),
     /// Run the fault-injecting swarm: each seed draws a network, workload and faults (loss,
     /// bursts, targeted loss, duplication, reordering, skew, host crashes), checks safety with
     /// every checker and liveness by draining. Exit codes: 0 ok, 1 correctness, 3 liveness,
@@ -559,6 +563,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Sim(args) => sim(&args),
         Command::Vopr(a) => crate::vopr::vopr(&a),
+        Command::Model(m) => crate::model::model(&m),
         Command::Up(a) => crate::live::up(&a),
         Command::Controller(a) => crate::live::controller(&a),
         Command::Agg(a) => crate::live::agg(&a),

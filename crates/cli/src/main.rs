@@ -10,6 +10,7 @@ mod fig15;
 mod fig8;
 mod hugepages;
 mod live;
+mod model;
 mod plot;
 mod sim_app;
 mod sim_baseline;

@@ -779,3 +779,22 @@ fn vopr_runs_seeds_and_replays_one() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--seeds"));
 }
+
+/// `onepipe model paxos` prints the seed paper's §III model: the cluster's optimal batch for one
+/// instance at a time (~46 KiB), Eq. 1's throughput; a bad replica count is refused by name.
+#[test]
+fn model_paxos_prints_the_optimal_batch_and_refuses_an_even_group() {
+    let args = ["model", "paxos", "--setting", "cluster"];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("optimal batch, WND = 1 (Eq. 5)  45.9 KiB"),
+        "{text}"
+    );
+    assert!(text.contains("max throughput (Eq. 1)"), "{text}");
+    let args = ["model", "paxos", "--replicas", "4"];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("replicas"));
+}
