@@ -349,6 +349,25 @@ struct Inflight {
     read_data: Vec<(Key, Option<Bytes>)>,
 }
 
+impl Inflight {
+    /// Transaction `ops`, called at `call`, not yet sent.
+    fn new(ops: Vec<Op>, call: Instant, submitted: bool, data: Vec<Bytes>) -> Inflight {
+        Inflight {
+            kind: TxnKind::of(&ops),
+            ops,
+            waiting: Vec::new(),
+            reads: Vec::new(),
+            ts: None,
+            call,
+            attempts: 0,
+            retry_at: None,
+            submitted,
+            data,
+            read_data: Vec::new(),
+        }
+    }
+}
+
 /// An operation of a transaction an application submits ([`KvProcess::submit`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientOp {
@@ -447,19 +466,7 @@ impl KvProcess {
                 }
             })
             .collect();
-        let t = Inflight {
-            kind: TxnKind::of(&ops),
-            ops,
-            waiting: Vec::new(),
-            reads: Vec::new(),
-            ts: None,
-            call: self.now,
-            attempts: 0,
-            retry_at: None,
-            submitted: true,
-            data,
-            read_data: Vec::new(),
-        };
+        let t = Inflight::new(ops, self.now, true, data);
         self.inflight.insert(txn, t);
         self.send_txn(txn);
         txn
@@ -510,19 +517,7 @@ impl KvProcess {
             let txn = txn_id(self.cfg.me, self.seq);
             self.seq += 1;
             let ops = self.gen.next(txn);
-            let t = Inflight {
-                kind: TxnKind::of(&ops),
-                ops,
-                waiting: Vec::new(),
-                reads: Vec::new(),
-                ts: None,
-                call: self.now,
-                attempts: 0,
-                retry_at: None,
-                submitted: false,
-                data: Vec::new(),
-                read_data: Vec::new(),
-            };
+            let t = Inflight::new(ops, self.now, false, Vec::new());
             self.inflight.insert(txn, t);
             self.send_txn(txn);
         }
