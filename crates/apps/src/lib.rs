@@ -18,10 +18,15 @@
 //!   transactions on an unsharded model and checks the specification's consistency conditions
 //!   and replica agreement.
 //!
+//! * [`repl`] — a replicated linearizable key-value service (§2.2.2, §7.3.3–7.3.4) on
+//!   interchangeable replication schemes: 1-RTT replication on best-effort 1Pipe, and the
+//!   baselines it is measured against.
+//!
 //! The driving contract ([`App`]) mirrors `onepipe_proto::Node`'s: feed one input with
 //! [`App::handle`], drain [`App::poll_send`] until `None`, re-arm from [`App::poll_timeout`].
 
 pub mod kv;
+pub mod repl;
 pub mod tpcc;
 mod wire;
 
