@@ -286,6 +286,55 @@ pub struct ReplConfig {
     /// A replica keeps this many committed entries after its commit point for a recovery and
     /// for the end-of-run checks; older ones are folded into its state.
     pub retain: usize,
+    /// Each replica writes every entry to its disk before answering for it ([`Disk`]).
+    pub disk: DiskModel,
+}
+
+/// A replica's disk (§7.3.4's SSD): writes are served one at a time, each taking `write_ns`
+/// plus a uniform draw in `0..=jitter_ns`. Zero `write_ns`: no disk (in-memory replicas).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DiskModel {
+    /// Service time of one write, ns.
+    pub write_ns: u64,
+    /// Uniform jitter added to each write, ns.
+    pub jitter_ns: u64,
+}
+
+/// A disk that serves writes in order ([`DiskModel`]): `write` says when a write issued now
+/// completes.
+#[derive(Clone, Debug)]
+pub struct Disk {
+    model: DiskModel,
+    free_at: u64,
+    rng: Rng,
+}
+
+impl Disk {
+    /// A disk of `model`, its jitter drawn from `seed`.
+    pub fn new(model: DiskModel, seed: u64) -> Disk {
+        Disk {
+            model,
+            free_at: 0,
+            rng: Rng::new(seed),
+        }
+    }
+    /// There is a disk to wait for.
+    pub fn enabled(&self) -> bool {
+        self.model.write_ns > 0
+    }
+    /// Issues a write at `now`; returns when it completes (`now` without a disk).
+    pub fn write(&mut self, now: Instant) -> Instant {
+        if !self.enabled() {
+            return now;
+        }
+        let jitter = if self.model.jitter_ns > 0 {
+            self.rng.below(self.model.jitter_ns + 1)
+        } else {
+            0
+        };
+        self.free_at = self.free_at.max(now.0) + self.model.write_ns + jitter;
+        Instant(self.free_at)
+    }
 }
 
 impl ReplConfig {
@@ -308,6 +357,7 @@ impl ReplConfig {
             stop: Instant(u64::MAX),
             suspect_ns: 200_000,
             retain: 4_096,
+            disk: DiskModel::default(),
         }
     }
     /// `me` is a replica.
