@@ -13,6 +13,8 @@
 //! [`CmdGen`]), the settings ([`ReplConfig`]), the interface a driver sees ([`ReplApp`]) and
 //! what replicas expose for the end-of-run checks ([`ReplicaLog`]).
 
+pub mod onertt;
+
 use crate::App;
 use onepipe_proto::rng::Rng;
 use onepipe_proto::{Instant, ProcId};
@@ -173,7 +175,10 @@ impl core::fmt::Display for ReplError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             ReplError::ValueTooLarge { size, limit } => {
-                write!(f, "a value of {size} bytes is over the limit of {limit} bytes")
+                write!(
+                    f,
+                    "a value of {size} bytes is over the limit of {limit} bytes"
+                )
             }
         }
     }
@@ -187,7 +192,10 @@ impl ReplWorkload {
         if self.keys == 0 {
             return Err("keys must be at least 1".into());
         }
-        for (name, r) in [("read ratio", self.read_ratio), ("cas ratio", self.cas_ratio)] {
+        for (name, r) in [
+            ("read ratio", self.read_ratio),
+            ("cas ratio", self.cas_ratio),
+        ] {
             if !(0.0..=1.0).contains(&r) {
                 return Err(format!("{name} {r} is not between 0 and 1"));
             }
