@@ -13,6 +13,7 @@
 //! [`CmdGen`]), the settings ([`ReplConfig`]), the interface a driver sees ([`ReplApp`]) and
 //! what replicas expose for the end-of-run checks ([`ReplicaLog`]).
 
+pub mod chain;
 pub mod onertt;
 
 use crate::App;
