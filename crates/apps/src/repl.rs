@@ -7,6 +7,9 @@
 //!   return a checksum over the timestamps of every entry they appended; a write is done when all
 //!   checksums agree; a loss or a failure starts a recovery, a consensus round that removes the
 //!   entries not every replica holds. Any replica serves reads, in timestamp order.
+//! * [`paxos`] — MultiPaxos with batching and pipelining (Santos and Schiper's Fig. 6 policy: WND,
+//!   BSZ, Δ_B) on direct messages: a stable leader orders batches of requests in pipelined
+//!   instances; reads go through the log too.
 //!
 //! This module holds what every scheme shares: the commands ([`Cmd`]) and the state machine
 //! ([`KvMachine`]), what a client completed ([`ReplDone`]), the workload ([`ReplWorkload`],
@@ -21,6 +24,8 @@ use onepipe_proto::rng::Rng;
 use onepipe_proto::{Instant, ProcId};
 use serde::Serialize;
 use std::collections::HashMap;
+
+pub mod paxos;
 
 /// A key.
 pub type Key = u64;

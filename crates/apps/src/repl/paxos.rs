@@ -1,0 +1,1696 @@
+//! MultiPaxos with batching and pipelining, serving the replicated key-value service on direct
+//! messages — the scheme of Santos and Schiper, "Tuning Paxos for high-throughput with batching
+//! and pipelining" (`../shared/papers/paxos-batching-pipelining.txt`, cited below as \[SS\]).
+//!
+//! * **Normal case** (\[SS\] §II-A): replica 0 starts as the leader with ballot 0, which no other
+//!   replica can own, so it skips Phase 1. Clients send requests to the leader; it queues them,
+//!   packs them into batches and runs Phase 2 for up to WND instances at once (\[SS\] §II-B/C),
+//!   under Fig. 6's policy (\[SS\] §IV-A, see `PaxosProcess::try_propose`). An instance is
+//!   decided when a strict majority of the replicas accepted it (`PaxosProcess::majority`).
+//!   Every replica executes decided instances in instance order; the leader replies. Reads go
+//!   through the log like writes, so every operation is linearizable without leases.
+//! * **Followers learn** the decided prefix from a `commit` carried by every Accept and by the
+//!   leader's Decide (its heartbeat, and sent at once when the leader has nothing to propose). A
+//!   follower counts its accepted value at an instance as decided only if it accepted it in the
+//!   leader's ballot; otherwise it fetches the decided value (Fetch, answered by Learn).
+//! * **Leader change**: a follower that has heard nothing from the leader for
+//!   `election_timeout_ns` (or is told it failed) runs Phase 1 with a higher ballot
+//!   (`round · replicas + id`), the replicas after the failed leader staggered by rank. On a
+//!   majority of promises it catches up to the most advanced promiser's decided prefix, then
+//!   re-proposes the highest-ballot value of each later instance and fills gaps with no-ops.
+//! * **Exactly once**: a table per client of the outputs of its executed requests, pruned below
+//!   the client's `acked` point (carried in each request, so every replica prunes alike), makes
+//!   a resent request a duplicate that is answered, not applied again.
+//!
+//! What this is not: replicas are crash-stop (no restart, no state transfer: a replica more
+//! than `retain` instances behind cannot catch up by Fetch), only Phase 2b waits for the disk
+//! (promises are not made durable), and the membership is fixed.
+//!
+//! Call order, as every [`App`]: `handle`, drain `poll_send`, re-arm from `poll_timeout`.
+
+use super::MAX_VALUE_SIZE;
+use super::{Cmd, CmdGen, Disk, ReplApp, ReplConfig, ReplDone, ReplStats, ReplicaLog, Val};
+use crate::wire::Reader;
+use crate::{App, AppInput, AppSend};
+use bytes::{BufMut, Bytes, BytesMut};
+use onepipe_proto::{Instant, ProcId};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// The largest WND: instances a leader keeps in Phase 2 at once.
+pub const WND_MAX: u32 = 1_024;
+/// The largest BSZ, bytes.
+pub const BSZ_MAX: u32 = 1 << 20;
+/// The most replicas (acknowledgements are a bit set).
+pub const REPLICAS_MAX: u32 = 64;
+/// Requests a leader holds waiting for a batch; more are refused (the client resends).
+pub const QUEUE_LEN_MAX: usize = 16_384;
+/// The span of ids a client may have between its oldest operation in flight and its next one:
+/// it bounds each client's entry in the replicas' client table.
+pub const CLIENT_ID_SPAN_MAX: u64 = 4_096;
+/// Requests in one batch (the count is a `u16` on the wire).
+const BATCH_REQUESTS_MAX: usize = 4_096;
+/// An acceptor accepts nothing this many instances past its decided prefix: it bounds its log
+/// beyond the prefix, and so a promise.
+const ACCEPT_AHEAD_MAX: u64 = 4_096;
+/// Instances one Fetch asks for.
+const FETCH_INSTANCES_MAX: u64 = 64;
+/// Phase 2b answers waiting for the disk.
+const DISK_QUEUE_LEN_MAX: usize = 8_192;
+/// The largest ballot: larger ones on the wire are malformed, so rounds never overflow.
+const BALLOT_MAX: u64 = 1 << 62;
+/// The ballot a promise reports for a decided slot: above every real ballot, so a new leader
+/// always picks the decided value.
+const DECIDED: u64 = u64::MAX;
+
+const _: () = assert!(WND_MAX as u64 <= ACCEPT_AHEAD_MAX);
+const _: () = assert!(FETCH_INSTANCES_MAX <= ACCEPT_AHEAD_MAX);
+const _: () = assert!(BATCH_REQUESTS_MAX <= u16::MAX as usize);
+const _: () = assert!(ACCEPT_AHEAD_MAX <= u16::MAX as u64);
+const _: () = assert!(REPLICAS_MAX <= u64::BITS);
+const _: () = assert!(BALLOT_MAX < DECIDED / 2);
+
+/// The settings of a Paxos process: the service's, and Fig. 6's (\[SS\] §IV-A).
+///
+/// The defaults suit the simulated data center (100 Gbit/s links, a few µs round trip): a
+/// 32 KiB batch takes about 2.6 µs to send to one replica, about one round trip, so with a
+/// window of 8 the leader keeps the links busy (§III's `w = f(S_batch)`) while a batch with its
+/// largest request (8 KiB) still fits a 64 KB datagram. Δ_B is one round trip: the paper's
+/// 10 ms is a WAN figure and would only add latency at low load here. A heartbeat every 20 µs
+/// and an election after 100 µs of silence (5 heartbeats) find a failed leader well before a
+/// client's `suspect_ns` (200 µs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PaxosConfig {
+    /// The service's settings.
+    pub repl: ReplConfig,
+    /// WND: the most instances in Phase 2 at once (strict, \[SS\] §IV-A).
+    pub wnd: u32,
+    /// BSZ: the batch size, bytes (indicative: one larger request forms a batch alone).
+    pub bsz: u32,
+    /// Δ_B: a batch is proposed when its oldest request has waited this long, ns.
+    pub delta_b_ns: u64,
+    /// The leader sends a Decide to followers it has sent nothing for this long, ns.
+    pub heartbeat_ns: u64,
+    /// A follower that has heard nothing from the leader for this long starts Phase 1, ns.
+    pub election_timeout_ns: u64,
+}
+
+impl PaxosConfig {
+    /// `repl` with the default WND, BSZ, Δ_B and timeouts (see [`PaxosConfig`]).
+    pub fn new(repl: ReplConfig) -> PaxosConfig {
+        PaxosConfig {
+            repl,
+            wnd: 8,
+            bsz: 32 << 10,
+            delta_b_ns: 5_000,
+            heartbeat_ns: 20_000,
+            election_timeout_ns: 100_000,
+        }
+    }
+
+    /// Checks the settings, naming the bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        let r = &self.repl;
+        if r.replicas == 0 || r.replicas > REPLICAS_MAX || r.procs < r.replicas {
+            return Err(format!(
+                "replicas must be 1..={REPLICAS_MAX} and at most procs"
+            ));
+        }
+        if r.me.0 >= r.procs {
+            return Err(format!("process {} is not one of {}", r.me.0, r.procs));
+        }
+        if u64::from(r.window) > CLIENT_ID_SPAN_MAX {
+            return Err(format!("window must be at most {CLIENT_ID_SPAN_MAX}"));
+        }
+        if self.wnd == 0 || self.wnd > WND_MAX {
+            return Err(format!("wnd must be 1..={WND_MAX}"));
+        }
+        if self.bsz == 0 || self.bsz > BSZ_MAX {
+            return Err(format!("bsz must be 1..={BSZ_MAX} bytes"));
+        }
+        if self.heartbeat_ns == 0 || self.election_timeout_ns <= self.heartbeat_ns {
+            return Err("the election timeout must exceed a non-zero heartbeat".into());
+        }
+        r.workload.validate()
+    }
+}
+
+/// Counters of a Paxos process, beyond [`ReplStats`]. Of those, a Paxos process counts: `gets`,
+/// `puts`, `cas` (a client's completions), `appended` (requests a replica executed),
+/// `duplicates` (requests not applied again: executed already, or queued already), `recoveries`
+/// (higher ballots a replica followed), `recoveries_led` (Phase 1 runs won), `resent` (a
+/// client's resends) and `malformed`; `rejected` stays 0 (see `refused`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PaxosStats {
+    /// Instances this process decided as leader, and the requests they carried (no-ops carry
+    /// none): their ratio is the mean batch (\[SS\] §IV-B).
+    pub instances_decided: u64,
+    /// See `instances_decided`.
+    pub requests_decided: u64,
+    /// The time integral of the active instances while leading (ns · instances), and the time
+    /// led (ns), as of the last change: their ratio is the mean number of active instances.
+    pub active_ns_sum: u64,
+    /// See `active_ns_sum`.
+    pub leading_ns: u64,
+    /// The most instances active at once.
+    pub active_max: u64,
+    /// Phase 1 runs started, and won.
+    pub phase1_runs: u64,
+    /// See `phase1_runs`.
+    pub phase1_won: u64,
+    /// Times this replica stepped down (it heard a higher ballot while leading or a candidate).
+    pub step_downs: u64,
+    /// Requests refused because the leader's queue was full.
+    pub refused: u64,
+    /// Requests answered with a redirect.
+    pub redirects: u64,
+    /// Accepts sent again (no majority after two heartbeats).
+    pub retransmits: u64,
+    /// Fetches sent, and decided instances learned from a Learn.
+    pub fetches: u64,
+    /// See `fetches`.
+    pub learned: u64,
+    /// Accepts or Learns dropped: too far past the decided prefix, or the disk queue full.
+    pub ahead_dropped: u64,
+}
+
+impl PaxosStats {
+    /// The mean number of active instances while leading.
+    pub fn active_mean(&self) -> f64 {
+        self.active_ns_sum as f64 / self.leading_ns.max(1) as f64
+    }
+    /// The mean requests per decided instance.
+    pub fn batch_mean(&self) -> f64 {
+        self.requests_decided as f64 / self.instances_decided.max(1) as f64
+    }
+}
+
+/// A client's request, as it travels alone and inside a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Request {
+    client: u32,
+    id: u64,
+    /// Every id of this client below this one has completed (its oldest in flight).
+    acked: u64,
+    cmd: Cmd,
+    /// Bytes of value padding (a write's value size).
+    pad: u32,
+}
+
+/// Bytes of a request without its padding and command: client, id, acked, padding length.
+const REQUEST_FIXED_LEN: usize = 4 + 8 + 8 + 4;
+/// The shortest command (a get): kind and key.
+const CMD_LEN_MIN: usize = 1 + 8;
+
+impl Request {
+    /// Its size in a batch, bytes (Fig. 6's `|r|`).
+    fn wire_len(&self) -> usize {
+        let cmd = match self.cmd {
+            Cmd::Get(_) => CMD_LEN_MIN,
+            Cmd::Put(..) => 1 + 16,
+            Cmd::Cas { .. } => 1 + 8 + 1 + 16,
+        };
+        REQUEST_FIXED_LEN + cmd + self.pad as usize
+    }
+}
+
+/// An instance's value: requests in order (empty: a no-op).
+type Batch = Arc<[Request]>;
+
+const REQUEST: u8 = 1;
+const REPLY: u8 = 2;
+const REDIRECT: u8 = 3;
+const ACCEPT: u8 = 4;
+const ACCEPTED: u8 = 5;
+const DECIDE: u8 = 6;
+const PREPARE: u8 = 7;
+const PROMISE: u8 = 8;
+const REJECT: u8 = 9;
+const FETCH: u8 = 10;
+const LEARN: u8 = 11;
+
+/// The messages, big-endian, bounds-checked: a malformed one decodes to `None`.
+///
+/// Each starts with its kind `u8`. A request is client `u32`, id `u64`, acked `u64`, the
+/// command (kind `u8` 0 get, 1 put, 2 cas; key `u64`; put: value `u64`; cas: presence `u8`,
+/// expected `u64`, new `u64`), padding length `u32` and the padding. A batch is a count `u16`
+/// and its requests. A promise's slots are a count `u16`, each instance `u64`, ballot `u64`
+/// (`u64::MAX`: decided) and batch. An optional value is a presence `u8` and, if present, `u64`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Msg {
+    /// Client → leader.
+    Request(Request),
+    /// Leader → client: the request's output.
+    Reply { id: u64, output: Option<Val> },
+    /// Replica → client: ask `leader` (`None`: unknown).
+    Redirect { id: u64, leader: Option<u32> },
+    /// Phase 2a, with the leader's decided prefix.
+    Accept {
+        ballot: u64,
+        instance: u64,
+        commit: u64,
+        batch: Batch,
+    },
+    /// Phase 2b.
+    Accepted { ballot: u64, instance: u64 },
+    /// The leader's decided prefix: its heartbeat.
+    Decide { ballot: u64, commit: u64 },
+    /// Phase 1a: promise `ballot`, report accepted values from instance `from`.
+    Prepare { ballot: u64, from: u64 },
+    /// Phase 1b: the promiser's decided prefix and its slots past it.
+    Promise {
+        ballot: u64,
+        commit: u64,
+        slots: Vec<(u64, u64, Batch)>,
+    },
+    /// A message of a lower ballot was refused: this one is promised.
+    Reject { ballot: u64 },
+    /// Send me the decided instances from `from`.
+    Fetch { from: u64 },
+    /// `instance` was decided with `batch`.
+    Learn { instance: u64, batch: Batch },
+}
+
+fn put_opt(b: &mut BytesMut, v: Option<u64>) {
+    b.put_u8(u8::from(v.is_some()));
+    if let Some(v) = v {
+        b.put_u64(v);
+    }
+}
+
+fn put_request(b: &mut BytesMut, r: &Request) {
+    b.put_u32(r.client);
+    b.put_u64(r.id);
+    b.put_u64(r.acked);
+    match r.cmd {
+        Cmd::Get(k) => {
+            b.put_u8(0);
+            b.put_u64(k);
+        }
+        Cmd::Put(k, v) => {
+            b.put_u8(1);
+            b.put_u64(k);
+            b.put_u64(v);
+        }
+        Cmd::Cas { key, expect, new } => {
+            b.put_u8(2);
+            b.put_u64(key);
+            b.put_u8(u8::from(expect.is_some()));
+            b.put_u64(expect.unwrap_or(0));
+            b.put_u64(new);
+        }
+    }
+    b.put_u32(r.pad);
+    b.put_bytes(0, r.pad as usize);
+}
+
+fn put_batch(b: &mut BytesMut, batch: &[Request]) {
+    assert!(
+        batch.len() <= BATCH_REQUESTS_MAX,
+        "a batch of {}",
+        batch.len()
+    );
+    b.put_u16(batch.len() as u16);
+    batch.iter().for_each(|r| put_request(b, r));
+}
+
+fn encode(msg: &Msg) -> Bytes {
+    let mut b = BytesMut::with_capacity(64);
+    match msg {
+        Msg::Request(r) => {
+            b.put_u8(REQUEST);
+            put_request(&mut b, r);
+        }
+        Msg::Reply { id, output } => {
+            b.put_u8(REPLY);
+            b.put_u64(*id);
+            put_opt(&mut b, *output);
+        }
+        Msg::Redirect { id, leader } => {
+            b.put_u8(REDIRECT);
+            b.put_u64(*id);
+            put_opt(&mut b, leader.map(u64::from));
+        }
+        Msg::Accept {
+            ballot,
+            instance,
+            commit,
+            batch,
+        } => {
+            b.put_u8(ACCEPT);
+            b.put_u64(*ballot);
+            b.put_u64(*instance);
+            b.put_u64(*commit);
+            put_batch(&mut b, batch);
+        }
+        Msg::Accepted { ballot, instance } => {
+            b.put_u8(ACCEPTED);
+            b.put_u64(*ballot);
+            b.put_u64(*instance);
+        }
+        Msg::Decide { ballot, commit } => {
+            b.put_u8(DECIDE);
+            b.put_u64(*ballot);
+            b.put_u64(*commit);
+        }
+        Msg::Prepare { ballot, from } => {
+            b.put_u8(PREPARE);
+            b.put_u64(*ballot);
+            b.put_u64(*from);
+        }
+        Msg::Promise {
+            ballot,
+            commit,
+            slots,
+        } => {
+            b.put_u8(PROMISE);
+            b.put_u64(*ballot);
+            b.put_u64(*commit);
+            assert!(
+                slots.len() as u64 <= ACCEPT_AHEAD_MAX,
+                "a promise of {}",
+                slots.len()
+            );
+            b.put_u16(slots.len() as u16);
+            for (instance, ballot, batch) in slots {
+                b.put_u64(*instance);
+                b.put_u64(*ballot);
+                put_batch(&mut b, batch);
+            }
+        }
+        Msg::Reject { ballot } => {
+            b.put_u8(REJECT);
+            b.put_u64(*ballot);
+        }
+        Msg::Fetch { from } => {
+            b.put_u8(FETCH);
+            b.put_u64(*from);
+        }
+        Msg::Learn { instance, batch } => {
+            b.put_u8(LEARN);
+            b.put_u64(*instance);
+            put_batch(&mut b, batch);
+        }
+    }
+    b.freeze()
+}
+
+impl Reader<'_> {
+    fn opt_u64(&mut self) -> Option<Option<u64>> {
+        Some(if self.bool()? {
+            Some(self.u64()?)
+        } else {
+            None
+        })
+    }
+    fn skip(&mut self, n: usize) -> Option<()> {
+        self.buf = self.buf.get(n..)?;
+        Some(())
+    }
+    fn request(&mut self) -> Option<Request> {
+        let (client, id, acked) = (self.u32()?, self.u64()?, self.u64()?);
+        let cmd = match self.u8()? {
+            0 => Cmd::Get(self.u64()?),
+            1 => Cmd::Put(self.u64()?, self.u64()?),
+            2 => {
+                let key = self.u64()?;
+                let present = self.bool()?;
+                let expect = self.u64()?;
+                let new = self.u64()?;
+                Cmd::Cas {
+                    key,
+                    expect: present.then_some(expect),
+                    new,
+                }
+            }
+            _ => return None,
+        };
+        let pad = self.u32()?;
+        if pad > MAX_VALUE_SIZE {
+            return None;
+        }
+        self.skip(pad as usize)?;
+        Some(Request {
+            client,
+            id,
+            acked,
+            cmd,
+            pad,
+        })
+    }
+    fn batch(&mut self) -> Option<Batch> {
+        let n = self.count(REQUEST_FIXED_LEN + CMD_LEN_MIN)?;
+        if n > BATCH_REQUESTS_MAX {
+            return None;
+        }
+        (0..n).map(|_| self.request()).collect()
+    }
+    /// A ballot: at most [`BALLOT_MAX`].
+    fn ballot(&mut self) -> Option<u64> {
+        self.u64().filter(|&b| b <= BALLOT_MAX)
+    }
+}
+
+fn decode(payload: &[u8]) -> Option<Msg> {
+    let mut r = Reader::new(payload);
+    let msg = match r.u8()? {
+        REQUEST => Msg::Request(r.request()?),
+        REPLY => Msg::Reply {
+            id: r.u64()?,
+            output: r.opt_u64()?,
+        },
+        REDIRECT => Msg::Redirect {
+            id: r.u64()?,
+            leader: match r.opt_u64()? {
+                Some(l) => Some(u32::try_from(l).ok()?),
+                None => None,
+            },
+        },
+        ACCEPT => Msg::Accept {
+            ballot: r.ballot()?,
+            instance: r.u64()?,
+            commit: r.u64()?,
+            batch: r.batch()?,
+        },
+        ACCEPTED => Msg::Accepted {
+            ballot: r.ballot()?,
+            instance: r.u64()?,
+        },
+        DECIDE => Msg::Decide {
+            ballot: r.ballot()?,
+            commit: r.u64()?,
+        },
+        PREPARE => Msg::Prepare {
+            ballot: r.ballot()?,
+            from: r.u64()?,
+        },
+        PROMISE => {
+            let (ballot, commit) = (r.ballot()?, r.u64()?);
+            let n = r.count(8 + 8 + 2)?;
+            let slots = (0..n)
+                .map(|_| Some((r.u64()?, r.u64()?, r.batch()?)))
+                .collect::<Option<_>>()?;
+            Msg::Promise {
+                ballot,
+                commit,
+                slots,
+            }
+        }
+        REJECT => Msg::Reject {
+            ballot: r.ballot()?,
+        },
+        FETCH => Msg::Fetch { from: r.u64()? },
+        LEARN => Msg::Learn {
+            instance: r.u64()?,
+            batch: r.batch()?,
+        },
+        _ => return None,
+    };
+    r.finish()?;
+    Some(msg)
+}
+
+/// An acceptor's slot: the value it accepted at an instance.
+#[derive(Clone, Debug)]
+struct Slot {
+    /// The ballot it was accepted in (meaningless once learned by a Learn).
+    ballot: u64,
+    batch: Batch,
+    /// Known decided.
+    decided: bool,
+    /// Its Phase 2b was sent (after the disk write).
+    acked: bool,
+}
+
+/// A leader's instance in Phase 2.
+#[derive(Clone, Debug)]
+struct Active {
+    batch: Batch,
+    /// Replicas that accepted it (bit per replica).
+    acks: u64,
+    /// When its Accept was last sent.
+    sent: Instant,
+}
+
+/// A request waiting at the leader for a batch.
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    req: Request,
+    /// Fig. 6's `r.ts`: when the leader received it.
+    arrived: Instant,
+}
+
+/// The leader's state (\[SS\] §II-A: Phase 2 only, from `next` on).
+#[derive(Clone, Debug)]
+struct Leading {
+    ballot: u64,
+    /// The next instance to start.
+    next: u64,
+    /// Fig. 6's active instances (`w` is their count).
+    active: BTreeMap<u64, Active>,
+    /// The decided prefix the followers were last told.
+    sent_commit: u64,
+    /// When something last went to every follower.
+    broadcast_at: Instant,
+    /// When `active` last changed size (for the time average).
+    active_since: Instant,
+}
+
+/// A candidate's state in Phase 1.
+#[derive(Clone, Debug)]
+struct Candidate {
+    ballot: u64,
+    started: Instant,
+    /// Replicas that promised (bit per replica).
+    promised_by: u64,
+    /// The highest-ballot value reported per instance.
+    best: BTreeMap<u64, (u64, Batch)>,
+    /// The most advanced decided prefix reported, and who reported it.
+    max_commit: u64,
+    source: u32,
+}
+
+/// A replica's role: its phase, with the data each phase owns.
+#[derive(Clone, Debug)]
+enum Role {
+    /// Following the owner of the promised ballot; `heard` is when it last heard from it.
+    Follower {
+        heard: Instant,
+    },
+    Candidate(Candidate),
+    Leader(Leading),
+}
+
+/// What a replica remembers of a client's executed requests.
+#[derive(Clone, Debug, Default)]
+struct ClientRecord {
+    /// Every id below this completed at the client (its latest `acked`).
+    low: u64,
+    /// Outputs of the executed ids from `low` on.
+    outputs: BTreeMap<u64, Option<Val>>,
+}
+
+/// A client's operation in flight.
+#[derive(Clone, Copy, Debug)]
+struct ClientOp {
+    cmd: Cmd,
+    call: Instant,
+    sent: Instant,
+    /// Redirects followed since the last timeout.
+    redirects: u32,
+}
+
+/// The client's closed loop.
+#[derive(Clone, Debug)]
+struct Client {
+    gen: CmdGen,
+    ops: BTreeMap<u64, ClientOp>,
+    next_id: u64,
+    /// The replica it believes leads, and when that one last answered.
+    leader: u32,
+    leader_heard: Instant,
+    started: bool,
+    done: VecDeque<ReplDone>,
+}
+
+/// A process of the Paxos-replicated service: a replica (`me < replicas`), a client
+/// (`window > 0`), or both.
+#[derive(Clone, Debug)]
+pub struct PaxosProcess {
+    cfg: PaxosConfig,
+    me: u32,
+    now: Instant,
+    client: Client,
+    // The acceptor (every replica): \[SS\] §II-A, every node plays every role.
+    promised: u64,
+    log: BTreeMap<u64, Slot>,
+    /// The decided prefix, which is also the execution point: instances below it are executed.
+    commit: u64,
+    role: Role,
+    queue: VecDeque<Queued>,
+    /// Requests queued or proposed by this leader and not executed yet.
+    pending: BTreeSet<(u32, u64)>,
+    failed: Vec<bool>,
+    tick_at: Instant,
+    last_fetch: Option<Instant>,
+    disk: Disk,
+    /// Phase 2b answers waiting for the disk: (write done, leader, ballot, instance).
+    disk_queue: VecDeque<(Instant, u32, u64, u64)>,
+    // The state machine and what the checks read.
+    machine: super::KvMachine,
+    table: BTreeMap<u32, ClientRecord>,
+    writes: u64,
+    checksum: u64,
+    /// The last `retain` executed writes: (client, id, checksum after).
+    entries: VecDeque<(u32, u64, u64)>,
+    /// Every executed write (grows with the run: fine for simulated runs, read by the checks).
+    committed_writes: Vec<(u32, u64)>,
+    /// Every executed request with its command, reads included (the tests' sequential check).
+    #[cfg(test)]
+    executed: Vec<(u32, u64, Cmd)>,
+    loopback: VecDeque<Msg>,
+    out: VecDeque<AppSend>,
+    tag: u64,
+    stats: ReplStats,
+    paxos: PaxosStats,
+}
+
+/// SplitMix64's finalizer: the running checksum's mixer.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl PaxosProcess {
+    /// A process of `cfg`; `gen` draws its commands if it is a client.
+    ///
+    /// # Panics
+    /// If `cfg` does not validate ([`PaxosConfig::validate`]).
+    pub fn new(cfg: PaxosConfig, gen: CmdGen) -> PaxosProcess {
+        if let Err(e) = cfg.validate() {
+            panic!("invalid Paxos settings: {e}");
+        }
+        let me = cfg.repl.me.0;
+        let role = if me == 0 {
+            Role::Leader(Leading {
+                ballot: 0,
+                next: 0,
+                active: BTreeMap::new(),
+                sent_commit: 0,
+                broadcast_at: Instant(0),
+                active_since: Instant(0),
+            })
+        } else {
+            Role::Follower { heard: Instant(0) }
+        };
+        PaxosProcess {
+            client: Client {
+                gen,
+                ops: BTreeMap::new(),
+                next_id: 0,
+                leader: 0,
+                leader_heard: Instant(0),
+                started: false,
+                done: VecDeque::new(),
+            },
+            me,
+            now: Instant(0),
+            promised: 0,
+            log: BTreeMap::new(),
+            commit: 0,
+            role,
+            queue: VecDeque::new(),
+            pending: BTreeSet::new(),
+            failed: vec![false; cfg.repl.procs as usize],
+            tick_at: Instant(0),
+            last_fetch: None,
+            disk: Disk::new(cfg.repl.disk, 0x5eed ^ u64::from(me)),
+            disk_queue: VecDeque::new(),
+            machine: super::KvMachine::default(),
+            table: BTreeMap::new(),
+            writes: 0,
+            checksum: 0,
+            entries: VecDeque::new(),
+            committed_writes: Vec::new(),
+            #[cfg(test)]
+            executed: Vec::new(),
+            loopback: VecDeque::new(),
+            out: VecDeque::new(),
+            tag: 0,
+            stats: ReplStats::default(),
+            paxos: PaxosStats::default(),
+            cfg,
+        }
+    }
+
+    /// Its Paxos counters.
+    pub fn paxos_stats(&self) -> &PaxosStats {
+        &self.paxos
+    }
+
+    /// The quorum of both phases: a strict majority of the replicas (\[SS\] §II-A, n ≥ 2f + 1).
+    fn majority(&self) -> usize {
+        self.cfg.repl.replicas as usize / 2 + 1
+    }
+
+    fn is_replica(&self) -> bool {
+        self.cfg.repl.is_replica()
+    }
+
+    fn replicas(&self) -> u32 {
+        self.cfg.repl.replicas
+    }
+
+    /// The owner of a ballot: ballots are `round · replicas + id`.
+    fn owner(&self, ballot: u64) -> u32 {
+        (ballot % u64::from(self.replicas())) as u32
+    }
+
+    fn send(&mut self, dst: u32, msg: Msg) {
+        if dst == self.me {
+            self.loopback.push_back(msg);
+            return;
+        }
+        self.tag += 1;
+        self.out.push_back(AppSend {
+            tag: self.tag,
+            reliable: true,
+            parts: vec![(ProcId(dst), encode(&msg))],
+        });
+    }
+
+    /// Sends `msg` to the replicas in `to` (bit set), encoded once; to itself by the loopback.
+    fn multicast(&mut self, to: u64, msg: Msg) {
+        let bytes = encode(&msg);
+        let parts: Vec<(ProcId, Bytes)> = (0..self.replicas())
+            .filter(|&r| r != self.me && to & (1 << r) != 0)
+            .map(|r| (ProcId(r), bytes.clone()))
+            .collect();
+        if self.is_replica() && to & (1 << self.me) != 0 {
+            self.loopback.push_back(msg);
+        }
+        if !parts.is_empty() {
+            self.tag += 1;
+            self.out.push_back(AppSend {
+                tag: self.tag,
+                reliable: true,
+                parts,
+            });
+        }
+    }
+
+    fn all_replicas(&self) -> u64 {
+        u64::MAX >> (64 - self.replicas())
+    }
+
+    /// Runs what the last input made due: the messages to itself, the client's window, Fig. 6.
+    fn settle(&mut self) {
+        loop {
+            while let Some(msg) = self.loopback.pop_front() {
+                self.on_msg(self.me, msg);
+            }
+            self.fill_window();
+            self.try_propose();
+            if self.loopback.is_empty() {
+                break;
+            }
+        }
+        self.send_decide_if_idle();
+    }
+
+    fn on_msg(&mut self, src: u32, msg: Msg) {
+        let replica_msg = !matches!(
+            msg,
+            Msg::Request(_) | Msg::Reply { .. } | Msg::Redirect { .. }
+        );
+        let from_replica = src < self.replicas();
+        let owned = match msg {
+            Msg::Accept { ballot, .. } | Msg::Decide { ballot, .. } => self.owner(ballot) == src,
+            Msg::Prepare { ballot, .. } => self.owner(ballot) == src,
+            _ => true,
+        };
+        let ok = match &msg {
+            Msg::Request(_) => self.is_replica(),
+            Msg::Reply { .. } | Msg::Redirect { .. } => self.cfg.repl.window > 0 && from_replica,
+            _ => replica_msg && self.is_replica() && from_replica && owned,
+        };
+        if !ok {
+            self.stats.malformed += 1;
+            return;
+        }
+        match msg {
+            Msg::Request(r) => self.on_request(src, r),
+            Msg::Reply { id, output } => self.on_reply(src, id, output),
+            Msg::Redirect { id, leader } => self.on_redirect(src, id, leader),
+            Msg::Accept {
+                ballot,
+                instance,
+                commit,
+                batch,
+            } => self.on_accept(src, ballot, instance, commit, batch),
+            Msg::Accepted { ballot, instance } => self.on_accepted(src, ballot, instance),
+            Msg::Decide { ballot, commit } => self.on_decide(src, ballot, commit),
+            Msg::Prepare { ballot, from } => self.on_prepare(src, ballot, from),
+            Msg::Promise {
+                ballot,
+                commit,
+                slots,
+            } => self.on_promise(src, ballot, commit, slots),
+            Msg::Reject { ballot } => self.on_reject(ballot),
+            Msg::Fetch { from } => self.on_fetch(src, from),
+            Msg::Learn { instance, batch } => self.on_learn(instance, batch),
+        }
+    }
+
+    // ---- Client -----------------------------------------------------------------------------
+
+    fn fill_window(&mut self) {
+        let c = &self.client;
+        if !c.started || self.now >= self.cfg.repl.stop {
+            return;
+        }
+        while (self.client.ops.len() as u32) < self.cfg.repl.window
+            && self.client.next_id < self.acked() + CLIENT_ID_SPAN_MAX
+        {
+            let cmd = self.client.gen.next_cmd();
+            let id = self.client.next_id;
+            self.client.next_id += 1;
+            let op = ClientOp {
+                cmd,
+                call: self.now,
+                sent: self.now,
+                redirects: 0,
+            };
+            self.client.ops.insert(id, op);
+            self.send_request(id);
+        }
+    }
+
+    /// The client's oldest operation in flight (every id below it completed).
+    fn acked(&self) -> u64 {
+        let c = &self.client;
+        c.ops.keys().next().copied().unwrap_or(c.next_id)
+    }
+
+    fn send_request(&mut self, id: u64) {
+        let acked = self.acked();
+        let op = self.client.ops.get_mut(&id).expect("in flight");
+        op.sent = self.now;
+        let pad = if op.cmd.is_write() {
+            self.cfg.repl.workload.value_size
+        } else {
+            0
+        };
+        let req = Request {
+            client: self.me,
+            id,
+            acked,
+            cmd: op.cmd,
+            pad,
+        };
+        self.send(self.client.leader, Msg::Request(req));
+    }
+
+    fn on_reply(&mut self, src: u32, id: u64, output: Option<Val>) {
+        let Some(op) = self.client.ops.remove(&id) else {
+            return; // A duplicate reply, or one to a resent request.
+        };
+        self.client.leader = src;
+        self.client.leader_heard = self.now;
+        self.client.gen.observe(&op.cmd, output);
+        match op.cmd {
+            Cmd::Get(_) => self.stats.gets += 1,
+            Cmd::Put(..) => self.stats.puts += 1,
+            Cmd::Cas { .. } => self.stats.cas += 1,
+        }
+        self.client.done.push_back(ReplDone {
+            client: self.me,
+            id,
+            cmd: op.cmd,
+            output,
+            call_ns: op.call.as_nanos(),
+            return_ns: self.now.as_nanos(),
+        });
+    }
+
+    fn on_redirect(&mut self, src: u32, id: u64, leader: Option<u32>) {
+        let replicas = self.replicas();
+        let Some(op) = self.client.ops.get_mut(&id) else {
+            return;
+        };
+        // Two replicas that name each other would bounce a request forever: follow at most one
+        // round of redirects per timeout.
+        let Some(leader) = leader.filter(|&l| l < replicas && l != src) else {
+            return;
+        };
+        if op.redirects >= replicas {
+            return;
+        }
+        op.redirects += 1;
+        self.client.leader = leader;
+        self.stats.resent += 1;
+        self.send_request(id);
+    }
+
+    /// Resends the operations nobody answered for `suspect_ns`; if the believed leader has been
+    /// silent as long, to the next replica not known failed.
+    fn client_timeout(&mut self) {
+        let suspect = self.cfg.repl.suspect_ns;
+        let now = self.now;
+        let expired: Vec<u64> = self
+            .client
+            .ops
+            .iter()
+            .filter(|(_, op)| op.sent + suspect <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        if self.client.leader_heard + suspect <= now || self.failed[self.client.leader as usize] {
+            self.next_leader_guess();
+        }
+        for id in expired {
+            self.client.ops.get_mut(&id).expect("in flight").redirects = 0;
+            self.stats.resent += 1;
+            self.send_request(id);
+        }
+    }
+
+    fn next_leader_guess(&mut self) {
+        let n = self.replicas();
+        let c = &mut self.client;
+        for k in 1..=n {
+            let r = (c.leader + k) % n;
+            if !self.failed[r as usize] || k == n {
+                c.leader = r;
+                break;
+            }
+        }
+        c.leader_heard = self.now;
+    }
+
+    // ---- Leader: requests, Fig. 6, Phase 2 ---------------------------------------------------
+
+    fn on_request(&mut self, src: u32, r: Request) {
+        let span_ok = r.id >= r.acked && r.id - r.acked < CLIENT_ID_SPAN_MAX;
+        if r.client != src || !span_ok {
+            self.stats.malformed += 1;
+            return;
+        }
+        if let Role::Follower { .. } = self.role {
+            let leader = self.owner(self.promised);
+            let leader = (leader != self.me).then_some(leader);
+            self.paxos.redirects += 1;
+            self.send(src, Msg::Redirect { id: r.id, leader });
+            return;
+        }
+        // Executed already: answer from the client table (the output is a fact of the log).
+        let rec = self.table.get(&r.client);
+        if rec.is_some_and(|c| r.id < c.low || c.outputs.contains_key(&r.id)) {
+            self.stats.duplicates += 1;
+            if let Some(&output) = rec.and_then(|c| c.outputs.get(&r.id)) {
+                self.send(src, Msg::Reply { id: r.id, output });
+            }
+            return;
+        }
+        if self.pending.contains(&(r.client, r.id)) {
+            self.stats.duplicates += 1;
+            return;
+        }
+        if self.queue.len() >= QUEUE_LEN_MAX {
+            self.paxos.refused += 1;
+            return;
+        }
+        self.pending.insert((r.client, r.id));
+        self.queue.push_back(Queued {
+            req: r,
+            arrived: self.now,
+        });
+    }
+
+    /// \[SS\] Fig. 6, `main()` and `buildBatch()`: while fewer than WND instances are active
+    /// (line 22), take requests from the queue while `size(Batch) + |r| ≤ BSZ` (line 13; the
+    /// first request always, so a request larger than BSZ forms a batch alone), and start an
+    /// instance when the next request does not fit (line 17), the batch reached BSZ or its
+    /// oldest request has waited Δ_B (line 18). Otherwise wait: `poll_timeout` arms Δ_B.
+    fn try_propose(&mut self) {
+        let (wnd, bsz) = (self.cfg.wnd as usize, self.cfg.bsz as usize);
+        loop {
+            let Role::Leader(l) = &self.role else {
+                return;
+            };
+            let room = l.active.len() < wnd && l.next < self.commit + ACCEPT_AHEAD_MAX;
+            if !room || self.queue.is_empty() {
+                return;
+            }
+            let (mut n, mut size) = (0, 0);
+            for q in &self.queue {
+                let len = q.req.wire_len();
+                if n == BATCH_REQUESTS_MAX || (n > 0 && size + len > bsz) {
+                    break;
+                }
+                n += 1;
+                size += len;
+            }
+            let full = n < self.queue.len() || size >= bsz;
+            let expired = self.queue[0].arrived + self.cfg.delta_b_ns <= self.now;
+            if !full && !expired {
+                return;
+            }
+            let batch: Batch = self.queue.drain(..n).map(|q| q.req).collect();
+            let instance = l.next;
+            self.propose(instance, batch);
+        }
+    }
+
+    /// When the batch being built is due by Δ_B (Fig. 6, line 18), if the window has room.
+    fn batch_deadline(&self) -> Option<Instant> {
+        let Role::Leader(l) = &self.role else {
+            return None;
+        };
+        let room = l.active.len() < self.cfg.wnd as usize;
+        let oldest = self.queue.front().filter(|_| room)?;
+        Some(oldest.arrived + self.cfg.delta_b_ns)
+    }
+
+    /// Starts Phase 2 of `instance` (\[SS\] §II-A): Accept to every replica, itself included.
+    fn propose(&mut self, instance: u64, batch: Batch) {
+        self.note_active();
+        let (now, commit, all) = (self.now, self.commit, self.all_replicas());
+        let Role::Leader(l) = &mut self.role else {
+            unreachable!("only a leader proposes");
+        };
+        assert!(instance >= commit, "instance {instance} is decided already");
+        assert!(
+            !l.active.contains_key(&instance),
+            "instance {instance} proposed twice"
+        );
+        l.next = l.next.max(instance + 1);
+        let active = Active {
+            batch: batch.clone(),
+            acks: 0,
+            sent: now,
+        };
+        l.active.insert(instance, active);
+        l.sent_commit = commit;
+        l.broadcast_at = now;
+        let ballot = l.ballot;
+        self.paxos.active_max = self.paxos.active_max.max(l.active.len() as u64);
+        let accept = Msg::Accept {
+            ballot,
+            instance,
+            commit,
+            batch,
+        };
+        self.multicast(all, accept);
+    }
+
+    /// Accounts the time since the active instances last changed (before they change).
+    fn note_active(&mut self) {
+        let now = self.now;
+        if let Role::Leader(l) = &mut self.role {
+            let dt = now.saturating_since(l.active_since);
+            self.paxos.active_ns_sum += dt * l.active.len() as u64;
+            self.paxos.leading_ns += dt;
+            l.active_since = now;
+        }
+    }
+
+    /// Phase 2b at the leader: a strict majority decides the instance.
+    fn on_accepted(&mut self, src: u32, ballot: u64, instance: u64) {
+        let majority = self.majority();
+        let Role::Leader(l) = &mut self.role else {
+            return;
+        };
+        if ballot != l.ballot {
+            return;
+        }
+        let Some(a) = l.active.get_mut(&instance) else {
+            return; // Decided already: a late or duplicated answer.
+        };
+        a.acks |= 1 << src;
+        if (a.acks.count_ones() as usize) < majority {
+            return;
+        }
+        self.note_active();
+        let Role::Leader(l) = &mut self.role else {
+            unreachable!()
+        };
+        let a = l.active.remove(&instance).expect("active");
+        self.paxos.instances_decided += 1;
+        self.paxos.requests_decided += a.batch.len() as u64;
+        assert!(instance >= self.commit, "instance {instance} decided twice");
+        let slot = self.log.entry(instance).or_insert(Slot {
+            ballot,
+            batch: a.batch.clone(),
+            decided: false,
+            acked: false,
+        });
+        debug_assert!(slot.decided || slot.ballot == ballot || slot.batch == a.batch);
+        slot.ballot = ballot;
+        slot.batch = a.batch;
+        slot.decided = true;
+        self.advance();
+    }
+
+    /// Tells the followers the decided prefix when no Accept carried it (the leader is idle).
+    fn send_decide_if_idle(&mut self) {
+        let commit = self.commit;
+        let Role::Leader(l) = &mut self.role else {
+            return;
+        };
+        if l.sent_commit < commit {
+            l.sent_commit = commit;
+            l.broadcast_at = self.now;
+            let decide = Msg::Decide {
+                ballot: l.ballot,
+                commit,
+            };
+            let others = self.all_replicas() & !(1 << self.me);
+            self.multicast(others, decide);
+        }
+    }
+
+    /// The leader's heartbeat and retransmissions (every `heartbeat_ns`).
+    fn leader_tick(&mut self) {
+        let (now, hb, commit, me) = (self.now, self.cfg.heartbeat_ns, self.commit, self.me);
+        let others = self.all_replicas() & !(1 << me);
+        let Role::Leader(l) = &mut self.role else {
+            return;
+        };
+        let ballot = l.ballot;
+        let mut resend = Vec::new();
+        for (&instance, a) in l.active.iter_mut() {
+            if a.sent + 2 * hb <= now {
+                a.sent = now;
+                resend.push((instance, a.batch.clone(), others & !a.acks));
+            }
+        }
+        let heartbeat = l.broadcast_at + hb <= now;
+        if heartbeat {
+            l.broadcast_at = now;
+            l.sent_commit = commit;
+        }
+        for (instance, batch, to) in resend {
+            self.paxos.retransmits += 1;
+            let accept = Msg::Accept {
+                ballot,
+                instance,
+                commit,
+                batch,
+            };
+            self.multicast(to, accept);
+        }
+        if heartbeat {
+            self.multicast(others, Msg::Decide { ballot, commit });
+        }
+    }
+
+    // ---- Acceptor and learner ----------------------------------------------------------------
+
+    /// A message of `ballot` from its owner, at least the promised ballot: promise it, step down
+    /// if leading or running for a lower one, and count the leader as heard.
+    fn hear(&mut self, ballot: u64) {
+        debug_assert!(ballot >= self.promised);
+        let mine = match &self.role {
+            Role::Leader(l) => Some(l.ballot),
+            Role::Candidate(c) => Some(c.ballot),
+            Role::Follower { .. } => None,
+        };
+        if ballot > self.promised && mine.is_none() {
+            self.stats.recoveries += 1; // A new leader (or candidate) is followed.
+        }
+        self.promised = ballot;
+        match mine {
+            Some(b) if b < ballot => self.step_down(),
+            Some(_) => {}
+            None => self.role = Role::Follower { heard: self.now },
+        }
+    }
+
+    fn step_down(&mut self) {
+        self.note_active();
+        self.paxos.step_downs += 1;
+        self.role = Role::Follower { heard: self.now };
+        self.queue.clear();
+        self.pending.clear();
+    }
+
+    /// Phase 2a at an acceptor (\[SS\] §II-A).
+    fn on_accept(&mut self, src: u32, ballot: u64, instance: u64, commit: u64, batch: Batch) {
+        if ballot < self.promised {
+            let promised = self.promised;
+            self.send(src, Msg::Reject { ballot: promised });
+            return;
+        }
+        self.hear(ballot);
+        let slot = self.log.get(&instance);
+        if instance < self.commit || slot.is_some_and(|s| s.decided) {
+            // Decided: the value cannot differ, so accepting it again changes nothing.
+            self.send(src, Msg::Accepted { ballot, instance });
+        } else if instance >= self.commit + ACCEPT_AHEAD_MAX {
+            self.paxos.ahead_dropped += 1;
+        } else if let Some(s) = slot.filter(|s| s.ballot == ballot) {
+            // A resent Accept: answer again unless the disk write is still pending.
+            if s.acked {
+                self.send(src, Msg::Accepted { ballot, instance });
+            }
+        } else if self.disk.enabled() && self.disk_queue.len() >= DISK_QUEUE_LEN_MAX {
+            self.paxos.ahead_dropped += 1;
+        } else {
+            let slot = Slot {
+                ballot,
+                batch,
+                decided: false,
+                acked: false,
+            };
+            self.log.insert(instance, slot);
+            // §II-C: the value must be on stable storage before the acceptor answers.
+            let done = self.disk.write(self.now);
+            self.disk_queue.push_back((done, src, ballot, instance));
+            self.disk_done();
+        }
+        self.learn_commit(src, ballot, commit);
+    }
+
+    /// Sends the Phase 2b answers whose disk writes completed (at once without a disk).
+    fn disk_done(&mut self) {
+        while let Some(&(done, leader, ballot, instance)) = self.disk_queue.front() {
+            if done > self.now {
+                break;
+            }
+            self.disk_queue.pop_front();
+            if let Some(s) = self.log.get_mut(&instance).filter(|s| s.ballot == ballot) {
+                s.acked = true;
+                self.send(leader, Msg::Accepted { ballot, instance });
+            }
+        }
+    }
+
+    fn on_decide(&mut self, src: u32, ballot: u64, commit: u64) {
+        if ballot < self.promised {
+            let promised = self.promised;
+            self.send(src, Msg::Reject { ballot: promised });
+            return;
+        }
+        self.hear(ballot);
+        self.learn_commit(src, ballot, commit);
+    }
+
+    /// The leader of `ballot` decided every instance below `commit`: a value accepted in
+    /// `ballot` is the one it decided; any other is fetched.
+    fn learn_commit(&mut self, leader: u32, ballot: u64, commit: u64) {
+        if commit <= self.commit {
+            return;
+        }
+        for (_, s) in self.log.range_mut(self.commit..commit) {
+            if s.ballot == ballot {
+                s.decided = true;
+            }
+        }
+        self.advance();
+        if self.commit < commit {
+            self.fetch(leader);
+        }
+    }
+
+    /// Asks `from` for the decided instances it lacks, at most once per heartbeat.
+    fn fetch(&mut self, from: u32) {
+        let due = self
+            .last_fetch
+            .is_none_or(|t| t + self.cfg.heartbeat_ns <= self.now);
+        if due && from != self.me {
+            self.last_fetch = Some(self.now);
+            self.paxos.fetches += 1;
+            let commit = self.commit;
+            self.send(from, Msg::Fetch { from: commit });
+        }
+    }
+
+    fn on_fetch(&mut self, src: u32, from: u64) {
+        let end = self.commit.min(from.saturating_add(FETCH_INSTANCES_MAX));
+        if end <= from {
+            return;
+        }
+        let learns: Vec<Msg> = (self.log.range(from..end))
+            .filter(|(_, s)| s.decided)
+            .map(|(&instance, s)| Msg::Learn {
+                instance,
+                batch: s.batch.clone(),
+            })
+            .collect();
+        for learn in learns {
+            self.send(src, learn);
+        }
+    }
+
+    fn on_learn(&mut self, instance: u64, batch: Batch) {
+        if instance < self.commit || instance >= self.commit + ACCEPT_AHEAD_MAX {
+            return;
+        }
+        self.paxos.learned += 1;
+        let s = self.log.entry(instance).or_insert(Slot {
+            ballot: 0,
+            batch: batch.clone(),
+            decided: true,
+            acked: false,
+        });
+        s.batch = batch;
+        s.decided = true;
+        self.advance();
+        self.try_lead();
+    }
+
+    /// Executes the decided prefix in instance order, then forgets what is `retain` behind it.
+    fn advance(&mut self) {
+        while let Some(s) = self.log.get(&self.commit).filter(|s| s.decided) {
+            let batch = s.batch.clone();
+            batch.iter().for_each(|r| self.execute(r));
+            self.commit += 1;
+        }
+        let keep_from = self.commit.saturating_sub(self.cfg.repl.retain as u64);
+        while self
+            .log
+            .first_key_value()
+            .is_some_and(|(&i, _)| i < keep_from)
+        {
+            self.log.pop_first();
+        }
+    }
+
+    /// Applies one request of the log, once per (client, id); the leader replies.
+    fn execute(&mut self, r: &Request) {
+        let rec = self.table.entry(r.client).or_default();
+        let output = if r.id < rec.low || rec.outputs.contains_key(&r.id) {
+            self.stats.duplicates += 1;
+            rec.outputs.get(&r.id).copied()
+        } else {
+            let output = self.machine.apply(&r.cmd);
+            rec.outputs.insert(r.id, output);
+            self.stats.appended += 1;
+            #[cfg(test)]
+            self.executed.push((r.client, r.id, r.cmd));
+            if r.cmd.is_write() {
+                self.record_write(r.client, r.id);
+            }
+            Some(output)
+        };
+        let rec = self.table.get_mut(&r.client).expect("just inserted");
+        if r.acked > rec.low {
+            rec.low = r.acked;
+            rec.outputs = rec.outputs.split_off(&r.acked);
+        }
+        self.pending.remove(&(r.client, r.id));
+        if let (Role::Leader(_), Some(output)) = (&self.role, output) {
+            self.send(r.client, Msg::Reply { id: r.id, output });
+        }
+    }
+
+    fn record_write(&mut self, client: u32, id: u64) {
+        self.writes += 1;
+        self.checksum = mix(self.checksum ^ mix((u64::from(client) << 48) ^ id));
+        self.entries.push_back((client, id, self.checksum));
+        if self.entries.len() > self.cfg.repl.retain.max(1) {
+            self.entries.pop_front();
+        }
+        self.committed_writes.push((client, id));
+    }
+
+    // ---- Leader change: Phase 1 --------------------------------------------------------------
+
+    /// When a follower starts Phase 1: `election_timeout_ns` after it last heard the leader,
+    /// staggered by its rank among the replicas after the leader not known failed, so the
+    /// first of them runs alone.
+    fn election_deadline(&self, heard: Instant) -> Instant {
+        let n = self.replicas();
+        let leader = self.owner(self.promised);
+        let mut rank = 0;
+        for k in 1..n {
+            let r = (leader + k) % n;
+            if r == self.me {
+                break;
+            }
+            rank += u64::from(!self.failed[r as usize]);
+        }
+        let timeout = self.cfg.election_timeout_ns;
+        heard + timeout + rank * (timeout / 2)
+    }
+
+    /// \[SS\] §II-A Phase 1 with a ballot above every one seen.
+    fn start_phase1(&mut self) {
+        self.note_active();
+        let n = u64::from(self.replicas());
+        let ballot = (self.promised / n + 1) * n + u64::from(self.me);
+        assert!(ballot > self.promised && self.owner(ballot) == self.me);
+        self.role = Role::Candidate(Candidate {
+            ballot,
+            started: self.now,
+            promised_by: 0,
+            best: BTreeMap::new(),
+            max_commit: self.commit,
+            source: self.me,
+        });
+        self.paxos.phase1_runs += 1;
+        let from = self.commit;
+        self.multicast(self.all_replicas(), Msg::Prepare { ballot, from });
+    }
+
+    /// Phase 1b: promise, and report every slot from the candidate's or its own decided prefix.
+    fn on_prepare(&mut self, src: u32, ballot: u64, from: u64) {
+        if ballot < self.promised {
+            let promised = self.promised;
+            self.send(src, Msg::Reject { ballot: promised });
+            return;
+        }
+        self.hear(ballot);
+        let slots: Vec<(u64, u64, Batch)> = (self.log.range(from.max(self.commit)..))
+            .map(|(&i, s)| {
+                (
+                    i,
+                    if s.decided { DECIDED } else { s.ballot },
+                    s.batch.clone(),
+                )
+            })
+            .collect();
+        let commit = self.commit;
+        self.send(
+            src,
+            Msg::Promise {
+                ballot,
+                commit,
+                slots,
+            },
+        );
+    }
+
+    fn on_promise(&mut self, src: u32, ballot: u64, commit: u64, slots: Vec<(u64, u64, Batch)>) {
+        let Role::Candidate(c) = &mut self.role else {
+            return;
+        };
+        if c.ballot != ballot || c.promised_by & (1 << src) != 0 {
+            return;
+        }
+        c.promised_by |= 1 << src;
+        // An acceptor holds nothing `ACCEPT_AHEAD_MAX` past its decided prefix.
+        let bound = commit.saturating_add(ACCEPT_AHEAD_MAX);
+        for (instance, b, batch) in slots.into_iter().filter(|s| s.0 < bound) {
+            let best = c.best.entry(instance).or_insert((b, batch.clone()));
+            if b > best.0 {
+                *best = (b, batch);
+            }
+        }
+        if commit > c.max_commit {
+            c.max_commit = commit;
+            c.source = src;
+        }
+        self.try_lead();
+    }
+
+    /// With a majority of promises and caught up with the most advanced decided prefix among
+    /// them, lead: re-propose the highest-ballot value of each later instance, no-ops in gaps.
+    fn try_lead(&mut self) {
+        let majority = self.majority();
+        let Role::Candidate(c) = &self.role else {
+            return;
+        };
+        if (c.promised_by.count_ones() as usize) < majority {
+            return;
+        }
+        if self.commit < c.max_commit {
+            let source = c.source;
+            self.fetch(source);
+            return;
+        }
+        let Role::Candidate(c) =
+            std::mem::replace(&mut self.role, Role::Follower { heard: self.now })
+        else {
+            unreachable!()
+        };
+        let start = self.commit;
+        let end = c
+            .best
+            .range(start..)
+            .next_back()
+            .map_or(start, |(&i, _)| i + 1);
+        self.role = Role::Leader(Leading {
+            ballot: c.ballot,
+            next: start,
+            active: BTreeMap::new(),
+            sent_commit: start,
+            broadcast_at: self.now,
+            active_since: self.now,
+        });
+        self.paxos.phase1_won += 1;
+        self.stats.recoveries_led += 1;
+        // The previous leader's window bounded these, not this one's WND.
+        let mut best = c.best;
+        for instance in start..end {
+            let batch = best
+                .remove(&instance)
+                .map_or_else(|| Batch::from([]), |b| b.1);
+            self.propose(instance, batch);
+        }
+    }
+
+    fn on_reject(&mut self, ballot: u64) {
+        if ballot <= self.promised {
+            return;
+        }
+        self.promised = ballot;
+        if !matches!(self.role, Role::Follower { .. }) {
+            self.step_down();
+        }
+    }
+
+    fn on_proc_failed(&mut self, proc: u32) {
+        let Some(f) = self.failed.get_mut(proc as usize) else {
+            return;
+        };
+        *f = true;
+        if self.cfg.repl.window > 0 && self.client.leader == proc {
+            self.next_leader_guess();
+        }
+        if self.is_replica() && proc == self.owner(self.promised) {
+            if let Role::Follower { heard } = &mut self.role {
+                // As if the election timeout had just passed: only the rank's stagger is left.
+                *heard = self.now - self.cfg.election_timeout_ns;
+                self.tick_at = self.tick_at.min(self.now);
+            }
+        }
+    }
+
+    /// A replica's periodic work (every `heartbeat_ns`).
+    fn replica_tick(&mut self) {
+        self.tick_at = self.now + self.cfg.heartbeat_ns;
+        match &self.role {
+            Role::Leader(_) => self.leader_tick(),
+            Role::Follower { heard } => {
+                if self.election_deadline(*heard) <= self.now {
+                    self.start_phase1();
+                }
+            }
+            Role::Candidate(c) => {
+                if c.started + self.cfg.election_timeout_ns <= self.now {
+                    self.start_phase1();
+                } else {
+                    self.try_lead();
+                }
+            }
+        }
+    }
+
+    #[cfg(debug_assertions)]
+    fn invariants(&self) {
+        assert!(self.queue.len() <= QUEUE_LEN_MAX);
+        assert!(self.disk_queue.len() <= DISK_QUEUE_LEN_MAX);
+        assert!(
+            self.loopback.is_empty(),
+            "the loopback drains within handle"
+        );
+        if let Some((&last, _)) = self.log.last_key_value() {
+            assert!(
+                last < self.commit + ACCEPT_AHEAD_MAX,
+                "log past the accept bound"
+            );
+        }
+        assert!(!self.log.get(&self.commit).is_some_and(|s| s.decided));
+        match &self.role {
+            Role::Leader(l) => {
+                assert!(
+                    self.promised == l.ballot,
+                    "a leader promised its own ballot"
+                );
+                assert!(l.next >= self.commit);
+                assert!(l.active.keys().all(|&i| i >= self.commit && i < l.next));
+            }
+            Role::Candidate(c) => assert!(self.promised == c.ballot),
+            Role::Follower { .. } => assert!(self.pending.is_empty() && self.queue.is_empty()),
+        }
+    }
+}
+
+impl App for PaxosProcess {
+    fn handle(&mut self, now: Instant, input: AppInput<'_>) {
+        self.now = self.now.max(now);
+        match input {
+            AppInput::Deliver { src, payload, .. } => match decode(payload) {
+                Some(msg) if src.0 < self.cfg.repl.procs => self.on_msg(src.0, msg),
+                _ => self.stats.malformed += 1,
+            },
+            AppInput::ProcFailed { proc, .. } => self.on_proc_failed(proc.0),
+            AppInput::Timeout => {
+                if self.cfg.repl.window > 0 && !self.client.started {
+                    self.client.started = self.now >= self.cfg.repl.start;
+                }
+                self.client_timeout();
+                if self.is_replica() {
+                    self.disk_done();
+                    if self.tick_at <= self.now {
+                        self.replica_tick();
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.settle();
+        #[cfg(debug_assertions)]
+        if self.is_replica() {
+            self.invariants();
+        }
+    }
+
+    fn poll_send(&mut self) -> Option<AppSend> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let c = &self.client;
+        let client = self.cfg.repl.window > 0;
+        let start = (client && !c.started).then_some(self.cfg.repl.start);
+        let suspect = c
+            .ops
+            .values()
+            .map(|op| op.sent + self.cfg.repl.suspect_ns)
+            .min();
+        let replica = self.is_replica().then(|| {
+            let disk = self.disk_queue.front().map(|d| d.0);
+            [Some(self.tick_at), disk, self.batch_deadline()]
+        });
+        (start.into_iter().chain(suspect))
+            .chain(replica.into_iter().flatten().flatten())
+            .min()
+    }
+}
+
+impl ReplApp for PaxosProcess {
+    fn poll_done(&mut self) -> Option<ReplDone> {
+        self.client.done.pop_front()
+    }
+    fn stats(&self) -> &ReplStats {
+        &self.stats
+    }
+    fn idle(&self) -> bool {
+        let leading = match &self.role {
+            Role::Leader(l) => !l.active.is_empty() || !self.queue.is_empty(),
+            _ => false,
+        };
+        self.client.ops.is_empty() && !leading
+    }
+    /// Its positions are the executed writes only (reads change nothing); `commit` is their
+    /// count.
+    fn replica_log(&self) -> Option<ReplicaLog> {
+        self.is_replica().then(|| ReplicaLog {
+            replica: self.me,
+            start: self.writes - self.entries.len() as u64,
+            commit: self.writes,
+            entries: self.entries.iter().copied().collect(),
+            committed_writes: self.committed_writes.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,675 @@
+//! Paxos on a tiny deterministic network: a list of messages in flight with delivery times
+//! (a base latency plus a seeded jitter, so they reorder), seeded loss and duplication, a drop
+//! rule for scripted faults, crashes that stop delivery to and from a process, and the clock
+//! advanced to the earliest delivery or timer. The checks: every replica's executed log is a
+//! prefix of the longest surviving one, and replaying that log on a [`KvMachine`] gives every
+//! output a client observed (everything goes through one log, so this sequential check is
+//! exact).
+
+use super::*;
+use crate::repl::{DiskModel, KvMachine, ReplWorkload};
+use onepipe_proto::rng::Rng;
+use onepipe_proto::Timestamp;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+/// A drop rule: (src, dst, payload) → drop it.
+type DropRule = Box<dyn Fn(u32, u32, &[u8]) -> bool>;
+
+struct Net {
+    procs: Vec<PaxosProcess>,
+    replicas: u32,
+    now: u64,
+    /// In flight: (deliver at, sequence, src, dst, payload).
+    flight: Vec<(u64, u64, u32, u32, Bytes)>,
+    seq: u64,
+    rng: Rng,
+    latency_ns: u64,
+    jitter_ns: u64,
+    loss: f64,
+    dup: f64,
+    crashed: Vec<bool>,
+    drop: DropRule,
+    dones: Vec<ReplDone>,
+}
+
+impl Net {
+    /// `replicas` replicas then `clients` clients of `window` operations, issuing until
+    /// `stop_ns`; `tweak` adjusts every process's settings.
+    fn new(
+        replicas: u32,
+        clients: u32,
+        window: u32,
+        stop_ns: u64,
+        seed: u64,
+        tweak: impl Fn(&mut PaxosConfig),
+    ) -> Net {
+        let procs = replicas + clients;
+        let workload = ReplWorkload {
+            keys: 20,
+            ..ReplWorkload::default()
+        };
+        let procs = (0..procs)
+            .map(|p| {
+                let w = if p >= replicas { window } else { 0 };
+                let mut repl = ReplConfig::new(ProcId(p), replicas, procs, workload.clone(), w);
+                repl.stop = Instant(stop_ns);
+                let mut cfg = PaxosConfig::new(repl);
+                tweak(&mut cfg);
+                let gen = CmdGen::new(cfg.repl.workload.clone(), p, seed ^ u64::from(p) << 32);
+                PaxosProcess::new(cfg, gen)
+            })
+            .collect::<Vec<_>>();
+        Net {
+            crashed: vec![false; procs.len()],
+            procs,
+            replicas,
+            now: 0,
+            flight: Vec::new(),
+            seq: 0,
+            rng: Rng::new(seed),
+            latency_ns: 1_000,
+            jitter_ns: 500,
+            loss: 0.0,
+            dup: 0.0,
+            drop: Box::new(|_, _, _| false),
+            dones: Vec::new(),
+        }
+    }
+
+    fn drain(&mut self, p: usize) {
+        while let Some(send) = self.procs[p].poll_send() {
+            for (dst, bytes) in send.parts {
+                let (src, dst) = (p as u32, dst.0);
+                if self.crashed[p] || (self.drop)(src, dst, &bytes) || self.rng.chance(self.loss) {
+                    continue;
+                }
+                let copies = 1 + u64::from(self.rng.chance(self.dup));
+                for _ in 0..copies {
+                    let at = self.now + self.latency_ns + self.rng.below(self.jitter_ns + 1);
+                    self.seq += 1;
+                    self.flight.push((at, self.seq, src, dst, bytes.clone()));
+                }
+            }
+        }
+        while let Some(d) = self.procs[p].poll_done() {
+            self.dones.push(d);
+        }
+    }
+
+    fn next_event(&self) -> Option<u64> {
+        let msg = self.flight.iter().map(|m| m.0).min();
+        let timers = (self.procs.iter().enumerate())
+            .filter(|(p, _)| !self.crashed[*p])
+            .filter_map(|(_, a)| a.poll_timeout().map(|t| t.0));
+        msg.into_iter().chain(timers).min()
+    }
+
+    fn run_until(&mut self, end_ns: u64) {
+        for _ in 0..10_000_000 {
+            let Some(t) = self.next_event().filter(|&t| t <= end_ns) else {
+                self.now = end_ns;
+                return;
+            };
+            self.now = self.now.max(t);
+            let now = Instant(self.now);
+            let i = (0..self.flight.len()).min_by_key(|&i| (self.flight[i].0, self.flight[i].1));
+            if let Some(i) = i.filter(|&i| self.flight[i].0 <= self.now) {
+                let (_, _, src, dst, bytes) = self.flight.swap_remove(i);
+                if !self.crashed[dst as usize] {
+                    let input = AppInput::Deliver {
+                        src: ProcId(src),
+                        ts: Timestamp::new(self.now),
+                        reliable: true,
+                        payload: &bytes,
+                    };
+                    self.procs[dst as usize].handle(now, input);
+                    self.drain(dst as usize);
+                }
+                continue;
+            }
+            for p in 0..self.procs.len() {
+                let due = self.procs[p].poll_timeout().is_some_and(|t| t <= now);
+                if due && !self.crashed[p] {
+                    self.procs[p].handle(now, AppInput::Timeout);
+                    self.drain(p);
+                }
+            }
+        }
+        panic!("the run did not reach {end_ns} ns: a timer that does not move?");
+    }
+
+    /// Stops delivering to and from `p`; with `report`, tells the others it failed.
+    fn crash(&mut self, p: u32, report: bool) {
+        self.crashed[p as usize] = true;
+        self.flight.retain(|m| m.2 != p && m.3 != p);
+        if report {
+            for q in 0..self.procs.len() {
+                if !self.crashed[q] {
+                    let input = AppInput::ProcFailed {
+                        proc: ProcId(p),
+                        ts: Timestamp::new(self.now),
+                    };
+                    self.procs[q].handle(Instant(self.now), input);
+                    self.drain(q);
+                }
+            }
+        }
+    }
+
+    fn replica(&self, r: u32) -> &PaxosProcess {
+        &self.procs[r as usize]
+    }
+
+    fn clients_idle(&self) -> bool {
+        self.procs[self.replicas as usize..]
+            .iter()
+            .all(|p| p.idle())
+    }
+
+    fn leaders(&self) -> Vec<u32> {
+        (0..self.replicas)
+            .filter(|&r| !self.crashed[r as usize])
+            .filter(|&r| matches!(self.replica(r).role, Role::Leader(_)))
+            .collect()
+    }
+
+    /// The run's checks (see the module's doc); panics naming the first violation.
+    fn check(&self) {
+        let alive = |r: &u32| !self.crashed[*r as usize];
+        let longest = (0..self.replicas)
+            .filter(alive)
+            .map(|r| &self.replica(r).executed)
+            .max_by_key(|e| e.len())
+            .expect("a replica survives");
+        // Every replica (crashed ones too) executed a prefix of one log, and the replica logs'
+        // checksums agree at their last common position.
+        for r in 0..self.replicas {
+            let mine = &self.replica(r).executed;
+            let common = mine.len().min(longest.len());
+            assert_eq!(mine[..common], longest[..common], "replica {r} diverged");
+            let (a, b) = (
+                self.replica(r).replica_log().unwrap(),
+                self.replica(0).replica_log(),
+            );
+            let b = b.unwrap();
+            let pos = a.commit.min(b.commit);
+            if pos > a.start.max(b.start) {
+                let at = |l: &ReplicaLog| l.entries[(pos - 1 - l.start) as usize].2;
+                assert_eq!(at(&a), at(&b), "checksums of replicas {r} and 0 at {pos}");
+            }
+        }
+        // Replay the log: no request applied twice, and every output a client saw is the
+        // replay's.
+        let mut machine = KvMachine::default();
+        let mut outputs = BTreeMap::new();
+        for &(client, id, cmd) in longest {
+            let output = machine.apply(&cmd);
+            let first = outputs.insert((client, id), output).is_none();
+            assert!(first, "({client}, {id}) applied twice");
+        }
+        let mut seen = BTreeSet::new();
+        for d in &self.dones {
+            assert!(
+                seen.insert((d.client, d.id)),
+                "({}, {}) completed twice",
+                d.client,
+                d.id
+            );
+            let Some(&output) = outputs.get(&(d.client, d.id)) else {
+                panic!("acknowledged {d:?} is not in the surviving log");
+            };
+            assert_eq!(output, d.output, "{d:?}: the log's replay gives {output:?}");
+        }
+    }
+}
+
+fn kind(payload: &[u8]) -> u8 {
+    payload.first().copied().unwrap_or(0)
+}
+
+/// §II-A: with a stable leader, clients complete many operations and every replica executes
+/// the same log (followers learn the decided prefix from Accepts and Decides).
+fn normal_case(replicas: u32, seed: u64) {
+    let mut net = Net::new(replicas, 2, 4, 2_000_000, seed, |_| {});
+    net.run_until(3_000_000);
+    assert!(net.dones.len() > 300, "{} operations", net.dones.len());
+    assert!(net.clients_idle());
+    net.check();
+    let executed = net.replica(0).executed.len();
+    for r in 0..replicas {
+        assert_eq!(net.replica(r).executed.len(), executed, "replica {r} lags");
+    }
+    assert_eq!(net.leaders(), vec![0]);
+    assert_eq!(net.replica(0).paxos_stats().phase1_runs, 0);
+}
+
+#[test]
+fn normal_case_three_replicas_execute_one_log_ii_a() {
+    normal_case(3, 1);
+}
+
+#[test]
+fn normal_case_five_replicas_execute_one_log_ii_a() {
+    normal_case(5, 2);
+}
+
+/// §II-C: with one instance at a time and a large BSZ, requests that arrive while an instance is
+/// active are packed into the next one.
+#[test]
+fn batching_packs_many_requests_per_instance_with_wnd_1_ii_c() {
+    let mut net = Net::new(3, 2, 16, 1_000_000, 3, |c| {
+        c.wnd = 1;
+        c.bsz = BSZ_MAX;
+    });
+    net.run_until(2_000_000);
+    net.check();
+    let s = net.replica(0).paxos_stats();
+    assert_eq!(s.active_max, 1, "WND = 1 is strict");
+    assert!(
+        s.batch_mean() > 4.0,
+        "{} requests per instance",
+        s.batch_mean()
+    );
+}
+
+/// §II-B: with WND > 1 and one request per batch (BSZ tiny), several instances are active at
+/// once, never more than WND.
+#[test]
+fn pipelining_keeps_several_instances_active_up_to_wnd_ii_b() {
+    let mut net = Net::new(3, 2, 8, 1_000_000, 4, |c| {
+        c.wnd = 4;
+        c.bsz = 1;
+    });
+    net.run_until(2_000_000);
+    net.check();
+    let s = net.replica(0).paxos_stats();
+    assert_eq!(s.active_max, 4);
+    assert!(
+        s.active_mean() > 1.0,
+        "{} active on average",
+        s.active_mean()
+    );
+    assert_eq!(
+        s.batch_mean(),
+        1.0,
+        "a request larger than BSZ forms a batch alone"
+    );
+}
+
+/// The Accepts a leader sent, as (instance, requests), and nothing else.
+fn accepts(p: &mut PaxosProcess) -> Vec<(u64, usize)> {
+    let mut out = Vec::new();
+    while let Some(send) = p.poll_send() {
+        if let Some(Msg::Accept {
+            instance, batch, ..
+        }) = decode(&send.parts[0].1)
+        {
+            out.push((instance, batch.len()));
+        }
+    }
+    out
+}
+
+fn deliver(p: &mut PaxosProcess, now: u64, src: u32, msg: &Msg) {
+    let payload = encode(msg);
+    let input = AppInput::Deliver {
+        src: ProcId(src),
+        ts: Timestamp::new(now),
+        reliable: true,
+        payload: &payload,
+    };
+    p.handle(Instant(now), input);
+}
+
+/// Fig. 6 step by step at a leader (WND 2, BSZ 200 bytes, gets of 33 bytes, Δ_B 50 µs).
+#[test]
+fn fig6_batches_by_size_and_delta_b_within_wnd() {
+    let repl = ReplConfig::new(ProcId(0), 3, 4, ReplWorkload::default(), 0);
+    let mut cfg = PaxosConfig::new(repl);
+    (cfg.wnd, cfg.bsz, cfg.delta_b_ns) = (2, 200, 50_000);
+    let mut leader = PaxosProcess::new(cfg, CmdGen::new(ReplWorkload::default(), 0, 0));
+    let mut id = 0;
+    let mut request = |leader: &mut PaxosProcess, now: u64, pad: u32| {
+        let cmd = if pad == 0 {
+            Cmd::Get(1)
+        } else {
+            Cmd::Put(1, 7)
+        };
+        let r = Request {
+            client: 3,
+            id,
+            acked: 0,
+            cmd,
+            pad,
+        };
+        id += 1;
+        assert!(pad > 0 || r.wire_len() == 33);
+        deliver(leader, now, 3, &Msg::Request(r));
+    };
+    // Line 18: three requests (99 bytes) wait for Δ_B after the oldest arrived.
+    (0..3).for_each(|_| request(&mut leader, 1_000, 0));
+    assert_eq!(accepts(&mut leader), vec![]);
+    assert_eq!(leader.batch_deadline(), Some(Instant(51_000)));
+    leader.handle(Instant(51_000), AppInput::Timeout);
+    assert_eq!(accepts(&mut leader), vec![(0, 3)]);
+    // Lines 13–17: six fit in BSZ, the seventh does not: the six go at once.
+    (0..10).for_each(|_| request(&mut leader, 52_000, 0));
+    assert_eq!(accepts(&mut leader), vec![(1, 6)]);
+    // Line 22: the window is full, so a full batch waits for a decision.
+    (0..4).for_each(|_| request(&mut leader, 53_000, 0));
+    assert_eq!(accepts(&mut leader), vec![]);
+    assert_eq!(leader.batch_deadline(), None);
+    let accepted = |instance| Msg::Accepted {
+        ballot: 0,
+        instance,
+    };
+    deliver(&mut leader, 54_000, 1, &accepted(0));
+    assert_eq!(accepts(&mut leader), vec![(2, 6)]);
+    // Two are left, not full: they wait; a request larger than BSZ does not join them, it
+    // closes their batch, then forms one alone.
+    deliver(&mut leader, 55_000, 1, &accepted(1));
+    assert_eq!(accepts(&mut leader), vec![]);
+    request(&mut leader, 56_000, 500);
+    assert_eq!(accepts(&mut leader), vec![(3, 2)]);
+    deliver(&mut leader, 57_000, 2, &accepted(2));
+    assert_eq!(accepts(&mut leader), vec![(4, 1)]);
+    assert_eq!(leader.commit, 3);
+    assert_eq!(leader.paxos_stats().requests_decided, 15);
+}
+
+/// §II-A leader change: the leader stops (no failure report); the followers miss its
+/// heartbeats, replica 1 wins Phase 1, and the clients go on with it.
+#[test]
+fn leader_crash_detected_by_heartbeat_timeout_new_leader_serves_ii_a() {
+    let mut net = Net::new(3, 2, 4, 3_000_000, 5, |_| {});
+    net.run_until(1_000_000);
+    let before = net.dones.len();
+    assert!(before > 100);
+    net.crash(0, false);
+    net.run_until(4_000_000);
+    assert_eq!(
+        net.leaders(),
+        vec![1],
+        "the next replica after the leader runs first"
+    );
+    assert!(
+        net.dones.len() > before + 100,
+        "{} after the crash",
+        net.dones.len() - before
+    );
+    assert!(net.clients_idle());
+    net.check();
+    assert_eq!(net.replica(1).executed.len(), net.replica(2).executed.len());
+    assert_eq!(net.replica(1).paxos_stats().phase1_won, 1);
+    assert_eq!(
+        net.replica(2).paxos_stats().phase1_runs,
+        0,
+        "staggered: no duel"
+    );
+}
+
+/// A failure report skips the heartbeat timeout; with replica 1 also failed, replica 2 leads.
+#[test]
+fn leader_failure_report_elects_next_live_replica_of_five_ii_a() {
+    let mut net = Net::new(5, 2, 4, 3_000_000, 6, |_| {});
+    net.run_until(500_000);
+    net.crash(1, true);
+    net.run_until(1_000_000);
+    let before = net.dones.len();
+    net.crash(0, true);
+    net.run_until(1_100_000);
+    assert_eq!(net.leaders(), vec![2]);
+    net.run_until(4_000_000);
+    assert!(net.dones.len() > before + 100);
+    assert!(net.clients_idle());
+    net.check();
+}
+
+/// Loss, duplication and reordering: clients resend, leaders retransmit, followers fetch;
+/// every operation completes, none is applied twice (the check replays the log).
+#[test]
+fn loss_and_duplication_complete_every_operation_exactly_once() {
+    for seed in [7, 8, 9] {
+        let mut net = Net::new(3, 2, 4, 2_000_000, seed, |_| {});
+        (net.loss, net.dup, net.jitter_ns) = (0.05, 0.05, 3_000);
+        net.run_until(6_000_000);
+        assert!(net.clients_idle(), "seed {seed}: operations left");
+        assert!(net.dones.len() > 100);
+        net.check();
+        let resent: u64 = net.procs.iter().map(|p| p.stats().resent).sum();
+        let dups: u64 = net.procs.iter().map(|p| p.stats().duplicates).sum();
+        assert!(
+            resent > 0 && dups > 0,
+            "seed {seed}: resent {resent}, duplicates {dups}"
+        );
+        // Followers that missed an Accept fetched the decided value and caught up.
+        let fetched: u64 = (1..3).map(|r| net.replica(r).paxos_stats().learned).sum();
+        assert!(fetched > 0, "seed {seed}: nothing fetched");
+        let executed = net.replica(0).executed.len();
+        assert!((1..3).all(|r| net.replica(r).executed.len() == executed));
+    }
+}
+
+/// Seeded faults on top of loss and duplication: the leader or another replica crashes, or is
+/// cut off and comes back (a leader cut off goes on believing it leads until it hears the
+/// higher ballot, then steps down). Safety holds throughout; once healed, every operation
+/// completes.
+#[test]
+fn random_crashes_and_partitions_keep_one_log() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    for seed in 20..40 {
+        let mut rng = Rng::new(seed);
+        let replicas = [3, 5][rng.below(2) as usize];
+        let mut net = Net::new(replicas, 2, 3, 3_000_000, seed, |_| {});
+        (net.loss, net.dup, net.jitter_ns) = (0.02, 0.02, 2_000);
+        let cut: Rc<Cell<Option<u32>>> = Rc::new(Cell::new(None));
+        let c = cut.clone();
+        net.drop = Box::new(move |src, dst, _| c.get().is_some_and(|p| p == src || p == dst));
+        let victim = if rng.chance(0.6) {
+            0
+        } else {
+            rng.below(u64::from(replicas)) as u32
+        };
+        net.run_until(200_000 + rng.below(800_000));
+        if rng.chance(0.5) {
+            net.crash(victim, rng.chance(0.5));
+        } else {
+            cut.set(Some(victim));
+            net.run_until(net.now + 100_000 + rng.below(500_000));
+            cut.set(None);
+        }
+        net.run_until(8_000_000);
+        assert!(net.clients_idle(), "seed {seed}: operations left");
+        assert_eq!(
+            net.leaders().len(),
+            1,
+            "seed {seed}: one leader once healed"
+        );
+        net.check();
+    }
+}
+
+/// §II-C: with a disk, Phase 2b waits for the write; everything still completes, in one log.
+#[test]
+fn disk_write_precedes_phase_2b_ii_c() {
+    let mut net = Net::new(3, 2, 4, 1_000_000, 10, |c| {
+        c.repl.disk = DiskModel {
+            write_ns: 10_000,
+            jitter_ns: 2_000,
+        };
+    });
+    net.run_until(2_000_000);
+    assert!(net.clients_idle());
+    net.check();
+    // Each round trip now takes at least one write: far fewer operations than without a disk.
+    assert!(
+        net.dones.len() > 50 && net.dones.len() < 2_000,
+        "{}",
+        net.dones.len()
+    );
+}
+
+/// The planted bug's test: a quorum must be a strict majority. The leader's Accepts (and the
+/// Learns that would repair them) never reach the followers; with a majority it cannot decide,
+/// so nothing is acknowledged. It fails; the new leader serves. If one acceptor were a quorum
+/// (`majority() = 1`), the old leader would acknowledge writes nobody else holds, and the new
+/// leader's log — read through by later operations — would miss them.
+#[test]
+fn quorum_is_a_strict_majority_acknowledged_writes_survive_leader_crash_ii_a() {
+    let mut net = Net::new(3, 1, 1, 2_000_000, 11, |c| {
+        c.repl.workload = ReplWorkload {
+            keys: 1,
+            read_ratio: 0.5,
+            cas_ratio: 0.0,
+            value_size: 8,
+        };
+    });
+    net.drop = Box::new(|src, dst, p| src == 0 && dst < 3 && matches!(kind(p), ACCEPT | LEARN));
+    net.run_until(500_000);
+    net.crash(0, true);
+    net.run_until(3_000_000);
+    net.check();
+    assert!(net.dones.len() > 50, "the new leader serves");
+}
+
+/// The same seed gives the same run.
+#[test]
+fn same_seed_same_run() {
+    let run = || {
+        let mut net = Net::new(3, 2, 4, 500_000, 12, |_| {});
+        net.loss = 0.02;
+        net.run_until(1_000_000);
+        net.dones
+    };
+    assert_eq!(run(), run());
+}
+
+/// Every proper message cut short is malformed.
+#[test]
+fn truncated_messages_do_not_decode() {
+    let batch: Batch = Arc::from(vec![Request {
+        client: 3,
+        id: 1,
+        acked: 0,
+        cmd: Cmd::Cas {
+            key: 1,
+            expect: Some(2),
+            new: 3,
+        },
+        pad: 5,
+    }]);
+    for msg in sample_msgs(batch) {
+        let bytes = encode(&msg);
+        assert_eq!(decode(&bytes), Some(msg.clone()));
+        for len in 0..bytes.len() {
+            assert_eq!(decode(&bytes[..len]), None, "{msg:?} cut at {len}");
+        }
+    }
+}
+
+fn sample_msgs(batch: Batch) -> Vec<Msg> {
+    vec![
+        Msg::Request(batch[0]),
+        Msg::Reply {
+            id: 1,
+            output: Some(9),
+        },
+        Msg::Redirect {
+            id: 1,
+            leader: Some(2),
+        },
+        Msg::Accept {
+            ballot: 4,
+            instance: 5,
+            commit: 3,
+            batch: batch.clone(),
+        },
+        Msg::Accepted {
+            ballot: 4,
+            instance: 5,
+        },
+        Msg::Decide {
+            ballot: 4,
+            commit: 6,
+        },
+        Msg::Prepare { ballot: 7, from: 2 },
+        Msg::Promise {
+            ballot: 7,
+            commit: 2,
+            slots: vec![(2, 4, batch.clone()), (3, DECIDED, Arc::from(vec![]))],
+        },
+        Msg::Reject { ballot: 8 },
+        Msg::Fetch { from: 3 },
+        Msg::Learn { instance: 3, batch },
+    ]
+}
+
+fn cmd_strategy() -> impl Strategy<Value = Cmd> {
+    prop_oneof![
+        any::<u64>().prop_map(Cmd::Get),
+        (any::<u64>(), any::<u64>()).prop_map(|(k, v)| Cmd::Put(k, v)),
+        (
+            any::<u64>(),
+            proptest::option::of(any::<u64>()),
+            any::<u64>()
+        )
+            .prop_map(|(key, expect, new)| Cmd::Cas { key, expect, new }),
+    ]
+}
+
+fn request_strategy() -> impl Strategy<Value = Request> {
+    (
+        any::<u32>(),
+        any::<u64>(),
+        any::<u64>(),
+        cmd_strategy(),
+        0..64u32,
+    )
+        .prop_map(|(client, id, acked, cmd, pad)| Request {
+            client,
+            id,
+            acked,
+            cmd,
+            pad,
+        })
+}
+
+proptest! {
+    /// Codec round trip over batches of random requests.
+    #[test]
+    fn codec_round_trips(reqs in proptest::collection::vec(request_strategy(), 1..8)) {
+        for msg in sample_msgs(Arc::from(reqs)) {
+            prop_assert_eq!(decode(&encode(&msg)), Some(msg));
+        }
+    }
+
+    /// Random bytes never panic a leader, a follower or a client; what does not decode is
+    /// counted as malformed.
+    #[test]
+    fn random_payloads_are_counted_never_panic(
+        payloads in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..80), 1..20),
+        src in 0..5u32,
+    ) {
+        let mut net = Net::new(3, 2, 2, 100_000, 13, |_| {});
+        net.run_until(20_000);
+        for p in [0, 1, 3] {
+            for payload in &payloads {
+                let before = net.procs[p].stats().malformed;
+                let input = AppInput::Deliver {
+                    src: ProcId(src),
+                    ts: Timestamp::new(net.now),
+                    reliable: true,
+                    payload,
+                };
+                net.procs[p].handle(Instant(net.now), input);
+                net.drain(p);
+                if decode(payload).is_none() {
+                    prop_assert_eq!(net.procs[p].stats().malformed, before + 1);
+                }
+            }
+        }
+        net.run_until(200_000);
+    }
+}
