@@ -17,15 +17,15 @@
 //! what replicas expose for the end-of-run checks ([`ReplicaLog`]).
 
 pub mod chain;
+pub mod lincheck;
 pub mod onertt;
+pub mod paxos;
 
 use crate::App;
 use onepipe_proto::rng::Rng;
 use onepipe_proto::{Instant, ProcId};
 use serde::Serialize;
 use std::collections::HashMap;
-
-pub mod paxos;
 
 /// A key.
 pub type Key = u64;
