@@ -24,7 +24,7 @@ pub mod paxos;
 use crate::App;
 use onepipe_proto::rng::Rng;
 use onepipe_proto::{Instant, ProcId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// A key.
@@ -35,7 +35,7 @@ pub type Key = u64;
 pub type Val = u64;
 
 /// A command of the replicated key-value service.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Cmd {
     /// Read `key`; the output is its value (`None`: never written).
     Get(Key),
@@ -121,7 +121,7 @@ impl KvMachine {
 
 /// An operation a client completed, with its client-observed call and return times (the
 /// history a linearizability checker reads).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplDone {
     /// The client process.
     pub client: u32,
@@ -385,7 +385,7 @@ impl ReplConfig {
 }
 
 /// A replica's log as the end-of-run checks see it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicaLog {
     /// The replica.
     pub replica: u32,
@@ -402,7 +402,7 @@ pub struct ReplicaLog {
 }
 
 /// Counters of a replicated service's process.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplStats {
     /// Operations completed, by kind.
     pub gets: u64,
@@ -451,4 +451,8 @@ pub trait ReplApp: App {
     fn idle(&self) -> bool;
     /// Its log, if it is a replica.
     fn replica_log(&self) -> Option<ReplicaLog>;
+    /// Its writes in flight as a client: each may or may not take effect.
+    fn open_writes(&self) -> Vec<lincheck::MaybeOp> {
+        Vec::new()
+    }
 }

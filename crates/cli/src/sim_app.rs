@@ -4,6 +4,7 @@
 use crate::cli::us;
 use clap::{Args, ValueEnum};
 use onepipe_apps::kv::workload::{KeyDist, KvWorkload};
+use onepipe_apps::repl::{DiskModel, ReplWorkload};
 use onepipe_apps::tpcc::gen::TpccWorkload;
 use onepipe_sim::apps::AppReport;
 use onepipe_sim::direct::{run_direct, DirectSystem};
@@ -20,6 +21,10 @@ pub enum AppName {
     /// over the processes (`procs / 3` shards, 3 replicas each); each transaction is one
     /// reliable scattering to every replica of every shard it touches.
     Tpcc,
+    /// A replicated linearizable key-value service (§2.2.2): processes `0..--replicas`
+    /// replicate, the others are clients doing get, put and compare-and-set; on 1Pipe by 1-RTT
+    /// replication.
+    Replkv,
 }
 
 /// The system that runs the application.
@@ -37,6 +42,12 @@ pub enum System {
     Lock,
     /// TPC-C on direct messages with OCC, two-phase commit, primary-backup.
     Occ,
+    /// replkv on direct messages by primary-backup in a chain, a disk write at each replica
+    /// (Ceph's OSDs).
+    Chain,
+    /// replkv on direct messages by MultiPaxos with batching and pipelining (--wnd, --bsz,
+    /// --delta-b).
+    Paxos,
 }
 
 /// How keys are drawn.
@@ -93,6 +104,34 @@ pub struct AppArgs {
     /// tpcc: customers per district (the specification's 3,000).
     #[arg(long, default_value_t = 3_000)]
     pub customers: u32,
+    /// replkv: replicas (processes 0..N; the processes after them are the clients).
+    #[arg(long, default_value_t = 3)]
+    pub replicas: u32,
+    /// replkv: share of gets among the operations.
+    #[arg(long, default_value_t = 0.5)]
+    pub read_share: f64,
+    /// replkv: share of compare-and-sets among the writes.
+    #[arg(long, default_value_t = 0.1)]
+    pub cas_share: f64,
+    /// replkv: bytes of each written value (§7.3.4 writes 4 KB).
+    #[arg(long, default_value_t = 64)]
+    pub value_size: u32,
+    /// replkv: each replica writes every entry to a disk taking this long before it answers
+    /// (0: no disk; §7.3.4's SSD is about 50us).
+    #[arg(long, default_value = "0ns", value_parser = crate::cli::parse_duration)]
+    pub disk: u64,
+    /// replkv: uniform jitter added to each disk write.
+    #[arg(long, default_value = "0ns", value_parser = crate::cli::parse_duration)]
+    pub disk_jitter: u64,
+    /// replkv on paxos: WND, the most consensus instances in Phase 2 at once (Fig. 6).
+    #[arg(long, default_value_t = 8)]
+    pub wnd: u32,
+    /// replkv on paxos: BSZ, the batch size in bytes (Fig. 6).
+    #[arg(long, default_value_t = 32 << 10)]
+    pub bsz: u32,
+    /// replkv on paxos: Δ_B, how long a batch waits to fill (Fig. 6).
+    #[arg(long, default_value = "5us", value_parser = crate::cli::parse_duration)]
+    pub delta_b: u64,
     /// Write every single-key operation of the run to FILE as one JSON array of
     /// {"client","op","key","value","output","call","return"} (times in ns).
     #[arg(long, value_name = "FILE")]
@@ -120,6 +159,7 @@ impl AppArgs {
         match self.app {
             None => return Ok(None),
             Some(AppName::Tpcc) => return self.tpcc().map(Some),
+            Some(AppName::Replkv) => return self.replkv().map(Some),
             Some(AppName::Kv) => {}
         }
         let mut workload = match &self.ycsb {
@@ -146,6 +186,28 @@ impl AppArgs {
 }
 
 impl AppArgs {
+    fn replkv(&self) -> Result<AppSpec, String> {
+        let workload = ReplWorkload {
+            keys: self.keys,
+            read_ratio: self.read_share,
+            cas_ratio: self.cas_share,
+            value_size: self.value_size,
+        };
+        workload
+            .validate()
+            .map_err(|e| format!("--app replkv: {e}"))?;
+        Ok(AppSpec::ReplKv {
+            workload,
+            window: self.window,
+            replicas: self.replicas,
+            disk: DiskModel {
+                write_ns: self.disk,
+                jitter_ns: self.disk_jitter,
+            },
+            paxos: (self.wnd, self.bsz, self.delta_b),
+        })
+    }
+
     fn tpcc(&self) -> Result<AppSpec, String> {
         let mut workload = TpccWorkload::default();
         workload.scale.warehouses = self.warehouses;
@@ -176,6 +238,8 @@ pub fn sim_direct(
         System::Farm => DirectSystem::Farm,
         System::Lock => DirectSystem::Lock,
         System::Occ => DirectSystem::Occ,
+        System::Chain => DirectSystem::Chain,
+        System::Paxos => DirectSystem::Paxos,
     };
     let r = match run_direct(cfg, system, &mut |_| {}) {
         Ok(r) => r,
@@ -246,6 +310,10 @@ pub fn print_app_summary(a: &AppReport) {
         print_tpcc_summary(a);
         return;
     }
+    if a.app == "replkv" {
+        print_replkv_summary(a);
+        return;
+    }
     println!(
         "  app {} on {}  {} transactions committed ({} read-only, {} write-only, {} read-write): {:.0}/s, {:.0}/s per process, {:.0} operations/s",
         a.app, a.system, a.committed, a.committed_ro, a.committed_wo, a.committed_rw, a.txns_per_s, a.txns_per_s_per_proc, a.ops_per_s
@@ -275,6 +343,31 @@ pub fn print_app_summary(a: &AppReport) {
             "  app checker none: {} states no serialization order",
             a.system
         );
+    }
+}
+
+fn print_replkv_summary(a: &AppReport) {
+    let r = &a.repl_stats;
+    println!(
+        "  app replkv on {}  {} operations ({} get, {} put, {} cas): {:.0}/s, {:.0}/s per client",
+        a.system, a.committed, r.gets, r.puts, r.cas, a.ops_per_s, a.txns_per_s_per_proc
+    );
+    for (name, l) in [("get", &a.latency_ns_ro), ("write", &a.latency_ns_wo)] {
+        if l.count > 0 {
+            println!(
+                "  {name:<11} latency p50 {}  p99 {}  mean {}",
+                us(l.p50 as f64),
+                us(l.p99 as f64),
+                us(l.mean)
+            );
+        }
+    }
+    println!(
+        "  app checker {} operations over {} keys checked for linearizability, replica logs compared, acknowledged writes found: {} violation(s); {} recoveries, {} entries rejected for a gap, {} resent",
+        a.checked_transactions, a.checked_reads, a.violations, r.recoveries, r.rejected, r.resent
+    );
+    for s in &a.violation_samples {
+        eprintln!("  {s}");
     }
 }
 

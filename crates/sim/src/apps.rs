@@ -8,6 +8,8 @@ use crate::metrics::{NsHistogram, Summary};
 use onepipe_apps::kv::check::{unfinished_from_logs, KvChecker};
 use onepipe_apps::kv::workload::TxnGen;
 use onepipe_apps::kv::{Committed, KvConfig, KvStats, TxnApp, TxnKind};
+use onepipe_apps::repl::lincheck::{self, MaybeOp};
+use onepipe_apps::repl::{CmdGen, ReplApp, ReplConfig, ReplDone, ReplStats, ReplicaLog};
 use onepipe_apps::tpcc::check::TpccChecker;
 use onepipe_apps::tpcc::db::TpccLayout;
 use onepipe_apps::tpcc::gen::{TpccWorkload, TxnGen as TpccGen};
@@ -245,6 +247,171 @@ impl AppSet for TpccSet {
     }
 }
 
+/// The replicated key-value service's processes (any scheme's) and what they completed.
+pub(crate) struct ReplSet {
+    pub(crate) procs: Vec<Box<dyn ReplApp>>,
+    done: Vec<ReplDone>,
+    latency: [NsHistogram; 2],
+    in_period: u64,
+    stop_ns: u64,
+    duration_ns: u64,
+}
+
+impl ReplSet {
+    /// `procs` of a run of `cfg`.
+    pub(crate) fn new(cfg: &SimConfig, procs: Vec<Box<dyn ReplApp>>) -> ReplSet {
+        ReplSet {
+            procs,
+            done: Vec::new(),
+            latency: Default::default(),
+            in_period: 0,
+            stop_ns: cfg.clock_epoch_ns + cfg.duration_ns,
+            duration_ns: cfg.duration_ns,
+        }
+    }
+}
+
+/// Search steps the linearizability checker may take per key before it calls the key
+/// undecided.
+const LIN_BUDGET: u64 = 2_000_000;
+
+impl AppSet for ReplSet {
+    fn len(&self) -> usize {
+        self.procs.len()
+    }
+    fn app(&mut self, p: usize) -> &mut dyn App {
+        &mut *self.procs[p]
+    }
+    fn poll_timeout(&self, p: usize) -> Option<Instant> {
+        self.procs.get(p)?.poll_timeout()
+    }
+    fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64)) {
+        while let Some(d) = self.procs[p].poll_done() {
+            trace((u64::from(d.client) << 40) | d.id, d.return_ns);
+            self.latency[usize::from(d.cmd.is_write())]
+                .record(d.return_ns.saturating_sub(d.call_ns));
+            if d.return_ns <= self.stop_ns {
+                self.in_period += 1;
+            }
+            self.done.push(d);
+        }
+    }
+    fn idle(&self) -> bool {
+        self.procs.iter().all(|p| p.idle())
+    }
+    fn describe(&self) -> String {
+        busy(self.procs.iter().map(|p| p.idle()))
+    }
+    fn report(
+        &self,
+        system: &str,
+        check: bool,
+        skew_ns: u64,
+        failed: &HashMap<u32, u64>,
+    ) -> AppReport {
+        let mut stats = ReplStats::default();
+        for p in &self.procs {
+            stats += p.stats();
+        }
+        let secs = self.duration_ns.max(1) as f64 / 1e9;
+        let clients = self
+            .procs
+            .iter()
+            .filter(|p| p.replica_log().is_none())
+            .count()
+            .max(1);
+        let mut r = AppReport {
+            app: "replkv".into(),
+            system: system.into(),
+            committed: self.done.len() as u64,
+            committed_ro: stats.gets,
+            committed_wo: stats.puts + stats.cas,
+            txns_per_s: self.in_period as f64 / secs,
+            txns_per_s_per_proc: self.in_period as f64 / secs / clients as f64,
+            ops_per_s: self.in_period as f64 / secs,
+            latency_ns_ro: self.latency[0].summary(),
+            latency_ns_wo: self.latency[1].summary(),
+            checked: check,
+            repl_stats: stats,
+            ..AppReport::default()
+        };
+        if !check {
+            return r;
+        }
+        // Writes still open (a client that failed, or a run that did not drain) may or may not
+        // have taken effect.
+        let maybe: Vec<MaybeOp> = self.procs.iter().flat_map(|p| p.open_writes()).collect();
+        let v = lincheck::check(&self.done, &maybe, skew_ns, LIN_BUDGET);
+        // Logs of the replicas still alive.
+        let logs: Vec<ReplicaLog> = self
+            .procs
+            .iter()
+            .filter_map(|p| p.replica_log())
+            .filter(|l| !failed.contains_key(&l.replica))
+            .collect();
+        let acknowledged = self
+            .done
+            .iter()
+            .filter(|d| d.cmd.is_write())
+            .map(|d| (d.client, d.id));
+        let log_violations = lincheck::check_logs(&logs, acknowledged);
+        r.checked_transactions = v.ops;
+        r.checked_reads = v.keys;
+        r.violations = v.violations + v.undecided + log_violations.len() as u64;
+        r.violation_samples = v
+            .samples
+            .iter()
+            .cloned()
+            .chain(log_violations)
+            .take(8)
+            .collect();
+        if v.undecided > 0 {
+            r.violation_samples.push(format!(
+                "{} keys undecided within the search budget",
+                v.undecided
+            ));
+        }
+        r
+    }
+    fn history_json(&self) -> Option<String> {
+        Some(lincheck::history_json(&self.done))
+    }
+}
+
+/// The replicated service's processes of a run of `cfg` (its `AppSpec::ReplKv`), each built by
+/// `make` from its settings, its command generator and a seed.
+pub(crate) fn repl_set(
+    cfg: &SimConfig,
+    procs: u32,
+    make: impl Fn(ReplConfig, CmdGen, u64) -> Box<dyn ReplApp>,
+) -> Option<ReplSet> {
+    let Some(AppSpec::ReplKv {
+        workload,
+        window,
+        replicas,
+        disk,
+        ..
+    }) = &cfg.app
+    else {
+        return None;
+    };
+    let mut seeds = Rng::new(cfg.seed ^ 0x2E91);
+    let apps = (0..procs)
+        .map(|p| {
+            let client_window = if p >= *replicas { *window } else { 0 };
+            let mut rc =
+                ReplConfig::new(ProcId(p), *replicas, procs, workload.clone(), client_window);
+            rc.start = Instant(cfg.clock_epoch_ns);
+            rc.stop = Instant(cfg.clock_epoch_ns + cfg.duration_ns);
+            rc.disk = *disk;
+            rc.retain = usize::MAX;
+            let gen = CmdGen::new(workload.clone(), p, seeds.next_u64());
+            make(rc, gen, seeds.next_u64())
+        })
+        .collect();
+    Some(ReplSet::new(cfg, apps))
+}
+
 /// What an application run reports (`Report::app`).
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct AppReport {
@@ -292,6 +459,8 @@ pub struct AppReport {
     pub checked_reads: u64,
     /// See `checked_transactions`.
     pub violations: u64,
+    /// The replicated service's counters, summed (replkv).
+    pub repl_stats: ReplStats,
     /// The first few violations.
     pub violation_samples: Vec<String>,
 }

@@ -273,6 +273,20 @@ pub enum AppSpec {
         /// Transactions each process keeps in flight.
         window: u32,
     },
+    /// A replicated linearizable key-value service (§2.2.2): processes `0..replicas` replicate,
+    /// the others are clients with `window` operations in flight each.
+    ReplKv {
+        /// The operations.
+        workload: onepipe_apps::repl::ReplWorkload,
+        /// Operations each client keeps in flight.
+        window: u32,
+        /// Replicas.
+        replicas: u32,
+        /// Each replica's disk.
+        disk: onepipe_apps::repl::DiskModel,
+        /// MultiPaxos (`--system paxos`): WND, BSZ (bytes) and Δ_B (ns) of Fig. 6.
+        paxos: (u32, u32, u64),
+    },
 }
 
 impl AppSpec {
@@ -281,6 +295,7 @@ impl AppSpec {
         match self {
             AppSpec::Kv { .. } => "kv",
             AppSpec::Tpcc { .. } => "tpcc",
+            AppSpec::ReplKv { .. } => "replkv",
         }
     }
 }
@@ -392,6 +407,39 @@ impl SimConfig {
             }
             Some(AppSpec::Tpcc { workload, window }) => {
                 workload.scale.validate().map_err(|m| bad("--app", m))?;
+                Some(*window)
+            }
+            Some(AppSpec::ReplKv {
+                workload,
+                window,
+                replicas,
+                paxos: (wnd, bsz, _),
+                ..
+            }) => {
+                workload.validate().map_err(|m| bad("--app", m))?;
+                use onepipe_apps::repl::paxos::{BSZ_MAX, WND_MAX};
+                if !(1..=WND_MAX).contains(wnd) {
+                    return Err(bad("--wnd", format!("{wnd}: take 1 to {WND_MAX}")));
+                }
+                if !(1..=BSZ_MAX).contains(bsz) {
+                    return Err(bad("--bsz", format!("{bsz} bytes: take 1 to {BSZ_MAX}")));
+                }
+                if !(1..=64).contains(replicas) {
+                    return Err(bad(
+                        "--replicas",
+                        format!("{replicas} replicas: take 1 to 64"),
+                    ));
+                }
+                let procs = self.procs()?;
+                if procs <= *replicas {
+                    return Err(bad(
+                        "--replicas",
+                        format!(
+                            "{replicas} replicas leave no client among {procs} processes \
+                             (the processes after the replicas are the clients)"
+                        ),
+                    ));
+                }
                 Some(*window)
             }
             None => None,

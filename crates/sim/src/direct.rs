@@ -9,7 +9,7 @@
 //! The processes' clocks are exact: the baselines order nothing by them, and the times they
 //! report (latency; the FaRM-like store's serialization stamps) are true time.
 
-use crate::apps::{kv_processes, tpcc_set, AppReport, AppSet, KvSet};
+use crate::apps::{kv_processes, repl_set, tpcc_set, AppReport, AppSet, KvSet};
 use crate::config::{AppSpec, ConfigError, SimConfig};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
 use crate::metrics::TraceHash;
@@ -18,6 +18,9 @@ use bytes::Bytes;
 use onepipe_apps::kv::farm::FarmProcess;
 use onepipe_apps::kv::nontx::NonTxProcess;
 use onepipe_apps::kv::TxnApp;
+use onepipe_apps::repl::chain::ChainProcess;
+use onepipe_apps::repl::paxos::{PaxosConfig, PaxosProcess};
+use onepipe_apps::repl::ReplApp;
 use onepipe_apps::tpcc::{TpccApp, TpccLockProcess, TpccOccProcess, TpccProcess};
 use onepipe_apps::AppInput;
 use onepipe_proto::{Instant, ProcId, Timestamp};
@@ -36,6 +39,10 @@ pub enum DirectSystem {
     Lock,
     /// TPC-C with OCC, two-phase commit and primary-backup replication (Fig. 15).
     Occ,
+    /// The replicated key-value service by primary-backup in a chain (Ceph's OSDs, §7.3.4).
+    Chain,
+    /// The replicated key-value service by MultiPaxos with batching and pipelining.
+    Paxos,
 }
 
 impl DirectSystem {
@@ -46,6 +53,8 @@ impl DirectSystem {
             DirectSystem::Farm => "farm",
             DirectSystem::Lock => "2pl",
             DirectSystem::Occ => "occ",
+            DirectSystem::Chain => "chain",
+            DirectSystem::Paxos => "paxos",
         }
     }
 
@@ -53,7 +62,11 @@ impl DirectSystem {
     pub fn checked(self) -> bool {
         match self {
             DirectSystem::NonTx => false,
-            DirectSystem::Farm | DirectSystem::Lock | DirectSystem::Occ => true,
+            DirectSystem::Farm
+            | DirectSystem::Lock
+            | DirectSystem::Occ
+            | DirectSystem::Chain
+            | DirectSystem::Paxos => true,
         }
     }
 
@@ -63,6 +76,7 @@ impl DirectSystem {
             DirectSystem::NonTx => None,
             DirectSystem::Farm => Some("kv"),
             DirectSystem::Lock | DirectSystem::Occ => Some("tpcc"),
+            DirectSystem::Chain | DirectSystem::Paxos => Some("replkv"),
         }
     }
 }
@@ -457,6 +471,24 @@ fn direct_apps(
     system: DirectSystem,
     procs: u32,
 ) -> Result<Box<dyn AppSet>, String> {
+    if let Some(AppSpec::ReplKv { paxos, .. }) = &cfg.app {
+        let (wnd, bsz, delta_b_ns) = *paxos;
+        let set = repl_set(cfg, procs, |c, g, seed| -> Box<dyn ReplApp> {
+            match system {
+                DirectSystem::Chain => Box::new(ChainProcess::new(c, g, seed)),
+                DirectSystem::Paxos => {
+                    let mut pc = PaxosConfig::new(c);
+                    pc.wnd = wnd;
+                    pc.bsz = bsz;
+                    pc.delta_b_ns = delta_b_ns;
+                    Box::new(PaxosProcess::new(pc, g))
+                }
+                _ => unreachable!("refused by run_direct"),
+            }
+        })
+        .expect("a replkv run");
+        return Ok(Box::new(set));
+    }
     if let Some(AppSpec::Tpcc { .. }) = &cfg.app {
         let make = |c, g| -> Box<dyn TpccApp> {
             match system {
@@ -464,7 +496,7 @@ fn direct_apps(
                 DirectSystem::NonTx => Box::new(TpccProcess::new(c, g)),
                 DirectSystem::Lock => Box::new(TpccLockProcess::new(c, g)),
                 DirectSystem::Occ => Box::new(TpccOccProcess::new(c, g)),
-                DirectSystem::Farm => unreachable!("refused by run_direct"),
+                _ => unreachable!("refused by run_direct"),
             }
         };
         let set = tpcc_set(cfg, procs, make).expect("a TPC-C run");
@@ -475,7 +507,7 @@ fn direct_apps(
         .map(|(kc, gen)| match system {
             DirectSystem::NonTx => Box::new(NonTxProcess::new(kc, gen)) as Box<dyn TxnApp>,
             DirectSystem::Farm => Box::new(FarmProcess::new(kc, gen)),
-            DirectSystem::Lock | DirectSystem::Occ => unreachable!("refused by run_direct"),
+            _ => unreachable!("refused by run_direct"),
         })
         .collect();
     Ok(Box::new(KvSet::new(cfg, kv)))
@@ -529,13 +561,14 @@ pub fn run_direct(
         });
     }
     let app = cfg.app.as_ref().map_or("", AppSpec::name);
-    if system.app().is_some_and(|a| a != app) {
+    if system.app().is_some_and(|a| a != app) || app == "replkv" && system.app().is_none() {
         return Err(ConfigError {
             flag: "--system",
             message: format!(
-                "{} runs --app {}; the baselines of kv are farm and nontx, of tpcc 2pl, occ and nontx",
+                "{} runs --app {}; the baselines of kv are farm and nontx, of tpcc 2pl, occ and \
+                 nontx, of replkv chain and paxos",
                 system.name(),
-                system.app().unwrap_or_default()
+                system.app().unwrap_or("kv or tpcc")
             ),
         });
     }

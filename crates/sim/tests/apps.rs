@@ -247,3 +247,114 @@ fn tpcc_baselines_run_checked_on_direct_messages() {
     let e = run_direct(&cfg, DirectSystem::Farm, &mut |_| {}).unwrap_err();
     assert_eq!(e.flag, "--system");
 }
+
+fn replkv(topology: TopologySpec, seed: u64) -> SimConfig {
+    SimConfig {
+        topology,
+        duration_ns: 1_000_000,
+        seed,
+        app: Some(AppSpec::ReplKv {
+            workload: onepipe_apps::repl::ReplWorkload {
+                keys: 50,
+                ..Default::default()
+            },
+            window: 2,
+            replicas: 3,
+            disk: Default::default(),
+            paxos: (8, 32 << 10, 5_000),
+        }),
+        keep_history: true,
+        ..SimConfig::default()
+    }
+}
+
+/// The replicated key-value service by 1-RTT replication (§2.2.2) on best-effort 1Pipe: every
+/// operation linearizable, the replicas' logs identical, no acknowledged write lost — with
+/// loss (recoveries) and with a replica or a client crashing; the same seed, the same run.
+#[test]
+fn replicated_kv_on_1pipe_is_linearizable_with_loss_and_crashes_2_2_2() {
+    let cases = [
+        replkv(TopologySpec::Rack { hosts: 6 }, 1),
+        SimConfig {
+            loss_rate: 0.002,
+            ..replkv(TopologySpec::FatTree { k: 4 }, 2)
+        },
+        // A replica, then a client.
+        SimConfig {
+            crashes: vec![(1, 300_000)],
+            ..replkv(TopologySpec::FatTree { k: 4 }, 3)
+        },
+        SimConfig {
+            crashes: vec![(5, 300_000)],
+            loss_rate: 0.001,
+            ..replkv(TopologySpec::FatTree { k: 4 }, 4)
+        },
+    ];
+    for cfg in cases {
+        let seed = cfg.seed;
+        let r = run(&cfg, &mut |_| {}).expect("a valid configuration");
+        assert_eq!(r.violations, 0, "seed {seed}: {:?}", r.violation_samples);
+        let a = r.app.expect("an application report");
+        assert_eq!(a.app, "replkv");
+        assert!(a.checked, "seed {seed}");
+        assert_eq!(a.violations, 0, "seed {seed}: {:?}", a.violation_samples);
+        assert!(a.committed > 500, "seed {seed}: {a:?}");
+        // Checked: every completed operation, and a failed client's open writes.
+        assert!(a.checked_transactions >= a.committed, "seed {seed}");
+        if cfg.loss_rate > 0.0 || !cfg.crashes.is_empty() {
+            assert!(
+                a.repl_stats.recoveries > 0,
+                "seed {seed}: {:?}",
+                a.repl_stats
+            );
+        }
+        let h: serde_json::Value =
+            serde_json::from_str(r.app_history.as_deref().expect("a history")).expect("JSON");
+        assert_eq!(h.as_array().map(Vec::len), Some(a.committed as usize));
+        let again = run(&cfg, &mut |_| {}).expect("runs");
+        assert_eq!(
+            r.trace_hash, again.trace_hash,
+            "seed {seed}: same seed, same run"
+        );
+    }
+}
+
+/// The same service by MultiPaxos with batching and pipelining and by a primary-backup chain,
+/// on direct messages (lossless and lossy), checked the same way; a write on 1Pipe takes one
+/// round trip, less than either.
+#[test]
+fn replicated_kv_baselines_run_checked_and_1rtt_writes_faster() {
+    use onepipe_sim::direct::{run_direct, DirectSystem};
+    let base = replkv(TopologySpec::FatTree { k: 4 }, 6);
+    let onepipe = run(&base, &mut |_| {})
+        .expect("runs")
+        .app
+        .expect("a report");
+    for (system, loss) in [
+        (DirectSystem::Paxos, 0.0),
+        (DirectSystem::Chain, 0.0),
+        (DirectSystem::Paxos, 0.001),
+    ] {
+        let cfg = SimConfig {
+            loss_rate: loss,
+            ..base.clone()
+        };
+        let r = run_direct(&cfg, system, &mut |_| {}).expect("runs");
+        let a = &r.app;
+        let what = format!("{} loss {loss}", system.name());
+        assert!(r.drained, "{what}");
+        assert!(a.checked, "{what}");
+        assert_eq!(a.violations, 0, "{what}: {:?}", a.violation_samples);
+        assert!(a.committed > 500, "{what}: {a:?}");
+        if loss == 0.0 {
+            assert!(
+                onepipe.latency_ns_wo.p50 < a.latency_ns_wo.p50,
+                "{what}: 1-RTT {} ns, {} ns",
+                onepipe.latency_ns_wo.p50,
+                a.latency_ns_wo.p50
+            );
+        }
+    }
+    let e = run_direct(&base, DirectSystem::Farm, &mut |_| {}).unwrap_err();
+    assert_eq!(e.flag, "--system");
+}

@@ -8,6 +8,7 @@
 //! It runs on direct messages and is the latency baseline of `bench replication`; it does not
 //! handle failures (no failover of the primary, no chain repair).
 
+use super::lincheck::MaybeOp;
 use super::{
     Cmd, CmdGen, Disk, KvMachine, ReplApp, ReplConfig, ReplDone, ReplStats, ReplicaLog, Val,
 };
@@ -405,6 +406,19 @@ impl ReplApp for ChainProcess {
     }
     fn idle(&self) -> bool {
         self.inflight.is_empty()
+    }
+    fn open_writes(&self) -> Vec<MaybeOp> {
+        let me = self.cfg.me.0;
+        self.inflight
+            .iter()
+            .filter(|(_, (c, _))| c.is_write())
+            .map(|(&id, &(cmd, call))| MaybeOp {
+                client: me,
+                id,
+                cmd,
+                call_ns: call.0,
+            })
+            .collect()
     }
     fn replica_log(&self) -> Option<ReplicaLog> {
         self.cfg.is_replica().then(|| ReplicaLog {

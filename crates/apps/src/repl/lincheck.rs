@@ -34,7 +34,7 @@ use std::fmt;
 
 /// A write whose outcome no client learned (its client crashed, or the run ended with it in
 /// flight): it may have taken effect at any point after its call, or never.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct MaybeOp {
     /// The client process.
     pub client: u32,

@@ -39,6 +39,7 @@ mod codec;
 #[cfg(test)]
 mod tests;
 
+use super::lincheck::MaybeOp;
 use super::{
     Cmd, CmdGen, Disk, Key, KvMachine, ReplApp, ReplConfig, ReplDone, ReplStats, ReplicaLog, Val,
 };
@@ -1238,6 +1239,19 @@ impl ReplApp for OneRttProcess {
         self.client
             .as_ref()
             .is_none_or(|c| c.writes.is_empty() && c.reads.is_empty())
+    }
+    fn open_writes(&self) -> Vec<MaybeOp> {
+        self.client.as_ref().map_or_else(Vec::new, |c| {
+            c.writes
+                .values()
+                .map(|w| MaybeOp {
+                    client: self.cfg.me.0,
+                    id: w.id,
+                    cmd: w.cmd,
+                    call_ns: w.call.0,
+                })
+                .collect()
+        })
     }
     fn replica_log(&self) -> Option<ReplicaLog> {
         let r = self.replica.as_ref()?;

@@ -1679,6 +1679,19 @@ impl ReplApp for PaxosProcess {
         };
         self.client.ops.is_empty() && !leading
     }
+    fn open_writes(&self) -> Vec<super::lincheck::MaybeOp> {
+        self.client
+            .ops
+            .iter()
+            .filter(|(_, o)| o.cmd.is_write())
+            .map(|(&id, o)| super::lincheck::MaybeOp {
+                client: self.me,
+                id,
+                cmd: o.cmd,
+                call_ns: o.call.0,
+            })
+            .collect()
+    }
     /// Its positions are the executed writes only (reads change nothing); `commit` is their
     /// count.
     fn replica_log(&self) -> Option<ReplicaLog> {

@@ -1,4 +1,4 @@
-//! `onepipe node --app kv|tpcc`: one process of an application on a live cluster, through the
+//! `onepipe node --app kv|tpcc|replkv`: one process of an application on a live cluster, through the
 //! public [`Endpoint`] API and [`AppHost`] — the same `KvProcess` (the transactional store,
 //! §7.3.1) or `TpccProcess` (TPC-C, §7.3.2) the simulator runs. Every process serves its part
 //! (its keys; its shard's replica) and initiates transactions from `start` for `--duration`; it
@@ -24,6 +24,9 @@ use super::NodeArgs;
 use crate::sim_app::AppArgs;
 use onepipe_apps::kv::workload::TxnGen;
 use onepipe_apps::kv::{AppliedWrite, Committed, KvConfig, KvProcess, KvStats, TxnApp};
+use onepipe_apps::repl::lincheck::MaybeOp;
+use onepipe_apps::repl::onertt::OneRttProcess;
+use onepipe_apps::repl::{CmdGen, ReplApp, ReplConfig, ReplDone, ReplStats, ReplicaLog};
 use onepipe_apps::tpcc::onepipe::AppliedTxn;
 use onepipe_apps::tpcc::{TpccApp, TpccCommitted, TpccConfig, TpccProcess, TpccStats};
 use onepipe_apps::{App, AppInput, AppSend};
@@ -76,6 +79,23 @@ pub struct KvRecords {
     pub applied: Vec<AppliedWrite>,
 }
 
+/// What a process of the replicated key-value service writes at the end (`replkv.json`).
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct ReplRecords {
+    /// The process.
+    pub proc: u32,
+    /// The operations it completed as a client.
+    pub done: Vec<ReplDone>,
+    /// Its writes still open: they may or may not have taken effect.
+    pub open: Vec<MaybeOp>,
+    /// Its counters.
+    pub stats: ReplStats,
+    /// Its log, if it is a replica.
+    pub log: Option<ReplicaLog>,
+    /// Sends refused for a full buffer.
+    pub refused_full: u64,
+}
+
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
@@ -100,6 +120,8 @@ struct KvNode(KvProcess, Vec<Committed>);
 /// TPC-C's process and what it committed.
 struct TpccNode(TpccProcess, Vec<TpccCommitted>);
 
+struct ReplNode(OneRttProcess, Vec<ReplDone>);
+
 /// `App` for a node: its process's.
 macro_rules! node_app {
     ($node:ty) => {
@@ -119,6 +141,32 @@ macro_rules! node_app {
 
 node_app!(KvNode);
 node_app!(TpccNode);
+node_app!(ReplNode);
+
+impl NodeApp for ReplNode {
+    fn idle(&self) -> bool {
+        ReplApp::idle(&self.0)
+    }
+    fn collect(&mut self) {
+        while let Some(d) = self.0.poll_done() {
+            self.1.push(d);
+        }
+    }
+    fn committed(&self) -> usize {
+        self.1.len()
+    }
+    fn records(&self, me: u32, refused_full: u64) -> (serde_json::Result<String>, &'static str) {
+        let recs = ReplRecords {
+            proc: me,
+            done: self.1.clone(),
+            open: self.0.open_writes(),
+            stats: ReplApp::stats(&self.0).clone(),
+            log: self.0.replica_log(),
+            refused_full,
+        };
+        (serde_json::to_string(&recs), "replkv.json")
+    }
+}
 
 impl NodeApp for KvNode {
     fn idle(&self) -> bool {
@@ -201,6 +249,29 @@ fn application(
             let seed = Rng::new(seed ^ 0x7CC).fork(u64::from(me)).next_u64();
             let gen = onepipe_apps::tpcc::gen::TxnGen::new(workload, cfg.home_warehouse(), seed);
             Box::new(TpccNode(TpccProcess::new(cfg, gen), Vec::new()))
+        }
+        Ok(Some(AppSpec::ReplKv {
+            workload,
+            window,
+            replicas,
+            disk,
+            ..
+        })) => {
+            let me_id = onepipe_proto::ProcId(me);
+            let window = if me >= replicas { window } else { 0 };
+            let mut cfg = ReplConfig::new(me_id, replicas, procs, workload.clone(), window);
+            cfg.start = start;
+            cfg.stop = stop;
+            cfg.disk = disk;
+            // A live loopback round trip is tens of microseconds; a scheduling hiccup is
+            // milliseconds.
+            cfg.suspect_ns = 20_000_000;
+            let mut seeds = Rng::new(seed ^ 0x2E91).fork(u64::from(me));
+            let gen = CmdGen::new(workload, me, seeds.next_u64());
+            Box::new(ReplNode(
+                OneRttProcess::new(cfg, gen, seeds.next_u64()),
+                Vec::new(),
+            ))
         }
         _ => unreachable!("checked before joining"),
     }

@@ -276,7 +276,14 @@ fn check_app(args: &UpArgs) -> Result<(), String> {
     if args.app.app.is_none() {
         return Ok(());
     }
-    args.app.spec()?;
+    if let Some(onepipe_sim::AppSpec::ReplKv { replicas, .. }) = args.app.spec()? {
+        let procs = args.layout.hosts * args.layout.procs_per_host;
+        if procs <= replicas {
+            return Err(format!(
+                "--replicas: {replicas} replicas leave no client among {procs} processes (the processes after the replicas are the clients)"
+            ));
+        }
+    }
     if args.app.system != crate::sim_app::System::Onepipe {
         return Err("--system: live, the applications run on 1Pipe only (the baselines run in the simulator: onepipe sim --app kv|tpcc --system …)".into());
     }
@@ -565,6 +572,28 @@ impl Run<'_> {
                     &a.customers.to_string(),
                 ])
             }
+            Some(crate::sim_app::AppName::Replkv) => {
+                return strings(&[
+                    "--app",
+                    "replkv",
+                    "--window",
+                    &a.window.to_string(),
+                    "--keys",
+                    &a.keys.to_string(),
+                    "--replicas",
+                    &a.replicas.to_string(),
+                    "--read-share",
+                    &a.read_share.to_string(),
+                    "--cas-share",
+                    &a.cas_share.to_string(),
+                    "--value-size",
+                    &a.value_size.to_string(),
+                    "--disk",
+                    &format!("{}ns", a.disk),
+                    "--disk-jitter",
+                    &format!("{}ns", a.disk_jitter),
+                ])
+            }
             Some(crate::sim_app::AppName::Kv) => {}
         }
         let mut v = strings(&[
@@ -773,6 +802,7 @@ impl Run<'_> {
                 "running --app {}, {} transactions in flight per process, for {}",
                 match a.app.app {
                     Some(crate::sim_app::AppName::Tpcc) => "tpcc",
+                    Some(crate::sim_app::AppName::Replkv) => "replkv",
                     _ => "kv",
                 },
                 a.app.window,

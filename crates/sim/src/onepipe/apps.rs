@@ -6,8 +6,10 @@
 //! they judge the synthetic one. The application's checker judges the application.
 
 use super::*;
-use crate::apps::{kv_processes, tpcc_set, AppReport, AppSet, KvSet};
+use crate::apps::{kv_processes, repl_set, tpcc_set, AppReport, AppSet, KvSet};
 use onepipe_apps::kv::{KvProcess, TxnApp};
+use onepipe_apps::repl::onertt::OneRttProcess;
+use onepipe_apps::repl::ReplApp;
 use onepipe_apps::tpcc::{TpccApp, TpccProcess};
 use onepipe_apps::{AppInput, AppSend};
 use std::collections::HashMap;
@@ -25,10 +27,14 @@ pub(super) struct AppRun {
 impl AppRun {
     /// The applications of `cfg.app` on `procs` processes.
     pub(super) fn new(cfg: &SimConfig, procs: u32, hosts: u32) -> AppRun {
+        let repl = repl_set(cfg, procs, |c, g, seed| {
+            Box::new(OneRttProcess::new(c, g, seed)) as Box<dyn ReplApp>
+        });
         let set: Box<dyn AppSet> = match tpcc_set(cfg, procs, |c, g| {
             Box::new(TpccProcess::new(c, g)) as Box<dyn TpccApp>
         }) {
             Some(t) => Box::new(t),
+            None if repl.is_some() => Box::new(repl.expect("a replkv run")),
             None => {
                 let kv = kv_processes(cfg, procs)
                     .into_iter()

@@ -6,13 +6,15 @@
 //! model, real time, every replica's digest against its siblings' and the model's, and clause
 //! 3.3.2's conditions.
 
-use super::super::app_node::{KvRecords, TpccRecords};
+use super::super::app_node::{KvRecords, ReplRecords, TpccRecords};
 use super::super::KillTarget;
 use super::super::UpArgs;
 use super::Run;
 use crate::cli::EXIT_VIOLATION;
 use onepipe_apps::kv::check::{unfinished_from_logs, KvChecker};
 use onepipe_apps::kv::{KvStats, TxnKind};
+use onepipe_apps::repl::lincheck;
+use onepipe_apps::repl::ReplStats;
 use onepipe_apps::tpcc::check::{unfinished_from_logs as tpcc_unfinished_from_logs, TpccChecker};
 use onepipe_apps::tpcc::db::{TpccLayout, REPLICAS_DEFAULT};
 use onepipe_apps::tpcc::{TpccStats, TpccTxnKind};
@@ -26,6 +28,7 @@ use std::collections::BTreeSet;
 pub(super) fn app_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, String> {
     match args.app.spec()? {
         Some(AppSpec::Tpcc { workload, .. }) => tpcc_finish(args, cluster, run, &workload),
+        Some(AppSpec::ReplKv { replicas, .. }) => replkv_finish(args, cluster, run, replicas),
         _ => kv_finish(args, cluster, run),
     }
 }
@@ -144,6 +147,87 @@ fn tpcc_finish(
         "failed_procs": failed,
     });
     conclude(args, &report, v.violations, open)
+}
+
+/// `--app replkv`: every completed operation checked for linearizability per key (with the
+/// writes still open as maybe-taken-effect), the surviving replicas' logs against each other,
+/// and no acknowledged write lost.
+fn replkv_finish(
+    args: &UpArgs,
+    cluster: &Cluster,
+    run: &Run<'_>,
+    replicas: u32,
+) -> Result<i32, String> {
+    let failed = failed(run);
+    let procs = cluster.procs();
+    let (mut stats, mut refused_full) = (ReplStats::default(), 0);
+    let (mut done, mut open, mut logs) = (Vec::new(), Vec::new(), Vec::new());
+    for r in read_records::<ReplRecords>(cluster, run, "replkv.json")? {
+        stats += &r.stats;
+        refused_full += r.refused_full;
+        done.extend(r.done);
+        open.extend(r.open);
+        logs.extend(r.log.filter(|_| !failed.contains(&r.proc)));
+    }
+    done.sort_by_key(|d| (d.call_ns, d.client, d.id));
+    let (t0, duration) = (run.t0, args.work.duration);
+    let mut latency: [NsHistogram; 2] = Default::default();
+    let mut in_period = 0u64;
+    for d in &done {
+        latency[usize::from(d.cmd.is_write())].record(d.return_ns.saturating_sub(d.call_ns));
+        in_period += u64::from(d.return_ns <= t0 + duration);
+    }
+    // One machine, one CLOCK_MONOTONIC: the clients' times agree.
+    let v = lincheck::check(&done, &open, 0, 2_000_000);
+    let acknowledged = done
+        .iter()
+        .filter(|d| d.cmd.is_write())
+        .map(|d| (d.client, d.id));
+    let log_violations = lincheck::check_logs(&logs, acknowledged);
+    let violations = v.violations + v.undecided + log_violations.len() as u64;
+    let per_s = in_period as f64 / (duration as f64 / 1e9);
+    println!(
+        "  app replkv on 1pipe (1-RTT replication, {replicas} replicas)  {} operations ({} get, {} put, {} cas): {:.0}/s",
+        done.len(),
+        stats.gets,
+        stats.puts,
+        stats.cas,
+        per_s
+    );
+    let summaries: Vec<Summary> = latency.iter().map(NsHistogram::summary).collect();
+    print_latency(&["get", "write"], &summaries);
+    println!(
+        "  app checker {} operations over {} keys checked for linearizability ({} writes left open), {} replica logs compared: {} violation(s), {} undecided; {} recoveries, {} entries rejected for a gap, {} resent, {} sends refused (buffer full)",
+        v.ops, v.keys, open.len(), logs.len(), v.violations + log_violations.len() as u64, v.undecided, stats.recoveries, stats.rejected, stats.resent, refused_full
+    );
+    for s in v.samples.iter().chain(&log_violations) {
+        eprintln!("  {s}");
+    }
+    if let Some(path) = &args.app.history {
+        std::fs::write(path, lincheck::history_json(&done))
+            .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
+        println!("  history     {} (every operation)", path.display());
+    }
+    let report = json!({
+        "app": "replkv",
+        "system": "1pipe",
+        "procs": procs,
+        "replicas": replicas,
+        "committed": done.len(),
+        "ops_per_s": per_s,
+        "latency_ns_get": summaries[0],
+        "latency_ns_write": summaries[1],
+        "stats": stats,
+        "open": open.len(),
+        "checked_ops": v.ops,
+        "checked_keys": v.keys,
+        "undecided": v.undecided,
+        "violations": violations,
+        "violation_samples": v.samples.iter().chain(&log_violations).collect::<Vec<_>>(),
+        "failed_procs": failed,
+    });
+    let left_open = if failed.is_empty() { open.len() } else { 0 };
+    conclude(args, &report, violations, left_open)
 }
 
 /// `--app kv`.
