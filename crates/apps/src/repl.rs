@@ -399,6 +399,10 @@ pub struct ReplicaLog {
     pub entries: Vec<(u32, u64, u64)>,
     /// Every write this replica committed, in order, as (client, operation id).
     pub committed_writes: Vec<(u32, u64)>,
+    /// Their commands, when the scheme keeps them (1-RTT: a checker places the writes of a
+    /// client that died with its records); empty otherwise.
+    #[serde(default)]
+    pub committed_cmds: Vec<Cmd>,
 }
 
 /// Counters of a replicated service's process.

@@ -72,9 +72,10 @@ pub struct AppArgs {
     /// kv: transactions each process keeps in flight (a closed loop).
     #[arg(long, default_value_t = 4)]
     pub window: u32,
-    /// kv: keys 0..N.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub keys: u64,
+    /// kv, replkv: keys 0..N (default: kv 1,000,000; replkv 1,000, so that operations meet on
+    /// keys and the linearizability check has something to judge).
+    #[arg(long)]
+    pub keys: Option<u64>,
     /// kv: key distribution.
     #[arg(long, value_enum, default_value = "uniform")]
     pub key_dist: Dist,
@@ -174,7 +175,7 @@ impl AppArgs {
                 ..KvWorkload::default()
             },
         };
-        workload.keys = self.keys;
+        workload.keys = self.keys.unwrap_or(1_000_000);
         workload.ops_per_txn = self.ops_per_txn;
         workload.value_len_max = self.value_max;
         workload.validate().map_err(|e| format!("--app kv: {e}"))?;
@@ -188,7 +189,7 @@ impl AppArgs {
 impl AppArgs {
     fn replkv(&self) -> Result<AppSpec, String> {
         let workload = ReplWorkload {
-            keys: self.keys,
+            keys: self.keys.unwrap_or(1_000),
             read_ratio: self.read_share,
             cas_ratio: self.cas_share,
             value_size: self.value_size,

@@ -67,6 +67,31 @@ fn sim_app_kv_on_the_non_transactional_baseline() {
     );
 }
 
+/// `sim --app replkv` on each system: every run's checkers pass and the summary says so.
+#[test]
+fn sim_app_replkv_runs_checked_on_each_system() {
+    for system in ["1pipe", "paxos", "chain"] {
+        let args = [
+            "sim",
+            "--app",
+            "replkv",
+            "--system",
+            system,
+            "--duration",
+            "300us",
+            "--keys",
+            "50",
+        ];
+        let out = onepipe(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("checked for linearizability") && stdout.contains(": 0 violation(s)"),
+            "{stdout}"
+        );
+    }
+}
+
 #[test]
 fn bad_application_flags_are_refused_by_name() {
     for (args, flag) in [
@@ -83,6 +108,30 @@ fn bad_application_flags_are_refused_by_name() {
         (
             &["sim", "--app", "tpcc", "--system", "farm"][..],
             "--system",
+        ),
+        (
+            &["sim", "--app", "replkv", "--system", "nontx"][..],
+            "--system",
+        ),
+        (
+            &["sim", "--app", "replkv", "--replicas", "0"][..],
+            "--replicas",
+        ),
+        (
+            &["sim", "--app", "replkv", "--replicas", "16"][..],
+            "--replicas",
+        ),
+        (
+            &["sim", "--app", "replkv", "--value-size", "9000"][..],
+            "over the limit",
+        ),
+        (
+            &["sim", "--app", "replkv", "--read-share", "2"][..],
+            "read ratio",
+        ),
+        (
+            &["sim", "--app", "replkv", "--system", "paxos", "--wnd", "0"][..],
+            "--wnd",
         ),
     ] {
         let out = onepipe(args);

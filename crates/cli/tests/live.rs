@@ -915,3 +915,56 @@ fn up_app_tpcc_survives_a_killed_replica_and_its_checker_passes_5_2() {
     assert_eq!(r["failed_procs"], serde_json::json!([4]), "{out}");
     assert_eq!(u(&r, "shards_compared"), 4, "{out}");
 }
+
+/// §2.2.2 live: the replicated key-value service by 1-RTT replication on six processes (3
+/// replicas, 3 clients) — every operation linearizable, the replicas' logs identical, `--history`
+/// written; then with a replica killed (the survivors recover into a view of two) and with a
+/// client killed (its committed writes placed from the replicas' logs).
+#[test]
+fn up_app_replkv_is_linearizable_with_and_without_a_kill_2_2_2() {
+    let dir = TempDir::new("replkv-history");
+    let history = dir.path("h.json");
+    let h = history.to_str().unwrap();
+    for (name, kill) in [
+        ("replkv", None),
+        ("replkv-kill-replica", Some("proc:1@1s")),
+        ("replkv-kill-client", Some("proc:4@1s")),
+    ] {
+        let mut flags = vec![
+            "--app",
+            "replkv",
+            "--hosts",
+            "6",
+            "--keys",
+            "200",
+            "--duration",
+            "3s",
+            "--drain",
+            "5s",
+            "--history",
+            h,
+        ];
+        if let Some(k) = kill {
+            flags.extend(["--kill", k]);
+        }
+        let (code, out, r) = up(name, &flags);
+        assert_eq!(code, 0, "{name}: {out}");
+        let r = r.expect("a report");
+        assert_eq!(u(&r, "violations"), 0, "{name}: {out}");
+        assert_eq!(u(&r, "undecided"), 0, "{name}: {out}");
+        let committed = u(&r, "committed");
+        assert!(committed > 200, "{name}: {out}");
+        assert!(u(&r, "checked_ops") >= committed, "{name}: {out}");
+        if kill.is_some() {
+            assert!(r["stats"]["recoveries"].as_u64() > Some(0), "{name}: {out}");
+        } else {
+            assert_eq!(u(&r, "open"), 0, "{name}: {out}");
+        }
+        let ops: Vec<Value> =
+            serde_json::from_str(&std::fs::read_to_string(&history).unwrap()).unwrap();
+        assert_eq!(ops.len() as u64, committed, "{name}");
+        for k in ["client", "op", "key", "value", "output", "call", "return"] {
+            assert!(ops[0].get(k).is_some(), "{k} in {}", ops[0]);
+        }
+    }
+}

@@ -427,6 +427,7 @@ impl ReplApp for ChainProcess {
             commit: self.log.len() as u64,
             entries: self.log.clone(),
             committed_writes: self.log.iter().map(|e| (e.0, e.1)).collect(),
+            committed_cmds: Vec::new(),
         })
     }
 }

@@ -134,6 +134,7 @@ struct Replica {
     /// The watchdog's next look ([`OneRttProcess::watching`]).
     next_check: Instant,
     committed_writes: Vec<(u32, u64)>,
+    committed_cmds: Vec<Cmd>,
 }
 
 /// Entries of the next epoch a replica holds before installing it, at most.
@@ -237,6 +238,7 @@ impl OneRttProcess {
             want: None,
             next_check: Instant(0),
             committed_writes: Vec::new(),
+            committed_cmds: Vec::new(),
         });
         let client = (cfg.window > 0).then(|| Client {
             gen,
@@ -719,6 +721,7 @@ impl OneRttProcess {
         for p in r.commit..upto {
             let e = &r.log[(p - r.log_start) as usize].e;
             r.committed_writes.push((e.client, e.id));
+            r.committed_cmds.push(e.cmd);
         }
         r.commit = upto;
         let mut ready = Vec::new();
@@ -1265,6 +1268,7 @@ impl ReplApp for OneRttProcess {
                 .map(|e| (e.e.client, e.e.id, e.checksum))
                 .collect(),
             committed_writes: r.committed_writes.clone(),
+            committed_cmds: r.committed_cmds.clone(),
         })
     }
 }

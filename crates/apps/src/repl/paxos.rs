@@ -1701,6 +1701,7 @@ impl ReplApp for PaxosProcess {
             commit: self.writes,
             entries: self.entries.iter().copied().collect(),
             committed_writes: self.committed_writes.clone(),
+            committed_cmds: Vec::new(),
         })
     }
 }

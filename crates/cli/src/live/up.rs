@@ -579,7 +579,7 @@ impl Run<'_> {
                     "--window",
                     &a.window.to_string(),
                     "--keys",
-                    &a.keys.to_string(),
+                    &a.keys.unwrap_or(1_000).to_string(),
                     "--replicas",
                     &a.replicas.to_string(),
                     "--read-share",
@@ -602,7 +602,7 @@ impl Run<'_> {
             "--window",
             &a.window.to_string(),
             "--keys",
-            &a.keys.to_string(),
+            &a.keys.unwrap_or(1_000_000).to_string(),
             "--key-dist",
             match a.key_dist {
                 crate::sim_app::Dist::Uniform => "uniform",
