@@ -401,6 +401,7 @@ fn log(replica: u32, start: u64, commit: u64, entries: &[u64], writes: &[u64]) -
         commit,
         entries: entries.iter().map(|&p| (1, p, p * 31)).collect(),
         committed_writes: writes.iter().map(|&id| (1, id)).collect(),
+        committed_cmds: Vec::new(),
     }
 }
 
