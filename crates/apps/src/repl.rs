@@ -304,9 +304,11 @@ pub struct ReplConfig {
     pub disk: DiskModel,
 }
 
-/// A replica's disk (§7.3.4's SSD): writes are served one at a time, each taking `write_ns`
-/// plus a uniform draw in `0..=jitter_ns`. Zero `write_ns`: no disk (in-memory replicas).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+/// A replica's disk (§7.3.4's SSD): a log device with group commit. A write takes `write_ns`
+/// plus a uniform draw in `0..=jitter_ns`; writes issued while the disk is busy wait for it and
+/// go together in its next write, as a log's group commit does. Zero `write_ns`: no disk
+/// (in-memory replicas).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskModel {
     /// Service time of one write, ns.
     pub write_ns: u64,
@@ -314,12 +316,14 @@ pub struct DiskModel {
     pub jitter_ns: u64,
 }
 
-/// A disk that serves writes in order ([`DiskModel`]): `write` says when a write issued now
-/// completes.
+/// A disk that serves writes in order, grouping those that wait ([`DiskModel`]): `write` says
+/// when a write issued now is durable.
 #[derive(Clone, Debug)]
 pub struct Disk {
     model: DiskModel,
-    free_at: u64,
+    /// When the last write scheduled starts, and when it is durable.
+    last_start: u64,
+    busy_until: u64,
     rng: Rng,
 }
 
@@ -328,7 +332,8 @@ impl Disk {
     pub fn new(model: DiskModel, seed: u64) -> Disk {
         Disk {
             model,
-            free_at: 0,
+            last_start: 0,
+            busy_until: 0,
             rng: Rng::new(seed),
         }
     }
@@ -336,18 +341,50 @@ impl Disk {
     pub fn enabled(&self) -> bool {
         self.model.write_ns > 0
     }
-    /// Issues a write at `now`; returns when it completes (`now` without a disk).
+    /// Issues a write at `now`; returns when it is durable (`now` without a disk).
     pub fn write(&mut self, now: Instant) -> Instant {
         if !self.enabled() {
             return now;
+        }
+        if now.0 < self.last_start {
+            // The next write has not started: this one goes with it.
+            return Instant(self.busy_until);
         }
         let jitter = if self.model.jitter_ns > 0 {
             self.rng.below(self.model.jitter_ns + 1)
         } else {
             0
         };
-        self.free_at = self.free_at.max(now.0) + self.model.write_ns + jitter;
-        Instant(self.free_at)
+        self.last_start = self.busy_until.max(now.0);
+        self.busy_until = self.last_start + self.model.write_ns + jitter;
+        Instant(self.busy_until)
+    }
+}
+
+#[cfg(test)]
+mod disk_tests {
+    use super::*;
+
+    #[test]
+    fn writes_that_wait_go_together() {
+        let mut d = Disk::new(
+            DiskModel {
+                write_ns: 100,
+                jitter_ns: 0,
+            },
+            1,
+        );
+        assert_eq!(d.write(Instant(10)), Instant(110));
+        // Busy: the next write starts at 110; everything issued before then joins it.
+        assert_eq!(d.write(Instant(20)), Instant(210));
+        assert_eq!(d.write(Instant(109)), Instant(210));
+        // Issued while that one is in service: the one after.
+        assert_eq!(d.write(Instant(150)), Instant(310));
+        // Idle again.
+        assert_eq!(d.write(Instant(1_000)), Instant(1_100));
+        let mut none = Disk::new(DiskModel::default(), 1);
+        assert!(!none.enabled());
+        assert_eq!(none.write(Instant(5)), Instant(5));
     }
 }
 

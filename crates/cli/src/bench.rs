@@ -26,6 +26,10 @@ pub enum Bench {
     /// TPC-C New-Order and Payment of Fig. 15 (§7.3.2): transactions/s against processes and
     /// against packet loss, on 1Pipe and the baselines; writes fig15.csv and two plots.
     Fig15(crate::fig15::Fig15Args),
+    /// Replicated writes (§2.2.2, §7.3.4): latency and throughput against clients and against
+    /// packet loss, by 1-RTT replication on 1Pipe, MultiPaxos with batching and pipelining and a
+    /// primary-backup chain, 3 replicas with a disk each; writes replication.csv and three plots.
+    Replication(crate::replication::ReplicationArgs),
 }
 
 /// Flags of `bench loss`.

@@ -576,6 +576,7 @@ pub fn main() -> i32 {
                 crate::bench::Bench::Fig8(a) => crate::fig8::fig8(a),
                 crate::bench::Bench::Fig14(a) => crate::fig14::fig14(a),
                 crate::bench::Bench::Fig15(a) => crate::fig15::fig15(a),
+                crate::bench::Bench::Replication(a) => crate::replication::replication(a),
             };
             match result {
                 Ok(()) => 0,

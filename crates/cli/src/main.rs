@@ -12,6 +12,7 @@ mod hugepages;
 mod live;
 mod model;
 mod plot;
+mod replication;
 mod sim_app;
 mod sim_baseline;
 mod sweep;

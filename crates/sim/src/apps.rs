@@ -404,6 +404,9 @@ pub(crate) fn repl_set(
             rc.start = Instant(cfg.clock_epoch_ns);
             rc.stop = Instant(cfg.clock_epoch_ns + cfg.duration_ns);
             rc.disk = *disk;
+            // A loss or failure is suspected after several disk writes' worth of silence, not
+            // when writes merely queue at a disk.
+            rc.suspect_ns = rc.suspect_ns.max(10 * (disk.write_ns + disk.jitter_ns));
             rc.retain = usize::MAX;
             let gen = CmdGen::new(workload.clone(), p, seeds.next_u64());
             make(rc, gen, seeds.next_u64())
