@@ -30,6 +30,10 @@ pub enum Bench {
     /// packet loss, by 1-RTT replication on 1Pipe, MultiPaxos with batching and pipelining and a
     /// primary-backup chain, 3 replicas with a disk each; writes replication.csv and three plots.
     Replication(crate::replication::ReplicationArgs),
+    /// Live, on loopback: the replicated service's put/get load against an etcd cluster (needs
+    /// the `etcd` feature and Debian's etcd): latency p50/p99, throughput, and the same
+    /// linearizability check; compare with `onepipe up --app replkv`.
+    Etcd(crate::etcd_bench::EtcdArgs),
 }
 
 /// Flags of `bench loss`.

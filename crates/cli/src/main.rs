@@ -5,6 +5,7 @@
 
 mod bench;
 mod cli;
+mod etcd_bench;
 mod fig14;
 mod fig15;
 mod fig8;

@@ -2,7 +2,7 @@
 
 use crate::cli::parse_duration;
 use clap::Args;
-use onepipe_sim::vopr::{run_seed, Verdict};
+use onepipe_sim::vopr::{run_seed_with, Verdict};
 
 /// Flags of `onepipe vopr`.
 #[derive(Args, Debug)]
@@ -20,6 +20,11 @@ pub struct VoprArgs {
     /// Print every seed's line, not only failures.
     #[arg(long)]
     pub verbose: bool,
+    /// Draw applications too: a third of the seeds (those with at least 4 processes) run the
+    /// replicated key-value service (1-RTT replication, 3 or 5 replicas) in place of the
+    /// synthetic workload, its checkers added to 1Pipe's. Part of what a seed replays.
+    #[arg(long)]
+    pub apps: bool,
 }
 
 /// Runs the swarm; returns the exit code: 0 all passed, otherwise that of the first failing
@@ -45,7 +50,7 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     let (mut lossy, mut dupy, mut reordering, mut targeted) = (0, 0, 0, 0);
     let mut first_failure: Option<Verdict> = None;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
-        let o = run_seed(seed, a.duration);
+        let o = run_seed_with(seed, a.duration, a.apps);
         checked += o.checked_deliveries;
         lost += o.packets_lost;
         duplicated += o.packets_duplicated;
@@ -81,8 +86,8 @@ pub fn vopr(a: &VoprArgs) -> i32 {
         if o.verdict != Verdict::Ok {
             first_failure.get_or_insert(o.verdict);
             println!(
-                "seed {seed}: {:?} — {} — faults {:?} — replay: onepipe vopr --seeds 1 --seed {seed} --duration {}ns",
-                o.verdict, o.scenario, o.faults, a.duration
+                "seed {seed}: {:?} — {} — faults {:?} — replay: onepipe vopr --seeds 1 --seed {seed} --duration {}ns{}",
+                o.verdict, o.scenario, o.faults, a.duration, if a.apps { " --apps" } else { "" }
             );
             for d in &o.detail {
                 println!("    {d}");

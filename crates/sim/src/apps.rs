@@ -30,10 +30,16 @@ pub(crate) trait AppSet {
     /// Takes what process `p` committed since the last call into the run's records; `trace`
     /// sees each (transaction, return time).
     fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64));
+    /// Process `p` has no work open.
+    fn proc_idle(&self, p: usize) -> bool;
     /// No process has work open.
-    fn idle(&self) -> bool;
+    fn idle(&self) -> bool {
+        (0..self.len()).all(|p| self.proc_idle(p))
+    }
     /// The processes with work open, for `ONEPIPE_SIM_TRACE`.
-    fn describe(&self) -> String;
+    fn describe(&self) -> String {
+        busy((0..self.len()).map(|p| self.proc_idle(p)))
+    }
     /// The report of `system`: `check`, the system states a serialization order the checker
     /// replays (`skew_ns`: how far the initiators' clocks may disagree; `failed`: processes
     /// declared failed, with their failure timestamps).
@@ -81,11 +87,8 @@ impl AppSet for KvSet {
             self.rec.record(c);
         }
     }
-    fn idle(&self) -> bool {
-        self.procs.iter().all(|p| p.idle())
-    }
-    fn describe(&self) -> String {
-        busy(self.procs.iter().map(|p| p.idle()))
+    fn proc_idle(&self, p: usize) -> bool {
+        self.procs[p].idle()
     }
     fn report(
         &self,
@@ -176,11 +179,8 @@ impl AppSet for TpccSet {
             self.record(c);
         }
     }
-    fn idle(&self) -> bool {
-        self.procs.iter().all(|p| p.idle())
-    }
-    fn describe(&self) -> String {
-        busy(self.procs.iter().map(|p| p.idle()))
+    fn proc_idle(&self, p: usize) -> bool {
+        self.procs[p].idle()
     }
     fn report(
         &self,
@@ -296,11 +296,8 @@ impl AppSet for ReplSet {
             self.done.push(d);
         }
     }
-    fn idle(&self) -> bool {
-        self.procs.iter().all(|p| p.idle())
-    }
-    fn describe(&self) -> String {
-        busy(self.procs.iter().map(|p| p.idle()))
+    fn proc_idle(&self, p: usize) -> bool {
+        self.procs[p].idle()
     }
     fn report(
         &self,
@@ -565,7 +562,14 @@ impl TxnRecorder {
 /// How far two initiators' clocks may disagree, for the checker's real-time order: twenty
 /// standard deviations of the clock skew, and a microsecond.
 pub(crate) fn realtime_skew_ns(cfg: &SimConfig) -> u64 {
-    (20.0 * cfg.clock_skew_ns) as u64 + 1_000
+    // A clock step (`--clock-step`) moves a clock that far at once.
+    let step = cfg
+        .clock_steps
+        .iter()
+        .map(|s| s.2.unsigned_abs())
+        .max()
+        .unwrap_or(0);
+    (20.0 * cfg.clock_skew_ns) as u64 + 1_000 + step
 }
 
 /// TPC-C's processes of a run of `cfg` (its `AppSpec::Tpcc`), each built by `make` from its

@@ -712,8 +712,17 @@ impl<Q: EventQueue<Ev>> World<Q> {
     pub fn quiescent(&self) -> bool {
         // Packets in flight to a crashed host count until they arrive and are dropped.
         let p = &self.proto;
+        let pph = self.cfg.procs_per_host;
+        // A process is dead if its host is, or was declared failed, or rejoined since under new
+        // process ids (the application ran in the first incarnation only).
+        let dead = |proc: u32| {
+            let h = (proc / pph) as usize;
+            p.hosts.get(h).is_some_and(|x| {
+                x.gone(self.now) || !x.host.config().procs.iter().any(|q| q.0 == proc)
+            }) || p.controller.is_failed(NodeId(h as u32))
+        };
         self.live == 0
-            && p.apps.as_ref().is_none_or(|a| a.idle())
+            && p.apps.as_ref().is_none_or(|a| a.idle_except(dead))
             && p.ctrl_in_flight == 0
             && p.controller.open_rounds() == 0
             && p.controller.poll_timeout().is_none()

@@ -76,6 +76,8 @@ pub struct FaultMix {
     pub heals: u32,
     /// Crashed hosts that restart with their state lost.
     pub restarts: u32,
+    /// The application run in place of the synthetic workload, if any.
+    pub app: Option<String>,
 }
 
 /// The result of one seed.
@@ -122,6 +124,13 @@ pub const DURATION_NS: u64 = 10_000_000;
 
 /// The configuration seed `seed` runs with `duration_ns` of sending: a pure function of both.
 pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
+    scenario_with(seed, duration_ns, false)
+}
+
+/// Seed `seed`'s scenario; with `apps`, a third of the seeds (those with at least 4 processes)
+/// run the replicated key-value service in place of the synthetic workload. Without, every seed
+/// is what it always was (the pinned regression seeds keep their scenarios).
+pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, FaultMix) {
     let mut rng = Rng::new(seed ^ 0x5EED_F00D);
     let pick = |rng: &mut Rng, n: u64| rng.below(n) as usize;
     let topology = match pick(&mut rng, 4) {
@@ -285,6 +294,26 @@ pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
         }
     }
     faults.restarts = cfg.restarts.len() as u32;
+    // Drawn last of all: a third of the seeds run the replicated key-value service (1-RTT
+    // replication on best-effort 1Pipe, §2.2.2) in place of the synthetic workload, its
+    // checkers (linearizability, the replicas' logs, no acknowledged write lost) added to
+    // 1Pipe's.
+    let procs = cfg.procs().unwrap_or(0);
+    if apps && procs >= 4 && rng.chance(1.0 / 3.0) {
+        let replicas = if procs >= 8 && rng.chance(0.3) { 5 } else { 3 };
+        cfg.app = Some(crate::config::AppSpec::ReplKv {
+            workload: onepipe_apps::repl::ReplWorkload {
+                keys: [10, 100, 1_000][pick(&mut rng, 3)],
+                ..Default::default()
+            },
+            window: 1 + rng.below(3) as u32,
+            replicas,
+            disk: Default::default(),
+            paxos: (8, 32 << 10, 5_000),
+        });
+        cfg.keep_history = false;
+        faults.app = Some(format!("replkv ({replicas} replicas)"));
+    }
     (cfg, faults)
 }
 
@@ -308,7 +337,13 @@ fn describe(cfg: &SimConfig) -> String {
 
 /// Runs seed `seed` with `duration_ns` of sending and judges it.
 pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
-    let (cfg, faults) = scenario(seed, duration_ns);
+    run_seed_with(seed, duration_ns, false)
+}
+
+/// Runs seed `seed` as [`scenario_with`] draws it (`apps`: applications drawn too) and judges
+/// it.
+pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
+    let (cfg, faults) = scenario_with(seed, duration_ns, apps);
     let scenario = describe(&cfg);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&cfg, &mut |_| {})));
     let mut out = Outcome {
@@ -364,10 +399,32 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
     out.recovered = report.recovered;
     out.rejoined = report.rejoined;
     out.rejoined_traffic = report.rejoined_delivered_to + report.rejoined_delivered_from;
-    if report.violations > 0 {
+    let app_violations = report.app.as_ref().map_or(0, |a| a.violations);
+    // A replicated service that lost a majority of its replicas cannot go on (it chooses
+    // consistency): its clients' open operations are then no liveness failure.
+    let majority_lost = match &cfg.app {
+        Some(crate::config::AppSpec::ReplKv { replicas, .. }) => {
+            let pph = cfg.procs_per_host;
+            let declared: std::collections::BTreeSet<u32> = report
+                .failure_rounds
+                .iter()
+                .flat_map(|r| r.hosts.iter().map(|h| h.0))
+                .chain(cfg.crashes.iter().map(|c| c.0))
+                .collect();
+            let lost = (0..*replicas)
+                .filter(|r| declared.contains(&(r / pph)))
+                .count();
+            lost > (*replicas as usize) / 2
+        }
+        _ => false,
+    };
+    if report.violations > 0 || app_violations > 0 {
         out.verdict = Verdict::Correctness;
         out.detail = report.violation_samples;
-    } else if !report.drained {
+        if let Some(a) = &report.app {
+            out.detail.extend(a.violation_samples.iter().cloned());
+        }
+    } else if !(report.drained || majority_lost && report.undrained == 0) {
         out.verdict = Verdict::Liveness;
         out.detail.push(format!(
             "did not drain within {} ns after sending stopped: {} message(s) still undelivered and unreported",

@@ -644,14 +644,15 @@ pub fn history_json(history: &[ReplDone]) -> String {
 /// The end-of-run replica checks; returns the violations found, at most [`LOG_VIOLATIONS_MAX`]
 /// described of each kind and one line counting the rest:
 ///
-/// * agreement: for every pair of replicas, at every log position both hold (positions
-///   `start..start + entries.len()`), the entries are equal — writer (client, operation id) and
+/// * agreement: for every pair of replicas, at every committed log position both hold
+///   (positions `start..start + entries.len()` below both commit points), the entries are equal — writer (client, operation id) and
 ///   checksum. The checksum covers the whole prefix, so equal checksums at the last shared
 ///   position mean identical prefixes; comparing every shared position also names the first
 ///   that differs.
 /// * durability: every `acknowledged` write (client, operation id) is in the
 ///   `committed_writes` of at least one replica, and of every up-to-date replica (those whose
-///   `commit` is the largest among `logs`). A replica behind them may lack it.
+///   `commit` is the largest among `logs`). A replica behind them may lack it. With `logs`
+///   empty (every replica failed) there is nothing to check it against.
 pub fn check_logs(
     logs: &[ReplicaLog],
     acknowledged: impl Iterator<Item = (u32, u64)>,
@@ -666,6 +667,8 @@ pub fn check_logs(
         .map(|l| l.committed_writes.iter().copied().collect())
         .collect();
     let mut lost = Vec::new();
+    // With no replica left to ask (every one failed), what survives cannot be checked.
+    let acknowledged = acknowledged.filter(|_| !logs.is_empty());
     for (client, id) in acknowledged {
         let holds = |c: &HashSet<(u32, u64)>| c.contains(&(client, id));
         if !committed.iter().any(holds) {
@@ -701,7 +704,16 @@ fn diverge(a: &ReplicaLog, b: &ReplicaLog) -> Option<String> {
     let skip = |l: &ReplicaLog| usize::try_from(from - l.start).unwrap_or(usize::MAX);
     let xs = a.entries.get(skip(a)..)?;
     let ys = b.entries.get(skip(b)..)?;
-    let (k, (x, y)) = xs.iter().zip(ys).enumerate().find(|(_, (x, y))| x != y)?;
+    // Committed positions only: an uncommitted tail may still be removed by a recovery, or
+    // belong to a replica a view left out.
+    let shared = a.commit.min(b.commit).saturating_sub(from);
+    let shared = usize::try_from(shared).unwrap_or(usize::MAX);
+    let (k, (x, y)) = xs
+        .iter()
+        .zip(ys)
+        .take(shared)
+        .enumerate()
+        .find(|(_, (x, y))| x != y)?;
     Some(format!(
         "replicas {} and {} disagree at position {}: c{}#{} checksum {:#x} vs c{}#{} checksum {:#x}",
         a.replica,

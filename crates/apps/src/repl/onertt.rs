@@ -264,7 +264,15 @@ impl OneRttProcess {
 
     fn send(&mut self, tag: u64, dsts: impl Iterator<Item = u32>, m: &Msg) {
         let bytes = encode(m);
-        let parts: Vec<(ProcId, Bytes)> = dsts.map(|d| (ProcId(d), bytes.clone())).collect();
+        // Nothing to processes known failed (§5.2): they will never take it.
+        let failed = |d: &u32| {
+            self.client.as_ref().is_some_and(|c| c.failed.contains(d))
+                || self.replica.as_ref().is_some_and(|r| r.failed.contains(d))
+        };
+        let parts: Vec<(ProcId, Bytes)> = dsts
+            .filter(|d| !failed(d))
+            .map(|d| (ProcId(d), bytes.clone()))
+            .collect();
         if !parts.is_empty() {
             self.out.push_back(AppSend {
                 tag,
@@ -353,6 +361,8 @@ impl OneRttProcess {
         let Some(r) = c.reads.get_mut(&rid) else {
             return;
         };
+        // Asked again after `suspect_ns` even if no replica is left to ask now.
+        r.sent = self.now;
         if dsts.is_empty() {
             return;
         }
@@ -1166,13 +1176,12 @@ impl App for OneRttProcess {
                 }
             }
             AppInput::Refused { tag } => {
-                // Never stamped, so delivered nowhere. A read goes to another replica; a write
-                // leaves a gap that only a recovery (a new view, then everything pending sent
-                // again) closes.
-                if tag & OTHER_TAG != 0 {
-                } else if tag & READ_TAG != 0 {
-                    self.send_read(tag & !READ_TAG);
-                } else {
+                // Never stamped, so delivered nowhere. A read goes to the next replica when its
+                // timer fires (not at once: a refusal can come back within the send, and a
+                // replica the host already knows failed would refuse it again and again); a
+                // write leaves a gap that only a recovery (a new view, then everything pending
+                // sent again) closes.
+                if tag & (OTHER_TAG | READ_TAG) == 0 {
                     self.request_recovery();
                 }
             }

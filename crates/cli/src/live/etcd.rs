@@ -31,6 +31,12 @@ impl Etcd {
     /// The binary is missing (the message says how to install it), or etcd exited or did not
     /// become healthy in time (with the end of its log).
     pub fn start(dir: PathBuf) -> Result<Etcd, String> {
+        Etcd::check_binary()?;
+        Etcd::spawn(dir)
+    }
+
+    /// The etcd binary runs, or how to install it.
+    fn check_binary() -> Result<(), String> {
         match Command::new("etcd").arg("--version").output() {
             Ok(o) if o.status.success() => {}
             Ok(o) => return Err(format!("`etcd --version` failed: {}", o.status)),
@@ -41,6 +47,10 @@ impl Etcd {
                 ))
             }
         }
+        Ok(())
+    }
+
+    fn spawn(dir: PathBuf) -> Result<Etcd, String> {
         let (client, peer) = (free_port()?, free_port()?);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let log = std::fs::File::create(dir.join("etcd.log"))
@@ -87,6 +97,88 @@ impl Etcd {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+}
+
+#[cfg(feature = "etcd")]
+/// A cluster of etcd members on loopback (`bench etcd`): each with its own ports and data
+/// directory under `dir`; killed and removed on drop.
+pub struct EtcdCluster {
+    members: Vec<Child>,
+    dir: PathBuf,
+    /// The members' client URLs.
+    pub urls: Vec<String>,
+}
+
+#[cfg(feature = "etcd")]
+impl EtcdCluster {
+    /// Starts `n` members under `dir` and waits until every one is healthy.
+    ///
+    /// # Errors
+    /// As [`Etcd::start`].
+    pub fn start(dir: PathBuf, n: usize) -> Result<EtcdCluster, String> {
+        Etcd::check_binary()?;
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let ports: Vec<(u16, u16)> = (0..n)
+            .map(|_| Ok((free_port()?, free_port()?)))
+            .collect::<Result<_, String>>()?;
+        let initial = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut c = EtcdCluster {
+            members: Vec::new(),
+            dir: dir.clone(),
+            urls: Vec::new(),
+        };
+        for (i, (client, peer)) in ports.iter().enumerate() {
+            let log = std::fs::File::create(dir.join(format!("m{i}.log")))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            let url = format!("http://127.0.0.1:{client}");
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let child = Command::new("etcd")
+                .args(["--name", &format!("m{i}"), "--data-dir"])
+                .arg(dir.join(format!("m{i}.data")))
+                .args(["--listen-client-urls", &url])
+                .args(["--advertise-client-urls", &url])
+                .args(["--listen-peer-urls", &peer_url])
+                .args(["--initial-advertise-peer-urls", &peer_url])
+                .args(["--initial-cluster", &initial])
+                .args(["--initial-cluster-state", "new"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .map_err(|e| format!("cannot start etcd: {e}"))?;
+            c.members.push(child);
+            c.urls.push(url);
+        }
+        let started = Instant::now();
+        for (i, (client, _)) in ports.iter().enumerate() {
+            while !healthy(*client) {
+                if let Ok(Some(status)) = c.members[i].try_wait() {
+                    return Err(format!("etcd member m{i} exited ({status}); see its log"));
+                }
+                if started.elapsed() > READY_MAX {
+                    return Err(format!("etcd member m{i} not healthy after 60 s"));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(feature = "etcd")]
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            let _ = m.kill();
+            let _ = m.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

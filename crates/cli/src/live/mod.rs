@@ -5,7 +5,7 @@
 
 mod app_node;
 mod daemons;
-mod etcd;
+pub(crate) mod etcd;
 mod node;
 mod records;
 mod supervise;

@@ -58,9 +58,10 @@ impl AppRun {
             .min()
     }
 
-    /// True when no transaction is in flight and no read waits.
-    pub(super) fn idle(&self) -> bool {
-        self.set.idle()
+    /// True when no process but those `dead` has a transaction in flight or a read waiting (a
+    /// crashed process's work stays open for ever).
+    pub(super) fn idle_except(&self, dead: impl Fn(u32) -> bool) -> bool {
+        (0..self.set.len()).all(|p| dead(p as u32) || self.set.proc_idle(p))
     }
 
     /// What is still open, for `ONEPIPE_SIM_TRACE`.
@@ -279,6 +280,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
             for &(h, ts) in &r.hosts {
                 for p in &self.proto.hosts[h as usize].host.config().procs {
                     failed.entry(p.0).or_insert(ts);
+                }
+                // The host's first processes (the applications' ids), if it rejoined since.
+                let pph = self.cfg.procs_per_host;
+                for p in h * pph..(h + 1) * pph {
+                    failed.entry(p).or_insert(ts);
                 }
             }
         }
