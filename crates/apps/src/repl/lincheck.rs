@@ -649,8 +649,8 @@ pub fn history_json(history: &[ReplDone]) -> String {
 ///   checksum. The checksum covers the whole prefix, so equal checksums at the last shared
 ///   position mean identical prefixes; comparing every shared position also names the first
 ///   that differs.
-/// * durability: every `acknowledged` write (client, operation id) is in the
-///   `committed_writes` of at least one replica, and of every up-to-date replica (those whose
+/// * durability: every `acknowledged` write (client, operation id) is held — in the log's
+///   `entries` or its `committed_writes` — by at least one replica, and by every up-to-date replica (those whose
 ///   `commit` is the largest among `logs`). A replica behind them may lack it. With `logs`
 ///   empty (every replica failed) there is nothing to check it against.
 pub fn check_logs(
@@ -662,9 +662,18 @@ pub fn check_logs(
         diverged.extend(logs[i + 1..].iter().filter_map(|b| diverge(a, b)));
     }
     let newest = logs.iter().map(|l| l.commit).max();
+    // A write is held by a replica once it is in its log (a client acknowledges a write when
+    // every replica appended it; the notice that commits it may still be on its way when the
+    // run ends) or among what it committed (folded out of the log since).
     let committed: Vec<HashSet<(u32, u64)>> = logs
         .iter()
-        .map(|l| l.committed_writes.iter().copied().collect())
+        .map(|l| {
+            l.committed_writes
+                .iter()
+                .copied()
+                .chain(l.entries.iter().map(|e| (e.0, e.1)))
+                .collect()
+        })
         .collect();
     let mut lost = Vec::new();
     // With no replica left to ask (every one failed), what survives cannot be checked.
@@ -673,7 +682,7 @@ pub fn check_logs(
         let holds = |c: &HashSet<(u32, u64)>| c.contains(&(client, id));
         if !committed.iter().any(holds) {
             lost.push(format!(
-                "acknowledged write c{client}#{id} is in no replica's committed writes"
+                "acknowledged write c{client}#{id} is held by no replica"
             ));
             continue;
         }

@@ -447,7 +447,7 @@ fn missing_acknowledged_write_is_caught() {
         v,
         [
             "acknowledged write c1#2 is missing from up-to-date replica 2 (commit 5)",
-            "acknowledged write c1#3 is in no replica's committed writes"
+            "acknowledged write c1#3 is held by no replica"
         ]
     );
 }
