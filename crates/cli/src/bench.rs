@@ -30,6 +30,10 @@ pub enum Bench {
     /// packet loss, by 1-RTT replication on 1Pipe, MultiPaxos with batching and pipelining and a
     /// primary-backup chain, 3 replicas with a disk each; writes replication.csv and three plots.
     Replication(crate::replication::ReplicationArgs),
+    /// MultiPaxos with batching and pipelining (Santos & Schiper §IV, Figs. 8–15) on the
+    /// Emulab WAN and the LAN cluster: batching alone, pipelining alone, both, scalability with
+    /// the clients, large requests, each beside the §III model; writes paxos.csv and ten plots.
+    Paxos(crate::paxos::PaxosBenchArgs),
 }
 
 /// Flags of `bench loss`.

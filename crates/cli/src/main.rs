@@ -11,6 +11,7 @@ mod fig8;
 mod hugepages;
 mod live;
 mod model;
+mod paxos;
 mod plot;
 mod replication;
 mod sim_app;
