@@ -496,4 +496,9 @@ pub trait ReplApp: App {
     fn open_writes(&self) -> Vec<lincheck::MaybeOp> {
         Vec::new()
     }
+    /// Its MultiPaxos counters, if it runs [`paxos`] (instances decided, mean batch, mean
+    /// active instances: what `onepipe bench paxos` reports).
+    fn paxos_stats(&self) -> Option<paxos::PaxosStats> {
+        None
+    }
 }

@@ -34,6 +34,10 @@ pub enum Bench {
     /// the `etcd` feature and Debian's etcd): latency p50/p99, throughput, and the same
     /// linearizability check; compare with `onepipe up --app replkv`.
     Etcd(crate::etcd_bench::EtcdArgs),
+    /// MultiPaxos with batching and pipelining (Santos & Schiper §IV, Figs. 8–15) on the
+    /// Emulab WAN and the LAN cluster: batching alone, pipelining alone, both, scalability with
+    /// the clients, large requests, each beside the §III model; writes paxos.csv and ten plots.
+    Paxos(crate::paxos::PaxosBenchArgs),
 }
 
 /// Flags of `bench loss`.

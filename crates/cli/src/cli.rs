@@ -503,6 +503,7 @@ impl SimArgs {
             check: !self.no_check,
             link_gbps: self.link_gbps,
             link_delay_ns: self.link_delay,
+            host_links: Vec::new(),
             host_send_ns: self.host_send_cost,
             host_recv_ns: self.host_recv_cost,
             host_deliver_ns: self.host_deliver_cost,
@@ -578,6 +579,7 @@ pub fn main() -> i32 {
                 crate::bench::Bench::Fig15(a) => crate::fig15::fig15(a),
                 crate::bench::Bench::Replication(a) => crate::replication::replication(a),
                 crate::bench::Bench::Etcd(a) => crate::etcd_bench::etcd(a),
+                crate::bench::Bench::Paxos(a) => crate::paxos::paxos(a),
             };
             match result {
                 Ok(()) => 0,

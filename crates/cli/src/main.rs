@@ -12,6 +12,7 @@ mod fig8;
 mod hugepages;
 mod live;
 mod model;
+mod paxos;
 mod plot;
 mod replication;
 mod sim_app;

@@ -106,6 +106,7 @@ pub fn line_chart(
         RGBColor(148, 103, 189),
         RGBColor(140, 86, 75),
         RGBColor(23, 190, 207),
+        RGBColor(127, 127, 127),
     ];
     macro_rules! draw {
         ($x:expr, $y:expr) => {{

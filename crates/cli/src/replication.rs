@@ -157,7 +157,8 @@ fn config(a: &ReplicationArgs, p: &Point) -> SimConfig {
                     jitter_ns: a.disk_jitter,
                 }
             },
-            paxos: (8, 32 << 10, 5_000),
+            suspect_ns: None,
+            paxos: onepipe_sim::PaxosSpec::default(),
         }),
         ..SimConfig::default()
     }

@@ -205,7 +205,13 @@ impl AppArgs {
                 write_ns: self.disk,
                 jitter_ns: self.disk_jitter,
             },
-            paxos: (self.wnd, self.bsz, self.delta_b),
+            suspect_ns: None,
+            paxos: onepipe_sim::PaxosSpec {
+                wnd: self.wnd,
+                bsz: self.bsz,
+                delta_b_ns: self.delta_b,
+                ..onepipe_sim::PaxosSpec::default()
+            },
         })
     }
 

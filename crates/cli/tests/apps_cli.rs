@@ -310,3 +310,152 @@ fn bench_replication_quick_writes_the_csv_and_the_plots() {
         }
     }
 }
+
+/// `bench paxos --quick`: every run checked and clean, with a stable leader, and the seed
+/// paper's shapes (Santos & Schiper §IV). Batching alone multiplies the request throughput at
+/// WND = 1 (Figs. 8, 11); on the WAN, small batches need pipelining to approach Eq. 1 (Figs.
+/// 9–10), and with 128 KiB batches the model's `w = f(S_batch)` (Eq. 4) is the window that
+/// reaches the maximum; on the cluster the leader's CPU caps the throughput well below Eq. 1
+/// and more batching or pipelining past the plateau adds nothing (Figs. 11–13), the plateau
+/// reached below the model's one-instance optimum `g(1)` (Eq. 5, Table III: 47 KB); the WAN's
+/// instance latency is Table IV's τ_dec.
+#[test]
+fn bench_paxos_quick_shows_the_papers_shapes() {
+    let dir = TempDir::new("paxos");
+    let out_dir = dir.0.join("out");
+    let args = [
+        "bench",
+        "paxos",
+        "--quick",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let csv = std::fs::read_to_string(out_dir.join("paxos.csv")).expect("paxos.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let num = |r: &[&str], name: &str| -> f64 { r[col(name)].parse().unwrap() };
+    for r in &rows {
+        for clean in ["violations", "retransmits", "leader_changes"] {
+            assert_eq!(r[col(clean)], "0", "{clean}: {r:?}");
+        }
+        assert!(num(r, "checked_ops") > 0.0, "{r:?}");
+    }
+    // The rows of one experiment of one setting, at one (BSZ KiB, WND) if given.
+    let of = |setting: &str, exp: &str, bsz_kib: Option<u32>, wnd: Option<u32>| {
+        rows.iter()
+            .filter(|r| r[col("setting")] == setting && r[col("experiment")] == exp)
+            .filter(|r| bsz_kib.is_none_or(|b| r[col("bsz_bytes")] == (b * 1024).to_string()))
+            .filter(|r| wnd.is_none_or(|w| r[col("wnd")] == w.to_string()))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let req = |rs: &[Vec<&str>]| -> f64 {
+        assert_eq!(rs.len(), 1, "one row: {rs:?}");
+        num(&rs[0], "req_per_s")
+    };
+    let best = |rs: &[Vec<&str>]| rs.iter().map(|r| num(r, "req_per_s")).fold(0.0, f64::max);
+    let eq1 = |setting: &str| {
+        num(
+            &of(setting, "batching", Some(1), None)[0],
+            "model_max_req_per_s",
+        )
+    };
+
+    // Batching alone: many times the throughput of one request per instance (Figs. 8, 11).
+    for setting in ["emulab", "cluster"] {
+        let one = req(&of(setting, "batching", Some(1), Some(1)));
+        let top = best(&of(setting, "batching", None, None));
+        assert!(top >= 5.0 * one, "{setting}: batching {one} → {top}\n{csv}");
+    }
+
+    // The WAN: with 1 KiB batches one instance at a time is ~1% of Eq. 1 and a deep pipeline
+    // comes close to it; with 128 KiB batches WND = 1 falls short and the model's window
+    // w = f(128 KiB) = 2 reaches the maximum.
+    let wan = eq1("emulab");
+    assert!(
+        req(&of("emulab", "pipelining", Some(1), Some(1))) < 0.05 * wan,
+        "{csv}"
+    );
+    let deep = best(&of("emulab", "pipelining", Some(1), None));
+    assert!(deep > 0.8 * wan, "pipelining alone {deep} of {wan}\n{csv}");
+    let both = of("emulab", "both", Some(128), None);
+    let w = num(&both[0], "model_w") as u32;
+    assert_eq!(w, 2, "Table IV: w = f(128 KB) = 2");
+    assert!(
+        req(&of("emulab", "both", Some(128), Some(1))) < 0.7 * wan,
+        "{csv}"
+    );
+    let at_w = req(&of("emulab", "both", Some(128), Some(w)));
+    assert!(at_w > 0.9 * wan && at_w > 0.95 * best(&both), "{csv}");
+    assert!(best(&both) <= 1.02 * wan, "above Eq. 1\n{csv}");
+    // Table IV: an instance of one 1 KB request decides in τ_dec ≈ 301 ms.
+    let r = &of("emulab", "pipelining", Some(1), Some(1))[0];
+    let (inst, tau) = (num(r, "instance_ms"), num(r, "model_tau_dec_ms"));
+    assert!(
+        (inst - tau).abs() < 0.03 * tau,
+        "instance {inst} ms vs τ_dec {tau} ms"
+    );
+
+    // The cluster: the leader's CPU caps the throughput far below Eq. 1, at its CPU bound.
+    let lan = eq1("cluster");
+    let cluster: Vec<_> = rows
+        .iter()
+        .filter(|r| r[col("setting")] == "cluster")
+        .collect();
+    for r in &cluster {
+        let cpu = num(r, "cpu_bound_req_per_s");
+        assert!(
+            num(r, "req_per_s") <= 1.02 * cpu,
+            "above the CPU bound: {r:?}"
+        );
+    }
+    let batching = of("cluster", "batching", None, None);
+    let top = best(&batching);
+    assert!(top < 0.35 * lan, "cluster best {top} of Eq. 1 {lan}\n{csv}");
+    let (b32, b64) = (
+        req(&of("cluster", "batching", Some(32), Some(1))),
+        req(&of("cluster", "batching", Some(64), Some(1))),
+    );
+    assert!(
+        b64 < 1.1 * b32,
+        "past 32 KiB batching adds little: {b32} → {b64}"
+    );
+    let (w1, w3) = (
+        req(&of("cluster", "both", Some(64), Some(1))),
+        req(&of("cluster", "both", Some(64), Some(3))),
+    );
+    assert!(
+        w3 < 1.05 * w1,
+        "pipelining adds nothing to 64 KiB batches: {w1} → {w3}"
+    );
+    let piped = &of("cluster", "pipelining", Some(1), Some(5))[0];
+    assert!(
+        num(piped, "req_per_s") > 0.9 * num(piped, "cpu_bound_req_per_s"),
+        "{piped:?}"
+    );
+    // The plateau starts below g(1) (Table III: ~47 KB with one instance).
+    let g1_kib = num(&batching[0], "model_g1_kib");
+    let first = batching
+        .iter()
+        .filter(|r| num(r, "req_per_s") >= 0.9 * top)
+        .map(|r| num(r, "bsz_bytes") / 1024.0)
+        .fold(f64::MAX, f64::min);
+    assert!(
+        first <= g1_kib,
+        "plateau from {first} KiB, g(1) = {g1_kib} KiB\n{csv}"
+    );
+
+    if font() {
+        for setting in ["emulab", "cluster"] {
+            for exp in ["batching", "pipelining", "both", "clients", "large"] {
+                let png = format!("paxos-{setting}-{exp}.png");
+                let bytes = std::fs::read(out_dir.join(&png)).expect(&png);
+                assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
+            }
+        }
+    }
+}

@@ -9,6 +9,7 @@ use onepipe_apps::kv::check::{unfinished_from_logs, KvChecker};
 use onepipe_apps::kv::workload::TxnGen;
 use onepipe_apps::kv::{Committed, KvConfig, KvStats, TxnApp, TxnKind};
 use onepipe_apps::repl::lincheck::{self, MaybeOp};
+use onepipe_apps::repl::paxos::PaxosStats;
 use onepipe_apps::repl::{CmdGen, ReplApp, ReplConfig, ReplDone, ReplStats, ReplicaLog};
 use onepipe_apps::tpcc::check::TpccChecker;
 use onepipe_apps::tpcc::db::TpccLayout;
@@ -271,6 +272,17 @@ impl ReplSet {
     }
 }
 
+impl ReplSet {
+    /// The MultiPaxos counters summed over the processes, if they run MultiPaxos.
+    fn paxos_stats(&self) -> Option<PaxosStats> {
+        let mut all = self.procs.iter().filter_map(|p| p.paxos_stats()).peekable();
+        all.peek()?;
+        let mut sum = PaxosStats::default();
+        all.for_each(|s| sum += &s);
+        Some(sum)
+    }
+}
+
 /// Search steps the linearizability checker may take per key before it calls the key
 /// undecided.
 const LIN_BUDGET: u64 = 2_000_000;
@@ -330,6 +342,7 @@ impl AppSet for ReplSet {
             latency_ns_wo: self.latency[1].summary(),
             checked: check,
             repl_stats: stats,
+            paxos: self.paxos_stats(),
             ..AppReport::default()
         };
         if !check {
@@ -387,6 +400,7 @@ pub(crate) fn repl_set(
         window,
         replicas,
         disk,
+        suspect_ns,
         ..
     }) = &cfg.app
     else {
@@ -403,7 +417,8 @@ pub(crate) fn repl_set(
             rc.disk = *disk;
             // A loss or failure is suspected after several disk writes' worth of silence, not
             // when writes merely queue at a disk.
-            rc.suspect_ns = rc.suspect_ns.max(10 * (disk.write_ns + disk.jitter_ns));
+            rc.suspect_ns =
+                suspect_ns.unwrap_or(rc.suspect_ns.max(10 * (disk.write_ns + disk.jitter_ns)));
             rc.retain = usize::MAX;
             let gen = CmdGen::new(workload.clone(), p, seeds.next_u64());
             make(rc, gen, seeds.next_u64())
@@ -461,6 +476,9 @@ pub struct AppReport {
     pub violations: u64,
     /// The replicated service's counters, summed (replkv).
     pub repl_stats: ReplStats,
+    /// MultiPaxos's counters (replkv by `--system paxos`), summed over the processes: only a
+    /// leader decides instances, so without a leader change they are the leader's.
+    pub paxos: Option<PaxosStats>,
     /// The first few violations.
     pub violation_samples: Vec<String>,
 }

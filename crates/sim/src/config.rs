@@ -183,6 +183,9 @@ pub struct SimConfig {
     pub link_gbps: f64,
     /// Per-link latency: propagation plus switch pipeline, ns.
     pub link_delay_ns: u64,
+    /// Hosts whose links differ from `link_gbps` and `link_delay_ns` (the last entry naming a
+    /// host wins).
+    pub host_links: Vec<HostLinks>,
     /// Host CPU cost to send one packet, ns.
     pub host_send_ns: u64,
     /// Host CPU cost to receive one packet, ns.
@@ -284,9 +287,68 @@ pub enum AppSpec {
         replicas: u32,
         /// Each replica's disk.
         disk: onepipe_apps::repl::DiskModel,
-        /// MultiPaxos (`--system paxos`): WND, BSZ (bytes) and Δ_B (ns) of Fig. 6.
-        paxos: (u32, u32, u64),
+        /// A client's silence before it suspects a loss or a failure and resends
+        /// (`ReplConfig::suspect_ns`; `None`: 200 µs, or 10 disk writes if longer).
+        suspect_ns: Option<u64>,
+        /// MultiPaxos's settings (`--system paxos`).
+        paxos: PaxosSpec,
     },
+}
+
+/// MultiPaxos's settings in a run (`onepipe_apps::repl::paxos::PaxosConfig` without the
+/// service's): Fig. 6's WND, BSZ and Δ_B, the leader's heartbeat and the election timeout, and
+/// whether replies echo the request's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PaxosSpec {
+    /// WND: the most instances in Phase 2 at once.
+    pub wnd: u32,
+    /// BSZ: the batch size, bytes.
+    pub bsz: u32,
+    /// Δ_B: the longest a request waits for its batch to fill, ns.
+    pub delta_b_ns: u64,
+    /// The leader's heartbeat; an Accept without a majority after two is sent again, ns.
+    pub heartbeat_ns: u64,
+    /// A follower that hears nothing from the leader for this long runs Phase 1, ns.
+    pub election_timeout_ns: u64,
+    /// Replies carry the request's padding back (the seed paper's echo service).
+    pub echo: bool,
+}
+
+impl Default for PaxosSpec {
+    /// `PaxosConfig::new`'s: tuned for the simulated data center.
+    fn default() -> Self {
+        PaxosSpec {
+            wnd: 8,
+            bsz: 32 << 10,
+            delta_b_ns: 5_000,
+            heartbeat_ns: 20_000,
+            election_timeout_ns: 100_000,
+            echo: false,
+        }
+    }
+}
+
+/// One direction of a host's link, when it differs from the run's `link_gbps` and
+/// `link_delay_ns` ([`HostLinks`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkSpec {
+    /// Bandwidth, Gbit/s.
+    pub gbps: f64,
+    /// Propagation and switching latency, ns.
+    pub delay_ns: u64,
+}
+
+/// The links of hosts `hosts` (host → switch: `up`; switch → host: `down`), in place of the
+/// run's uniform links: a slow WAN link among some hosts, fast client links (`onepipe bench
+/// paxos`'s Emulab setting).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostLinks {
+    /// The hosts.
+    pub hosts: std::ops::Range<u32>,
+    /// Their links to their switch.
+    pub up: LinkSpec,
+    /// Their switch's links to them.
+    pub down: LinkSpec,
 }
 
 impl AppSpec {
@@ -335,6 +397,7 @@ impl Default for SimConfig {
             check: true,
             link_gbps: 100.0,
             link_delay_ns: 500,
+            host_links: Vec::new(),
             host_send_ns: 50,
             host_recv_ns: 50,
             host_deliver_ns: 20,
@@ -413,7 +476,7 @@ impl SimConfig {
                 workload,
                 window,
                 replicas,
-                paxos: (wnd, bsz, _),
+                paxos: PaxosSpec { wnd, bsz, .. },
                 ..
             }) => {
                 workload.validate().map_err(|m| bad("--app", m))?;
@@ -540,6 +603,25 @@ impl SimConfig {
         }
         if !(self.link_gbps > 0.0 && self.link_gbps.is_finite()) {
             return Err(bad("--link-gbps", "must be positive"));
+        }
+        for h in &self.host_links {
+            let fast_enough = |l: &LinkSpec| l.gbps > 0.0 && l.gbps.is_finite();
+            if h.hosts.start >= h.hosts.end || h.hosts.end > self.hosts()? {
+                return Err(bad(
+                    "host_links",
+                    format!(
+                        "hosts {:?}: a non-empty range of 0..{}",
+                        h.hosts,
+                        self.hosts()?
+                    ),
+                ));
+            }
+            if !(fast_enough(&h.up) && fast_enough(&h.down)) {
+                return Err(bad(
+                    "host_links",
+                    format!("hosts {:?}: bandwidths must be positive", h.hosts),
+                ));
+            }
         }
         if self.clock_sync_interval_ns == 0 {
             return Err(bad("--clock-sync-interval", "must be positive"));

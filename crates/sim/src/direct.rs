@@ -81,6 +81,10 @@ impl DirectSystem {
     }
 }
 
+/// Bytes a message takes on a link beyond its payload: Ethernet, IP and UDP, then its source and
+/// destination.
+pub const MESSAGE_OVERHEAD_LEN: usize = onepipe_proto::wire::FRAMING_LEN + 8;
+
 /// A message on the wire.
 #[derive(Clone, Debug)]
 pub struct DirectPacket {
@@ -166,8 +170,7 @@ impl Protocol for Direct {
     type Input = Infallible;
 
     fn wire_len(p: &DirectPacket) -> usize {
-        // Ethernet, IP and UDP, then source and destination.
-        onepipe_proto::wire::FRAMING_LEN + 8 + p.payload.len()
+        MESSAGE_OVERHEAD_LEN + p.payload.len()
     }
     fn background(_: &DirectPacket) -> bool {
         false
@@ -472,15 +475,18 @@ fn direct_apps(
     procs: u32,
 ) -> Result<Box<dyn AppSet>, String> {
     if let Some(AppSpec::ReplKv { paxos, .. }) = &cfg.app {
-        let (wnd, bsz, delta_b_ns) = *paxos;
+        let paxos = *paxos;
         let set = repl_set(cfg, procs, |c, g, seed| -> Box<dyn ReplApp> {
             match system {
                 DirectSystem::Chain => Box::new(ChainProcess::new(c, g, seed)),
                 DirectSystem::Paxos => {
                     let mut pc = PaxosConfig::new(c);
-                    pc.wnd = wnd;
-                    pc.bsz = bsz;
-                    pc.delta_b_ns = delta_b_ns;
+                    pc.wnd = paxos.wnd;
+                    pc.bsz = paxos.bsz;
+                    pc.delta_b_ns = paxos.delta_b_ns;
+                    pc.heartbeat_ns = paxos.heartbeat_ns;
+                    pc.election_timeout_ns = paxos.election_timeout_ns;
+                    pc.echo = paxos.echo;
                     Box::new(PaxosProcess::new(pc, g))
                 }
                 _ => unreachable!("refused by run_direct"),
@@ -594,8 +600,12 @@ fn run_with<Q: EventQueue<Ev>>(
     let limit = cfg.duration_ns + cfg.drain_ns;
     let mut report_progress = |t: u64| progress(t as f64 / cfg.duration_ns.max(1) as f64);
     world.run_until(cfg.duration_ns, &mut report_progress);
+    // Quiescence is checked about every 20 µs, at a step no round period divides: a
+    // heartbeat every 20 µs (MultiPaxos's leader) in flight at every check would otherwise keep
+    // an idle run from ever counting as drained.
+    const DRAIN_STEP_NS: u64 = 20_000 + 1_337;
     while world.now() < limit && !world.quiescent() {
-        let next = (world.now() + 20_000).min(limit);
+        let next = (world.now() + DRAIN_STEP_NS).min(limit);
         world.run_until(next, &mut report_progress);
     }
     let wall_s = started.elapsed().as_secs_f64();

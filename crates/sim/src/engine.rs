@@ -207,27 +207,50 @@ pub fn clock_params(cfg: &SimConfig) -> crate::clock::ClockParams {
     }
 }
 
-/// Picoseconds per byte on every link.
+/// Picoseconds per byte on every link (but those of `cfg.host_links`).
 pub fn ps_per_byte(cfg: &SimConfig) -> u64 {
-    (8_000.0 / cfg.link_gbps).round().max(1.0) as u64
+    ps_per_byte_at(cfg.link_gbps)
 }
 
-/// The links of `topo` at `cfg`'s bandwidth and latency, none cut.
+fn ps_per_byte_at(gbps: f64) -> u64 {
+    (8_000.0 / gbps).round().max(1.0) as u64
+}
+
+/// The links of `topo` at `cfg`'s bandwidth and latency (a host's own where `cfg.host_links`
+/// names it), none cut.
 pub fn build_links(cfg: &SimConfig, topo: &Topology) -> Vec<Link> {
-    let ps_per_byte = ps_per_byte(cfg);
+    let hosts = topo.hosts();
+    // The link's host end and direction: a host's uplink leaves it, its downlink reaches it.
+    let spec = |from: u32, to: u32| {
+        let named = |h: u32, up: bool| {
+            (cfg.host_links.iter().rev())
+                .find(|s| s.hosts.contains(&h))
+                .map(|s| if up { s.up } else { s.down })
+        };
+        let own = match (from < hosts, to < hosts) {
+            (true, _) => named(from, true),
+            (false, true) => named(to, false),
+            (false, false) => None,
+        };
+        own.map_or((cfg.link_gbps, cfg.link_delay_ns), |l| (l.gbps, l.delay_ns))
+    };
     topo.links()
         .iter()
-        .map(|l| Link {
-            to: l.to.0,
-            to_port: l.to_port.0,
-            from_switch: l.from.0 >= topo.hosts(),
-            ps_per_byte,
-            ecn_queue_ns: cfg.ecn_threshold_bytes.saturating_mul(ps_per_byte) / 1000,
-            delay_ns: cfg.link_delay_ns,
-            busy_until: 0,
-            burst_left: 0,
-            cut_at: SimTime::MAX,
-            heal_at: SimTime::MAX,
+        .map(|l| {
+            let (gbps, delay_ns) = spec(l.from.0, l.to.0);
+            let ps_per_byte = ps_per_byte_at(gbps);
+            Link {
+                to: l.to.0,
+                to_port: l.to_port.0,
+                from_switch: l.from.0 >= hosts,
+                ps_per_byte,
+                ecn_queue_ns: cfg.ecn_threshold_bytes.saturating_mul(ps_per_byte) / 1000,
+                delay_ns,
+                busy_until: 0,
+                burst_left: 0,
+                cut_at: SimTime::MAX,
+                heal_at: SimTime::MAX,
+            }
         })
         .collect()
 }
@@ -917,6 +940,44 @@ mod tests {
         // sender's and receiver's costs.
         let path = 3 * (8 + e.cfg.link_delay_ns) + 200 + 100 + 50;
         assert!(p.first_delivery.expect("deliveries") >= path);
+    }
+
+    /// `host_links` give the hosts they name their own uplinks and downlinks; the other hosts
+    /// keep the run's; a range outside the topology is refused.
+    #[test]
+    fn host_links_override_the_named_hosts_links() {
+        let wan = crate::config::LinkSpec {
+            gbps: 0.01,
+            delay_ns: 150_000_000,
+        };
+        let fast = crate::config::LinkSpec {
+            gbps: 10.0,
+            delay_ns: 0,
+        };
+        let mut c = SimConfig {
+            host_links: vec![crate::config::HostLinks {
+                hosts: 0..2,
+                up: wan,
+                down: fast,
+            }],
+            ..cfg(1)
+        };
+        c.validate().expect("valid");
+        let topo = c.topology.build().unwrap();
+        let links = build_links(&c, &topo);
+        let at = |id: onepipe_proto::LinkId| &links[id.0 as usize];
+        for h in 0..2 {
+            assert_eq!(at(topo.uplink(h)).delay_ns, 150_000_000);
+            assert_eq!(at(topo.uplink(h)).ps_per_byte, 800_000);
+            assert_eq!(at(topo.downlink(h)).delay_ns, 0);
+            assert_eq!(at(topo.downlink(h)).ps_per_byte, 800);
+        }
+        for id in [topo.uplink(3), topo.downlink(3)] {
+            assert_eq!(at(id).delay_ns, c.link_delay_ns);
+            assert_eq!(at(id).ps_per_byte, ps_per_byte(&c));
+        }
+        c.host_links[0].hosts = 3..5;
+        assert_eq!(c.validate().unwrap_err().flag, "host_links");
     }
 
     #[test]

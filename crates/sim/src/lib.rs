@@ -30,7 +30,10 @@ pub mod queue;
 pub mod slab;
 pub mod vopr;
 
-pub use config::{AppSpec, ConfigError, Service, SimConfig, TopologySpec, WorkloadKind};
+pub use config::{
+    AppSpec, ConfigError, HostLinks, LinkSpec, PaxosSpec, Service, SimConfig, TopologySpec,
+    WorkloadKind,
+};
 
 use metrics::Summary;
 use onepipe::{Ev, World};

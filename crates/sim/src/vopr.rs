@@ -309,7 +309,8 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
             window: 1 + rng.below(3) as u32,
             replicas,
             disk: Default::default(),
-            paxos: (8, 32 << 10, 5_000),
+            paxos: Default::default(),
+            suspect_ns: None,
         });
         cfg.keep_history = false;
         faults.app = Some(format!("replkv ({replicas} replicas)"));

@@ -261,7 +261,8 @@ fn replkv(topology: TopologySpec, seed: u64) -> SimConfig {
             window: 2,
             replicas: 3,
             disk: Default::default(),
-            paxos: (8, 32 << 10, 5_000),
+            suspect_ns: None,
+            paxos: onepipe_sim::PaxosSpec::default(),
         }),
         keep_history: true,
         ..SimConfig::default()

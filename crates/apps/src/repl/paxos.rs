@@ -94,6 +94,9 @@ pub struct PaxosConfig {
     pub heartbeat_ns: u64,
     /// A follower that has heard nothing from the leader for this long starts Phase 1, ns.
     pub election_timeout_ns: u64,
+    /// The leader's reply carries the request's padding back, as \[SS\] §IV-B's echo service
+    /// answers with the request's bytes (`S_ans = S_req`); otherwise a reply is its output only.
+    pub echo: bool,
 }
 
 impl PaxosConfig {
@@ -106,6 +109,7 @@ impl PaxosConfig {
             delta_b_ns: 5_000,
             heartbeat_ns: 20_000,
             election_timeout_ns: 100_000,
+            echo: false,
         }
     }
 
@@ -175,6 +179,27 @@ pub struct PaxosStats {
     pub ahead_dropped: u64,
 }
 
+impl core::ops::AddAssign<&PaxosStats> for PaxosStats {
+    /// Sums the counters of several processes (each leader counts its own instances);
+    /// `active_max` is the largest.
+    fn add_assign(&mut self, o: &PaxosStats) {
+        self.instances_decided += o.instances_decided;
+        self.requests_decided += o.requests_decided;
+        self.active_ns_sum += o.active_ns_sum;
+        self.leading_ns += o.leading_ns;
+        self.active_max = self.active_max.max(o.active_max);
+        self.phase1_runs += o.phase1_runs;
+        self.phase1_won += o.phase1_won;
+        self.step_downs += o.step_downs;
+        self.refused += o.refused;
+        self.redirects += o.redirects;
+        self.retransmits += o.retransmits;
+        self.fetches += o.fetches;
+        self.learned += o.learned;
+        self.ahead_dropped += o.ahead_dropped;
+    }
+}
+
 impl PaxosStats {
     /// The mean number of active instances while leading.
     pub fn active_mean(&self) -> f64 {
@@ -215,6 +240,38 @@ impl Request {
     }
 }
 
+/// Bytes a put with a value of `value_size` takes in a batch (Fig. 6's `|r|`; \[SS\] §III's
+/// `S_req` without the network's framing).
+pub fn put_len(value_size: u32) -> u32 {
+    let r = Request {
+        client: 0,
+        id: 0,
+        acked: 0,
+        cmd: Cmd::Put(0, 0),
+        pad: value_size,
+    };
+    r.wire_len() as u32
+}
+
+/// Bytes of the leader's reply to a put, carrying `pad` bytes back (`S_ans` without framing).
+pub fn put_reply_len(pad: u32) -> u32 {
+    let reply = Msg::Reply {
+        id: 0,
+        output: None,
+        pad,
+    };
+    encode(&reply).len() as u32
+}
+
+/// Bytes of a Phase 2b message (`S_ack` without framing).
+pub fn accepted_len() -> u32 {
+    encode(&Msg::Accepted {
+        ballot: 0,
+        instance: 0,
+    })
+    .len() as u32
+}
+
 /// An instance's value: requests in order (empty: a no-op).
 type Batch = Arc<[Request]>;
 
@@ -241,8 +298,13 @@ const LEARN: u8 = 11;
 enum Msg {
     /// Client → leader.
     Request(Request),
-    /// Leader → client: the request's output.
-    Reply { id: u64, output: Option<Val> },
+    /// Leader → client: the request's output, and `pad` bytes of padding (an echo of the
+    /// request's, with [`PaxosConfig::echo`]).
+    Reply {
+        id: u64,
+        output: Option<Val>,
+        pad: u32,
+    },
     /// Replica → client: ask `leader` (`None`: unknown).
     Redirect { id: u64, leader: Option<u32> },
     /// Phase 2a, with the leader's decided prefix.
@@ -322,10 +384,12 @@ fn encode(msg: &Msg) -> Bytes {
             b.put_u8(REQUEST);
             put_request(&mut b, r);
         }
-        Msg::Reply { id, output } => {
+        Msg::Reply { id, output, pad } => {
             b.put_u8(REPLY);
             b.put_u64(*id);
             put_opt(&mut b, *output);
+            b.put_u32(*pad);
+            b.put_bytes(0, *pad as usize);
         }
         Msg::Redirect { id, leader } => {
             b.put_u8(REDIRECT);
@@ -456,10 +520,15 @@ fn decode(payload: &[u8]) -> Option<Msg> {
     let mut r = Reader::new(payload);
     let msg = match r.u8()? {
         REQUEST => Msg::Request(r.request()?),
-        REPLY => Msg::Reply {
-            id: r.u64()?,
-            output: r.opt_u64()?,
-        },
+        REPLY => {
+            let (id, output) = (r.u64()?, r.opt_u64()?);
+            let pad = r.u32()?;
+            if pad > MAX_VALUE_SIZE {
+                return None;
+            }
+            r.skip(pad as usize)?;
+            Msg::Reply { id, output, pad }
+        }
         REDIRECT => Msg::Redirect {
             id: r.u64()?,
             leader: match r.opt_u64()? {
@@ -621,6 +690,8 @@ pub struct PaxosProcess {
     cfg: PaxosConfig,
     me: u32,
     now: Instant,
+    /// It has had its first input (see `boot`).
+    booted: bool,
     client: Client,
     // The acceptor (every replica): \[SS\] §II-A, every node plays every role.
     promised: u64,
@@ -697,6 +768,7 @@ impl PaxosProcess {
             },
             me,
             now: Instant(0),
+            booted: false,
             promised: 0,
             log: BTreeMap::new(),
             commit: 0,
@@ -728,6 +800,15 @@ impl PaxosProcess {
     /// Its Paxos counters.
     pub fn paxos_stats(&self) -> &PaxosStats {
         &self.paxos
+    }
+
+    /// The padding of `r`'s reply: the request's own with [`PaxosConfig::echo`], else none.
+    fn reply_pad(&self, r: &Request) -> u32 {
+        if self.cfg.echo {
+            r.pad
+        } else {
+            0
+        }
     }
 
     /// The quorum of both phases: a strict majority of the replicas (\[SS\] §II-A, n ≥ 2f + 1).
@@ -822,7 +903,7 @@ impl PaxosProcess {
         }
         match msg {
             Msg::Request(r) => self.on_request(src, r),
-            Msg::Reply { id, output } => self.on_reply(src, id, output),
+            Msg::Reply { id, output, .. } => self.on_reply(src, id, output),
             Msg::Redirect { id, leader } => self.on_redirect(src, id, leader),
             Msg::Accept {
                 ballot,
@@ -992,7 +1073,15 @@ impl PaxosProcess {
         if rec.is_some_and(|c| r.id < c.low || c.outputs.contains_key(&r.id)) {
             self.stats.duplicates += 1;
             if let Some(&output) = rec.and_then(|c| c.outputs.get(&r.id)) {
-                self.send(src, Msg::Reply { id: r.id, output });
+                let pad = self.reply_pad(&r);
+                self.send(
+                    src,
+                    Msg::Reply {
+                        id: r.id,
+                        output,
+                        pad,
+                    },
+                );
             }
             return;
         }
@@ -1385,7 +1474,15 @@ impl PaxosProcess {
         }
         self.pending.remove(&(r.client, r.id));
         if let (Role::Leader(_), Some(output)) = (&self.role, output) {
-            self.send(r.client, Msg::Reply { id: r.id, output });
+            let pad = self.reply_pad(r);
+            self.send(
+                r.client,
+                Msg::Reply {
+                    id: r.id,
+                    output,
+                    pad,
+                },
+            );
         }
     }
 
@@ -1582,6 +1679,18 @@ impl PaxosProcess {
         }
     }
 
+    /// The first input, at `now`: a follower counts the leader's silence, and the leader its
+    /// time leading, from its start rather than from the clock's zero (a simulated clock starts
+    /// at its epoch, seconds in: else every follower would run Phase 1 at once).
+    fn boot(&mut self, now: Instant) {
+        self.booted = true;
+        match &mut self.role {
+            Role::Follower { heard } => *heard = now,
+            Role::Leader(l) => l.active_since = now,
+            Role::Candidate(_) => {}
+        }
+    }
+
     #[cfg(debug_assertions)]
     fn invariants(&self) {
         assert!(self.queue.len() <= QUEUE_LEN_MAX);
@@ -1614,6 +1723,9 @@ impl PaxosProcess {
 
 impl App for PaxosProcess {
     fn handle(&mut self, now: Instant, input: AppInput<'_>) {
+        if !self.booted {
+            self.boot(now);
+        }
         self.now = self.now.max(now);
         match input {
             AppInput::Deliver { src, payload, .. } => match decode(payload) {
@@ -1678,6 +1790,9 @@ impl ReplApp for PaxosProcess {
             _ => false,
         };
         self.client.ops.is_empty() && !leading
+    }
+    fn paxos_stats(&self) -> Option<PaxosStats> {
+        Some(self.paxos.clone())
     }
     fn open_writes(&self) -> Vec<super::lincheck::MaybeOp> {
         self.client

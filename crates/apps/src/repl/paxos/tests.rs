@@ -378,6 +378,35 @@ fn fig6_batches_by_size_and_delta_b_within_wnd() {
     assert_eq!(leader.paxos_stats().requests_decided, 15);
 }
 
+/// §II-A: a follower counts the leader's silence from its own start, so a clock that starts at
+/// 1 s (the simulator's epoch) does not set off Phase 1 at its first input; a leader that then
+/// stays silent for the election timeout does.
+#[test]
+fn follower_counts_silence_from_its_start_not_from_the_clocks_zero_ii_a() {
+    let repl = ReplConfig::new(ProcId(1), 3, 4, ReplWorkload::default(), 0);
+    let cfg = PaxosConfig::new(repl);
+    let timeout = cfg.election_timeout_ns;
+    let mut follower = PaxosProcess::new(cfg, CmdGen::new(ReplWorkload::default(), 1, 0));
+    let prepares = |p: &mut PaxosProcess| {
+        let mut n = 0;
+        while let Some(send) = p.poll_send() {
+            n += (send.parts.iter())
+                .filter(|(_, b)| matches!(decode(b), Some(Msg::Prepare { .. })))
+                .count();
+        }
+        n
+    };
+    let start = 1_000_000_000;
+    follower.handle(Instant(start), AppInput::Timeout);
+    assert_eq!(prepares(&mut follower), 0, "Phase 1 at its first input");
+    follower.handle(Instant(start + timeout), AppInput::Timeout);
+    assert_eq!(
+        prepares(&mut follower),
+        2,
+        "Phase 1 after the election timeout"
+    );
+}
+
 /// §II-A leader change: the leader stops (no failure report); the followers miss its
 /// heartbeats, replica 1 wins Phase 1, and the clients go on with it.
 #[test]
@@ -575,6 +604,7 @@ fn sample_msgs(batch: Batch) -> Vec<Msg> {
         Msg::Reply {
             id: 1,
             output: Some(9),
+            pad: 3,
         },
         Msg::Redirect {
             id: 1,
