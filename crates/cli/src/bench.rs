@@ -30,6 +30,11 @@ pub enum Bench {
     /// packet loss, by 1-RTT replication on 1Pipe, MultiPaxos with batching and pipelining and a
     /// primary-backup chain, 3 replicas with a disk each; writes replication.csv and three plots.
     Replication(crate::replication::ReplicationArgs),
+    /// The replicated remote hash table of Fig. 16 (§7.3.3): per-client insert and lookup
+    /// throughput on 1Pipe (no fence; replicas written by scattering, any replica serving
+    /// lookups) and on plain one-sided verbs (a fence; leader-follower), with 1 and 3 replicas,
+    /// and lookups against replicas; writes fig16.csv and two plots.
+    Fig16(crate::fig16::Fig16Args),
 }
 
 /// Flags of `bench loss`.

@@ -577,6 +577,7 @@ pub fn main() -> i32 {
                 crate::bench::Bench::Fig14(a) => crate::fig14::fig14(a),
                 crate::bench::Bench::Fig15(a) => crate::fig15::fig15(a),
                 crate::bench::Bench::Replication(a) => crate::replication::replication(a),
+                crate::bench::Bench::Fig16(a) => crate::fig16::fig16(a),
             };
             match result {
                 Ok(()) => 0,

@@ -7,6 +7,7 @@ mod bench;
 mod cli;
 mod fig14;
 mod fig15;
+mod fig16;
 mod fig8;
 mod hugepages;
 mod live;

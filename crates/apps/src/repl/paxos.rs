@@ -757,6 +757,7 @@ impl PaxosProcess {
         self.out.push_back(AppSend {
             tag: self.tag,
             reliable: true,
+            ordered: true,
             parts: vec![(ProcId(dst), encode(&msg))],
         });
     }
@@ -776,6 +777,7 @@ impl PaxosProcess {
             self.out.push_back(AppSend {
                 tag: self.tag,
                 reliable: true,
+                ordered: true,
                 parts,
             });
         }
