@@ -568,6 +568,7 @@ impl KvProcess {
         self.out.push_back(AppSend {
             tag: txn,
             reliable,
+            ordered: true,
             parts,
         });
     }
@@ -781,6 +782,7 @@ impl KvProcess {
         self.out.push_back(AppSend {
             tag,
             reliable: false,
+            ordered: true,
             parts: vec![(dst, bytes)],
         });
     }

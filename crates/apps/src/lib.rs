@@ -22,9 +22,14 @@
 //!   interchangeable replication schemes: 1-RTT replication on best-effort 1Pipe, and the
 //!   baselines it is measured against.
 //!
+//! * [`hashtable`] — the replicated remote hash table of §7.3.3 (Fig. 16): chained buckets
+//!   accessed with one-sided read, write and compare-and-swap, on 1Pipe without a fence between
+//!   writing a pair and linking it, and the fenced, leader-follower baseline.
+//!
 //! The driving contract ([`App`]) mirrors `onepipe_proto::Node`'s: feed one input with
 //! [`App::handle`], drain [`App::poll_send`] until `None`, re-arm from [`App::poll_timeout`].
 
+pub mod hashtable;
 pub mod kv;
 pub mod repl;
 pub mod tpcc;
@@ -95,6 +100,11 @@ pub struct AppSend {
     pub tag: u64,
     /// By the reliable service (§5.1) rather than best effort.
     pub reliable: bool,
+    /// In 1Pipe's total order. An unordered send (a reply that needs no place in the order,
+    /// §2.2.2) is best effort whatever `reliable` says, and a driver may deliver it on arrival:
+    /// the simulator carries it outside the reorder buffer; the live runtime sends it ordered
+    /// anyway (stronger than asked).
+    pub ordered: bool,
     /// The parts: one message per destination.
     pub parts: Vec<(ProcId, Bytes)>,
 }

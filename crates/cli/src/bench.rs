@@ -38,6 +38,11 @@ pub enum Bench {
     /// Emulab WAN and the LAN cluster: batching alone, pipelining alone, both, scalability with
     /// the clients, large requests, each beside the §III model; writes paxos.csv and ten plots.
     Paxos(crate::paxos::PaxosBenchArgs),
+    /// The replicated remote hash table of Fig. 16 (§7.3.3): per-client insert and lookup
+    /// throughput on 1Pipe (no fence; replicas written by scattering, any replica serving
+    /// lookups) and on plain one-sided verbs (a fence; leader-follower), with 1 and 3 replicas,
+    /// and lookups against replicas; writes fig16.csv and two plots.
+    Fig16(crate::fig16::Fig16Args),
 }
 
 /// Flags of `bench loss`.

@@ -8,6 +8,7 @@ mod cli;
 mod etcd_bench;
 mod fig14;
 mod fig15;
+mod fig16;
 mod fig8;
 mod hugepages;
 mod live;

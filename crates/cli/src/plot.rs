@@ -54,7 +54,8 @@ pub struct Chart<'a> {
 
 fn si(v: f64) -> String {
     if v >= 1e6 {
-        format!("{:.0}M", v / 1e6)
+        // 1.5M, not 2M: axes in millions step by halves.
+        format!("{:.1}M", v / 1e6).replace(".0M", "M")
     } else if v >= 1e3 {
         format!("{:.0}k", v / 1e3)
     } else if v >= 10.0 || v == v.round() {
@@ -160,6 +161,107 @@ pub fn line_chart(
         (false, true) => draw!(x_lo..x_hi, (y_lo..y_hi).log_scale()),
         (false, false) => draw!(x_lo..x_hi, y_lo..y_hi),
     }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// One series of a bar chart: its name and one value per group.
+pub struct Bars {
+    /// The legend.
+    pub name: String,
+    /// A value per group, in the groups' order.
+    pub values: Vec<f64>,
+}
+
+/// Draws grouped bars on a 960×640 PNG at `path`: a group per entry of `groups` (its label under
+/// it), a bar per series in each, side by side, with each bar's value over it.
+pub fn bar_chart(
+    path: &Path,
+    caption: &str,
+    y_desc: &str,
+    groups: &[String],
+    series: &[Bars],
+    font: &'static str,
+) -> Result<(), String> {
+    use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    if groups.is_empty() || series.is_empty() {
+        return Err(format!("{}: nothing to draw", path.display()));
+    }
+    let y_hi = series
+        .iter()
+        .flat_map(|s| s.values.iter().copied())
+        .fold(0.0f64, f64::max)
+        * 1.2
+        + 1e-9;
+    let n = groups.len();
+    let root = BitMapBackend::new(path, (960, 640)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(255, 127, 14),
+    ];
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, (font, 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0.0..y_hi)
+        .map_err(|e| err(&e))?;
+    let label = |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
+            groups[i as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&label)
+        .y_desc(y_desc)
+        .y_label_formatter(&|y| si(*y))
+        .label_style((font, 15))
+        .draw()
+        .map_err(|e| err(&e))?;
+    let width = 0.8 / series.len() as f64;
+    for (k, s) in series.iter().enumerate() {
+        let color = colors[k % colors.len()];
+        let x0 = |i: usize| i as f64 - 0.4 + k as f64 * width;
+        chart
+            .draw_series(s.values.iter().enumerate().map(|(i, &v)| {
+                Rectangle::new([(x0(i), 0.0), (x0(i) + width * 0.92, v)], color.filled())
+            }))
+            .map_err(|e| err(&e))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], color.filled()));
+        chart
+            .draw_series(s.values.iter().enumerate().map(|(i, &v)| {
+                let text = if v >= 1e6 {
+                    format!("{:.2}M", v / 1e6)
+                } else {
+                    si(v)
+                };
+                Text::new(
+                    text,
+                    (x0(i) + width * 0.1, v + y_hi * 0.035),
+                    (font, 13).into_font(),
+                )
+            }))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .label_font((font, 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }

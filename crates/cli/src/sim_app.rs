@@ -3,6 +3,7 @@
 
 use crate::cli::us;
 use clap::{Args, ValueEnum};
+use onepipe_apps::hashtable::{HtLayout, HtWorkload};
 use onepipe_apps::kv::workload::{KeyDist, KvWorkload};
 use onepipe_apps::repl::{DiskModel, ReplWorkload};
 use onepipe_apps::tpcc::gen::TpccWorkload;
@@ -25,6 +26,10 @@ pub enum AppName {
     /// replicate, the others are clients doing get, put and compare-and-set; on 1Pipe by 1-RTT
     /// replication.
     Replkv,
+    /// §7.3.3's replicated remote hash table (Fig. 16): --servers shards of --replicas replicas
+    /// (processes first), then --clients clients inserting and looking up with one-sided read,
+    /// write and compare-and-swap; on 1Pipe without a fence.
+    Hashtable,
 }
 
 /// The system that runs the application.
@@ -48,6 +53,9 @@ pub enum System {
     /// replkv on direct messages by MultiPaxos with batching and pipelining (--wnd, --bsz,
     /// --delta-b).
     Paxos,
+    /// hashtable on plain one-sided verbs: a fence between writing a pair and linking it,
+    /// leader-follower replication, lookups at the leader.
+    Rdma,
 }
 
 /// How keys are drawn.
@@ -72,8 +80,8 @@ pub struct AppArgs {
     /// kv: transactions each process keeps in flight (a closed loop).
     #[arg(long, default_value_t = 4)]
     pub window: u32,
-    /// kv, replkv: keys 0..N (default: kv 1,000,000; replkv 1,000, so that operations meet on
-    /// keys and the linearizability check has something to judge).
+    /// kv, replkv, hashtable: keys 0..N (default: kv 1,000,000; replkv and hashtable 1,000, so
+    /// that operations meet on keys and the linearizability check has something to judge).
     #[arg(long)]
     pub keys: Option<u64>,
     /// kv: key distribution.
@@ -105,9 +113,25 @@ pub struct AppArgs {
     /// tpcc: customers per district (the specification's 3,000).
     #[arg(long, default_value_t = 3_000)]
     pub customers: u32,
-    /// replkv: replicas (processes 0..N; the processes after them are the clients).
-    #[arg(long, default_value_t = 3)]
-    pub replicas: u32,
+    /// replkv: replicas (processes 0..N; the processes after them are the clients; default 3).
+    /// hashtable: replicas of each shard (default 1).
+    #[arg(long)]
+    pub replicas: Option<u32>,
+    /// hashtable: shards, one server process per replica of each.
+    #[arg(long, default_value_t = 16)]
+    pub servers: u32,
+    /// hashtable: clients (the processes after the servers).
+    #[arg(long, default_value_t = 16)]
+    pub clients: u32,
+    /// hashtable: share of inserts among the operations (the rest are lookups).
+    #[arg(long, default_value_t = 0.5)]
+    pub insert_share: f64,
+    /// hashtable: keys 0..N are in the table when the run starts (default: all --keys).
+    #[arg(long)]
+    pub preload: Option<u64>,
+    /// hashtable: buckets per shard.
+    #[arg(long, default_value_t = 256)]
+    pub buckets: u32,
     /// replkv: share of gets among the operations.
     #[arg(long, default_value_t = 0.5)]
     pub read_share: f64,
@@ -161,6 +185,7 @@ impl AppArgs {
             None => return Ok(None),
             Some(AppName::Tpcc) => return self.tpcc().map(Some),
             Some(AppName::Replkv) => return self.replkv().map(Some),
+            Some(AppName::Hashtable) => return self.hashtable().map(Some),
             Some(AppName::Kv) => {}
         }
         let mut workload = match &self.ycsb {
@@ -200,7 +225,7 @@ impl AppArgs {
         Ok(AppSpec::ReplKv {
             workload,
             window: self.window,
-            replicas: self.replicas,
+            replicas: self.replicas.unwrap_or(3),
             disk: DiskModel {
                 write_ns: self.disk,
                 jitter_ns: self.disk_jitter,
@@ -212,6 +237,29 @@ impl AppArgs {
                 delta_b_ns: self.delta_b,
                 ..onepipe_sim::PaxosSpec::default()
             },
+        })
+    }
+
+    fn hashtable(&self) -> Result<AppSpec, String> {
+        let keys = self.keys.unwrap_or(1_000);
+        let workload = HtWorkload {
+            keys,
+            insert_share: self.insert_share,
+            preload: self.preload.unwrap_or(keys),
+            buckets: self.buckets,
+        };
+        let layout = HtLayout {
+            servers: self.servers,
+            replicas: self.replicas.unwrap_or(1),
+            clients: self.clients,
+        };
+        let bad = |e: String| format!("--app hashtable: {e}");
+        workload.validate().map_err(bad)?;
+        layout.validate().map_err(bad)?;
+        Ok(AppSpec::HashTable {
+            workload,
+            window: self.window,
+            layout,
         })
     }
 
@@ -247,6 +295,7 @@ pub fn sim_direct(
         System::Occ => DirectSystem::Occ,
         System::Chain => DirectSystem::Chain,
         System::Paxos => DirectSystem::Paxos,
+        System::Rdma => DirectSystem::Rdma,
     };
     let r = match run_direct(cfg, system, &mut |_| {}) {
         Ok(r) => r,
@@ -321,6 +370,10 @@ pub fn print_app_summary(a: &AppReport) {
         print_replkv_summary(a);
         return;
     }
+    if a.app == "hashtable" {
+        print_hashtable_summary(a);
+        return;
+    }
     println!(
         "  app {} on {}  {} transactions committed ({} read-only, {} write-only, {} read-write): {:.0}/s, {:.0}/s per process, {:.0} operations/s",
         a.app, a.system, a.committed, a.committed_ro, a.committed_wo, a.committed_rw, a.txns_per_s, a.txns_per_s_per_proc, a.ops_per_s
@@ -372,6 +425,44 @@ fn print_replkv_summary(a: &AppReport) {
     println!(
         "  app checker {} operations over {} keys checked for linearizability, replica logs compared, acknowledged writes found: {} violation(s); {} recoveries, {} entries rejected for a gap, {} resent",
         a.checked_transactions, a.checked_reads, a.violations, r.recoveries, r.rejected, r.resent
+    );
+    for s in &a.violation_samples {
+        eprintln!("  {s}");
+    }
+}
+
+fn print_hashtable_summary(a: &AppReport) {
+    let h = &a.ht_stats;
+    println!(
+        "  app hashtable on {}  {} inserts, {} lookups: {:.0} inserts/s and {:.0} lookups/s per client",
+        a.system, h.inserts, h.lookups, a.inserts_per_s_per_client, a.lookups_per_s_per_client
+    );
+    for (name, l) in [("insert", &a.latency_ns_wo), ("lookup", &a.latency_ns_ro)] {
+        if l.count > 0 {
+            println!(
+                "  {name:<11} latency p50 {}  p99 {}  mean {}",
+                us(l.p50 as f64),
+                us(l.p99 as f64),
+                us(l.mean)
+            );
+        }
+    }
+    println!(
+        "  verbs       {} head reads, {} pair reads ({:.2} per lookup), {} CAS retries, {} pairs read before written, {} verbs served, {} forwarded to followers, {} resent, {} unrepaired, {} given up",
+        h.head_reads,
+        h.slot_reads,
+        h.slot_reads as f64 / h.lookups.max(1) as f64,
+        h.cas_failed,
+        h.not_written,
+        h.served,
+        h.replicated,
+        h.resent,
+        h.unrepaired,
+        h.abandoned
+    );
+    println!(
+        "  app checker {} operations over {} keys checked for linearizability (with the preload and a final lookup per key), chains and replicas compared, acknowledged inserts found: {} violation(s)",
+        a.checked_transactions, a.checked_reads, a.violations
     );
     for s in &a.violation_samples {
         eprintln!("  {s}");

@@ -92,6 +92,43 @@ fn sim_app_replkv_runs_checked_on_each_system() {
     }
 }
 
+/// `sim --app hashtable` on 1Pipe and on the fenced baseline, replicated: every run checked
+/// (linearizability, chains, replicas) and clean, and the summary says so (§7.3.3).
+#[test]
+fn sim_app_hashtable_runs_checked_on_both_systems_7_3_3() {
+    for system in ["1pipe", "rdma"] {
+        let args = [
+            "sim",
+            "--app",
+            "hashtable",
+            "--system",
+            system,
+            "--servers",
+            "4",
+            "--replicas",
+            "3",
+            "--clients",
+            "4",
+            "--keys",
+            "100",
+            "--buckets",
+            "8",
+            "--duration",
+            "300us",
+            "--quiet",
+        ];
+        let out = onepipe(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(&format!("app hashtable on {system}"))
+                && stdout.contains("chains and replicas compared")
+                && stdout.contains(": 0 violation(s)"),
+            "{stdout}"
+        );
+    }
+}
+
 #[test]
 fn bad_application_flags_are_refused_by_name() {
     for (args, flag) in [
@@ -133,6 +170,46 @@ fn bad_application_flags_are_refused_by_name() {
             &["sim", "--app", "replkv", "--system", "paxos", "--wnd", "0"][..],
             "--wnd",
         ),
+        // 16 servers and 16 clients do not fit the default 16 hosts.
+        (
+            &["sim", "--app", "hashtable"][..],
+            "servers × replicas + clients",
+        ),
+        (
+            &["sim", "--app", "hashtable", "--replicas", "9"][..],
+            "9 replicas",
+        ),
+        (
+            &["sim", "--app", "hashtable", "--insert-share", "2"][..],
+            "insert share",
+        ),
+        (
+            &[
+                "sim",
+                "--app",
+                "hashtable",
+                "--keys",
+                "10",
+                "--preload",
+                "20",
+            ][..],
+            "preload 20",
+        ),
+        (
+            &[
+                "sim",
+                "--app",
+                "hashtable",
+                "--servers",
+                "4",
+                "--clients",
+                "4",
+                "--system",
+                "paxos",
+            ][..],
+            "--system",
+        ),
+        (&["sim", "--app", "kv", "--system", "rdma"][..], "--system"),
     ] {
         let out = onepipe(args);
         assert_eq!(out.status.code(), Some(2), "{}", describe(args, &out));
@@ -456,6 +533,63 @@ fn bench_paxos_quick_shows_the_papers_shapes() {
                 let bytes = std::fs::read(out_dir.join(&png)).expect(&png);
                 assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
             }
+        }
+    }
+}
+
+/// `bench fig16 --quick`: every point checked and clean, and the paper's shapes, loosely
+/// (§7.3.3, Fig. 16): 1Pipe inserts faster than the fenced baseline, by more with 3 replicas;
+/// 1Pipe lookups within 30% of the baseline's without replicas; and where the servers are the
+/// bottleneck, 1Pipe's lookups scale with replicas while leader-follower's do not.
+#[test]
+fn bench_fig16_quick_writes_the_csv_and_the_plots_7_3_3() {
+    let dir = TempDir::new("fig16");
+    let out_dir = dir.0.join("out");
+    let args = [
+        "bench",
+        "fig16",
+        "--quick",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let csv = std::fs::read_to_string(out_dir.join("fig16.csv")).expect("fig16.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 12, "{csv}");
+    for r in &rows {
+        assert_eq!(r[col("violations")], "0", "{r:?}");
+        assert_eq!(r[col("drained")], "true", "{r:?}");
+        assert!(r[col("checked_ops")].parse::<u64>().unwrap() > 0, "{r:?}");
+    }
+    let thr = |panel: &str, system: &str, replicas: &str| -> f64 {
+        let r = rows
+            .iter()
+            .find(|r| {
+                r[col("panel")] == panel
+                    && r[col("system")] == system
+                    && r[col("replicas")] == replicas
+            })
+            .expect("a row");
+        r[col("ops_per_s_per_client")].parse().unwrap()
+    };
+    let insert = |r| thr("a", "1pipe", r) / thr("a", "rdma", r);
+    assert!(insert("1") > 1.0, "{csv}");
+    assert!(insert("3") > insert("1"), "{csv}");
+    let lookup = thr("b", "1pipe", "1") / thr("b", "rdma", "1");
+    assert!((0.7..1.3).contains(&lookup), "{csv}");
+    assert!(thr("c", "1pipe", "3") > thr("c", "rdma", "3"), "{csv}");
+    assert!(
+        thr("c", "1pipe", "3") > 1.5 * thr("c", "1pipe", "1"),
+        "{csv}"
+    );
+    if font() {
+        for png in ["fig16.png", "fig16c.png"] {
+            let bytes = std::fs::read(out_dir.join(png)).expect(png);
+            assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
         }
     }
 }

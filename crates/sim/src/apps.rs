@@ -1,7 +1,11 @@
 //! What every application run records, whichever system runs it (1Pipe in [`crate::onepipe`],
 //! the direct-messaging baselines in [`crate::direct`]): the applications of a run behind one
-//! interface (`AppSet`: the key-value store's or TPC-C's processes), what they committed and
-//! their checker, latency by kind, throughput, and the report.
+//! interface (`AppSet`: the key-value store's, TPC-C's, the replicated service's or the hash
+//! table's processes), what they committed and their checker, latency by kind, throughput, and
+//! the report.
+
+mod hashtable;
+pub(crate) use hashtable::ht_set;
 
 use crate::config::{AppSpec, SimConfig};
 use crate::metrics::{NsHistogram, Summary};
@@ -479,6 +483,12 @@ pub struct AppReport {
     /// MultiPaxos's counters (replkv by `--system paxos`), summed over the processes: only a
     /// leader decides instances, so without a leader change they are the leader's.
     pub paxos: Option<PaxosStats>,
+    /// The hash table: lookups and inserts completed per second per client while issuing.
+    pub lookups_per_s_per_client: f64,
+    /// See `lookups_per_s_per_client`.
+    pub inserts_per_s_per_client: f64,
+    /// The hash table's counters, summed.
+    pub ht_stats: onepipe_apps::hashtable::HtStats,
     /// The first few violations.
     pub violation_samples: Vec<String>,
 }

@@ -293,6 +293,18 @@ pub enum AppSpec {
         /// MultiPaxos's settings (`--system paxos`).
         paxos: PaxosSpec,
     },
+    /// §7.3.3's replicated remote hash table (Fig. 16): `layout.servers` shards of
+    /// `layout.replicas` replicas each (processes `0..servers × replicas`), then
+    /// `layout.clients` clients with `window` operations in flight each; processes after them
+    /// are idle.
+    HashTable {
+        /// The operations.
+        workload: onepipe_apps::hashtable::HtWorkload,
+        /// Operations each client keeps in flight.
+        window: u32,
+        /// Shards, replicas, clients.
+        layout: onepipe_apps::hashtable::HtLayout,
+    },
 }
 
 /// MultiPaxos's settings in a run (`onepipe_apps::repl::paxos::PaxosConfig` without the
@@ -358,6 +370,7 @@ impl AppSpec {
             AppSpec::Kv { .. } => "kv",
             AppSpec::Tpcc { .. } => "tpcc",
             AppSpec::ReplKv { .. } => "replkv",
+            AppSpec::HashTable { .. } => "hashtable",
         }
     }
 }
@@ -500,6 +513,34 @@ impl SimConfig {
                         format!(
                             "{replicas} replicas leave no client among {procs} processes \
                              (the processes after the replicas are the clients)"
+                        ),
+                    ));
+                }
+                Some(*window)
+            }
+            Some(AppSpec::HashTable {
+                workload,
+                window,
+                layout,
+            }) => {
+                workload.validate().map_err(|m| bad("--app", m))?;
+                layout.validate().map_err(|m| bad("--app", m))?;
+                use onepipe_apps::hashtable::WINDOW_MAX;
+                if *window > WINDOW_MAX {
+                    return Err(bad("--window", format!("{window}: at most {WINDOW_MAX}")));
+                }
+                let procs = self.procs()?;
+                if procs < layout.procs() {
+                    return Err(bad(
+                        "--app",
+                        format!(
+                            "hashtable needs servers × replicas + clients = {} × {} + {} = {} \
+                             processes; the topology has {procs} (--hosts, --k, \
+                             --procs-per-host)",
+                            layout.servers,
+                            layout.replicas,
+                            layout.clients,
+                            layout.procs()
                         ),
                     ));
                 }

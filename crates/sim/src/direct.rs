@@ -9,12 +9,13 @@
 //! The processes' clocks are exact: the baselines order nothing by them, and the times they
 //! report (latency; the FaRM-like store's serialization stamps) are true time.
 
-use crate::apps::{kv_processes, repl_set, tpcc_set, AppReport, AppSet, KvSet};
+use crate::apps::{ht_set, kv_processes, repl_set, tpcc_set, AppReport, AppSet, KvSet};
 use crate::config::{AppSpec, ConfigError, SimConfig};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
 use crate::metrics::TraceHash;
 use crate::queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, SimTime, StdBinaryHeap};
 use bytes::Bytes;
+use onepipe_apps::hashtable::HtMode;
 use onepipe_apps::kv::farm::FarmProcess;
 use onepipe_apps::kv::nontx::NonTxProcess;
 use onepipe_apps::kv::TxnApp;
@@ -43,6 +44,9 @@ pub enum DirectSystem {
     Chain,
     /// The replicated key-value service by MultiPaxos with batching and pipelining.
     Paxos,
+    /// The hash table on plain one-sided verbs (§7.3.3's baseline): a fence between writing a
+    /// pair and swinging the bucket head, leader-follower replication, lookups at the leader.
+    Rdma,
 }
 
 impl DirectSystem {
@@ -55,6 +59,7 @@ impl DirectSystem {
             DirectSystem::Occ => "occ",
             DirectSystem::Chain => "chain",
             DirectSystem::Paxos => "paxos",
+            DirectSystem::Rdma => "rdma",
         }
     }
 
@@ -66,7 +71,8 @@ impl DirectSystem {
             | DirectSystem::Lock
             | DirectSystem::Occ
             | DirectSystem::Chain
-            | DirectSystem::Paxos => true,
+            | DirectSystem::Paxos
+            | DirectSystem::Rdma => true,
         }
     }
 
@@ -77,6 +83,7 @@ impl DirectSystem {
             DirectSystem::Farm => Some("kv"),
             DirectSystem::Lock | DirectSystem::Occ => Some("tpcc"),
             DirectSystem::Chain | DirectSystem::Paxos => Some("replkv"),
+            DirectSystem::Rdma => Some("hashtable"),
         }
     }
 }
@@ -495,6 +502,9 @@ fn direct_apps(
         .expect("a replkv run");
         return Ok(Box::new(set));
     }
+    if let Some(set) = ht_set(cfg, procs, HtMode::Rdma) {
+        return Ok(Box::new(set));
+    }
     if let Some(AppSpec::Tpcc { .. }) = &cfg.app {
         let make = |c, g| -> Box<dyn TpccApp> {
             match system {
@@ -567,12 +577,13 @@ pub fn run_direct(
         });
     }
     let app = cfg.app.as_ref().map_or("", AppSpec::name);
-    if system.app().is_some_and(|a| a != app) || app == "replkv" && system.app().is_none() {
+    let needs_own = app == "replkv" || app == "hashtable";
+    if system.app().is_some_and(|a| a != app) || needs_own && system.app().is_none() {
         return Err(ConfigError {
             flag: "--system",
             message: format!(
                 "{} runs --app {}; the baselines of kv are farm and nontx, of tpcc 2pl, occ and \
-                 nontx, of replkv chain and paxos",
+                 nontx, of replkv chain and paxos, of hashtable rdma",
                 system.name(),
                 system.app().unwrap_or("kv or tpcc")
             ),

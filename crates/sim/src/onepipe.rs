@@ -54,6 +54,11 @@ pub enum OnePipeEv {
         /// The host.
         host: u32,
     },
+    /// An application's unordered message reaches its host ([`OnePipe::plain_msgs`]).
+    AppPlain {
+        /// Index into the unordered-message slab.
+        msg: u32,
+    },
 }
 
 /// An event of a 1Pipe run: 12 bytes. A packet in flight stays in one slot of the engine's
@@ -202,6 +207,22 @@ pub enum OnePipeInput {
     Ctrl(u32),
     /// Its cut link healed (§5.2 receiver recovery).
     Heal,
+    /// An application's unordered message for one of its processes (its slot in the
+    /// unordered-message slab).
+    AppPlain(u32),
+}
+
+/// An application's unordered message in flight (`AppSend::ordered` false): it bypasses the
+/// hosts' 1Pipe roles and their reorder buffers (see `World::send_plain`).
+#[derive(Debug)]
+pub(crate) struct PlainMsg {
+    /// The destination's host.
+    host: u32,
+    src: ProcId,
+    dst: ProcId,
+    /// The sender's clock at the send.
+    ts: Timestamp,
+    payload: Bytes,
 }
 
 /// What the simulation keeps about a host beside its role (its clock, timer and core are the
@@ -276,6 +297,12 @@ pub struct OnePipe {
     /// §5.2: the controller, its messages in flight, and its armed timer.
     controller: Controller,
     ctrl_msgs: crate::slab::Slab<(MgmtDest, Mgmt)>,
+    /// Applications' unordered messages (`AppSend::ordered` false: replies that need no place in
+    /// the total order) in flight, and those a host's applications asked for during the input
+    /// being handled: (host, source process, destination, payload).
+    plain_msgs: crate::slab::Slab<PlainMsg>,
+    plain_in_flight: u64,
+    plain_out: Vec<(u32, u32, ProcId, Bytes)>,
     ctrl_in_flight: u64,
     ctrl_armed: Option<Instant>,
     /// §5.2 rounds, in order.
@@ -420,6 +447,10 @@ impl Protocol for OnePipe {
                 e.drain_controller(t);
             }
             OnePipeEv::Heal { host } => e.input(t, host, CoreInput::Proto(OnePipeInput::Heal)),
+            OnePipeEv::AppPlain { msg } => {
+                let host = e.proto.plain_msgs.get(msg).host;
+                e.input(t, host, CoreInput::Proto(OnePipeInput::AppPlain(msg)));
+            }
             OnePipeEv::Restart { host } => e.restart(t, host),
             OnePipeEv::CtrlRecover => {
                 if e.controller_down_until(t).is_none() {
@@ -442,9 +473,16 @@ impl Protocol for OnePipe {
     }
 
     fn discard<Q: EventQueue<Ev>>(e: &mut World<Q>, input: OnePipeInput) {
-        if let OnePipeInput::Ctrl(m) = input {
-            e.proto.ctrl_msgs.take(m);
-            e.proto.ctrl_in_flight -= 1;
+        match input {
+            OnePipeInput::Ctrl(m) => {
+                e.proto.ctrl_msgs.take(m);
+                e.proto.ctrl_in_flight -= 1;
+            }
+            OnePipeInput::AppPlain(m) => {
+                e.proto.plain_msgs.take(m);
+                e.proto.plain_in_flight -= 1;
+            }
+            OnePipeInput::Heal => {}
         }
     }
 
@@ -522,6 +560,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
             router: topo_router,
             controller,
             ctrl_msgs: crate::slab::Slab::default(),
+            plain_msgs: crate::slab::Slab::default(),
+            plain_in_flight: 0,
+            plain_out: Vec::new(),
             ctrl_in_flight: 0,
             ctrl_armed: None,
             failure_rounds: Vec::new(),
@@ -724,6 +765,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.live == 0
             && p.apps.as_ref().is_none_or(|a| a.idle_except(dead))
             && p.ctrl_in_flight == 0
+            && p.plain_in_flight == 0
             && p.controller.open_rounds() == 0
             && p.controller.poll_timeout().is_none()
             && p.hosts.iter().enumerate().all(|(i, h)| {
@@ -965,6 +1007,18 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
             CoreInput::Timeout => self.proto.hosts[hi].host.handle(local, Input::Timeout),
             CoreInput::Proto(OnePipeInput::Heal) => self.proto.hosts[hi].host.recover(local),
+            CoreInput::Proto(OnePipeInput::AppPlain(m)) => {
+                cursor += self.cfg.host_recv_ns + self.cfg.host_deliver_ns;
+                self.proto.plain_in_flight -= 1;
+                let msg = self.proto.plain_msgs.take(m);
+                let input = onepipe_apps::AppInput::Deliver {
+                    src: msg.src,
+                    ts: msg.ts,
+                    reliable: false,
+                    payload: &msg.payload,
+                };
+                self.app_input(t, h, local, msg.dst.0, input);
+            }
             CoreInput::Proto(OnePipeInput::Ctrl(m)) => {
                 cursor += self.cfg.host_recv_ns;
                 self.proto.ctrl_in_flight -= 1;
@@ -1205,6 +1259,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     }
                 }
             }
+            cursor = self.send_plain(h, cursor, local);
             if !self.app_released(t, h, local) {
                 break;
             }

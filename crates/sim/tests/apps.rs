@@ -359,3 +359,93 @@ fn replicated_kv_baselines_run_checked_and_1rtt_writes_faster() {
     let e = run_direct(&base, DirectSystem::Farm, &mut |_| {}).unwrap_err();
     assert_eq!(e.flag, "--system");
 }
+
+fn hashtable(topology: TopologySpec, replicas: u32, seed: u64) -> SimConfig {
+    use onepipe_apps::hashtable::{HtLayout, HtWorkload};
+    SimConfig {
+        topology,
+        duration_ns: 1_000_000,
+        seed,
+        app: Some(AppSpec::HashTable {
+            // Few keys and buckets: inserts meet on buckets (CAS retries) and lookups walk
+            // chains that inserts keep growing.
+            workload: HtWorkload {
+                keys: 64,
+                insert_share: 0.5,
+                preload: 32,
+                buckets: 4,
+            },
+            window: 4,
+            layout: HtLayout {
+                servers: 4,
+                replicas,
+                clients: 4,
+            },
+        }),
+        keep_history: true,
+        ..SimConfig::default()
+    }
+}
+
+/// §7.3.3's hash table on 1Pipe (with and without replicas, with loss of requests) and on the
+/// fenced, leader-follower baseline: every run's inserts and lookups linearizable, every chain
+/// well-formed, the replicas identical, every acknowledged insert reachable; same seed, same
+/// run.
+#[test]
+fn hash_table_runs_checked_on_1pipe_and_on_the_fenced_baseline_7_3_3() {
+    use onepipe_sim::direct::{run_direct, DirectSystem};
+    let cases = [
+        hashtable(TopologySpec::FatTree { k: 4 }, 1, 1),
+        hashtable(TopologySpec::FatTree { k: 4 }, 3, 2),
+        SimConfig {
+            loss_rate: 0.002,
+            ..hashtable(TopologySpec::FatTree { k: 4 }, 1, 3)
+        },
+    ];
+    for cfg in cases {
+        let seed = cfg.seed;
+        let r = run(&cfg, &mut |_| {}).expect("a valid configuration");
+        assert_eq!(r.violations, 0, "seed {seed}: {:?}", r.violation_samples);
+        assert!(r.drained, "seed {seed}");
+        let a = r.app.expect("an application report");
+        assert_eq!((a.app.as_str(), a.system.as_str()), ("hashtable", "1pipe"));
+        assert_eq!(a.violations, 0, "seed {seed}: {:?}", a.violation_samples);
+        let h = &a.ht_stats;
+        assert!(h.inserts > 100 && h.lookups > 100, "seed {seed}: {h:?}");
+        assert!(h.cas_failed > 0, "seed {seed}: {h:?}");
+        assert_eq!(h.abandoned + h.malformed, 0, "seed {seed}: {h:?}");
+        if cfg.loss_rate > 0.0 {
+            assert!(h.resent > 0, "seed {seed}: {h:?}");
+        }
+        let again = run(&cfg, &mut |_| {}).expect("runs");
+        assert_eq!(r.trace_hash, again.trace_hash, "seed {seed}");
+        assert_eq!(a.committed, again.app.expect("a report").committed);
+        if cfg.loss_rate == 0.0 {
+            let d = run_direct(&cfg, DirectSystem::Rdma, &mut |_| {}).expect("runs");
+            assert!(d.drained, "seed {seed}");
+            assert_eq!(d.app.system, "rdma");
+            assert_eq!(d.app.violations, 0, "{:?}", d.app.violation_samples);
+            assert!(d.app.ht_stats.inserts > 100, "{:?}", d.app.ht_stats);
+            if let Some(AppSpec::HashTable { layout, .. }) = &cfg.app {
+                // Leader-follower forwards every change to each follower.
+                assert_eq!(d.app.ht_stats.replicated > 0, layout.replicas > 1);
+            }
+        }
+    }
+    // Too few processes for the layout, and the baseline of another application, are refused.
+    let small = hashtable(TopologySpec::Rack { hosts: 8 }, 3, 1);
+    assert_eq!(run(&small, &mut |_| {}).unwrap_err().flag, "--app");
+    let kv = SimConfig {
+        app: Some(AppSpec::Kv {
+            workload: Default::default(),
+            window: 1,
+        }),
+        ..SimConfig::default()
+    };
+    assert_eq!(
+        run_direct(&kv, DirectSystem::Rdma, &mut |_| {})
+            .unwrap_err()
+            .flag,
+        "--system"
+    );
+}

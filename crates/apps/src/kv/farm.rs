@@ -439,6 +439,7 @@ impl FarmProcess {
         self.out.push_back(AppSend {
             tag: owner.0,
             reliable: false,
+            ordered: true,
             parts: vec![(ProcId(to), encode(owner, msg))],
         });
     }

@@ -70,6 +70,7 @@ impl NonTxProcess {
             self.out.push_back(AppSend {
                 tag: txn,
                 reliable: false,
+                ordered: true,
                 parts: parts
                     .into_iter()
                     .map(|(s, ops)| (ProcId(s), codec::encode_request(txn, &ops)))
@@ -108,6 +109,7 @@ impl NonTxProcess {
         self.out.push_back(AppSend {
             tag: super::REPLY_TAG,
             reliable: false,
+            ordered: true,
             parts: vec![(src, codec::encode_reply(req.txn, 0, &reads))],
         });
     }

@@ -227,6 +227,7 @@ impl ChainProcess {
         self.out.push_back(AppSend {
             tag: 0,
             reliable: true,
+            ordered: true,
             parts: vec![(ProcId(dst), encode(m))],
         });
     }

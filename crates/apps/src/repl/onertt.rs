@@ -277,6 +277,7 @@ impl OneRttProcess {
             self.out.push_back(AppSend {
                 tag,
                 reliable: false,
+                ordered: true,
                 parts,
             });
         }

@@ -838,6 +838,7 @@ impl PaxosProcess {
         self.out.push_back(AppSend {
             tag: self.tag,
             reliable: true,
+            ordered: true,
             parts: vec![(ProcId(dst), encode(&msg))],
         });
     }
@@ -857,6 +858,7 @@ impl PaxosProcess {
             self.out.push_back(AppSend {
                 tag: self.tag,
                 reliable: true,
+                ordered: true,
                 parts,
             });
         }

@@ -349,6 +349,7 @@ impl TpccProcess {
         self.out.push_back(AppSend {
             tag: txn,
             reliable: true,
+            ordered: true,
             parts: dsts.into_iter().map(|d| (d, bytes.clone())).collect(),
         });
     }
@@ -637,6 +638,7 @@ impl TpccProcess {
         self.out.push_back(AppSend {
             tag,
             reliable: false,
+            ordered: true,
             parts: vec![(dst, bytes)],
         });
     }

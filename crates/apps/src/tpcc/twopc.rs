@@ -306,6 +306,7 @@ impl Io<'_> {
         self.out.push_back(AppSend {
             tag: owner.0,
             reliable: false,
+            ordered: true,
             parts: vec![(dst, encode(owner, msg))],
         });
     }
@@ -844,6 +845,7 @@ impl<P: Primary> TwoPcProcess<P> {
             self.out.push_back(AppSend {
                 tag: txn,
                 reliable: false,
+                ordered: true,
                 parts: vec![(p, bytes.clone())],
             });
         }

@@ -291,9 +291,16 @@ impl App for Box<dyn NodeApp> {
 
 /// Runs the node; the exit code.
 pub fn run(args: &NodeArgs) -> i32 {
-    if let Err(e) = args.app.spec() {
-        eprintln!("onepipe node: {e}");
-        return crate::cli::EXIT_USAGE;
+    match args.app.spec() {
+        Err(e) => {
+            eprintln!("onepipe node: {e}");
+            return crate::cli::EXIT_USAGE;
+        }
+        Ok(Some(AppSpec::HashTable { .. })) => {
+            eprintln!("onepipe node: --app hashtable runs in the simulator only");
+            return crate::cli::EXIT_USAGE;
+        }
+        Ok(_) => {}
     }
     let (stop, orders) = supervise::install(args.supervised);
     let opts = JoinOptions {

@@ -284,6 +284,9 @@ fn check_app(args: &UpArgs) -> Result<(), String> {
             ));
         }
     }
+    if args.app.app == Some(crate::sim_app::AppName::Hashtable) {
+        return Err("--app hashtable: in the simulator only (onepipe sim --app hashtable)".into());
+    }
     if args.app.system != crate::sim_app::System::Onepipe {
         return Err("--system: live, the applications run on 1Pipe only (the baselines run in the simulator: onepipe sim --app kv|tpcc --system …)".into());
     }
@@ -581,7 +584,7 @@ impl Run<'_> {
                     "--keys",
                     &a.keys.unwrap_or(1_000).to_string(),
                     "--replicas",
-                    &a.replicas.to_string(),
+                    &a.replicas.unwrap_or(3).to_string(),
                     "--read-share",
                     &a.read_share.to_string(),
                     "--cas-share",
@@ -595,6 +598,7 @@ impl Run<'_> {
                 ])
             }
             Some(crate::sim_app::AppName::Kv) => {}
+            Some(crate::sim_app::AppName::Hashtable) => unreachable!("refused by check_app"),
         }
         let mut v = strings(&[
             "--app",

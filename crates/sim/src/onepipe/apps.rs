@@ -6,7 +6,8 @@
 //! they judge the synthetic one. The application's checker judges the application.
 
 use super::*;
-use crate::apps::{kv_processes, repl_set, tpcc_set, AppReport, AppSet, KvSet};
+use crate::apps::{ht_set, kv_processes, repl_set, tpcc_set, AppReport, AppSet, KvSet};
+use onepipe_apps::hashtable::HtMode;
 use onepipe_apps::kv::{KvProcess, TxnApp};
 use onepipe_apps::repl::onertt::OneRttProcess;
 use onepipe_apps::repl::ReplApp;
@@ -30,11 +31,13 @@ impl AppRun {
         let repl = repl_set(cfg, procs, |c, g, seed| {
             Box::new(OneRttProcess::new(c, g, seed)) as Box<dyn ReplApp>
         });
+        let ht = ht_set(cfg, procs, HtMode::OnePipe);
         let set: Box<dyn AppSet> = match tpcc_set(cfg, procs, |c, g| {
             Box::new(TpccProcess::new(c, g)) as Box<dyn TpccApp>
         }) {
             Some(t) => Box::new(t),
             None if repl.is_some() => Box::new(repl.expect("a replkv run")),
+            None if ht.is_some() => Box::new(ht.expect("a hashtable run")),
             None => {
                 let kv = kv_processes(cfg, procs)
                     .into_iter()
@@ -122,8 +125,22 @@ impl<Q: EventQueue<Ev>> World<Q> {
     }
 
     /// One send of process `proc`'s application: each part behind the synthetic workload's
-    /// header, through the host.
+    /// header, through the host; an unordered one ([`AppSend::ordered`] false) waits for
+    /// [`World::send_plain`], outside 1Pipe.
     fn app_send(&mut self, t: SimTime, h: u32, local: Instant, proc: u32, s: AppSend) {
+        if !s.ordered {
+            for (d, body) in s.parts {
+                self.proto.plain_out.push((h, proc, d, body));
+            }
+            let sent = AppInput::Sent {
+                tag: s.tag,
+                ts: Timestamp::new(local.as_nanos()),
+            };
+            if let Some(apps) = self.proto.apps.as_mut() {
+                apps.set.app(proc as usize).handle(local, sent);
+            }
+            return;
+        }
         let seq = self.proto.scatter_seq[proc as usize];
         let mut parts: Vec<(ProcId, Bytes)> = s
             .parts
@@ -179,6 +196,51 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if let (Some(input), Some(apps)) = (answer, self.proto.apps.as_mut()) {
             apps.set.app(proc as usize).handle(local, input);
         }
+    }
+
+    /// Sends the unordered messages host `h`'s applications asked for, each charged as a
+    /// packet sent from `cursor` on; returns where the host's CPU is then. They bypass 1Pipe
+    /// (no timestamp order, no reorder buffer, no 1Pipe checker: replies that need no place in
+    /// the order, §2.2.2) and the links: each arrives after its path's unloaded latency —
+    /// serialization and delay of every link of its ECMP path, as a data packet of its size
+    /// would take with empty queues — and is never lost. A message between two processes of
+    /// one host takes no time.
+    pub(super) fn send_plain(&mut self, h: u32, mut cursor: SimTime, local: Instant) -> SimTime {
+        if self.proto.plain_out.is_empty() {
+            return cursor;
+        }
+        let out = std::mem::take(&mut self.proto.plain_out);
+        let ps_per_byte = engine::ps_per_byte(&self.cfg);
+        for (from, src, dst, payload) in out {
+            debug_assert_eq!(from, h, "only the host being handled sends");
+            cursor += self.cfg.host_send_ns;
+            let Some(dh) = self.proto.router.host_of(dst) else {
+                self.proto.stats.sends_to_failed += 1;
+                continue;
+            };
+            let delay = if dh == h {
+                0
+            } else {
+                let bytes = (PAYLOAD_HEADER_LEN
+                    + payload.len()
+                    + onepipe_proto::wire::DATA_HEADER_LEN
+                    + onepipe_proto::wire::FRAMING_LEN) as u64;
+                let hash = flow_hash(self.proto.router.seed, h, dh);
+                let hops = self.topo.path(h, dh, hash).len() as u64;
+                hops * ((bytes * ps_per_byte).div_ceil(1000) + self.cfg.link_delay_ns)
+            };
+            let msg = self.proto.plain_msgs.insert(PlainMsg {
+                host: dh,
+                src: ProcId(src),
+                dst,
+                ts: Timestamp::new(local.as_nanos()),
+                payload,
+            });
+            self.proto.plain_in_flight += 1;
+            self.queue
+                .push(cursor + delay, Ev::Proto(OnePipeEv::AppPlain { msg }));
+        }
+        cursor
     }
 
     /// Host `h` stamped its reliable send `handle` at `ts`: its application hears of it.
