@@ -1,6 +1,6 @@
-//! The applications' byte readers: a cursor over a payload that fails (`None`) instead of
-//! panicking, big-endian, shared by every application's codec (each adds its own fields in an
-//! `impl Reader` of its own).
+//! The applications' byte readers and writers: a cursor over a payload that fails (`None`)
+//! instead of panicking, and a builder, big-endian, shared by every application's codec (each
+//! adds its own fields in an `impl Reader` and an `impl Writer` of its own).
 
 /// A cursor over a payload.
 pub(crate) struct Reader<'a> {
@@ -58,5 +58,32 @@ impl<'a> Reader<'a> {
     /// Exactly `len` bytes (of padding, values) left.
     pub(crate) fn finish_with(self, len: u64) -> Option<()> {
         (self.buf.len() as u64 == len).then_some(())
+    }
+}
+
+/// A payload being built.
+pub(crate) struct Writer(pub(crate) Vec<u8>);
+
+impl Writer {
+    /// An empty payload with room for `n` bytes.
+    pub(crate) fn with_capacity(n: usize) -> Writer {
+        Writer(Vec::with_capacity(n))
+    }
+    pub(crate) fn u8(&mut self, x: u8) -> &mut Self {
+        self.0.push(x);
+        self
+    }
+    pub(crate) fn u32(&mut self, x: u32) -> &mut Self {
+        self.0.extend_from_slice(&x.to_be_bytes());
+        self
+    }
+    pub(crate) fn u64(&mut self, x: u64) -> &mut Self {
+        self.0.extend_from_slice(&x.to_be_bytes());
+        self
+    }
+    /// `n` zero bytes (a value's padding).
+    pub(crate) fn zeros(&mut self, n: usize) -> &mut Self {
+        self.0.resize(self.0.len() + n, 0);
+        self
     }
 }

@@ -3,7 +3,7 @@
 //! is neither 0 nor 1 — is `None`, and the caller counts it.
 
 use super::{Pair, Ptr};
-use crate::wire::Reader;
+use crate::wire::{Reader, Writer};
 use bytes::Bytes;
 
 /// A message of the hash table: the one-sided verbs a client posts and the answers a server's
@@ -70,21 +70,7 @@ const REPL_ACK: u8 = 10;
 /// The longest message: a pair read back (kind, operation, pointer, flag, a pair).
 pub(crate) const MSG_LEN_MAX: usize = 1 + 8 + 8 + 1 + 32;
 
-struct W(Vec<u8>);
-
-impl W {
-    fn u8(&mut self, x: u8) -> &mut Self {
-        self.0.push(x);
-        self
-    }
-    fn u32(&mut self, x: u32) -> &mut Self {
-        self.0.extend_from_slice(&x.to_be_bytes());
-        self
-    }
-    fn u64(&mut self, x: u64) -> &mut Self {
-        self.0.extend_from_slice(&x.to_be_bytes());
-        self
-    }
+impl Writer {
     fn pair(&mut self, p: &Pair) -> &mut Self {
         self.u64(p.key).u64(p.val).u64(p.next.0).u64(p.me.0)
     }
@@ -106,7 +92,7 @@ impl Reader<'_> {
 
 /// Encodes `m`.
 pub(crate) fn encode(m: &Msg) -> Bytes {
-    let mut w = W(Vec::with_capacity(MSG_LEN_MAX));
+    let mut w = Writer::with_capacity(MSG_LEN_MAX);
     match *m {
         Msg::ReadHead { op, bucket } => w.u8(READ_HEAD).u64(op).u32(bucket),
         Msg::ReadSlot { op, ptr } => w.u8(READ_SLOT).u64(op).u64(ptr.0),

@@ -13,7 +13,7 @@ use super::{
     Cmd, CmdGen, Disk, KvMachine, ReplApp, ReplConfig, ReplDone, ReplStats, ReplicaLog, Val,
 };
 use crate::repl::onertt::chain as checksum_chain;
-use crate::wire::Reader;
+use crate::wire::{Reader, Writer};
 use crate::{App, AppInput, AppSend};
 use bytes::Bytes;
 use onepipe_proto::{Instant, ProcId};
@@ -39,66 +39,11 @@ enum Msg {
     Reply { id: u64, output: Option<Val> },
 }
 
-fn put_cmd(w: &mut Vec<u8>, c: &Cmd) {
-    match *c {
-        Cmd::Get(k) => {
-            w.push(0);
-            w.extend_from_slice(&k.to_be_bytes());
-        }
-        Cmd::Put(k, v) => {
-            w.push(1);
-            w.extend_from_slice(&k.to_be_bytes());
-            w.extend_from_slice(&v.to_be_bytes());
-        }
-        Cmd::Cas { key, expect, new } => {
-            w.push(2);
-            w.extend_from_slice(&key.to_be_bytes());
-            put_opt(w, expect);
-            w.extend_from_slice(&new.to_be_bytes());
-        }
-    }
-}
-
-fn put_opt(w: &mut Vec<u8>, x: Option<u64>) {
-    match x {
-        Some(v) => {
-            w.push(1);
-            w.extend_from_slice(&v.to_be_bytes());
-        }
-        None => w.push(0),
-    }
-}
-
-impl Reader<'_> {
-    fn chain_opt(&mut self) -> Option<Option<u64>> {
-        if self.bool()? {
-            Some(Some(self.u64()?))
-        } else {
-            Some(None)
-        }
-    }
-    fn chain_cmd(&mut self) -> Option<Cmd> {
-        Some(match self.u8()? {
-            0 => Cmd::Get(self.u64()?),
-            1 => Cmd::Put(self.u64()?, self.u64()?),
-            2 => Cmd::Cas {
-                key: self.u64()?,
-                expect: self.chain_opt()?,
-                new: self.u64()?,
-            },
-            _ => return None,
-        })
-    }
-}
-
 fn encode(m: &Msg) -> Bytes {
-    let mut w = Vec::with_capacity(48);
+    let mut w = Writer::with_capacity(48);
     let pad = match *m {
         Msg::Request { id, cmd, pad } => {
-            w.push(1);
-            w.extend_from_slice(&id.to_be_bytes());
-            put_cmd(&mut w, &cmd);
-            w.extend_from_slice(&pad.to_be_bytes());
+            w.u8(1).u64(id).cmd(&cmd).u32(pad);
             pad
         }
         Msg::Forward {
@@ -109,41 +54,38 @@ fn encode(m: &Msg) -> Bytes {
             output,
             pad,
         } => {
-            w.push(2);
-            w.extend_from_slice(&seq.to_be_bytes());
-            w.extend_from_slice(&client.to_be_bytes());
-            w.extend_from_slice(&id.to_be_bytes());
-            put_cmd(&mut w, &cmd);
-            put_opt(&mut w, output);
-            w.extend_from_slice(&pad.to_be_bytes());
+            w.u8(2)
+                .u64(seq)
+                .u32(client)
+                .u64(id)
+                .cmd(&cmd)
+                .opt(output)
+                .u32(pad);
             pad
         }
         Msg::Back { seq } => {
-            w.push(3);
-            w.extend_from_slice(&seq.to_be_bytes());
+            w.u8(3).u64(seq);
             0
         }
         Msg::Reply { id, output } => {
-            w.push(4);
-            w.extend_from_slice(&id.to_be_bytes());
-            put_opt(&mut w, output);
+            w.u8(4).u64(id).opt(output);
             0
         }
     };
-    w.resize(w.len() + pad as usize, 0);
-    Bytes::from(w)
+    w.zeros(pad as usize);
+    Bytes::from(w.0)
 }
 
 fn decode(buf: &[u8]) -> Option<Msg> {
     let mut r = Reader::new(buf);
     let (m, pad) = match r.u8()? {
         1 => {
-            let (id, cmd, pad) = (r.u64()?, r.chain_cmd()?, r.u32()?);
+            let (id, cmd, pad) = (r.u64()?, r.repl_cmd()?, r.u32()?);
             (Msg::Request { id, cmd, pad }, pad)
         }
         2 => {
-            let (seq, client, id, cmd) = (r.u64()?, r.u32()?, r.u64()?, r.chain_cmd()?);
-            let (output, pad) = (r.chain_opt()?, r.u32()?);
+            let (seq, client, id, cmd) = (r.u64()?, r.u32()?, r.u64()?, r.repl_cmd()?);
+            let (output, pad) = (r.repl_opt()?, r.u32()?);
             let m = Msg::Forward {
                 seq,
                 client,
@@ -158,7 +100,7 @@ fn decode(buf: &[u8]) -> Option<Msg> {
         4 => (
             Msg::Reply {
                 id: r.u64()?,
-                output: r.chain_opt()?,
+                output: r.repl_opt()?,
             },
             0,
         ),

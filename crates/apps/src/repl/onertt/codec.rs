@@ -2,7 +2,7 @@
 //! panics: anything malformed is `None` (the caller counts it).
 
 use crate::repl::{Cmd, Key, Val};
-use crate::wire::Reader;
+use crate::wire::{Reader, Writer};
 use bytes::Bytes;
 
 /// An entry as it travels in a recovery (no value bytes: values are identities here).
@@ -113,28 +113,16 @@ const DECIDE: u8 = 13;
 /// Bytes of an encoded [`WireEntry`] at least (a get).
 const ENTRY_MIN: usize = 8 + 4 + 8 + 8 + 1 + 8 + 4;
 
-struct W(Vec<u8>);
-
-impl W {
-    fn u8(&mut self, x: u8) -> &mut Self {
-        self.0.push(x);
-        self
-    }
-    fn u32(&mut self, x: u32) -> &mut Self {
-        self.0.extend_from_slice(&x.to_be_bytes());
-        self
-    }
-    fn u64(&mut self, x: u64) -> &mut Self {
-        self.0.extend_from_slice(&x.to_be_bytes());
-        self
-    }
-    fn opt(&mut self, x: Option<u64>) -> &mut Self {
+impl Writer {
+    /// An optional `u64`: a flag byte, then the value if any.
+    pub(crate) fn opt(&mut self, x: Option<u64>) -> &mut Self {
         match x {
             Some(v) => self.u8(1).u64(v),
             None => self.u8(0),
         }
     }
-    fn cmd(&mut self, c: &Cmd) -> &mut Self {
+    /// A command of the replicated key-value service.
+    pub(crate) fn cmd(&mut self, c: &Cmd) -> &mut Self {
         match *c {
             Cmd::Get(k) => self.u8(0).u64(k),
             Cmd::Put(k, v) => self.u8(1).u64(k).u64(v),
@@ -165,14 +153,16 @@ impl W {
 }
 
 impl Reader<'_> {
-    fn repl_opt(&mut self) -> Option<Option<u64>> {
+    /// An optional `u64` ([`Writer::opt`]).
+    pub(crate) fn repl_opt(&mut self) -> Option<Option<u64>> {
         if self.bool()? {
             Some(Some(self.u64()?))
         } else {
             Some(None)
         }
     }
-    fn repl_cmd(&mut self) -> Option<Cmd> {
+    /// A command ([`Writer::cmd`]).
+    pub(crate) fn repl_cmd(&mut self) -> Option<Cmd> {
         Some(match self.u8()? {
             0 => Cmd::Get(self.u64()?),
             1 => Cmd::Put(self.u64()?, self.u64()?),
@@ -213,7 +203,7 @@ impl Reader<'_> {
 
 /// `m` on the wire; an entry carries `pad` zero bytes after its fields.
 pub(crate) fn encode(m: &Msg) -> Bytes {
-    let mut w = W(Vec::with_capacity(64));
+    let mut w = Writer::with_capacity(64);
     match m {
         Msg::Entry {
             epoch,
@@ -228,7 +218,7 @@ pub(crate) fn encode(m: &Msg) -> Bytes {
                 .u64(*id)
                 .cmd(cmd)
                 .u32(*pad);
-            w.0.resize(w.0.len() + *pad as usize, 0);
+            w.zeros(*pad as usize);
         }
         Msg::Commit { epoch, upto } => {
             w.u8(COMMIT).u64(*epoch).u64(*upto);
