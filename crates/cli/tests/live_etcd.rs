@@ -92,3 +92,41 @@ fn killing_the_leader_controller_during_a_round_the_standby_completes_it_5_2() {
     }
     assert!(text.contains("took over"), "{text}");
 }
+
+/// `bench etcd`: three etcd members on loopback under the replicated service's load; every
+/// operation's history is linearizable by the same checker as `up --app replkv` (docs/
+/// REPLICATION.md), and the summary says how many ran.
+#[test]
+fn bench_etcd_runs_the_replicated_service_load_and_checks_it() {
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("onepipe-etcd-bench-t-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let json = dir.0.join("etcd.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_onepipe"))
+        .args([
+            "bench",
+            "etcd",
+            "--members",
+            "3",
+            "--clients",
+            "2",
+            "--duration",
+            "1s",
+            "--keys",
+            "50",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["violations"], 0, "{text}");
+    assert_eq!(r["undecided"], 0, "{text}");
+    assert!(r["ops"].as_u64().unwrap() > 50, "{text}");
+}

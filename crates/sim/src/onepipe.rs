@@ -54,7 +54,7 @@ pub enum OnePipeEv {
         /// The host.
         host: u32,
     },
-    /// An application's unordered message reaches its host ([`OnePipe::plain_msgs`]).
+    /// An application's unordered message reaches its host (`OnePipe::plain_msgs`).
     AppPlain {
         /// Index into the unordered-message slab.
         msg: u32,
