@@ -288,7 +288,7 @@ fn check_app(args: &UpArgs) -> Result<(), String> {
         return Err("--app hashtable: in the simulator only (onepipe sim --app hashtable)".into());
     }
     if args.app.system != crate::sim_app::System::Onepipe {
-        return Err("--system: live, the applications run on 1Pipe only (the baselines run in the simulator: onepipe sim --app kv|tpcc --system …)".into());
+        return Err("--system: live, the applications run on 1Pipe only (the baselines run in the simulator: onepipe sim --app kv|tpcc|replkv --system …)".into());
     }
     let unsupported = [
         (args.unordered, "--unordered"),
