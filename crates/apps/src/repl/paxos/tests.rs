@@ -6,6 +6,7 @@
 //! output a client observed (everything goes through one log, so this sequential check is
 //! exact).
 
+use super::codec::*;
 use super::*;
 use crate::repl::{DiskModel, KvMachine, ReplWorkload};
 use onepipe_proto::rng::Rng;
