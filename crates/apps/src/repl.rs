@@ -436,8 +436,8 @@ pub struct ReplicaLog {
     pub entries: Vec<(u32, u64, u64)>,
     /// Every write this replica committed, in order, as (client, operation id).
     pub committed_writes: Vec<(u32, u64)>,
-    /// Their commands, when the scheme keeps them (1-RTT: a checker places the writes of a
-    /// client that died with its records); empty otherwise.
+    /// Their commands, when the scheme keeps them (1-RTT and MultiPaxos: a checker places the
+    /// writes of a client that died with its records); empty otherwise (the chain).
     #[serde(default)]
     pub committed_cmds: Vec<Cmd>,
 }
@@ -500,5 +500,10 @@ pub trait ReplApp: App {
     /// active instances: what `onepipe bench paxos` reports).
     fn paxos_stats(&self) -> Option<paxos::PaxosStats> {
         None
+    }
+    /// Its state in a line, for a run that did not drain (`ONEPIPE_SIM_TRACE`); empty if the
+    /// scheme has nothing to say.
+    fn debug_state(&self) -> String {
+        String::new()
     }
 }

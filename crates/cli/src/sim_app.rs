@@ -51,7 +51,7 @@ pub enum System {
     /// (Ceph's OSDs).
     Chain,
     /// replkv on direct messages by MultiPaxos with batching and pipelining (--wnd, --bsz,
-    /// --delta-b).
+    /// --delta-b); with `onepipe up`, live on the unordered transport.
     Paxos,
     /// hashtable on plain one-sided verbs: a fence between writing a pair and linking it,
     /// leader-follower replication, lookups at the leader.

@@ -210,6 +210,12 @@ fn bad_application_flags_are_refused_by_name() {
             "--system",
         ),
         (&["sim", "--app", "kv", "--system", "rdma"][..], "--system"),
+        // Live, only replkv has a baseline (MultiPaxos).
+        (&["up", "--app", "kv", "--system", "paxos"][..], "--system"),
+        (
+            &["up", "--app", "replkv", "--system", "chain"][..],
+            "--system",
+        ),
     ] {
         let out = onepipe(args);
         assert_eq!(out.status.code(), Some(2), "{}", describe(args, &out));

@@ -916,55 +916,104 @@ fn up_app_tpcc_survives_a_killed_replica_and_its_checker_passes_5_2() {
     assert_eq!(u(&r, "shards_compared"), 4, "{out}");
 }
 
+/// One `up --app replkv` run of 3 s on six processes (3 replicas, 3 clients) with `extra`
+/// flags, checked: exit 0, no violation, nothing undecided, the history complete. With kills
+/// (at 1 s or later) the service must have gone on: operations returned more than 2 s after
+/// the first was called (a service that stopped at the kill spans about 1 s). Returns the
+/// report.
+fn replkv_run(name: &str, extra: &[&str], killed: bool) -> Value {
+    let dir = TempDir::new(&format!("{name}-history"));
+    let history = dir.path("h.json");
+    let mut flags = vec![
+        "--app",
+        "replkv",
+        "--hosts",
+        "6",
+        "--keys",
+        "200",
+        "--duration",
+        "3s",
+        "--drain",
+        "5s",
+        "--history",
+        history.to_str().unwrap(),
+    ];
+    flags.extend(extra);
+    let (code, out, r) = up(name, &flags);
+    assert_eq!(code, 0, "{name}: {out}");
+    let r = r.expect("a report");
+    assert_eq!(u(&r, "violations"), 0, "{name}: {out}");
+    assert_eq!(u(&r, "undecided"), 0, "{name}: {out}");
+    let committed = u(&r, "committed");
+    // Not a speed check: enough operations that keys meet and the checker has work.
+    assert!(committed > 20, "{name}: {out}");
+    assert!(u(&r, "checked_ops") >= committed, "{name}: {out}");
+    if !killed {
+        assert_eq!(u(&r, "open"), 0, "{name}: {out}");
+    }
+    let ops: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&history).unwrap()).unwrap();
+    assert_eq!(ops.len() as u64, committed, "{name}");
+    for k in ["client", "op", "key", "value", "output", "call", "return"] {
+        assert!(ops[0].get(k).is_some(), "{k} in {}", ops[0]);
+    }
+    if killed {
+        let first_call = ops.iter().filter_map(|o| o["call"].as_u64()).min().unwrap();
+        let last_return = ops
+            .iter()
+            .filter_map(|o| o["return"].as_u64())
+            .max()
+            .unwrap();
+        assert!(
+            last_return - first_call > 2_000_000_000,
+            "{name}: no operation returned after the kill: {out}"
+        );
+    }
+    r
+}
+
 /// §2.2.2 live: the replicated key-value service by 1-RTT replication on six processes (3
 /// replicas, 3 clients) — every operation linearizable, the replicas' logs identical, `--history`
 /// written; then with a replica killed (the survivors recover into a view of two) and with a
 /// client killed (its committed writes placed from the replicas' logs).
 #[test]
 fn up_app_replkv_is_linearizable_with_and_without_a_kill_2_2_2() {
-    let dir = TempDir::new("replkv-history");
-    let history = dir.path("h.json");
-    let h = history.to_str().unwrap();
     for (name, kill) in [
         ("replkv", None),
         ("replkv-kill-replica", Some("proc:1@1s")),
         ("replkv-kill-client", Some("proc:4@1s")),
     ] {
-        let mut flags = vec![
-            "--app",
-            "replkv",
-            "--hosts",
-            "6",
-            "--keys",
-            "200",
-            "--duration",
-            "3s",
-            "--drain",
-            "5s",
-            "--history",
-            h,
-        ];
-        if let Some(k) = kill {
-            flags.extend(["--kill", k]);
-        }
-        let (code, out, r) = up(name, &flags);
-        assert_eq!(code, 0, "{name}: {out}");
-        let r = r.expect("a report");
-        assert_eq!(u(&r, "violations"), 0, "{name}: {out}");
-        assert_eq!(u(&r, "undecided"), 0, "{name}: {out}");
-        let committed = u(&r, "committed");
-        assert!(committed > 200, "{name}: {out}");
-        assert!(u(&r, "checked_ops") >= committed, "{name}: {out}");
+        let extra: Vec<&str> = kill.map_or(vec![], |k| vec!["--kill", k]);
+        let r = replkv_run(name, &extra, kill.is_some());
         if kill.is_some() {
-            assert!(r["stats"]["recoveries"].as_u64() > Some(0), "{name}: {out}");
-        } else {
-            assert_eq!(u(&r, "open"), 0, "{name}: {out}");
+            assert!(r["stats"]["recoveries"].as_u64() > Some(0), "{name}: {r}");
         }
-        let ops: Vec<Value> =
-            serde_json::from_str(&std::fs::read_to_string(&history).unwrap()).unwrap();
-        assert_eq!(ops.len() as u64, committed, "{name}");
-        for k in ["client", "op", "key", "value", "output", "call", "return"] {
-            assert!(ops[0].get(k).is_some(), "{k} in {}", ops[0]);
+    }
+}
+
+/// The same service on MultiPaxos with batching and pipelining (`--system paxos`, on the
+/// unordered transport): its history is linearizable and its replicas' logs agree; then with
+/// the leader killed (a follower wins Phase 1 and the service goes on) and a client killed
+/// (its committed writes placed from the logs).
+#[test]
+fn up_app_replkv_on_paxos_survives_a_leader_and_a_client_kill_2_2_2() {
+    for (name, kills) in [
+        ("replkv-paxos", &[][..]),
+        (
+            "replkv-paxos-kill-leader-and-client",
+            &["--kill", "proc:0@1s", "--kill", "proc:4@2s"][..],
+        ),
+    ] {
+        let mut extra = vec!["--system", "paxos"];
+        extra.extend(kills);
+        let r = replkv_run(name, &extra, !kills.is_empty());
+        assert_eq!(r["system"], "paxos", "{name}: {r}");
+        assert!(
+            r["paxos"]["instances_decided"].as_u64() > Some(0),
+            "{name}: {r}"
+        );
+        if !kills.is_empty() {
+            assert!(r["paxos"]["phase1_won"].as_u64() > Some(0), "{name}: {r}");
         }
     }
 }

@@ -315,6 +315,16 @@ impl AppSet for ReplSet {
     fn proc_idle(&self, p: usize) -> bool {
         self.procs[p].idle()
     }
+    fn describe(&self) -> String {
+        let mut s = busy((0..self.len()).map(|p| self.proc_idle(p)));
+        for (p, proc) in self.procs.iter().enumerate() {
+            let state = proc.debug_state();
+            if !state.is_empty() {
+                s.push_str(&format!("\n    p{p}: {state}"));
+            }
+        }
+        s
+    }
     fn report(
         &self,
         system: &str,

@@ -64,6 +64,8 @@ impl Dsts {
 #[derive(Clone, Debug)]
 struct SendRec {
     ts: Timestamp,
+    /// When it was sent (true time, ns).
+    sent_ns: u64,
     dsts: Dsts,
     delivered: u32,
     reliable: bool,
@@ -88,6 +90,10 @@ impl core::fmt::Display for Violation {
 
 /// How many violations are kept in full; the rest are only counted.
 const VIOLATIONS_KEPT: usize = 20;
+
+/// A message neither delivered nor reported this long after it was sent, when a run ends
+/// undrained, is stuck rather than on its way ([`Checker::undrained_stale`]).
+pub const STALE_NS: u64 = 5_000_000;
 
 /// The global checker of one run.
 #[derive(Debug)]
@@ -129,6 +135,8 @@ pub struct Checker {
     violation_count: u64,
     deliveries_checked: u64,
     undrained: u64,
+    /// Of those, the ones sent [`STALE_NS`] or more before the end.
+    undrained_stale: u64,
     /// Messages neither delivered nor reported when the run hit its drain limit, described
     /// (the first [`VIOLATIONS_KEPT`]).
     undrained_samples: Vec<String>,
@@ -172,6 +180,7 @@ impl Checker {
             violation_count: 0,
             deliveries_checked: 0,
             undrained: 0,
+            undrained_stale: 0,
             undrained_samples: Vec::new(),
         }
     }
@@ -200,6 +209,13 @@ impl Checker {
     /// Messages neither delivered nor reported lost when a run hit its drain limit.
     pub fn undrained(&self) -> u64 {
         self.undrained
+    }
+
+    /// Of [`Checker::undrained`], the messages sent [`STALE_NS`] or more before the run ended:
+    /// not merely still on their way (an application that keeps sending to the end always has
+    /// some of those) but stuck.
+    pub fn undrained_stale(&self) -> u64 {
+        self.undrained_stale
     }
 
     /// The first of the messages [`Checker::undrained`] counts: sender, scattering, timestamp
@@ -411,6 +427,7 @@ impl Checker {
         debug_assert!(log[seq as usize].is_none(), "p{src}#{seq} recorded twice");
         log[seq as usize] = Some(SendRec {
             ts,
+            sent_ns: t,
             dsts,
             delivered: 0,
             reliable,
@@ -605,7 +622,7 @@ impl Checker {
     pub fn finish(&mut self, t: u64, seed: u64, drained: bool) {
         self.check_duplicates(t);
         if !drained {
-            self.count_undrained();
+            self.count_undrained(t);
             self.check_agreement(t, seed);
             return;
         }
@@ -770,19 +787,35 @@ impl Checker {
     }
 
     /// A run cut short by its drain limit: counts (and describes the first of) the messages
-    /// neither delivered nor reported lost.
-    fn count_undrained(&mut self) {
-        let mut unresolved = 0u64;
+    /// neither delivered nor reported lost, with the excuses of a drained run's loss check: a
+    /// best-effort message from a process that crashed or was declared failed (nobody is left
+    /// to tell), and one missing delivery per such destination.
+    fn count_undrained(&mut self, t: u64) {
+        let (mut unresolved, mut stale) = (0u64, 0u64);
         for (src, log) in self.sends.iter().enumerate() {
             for (seq, rec) in log.iter().enumerate() {
                 let Some(rec) = rec else { continue };
-                let missing = rec.dsts.len().saturating_sub(rec.delivered as usize) as u64;
+                if !rec.reliable && self.crashed_proc(src as u32) {
+                    continue;
+                }
+                let gone = match &rec.dsts {
+                    Dsts::All(n) => (0..*n).filter(|&p| self.crashed_proc(p)).count(),
+                    Dsts::List(v) => v.iter().filter(|&&p| self.crashed_proc(p)).count(),
+                };
+                let missing = rec
+                    .dsts
+                    .len()
+                    .saturating_sub(rec.delivered as usize)
+                    .saturating_sub(gone) as u64;
                 let reported = self.failed.get(&(src as u32, rec.ts.raw())).copied();
                 let open = missing.saturating_sub(u64::from(reported.unwrap_or(0)));
                 if open == 0 {
                     continue;
                 }
                 unresolved += open;
+                if rec.sent_ns.saturating_add(STALE_NS) <= t {
+                    stale += open;
+                }
                 if self.undrained_samples.len() < VIOLATIONS_KEPT {
                     self.undrained_samples.push(format!(
                         "p{src}#{seq} ts {}{}: {open} of {} destination(s) neither delivered it nor reported it lost",
@@ -794,6 +827,7 @@ impl Checker {
             }
         }
         self.undrained = unresolved;
+        self.undrained_stale = stale;
     }
 
     fn check_agreement(&mut self, t: u64, seed: u64) {
@@ -1007,6 +1041,17 @@ mod tests {
         assert_eq!(c.undrained(), 1, "p1#0's loss was reported; p0#0's was not");
         assert_eq!(c.undrained_samples().len(), 1);
         assert!(c.undrained_samples()[0].starts_with("p0#0 ts 10"));
+        assert_eq!(
+            c.undrained_stale(),
+            0,
+            "sent 100 ns before the end: on its way"
+        );
+        let mut c = checker();
+        c.on_send(0, 0, 0, 0, ts(10), Dsts::All(2), false);
+        c.on_send(STALE_NS, 1, 1, 0, ts(11), Dsts::All(2), false);
+        c.finish(STALE_NS + 1, 1, false);
+        assert_eq!(c.undrained(), 4);
+        assert_eq!(c.undrained_stale(), 2, "only p0#0 is older than STALE_NS");
     }
 
     #[test]

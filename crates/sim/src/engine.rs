@@ -586,7 +586,13 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             let copy = self.packets.get(slot).clone();
             let copy = self.new_packet(copy);
             self.net.packets_duplicated += 1;
-            // The copy follows the original on the same link (FIFO), one serialization later.
+            // The copy follows the original on the same link (FIFO), one serialization later,
+            // and holds the link for that serialization: a packet sent after the original
+            // (a beacon whose barrier passes the original's timestamp) arrives after the copy
+            // too. Were it overtaken, a copy whose original was lost further on would arrive
+            // below the barrier: a late drop no FIFO network produces.
+            let l = &mut self.links[link as usize];
+            l.busy_until += ser;
             self.queue
                 .push(arrive + ser, Ev::Arrive { link, slot: copy });
         }

@@ -100,6 +100,11 @@ pub struct Report {
     /// Messages still on their way when the drain limit ended the run (checks on; those are not
     /// judged as losses).
     pub undrained: u64,
+    /// Of those, the ones sent 5 ms or more before the end (`check::STALE_NS`): stuck, not on
+    /// their way.
+    pub undrained_stale: u64,
+    /// The first of them: sender, scattering, timestamp, destinations left.
+    pub undrained_samples: Vec<String>,
     /// Messages delivered during the sending period, per second per process.
     pub throughput_msgs_per_s_per_proc: f64,
     /// Send → deliver latency (true time), ns.
@@ -310,6 +315,16 @@ fn run_with<Q: EventQueue<Ev>>(
         sends_rejected: net.sends_rejected,
         drained,
         undrained: world.proto.checker.as_ref().map_or(0, |c| c.undrained()),
+        undrained_stale: world
+            .proto
+            .checker
+            .as_ref()
+            .map_or(0, |c| c.undrained_stale()),
+        undrained_samples: world
+            .proto
+            .checker
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.undrained_samples().to_vec()),
         throughput_msgs_per_s_per_proc: s.delivered_in_period as f64
             / world.procs() as f64
             / (cfg.duration_ns as f64 / 1e9),

@@ -402,7 +402,9 @@ pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
     out.rejoined_traffic = report.rejoined_delivered_to + report.rejoined_delivered_from;
     let app_violations = report.app.as_ref().map_or(0, |a| a.violations);
     // A replicated service that lost a majority of its replicas cannot go on (it chooses
-    // consistency): its clients' open operations are then no liveness failure.
+    // consistency): its clients' open operations are then no liveness failure, nor are the
+    // messages their retries keep in flight to the end — but a message stuck for
+    // `check::STALE_NS` still is.
     let majority_lost = match &cfg.app {
         Some(crate::config::AppSpec::ReplKv { replicas, .. }) => {
             let pph = cfg.procs_per_host;
@@ -425,12 +427,14 @@ pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
         if let Some(a) = &report.app {
             out.detail.extend(a.violation_samples.iter().cloned());
         }
-    } else if !(report.drained || majority_lost && report.undrained == 0) {
+    } else if !(report.drained || majority_lost && report.undrained_stale == 0) {
         out.verdict = Verdict::Liveness;
         out.detail.push(format!(
-            "did not drain within {} ns after sending stopped: {} message(s) still undelivered and unreported",
-            cfg.drain_ns, report.undrained
+            "did not drain within {} ns after sending stopped: {} message(s) still undelivered and unreported ({} sent {} ms or more before the end)",
+            cfg.drain_ns, report.undrained, report.undrained_stale, crate::check::STALE_NS / 1_000_000
         ));
+        out.detail
+            .extend(report.undrained_samples.iter().take(3).cloned());
     }
     out
 }

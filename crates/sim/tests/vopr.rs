@@ -196,3 +196,32 @@ fn thirty_seeds_with_applications_pass() {
     }
     assert!(apps >= 5, "{apps} seeds drew an application");
 }
+
+/// Seeds of `onepipe vopr --apps` (15 ms each) that found bugs, kept as regressions:
+/// * 37 and 100: a host whose clock stepped back holds every barrier, so 1Pipe delivers in
+///   about 50 µs; a 1-RTT recovery had to fit both Paxos phases (four deliveries) into one
+///   `suspect_ns` of 200 µs, never did, and the replicas started rounds for ever (Phase 2 now
+///   has a deadline of its own);
+/// * 93: two of three replicas declared failed — the service rightly stops, and its clients'
+///   retries keep messages in flight to the end; the swarm counted those, and the best-effort
+///   messages the failed replicas sent just before their failure, as stuck (now only messages
+///   older than `check::STALE_NS` count, with a drained run's excuses);
+/// * 372: a duplicated packet was overtaken on its link by a beacon, so a copy whose original
+///   was lost further on arrived below the barrier — a late drop on FIFO links (the copy now
+///   holds the link for its serialization).
+#[test]
+fn application_seeds_that_found_bugs_pass() {
+    for seed in [37u64, 93, 100, 372] {
+        // 15 ms: `onepipe vopr`'s default, where they were found.
+        let o = onepipe_sim::vopr::run_seed_with(seed, 15_000_000, true);
+        assert_eq!(
+            o.verdict,
+            Verdict::Ok,
+            "seed {seed} ({}; faults {:?}): {:#?} — replay: onepipe vopr --apps --seeds 1 --seed {seed}",
+            o.scenario,
+            o.faults,
+            o.detail
+        );
+        assert!(o.faults.app.is_some(), "seed {seed} runs an application");
+    }
+}

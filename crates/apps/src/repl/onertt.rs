@@ -855,8 +855,12 @@ impl OneRttProcess {
     }
 
     /// Phase 1 is over once every live member promised, or at the deadline with a majority.
+    /// Phase 2 then has a deadline of its own, `suspect_ns` from now: a round that had to fit
+    /// both phases, four message delays, into one `suspect_ns` never finished where 1Pipe's
+    /// delivery takes a quarter of it (a host whose clock stepped back holds every barrier).
     fn maybe_propose(&mut self, deadline: bool) {
         let majority = self.majority();
+        let phase2_deadline = Instant(self.now.0 + self.cfg.suspect_ns);
         let Some(r) = self.replica.as_mut() else {
             return;
         };
@@ -909,6 +913,7 @@ impl OneRttProcess {
         let ballot = c.ballot;
         let dsts: Vec<u32> = ids_of(value.members).collect();
         c.proposed = Some((value.clone(), BTreeSet::new()));
+        c.deadline = phase2_deadline;
         self.send(OTHER_TAG, dsts.into_iter(), &Msg::Accept { ballot, value });
     }
 
@@ -1056,9 +1061,6 @@ impl OneRttProcess {
                     self.send(OTHER_TAG, missing.into_iter(), &m);
                 } else if c.proposed.is_none() && c.promises.len() >= self.majority() {
                     self.maybe_propose(true);
-                    if let Some(c) = self.replica.as_mut().and_then(|r| r.coord.as_mut()) {
-                        c.deadline = Instant(now.0 + suspect);
-                    }
                 } else {
                     self.start_recovery();
                 }
@@ -1280,5 +1282,60 @@ impl ReplApp for OneRttProcess {
             committed_writes: r.committed_writes.clone(),
             committed_cmds: r.committed_cmds.clone(),
         })
+    }
+    fn debug_state(&self) -> String {
+        let mut s = format!("now {}", self.now.0);
+        if let Some(r) = &self.replica {
+            s += &format!(
+                " | replica epoch {} members {:#b} log {}..{} commit {} frozen {:?} promised {} accepted {:?} want {:?} early {} parked {} acks_due {} failed {:?}",
+                r.epoch,
+                r.members,
+                r.log_start,
+                r.log_start + r.log.len() as u64,
+                r.commit,
+                r.frozen_since.map(|t| t.0),
+                r.promised,
+                r.accepted.as_ref().map(|a| a.0),
+                r.want.map(|(t, e)| (t.0, e)),
+                r.early.len(),
+                r.parked.len(),
+                r.acks_due.len(),
+                r.failed,
+            );
+            if let Some(c) = &r.coord {
+                s += &format!(
+                    " coord(ballot {} epoch {} promises {:?} proposed {:?} deadline {} tries {})",
+                    c.ballot,
+                    c.epoch,
+                    c.promises.keys().collect::<Vec<_>>(),
+                    c.proposed.as_ref().map(|p| &p.1),
+                    c.deadline.0,
+                    c.tries
+                );
+            }
+        }
+        if let Some(c) = &self.client {
+            s += &format!(
+                " | client epoch {} members {:#b} next_seq {} recover_sent {:?} failed {:?}",
+                c.epoch,
+                c.members,
+                c.next_seq,
+                c.recover_sent.map(|t| t.0),
+                c.failed
+            );
+            for (seq, w) in c.writes.iter().take(3) {
+                s += &format!(
+                    " write(seq {seq} id {} sent {} ts {:?} acks {:?})",
+                    w.id, w.sent.0, w.ts, w.acks
+                );
+            }
+            for (id, r) in c.reads.iter().take(3) {
+                s += &format!(
+                    " read(id {id} sent {} ts {:?} tries {})",
+                    r.sent.0, r.ts, r.tries
+                );
+            }
+        }
+        s
     }
 }

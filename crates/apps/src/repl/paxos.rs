@@ -34,7 +34,7 @@ use crate::wire::Reader;
 use crate::{App, AppInput, AppSend};
 use bytes::{BufMut, Bytes, BytesMut};
 use onepipe_proto::{Instant, ProcId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -147,7 +147,7 @@ impl PaxosConfig {
 /// `duplicates` (requests not applied again: executed already, or queued already), `recoveries`
 /// (higher ballots a replica followed), `recoveries_led` (Phase 1 runs won), `resent` (a
 /// client's resends) and `malformed`; `rejected` stays 0 (see `refused`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaxosStats {
     /// Instances this process decided as leader, and the requests they carried (no-ops carry
     /// none): their ratio is the mean batch (\[SS\] §IV-B).
@@ -414,6 +414,8 @@ pub struct PaxosProcess {
     entries: VecDeque<(u32, u64, u64)>,
     /// Every executed write (grows with the run: fine for simulated runs, read by the checks).
     committed_writes: Vec<(u32, u64)>,
+    /// Their commands, in the same order (a checker places a dead client's writes from them).
+    committed_cmds: Vec<Cmd>,
     /// Every executed request with its command, reads included (the tests' sequential check).
     #[cfg(test)]
     executed: Vec<(u32, u64, Cmd)>,
@@ -483,6 +485,7 @@ impl PaxosProcess {
             checksum: 0,
             entries: VecDeque::new(),
             committed_writes: Vec::new(),
+            committed_cmds: Vec::new(),
             #[cfg(test)]
             executed: Vec::new(),
             loopback: VecDeque::new(),
@@ -532,10 +535,14 @@ impl PaxosProcess {
             return;
         }
         self.tag += 1;
+        // Best effort and unordered: Paxos needs neither a place in 1Pipe's order nor its
+        // reliable service, since it resends what matters itself (the leader's Accepts, the
+        // clients' requests, a follower's Fetch). The simulator's direct transport carries
+        // every message alike; live, this is the unordered transport's plain datagram.
         self.out.push_back(AppSend {
             tag: self.tag,
-            reliable: true,
-            ordered: true,
+            reliable: false,
+            ordered: false,
             parts: vec![(ProcId(dst), encode(&msg))],
         });
     }
@@ -554,8 +561,8 @@ impl PaxosProcess {
             self.tag += 1;
             self.out.push_back(AppSend {
                 tag: self.tag,
-                reliable: true,
-                ordered: true,
+                reliable: false,
+                ordered: false,
                 parts,
             });
         }
@@ -1162,7 +1169,7 @@ impl PaxosProcess {
             #[cfg(test)]
             self.executed.push((r.client, r.id, r.cmd));
             if r.cmd.is_write() {
-                self.record_write(r.client, r.id);
+                self.record_write(r.client, r.id, r.cmd);
             }
             Some(output)
         };
@@ -1185,7 +1192,7 @@ impl PaxosProcess {
         }
     }
 
-    fn record_write(&mut self, client: u32, id: u64) {
+    fn record_write(&mut self, client: u32, id: u64, cmd: Cmd) {
         self.writes += 1;
         self.checksum = mix(self.checksum ^ mix((u64::from(client) << 48) ^ id));
         self.entries.push_back((client, id, self.checksum));
@@ -1193,6 +1200,7 @@ impl PaxosProcess {
             self.entries.pop_front();
         }
         self.committed_writes.push((client, id));
+        self.committed_cmds.push(cmd);
     }
 
     // ---- Leader change: Phase 1 --------------------------------------------------------------
@@ -1515,7 +1523,7 @@ impl ReplApp for PaxosProcess {
             commit: self.writes,
             entries: self.entries.iter().copied().collect(),
             committed_writes: self.committed_writes.clone(),
-            committed_cmds: Vec::new(),
+            committed_cmds: self.committed_cmds.clone(),
         })
     }
 }

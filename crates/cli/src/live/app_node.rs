@@ -1,6 +1,7 @@
 //! `onepipe node --app kv|tpcc|replkv`: one process of an application on a live cluster, through the
 //! public [`Endpoint`] API and [`AppHost`] — the same `KvProcess` (the transactional store,
-//! §7.3.1) or `TpccProcess` (TPC-C, §7.3.2) the simulator runs. Every process serves its part
+//! §7.3.1), `TpccProcess` (TPC-C, §7.3.2), `OneRttProcess` (1-RTT replication, §2.2.2) or, with
+//! `--system paxos`, `PaxosProcess` (MultiPaxos with batching and pipelining) the simulator runs. Every process serves its part
 //! (its keys; its shard's replica) and initiates transactions from `start` for `--duration`; it
 //! serves until told to stop, since the others' transactions still need it.
 //!
@@ -21,11 +22,12 @@
 
 use super::supervise;
 use super::NodeArgs;
-use crate::sim_app::AppArgs;
+use crate::sim_app::{AppArgs, System};
 use onepipe_apps::kv::workload::TxnGen;
 use onepipe_apps::kv::{AppliedWrite, Committed, KvConfig, KvProcess, KvStats, TxnApp};
 use onepipe_apps::repl::lincheck::MaybeOp;
 use onepipe_apps::repl::onertt::OneRttProcess;
+use onepipe_apps::repl::paxos::{PaxosConfig, PaxosProcess, PaxosStats};
 use onepipe_apps::repl::{CmdGen, ReplApp, ReplConfig, ReplDone, ReplStats, ReplicaLog};
 use onepipe_apps::tpcc::onepipe::AppliedTxn;
 use onepipe_apps::tpcc::{TpccApp, TpccCommitted, TpccConfig, TpccProcess, TpccStats};
@@ -94,6 +96,9 @@ pub struct ReplRecords {
     pub log: Option<ReplicaLog>,
     /// Sends refused for a full buffer.
     pub refused_full: u64,
+    /// Its MultiPaxos counters, on `--system paxos`.
+    #[serde(default)]
+    pub paxos: Option<PaxosStats>,
 }
 
 fn say(line: &str) {
@@ -120,7 +125,8 @@ struct KvNode(KvProcess, Vec<Committed>);
 /// TPC-C's process and what it committed.
 struct TpccNode(TpccProcess, Vec<TpccCommitted>);
 
-struct ReplNode(OneRttProcess, Vec<ReplDone>);
+/// A replicated service's process (1-RTT or MultiPaxos) and what it completed.
+struct ReplNode(Box<dyn ReplApp>, Vec<ReplDone>);
 
 /// `App` for a node: its process's.
 macro_rules! node_app {
@@ -145,7 +151,7 @@ node_app!(ReplNode);
 
 impl NodeApp for ReplNode {
     fn idle(&self) -> bool {
-        ReplApp::idle(&self.0)
+        ReplApp::idle(&*self.0)
     }
     fn collect(&mut self) {
         while let Some(d) = self.0.poll_done() {
@@ -160,9 +166,10 @@ impl NodeApp for ReplNode {
             proc: me,
             done: self.1.clone(),
             open: self.0.open_writes(),
-            stats: ReplApp::stats(&self.0).clone(),
+            stats: ReplApp::stats(&*self.0).clone(),
             log: self.0.replica_log(),
             refused_full,
+            paxos: self.0.paxos_stats(),
         };
         (serde_json::to_string(&recs), "replkv.json")
     }
@@ -255,6 +262,7 @@ fn application(
             window,
             replicas,
             disk,
+            paxos,
             ..
         })) => {
             let me_id = onepipe_proto::ProcId(me);
@@ -268,10 +276,21 @@ fn application(
             cfg.suspect_ns = 20_000_000;
             let mut seeds = Rng::new(seed ^ 0x2E91).fork(u64::from(me));
             let gen = CmdGen::new(workload, me, seeds.next_u64());
-            Box::new(ReplNode(
-                OneRttProcess::new(cfg, gen, seeds.next_u64()),
-                Vec::new(),
-            ))
+            let process: Box<dyn ReplApp> = match app.system {
+                System::Paxos => {
+                    let mut pc = PaxosConfig::new(cfg);
+                    pc.wnd = paxos.wnd;
+                    pc.bsz = paxos.bsz;
+                    pc.delta_b_ns = paxos.delta_b_ns;
+                    // The same scale as `suspect_ns`: a heartbeat every 2 ms, an election
+                    // after 10 ms of silence, well before a client gives up on the leader.
+                    pc.heartbeat_ns = 2_000_000;
+                    pc.election_timeout_ns = 10_000_000;
+                    Box::new(PaxosProcess::new(pc, gen))
+                }
+                _ => Box::new(OneRttProcess::new(cfg, gen, seeds.next_u64())),
+            };
+            Box::new(ReplNode(process, Vec::new()))
         }
         _ => unreachable!("checked before joining"),
     }
@@ -300,7 +319,18 @@ pub fn run(args: &NodeArgs) -> i32 {
             eprintln!("onepipe node: --app hashtable runs in the simulator only");
             return crate::cli::EXIT_USAGE;
         }
-        Ok(_) => {}
+        Ok(spec) => {
+            let replkv = matches!(spec, Some(AppSpec::ReplKv { .. }));
+            let live = match args.app.system {
+                System::Onepipe => true,
+                System::Paxos => replkv,
+                _ => false,
+            };
+            if !live {
+                eprintln!("onepipe node: --system: live, an application runs on 1pipe (and replkv on paxos too)");
+                return crate::cli::EXIT_USAGE;
+            }
+        }
     }
     let (stop, orders) = supervise::install(args.supervised);
     let opts = JoinOptions {

@@ -287,8 +287,8 @@ fn check_app(args: &UpArgs) -> Result<(), String> {
     if args.app.app == Some(crate::sim_app::AppName::Hashtable) {
         return Err("--app hashtable: in the simulator only (onepipe sim --app hashtable)".into());
     }
-    if args.app.system != crate::sim_app::System::Onepipe {
-        return Err("--system: live, the applications run on 1Pipe only (the baselines run in the simulator: onepipe sim --app kv|tpcc|replkv --system …)".into());
+    if args.app.system != crate::sim_app::System::Onepipe && !paxos_live(args) {
+        return Err("--system: live, the applications run on 1Pipe, and replkv on paxos too (the other baselines run in the simulator: onepipe sim --app kv|tpcc|replkv --system …)".into());
     }
     let unsupported = [
         (args.unordered, "--unordered"),
@@ -302,6 +302,13 @@ fn check_app(args: &UpArgs) -> Result<(), String> {
         )),
         None => Ok(()),
     }
+}
+
+/// `--app replkv --system paxos`: MultiPaxos on the unordered transport (the same sockets,
+/// datagrams and aggregators, with 1Pipe's ordering off), as a baseline needs no timestamps.
+fn paxos_live(args: &UpArgs) -> bool {
+    args.app.app == Some(crate::sim_app::AppName::Replkv)
+        && args.app.system == crate::sim_app::System::Paxos
 }
 
 /// With `--etcd`: the URL and this run's key, and the private etcd if `up` started one.
@@ -434,7 +441,7 @@ fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     c.beacon_interval_ns = args.beacon_interval;
     c.aggregator_phase_ns = args.aggregator_phase.unwrap_or(args.beacon_interval / 5);
     c.aggregator_mode = args.aggregator_mode;
-    c.ordered = !args.unordered;
+    c.ordered = !args.unordered && !paxos_live(args);
     c.datagram_len_max = args.datagram_len_max.0;
     c.gso = !args.no_gso;
     c.gro = !args.no_gro;
@@ -595,6 +602,18 @@ impl Run<'_> {
                     &format!("{}ns", a.disk),
                     "--disk-jitter",
                     &format!("{}ns", a.disk_jitter),
+                    "--system",
+                    if paxos_live(self.args) {
+                        "paxos"
+                    } else {
+                        "1pipe"
+                    },
+                    "--wnd",
+                    &a.wnd.to_string(),
+                    "--bsz",
+                    &a.bsz.to_string(),
+                    "--delta-b",
+                    &format!("{}ns", a.delta_b),
                 ])
             }
             Some(crate::sim_app::AppName::Kv) => {}
@@ -726,6 +745,8 @@ impl Run<'_> {
             format_duration(cluster.beacon_interval_ns),
             if a.unordered {
                 "UNORDERED (baseline)"
+            } else if paxos_live(a) {
+                "unordered (MultiPaxos needs no timestamps)"
             } else {
                 "ordered"
             },

@@ -14,6 +14,7 @@ use crate::cli::EXIT_VIOLATION;
 use onepipe_apps::kv::check::{unfinished_from_logs, KvChecker};
 use onepipe_apps::kv::{KvStats, TxnKind};
 use onepipe_apps::repl::lincheck;
+use onepipe_apps::repl::paxos::PaxosStats;
 use onepipe_apps::repl::ReplStats;
 use onepipe_apps::tpcc::check::{unfinished_from_logs as tpcc_unfinished_from_logs, TpccChecker};
 use onepipe_apps::tpcc::db::{TpccLayout, REPLICAS_DEFAULT};
@@ -161,10 +162,14 @@ fn replkv_finish(
     let failed = failed(run);
     let procs = cluster.procs();
     let (mut stats, mut refused_full) = (ReplStats::default(), 0);
+    let mut paxos: Option<PaxosStats> = None;
     let (mut done, mut open, mut logs) = (Vec::new(), Vec::new(), Vec::new());
     for r in read_records::<ReplRecords>(cluster, run, "replkv.json")? {
         stats += &r.stats;
         refused_full += r.refused_full;
+        if let Some(p) = &r.paxos {
+            *paxos.get_or_insert_with(PaxosStats::default) += p;
+        }
         done.extend(r.done);
         open.extend(r.open);
         logs.extend(r.log.filter(|_| !failed.contains(&r.proc)));
@@ -210,8 +215,12 @@ fn replkv_finish(
     let log_violations = lincheck::check_logs(&logs, acknowledged);
     let violations = v.violations + v.undecided + log_violations.len() as u64;
     let per_s = in_period as f64 / (duration as f64 / 1e9);
+    let (system, scheme) = match paxos {
+        Some(_) => ("paxos", "MultiPaxos with batching and pipelining"),
+        None => ("1pipe", "1-RTT replication"),
+    };
     println!(
-        "  app replkv on 1pipe (1-RTT replication, {replicas} replicas)  {} operations ({} get, {} put, {} cas): {:.0}/s",
+        "  app replkv on {system} ({scheme}, {replicas} replicas)  {} operations ({} get, {} put, {} cas): {:.0}/s",
         done.len(),
         stats.gets,
         stats.puts,
@@ -224,6 +233,12 @@ fn replkv_finish(
         "  app checker {} operations over {} keys checked for linearizability ({} writes left open), {} replica logs compared: {} violation(s), {} undecided; {} recoveries, {} entries rejected for a gap, {} resent, {} sends refused (buffer full)",
         v.ops, v.keys, open.len(), logs.len(), v.violations + log_violations.len() as u64, v.undecided, stats.recoveries, stats.rejected, stats.resent, refused_full
     );
+    if let Some(p) = &paxos {
+        println!(
+            "  app paxos   {} instances decided carrying {} requests (mean batch {:.1}), {} Phase 1 runs ({} won), {} accepts resent, {} resends by clients",
+            p.instances_decided, p.requests_decided, p.batch_mean(), p.phase1_runs, p.phase1_won, p.retransmits, stats.resent
+        );
+    }
     for s in v.samples.iter().chain(&log_violations) {
         eprintln!("  {s}");
     }
@@ -234,7 +249,8 @@ fn replkv_finish(
     }
     let report = json!({
         "app": "replkv",
-        "system": "1pipe",
+        "system": system,
+        "paxos": paxos,
         "procs": procs,
         "replicas": replicas,
         "committed": done.len(),
