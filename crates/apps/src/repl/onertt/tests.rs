@@ -313,6 +313,23 @@ fn loss_is_repaired_by_recovery() {
     }
 }
 
+/// A slow network: one delivery takes a quarter of `suspect_ns` and more, so a recovery's
+/// two phases (four deliveries) do not fit one `suspect_ns`. Each phase has its own deadline,
+/// so recoveries still finish (`onepipe vopr --apps` seeds 37 and 100: before, the replicas
+/// started rounds for ever).
+#[test]
+fn recovery_finishes_when_a_delivery_takes_a_quarter_of_suspect() {
+    for seed in 0..4 {
+        let mut net = Net::new(3, 3, 3, 0.01, seed);
+        net.delay = 13_000; // 4 × 13 µs > suspect_ns = 50 µs > 2 × 13 µs
+        net.run(12_000_000);
+        assert!(net.idle(), "seed {seed}: still busy");
+        let s = net.stats();
+        assert!(s.recoveries > 0, "seed {seed}: {s:?}");
+        check(&net);
+    }
+}
+
 #[test]
 fn replica_crash_shrinks_the_view() {
     let mut net = Net::new(3, 3, 3, 0.0, 9);
