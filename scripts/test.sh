@@ -21,22 +21,25 @@ if ! command -v etcd >/dev/null 2>&1 || ! command -v protoc >/dev/null 2>&1; the
   (apt-get install -y -q etcd-server protobuf-compiler || (apt-get update -q && apt-get install -y -q etcd-server protobuf-compiler)) >/dev/null
 fi
 
-echo "== planted bugs: every mutant's text is still in the tree (the full check runs last)"
+# Each phase says when it starts (seconds since the suite began): CI must finish well inside 30
+# minutes on 2 cores, and these lines say where the time goes.
+phase() { echo "== [${SECONDS}s] $*"; }
+phase "planted bugs: every mutant's text is still in the tree (the full check runs last)"
 scripts/planted-bugs.sh --check
-echo "== cargo fmt --check"
+phase "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy -D warnings (default features)"
+phase "cargo clippy -D warnings (default features)"
 cargo clippy --workspace --all-targets -- -D warnings
 # Every feature at once (etcd: the controller store; tokio: async receive): one more check build
 # instead of one per feature.
-echo "== cargo clippy -D warnings (--all-features: etcd, tokio)"
+phase "cargo clippy -D warnings (--all-features: etcd, tokio)"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
-echo "== the library is only a library (no command-line, plotting or progress-bar crates)"
+phase "the library is only a library (no command-line, plotting or progress-bar crates)"
 if cargo tree -q -p onepipe -e normal --all-features | grep -E '(^|[^a-z_-])(clap|plotters|indicatif) v'; then
   echo "the onepipe library pulls in a command-line crate (see above)" >&2
   exit 1
 fi
-echo "== cargo doc -D warnings"
+phase "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -46,14 +49,14 @@ trap 'rm -f "$log"' EXIT
 # and async receive through futures on loopback (onepipe tests/live_async.rs, the async doc
 # examples).
 # One feature set for both commands below, so the second reuses the first's build.
-echo "== cargo test (--all-features)"
+phase "cargo test (--all-features)"
 cargo test --workspace --all-targets --all-features 2>&1 | tee -a "$log"
-echo "== doc tests (--all-features)"
+phase "doc tests (--all-features)"
 cargo test --workspace --doc --all-features 2>&1 | tee -a "$log"
-echo "== planted bugs (each must make the suite fail)"
+phase "planted bugs (each must make the suite fail)"
 scripts/planted-bugs.sh | tee -a "$log"
 
 passed=$(awk '/^test result: /{for(i=1;i<=NF;i++) if($(i+1) ~ /^passed/) s+=$i} END{print s+0}' "$log")
 failed=$(awk '/^test result: /{for(i=1;i<=NF;i++) if($(i+1) ~ /^failed/) s+=$i} END{print s+0}' "$log")
 caught=$(grep -c '^caught ' "$log" || true)
-echo "suite: $((passed + caught)) passed, $failed failed ($passed tests, $caught planted bugs caught)"
+echo "suite: $((passed + caught)) passed, $failed failed ($passed tests, $caught planted bugs caught) in ${SECONDS}s"
