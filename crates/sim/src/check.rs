@@ -394,6 +394,14 @@ impl Checker {
         self.crashed.get(p as usize).copied().unwrap_or(false)
     }
 
+    /// How many of `dsts` crashed or were declared failed.
+    fn crashed_among(&self, dsts: &Dsts) -> usize {
+        match dsts {
+            Dsts::All(n) => (0..*n).filter(|&p| self.crashed_proc(p)).count(),
+            Dsts::List(v) => v.iter().filter(|&&p| self.crashed_proc(p)).count(),
+        }
+    }
+
     /// Reliable messages not delivered everywhere with nothing to excuse it (drained runs).
     pub fn undelivered_reliable(&self) -> u64 {
         self.undelivered_reliable
@@ -691,10 +699,10 @@ impl Checker {
                         }
                         continue;
                     }
-                    let gone_dsts = match &rec.dsts {
-                        _ if !any_crash => 0,
-                        Dsts::All(n) => (0..*n).filter(|&p| self.crashed_proc(p)).count(),
-                        Dsts::List(v) => v.iter().filter(|&&p| self.crashed_proc(p)).count(),
+                    let gone_dsts = if any_crash {
+                        self.crashed_among(&rec.dsts)
+                    } else {
+                        0
                     };
                     let delivered = rec.delivered as usize
                         - by_gone.get(&(src as u32, seq as u64)).copied().unwrap_or(0) as usize;
@@ -728,10 +736,10 @@ impl Checker {
                 let failed = self.failed.get(&key).copied().unwrap_or(0);
                 // A crashed receiver excuses one missing delivery (it may have delivered before
                 // crashing, so this is lenient by at most one per crashed destination).
-                let crashed_dsts = match &rec.dsts {
-                    _ if !any_crash => 0,
-                    Dsts::All(n) => (0..*n).filter(|&p| self.crashed_proc(p)).count(),
-                    Dsts::List(v) => v.iter().filter(|&&p| self.crashed_proc(p)).count(),
+                let crashed_dsts = if any_crash {
+                    self.crashed_among(&rec.dsts)
+                } else {
+                    0
                 };
                 let missing = rec
                     .dsts
@@ -798,10 +806,7 @@ impl Checker {
                 if !rec.reliable && self.crashed_proc(src as u32) {
                     continue;
                 }
-                let gone = match &rec.dsts {
-                    Dsts::All(n) => (0..*n).filter(|&p| self.crashed_proc(p)).count(),
-                    Dsts::List(v) => v.iter().filter(|&&p| self.crashed_proc(p)).count(),
-                };
+                let gone = self.crashed_among(&rec.dsts);
                 let missing = rec
                     .dsts
                     .len()
