@@ -22,7 +22,9 @@ pub struct VoprArgs {
     pub verbose: bool,
     /// Draw applications too: a third of the seeds (those with at least 4 processes) run the
     /// replicated key-value service (1-RTT replication, 3 or 5 replicas) in place of the
-    /// synthetic workload, its checkers added to 1Pipe's. Part of what a seed replays.
+    /// synthetic workload, its checkers added to 1Pipe's; a quarter of the rest run the service
+    /// on MultiPaxos on direct messages (the network's faults and host crashes, half of them
+    /// the leader's). Part of what a seed replays.
     #[arg(long)]
     pub apps: bool,
 }

@@ -37,10 +37,6 @@ pub(crate) trait AppSet {
     fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64));
     /// Process `p` has no work open.
     fn proc_idle(&self, p: usize) -> bool;
-    /// No process has work open.
-    fn idle(&self) -> bool {
-        (0..self.len()).all(|p| self.proc_idle(p))
-    }
     /// The processes with work open, for `ONEPIPE_SIM_TRACE`.
     fn describe(&self) -> String {
         busy((0..self.len()).map(|p| self.proc_idle(p)))
@@ -373,10 +369,18 @@ impl AppSet for ReplSet {
             .filter_map(|p| p.replica_log())
             .filter(|l| !failed.contains_key(&l.replica))
             .collect();
+        // Durability is promised while a majority of the replicas survives: a write is
+        // acknowledged once a majority holds it (MultiPaxos), so losing a majority may lose it.
+        let replicas = self
+            .procs
+            .iter()
+            .filter(|p| p.replica_log().is_some())
+            .count();
+        let durable = logs.len() > replicas / 2;
         let acknowledged = self
             .done
             .iter()
-            .filter(|d| d.cmd.is_write())
+            .filter(|d| durable && d.cmd.is_write())
             .map(|d| (d.client, d.id));
         let log_violations = lincheck::check_logs(&logs, acknowledged);
         r.checked_transactions = v.ops;

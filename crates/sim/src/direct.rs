@@ -8,6 +8,12 @@
 //! (`--loss`, `--dup`, `--reorder-prob`) they ride a reliable transport ([`Transport`]).
 //! The processes' clocks are exact: the baselines order nothing by them, and the times they
 //! report (latency; the FaRM-like store's serialization stamps) are true time.
+//!
+//! A host crash (`--crash-host`) stops its processes for good: what reaches them is dropped
+//! unacknowledged, their timers die, and the transport abandons its pairs with them (a
+//! connection to a dead peer). Nobody is told: a baseline finds its dead peers by its own
+//! timeouts (MultiPaxos's heartbeat). Restarts, clock steps and the controller's faults are
+//! 1Pipe's and do not apply here.
 
 use crate::apps::{ht_set, kv_processes, repl_set, tpcc_set, AppReport, AppSet, KvSet};
 use crate::config::{AppSpec, ConfigError, SimConfig};
@@ -169,6 +175,19 @@ pub struct Direct {
     transport: Option<Transport>,
     trace: TraceHash,
     messages: u64,
+    /// Per host: when it crashed (`--crash-host`), if it does.
+    crash_at: Vec<Option<SimTime>>,
+}
+
+impl Direct {
+    /// Process `proc`'s host has crashed by `t`.
+    fn dead(&self, proc: u32, t: SimTime) -> bool {
+        self.crash_at
+            .get((proc / self.pph) as usize)
+            .copied()
+            .flatten()
+            .is_some_and(|at| t >= at)
+    }
 }
 
 impl Protocol for Direct {
@@ -199,6 +218,9 @@ impl Protocol for Direct {
     }
     fn poll_timeout(&self, role: u32) -> Option<Instant> {
         self.apps.poll_timeout(role as usize)
+    }
+    fn down(&self, role: u32, t: SimTime) -> bool {
+        self.dead(role, t)
     }
     fn arrive<Q: EventQueue<Ev>>(e: &mut DirectWorld<Q>, t: SimTime, link: u32, slot: u32) {
         let to = e.links[link as usize].to;
@@ -270,6 +292,15 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             ),
             trace: TraceHash::default(),
             messages: 0,
+            crash_at: {
+                let mut at = vec![None; topo.hosts() as usize];
+                for &(h, t) in &cfg.crashes {
+                    if let Some(a) = at.get_mut(h as usize) {
+                        *a = Some(a.map_or(t, |x: SimTime| x.min(t)));
+                    }
+                }
+                at
+            },
         };
         Ok(Engine::assemble(
             cfg, topo, queue, seeds, proto, roles, links,
@@ -376,6 +407,9 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
     /// frees), held if early, dropped if a copy; the receiver's NIC acknowledges every message.
     fn transport_arrive(&mut self, t: SimTime, slot: u32) {
         let p = self.take_packet(slot);
+        if self.proto.dead(p.dst, t) {
+            return; // a dead host acknowledges nothing
+        }
         let tr = self.proto.transport.as_mut().expect("the transport");
         if p.ack {
             if let Some(pair) = tr.pairs.get_mut(&(p.dst, p.src)) {
@@ -431,9 +465,15 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
     /// cumulative acknowledgement then moves to the next hole. The timer re-arms while anything
     /// is unacknowledged.
     fn on_rto(&mut self, t: SimTime, src: u32, dst: u32) {
+        let gone = self.proto.dead(src, t) || self.proto.dead(dst, t);
         let Some(tr) = self.proto.transport.as_mut() else {
             return;
         };
+        if gone {
+            // A connection with a dead host: abandoned, its timer not re-armed.
+            tr.pairs.remove(&(src, dst));
+            return;
+        }
         let rto = tr.rto_ns;
         let Some(pair) = tr.pairs.get_mut(&(src, dst)) else {
             return;
@@ -469,9 +509,25 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
         self.put_on_link(self.topo.uplink(src / self.proto.pph).0, slot, t);
     }
 
-    /// True when no message is on its way and no application has work open.
+    /// True when no message is on its way and no live process's application has work open.
     pub fn quiescent(&self) -> bool {
-        self.live == 0 && self.proto.apps.idle()
+        let now = self.now;
+        self.live == 0
+            && (0..self.proto.procs)
+                .all(|p| self.proto.dead(p, now) || self.proto.apps.proc_idle(p as usize))
+    }
+
+    /// The processes whose host crashed by now, with when.
+    fn crashed(&self) -> HashMap<u32, u64> {
+        (0..self.proto.procs)
+            .filter(|&p| self.proto.dead(p, self.now))
+            .map(|p| {
+                (
+                    p,
+                    self.proto.crash_at[(p / self.proto.pph) as usize].unwrap_or(0),
+                )
+            })
+            .collect()
     }
 }
 
@@ -634,7 +690,7 @@ fn run_with<Q: EventQueue<Ev>>(
             p.system.name(),
             p.system.checked(),
             crate::apps::realtime_skew_ns(cfg),
-            &Default::default(),
+            &world.crashed(),
         ),
         events: world.net.events,
         events_per_wall_s: world.net.events as f64 / wall_s.max(1e-9),

@@ -78,6 +78,8 @@ pub struct FaultMix {
     pub restarts: u32,
     /// The application run in place of the synthetic workload, if any.
     pub app: Option<String>,
+    /// The application runs on direct messages (MultiPaxos), not on 1Pipe.
+    pub direct: bool,
 }
 
 /// The result of one seed.
@@ -314,6 +316,47 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         });
         cfg.keep_history = false;
         faults.app = Some(format!("replkv ({replicas} replicas)"));
+    } else if apps && procs >= 4 && rng.chance(0.25) {
+        // A quarter of the others run the same service on MultiPaxos with batching and
+        // pipelining, on direct messages (`onepipe sim --app replkv --system paxos`): the
+        // network's faults and host crashes apply (1Pipe's own — restarts, clock steps, the
+        // controller's — do not), and half of them crash the leader's host.
+        let replicas = if procs >= 8 && rng.chance(0.3) { 5 } else { 3 };
+        cfg.app = Some(crate::config::AppSpec::ReplKv {
+            workload: onepipe_apps::repl::ReplWorkload {
+                keys: [10, 100, 1_000][pick(&mut rng, 3)],
+                ..Default::default()
+            },
+            window: 1 + rng.below(3) as u32,
+            replicas,
+            disk: Default::default(),
+            paxos: Default::default(),
+            suspect_ns: None,
+        });
+        // 1Pipe's own faults go: a cut that never heals would partition processes for good on
+        // a network that does not reroute (1Pipe's controller does), and restarts, clock steps
+        // and controller outages mean nothing to MultiPaxos.
+        cfg.cuts.clear();
+        cfg.heals.clear();
+        cfg.restarts.clear();
+        cfg.clock_steps.clear();
+        cfg.controller_down.clear();
+        faults.host_link_cuts = 0;
+        faults.switch_cuts = 0;
+        faults.link_cuts = 0;
+        faults.heals = 0;
+        faults.restarts = 0;
+        faults.clock_steps = 0;
+        faults.controller_downs = 0;
+        let leader_host = 0;
+        if rng.chance(0.5) && !cfg.crashes.iter().any(|c| c.0 == leader_host) {
+            cfg.crashes
+                .push((leader_host, 50_000 + rng.below(duration_ns / 2)));
+        }
+        cfg.keep_history = false;
+        faults.host_crashes = cfg.crashes.len() as u32;
+        faults.app = Some(format!("replkv on paxos ({replicas} replicas)"));
+        faults.direct = true;
     }
     (cfg, faults)
 }
@@ -336,6 +379,82 @@ fn describe(cfg: &SimConfig) -> String {
     )
 }
 
+/// Whether the replicated service of `cfg` (if it runs one) lost a majority of its replicas:
+/// their hosts crashed or were `declared` failed.
+fn majority_lost(cfg: &SimConfig, declared: impl Iterator<Item = u32>) -> bool {
+    let Some(crate::config::AppSpec::ReplKv { replicas, .. }) = &cfg.app else {
+        return false;
+    };
+    let pph = cfg.procs_per_host;
+    let gone: std::collections::BTreeSet<u32> =
+        declared.chain(cfg.crashes.iter().map(|c| c.0)).collect();
+    let lost = (0..*replicas).filter(|r| gone.contains(&(r / pph))).count();
+    lost > (*replicas as usize) / 2
+}
+
+/// A seed whose service runs on MultiPaxos on direct messages: its checkers judge it (a
+/// violation is a correctness failure); a run that does not drain is a liveness failure unless
+/// a majority of the replicas crashed.
+fn run_direct_seed(seed: u64, cfg: &SimConfig, faults: FaultMix) -> Outcome {
+    let mut out = Outcome {
+        seed,
+        verdict: Verdict::Ok,
+        scenario: format!("{} (on direct messages: MultiPaxos)", describe(cfg)),
+        faults,
+        checked_deliveries: 0,
+        packets_lost: 0,
+        packets_duplicated: 0,
+        links_removed: 0,
+        failure_rounds: 0,
+        hosts_declared: 0,
+        recalled: 0,
+        ctrl_lost: 0,
+        forwarded: 0,
+        recovered: 0,
+        rejoined: 0,
+        rejoined_traffic: 0,
+        detail: Vec::new(),
+    };
+    let system = crate::direct::DirectSystem::Paxos;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::direct::run_direct(cfg, system, &mut |_| {})
+    }));
+    let report = match result {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            out.verdict = Verdict::Crash;
+            out.detail.push(format!("configuration refused: {e}"));
+            return out;
+        }
+        Err(panic) => {
+            out.verdict = Verdict::Crash;
+            out.detail.push(panic_message(panic));
+            return out;
+        }
+    };
+    out.checked_deliveries = report.app.checked_transactions;
+    if report.app.violations > 0 {
+        out.verdict = Verdict::Correctness;
+        out.detail = report.app.violation_samples.clone();
+    } else if !report.drained && !majority_lost(cfg, std::iter::empty()) {
+        out.verdict = Verdict::Liveness;
+        out.detail.push(format!(
+            "did not drain within {} ns after sending stopped: operations still open",
+            cfg.drain_ns
+        ));
+    }
+    out
+}
+
+/// What a caught panic said.
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".to_string())
+}
+
 /// Runs seed `seed` with `duration_ns` of sending and judges it.
 pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
     run_seed_with(seed, duration_ns, false)
@@ -345,6 +464,9 @@ pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
 /// it.
 pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
     let (cfg, faults) = scenario_with(seed, duration_ns, apps);
+    if faults.direct {
+        return run_direct_seed(seed, &cfg, faults);
+    }
     let scenario = describe(&cfg);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&cfg, &mut |_| {})));
     let mut out = Outcome {
@@ -375,12 +497,7 @@ pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
         }
         Err(panic) => {
             out.verdict = Verdict::Crash;
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".to_string());
-            out.detail.push(msg);
+            out.detail.push(panic_message(panic));
             return out;
         }
     };
@@ -405,22 +522,11 @@ pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
     // consistency): its clients' open operations are then no liveness failure, nor are the
     // messages their retries keep in flight to the end — but a message stuck for
     // `check::STALE_NS` still is.
-    let majority_lost = match &cfg.app {
-        Some(crate::config::AppSpec::ReplKv { replicas, .. }) => {
-            let pph = cfg.procs_per_host;
-            let declared: std::collections::BTreeSet<u32> = report
-                .failure_rounds
-                .iter()
-                .flat_map(|r| r.hosts.iter().map(|h| h.0))
-                .chain(cfg.crashes.iter().map(|c| c.0))
-                .collect();
-            let lost = (0..*replicas)
-                .filter(|r| declared.contains(&(r / pph)))
-                .count();
-            lost > (*replicas as usize) / 2
-        }
-        _ => false,
-    };
+    let declared = report
+        .failure_rounds
+        .iter()
+        .flat_map(|r| r.hosts.iter().map(|h| h.0));
+    let majority_lost = majority_lost(&cfg, declared);
     if report.violations > 0 || app_violations > 0 {
         out.verdict = Verdict::Correctness;
         out.detail = report.violation_samples;
