@@ -322,6 +322,19 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         // network's faults and host crashes apply (1Pipe's own — restarts, clock steps, the
         // controller's — do not), and half of them crash the leader's host.
         let replicas = if procs >= 8 && rng.chance(0.3) { 5 } else { 3 };
+        // On a lossy network the transport's retransmissions (25 µs, doubling per timeout in
+        // a row) can hold a heartbeat for milliseconds: the default election timeout (100 µs,
+        // tuned for a lossless data center) would then depose every leader in turn. A
+        // deployment sets it above the retransmission delays it expects: 2 ms here.
+        let paxos = if cfg.loss_rate > 0.0 || cfg.dup_rate > 0.0 || cfg.reorder_prob > 0.0 {
+            crate::config::PaxosSpec {
+                heartbeat_ns: 200_000,
+                election_timeout_ns: 2_000_000,
+                ..Default::default()
+            }
+        } else {
+            Default::default()
+        };
         cfg.app = Some(crate::config::AppSpec::ReplKv {
             workload: onepipe_apps::repl::ReplWorkload {
                 keys: [10, 100, 1_000][pick(&mut rng, 3)],
@@ -330,7 +343,7 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
             window: 1 + rng.below(3) as u32,
             replicas,
             disk: Default::default(),
-            paxos: Default::default(),
+            paxos,
             suspect_ns: None,
         });
         // 1Pipe's own faults go: a cut that never heals would partition processes for good on

@@ -402,6 +402,11 @@ pub struct PaxosProcess {
     failed: Vec<bool>,
     tick_at: Instant,
     last_fetch: Option<Instant>,
+    /// Phase 1 runs started in a row without a leader established since (this replica's, or
+    /// another's heard through its Accepts or Decides): a candidate waits `election_timeout_ns`
+    /// doubled per run in a row (up to 64×) before it tries again, so a round whose messages a
+    /// lossy link delays (the transport's retransmission timeout doubles too) can finish.
+    phase1_streak: u32,
     disk: Disk,
     /// Phase 2b answers waiting for the disk: (write done, leader, ballot, instance).
     disk_queue: VecDeque<(Instant, u32, u64, u64)>,
@@ -477,6 +482,7 @@ impl PaxosProcess {
             failed: vec![false; cfg.repl.procs as usize],
             tick_at: Instant(0),
             last_fetch: None,
+            phase1_streak: 0,
             disk: Disk::new(cfg.repl.disk, 0x5eed ^ u64::from(me)),
             disk_queue: VecDeque::new(),
             machine: super::KvMachine::default(),
@@ -1022,6 +1028,7 @@ impl PaxosProcess {
             return;
         }
         self.hear(ballot);
+        self.phase1_streak = 0;
         let slot = self.log.get(&instance);
         if instance < self.commit || slot.is_some_and(|s| s.decided) {
             // Decided: the value cannot differ, so accepting it again changes nothing.
@@ -1072,6 +1079,7 @@ impl PaxosProcess {
             return;
         }
         self.hear(ballot);
+        self.phase1_streak = 0;
         self.learn_commit(src, ballot, commit);
     }
 
@@ -1238,6 +1246,7 @@ impl PaxosProcess {
             source: self.me,
         });
         self.paxos.phase1_runs += 1;
+        self.phase1_streak = self.phase1_streak.saturating_add(1);
         let from = self.commit;
         self.multicast(self.all_replicas(), Msg::Prepare { ballot, from });
     }
@@ -1328,6 +1337,7 @@ impl PaxosProcess {
             active_since: self.now,
         });
         self.paxos.phase1_won += 1;
+        self.phase1_streak = 0;
         self.stats.recoveries_led += 1;
         // The previous leader's window bounded these, not this one's WND.
         let mut best = c.best;
@@ -1377,7 +1387,8 @@ impl PaxosProcess {
                 }
             }
             Role::Candidate(c) => {
-                if c.started + self.cfg.election_timeout_ns <= self.now {
+                let backoff = self.phase1_streak.saturating_sub(1).min(6);
+                if c.started + (self.cfg.election_timeout_ns << backoff) <= self.now {
                     self.start_phase1();
                 } else {
                     self.try_lead();
