@@ -74,7 +74,8 @@ pub struct AppArgs {
     /// `--rate`, `--msg-size` and `--service` do not apply then).
     #[arg(long, value_enum)]
     pub app: Option<AppName>,
-    /// The system that runs the application: 1pipe, or a baseline on direct messages.
+    /// The system that runs the application: 1pipe, or a baseline on direct messages (live,
+    /// with `onepipe up`: 1pipe, and paxos for replkv).
     #[arg(long, value_enum, default_value = "1pipe")]
     pub system: System,
     /// kv: transactions each process keeps in flight (a closed loop).
