@@ -14,7 +14,7 @@
 //! (it loses what is sent to it for 10–500 µs, then resumes from its state). Every fault stays on for the whole run — the drain phase is the "liveness" phase
 //! under the same faults, which is stricter than healing first.
 
-use crate::config::{PacketKind, Service, SimConfig, TopologySpec, WorkloadKind};
+use crate::config::{ConfigError, PacketKind, Service, SimConfig, TopologySpec, WorkloadKind};
 use crate::{run, Report};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::switch::SwitchMode;
@@ -303,17 +303,7 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
     let procs = cfg.procs().unwrap_or(0);
     if apps && procs >= 4 && rng.chance(1.0 / 3.0) {
         let replicas = if procs >= 8 && rng.chance(0.3) { 5 } else { 3 };
-        cfg.app = Some(crate::config::AppSpec::ReplKv {
-            workload: onepipe_apps::repl::ReplWorkload {
-                keys: [10, 100, 1_000][pick(&mut rng, 3)],
-                ..Default::default()
-            },
-            window: 1 + rng.below(3) as u32,
-            replicas,
-            disk: Default::default(),
-            paxos: Default::default(),
-            suspect_ns: None,
-        });
+        cfg.app = Some(draw_replkv(&mut rng, replicas, Default::default()));
         cfg.keep_history = false;
         faults.app = Some(format!("replkv ({replicas} replicas)"));
     } else if apps && procs >= 4 && rng.chance(0.25) {
@@ -335,17 +325,7 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         } else {
             Default::default()
         };
-        cfg.app = Some(crate::config::AppSpec::ReplKv {
-            workload: onepipe_apps::repl::ReplWorkload {
-                keys: [10, 100, 1_000][pick(&mut rng, 3)],
-                ..Default::default()
-            },
-            window: 1 + rng.below(3) as u32,
-            replicas,
-            disk: Default::default(),
-            paxos,
-            suspect_ns: None,
-        });
+        cfg.app = Some(draw_replkv(&mut rng, replicas, paxos));
         // 1Pipe's own faults go: a cut that never heals would partition processes for good on
         // a network that does not reroute (1Pipe's controller does), and restarts, clock steps
         // and controller outages mean nothing to MultiPaxos.
@@ -372,6 +352,26 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         faults.direct = true;
     }
     (cfg, faults)
+}
+
+/// The replicated service with `replicas` replicas: its keys and clients' window drawn, in that
+/// order (a seed's draws are part of what it replays).
+fn draw_replkv(
+    rng: &mut Rng,
+    replicas: u32,
+    paxos: crate::config::PaxosSpec,
+) -> crate::config::AppSpec {
+    crate::config::AppSpec::ReplKv {
+        workload: onepipe_apps::repl::ReplWorkload {
+            keys: [10, 100, 1_000][rng.below(3) as usize],
+            ..Default::default()
+        },
+        window: 1 + rng.below(3) as u32,
+        replicas,
+        disk: Default::default(),
+        paxos,
+        suspect_ns: None,
+    }
 }
 
 fn describe(cfg: &SimConfig) -> String {
@@ -409,41 +409,11 @@ fn majority_lost(cfg: &SimConfig, declared: impl Iterator<Item = u32>) -> bool {
 /// violation is a correctness failure); a run that does not drain is a liveness failure unless
 /// a majority of the replicas crashed.
 fn run_direct_seed(seed: u64, cfg: &SimConfig, faults: FaultMix) -> Outcome {
-    let mut out = Outcome {
-        seed,
-        verdict: Verdict::Ok,
-        scenario: format!("{} (on direct messages: MultiPaxos)", describe(cfg)),
-        faults,
-        checked_deliveries: 0,
-        packets_lost: 0,
-        packets_duplicated: 0,
-        links_removed: 0,
-        failure_rounds: 0,
-        hosts_declared: 0,
-        recalled: 0,
-        ctrl_lost: 0,
-        forwarded: 0,
-        recovered: 0,
-        rejoined: 0,
-        rejoined_traffic: 0,
-        detail: Vec::new(),
-    };
+    let scenario = format!("{} (on direct messages: MultiPaxos)", describe(cfg));
+    let mut out = Outcome::new(seed, scenario, faults);
     let system = crate::direct::DirectSystem::Paxos;
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::direct::run_direct(cfg, system, &mut |_| {})
-    }));
-    let report = match result {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            out.verdict = Verdict::Crash;
-            out.detail.push(format!("configuration refused: {e}"));
-            return out;
-        }
-        Err(panic) => {
-            out.verdict = Verdict::Crash;
-            out.detail.push(panic_message(panic));
-            return out;
-        }
+    let Some(report) = out.caught(|| crate::direct::run_direct(cfg, system, &mut |_| {})) else {
+        return out;
     };
     out.checked_deliveries = report.app.checked_transactions;
     if report.app.violations > 0 {
@@ -459,13 +429,46 @@ fn run_direct_seed(seed: u64, cfg: &SimConfig, faults: FaultMix) -> Outcome {
     out
 }
 
-/// What a caught panic said.
-fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "panic".to_string())
+impl Outcome {
+    /// A seed not judged yet: `Ok`, nothing counted.
+    fn new(seed: u64, scenario: String, faults: FaultMix) -> Outcome {
+        Outcome {
+            seed,
+            verdict: Verdict::Ok,
+            scenario,
+            faults,
+            checked_deliveries: 0,
+            packets_lost: 0,
+            packets_duplicated: 0,
+            links_removed: 0,
+            failure_rounds: 0,
+            hosts_declared: 0,
+            recalled: 0,
+            ctrl_lost: 0,
+            forwarded: 0,
+            recovered: 0,
+            rejoined: 0,
+            rejoined_traffic: 0,
+            detail: Vec::new(),
+        }
+    }
+
+    /// Runs `f`: its report, or `None` with the verdict `Crash` and why (a refused
+    /// configuration, or a panic's message).
+    fn caught<R>(&mut self, f: impl FnOnce() -> Result<R, ConfigError>) -> Option<R> {
+        let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(Ok(r)) => return Some(r),
+            Ok(Err(e)) => format!("configuration refused: {e}"),
+            Err(panic) => panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panic".to_string()),
+        };
+        self.verdict = Verdict::Crash;
+        self.detail.push(why);
+        None
+    }
 }
 
 /// Runs seed `seed` with `duration_ns` of sending and judges it.
@@ -480,39 +483,9 @@ pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
     if faults.direct {
         return run_direct_seed(seed, &cfg, faults);
     }
-    let scenario = describe(&cfg);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&cfg, &mut |_| {})));
-    let mut out = Outcome {
-        seed,
-        verdict: Verdict::Ok,
-        scenario,
-        faults,
-        checked_deliveries: 0,
-        packets_lost: 0,
-        packets_duplicated: 0,
-        links_removed: 0,
-        failure_rounds: 0,
-        hosts_declared: 0,
-        recalled: 0,
-        ctrl_lost: 0,
-        forwarded: 0,
-        recovered: 0,
-        rejoined: 0,
-        rejoined_traffic: 0,
-        detail: Vec::new(),
-    };
-    let report: Report = match result {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            out.verdict = Verdict::Crash;
-            out.detail.push(format!("configuration refused: {e}"));
-            return out;
-        }
-        Err(panic) => {
-            out.verdict = Verdict::Crash;
-            out.detail.push(panic_message(panic));
-            return out;
-        }
+    let mut out = Outcome::new(seed, describe(&cfg), faults);
+    let Some(report): Option<Report> = out.caught(|| run(&cfg, &mut |_| {})) else {
+        return out;
     };
     out.checked_deliveries = report.checked_deliveries;
     out.packets_lost = report.packets_lost;
