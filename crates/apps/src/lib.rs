@@ -38,6 +38,12 @@ mod wire;
 use bytes::Bytes;
 use onepipe_proto::{Instant, ProcId, Timestamp};
 
+/// The unit tests' allocator: it counts what one decode allocates, for the codecs' property
+/// tests under random and mutated input (docs/TESTING.md).
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: onepipe_testalloc::CountingAlloc = onepipe_testalloc::CountingAlloc;
+
 /// What the ordering layer hands an application process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -15,15 +15,15 @@
 //! deadline: the machine is shared and has two cores. Nothing asserts speed.
 #![allow(clippy::disallowed_methods)]
 
-use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+mod common;
 
-const PATIENCE: Duration = Duration::from_secs(120);
+use common::up::{alive, Running};
+use serde_json::Value;
+use std::io::Write;
+use std::net::{TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
 
 fn onepipe() -> Command {
     Command::new(env!("CARGO_BIN_EXE_onepipe"))
@@ -478,119 +478,6 @@ fn bad_flags_name_the_flag() {
     }
 }
 
-/// `up` running in the background, its output read line by line.
-struct Running {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Running {
-    fn start(dir: &TempDir, extra: &[&str]) -> Running {
-        let mut child = onepipe()
-            .args(["up", "--hosts", "4", "--rate", "500", "--deadline", "100s"])
-            .args(extra)
-            .arg("--json")
-            .arg(dir.path("up.json"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines() {
-                    let Ok(line) = line else { break };
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        Running {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Reads lines until one contains `needle`.
-    fn wait_for(&mut self, needle: &str) {
-        let deadline = Instant::now() + PATIENCE;
-        while !self.seen.iter().any(|l| l.contains(needle)) {
-            assert!(
-                Instant::now() < deadline,
-                "no '{needle}' in {:#?}",
-                self.seen
-            );
-            match self.lines.recv_timeout(Duration::from_millis(100)) {
-                Ok(l) => self.seen.push(l),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    panic!("ended before '{needle}': {:#?}", self.seen)
-                }
-            }
-        }
-    }
-
-    /// The table `up` prints: (name, pid, address) of every process.
-    fn table(&self) -> Vec<(String, u32, SocketAddr)> {
-        self.seen
-            .iter()
-            .filter_map(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                match w[..] {
-                    [name, "pid", pid, "tcp" | "udp", addr] => {
-                        Some((name.to_string(), pid.parse().ok()?, addr.parse().ok()?))
-                    }
-                    _ => None,
-                }
-            })
-            .collect()
-    }
-
-    /// Waits for the exit; returns the code and every line.
-    fn finish(mut self) -> (i32, String) {
-        let deadline = Instant::now() + PATIENCE;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("up did not end: {:#?}", self.seen);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        // The reader threads end with the pipes.
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            self.seen.push(l);
-        }
-        (status.code().unwrap_or(-1), self.seen.join("\n"))
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn alive(pid: u32) -> bool {
-    // /proc/PID exists until the process is reaped; a zombie counts as gone.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next())
-            != Some("Z")
-    })
-}
-
 /// Distrust the wire: datagrams from a stranger to every aggregator and endpoint, and junk on
 /// the controller's TCP port, are counted and dropped; every message is still delivered once,
 /// in order.
@@ -600,7 +487,10 @@ fn garbage_sent_to_every_daemon_is_counted_and_dropped_and_deliveries_are_unchan
     // Reliable: best effort may report a message "possibly lost" when a busy machine delays
     // its ACKs past the loss timeout (it happened once beside a build), which says nothing about
     // garbage; the reliable service delivers everything or reports a failed destination.
-    let mut run = Running::start(&dir, &["--duration", "2s", "--service", "reliable"]);
+    let mut run = Running::start(
+        &dir.path("up.json"),
+        &["--duration", "2s", "--service", "reliable"],
+    );
     run.wait_for("running");
     let table = run.table();
     assert_eq!(
@@ -614,10 +504,12 @@ fn garbage_sent_to_every_daemon_is_counted_and_dropped_and_deliveries_are_unchan
     junk.extend_from_slice(&[0x01, 0x00, 0x00]);
     for (name, _, addr) in &table {
         if name == "controller" {
-            let mut c = TcpStream::connect(addr).unwrap();
-            c.write_all(b"\x16\x03\x01 hello?\nnot json either\n")
-                .unwrap();
-            let _ = c.flush();
+            // A bad TLS hello, and plain text (the controller requires TLS): two refusals.
+            for junk in [&b"\x16\x03\x01 hello?\n"[..], b"not json either\n"] {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(junk).unwrap();
+                let _ = c.flush();
+            }
             continue;
         }
         for i in 0..EACH {
@@ -653,7 +545,7 @@ fn garbage_sent_to_every_daemon_is_counted_and_dropped_and_deliveries_are_unchan
 #[test]
 fn killing_one_endpoint_leaves_the_others_running() {
     let dir = TempDir::new("kill");
-    let mut run = Running::start(&dir, &["--duration", "30s"]);
+    let mut run = Running::start(&dir.path("up.json"), &["--duration", "30s"]);
     run.wait_for("running");
     let table = run.table();
     let (_, victim, _) = table.iter().find(|(n, _, _)| n == "p2").unwrap().clone();
@@ -682,7 +574,10 @@ fn killing_one_endpoint_leaves_the_others_running() {
 #[test]
 fn ctrl_c_stops_everything_and_leaves_no_process_behind() {
     let dir = TempDir::new("sigint");
-    let mut run = Running::start(&dir, &["--duration", "60s", "--service", "reliable"]);
+    let mut run = Running::start(
+        &dir.path("up.json"),
+        &["--duration", "60s", "--service", "reliable"],
+    );
     run.wait_for("running");
     let table = run.table();
     std::thread::sleep(Duration::from_millis(300));
@@ -728,6 +623,62 @@ fn topology_writes_a_cluster_file_that_parses() {
         .unwrap();
     let c = onepipe_runtime::Cluster::parse(&String::from_utf8(one.stdout).unwrap()).unwrap();
     assert_eq!(c.aggregators.len(), 1);
+}
+
+/// docs/SECURITY.md: a hand-started cluster refuses to start without keys unless its file says
+/// `auth = "off"`; `topology --pki` writes the keys and the section, `--no-auth` the opt-out.
+#[test]
+fn a_cluster_file_without_keys_is_refused_unless_it_says_auth_off() {
+    let dir = TempDir::new("noauth");
+    let bare = onepipe()
+        .args(["topology", "--hosts", "2"])
+        .output()
+        .unwrap();
+    std::fs::write(dir.path("bare.toml"), &bare.stdout).unwrap();
+    for args in [
+        vec!["controller", "--listen", "127.0.0.1:0"],
+        vec!["agg", "--id", "tor-0"],
+    ] {
+        let out = onepipe()
+            .args(&args)
+            .arg("--config")
+            .arg(dir.path("bare.toml"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("says nothing about auth")
+                && err.contains("--pki")
+                && err.contains("auth = \"off\""),
+            "{err}"
+        );
+    }
+    let off = onepipe()
+        .args(["topology", "--hosts", "2", "--no-auth"])
+        .output()
+        .unwrap();
+    let c = onepipe_runtime::Cluster::parse(&String::from_utf8(off.stdout).unwrap()).unwrap();
+    assert_eq!(c.auth_mode(), onepipe_runtime::auth::AuthMode::Off);
+    let pki = dir.path("pki");
+    let keyed = onepipe()
+        .args(["topology", "--hosts", "2", "--pki"])
+        .arg(&pki)
+        .output()
+        .unwrap();
+    assert!(keyed.status.success());
+    let c = onepipe_runtime::Cluster::parse(&String::from_utf8(keyed.stdout).unwrap()).unwrap();
+    assert_eq!(c.auth_mode(), onepipe_runtime::auth::AuthMode::On);
+    for f in [
+        "ca.crt",
+        "secret",
+        "controller.key",
+        "tor-0.crt",
+        "p1.key",
+        "process.crt",
+    ] {
+        assert!(pki.join(f).exists(), "{f}");
+    }
 }
 
 /// A cluster file error names the field and the line, and the daemon exits 2.

@@ -4,7 +4,9 @@
 //! the round: after detection, before Resume) the leader is killed too. The standby takes over
 //! when the lease ends, replays the log, the members re-register with it, and the round
 //! completes: the failed process is declared with one failure timestamp everywhere, the
-//! survivors resume delivering, and the checkers pass.
+//! survivors resume delivering, and the checkers pass. The private etcd takes clients over TLS
+//! with client certificates only, and its authentication is on: the controllers log in as a
+//! user whose role covers the run's keys.
 //!
 //! Needs the `etcd` feature (`protoc` to build) and Debian's `etcd` binary
 //! (`apt-get install -y etcd-server protobuf-compiler`; scripts/test.sh installs both).
@@ -91,6 +93,12 @@ fn killing_the_leader_controller_during_a_round_the_standby_completes_it_5_2() {
         );
     }
     assert!(text.contains("took over"), "{text}");
+    // The private etcd was TLS-only with client certificates, and the controllers logged in.
+    assert!(text.contains("etcd at https://127.0.0.1:"), "{text}");
+    assert!(
+        text.contains("TLS with client certificates, user onepipe"),
+        "{text}"
+    );
 }
 
 /// `bench etcd`: three etcd members on loopback under the replicated service's load; every

@@ -14,10 +14,16 @@
 //! create revision with the fence; after the lease ended the key is gone or was re-created at a
 //! higher revision by the next leader, so a deposed leader's write fails — even one delayed in
 //! the network past the new leader's replay.
+//!
+//! **Reaching a protected etcd** ([`EtcdStore::connect_with`], [`EtcdOptions`]): TLS with a
+//! client certificate (rustls on aws-lc-rs, as the runtime's own TLS), and an etcd user whose
+//! role may read and write the cluster's prefix and nothing else ([`EtcdStore::enable_auth`]
+//! sets that up on a fresh etcd).
 
 use crate::store::{ControllerStore, Leadership, Op, StoreError, LOG_ENTRIES_MAX};
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, Permission,
+    PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse,
 };
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -27,6 +33,32 @@ const CAMPAIGN_POLL: Duration = Duration::from_millis(100);
 
 /// Log entries fetched per range request by [`ControllerStore::load`], by default.
 pub const LOAD_PAGE_ENTRIES: i64 = 1_000;
+
+/// How to reach an etcd that asks for more than plain HTTP. The default is plain: no TLS, no
+/// user.
+#[derive(Clone, Default)]
+pub struct EtcdOptions {
+    /// TLS with a client certificate. Endpoints are then `https://HOST:PORT` or `HOST:PORT`.
+    pub tls: Option<EtcdTls>,
+    /// An etcd user and its password, for an etcd with authentication on. The client
+    /// authenticates when it connects and again whenever etcd says the token expired.
+    pub user: Option<(String, String)>,
+}
+
+/// TLS to etcd, PEM: the CA that signed etcd's certificate, and this client's certificate and
+/// key (etcd's `--client-cert-auth` asks for one its `--trusted-ca-file` signed).
+#[derive(Clone)]
+pub struct EtcdTls {
+    /// The CA certificate(s) trusted for etcd's server certificate.
+    pub ca_pem: String,
+    /// This client's certificate.
+    pub cert_pem: String,
+    /// This client's private key.
+    pub key_pem: String,
+    /// The name etcd's certificate must hold, if not the endpoint's host (an IP address is
+    /// checked against the certificate's IP names).
+    pub domain: Option<String>,
+}
 
 /// A controller store on etcd.
 pub struct EtcdStore {
@@ -42,8 +74,21 @@ pub struct EtcdStore {
 
 impl EtcdStore {
     /// Connects to etcd at `endpoints` (e.g. `["127.0.0.1:2379"]`) for cluster `cluster`
-    /// (a name without `/`: the key prefix is `/onepipe/<cluster>/`).
+    /// (a name without `/`: the key prefix is `/onepipe/<cluster>/`), in plain HTTP and without
+    /// a user.
     pub fn connect(endpoints: &[String], cluster: &str) -> Result<EtcdStore, StoreError> {
+        EtcdStore::connect_with(endpoints, cluster, &EtcdOptions::default())
+    }
+
+    /// As [`EtcdStore::connect`], with TLS and a user as `options` say. With a user, the
+    /// client authenticates here, so a wrong password, or a TLS handshake etcd refuses (no
+    /// client certificate, or one its CA did not sign), fails the connect; without one, the
+    /// first request fails instead.
+    pub fn connect_with(
+        endpoints: &[String],
+        cluster: &str,
+        options: &EtcdOptions,
+    ) -> Result<EtcdStore, StoreError> {
         let endpoint = endpoints.join(",");
         let fail = |detail: String| StoreError::Unavailable {
             op: Op::Connect,
@@ -57,9 +102,24 @@ impl EtcdStore {
             .enable_all()
             .build()
             .map_err(|e| fail(format!("tokio runtime: {e}")))?;
-        let options = ConnectOptions::new()
+        let mut connect = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
             .with_timeout(Duration::from_secs(5));
+        if let Some(tls) = &options.tls {
+            let mut t = TlsOptions::new()
+                .ca_certificate(Certificate::from_pem(&tls.ca_pem))
+                .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+            if let Some(domain) = &tls.domain {
+                t = t.domain_name(domain.clone());
+            }
+            connect = connect.with_tls(t);
+        }
+        if let Some((name, password)) = &options.user {
+            connect = connect
+                .with_user(name.clone(), password.clone())
+                .with_auto_token_refresh(true);
+        }
+        let options = connect;
         let client = rt
             .block_on(Client::connect(endpoints, Some(options)))
             .map_err(|e| fail(e.to_string()))?;
@@ -71,6 +131,48 @@ impl EtcdStore {
             next: Mutex::new(None),
             load_page_entries: LOAD_PAGE_ENTRIES,
         })
+    }
+
+    /// Turns etcd's authentication on, for a fresh etcd this store reaches without a user
+    /// (as `onepipe up --etcd` does with its private one): user `root` with `root_password`
+    /// and the `root` role (etcd enables authentication only with one), a role
+    /// `onepipe-<cluster>` that may read and write this cluster's prefix — the election key,
+    /// the log and the metadata — and nothing else, and `user` with `password` and that role.
+    ///
+    /// # Errors
+    /// etcd refused a step (it names the step): e.g. a user or role of those names exists.
+    pub fn enable_auth(
+        &self,
+        root_password: &str,
+        user: &str,
+        password: &str,
+    ) -> Result<(), StoreError> {
+        let cluster = self
+            .prefix
+            .trim_start_matches("/onepipe/")
+            .trim_end_matches('/');
+        let role = format!("onepipe-{cluster}");
+        let fail = |step: &str, e: etcd_client::Error| {
+            self.unavailable(Op::Connect, format!("{step}: {e}"))
+        };
+        let mut c = self.client();
+        let rt = &self.rt;
+        rt.block_on(c.user_add("root", root_password, None))
+            .map_err(|e| fail("adding user root", e))?;
+        rt.block_on(c.user_grant_role("root", "root"))
+            .map_err(|e| fail("granting root the root role", e))?;
+        rt.block_on(c.role_add(role.as_str()))
+            .map_err(|e| fail(&format!("adding role {role}"), e))?;
+        let perm = Permission::read_write(self.prefix.as_str()).with_prefix();
+        rt.block_on(c.role_grant_permission(role.as_str(), perm))
+            .map_err(|e| fail(&format!("granting {role} {}", self.prefix), e))?;
+        rt.block_on(c.user_add(user, password, None))
+            .map_err(|e| fail(&format!("adding user {user}"), e))?;
+        rt.block_on(c.user_grant_role(user, role.as_str()))
+            .map_err(|e| fail(&format!("granting {user} the role {role}"), e))?;
+        rt.block_on(c.auth_enable())
+            .map_err(|e| fail("enabling authentication", e))?;
+        Ok(())
     }
 
     /// Sets how many log entries one range request of [`ControllerStore::load`] fetches
@@ -372,6 +474,25 @@ impl ControllerStore for EtcdStore {
             .block_on(c.get(self.key(&format!("meta/{key}")), None))
             .map_err(|e| self.unavailable(Op::GetMeta, e))?;
         Ok(resp.take_kvs().pop().map(|kv| kv.into_key_value().1))
+    }
+}
+
+/// Without the key or the password.
+impl std::fmt::Debug for EtcdOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdOptions")
+            .field("tls", &self.tls)
+            .field("user", &self.user.as_ref().map(|(name, _)| name))
+            .finish()
+    }
+}
+
+/// Without the key.
+impl std::fmt::Debug for EtcdTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTls")
+            .field("domain", &self.domain)
+            .finish_non_exhaustive()
     }
 }
 

@@ -1,9 +1,11 @@
 //! Controller high availability on a real etcd (§5.2 procedure, §6.1 "controller state in
 //! etcd"): each test starts its own `etcd` on loopback (free ports, a temporary data directory,
-//! killed on drop). Without the `etcd` binary the tests fail and say how to install it.
+//! killed on drop). Without the `etcd` binary the tests fail and say how to install it. One runs
+//! etcd with TLS, client-certificate authentication and users.
 #![cfg(feature = "etcd")]
 #![allow(clippy::disallowed_methods)] // a test harness: it spawns etcd and reads clocks
 
+use onepipe_ctrlstore::etcd::{EtcdOptions, EtcdTls};
 use onepipe_ctrlstore::{ControllerStore, EtcdStore, HaController, Leadership, StoreError};
 use onepipe_proto::failure::{ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest};
 use onepipe_proto::topology::Topology;
@@ -27,10 +29,68 @@ struct Etcd {
     child: Child,
     dir: PathBuf,
     url: String,
+    /// How the tests reach it: plain, or TLS with the client certificate (no user).
+    options: EtcdOptions,
+}
+
+/// A CA, etcd's server certificate (for 127.0.0.1 and localhost) and a client certificate, PEM.
+struct TestPki {
+    ca: String,
+    server: (String, String),
+    client: (String, String),
+}
+
+impl TestPki {
+    fn generate() -> TestPki {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.distinguished_name.push(DnType::CommonName, "test CA");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::from_params(&ca, &ca_key);
+        let issue = |names: &[&str]| {
+            let key = KeyPair::generate().unwrap();
+            let mut p =
+                CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                    .unwrap();
+            p.distinguished_name.push(DnType::CommonName, names[0]);
+            (
+                p.signed_by(&key, &issuer).unwrap().pem(),
+                key.serialize_pem(),
+            )
+        };
+        TestPki {
+            ca: ca_pem,
+            // "127.0.0.1" parses as an IP address: an IP name, what the client checks.
+            server: issue(&["127.0.0.1", "localhost"]),
+            // Not an etcd user's name: with client-certificate auth on, etcd would take the
+            // certificate's common name as the user when a request carries no token.
+            client: issue(&["onepipe-test-client"]),
+        }
+    }
+
+    fn client_tls(&self) -> EtcdTls {
+        EtcdTls {
+            ca_pem: self.ca.clone(),
+            cert_pem: self.client.0.clone(),
+            key_pem: self.client.1.clone(),
+            domain: None,
+        }
+    }
 }
 
 impl Etcd {
     fn start() -> Etcd {
+        Etcd::launch(None)
+    }
+
+    /// etcd serving clients on TLS only, asking each for a certificate `pki`'s CA signed.
+    fn start_tls(pki: &TestPki) -> Etcd {
+        Etcd::launch(Some(pki))
+    }
+
+    fn launch(pki: Option<&TestPki>) -> Etcd {
         match Command::new("etcd").arg("--version").output() {
             Ok(o) if o.status.success() => {}
             Ok(o) => panic!("`etcd --version` failed: {o:?}"),
@@ -49,9 +109,28 @@ impl Etcd {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let log = std::fs::File::create(dir.join("etcd.log")).unwrap();
-        let url = format!("http://127.0.0.1:{client}");
+        let scheme = if pki.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new("etcd")
+        let mut cmd = Command::new("etcd");
+        if let Some(pki) = pki {
+            let files = [
+                ("ca.crt", &pki.ca),
+                ("server.crt", &pki.server.0),
+                ("server.key", &pki.server.1),
+            ];
+            for (name, pem) in files {
+                std::fs::write(dir.join(name), pem).unwrap();
+            }
+            cmd.arg("--cert-file")
+                .arg(dir.join("server.crt"))
+                .arg("--key-file")
+                .arg(dir.join("server.key"))
+                .arg("--trusted-ca-file")
+                .arg(dir.join("ca.crt"))
+                .arg("--client-cert-auth");
+        }
+        let child = cmd
             .args(["--name", "t", "--data-dir"])
             .arg(dir.join("data"))
             .args([
@@ -68,7 +147,16 @@ impl Etcd {
             .stderr(log)
             .spawn()
             .expect("spawn etcd");
-        let mut etcd = Etcd { child, dir, url };
+        let options = EtcdOptions {
+            tls: pki.map(TestPki::client_tls),
+            user: None,
+        };
+        let mut etcd = Etcd {
+            child,
+            dir,
+            url,
+            options,
+        };
         etcd.wait_ready();
         etcd
     }
@@ -95,8 +183,28 @@ impl Etcd {
         }
     }
 
+    /// Waits until etcd's log says `what`; fails the test with the log after 10 s.
+    fn wait_for_log(&self, what: &str) {
+        let started = std::time::Instant::now();
+        loop {
+            let log = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
+            if log.contains(what) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "etcd never logged {what:?}:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn store(&self, cluster: &str) -> Result<EtcdStore, StoreError> {
-        EtcdStore::connect(std::slice::from_ref(&self.url), cluster)
+        self.store_with(cluster, &self.options)
+    }
+
+    fn store_with(&self, cluster: &str, options: &EtcdOptions) -> Result<EtcdStore, StoreError> {
+        EtcdStore::connect_with(std::slice::from_ref(&self.url), cluster, options)
     }
 }
 
@@ -346,4 +454,80 @@ fn leases_prefixes_and_paged_loads_on_etcd() {
         None,
         "meta is per cluster"
     );
+}
+
+/// An etcd with TLS, client-certificate authentication and users (docs/CONTROLLER-HA.md): the
+/// controller's user, with the client certificate and its password, campaigns, appends and
+/// loads under its cluster's prefix — and nowhere else; a connect without a client certificate,
+/// with a certificate another CA signed, or with a wrong password fails, and so does a request
+/// without a user.
+#[test]
+fn tls_client_certificates_and_a_user_guard_the_store() {
+    let pki = TestPki::generate();
+    let etcd = Etcd::start_tls(&pki);
+    etcd.store("fabric")
+        .unwrap()
+        .enable_auth("root-password", "ctl", "ctl-password")
+        .unwrap();
+    let user = |password: &str| EtcdOptions {
+        tls: Some(pki.client_tls()),
+        user: Some(("ctl".into(), password.into())),
+    };
+
+    // (a) The right certificate and password: the store works.
+    let store = etcd.store_with("fabric", &user("ctl-password")).unwrap();
+    let l = store.campaign("c", TTL, Duration::ZERO).unwrap();
+    store.keep_alive(&l).unwrap();
+    assert_eq!(store.append(&l, b"one").unwrap(), 0);
+    assert_eq!(store.append(&l, b"two").unwrap(), 1);
+    store.put_meta(&l, "cluster", b"toml").unwrap();
+    assert_eq!(store.get_meta("cluster").unwrap(), Some(b"toml".to_vec()));
+    assert_eq!(
+        store.load().unwrap(),
+        vec![b"one".to_vec(), b"two".to_vec()]
+    );
+    assert_eq!(store.leader().unwrap().as_deref(), Some("c"));
+    store.resign(l).unwrap();
+    assert_eq!(store.leader().unwrap(), None);
+
+    // The user's role covers its cluster's prefix only.
+    let other = etcd.store_with("other", &user("ctl-password")).unwrap();
+    let err = other.leader().unwrap_err();
+    assert!(err.to_string().contains("permission denied"), "{err}");
+
+    // Once auth is on, a request without a user is refused: the client certificate's name is
+    // no user.
+    let err = etcd.store("fabric").unwrap().leader().unwrap_err();
+    assert!(err.to_string().contains("permission denied"), "{err}");
+
+    // (b) Without a client certificate etcd refuses the TLS handshake, so authenticating fails.
+    let endpoint = [etcd.url.clone()];
+    let no_cert = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(5))
+        .with_tls(
+            etcd_client::TlsOptions::new()
+                .ca_certificate(etcd_client::Certificate::from_pem(&pki.ca)),
+        )
+        .with_user("ctl", "ctl-password");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let refused = rt.block_on(etcd_client::Client::connect(endpoint, Some(no_cert)));
+    assert!(refused.is_err(), "connected without a client certificate");
+    // A certificate another CA signed is refused too.
+    let stranger = TestPki::generate();
+    let mut options = user("ctl-password");
+    let tls = options.tls.as_mut().unwrap();
+    (tls.cert_pem, tls.key_pem) = stranger.client.clone();
+    let err = etcd.store_with("fabric", &options).unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
+    // Both were etcd's refusals, not the client's (etcd logs them just after it hangs up).
+    etcd.wait_for_log("client didn't provide a certificate");
+    etcd.wait_for_log("certificate signed by unknown authority");
+
+    // (c) A wrong password.
+    let err = etcd.store_with("fabric", &user("wrong")).unwrap_err();
+    assert!(err.to_string().contains("authentication failed"), "{err}");
 }

@@ -24,8 +24,8 @@ use std::time::Duration;
 
 /// One replica: joins, sends `ops` operations, applies all `replicas × ops`, returns the final
 /// value and the number of operations applied.
-fn replica(controller: SocketAddr, replicas: u32, ops: u32) -> (u64, u32) {
-    let me = Endpoint::join(controller, JoinOptions::default()).expect("join the cluster");
+fn replica(controller: SocketAddr, opts: JoinOptions, replicas: u32, ops: u32) -> (u64, u32) {
+    let me = Endpoint::join(controller, opts).expect("join the cluster");
     let everyone: Vec<ProcId> = me.processes().collect();
     let mut value: u64 = 0;
     let mut applied = 0;
@@ -87,7 +87,10 @@ fn main() {
     .expect("start a local cluster");
     let controller = local.controller_addr();
     let threads: Vec<_> = (0..replicas)
-        .map(|_| std::thread::spawn(move || replica(controller, replicas, ops)))
+        .map(|_| {
+            let opts = local.join_options();
+            std::thread::spawn(move || replica(controller, opts, replicas, ops))
+        })
         .collect();
     let results: Vec<(u64, u32)> = threads
         .into_iter()

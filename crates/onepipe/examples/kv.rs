@@ -21,12 +21,12 @@ use std::sync::Arc;
 
 const SERVERS: u32 = 3;
 
-fn join(controller: std::net::SocketAddr, p: u32) -> Endpoint {
+fn join(controller: std::net::SocketAddr, base: &JoinOptions, p: u32) -> Endpoint {
     let opts = JoinOptions {
         proc: Some(p),
         // The store learns its reliable sends' timestamps from these events.
         report_reliable_sent: true,
-        ..JoinOptions::default()
+        ..base.clone()
     };
     Endpoint::join(controller, opts).expect("join the cluster")
 }
@@ -43,19 +43,20 @@ fn main() -> Result<(), KvError> {
     })
     .expect("start a local cluster");
     let controller = local.controller_addr();
+    let base = local.join_options();
     let stop = Arc::new(AtomicBool::new(false));
     let servers: Vec<_> = (0..SERVERS)
         .map(|p| {
-            let stop = stop.clone();
+            let (stop, base) = (stop.clone(), base.clone());
             std::thread::spawn(move || {
-                let ep = join(controller, p);
+                let ep = join(controller, &base, p);
                 let stats = KvServer::serve(&ep, SERVERS, &stop).expect("a server of the store");
                 ep.leave();
                 stats
             })
         })
         .collect();
-    let ep = join(controller, SERVERS);
+    let ep = join(controller, &base, SERVERS);
     assert_eq!(ep.proc(), ProcId(SERVERS));
     let mut kv = KvClient::new(&ep, SERVERS)?;
 

@@ -27,7 +27,7 @@
 //!
 //! // A controller and an aggregator on threads; one process, which joins it.
 //! let local = LocalCluster::start(&LocalLayout { hosts: 1, layers: 1, ..LocalLayout::default() }).unwrap();
-//! let me = Endpoint::join(local.controller_addr(), JoinOptions::default()).unwrap();
+//! let me = Endpoint::join(local.controller_addr(), local.join_options()).unwrap();
 //! let ts = me.send_unreliable(&[(ProcId(0), "hello".into())]).unwrap();
 //! let m = me.recv_unreliable_timeout(Duration::from_secs(30)).unwrap();
 //! assert_eq!((m.ts, m.src, &m.payload[..]), (ts, ProcId(0), &b"hello"[..]));
@@ -42,7 +42,7 @@
 //! use onepipe::{cluster::LocalLayout, Endpoint, JoinOptions, LocalCluster, ProcId};
 //!
 //! let local = LocalCluster::start(&LocalLayout { hosts: 1, layers: 1, ..LocalLayout::default() }).unwrap();
-//! let me = Endpoint::join(local.controller_addr(), JoinOptions::default()).unwrap();
+//! let me = Endpoint::join(local.controller_addr(), local.join_options()).unwrap();
 //! let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
 //! let m = rt.block_on(async {
 //!     me.send_unreliable(&[(ProcId(0), "hello".into())]).unwrap();

@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn join(controller: std::net::SocketAddr, p: u32) -> Endpoint {
+fn join(controller: std::net::SocketAddr, base: &JoinOptions, p: u32) -> Endpoint {
     let opts = JoinOptions {
         proc: Some(p),
         report_reliable_sent: true,
-        ..JoinOptions::default()
+        ..base.clone()
     };
     Endpoint::join(controller, opts).unwrap()
 }
@@ -30,12 +30,13 @@ fn clients_commit_in_one_order_and_bad_transactions_are_refused() {
     })
     .unwrap();
     let controller = local.controller_addr();
+    let base = local.join_options();
     let stop = Arc::new(AtomicBool::new(false));
     let servers: Vec<_> = (0..2)
         .map(|p| {
-            let stop = stop.clone();
+            let (stop, base) = (stop.clone(), base.clone());
             std::thread::spawn(move || {
-                let ep = join(controller, p);
+                let ep = join(controller, &base, p);
                 assert_eq!(
                     KvServer::serve(&ep, 5, &stop).unwrap_err(),
                     KvError::NoSuchServer {
@@ -50,8 +51,10 @@ fn clients_commit_in_one_order_and_bad_transactions_are_refused() {
             })
         })
         .collect();
+    let other_base = base.clone();
     let other = std::thread::spawn(move || {
-        let ep = join(controller, 3);
+        let base = other_base;
+        let ep = join(controller, &base, 3);
         let mut kv = KvClient::new(&ep, 2).unwrap();
         let mut stamps = Vec::new();
         for i in 0..20u64 {
@@ -61,7 +64,7 @@ fn clients_commit_in_one_order_and_bad_transactions_are_refused() {
         ep.leave();
         stamps
     });
-    let ep = join(controller, 2);
+    let ep = join(controller, &base, 2);
     assert_eq!(
         KvClient::new(&ep, 5).err(),
         Some(KvError::NoSuchServer {

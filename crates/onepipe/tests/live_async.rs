@@ -7,7 +7,7 @@
 // A test spawns threads (joining blocks until the whole cluster has joined).
 #![allow(clippy::disallowed_methods)]
 
-use onepipe::{cluster::LocalLayout, Bytes, Endpoint, JoinOptions, LocalCluster, ProcId};
+use onepipe::{cluster::LocalLayout, Bytes, Endpoint, LocalCluster, ProcId};
 use std::time::Duration;
 
 /// Generous: a loaded machine may take a while to run a wave of beacons.
@@ -23,8 +23,12 @@ fn runtime() -> tokio::runtime::Runtime {
 /// Two endpoints of a one-rack cluster (joined concurrently: joining waits for everyone).
 fn pair(local: &LocalCluster) -> (Endpoint, Endpoint) {
     let controller = local.controller_addr();
-    let other = std::thread::spawn(move || Endpoint::join(controller, JoinOptions::default()));
-    let a = Endpoint::join(controller, JoinOptions::default()).unwrap();
+    let opts = local.join_options();
+    let other = {
+        let opts = opts.clone();
+        std::thread::spawn(move || Endpoint::join(controller, opts))
+    };
+    let a = Endpoint::join(controller, opts).unwrap();
     let b = other.join().unwrap().unwrap();
     if a.proc() == ProcId(0) {
         (a, b)

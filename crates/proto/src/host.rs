@@ -47,9 +47,7 @@ use crate::peers::PeerVec;
 use crate::reliable::{ReliableSender, ReliableStats, Rtt, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
 use crate::time::{Barrier, Instant, Timestamp};
-use crate::wire::{
-    flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
-};
+use crate::wire::{flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
 use bytes::Bytes;
 use lifecycle::Lifecycle;
 use reassembly::{Reassembly, Refused};

@@ -30,16 +30,19 @@
 //! What it is not: a router of its own — data packets follow the tree by destination process
 //! ([`ProcessRouter`]), with no detour around a dead aggregator (a tree has none).
 
+use crate::auth::{KeyInbox, LinkAuth};
 use crate::clock::Clock;
 use crate::cluster::Cluster;
 use crate::config::DriverConfig;
 use crate::control::{ControlClient, FromController, JoinAs, JoinError, Member, ToController};
 use crate::driver::Driver;
 use crate::failure::{AggHalf, LiveTopology, WireCtrl, WireRelay};
+use crate::keys::{aggregator_links, member_ix};
 use crate::ports::PortTable;
 use crate::roles::ProcessRouter;
 use crate::stats::DriverStats;
 use crate::sys::bind_udp;
+use crate::tls::Credentials;
 use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest};
 use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId};
 use onepipe_proto::node::{Input, Node, Output};
@@ -571,10 +574,12 @@ impl AggregatorFaults {
 ///
 /// # Errors
 /// Joining failed, the socket could not be bound, or the poller failed.
+#[allow(clippy::too_many_arguments)]
 pub fn run_aggregator(
     controllers: &[SocketAddr],
     name: &str,
     cfg: &DriverConfig,
+    tls: Option<&Credentials>,
     stop: &AtomicBool,
     faults: &AggregatorFaults,
     on_ready: &mut dyn FnMut(SocketAddr),
@@ -584,6 +589,7 @@ pub fn run_aggregator(
         controllers,
         JoinAs::Aggregator(name.to_string()),
         join_timeout,
+        tls,
     )?;
     let socket = bind_udp(bind, cfg)?;
     let addr = socket.local_addr()?;
@@ -597,7 +603,19 @@ pub fn run_aggregator(
     let cfg = cluster
         .driver_config(cfg, &peers)
         .map_err(JoinError::Transport)?;
+    let links = aggregator_links(&cluster, node.peers());
     let mut driver = Driver::new(node, socket, ports, clock, cfg)?;
+    // Datagrams sealed with the keys of this aggregator's links (docs/SECURITY.md): updates
+    // come on the control channel, read on this thread, and apply at once.
+    let mode = cluster.auth_mode();
+    if mode.seals() {
+        let me = member_ix(&cluster, &Member::Aggregator(name.to_string()))
+            .ok_or_else(|| JoinError::Protocol(format!("{name} has no member number")))?;
+        driver.set_auth(LinkAuth::new(mode, me, &links, KeyInbox::new()))?;
+        for update in control.take_keys() {
+            driver.apply_key_update(update);
+        }
+    }
     let reader_stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
     let thread_name = format!("onepipe-agg-{name}");
     let (mut control, mut inbox, reader) = control.split(&thread_name, reader_stop.0.clone())?;
@@ -641,6 +659,19 @@ pub fn run_aggregator(
                     ),
                     Err(e) => warn!(aggregator = name, "skipped a bad relay: {e}"),
                 },
+                Ok(k @ (FromController::Keys { .. } | FromController::KeysActivate { .. })) => {
+                    if let Some(update) = k.key_update() {
+                        driver.apply_key_update(update);
+                    }
+                    if let FromController::Keys {
+                        epoch,
+                        activate: false,
+                        ..
+                    } = k
+                    {
+                        connected &= control.send(&ToController::KeysInstalled { epoch }).is_ok();
+                    }
+                }
                 Ok(FromController::Joined { host, procs }) => {
                     let procs: Vec<ProcId> = procs.into_iter().map(ProcId).collect();
                     if !driver.node().rejoined(ProcId(host), &procs) {
@@ -702,6 +733,7 @@ pub fn run_aggregator(
             );
             let (controllers, member) = (controllers.to_vec(), Member::Aggregator(name.into()));
             let flag = reader_stop.0.clone();
+            let tls = tls.cloned();
             rejoining = Some(
                 std::thread::Builder::new()
                     .name(format!("{thread_name}-rejoin"))
@@ -713,6 +745,7 @@ pub fn run_aggregator(
                             addr,
                             timeout,
                             &flag,
+                            tls.as_ref(),
                         );
                         match c {
                             Ok(c) => return Some(c),
@@ -751,7 +784,13 @@ pub fn run_aggregator(
     let _ = control.send(&ToController::Health {
         counters: report.counters(),
     });
-    let _ = control.send(&ToController::Leave);
+    control.leave();
+    // The reader reads on until the controller closes (or briefly, if it does not): a socket
+    // closed with unread input is reset, and the reset could overtake the `Leave`.
+    let linger = std::time::Instant::now() + Duration::from_millis(500);
+    while readers.iter().any(|r| !r.is_finished()) && std::time::Instant::now() < linger {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     drop(reader_stop);
     drop(inbox);
     for r in readers {
@@ -793,8 +832,9 @@ impl AggregatorDaemon {
         controller: SocketAddr,
         name: &str,
         cfg: DriverConfig,
+        tls: Option<Credentials>,
     ) -> io::Result<AggregatorDaemon> {
-        AggregatorDaemon::start_any(&[controller], name, cfg)
+        AggregatorDaemon::start_any(&[controller], name, cfg, tls)
     }
 
     /// Starts aggregator `name` with a leader and standby controllers at `controllers` (see
@@ -806,6 +846,7 @@ impl AggregatorDaemon {
         controllers: &[SocketAddr],
         name: &str,
         cfg: DriverConfig,
+        tls: Option<Credentials>,
     ) -> io::Result<AggregatorDaemon> {
         let stop = Arc::new(AtomicBool::new(false));
         let (stop2, name, controllers) = (stop.clone(), name.to_string(), controllers.to_vec());
@@ -813,7 +854,15 @@ impl AggregatorDaemon {
             .name(format!("onepipe-agg-{name}"))
             .spawn(move || {
                 let faults = AggregatorFaults::default();
-                run_aggregator(&controllers, &name, &cfg, &stop2, &faults, &mut |_| {})
+                run_aggregator(
+                    &controllers,
+                    &name,
+                    &cfg,
+                    tls.as_ref(),
+                    &stop2,
+                    &faults,
+                    &mut |_| {},
+                )
             })?;
         Ok(AggregatorDaemon {
             stop,

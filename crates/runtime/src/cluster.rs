@@ -24,6 +24,13 @@
 //! gso = true                      # send many datagrams per system call (UDP GSO) where the kernel can
 //! gro = true                      # receive them as one buffer (UDP GRO) where the kernel can
 //!
+//! [auth]                          # docs/SECURITY.md; or `auth = "off"` (nothing protected)
+//! mode = "on"                     # every datagram authenticated; "encrypt": payloads hidden too
+//! pki = "pki"                     # relative to this file: ca.crt, each daemon's NAME.crt and
+//!                                 # NAME.key, and the controller's cluster secret (`secret`)
+//! rotate_every = "1h"             # a new key epoch this often (and on every removal)
+//! grace = "500ms"                 # the previous epoch is accepted this long after a switch
+//!
 //! [[aggregator]]
 //! name = "tor-0"
 //! addr = "127.0.0.1:0"            # UDP; port 0: any free port, announced to the controller
@@ -48,6 +55,7 @@
 //! controller, which hands the completed cluster to everyone once all have joined
 //! ([`crate::control`]).
 
+use crate::auth::AuthMode;
 use crate::clock::ClockSource;
 use crate::config::{DriverConfig, DATAGRAM_LEN_MIN, GSO_SEGMENTS_MAX, UDP_PAYLOAD_MAX};
 use crate::roles::{AggregatorMode, LiveRoles};
@@ -55,7 +63,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 /// Most processes a cluster may have: as many senders as a receiver's reorder buffer can order
@@ -108,6 +116,11 @@ pub struct Cluster {
     /// Receive datagrams coalesced with UDP GRO where the kernel has it.
     #[serde(default = "yes")]
     pub gro: bool,
+    /// How datagrams and the control channel are protected (docs/SECURITY.md). `None`: the
+    /// file says nothing, which the daemons refuse (a cluster must say `auth = "off"` to run
+    /// unprotected).
+    #[serde(default)]
+    pub auth: Option<AuthConfig>,
     /// The aggregators, in file order.
     pub aggregators: Vec<AggregatorSpec>,
     /// The processes, by id.
@@ -120,6 +133,41 @@ fn callback_timeout_default() -> u64 {
 
 fn yes() -> bool {
     true
+}
+
+/// The `[auth]` section of a cluster file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthConfig {
+    /// Whether datagrams are sealed, and how.
+    pub mode: AuthMode,
+    /// The directory of the cluster's CA certificate, each daemon's certificate and key
+    /// (`NAME.crt`, `NAME.key`) and the controller's cluster secret (`secret`): what
+    /// `onepipe topology --pki` writes. Relative paths are relative to the cluster file.
+    pub pki: Option<PathBuf>,
+    /// A new key epoch this often (0: only on removals and restarts).
+    pub rotate_every_ns: u64,
+    /// How long the previous epoch is accepted after a switch.
+    pub grace_ns: u64,
+}
+
+impl AuthConfig {
+    /// Protection on, keys from `pki`, default rotation and grace.
+    pub fn on(pki: Option<PathBuf>) -> AuthConfig {
+        AuthConfig {
+            mode: AuthMode::On,
+            pki,
+            rotate_every_ns: crate::keys::ROTATE_EVERY_NS_DEFAULT,
+            grace_ns: crate::auth::KEY_GRACE_NS_DEFAULT,
+        }
+    }
+
+    /// No protection (`auth = "off"`).
+    pub fn off() -> AuthConfig {
+        AuthConfig {
+            mode: AuthMode::Off,
+            ..AuthConfig::on(None)
+        }
+    }
 }
 
 /// One barrier aggregator (a host representative of a switch, §6.2.3).
@@ -230,7 +278,14 @@ impl Cluster {
             field: path.display().to_string(),
             message: format!("cannot read: {e}"),
         })?;
-        Cluster::parse(&text)
+        let mut cluster = Cluster::parse(&text)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if let Some(pki) = cluster.auth.as_mut().and_then(|a| a.pki.as_mut()) {
+            if pki.is_relative() {
+                *pki = dir.join(&*pki);
+            }
+        }
+        Ok(cluster)
     }
 
     /// Parses and checks a cluster file's text.
@@ -314,6 +369,16 @@ impl Cluster {
         if let Some(v) = &file.datagram_len_max {
             top("datagram_len_max", Some(v.span()));
         }
+        let auth = match &file.auth {
+            None => None,
+            Some(v) => Some(
+                auth_config(v.get_ref()).map_err(|(field, message)| ClusterError {
+                    line: line_of(v.span().start),
+                    field,
+                    message,
+                })?,
+            ),
+        };
         for (name, v) in [
             ("beacon_interval", &file.beacon_interval),
             ("aggregator_phase", &file.aggregator_phase),
@@ -338,6 +403,7 @@ impl Cluster {
             datagram_len_max,
             gso: file.gso.unwrap_or(true),
             gro: file.gro.unwrap_or(true),
+            auth,
             aggregators: file
                 .aggregators
                 .iter()
@@ -644,6 +710,7 @@ impl Cluster {
             datagram_len_max: None,
             gso: true,
             gro: true,
+            auth: None,
             aggregators,
             processes,
         };
@@ -710,6 +777,24 @@ impl Cluster {
             }
         }
         let _ = writeln!(s, "gso = {}\ngro = {}", self.gso, self.gro);
+        match &self.auth {
+            None => {}
+            Some(a) if a.mode == AuthMode::Off => {
+                let _ = writeln!(s, "auth = \"off\"");
+            }
+            Some(a) => {
+                let _ = writeln!(s, "\n[auth]\nmode = \"{}\"", a.mode);
+                if let Some(p) = &a.pki {
+                    let _ = writeln!(s, "pki = {:?}", p.display().to_string());
+                }
+                let _ = writeln!(
+                    s,
+                    "rotate_every = \"{}\"\ngrace = \"{}\"",
+                    format_duration(a.rotate_every_ns),
+                    format_duration(a.grace_ns)
+                );
+            }
+        }
         for a in &self.aggregators {
             let _ = writeln!(
                 s,
@@ -780,7 +865,15 @@ impl Cluster {
         };
         cfg.gro = self.gro;
         cfg.recv_datagram_len_max = cfg.recv_datagram_len_max.max(cfg.coalesce.send_len_max());
+        if self.auth_mode().seals() {
+            cfg.coalesce = cfg.coalesce.sealed();
+        }
         Ok(cfg)
+    }
+
+    /// How datagrams are protected: [`AuthMode::Off`] without an `[auth]` section.
+    pub fn auth_mode(&self) -> AuthMode {
+        self.auth.as_ref().map_or(AuthMode::Off, |a| a.mode)
     }
 
     /// Whether §5.2 controller forwarding is on (`forward_after > 0`).
@@ -908,10 +1001,55 @@ struct FileRepr {
     datagram_len_max: Option<Spanned<LenRepr>>,
     gso: Option<bool>,
     gro: Option<bool>,
+    auth: Option<Spanned<toml::Value>>,
     #[serde(default, rename = "aggregator")]
     aggregators: Vec<AggregatorRepr>,
     #[serde(default, rename = "process")]
     processes: Vec<ProcessRepr>,
+}
+
+/// The `auth` entry: `"off"` (or `"on"`, `"encrypt"`), or an `[auth]` table. An error names
+/// the field.
+fn auth_config(v: &toml::Value) -> Result<AuthConfig, (String, String)> {
+    let mode = |w: &str, field: &str| w.parse::<AuthMode>().map_err(|e| (field.to_string(), e));
+    let t = match v {
+        toml::Value::String(w) => {
+            let mode = mode(w, "auth")?;
+            return Ok(AuthConfig {
+                mode,
+                ..AuthConfig::on(None)
+            });
+        }
+        toml::Value::Table(t) => t,
+        _ => {
+            return Err((
+                "auth".into(),
+                "expected \"off\", \"on\", \"encrypt\" or an [auth] table".into(),
+            ))
+        }
+    };
+    let mut auth = AuthConfig::on(None);
+    for (k, v) in t {
+        let field = format!("auth.{k}");
+        let text = v
+            .as_str()
+            .ok_or_else(|| (field.clone(), "expected a string".to_string()))?;
+        match k.as_str() {
+            "mode" => auth.mode = mode(text, &field)?,
+            "pki" => auth.pki = Some(PathBuf::from(text)),
+            "rotate_every" => {
+                auth.rotate_every_ns = parse_duration_ns(text).map_err(|e| (field, e))?
+            }
+            "grace" => auth.grace_ns = parse_duration_ns(text).map_err(|e| (field, e))?,
+            _ => {
+                return Err((
+                    field,
+                    "unknown field: expected mode, pki, rotate_every or grace".into(),
+                ))
+            }
+        }
+    }
+    Ok(auth)
 }
 
 /// `datagram_len_max`: `"auto"` or a number of bytes.

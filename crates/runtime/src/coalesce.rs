@@ -66,6 +66,8 @@ pub struct Datagram {
     pub packets: u32,
     /// How many datagrams the kernel makes of it (1 without GSO).
     pub segments: u32,
+    /// Whether its segments were sealed ([`Coalescer::seal_queued`]).
+    pub sealed: bool,
 }
 
 /// Counters of the coalescing layer; never reset.
@@ -90,6 +92,8 @@ pub struct CoalesceStats {
     pub send_queue_dropped_datagrams: u64,
     /// Packets in those datagrams.
     pub send_queue_dropped_packets: u64,
+    /// Packets in datagrams dropped because they could not be sealed (no key).
+    pub unsealed_dropped_packets: u64,
 }
 
 /// One output port's pending datagram.
@@ -103,6 +107,13 @@ struct Pending {
     segment_start: usize,
     /// Segments begun (0 while empty).
     segments: u32,
+}
+
+impl Pending {
+    /// Bytes of packets in the segment being filled.
+    fn used(&self, head: usize) -> usize {
+        self.bytes.len() - self.segment_start - head
+    }
 }
 
 /// Per-port coalescing buffers and the FIFO send queue behind them. See the module docs.
@@ -168,28 +179,26 @@ impl Coalescer {
         assert!(port.index() < self.pending.len(), "unknown output {port}");
         let len = packet.encoded_len();
         self.stats.packets_queued += 1;
-        let seg_len = self.cfg.datagram_len_max;
-        if len > seg_len {
+        let room = self.cfg.packet_room();
+        let head = self.cfg.segment_head_len;
+        if len > room {
             self.push_oversize(port, packet, len);
             return;
         }
         let p = &self.pending[port.index()];
-        if !p.bytes.is_empty() && p.bytes.len() - p.segment_start + len > seg_len {
+        if p.packets > 0 && p.used(head) + len > room {
             if self.segment_fits(p, len) {
-                let p = &mut self.pending[port.index()];
-                let padding = p.segment_start + seg_len - p.bytes.len();
-                p.bytes.resize(p.segment_start + seg_len, PADDING);
-                p.segment_start = p.bytes.len();
-                p.segments += 1;
-                self.stats.padding_bytes += padding as u64;
+                self.next_segment(port);
             } else {
                 self.flush_port(port, FlushReason::Full);
             }
         }
         let p = &mut self.pending[port.index()];
         if p.oldest.is_none() {
+            debug_assert!(p.bytes.is_empty());
             p.oldest = Some(now);
             p.segments = 1;
+            p.bytes.resize(head, 0);
         }
         let before = p.bytes.len();
         packet.encode(&mut p.bytes);
@@ -199,42 +208,66 @@ impl Coalescer {
             "encoded_len agrees with encode"
         );
         p.packets += 1;
-        let room = seg_len - (p.bytes.len() - p.segment_start);
         let p = &self.pending[port.index()];
+        let left = room - p.used(head);
         let full = p.packets as usize >= self.cfg.packets_per_datagram_max
-            || (room < PACKET_LEN_MIN && !self.segment_fits(p, PACKET_LEN_MIN));
+            || (left < PACKET_LEN_MIN && !self.segment_fits(p, PACKET_LEN_MIN));
         if full {
             self.flush_port(port, FlushReason::Full);
         }
     }
 
+    /// Ends the segment being filled (padding to its packet room, then room for the tail) and
+    /// opens the next one (room for the head).
+    fn next_segment(&mut self, port: PortId) {
+        let (seg_len, head, tail) = (
+            self.cfg.datagram_len_max,
+            self.cfg.segment_head_len,
+            self.cfg.segment_tail_len,
+        );
+        let p = &mut self.pending[port.index()];
+        let end = p.segment_start + seg_len - tail;
+        let padding = end - p.bytes.len();
+        p.bytes.resize(end, PADDING);
+        p.bytes.resize(end + tail, 0);
+        p.segment_start = p.bytes.len();
+        p.segments += 1;
+        p.bytes.resize(p.segment_start + head, 0);
+        self.stats.padding_bytes += padding as u64;
+    }
+
     /// Whether, after padding the segment being filled, a packet of `len` bytes fits a new
     /// segment of the same send (GSO).
     fn segment_fits(&self, p: &Pending, len: usize) -> bool {
+        let framing = self.cfg.segment_head_len + self.cfg.segment_tail_len;
         (p.segments as usize) < self.cfg.segments_max
-            && p.segment_start + self.cfg.datagram_len_max + len <= UDP_PAYLOAD_MAX
+            && p.segment_start + self.cfg.datagram_len_max + framing + len <= UDP_PAYLOAD_MAX
     }
 
     /// Fig. 6 lets a request larger than BSZ form a batch of its own: flush what is pending
     /// (order), then send the packet alone — unless no UDP datagram can hold it.
     fn push_oversize(&mut self, port: PortId, packet: &Packet, len: usize) {
+        let (head, tail) = (self.cfg.segment_head_len, self.cfg.segment_tail_len);
         // With GSO the socket cuts every longer send into segments: such a packet cannot go.
-        if len > UDP_PAYLOAD_MAX || self.cfg.segments_max > 1 {
+        if head + len + tail > UDP_PAYLOAD_MAX || self.cfg.segments_max > 1 {
             self.stats.packets_too_large += 1;
             return;
         }
         self.stats.packets_oversize += 1;
-        if !self.pending[port.index()].bytes.is_empty() {
+        if self.pending[port.index()].packets > 0 {
             self.flush_port(port, FlushReason::Full);
         }
         let mut bytes = self.free.pop().unwrap_or_default();
         debug_assert!(bytes.is_empty());
+        bytes.resize(head, 0);
         packet.encode(&mut bytes);
+        bytes.resize(bytes.len() + tail, 0);
         self.enqueue(Datagram {
             port,
             bytes,
             packets: 1,
             segments: 1,
+            sealed: false,
         });
     }
 
@@ -279,6 +312,31 @@ impl Coalescer {
         &self.queue
     }
 
+    /// Seals every datagram queued since the last call, segment by segment (each
+    /// `datagram_len_max` bytes but the last; a datagram of one segment is sealed whole): `seal(port, segment)` fills the segment's head
+    /// and tail. A datagram with a segment `seal` refuses (no key) is dropped and counted.
+    pub fn seal_queued(&mut self, mut seal: impl FnMut(PortId, &mut [u8]) -> bool) {
+        let seg_len = self.cfg.datagram_len_max;
+        let mut refused = false;
+        for d in self.queue.iter_mut().rev().take_while(|d| !d.sealed) {
+            // An oversize packet's datagram (no GSO) is one segment longer than `seg_len`.
+            let chunk = if d.segments == 1 {
+                d.bytes.len()
+            } else {
+                seg_len
+            };
+            d.sealed = d.bytes.chunks_mut(chunk).all(|seg| seal(d.port, seg));
+            refused |= !d.sealed;
+        }
+        if refused {
+            for d in self.queue.iter().filter(|d| !d.sealed) {
+                self.stats.unsealed_dropped_packets += u64::from(d.packets);
+                self.queue_bytes -= d.bytes.len();
+            }
+            self.queue.retain(|d| d.sealed);
+        }
+    }
+
     /// Removes the `n` oldest datagrams from the send queue (they were sent, or failed for
     /// good) and recycles their buffers.
     ///
@@ -310,8 +368,10 @@ impl Coalescer {
             .free
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(self.cfg.datagram_len_max));
+        let tail = self.cfg.segment_tail_len;
         let p = &mut self.pending[port.index()];
         debug_assert!(p.packets > 0 && !p.bytes.is_empty());
+        p.bytes.resize(p.bytes.len() + tail, 0);
         let bytes = core::mem::replace(&mut p.bytes, fresh);
         let packets = core::mem::take(&mut p.packets);
         let segments = core::mem::take(&mut p.segments);
@@ -328,6 +388,7 @@ impl Coalescer {
             bytes,
             packets,
             segments,
+            sealed: false,
         });
     }
 

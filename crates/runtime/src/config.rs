@@ -68,6 +68,12 @@ pub struct CoalesceConfig {
     /// [`crate::coalesce`]). 1: no GSO. The driver sets the socket's segment size to
     /// `datagram_len_max` and falls back to 1 where the kernel refuses it.
     pub segments_max: usize,
+    /// Bytes left free at the start of every datagram (GSO segment) for the transport's own
+    /// framing: the auth header ([`crate::auth::HEADER_LEN`]) when datagrams are sealed, else 0.
+    pub segment_head_len: usize,
+    /// Bytes left free at the end of every datagram (GSO segment): the auth tag
+    /// ([`crate::auth::TAG_LEN`]) when datagrams are sealed, else 0.
+    pub segment_tail_len: usize,
 }
 
 impl Default for CoalesceConfig {
@@ -79,6 +85,8 @@ impl Default for CoalesceConfig {
             send_queue_len_max: 4_096,
             send_queue_bytes_max: 16 << 20,
             segments_max: 1,
+            segment_head_len: 0,
+            segment_tail_len: 0,
         }
     }
 }
@@ -92,8 +100,31 @@ impl CoalesceConfig {
         }
     }
 
+    /// The same policy with room for the auth header and tag in every datagram (segment).
+    pub fn sealed(self) -> CoalesceConfig {
+        CoalesceConfig {
+            segment_head_len: crate::auth::HEADER_LEN,
+            segment_tail_len: crate::auth::TAG_LEN,
+            ..self
+        }
+    }
+
+    /// Bytes of packets one datagram (segment) holds: `datagram_len_max` less the framing.
+    pub fn packet_room(&self) -> usize {
+        self.datagram_len_max
+            .saturating_sub(self.segment_head_len + self.segment_tail_len)
+    }
+
     /// Checks the limits and their relationships.
     pub fn check(&self) -> Result<(), ConfigError> {
+        if self.packet_room() < PACKET_LEN_MIN {
+            return Err(ConfigError::new(
+                "segment_head_len",
+                format!(
+                    "with segment_tail_len leaves less than {PACKET_LEN_MIN} bytes of a datagram for packets"
+                ),
+            ));
+        }
         if self.datagram_len_max < PACKET_LEN_MIN || self.datagram_len_max > UDP_PAYLOAD_MAX {
             return Err(ConfigError::new(
                 "datagram_len_max",

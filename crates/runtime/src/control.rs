@@ -42,8 +42,10 @@
 //! input, a completion in another process's name) is counted as malformed and answered with
 //! `Error`.
 
+use crate::auth::{Epoch, KeyUpdate, LinkKey};
 use crate::cluster::Cluster;
 use crate::failure::{WireCtrl, WireRelay};
+use crate::tls::{Channel, ChannelReader, ChannelWriter, Credentials};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Write};
@@ -133,6 +135,11 @@ pub enum ToController {
         /// The relay.
         msg: WireRelay,
     },
+    /// The member's data path holds `epoch`'s keys (after `Keys` with `activate: false`).
+    KeysInstalled {
+        /// The epoch.
+        epoch: Epoch,
+    },
 }
 
 /// A message from the controller.
@@ -206,6 +213,46 @@ pub enum FromController {
         /// The leader's name, if the store knows it.
         leader: Option<String>,
     },
+    /// The keys of `epoch` of this member's links, both directions (docs/SECURITY.md): accept
+    /// them at once; send with them at once if `activate`, else answer `KeysInstalled` and
+    /// wait for `KeysActivate`.
+    Keys {
+        /// The epoch.
+        epoch: Epoch,
+        /// The keys.
+        keys: Vec<LinkKey>,
+        /// Send with them at once (a member's first keys).
+        activate: bool,
+    },
+    /// Send with `epoch`'s keys from now on; accept the epoch before it for `grace_ns` more.
+    KeysActivate {
+        /// The epoch.
+        epoch: Epoch,
+        /// How long the previous epoch stays accepted.
+        grace_ns: u64,
+    },
+}
+
+impl FromController {
+    /// The data-path key update this message carries, if it is one.
+    pub fn key_update(&self) -> Option<KeyUpdate> {
+        match self {
+            FromController::Keys {
+                epoch,
+                keys,
+                activate,
+            } => Some(KeyUpdate::Install {
+                epoch: *epoch,
+                keys: keys.clone(),
+                activate: *activate,
+            }),
+            FromController::KeysActivate { epoch, grace_ns } => Some(KeyUpdate::Activate {
+                epoch: *epoch,
+                grace_ns: *grace_ns,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// One member as the controller sees it.
@@ -321,9 +368,14 @@ impl From<io::Error> for JoinError {
 pub const CONTROL_QUEUE_LEN_MAX: usize = 1024;
 
 /// The sending half of a split control connection ([`ControlClient::split`]).
-#[derive(Debug)]
 pub struct ControlSender {
-    writer: TcpStream,
+    writer: ChannelWriter,
+}
+
+impl std::fmt::Debug for ControlSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ControlSender")
+    }
 }
 
 impl ControlSender {
@@ -334,25 +386,48 @@ impl ControlSender {
     pub fn send(&mut self, msg: &ToController) -> io::Result<()> {
         write_line(&mut self.writer, msg)
     }
+
+    /// Says `Leave` and shuts the write half: the controller reads the `Leave` before the end
+    /// of the connection (the reading half keeps reading until it closes).
+    pub fn leave(&mut self) {
+        if self.send(&ToController::Leave).is_ok() {
+            let _ = self.writer.shutdown(std::net::Shutdown::Write);
+        }
+    }
 }
 
-/// A member's end of the control connection.
-#[derive(Debug)]
+/// A member's end of the control connection: TLS when given [`Credentials`].
 pub struct ControlClient {
-    writer: TcpStream,
-    reader: BufReader<TcpStream>,
+    writer: ChannelWriter,
+    reader: BufReader<ChannelReader>,
     buf: Vec<u8>,
     /// The start of a line a read timeout cut short.
     pending: Vec<u8>,
+    /// Key updates that came before `Ready` ([`ControlClient::bound_and_wait`]).
+    keys: Vec<KeyUpdate>,
+}
+
+impl std::fmt::Debug for ControlClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlClient").finish_non_exhaustive()
+    }
 }
 
 impl ControlClient {
     /// Connects to the controller at `addr`, retrying while it refuses (it may be starting) for
-    /// up to `timeout`.
+    /// up to `timeout`; with `tls`, authenticates both ways (docs/SECURITY.md).
     ///
     /// # Errors
-    /// The last connection error once `timeout` has passed.
-    pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<ControlClient> {
+    /// The last connection error once `timeout` has passed, or the TLS handshake failed.
+    pub fn connect(
+        addr: SocketAddr,
+        timeout: Duration,
+        tls: Option<&Credentials>,
+    ) -> io::Result<ControlClient> {
+        let tls = match tls {
+            Some(c) => Some(c.client_config().map_err(io::Error::other)?),
+            None => None,
+        };
         let deadline = std::time::Instant::now() + timeout;
         let stream = loop {
             match TcpStream::connect_timeout(&addr, Duration::from_secs(1).min(timeout)) {
@@ -362,12 +437,19 @@ impl ControlClient {
             }
         };
         stream.set_nodelay(true)?;
-        stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+        let channel = match tls {
+            Some(cfg) => Channel::client(stream, cfg, timeout.max(Duration::from_secs(5)))?,
+            None => Channel::plain(stream),
+        };
+        channel
+            .tcp()
+            .set_write_timeout(Some(Duration::from_secs(5)))?;
         Ok(ControlClient {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
+            reader: BufReader::new(channel.reader()?),
+            writer: channel.writer()?,
             buf: Vec::new(),
             pending: Vec::new(),
+            keys: Vec::new(),
         })
     }
 
@@ -377,6 +459,25 @@ impl ControlClient {
     /// The connection failed.
     pub fn send(&mut self, msg: &ToController) -> io::Result<()> {
         write_line(&mut self.writer, msg)
+    }
+
+    /// Says `Leave` and closes the connection cleanly: the write half first, then reading (and
+    /// discarding) what the controller still sends until it closes too or `linger` passes. A
+    /// socket closed with unread input would be reset, and the reset could reach the controller
+    /// before the `Leave` does (it would take the member for lost).
+    pub fn leave(&mut self, linger: Duration) {
+        if self.send(&ToController::Leave).is_err() {
+            return;
+        }
+        let _ = self.writer.shutdown(std::net::Shutdown::Write);
+        let deadline = std::time::Instant::now() + linger;
+        while std::time::Instant::now() < deadline {
+            match self.recv(Duration::from_millis(20)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {}
+                Err(_) => return,
+            }
+        }
     }
 
     /// The next message, waiting at most `timeout` (`Ok(None)` if none came).
@@ -436,9 +537,10 @@ impl ControlClient {
         controllers: &[SocketAddr],
         want: JoinAs,
         timeout: Duration,
+        tls: Option<&Credentials>,
     ) -> Result<(ControlClient, Member, SocketAddr), JoinError> {
         let msg = ToController::Join { member: want };
-        let (c, member, bind) = Self::register_leader(controllers, &msg, timeout, None)?;
+        let (c, member, bind) = Self::register_leader(controllers, &msg, timeout, None, tls)?;
         Ok((c, member, bind))
     }
 
@@ -454,9 +556,10 @@ impl ControlClient {
         addr: SocketAddr,
         timeout: Duration,
         stop: &AtomicBool,
+        tls: Option<&Credentials>,
     ) -> Result<ControlClient, JoinError> {
         let msg = ToController::Rejoin { member, addr };
-        let (c, _, _) = Self::register_leader(controllers, &msg, timeout, Some(stop))?;
+        let (c, _, _) = Self::register_leader(controllers, &msg, timeout, Some(stop), tls)?;
         Ok(c)
     }
 
@@ -465,6 +568,7 @@ impl ControlClient {
         msg: &ToController,
         timeout: Duration,
         stop: Option<&AtomicBool>,
+        tls: Option<&Credentials>,
     ) -> Result<(ControlClient, Member, SocketAddr), JoinError> {
         assert!(!controllers.is_empty(), "at least one controller address");
         let deadline = std::time::Instant::now() + timeout;
@@ -475,7 +579,7 @@ impl ControlClient {
                 return Err(last);
             }
             let attempt = Duration::from_secs(2).min(left);
-            let result = ControlClient::connect(*addr, attempt / 4)
+            let result = ControlClient::connect(*addr, attempt / 4, tls)
                 .map_err(JoinError::Io)
                 .and_then(|mut c| {
                     c.send(msg)?;
@@ -532,12 +636,20 @@ impl ControlClient {
             }
             match self.recv(left.min(Duration::from_millis(100)))? {
                 None | Some(FromController::Down { .. }) => continue,
+                Some(k @ (FromController::Keys { .. } | FromController::KeysActivate { .. })) => {
+                    self.keys.extend(k.key_update());
+                }
                 Some(FromController::Ready { cluster }) => return Ok(*cluster),
                 Some(FromController::Standby { .. }) => return Err(JoinError::Standby),
                 Some(FromController::Error { message }) => return Err(JoinError::Refused(message)),
                 Some(other) => return Err(JoinError::Protocol(format!("{other:?}"))),
             }
         }
+    }
+
+    /// The key updates that came with the cluster (before `Ready`), for the data path.
+    pub fn take_keys(&mut self) -> Vec<KeyUpdate> {
+        std::mem::take(&mut self.keys)
     }
 
     /// Splits the connection once the cluster is ready: a sender for this thread, and a thread
@@ -581,8 +693,9 @@ impl ControlClient {
     pub fn status(
         addr: SocketAddr,
         timeout: Duration,
+        tls: Option<&Credentials>,
     ) -> Result<(Vec<MemberStatus>, u64), JoinError> {
-        let mut c = ControlClient::connect(addr, timeout)?;
+        let mut c = ControlClient::connect(addr, timeout, tls)?;
         c.send(&ToController::Status)?;
         let deadline = std::time::Instant::now() + timeout;
         loop {

@@ -71,11 +71,14 @@
 //! `warn` for refusals, lost members, a store that fails and being deposed; `debug` for each
 //! member's bound address. Nothing is logged per message or per health report.
 
+use crate::auth::{ClusterSecret, Epoch};
 use crate::cluster::Cluster;
 use crate::control::{
     parse_line, read_line, write_line, FromController, JoinAs, Member, MemberStatus, ToController,
 };
 use crate::failure::{LiveTopology, WireCtrl, WireRelay};
+use crate::keys::{KeyMaster, KeySend};
+use crate::tls::{Channel, ChannelWriter, Credentials};
 use onepipe_ctrlstore::{ControllerStore, HaController, Leadership, MemStore, StoreError};
 use onepipe_proto::failure::{
     ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest, RelayMsg,
@@ -83,7 +86,7 @@ use onepipe_proto::failure::{
 use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::time::Instant as ProtoInstant;
 use onepipe_proto::Output;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, BufReader};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -139,19 +142,59 @@ impl std::fmt::Debug for HaOptions {
     }
 }
 
+/// What a controller of a protected cluster holds (docs/SECURITY.md): its TLS identity and
+/// the cluster secret every link key comes from.
+#[derive(Clone, Debug)]
+pub struct ControllerSecurity {
+    /// The controller's certificate (named [`crate::tls::CONTROLLER`]), key and the CA.
+    pub credentials: Credentials,
+    /// The cluster secret.
+    pub secret: ClusterSecret,
+}
+
+impl ControllerSecurity {
+    /// What `cluster`'s `[auth]` section asks for: `None` when nothing is protected, else the
+    /// controller's files from its `pki` directory (`ca.crt`, `controller.crt`,
+    /// `controller.key`, `secret`).
+    ///
+    /// # Errors
+    /// The cluster says nothing about auth, or names no directory, or a file is missing: the
+    /// message says what to do.
+    pub fn load(cluster: &Cluster) -> Result<Option<ControllerSecurity>, String> {
+        let Some(auth) = &cluster.auth else {
+            return Err(NO_AUTH_SECTION.into());
+        };
+        if !auth.mode.seals() {
+            return Ok(None);
+        }
+        let dir = auth.pki.as_ref().ok_or_else(|| {
+            "auth is on but [auth] names no pki directory: `onepipe topology --pki DIR` writes one".to_string()
+        })?;
+        Ok(Some(ControllerSecurity {
+            credentials: Credentials::load(dir, crate::tls::CONTROLLER)?,
+            secret: ClusterSecret::load(&dir.join("secret"))?,
+        }))
+    }
+}
+
+/// Why a daemon refuses a cluster file without an `[auth]` section.
+pub const NO_AUTH_SECTION: &str = "the cluster file says nothing about auth: make keys with `onepipe topology --pki DIR` (it writes the [auth] section), or write `auth = \"off\"` to run with nothing protected (docs/SECURITY.md)";
+
 /// Connects to etcd at `endpoints` for the cluster named `cluster_key` (keys under
-/// `/onepipe/<cluster_key>/`).
+/// `/onepipe/<cluster_key>/`), with TLS and a user as `options` say.
 ///
 /// # Errors
-/// etcd cannot be reached.
+/// etcd cannot be reached, or refused the user.
 #[cfg(feature = "etcd")]
 pub fn etcd_store(
     endpoints: &[String],
     cluster_key: &str,
+    options: &onepipe_ctrlstore::etcd::EtcdOptions,
 ) -> Result<Arc<dyn ControllerStore>, StoreError> {
-    Ok(Arc::new(onepipe_ctrlstore::EtcdStore::connect(
+    Ok(Arc::new(onepipe_ctrlstore::EtcdStore::connect_with(
         endpoints,
         cluster_key,
+        options,
     )?))
 }
 
@@ -194,7 +237,10 @@ struct Slot {
 }
 
 struct Conn {
-    writer: TcpStream,
+    writer: ChannelWriter,
+    /// The TLS connection, whose certificate says whom the peer may act as; `None` when the
+    /// cluster runs without auth (anyone may be anyone).
+    identity: Option<Channel>,
     peer: SocketAddr,
     member: Option<Member>,
 }
@@ -255,7 +301,22 @@ struct State {
     pending: BTreeMap<Member, VecDeque<FromController>>,
     /// Whether a leader that stops gives up its lease (not when it plays dead).
     resign_on_stop: bool,
+    /// The TLS side of every connection, when the cluster protects its control channel.
+    tls: Option<Arc<rustls::ServerConfig>>,
+    /// The cluster secret, until leading makes it the key schedule's.
+    secret: Option<ClusterSecret>,
+    /// The data path's key schedule, while leading a protected cluster.
+    keys: Option<KeyMaster>,
+    /// The store and leadership new key epochs are recorded in before they are handed out.
+    store: Option<(Arc<dyn ControllerStore>, Leadership)>,
+    /// When this controller started: the key schedule's time base.
+    started: Instant,
+    /// Connections refused at the TLS handshake (also in `malformed`).
+    tls_refused: u64,
 }
+
+/// The store's metadata key holding the highest key epoch handed out.
+pub const KEY_EPOCH_KEY: &str = "key_epoch";
 
 impl Controller {
     /// Listens on `listen` (port 0: any free port) and serves `cluster`. Joins, departures and
@@ -273,9 +334,43 @@ impl Controller {
     /// # Errors
     /// An invalid cluster (`InvalidInput`), or the address cannot be bound.
     pub fn start_ha(cluster: Cluster, listen: SocketAddr, ha: HaOptions) -> io::Result<Controller> {
-        cluster
-            .validate()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let security = match &cluster.auth {
+            None => None,
+            Some(_) => ControllerSecurity::load(&cluster)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+        };
+        Controller::start_secured(cluster, listen, ha, security)
+    }
+
+    /// [`Controller::start_ha`] with the TLS identity and cluster secret given (`None`: the
+    /// cluster must not ask for auth).
+    ///
+    /// # Errors
+    /// An invalid cluster, auth asked for without `security` (or given without being asked
+    /// for), unusable credentials (`InvalidInput`), or the address cannot be bound.
+    pub fn start_secured(
+        cluster: Cluster,
+        listen: SocketAddr,
+        ha: HaOptions,
+        security: Option<ControllerSecurity>,
+    ) -> io::Result<Controller> {
+        let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+        cluster.validate().map_err(|e| invalid(e.to_string()))?;
+        if cluster.auth_mode().seals() != security.is_some() {
+            return Err(invalid(format!(
+                "the cluster's auth is \"{}\" but the controller was {} credentials",
+                cluster.auth_mode(),
+                if security.is_some() {
+                    "given"
+                } else {
+                    "not given"
+                }
+            )));
+        }
+        let tls = match &security {
+            Some(s) => Some(s.credentials.server_config().map_err(invalid)?),
+            None => None,
+        };
         let listener = TcpListener::bind(listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -304,6 +399,12 @@ impl Controller {
             deposed: None,
             pending: BTreeMap::new(),
             resign_on_stop: true,
+            tls,
+            secret: security.map(|s| s.secret),
+            keys: None,
+            store: None,
+            started: Instant::now(),
+            tls_refused: 0,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let accept = {
@@ -354,6 +455,20 @@ impl Controller {
     /// Whether this controller leads (serves members).
     pub fn leading(&self) -> bool {
         self.state.lock().expect("controller state").leading
+    }
+
+    /// Connections refused at the TLS handshake (a stranger, a plain client, another CA), and
+    /// the key schedule's counters (zero without auth, or before leading).
+    pub fn auth_stats(&self) -> (u64, crate::keys::KeyStats) {
+        let st = self.state.lock().expect("controller state");
+        let keys = st.keys.as_ref().map(KeyMaster::stats).unwrap_or_default();
+        (st.tls_refused, keys)
+    }
+
+    /// The key epoch senders use now, while leading a protected cluster.
+    pub fn key_epoch(&self) -> Option<Epoch> {
+        let st = self.state.lock().expect("controller state");
+        st.keys.as_ref().map(KeyMaster::active)
     }
 
     /// Why this controller stopped leading, once it has (it serves nobody any more).
@@ -464,7 +579,8 @@ fn accept_loop(
     stop: Arc<AtomicBool>,
     ha: HaOptions,
 ) {
-    let Some(leadership) = campaign(&listener, &stop, &ha) else {
+    let tls = state.lock().expect("controller state").tls.clone();
+    let Some(leadership) = campaign(&listener, &stop, &ha, &tls) else {
         return;
     };
     {
@@ -493,34 +609,22 @@ fn accept_loop(
         match listener.accept() {
             Ok((stream, peer)) => {
                 let mut st = state.lock().expect("controller state");
-                if st.conns.len() >= CONNECTIONS_MAX {
+                st.handlers.retain(|h| !h.is_finished());
+                // Connections open or still in their handshake.
+                if st.handlers.len() >= CONNECTIONS_MAX {
                     st.malformed += 1;
                     continue;
                 }
-                let Ok(writer) = stream.try_clone() else {
-                    continue;
-                };
-                let _ = writer.set_write_timeout(Some(Duration::from_secs(1)));
                 let id = st.next_conn;
                 st.next_conn += 1;
-                st.conns.insert(
-                    id,
-                    Conn {
-                        writer,
-                        peer,
-                        member: None,
-                    },
-                );
-                let (state2, stop2) = (state.clone(), stop.clone());
+                let (state2, stop2, tls) = (state.clone(), stop.clone(), st.tls.clone());
+                // The TLS handshake happens on the connection's own thread: a slow or silent
+                // client never holds up the accept loop.
                 let spawned = std::thread::Builder::new()
                     .name("onepipe-controller-conn".into())
-                    .spawn(move || serve(stream, id, state2, stop2));
-                st.handlers.retain(|h| !h.is_finished());
-                match spawned {
-                    Ok(h) => st.handlers.push(h),
-                    Err(_) => {
-                        st.conns.remove(&id);
-                    }
+                    .spawn(move || serve(stream, peer, tls, id, state2, stop2));
+                if let Ok(h) = spawned {
+                    st.handlers.push(h);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -533,7 +637,12 @@ fn accept_loop(
 
 /// Runs for leader every [`CAMPAIGN_INTERVAL`] until it wins (`None`: stopped first). Meanwhile
 /// every connection is told `Standby` and closed.
-fn campaign(listener: &TcpListener, stop: &AtomicBool, ha: &HaOptions) -> Option<Leadership> {
+fn campaign(
+    listener: &TcpListener,
+    stop: &AtomicBool,
+    ha: &HaOptions,
+    tls: &Option<Arc<rustls::ServerConfig>>,
+) -> Option<Leadership> {
     let mut said = String::new();
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -557,21 +666,48 @@ fn campaign(listener: &TcpListener, stop: &AtomicBool, ha: &HaOptions) -> Option
         }
         let until = Instant::now() + CAMPAIGN_INTERVAL;
         while Instant::now() < until {
-            turn_away(listener, &holder);
+            turn_away(listener, &holder, tls);
             std::thread::sleep(POLL_INTERVAL / 5);
         }
     }
 }
 
-/// A standby's answer to every connection: one `Standby` line, then the connection closes.
-fn turn_away(listener: &TcpListener, leader: &Option<String>) {
-    while let Ok((mut stream, _)) = listener.accept() {
-        let _ = stream.set_write_timeout(Some(POLL_INTERVAL));
+/// A standby's answer to every connection: one `Standby` line (over TLS when the cluster has
+/// it, on a short-lived thread of its own), then the connection closes.
+fn turn_away(
+    listener: &TcpListener,
+    leader: &Option<String>,
+    tls: &Option<Arc<rustls::ServerConfig>>,
+) {
+    while let Ok((stream, _)) = listener.accept() {
         let msg = FromController::Standby {
             leader: leader.clone(),
         };
-        let _ = write_line(&mut stream, &msg);
-        let _ = stream.shutdown(Shutdown::Write);
+        let tls = tls.clone();
+        let _ = std::thread::Builder::new()
+            .name("onepipe-controller-standby".into())
+            .spawn(move || {
+                let _ = stream.set_nonblocking(false);
+                let Ok(channel) = open_channel(stream, tls) else {
+                    return;
+                };
+                if let Ok(mut w) = channel.writer() {
+                    let _ = w.set_write_timeout(Some(POLL_INTERVAL));
+                    let _ = write_line(&mut w, &msg);
+                    let _ = w.shutdown(Shutdown::Write);
+                }
+            });
+    }
+}
+
+/// How long a client has to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A new connection as a [`Channel`]: the TLS handshake when the cluster has TLS.
+fn open_channel(stream: TcpStream, tls: Option<Arc<rustls::ServerConfig>>) -> io::Result<Channel> {
+    match tls {
+        Some(cfg) => Channel::server(stream, cfg, HANDSHAKE_TIMEOUT),
+        None => Ok(Channel::plain(stream)),
     }
 }
 
@@ -613,10 +749,48 @@ fn lease_loop(
     }
 }
 
-/// Serves one connection until it closes or the controller stops.
-fn serve(stream: TcpStream, id: u64, state: Arc<Mutex<State>>, stop: Arc<AtomicBool>) {
-    let _ = stream.set_read_timeout(Some(POLL_INTERVAL));
-    let mut reader = BufReader::new(stream);
+/// Serves one connection until it closes or the controller stops: the TLS handshake first
+/// (a client that fails it is counted and dropped), then one line at a time.
+fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    id: u64,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+) {
+    let _ = stream.set_nonblocking(false);
+    let tls_on = tls.is_some();
+    let channel = match open_channel(stream, tls) {
+        Ok(c) => c,
+        Err(e) => {
+            let mut st = state.lock().expect("controller state");
+            st.malformed += 1;
+            st.tls_refused += 1;
+            return debug!(%peer, "refused a connection: {e}");
+        }
+    };
+    let (Ok(writer), Ok(reader)) = (channel.writer(), channel.reader()) else {
+        return;
+    };
+    let _ = writer.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = reader.set_read_timeout(Some(POLL_INTERVAL));
+    {
+        let mut st = state.lock().expect("controller state");
+        if st.deposed.is_some() {
+            return;
+        }
+        st.conns.insert(
+            id,
+            Conn {
+                writer,
+                identity: tls_on.then_some(channel),
+                peer,
+                member: None,
+            },
+        );
+    }
+    let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();
     let mut pending: Vec<u8> = Vec::new();
     let closed_cleanly = loop {
@@ -722,6 +896,125 @@ impl State {
             ToController::Ctrl { to, msg } => self.on_ctrl(id, to, msg),
             ToController::Relay { msg } => self.on_relay(id, msg),
             ToController::Rejoin { member, addr } => self.on_rejoin(id, member, addr),
+            ToController::KeysInstalled { epoch } => self.on_keys_installed(id, epoch),
+        }
+    }
+
+    /// Whether connection `id`'s certificate lets it act as `member` (any connection may, when
+    /// the cluster runs without auth).
+    fn may_act_as(&self, id: u64, member: &Member) -> bool {
+        let Some(conn) = self.conns.get(&id) else {
+            return false;
+        };
+        let Some(channel) = &conn.identity else {
+            return true;
+        };
+        channel.peer_may_act_as(&member.to_string())
+            || (matches!(member, Member::Process(_))
+                && channel.peer_may_act_as(crate::tls::ANY_PROCESS))
+    }
+
+    /// Nanoseconds since this controller started: the key schedule's clock.
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// Starts the key schedule on taking the lead: the first epoch is above every epoch this
+    /// cluster's controllers recorded in the store, and above the Unix time in seconds (a
+    /// controller without a shared store starts above whatever one before it handed out).
+    fn start_keys(
+        &mut self,
+        store: &Arc<dyn ControllerStore>,
+        leadership: &Leadership,
+    ) -> Result<(), String> {
+        let Some(secret) = self.secret.clone() else {
+            return Ok(());
+        };
+        let stored = store
+            .get_meta(KEY_EPOCH_KEY)
+            .map_err(|e| format!("reading the key epoch: {e}"))?
+            .and_then(|v| <[u8; 4]>::try_from(v.as_slice()).ok())
+            .map_or(0, u32::from_be_bytes);
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX - 1));
+        let first = Epoch(stored.saturating_add(1).max(unix));
+        store
+            .put_meta(leadership, KEY_EPOCH_KEY, &first.0.to_be_bytes())
+            .map_err(|e| format!("recording the key epoch: {e}"))?;
+        let auth = self
+            .cluster
+            .auth
+            .clone()
+            .unwrap_or_else(crate::cluster::AuthConfig::off);
+        let now = self.now_ns();
+        let mut km = KeyMaster::new(secret, first, auth.rotate_every_ns, auth.grace_ns, now);
+        if stored > 0 {
+            // A takeover: members keep the old leader's keys until the first rotation.
+            km.rotate_by(now + crate::keys::INSTALL_TIMEOUT_NS);
+        }
+        self.keys = Some(km);
+        self.store = Some((store.clone(), leadership.clone()));
+        Ok(())
+    }
+
+    /// Begins a key rotation (on the timer, a removal, or `restarted` registering again): the
+    /// new epoch is recorded in the store before any of its keys goes out.
+    fn rotate_keys(&mut self, restarted: Option<&Member>) {
+        let Some(km) = self.keys.as_ref() else {
+            return;
+        };
+        let epoch = km.next_epoch();
+        if let Some((store, leadership)) = &self.store {
+            if let Err(e) = store.put_meta(leadership, KEY_EPOCH_KEY, &epoch.0.to_be_bytes()) {
+                return self.depose(format!("the store refused a key epoch: {e}"));
+            }
+        }
+        let live: BTreeSet<Member> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.conn.is_some() && s.state == SlotState::Bound)
+            .map(|(m, _)| m.clone())
+            .collect();
+        let now = self.now_ns();
+        let km = self.keys.as_mut().expect("checked above");
+        let sends = km.rotate(&self.cluster, epoch, &live, restarted, now);
+        debug!(epoch = epoch.0, members = sends.len(), "key rotation begun");
+        self.send_keys(sends);
+    }
+
+    fn send_keys(&mut self, sends: Vec<KeySend>) {
+        for (member, msg) in sends {
+            self.send_to(&member, &msg);
+        }
+    }
+
+    fn on_keys_installed(&mut self, id: u64, epoch: Epoch) {
+        let Some(member) = self.conns.get(&id).and_then(|c| c.member.clone()) else {
+            return;
+        };
+        let now = self.now_ns();
+        if let Some(km) = self.keys.as_mut() {
+            let sends = km.installed(&member, epoch, now);
+            if !sends.is_empty() {
+                debug!(epoch = epoch.0, "key epoch activated");
+            }
+            self.send_keys(sends);
+        }
+    }
+
+    /// A member's keys before it is told the cluster is ready: a member that held keys before
+    /// (a restart) gets a new epoch only, anyone else the current one.
+    fn keys_for_new_member(&mut self, member: &Member) {
+        let Some(km) = self.keys.as_mut() else {
+            return;
+        };
+        if km.holds(member) {
+            return self.rotate_keys(Some(member));
+        }
+        let msgs = km.admit(&self.cluster, member);
+        for m in msgs {
+            self.send_to(member, &m);
         }
     }
 
@@ -732,6 +1025,7 @@ impl State {
         store: Arc<dyn ControllerStore>,
         leadership: Leadership,
     ) -> Result<(), onepipe_ctrlstore::HaError> {
+        let (keys_store, keys_leadership) = (store.clone(), leadership.clone());
         if let Ok(f) = self.failure.as_mut() {
             let topo = f.live.topology().clone();
             // §5.2's relay channel is always on live: forwarding (when `forward_after` asks
@@ -756,6 +1050,10 @@ impl State {
                     stats.resent
                 );
             }
+        }
+        if let Err(why) = self.start_keys(&keys_store, &keys_leadership) {
+            self.depose(why);
+            return Ok(());
         }
         self.leading = true;
         info!("{} leads", self.name);
@@ -791,6 +1089,10 @@ impl State {
         if addr.ip().is_unspecified() {
             addr.set_ip(conn.peer.ip());
         }
+        if !self.may_act_as(id, &member) {
+            self.malformed += 1;
+            return self.refuse(id, format!("the certificate does not name {member}"));
+        }
         let declared = match (&member, &self.failure) {
             (Member::Process(p), Ok(f)) => f
                 .procedure
@@ -816,6 +1118,10 @@ impl State {
             c.member = Some(member.clone());
         }
         self.ready = true;
+        if let Some(km) = self.keys.as_mut() {
+            // It kept the keys the controller before this one gave it.
+            km.adopt(&member);
+        }
         info!("{member} rejoined at {addr}");
         self.reply(
             id,
@@ -937,8 +1243,19 @@ impl State {
         }
     }
 
-    /// Runs the procedure's timer if it is due.
+    /// Runs the procedure's timer and the key schedule's if they are due.
     fn on_tick(&mut self) {
+        let now = self.now_ns();
+        if let Some(km) = self.keys.as_mut() {
+            let (due, activation) = km.tick(now);
+            if !activation.is_empty() {
+                debug!(epoch = km.active().0, "key epoch activated");
+            }
+            self.send_keys(activation);
+            if due && self.ready {
+                self.rotate_keys(None);
+            }
+        }
         let Ok(f) = self.failure.as_mut() else {
             return;
         };
@@ -1015,10 +1332,21 @@ impl State {
                             });
                         }
                     }
+                    let removed = failed.iter().fold(false, |any, (p, _)| {
+                        let gone = self
+                            .keys
+                            .as_mut()
+                            .is_some_and(|km| km.removed(&Member::Process(*p)));
+                        any | gone
+                    });
                     let msg = FromController::Declared { round, failed };
                     let members: Vec<Member> = self.slots.keys().cloned().collect();
                     for m in members {
                         self.send_to(&m, &msg);
+                    }
+                    // Declared failed: its keys must stop opening anything (docs/SECURITY.md).
+                    if removed {
+                        self.rotate_keys(None);
                     }
                 }
                 // §5.2 rejoin: process `host` is the new processes `procs`; the aggregators
@@ -1112,15 +1440,30 @@ impl State {
             JoinAs::Aggregator(name) => Member::Aggregator(name),
             JoinAs::Process(Some(p)) => Member::Process(p),
             JoinAs::Process(None) => {
+                // The lowest free id this connection's certificate lets it take.
                 let free = self.slots.iter().find(|(m, s)| {
-                    matches!(m, Member::Process(_)) && s.state == SlotState::Waiting
+                    matches!(m, Member::Process(_))
+                        && s.state == SlotState::Waiting
+                        && self.may_act_as(id, m)
                 });
+                let any_free = self
+                    .slots
+                    .iter()
+                    .any(|(m, s)| matches!(m, Member::Process(_)) && s.state == SlotState::Waiting);
                 match free {
                     Some((m, _)) => m.clone(),
+                    None if any_free => {
+                        self.malformed += 1;
+                        return self.refuse(id, "the certificate names no free process id".into());
+                    }
                     None => return self.refuse(id, "every process id is taken".into()),
                 }
             }
         };
+        if !self.may_act_as(id, &member) {
+            self.malformed += 1;
+            return self.refuse(id, format!("the certificate does not name {member}"));
+        }
         let Some(slot) = self.slots.get_mut(&member) else {
             return self.refuse(id, format!("{member} is not in the cluster file"));
         };
@@ -1185,8 +1528,9 @@ impl State {
         slot.addr = Some(addr);
         debug!("{member} bound {addr}");
         if self.ready {
-            // A late member (only one that never joined before can be): it gets the cluster
-            // as it is.
+            // A late member (a restart, or one that never joined before): its keys, then the
+            // cluster as it is.
+            self.keys_for_new_member(&member);
             let msg = FromController::Ready {
                 cluster: Box::new(self.resolved()),
             };
@@ -1197,9 +1541,15 @@ impl State {
             let msg = FromController::Ready {
                 cluster: Box::new(self.resolved()),
             };
-            let ids: Vec<u64> = self.slots.values().filter_map(|s| s.conn).collect();
-            for c in ids {
-                self.reply(c, &msg);
+            let members: Vec<Member> = self
+                .slots
+                .iter()
+                .filter(|(_, s)| s.conn.is_some())
+                .map(|(m, _)| m.clone())
+                .collect();
+            for m in members {
+                self.keys_for_new_member(&m);
+                self.send_to(&m, &msg);
             }
             info!(
                 "cluster ready: {} aggregators, {} processes",
@@ -1243,6 +1593,9 @@ impl State {
         let ids: Vec<u64> = self.slots.values().filter_map(|s| s.conn).collect();
         for c in ids {
             self.reply(c, &msg);
+        }
+        if self.keys.as_mut().is_some_and(|km| km.removed(member)) {
+            self.rotate_keys(None);
         }
     }
 

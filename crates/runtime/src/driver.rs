@@ -20,6 +20,7 @@
 //! Application commands (such as `Host::send`) are not `Node` inputs: run them through
 //! [`Driver::with_node`], which drains the role's outputs afterwards like any other mutation.
 
+use crate::auth::LinkAuth;
 use crate::clock::Clock;
 use crate::coalesce::{decode_datagram, Coalescer};
 use crate::config::DriverConfig;
@@ -60,8 +61,17 @@ pub struct Driver<N: Node<Packet = Packet>> {
     node_timeout: Option<Instant>,
     /// Management messages for the owner.
     mgmt: VecDeque<(MgmtDest, N::Mgmt)>,
+    /// Seals what leaves and opens what arrives, when the cluster authenticates datagrams.
+    auth: Option<LinkAuth>,
+    /// When auth refusals were last logged, and how many there were then.
+    auth_logged: (Instant, u64),
+    /// Body ranges of the segments of one received buffer that opened.
+    opened: Vec<std::ops::Range<usize>>,
     stats: DriverStats,
 }
+
+/// Auth refusals are logged at most once per this many nanoseconds (counted always).
+const AUTH_LOG_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// Most management messages a [`Driver`] holds for its owner.
 pub const MGMT_QUEUE_MAX: usize = 1 << 12;
@@ -116,8 +126,47 @@ impl<N: Node<Packet = Packet>> Driver<N> {
             poller,
             node_timeout,
             mgmt: VecDeque::new(),
+            auth: None,
+            auth_logged: (Instant::ZERO, 0),
+            opened: Vec::new(),
             cfg,
         })
+    }
+
+    /// Seals every datagram this driver sends and opens every datagram it receives with
+    /// `auth` (docs/SECURITY.md): a datagram that does not open is dropped and counted before
+    /// any of it is decoded.
+    ///
+    /// # Errors
+    /// `InvalidInput` if the configuration leaves no room for the auth header and tag in a
+    /// datagram ([`crate::CoalesceConfig::sealed`]).
+    pub fn set_auth(&mut self, auth: LinkAuth) -> io::Result<()> {
+        let c = &self.cfg.coalesce;
+        if c.segment_head_len != crate::auth::HEADER_LEN
+            || c.segment_tail_len != crate::auth::TAG_LEN
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a sealing driver needs coalesce.segment_head_len and segment_tail_len of the auth header and tag (CoalesceConfig::sealed)",
+            ));
+        }
+        self.auth = Some(auth);
+        Ok(())
+    }
+
+    /// The auth state, when datagrams are sealed.
+    pub fn auth(&self) -> Option<&LinkAuth> {
+        self.auth.as_ref()
+    }
+
+    /// Applies a key update now (for an owner that reads the control channel on the driver's
+    /// own thread; others leave updates in the [`crate::auth::KeyInbox`]). Ignored when
+    /// datagrams are not sealed.
+    pub fn apply_key_update(&mut self, update: crate::auth::KeyUpdate) {
+        let now = self.clock.now();
+        if let Some(auth) = &mut self.auth {
+            auth.apply(now, update);
+        }
     }
 
     /// The role.
@@ -164,6 +213,11 @@ impl<N: Node<Packet = Packet>> Driver<N> {
     pub fn stats(&self) -> DriverStats {
         DriverStats {
             coalesce: self.coalescer.stats().clone(),
+            auth: self
+                .auth
+                .as_ref()
+                .map(|a| a.stats().clone())
+                .unwrap_or_default(),
             ..self.stats.clone()
         }
     }
@@ -297,6 +351,9 @@ impl<N: Node<Packet = Packet>> Driver<N> {
     /// One turn: timer, receive, flush, send. Returns true if there is more to do at once.
     fn turn<F: FnMut(N::Event)>(&mut self, events: &mut F) -> io::Result<bool> {
         self.stats.turns += 1;
+        if let Some(auth) = &mut self.auth {
+            auth.poll_updates(self.clock.now());
+        }
         self.fire_timer(events);
         let mut drained = false;
         for _ in 0..self.cfg.recv_batches_per_turn_max {
@@ -336,7 +393,7 @@ impl<N: Node<Packet = Packet>> Driver<N> {
         let now = self.clock.now();
         let mut scratch = core::mem::take(&mut self.scratch);
         for i in 0..n {
-            let (bytes, meta) = self.recv.datagram(i);
+            let (bytes, meta) = self.recv.datagram_mut(i);
             let Some(port) = meta.from.and_then(|a| self.ports.input(&a)) else {
                 self.stats.unknown_source += 1;
                 continue;
@@ -351,20 +408,78 @@ impl<N: Node<Packet = Packet>> Driver<N> {
             if meta.truncated {
                 self.stats.datagrams_truncated += 1;
             }
-            // One allocation per datagram; data payloads are slices of it.
+            let Some(auth) = self.auth.as_mut() else {
+                // One allocation per datagram; data payloads are slices of it.
+                let datagram = Bytes::copy_from_slice(bytes);
+                let decoded = decode_datagram(&datagram, meta.segment_len, &mut scratch);
+                self.stats.decode_errors += u64::from(decoded.error.is_some());
+                self.stats.packets_received += decoded.packets as u64;
+                self.feed(now, port, &mut scratch, events);
+                continue;
+            };
+            // Every segment is opened (tag, then replay window) before any of it is decoded.
+            let seg = match meta.segment_len {
+                0 => bytes.len().max(1),
+                seg => seg,
+            };
+            self.opened.clear();
+            for (k, segment) in bytes.chunks_mut(seg).enumerate() {
+                if let Ok(body) = auth.open(now, port, segment) {
+                    self.opened.push(k * seg + body.start..k * seg + body.end);
+                }
+            }
+            if self.opened.is_empty() {
+                continue;
+            }
             let datagram = Bytes::copy_from_slice(bytes);
-            let decoded = decode_datagram(&datagram, meta.segment_len, &mut scratch);
-            if decoded.error.is_some() {
-                self.stats.decode_errors += 1;
+            for body in &self.opened {
+                let decoded = decode_datagram(&datagram.slice(body.clone()), 0, &mut scratch);
+                self.stats.decode_errors += u64::from(decoded.error.is_some());
+                self.stats.packets_received += decoded.packets as u64;
             }
-            self.stats.packets_received += decoded.packets as u64;
-            for packet in scratch.drain(..) {
-                self.node.handle(now, Input::Packet { port, packet });
-                self.drain(now, events);
-            }
+            self.feed(now, port, &mut scratch, events);
         }
         self.scratch = scratch;
         self.stats.datagrams_dropped_rcvbuf = u64::from(self.recv.kernel_drops());
+        self.log_auth_refusals(now);
+    }
+
+    /// Hands the decoded packets to the role, draining after each.
+    fn feed<F: FnMut(N::Event)>(
+        &mut self,
+        now: Instant,
+        port: onepipe_proto::ids::PortId,
+        packets: &mut Vec<Packet>,
+        events: &mut F,
+    ) {
+        for packet in packets.drain(..) {
+            self.node.handle(now, Input::Packet { port, packet });
+            self.drain(now, events);
+        }
+    }
+
+    /// Logs the auth refusals since the last log, at most once per [`AUTH_LOG_INTERVAL_NS`].
+    fn log_auth_refusals(&mut self, now: Instant) {
+        let Some(auth) = &self.auth else { return };
+        let s = auth.stats();
+        let (at, logged) = self.auth_logged;
+        let refused = s.refused();
+        if refused == logged || now.saturating_since(at) < AUTH_LOG_INTERVAL_NS {
+            return;
+        }
+        self.auth_logged = (now, refused);
+        tracing::warn!(
+            addr = %self.local_addr,
+            refused = refused - logged,
+            bad_tag = s.bad_tag,
+            replay = s.replay,
+            unknown_epoch = s.unknown_epoch,
+            unknown_link = s.unknown_link,
+            wrong_link = s.wrong_link,
+            bad_header = s.bad_header,
+            short = s.short,
+            "refused datagrams that did not authenticate (totals since start)"
+        );
     }
 
     /// Fires the role's timer if it is due. Returns whether it fired.
@@ -410,6 +525,10 @@ impl<N: Node<Packet = Packet>> Driver<N> {
     /// Sends the send queue, `send_batch_len` datagrams per `sendmmsg`, until it is empty or
     /// the socket is full.
     fn transmit(&mut self) -> io::Result<()> {
+        if let Some(auth) = &mut self.auth {
+            self.coalescer
+                .seal_queued(|port, segment| auth.seal(port, segment).is_ok());
+        }
         while !self.coalescer.queue().is_empty() {
             let batch = self.coalescer.queue().len().min(self.cfg.send_batch_len);
             let out_addrs = &self.out_addrs;

@@ -75,9 +75,12 @@
 //!
 //! let local = LocalCluster::start(&LocalLayout { hosts: 2, layers: 1, ..LocalLayout::default() }).unwrap();
 //! let controller = local.controller_addr();
+//! // The options carry the cluster's process certificate (every cluster is authenticated
+//! // unless its file says `auth = "off"`: docs/SECURITY.md).
+//! let opts: JoinOptions = local.join_options();
 //! // Joining waits until every process of the cluster has joined: join the two concurrently.
-//! let other = std::thread::spawn(move || Endpoint::join(controller, JoinOptions::default()));
-//! let a = Endpoint::join(controller, JoinOptions::default()).unwrap();
+//! let other = { let o = opts.clone(); std::thread::spawn(move || Endpoint::join(controller, o)) };
+//! let a = Endpoint::join(controller, opts).unwrap();
 //! let b = other.join().unwrap().unwrap();
 //!
 //! let everyone = |msg: &'static str| [(ProcId(0), msg.into()), (ProcId(1), msg.into())];
@@ -95,16 +98,19 @@
 mod control_thread;
 mod events;
 
+use crate::auth::{KeyInbox, LinkAuth, LinkPorts};
 use crate::clock::Clock;
 use crate::cluster::Cluster;
 use crate::config::DriverConfig;
 use crate::control::{ControlClient, FromController, JoinAs, JoinError, Member, ToController};
 use crate::driver::Driver;
 use crate::failure::{LiveTopology, WireCtrl, WireRelay};
+use crate::keys::member_ix;
 use crate::ports::PortTable;
 use crate::queue::{BoundedQueue, PopError};
 use crate::stats::DriverStats;
 use crate::sys::{bind_udp, Waker};
+use crate::tls::Credentials;
 use crate::unordered::UnorderedHost;
 use bytes::Bytes;
 pub use control_thread::CONTROL_HISTORY_LEN_MAX;
@@ -147,6 +153,11 @@ pub struct JoinOptions {
     pub restarted: bool,
     /// The transport's settings.
     pub driver: DriverConfig,
+    /// The control channel's TLS identity: the cluster's CA, this process's certificate (named
+    /// after its id, `p3`, or [`crate::tls::ANY_PROCESS`]) and key. Required when the cluster
+    /// protects itself (`auth` on: docs/SECURITY.md); [`crate::LocalCluster::join_options`]
+    /// fills it in.
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for JoinOptions {
@@ -163,6 +174,7 @@ impl Default for JoinOptions {
                 spin_ns: 0,
                 ..DriverConfig::default()
             },
+            credentials: None,
         }
     }
 }
@@ -304,8 +316,12 @@ impl Endpoint {
     /// # Errors
     /// As [`Endpoint::join`]; `controllers` must not be empty.
     pub fn join_any(controllers: &[SocketAddr], opts: JoinOptions) -> Result<Endpoint, JoinError> {
-        let (mut control, member, bind) =
-            ControlClient::join_leader(controllers, JoinAs::Process(opts.proc), opts.join_timeout)?;
+        let (mut control, member, bind) = ControlClient::join_leader(
+            controllers,
+            JoinAs::Process(opts.proc),
+            opts.join_timeout,
+            opts.credentials.as_ref(),
+        )?;
         let Member::Process(id) = member else {
             return Err(JoinError::Protocol(format!("joined as {member}")));
         };
@@ -374,7 +390,7 @@ impl Endpoint {
             room_waiters: AtomicUsize::new(0),
         });
         let ports = PortTable::new().with_link(UPLINK, uplink);
-        let driver = Driver::new(
+        let mut driver = Driver::new(
             {
                 // The role accepts no more best-effort messages than the queue holds.
                 shared.grant_room(true);
@@ -385,6 +401,29 @@ impl Endpoint {
             clock,
             driver_cfg,
         )?;
+        // Datagrams sealed with the keys of this process's one link (docs/SECURITY.md).
+        let keys = match cluster.auth_mode() {
+            mode if mode.seals() => {
+                let inbox = KeyInbox::new();
+                let me = member_ix(&cluster, &Member::Process(id));
+                let agg = member_ix(&cluster, &Member::Aggregator(spec.aggregator.clone()));
+                let (Some(me), Some(peer)) = (me, agg) else {
+                    return Err(JoinError::Protocol("no member number".into()));
+                };
+                let links = [LinkPorts {
+                    peer,
+                    out: UPLINK,
+                    input: UPLINK,
+                }];
+                let mut auth = LinkAuth::new(mode, me, &links, inbox.clone());
+                for update in control.take_keys() {
+                    auth.apply(clock.now(), update);
+                }
+                driver.set_auth(auth)?;
+                Some(inbox)
+            }
+            _ => None,
+        };
         let _ = shared.waker.set(driver.waker());
         let _ = shared.me.set(Arc::downgrade(&shared));
         debug!(proc = id, %addr, "joined");
@@ -400,6 +439,8 @@ impl Endpoint {
                 controllers: controllers.to_vec(),
                 addr,
                 history: VecDeque::new(),
+                tls: opts.credentials.clone(),
+                keys,
             };
             std::thread::Builder::new()
                 .name(format!("onepipe-ctl-p{id}"))
@@ -698,7 +739,7 @@ impl Endpoint {
     /// use std::time::Duration;
     ///
     /// let local = LocalCluster::start(&LocalLayout { hosts: 1, layers: 1, ..LocalLayout::default() }).unwrap();
-    /// let e = Endpoint::join(local.controller_addr(), JoinOptions::default()).unwrap();
+    /// let e = Endpoint::join(local.controller_addr(), local.join_options()).unwrap();
     /// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     /// rt.block_on(async {
     ///     e.send_unreliable(&[(ProcId(0), "to myself".into())]).unwrap();

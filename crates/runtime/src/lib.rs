@@ -91,6 +91,7 @@
 
 pub mod aggregator;
 pub mod apphost;
+pub mod auth;
 pub mod bench;
 pub mod clock;
 pub mod cluster;
@@ -101,12 +102,14 @@ pub mod controller;
 pub mod driver;
 pub mod endpoint;
 pub mod failure;
+pub mod keys;
 pub mod local;
 pub mod ports;
 mod queue;
 pub mod roles;
 pub mod stats;
 mod sys;
+pub mod tls;
 pub mod unordered;
 
 pub use aggregator::{Aggregator, AggregatorDaemon, AggregatorReport};

@@ -1,14 +1,22 @@
 //! [`LocalCluster`]: a controller and every aggregator of a cluster on threads of this process,
 //! for examples, tests and applications that want a cluster without daemons. Endpoints join it
-//! like any other ([`crate::endpoint::Endpoint::join`] with [`LocalCluster::controller_addr`]).
+//! like any other ([`crate::endpoint::Endpoint::join`] with [`LocalCluster::controller_addr`]
+//! and [`LocalCluster::join_options`]).
+//!
+//! It is protected as a cluster of daemons is (docs/SECURITY.md): unless the cluster says
+//! `auth = "off"`, it makes a CA, a certificate for each of its members and a cluster secret
+//! in memory; [`LocalCluster::join_options`] carries a process certificate.
 //!
 //! What it is not: a substitute for `onepipe up`, which runs every member as its own OS
 //! process.
 
 use crate::aggregator::{AggregatorDaemon, AggregatorReport};
-use crate::cluster::{Cluster, LocalLayout};
+use crate::auth::ClusterSecret;
+use crate::cluster::{AuthConfig, Cluster, LocalLayout};
 use crate::config::DriverConfig;
-use crate::controller::Controller;
+use crate::controller::{Controller, ControllerSecurity, HaOptions};
+use crate::endpoint::JoinOptions;
+use crate::tls::{Credentials, Pki, ANY_PROCESS, CONTROLLER};
 use std::io;
 use std::net::SocketAddr;
 
@@ -16,6 +24,10 @@ use std::net::SocketAddr;
 pub struct LocalCluster {
     controller: Controller,
     aggregators: Vec<AggregatorDaemon>,
+    /// The cluster's CA, when it is protected.
+    pki: Option<Pki>,
+    /// A certificate that may join as any process.
+    process: Option<Credentials>,
 }
 
 impl LocalCluster {
@@ -42,21 +54,65 @@ impl LocalCluster {
     ///
     /// # Errors
     /// An invalid cluster (`InvalidInput`), or a socket or thread could not be had.
-    pub fn with_cluster(cluster: Cluster) -> io::Result<LocalCluster> {
+    pub fn with_cluster(mut cluster: Cluster) -> io::Result<LocalCluster> {
         let names: Vec<String> = cluster.aggregators.iter().map(|a| a.name.clone()).collect();
-        let controller = Controller::start(cluster, SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let auth = cluster.auth.get_or_insert_with(|| AuthConfig::on(None));
+        auth.pki = None;
+        let pki = match auth.mode.seals() {
+            true => Some(Pki::generate().map_err(io::Error::other)?),
+            false => None,
+        };
+        let issue = |names: &[&str]| -> io::Result<Option<Credentials>> {
+            pki.as_ref()
+                .map(|p| p.issue(names).map_err(io::Error::other))
+                .transpose()
+        };
+        let security = match issue(&[CONTROLLER])? {
+            Some(credentials) => Some(ControllerSecurity {
+                credentials,
+                secret: ClusterSecret::generate()?,
+            }),
+            None => None,
+        };
+        let controller = Controller::start_secured(
+            cluster,
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            HaOptions::solo(),
+            security,
+        )?;
         let cfg = DriverConfig {
             spin_ns: 0,
             ..DriverConfig::default()
         };
         let aggregators = names
             .iter()
-            .map(|n| AggregatorDaemon::start(controller.addr(), n, cfg.clone()))
+            .map(|n| AggregatorDaemon::start(controller.addr(), n, cfg.clone(), issue(&[n])?))
             .collect::<io::Result<Vec<_>>>()?;
+        let process = issue(&[ANY_PROCESS])?;
         Ok(LocalCluster {
             controller,
             aggregators,
+            pki,
+            process,
         })
+    }
+
+    /// [`JoinOptions`] for one of this cluster's processes: the defaults, with a certificate
+    /// that may join as any process when the cluster is protected.
+    pub fn join_options(&self) -> JoinOptions {
+        JoinOptions {
+            credentials: self.process.clone(),
+            ..JoinOptions::default()
+        }
+    }
+
+    /// A certificate of this cluster's CA for `names` (`p3`, `tor-0`,
+    /// [`crate::tls::OPERATOR`]); `None` when the cluster is not protected.
+    ///
+    /// # Errors
+    /// A name that is not a DNS name.
+    pub fn credentials(&self, names: &[&str]) -> Result<Option<Credentials>, String> {
+        self.pki.as_ref().map(|p| p.issue(names)).transpose()
     }
 
     /// Where the controller listens: what endpoints join.
@@ -80,6 +136,7 @@ impl LocalCluster {
         let LocalCluster {
             controller,
             aggregators,
+            ..
         } = self;
         let reports = aggregators
             .into_iter()

@@ -18,7 +18,9 @@ use crate::config::DriverConfig;
 use onepipe_proto::host::{HostConfig, ACK_DELAY_BE_RTO_DIVISOR_MIN};
 use onepipe_proto::ids::{NodeId, PortId, ProcId};
 use onepipe_proto::switch::{Router, SwitchConfig, SwitchMode};
-use onepipe_proto::wire::DATA_HEADER_LEN;
+use onepipe_proto::wire::{
+    ACK_BATCH_ENTRY_LEN, ACK_BATCH_HEADER_LEN, ACK_BATCH_LEN_MAX, DATA_HEADER_LEN,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -173,10 +175,12 @@ impl LiveRoles {
         let chip = self.aggregator_mode == AggregatorMode::Chip;
         cfg.beacon_always = !chip;
         cfg.barrier_on_data = chip;
-        cfg.mtu_payload = cfg
-            .mtu_payload
-            .min(driver.coalesce.datagram_len_max - DATA_HEADER_LEN)
-            .max(1);
+        let room = driver.coalesce.packet_room();
+        cfg.mtu_payload = cfg.mtu_payload.min(room - DATA_HEADER_LEN).max(1);
+        // The largest ACK batch fits one datagram's packet room (less than `datagram_len_max`
+        // when datagrams are sealed).
+        cfg.ack_batch_len_max =
+            ((room - ACK_BATCH_HEADER_LEN) / ACK_BATCH_ENTRY_LEN).clamp(2, ACK_BATCH_LEN_MAX);
         cfg.rto_ns = self.rto_ns;
         cfg.rto_max_ns = self.rto_max_ns.max(self.rto_ns);
         cfg.ack_delay_ns = self.ack_delay_ns;

@@ -62,6 +62,9 @@ pub struct DriverStats {
     pub blocks: u64,
     /// The coalescing layer's counters: flushes by reason, oversize packets, queue drops.
     pub coalesce: CoalesceStats,
+    /// The auth layer's counters: datagrams sealed and opened, refusals by reason (all zero
+    /// when datagrams are not sealed).
+    pub auth: crate::auth::AuthStats,
 }
 
 impl DriverStats {
@@ -99,8 +102,10 @@ impl DriverStats {
             ("padding_bytes", c.padding_bytes),
             ("packets_too_large", c.packets_too_large),
             ("send_queue_dropped_packets", c.send_queue_dropped_packets),
+            ("unsealed_dropped_packets", c.unsealed_dropped_packets),
         ]
         .into_iter()
+        .chain(self.auth.counters())
         .map(|(k, v)| (k.to_string(), v))
         .collect()
     }

@@ -242,11 +242,12 @@ impl RecvBatch {
         })
     }
 
-    /// Datagram `i` of the last [`RecvBatch::recv`]: its bytes and metadata.
-    pub fn datagram(&self, i: usize) -> (&[u8], Received) {
+    /// Datagram `i` of the last [`RecvBatch::recv`]: its bytes (mutable, to open in place) and
+    /// metadata.
+    pub fn datagram_mut(&mut self, i: usize) -> (&mut [u8], Received) {
         let r = self.results[i];
         let start = i * self.slot_len;
-        (&self.buf[start..start + r.len.min(self.slot_len)], r)
+        (&mut self.buf[start..start + r.len.min(self.slot_len)], r)
     }
 }
 

@@ -16,7 +16,7 @@
 use bytes::Bytes;
 use onepipe_proto::wire::NakReason;
 use onepipe_proto::{ProcId, Timestamp};
-use onepipe_runtime::cluster::{Cluster, LocalLayout};
+use onepipe_runtime::cluster::{AuthConfig, Cluster, LocalLayout};
 use onepipe_runtime::control::{ControlClient, FromController};
 use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, Message, RecvError, SendError};
 use onepipe_runtime::{JoinError, LocalCluster};
@@ -85,7 +85,7 @@ fn four_endpoints_under_two_layers_deliver_one_total_order_per_service() {
         ..LocalLayout::default()
     })
     .unwrap();
-    let eps = join_all(local.controller_addr(), 4, JoinOptions::default());
+    let eps = join_all(local.controller_addr(), 4, local.join_options());
     const EACH: u32 = 60;
     let senders: Vec<_> = eps
         .into_iter()
@@ -150,6 +150,15 @@ fn four_endpoints_under_two_layers_deliver_one_total_order_per_service() {
     assert!(reports
         .iter()
         .all(|r| r.switch.forwarded > 0 && r.driver.unknown_source == 0));
+    // Every datagram was sealed and opened (docs/SECURITY.md): the cluster is protected by
+    // default, and nothing was refused.
+    assert!(
+        reports
+            .iter()
+            .all(|r| r.driver.auth.ok > 0 && r.driver.auth.refused() == 0),
+        "{:?}",
+        reports.iter().map(|r| &r.driver.auth).collect::<Vec<_>>()
+    );
 }
 
 /// §4.1: a best-effort message the receiving application has no room for is refused by the
@@ -165,7 +174,7 @@ fn a_full_best_effort_queue_drops_and_the_sender_hears_of_it_4_1() {
     .unwrap();
     let opts = JoinOptions {
         recv_queue_len_max: 4,
-        ..JoinOptions::default()
+        ..local.join_options()
     };
     let eps = join_all(local.controller_addr(), 2, opts);
     for i in 0..50u32 {
@@ -208,7 +217,7 @@ fn a_full_reliable_queue_pauses_delivery_and_loses_nothing_6_1() {
     .unwrap();
     let opts = JoinOptions {
         recv_queue_len_max: 8,
-        ..JoinOptions::default()
+        ..local.join_options()
     };
     let eps = join_all(local.controller_addr(), 2, opts);
     // Sent while the receiver reads nothing: the sender's buffer fills, and each send waits
@@ -255,7 +264,7 @@ fn a_blocking_send_waits_for_the_window_and_polls_take_batches_in_order_6_1() {
         ..LocalLayout::default()
     })
     .unwrap();
-    let eps = join_all(local.controller_addr(), 2, JoinOptions::default());
+    let eps = join_all(local.controller_addr(), 2, local.join_options());
     let big = Bytes::from(vec![7u8; 64 << 10]);
     let mut refused = false;
     for _ in 0..1_000 {
@@ -314,7 +323,7 @@ fn the_unordered_baseline_delivers_on_arrival_and_has_no_reliable_service() {
     .unwrap();
     cluster.ordered = false;
     let local = LocalCluster::with_cluster(cluster).unwrap();
-    let eps = join_all(local.controller_addr(), 2, JoinOptions::default());
+    let eps = join_all(local.controller_addr(), 2, local.join_options());
     assert_eq!(
         eps[0].send_reliable(&[(ProcId(1), "x".into())]),
         Err(SendError::Unsupported)
@@ -334,21 +343,24 @@ fn the_unordered_baseline_delivers_on_arrival_and_has_no_reliable_service() {
 }
 
 /// The controller gives out the lowest free id, refuses a taken one, answers `Status`, and
-/// counts a garbage line without dropping the connection.
+/// counts a garbage line without dropping the connection (the JSON lines themselves: a cluster
+/// without TLS, `auth = "off"`).
 #[test]
 fn the_controller_assigns_ids_refuses_a_taken_one_and_counts_garbage() {
-    let local = LocalCluster::start(&LocalLayout {
+    let mut cluster = Cluster::generate(&LocalLayout {
         hosts: 2,
         layers: 1,
         ..LocalLayout::default()
     })
     .unwrap();
+    cluster.auth = Some(AuthConfig::off());
+    let local = LocalCluster::with_cluster(cluster).unwrap();
     let controller = local.controller_addr();
     let first = std::thread::spawn(move || Endpoint::join(controller, JoinOptions::default()));
     // Wait until p0 is taken, then ask for it again.
     let deadline = Instant::now() + PATIENCE;
     loop {
-        let (members, _) = ControlClient::status(controller, PATIENCE).unwrap();
+        let (members, _) = ControlClient::status(controller, PATIENCE, None).unwrap();
         if members.iter().any(|m| {
             m.member == onepipe_runtime::control::Member::Process(0) && m.state != "waiting"
         }) {
@@ -400,4 +412,50 @@ fn the_controller_assigns_ids_refuses_a_taken_one_and_counts_garbage() {
             break;
         }
     }
+}
+
+/// docs/SECURITY.md: on a protected cluster (the default) a stranger speaking plain JSON is told
+/// that TLS is required and turned away; a certificate of the cluster's CA is taken only in
+/// the names it holds; every refusal is counted.
+#[test]
+fn a_member_is_taken_only_in_the_names_its_certificate_holds() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 2,
+        layers: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let controller = local.controller_addr();
+    // A stranger without TLS.
+    let mut junk = TcpStream::connect(controller).unwrap();
+    junk.write_all(b"{\"type\":\"status\"}\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(junk).read_line(&mut line).unwrap();
+    assert!(line.contains("requires TLS"), "{line}");
+    // p1's certificate asking for p0, then for any id: refused; for p1: welcome.
+    let p1 = local.credentials(&["p1"]).unwrap();
+    let as_p = |want: Option<u32>| {
+        let mut c = ControlClient::connect(controller, PATIENCE, p1.as_ref()).unwrap();
+        c.join(onepipe_runtime::control::JoinAs::Process(want), PATIENCE)
+    };
+    let refused = as_p(Some(0));
+    assert!(
+        matches!(&refused, Err(JoinError::Refused(why)) if why.contains("does not name p0")),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        as_p(Some(1)),
+        Ok((onepipe_runtime::control::Member::Process(1), _))
+    ));
+    // An aggregator's name is not a process's.
+    let tor = local.credentials(&["tor-0"]).unwrap();
+    let mut c = ControlClient::connect(controller, PATIENCE, tor.as_ref()).unwrap();
+    let refused = c.join(onepipe_runtime::control::JoinAs::Process(None), PATIENCE);
+    assert!(matches!(refused, Err(JoinError::Refused(_))), "{refused:?}");
+    let operator = local
+        .credentials(&[onepipe_runtime::tls::OPERATOR])
+        .unwrap();
+    let (_, malformed) = ControlClient::status(controller, PATIENCE, operator.as_ref()).unwrap();
+    assert!(malformed >= 2, "{malformed}");
+    local.stop();
 }

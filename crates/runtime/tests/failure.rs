@@ -18,10 +18,12 @@ use bytes::Bytes;
 use onepipe_ctrlstore::MemStore;
 use onepipe_proto::ProcId;
 use onepipe_runtime::aggregator::AggregatorDaemon;
-use onepipe_runtime::cluster::{Cluster, LocalLayout};
+use onepipe_runtime::auth::ClusterSecret;
+use onepipe_runtime::cluster::{AuthConfig, Cluster, LocalLayout};
 use onepipe_runtime::control::ControlClient;
-use onepipe_runtime::controller::{Controller, HaOptions};
+use onepipe_runtime::controller::{Controller, ControllerSecurity, HaOptions};
 use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, RecvError, SendError};
+use onepipe_runtime::tls::{Pki, CONTROLLER, OPERATOR};
 use onepipe_runtime::LocalCluster;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -30,12 +32,13 @@ use std::time::{Duration, Instant};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
-fn join_all(controller: SocketAddr, n: u32) -> Vec<Endpoint> {
+fn join_all(local: &LocalCluster, n: u32) -> Vec<Endpoint> {
+    let controller = local.controller_addr();
     let threads: Vec<_> = (0..n)
         .map(|p| {
             let opts = JoinOptions {
                 proc: Some(p),
-                ..JoinOptions::default()
+                ..local.join_options()
             };
             std::thread::spawn(move || Endpoint::join(controller, opts))
         })
@@ -158,7 +161,7 @@ fn spoken_cluster(callback_timeout_ns: u64) -> (LocalCluster, Vec<Endpoint>) {
     cluster.link_timeout_ns = 300_000_000;
     cluster.callback_timeout_ns = callback_timeout_ns;
     let local = LocalCluster::with_cluster(cluster).unwrap();
-    let eps = join_all(local.controller_addr(), 4);
+    let eps = join_all(&local, 4);
     for e in &eps {
         broadcast(e, &[0, 1, 2, 3], 1);
     }
@@ -198,7 +201,8 @@ fn await_rounds(
             return;
         }
         if Instant::now() >= deadline {
-            let st = ControlClient::status(local.controller_addr(), PATIENCE);
+            let operator = local.credentials(&[OPERATOR]).unwrap();
+            let st = ControlClient::status(local.controller_addr(), PATIENCE, operator.as_ref());
             panic!("{what}: {rounds:?}\n{st:#?}");
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -277,13 +281,16 @@ fn a_process_that_never_completes_its_callback_is_declared_failed_5_2() {
 /// member's name, or one that does not parse, is counted and answered with an error.
 #[test]
 fn control_lines_a_member_could_not_have_sent_are_refused_and_counted() {
-    let local = LocalCluster::start(&LocalLayout {
+    // The JSON lines themselves, on a cluster without TLS (`auth = "off"`).
+    let mut cluster = Cluster::generate(&LocalLayout {
         hosts: 2,
         layers: 1,
         controller: SocketAddr::from(([127, 0, 0, 1], 0)),
         ..LocalLayout::default()
     })
     .unwrap();
+    cluster.auth = Some(AuthConfig::off());
+    let local = LocalCluster::with_cluster(cluster).unwrap();
     let addr = local.controller_addr();
     let mut raw = TcpStream::connect(addr).unwrap();
     let mut lines = BufReader::new(raw.try_clone().unwrap());
@@ -315,7 +322,7 @@ fn control_lines_a_member_could_not_have_sent_are_refused_and_counted() {
         let answer = ask(line);
         assert!(answer.contains("error"), "{line}: {answer}");
     }
-    let (_, malformed) = ControlClient::status(addr, PATIENCE).unwrap();
+    let (_, malformed) = ControlClient::status(addr, PATIENCE, None).unwrap();
     assert!(malformed >= 8, "{malformed}");
     drop(raw);
     assert!(local.controller().failure_rounds().is_empty());
@@ -336,6 +343,15 @@ fn a_standby_controller_finishes_a_round_its_leader_died_in_5_2() {
     .unwrap();
     // Settling takes half of it: room to kill the leader between Detect and Determine.
     cluster.link_timeout_ns = 1_000_000_000;
+    // Protected, as a cluster is by default: both controllers hold the secret; the standby's
+    // first key epoch is above the leader's (recorded in the store), and the members keep the
+    // leader's keys until the standby's first rotation.
+    cluster.auth = Some(AuthConfig::on(None));
+    let pki = Pki::generate().unwrap();
+    let security = ControllerSecurity {
+        credentials: pki.issue(&[CONTROLLER]).unwrap(),
+        secret: ClusterSecret::generate().unwrap(),
+    };
     let store = Arc::new(MemStore::new());
     let ha = |name: &str| HaOptions {
         store: store.clone(),
@@ -343,23 +359,28 @@ fn a_standby_controller_finishes_a_round_its_leader_died_in_5_2() {
         lease_ttl: Duration::from_secs(1),
     };
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let a = Controller::start_ha(cluster.clone(), any, ha("a")).unwrap();
+    let a =
+        Controller::start_secured(cluster.clone(), any, ha("a"), Some(security.clone())).unwrap();
     let deadline = Instant::now() + PATIENCE;
     while !a.leading() {
         assert!(Instant::now() < deadline, "a never led");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let b = Controller::start_ha(cluster.clone(), any, ha("b")).unwrap();
+    let b = Controller::start_secured(cluster.clone(), any, ha("b"), Some(security)).unwrap();
     let addrs = [a.addr(), b.addr()];
     let aggs: Vec<AggregatorDaemon> = cluster
         .aggregators
         .iter()
-        .map(|g| AggregatorDaemon::start_any(&addrs, &g.name, Default::default()).unwrap())
+        .map(|g| {
+            let tls = pki.issue(&[&g.name]).ok();
+            AggregatorDaemon::start_any(&addrs, &g.name, Default::default(), tls).unwrap()
+        })
         .collect();
     let threads: Vec<_> = (0..4)
         .map(|p| {
             let opts = JoinOptions {
                 proc: Some(p),
+                credentials: pki.issue(&[&format!("p{p}")]).ok(),
                 ..JoinOptions::default()
             };
             std::thread::spawn(move || Endpoint::join_any(&addrs, opts))
@@ -432,7 +453,7 @@ fn a_standby_turns_members_away_and_they_join_the_leader() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let standby = Controller::start_ha(cluster, any, ha("b")).unwrap();
-    let mut c = ControlClient::connect(standby.addr(), PATIENCE).unwrap();
+    let mut c = ControlClient::connect(standby.addr(), PATIENCE, None).unwrap();
     let refused = c.join(onepipe_runtime::control::JoinAs::Process(Some(0)), PATIENCE);
     assert!(
         matches!(refused, Err(onepipe_runtime::JoinError::Standby)),
@@ -442,6 +463,7 @@ fn a_standby_turns_members_away_and_they_join_the_leader() {
         &[standby.addr(), leader.addr()],
         onepipe_runtime::control::JoinAs::Process(Some(1)),
         PATIENCE,
+        None,
     )
     .unwrap();
     assert_eq!(member, onepipe_runtime::control::Member::Process(1));

@@ -9,6 +9,7 @@ use super::check::{check_run, RunVerdict};
 use super::codec::{decode, encode, Msg, ReplCmd};
 use super::*;
 use onepipe_proto::Timestamp;
+use onepipe_testalloc::fuzz::{self, ensure, Bound};
 use proptest::prelude::{any, prop_oneof, proptest, Just};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -598,6 +599,81 @@ fn codec_round_trips() {
         long.push(0);
         assert_eq!(decode(&long), None);
     }
+}
+
+fn fuzz_pair(rng: &mut fuzz::Rng) -> Pair {
+    Pair {
+        key: rng.interesting(),
+        val: rng.interesting(),
+        next: Ptr(rng.interesting()),
+        me: Ptr(rng.interesting()),
+    }
+}
+
+/// Any message the encoder can write.
+fn fuzz_msg(rng: &mut fuzz::Rng) -> Msg {
+    let (op, bucket, ptr) = (rng.interesting(), rng.u32(), Ptr(rng.interesting()));
+    let other = Ptr(rng.interesting());
+    match rng.below(10) {
+        0 => Msg::ReadHead { op, bucket },
+        1 => Msg::ReadSlot { op, ptr },
+        2 => Msg::Write {
+            op,
+            pair: fuzz_pair(rng),
+        },
+        3 => Msg::Cas {
+            op,
+            bucket,
+            expect: ptr,
+            new: other,
+        },
+        4 => Msg::HeadIs {
+            op,
+            bucket,
+            head: ptr,
+        },
+        5 => Msg::SlotIs {
+            op,
+            ptr,
+            pair: rng.bool().then(|| fuzz_pair(rng)),
+        },
+        6 => Msg::WriteDone { op, ptr },
+        7 => Msg::CasDone {
+            op,
+            bucket,
+            new: ptr,
+            old: other,
+        },
+        8 => Msg::Repl {
+            lseq: op,
+            cmd: match rng.bool() {
+                true => ReplCmd::Write(fuzz_pair(rng)),
+                false => ReplCmd::SetHead { bucket, head: ptr },
+            },
+        },
+        _ => Msg::ReplAck { lseq: op },
+    }
+}
+
+/// Messages are plain values of fixed-size fields: a decode allocates nothing at all.
+#[test]
+fn decode_never_panics_nor_allocates_on_random_and_mutated_input() {
+    fuzz::decoder(
+        "hashtable::decode",
+        Bound::NOTHING,
+        |rng| {
+            let m = fuzz_msg(rng);
+            (m, encode(&m).to_vec())
+        },
+        decode,
+        |bytes, got, valid| match (got, valid) {
+            (got, Some(want)) => ensure(got.as_ref() == Some(want), || "no round trip".into()),
+            (Some(m), None) => ensure(encode(m) == bytes, || {
+                "does not re-encode to its bytes".into()
+            }),
+            (None, None) => Ok(()),
+        },
+    );
 }
 
 proptest! {

@@ -266,6 +266,7 @@ pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use onepipe_testalloc::fuzz::{self, ensure, Bound};
     use proptest::prelude::*;
 
     fn op() -> impl Strategy<Value = Op> {
@@ -338,6 +339,119 @@ mod tests {
             longer.push(0);
             prop_assert_eq!(decode_request(&longer), None);
         }
+    }
+
+    fn value(rng: &mut fuzz::Rng) -> Value {
+        Value {
+            writer: rng.interesting(),
+            len: rng.len(2000) as u32,
+        }
+    }
+
+    /// Each value's bytes, random.
+    fn data(rng: &mut fuzz::Rng, values: impl Iterator<Item = Value>) -> Vec<Bytes> {
+        values
+            .map(|v| Bytes::from(rng.bytes(v.len as usize)))
+            .collect()
+    }
+
+    fn owned(slices: Vec<&[u8]>) -> Vec<Bytes> {
+        slices.into_iter().map(Bytes::copy_from_slice).collect()
+    }
+
+    /// A request of up to 64 operations with its values' bytes.
+    fn request(rng: &mut fuzz::Rng) -> ((u64, Vec<Op>, Vec<Bytes>), Vec<u8>) {
+        let txn = rng.interesting();
+        let n = rng.len(64);
+        let ops: Vec<Op> = (0..n)
+            .map(|_| match rng.bool() {
+                true => Op::Get(rng.interesting()),
+                false => Op::Put(rng.interesting(), value(rng)),
+            })
+            .collect();
+        let puts = ops.iter().filter_map(|o| match o {
+            Op::Put(_, v) => Some(*v),
+            Op::Get(_) => None,
+        });
+        let data = data(rng, puts);
+        let b = encode_request_data(txn, &ops, &data).to_vec();
+        ((txn, ops, data), b)
+    }
+
+    /// A reply of up to 64 reads with the read values' bytes.
+    fn reply(rng: &mut fuzz::Rng) -> (Reply, Vec<u8>) {
+        let (txn, req_ts) = (rng.interesting(), rng.interesting());
+        let n = rng.len(64);
+        let reads: Vec<(Key, Option<Value>)> = (0..n)
+            .map(|_| (rng.interesting(), rng.bool().then(|| value(rng))))
+            .collect();
+        let data = data(rng, reads.iter().filter_map(|r| r.1));
+        let b = encode_reply_data(txn, req_ts, &reads, &data).to_vec();
+        let values_at = b.len() - data.iter().map(Bytes::len).sum::<usize>();
+        let r = Reply {
+            txn,
+            req_ts,
+            reads,
+            values_at,
+        };
+        (r, b)
+    }
+
+    /// A request allocates its operations at once, for a count checked against the bytes left
+    /// at 9 per operation (a get's): at most `len / 9` of `size_of::<Op>()` bytes each. Nothing
+    /// else; an empty list allocates nothing.
+    #[test]
+    fn decode_request_never_panics_nor_overallocates_on_random_and_mutated_input() {
+        let bound = Bound::new(size_of::<Op>(), 9, 0);
+        fuzz::decoder(
+            "kv::decode_request",
+            bound,
+            request,
+            decode_request,
+            |input, got, valid| match (got, valid) {
+                (Some(r), Some((txn, ops, data))) => ensure(
+                    (r.txn, &r.ops) == (*txn, ops) && owned(r.put_data(input)) == *data,
+                    || "did not decode back to itself".into(),
+                ),
+                (None, Some(_)) => Err("a valid request was refused".into()),
+                (Some(r), None) => {
+                    let again = encode_request_data(r.txn, &r.ops, &owned(r.put_data(input)));
+                    ensure(again == input, || "does not re-encode to its bytes".into())
+                }
+                (None, None) => Ok(()),
+            },
+        );
+    }
+
+    /// A reply allocates its reads at once, for a count checked against the bytes left at 9
+    /// per read (an absent one's): at most `len / 9` of `size_of::<(Key, Option<Value>)>()`
+    /// bytes each.
+    #[test]
+    fn decode_reply_never_panics_nor_overallocates_on_random_and_mutated_input() {
+        let bound = Bound::new(size_of::<(Key, Option<Value>)>(), 9, 0);
+        fuzz::decoder(
+            "kv::decode_reply",
+            bound,
+            reply,
+            decode_reply,
+            |input, got, valid| match (got, valid) {
+                (Some(r), Some(want)) => {
+                    ensure(r == want, || "did not decode back to itself".into())
+                }
+                (None, Some(_)) => Err("a valid reply was refused".into()),
+                (Some(r), None) => {
+                    let data: Vec<Bytes> = r
+                        .read_data(input)
+                        .into_iter()
+                        .flatten()
+                        .map(Bytes::copy_from_slice)
+                        .collect();
+                    let again = encode_reply_data(r.txn, r.req_ts, &r.reads, &data);
+                    ensure(again == input, || "does not re-encode to its bytes".into())
+                }
+                (None, None) => Ok(()),
+            },
+        );
     }
 
     #[test]

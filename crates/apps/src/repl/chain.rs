@@ -380,6 +380,7 @@ mod tests {
     use super::*;
     use crate::repl::ReplWorkload;
     use onepipe_proto::Timestamp;
+    use onepipe_testalloc::fuzz::{self, ensure, Bound};
 
     /// Runs 3 replicas and 2 clients with every message taking `delay`, a disk of `disk_ns`.
     fn run(disk_ns: u64) -> (Vec<ChainProcess>, Vec<ReplDone>) {
@@ -471,6 +472,73 @@ mod tests {
             let d = cmds[&(*c, *id)];
             assert_eq!(m.apply(&d.cmd), d.output, "{d:?}");
         }
+    }
+
+    fn fuzz_cmd(rng: &mut fuzz::Rng) -> Cmd {
+        let (key, v) = (rng.interesting(), rng.interesting());
+        match rng.below(3) {
+            0 => Cmd::Get(key),
+            1 => Cmd::Put(key, v),
+            _ => Cmd::Cas {
+                key,
+                expect: rng.bool().then(|| rng.interesting()),
+                new: v,
+            },
+        }
+    }
+
+    /// Any message the encoder can write (paddings up to 2 KiB).
+    fn fuzz_msg(rng: &mut fuzz::Rng) -> Msg {
+        let (a, b) = (rng.interesting(), rng.interesting());
+        let pad = rng.len(2048) as u32;
+        match rng.below(4) {
+            0 => Msg::Request {
+                id: a,
+                cmd: fuzz_cmd(rng),
+                pad,
+            },
+            1 => Msg::Forward {
+                seq: a,
+                client: rng.u32(),
+                id: b,
+                cmd: fuzz_cmd(rng),
+                output: rng.bool().then(|| rng.interesting()),
+                pad,
+            },
+            2 => Msg::Back { seq: a },
+            _ => Msg::Reply {
+                id: a,
+                output: rng.bool().then_some(b),
+            },
+        }
+    }
+
+    /// Messages are plain values (the padding is skipped, not kept): a decode allocates
+    /// nothing at all.
+    #[test]
+    fn decode_never_panics_nor_allocates_on_random_and_mutated_input() {
+        fuzz::decoder(
+            "repl::chain::decode",
+            Bound::NOTHING,
+            |rng| {
+                let m = fuzz_msg(rng);
+                (m, encode(&m).to_vec())
+            },
+            decode,
+            // Padding is opaque (its length is kept, not its bytes): a decoded message
+            // re-encodes to its length and decodes to itself.
+            |bytes, got, valid| match (got, valid) {
+                (got, Some(want)) => ensure(got.as_ref() == Some(want), || "no round trip".into()),
+                (Some(m), None) => {
+                    let again = encode(m);
+                    ensure(
+                        again.len() == bytes.len() && decode(&again).as_ref() == Some(m),
+                        || "does not re-encode to itself".into(),
+                    )
+                }
+                (None, None) => Ok(()),
+            },
+        );
     }
 
     #[test]

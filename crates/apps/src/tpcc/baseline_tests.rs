@@ -20,6 +20,7 @@ use crate::AppInput;
 use bytes::Bytes;
 use onepipe_proto::rng::Rng;
 use onepipe_proto::{Instant, ProcId, Timestamp};
+use onepipe_testalloc::fuzz::{self, ensure, Bound};
 use proptest::prelude::*;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -560,6 +561,38 @@ proptest! {
         prop_assert_eq!(decode(&codec::encode_request(txn, &i)), None);
         prop_assert_eq!(decode(&codec::encode_reply(txn, 1, 2, &r)), None);
     }
+}
+
+/// A message allocates a New-Order input's lines (at most [`LINES_MAX`], the count checked
+/// first), or a New-Order part's stock lines (as many), and its versions: at most
+/// [`ROWS_MAX`], collected one by one into a `Vec` that doubles from 4 — while it moves, its old
+/// block too. Never both lines and stock lines.
+const TWOPC_BOUND: Bound = {
+    let lines = LINES_MAX * size_of::<OrderLineInput>();
+    let versions = ROWS_MAX.next_power_of_two() * 8 * 3 / 2;
+    Bound::constant(lines + versions)
+};
+
+#[test]
+fn twopc_decode_never_panics_nor_overallocates_on_random_and_mutated_input() {
+    fuzz::decoder(
+        "tpcc::twopc::decode",
+        TWOPC_BOUND,
+        |rng| {
+            let owner = (rng.interesting(), rng.u32());
+            let m = fuzz::draw(rng, msg());
+            let b = encode(owner, &m).to_vec();
+            ((owner, m), b)
+        },
+        decode,
+        |bytes, got, valid| match (got, valid) {
+            (got, Some(want)) => ensure(got.as_ref() == Some(want), || "no round trip".into()),
+            (Some((owner, m)), None) => ensure(encode(*owner, m) == bytes, || {
+                "does not re-encode to its bytes".into()
+            }),
+            (None, None) => Ok(()),
+        },
+    );
 }
 
 #[test]

@@ -339,6 +339,7 @@ pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use onepipe_testalloc::fuzz::{self, ensure, Bound};
     use proptest::prelude::*;
 
     fn line() -> impl Strategy<Value = OrderLineInput> {
@@ -513,6 +514,63 @@ pub(super) mod tests {
             longer.push(0);
             prop_assert_eq!(decode_reply(&longer), None);
         }
+    }
+
+    /// A request allocates only its New-Order's lines, at most [`LINES_MAX`] of them (a
+    /// larger count is refused before anything is allocated).
+    const REQUEST_BOUND: Bound = Bound::constant(LINES_MAX * size_of::<OrderLineInput>());
+    /// A reply allocates only its New-Order part's stock lines, at most [`LINES_MAX`].
+    const REPLY_BOUND: Bound = Bound::constant(LINES_MAX * size_of::<(u8, u16)>());
+
+    #[test]
+    fn decode_request_never_panics_nor_overallocates_on_random_and_mutated_input() {
+        fuzz::decoder(
+            "tpcc::decode_request",
+            REQUEST_BOUND,
+            |rng| {
+                let r = Request {
+                    txn: rng.interesting(),
+                    input: fuzz::draw(rng, input()),
+                };
+                let b = encode_request(r.txn, &r.input).to_vec();
+                (r, b)
+            },
+            decode_request,
+            |bytes, got, valid| match (got, valid) {
+                (got, Some(want)) => ensure(got.as_ref() == Some(want), || "no round trip".into()),
+                (Some(r), None) => ensure(encode_request(r.txn, &r.input) == bytes, || {
+                    "does not re-encode to its bytes".into()
+                }),
+                (None, None) => Ok(()),
+            },
+        );
+    }
+
+    #[test]
+    fn decode_reply_never_panics_nor_overallocates_on_random_and_mutated_input() {
+        fuzz::decoder(
+            "tpcc::decode_reply",
+            REPLY_BOUND,
+            |rng| {
+                let r = Reply {
+                    txn: rng.interesting(),
+                    req_ts: rng.interesting(),
+                    shard: rng.u32(),
+                    result: fuzz::draw(rng, result()),
+                };
+                let b = encode_reply(r.txn, r.req_ts, r.shard, &r.result).to_vec();
+                (r, b)
+            },
+            decode_reply,
+            |bytes, got, valid| match (got, valid) {
+                (got, Some(want)) => ensure(got.as_ref() == Some(want), || "no round trip".into()),
+                (Some(r), None) => ensure(
+                    encode_reply(r.txn, r.req_ts, r.shard, &r.result) == bytes,
+                    || "does not re-encode to its bytes".into(),
+                ),
+                (None, None) => Ok(()),
+            },
+        );
     }
 
     #[test]

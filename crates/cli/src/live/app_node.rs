@@ -337,6 +337,13 @@ pub fn run(args: &NodeArgs) -> i32 {
         proc: args.proc,
         report_reliable_sent: true,
         event_queue_len_max: 1 << 20,
+        credentials: match super::node_credentials(args) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("onepipe node: --pki: {e}");
+                return crate::cli::EXIT_USAGE;
+            }
+        },
         ..JoinOptions::default()
     };
     let ep = match Endpoint::join_any(&args.controller, opts) {

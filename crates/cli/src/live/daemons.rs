@@ -10,11 +10,14 @@ use super::{AggArgs, ControllerArgs, TopologyArgs};
 use crate::cli::EXIT_USAGE;
 use onepipe_proto::ids::ProcId;
 use onepipe_runtime::aggregator::{run_aggregator, AggregatorFaults, Fault};
-use onepipe_runtime::cluster::Cluster;
-use onepipe_runtime::controller::{Controller, HaOptions};
+use onepipe_runtime::auth::ClusterSecret;
+use onepipe_runtime::cluster::{AuthConfig, Cluster};
+use onepipe_runtime::controller::{Controller, ControllerSecurity, HaOptions, NO_AUTH_SECTION};
+use onepipe_runtime::tls::{Credentials, Pki, ANY_PROCESS, CONTROLLER, OPERATOR};
 use onepipe_runtime::DriverConfig;
 use serde_json::json;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,15 +29,25 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-fn load(path: &std::path::Path, who: &str) -> Result<Cluster, i32> {
-    Cluster::load(path).map_err(|e| {
+/// Reads a cluster file for a daemon: it must say how it is protected (docs/SECURITY.md);
+/// `pki` overrides the file's key directory.
+fn load(path: &std::path::Path, who: &str, pki: Option<&PathBuf>) -> Result<Cluster, i32> {
+    let mut cluster = Cluster::load(path).map_err(|e| {
         eprintln!("onepipe {who}: {}: {e}", path.display());
         EXIT_USAGE
-    })
+    })?;
+    let Some(auth) = cluster.auth.as_mut() else {
+        eprintln!("onepipe {who}: {}: {NO_AUTH_SECTION}", path.display());
+        return Err(EXIT_USAGE);
+    };
+    if let Some(dir) = pki {
+        auth.pki = Some(dir.clone());
+    }
+    Ok(cluster)
 }
 
 pub fn controller(args: &ControllerArgs) -> i32 {
-    let cluster = match load(&args.config, "controller") {
+    let cluster = match load(&args.config, "controller", args.pki.as_ref()) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -44,7 +57,14 @@ pub fn controller(args: &ControllerArgs) -> i32 {
     };
     let (stop, _orders) = supervise::install(args.supervised);
     let listen = args.listen.unwrap_or(cluster.controller);
-    let controller = match Controller::start_ha(cluster, listen, ha.clone()) {
+    let security = match ControllerSecurity::load(&cluster) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("onepipe controller: {}: {e}", args.config.display());
+            return EXIT_USAGE;
+        }
+    };
+    let controller = match Controller::start_secured(cluster, listen, ha.clone(), security) {
         Ok(c) => c,
         Err(e) => {
             error!("cannot listen on {listen}: {e}");
@@ -92,6 +112,7 @@ pub fn controller(args: &ControllerArgs) -> i32 {
     }
     let (members, malformed) = controller.status();
     let forwarded = controller.forwarded();
+    let (tls_refused, keys) = controller.auth_stats();
     controller.stop();
     let lost = members.iter().filter(|m| m.state == "lost").count();
     say(&format!(
@@ -99,6 +120,10 @@ pub fn controller(args: &ControllerArgs) -> i32 {
         json!({
             "malformed": malformed,
             "forwarded": forwarded,
+            "tls_refused": tls_refused,
+            "key_rotations": keys.rotations,
+            "key_activations": keys.activations,
+            "key_install_timeouts": keys.install_timeouts,
             "members": members.len(),
             "lost": lost,
             "cpu_ns": onepipe_runtime::process_cpu_ns(),
@@ -121,7 +146,8 @@ fn ha_options(args: &ControllerArgs) -> Result<HaOptions, i32> {
     }
     #[cfg(feature = "etcd")]
     {
-        match onepipe_runtime::controller::etcd_store(&args.etcd, &args.cluster_key) {
+        let options = etcd_options(args)?;
+        match onepipe_runtime::controller::etcd_store(&args.etcd, &args.cluster_key, &options) {
             Ok(store) => Ok(HaOptions {
                 store,
                 name,
@@ -143,8 +169,68 @@ fn ha_options(args: &ControllerArgs) -> Result<HaOptions, i32> {
     }
 }
 
+/// The TLS files and the user `args` name, read (`--etcd-ca`, `--etcd-cert`, `--etcd-key`,
+/// `--etcd-user`, `--etcd-password-file`); an error names the flag and the file.
+#[cfg(feature = "etcd")]
+fn etcd_options(args: &ControllerArgs) -> Result<onepipe_ctrlstore::etcd::EtcdOptions, i32> {
+    use onepipe_ctrlstore::etcd::{EtcdOptions, EtcdTls};
+    // A file read whole; an error names its flag and the file. `pem`: a marker it must hold.
+    let read = |flag: &str, path: &Path, pem: &str| {
+        let fail = |why: String| {
+            eprintln!("onepipe controller: --{flag} {}: {why}", path.display());
+            EXIT_USAGE
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+        if !text.contains(pem) {
+            return Err(fail(format!(
+                "no `{pem}` in it: not a PEM file of that kind"
+            )));
+        }
+        Ok(text)
+    };
+    // clap asks for all three TLS files or none, and for a user with its password file.
+    let tls = match (&args.etcd_ca, &args.etcd_cert, &args.etcd_key) {
+        (Some(ca), Some(cert), Some(key)) => Some(EtcdTls {
+            ca_pem: read("etcd-ca", ca, "-----BEGIN CERTIFICATE-----")?,
+            cert_pem: read("etcd-cert", cert, "-----BEGIN CERTIFICATE-----")?,
+            key_pem: read("etcd-key", key, "PRIVATE KEY-----")?,
+            domain: None,
+        }),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "http://" } else { "https://" };
+    if let Some(url) = args.etcd.iter().find(|u| u.starts_with(scheme)) {
+        eprintln!(
+            "onepipe controller: --etcd {url}: {}",
+            if tls.is_some() {
+                "with --etcd-ca, etcd is reached over TLS: give https:// endpoints"
+            } else {
+                "an https:// endpoint needs --etcd-ca, --etcd-cert and --etcd-key"
+            }
+        );
+        return Err(EXIT_USAGE);
+    }
+    let user = match (&args.etcd_user, &args.etcd_password_file) {
+        (Some(name), Some(file)) => {
+            let text = read("etcd-password-file", file, "")?;
+            let password = text.lines().next().unwrap_or("").to_owned();
+            if password.is_empty() {
+                eprintln!(
+                    "onepipe controller: --etcd-password-file {}: its first line, the \
+                     password, is empty",
+                    file.display()
+                );
+                return Err(EXIT_USAGE);
+            }
+            Some((name.clone(), password))
+        }
+        _ => None,
+    };
+    Ok(EtcdOptions { tls, user })
+}
+
 pub fn agg(args: &AggArgs) -> i32 {
-    let cluster = match load(&args.config, "agg") {
+    let cluster = match load(&args.config, "agg", args.pki.as_ref()) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -203,9 +289,24 @@ pub fn agg(args: &AggArgs) -> i32 {
         spin_ns: 0,
         ..DriverConfig::default()
     };
-    let result = run_aggregator(&controllers, &args.id, &cfg, &stop, &faults, &mut |addr| {
-        say(&format!("ready {addr}"));
-    });
+    let tls = match member_credentials(&cluster, &args.id) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("onepipe agg: {}: {e}", args.config.display());
+            return EXIT_USAGE;
+        }
+    };
+    let result = run_aggregator(
+        &controllers,
+        &args.id,
+        &cfg,
+        tls.as_ref(),
+        &stop,
+        &faults,
+        &mut |addr| {
+            say(&format!("ready {addr}"));
+        },
+    );
     match result {
         Ok(report) => {
             let mut counters = report.counters();
@@ -225,6 +326,33 @@ pub fn agg(args: &AggArgs) -> i32 {
     }
 }
 
+/// A member's TLS identity from the cluster's key directory (`None` without auth).
+fn member_credentials(cluster: &Cluster, name: &str) -> Result<Option<Credentials>, String> {
+    let Some(auth) = cluster.auth.as_ref().filter(|a| a.mode.seals()) else {
+        return Ok(None);
+    };
+    let dir = auth.pki.as_ref().ok_or(
+        "auth is on but [auth] names no pki directory: `onepipe topology --pki DIR` writes one",
+    )?;
+    Credentials::load(dir, name).map(Some)
+}
+
+/// Writes a CA, every member's certificate and the cluster secret into `dir`.
+pub(super) fn write_pki(dir: &Path, cluster: &Cluster) -> Result<(), String> {
+    let pki = Pki::generate()?;
+    let mut names: Vec<String> = [CONTROLLER, OPERATOR, ANY_PROCESS]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    names.extend(cluster.aggregators.iter().map(|a| a.name.clone()));
+    names.extend(cluster.processes.iter().map(|p| format!("p{}", p.id)));
+    pki.write_dir(dir, &names)?;
+    let secret = ClusterSecret::generate().map_err(|e| e.to_string())?;
+    secret
+        .save(&dir.join("secret"))
+        .map_err(|e| format!("{}: {e}", dir.join("secret").display()))
+}
+
 pub fn topology(args: &TopologyArgs) -> i32 {
     let layout = args.layout.local(args.controller);
     match Cluster::generate(&layout) {
@@ -234,6 +362,15 @@ pub fn topology(args: &TopologyArgs) -> i32 {
             if let Err(e) = c.validate() {
                 eprintln!("onepipe topology: {e}");
                 return EXIT_USAGE;
+            }
+            if let Some(dir) = &args.pki {
+                if let Err(e) = write_pki(dir, &c) {
+                    eprintln!("onepipe topology: --pki: {e}");
+                    return super::EXIT_RUNTIME;
+                }
+                c.auth = Some(AuthConfig::on(Some(dir.clone())));
+            } else if args.no_auth {
+                c.auth = Some(AuthConfig::off());
             }
             print!("{}", c.to_toml());
             0

@@ -283,6 +283,19 @@ pub struct UpArgs {
     /// 1 with --blackhole or --cut, else 0: off].
     #[arg(long, value_name = "N")]
     pub forward_after: Option<u32>,
+    /// How the run is protected (docs/SECURITY.md): `on` (every datagram authenticated, the
+    /// control channel on TLS with certificates made for this run), `encrypt` (datagram
+    /// payloads encrypted too) or `off` (nothing protected: the side-by-side cost figure).
+    #[arg(long, default_value = "on", value_parser = auth_mode)]
+    pub auth: onepipe_runtime::auth::AuthMode,
+    /// A new key epoch this often (every member installs it, then the controller switches
+    /// everyone; nothing stalls) [default: the cluster file's 1h].
+    #[arg(long, value_parser = duration)]
+    pub rotate_keys_every: Option<u64>,
+}
+
+fn auth_mode(s: &str) -> Result<onepipe_runtime::auth::AuthMode, String> {
+    s.parse()
 }
 
 /// `--blackhole A>B@TIME`.
@@ -440,6 +453,25 @@ pub struct ControllerArgs {
     /// The cluster's name in etcd (keys under /onepipe/NAME/); one per cluster.
     #[arg(long, value_name = "NAME", default_value = "onepipe")]
     pub cluster_key: String,
+    /// Reach etcd over TLS (`https://` endpoints), trusting this CA certificate (PEM) for
+    /// etcd's; with --etcd-cert and --etcd-key, the client certificate etcd's
+    /// `--client-cert-auth` asks for.
+    #[arg(long, value_name = "FILE", requires_all = ["etcd", "etcd_cert", "etcd_key"])]
+    pub etcd_ca: Option<PathBuf>,
+    /// This controller's client certificate for etcd (PEM; with --etcd-ca and --etcd-key).
+    #[arg(long, value_name = "FILE", requires_all = ["etcd", "etcd_ca", "etcd_key"])]
+    pub etcd_cert: Option<PathBuf>,
+    /// The key of --etcd-cert (PEM; with --etcd-ca and --etcd-cert).
+    #[arg(long, value_name = "FILE", requires_all = ["etcd", "etcd_ca", "etcd_cert"])]
+    pub etcd_key: Option<PathBuf>,
+    /// Log in to etcd as this user (an etcd with authentication on; its role must allow
+    /// reading and writing /onepipe/NAME/); the password is in --etcd-password-file.
+    #[arg(long, value_name = "NAME", requires_all = ["etcd", "etcd_password_file"])]
+    pub etcd_user: Option<String>,
+    /// The file holding --etcd-user's password (its first line), so the password is never on
+    /// a command line.
+    #[arg(long, value_name = "FILE", requires_all = ["etcd", "etcd_user"])]
+    pub etcd_password_file: Option<PathBuf>,
     /// This controller's name in the election [default: controller-PID].
     #[arg(long)]
     pub name: Option<String>,
@@ -447,6 +479,10 @@ pub struct ControllerArgs {
     /// a whole second, at least 1.5 election timeouts).
     #[arg(long, default_value = "2s", value_parser = duration)]
     pub lease_ttl: u64,
+    /// The directory of this controller's keys, if not the cluster file's `[auth] pki`:
+    /// `ca.crt`, `controller.crt`, `controller.key` and the cluster secret `secret`.
+    #[arg(long, value_name = "DIR")]
+    pub pki: Option<PathBuf>,
 }
 
 /// `onepipe agg`.
@@ -458,6 +494,10 @@ pub struct AggArgs {
     /// Which aggregator of the file this is.
     #[arg(long)]
     pub id: String,
+    /// The directory of this aggregator's keys, if not the cluster file's `[auth] pki`:
+    /// `ca.crt`, `ID.crt` and `ID.key`.
+    #[arg(long, value_name = "DIR")]
+    pub pki: Option<PathBuf>,
     /// The controllers' addresses (a leader and standbys, comma-separated), if not the
     /// file's.
     #[arg(long, value_name = "ADDR[,ADDR..]", value_delimiter = ',')]
@@ -482,6 +522,11 @@ pub struct NodeArgs {
     /// Join as this process id [default: the lowest free one].
     #[arg(long)]
     pub proc: Option<u32>,
+    /// The cluster's keys for this process (docs/SECURITY.md): a directory with `ca.crt` and
+    /// `pN.crt`/`pN.key` (N the --proc), or `process.crt`/`process.key` (any id). Without it,
+    /// the process joins without TLS, which only a cluster with `auth = "off"` accepts.
+    #[arg(long, value_name = "DIR")]
+    pub pki: Option<PathBuf>,
     /// This process was killed and starts again with its memory lost (`onepipe up
     /// --restart`): it joins as --proc, is declared failed, recovers and rejoins as a new
     /// process (§5.2), then sends until the end of --duration after `start`.
@@ -518,6 +563,17 @@ pub struct TopologyArgs {
     /// Beacon interval (§4.2).
     #[arg(long, default_value = "1ms", value_parser = duration)]
     pub beacon_interval: u64,
+    /// Make the cluster's keys in this directory (created; docs/SECURITY.md): a CA
+    /// (`ca.crt`, `ca.key`), a certificate and key for the controller, every aggregator and
+    /// every process (`NAME.crt`, `NAME.key`), `process` (any process id) and `operator`
+    /// (status only), and the cluster secret (`secret`); the file's `[auth]` section names the
+    /// directory as given. Without it the file has no `[auth]` section, which the daemons
+    /// refuse until one is written (or `auth = "off"`).
+    #[arg(long, value_name = "DIR")]
+    pub pki: Option<PathBuf>,
+    /// Write `auth = "off"`: nothing protected (when --pki is not given).
+    #[arg(long, conflicts_with = "pki")]
+    pub no_auth: bool,
 }
 
 /// `onepipe up`.
@@ -533,6 +589,18 @@ pub fn controller(args: &ControllerArgs) -> i32 {
 /// `onepipe agg`.
 pub fn agg(args: &AggArgs) -> i32 {
     daemons::agg(args)
+}
+
+/// The TLS identity `onepipe node --pki DIR` names: `pN` with --proc N, else `process`.
+fn node_credentials(args: &NodeArgs) -> Result<Option<onepipe_runtime::tls::Credentials>, String> {
+    let Some(dir) = &args.pki else {
+        return Ok(None);
+    };
+    let name = match args.proc {
+        Some(p) => format!("p{p}"),
+        None => onepipe_runtime::tls::ANY_PROCESS.to_string(),
+    };
+    onepipe_runtime::tls::Credentials::load(dir, &name).map(Some)
 }
 
 /// `onepipe node`.

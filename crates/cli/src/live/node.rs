@@ -146,6 +146,13 @@ pub fn run(args: &NodeArgs) -> i32 {
         // Every notice matters to the checkers: at saturation a burst of loss reports must not
         // overflow the queue.
         event_queue_len_max: 1 << 22,
+        credentials: match super::node_credentials(args) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("onepipe node: --pki: {e}");
+                return crate::cli::EXIT_USAGE;
+            }
+        },
         ..JoinOptions::default()
     };
     let ep = match Endpoint::join_any(&args.controller, opts) {

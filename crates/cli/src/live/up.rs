@@ -30,7 +30,7 @@ use super::{
 use crate::cli::EXIT_USAGE;
 use onepipe_proto::Timestamp;
 use onepipe_runtime::clock::monotonic_ns;
-use onepipe_runtime::cluster::{format_duration, Cluster};
+use onepipe_runtime::cluster::{format_duration, AuthConfig, Cluster};
 use report::{finish, report};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -156,10 +156,16 @@ pub fn run(args: &UpArgs) -> i32 {
         std::process::id(),
         monotonic_ns() % 1_000_000_000
     ));
+    let mut cluster = cluster;
     if let Err(e) = std::fs::create_dir_all(&dir)
-        .and_then(|_| std::fs::write(dir.join("cluster.toml"), cluster.to_toml()))
+        .map_err(|e| e.to_string())
+        .and_then(|_| protect(args, &mut cluster, &dir))
+        .and_then(|_| {
+            std::fs::write(dir.join("cluster.toml"), cluster.to_toml()).map_err(|e| e.to_string())
+        })
     {
         eprintln!("onepipe up: cannot write {}: {e}", dir.display());
+        let _ = std::fs::remove_dir_all(&dir);
         return EXIT_RUNTIME;
     }
     if let Err(e) = check_kills(args, &cluster) {
@@ -333,12 +339,15 @@ fn start_etcd(
         let key = format!("up-{}-{}", std::process::id(), monotonic_ns());
         return Ok((Some((url.clone(), key)), None));
     }
-    let etcd = super::etcd::Etcd::start(dir.join("etcd")).map_err(|e| (EXIT_RUNTIME, e))?;
+    // The controllers reach it with the TLS files and user of `Etcd::controller_flags`.
+    let key = "onepipe";
+    let etcd = super::etcd::Etcd::start(dir.join("etcd"), key).map_err(|e| (EXIT_RUNTIME, e))?;
     println!(
-        "onepipe up: etcd at {} (private, removed at exit)",
-        etcd.url
+        "onepipe up: etcd at {} (private, removed at exit; TLS with client certificates, user {})",
+        etcd.url,
+        super::etcd::USER
     );
-    Ok((Some((etcd.url.clone(), "onepipe".into())), Some(etcd)))
+    Ok((Some((etcd.url.clone(), key.into())), Some(etcd)))
 }
 
 /// Every `--kill` names a member of the cluster and falls within the sending time.
@@ -430,6 +439,25 @@ fn check_blackholes(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
     if args.unordered && !(args.blackhole.is_empty() && args.cut.is_empty()) {
         return Err("the unordered baseline has no failure handling".into());
     }
+    Ok(())
+}
+
+/// The run's protection (docs/SECURITY.md): with `--auth on` or `encrypt`, a CA, every
+/// member's certificate and a cluster secret of this run's own in `dir/pki` (removed with the
+/// directory at the end); with `--auth off`, nothing.
+fn protect(args: &UpArgs, cluster: &mut Cluster, dir: &std::path::Path) -> Result<(), String> {
+    if !args.auth.seals() {
+        cluster.auth = Some(AuthConfig::off());
+        return Ok(());
+    }
+    let pki = dir.join("pki");
+    super::daemons::write_pki(&pki, cluster)?;
+    let mut auth = AuthConfig::on(Some(pki));
+    auth.mode = args.auth;
+    if let Some(every) = args.rotate_keys_every {
+        auth.rotate_every_ns = every;
+    }
+    cluster.auth = Some(auth);
     Ok(())
 }
 
@@ -559,8 +587,17 @@ impl Run<'_> {
             "--supervised",
         ])
         .into_iter()
+        .chain(self.pki_argv())
         .chain(self.app_argv())
         .collect()
+    }
+
+    /// `--pki DIR` for a node, when the run is protected.
+    fn pki_argv(&self) -> Vec<String> {
+        match self.args.auth.seals() {
+            true => strings(&["--pki", &self.dir.join("pki").display().to_string()]),
+            false => Vec::new(),
+        }
     }
 
     /// The application's flags, passed on to every node.
@@ -737,7 +774,7 @@ impl Run<'_> {
         let config = self.dir.join("cluster.toml").display().to_string();
         let shape = a.layout.describe();
         println!(
-            "onepipe up: {} hosts × {} process(es), {shape} ({} {} aggregators), {} beacons, {}",
+            "onepipe up: {} hosts × {} process(es), {shape} ({} {} aggregators), {} beacons, {}, {}",
             a.layout.hosts,
             a.layout.procs_per_host,
             cluster.aggregators.len(),
@@ -749,6 +786,13 @@ impl Run<'_> {
                 "unordered (MultiPaxos needs no timestamps)"
             } else {
                 "ordered"
+            },
+            match cluster.auth_mode() {
+                onepipe_runtime::auth::AuthMode::Off => "auth off (nothing protected)".to_string(),
+                mode => format!(
+                    "auth {mode} (datagrams sealed per link, control on TLS; keys in {})",
+                    self.dir.join("pki").display()
+                ),
             },
         );
         let controllers = if self.etcd.is_some() { 2 } else { 1 };
@@ -772,6 +816,10 @@ impl Run<'_> {
                     "--name",
                     &name,
                 ]));
+                if a.etcd.as_deref() == Some("") {
+                    // The private etcd start_etcd started: TLS, client certificates, a user.
+                    argv.extend(super::etcd::Etcd::controller_flags(&self.dir.join("etcd")));
+                }
             }
             self.spawn(Role::Controller(c), &argv)?;
         }

@@ -2,6 +2,8 @@
 // Each test binary uses what it needs of this.
 #![allow(dead_code)]
 
+pub mod up;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

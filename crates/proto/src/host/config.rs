@@ -48,6 +48,10 @@ pub struct HostConfig {
     pub ack_delay_be_ns: u64,
     /// …or either at once after this many unacknowledged packets from one sender.
     pub ack_every: u16,
+    /// Most ACKs in one `AckBatch` (§6.1), `2..=ACK_BATCH_LEN_MAX`: a transport that adds bytes
+    /// of its own to every datagram (the live runtime's auth header and tag) sends fewer per
+    /// batch, so the largest batch still fits its datagram.
+    pub ack_batch_len_max: usize,
     /// The host each process lives on (any dense numbering, indexed by process id, at least
     /// `senders_max` long), so the ACKs owed to the processes of one host go in one packet
     /// (`AckBatch`, §6.1) — under the delay rule above, applied per host: the first ACK owed
@@ -158,6 +162,7 @@ impl HostConfig {
             // covers several, and still leaves 800 µs for the ACK to arrive.
             ack_delay_be_ns: 200_000,
             ack_every: 16,
+            ack_batch_len_max: crate::wire::ACK_BATCH_LEN_MAX,
             host_of: None,
             rto_ns: 1_000_000,
             rto_max_ns: 1_000_000,
@@ -185,6 +190,12 @@ impl HostConfig {
         );
         assert!(self.mtu_payload > 0 && self.mtu_payload <= crate::wire::PAYLOAD_LEN_MAX);
         assert!(self.message_len_max.div_ceil(self.mtu_payload) <= u16::MAX as usize + 1);
+        assert!(
+            (2..=crate::wire::ACK_BATCH_LEN_MAX).contains(&self.ack_batch_len_max),
+            "ack_batch_len_max ({}) must be in 2..={}",
+            self.ack_batch_len_max,
+            crate::wire::ACK_BATCH_LEN_MAX
+        );
         assert!(
             self.host_of
                 .as_ref()

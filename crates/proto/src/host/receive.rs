@@ -613,7 +613,7 @@ impl Host {
             };
             owed = self.acks.push(peer, now + delay, ack);
         }
-        if unacked >= ack_every || owed >= ACK_BATCH_LEN_MAX {
+        if unacked >= ack_every || owed >= self.cfg.ack_batch_len_max {
             self.send_acks_to(peer);
         }
     }
@@ -627,7 +627,7 @@ impl Host {
     }
 
     /// Sends every ACK owed to `peer`: one `Ack`, or `AckBatch`es of at most
-    /// `ACK_BATCH_LEN_MAX` entries. An owed ACK whose window was acknowledged since (through
+    /// `ack_batch_len_max` entries. An owed ACK whose window was acknowledged since (through
     /// the §5.2 relay) is skipped.
     pub(super) fn send_acks_to(&mut self, peer: usize) {
         let mut owed = std::mem::take(&mut self.acks_scratch);
@@ -641,7 +641,7 @@ impl Host {
                 continue;
             }
             acks.push(self.make_ack(src, dst_idx, o.reliable));
-            if acks.len() == ACK_BATCH_LEN_MAX {
+            if acks.len() == self.cfg.ack_batch_len_max {
                 self.send_ack_packet(&mut acks);
             }
         }
@@ -654,7 +654,7 @@ impl Host {
 
     /// One ACK alone, or several in a batch (which takes `acks`'s buffer); empties `acks`.
     fn send_ack_packet(&mut self, acks: &mut Vec<Ack>) {
-        debug_assert!((1..=ACK_BATCH_LEN_MAX).contains(&acks.len()));
+        debug_assert!((1..=self.cfg.ack_batch_len_max).contains(&acks.len()));
         self.stats.ack_packets_sent += 1;
         let packet = if acks.len() == 1 {
             Packet::Ack(acks.pop().expect("one ACK"))

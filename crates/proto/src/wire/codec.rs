@@ -210,8 +210,10 @@ impl Packet {
             }
             Opcode::Beacon => {
                 need(buf, BEACON_LEN)?;
-                if buf[1] != 0 {
-                    return Err(DecodeError::UnknownFlags(buf[1]));
+                // Flags and the two reserved bytes: zero in every version so far, so a packet
+                // decodes only from its one encoding.
+                if buf[1] | buf[2] | buf[3] != 0 {
+                    return Err(DecodeError::UnknownFlags(buf[1] | buf[2] | buf[3]));
                 }
                 let b = Beacon {
                     from: NodeId(get_u32(&buf[4..])),
@@ -231,6 +233,10 @@ impl Packet {
                 };
                 if buf[2] > 1 {
                     return Err(DecodeError::UnknownFlags(buf[2]));
+                }
+                // The reserved bytes after the service and after `seq`.
+                if buf[3] | buf[23] != 0 {
+                    return Err(DecodeError::UnknownFlags(buf[3] | buf[23]));
                 }
                 let n = Nak {
                     reliable: buf[2] == 1,
@@ -471,6 +477,26 @@ mod tests {
         n[0] = Opcode::Nak as u8;
         n[1] = 9;
         assert_eq!(Packet::decode(&n), Err(DecodeError::UnknownNakReason(9)));
+    }
+
+    /// Reserved bytes are zero or the packet is refused, so what decodes re-encodes to the same
+    /// bytes (a beacon or NAK with a reserved byte set used to decode, and re-encode without it).
+    #[test]
+    fn reserved_bytes_set_are_refused() {
+        let mut b = vec![0u8; BEACON_LEN];
+        b[0] = Opcode::Beacon as u8;
+        assert!(Packet::decode(&b).is_ok());
+        b[3] = 0x20;
+        assert_eq!(Packet::decode(&b), Err(DecodeError::UnknownFlags(0x20)));
+        let mut n = vec![0u8; NAK_LEN];
+        n[0] = Opcode::Nak as u8;
+        n[1] = NakReason::Late as u8;
+        assert!(Packet::decode(&n).is_ok());
+        for at in [3, NAK_LEN - 1] {
+            let mut bad = n.clone();
+            bad[at] = 0xff;
+            assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownFlags(0xff)));
+        }
     }
 
     fn entry(from: u32, to: u32) -> Ack {

@@ -16,9 +16,12 @@
 //!  +------+------+------+----------+----------+----------+------+------+------+------+
 //! ```
 //!
-//! Beacon, 20 bytes: opcode, flags, 2 reserved, sending node id (4), barrier (6), commit barrier (6).
-//! NAK, 24 bytes: opcode, reason, service (0 best effort, 1 reliable), 1 reserved, from process (4),
-//! to process (4), psn (4), msg ts (6), give-up number (1), 1 reserved.
+//! Beacon, 20 bytes: opcode, flags, 2 reserved zero bytes, sending node id (4), barrier (6),
+//! commit barrier (6).
+//! NAK, 24 bytes: opcode, reason, service (0 best effort, 1 reliable), 1 reserved zero byte, from
+//! process (4), to process (4), psn (4), msg ts (6), give-up number (1), 1 reserved zero byte.
+//! Reserved bytes must be zero: a packet that sets one is refused (`UnknownFlags`), so every
+//! packet decodes from exactly one encoding.
 //! ACK, 24 bytes: opcode, service (0/1), ECN echo count, receive window, from process (4), to
 //! process (4), cumulative psn (4), SACK bitmap (8).
 //!

@@ -14,6 +14,10 @@ pub(super) struct ControlLink {
     /// one is idempotent there: a `LinkDown` for a known link and a `Completed` for a resumed
     /// round are ignored, a `Recall` is answered again.
     pub(super) history: VecDeque<ToController>,
+    /// The control channel's TLS identity, to re-register with.
+    pub(super) tls: Option<Credentials>,
+    /// Where key updates go for the I/O thread, when datagrams are sealed.
+    pub(super) keys: Option<Arc<KeyInbox>>,
 }
 
 /// Most §5.2 messages an endpoint keeps to re-send after a controller failover.
@@ -31,9 +35,15 @@ impl ControlLink {
     /// so a stop is noticed), and re-sends the history.
     fn reconnect(&self, member: Member, stop: &AtomicBool) -> Option<ControlClient> {
         let timeout = Duration::from_secs(2);
-        let mut c =
-            ControlClient::rejoin_leader(&self.controllers, member, self.addr, timeout, stop)
-                .ok()?;
+        let mut c = ControlClient::rejoin_leader(
+            &self.controllers,
+            member,
+            self.addr,
+            timeout,
+            stop,
+            self.tls.as_ref(),
+        )
+        .ok()?;
         for msg in &self.history {
             c.send(msg).ok()?;
         }
@@ -123,6 +133,22 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
                 }
             },
             Ok(Some(FromController::Ctrl { msg })) => shared.on_control(msg.into()),
+            // Datagram keys: to the I/O thread (which takes them at its next turn, woken now);
+            // an installed epoch is acknowledged so the controller can activate it.
+            Ok(Some(k @ (FromController::Keys { .. } | FromController::KeysActivate { .. }))) => {
+                if let (Some(inbox), Some(update)) = (&link.keys, k.key_update()) {
+                    inbox.push(update);
+                    shared.wake();
+                }
+                if let FromController::Keys {
+                    epoch,
+                    activate: false,
+                    ..
+                } = k
+                {
+                    connected &= control.send(&ToController::KeysInstalled { epoch }).is_ok();
+                }
+            }
             // §5.2: a process (perhaps this one) rejoined under new ids.
             Ok(Some(FromController::Joined { host, procs })) => {
                 shared.push_event(Event::Rejoined {
@@ -166,6 +192,6 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
         }
     }
     if connected {
-        let _ = control.send(&ToController::Leave);
+        control.leave(Duration::from_millis(500));
     }
 }

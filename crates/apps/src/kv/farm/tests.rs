@@ -6,6 +6,7 @@ use crate::kv::check::KvChecker;
 use crate::kv::workload::{KeyDist, KvWorkload};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::Timestamp;
+use onepipe_testalloc::fuzz::{self, ensure, Bound};
 use proptest::prelude::*;
 use std::collections::BinaryHeap;
 
@@ -209,6 +210,49 @@ fn msg() -> impl Strategy<Value = Msg> {
         Just(Msg::Commit),
         Just(Msg::Abort),
     ]
+}
+
+/// A message allocates one list: a read's keys or a validate's (key, version) pairs collected
+/// one by one into a `Vec` (8 bytes per 8 on the wire, 16 per 16; at most twice the items
+/// while growing, and the old block while it moves: 3 bytes per input byte, 4 items' worth at
+/// least), or a read reply's entries or a lock's writes allocated at once for a count checked
+/// at 18 and 28 bytes an item.
+fn farm_bound() -> Bound {
+    let per_byte = [
+        3,
+        size_of::<ReadEntry>().div_ceil(18),
+        size_of::<(Key, u64, Value)>().div_ceil(28),
+    ];
+    let per_byte = per_byte.into_iter().max().expect("three");
+    Bound::new(per_byte, 1, 4 * 16)
+}
+
+#[test]
+fn farm_decode_never_panics_nor_overallocates_on_random_and_mutated_input() {
+    fuzz::decoder(
+        "kv::farm::decode",
+        farm_bound(),
+        |rng| {
+            let owner = (rng.interesting(), rng.u32());
+            let m = fuzz::draw(rng, msg());
+            let b = encode(owner, &m).to_vec();
+            ((owner, m), b)
+        },
+        decode,
+        // The values' bytes are opaque (a decoded message holds their lengths only), so a
+        // decoded one re-encodes to its length and decodes to itself.
+        |bytes, got, valid| match (got, valid) {
+            (got, Some(want)) => ensure(got.as_ref() == Some(want), || "no round trip".into()),
+            (Some((owner, m)), None) => {
+                let again = encode(*owner, m);
+                ensure(
+                    again.len() == bytes.len() && decode(&again).as_ref() == got.as_ref(),
+                    || "does not re-encode to itself".into(),
+                )
+            }
+            (None, None) => Ok(()),
+        },
+    );
 }
 
 proptest! {

@@ -8,6 +8,7 @@ use super::*;
 use crate::repl::{ReplWorkload, ReplicaLog};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::Timestamp;
+use onepipe_testalloc::fuzz::{self, ensure, Bound};
 use proptest::prelude::*;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -464,6 +465,138 @@ fn codec_round_trips() {
         let b = encode(&m);
         assert_eq!(decode(&b[..b.len() - 1]), None, "{m:?} truncated");
     }
+}
+
+fn fuzz_cmd(rng: &mut fuzz::Rng) -> Cmd {
+    let (key, v) = (rng.interesting(), rng.interesting());
+    match rng.below(3) {
+        0 => Cmd::Get(key),
+        1 => Cmd::Put(key, v),
+        _ => Cmd::Cas {
+            key,
+            expect: rng.bool().then(|| rng.interesting()),
+            new: v,
+        },
+    }
+}
+
+fn fuzz_entries(rng: &mut fuzz::Rng) -> Vec<WireEntry> {
+    let n = rng.len(40);
+    (0..n)
+        .map(|_| WireEntry {
+            ts: rng.interesting(),
+            client: rng.u32(),
+            seq: rng.interesting(),
+            id: rng.interesting(),
+            cmd: fuzz_cmd(rng),
+            pad: rng.interesting() as u32,
+        })
+        .collect()
+}
+
+fn fuzz_value(rng: &mut fuzz::Rng) -> Value {
+    Value {
+        epoch: rng.interesting(),
+        members: rng.interesting(),
+        keep: rng.interesting(),
+        entries: fuzz_entries(rng),
+    }
+}
+
+/// Any message the encoder can write (an entry's padding up to 2 KiB).
+fn fuzz_msg(rng: &mut fuzz::Rng) -> Msg {
+    let mut x = || rng.interesting();
+    let (a, b, c) = (x(), x(), x());
+    match rng.below(13) {
+        0 => Msg::Entry {
+            epoch: a,
+            seq: b,
+            id: c,
+            cmd: fuzz_cmd(rng),
+            pad: rng.len(2048) as u32,
+        },
+        1 => Msg::Commit { epoch: a, upto: b },
+        2 => Msg::Read { rid: a, key: b },
+        3 => Msg::Recover { epoch: a },
+        4 => Msg::Ack {
+            epoch: a,
+            members: b,
+            seq: c,
+            pos: rng.interesting(),
+            checksum: rng.u64(),
+            output: rng.bool().then(|| rng.interesting()),
+        },
+        5 => Msg::Reject {
+            epoch: a,
+            seq: b,
+            expected: c,
+        },
+        6 => Msg::ReadReply {
+            rid: a,
+            ok: rng.bool(),
+            value: rng.bool().then(|| rng.interesting()),
+        },
+        7 => Msg::View {
+            epoch: a,
+            members: b,
+            next_seq: c,
+        },
+        8 => Msg::Prepare {
+            epoch: a,
+            ballot: b,
+        },
+        9 => Msg::Promise {
+            epoch: a,
+            ballot: b,
+            accepted: rng.bool().then(|| (rng.interesting(), fuzz_value(rng))),
+            commit: c,
+            tail: fuzz_entries(rng),
+        },
+        10 => Msg::Accept {
+            ballot: a,
+            value: fuzz_value(rng),
+        },
+        11 => Msg::Accepted {
+            epoch: a,
+            ballot: b,
+        },
+        _ => Msg::Decide {
+            value: fuzz_value(rng),
+        },
+    }
+}
+
+/// A message allocates its entry lists (a promise has two), collected one by one into `Vec`s,
+/// for counts checked against the bytes left at 41 bytes an entry: at most twice the entries
+/// while growing, and the old block while it moves (3 × `size_of::<WireEntry>()` per 41 input
+/// bytes), and at least 4 entries' room per list.
+#[test]
+fn decode_never_panics_nor_overallocates_on_random_and_mutated_input() {
+    let entry = size_of::<WireEntry>();
+    let bound = Bound::new(3 * entry, 41, 2 * 4 * entry);
+    fuzz::decoder(
+        "repl::onertt::decode",
+        bound,
+        |rng| {
+            let m = fuzz_msg(rng);
+            let b = encode(&m).to_vec();
+            (m, b)
+        },
+        decode,
+        // Padding is opaque (its length is kept, not its bytes): a decoded message re-encodes
+        // to its length and decodes to itself.
+        |bytes, got, valid| match (got, valid) {
+            (got, Some(want)) => ensure(got.as_ref() == Some(want), || "no round trip".into()),
+            (Some(m), None) => {
+                let again = encode(m);
+                ensure(
+                    again.len() == bytes.len() && decode(&again).as_ref() == Some(m),
+                    || "does not re-encode to itself".into(),
+                )
+            }
+            (None, None) => Ok(()),
+        },
+    );
 }
 
 proptest! {

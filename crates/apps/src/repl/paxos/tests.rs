@@ -11,6 +11,7 @@ use super::*;
 use crate::repl::{DiskModel, KvMachine, ReplWorkload};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::Timestamp;
+use onepipe_testalloc::fuzz::{self, ensure, Bound};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -665,6 +666,129 @@ fn request_strategy() -> impl Strategy<Value = Request> {
             cmd,
             pad,
         })
+}
+
+fn fuzz_request(rng: &mut fuzz::Rng) -> Request {
+    let (key, v) = (rng.interesting(), rng.interesting());
+    let cmd = match rng.below(3) {
+        0 => Cmd::Get(key),
+        1 => Cmd::Put(key, v),
+        _ => Cmd::Cas {
+            key,
+            expect: rng.bool().then(|| rng.interesting()),
+            new: v,
+        },
+    };
+    Request {
+        client: rng.u32(),
+        id: rng.interesting(),
+        acked: rng.interesting(),
+        cmd,
+        // Half without padding: batches as dense as the wire allows.
+        pad: match rng.bool() {
+            true => 0,
+            false => rng.len(MAX_VALUE_SIZE as usize / 8) as u32,
+        },
+    }
+}
+
+fn fuzz_batch(rng: &mut fuzz::Rng) -> Batch {
+    let n = rng.len(24);
+    (0..n).map(|_| fuzz_request(rng)).collect()
+}
+
+fn fuzz_ballot(rng: &mut fuzz::Rng) -> u64 {
+    rng.interesting().min(BALLOT_MAX)
+}
+
+/// Any message the encoder can write (paddings up to 1 KiB).
+fn fuzz_msg(rng: &mut fuzz::Rng) -> Msg {
+    let (a, b) = (rng.interesting(), rng.interesting());
+    match rng.below(11) {
+        0 => Msg::Request(fuzz_request(rng)),
+        1 => Msg::Reply {
+            id: a,
+            output: rng.bool().then_some(b),
+            pad: rng.len(1024) as u32,
+        },
+        2 => Msg::Redirect {
+            id: a,
+            leader: rng.bool().then(|| rng.u32()),
+        },
+        3 => Msg::Accept {
+            ballot: fuzz_ballot(rng),
+            instance: a,
+            commit: b,
+            batch: fuzz_batch(rng),
+        },
+        4 => Msg::Accepted {
+            ballot: fuzz_ballot(rng),
+            instance: a,
+        },
+        5 => Msg::Decide {
+            ballot: fuzz_ballot(rng),
+            commit: a,
+        },
+        6 => Msg::Prepare {
+            ballot: fuzz_ballot(rng),
+            from: a,
+        },
+        7 => {
+            let n = rng.len(16);
+            let slots = (0..n)
+                .map(|_| (rng.interesting(), rng.interesting(), fuzz_batch(rng)))
+                .collect();
+            Msg::Promise {
+                ballot: fuzz_ballot(rng),
+                commit: a,
+                slots,
+            }
+        }
+        8 => Msg::Reject {
+            ballot: fuzz_ballot(rng),
+        },
+        9 => Msg::Fetch { from: a },
+        _ => Msg::Learn {
+            instance: a,
+            batch: fuzz_batch(rng),
+        },
+    }
+}
+
+/// A message allocates its batches (a promise's slots have one each) and a promise's slots,
+/// collected one by one, for counts checked against the bytes left (33 bytes a request, 18 a
+/// slot): a batch's requests in a `Vec` of at most twice its items, then copied into the
+/// shared `Arc<[Request]>` beside it (3 × its items), or while it grows, its old block beside
+/// its new one (as many) — 3 × `size_of::<Request>()` per 33 input bytes, which covers the
+/// slots' 3 × 32 per 18 too; plus one batch's first 4 requests' room and the slots' first 4.
+#[test]
+fn decode_never_panics_nor_overallocates_on_random_and_mutated_input() {
+    let request = size_of::<Request>();
+    let bound = Bound::new(3 * request, 33, 4 * request + 4 * 32 + 64);
+    fuzz::decoder(
+        "repl::paxos::decode",
+        bound,
+        |rng| {
+            let m = fuzz_msg(rng);
+            let b = encode(&m).to_vec();
+            (m, b)
+        },
+        decode,
+        // Padding is opaque (its length is kept, not its bytes), and an absent expected value
+        // may carry any bytes: a decoded message re-encodes to its length and decodes to
+        // itself.
+        |bytes, got, valid| match (got, valid) {
+            (got, Some(want)) => ensure(got.as_ref() == Some(want), || "no round trip".into()),
+            (Some(m), None) => {
+                let again = encode(m);
+                ensure(
+                    again.len() == bytes.len() && decode(&again).as_ref() == Some(m),
+                    || "does not re-encode to itself".into(),
+                )
+            }
+            (None, None) => Ok(()),
+        },
+    );
 }
 
 proptest! {

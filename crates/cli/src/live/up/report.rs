@@ -119,6 +119,8 @@ pub struct UpReport {
     pub garbage_dropped: u64,
     /// Control lines the controller could not read.
     pub controller_malformed: u64,
+    /// How the run was protected, and what was refused (docs/SECURITY.md).
+    pub auth: AuthSummary,
     /// §5.2 controller forwarding: packets the controllers relayed (data and ACKs).
     pub forwarded_by_controller: u64,
     /// Packets the aggregators dropped for `--blackhole` test faults.
@@ -151,6 +153,10 @@ pub struct UpReport {
     /// Longest time, in ms, a correct process delivered nothing after the first kill (while
     /// the workload was sending); 0 without kills.
     pub stall_ms: f64,
+    /// The longest time any process delivered nothing while every process was sending (from
+    /// 50 ms after the start to the end of sending), ms: what a stalled barrier would show
+    /// (a key rotation must not, docs/SECURITY.md).
+    pub delivery_gap_ms: f64,
     /// The correct process that stalled longest.
     pub stall_proc: Option<u32>,
     /// Per correct process: messages it delivered after the last kill.
@@ -474,6 +480,7 @@ pub(super) fn report(
         cpu_s_total: transport.cpu_s_total,
         garbage_dropped: transport.garbage,
         controller_malformed,
+        auth: AuthSummary::of(&run.args.auth.to_string(), &counters),
         forwarded_by_controller,
         blackholed,
         cut_dropped,
@@ -516,6 +523,7 @@ pub(super) fn report(
             })
             .collect(),
         stall_ms: stall.0,
+        delivery_gap_ms: delivery_gap(args, run, &all),
         stall_proc: stall.1,
         delivered_after_kills: stall.2,
         wall_s: started.elapsed().as_secs_f64(),
@@ -535,6 +543,59 @@ struct Transport {
     garbage: u64,
     cpu_s: BTreeMap<String, f64>,
     cpu_s_total: f64,
+}
+
+/// The run's protection, summed over every process (docs/SECURITY.md).
+#[derive(Debug, Serialize)]
+pub struct AuthSummary {
+    /// `on`, `encrypt` or `off` (`--auth`).
+    pub mode: String,
+    /// Datagrams (GSO segments) sealed, all processes.
+    pub sealed: u64,
+    /// Datagrams opened: tag verified and counter fresh.
+    pub opened: u64,
+    /// Datagrams refused, by reason (`short`, `bad_header`, `unknown_link`, `wrong_link`,
+    /// `unknown_epoch`, `bad_tag`, `replay`), all processes.
+    pub refused: BTreeMap<String, u64>,
+    /// Their sum.
+    pub refused_total: u64,
+    /// Datagrams not sent for want of a key.
+    pub no_key: u64,
+    /// Key epochs the controllers began and activated (rotations).
+    pub key_rotations: u64,
+    /// Key epochs activated.
+    pub key_activations: u64,
+    /// Control connections refused at the TLS handshake.
+    pub controller_tls_refused: u64,
+}
+
+impl AuthSummary {
+    fn of(mode: &str, counters: &BTreeMap<String, BTreeMap<String, u64>>) -> AuthSummary {
+        let total = |k: &str| -> u64 { counters.values().filter_map(|c| c.get(k)).sum() };
+        let refused: BTreeMap<String, u64> = [
+            "short",
+            "bad_header",
+            "unknown_link",
+            "wrong_link",
+            "unknown_epoch",
+            "bad_tag",
+            "replay",
+        ]
+        .iter()
+        .map(|r| (r.to_string(), total(&format!("auth_{r}"))))
+        .collect();
+        AuthSummary {
+            mode: mode.to_string(),
+            sealed: total("auth_sealed"),
+            opened: total("auth_ok"),
+            refused_total: refused.values().sum(),
+            refused,
+            no_key: total("auth_no_key"),
+            key_rotations: total("key_rotations"),
+            key_activations: total("key_activations"),
+            controller_tls_refused: total("tls_refused"),
+        }
+    }
 }
 
 impl Transport {
@@ -770,6 +831,28 @@ fn stall(
     (worst as f64 / 1e6, worst_proc, after)
 }
 
+/// The longest time (ms) any process with records delivered nothing between 50 ms after
+/// sending started and the end of sending.
+fn delivery_gap(args: &UpArgs, run: &Run<'_>, all: &[Option<NodeRecords>]) -> f64 {
+    let (from, end) = (run.t0 + 50_000_000, run.t0 + args.work.duration);
+    let mut worst = 0;
+    for recs in all.iter().flatten() {
+        let mut times: Vec<u64> = recs
+            .deliveries
+            .iter()
+            .map(|d| d.recv_ns)
+            .filter(|&t| t > from && t < end)
+            .collect();
+        times.sort_unstable();
+        let mut prev = from;
+        for t in times {
+            worst = worst.max(t - prev);
+            prev = t;
+        }
+    }
+    worst as f64 / 1e6
+}
+
 fn us(ns: f64) -> String {
     format!("{:.1} µs", ns / 1e3)
 }
@@ -813,6 +896,23 @@ pub(super) fn finish(args: &UpArgs, r: &UpReport) -> i32 {
         "  dropped     {} datagrams at full receive buffers (kernel), {} garbage datagrams",
         r.datagrams_dropped_rcvbuf, r.garbage_dropped
     );
+    let a = &r.auth;
+    if a.mode != "off" {
+        let reasons: Vec<String> = a
+            .refused
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, n)| format!("{n} {}", k.replace('_', " ")))
+            .collect();
+        let reasons = match reasons.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", reasons.join(", ")),
+        };
+        println!(
+            "  auth        {}: {} datagrams sealed, {} opened, {} refused{reasons}; {} key epochs activated; {} TLS handshakes refused",
+            a.mode, a.sealed, a.opened, a.refused_total, a.key_activations, a.controller_tls_refused
+        );
+    }
     let busiest: Vec<String> = {
         let mut v: Vec<(&String, &f64)> = r.cpu_s.iter().collect();
         v.sort_by(|a, b| b.1.total_cmp(a.1));
