@@ -1123,9 +1123,11 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
+        "m" => 60e9,
+        "h" => 3600e9,
         _ => {
             return Err(format!(
-                "unknown unit '{unit}' in '{s}': use ns, us, ms or s"
+                "unknown unit '{unit}' in '{s}': use ns, us, ms, s, m or h"
             ))
         }
     };
