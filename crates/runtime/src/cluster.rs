@@ -1338,7 +1338,9 @@ mod tests {
         assert_eq!(parse_duration_ns("250us"), Ok(250_000));
         assert_eq!(parse_duration_ns("2s"), Ok(2_000_000_000));
         assert!(parse_duration_ns("-1ms").is_err());
-        assert!(parse_duration_ns("1h").is_err());
+        assert_eq!(parse_duration_ns("1h"), Ok(3_600_000_000_000));
+        assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
+        assert!(parse_duration_ns("1d").is_err());
         for ns in [1, 999, 1_000, 1_500, 1_000_000, 3_000_000_000] {
             assert_eq!(parse_duration_ns(&format_duration(ns)), Ok(ns));
         }
