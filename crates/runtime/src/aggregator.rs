@@ -110,8 +110,13 @@ pub struct Aggregator {
     cuts: Vec<ProcId>,
     /// Packets dropped at a cut uplink.
     cut_dropped: u64,
-    /// The halves' routing tables, for [`Aggregator::rejoined`].
+    /// The halves' routing tables, for [`Aggregator::rejoined`]; the first is the down
+    /// half's: each process below, to the port that leads to it.
     routers: Vec<Arc<ProcessRouter>>,
+    /// Process ids of the cluster file (ids above are rejoined processes', §5.2).
+    file_procs: u32,
+    /// Packets dropped because they named a sender that does not live behind their port.
+    spoofed: u64,
 }
 
 impl Aggregator {
@@ -217,7 +222,36 @@ impl Aggregator {
             cuts: Vec::new(),
             cut_dropped: 0,
             routers,
+            file_procs: n,
+            spoofed: 0,
         })
+    }
+
+    /// Reverse-path filtering (BCP 38's ingress filtering; strict uRPF, which is exact on a
+    /// tree): a packet that names its sending process — a data packet's `src`, an ACK's or
+    /// NAK's `from` — must arrive on the port that leads to that process: its own port or its
+    /// child aggregator's for a process below, the parent's for anyone else. So a member can
+    /// speak only in its own name (docs/SECURITY.md). A rejoined process's new id not yet
+    /// routed here (its `Joined` may come after its first packets) is let through.
+    fn spoofed(&self, port: PortId, packet: &Packet) -> bool {
+        let down = &self.routers[0];
+        let from_parent = matches!(self.peers.get(port.index()), Some(Peer::Parent(_)));
+        let wrong = |p: ProcId| match down.port_of(p) {
+            Some(q) => q != port,
+            None => p.0 < self.file_procs && !from_parent,
+        };
+        match packet {
+            Packet::Data(d) => wrong(d.header.src),
+            Packet::Ack(a) => wrong(a.from),
+            Packet::AckBatch(b) => b.acks().iter().any(|a| wrong(a.from)),
+            Packet::Nak(n) => wrong(n.from),
+            Packet::Beacon(_) => false,
+        }
+    }
+
+    /// Packets dropped by reverse-path filtering ([`Aggregator::spoofed`]).
+    pub fn spoofed_dropped(&self) -> u64 {
+        self.spoofed
     }
 
     /// Test fault (the simulator's `--blackhole A>B`, to show §5.2 controller forwarding):
@@ -425,7 +459,11 @@ impl Node for Aggregator {
     type Mgmt = Mgmt;
 
     fn handle(&mut self, now: Instant, input: Input<Packet, Mgmt>) {
-        if let Input::Packet { port, .. } = &input {
+        if let Input::Packet { port, packet } = &input {
+            if self.spoofed(*port, packet) {
+                self.spoofed += 1;
+                return;
+            }
             if !self.cuts.is_empty() {
                 let from = self.peers.get(port.index());
                 if self.cuts.iter().any(|p| from == Some(&Peer::Process(p.0))) {
@@ -502,6 +540,9 @@ pub struct AggregatorReport {
     pub blackholed: u64,
     /// Packets dropped at a cut uplink ([`AggregatorFaults`]).
     pub cut_dropped: u64,
+    /// Packets dropped by reverse-path filtering: they named a sender that does not live
+    /// behind the port they came in on (docs/SECURITY.md).
+    pub spoofed_src: u64,
 }
 
 impl AggregatorReport {
@@ -510,6 +551,7 @@ impl AggregatorReport {
         let mut m = counters(&self.driver, &self.switch, self.commit_inputs_removed);
         m.insert("blackholed".into(), self.blackholed);
         m.insert("cut_dropped".into(), self.cut_dropped);
+        m.insert("spoofed_src".into(), self.spoofed_src);
         m
     }
 }
@@ -780,6 +822,7 @@ pub fn run_aggregator(
         commit_inputs_removed: driver.node().commit_inputs_removed(),
         blackholed: driver.node().blackholed(),
         cut_dropped: driver.node().cut_dropped(),
+        spoofed_src: driver.node().spoofed_dropped(),
     };
     let _ = control.send(&ToController::Health {
         counters: report.counters(),
@@ -923,6 +966,63 @@ mod tests {
             [Peer::Child("tor-0".into()), Peer::Child("tor-1".into())]
         );
         assert!(Aggregator::new(&c, "tor-9", Instant(0)).is_err());
+    }
+
+    fn data(src: u32, dst: u32) -> Packet {
+        use onepipe_proto::ids::Psn;
+        use onepipe_proto::wire::{flags, DataHeader, DataPacket};
+        Packet::Data(DataPacket {
+            header: DataHeader {
+                flags: flags::END_OF_MESSAGE,
+                frag: 0,
+                ts: Timestamp::new(5),
+                barrier: Timestamp::new(5),
+                commit: Timestamp::new(5),
+                psn: Psn(1),
+                src: ProcId(src),
+                dst: ProcId(dst),
+            },
+            payload: bytes::Bytes::from_static(b"x"),
+        })
+    }
+
+    /// docs/SECURITY.md, BCP 38: a packet naming a sender that does not live behind its port
+    /// is dropped and counted; the same packet on the right port goes on.
+    #[test]
+    fn a_packet_in_another_processs_name_is_dropped_at_the_first_hop() {
+        let c = cluster();
+        // tor-0: port 0 is p0, port 1 is p1, port 2 the parent (spine-0).
+        let mut tor = Aggregator::new(&c, "tor-0", Instant(0)).unwrap();
+        let forwarded = |tor: &mut Aggregator, port: u32, packet: Packet| {
+            tor.handle(
+                Instant(1),
+                Input::Packet {
+                    port: PortId(port),
+                    packet,
+                },
+            );
+            std::iter::from_fn(|| tor.poll_output())
+                .filter(|o| {
+                    matches!(
+                        o,
+                        Output::Send {
+                            packet: Packet::Data(_),
+                            ..
+                        }
+                    )
+                })
+                .count()
+        };
+        // p1 speaking as p0; a process below speaking as p2 (who lives above); the parent
+        // speaking as p0 (who lives below).
+        assert_eq!(forwarded(&mut tor, 1, data(0, 3)), 0);
+        assert_eq!(forwarded(&mut tor, 0, data(2, 3)), 0);
+        assert_eq!(forwarded(&mut tor, 2, data(0, 1)), 0);
+        assert_eq!(tor.spoofed_dropped(), 3);
+        // Each in its own name, from where it lives.
+        assert_eq!(forwarded(&mut tor, 0, data(0, 3)), 1);
+        assert_eq!(forwarded(&mut tor, 2, data(2, 1)), 1);
+        assert_eq!(tor.spoofed_dropped(), 3);
     }
 
     fn beacon(b: u64) -> Packet {

@@ -334,6 +334,11 @@ impl Default for ReplayWindow {
 }
 
 impl ReplayWindow {
+    /// The highest counter marked, once any was.
+    pub fn top(&self) -> Option<u64> {
+        self.top
+    }
+
     /// Whether `counter` would be accepted, without marking it.
     pub fn check(&self, counter: u64) -> Result<(), Replay> {
         let Some(top) = self.top else {
@@ -423,6 +428,11 @@ pub struct AuthStats {
     pub replay: u64,
     /// Datagrams not sent: no key to seal them with yet (or any more).
     pub no_key: u64,
+    /// Datagrams opened with a counter below the highest seen on their key: reordering on
+    /// the link, what the replay window's span must cover.
+    pub reordered: u64,
+    /// The farthest such a datagram was behind the highest counter seen.
+    pub reorder_depth_max: u64,
     /// Epochs installed.
     pub epochs_installed: u64,
     /// Epochs switched to for sending.
@@ -468,6 +478,8 @@ impl AuthStats {
             ("auth_bad_tag", self.bad_tag),
             ("auth_replay", self.replay),
             ("auth_no_key", self.no_key),
+            ("auth_reordered", self.reordered),
+            ("auth_reorder_depth_max", self.reorder_depth_max),
             ("auth_epochs_installed", self.epochs_installed),
             ("auth_epochs_activated", self.epochs_activated),
             ("auth_epoch", self.epoch),
@@ -892,11 +904,20 @@ impl LinkAuth {
                     .map(|_| ())
             }
         };
+        // How far behind the highest counter seen this one is (reordering on the link).
+        let behind = k
+            .window
+            .top()
+            .map_or(0, |t| t.saturating_sub(header.counter));
         verified.map_err(|_| AuthFailure::BadTag)?;
         // RFC 6479 / IPsec: the window moves only for a datagram whose tag verified.
         k.window
             .mark(header.counter)
             .map_err(|_| AuthFailure::Replay)?;
+        if behind > 0 {
+            self.stats.reordered += 1;
+            self.stats.reorder_depth_max = self.stats.reorder_depth_max.max(behind);
+        }
         Ok(HEADER_LEN..len - TAG_LEN)
     }
 }

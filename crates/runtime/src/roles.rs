@@ -281,6 +281,12 @@ impl ProcessRouter {
         self.port_of[p.index()].store(port.0, Ordering::Relaxed);
     }
 
+    /// The output that leads to process `p`, if it is routed.
+    pub fn port_of(&self, p: ProcId) -> Option<PortId> {
+        let port = self.port_of.get(p.index())?.load(Ordering::Relaxed);
+        (port != NO_PORT).then_some(PortId(port))
+    }
+
     /// Process `new` is reached the way `like` is (§5.2 rejoin: the same host under a new id).
     /// Returns false, changing nothing, for an id beyond the table's room.
     pub fn alias(&self, new: ProcId, like: ProcId) -> bool {
@@ -297,8 +303,7 @@ impl ProcessRouter {
 
 impl Router for ProcessRouter {
     fn route(&self, _at: NodeId, _src: ProcId, dst: ProcId) -> Option<PortId> {
-        let port = self.port_of.get(dst.index())?.load(Ordering::Relaxed);
-        (port != NO_PORT).then_some(PortId(port))
+        self.port_of(dst)
     }
 }
 

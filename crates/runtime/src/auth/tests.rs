@@ -454,7 +454,9 @@ fn updates_left_in_the_inbox_apply_in_order_at_the_next_poll() {
 #[test]
 fn the_replay_window_takes_each_counter_once_within_its_span() {
     let mut w = ReplayWindow::default();
+    assert_eq!(w.top(), None);
     assert_eq!(w.mark(5), Ok(()));
+    assert_eq!(w.top(), Some(5));
     assert_eq!(w.mark(5), Err(Replay::Duplicate));
     assert_eq!(w.mark(3), Ok(()), "reordered within the window");
     assert_eq!(w.mark(3000), Ok(()));
@@ -504,4 +506,15 @@ proptest! {
         }
         prop_assert!(b.open(at(1), PortId(0), &mut d).is_err());
     }
+}
+
+#[test]
+fn datagrams_that_arrive_out_of_order_open_and_are_counted() {
+    let mut a = member(AuthMode::On, A, &[B]);
+    let mut b = member(AuthMode::On, B, &[A]);
+    let d: Vec<Vec<u8>> = (0..4).map(|i| sealed(&mut a, PORT_B, &[i; 8])).collect();
+    for i in [0, 3, 1, 2] {
+        assert!(b.open(at(1), PortId(0), &mut d[i].clone()).is_ok());
+    }
+    assert_eq!((b.stats().reordered, b.stats().reorder_depth_max), (2, 2));
 }

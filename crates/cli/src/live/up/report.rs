@@ -561,12 +561,20 @@ pub struct AuthSummary {
     pub refused_total: u64,
     /// Datagrams not sent for want of a key.
     pub no_key: u64,
+    /// Datagrams that arrived behind a higher counter on their link (reordering), all
+    /// processes, and the deepest (what the replay window's span must cover).
+    pub reordered: u64,
+    /// See `reordered`.
+    pub reorder_depth_max: u64,
     /// Key epochs the controllers began and activated (rotations).
     pub key_rotations: u64,
     /// Key epochs activated.
     pub key_activations: u64,
     /// Control connections refused at the TLS handshake.
     pub controller_tls_refused: u64,
+    /// Packets the aggregators dropped for naming a sender that does not live behind their
+    /// port (reverse-path filtering).
+    pub spoofed_src: u64,
 }
 
 impl AuthSummary {
@@ -591,9 +599,16 @@ impl AuthSummary {
             refused_total: refused.values().sum(),
             refused,
             no_key: total("auth_no_key"),
+            reordered: total("auth_reordered"),
+            reorder_depth_max: counters
+                .values()
+                .filter_map(|c| c.get("auth_reorder_depth_max").copied())
+                .max()
+                .unwrap_or(0),
             key_rotations: total("key_rotations"),
             key_activations: total("key_activations"),
             controller_tls_refused: total("tls_refused"),
+            spoofed_src: total("spoofed_src"),
         }
     }
 }
