@@ -1332,21 +1332,13 @@ impl State {
                             });
                         }
                     }
-                    let removed = failed.iter().fold(false, |any, (p, _)| {
-                        let gone = self
-                            .keys
-                            .as_mut()
-                            .is_some_and(|km| km.removed(&Member::Process(*p)));
-                        any | gone
-                    });
+                    // A process declared failed keeps its keys while it is connected: §5.2 lets
+                    // it recover and rejoin as a new process, which needs its links. Its keys
+                    // are retired when it leaves or is lost (`depart`), or starts again.
                     let msg = FromController::Declared { round, failed };
                     let members: Vec<Member> = self.slots.keys().cloned().collect();
                     for m in members {
                         self.send_to(&m, &msg);
-                    }
-                    // Declared failed: its keys must stop opening anything (docs/SECURITY.md).
-                    if removed {
-                        self.rotate_keys(None);
                     }
                 }
                 // §5.2 rejoin: process `host` is the new processes `procs`; the aggregators

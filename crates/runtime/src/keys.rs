@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 /// How long a rotation waits for every member's `KeysInstalled` before activating anyway.
 pub const INSTALL_TIMEOUT_NS: u64 = 2_000_000_000;
 
-/// Default time between rotations (`rotate_keys_every` in the cluster file).
+/// Default time between rotations (`[auth] rotate_every` in the cluster file).
 pub const ROTATE_EVERY_NS_DEFAULT: u64 = 3_600_000_000_000;
 
 /// The number of `member` in `cluster`: aggregators in file order, then processes by id.
@@ -230,7 +230,7 @@ impl KeyMaster {
         self.next_rotation_ns = self.next_rotation_ns.min(at_ns);
     }
 
-    /// Forgets a member that was removed (declared failed, left, lost). Returns whether it held
+    /// Forgets a member that was removed (it left, or its connection was lost). Returns whether it held
     /// keys: then the caller starts a rotation, so that its keys stop opening anything.
     pub fn removed(&mut self, member: &Member) -> bool {
         if let Phase::Installing { waiting, .. } = &mut self.phase {

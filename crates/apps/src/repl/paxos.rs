@@ -1154,6 +1154,14 @@ impl PaxosProcess {
             batch.iter().for_each(|r| self.execute(r));
             self.commit += 1;
         }
+        // A leader may learn an instance it still has in flight (a `Learn` answering the
+        // `Fetch` it sent as a candidate, arriving after it took over): decided is decided —
+        // it leaves the window, and the next instance is never below the decided prefix.
+        if let Role::Leader(l) = &mut self.role {
+            let commit = self.commit;
+            l.active.retain(|&i, _| i >= commit);
+            l.next = l.next.max(commit);
+        }
         let keep_from = self.commit.saturating_sub(self.cfg.repl.retain as u64);
         while self
             .log

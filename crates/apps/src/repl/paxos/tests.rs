@@ -409,6 +409,65 @@ fn follower_counts_silence_from_its_start_not_from_the_clocks_zero_ii_a() {
     );
 }
 
+/// A new leader may learn an instance it still has in flight — the answer to the `Fetch` it
+/// sent as a candidate, arriving after it took over. Decided is decided: the instance leaves
+/// its window, whose instances are never below the decided prefix (the leader's invariant,
+/// checked after every input; it failed live under load before this).
+#[test]
+fn a_new_leader_that_learns_an_instance_in_flight_drops_it_from_its_window_ii_a() {
+    let repl = ReplConfig::new(ProcId(1), 3, 4, ReplWorkload::default(), 0);
+    let cfg = PaxosConfig::new(repl);
+    let timeout = cfg.election_timeout_ns;
+    let mut p = PaxosProcess::new(cfg, CmdGen::new(ReplWorkload::default(), 1, 0));
+    let start = 1_000_000_000;
+    p.handle(Instant(start), AppInput::Timeout);
+    p.handle(Instant(start + timeout), AppInput::Timeout);
+    let mut ballot = None;
+    while let Some(send) = p.poll_send() {
+        for (_, b) in &send.parts {
+            if let Some(Msg::Prepare { ballot: b, .. }) = decode(b) {
+                ballot = Some(b);
+            }
+        }
+    }
+    let ballot = ballot.expect("Phase 1 after the election timeout");
+    let request = Request {
+        client: 3,
+        id: 1,
+        acked: 1,
+        cmd: Cmd::Put(7, 9),
+        pad: 0,
+    };
+    let batch: Batch = Arc::from(vec![request]);
+    // Replica 2 promises, with two instances it accepted under an older leader: replica 1
+    // leads and proposes them again.
+    let now = start + timeout + 1_000;
+    let promise = Msg::Promise {
+        ballot,
+        commit: 0,
+        slots: vec![(0, 1, batch.clone()), (1, 1, batch.clone())],
+    };
+    deliver(&mut p, now, 2, &promise);
+    let proposed: Vec<u64> = accepts(&mut p).iter().map(|&(i, _)| i).collect();
+    assert!(
+        proposed.contains(&0) && proposed.contains(&1),
+        "{proposed:?}"
+    );
+    // The old leader's answer to a fetch: instance 0 is decided.
+    let learn = Msg::Learn {
+        instance: 0,
+        batch: batch.clone(),
+    };
+    deliver(&mut p, now + 1_000, 0, &learn);
+    // Replica 2's late acknowledgement of instance 0 changes nothing; instance 1 decides.
+    for instance in [0, 1] {
+        deliver(&mut p, now + 2_000, 2, &Msg::Accepted { ballot, instance });
+    }
+    // The same request twice (instances 0 and 1): applied once, the second a duplicate.
+    assert_eq!(p.executed.len(), 1, "{:?}", p.executed);
+    assert!(p.stats.duplicates >= 1);
+}
+
 /// §II-A leader change: the leader stops (no failure report); the followers miss its
 /// heartbeats, replica 1 wins Phase 1, and the clients go on with it.
 #[test]
