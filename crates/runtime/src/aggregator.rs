@@ -249,7 +249,8 @@ impl Aggregator {
         }
     }
 
-    /// Packets dropped by reverse-path filtering ([`Aggregator::spoofed`]).
+    /// Packets dropped by reverse-path filtering: they named a sender that does not live
+    /// behind the port they came in on.
     pub fn spoofed_dropped(&self) -> u64 {
         self.spoofed
     }
