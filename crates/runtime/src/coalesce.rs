@@ -318,7 +318,11 @@ impl Coalescer {
     pub fn seal_queued(&mut self, mut seal: impl FnMut(PortId, &mut [u8]) -> bool) {
         let seg_len = self.cfg.datagram_len_max;
         let mut refused = false;
-        for d in self.queue.iter_mut().rev().take_while(|d| !d.sealed) {
+        // In queue order (the order they leave in), so counters grow along the link: the
+        // receiver's replay window sees them in order.
+        let unsealed = self.queue.iter().rev().take_while(|d| !d.sealed).count();
+        let from = self.queue.len() - unsealed;
+        for d in self.queue.range_mut(from..) {
             // An oversize packet's datagram (no GSO) is one segment longer than `seg_len`.
             let chunk = if d.segments == 1 {
                 d.bytes.len()
@@ -543,6 +547,62 @@ mod tests {
             out.extend(ps.into_iter().map(|p| (d.port, p)));
         }
         out
+    }
+
+    /// With room for the auth header and tag, every segment of every datagram leaves with a
+    /// head and a tail and its packets between; sealing goes segment by segment in the order
+    /// they leave, so a link's counters grow in the order its datagrams are sent (a receiver's
+    /// replay window sees them in order).
+    #[test]
+    fn sealed_segments_hold_head_packets_tail_and_are_sealed_in_send_order() {
+        use crate::auth::{HEADER_LEN, TAG_LEN};
+        let (head, tail) = (HEADER_LEN, TAG_LEN);
+        // 1,472-byte segments (what GSO needs at least): two 636-byte packets fit, three do not.
+        let seg = 1_472;
+        assert!(2 * (DATA_HEADER_LEN + 600) <= seg - head - tail);
+        assert!(3 * (DATA_HEADER_LEN + 600) > seg - head - tail);
+        let mut c = Coalescer::new(
+            CoalesceConfig {
+                segments_max: 3,
+                ..cfg(seg)
+            }
+            .sealed(),
+            2,
+        );
+        // Seven packets to port 0 (two per segment, three segments per send: a send of 6 and
+        // one of 1), one to port 1, flushed in between.
+        for i in 0..7 {
+            c.push(Instant(i), PortId(0), &data(i, 600));
+        }
+        c.push(Instant(7), PortId(1), &data(7, 600));
+        c.flush_idle();
+        let mut order = Vec::new();
+        c.seal_queued(|port, segment| {
+            assert!(segment.len() <= seg && segment.len() > head + tail);
+            // The first packet's timestamp byte names the segment.
+            let first = Packet::decode(&segment[head..]).unwrap().0;
+            let Packet::Data(d) = first else { panic!() };
+            order.push((port, d.header.ts.raw()));
+            let len = segment.len();
+            segment[..head].fill(0xAB);
+            segment[len - tail..].fill(0xCD);
+            true
+        });
+        let zero = PortId(0);
+        assert_eq!(
+            order,
+            vec![(zero, 0), (zero, 2), (zero, 4), (zero, 6), (PortId(1), 7)]
+        );
+        // Every segment but a send's last is exactly `seg` long, framed by what sealing wrote.
+        for d in c.queue() {
+            for (k, segment) in d.bytes.chunks(seg).enumerate() {
+                assert_eq!(&segment[..head], &[0xAB; HEADER_LEN][..]);
+                assert_eq!(&segment[segment.len() - tail..], &[0xCD; TAG_LEN][..]);
+                assert!(k + 1 == d.segments as usize || segment.len() == seg);
+            }
+        }
+        // Sealed once: a second call seals nothing.
+        c.seal_queued(|_, _| panic!("sealed again"));
     }
 
     #[test]
