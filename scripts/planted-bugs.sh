@@ -84,6 +84,7 @@ mutants=(
   "auth-old-epoch-forever@@crates/runtime/src/auth.rs@@            .is_some_and(|(_, until)| *until <= now)@@            .is_some_and(|(_, until)| false \&\& *until <= now)@@the previous key epoch is accepted for ever after a switch: a removed member's keys keep opening datagrams (docs/SECURITY.md)@@cargo test -q -p onepipe-runtime --lib auth::"
   "agg-no-ingress-filter@@crates/runtime/src/aggregator.rs@@            if self.spoofed(*port, packet) {@@            if false \&\& self.spoofed(*port, packet) {@@an aggregator forwards packets whatever sender they name: a member speaks in another process's name (docs/SECURITY.md, BCP 38)@@cargo test -q -p onepipe-runtime --lib aggregator::"
   "seal-reversed@@crates/runtime/src/coalesce.rs@@        for d in self.queue.range_mut(from..) {@@        for d in self.queue.range_mut(from..).rev() {@@datagrams queued together are sealed newest first: a link's counters run backwards, and a long enough queue pushes genuine datagrams out of the receiver's replay window@@cargo test -q -p onepipe-runtime --lib coalesce::"
+  "callbacks-always-held@@crates/runtime/src/endpoint.rs@@        host_cfg.callbacks_held = opts.failure_callbacks == FailureCallbacks::Held;@@        host_cfg.callbacks_held = true;@@failure notifications hold their round whatever the application asked: an endpoint that does not read its events holds everyone's reliable delivery and is declared failed (issue 35)@@cargo test -q -p onepipe-runtime --test failure an_endpoint_that_reads_no_events"
 )
 
 check_only=0

@@ -64,7 +64,7 @@ pub use onepipe_proto::wire::NakReason;
 pub use onepipe_proto::{ProcId, Timestamp};
 pub use onepipe_runtime::cluster;
 pub use onepipe_runtime::endpoint::{
-    Endpoint, EndpointStats, Event, FailReason, JoinOptions, Message, RecvError, SendError,
-    SendHandle,
+    Endpoint, EndpointStats, Event, FailReason, FailureCallbacks, JoinOptions, Message, RecvError,
+    SendError, SendHandle,
 };
 pub use onepipe_runtime::{Cluster, JoinError, LocalCluster};

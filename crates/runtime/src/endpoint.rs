@@ -116,7 +116,9 @@ use bytes::Bytes;
 pub use control_thread::CONTROL_HISTORY_LEN_MAX;
 use control_thread::{control_loop, ControlLink};
 use events::CallbackInner;
-pub use events::{Callback, Event, FailReason, Message, RecvError, SendError, SendHandle};
+pub use events::{
+    Callback, Event, FailReason, FailureCallbacks, Message, RecvError, SendError, SendHandle,
+};
 use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
 use onepipe_proto::ids::{NodeId, ProcId};
@@ -145,6 +147,11 @@ pub struct JoinOptions {
     /// Report each reliable scattering's timestamp as [`Event::ReliableSent`] once it leaves
     /// the send buffer.
     pub report_reliable_sent: bool,
+    /// Whether a failure notification's [`Callback`] holds the §5.2 round until the
+    /// application drops it ([`FailureCallbacks::Held`]) or holds nothing
+    /// ([`FailureCallbacks::Automatic`], the default: an application that does not read its
+    /// events is never declared failed for it).
+    pub failure_callbacks: FailureCallbacks,
     /// How long to wait for the controller and for the rest of the cluster to join.
     pub join_timeout: Duration,
     /// This process died and was started again with its memory lost (`JoinOptions::proc` names
@@ -167,6 +174,7 @@ impl Default for JoinOptions {
             recv_queue_len_max: 1 << 16,
             event_queue_len_max: 1 << 12,
             report_reliable_sent: false,
+            failure_callbacks: FailureCallbacks::Automatic,
             join_timeout: Duration::from_secs(60),
             restarted: false,
             // A machine may run a whole cluster: block rather than spin between datagrams.
@@ -240,6 +248,8 @@ struct Shared {
     /// best-effort pop that half empties the queue wakes the I/O thread to give more.
     be_starved: AtomicBool,
     report_reliable_sent: bool,
+    /// Failure notifications hold their round ([`FailureCallbacks::Held`]).
+    callbacks_held: bool,
     driver_stats: Mutex<DriverStats>,
     events_dropped: AtomicU64,
     /// The role's best-effort and commit barriers as of the I/O thread's last drain (raw
@@ -347,8 +357,9 @@ impl Endpoint {
         let mut host_cfg = roles.host_config(NodeId(id), vec![me], ids, &driver_cfg);
         // §5.2 Detect: a silent aggregator is reported as this process's input link.
         host_cfg.input_link = LiveTopology::of(&cluster).ok().and_then(|t| t.downlink(id));
-        // §5.2: a failure round completes here once the application's callbacks are done.
-        host_cfg.callbacks_held = true;
+        // §5.2: a failure round completes here once the application's callbacks are done
+        // (`Held`), or at once (`Automatic`).
+        host_cfg.callbacks_held = opts.failure_callbacks == FailureCallbacks::Held;
         let role = if !cluster.ordered {
             Role::Unordered(Box::new(UnorderedHost::new(
                 me,
@@ -380,6 +391,7 @@ impl Endpoint {
             rel_paused: AtomicBool::new(false),
             be_starved: AtomicBool::new(false),
             report_reliable_sent: opts.report_reliable_sent,
+            callbacks_held: opts.failure_callbacks == FailureCallbacks::Held,
             driver_stats: Mutex::new(DriverStats::default()),
             events_dropped: AtomicU64::new(0),
             published: [AtomicU64::new(NO_BARRIER), AtomicU64::new(NO_BARRIER)],
@@ -1138,7 +1150,10 @@ impl Shared {
                 dst, ts, reason, ..
             } => self.push_event(Event::SendFailed { dst, ts, reason }),
             HostEvent::ProcFailed { proc, ts, round } => {
-                let callback = self.callback(round, pending);
+                let callback = match self.callbacks_held {
+                    true => self.callback(round, pending),
+                    false => Callback::default(),
+                };
                 self.push_event(Event::ProcessFailed {
                     proc,
                     ts,

@@ -121,8 +121,8 @@ pub use control::JoinError;
 pub use controller::Controller;
 pub use driver::Driver;
 pub use endpoint::{
-    Endpoint, EndpointStats, Event, FailReason, JoinOptions, Message, RecvError, SendError,
-    SendHandle,
+    Endpoint, EndpointStats, Event, FailReason, FailureCallbacks, JoinOptions, Message, RecvError,
+    SendError, SendHandle,
 };
 pub use local::LocalCluster;
 pub use ports::PortTable;

@@ -22,7 +22,9 @@ use onepipe_runtime::auth::ClusterSecret;
 use onepipe_runtime::cluster::{AuthConfig, Cluster, LocalLayout};
 use onepipe_runtime::control::ControlClient;
 use onepipe_runtime::controller::{Controller, ControllerSecurity, HaOptions};
-use onepipe_runtime::endpoint::{Endpoint, Event, JoinOptions, RecvError, SendError};
+use onepipe_runtime::endpoint::{
+    Endpoint, Event, FailureCallbacks, JoinOptions, RecvError, SendError,
+};
 use onepipe_runtime::tls::{Pki, CONTROLLER, OPERATOR};
 use onepipe_runtime::LocalCluster;
 use std::io::{BufRead, BufReader, Write};
@@ -32,12 +34,13 @@ use std::time::{Duration, Instant};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
-fn join_all(local: &LocalCluster, n: u32) -> Vec<Endpoint> {
+fn join_all(local: &LocalCluster, n: u32, callbacks: FailureCallbacks) -> Vec<Endpoint> {
     let controller = local.controller_addr();
     let threads: Vec<_> = (0..n)
         .map(|p| {
             let opts = JoinOptions {
                 proc: Some(p),
+                failure_callbacks: callbacks,
                 ..local.join_options()
             };
             std::thread::spawn(move || Endpoint::join(controller, opts))
@@ -107,7 +110,7 @@ fn await_failed(e: &Endpoint, proc: u32) -> u64 {
 /// minimum, so the survivors' reliable messages are delivered again.
 #[test]
 fn a_stopped_process_is_declared_at_its_last_commit_and_the_others_resume_5_2() {
-    let (local, mut eps) = spoken_cluster(0);
+    let (local, mut eps) = spoken_cluster(0, FailureCallbacks::Held);
     local
         .controller()
         .failure_handling()
@@ -151,7 +154,10 @@ fn a_stopped_process_is_declared_at_its_last_commit_and_the_others_resume_5_2() 
 /// A four-process leaf-spine whose links time out after 300 ms, with `callback_timeout` (0: as
 /// long as it takes); its endpoints, once every one has spoken (an input that never spoke is
 /// never timed out).
-fn spoken_cluster(callback_timeout_ns: u64) -> (LocalCluster, Vec<Endpoint>) {
+fn spoken_cluster(
+    callback_timeout_ns: u64,
+    callbacks: FailureCallbacks,
+) -> (LocalCluster, Vec<Endpoint>) {
     let mut cluster = Cluster::generate(&LocalLayout {
         hosts: 4,
         controller: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -161,7 +167,7 @@ fn spoken_cluster(callback_timeout_ns: u64) -> (LocalCluster, Vec<Endpoint>) {
     cluster.link_timeout_ns = 300_000_000;
     cluster.callback_timeout_ns = callback_timeout_ns;
     let local = LocalCluster::with_cluster(cluster).unwrap();
-    let eps = join_all(&local, 4);
+    let eps = join_all(&local, 4, callbacks);
     for e in &eps {
         broadcast(e, &[0, 1, 2, 3], 1);
     }
@@ -214,7 +220,7 @@ fn await_rounds(
 /// does not resume while p0 holds it, and does once p0 drops it.
 #[test]
 fn resume_waits_for_a_slow_callback_5_2() {
-    let (local, mut eps) = spoken_cluster(60_000_000_000);
+    let (local, mut eps) = spoken_cluster(60_000_000_000, FailureCallbacks::Held);
     let p3 = eps.pop().unwrap();
     p3.leave();
     await_rounds(&local, "declared", |r| r.len() == 1);
@@ -248,7 +254,7 @@ fn resume_waits_for_a_slow_callback_5_2() {
 /// the round has waited `callback_timeout` (1 s here), and the others go on without it.
 #[test]
 fn a_process_that_never_completes_its_callback_is_declared_failed_5_2() {
-    let (local, mut eps) = spoken_cluster(1_000_000_000);
+    let (local, mut eps) = spoken_cluster(1_000_000_000, FailureCallbacks::Held);
     let p3 = eps.pop().unwrap();
     p3.leave();
     await_rounds(&local, "declared", |r| !r.is_empty());
@@ -271,6 +277,46 @@ fn a_process_that_never_completes_its_callback_is_declared_failed_5_2() {
         let got = receive(e, 2);
         assert!(got.iter().all(|&(_, tag)| tag == 3), "{got:?}");
     }
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
+}
+
+/// The default, `FailureCallbacks::Automatic`: a failure notification holds nothing, so an
+/// endpoint that reads no events for ten callback timeouts after another process fails is not
+/// declared failed, keeps its id, and delivers what the others send; the round resumed without
+/// it. The notification is there when it reads, its callback holding no round.
+#[test]
+fn an_endpoint_that_reads_no_events_keeps_its_id_and_the_round_goes_on_5_2() {
+    let (local, mut eps) = spoken_cluster(300_000_000, FailureCallbacks::Automatic);
+    let p3 = eps.pop().unwrap();
+    p3.leave();
+    // p1 and p2 read theirs; p0 reads nothing for 3 s.
+    for e in &eps[1..] {
+        await_failed(e, 3);
+    }
+    await_rounds(&local, "resumed", |r| {
+        r.len() == 1 && r[0].resumed_ms.is_some()
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let rounds = local.controller().failure_rounds();
+    assert_eq!(rounds.len(), 1, "nobody else declared: {rounds:?}");
+    assert_eq!(eps[0].proc(), ProcId(0));
+    assert_eq!(eps[0].declared_failed(), None);
+    for e in &eps[1..] {
+        broadcast(e, &[0, 1, 2], 4);
+    }
+    let got = receive(&eps[0], 2);
+    assert!(got.iter().all(|&(_, tag)| tag == 4), "{got:?}");
+    let Event::ProcessFailed { callback, .. } = hold_failed(&eps[0], 3) else {
+        unreachable!()
+    };
+    assert_eq!(
+        callback.round(),
+        None,
+        "an automatic callback holds nothing"
+    );
     for e in eps {
         e.leave();
     }

@@ -46,11 +46,12 @@ pub enum Event {
         ts: Timestamp,
         /// How it is known.
         reason: FailReason,
-        /// §5.2: delivery resumes "after all non-fail processes finish their callback
-        /// functions" — drop this (or call [`Callback::done`]) once the application has acted
-        /// on the failure. Until then this process holds the round's Resume; held longer than
-        /// the cluster's `callback_timeout`, this process is declared failed itself. (Only
-        /// `FailReason::Failed` holds anything.)
+        /// §5.2's callback handle. With [`FailureCallbacks::Held`] delivery resumes "after all
+        /// non-fail processes finish their callback functions": drop this (or call
+        /// [`Callback::done`]) once the application has acted on the failure; until then this
+        /// process holds the round's Resume, and held past the cluster's `callback_timeout`
+        /// this process is declared failed itself. With [`FailureCallbacks::Automatic`] (the
+        /// default) it holds nothing. (Only `FailReason::Failed` ever holds anything.)
         callback: Callback,
     },
     /// §5.2 Recall: a reliable scattering this process sent, stamped `ts`, was aborted because
@@ -138,6 +139,27 @@ impl PartialEq for Callback {
 }
 
 impl Eq for Callback {}
+
+/// What a §5.2 failure notification ([`Event::ProcessFailed`] with [`FailReason::Failed`])
+/// holds: [`crate::endpoint::JoinOptions::failure_callbacks`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureCallbacks {
+    /// The round completes at this process as soon as the notification is queued: delivery
+    /// from the others resumes without waiting for the application, and the [`Callback`] the
+    /// event carries holds nothing. An application that reads its events late, or never, is
+    /// never declared failed for it, and keeps its process id.
+    #[default]
+    Automatic,
+    /// §5.2 to the letter ("resumes delivery after all non-fail processes finish their callback
+    /// functions"): the round completes at this process only once the application has dropped
+    /// every [`Callback`] of it, so it can act on a failure before anything after it is
+    /// delivered. The cluster's `callback_timeout` (2 s by default) runs from the controller's
+    /// broadcast of the failure: an application that has not taken and dropped its callbacks
+    /// by then — whether it is slow or does not read its events at all — holds every other
+    /// process's reliable delivery until then, and is then declared failed itself.
+    Held,
+}
 
 /// Why [`Event::ProcessFailed`] was raised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
