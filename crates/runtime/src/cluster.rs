@@ -209,7 +209,8 @@ pub struct LocalLayout {
     pub rack_size: u32,
     /// Racks per pod (three layers).
     pub pod_racks: u32,
-    /// The controller's address.
+    /// The controller's address ([`crate::LocalCluster`] listens there; port 0, the default:
+    /// any free port).
     pub controller: SocketAddr,
 }
 
@@ -221,7 +222,7 @@ impl Default for LocalLayout {
             layers: 2,
             rack_size: 2,
             pod_racks: 2,
-            controller: SocketAddr::from(([127, 0, 0, 1], 7400)),
+            controller: SocketAddr::from(([127, 0, 0, 1], 0)),
         }
     }
 }

@@ -31,8 +31,9 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// Starts the controller (on any free port of 127.0.0.1) and every aggregator of a cluster
-    /// laid out as `layout` says. Its processes are expected to join.
+    /// Starts the controller (on `layout.controller`: by default any free port of 127.0.0.1)
+    /// and every aggregator of a cluster laid out as `layout` says. Its processes are expected
+    /// to join.
     ///
     /// ```
     /// use onepipe_runtime::{cluster::LocalLayout, LocalCluster};
@@ -49,8 +50,8 @@ impl LocalCluster {
         LocalCluster::with_cluster(cluster)
     }
 
-    /// Starts the controller (on any free port of 127.0.0.1, whatever the cluster says) and
-    /// every aggregator of `cluster`.
+    /// Starts the controller (on the cluster's `controller` address: port 0 takes any free
+    /// port) and every aggregator of `cluster`.
     ///
     /// # Errors
     /// An invalid cluster (`InvalidInput`), or a socket or thread could not be had.
@@ -74,12 +75,8 @@ impl LocalCluster {
             }),
             None => None,
         };
-        let controller = Controller::start_secured(
-            cluster,
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-            HaOptions::solo(),
-            security,
-        )?;
+        let listen = cluster.controller;
+        let controller = Controller::start_secured(cluster, listen, HaOptions::solo(), security)?;
         let cfg = DriverConfig {
             spin_ns: 0,
             ..DriverConfig::default()
@@ -144,5 +141,28 @@ impl LocalCluster {
             .collect();
         controller.stop();
         reports
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layouts_controller_address_is_where_the_controller_listens() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let controller = SocketAddr::from(([127, 0, 0, 1], port));
+        let local = LocalCluster::start(&LocalLayout {
+            hosts: 1,
+            layers: 1,
+            controller,
+            ..LocalLayout::default()
+        })
+        .unwrap();
+        assert_eq!(local.controller_addr(), controller);
+        local.stop();
     }
 }
