@@ -206,8 +206,15 @@ struct SimArgs {
     /// the controller's procedure (§5.2) then fails its processes.
     #[arg(long, value_parser = parse_crash)]
     crash_host: Vec<(u32, u64)>,
-    /// Restart crashed host H at time T with its state lost, e.g. `--restart-host 3@1ms`
-    /// after `--crash-host 3@200us`: declared failed, it rejoins as new processes (§5.2).
+    /// Host H leaves gracefully at time T, e.g. `--leave-host 1@0us`; repeatable. It sends
+    /// nothing new, waits until its sends are resolved (at most 2 ms), stops and tells the
+    /// controller, which takes it out at once (no link timeout). `--restart-host H@T2` later
+    /// joins it again as new processes.
+    #[arg(long, value_parser = parse_crash)]
+    leave_host: Vec<(u32, u64)>,
+    /// Restart crashed (or departed) host H at time T with its state lost, e.g.
+    /// `--restart-host 3@1ms` after `--crash-host 3@200us`: declared failed, it rejoins as new
+    /// processes (§5.2).
     #[arg(long, value_parser = parse_crash)]
     restart_host: Vec<(u32, u64)>,
     /// Cut every link of a host (`host-3@1ms`: a host link failure) or of a physical switch
@@ -483,6 +490,7 @@ impl SimArgs {
             ack_delay_be_ns: self.ack_delay_be,
             loss_timeout_max_ns: self.loss_timeout_max,
             crashes: self.crash_host.clone(),
+            leaves: self.leave_host.clone(),
             restarts: self.restart_host.clone(),
             cuts: self.cut.iter().map(|c| (c.0.clone(), c.1)).collect(),
             heals: self

@@ -50,6 +50,7 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     let (mut heals, mut restarts, mut recovered, mut rejoined, mut rejoined_traffic) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut lossy, mut dupy, mut reordering, mut targeted) = (0, 0, 0, 0);
+    let (mut leaves, mut joins_after_leave) = (0u64, 0u64);
     let mut first_failure: Option<Verdict> = None;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
         let o = run_seed_with(seed, a.duration, a.apps);
@@ -72,6 +73,8 @@ pub fn vopr(a: &VoprArgs) -> i32 {
         forwarding_runs += (o.forwarded > 0) as u64;
         heals += o.faults.heals as u64;
         restarts += o.faults.restarts as u64;
+        leaves += o.faults.leaves as u64;
+        joins_after_leave += o.faults.rejoins_after_leave as u64;
         recovered += o.recovered;
         rejoined += o.rejoined;
         rejoined_traffic += o.rejoined_traffic;
@@ -112,6 +115,9 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     );
     println!(
         "  recoveries: cuts healed {heals}, crashed hosts restarted {restarts}; §5.2 hosts recovered {recovered}, rejoined as new processes {rejoined} (their messages delivered {rejoined_traffic})"
+    );
+    println!(
+        "  membership: hosts left gracefully {leaves}, of which joined again later {joins_after_leave}"
     );
     first_failure.map_or(0, Verdict::exit_code)
 }

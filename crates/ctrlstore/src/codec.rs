@@ -228,6 +228,21 @@ fn encode_msg(out: &mut Vec<u8>, msg: &CtrlMsg) {
             out.push(7);
             put_u32(out, link.0);
         }
+        CtrlMsg::Departed { host, last } => {
+            out.push(8);
+            put_u32(out, host.0);
+            match last {
+                None => out.push(0),
+                Some(ts) => {
+                    out.push(1);
+                    put_u64(out, ts.raw());
+                }
+            }
+        }
+        CtrlMsg::Depart { link } => {
+            out.push(9);
+            put_u32(out, link.0);
+        }
         CtrlMsg::Resume { round, dead_links } => {
             out.push(6);
             put_u32(out, *round);
@@ -290,6 +305,17 @@ fn decode_msg(r: &mut Reader<'_>) -> Result<CtrlMsg, DecodeError> {
             from: NodeId(r.u32()?),
         },
         7 => CtrlMsg::Isolate {
+            link: LinkId(r.u32()?),
+        },
+        8 => CtrlMsg::Departed {
+            host: NodeId(r.u32()?),
+            last: match r.u8()? {
+                0 => None,
+                1 => Some(r.ts()?),
+                f => return Err(DecodeError::Flag(f)),
+            },
+        },
+        9 => CtrlMsg::Depart {
             link: LinkId(r.u32()?),
         },
         5 => CtrlMsg::Completed {
@@ -529,6 +555,11 @@ pub(crate) mod tests {
                 dead_links: l.into_iter().map(LinkId).collect(),
             }),
             any::<u32>().prop_map(|l| CtrlMsg::Isolate { link: LinkId(l) }),
+            (any::<u32>(), prop::option::of(ts())).prop_map(|(h, last)| CtrlMsg::Departed {
+                host: NodeId(h),
+                last
+            }),
+            any::<u32>().prop_map(|l| CtrlMsg::Depart { link: LinkId(l) }),
         ]
     }
 

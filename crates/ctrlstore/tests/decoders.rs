@@ -37,7 +37,7 @@ fn pair(rng: &mut Rng) -> (ProcId, Timestamp) {
 }
 
 fn ctrl_msg(rng: &mut Rng) -> CtrlMsg {
-    match rng.below(7) {
+    match rng.below(9) {
         0 => CtrlMsg::LinkDown {
             reporter: NodeId(rng.u32()),
             link: LinkId(rng.u32()),
@@ -65,6 +65,13 @@ fn ctrl_msg(rng: &mut Rng) -> CtrlMsg {
             host: NodeId(rng.u32()),
         },
         5 => CtrlMsg::Isolate {
+            link: LinkId(rng.u32()),
+        },
+        6 => CtrlMsg::Departed {
+            host: NodeId(rng.u32()),
+            last: (rng.below(2) == 0).then(|| ts(rng)),
+        },
+        7 => CtrlMsg::Depart {
             link: LinkId(rng.u32()),
         },
         _ => CtrlMsg::Resume {

@@ -114,6 +114,27 @@ pub enum CtrlMsg {
         /// The link to freeze (its head is the addressee).
         link: LinkId,
     },
+    /// A host left on its own (a graceful leave, issue 35), to the controller: it sends
+    /// nothing more, and every reliable message it stamped below `last` was acknowledged by its
+    /// receivers before it said so. The controller takes it out at the next Determine without
+    /// waiting for a link timeout: it asks the host's uplink switch to [`CtrlMsg::Depart`] it,
+    /// and declares it at the commit barrier reported — or at `last` when its link never carried
+    /// one (it left before its first beacon arrived: nothing it sent reached anyone).
+    Departed {
+        /// The host that left.
+        host: NodeId,
+        /// A timestamp above everything it sent (its clock when it left), if it said.
+        last: Option<Timestamp>,
+    },
+    /// To the switch at the head of `link`, a departed host's uplink: remove the link from the
+    /// best-effort minimum at once (§4.2 removal, without the timeout: the host said it left),
+    /// and freeze and report its commit register as [`CtrlMsg::Isolate`] does. Unlike a timed
+    /// out link, a departed one is not taken back when a late datagram of it arrives; only
+    /// `Admit` takes it back.
+    Depart {
+        /// The departed host's uplink (its head is the addressee).
+        link: LinkId,
+    },
     /// Resume: stop waiting for the commit barriers of `dead_links`, and route around them.
     Resume {
         /// Round number.
@@ -340,6 +361,9 @@ pub struct Controller {
     /// Hosts that did not complete a round within `callback_timeout_ns`: failed at the next
     /// Determine.
     late: BTreeSet<NodeId>,
+    /// Hosts that left on their own ([`CtrlMsg::Departed`]), with the timestamp they gave:
+    /// failed at the next Determine, after their uplink switch departs them.
+    departed: BTreeMap<NodeId, Option<Timestamp>>,
     /// Links the switches leave out of the commit minimum: every `dead_links` of the Resumes
     /// sent (and of the rejoins since).
     removed: BTreeSet<LinkId>,
@@ -416,6 +440,7 @@ impl Controller {
             determine_at: None,
             isolations: 0,
             late: BTreeSet::new(),
+            departed: BTreeMap::new(),
             removed: BTreeSet::new(),
             outputs: VecDeque::new(),
             relay: None,
@@ -699,6 +724,7 @@ impl Controller {
         }
         self.failed[h] = false;
         self.late.remove(&j.host);
+        self.departed.remove(&j.host);
         self.cfg.procs_of_host[h] = procs.clone();
         // Reports that came in meanwhile stay (their Determine is due).
         for l in &j.revived {
@@ -842,9 +868,22 @@ impl Controller {
                     return;
                 }
                 self.reports.insert(link, (reporter, last_commit));
-                if self.determine_at.is_none() {
+                let from = self.topo.links()[link.index()].from;
+                if self.departed.contains_key(&from) && self.topo.uplink(from.0) == link {
+                    // The report a departure waits for: Determine at once.
+                    self.determine_at = Some(self.determine_at.map_or(now, |t| t.min(now)));
+                } else if self.determine_at.is_none() {
                     self.determine_at = Some(now + self.cfg.settle_ns);
                 }
+            }
+            CtrlMsg::Departed { host, last } => {
+                if host.0 >= self.topo.hosts() || self.is_failed_host(host) {
+                    return;
+                }
+                self.departed.entry(host).or_insert(last);
+                // Nothing to settle: the host said it left, and its uplink switch reports it
+                // when asked.
+                self.determine_at = Some(self.determine_at.map_or(now, |t| t.min(now)));
             }
             CtrlMsg::Completed { round, host } => {
                 if let Some(r) = self.rounds.get_mut(&round) {
@@ -965,7 +1004,7 @@ impl Controller {
                 correct[h.index()] = false;
             }
         }
-        for h in &self.late {
+        for h in self.late.iter().chain(self.departed.keys()) {
             correct[h.index()] = false;
         }
         correct
@@ -1092,9 +1131,13 @@ impl Controller {
             let up = self.topo.uplink(h);
             wait = true;
             self.isolations += 1;
+            let msg = match self.departed.contains_key(&NodeId(h)) {
+                true => CtrlMsg::Depart { link: up },
+                false => CtrlMsg::Isolate { link: up },
+            };
             self.outputs.push_back(CtrlOut::Send {
                 to: MgmtDest::Node(self.topo.links()[up.index()].to),
-                msg: CtrlMsg::Isolate { link: up },
+                msg,
             });
         }
         if wait {
@@ -1137,6 +1180,9 @@ impl Controller {
             })
             .filter_map(|(_, (_, c))| *c)
             .max()
+            // A departed host whose link never carried a commit barrier sent nothing that
+            // reached anyone: the timestamp it gave bounds nothing and discards nothing.
+            .or_else(|| self.departed.get(&NodeId(h)).copied().flatten())
     }
 
     /// Resume every leading round nobody is waiting for any more.

@@ -166,6 +166,8 @@ pub struct SwitchStats {
     pub beacons_sent: u64,
     /// Input links removed after a timeout (§4.2).
     pub links_removed: u64,
+    /// Input links removed because their host left ([`CtrlMsg::Depart`]).
+    pub links_departed: u64,
     /// Removed input links added back when they spoke again (§4.2).
     pub links_added: u64,
     /// §5.2 `LinkDown` reports sent again, the controller not having answered with Resume.
@@ -183,6 +185,8 @@ pub struct SwitchStats {
 const BE: usize = 0;
 /// The commit barrier's index.
 const COMMIT: usize = 1;
+/// A link that never spoke is timed out after this many times `link_timeout_intervals`.
+pub const NEVER_SPOKE_TIMEOUT_FACTOR: u32 = 4;
 /// A register that has not heard from its link yet.
 const NONE: u64 = u64::MAX;
 /// A barrier this far (2^43 ns, about 2.4 hours) or more ahead of the switch's output is garbage,
@@ -225,14 +229,16 @@ struct InPort {
     since_report: u32,
     /// Heard anything since the last beacon time.
     heard: bool,
-    /// Spoke at least once. Silence is counted only after that: a timeout detects a link that
-    /// stopped, and before its first beacon a link that is still starting (its upstream's
-    /// synchronized beacon phase can exceed the timeout) is not dead.
+    /// Spoke at least once. Before that a link is timed out only after
+    /// [`NEVER_SPOKE_TIMEOUT_FACTOR`] times the timeout: a link that is still starting (its
+    /// upstream's synchronized beacon phase can exceed the timeout) is not dead.
     spoke: bool,
     /// Removed after a timeout (§4.2); a removed link bounds nothing.
     dead: bool,
     /// Removed from the commit minimum by the controller's Resume (§5.2).
     commit_removed: bool,
+    /// Its host left ([`CtrlMsg::Depart`]): removed, and not taken back by a late datagram.
+    departed: bool,
     /// Reported dead to the controller (§5.2 Detect); its commit register is frozen at the
     /// value reported. The controller takes the failure timestamp from these reports, so nothing
     /// above it may pass here afterwards — not even when the link speaks again (it was slow, not
@@ -253,6 +259,7 @@ impl InPort {
         spoke: false,
         dead: false,
         commit_removed: false,
+        departed: false,
         commit_frozen: false,
     };
 }
@@ -575,6 +582,13 @@ impl Switch {
         }
         if !self.agg.inputs[i].commit_removed {
             self.agg.inputs[i].commit_removed = true;
+            // An input that never spoke and that the controller takes for dead (the uplink of a
+            // switch whose hosts all left before their first beacon) would hold the
+            // best-effort barrier at `None` until its own, longer, timeout: removed now.
+            let p = &mut self.agg.inputs[i];
+            if p.registers[BE] == NONE && !p.dead {
+                p.dead = true;
+            }
             self.agg.min_register = [None; 2];
             self.agg.recompute_one(BE);
             self.agg.recompute_one(COMMIT);
@@ -597,6 +611,25 @@ impl Switch {
         self.agg.inputs[i].since_report = 0;
         self.report_link_down(i);
         true
+    }
+
+    /// [`CtrlMsg::Depart`]: the host on input `port` left. Its link leaves the best-effort
+    /// minimum at once (§4.2 removal, the host having said it sends nothing more) and stays out
+    /// until `Admit` takes it back, and its commit register is frozen and reported as
+    /// [`Switch::isolate_input`] does.
+    fn depart_input(&mut self, port: PortId) {
+        let i = port.index();
+        if i >= self.cfg.inputs {
+            return;
+        }
+        self.agg.inputs[i].departed = true;
+        // Not alive (for `Admit`) until it is heard again.
+        self.agg.inputs[i].silent = self.cfg.link_timeout_intervals.max(1);
+        if !self.agg.inputs[i].dead {
+            self.stats.links_departed += 1;
+            self.agg.set_dead(i, true);
+        }
+        self.isolate_input(port);
     }
 
     /// §5.2 Detect: input `i` is reported dead to the controller, with its commit register.
@@ -641,6 +674,14 @@ impl Switch {
                 }
                 None => self.stats.mgmt_dropped += 1,
             },
+            Mgmt::Ctrl(CtrlMsg::Depart { link }) => match self.input_of(link) {
+                Some(port) => {
+                    self.depart_input(port);
+                    // The best-effort output may have moved: beacons that are due go now.
+                    self.on_timeout(now);
+                }
+                None => self.stats.mgmt_dropped += 1,
+            },
             Mgmt::Relay(RelayMsg::Admit { link, apply }) => {
                 let answer = self
                     .input_of(link)
@@ -680,8 +721,16 @@ impl Switch {
         if i >= self.cfg.inputs {
             return None;
         }
-        let alive = self.agg.inputs[i].spoke && !self.agg.inputs[i].dead;
+        let p = &self.agg.inputs[i];
+        // A departed link stays out of the minimum when it speaks again; it is alive if it
+        // spoke within the last beacon interval.
+        let alive = p.spoke && (!p.dead || p.departed && p.silent == 0);
         if apply {
+            let p = &mut self.agg.inputs[i];
+            if std::mem::take(&mut p.departed) && p.dead {
+                p.dead = false;
+                self.stats.links_added += 1;
+            }
             let p = &mut self.agg.inputs[i];
             p.commit_removed = false;
             p.commit_frozen = false;
@@ -707,7 +756,7 @@ impl Switch {
         let p = &mut self.agg.inputs[port];
         p.heard = true;
         p.spoke = true;
-        if p.dead {
+        if p.dead && !p.departed {
             self.stats.links_added += 1;
             self.agg.set_dead(port, false);
         }
@@ -918,9 +967,16 @@ impl Switch {
             let p = &mut self.agg.inputs[i];
             if std::mem::take(&mut p.heard) {
                 p.silent = 0;
-            } else if p.spoke && !p.dead {
+            } else if !p.dead {
+                // A link that never spoke is timed out too (issue 35: a host that left before
+                // its first beacon arrived held every barrier for good), after a longer wait: it
+                // may still be starting, behind an upstream whose outputs need a few intervals.
+                let limit = match p.spoke {
+                    true => timeout,
+                    false => timeout.saturating_mul(NEVER_SPOKE_TIMEOUT_FACTOR),
+                };
                 p.silent += 1;
-                if p.silent >= timeout {
+                if p.silent >= limit {
                     p.commit_frozen = true;
                     self.stats.links_removed += 1;
                     self.agg.set_dead(i, true);

@@ -107,8 +107,14 @@ pub enum ToController {
         /// Named counters.
         counters: BTreeMap<String, u64>,
     },
-    /// The member is leaving on purpose.
-    Leave,
+    /// The member is leaving on purpose. A process that flushed its reliable sends first
+    /// gives `last`, a timestamp above everything it sent: the controller takes it out at
+    /// once (§5.2 with `CtrlMsg::Departed`), without waiting for its link to time out.
+    Leave {
+        /// Its clock when it left (ns), once every reliable message it sent was acknowledged.
+        #[serde(default)]
+        last: Option<u64>,
+    },
     /// Asks for the members' status.
     Status,
     /// Registers again after the control connection was lost (a controller failover): the
@@ -191,6 +197,21 @@ pub enum FromController {
         host: u32,
         /// Its new process ids.
         procs: Vec<u32>,
+    },
+    /// The group's membership view (to every process, when it changes, and once when the
+    /// cluster is ready): the live processes, and what changed since the view before.
+    View {
+        /// Counts membership changes: every process that joined, rejoined, left or failed
+        /// advances it by one.
+        epoch: u64,
+        /// The live processes, in id order.
+        members: Vec<u32>,
+        /// Processes new in this view.
+        joined: Vec<u32>,
+        /// Processes that left on purpose.
+        left: Vec<u32>,
+        /// Processes declared failed.
+        failed: Vec<u32>,
     },
     /// The controller declared processes failed (§5.2 Determine), sent to every member: the
     /// survivors learn it again through `Failure`; a declared process that is still running
@@ -390,7 +411,7 @@ impl ControlSender {
     /// Says `Leave` and shuts the write half: the controller reads the `Leave` before the end
     /// of the connection (the reading half keeps reading until it closes).
     pub fn leave(&mut self) {
-        if self.send(&ToController::Leave).is_ok() {
+        if self.send(&ToController::Leave { last: None }).is_ok() {
             let _ = self.writer.shutdown(std::net::Shutdown::Write);
         }
     }
@@ -466,7 +487,13 @@ impl ControlClient {
     /// socket closed with unread input would be reset, and the reset could reach the controller
     /// before the `Leave` does (it would take the member for lost).
     pub fn leave(&mut self, linger: Duration) {
-        if self.send(&ToController::Leave).is_err() {
+        self.leave_at(None, linger);
+    }
+
+    /// [`ControlClient::leave`] for a process that flushed its reliable sends: `last` is a
+    /// timestamp above everything it sent ([`ToController::Leave`]).
+    pub fn leave_at(&mut self, last: Option<u64>, linger: Duration) {
+        if self.send(&ToController::Leave { last }).is_err() {
             return;
         }
         let _ = self.writer.shutdown(std::net::Shutdown::Write);
@@ -728,7 +755,7 @@ mod tests {
             ToController::Bound {
                 addr: "127.0.0.1:9".parse().unwrap(),
             },
-            ToController::Leave,
+            ToController::Leave { last: Some(7) },
             ToController::Rejoin {
                 member: Member::Aggregator("tor-0".into()),
                 addr: "127.0.0.1:9".parse().unwrap(),

@@ -881,9 +881,12 @@ impl State {
                     }
                 }
             }
-            ToController::Leave => {
+            ToController::Leave { last } => {
                 if let Some(m) = self.conns.get_mut(&id).and_then(|c| c.member.take()) {
                     self.depart(&m, SlotState::Left);
+                    if let Member::Process(p) = m {
+                        self.departed(p, last);
+                    }
                 }
             }
             ToController::Status => {
@@ -1335,11 +1338,33 @@ impl State {
                     // A process declared failed keeps its keys while it is connected: §5.2 lets
                     // it recover and rejoin as a new process, which needs its links. Its keys
                     // are retired when it leaves or is lost (`depart`), or starts again.
+                    // The view without them: those whose process said it was leaving left;
+                    // the others failed. (A host's processes are its current incarnation's.)
+                    let (mut left, mut gone) = (Vec::new(), Vec::new());
+                    if let Some(ha) = self
+                        .failure
+                        .as_ref()
+                        .ok()
+                        .and_then(|f| f.procedure.as_ref())
+                    {
+                        for (h, _) in &hosts {
+                            let said = self
+                                .slots
+                                .get(&Member::Process(h.0))
+                                .is_some_and(|s| s.state == SlotState::Left);
+                            let procs = ha.controller().procs_of(*h).iter().map(|p| p.0);
+                            match said {
+                                true => left.extend(procs),
+                                false => gone.extend(procs),
+                            }
+                        }
+                    }
                     let msg = FromController::Declared { round, failed };
                     let members: Vec<Member> = self.slots.keys().cloned().collect();
                     for m in members {
                         self.send_to(&m, &msg);
                     }
+                    self.send_view(Vec::new(), left, gone);
                 }
                 // §5.2 rejoin: process `host` is the new processes `procs`; the aggregators
                 // route to them as to it.
@@ -1351,12 +1376,13 @@ impl State {
                     }
                     let msg = FromController::Joined {
                         host: host.0,
-                        procs,
+                        procs: procs.clone(),
                     };
                     let members: Vec<Member> = self.slots.keys().cloned().collect();
                     for m in members {
                         self.send_to(&m, &msg);
                     }
+                    self.send_view(procs, Vec::new(), Vec::new());
                 }
                 Output::Event(CtrlEvent::Resumed { round }) => {
                     info!(round, "resumed");
@@ -1526,7 +1552,19 @@ impl State {
             let msg = FromController::Ready {
                 cluster: Box::new(self.resolved()),
             };
-            return self.reply(id, &msg);
+            self.reply(id, &msg);
+            if matches!(member, Member::Process(_)) {
+                let (epoch, members) = self.view();
+                let view = FromController::View {
+                    epoch,
+                    members,
+                    joined: Vec::new(),
+                    left: Vec::new(),
+                    failed: Vec::new(),
+                };
+                self.reply(id, &view);
+            }
+            return;
         }
         if self.slots.values().all(|s| s.state == SlotState::Bound) {
             self.ready = true;
@@ -1543,6 +1581,8 @@ impl State {
                 self.keys_for_new_member(&m);
                 self.send_to(&m, &msg);
             }
+            let (_, everyone) = self.view();
+            self.send_view(everyone, Vec::new(), Vec::new());
             info!(
                 "cluster ready: {} aggregators, {} processes",
                 self.cluster.aggregators.len(),
@@ -1588,6 +1628,74 @@ impl State {
         }
         if self.keys.as_mut().is_some_and(|km| km.removed(member)) {
             self.rotate_keys(None);
+        }
+    }
+
+    /// A process left on purpose (issue 35): the failure procedure takes it out at once — its
+    /// uplink aggregator removes its link and reports its commit register, and the next round
+    /// declares it — instead of waiting for the link to time out.
+    fn departed(&mut self, p: u32, last: Option<u64>) {
+        if !self.ready {
+            return;
+        }
+        let Ok(f) = self.failure.as_mut() else {
+            return;
+        };
+        let now = f.now();
+        let Some(ha) = f.procedure.as_mut() else {
+            return;
+        };
+        let msg = CtrlMsg::Departed {
+            host: NodeId(p),
+            last: last.map(onepipe_proto::Timestamp::new),
+        };
+        match ha.on_message(now, msg) {
+            Ok(()) => self.drain_failure(),
+            Err(e) => self.depose(format!("the store refused an input: {e}")),
+        }
+    }
+
+    /// The membership view: every process slot's current process, unless declared failed.
+    /// Its epoch counts changes — each declaration and each rejoin of a host — so a standby
+    /// that replayed the log numbers views as its predecessor did.
+    fn view(&self) -> (u64, Vec<u32>) {
+        let procs = self.cluster.procs();
+        let Some(ctrl) = self
+            .failure
+            .as_ref()
+            .ok()
+            .and_then(|f| f.procedure.as_ref())
+            .map(|ha| ha.controller())
+        else {
+            return (0, (0..procs).collect());
+        };
+        let mut members: Vec<u32> = (0..procs)
+            .filter(|&h| !ctrl.is_failed(NodeId(h)))
+            .flat_map(|h| ctrl.procs_of(NodeId(h)).iter().map(|p| p.0))
+            .collect();
+        members.sort_unstable();
+        let failed = ctrl.failed_hosts().count() as u64;
+        (failed + 2 * ctrl.rejoined(), members)
+    }
+
+    /// Sends the view to every process (`joined`, `left`, `failed`: what changed).
+    fn send_view(&mut self, joined: Vec<u32>, left: Vec<u32>, failed: Vec<u32>) {
+        let (epoch, members) = self.view();
+        let msg = FromController::View {
+            epoch,
+            members,
+            joined,
+            left,
+            failed,
+        };
+        let procs: Vec<Member> = self
+            .slots
+            .keys()
+            .filter(|m| matches!(m, Member::Process(_)))
+            .cloned()
+            .collect();
+        for m in procs {
+            self.send_to(&m, &msg);
         }
     }
 

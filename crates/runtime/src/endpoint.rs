@@ -117,7 +117,7 @@ pub use control_thread::CONTROL_HISTORY_LEN_MAX;
 use control_thread::{control_loop, ControlLink};
 use events::CallbackInner;
 pub use events::{
-    Callback, Event, FailReason, FailureCallbacks, Message, RecvError, SendError, SendHandle,
+    Callback, Event, FailReason, FailureCallbacks, Message, RecvError, SendError, SendHandle, View,
 };
 use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
@@ -265,7 +265,30 @@ struct Shared {
     room: Mutex<u64>,
     room_ready: Condvar,
     room_waiters: AtomicUsize,
+    /// Membership as the controller last said ([`Endpoint::view`]), and what it said about
+    /// departures: the current process of each slot (rejoins give new ids), and the processes
+    /// whose slot said it was leaving (their §5.2 event says `Left`, not `Failed`).
+    members: Mutex<Membership>,
+    /// With [`Endpoint::leave`]: a timestamp above everything this process sent, once every
+    /// send was resolved; the control thread gives it to the controller.
+    leave_last: Mutex<Option<u64>>,
+    /// [`Endpoint::kill`]: stop without telling the controller.
+    vanish: AtomicBool,
 }
+
+/// What [`Shared::members`] keeps.
+#[derive(Default)]
+struct Membership {
+    view: View,
+    /// slot (the id a process first joined as) → its current process id.
+    current: BTreeMap<u32, u32>,
+    /// Current process ids of slots the controller said left.
+    left: std::collections::BTreeSet<u32>,
+}
+
+/// How long [`Endpoint::leave`] waits for this process's sends to be acknowledged before it
+/// leaves anyway (the others then treat it as failed at the commit barrier its aggregator saw).
+pub const LEAVE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Most §5.2 control messages waiting for the control thread; more are dropped and counted
 /// (a round sends a few per process).
@@ -400,6 +423,20 @@ impl Endpoint {
             room: Mutex::new(0),
             room_ready: Condvar::new(),
             room_waiters: AtomicUsize::new(0),
+            members: Mutex::new(Membership {
+                // Every process has joined when the cluster is ready; the controller's first
+                // view says the same (a restarted process learns the real one from it).
+                view: View {
+                    epoch: 0,
+                    members: (0..cluster.procs()).map(ProcId).collect(),
+                    joined: (0..cluster.procs()).map(ProcId).collect(),
+                    left: Vec::new(),
+                    failed: Vec::new(),
+                },
+                ..Membership::default()
+            }),
+            leave_last: Mutex::new(None),
+            vanish: AtomicBool::new(false),
         });
         let ports = PortTable::new().with_link(UPLINK, uplink);
         let mut driver = Driver::new(
@@ -479,9 +516,37 @@ impl Endpoint {
         &self.cluster
     }
 
-    /// Every process of the cluster, in id order (a broadcast goes to all of them).
+    /// The live processes of the group, in id order: [`Endpoint::view`]'s members.
     pub fn processes(&self) -> impl Iterator<Item = ProcId> + '_ {
-        (0..self.cluster.procs()).map(ProcId)
+        self.view().members.into_iter()
+    }
+
+    /// The group's membership view: the live processes and an epoch that counts changes,
+    /// updated when a process leaves, fails or joins ([`Event::ViewChanged`] announces each).
+    pub fn view(&self) -> View {
+        self.shared.lock_members().view.clone()
+    }
+
+    /// Sends `payload` to every member of the current view (this process included) with the
+    /// best-effort service: [`Endpoint::send_unreliable`] of one scattering.
+    ///
+    /// # Errors
+    /// As [`Endpoint::send_unreliable`].
+    pub fn broadcast_unreliable(&self, payload: impl Into<Bytes>) -> Result<Timestamp, SendError> {
+        let payload = payload.into();
+        let to: Vec<(ProcId, Bytes)> = self.processes().map(|p| (p, payload.clone())).collect();
+        self.send_unreliable(&to)
+    }
+
+    /// Sends `payload` to every member of the current view (this process included) with the
+    /// reliable service: [`Endpoint::send_reliable`] of one scattering.
+    ///
+    /// # Errors
+    /// As [`Endpoint::send_reliable`].
+    pub fn broadcast_reliable(&self, payload: impl Into<Bytes>) -> Result<SendHandle, SendError> {
+        let payload = payload.into();
+        let to: Vec<(ProcId, Bytes)> = self.processes().map(|p| (p, payload.clone())).collect();
+        self.send_reliable(&to)
     }
 
     /// Sends a scattering with the best-effort service (Table 1 `onepipe_unreliable_send`):
@@ -901,11 +966,37 @@ impl Endpoint {
         self.shared.stats()
     }
 
-    /// Leaves the cluster (Table 1 `onepipe_exit`): stops the I/O thread (sending what is
-    /// pending), tells the controller, and returns the final counters. Messages delivered but
-    /// not yet read are dropped with the endpoint: read them first. The others' aggregator
-    /// then times this process's link out (§4.2) and the controller declares it failed (§5.2).
+    /// Leaves the cluster (Table 1 `onepipe_exit`), gracefully: waits until every message it
+    /// sent is acknowledged (at most [`LEAVE_FLUSH_TIMEOUT`]), stops the I/O thread, tells the
+    /// controller, and returns the final counters. The controller takes it out at once — its
+    /// aggregator removes its link, one §5.2 round declares it — so every other process gets
+    /// one [`Event::ProcessFailed`] with [`FailReason::Left`] and a new view, and delivery
+    /// stalls no longer than that round. Messages delivered but not yet read are dropped with
+    /// the endpoint: read them first. Dropping an endpoint leaves too, without waiting for its
+    /// sends: the others then take it out at the commit barrier its aggregator saw.
     pub fn leave(mut self) -> EndpointStats {
+        let deadline = std::time::Instant::now() + LEAVE_FLUSH_TIMEOUT;
+        while self.pending_sends() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if self.pending_sends() == 0 && self.declared_failed().is_none() {
+            let last = self.timestamp().raw();
+            *self
+                .shared
+                .leave_last
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(last);
+        }
+        self.shutdown();
+        self.shared.stats()
+    }
+
+    /// Stops this endpoint as a crash would, for fault drills and tests: no flush and no word
+    /// to the controller (its connection just closes). The others' aggregator times its link
+    /// out (§4.2) and the controller declares it failed (§5.2): they get
+    /// [`Event::ProcessFailed`] with [`FailReason::Failed`].
+    pub fn kill(mut self) -> EndpointStats {
+        self.shared.vanish.store(true, Ordering::SeqCst);
         self.shutdown();
         self.shared.stats()
     }
@@ -1041,6 +1132,39 @@ impl Shared {
         }
     }
 
+    fn lock_members(&self) -> MutexGuard<'_, Membership> {
+        self.members.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The controller's view: adopted, and announced if it is new.
+    fn on_view(&self, view: View) {
+        let mut m = self.lock_members();
+        if m.view.epoch == view.epoch && m.view.members == view.members {
+            return;
+        }
+        m.view = view.clone();
+        drop(m);
+        self.push_event(Event::ViewChanged(view));
+    }
+
+    /// The controller says slot `slot`'s process left (`true`) or was lost: the current
+    /// process of the slot.
+    fn slot_down(&self, slot: u32, left: bool) -> ProcId {
+        let mut m = self.lock_members();
+        let p = m.current.get(&slot).copied().unwrap_or(slot);
+        if left {
+            m.left.insert(p);
+        }
+        ProcId(p)
+    }
+
+    /// Slot `slot` runs the processes `procs` now (a rejoin).
+    fn slot_rejoined(&self, slot: u32, procs: &[u32]) {
+        if let Some(&p) = procs.first() {
+            self.lock_members().current.insert(slot, p);
+        }
+    }
+
     /// The process id it runs as now (see [`Endpoint::proc`]).
     fn current(&self) -> ProcId {
         ProcId(self.current.load(Ordering::SeqCst))
@@ -1154,10 +1278,14 @@ impl Shared {
                     true => self.callback(round, pending),
                     false => Callback::default(),
                 };
+                let reason = match self.lock_members().left.contains(&proc.0) {
+                    true => FailReason::Left,
+                    false => FailReason::Failed,
+                };
                 self.push_event(Event::ProcessFailed {
                     proc,
                     ts,
-                    reason: FailReason::Failed,
+                    reason,
                     callback,
                 });
             }

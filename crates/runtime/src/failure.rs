@@ -180,6 +180,18 @@ pub enum WireCtrl {
         /// Graph link.
         link: u32,
     },
+    /// A host left on its own (the controller's own input; no member may send it).
+    Departed {
+        /// Host.
+        host: u32,
+        /// A timestamp above everything it sent.
+        last: Option<u64>,
+    },
+    /// The controller asks a departed host's uplink switch to remove it.
+    Depart {
+        /// Graph link.
+        link: u32,
+    },
     /// Resume: stop waiting for the dead links.
     Resume {
         /// Round.
@@ -233,6 +245,11 @@ impl From<&CtrlMsg> for WireCtrl {
                 host: host.0,
             },
             CtrlMsg::Isolate { link } => WireCtrl::Isolate { link: link.0 },
+            CtrlMsg::Departed { host, last } => WireCtrl::Departed {
+                host: host.0,
+                last: last.map(Timestamp::raw),
+            },
+            CtrlMsg::Depart { link } => WireCtrl::Depart { link: link.0 },
             CtrlMsg::Resume { round, dead_links } => WireCtrl::Resume {
                 round: *round,
                 dead_links: dead_links.iter().map(|l| l.0).collect(),
@@ -292,6 +309,11 @@ impl From<WireCtrl> for CtrlMsg {
                 host: NodeId(host),
             },
             WireCtrl::Isolate { link } => CtrlMsg::Isolate { link: LinkId(link) },
+            WireCtrl::Departed { host, last } => CtrlMsg::Departed {
+                host: NodeId(host),
+                last: last.map(ts),
+            },
+            WireCtrl::Depart { link } => CtrlMsg::Depart { link: LinkId(link) },
             WireCtrl::Resume { round, dead_links } => CtrlMsg::Resume {
                 round,
                 dead_links: dead_links.into_iter().map(LinkId).collect(),
@@ -808,6 +830,11 @@ mod tests {
                 dead_links: vec![LinkId(3)],
             },
             CtrlMsg::Isolate { link: LinkId(4) },
+            CtrlMsg::Departed {
+                host: NodeId(2),
+                last: Some(Timestamp::new(12)),
+            },
+            CtrlMsg::Depart { link: LinkId(5) },
         ];
         for m in msgs {
             let json = serde_json::to_string(&WireCtrl::from(&m)).unwrap();

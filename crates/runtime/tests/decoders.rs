@@ -265,7 +265,7 @@ fn opt_ts(rng: &mut Rng) -> Option<u64> {
 /// Any §5.2 control message (ids and timestamps any numbers: the receiver checks them).
 fn wire_ctrl(rng: &mut Rng) -> WireCtrl {
     let (round, a) = (rng.u32(), rng.u32());
-    match rng.below(7) {
+    match rng.below(9) {
         0 => WireCtrl::LinkDown {
             reporter: round,
             link: a,
@@ -285,6 +285,11 @@ fn wire_ctrl(rng: &mut Rng) -> WireCtrl {
         3 => WireCtrl::RecallAck { round, from: a },
         4 => WireCtrl::Completed { round, host: a },
         5 => WireCtrl::Isolate { link: a },
+        6 => WireCtrl::Departed {
+            host: a,
+            last: opt_ts(rng),
+        },
+        7 => WireCtrl::Depart { link: a },
         _ => WireCtrl::Resume {
             round,
             dead_links: numbers(rng),
@@ -347,7 +352,9 @@ fn to_controller(rng: &mut Rng) -> ToController {
         2 => ToController::Health {
             counters: counters(rng),
         },
-        3 => ToController::Leave,
+        3 => ToController::Leave {
+            last: (rng.below(2) == 0).then(|| rng.u64()),
+        },
         4 => ToController::Status,
         5 => ToController::Rejoin {
             member: member(rng),
@@ -375,7 +382,7 @@ fn cluster(rng: &mut Rng) -> Cluster {
 }
 
 fn from_controller(rng: &mut Rng) -> FromController {
-    match rng.below(10) {
+    match rng.below(11) {
         0 => FromController::Welcome {
             member: member(rng),
             bind: addr(rng),
@@ -412,6 +419,13 @@ fn from_controller(rng: &mut Rng) -> FromController {
             failed: pairs(rng),
         },
         8 => FromController::Error { message: text(rng) },
+        9 => FromController::View {
+            epoch: rng.interesting(),
+            members: numbers(rng),
+            joined: numbers(rng),
+            left: numbers(rng),
+            failed: numbers(rng),
+        },
         _ => FromController::Standby {
             leader: rng.bool().then(|| text(rng)),
         },

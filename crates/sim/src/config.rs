@@ -205,6 +205,12 @@ pub struct SimConfig {
     /// Host crashes: (host, true time ns). A crashed host sends nothing more and loses what
     /// reaches it; switches remove its link after `link_timeout_intervals` (§4.2).
     pub crashes: Vec<(u32, u64)>,
+    /// Graceful leaves (issue 35): (host, true time ns). From then on the host's processes
+    /// send nothing new; once every message they sent is resolved (at most 2 ms later) the
+    /// host stops and tells the controller (`CtrlMsg::Departed`), which takes it out without
+    /// a link timeout. A restart of that host later (`restarts`) joins it again as new
+    /// processes.
+    pub leaves: Vec<(u32, u64)>,
     /// Host restarts: (host, true time ns), after a crash of that host. The host comes back
     /// with its state lost (`Host::restarted`): declared failed, it rejoins as new processes
     /// (§5.2).
@@ -420,6 +426,7 @@ impl Default for SimConfig {
             mtu_payload: 4096 - onepipe_proto::wire::DATA_HEADER_LEN,
             queue: QueueKind::Radix,
             crashes: Vec::new(),
+            leaves: Vec::new(),
             restarts: Vec::new(),
             link_timeout_intervals: 10,
             cuts: Vec::new(),
@@ -465,6 +472,10 @@ fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
 
 /// Most per-sender protocol state a run may allocate (see `validate`).
 pub const STATE_BYTES_MAX: u64 = 8 << 30;
+
+/// Longest a leaving host waits for its sends to be resolved before it leaves anyway
+/// ([`SimConfig::leaves`]).
+pub const LEAVE_FLUSH_MAX_NS: u64 = 2_000_000;
 
 /// Bytes at the start of every simulated payload: the scattering's sequence number and its send
 /// time, so deliveries can be matched and timed without a lookup table.
@@ -679,11 +690,32 @@ impl SimConfig {
                 ));
             }
         }
+        for &(h, _) in &self.leaves {
+            if h >= self.hosts()? {
+                return Err(bad(
+                    "--leave-host",
+                    format!("host {h} does not exist (hosts are 0..{})", self.hosts()?),
+                ));
+            }
+            if self.crashes.iter().any(|&(c, _)| c == h) {
+                return Err(bad(
+                    "--leave-host",
+                    format!("host {h} also crashes: a host either crashes or leaves"),
+                ));
+            }
+        }
         for &(h, at) in &self.restarts {
-            if !self.crashes.iter().any(|&(c, t)| c == h && t < at) {
+            let crashed = self.crashes.iter().any(|&(c, t)| c == h && t < at);
+            let left = self
+                .leaves
+                .iter()
+                .any(|&(c, t)| c == h && t + LEAVE_FLUSH_MAX_NS < at);
+            if !crashed && !left {
                 return Err(bad(
                     "--restart-host",
-                    format!("host {h} restarts at {at} ns but has not crashed before"),
+                    format!(
+                        "host {h} restarts at {at} ns but has not crashed before (nor left more than {LEAVE_FLUSH_MAX_NS} ns before)"
+                    ),
                 ));
             }
         }
@@ -719,11 +751,11 @@ impl SimConfig {
         }
         if self.link_timeout_intervals == 0
             && self.service != Service::BestEffort
-            && !(self.cuts.is_empty() && self.crashes.is_empty())
+            && !(self.cuts.is_empty() && self.crashes.is_empty() && self.leaves.is_empty())
         {
             return Err(bad(
                 "--link-timeout",
-                "reliable failure handling (§5.2) starts from link timeouts: it cannot be 0 with --crash-host or --cut",
+                "reliable failure handling (§5.2) starts from link timeouts: it cannot be 0 with --crash-host, --leave-host or --cut",
             ));
         }
         // Every host keeps per-sender state for every process (reorder list heads, 8 bytes;

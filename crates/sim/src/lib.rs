@@ -178,6 +178,9 @@ pub struct Report {
     pub rejoined: u64,
     /// Hosts restarted after a crash (`--restart-host`).
     pub restarts: u64,
+    /// Hosts that left gracefully (`--leave-host`): (host, true time it departed — once its
+    /// sends were resolved — in ns).
+    pub departed: Vec<(u32, u64)>,
     /// Messages delivered to rejoined processes, and from them (anywhere).
     pub rejoined_delivered_to: u64,
     /// See `rejoined_delivered_to`.
@@ -364,6 +367,7 @@ fn run_with<Q: EventQueue<Ev>>(
         recovered: recovered.len() as u64,
         rejoined: s.rejoined,
         restarts: s.restarts,
+        departed: s.departed.clone(),
         rejoined_delivered_to: s.rejoined_delivered_to,
         rejoined_delivered_from: s.rejoined_delivered_from,
         settled_delivered: world.hosts().map(|h| h.stats().settled_delivered).sum(),

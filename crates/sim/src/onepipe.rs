@@ -49,6 +49,11 @@ pub enum OnePipeEv {
         /// The host.
         host: u32,
     },
+    /// A host leaves (`--leave-host`), or checks again whether its sends are resolved.
+    Leave {
+        /// The host.
+        host: u32,
+    },
     /// A crashed host restarts with its state lost (`--restart-host`).
     Restart {
         /// The host.
@@ -174,6 +179,10 @@ pub struct OnePipeStats {
     pub rejoined: u64,
     /// Hosts restarted after a crash (`--restart-host`).
     pub restarts: u64,
+    /// Hosts that left (`--leave-host`): (host, true time it departed, ns).
+    pub departed: Vec<(u32, u64)>,
+    /// Workload sends skipped by leaving hosts.
+    pub sends_while_leaving: u64,
     /// Traffic of rejoined processes (ids above the first incarnations'): messages delivered
     /// to them, and messages from them delivered anywhere.
     pub rejoined_delivered_to: u64,
@@ -238,6 +247,9 @@ struct HostSt {
     /// (`--restart-host`), when it comes back with its state lost.
     crash_at: SimTime,
     restart_at: SimTime,
+    /// True time at which the host starts to leave (`--leave-host`): it sends nothing new, and
+    /// departs (`crash_at` is set then) once its sends are resolved.
+    leave_at: SimTime,
     /// True time at which the host's own link (up or down, or its ToR) is cut (`--cut`): alive,
     /// but cut off — until `heal_at` (a healed host cut).
     cut_at: SimTime,
@@ -266,7 +278,7 @@ impl HostSt {
 
     /// Whether it ever crashes or is cut off.
     fn ever_gone(&self) -> bool {
-        self.crash_at < SimTime::MAX || self.cut_at < SimTime::MAX
+        self.crash_at < SimTime::MAX || self.cut_at < SimTime::MAX || self.leave_at < SimTime::MAX
     }
 }
 
@@ -453,6 +465,7 @@ impl Protocol for OnePipe {
                 e.input(t, host, CoreInput::Proto(OnePipeInput::AppPlain(msg)));
             }
             OnePipeEv::Restart { host } => e.restart(t, host),
+            OnePipeEv::Leave { host } => e.leave(t, host),
             OnePipeEv::CtrlRecover => {
                 if e.controller_down_until(t).is_none() {
                     e.proto.controller.on_recover(Instant(t));
@@ -602,6 +615,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         for (host, at) in restarts {
             w.queue.push(at, Ev::Proto(OnePipeEv::Restart { host }));
+        }
+        for i in 0..w.cfg.leaves.len() {
+            let (host, at) = w.cfg.leaves[i];
+            w.queue.push(at, Ev::Proto(OnePipeEv::Leave { host }));
         }
         Ok(w)
     }
@@ -885,6 +902,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
         // Counters survive (the report sums them); nothing else does.
         st.host.restore_stats(stats);
         st.reliable_queued.clear();
+        // A host that had left sends again as its new processes.
+        st.leave_at = SimTime::MAX;
         self.reset_role(t, h);
         self.proto.stats.restarts += 1;
         if self.proto.trace_ctrl {
@@ -895,6 +914,44 @@ impl<Q: EventQueue<Ev>> World<Q> {
             c.on_restarted(h);
         }
         self.finish_host_input(t, h, t, local, (None, None));
+    }
+
+    /// Host `h` leaves (issue 35): once its sends are resolved (or `LEAVE_FLUSH_MAX_NS` after
+    /// it started to leave) it stops, as a crash would, and tells the controller
+    /// (`CtrlMsg::Departed`, with its timestamp when everything it sent was resolved).
+    fn leave(&mut self, t: SimTime, h: u32) {
+        let hi = h as usize;
+        let st = &self.proto.hosts[hi];
+        if st.crash_at <= t {
+            return;
+        }
+        let flushed = st.host.unresolved_sends() == 0;
+        if !flushed
+            && t < st
+                .leave_at
+                .saturating_add(crate::config::LEAVE_FLUSH_MAX_NS)
+        {
+            self.queue
+                .push(t + 10_000, Ev::Proto(OnePipeEv::Leave { host: h }));
+            return;
+        }
+        let local = self.local(h, t);
+        let st = &mut self.proto.hosts[hi];
+        let last = flushed.then(|| st.host.timestamp(local));
+        st.crash_at = t;
+        self.proto.stats.departed.push((h, t));
+        if self.proto.trace_ctrl {
+            eprintln!("[{t}] host {h} leaves (flushed: {flushed})");
+        }
+        self.proto.trace.add(0x1EA5 ^ (h as u64) << 32);
+        if let Some(c) = self.proto.checker.as_mut() {
+            c.on_crash(t, h);
+        }
+        let msg = CtrlMsg::Departed {
+            host: NodeId(h),
+            last,
+        };
+        self.send_mgmt(t, MgmtDest::Controller, Mgmt::Ctrl(msg));
     }
 
     /// Builds the scattering of one send of workload slot `slot` into `scratch_scatter` /
@@ -1030,6 +1087,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
             }
             CoreInput::Send { proc: slot, issued } => {
+                if t >= self.proto.hosts[hi].leave_at {
+                    // Leaving: nothing new.
+                    self.proto.stats.sends_while_leaving += 1;
+                    let before = (barrier_before, commit_before);
+                    return self.finish_host_input(t, h, cursor, local, before);
+                }
                 let reliable = match self.cfg.service {
                     Service::BestEffort => false,
                     Service::Reliable => true,

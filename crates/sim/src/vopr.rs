@@ -76,6 +76,11 @@ pub struct FaultMix {
     pub heals: u32,
     /// Crashed hosts that restart with their state lost.
     pub restarts: u32,
+    /// Hosts that leave gracefully (issue 35), and how many of them join again later (as new
+    /// processes, through a restart).
+    pub leaves: u32,
+    /// See `leaves`.
+    pub rejoins_after_leave: u32,
     /// The application run in place of the synthetic workload, if any.
     pub app: Option<String>,
     /// The application runs on direct messages (MultiPaxos), not on 1Pipe.
@@ -351,7 +356,45 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         faults.app = Some(format!("replkv on paxos ({replicas} replicas)"));
         faults.direct = true;
     }
+    if cfg.app.is_none() {
+        draw_leaves(seed, &mut cfg, &mut faults);
+    }
     (cfg, faults)
+}
+
+/// Graceful leaves, and joins after them (issue 35), from a generator of their own so every
+/// other draw of a seed stays what it was: a third of the synthetic-workload seeds have one
+/// host (sometimes two) leave — before any traffic (in the first 20 µs) or mid-run — and half
+/// of the leavers join again later as new processes (§4.2 addition of links, through §5.2's
+/// rejoin).
+fn draw_leaves(seed: u64, cfg: &mut SimConfig, faults: &mut FaultMix) {
+    let mut rng = Rng::new(seed ^ 0x1EA7_E5E5);
+    let hosts = cfg.hosts().unwrap_or(1);
+    if hosts < 2 || !rng.chance(1.0 / 3.0) {
+        return;
+    }
+    let duration_ns = cfg.duration_ns;
+    let leavers = if hosts > 3 && rng.chance(0.3) { 2 } else { 1 };
+    for _ in 0..leavers {
+        let h = rng.below(hosts as u64) as u32;
+        let taken = cfg.crashes.iter().any(|c| c.0 == h)
+            || cfg.leaves.iter().any(|c| c.0 == h)
+            || cfg.restarts.iter().any(|c| c.0 == h);
+        if taken {
+            continue;
+        }
+        let at = match rng.chance(0.4) {
+            true => rng.below(20_000),
+            false => duration_ns / 6 + rng.below(duration_ns / 2),
+        };
+        cfg.leaves.push((h, at));
+        if rng.chance(0.5) {
+            let join = at + crate::config::LEAVE_FLUSH_MAX_NS + 10_000 + rng.below(duration_ns / 4);
+            cfg.restarts.push((h, join));
+            faults.rejoins_after_leave += 1;
+        }
+    }
+    faults.leaves = cfg.leaves.len() as u32;
 }
 
 /// The replicated service with `replicas` replicas: its keys and clients' window drawn, in that
@@ -376,7 +419,7 @@ fn draw_replkv(
 
 fn describe(cfg: &SimConfig) -> String {
     format!(
-        "{:?}, {} procs/host, {} switches, {:?}, {:?}, {} sends/s per process, crashes {:?}, restarts {:?}, cuts {:?}, heals {:?}, clock steps {:?}, controller down {:?}",
+        "{:?}, {} procs/host, {} switches, {:?}, {:?}, {} sends/s per process, crashes {:?}, leaves {:?}, restarts {:?}, cuts {:?}, heals {:?}, clock steps {:?}, controller down {:?}",
         cfg.topology,
         cfg.procs_per_host,
         cfg.switch_mode,
@@ -384,6 +427,7 @@ fn describe(cfg: &SimConfig) -> String {
         cfg.service,
         cfg.rate_per_proc,
         cfg.crashes,
+        cfg.leaves,
         cfg.restarts,
         cfg.cuts,
         cfg.heals,
@@ -557,7 +601,10 @@ mod tests {
         for s in 0..300 {
             let (cfg, f) = scenario(s, DURATION_NS);
             assert_eq!(f.heals as usize, cfg.heals.len());
-            assert_eq!(f.restarts as usize, cfg.restarts.len());
+            assert_eq!(
+                (f.restarts + f.rejoins_after_leave) as usize,
+                cfg.restarts.len()
+            );
             for (name, at) in &cfg.heals {
                 let cut = cfg
                     .cuts
@@ -567,8 +614,11 @@ mod tests {
                 assert!(*at > cut.1);
             }
             for &(h, at) in &cfg.restarts {
-                assert!(cfg.crashes.iter().any(|&(c, t)| c == h && t < at));
+                let crashed = cfg.crashes.iter().any(|&(c, t)| c == h && t < at);
+                let left = cfg.leaves.iter().any(|&(c, t)| c == h && t < at);
+                assert!(crashed || left);
             }
+            assert!(cfg.validate().is_ok(), "seed {s}: {:?}", cfg.validate());
             heals += cfg.heals.len();
             restarts += cfg.restarts.len();
         }

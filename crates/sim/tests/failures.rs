@@ -403,3 +403,70 @@ fn a_crashed_host_restarts_empty_and_rejoins_as_new_processes_5_2() {
         );
     }
 }
+
+/// Issue 35: the two-process wedge and its relatives. One host leaves gracefully — before any
+/// traffic (at 0, before its first beacon reaches its switch) or mid-run — on every size from
+/// 2 to 4 hosts, one layer (a rack) and two (racks of 1 and 2 under one spine), on both
+/// services: the controller takes it out without a link timeout (exactly it),
+/// every run drains and passes every checker, and the survivors keep delivering after it.
+#[test]
+fn a_host_that_leaves_is_taken_out_at_every_size_before_and_after_traffic() {
+    let mut runs = 0;
+    for hosts in 2..=4u32 {
+        let topologies = [
+            TopologySpec::Rack { hosts },
+            TopologySpec::LeafSpine {
+                hosts,
+                rack_size: 1,
+                spines: 1,
+            },
+            TopologySpec::LeafSpine {
+                hosts,
+                rack_size: 2,
+                spines: 1,
+            },
+        ];
+        for topology in topologies {
+            for leave_at in [0, 400_000] {
+                for service in [Service::Reliable, Service::BestEffort] {
+                    let seed = 100 + runs;
+                    let c = SimConfig {
+                        topology,
+                        procs_per_host: 1,
+                        service,
+                        workload: WorkloadKind::AllToAll,
+                        rate_per_proc: 50_000.0,
+                        duration_ns: 1_000_000,
+                        leaves: vec![(hosts - 1, leave_at)],
+                        seed,
+                        ..SimConfig::default()
+                    };
+                    let what = format!("seed {seed}: {topology:?} leave at {leave_at} {service:?}");
+                    let (declared, r) = run_ok(&c);
+                    assert_eq!(declared, vec![hosts - 1], "{what}");
+                    // Declared without waiting for a link timeout (10 beacon intervals of
+                    // 3 µs): a few management-network hops after the leave. (A switch left
+                    // without hosts falls silent afterwards, and its links' timeouts may
+                    // bring a later round that declares nobody.)
+                    let first = &r.failure_rounds[0];
+                    assert_eq!(first.hosts.len(), 1, "{what}");
+                    let &[(h, departed)] = r.departed.as_slice() else {
+                        panic!("{what}: departed {:?}", r.departed)
+                    };
+                    assert_eq!(h, hosts - 1, "{what}");
+                    assert!(departed >= leave_at, "{what}");
+                    assert!(first.declared_ns < departed + 20_000, "{what}: {first:?}");
+                    // Survivors deliver what they sent after the leave: well over what one
+                    // host sends before 400 µs.
+                    assert!(
+                        r.delivered > 20 * u64::from(hosts - 1),
+                        "{what}: {}",
+                        r.delivered
+                    );
+                    runs += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(runs, 36);
+}

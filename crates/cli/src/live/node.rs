@@ -597,10 +597,10 @@ fn events(s: &Shared) {
                 if proc == s.ep.proc() && reason == FailReason::Declared {
                     s.declared.store(true, Ordering::SeqCst);
                 }
-                if reason == FailReason::Failed {
+                if matches!(reason, FailReason::Failed | FailReason::Left) {
                     lock(&s.failed).insert(proc.0);
                 }
-                // `left`/`lost` (a hint) carry no failure timestamp; `failed`/`declared` do.
+                // `lost` (a hint) carries no failure timestamp; the others do.
                 if !reason.is_declared() {
                     say(&format!("event process-failed {} {reason}", proc.0));
                 } else {

@@ -1044,18 +1044,18 @@ impl Run<'_> {
                 }
             }
             // Every survivor hears the same news: say each once.
-            (_, ["process-failed", p, how @ ("lost" | "left"), ..]) => {
-                if self.said.insert(format!("{p} {how}")) {
-                    println!("  {name}: the controller reports p{p} {how}")
+            (_, ["process-failed", p, "lost"]) => {
+                if self.said.insert(format!("{p} lost")) {
+                    println!("  {name}: the controller reports p{p} lost")
                 }
             }
-            (_, ["process-failed", p, "failed", ts]) => {
+            (_, ["process-failed", p, how @ ("failed" | "left"), ts]) => {
                 if let Ok(t) = ts.parse::<u64>() {
                     let told = self.callbacks.entry(format!("p{p}")).or_default();
                     told.insert(name.clone(), t);
                 }
                 if self.said.insert(format!("{p} failed")) {
-                    println!("  {name}: p{p} failed at ts {ts} (§5.2 callback)");
+                    println!("  {name}: p{p} {how} at ts {ts} (§5.2 callback)");
                 }
             }
             (_, ["aggregator-failed", agg]) => {

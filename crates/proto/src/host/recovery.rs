@@ -384,7 +384,11 @@ impl Host {
                 self.retransmit_due(now, false);
             }
             // Addressed to the controller, or to a switch.
-            CtrlMsg::LinkDown { .. } | CtrlMsg::Completed { .. } | CtrlMsg::Isolate { .. } => {
+            CtrlMsg::LinkDown { .. }
+            | CtrlMsg::Completed { .. }
+            | CtrlMsg::Isolate { .. }
+            | CtrlMsg::Departed { .. }
+            | CtrlMsg::Depart { .. } => {
                 self.stats.dropped_invalid += 1;
             }
         }

@@ -110,19 +110,23 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
         }
         match control.recv(Duration::from_millis(10)) {
             Ok(Some(FromController::Down { member, reason })) => match member {
-                Member::Process(p) => {
-                    debug!(proc = shared.proc.0, "the controller reports p{p} {reason}");
-                    let ts = shared.clock.now().timestamp();
-                    shared.push_event(Event::ProcessFailed {
-                        proc: ProcId(p),
-                        ts,
-                        reason: if reason == "left" {
-                            FailReason::Left
-                        } else {
-                            FailReason::Lost
-                        },
-                        callback: Callback::default(),
-                    });
+                Member::Process(slot) => {
+                    debug!(
+                        proc = shared.proc.0,
+                        "the controller reports p{slot} {reason}"
+                    );
+                    // A process that left is taken out by a §5.2 round at once: its one event
+                    // comes from there (`Left`). A lost connection is only a hint.
+                    let left = reason == "left";
+                    let proc = shared.slot_down(slot, left);
+                    if !left {
+                        shared.push_event(Event::ProcessFailed {
+                            proc,
+                            ts: shared.clock.now().timestamp(),
+                            reason: FailReason::Lost,
+                            callback: Callback::default(),
+                        });
+                    }
                 }
                 Member::Aggregator(name) => {
                     debug!(
@@ -150,7 +154,24 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
                 }
             }
             // §5.2: a process (perhaps this one) rejoined under new ids.
+            Ok(Some(FromController::View {
+                epoch,
+                members,
+                joined,
+                left,
+                failed,
+            })) => {
+                let ids = |v: Vec<u32>| v.into_iter().map(ProcId).collect::<Vec<_>>();
+                shared.on_view(View {
+                    epoch,
+                    members: ids(members),
+                    joined: ids(joined),
+                    left: ids(left),
+                    failed: ids(failed),
+                });
+            }
             Ok(Some(FromController::Joined { host, procs })) => {
+                shared.slot_rejoined(host, &procs);
                 shared.push_event(Event::Rejoined {
                     old: ProcId(host),
                     procs: procs.into_iter().map(ProcId).collect(),
@@ -191,7 +212,8 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
             Err(_) => connected = false,
         }
     }
-    if connected {
-        control.leave(Duration::from_millis(500));
+    if connected && !shared.vanish.load(Ordering::SeqCst) {
+        let last = *shared.leave_last.lock().unwrap_or_else(|e| e.into_inner());
+        control.leave_at(last, Duration::from_millis(500));
     }
 }

@@ -92,6 +92,35 @@ pub enum Event {
     /// The control connection was lost and this endpoint re-registered with whichever
     /// controller leads now (a failover, docs/CONTROLLER-HA.md); its data path never stopped.
     ControllerChanged,
+    /// The group's membership changed ([`crate::endpoint::Endpoint::view`] returns it from now
+    /// on): a process left, failed, or joined. Every process sees the same views in the same
+    /// order (the controller numbers them).
+    ViewChanged(View),
+}
+
+/// Who is in the group: the live processes of the cluster, as the controller last said.
+/// [`crate::endpoint::Endpoint::view`] returns the current one; [`Event::ViewChanged`]
+/// announces each new one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct View {
+    /// Counts membership changes: every process that joined, rejoined, left or failed since
+    /// the cluster became ready advances it by one. Views with the same epoch are the same.
+    pub epoch: u64,
+    /// The live processes, in id order: what a broadcast goes to.
+    pub members: Vec<ProcId>,
+    /// New in this view (every member, in the first one).
+    pub joined: Vec<ProcId>,
+    /// Left on purpose ([`crate::endpoint::Endpoint::leave`]) since the view before.
+    pub left: Vec<ProcId>,
+    /// Declared failed (§5.2) since the view before.
+    pub failed: Vec<ProcId>,
+}
+
+impl View {
+    /// Whether `p` is a member.
+    pub fn contains(&self, p: ProcId) -> bool {
+        self.members.binary_search(&p).is_ok()
+    }
 }
 
 /// The handle of a §5.2 failure callback ([`Event::ProcessFailed`]): the round completes at
@@ -172,7 +201,9 @@ pub enum FailReason {
     /// This process itself was declared failed: it is cut off from the others (§5.2); `ts` is
     /// its failure timestamp.
     Declared,
-    /// The controller saw the process leave (a hint only).
+    /// The process left on purpose ([`crate::endpoint::Endpoint::leave`]) and the
+    /// controller took it out (§5.2, without a timeout); `ts` is its failure timestamp, as for
+    /// `Failed`. One such event per departure.
     Left,
     /// The controller lost the process's connection without a leave (a hint only).
     Lost,
@@ -189,10 +220,13 @@ impl FailReason {
         }
     }
 
-    /// Whether the controller declared it (§5.2): `ts` is then a failure timestamp. `Left` and
-    /// `Lost` are hints from the control connections.
+    /// Whether the controller declared it (§5.2): `ts` is then a failure timestamp. `Lost` is
+    /// a hint from the control connections.
     pub fn is_declared(self) -> bool {
-        matches!(self, FailReason::Failed | FailReason::Declared)
+        matches!(
+            self,
+            FailReason::Failed | FailReason::Declared | FailReason::Left
+        )
     }
 }
 

@@ -121,6 +121,13 @@ pub(super) fn build_hosts(
                 .min()
                 .unwrap_or(SimTime::MAX),
             restart_at: SimTime::MAX,
+            leave_at: cfg
+                .leaves
+                .iter()
+                .filter(|c| c.0 == h)
+                .map(|c| c.1)
+                .min()
+                .unwrap_or(SimTime::MAX),
             cut_at: SimTime::MAX,
             heal_at: SimTime::MAX,
             last_move: [0; 2],
@@ -272,7 +279,7 @@ pub(super) fn schedule_faults(
         if let Some(at) = cfg
             .restarts
             .iter()
-            .filter(|r| r.0 == h as u32 && r.1 > st.crash_at)
+            .filter(|r| r.0 == h as u32 && r.1 > st.crash_at.min(st.leave_at))
             .map(|r| r.1)
             .min()
         {
