@@ -715,6 +715,21 @@ pub fn run_aggregator(
                         connected &= control.send(&ToController::KeysInstalled { epoch }).is_ok();
                     }
                 }
+                // A process joined the running cluster: its datagrams come from `addr`.
+                Ok(FromController::Address {
+                    member: Member::Process(p),
+                    addr,
+                }) => {
+                    let port = driver
+                        .node()
+                        .peers()
+                        .iter()
+                        .position(|peer| *peer == Peer::Process(p));
+                    if let Some(port) = port {
+                        debug!(aggregator = name, "p{p} is at {addr}");
+                        driver.relink(PortId(port as u32), addr);
+                    }
+                }
                 Ok(FromController::Joined { host, procs }) => {
                     let procs: Vec<ProcId> = procs.into_iter().map(ProcId).collect();
                     if !driver.node().rejoined(ProcId(host), &procs) {

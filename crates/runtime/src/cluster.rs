@@ -16,6 +16,8 @@
 //! link_timeout = "1s"             # an aggregator removes an input silent this long (§4.2); "0s": never
 //! callback_timeout = "2s"         # a §5.2 round waits this long for a process's failure callbacks;
 //!                                 # then that process is declared failed ("0s": as long as it takes)
+//! start_with = 4                  # the cluster starts once this many processes joined; the
+//!                                 # others join the running cluster later (default: all)
 //! forward_after = 0               # §5.2 controller forwarding: a reliable message unacknowledged
 //!                                 # after this many retransmissions also goes by the controller
 //!                                 # (0: off)
@@ -70,6 +72,10 @@ use toml::Spanned;
 /// ([`onepipe_proto::reorder::SENDERS_MAX`]).
 pub const PROCS_MAX: u32 = onepipe_proto::reorder::SENDERS_MAX;
 
+/// Fresh process ids a live cluster has at least for processes that join it while it runs
+/// (rejoins after a failure, joins into free slots; [`Cluster::proc_ids_max`]).
+pub const REJOIN_IDS_MIN: u32 = 64;
+
 /// Most aggregators a cluster may have.
 pub const AGGREGATORS_MAX: usize = 4096;
 
@@ -121,6 +127,12 @@ pub struct Cluster {
     /// unprotected).
     #[serde(default)]
     pub auth: Option<AuthConfig>,
+    /// The cluster starts (`Ready`) once every aggregator and this many processes joined;
+    /// `None`: every process. The process ids nobody took by then are free: a process that
+    /// joins later joins the running cluster (§4.2 addition of links, as a new process of
+    /// §5.2 — it gets a fresh id) and every member sees it in its view.
+    #[serde(default)]
+    pub start_with: Option<u32>,
     /// The aggregators, in file order.
     pub aggregators: Vec<AggregatorSpec>,
     /// The processes, by id.
@@ -212,6 +224,9 @@ pub struct LocalLayout {
     /// The controller's address ([`crate::LocalCluster`] listens there; port 0, the default:
     /// any free port).
     pub controller: SocketAddr,
+    /// [`Cluster::start_with`]: the cluster starts once this many processes joined (`None`,
+    /// the default: all of them); the others may join it later.
+    pub start_with: Option<u32>,
 }
 
 impl Default for LocalLayout {
@@ -223,6 +238,7 @@ impl Default for LocalLayout {
             rack_size: 2,
             pod_racks: 2,
             controller: SocketAddr::from(([127, 0, 0, 1], 0)),
+            start_with: None,
         }
     }
 }
@@ -401,6 +417,7 @@ impl Cluster {
             link_timeout_ns,
             callback_timeout_ns,
             forward_after: file.forward_after.unwrap_or(0),
+            start_with: file.start_with,
             datagram_len_max,
             gso: file.gso.unwrap_or(true),
             gro: file.gro.unwrap_or(true),
@@ -472,6 +489,14 @@ impl Cluster {
             field: loc.field(),
             message,
         };
+        if let Some(n) = self.start_with {
+            if n == 0 || n > self.procs() {
+                return Err(err(
+                    Loc::Top("start_with"),
+                    format!("must be 1..={} (the processes of the file)", self.procs()),
+                ));
+            }
+        }
         if self.beacon_interval_ns == 0 || self.beacon_interval_ns > 10_000_000_000 {
             return Err(err(
                 Loc::Top("beacon_interval"),
@@ -708,6 +733,7 @@ impl Cluster {
             link_timeout_ns: roles.link_timeout_ns,
             callback_timeout_ns: roles.callback_timeout_ns,
             forward_after: 0,
+            start_with: layout.start_with,
             datagram_len_max: None,
             gso: true,
             gro: true,
@@ -768,6 +794,9 @@ impl Cluster {
             "callback_timeout = \"{}\"",
             format_duration(self.callback_timeout_ns)
         );
+        if let Some(n) = self.start_with {
+            let _ = writeln!(s, "start_with = {n}");
+        }
         let _ = writeln!(s, "forward_after = {}", self.forward_after);
         match self.datagram_len_max {
             None => {
@@ -882,11 +911,16 @@ impl Cluster {
         self.forward_after > 0
     }
 
-    /// Process ids a live cluster may use: the file's, and as many again for processes that
-    /// rejoin after a failure (§5.2: a recovered process "joins 1Pipe as a new process"), at most
-    /// [`PROCS_MAX`]. Every reorder buffer has room for this many senders.
+    /// Process ids a live cluster may use: the file's, and as many again (at least
+    /// [`REJOIN_IDS_MIN`]) for processes that join while it runs — rejoins after a failure
+    /// (§5.2: a recovered process "joins 1Pipe as a new process") and joins into free slots —
+    /// at most [`PROCS_MAX`]. Every reorder buffer has room for this many senders.
     pub fn proc_ids_max(&self) -> u32 {
-        self.procs().saturating_mul(2).min(PROCS_MAX)
+        let procs = self.procs();
+        procs
+            .saturating_mul(2)
+            .max(procs.saturating_add(REJOIN_IDS_MIN))
+            .min(PROCS_MAX)
     }
 
     /// Number of processes.
@@ -999,6 +1033,7 @@ struct FileRepr {
     link_timeout: Option<Spanned<String>>,
     callback_timeout: Option<Spanned<String>>,
     forward_after: Option<u32>,
+    start_with: Option<u32>,
     datagram_len_max: Option<Spanned<LenRepr>>,
     gso: Option<bool>,
     gro: Option<bool>,

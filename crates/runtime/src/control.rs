@@ -163,6 +163,18 @@ pub enum FromController {
     Ready {
         /// The cluster.
         cluster: Box<Cluster>,
+        /// This process joins a cluster that is already running, in a free slot: it starts
+        /// as a restarted process does and rejoins as a new one (§5.2; `JoinOptions::restarted`).
+        #[serde(default)]
+        rejoin: bool,
+    },
+    /// Process `member` is reached at `addr` from now on (it joined the running cluster): to
+    /// the aggregators.
+    Address {
+        /// The process.
+        member: Member,
+        /// Its UDP address.
+        addr: SocketAddr,
     },
     /// A member went away.
     Down {
@@ -426,6 +438,8 @@ pub struct ControlClient {
     pending: Vec<u8>,
     /// Key updates that came before `Ready` ([`ControlClient::bound_and_wait`]).
     keys: Vec<KeyUpdate>,
+    /// `Ready` said this process joins the running cluster as a new one.
+    rejoin: bool,
 }
 
 impl std::fmt::Debug for ControlClient {
@@ -471,6 +485,7 @@ impl ControlClient {
             buf: Vec::new(),
             pending: Vec::new(),
             keys: Vec::new(),
+            rejoin: false,
         })
     }
 
@@ -666,12 +681,29 @@ impl ControlClient {
                 Some(k @ (FromController::Keys { .. } | FromController::KeysActivate { .. })) => {
                     self.keys.extend(k.key_update());
                 }
-                Some(FromController::Ready { cluster }) => return Ok(*cluster),
+                Some(FromController::Ready { cluster, rejoin }) => {
+                    self.rejoin = rejoin;
+                    return Ok(*cluster);
+                }
                 Some(FromController::Standby { .. }) => return Err(JoinError::Standby),
                 Some(FromController::Error { message }) => return Err(JoinError::Refused(message)),
+                // News of the running cluster (views, declarations, rejoins) before this
+                // member's `Ready`: what it needs comes with `Ready` and after.
+                Some(
+                    FromController::View { .. }
+                    | FromController::Declared { .. }
+                    | FromController::Joined { .. }
+                    | FromController::Address { .. },
+                ) => continue,
                 Some(other) => return Err(JoinError::Protocol(format!("{other:?}"))),
             }
         }
+    }
+
+    /// Whether `Ready` said this process joins a running cluster in a free slot (it must start
+    /// as a restarted process: `JoinOptions::restarted`).
+    pub fn joins_running_cluster(&self) -> bool {
+        self.rejoin
     }
 
     /// The key updates that came with the cluster (before `Ready`), for the data path.

@@ -231,6 +231,9 @@ impl SlotState {
 struct Slot {
     state: SlotState,
     addr: Option<SocketAddr>,
+    /// The process that took this slot joins a running cluster as a new process (§5.2
+    /// rejoin): the slot was free when the cluster started, or its process left or was lost.
+    rejoin: bool,
     last_seen: Option<Instant>,
     counters: BTreeMap<String, u64>,
     conn: Option<u64>,
@@ -313,6 +316,8 @@ struct State {
     started: Instant,
     /// Connections refused at the TLS handshake (also in `malformed`).
     tls_refused: u64,
+    /// The membership view's epoch: membership changes announced so far.
+    view_epoch: u64,
 }
 
 /// The store's metadata key holding the highest key epoch handed out.
@@ -405,6 +410,7 @@ impl Controller {
             store: None,
             started: Instant::now(),
             tls_refused: 0,
+            view_epoch: 0,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let accept = {
@@ -545,6 +551,7 @@ impl Slot {
         Slot {
             state: SlotState::Waiting,
             addr: None,
+            rejoin: false,
             last_seen: None,
             counters: BTreeMap::new(),
             conn: None,
@@ -1038,6 +1045,9 @@ impl State {
             let ha =
                 Procedure::recover_with(store, leadership, f.cfg.clone(), topo, f.now(), relay)?;
             let failed: Vec<NodeId> = ha.controller().failed_hosts().collect();
+            // Above every epoch the predecessor announced (it counted one per declaration of a
+            // member and one per rejoin; the log holds every declaration and rejoin).
+            self.view_epoch = failed.len() as u64 + 2 * ha.controller().rejoined();
             let stats = ha.stats();
             f.procedure = Some(ha);
             for h in failed {
@@ -1348,6 +1358,14 @@ impl State {
                         .and_then(|f| f.procedure.as_ref())
                     {
                         for (h, _) in &hosts {
+                            // A slot nobody had bound was never a member.
+                            let member = self
+                                .slots
+                                .get(&Member::Process(h.0))
+                                .is_some_and(|s| s.addr.is_some());
+                            if !member {
+                                continue;
+                            }
                             let said = self
                                 .slots
                                 .get(&Member::Process(h.0))
@@ -1458,16 +1476,23 @@ impl State {
             JoinAs::Aggregator(name) => Member::Aggregator(name),
             JoinAs::Process(Some(p)) => Member::Process(p),
             JoinAs::Process(None) => {
-                // The lowest free id this connection's certificate lets it take.
-                let free = self.slots.iter().find(|(m, s)| {
-                    matches!(m, Member::Process(_))
-                        && s.state == SlotState::Waiting
-                        && self.may_act_as(id, m)
-                });
-                let any_free = self
+                // The lowest free id this connection's certificate lets it take: one nobody
+                // joined as, or — once the cluster runs — one whose process left or was lost
+                // and was declared failed (its slot is free for a new process).
+                let free_slot = |m: &Member, s: &Slot| {
+                    let Member::Process(p) = m else {
+                        return false;
+                    };
+                    s.state == SlotState::Waiting
+                        || self.ready
+                            && matches!(s.state, SlotState::Left | SlotState::Lost)
+                            && self.host_failed(*p)
+                };
+                let free = self
                     .slots
                     .iter()
-                    .any(|(m, s)| matches!(m, Member::Process(_)) && s.state == SlotState::Waiting);
+                    .find(|(m, s)| free_slot(m, s) && self.may_act_as(id, m));
+                let any_free = self.slots.iter().any(|(m, s)| free_slot(m, s));
                 match free {
                     Some((m, _)) => m.clone(),
                     None if any_free => {
@@ -1498,10 +1523,16 @@ impl State {
         slot.state = SlotState::Joined;
         slot.conn = Some(id);
         slot.last_seen = Some(Instant::now());
-        let bind = match &member {
+        // A slot that was free when the cluster started, or whose process is gone: the new
+        // process joins the running cluster (§4.2 addition of links, §5.2 rejoin).
+        slot.rejoin = matches!(member, Member::Process(_)) && (restart || self.ready);
+        let file_addr = match &member {
             Member::Aggregator(name) => self.cluster.aggregator(name).map(|a| a.addr),
-            Member::Process(_) if restart => slot.addr,
             Member::Process(p) => self.cluster.process(*p).map(|p| p.addr),
+        };
+        let bind = match &member {
+            Member::Process(_) if restart => slot.addr.or(file_addr),
+            _ => file_addr,
         }
         .expect("slots are the cluster's members");
         if let Some(c) = self.conns.get_mut(&id) {
@@ -1544,15 +1575,32 @@ impl State {
         }
         slot.state = SlotState::Bound;
         slot.addr = Some(addr);
+        let rejoin = slot.rejoin;
         debug!("{member} bound {addr}");
         if self.ready {
-            // A late member (a restart, or one that never joined before): its keys, then the
-            // cluster as it is.
+            // A late member (a restart, or one that joins the running cluster): its keys, then
+            // the cluster as it is; the aggregators learn where it is.
             self.keys_for_new_member(&member);
             let msg = FromController::Ready {
                 cluster: Box::new(self.resolved()),
+                rejoin,
             };
             self.reply(id, &msg);
+            if matches!(member, Member::Process(_)) {
+                let moved = FromController::Address {
+                    member: member.clone(),
+                    addr,
+                };
+                let aggs: Vec<Member> = self
+                    .slots
+                    .keys()
+                    .filter(|m| matches!(m, Member::Aggregator(_)))
+                    .cloned()
+                    .collect();
+                for a in aggs {
+                    self.send_to(&a, &moved);
+                }
+            }
             if matches!(member, Member::Process(_)) {
                 let (epoch, members) = self.view();
                 let view = FromController::View {
@@ -1566,10 +1614,11 @@ impl State {
             }
             return;
         }
-        if self.slots.values().all(|s| s.state == SlotState::Bound) {
+        if self.startable() {
             self.ready = true;
             let msg = FromController::Ready {
                 cluster: Box::new(self.resolved()),
+                rejoin: false,
             };
             let members: Vec<Member> = self
                 .slots
@@ -1581,8 +1630,28 @@ impl State {
                 self.keys_for_new_member(&m);
                 self.send_to(&m, &msg);
             }
+            // Process ids nobody bound are free: their links leave the barriers now (one §5.2
+            // round, as if they had left at once), and processes that join later take them.
+            let vacant: Vec<u32> = self
+                .slots
+                .iter()
+                .filter_map(|(m, s)| match m {
+                    Member::Process(p) if s.state != SlotState::Bound => Some(*p),
+                    _ => None,
+                })
+                .collect();
+            let now_ts = crate::clock::Clock::of(self.cluster.clock)
+                .now()
+                .timestamp()
+                .raw();
+            for p in vacant {
+                if let Some(s) = self.slots.get_mut(&Member::Process(p)) {
+                    s.rejoin = true;
+                }
+                self.departed(p, Some(now_ts));
+            }
             let (_, everyone) = self.view();
-            self.send_view(everyone, Vec::new(), Vec::new());
+            self.send_view_now(everyone, Vec::new(), Vec::new());
             info!(
                 "cluster ready: {} aggregators, {} processes",
                 self.cluster.aggregators.len(),
@@ -1669,17 +1738,57 @@ impl State {
         else {
             return (0, (0..procs).collect());
         };
+        let bound = |h: u32| {
+            self.slots
+                .get(&Member::Process(h))
+                .is_some_and(|s| s.addr.is_some())
+        };
         let mut members: Vec<u32> = (0..procs)
-            .filter(|&h| !ctrl.is_failed(NodeId(h)))
+            .filter(|&h| bound(h) && !ctrl.is_failed(NodeId(h)))
             .flat_map(|h| ctrl.procs_of(NodeId(h)).iter().map(|p| p.0))
             .collect();
         members.sort_unstable();
-        let failed = ctrl.failed_hosts().count() as u64;
-        (failed + 2 * ctrl.rejoined(), members)
+        (self.view_epoch, members)
     }
 
-    /// Sends the view to every process (`joined`, `left`, `failed`: what changed).
+    /// Whether host slot `p`'s process was declared failed (or its slot was free at the start).
+    fn host_failed(&self, p: u32) -> bool {
+        self.failure
+            .as_ref()
+            .ok()
+            .and_then(|f| f.procedure.as_ref())
+            .is_some_and(|ha| ha.controller().is_failed(NodeId(p)))
+    }
+
+    /// Whether the cluster can start: every aggregator bound, and every process — or
+    /// `start_with` of them.
+    fn startable(&self) -> bool {
+        let aggs = self
+            .slots
+            .iter()
+            .filter(|(m, _)| matches!(m, Member::Aggregator(_)))
+            .all(|(_, s)| s.state == SlotState::Bound);
+        let procs = self
+            .slots
+            .iter()
+            .filter(|(m, s)| matches!(m, Member::Process(_)) && s.state == SlotState::Bound)
+            .count() as u32;
+        aggs && procs >= self.cluster.start_with.unwrap_or(self.cluster.procs())
+    }
+
+    /// Sends the view to every process (`joined`, `left`, `failed`: what changed; each
+    /// change advances the epoch).
     fn send_view(&mut self, joined: Vec<u32>, left: Vec<u32>, failed: Vec<u32>) {
+        let changes = (joined.len() + left.len() + failed.len()) as u64;
+        if changes == 0 {
+            return;
+        }
+        self.view_epoch += changes;
+        self.send_view_now(joined, left, failed);
+    }
+
+    /// Sends the current view to every process, its epoch unchanged.
+    fn send_view_now(&mut self, joined: Vec<u32>, left: Vec<u32>, failed: Vec<u32>) {
         let (epoch, members) = self.view();
         let msg = FromController::View {
             epoch,

@@ -204,6 +204,15 @@ impl<N: Node<Packet = Packet>> Driver<N> {
         &self.ports
     }
 
+    /// Port `port`'s peer is at `addr` from now on ([`PortTable::relink`]): a process that
+    /// joined the running cluster.
+    pub fn relink(&mut self, port: onepipe_proto::ids::PortId, addr: SocketAddr) {
+        self.ports.relink(port, addr);
+        if let Some(a) = self.out_addrs.get_mut(port.index()) {
+            *a = Some(sys::sendmmsg_addr(addr));
+        }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &DriverConfig {
         &self.cfg

@@ -284,6 +284,8 @@ struct Membership {
     current: BTreeMap<u32, u32>,
     /// Current process ids of slots the controller said left.
     left: std::collections::BTreeSet<u32>,
+    /// Every process of every view so far.
+    ever: std::collections::BTreeSet<u32>,
 }
 
 /// How long [`Endpoint::leave`] waits for this process's sends to be acknowledged before it
@@ -361,6 +363,10 @@ impl Endpoint {
         let socket = bind_udp(bind, &opts.driver)?;
         let addr = socket.local_addr()?;
         let cluster = control.bound_and_wait(addr, opts.join_timeout, &AtomicBool::new(false))?;
+        // A free slot of a running cluster: this process starts as a restarted one does and
+        // rejoins as a new process (§4.2 addition of links, §5.2 rejoin).
+        let joins_running = control.joins_running_cluster() && !opts.restarted;
+        let restarted = opts.restarted || joins_running;
         let spec = cluster
             .process(id)
             .ok_or_else(|| JoinError::Protocol(format!("p{id} is not in the cluster")))?;
@@ -390,7 +396,7 @@ impl Endpoint {
                 host_cfg.mtu_payload,
                 clock.now(),
             )))
-        } else if opts.restarted {
+        } else if restarted {
             Role::Ordered(Box::new(Host::restarted(host_cfg, clock.now())))
         } else {
             Role::Ordered(Box::new(Host::new(host_cfg, clock.now())))
@@ -424,14 +430,22 @@ impl Endpoint {
             room_ready: Condvar::new(),
             room_waiters: AtomicUsize::new(0),
             members: Mutex::new(Membership {
-                // Every process has joined when the cluster is ready; the controller's first
-                // view says the same (a restarted process learns the real one from it).
-                view: View {
-                    epoch: 0,
-                    members: (0..cluster.procs()).map(ProcId).collect(),
-                    joined: (0..cluster.procs()).map(ProcId).collect(),
-                    left: Vec::new(),
-                    failed: Vec::new(),
+                // Every process has joined when a cluster of all its processes is ready; the
+                // controller's first view says who did (a process that joins a running
+                // cluster learns it from there).
+                view: match restarted || cluster.start_with.is_some() {
+                    true => View::default(),
+                    false => View {
+                        epoch: 0,
+                        members: (0..cluster.procs()).map(ProcId).collect(),
+                        joined: (0..cluster.procs()).map(ProcId).collect(),
+                        left: Vec::new(),
+                        failed: Vec::new(),
+                    },
+                },
+                ever: match restarted || cluster.start_with.is_some() {
+                    true => Default::default(),
+                    false => (0..cluster.procs()).collect(),
                 },
                 ..Membership::default()
             }),
@@ -495,13 +509,29 @@ impl Endpoint {
                 .name(format!("onepipe-ctl-p{id}"))
                 .spawn(move || control_loop(control, link, shared))?
         };
-        Ok(Endpoint {
+        let endpoint = Endpoint {
             proc: me,
             cluster: Arc::new(cluster),
             shared,
             io: Some(io),
             control: Some(control),
-        })
+        };
+        if !opts.restarted {
+            // Returns once it is a member, in the controller's view (a process that joins a
+            // running cluster: once it rejoined under its new id).
+            let deadline = deadline(opts.join_timeout);
+            loop {
+                let p = endpoint.proc();
+                if (p != me || !joins_running) && endpoint.view().contains(p) {
+                    break;
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(JoinError::Timeout);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        Ok(endpoint)
     }
 
     /// This endpoint's process id: the one it joined as, or, once it rejoined after being
@@ -1142,6 +1172,7 @@ impl Shared {
         if m.view.epoch == view.epoch && m.view.members == view.members {
             return;
         }
+        m.ever.extend(view.members.iter().map(|p| p.0));
         m.view = view.clone();
         drop(m);
         self.push_event(Event::ViewChanged(view));
@@ -1278,10 +1309,17 @@ impl Shared {
                     true => self.callback(round, pending),
                     false => Callback::default(),
                 };
-                let reason = match self.lock_members().left.contains(&proc.0) {
+                let m = self.lock_members();
+                // A free slot taken out when the cluster started was never a member: no news
+                // (its callback, if held, completes with this turn).
+                if !m.ever.contains(&proc.0) {
+                    return;
+                }
+                let reason = match m.left.contains(&proc.0) {
                     true => FailReason::Left,
                     false => FailReason::Failed,
                 };
+                drop(m);
                 self.push_event(Event::ProcessFailed {
                     proc,
                     ts,

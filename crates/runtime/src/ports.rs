@@ -45,6 +45,13 @@ impl PortTable {
         self.set_input(addr, port);
     }
 
+    /// [`PortTable::link`] for a port whose peer moved: datagrams from its old addresses no
+    /// longer arrive on it.
+    pub fn relink(&mut self, port: PortId, addr: SocketAddr) {
+        self.inputs.retain(|_, p| *p != port);
+        self.link(port, addr);
+    }
+
     /// Builder form of [`PortTable::link`].
     pub fn with_link(mut self, port: PortId, addr: SocketAddr) -> PortTable {
         self.link(port, addr);

@@ -382,13 +382,14 @@ fn cluster(rng: &mut Rng) -> Cluster {
 }
 
 fn from_controller(rng: &mut Rng) -> FromController {
-    match rng.below(11) {
+    match rng.below(12) {
         0 => FromController::Welcome {
             member: member(rng),
             bind: addr(rng),
         },
         1 => FromController::Ready {
             cluster: Box::new(cluster(rng)),
+            rejoin: rng.bool(),
         },
         2 => FromController::Down {
             member: member(rng),
@@ -419,6 +420,10 @@ fn from_controller(rng: &mut Rng) -> FromController {
             failed: pairs(rng),
         },
         8 => FromController::Error { message: text(rng) },
+        10 => FromController::Address {
+            member: member(rng),
+            addr: addr(rng),
+        },
         9 => FromController::View {
             epoch: rng.interesting(),
             members: numbers(rng),

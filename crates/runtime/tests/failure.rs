@@ -57,7 +57,12 @@ fn receive(e: &Endpoint, n: usize) -> Vec<(u32, u8)> {
     let deadline = Instant::now() + PATIENCE;
     let mut got = Vec::new();
     while got.len() < n {
-        assert!(Instant::now() < deadline, "p{} got {got:?}", e.proc());
+        assert!(
+            Instant::now() < deadline,
+            "p{} got {got:?} (commit barrier {:?})",
+            e.proc(),
+            e.commit_barrier()
+        );
         match e.recv_reliable_timeout(Duration::from_millis(100)) {
             Ok(m) => got.push((m.src.0, m.payload[0])),
             Err(RecvError::Timeout) => {}
@@ -630,6 +635,78 @@ fn a_leave_is_one_left_event_and_a_new_view_at_every_survivor() {
         "leave() took {:?}; then a broadcast was delivered everywhere in {stall:?}",
         started - leaving
     );
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
+}
+
+/// Waits until every endpoint's view has the same epoch and members as the first one's, and
+/// the first one's members are `n`; returns that view.
+fn agreed_view(eps: &[&Endpoint], n: usize) -> onepipe_runtime::endpoint::View {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let views: Vec<_> = eps.iter().map(|e| e.view()).collect();
+        let same = views
+            .iter()
+            .all(|v| v.epoch == views[0].epoch && v.members == views[0].members);
+        if same && views[0].members.len() == n {
+            return views[0].clone();
+        }
+        assert!(Instant::now() < deadline, "views never agreed: {views:#?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Issue 35: join and leave at any time. A cluster of four slots starts with one process;
+/// three more join it while it runs, one at a time (each a new process of §5.2, under a fresh
+/// id, its first timestamps above every barrier passed: §4.2 addition of links), and then one
+/// leaves. At every step every member's view agrees — the same epoch, the same members — and
+/// a reliable broadcast from every member is delivered everywhere in one order.
+#[test]
+fn processes_join_a_running_cluster_one_at_a_time_and_one_leaves() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 4,
+        layers: 2,
+        start_with: Some(1),
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let controller = local.controller_addr();
+    let mut eps = vec![Endpoint::join(controller, local.join_options()).expect("the first")];
+    assert_eq!(eps[0].view().members, vec![eps[0].proc()]);
+    let mut epochs = vec![eps[0].view().epoch];
+    let check_order = |eps: &[Endpoint], tag: u8| {
+        let members: Vec<u32> = eps[0].view().members.iter().map(|p| p.0).collect();
+        for e in eps {
+            broadcast(e, &members, tag);
+        }
+        let orders: Vec<Vec<(u32, u8)>> = eps.iter().map(|e| receive(e, eps.len())).collect();
+        assert!(orders.windows(2).all(|w| w[0] == w[1]), "{orders:?}");
+        assert!(orders[0].iter().all(|&(_, t)| t == tag), "{orders:?}");
+    };
+    check_order(&eps, 1);
+    for step in 0..3 {
+        let joined = Endpoint::join(controller, local.join_options()).expect("a later join");
+        eps.push(joined);
+        let refs: Vec<&Endpoint> = eps.iter().collect();
+        let view = agreed_view(&refs, eps.len());
+        let mut procs: Vec<ProcId> = eps.iter().map(|e| e.proc()).collect();
+        procs.sort_unstable();
+        assert_eq!(view.members, procs, "step {step}");
+        assert!(view.epoch > *epochs.last().unwrap(), "step {step}");
+        epochs.push(view.epoch);
+        check_order(&eps, 2 + step);
+    }
+    let gone = eps.remove(1);
+    let gone_id = gone.proc();
+    gone.leave();
+    let refs: Vec<&Endpoint> = eps.iter().collect();
+    let view = agreed_view(&refs, 3);
+    assert!(!view.contains(gone_id));
+    assert_eq!(view.left, vec![gone_id]);
+    check_order(&eps, 9);
+    eprintln!("views' epochs: {epochs:?} then {}", view.epoch);
     for e in eps {
         e.leave();
     }

@@ -162,6 +162,7 @@ impl LayoutArgs {
             rack_size: self.rack_size,
             pod_racks: self.pod_racks,
             controller,
+            start_with: None,
         }
     }
 
