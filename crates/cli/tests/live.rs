@@ -247,6 +247,39 @@ fn up_restart_a_killed_process_rejoins_as_a_new_one_and_delivers_5_2() {
     assert!(u(&r, "rejoined_delivered") > 0, "{out}");
 }
 
+/// Issue 35, an operator's bad day: p2 is paused (SIGSTOP) for 3 s mid-run, past the link
+/// timeout. It is declared failed and the others go on; continued (SIGCONT), it learns so,
+/// recovers and rejoins as a new process, which sends and delivers to the end. The run ends
+/// clean and drained: every delivery is checked under the id it was made as (before, they
+/// were all charged to the new id — 287,235 "phantom" violations in the issue's run).
+#[test]
+fn up_a_paused_process_is_declared_rejoins_and_every_record_keeps_its_id_5_2() {
+    let (code, out, r) = up(
+        "pause",
+        &[
+            "--service",
+            "reliable",
+            "--rate",
+            "2000",
+            "--duration",
+            "6s",
+            "--pause",
+            "proc:2@1s..4s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_clean(&r, &out);
+    assert_eq!(u(&r, "undelivered_reliable"), 0, "{out}");
+    assert_eq!(procs(&r["declared_failed"]), [2], "{out}");
+    let rejoined = r["rejoined"].as_array().unwrap();
+    assert_eq!(rejoined.len(), 1, "{out}");
+    assert_eq!(rejoined[0]["proc"], 2);
+    assert!(rejoined[0]["as_proc"].as_u64().unwrap() >= 4, "{r}");
+    assert!(rejoined[0]["sent"].as_u64().unwrap() > 0, "{out}");
+    assert!(rejoined[0]["delivered"].as_u64().unwrap() > 0, "{out}");
+}
+
 /// Three aggregator layers (edge, aggregation, core): killing an aggregation-layer daemon cuts
 /// off its pod (tor-0 and tor-1 with p0..p3); the controller reasons over the three-layer graph,
 /// declares the pod failed, and the other pod goes on delivering, every delivery checked.

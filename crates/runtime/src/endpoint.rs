@@ -1289,6 +1289,7 @@ impl Shared {
                 let m = Message {
                     ts: d.ts,
                     src: d.src,
+                    dst: d.dst,
                     payload: d.payload,
                     reliable: d.reliable,
                     barrier: d.barrier,

@@ -279,6 +279,13 @@ pub struct UpArgs {
     /// and go by the controller (--forward-after). Repeatable.
     #[arg(long, value_name = "proc:N@TIME", value_parser = parse_cut)]
     pub cut: Vec<Restart>,
+    /// An operator's bad day: pause endpoint N from T1 to T2 after sending starts (SIGSTOP,
+    /// then SIGCONT), e.g. `--pause proc:2@2s..6s`. Paused past the link timeout it is
+    /// declared failed (§5.2) and the others go on; continued, it learns so, recovers and
+    /// rejoins as a new process. Every record names the process it was made as, so what it
+    /// delivered before and after is checked under the right id. Repeatable.
+    #[arg(long, value_name = "proc:N@T1..T2", value_parser = parse_pause)]
+    pub pause: Vec<Pause>,
     /// §5.2 controller forwarding: a reliable message unacknowledged after this many
     /// retransmissions also goes by the controller (the cluster file's `forward_after`) [default:
     /// 1 with --blackhole or --cut, else 0: off].
@@ -353,6 +360,48 @@ impl std::fmt::Display for Restart {
         let at = onepipe_runtime::cluster::format_duration(self.at_ns);
         write!(f, "proc:{}@{at}", self.proc)
     }
+}
+
+/// `--pause proc:N@T1..T2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pause {
+    /// The endpoint process.
+    pub proc: u32,
+    /// When it stops and when it continues, after sending starts (ns).
+    pub from_ns: u64,
+    /// See `from_ns`.
+    pub to_ns: u64,
+}
+
+impl std::fmt::Display for Pause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use onepipe_runtime::cluster::format_duration as d;
+        write!(
+            f,
+            "proc:{}@{}..{}",
+            self.proc,
+            d(self.from_ns),
+            d(self.to_ns)
+        )
+    }
+}
+
+fn parse_pause(s: &str) -> Result<Pause, String> {
+    let bad = || format!("'{s}': expected proc:N@T1..T2, e.g. proc:2@2s..6s");
+    let (what, at) = s.split_once('@').ok_or_else(bad)?;
+    let n = what.strip_prefix("proc:").ok_or_else(bad)?;
+    let (from, to) = at.split_once("..").ok_or_else(bad)?;
+    let pause = Pause {
+        proc: n
+            .parse()
+            .map_err(|_| format!("'{n}' is not a process number"))?,
+        from_ns: parse_duration_ns(from)?,
+        to_ns: parse_duration_ns(to)?,
+    };
+    if pause.to_ns <= pause.from_ns {
+        return Err(format!("'{s}': the pause must end after it starts"));
+    }
+    Ok(pause)
 }
 
 fn parse_cut(s: &str) -> Result<Restart, String> {

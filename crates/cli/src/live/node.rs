@@ -45,15 +45,16 @@ type Unstamped = (u64, u64, Option<Vec<u32>>);
 #[derive(Default)]
 struct Stamps {
     waiting: BTreeMap<SendHandle, Unstamped>,
-    /// Stamped (`Some`) or aborted (`None`, §5.2) before the sender recorded them.
-    early: BTreeMap<SendHandle, Option<Timestamp>>,
+    /// Stamped (`Some`: the stamp and the process it was sent as) or aborted (`None`, §5.2)
+    /// before the sender recorded them.
+    early: BTreeMap<SendHandle, Option<(Timestamp, u32)>>,
 }
 
 impl Stamps {
     /// The sender's side: `handle` was sent; the record if its stamp is already in.
     fn sent(&mut self, handle: SendHandle, u: Unstamped) -> Option<SendRec> {
         match self.early.remove(&handle) {
-            Some(Some(ts)) => Some(stamped(u, ts)),
+            Some(Some((ts, proc))) => Some(stamped(u, ts, proc)),
             // Aborted: never stamped, never sent.
             Some(None) => None,
             None => {
@@ -63,12 +64,13 @@ impl Stamps {
         }
     }
 
-    /// The event thread's side: `handle` was stamped `ts`; the record if it was sent.
-    fn stamp(&mut self, handle: SendHandle, ts: Timestamp) -> Option<SendRec> {
+    /// The event thread's side: `handle` was stamped `ts` by process `proc`; the record if it
+    /// was sent.
+    fn stamp(&mut self, handle: SendHandle, ts: Timestamp, proc: u32) -> Option<SendRec> {
         match self.waiting.remove(&handle) {
-            Some(u) => Some(stamped(u, ts)),
+            Some(u) => Some(stamped(u, ts, proc)),
             None => {
-                self.early.insert(handle, Some(ts));
+                self.early.insert(handle, Some((ts, proc)));
                 None
             }
         }
@@ -82,8 +84,9 @@ impl Stamps {
     }
 }
 
-fn stamped((seq, send_ns, dsts): Unstamped, ts: Timestamp) -> SendRec {
+fn stamped((seq, send_ns, dsts): Unstamped, ts: Timestamp, proc: u32) -> SendRec {
     SendRec {
+        proc,
         seq,
         ts: ts.raw(),
         send_ns,
@@ -405,7 +408,7 @@ fn send_loop(
     end: u64,
     stop: &AtomicBool,
 ) -> Result<Vec<SendRec>, Exit> {
-    let me = s.ep.proc().0;
+    let mut me = s.ep.proc().0;
     let n = s.ep.cluster().procs();
     let interval_ns = (1e9 / args.work.rate).max(1.0);
     let reliable = args.work.service == Service::Reliable;
@@ -461,6 +464,7 @@ fn send_loop(
                 s.ep.send_unreliable_timeout(&scattering, timeout)
                     .map(|ts| {
                         sends.push(SendRec {
+                            proc: s.ep.proc().0,
                             seq,
                             ts: ts.raw(),
                             send_ns: now,
@@ -482,8 +486,23 @@ fn send_loop(
                 seq += 1;
                 next_due += interval_ns;
             }
-            // This process was declared failed (§5.2): its role is frozen, nothing more goes.
-            Err(SendError::Failed(p)) if p.0 == me => break,
+            // This process was declared failed (§5.2): its role is frozen. It recovers and
+            // rejoins as a new process, which sends on until the end (`--pause`); or the time
+            // is up first.
+            Err(SendError::Failed(p)) if p.0 == me => {
+                while s.ep.proc().0 == me && monotonic_ns() < end {
+                    if stop.load(Ordering::SeqCst) {
+                        return Err(Exit::Stopped);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if s.ep.proc().0 == me {
+                    break;
+                }
+                me = s.ep.proc().0;
+                s.declared.store(false, Ordering::SeqCst);
+                say(&format!("event rejoined-as {me}"));
+            }
             // A destination failed (§5.2) before the callback reached the event thread.
             Err(SendError::Failed(p)) => {
                 lock(&s.failed).insert(p.0);
@@ -552,6 +571,7 @@ fn receive(s: &Shared, args: &NodeArgs, reliable: bool) {
                     };
                     local.push(DeliveryRec {
                         src: m.src.0,
+                        dst: m.dst.0,
                         seq,
                         ts: m.ts.raw(),
                         barrier: m.barrier.raw(),
@@ -587,7 +607,7 @@ fn events(s: &Shared) {
                 at_ns: monotonic_ns(),
             }),
             Ok(Event::ReliableSent { handle, ts }) => {
-                let rec = lock(&s.unstamped).stamp(handle, ts);
+                let rec = lock(&s.unstamped).stamp(handle, ts, s.ep.proc().0);
                 lock(&s.stamped).extend(rec);
             }
             // The callback completes when this arm drops it: nothing here outlives it.

@@ -19,6 +19,8 @@ const ALL: u32 = u32::MAX;
 /// One scattering sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SendRec {
+    /// The sending process: the endpoint's id when it sent (a rejoin changes it, §5.2).
+    pub proc: u32,
     /// Its sequence number at this sender.
     pub seq: u64,
     /// Its timestamp (raw 48-bit).
@@ -36,6 +38,8 @@ pub struct SendRec {
 pub struct DeliveryRec {
     /// Sender.
     pub src: u32,
+    /// Receiver: the endpoint's id when it delivered (a rejoin changes it, §5.2).
+    pub dst: u32,
     /// Its scattering's sequence number at the sender.
     pub seq: u64,
     /// Its timestamp.
@@ -84,6 +88,7 @@ impl NodeRecords {
         let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
         for s in &self.sends {
             w.write_all(b"S")?;
+            w.write_all(&s.proc.to_le_bytes())?;
             for x in [s.seq, s.ts, s.send_ns] {
                 w.write_all(&x.to_le_bytes())?;
             }
@@ -101,6 +106,7 @@ impl NodeRecords {
         for d in &self.deliveries {
             w.write_all(b"D")?;
             w.write_all(&d.src.to_le_bytes())?;
+            w.write_all(&d.dst.to_le_bytes())?;
             for x in [
                 d.seq,
                 d.ts,
@@ -144,6 +150,7 @@ impl NodeRecords {
             let bad = |_| start;
             match r.u8().map_err(bad)? {
                 b'S' => {
+                    let proc = r.u32().map_err(bad)?;
                     let (seq, ts, send_ns) = (
                         r.u64().map_err(bad)?,
                         r.u64().map_err(bad)?,
@@ -165,6 +172,7 @@ impl NodeRecords {
                         )
                     };
                     out.sends.push(SendRec {
+                        proc,
                         seq,
                         ts,
                         send_ns,
@@ -174,6 +182,7 @@ impl NodeRecords {
                 }
                 b'D' => {
                     let src = r.u32().map_err(bad)?;
+                    let dst = r.u32().map_err(bad)?;
                     let mut x = [0u64; 6];
                     for v in &mut x {
                         *v = r.u64().map_err(bad)?;
@@ -182,6 +191,7 @@ impl NodeRecords {
                     let psn = r.u32().map_err(bad)?;
                     out.deliveries.push(DeliveryRec {
                         src,
+                        dst,
                         seq: x[0],
                         ts: x[1],
                         barrier: x[2],
@@ -257,6 +267,7 @@ mod tests {
         let recs = NodeRecords {
             sends: vec![
                 SendRec {
+                    proc: 4,
                     seq: 0,
                     ts: 5,
                     send_ns: 6,
@@ -264,6 +275,7 @@ mod tests {
                     dsts: None,
                 },
                 SendRec {
+                    proc: 4,
                     seq: 1,
                     ts: 7,
                     send_ns: 8,
@@ -273,6 +285,7 @@ mod tests {
             ],
             deliveries: vec![DeliveryRec {
                 src: 3,
+                dst: 4,
                 seq: 1,
                 ts: 9,
                 barrier: 10,

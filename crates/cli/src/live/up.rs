@@ -25,7 +25,7 @@ mod report;
 
 use super::supervise::{self, Child, ChildLine};
 use super::{
-    Blackhole, Kill, KillTarget, Restart, Service, UpArgs, EXIT_INTERRUPTED, EXIT_RUNTIME,
+    Blackhole, Kill, KillTarget, Pause, Restart, Service, UpArgs, EXIT_INTERRUPTED, EXIT_RUNTIME,
 };
 use crate::cli::EXIT_USAGE;
 use onepipe_proto::Timestamp;
@@ -99,6 +99,8 @@ struct Run<'a> {
     restarts: Vec<(Restart, bool)>,
     /// `--cut`s, and whether each was ordered yet.
     cuts: Vec<(Restart, bool)>,
+    /// `--pause`s: how far each went (0: not yet, 1: stopped, 2: continued).
+    pauses: Vec<(Pause, u8)>,
     /// §5.2: (slot, new id) of each endpoint that said it rejoined.
     rejoined: BTreeMap<u32, u32>,
     /// When sending starts (monotonic ns; 0 before it is set).
@@ -219,6 +221,7 @@ pub fn run(args: &UpArgs) -> i32 {
         blackholes: args.blackhole.iter().map(|&b| (b, false)).collect(),
         restarts: args.restart.iter().map(|&r| (r, false)).collect(),
         cuts: args.cut.iter().map(|&c| (c, false)).collect(),
+        pauses: args.pause.iter().map(|&p| (p, 0)).collect(),
         rejoined: BTreeMap::new(),
         t0: 0,
         declared: BTreeMap::new(),
@@ -352,6 +355,14 @@ fn start_etcd(
 
 /// Every `--kill` names a member of the cluster and falls within the sending time.
 fn check_kills(args: &UpArgs, cluster: &Cluster) -> Result<(), String> {
+    for p in &args.pause {
+        if p.proc >= cluster.procs() {
+            return Err(format!(
+                "--pause {p}: there are {} processes",
+                cluster.procs()
+            ));
+        }
+    }
     for k in &args.kill {
         match &k.target {
             KillTarget::Proc(p) if *p >= cluster.procs() => {
@@ -532,6 +543,18 @@ impl Run<'_> {
                 self.order_cut(c, now);
             }
         }
+        for k in 0..self.pauses.len() {
+            let (p, done) = self.pauses[k];
+            let step = match done {
+                0 if now >= self.t0 + p.from_ns => Some(rustix::process::Signal::STOP),
+                1 if now >= self.t0 + p.to_ns => Some(rustix::process::Signal::CONT),
+                _ => None,
+            };
+            if let Some(sig) = step {
+                self.pauses[k].1 += 1;
+                self.signal_node(p.proc, sig, now);
+            }
+        }
         for k in 0..self.restarts.len() {
             let (r, started) = self.restarts[k];
             if !started && now >= self.t0 + r.at_ns {
@@ -697,6 +720,30 @@ impl Run<'_> {
         let line = format!("cut {}", c.proc);
         let what = format!("everything p{} sends (its uplink, one direction)", c.proc);
         self.order_fault(c.proc, &line, &format!("cut         {c}"), &what, now);
+    }
+
+    /// Sends `sig` (`--pause`: SIGSTOP, then SIGCONT) to endpoint `proc`, and says so.
+    fn signal_node(&mut self, proc: u32, sig: rustix::process::Signal, now: u64) {
+        let Some(i) = self.roles.iter().position(|r| *r == Role::Node(proc)) else {
+            return;
+        };
+        let pid = self.children[i].pid();
+        let name = if sig == rustix::process::Signal::STOP {
+            "SIGSTOP"
+        } else {
+            "SIGCONT"
+        };
+        let sent = rustix::process::Pid::from_raw(pid as i32)
+            .map(|p| rustix::process::kill_process(p, sig));
+        let how = match sent {
+            Some(Ok(())) => String::new(),
+            Some(Err(e)) => format!(" (failed: {e})"),
+            None => " (no pid)".into(),
+        };
+        println!(
+            "  pause       p{proc} at {:.2} s: {name} (pid {pid}){how}",
+            now.saturating_sub(self.t0) as f64 / 1e9
+        );
     }
 
     /// Writes test fault `line` to process `proc`'s first-hop aggregator and says so.

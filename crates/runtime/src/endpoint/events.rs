@@ -10,6 +10,9 @@ pub struct Message {
     pub ts: Timestamp,
     /// The sending process.
     pub src: ProcId,
+    /// The receiving process: this endpoint's id when the message was delivered (after a
+    /// rejoin, §5.2, what was delivered before it names the old id).
+    pub dst: ProcId,
     /// The message.
     pub payload: Bytes,
     /// Sent with the reliable service.

@@ -310,17 +310,20 @@ pub(super) fn report(
         if let Some(ts) = summary["frozen_ts"].as_u64() {
             frozen.insert(format!("p{p}"), ts);
         }
-        // §5.2: an endpoint that rejoined ran (and recorded) as a new process; its slot's old
-        // process crashed with its memory (`--restart`).
+        // §5.2: an endpoint that rejoined runs as a new process from then on; every record
+        // names the process it was made as. A restarted one (`--restart`) lost its old
+        // process's records with its memory: that process crashed. One that was only declared
+        // failed (paused, cut off) and rejoined recorded both.
         let id = summary["proc"].as_u64().map_or(p, |v| v as u32);
         if id != p {
-            checker.on_crash(0, p);
-            checker.on_joined(0, p, &[id]);
+            if killed.contains(&p) {
+                checker.on_crash(0, p);
+            }
             rejoined.push(RejoinReport {
                 proc: p,
                 as_proc: id,
-                sent: recs.sends.len() as u64,
-                delivered: recs.deliveries.len() as u64,
+                sent: recs.sends.iter().filter(|s| s.proc == id).count() as u64,
+                delivered: recs.deliveries.iter().filter(|d| d.dst == id).count() as u64,
             });
         }
         ids.push(id);
@@ -368,7 +371,7 @@ pub(super) fn report(
     let mut feed = Feed::new(n, &all, &ids);
     // A sender that left no records: its scatterings as the others delivered them (all-to-all
     // knows every destination; otherwise those that delivered are all that is known).
-    for ((src, seq), (ts, reliable, receivers)) in rebuilt_sends(&all, &ids) {
+    for ((src, seq), (ts, reliable, receivers)) in rebuilt_sends(&all, &ids, &killed) {
         let dsts = match args.work.workload {
             Workload::AllToAll => Dsts::All(n),
             _ => Dsts::List(receivers.into_iter().collect()),
@@ -644,6 +647,9 @@ impl Transport {
 /// What one process recorded, by kind, for [`Feed`]'s merge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Rec {
+    /// A slot's endpoint rejoined as a new process (index into `Feed::joins`): before the
+    /// first record it made as that process.
+    Join,
     /// A delivery (index into `deliveries`). At equal times deliveries go first: `recv_ns`
     /// is read after the application received the message and `send_ns` before the send call
     /// stamps, so a delivery at or before a send's time happened before its stamp.
@@ -661,8 +667,10 @@ struct Feed {
     procs: u32,
     /// Each recorded slot's process id (see `report`).
     ids: Vec<u32>,
-    /// (time, kind, process, index into that process's records of that kind).
+    /// (time, kind, slot, index into that slot's records of that kind).
     order: Vec<(u64, Rec, u32, u32)>,
+    /// (slot, the process it rejoined as).
+    joins: Vec<(u32, u32)>,
     sent: u64,
     scatterings: u64,
     delivered: u64,
@@ -679,9 +687,30 @@ impl Feed {
             .map(|r| r.sends.len() + r.deliveries.len() + r.failures.len())
             .sum();
         let mut order = Vec::with_capacity(len);
+        let mut joins = Vec::new();
         for (p, recs) in all.iter().enumerate() {
             let Some(recs) = recs else { continue };
             let p = p as u32;
+            // The slot's process changed (§5.2 rejoin): the checker hears it just before the
+            // first record the new process made.
+            let id = ids.get(p as usize).copied().unwrap_or(p);
+            if id != p {
+                let first = recs
+                    .sends
+                    .iter()
+                    .filter(|s| s.proc == id)
+                    .map(|s| s.send_ns)
+                    .chain(
+                        recs.deliveries
+                            .iter()
+                            .filter(|d| d.dst == id)
+                            .map(|d| d.recv_ns),
+                    )
+                    .min()
+                    .unwrap_or(u64::MAX);
+                order.push((first, Rec::Join, p, joins.len() as u32));
+                joins.push((p, id));
+            }
             let at = |i: usize| i as u32;
             order.extend(
                 recs.sends
@@ -708,6 +737,7 @@ impl Feed {
             procs,
             ids: ids.to_vec(),
             order,
+            joins,
             sent: 0,
             scatterings: 0,
             delivered: 0,
@@ -719,14 +749,21 @@ impl Feed {
 
     fn run(&mut self, checker: &mut Checker, all: &[Option<NodeRecords>]) {
         let n = self.procs;
+        // Each slot's process as the feed goes (its own until it rejoined).
+        let mut current: Vec<u32> = (0..self.ids.len() as u32).collect();
         for &(t, kind, slot, i) in &self.order {
             let recs = all[slot as usize]
                 .as_ref()
                 .expect("only recorded processes are fed");
-            let p = self.ids[slot as usize];
             match kind {
+                Rec::Join => {
+                    let (slot, id) = self.joins[i as usize];
+                    checker.on_joined(t, slot, &[id]);
+                    current[slot as usize] = id;
+                }
                 Rec::Send => {
                     let s = &recs.sends[i as usize];
+                    let p = s.proc;
                     let dsts = match &s.dsts {
                         None => Dsts::All(n),
                         Some(v) => Dsts::List(v.clone()),
@@ -738,6 +775,7 @@ impl Feed {
                 }
                 Rec::Delivery => {
                     let d = &recs.deliveries[i as usize];
+                    let p = d.dst;
                     self.delivered += 1;
                     self.delivered_reliable += u64::from(d.reliable);
                     self.last_delivery_ns = self.last_delivery_ns.max(t);
@@ -759,6 +797,7 @@ impl Feed {
                 }
                 Rec::Failure => {
                     let f = &recs.failures[i as usize];
+                    let p = current[slot as usize];
                     let reason = nak_reason(f.reason);
                     checker.on_send_failed(t, p, f.dst, Timestamp::new(f.ts), reason);
                 }
@@ -773,24 +812,29 @@ impl Feed {
 fn rebuilt_sends(
     all: &[Option<NodeRecords>],
     ids: &[u32],
+    killed: &BTreeSet<u32>,
 ) -> BTreeMap<(u32, u64), (u64, bool, BTreeSet<u32>)> {
-    // Senders whose records are in: each recorded slot's process id now. A slot that rejoined
-    // recorded only its new process; its old one's sends are rebuilt like a dead one's.
-    let recorded: BTreeSet<u32> = all
-        .iter()
-        .zip(ids)
-        .filter(|(r, _)| r.is_some())
-        .map(|(_, &id)| id)
-        .collect();
+    // Senders whose records are in: each recorded slot's processes — its process now, and its
+    // first one unless it was killed (a restarted slot lost its old process's records with its
+    // memory: those sends are rebuilt like a dead one's).
+    let mut recorded: BTreeSet<u32> = BTreeSet::new();
+    for (q, (r, &id)) in all.iter().zip(ids).enumerate() {
+        let Some(r) = r else { continue };
+        recorded.insert(id);
+        if !killed.contains(&(q as u32)) {
+            recorded.insert(q as u32);
+        }
+        recorded.extend(r.sends.iter().map(|s| s.proc));
+    }
     let mut rebuilt: BTreeMap<(u32, u64), (u64, bool, BTreeSet<u32>)> = BTreeMap::new();
-    for (q, recs) in all.iter().enumerate() {
+    for recs in all {
         for d in recs.iter().flat_map(|r| &r.deliveries) {
             if !recorded.contains(&d.src) {
                 rebuilt
                     .entry((d.src, d.seq))
                     .or_insert_with(|| (d.ts, d.reliable, BTreeSet::new()))
                     .2
-                    .insert(ids.get(q).copied().unwrap_or(q as u32));
+                    .insert(d.dst);
             }
         }
     }
@@ -1058,6 +1102,7 @@ mod tests {
 
     fn send(seq: u64, ts: u64, send_ns: u64) -> SendRec {
         SendRec {
+            proc: 0,
             seq,
             ts,
             send_ns,
@@ -1066,9 +1111,10 @@ mod tests {
         }
     }
 
-    fn delivery(src: u32, ts: u64, barrier: u64, recv_ns: u64) -> DeliveryRec {
+    fn delivery(src: u32, dst: u32, ts: u64, barrier: u64, recv_ns: u64) -> DeliveryRec {
         DeliveryRec {
             src,
+            dst,
             seq: 0,
             ts,
             barrier,
@@ -1086,12 +1132,15 @@ mod tests {
         let all = vec![
             Some(NodeRecords {
                 sends: vec![send(0, p0_ts, p0_at)],
-                deliveries: vec![delivery(1, 10, 20, 5)],
+                deliveries: vec![delivery(1, 0, 10, 20, 5)],
                 failures: Vec::new(),
             }),
             Some(NodeRecords {
-                sends: vec![send(0, 10, 1)],
-                deliveries: vec![delivery(1, 10, 20, 5)],
+                sends: vec![SendRec {
+                    proc: 1,
+                    ..send(0, 10, 1)
+                }],
+                deliveries: vec![delivery(1, 1, 10, 20, 5)],
                 failures: Vec::new(),
             }),
         ];
