@@ -65,6 +65,6 @@ pub use onepipe_proto::{ProcId, Timestamp};
 pub use onepipe_runtime::cluster;
 pub use onepipe_runtime::endpoint::{
     Endpoint, EndpointStats, Event, FailReason, FailureCallbacks, JoinOptions, Message, RecvError,
-    SendError, SendHandle,
+    SendError, SendHandle, View,
 };
 pub use onepipe_runtime::{Cluster, JoinError, LocalCluster};
