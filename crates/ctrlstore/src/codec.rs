@@ -243,6 +243,11 @@ fn encode_msg(out: &mut Vec<u8>, msg: &CtrlMsg) {
             out.push(9);
             put_u32(out, link.0);
         }
+        CtrlMsg::CallbackTaken { round, host } => {
+            out.push(10);
+            put_u32(out, *round);
+            put_u32(out, host.0);
+        }
         CtrlMsg::Resume { round, dead_links } => {
             out.push(6);
             put_u32(out, *round);
@@ -317,6 +322,10 @@ fn decode_msg(r: &mut Reader<'_>) -> Result<CtrlMsg, DecodeError> {
         },
         9 => CtrlMsg::Depart {
             link: LinkId(r.u32()?),
+        },
+        10 => CtrlMsg::CallbackTaken {
+            round: r.u32()?,
+            host: NodeId(r.u32()?),
         },
         5 => CtrlMsg::Completed {
             round: r.u32()?,
@@ -560,6 +569,10 @@ pub(crate) mod tests {
                 last
             }),
             any::<u32>().prop_map(|l| CtrlMsg::Depart { link: LinkId(l) }),
+            (any::<u32>(), any::<u32>()).prop_map(|(round, host)| CtrlMsg::CallbackTaken {
+                round,
+                host: NodeId(host)
+            }),
         ]
     }
 

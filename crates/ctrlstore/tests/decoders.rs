@@ -37,7 +37,7 @@ fn pair(rng: &mut Rng) -> (ProcId, Timestamp) {
 }
 
 fn ctrl_msg(rng: &mut Rng) -> CtrlMsg {
-    match rng.below(9) {
+    match rng.below(10) {
         0 => CtrlMsg::LinkDown {
             reporter: NodeId(rng.u32()),
             link: LinkId(rng.u32()),
@@ -73,6 +73,10 @@ fn ctrl_msg(rng: &mut Rng) -> CtrlMsg {
         },
         7 => CtrlMsg::Depart {
             link: LinkId(rng.u32()),
+        },
+        8 => CtrlMsg::CallbackTaken {
+            round: rng.u32(),
+            host: NodeId(rng.u32()),
         },
         _ => CtrlMsg::Resume {
             round: rng.u32(),

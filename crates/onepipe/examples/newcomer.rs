@@ -137,7 +137,7 @@ fn event_loop_until_left(e: &Endpoint, gone: ProcId) -> (FailReason, View) {
             Event::ProcessFailed {
                 proc, reason: r, ..
             } if proc == gone => reason = Some(r),
-            Event::ViewChanged(v) if !v.contains(gone) => view = Some(v),
+            Event::ViewChanged(v) if v.left.contains(&gone) => view = Some(v),
             // Everything else an application may hear (send failures, recalls, …).
             _ => {}
         }

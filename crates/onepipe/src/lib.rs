@@ -21,19 +21,60 @@
 //! crates. The `onepipe` command (`onepipe sim`, `onepipe up`, the daemons) is the
 //! `onepipe-cli` crate.
 //!
-//! ```
-//! use onepipe::{cluster::LocalLayout, Endpoint, JoinOptions, LocalCluster, ProcId};
-//! use std::time::Duration;
+//! Three processes (here in one program; normally each is its own OS process, and the
+//! controller and aggregators are daemons): they join one after another, broadcast, scatter,
+//! and one leaves while the others watch their event loop. The whole program, with its output,
+//! is `examples/newcomer.rs` (`cargo run -p onepipe --example newcomer`).
 //!
-//! // A controller and an aggregator on threads; one process, which joins it.
-//! let local = LocalCluster::start(&LocalLayout { hosts: 1, layers: 1, ..LocalLayout::default() }).unwrap();
-//! let me = Endpoint::join(local.controller_addr(), local.join_options()).unwrap();
-//! let ts = me.send_unreliable(&[(ProcId(0), "hello".into())]).unwrap();
-//! let m = me.recv_unreliable_timeout(Duration::from_secs(30)).unwrap();
-//! assert_eq!((m.ts, m.src, &m.payload[..]), (ts, ProcId(0), &b"hello"[..]));
-//! assert!(m.ts < me.timestamp(), "causality: delivered below the receiver's clock");
-//! me.leave();
 //! ```
+//! use onepipe::{cluster::LocalLayout, Endpoint, Event, FailReason, LocalCluster};
+//! use std::time::Duration;
+//! let wait = Duration::from_secs(30);
+//!
+//! // A controller and an aggregator on threads, with room for three processes; the cluster
+//! // starts with the first, and the others join it while it runs (each `join` returns once the
+//! // process is in the group's view).
+//! let layout = LocalLayout { hosts: 3, layers: 1, start_with: Some(1), ..LocalLayout::default() };
+//! let local = LocalCluster::start(&layout).unwrap();
+//! let join = || Endpoint::join(local.controller_addr(), local.join_options()).unwrap();
+//! let (a, b, c) = (join(), join(), join());
+//!
+//! // A reliable broadcast to the view, and a scattering: a different message to each of two
+//! // processes, at one timestamp.
+//! while a.view().members.len() < 3 { std::thread::sleep(Duration::from_millis(5)); }
+//! a.broadcast_reliable("hello").unwrap();
+//! c.send_reliable(&[(a.proc(), "to a".into()), (b.proc(), "to b".into())]).unwrap();
+//! for e in [&a, &b] {
+//!     let first = e.recv_reliable_timeout(wait).unwrap();
+//!     let second = e.recv_reliable_timeout(wait).unwrap();
+//!     println!("{}: {:?} then {:?}", e.proc(), first.payload, second.payload);
+//! }
+//!
+//! // c leaves; a's event loop hears of it once, and sees the new view.
+//! let gone = c.proc();
+//! c.leave();
+//! loop {
+//!     match a.next_event_timeout(wait).unwrap() {
+//!         Event::ProcessFailed { proc, reason: FailReason::Left, .. } if proc == gone => {}
+//!         Event::ViewChanged(view) if view.left.contains(&gone) => break,
+//!         _ => {}
+//!     }
+//! }
+//! assert_eq!(a.view().members.len(), 2);
+//! a.leave();
+//! b.leave();
+//! ```
+//!
+//! **Limits and timeouts**, with their defaults and where to change them: a best-effort
+//! message is at most 1 MiB and a reliable one 259,840 bytes on loopback (89,600 bytes in
+//! 1,472-byte datagrams); a reliable scattering at most the 4 MiB send buffer
+//! (`SendError::TooLarge` names both numbers). `JoinOptions::join_timeout` (60 s) bounds
+//! `join`; `Endpoint::leave` waits at most `LEAVE_FLUSH_TIMEOUT` (5 s) for its sends. The
+//! cluster file sets `loss_timeout` (50 ms: a best-effort message unacknowledged this long is
+//! reported lost), `link_timeout` (1 s: a silent process or aggregator is taken for failed) and
+//! `callback_timeout` (2 s: how long a held failure callback may be held, from when the
+//! application takes it). `JoinOptions::recv_queue_len_max` (65,536 messages per service) and
+//! `event_queue_len_max` (4,096) bound the queues. docs/LIVE.md has the details.
 //!
 //! The same in async code, with the `tokio` feature:
 //!
@@ -65,6 +106,6 @@ pub use onepipe_proto::{ProcId, Timestamp};
 pub use onepipe_runtime::cluster;
 pub use onepipe_runtime::endpoint::{
     Endpoint, EndpointStats, Event, FailReason, FailureCallbacks, JoinOptions, Message, RecvError,
-    SendError, SendHandle, View,
+    SendError, SendHandle, View, LEAVE_FLUSH_TIMEOUT,
 };
 pub use onepipe_runtime::{Cluster, JoinError, LocalCluster};

@@ -52,16 +52,16 @@ fn async_receives_are_woken_by_deliveries_and_keep_the_total_order_2_1() {
     let rt = runtime();
     const N: usize = 20;
     let (order_a, order_b) = rt.block_on(async {
-        let everyone = |m: String| [(ProcId(0), m.clone().into()), (ProcId(1), m.into())];
+        let everyone = |m: String| [(ProcId(0), m.clone()), (ProcId(1), m)];
         // Start waiting first: the futures must be woken, not find the messages there.
         let (ra, rb) = (recv_all(&a, 2 * N), recv_all(&b, 2 * N));
         let send = async {
             tokio::time::sleep(Duration::from_millis(20)).await;
             for k in 0..N {
-                a.send_unreliable(&everyone(format!("a{k}"))).unwrap();
-                b.send_unreliable(&everyone(format!("b{k}"))).unwrap();
-                a.send_reliable(&everyone(format!("A{k}"))).unwrap();
-                b.send_reliable(&everyone(format!("B{k}"))).unwrap();
+                a.send_unreliable(everyone(format!("a{k}"))).unwrap();
+                b.send_unreliable(everyone(format!("b{k}"))).unwrap();
+                a.send_reliable(everyone(format!("A{k}"))).unwrap();
+                b.send_reliable(everyone(format!("B{k}"))).unwrap();
             }
         };
         let both = async {

@@ -98,6 +98,16 @@ pub enum CtrlMsg {
         /// The host that discarded.
         from: NodeId,
     },
+    /// At host `host` the application took `round`'s failure notification (its callback clock
+    /// starts now, not at the Broadcast): the round waits `callback_timeout_ns` from here for
+    /// its `Completed` (issue 35: an application is judged by how long it holds a callback, not
+    /// by when it got round to reading its events).
+    CallbackTaken {
+        /// Round number.
+        round: u32,
+        /// The host.
+        host: NodeId,
+    },
     /// Host `host` discarded, recalled and ran its callbacks for `round`.
     Completed {
         /// Round number.
@@ -338,8 +348,9 @@ struct Round {
     dead_links: Vec<LinkId>,
     /// The round's Broadcast, to send again after a crash (`None` when nobody failed).
     failure: Option<CtrlMsg>,
-    /// When the hosts still waited for are taken for failed (`callback_timeout_ns`).
-    deadline: Option<Instant>,
+    /// When each host still waited for is taken for failed (`callback_timeout_ns` after the
+    /// Broadcast, or after the host said its application took the notification).
+    deadlines: BTreeMap<NodeId, Instant>,
 }
 
 /// The network controller's failure procedure (§5.2). Sans-IO: feed it messages and timeouts,
@@ -885,9 +896,18 @@ impl Controller {
                 // when asked.
                 self.determine_at = Some(self.determine_at.map_or(now, |t| t.min(now)));
             }
+            CtrlMsg::CallbackTaken { round, host } => {
+                let timeout = self.cfg.callback_timeout_ns;
+                if let Some(r) = self.rounds.get_mut(&round) {
+                    if let Some(d) = r.deadlines.get_mut(&host) {
+                        *d = now + timeout;
+                    }
+                }
+            }
             CtrlMsg::Completed { round, host } => {
                 if let Some(r) = self.rounds.get_mut(&round) {
                     r.waiting.remove(&host);
+                    r.deadlines.remove(&host);
                 }
                 self.resume_ready();
             }
@@ -905,8 +925,8 @@ impl Controller {
         // Completions sent meanwhile were lost: each host gets its time again.
         let timeout = self.cfg.callback_timeout_ns;
         for r in self.rounds.values_mut() {
-            if r.deadline.is_some() {
-                r.deadline = Some(now + timeout);
+            for d in r.deadlines.values_mut() {
+                *d = now + timeout;
             }
         }
         for r in self.rounds.values() {
@@ -927,10 +947,13 @@ impl Controller {
     fn on_timer(&mut self, now: Instant) {
         let mut late = Vec::new();
         for r in self.rounds.values_mut() {
-            if r.deadline.is_some_and(|t| t <= now) {
-                r.deadline = None;
-                late.extend(r.waiting.iter().copied());
-            }
+            r.deadlines.retain(|&h, t| {
+                let due = *t <= now;
+                if due && r.waiting.contains(&h) {
+                    late.push(h);
+                }
+                !due
+            });
         }
         for h in late {
             if !self.is_failed_host(h) && self.late.insert(h) && self.determine_at.is_none() {
@@ -980,14 +1003,17 @@ impl Controller {
         let (waiting, failure) = self.broadcast(now, round, declared);
         let dead_links = self.with_orphaned(dead);
         let timeout = self.cfg.callback_timeout_ns;
-        let deadline = (timeout > 0 && !waiting.is_empty()).then(|| now + timeout);
+        let deadlines = match timeout {
+            0 => BTreeMap::new(),
+            t => waiting.iter().map(|&h| (h, now + t)).collect(),
+        };
         self.rounds.insert(
             round,
             Round {
                 waiting,
                 dead_links,
                 failure,
-                deadline,
+                deadlines,
             },
         );
         self.resume_ready();
@@ -1296,7 +1322,12 @@ impl Node for Controller {
 
     /// When Determine is due, or a round stops waiting for callbacks.
     fn poll_timeout(&self) -> Option<Instant> {
-        let deadline = self.rounds.values().filter_map(|r| r.deadline).min();
+        let deadline = self
+            .rounds
+            .values()
+            .flat_map(|r| r.deadlines.values())
+            .min()
+            .copied();
         [self.determine_at, deadline].into_iter().flatten().min()
     }
 }

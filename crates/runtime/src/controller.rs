@@ -1177,7 +1177,9 @@ impl State {
         let msg = CtrlMsg::from(wire.clone());
         let allowed = match (to, &msg) {
             (None, CtrlMsg::LinkDown { reporter, .. }) => own(*reporter),
-            (None, CtrlMsg::Completed { host, .. }) => own(*host),
+            (None, CtrlMsg::Completed { host, .. } | CtrlMsg::CallbackTaken { host, .. }) => {
+                own(*host)
+            }
             (Some(h), CtrlMsg::Recall { from, .. } | CtrlMsg::RecallAck { from, .. }) => {
                 own(*from) && h < procs
             }

@@ -218,6 +218,40 @@ struct Core {
     role: Role,
     /// NAKs for messages the application had no room for.
     extra: VecDeque<Output<Packet, HostEvent>>,
+    /// The scattering being sent, collected from the caller's iterator (kept: no allocation
+    /// per send once it has grown).
+    scratch: Vec<(ProcId, Bytes)>,
+}
+
+/// One message of a scattering: where it goes and what it says. A send takes any iterator of
+/// these — `(ProcId, B)` with `B: Into<Bytes>` (`&str`, `String`, `Vec<u8>`, `Bytes`…), or
+/// `&(ProcId, Bytes)`, so a slice or an array of pairs works too.
+///
+/// ```no_run
+/// # fn f(e: &onepipe_runtime::endpoint::Endpoint) {
+/// use onepipe_proto::ProcId;
+/// // Different messages to different processes, one timestamp.
+/// e.send_unreliable([(ProcId(1), "x = 1"), (ProcId(2), "y = 2")]).unwrap();
+/// // The same message to every member but this one.
+/// let me = e.proc();
+/// e.send_reliable(e.view().members.into_iter().filter(|&p| p != me).map(|p| (p, "hi"))).unwrap();
+/// # }
+/// ```
+pub trait Outgoing {
+    /// The destination and the payload.
+    fn into_message(self) -> (ProcId, Bytes);
+}
+
+impl<B: Into<Bytes>> Outgoing for (ProcId, B) {
+    fn into_message(self) -> (ProcId, Bytes) {
+        (self.0, self.1.into())
+    }
+}
+
+impl Outgoing for &(ProcId, Bytes) {
+    fn into_message(self) -> (ProcId, Bytes) {
+        (self.0, self.1.clone())
+    }
 }
 
 struct Shared {
@@ -274,6 +308,11 @@ struct Shared {
     leave_last: Mutex<Option<u64>>,
     /// [`Endpoint::kill`]: stop without telling the controller.
     vanish: AtomicBool,
+    /// Held failure notifications not yet taken by the application
+    /// ([`Shared::complete_untaken`]).
+    untaken: Mutex<Vec<std::sync::Weak<CallbackInner>>>,
+    /// The cluster's `callback_timeout` (0: as long as it takes).
+    callback_timeout: Duration,
 }
 
 /// What [`Shared::members`] keeps.
@@ -407,6 +446,7 @@ impl Endpoint {
             core: Mutex::new(Core {
                 role,
                 extra: VecDeque::new(),
+                scratch: Vec::new(),
             }),
             dirty: AtomicBool::new(false),
             clock,
@@ -451,6 +491,8 @@ impl Endpoint {
             }),
             leave_last: Mutex::new(None),
             vanish: AtomicBool::new(false),
+            untaken: Mutex::new(Vec::new()),
+            callback_timeout: Duration::from_nanos(cluster.callback_timeout_ns),
         });
         let ports = PortTable::new().with_link(UPLINK, uplink);
         let mut driver = Driver::new(
@@ -564,8 +606,7 @@ impl Endpoint {
     /// As [`Endpoint::send_unreliable`].
     pub fn broadcast_unreliable(&self, payload: impl Into<Bytes>) -> Result<Timestamp, SendError> {
         let payload = payload.into();
-        let to: Vec<(ProcId, Bytes)> = self.processes().map(|p| (p, payload.clone())).collect();
-        self.send_unreliable(&to)
+        self.send_unreliable(self.processes().map(|p| (p, payload.clone())))
     }
 
     /// Sends `payload` to every member of the current view (this process included) with the
@@ -575,8 +616,7 @@ impl Endpoint {
     /// As [`Endpoint::send_reliable`].
     pub fn broadcast_reliable(&self, payload: impl Into<Bytes>) -> Result<SendHandle, SendError> {
         let payload = payload.into();
-        let to: Vec<(ProcId, Bytes)> = self.processes().map(|p| (p, payload.clone())).collect();
-        self.send_reliable(&to)
+        self.send_reliable(self.processes().map(|p| (p, payload.clone())))
     }
 
     /// Sends a scattering with the best-effort service (Table 1 `onepipe_unreliable_send`):
@@ -596,8 +636,12 @@ impl Endpoint {
     /// [`SendError::Full`] when `unacked_bytes_max` bytes of messages await acknowledgement
     /// (§6.1 flow control: retry once some are acknowledged); the others as named. Nothing was
     /// sent then.
-    pub fn send_unreliable(&self, scattering: &[(ProcId, Bytes)]) -> Result<Timestamp, SendError> {
-        self.command(|role, now, me| match role {
+    pub fn send_unreliable<I>(&self, scattering: I) -> Result<Timestamp, SendError>
+    where
+        I: IntoIterator,
+        I::Item: Outgoing,
+    {
+        self.command_with(scattering, |role, now, me, scattering| match role {
             Role::Ordered(h) => h.send(now, me, scattering).map_err(SendError::from),
             Role::Unordered(h) => h.send(now, me, scattering).map_err(SendError::from),
         })
@@ -612,8 +656,12 @@ impl Endpoint {
     /// # Errors
     /// [`SendError::Full`] when the send buffer cannot take it; [`SendError::Unsupported`] when
     /// the cluster runs with ordering off.
-    pub fn send_reliable(&self, scattering: &[(ProcId, Bytes)]) -> Result<SendHandle, SendError> {
-        self.command(|role, now, me| match role {
+    pub fn send_reliable<I>(&self, scattering: I) -> Result<SendHandle, SendError>
+    where
+        I: IntoIterator,
+        I::Item: Outgoing,
+    {
+        self.command_with(scattering, |role, now, me, scattering| match role {
             Role::Ordered(h) => h
                 .send_reliable(now, me, scattering)
                 .map(SendHandle)
@@ -630,12 +678,18 @@ impl Endpoint {
     /// # Errors
     /// [`SendError::Full`] if there was still no room after `timeout`; the others as
     /// [`Endpoint::send_unreliable`].
-    pub fn send_unreliable_timeout(
+    pub fn send_unreliable_timeout<I>(
         &self,
-        scattering: &[(ProcId, Bytes)],
+        scattering: I,
         timeout: Duration,
-    ) -> Result<Timestamp, SendError> {
-        self.retry_while_full(timeout, || self.send_unreliable(scattering))
+    ) -> Result<Timestamp, SendError>
+    where
+        I: IntoIterator,
+        I::Item: Outgoing,
+    {
+        let scattering: Vec<(ProcId, Bytes)> =
+            scattering.into_iter().map(Outgoing::into_message).collect();
+        self.retry_while_full(timeout, || self.send_unreliable(&scattering))
     }
 
     /// [`Endpoint::send_reliable`], waiting up to `timeout` for room in the send buffer as
@@ -644,12 +698,18 @@ impl Endpoint {
     /// # Errors
     /// [`SendError::Full`] if there was still no room after `timeout`; the others as
     /// [`Endpoint::send_reliable`].
-    pub fn send_reliable_timeout(
+    pub fn send_reliable_timeout<I>(
         &self,
-        scattering: &[(ProcId, Bytes)],
+        scattering: I,
         timeout: Duration,
-    ) -> Result<SendHandle, SendError> {
-        self.retry_while_full(timeout, || self.send_reliable(scattering))
+    ) -> Result<SendHandle, SendError>
+    where
+        I: IntoIterator,
+        I::Item: Outgoing,
+    {
+        let scattering: Vec<(ProcId, Bytes)> =
+            scattering.into_iter().map(Outgoing::into_message).collect();
+        self.retry_while_full(timeout, || self.send_reliable(&scattering))
     }
 
     /// Runs `send` until it is not refused for a full buffer, or `timeout` passes; between
@@ -695,19 +755,37 @@ impl Endpoint {
 
     /// Runs an application command on the role and wakes the I/O thread if it has new output
     /// to drain and was not already told.
+    /// [`Endpoint::command`] with the scattering collected into the core's scratch vector
+    /// under the lock.
+    fn command_with<I, R>(
+        &self,
+        scattering: I,
+        f: impl FnOnce(&mut Role, Instant, ProcId, &[(ProcId, Bytes)]) -> Result<R, SendError>,
+    ) -> Result<R, SendError>
+    where
+        I: IntoIterator,
+        I::Item: Outgoing,
+    {
+        self.command(|core, now, me| {
+            let Core { role, scratch, .. } = core;
+            scratch.clear();
+            scratch.extend(scattering.into_iter().map(Outgoing::into_message));
+            let r = f(role, now, me, scratch);
+            // Payloads are not kept alive past the send.
+            scratch.clear();
+            r
+        })
+    }
+
     fn command<R>(
         &self,
-        f: impl FnOnce(&mut Role, Instant, ProcId) -> Result<R, SendError>,
+        f: impl FnOnce(&mut Core, Instant, ProcId) -> Result<R, SendError>,
     ) -> Result<R, SendError> {
         if self.shared.stop.load(Ordering::SeqCst) {
             return Err(SendError::Closed);
         }
         let mut core = self.shared.lock();
-        let r = f(
-            &mut core.role,
-            self.shared.clock.now(),
-            self.shared.current(),
-        )?;
+        let r = f(&mut core, self.shared.clock.now(), self.shared.current())?;
         let was_dirty = self.shared.dirty.swap(true, Ordering::SeqCst);
         drop(core);
         if !was_dirty {
@@ -885,7 +963,7 @@ impl Endpoint {
     /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
     #[cfg(feature = "tokio")]
     pub async fn next_event_async(&self) -> Result<Event, RecvError> {
-        Ok(self.shared.events.pop_async().await?)
+        self.took(self.shared.events.pop_async().await)
     }
 
     /// A best-effort pop made room: if the role's room runs low, let the I/O thread give it
@@ -928,7 +1006,15 @@ impl Endpoint {
     /// # Errors
     /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
     pub fn next_event(&self) -> Result<Event, RecvError> {
-        Ok(self.shared.events.pop(true, None)?)
+        self.took(self.shared.events.pop(true, None))
+    }
+
+    /// An event the application takes: a held failure notification starts its callback
+    /// clock now.
+    fn took(&self, e: Result<Event, PopError>) -> Result<Event, RecvError> {
+        let e = e?;
+        self.shared.took(&e);
+        Ok(e)
     }
 
     /// The next event if one is waiting.
@@ -936,7 +1022,7 @@ impl Endpoint {
     /// # Errors
     /// [`RecvError::Empty`] if none is; [`RecvError::Closed`] as [`Endpoint::next_event`].
     pub fn try_next_event(&self) -> Result<Event, RecvError> {
-        Ok(self.shared.events.pop(false, None)?)
+        self.took(self.shared.events.pop(false, None))
     }
 
     /// The next event, waiting at most `timeout`.
@@ -944,7 +1030,7 @@ impl Endpoint {
     /// # Errors
     /// [`RecvError::Timeout`] if none came; [`RecvError::Closed`] as [`Endpoint::next_event`].
     pub fn next_event_timeout(&self, timeout: Duration) -> Result<Event, RecvError> {
-        Ok(self.shared.events.pop(false, Some(deadline(timeout)))?)
+        self.took(self.shared.events.pop(false, Some(deadline(timeout))))
     }
 
     /// This endpoint's current timestamp (Table 1 `onepipe_get_timestamp`): never below any
@@ -1260,12 +1346,63 @@ impl Shared {
         if let Some(c) = pending.callbacks.iter().find(|c| c.round() == Some(round)) {
             return c.clone();
         }
-        let c = Callback(Some(Arc::new(CallbackInner {
+        let inner = Arc::new(CallbackInner {
             round,
             shared: self.me.get().cloned().unwrap_or_default(),
-        })));
+            taken: AtomicBool::new(false),
+            done: AtomicBool::new(false),
+            queued: std::time::Instant::now(),
+        });
+        self.untaken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(&inner));
+        let c = Callback(Some(inner));
         pending.callbacks.push(c.clone());
         c
+    }
+
+    /// The application took event `e`: a failure notification that holds its round starts
+    /// the round's callback clock at the controller now (issue 35), not when it was queued.
+    fn took(&self, e: &Event) {
+        let Event::ProcessFailed {
+            callback: Callback(Some(inner)),
+            ..
+        } = e
+        else {
+            return;
+        };
+        if inner.taken.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.push_control(ToController::Ctrl {
+            to: None,
+            msg: WireCtrl::CallbackTaken {
+                round: inner.round,
+                host: self.proc.0,
+            },
+        });
+    }
+
+    /// Held notifications nobody took within half the cluster's callback timeout complete
+    /// their round by themselves: a process is never declared failed because its event queue
+    /// was not read (the application gets the notification later, holding nothing).
+    fn complete_untaken(&self) {
+        let half = self.callback_timeout / 2;
+        let mut untaken = self.untaken.lock().unwrap_or_else(|e| e.into_inner());
+        untaken.retain(|w| {
+            let Some(c) = w.upgrade() else {
+                return false;
+            };
+            if c.taken.load(Ordering::SeqCst) || c.done.load(Ordering::SeqCst) {
+                return false;
+            }
+            if !half.is_zero() && c.queued.elapsed() >= half {
+                c.complete();
+                return false;
+            }
+            true
+        });
     }
 
     /// §5.2: this process's callbacks for `round` are done (the last handle was dropped).
@@ -1433,7 +1570,7 @@ impl Taken {
     /// Takes the role's outputs and reads its timer (`core` is the locked core); the role has
     /// nothing left waiting, so `dirty` is cleared.
     fn take(&mut self, core: &mut Core, dirty: &AtomicBool) {
-        let Core { role, extra } = core;
+        let Core { role, extra, .. } = core;
         match role {
             Role::Ordered(h) => {
                 while let Some(o) = h.poll_output() {

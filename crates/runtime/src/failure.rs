@@ -192,6 +192,13 @@ pub enum WireCtrl {
         /// Graph link.
         link: u32,
     },
+    /// Host `host`'s application took `round`'s notification (its callback clock starts).
+    CallbackTaken {
+        /// Round.
+        round: u32,
+        /// Host.
+        host: u32,
+    },
     /// Resume: stop waiting for the dead links.
     Resume {
         /// Round.
@@ -250,6 +257,10 @@ impl From<&CtrlMsg> for WireCtrl {
                 last: last.map(Timestamp::raw),
             },
             CtrlMsg::Depart { link } => WireCtrl::Depart { link: link.0 },
+            CtrlMsg::CallbackTaken { round, host } => WireCtrl::CallbackTaken {
+                round: *round,
+                host: host.0,
+            },
             CtrlMsg::Resume { round, dead_links } => WireCtrl::Resume {
                 round: *round,
                 dead_links: dead_links.iter().map(|l| l.0).collect(),
@@ -314,6 +325,10 @@ impl From<WireCtrl> for CtrlMsg {
                 last: last.map(ts),
             },
             WireCtrl::Depart { link } => CtrlMsg::Depart { link: LinkId(link) },
+            WireCtrl::CallbackTaken { round, host } => CtrlMsg::CallbackTaken {
+                round,
+                host: NodeId(host),
+            },
             WireCtrl::Resume { round, dead_links } => CtrlMsg::Resume {
                 round,
                 dead_links: dead_links.into_iter().map(LinkId).collect(),
@@ -835,6 +850,10 @@ mod tests {
                 last: Some(Timestamp::new(12)),
             },
             CtrlMsg::Depart { link: LinkId(5) },
+            CtrlMsg::CallbackTaken {
+                round: 2,
+                host: NodeId(1),
+            },
         ];
         for m in msgs {
             let json = serde_json::to_string(&WireCtrl::from(&m)).unwrap();

@@ -265,7 +265,7 @@ fn opt_ts(rng: &mut Rng) -> Option<u64> {
 /// Any §5.2 control message (ids and timestamps any numbers: the receiver checks them).
 fn wire_ctrl(rng: &mut Rng) -> WireCtrl {
     let (round, a) = (rng.u32(), rng.u32());
-    match rng.below(9) {
+    match rng.below(10) {
         0 => WireCtrl::LinkDown {
             reporter: round,
             link: a,
@@ -290,6 +290,7 @@ fn wire_ctrl(rng: &mut Rng) -> WireCtrl {
             last: opt_ts(rng),
         },
         7 => WireCtrl::Depart { link: a },
+        8 => WireCtrl::CallbackTaken { round, host: a },
         _ => WireCtrl::Resume {
             round,
             dead_links: numbers(rng),

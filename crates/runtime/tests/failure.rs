@@ -712,3 +712,44 @@ fn processes_join_a_running_cluster_one_at_a_time_and_one_leaves() {
     }
     local.stop();
 }
+
+/// Issue 35, `FailureCallbacks::Held`: the callback clock starts when the application takes
+/// the notification, not when it was queued. With a 3 s callback timeout, p0 takes its
+/// notification about 0.8 s after the others heard, and holds it 2.6 s more — past 3 s from the
+/// broadcast, within 3 s of the take: the round resumes and p0 keeps its id. (Were the clock
+/// started at queueing, p0 would be declared failed.) A notification nobody takes is covered
+/// too: p1 never reads its events, and its part of the round completes by itself.
+#[test]
+fn the_callback_clock_starts_when_the_application_takes_the_notification() {
+    let (local, mut eps) = spoken_cluster(3_000_000_000, FailureCallbacks::Held);
+    let p3 = eps.pop().unwrap();
+    p3.kill();
+    // p2 reads at once and completes; p1 reads nothing.
+    await_failed(&eps[2], 3);
+    let heard = Instant::now();
+    std::thread::sleep(Duration::from_millis(800));
+    let held = hold_failed(&eps[0], 3);
+    let Event::ProcessFailed { callback, .. } = &held else {
+        unreachable!()
+    };
+    assert!(callback.round().is_some(), "p0 holds the round");
+    std::thread::sleep(Duration::from_millis(3400).saturating_sub(heard.elapsed()));
+    assert_eq!(
+        local.controller().failure_rounds()[0].resumed_ms,
+        None,
+        "the round waits for p0's callback"
+    );
+    drop(held);
+    await_rounds(&local, "resumed", |r| r[0].resumed_ms.is_some());
+    // Long enough for a round that would take p0 for failed to show.
+    std::thread::sleep(Duration::from_secs(2));
+    let rounds = local.controller().failure_rounds();
+    assert_eq!(rounds.len(), 1, "nobody else declared: {rounds:?}");
+    assert_eq!(eps[0].proc(), ProcId(0));
+    assert_eq!(eps[1].proc(), ProcId(1));
+    assert_eq!(eps[0].declared_failed(), None);
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
+}

@@ -386,6 +386,7 @@ impl Host {
             // Addressed to the controller, or to a switch.
             CtrlMsg::LinkDown { .. }
             | CtrlMsg::Completed { .. }
+            | CtrlMsg::CallbackTaken { .. }
             | CtrlMsg::Isolate { .. }
             | CtrlMsg::Departed { .. }
             | CtrlMsg::Depart { .. } => {

@@ -59,6 +59,7 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
     // Logged once per loss, not once per attempt.
     let mut searching = false;
     while !shared.stop.load(Ordering::SeqCst) {
+        shared.complete_untaken();
         if !connected {
             // The controller is gone: the data path goes on; find whoever leads now.
             if !searching {

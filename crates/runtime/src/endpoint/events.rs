@@ -135,6 +135,26 @@ pub struct Callback(pub(super) Option<Arc<CallbackInner>>);
 pub(super) struct CallbackInner {
     pub(super) round: u32,
     pub(super) shared: std::sync::Weak<Shared>,
+    /// The application took a notification holding it: the controller was told, and its
+    /// callback clock runs from then (issue 35).
+    pub(super) taken: AtomicBool,
+    /// The round was completed here (by the last handle's drop, or by itself when nobody took
+    /// a notification in time): once only.
+    pub(super) done: AtomicBool,
+    /// When its first notification was queued.
+    pub(super) queued: std::time::Instant,
+}
+
+impl CallbackInner {
+    /// Completes the round at this process, once.
+    pub(super) fn complete(&self) {
+        if self.done.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Some(shared) = self.shared.upgrade() {
+            shared.complete_callbacks(self.round);
+        }
+    }
 }
 
 impl Callback {
@@ -149,9 +169,7 @@ impl Callback {
 
 impl Drop for CallbackInner {
     fn drop(&mut self) {
-        if let Some(shared) = self.shared.upgrade() {
-            shared.complete_callbacks(self.round);
-        }
+        self.complete();
     }
 }
 
@@ -186,10 +204,13 @@ pub enum FailureCallbacks {
     /// §5.2 to the letter ("resumes delivery after all non-fail processes finish their callback
     /// functions"): the round completes at this process only once the application has dropped
     /// every [`Callback`] of it, so it can act on a failure before anything after it is
-    /// delivered. The cluster's `callback_timeout` (2 s by default) runs from the controller's
-    /// broadcast of the failure: an application that has not taken and dropped its callbacks
-    /// by then — whether it is slow or does not read its events at all — holds every other
-    /// process's reliable delivery until then, and is then declared failed itself.
+    /// delivered. The cluster's `callback_timeout` (2 s by default) runs from when the
+    /// application *takes* the notification (`next_event` and its forms; the controller is
+    /// told): one that holds its callback longer than that holds every other process's reliable
+    /// delivery until then, and is then declared failed itself. A notification nobody takes
+    /// within half the timeout completes its round by itself — a process is never declared
+    /// failed because its event queue was not read — and reaches the application later
+    /// holding nothing.
     Held,
 }
 
