@@ -168,13 +168,7 @@ fn encode_msg(out: &mut Vec<u8>, msg: &CtrlMsg) {
             out.push(1);
             put_u32(out, reporter.0);
             put_u32(out, link.0);
-            match last_commit {
-                None => out.push(0),
-                Some(ts) => {
-                    out.push(1);
-                    put_u64(out, ts.raw());
-                }
-            }
+            put_opt_ts(out, *last_commit);
         }
         CtrlMsg::Failure {
             round,
@@ -231,13 +225,7 @@ fn encode_msg(out: &mut Vec<u8>, msg: &CtrlMsg) {
         CtrlMsg::Departed { host, last } => {
             out.push(8);
             put_u32(out, host.0);
-            match last {
-                None => out.push(0),
-                Some(ts) => {
-                    out.push(1);
-                    put_u64(out, ts.raw());
-                }
-            }
+            put_opt_ts(out, *last);
         }
         CtrlMsg::Depart { link } => {
             out.push(9);
@@ -265,11 +253,7 @@ fn decode_msg(r: &mut Reader<'_>) -> Result<CtrlMsg, DecodeError> {
         1 => CtrlMsg::LinkDown {
             reporter: NodeId(r.u32()?),
             link: LinkId(r.u32()?),
-            last_commit: match r.u8()? {
-                0 => None,
-                1 => Some(r.ts()?),
-                f => return Err(DecodeError::Flag(f)),
-            },
+            last_commit: opt_ts(r)?,
         },
         2 => {
             let round = r.u32()?;
@@ -314,11 +298,7 @@ fn decode_msg(r: &mut Reader<'_>) -> Result<CtrlMsg, DecodeError> {
         },
         8 => CtrlMsg::Departed {
             host: NodeId(r.u32()?),
-            last: match r.u8()? {
-                0 => None,
-                1 => Some(r.ts()?),
-                f => return Err(DecodeError::Flag(f)),
-            },
+            last: opt_ts(r)?,
         },
         9 => CtrlMsg::Depart {
             link: LinkId(r.u32()?),
@@ -390,11 +370,6 @@ fn encode_relay(out: &mut Vec<u8>, msg: &RelayMsg) -> Result<(), EncodeError> {
 }
 
 fn decode_relay(r: &mut Reader<'_>) -> Result<RelayMsg, DecodeError> {
-    let opt_ts = |r: &mut Reader<'_>| match r.u8()? {
-        0 => Ok(None),
-        1 => Ok(Some(r.ts()?)),
-        f => Err(DecodeError::Flag(f)),
-    };
     Ok(match r.u8()? {
         1 => {
             let n = r.count(12)?;
@@ -439,6 +414,15 @@ fn put_len(out: &mut Vec<u8>, n: usize) {
 
 struct Reader<'a> {
     buf: &'a [u8],
+}
+
+/// What [`put_opt_ts`] wrote: a flag byte (0 none, 1 some), then the timestamp.
+fn opt_ts(r: &mut Reader<'_>) -> Result<Option<Timestamp>, DecodeError> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => Ok(Some(r.ts()?)),
+        f => Err(DecodeError::Flag(f)),
+    }
 }
 
 impl Reader<'_> {

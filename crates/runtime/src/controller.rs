@@ -1380,10 +1380,7 @@ impl State {
                         }
                     }
                     let msg = FromController::Declared { round, failed };
-                    let members: Vec<Member> = self.slots.keys().cloned().collect();
-                    for m in members {
-                        self.send_to(&m, &msg);
-                    }
+                    self.send_to_each(|_| true, &msg);
                     self.send_view(Vec::new(), left, gone);
                 }
                 // §5.2 rejoin: process `host` is the new processes `procs`; the aggregators
@@ -1398,10 +1395,7 @@ impl State {
                         host: host.0,
                         procs: procs.clone(),
                     };
-                    let members: Vec<Member> = self.slots.keys().cloned().collect();
-                    for m in members {
-                        self.send_to(&m, &msg);
-                    }
+                    self.send_to_each(|_| true, &msg);
                     self.send_view(procs, Vec::new(), Vec::new());
                 }
                 Output::Event(CtrlEvent::Resumed { round }) => {
@@ -1593,17 +1587,7 @@ impl State {
                     member: member.clone(),
                     addr,
                 };
-                let aggs: Vec<Member> = self
-                    .slots
-                    .keys()
-                    .filter(|m| matches!(m, Member::Aggregator(_)))
-                    .cloned()
-                    .collect();
-                for a in aggs {
-                    self.send_to(&a, &moved);
-                }
-            }
-            if matches!(member, Member::Process(_)) {
+                self.send_to_each(|m| matches!(m, Member::Aggregator(_)), &moved);
                 let (epoch, members) = self.view();
                 let view = FromController::View {
                     epoch,
@@ -1799,14 +1783,14 @@ impl State {
             left,
             failed,
         };
-        let procs: Vec<Member> = self
-            .slots
-            .keys()
-            .filter(|m| matches!(m, Member::Process(_)))
-            .cloned()
-            .collect();
-        for m in procs {
-            self.send_to(&m, &msg);
+        self.send_to_each(|m| matches!(m, Member::Process(_)), &msg);
+    }
+
+    /// [`State::send_to`] every member `pick` chooses.
+    fn send_to_each(&mut self, pick: fn(&Member) -> bool, msg: &FromController) {
+        let members: Vec<Member> = self.slots.keys().filter(|m| pick(m)).cloned().collect();
+        for m in members {
+            self.send_to(&m, msg);
         }
     }
 

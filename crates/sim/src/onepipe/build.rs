@@ -113,21 +113,9 @@ pub(super) fn build_hosts(
         hosts.push(HostSt {
             host,
             reliable_queued: VecDeque::new(),
-            crash_at: cfg
-                .crashes
-                .iter()
-                .filter(|c| c.0 == h)
-                .map(|c| c.1)
-                .min()
-                .unwrap_or(SimTime::MAX),
+            crash_at: first_at(&cfg.crashes, h),
             restart_at: SimTime::MAX,
-            leave_at: cfg
-                .leaves
-                .iter()
-                .filter(|c| c.0 == h)
-                .map(|c| c.1)
-                .min()
-                .unwrap_or(SimTime::MAX),
+            leave_at: first_at(&cfg.leaves, h),
             cut_at: SimTime::MAX,
             heal_at: SimTime::MAX,
             last_move: [0; 2],
@@ -263,6 +251,16 @@ pub(super) fn apply_cuts(
         }
     }
     Ok(heals)
+}
+
+/// The earliest time `events` (host, true time) name host `h`; `SimTime::MAX` for none.
+fn first_at(events: &[(u32, u64)], h: u32) -> SimTime {
+    events
+        .iter()
+        .filter(|c| c.0 == h)
+        .map(|c| c.1)
+        .min()
+        .unwrap_or(SimTime::MAX)
 }
 
 /// Each host's crash, restart, cut and heal times; returns the restarts to schedule.
