@@ -845,6 +845,65 @@ impl Endpoint {
         self.after_reliable_pop(self.shared.rel.pop(false, Some(deadline(timeout))))
     }
 
+    /// The next message of either service, in one order across both: (timestamp, sender),
+    /// best effort first at a tie. The two services are two total orders, one per queue
+    /// (docs/LIVE.md); this merges them for an application that wants one stream. A message is
+    /// taken only once the other service's barrier has passed it (nothing lower can come
+    /// there any more), so every message waits for the reliable service's commit barrier: the
+    /// merged stream is as slow as the reliable one. Waits at most `timeout` (checking every
+    /// 0.2 ms). Take messages from the merged stream or from the per-service receives, not
+    /// from both.
+    ///
+    /// # Errors
+    /// [`RecvError::Timeout`] if none could be taken in time; [`RecvError::Closed`] once the
+    /// endpoint has left and both queues are empty.
+    pub fn recv_merged(&self, timeout: Duration) -> Result<Message, RecvError> {
+        let until = deadline(timeout);
+        loop {
+            match self.try_recv_merged() {
+                Err(RecvError::Empty) => {}
+                r => return r,
+            }
+            if std::time::Instant::now() >= until {
+                return Err(RecvError::Timeout);
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// [`Endpoint::recv_merged`] without waiting.
+    ///
+    /// # Errors
+    /// [`RecvError::Empty`] if no message can be taken yet; [`RecvError::Closed`] as
+    /// [`Endpoint::recv_merged`].
+    pub fn try_recv_merged(&self) -> Result<Message, RecvError> {
+        let key = |m: &Message| (m.ts, m.src);
+        let be = self.shared.be.peek(key);
+        let rel = self.shared.rel.peek(key);
+        // Everything of a service below its published barrier is in its queue already.
+        let passed = |k: usize, ts: Timestamp| self.shared.published(k).is_some_and(|b| b > ts);
+        let take_be = match (be, rel) {
+            (Err(()), Err(())) => return Err(RecvError::Closed),
+            (Ok(Some(a)), Ok(Some(b))) => a <= b,
+            // The other queue is closed and empty: nothing more comes there.
+            (Ok(Some(_)), Err(())) => true,
+            (Err(()), Ok(Some(_))) => false,
+            (Ok(Some(a)), _) => match passed(1, a.0) {
+                true => true,
+                false => return Err(RecvError::Empty),
+            },
+            (_, Ok(Some(b))) => match passed(0, b.0) {
+                true => false,
+                false => return Err(RecvError::Empty),
+            },
+            _ => return Err(RecvError::Empty),
+        };
+        match take_be {
+            true => self.try_recv_unreliable(),
+            false => self.try_recv_reliable(),
+        }
+    }
+
     /// Up to `limit` best-effort messages at once, appended to `out` in delivery order: waits
     /// up to `timeout` for the first (`Duration::ZERO`: not at all), then takes the others
     /// that are already delivered — one lock for the batch instead of one per message (Aeron's

@@ -75,6 +75,16 @@ impl<T> BoundedQueue<T> {
         self.lock().items.len()
     }
 
+    /// `f` of the oldest item, if there is one; `Err(())` once closed and drained.
+    pub fn peek<K>(&self, f: impl FnOnce(&T) -> K) -> Result<Option<K>, ()> {
+        let q = self.lock();
+        match q.items.front() {
+            Some(item) => Ok(Some(f(item))),
+            None if q.closed => Err(()),
+            None => Ok(None),
+        }
+    }
+
     /// Queues `item`, or gives it back if the queue is full or closed.
     pub fn try_push(&self, item: T) -> Result<(), T> {
         let mut q = self.lock();

@@ -459,3 +459,55 @@ fn a_member_is_taken_only_in_the_names_its_certificate_holds() {
     assert!(malformed >= 2, "{malformed}");
     local.stop();
 }
+
+/// Issue 35: one merged stream across both services for an application that wants it. Two
+/// endpoints each send best-effort and reliable broadcasts, interleaved; each takes every
+/// message from `recv_merged`, and both see the same sequence, ordered by (timestamp,
+/// sender) across the services.
+#[test]
+fn the_merged_stream_orders_both_services_by_timestamp() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 2,
+        layers: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let eps = join_all(local.controller_addr(), 2, local.join_options());
+    const N: usize = 50;
+    for k in 0..N {
+        for e in &eps {
+            let body = format!("{k}");
+            match k % 2 {
+                0 => e.broadcast_unreliable(body).map(|_| ()),
+                _ => e.broadcast_reliable(body).map(|_| ()),
+            }
+            .unwrap();
+        }
+    }
+    let streams: Vec<Vec<(Timestamp, ProcId, bool)>> = eps
+        .iter()
+        .map(|e| {
+            (0..2 * N)
+                .map(|_| {
+                    let m = e.recv_merged(PATIENCE).expect("a merged message");
+                    (m.ts, m.src, m.reliable)
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(streams[0], streams[1], "one merged order");
+    let keys: Vec<(Timestamp, ProcId)> = streams[0].iter().map(|&(ts, src, _)| (ts, src)).collect();
+    assert!(
+        keys.windows(2).all(|w| w[0] < w[1]),
+        "timestamp order: {keys:?}"
+    );
+    assert_eq!(
+        streams[0].iter().filter(|m| m.2).count(),
+        N,
+        "both services"
+    );
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
+}
