@@ -31,7 +31,6 @@ fn replica(controller: SocketAddr, opts: JoinOptions, replicas: u32, ops: u32) -
     let mut applied = 0;
     let mut sent = 0;
     let total = replicas * ops;
-    let mut batch = Vec::with_capacity(256);
     while applied < total {
         // Send while there is something left to send. A full send buffer waits for room (a
         // little while: then the loop reads, since undelivered messages of ours may be what
@@ -54,14 +53,15 @@ fn replica(controller: SocketAddr, opts: JoinOptions, replicas: u32, ops: u32) -
         } else {
             Duration::from_secs(30)
         };
-        match me.recv_reliable_many(&mut batch, 256, wait) {
-            Ok(_) => {
-                for m in batch.drain(..) {
-                    let k =
-                        u64::from_le_bytes(m.payload[..8].try_into().expect("8-byte operation"));
-                    value = value.wrapping_mul(31).wrapping_add(k);
-                    applied += 1;
-                }
+        let mut apply = |m: onepipe::Message| {
+            let k = u64::from_le_bytes(m.payload[..8].try_into().expect("8-byte operation"));
+            value = value.wrapping_mul(31).wrapping_add(k);
+            applied += 1;
+        };
+        match me.reliable().recv(wait) {
+            Ok(first) => {
+                apply(first);
+                me.reliable().poll(255, apply);
             }
             Err(onepipe::RecvError::Empty | onepipe::RecvError::Timeout) if sent < ops => {}
             Err(e) => panic!("receive: {e} after {applied} of {total} operations"),

@@ -119,8 +119,8 @@ fn receive(e: &Endpoint, reliable: bool, n: usize) -> Vec<(ProcId, String)> {
     (0..n)
         .map(|_| {
             let m: Message = match reliable {
-                true => e.recv_reliable_timeout(PATIENCE),
-                false => e.recv_unreliable_timeout(PATIENCE),
+                true => e.reliable().recv(PATIENCE),
+                false => e.best_effort().recv(PATIENCE),
             }
             .expect("a message");
             (m.src, String::from_utf8_lossy(&m.payload).into_owned())

@@ -12,8 +12,8 @@
 //! * [`proto`] is the protocol core (sans-IO state machines), [`sim`] the deterministic
 //!   simulator that checks it, [`runtime`] the UDP runtime, daemons' cores and cluster files.
 //!
-//! **Features.** `tokio`: receive in async code — `Endpoint::recv_unreliable_async`,
-//! `recv_reliable_async` and `next_event_async` are futures that the endpoint's I/O thread
+//! **Features.** `tokio`: receive in async code — `e.best_effort().recv_async()`,
+//! `e.reliable().recv_async()` and `next_event_async` are futures that the endpoint's I/O thread
 //! wakes when it queues a delivery or an event (no polling, no thread blocked; any executor).
 //! `etcd`: a standby controller over etcd in the runtime's controller core.
 //!
@@ -45,8 +45,8 @@
 //! a.broadcast_reliable("hello").unwrap();
 //! c.send_reliable(&[(a.proc(), "to a".into()), (b.proc(), "to b".into())]).unwrap();
 //! for e in [&a, &b] {
-//!     let first = e.recv_reliable_timeout(wait).unwrap();
-//!     let second = e.recv_reliable_timeout(wait).unwrap();
+//!     let first = e.reliable().recv(wait).unwrap();
+//!     let second = e.reliable().recv(wait).unwrap();
 //!     println!("{}: {:?} then {:?}", e.proc(), first.payload, second.payload);
 //! }
 //!
@@ -87,7 +87,7 @@
 //! let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
 //! let m = rt.block_on(async {
 //!     me.send_unreliable(&[(ProcId(0), "hello".into())]).unwrap();
-//!     me.recv_unreliable_async().await.unwrap()
+//!     me.best_effort().recv_async().await.unwrap()
 //! });
 //! assert_eq!(&m.payload[..], b"hello");
 //! me.leave();
@@ -105,7 +105,7 @@ pub use onepipe_proto::wire::NakReason;
 pub use onepipe_proto::{ProcId, Timestamp};
 pub use onepipe_runtime::cluster;
 pub use onepipe_runtime::endpoint::{
-    Endpoint, EndpointStats, Event, FailReason, FailureCallbacks, JoinOptions, Message, RecvError,
-    SendError, SendHandle, View, LEAVE_FLUSH_TIMEOUT,
+    Endpoint, EndpointStats, Event, FailReason, FailureCallbacks, Inbox, JoinOptions, Message,
+    RecvError, SendError, SendHandle, View, LEAVE_FLUSH_TIMEOUT,
 };
 pub use onepipe_runtime::{Cluster, JoinError, LocalCluster};

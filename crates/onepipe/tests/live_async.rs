@@ -84,11 +84,11 @@ fn async_receives_are_woken_by_deliveries_and_keep_the_total_order_2_1() {
 async fn recv_all(e: &Endpoint, n: usize) -> (Vec<Bytes>, Vec<Bytes>) {
     let mut be = Vec::new();
     for _ in 0..n {
-        be.push(e.recv_unreliable_async().await.unwrap().payload);
+        be.push(e.best_effort().recv_async().await.unwrap().payload);
     }
     let mut rel = Vec::new();
     for _ in 0..n {
-        rel.push(e.recv_reliable_async().await.unwrap().payload);
+        rel.push(e.reliable().recv_async().await.unwrap().payload);
     }
     (be, rel)
 }

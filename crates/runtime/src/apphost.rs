@@ -115,9 +115,9 @@ impl<'e, A: App> AppHost<'e, A> {
         // 1. The barrier first, then the queue it covers; then best effort.
         let barrier = self.ep.commit_barrier();
         let mut reliable = Vec::new();
-        while self.ep.poll_reliable(POLL_LEN, |m| reliable.push(m)) == POLL_LEN {}
+        while self.ep.reliable().poll(POLL_LEN, |m| reliable.push(m)) == POLL_LEN {}
         let mut be = Vec::new();
-        self.ep.poll_unreliable(POLL_LEN, |m| be.push(m));
+        self.ep.best_effort().poll(POLL_LEN, |m| be.push(m));
         // 3. The events, taken after the deliveries and handed over before them: a reply to
         // a reliable send can only have been queued after the send was stamped, so its
         // `ReliableSent` is among these — the application knows the timestamp it answers.

@@ -5,9 +5,9 @@
 //! | `onepipe_init()` | [`Endpoint::join`] |
 //! | `onepipe_exit()` | [`Endpoint::leave`] (or drop) |
 //! | `onepipe_unreliable_send(vec[<dst, msg>])` | [`Endpoint::send_unreliable`]; [`Endpoint::send_unreliable_timeout`] waits for room |
-//! | `TS, src, msg = onepipe_unreliable_recv()` | [`Endpoint::recv_unreliable`], [`Endpoint::try_recv_unreliable`], [`Endpoint::recv_unreliable_timeout`]; in batches [`Endpoint::recv_unreliable_many`], [`Endpoint::poll_unreliable`]; `recv_unreliable_async` with the `tokio` feature |
+//! | `TS, src, msg = onepipe_unreliable_recv()` | [`Endpoint::best_effort`]: [`Inbox::recv`] (blocking, with a deadline), [`Inbox::try_recv`], [`Inbox::poll`] (a batch into a handler), `Inbox::recv_async` with the `tokio` feature; both services in one timestamp order: [`Endpoint::recv_merged`] |
 //! | `onepipe_reliable_send(vec[<dst, msg>])` | [`Endpoint::send_reliable`]; [`Endpoint::send_reliable_timeout`] waits for room |
-//! | `TS, src, msg = onepipe_reliable_recv()` | [`Endpoint::recv_reliable`], [`Endpoint::try_recv_reliable`], [`Endpoint::recv_reliable_timeout`]; in batches [`Endpoint::recv_reliable_many`], [`Endpoint::poll_reliable`]; `recv_reliable_async` with the `tokio` feature |
+//! | `TS, src, msg = onepipe_reliable_recv()` | [`Endpoint::reliable`]: the same four |
 //! | `onepipe_send_fail_callback(func(TS, dst, msg))` | [`Event::SendFailed`] from [`Endpoint::next_event`] |
 //! | `onepipe_proc_fail_callback(func(proc, TS))` | [`Event::ProcessFailed`] from [`Endpoint::next_event`] |
 //! | `TS = onepipe_get_timestamp()` | [`Endpoint::timestamp`] |
@@ -34,7 +34,7 @@
 //!   that arrives beyond that is refused before it is acknowledged and NAKed to its sender
 //!   (`BufferFull`) by the role itself, so the sender learns of it through its own
 //!   [`Event::SendFailed`], as a full receive buffer does in §4.1. Batches
-//!   (`recv_*_many`, `poll_*`) take many messages under one lock. When the
+//!   (`Inbox::poll`) take many messages under one lock. When the
 //!   reliable queue is full the role stops delivering to this process: its reorder buffer fills,
 //!   its receive window closes and senders wait (§6.1 flow control) — nothing is lost.
 //! * **Events** go to a third bounded queue; when it is full, further events are dropped and
@@ -87,7 +87,7 @@
 //! a.send_unreliable(&everyone("from a")).unwrap();
 //! b.send_unreliable(&everyone("from b")).unwrap();
 //! let order = |e: &Endpoint| -> Vec<_> {
-//!     (0..2).map(|_| e.recv_unreliable_timeout(Duration::from_secs(30)).unwrap().payload).collect()
+//!     (0..2).map(|_| e.best_effort().recv(Duration::from_secs(30)).unwrap().payload).collect()
 //! };
 //! assert_eq!(order(&a), order(&b), "one total order");
 //! a.leave();
@@ -97,6 +97,7 @@
 
 mod control_thread;
 mod events;
+mod inbox;
 
 use crate::auth::{KeyInbox, LinkAuth, LinkPorts};
 use crate::clock::Clock;
@@ -119,6 +120,7 @@ use events::CallbackInner;
 pub use events::{
     Callback, Event, FailReason, FailureCallbacks, Message, RecvError, SendError, SendHandle, View,
 };
+pub use inbox::Inbox;
 use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
 use onepipe_proto::ids::{NodeId, ProcId};
@@ -342,7 +344,7 @@ const NO_BARRIER: u64 = u64::MAX;
 /// ([`Host::send_buffer_use`]).
 const ROOM_WAKE_USE: f64 = 0.5;
 
-/// Most messages [`Endpoint::poll_unreliable`] sets room aside for at once (more are taken,
+/// Most messages [`Inbox::poll`] sets room aside for at once (more are taken,
 /// the buffer grows).
 const POLL_BATCH_LEN: usize = 256;
 
@@ -794,57 +796,6 @@ impl Endpoint {
         Ok(r)
     }
 
-    /// The next best-effort message, waiting as long as it takes (Table 1
-    /// `onepipe_unreliable_recv`).
-    ///
-    /// # Errors
-    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
-    pub fn recv_unreliable(&self) -> Result<Message, RecvError> {
-        self.after_unreliable_pop(self.shared.be.pop(true, None))
-    }
-
-    /// The next best-effort message if one is waiting.
-    ///
-    /// # Errors
-    /// [`RecvError::Empty`] if none is; [`RecvError::Closed`] as [`Endpoint::recv_unreliable`].
-    pub fn try_recv_unreliable(&self) -> Result<Message, RecvError> {
-        self.after_unreliable_pop(self.shared.be.pop(false, None))
-    }
-
-    /// The next best-effort message, waiting at most `timeout`.
-    ///
-    /// # Errors
-    /// [`RecvError::Timeout`] if none came; [`RecvError::Closed`] as
-    /// [`Endpoint::recv_unreliable`].
-    pub fn recv_unreliable_timeout(&self, timeout: Duration) -> Result<Message, RecvError> {
-        self.after_unreliable_pop(self.shared.be.pop(false, Some(deadline(timeout))))
-    }
-
-    /// The next reliable message, waiting as long as it takes (Table 1 `onepipe_reliable_recv`).
-    ///
-    /// # Errors
-    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
-    pub fn recv_reliable(&self) -> Result<Message, RecvError> {
-        self.after_reliable_pop(self.shared.rel.pop(true, None))
-    }
-
-    /// The next reliable message if one is waiting.
-    ///
-    /// # Errors
-    /// [`RecvError::Empty`] if none is; [`RecvError::Closed`] as [`Endpoint::recv_reliable`].
-    pub fn try_recv_reliable(&self) -> Result<Message, RecvError> {
-        self.after_reliable_pop(self.shared.rel.pop(false, None))
-    }
-
-    /// The next reliable message, waiting at most `timeout`.
-    ///
-    /// # Errors
-    /// [`RecvError::Timeout`] if none came; [`RecvError::Closed`] as
-    /// [`Endpoint::recv_reliable`].
-    pub fn recv_reliable_timeout(&self, timeout: Duration) -> Result<Message, RecvError> {
-        self.after_reliable_pop(self.shared.rel.pop(false, Some(deadline(timeout))))
-    }
-
     /// The next message of either service, in one order across both: (timestamp, sender),
     /// best effort first at a tie. The two services are two total orders, one per queue
     /// (docs/LIVE.md); this merges them for an application that wants one stream. A message is
@@ -899,152 +850,9 @@ impl Endpoint {
             _ => return Err(RecvError::Empty),
         };
         match take_be {
-            true => self.try_recv_unreliable(),
-            false => self.try_recv_reliable(),
+            true => self.best_effort().try_recv(),
+            false => self.reliable().try_recv(),
         }
-    }
-
-    /// Up to `limit` best-effort messages at once, appended to `out` in delivery order: waits
-    /// up to `timeout` for the first (`Duration::ZERO`: not at all), then takes the others
-    /// that are already delivered — one lock for the batch instead of one per message (Aeron's
-    /// `poll(handler, limit)`; see [`Endpoint::poll_unreliable`]). Returns how many.
-    ///
-    /// ```no_run
-    /// # fn f(e: &onepipe_runtime::endpoint::Endpoint) {
-    /// use std::time::Duration;
-    /// let mut batch = Vec::with_capacity(256);
-    /// while let Ok(n) = e.recv_unreliable_many(&mut batch, 256, Duration::from_millis(10)) {
-    ///     for m in batch.drain(..) {
-    ///         // apply m, in order
-    ///     }
-    /// #   let _ = n;
-    /// }
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    /// [`RecvError::Timeout`] or [`RecvError::Empty`] if none came (nothing is appended);
-    /// [`RecvError::Closed`] as [`Endpoint::recv_unreliable`].
-    pub fn recv_unreliable_many(
-        &self,
-        out: &mut Vec<Message>,
-        limit: usize,
-        timeout: Duration,
-    ) -> Result<usize, RecvError> {
-        let until = (!timeout.is_zero()).then(|| deadline(timeout));
-        self.after_unreliable_pop(self.shared.be.pop_many(out, limit, false, until))
-    }
-
-    /// Up to `limit` reliable messages at once, as [`Endpoint::recv_unreliable_many`].
-    ///
-    /// # Errors
-    /// As [`Endpoint::recv_unreliable_many`].
-    pub fn recv_reliable_many(
-        &self,
-        out: &mut Vec<Message>,
-        limit: usize,
-        timeout: Duration,
-    ) -> Result<usize, RecvError> {
-        let until = (!timeout.is_zero()).then(|| deadline(timeout));
-        let r = self.shared.rel.pop_many(out, limit, false, until);
-        self.after_reliable_pop(r.map(|_| ()))?;
-        Ok(r?)
-    }
-
-    /// Calls `handler` with each of up to `limit` best-effort messages already delivered, in
-    /// delivery order, and returns how many (0: none was waiting). Never blocks; the handler
-    /// runs outside the endpoint's locks, so it may send.
-    pub fn poll_unreliable(&self, limit: usize, handler: impl FnMut(Message)) -> usize {
-        let mut batch = Vec::with_capacity(limit.min(POLL_BATCH_LEN));
-        let n = self.recv_unreliable_many(&mut batch, limit, Duration::ZERO);
-        batch.into_iter().for_each(handler);
-        n.unwrap_or(0)
-    }
-
-    /// Calls `handler` with each of up to `limit` reliable messages already delivered, as
-    /// [`Endpoint::poll_unreliable`].
-    pub fn poll_reliable(&self, limit: usize, handler: impl FnMut(Message)) -> usize {
-        let mut batch = Vec::with_capacity(limit.min(POLL_BATCH_LEN));
-        let n = self.recv_reliable_many(&mut batch, limit, Duration::ZERO);
-        batch.into_iter().for_each(handler);
-        n.unwrap_or(0)
-    }
-
-    /// The next best-effort message, as a future (with the `tokio` feature): Table 1
-    /// `onepipe_unreliable_recv` for async code. It waits without polling — the I/O thread
-    /// wakes it when it queues a message — in any executor; it is cancel-safe (dropped before
-    /// it completes, it takes nothing).
-    ///
-    /// ```
-    /// # use onepipe_runtime::cluster::LocalLayout;
-    /// # use onepipe_runtime::endpoint::{Endpoint, JoinOptions};
-    /// # use onepipe_runtime::LocalCluster;
-    /// use onepipe_proto::ProcId;
-    /// use std::time::Duration;
-    ///
-    /// let local = LocalCluster::start(&LocalLayout { hosts: 1, layers: 1, ..LocalLayout::default() }).unwrap();
-    /// let e = Endpoint::join(local.controller_addr(), local.join_options()).unwrap();
-    /// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    /// rt.block_on(async {
-    ///     e.send_unreliable(&[(ProcId(0), "to myself".into())]).unwrap();
-    ///     let m = tokio::time::timeout(Duration::from_secs(30), e.recv_unreliable_async())
-    ///         .await
-    ///         .expect("delivered within 30 s")
-    ///         .unwrap();
-    ///     assert_eq!(&m.payload[..], b"to myself");
-    /// });
-    /// e.leave();
-    /// local.stop();
-    /// ```
-    ///
-    /// # Errors
-    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
-    #[cfg(feature = "tokio")]
-    pub async fn recv_unreliable_async(&self) -> Result<Message, RecvError> {
-        self.after_unreliable_pop(self.shared.be.pop_async().await)
-    }
-
-    /// The next reliable message, as a future (with the `tokio` feature): Table 1
-    /// `onepipe_reliable_recv` for async code, woken by the I/O thread like
-    /// [`Endpoint::recv_unreliable_async`]; cancel-safe.
-    ///
-    /// # Errors
-    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
-    #[cfg(feature = "tokio")]
-    pub async fn recv_reliable_async(&self) -> Result<Message, RecvError> {
-        let r = self.shared.rel.pop_async().await;
-        self.after_reliable_pop(r)
-    }
-
-    /// The next event, as a future (with the `tokio` feature); cancel-safe.
-    ///
-    /// # Errors
-    /// [`RecvError::Closed`] once the endpoint has left and the queue is empty.
-    #[cfg(feature = "tokio")]
-    pub async fn next_event_async(&self) -> Result<Event, RecvError> {
-        self.took(self.shared.events.pop_async().await)
-    }
-
-    /// A best-effort pop made room: if the role's room runs low, let the I/O thread give it
-    /// more once the queue is half empty.
-    fn after_unreliable_pop<T>(&self, r: Result<T, PopError>) -> Result<T, RecvError> {
-        if self.shared.be_starved.load(Ordering::Relaxed)
-            && self.shared.be.len() <= self.shared.be.len_max() / 2
-        {
-            self.shared.wake();
-        }
-        Ok(r?)
-    }
-
-    /// A reliable pop made room: if delivery was paused for want of it, let the I/O thread
-    /// resume once the queue is half empty.
-    fn after_reliable_pop<T>(&self, r: Result<T, PopError>) -> Result<T, RecvError> {
-        if self.shared.rel_paused.load(Ordering::Relaxed)
-            && self.shared.rel.len() <= self.shared.rel.len_max() / 2
-        {
-            self.shared.wake();
-        }
-        Ok(r?)
     }
 
     /// The next event, waiting as long as it takes.

@@ -54,9 +54,9 @@ fn receive(e: &Endpoint, reliable: bool, n: usize) -> Vec<Message> {
             got.len()
         );
         let r = if reliable {
-            e.recv_reliable_timeout(Duration::from_millis(100))
+            e.reliable().recv(Duration::from_millis(100))
         } else {
-            e.recv_unreliable_timeout(Duration::from_millis(100))
+            e.best_effort().recv(Duration::from_millis(100))
         };
         match r {
             Ok(m) => got.push(m),
@@ -198,10 +198,10 @@ fn a_full_best_effort_queue_drops_and_the_sender_hears_of_it_4_1() {
     // The four that fit arrive (refused at arrival, the others were NAKed before the barrier
     // passed these), in order.
     let got: Vec<_> = (0..4)
-        .map(|_| id(&eps[1].recv_unreliable_timeout(PATIENCE).unwrap()))
+        .map(|_| id(&eps[1].best_effort().recv(PATIENCE).unwrap()))
         .collect();
     assert_eq!(got, vec![(0, 0), (0, 1), (0, 2), (0, 3)]);
-    assert_eq!(eps[1].try_recv_unreliable(), Err(RecvError::Empty));
+    assert_eq!(eps[1].best_effort().try_recv(), Err(RecvError::Empty));
     assert_eq!(eps[1].stats().recv_refused_full, 46);
 }
 
@@ -236,8 +236,13 @@ fn a_full_reliable_queue_pauses_delivery_and_loses_nothing_6_1() {
         while got.len() < 300 {
             assert!(Instant::now() < deadline, "{} of 300", got.len());
             let before = got.len();
-            match eps[1].recv_reliable_many(&mut got, 64, Duration::from_millis(100)) {
-                Ok(n) => assert!(n == got.len() - before && (1..=64).contains(&n)),
+            let inbox = eps[1].reliable();
+            match inbox.recv(Duration::from_millis(100)) {
+                Ok(first) => {
+                    got.push(first);
+                    let n = 1 + inbox.poll(63, |m| got.push(m));
+                    assert!(n == got.len() - before && (1..=64).contains(&n));
+                }
                 Err(RecvError::Timeout) => assert_eq!(got.len(), before),
                 Err(e) => panic!("{e}"),
             }
@@ -248,13 +253,13 @@ fn a_full_reliable_queue_pauses_delivery_and_loses_nothing_6_1() {
         );
         sender.join().expect("every send found room");
     });
-    assert_eq!(eps[1].try_recv_reliable(), Err(RecvError::Empty));
+    assert_eq!(eps[1].reliable().try_recv(), Err(RecvError::Empty));
     assert_eq!(eps[0].try_next_event(), Err(RecvError::Empty), "no failure");
 }
 
 /// §6.1 flow control without spinning: with the best-effort window full (256 KiB of 64 KiB
 /// messages unacknowledged), `send_unreliable` is refused, and `send_unreliable_timeout` waits
-/// until acknowledgements free the window, then sends. Batches: `poll_unreliable` hands over
+/// until acknowledgements free the window, then sends. Batches: `Inbox::poll` hands over
 /// what is delivered, in order, at most `limit` at a time, and 0 when nothing is.
 #[test]
 fn a_blocking_send_waits_for_the_window_and_polls_take_batches_in_order_6_1() {
@@ -293,7 +298,7 @@ fn a_blocking_send_waits_for_the_window_and_polls_take_batches_in_order_6_1() {
     let mut big_seen = 0;
     while small.len() < 200 {
         assert!(Instant::now() < deadline, "{} of 200", small.len());
-        let n = eps[1].poll_unreliable(50, |m| {
+        let n = eps[1].best_effort().poll(50, |m| {
             if m.payload.len() == 4 {
                 small.push(id(&m));
             } else {
@@ -307,7 +312,7 @@ fn a_blocking_send_waits_for_the_window_and_polls_take_batches_in_order_6_1() {
     }
     assert_eq!(small, (0..200).map(|i| (0, i)).collect::<Vec<_>>());
     assert!(big_seen > 0);
-    assert_eq!(eps[1].poll_unreliable(50, |_| panic!("nothing left")), 0);
+    assert_eq!(eps[1].best_effort().poll(50, |_| panic!("nothing left")), 0);
     assert_eq!(eps[0].stats().host.send_failed, 0, "{:?}", eps[0].stats());
 }
 

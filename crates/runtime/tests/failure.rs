@@ -63,7 +63,7 @@ fn receive(e: &Endpoint, n: usize) -> Vec<(u32, u8)> {
             e.proc(),
             e.commit_barrier()
         );
-        match e.recv_reliable_timeout(Duration::from_millis(100)) {
+        match e.reliable().recv(Duration::from_millis(100)) {
             Ok(m) => got.push((m.src.0, m.payload[0])),
             Err(RecvError::Timeout) => {}
             Err(err) => panic!("{err}"),
@@ -560,7 +560,7 @@ fn a_two_process_cluster_survives_a_leave_before_any_traffic() {
         assert_eq!(receive(p0, 1), vec![(0, 7)], "layers {layers}");
         p0.send_unreliable(&[(ProcId(0), Bytes::from_static(b"x"))])
             .unwrap();
-        let m = p0.recv_unreliable_timeout(PATIENCE).expect("best effort");
+        let m = p0.best_effort().recv(PATIENCE).expect("best effort");
         assert_eq!(&m.payload[..], b"x");
         eps.pop().unwrap().leave();
         local.stop();

@@ -553,11 +553,15 @@ fn receive(s: &Shared, args: &NodeArgs, reliable: bool) {
     let mut batch = Vec::with_capacity(RECV_BATCH_LEN);
     loop {
         let wait = Duration::from_millis(10);
-        let r = if reliable {
-            s.ep.recv_reliable_many(&mut batch, RECV_BATCH_LEN, wait)
-        } else {
-            s.ep.recv_unreliable_many(&mut batch, RECV_BATCH_LEN, wait)
+        let inbox = match reliable {
+            true => s.ep.reliable(),
+            false => s.ep.best_effort(),
         };
+        // Wait for the first, then take what else is there under one lock.
+        let r = inbox.recv(wait).map(|first| {
+            batch.push(first);
+            inbox.poll(RECV_BATCH_LEN - 1, |m| batch.push(m))
+        });
         match r {
             Ok(_) => {
                 // One reading of the clock per batch: every message of it was in the queue
