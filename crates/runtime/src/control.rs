@@ -168,6 +168,18 @@ pub enum FromController {
         #[serde(default)]
         rejoin: bool,
     },
+    /// The cluster is not ready yet: how many members have bound, of how many it starts with
+    /// (to every bound member, each time one binds before the cluster is ready).
+    Waiting {
+        /// Processes bound.
+        processes: u32,
+        /// Processes the cluster starts with (`start_with`, or all).
+        of_processes: u32,
+        /// Aggregators bound.
+        aggregators: u32,
+        /// Aggregators of the cluster.
+        of_aggregators: u32,
+    },
     /// Process `member` is reached at `addr` from now on (it joined the running cluster): to
     /// the aggregators.
     Address {
@@ -367,6 +379,13 @@ pub enum JoinError {
     Refused(String),
     /// The cluster was not ready before the deadline.
     Timeout,
+    /// The cluster was not ready before the deadline: how many of its members had joined.
+    NotReady {
+        /// Processes bound, and how many the cluster starts with.
+        processes: (u32, u32),
+        /// Aggregators bound, and how many the cluster has.
+        aggregators: (u32, u32),
+    },
     /// The controller said something out of turn.
     Protocol(String),
     /// The controller is a standby, not the leader.
@@ -382,6 +401,14 @@ impl std::fmt::Display for JoinError {
             JoinError::Io(e) => write!(f, "controller connection: {e}"),
             JoinError::Refused(why) => write!(f, "the controller refused: {why}"),
             JoinError::Timeout => write!(f, "the cluster was not ready in time"),
+            JoinError::NotReady {
+                processes,
+                aggregators,
+            } => write!(
+                f,
+                "the cluster was not ready in time: {} of {} processes and {} of {} aggregators had joined",
+                processes.0, processes.1, aggregators.0, aggregators.1
+            ),
             JoinError::Protocol(what) => write!(f, "unexpected control message: {what}"),
             JoinError::Standby => write!(f, "the controller is a standby, not the leader"),
             JoinError::Transport(what) => write!(f, "cluster file: {what}"),
@@ -671,10 +698,14 @@ impl ControlClient {
     ) -> Result<Cluster, JoinError> {
         self.send(&ToController::Bound { addr })?;
         let deadline = std::time::Instant::now() + timeout;
+        let mut waiting: Option<JoinError> = None;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() || stop.load(Ordering::SeqCst) {
+            if stop.load(Ordering::SeqCst) {
                 return Err(JoinError::Timeout);
+            }
+            if left.is_zero() {
+                return Err(waiting.unwrap_or(JoinError::Timeout));
             }
             match self.recv(left.min(Duration::from_millis(100)))? {
                 None | Some(FromController::Down { .. }) => continue,
@@ -687,6 +718,17 @@ impl ControlClient {
                 }
                 Some(FromController::Standby { .. }) => return Err(JoinError::Standby),
                 Some(FromController::Error { message }) => return Err(JoinError::Refused(message)),
+                Some(FromController::Waiting {
+                    processes,
+                    of_processes,
+                    aggregators,
+                    of_aggregators,
+                }) => {
+                    waiting = Some(JoinError::NotReady {
+                        processes: (processes, of_processes),
+                        aggregators: (aggregators, of_aggregators),
+                    });
+                }
                 // News of the running cluster (views, declarations, rejoins) before this
                 // member's `Ready`: what it needs comes with `Ready` and after.
                 Some(

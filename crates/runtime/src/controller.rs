@@ -1600,50 +1600,80 @@ impl State {
             }
             return;
         }
-        if self.startable() {
-            self.ready = true;
-            let msg = FromController::Ready {
-                cluster: Box::new(self.resolved()),
-                rejoin: false,
+        if !self.startable() {
+            // Everyone waiting hears how far the cluster is (a join that times out says it).
+            let count = |aggs: bool| {
+                self.slots
+                    .iter()
+                    .filter(|(m, _)| matches!(m, Member::Aggregator(_)) == aggs)
+                    .filter(|(_, s)| s.state == SlotState::Bound)
+                    .count() as u32
             };
-            let members: Vec<Member> = self
+            let msg = FromController::Waiting {
+                processes: count(false),
+                of_processes: self.cluster.start_with.unwrap_or(self.cluster.procs()),
+                aggregators: count(true),
+                of_aggregators: self.cluster.aggregators.len() as u32,
+            };
+            let bound: Vec<u64> = self
                 .slots
-                .iter()
-                .filter(|(_, s)| s.conn.is_some())
-                .map(|(m, _)| m.clone())
+                .values()
+                .filter(|s| s.state == SlotState::Bound)
+                .filter_map(|s| s.conn)
                 .collect();
-            for m in members {
-                self.keys_for_new_member(&m);
-                self.send_to(&m, &msg);
+            for c in bound {
+                self.reply(c, &msg);
             }
-            // Process ids nobody bound are free: their links leave the barriers now (one §5.2
-            // round, as if they had left at once), and processes that join later take them.
-            let vacant: Vec<u32> = self
-                .slots
-                .iter()
-                .filter_map(|(m, s)| match m {
-                    Member::Process(p) if s.state != SlotState::Bound => Some(*p),
-                    _ => None,
-                })
-                .collect();
-            let now_ts = crate::clock::Clock::of(self.cluster.clock)
-                .now()
-                .timestamp()
-                .raw();
-            for p in vacant {
-                if let Some(s) = self.slots.get_mut(&Member::Process(p)) {
-                    s.rejoin = true;
-                }
-                self.departed(p, Some(now_ts));
-            }
-            let (_, everyone) = self.view();
-            self.send_view_now(everyone, Vec::new(), Vec::new());
-            info!(
-                "cluster ready: {} aggregators, {} processes",
-                self.cluster.aggregators.len(),
-                self.cluster.processes.len()
-            );
+            return;
         }
+        self.start_cluster();
+    }
+
+    /// Every member needed has bound: the cluster starts. Everyone connected gets its keys and
+    /// `Ready`; the free process slots leave the barriers; the processes get the first view.
+    fn start_cluster(&mut self) {
+        self.ready = true;
+        let msg = FromController::Ready {
+            cluster: Box::new(self.resolved()),
+            rejoin: false,
+        };
+        let members: Vec<Member> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.conn.is_some())
+            .map(|(m, _)| m.clone())
+            .collect();
+        for m in members {
+            self.keys_for_new_member(&m);
+            self.send_to(&m, &msg);
+        }
+        // Process ids nobody bound are free: their links leave the barriers now (one §5.2
+        // round, as if they had left at once), and processes that join later take them.
+        let vacant: Vec<u32> = self
+            .slots
+            .iter()
+            .filter_map(|(m, s)| match m {
+                Member::Process(p) if s.state != SlotState::Bound => Some(*p),
+                _ => None,
+            })
+            .collect();
+        let now_ts = crate::clock::Clock::of(self.cluster.clock)
+            .now()
+            .timestamp()
+            .raw();
+        for p in vacant {
+            if let Some(s) = self.slots.get_mut(&Member::Process(p)) {
+                s.rejoin = true;
+            }
+            self.departed(p, Some(now_ts));
+        }
+        let (_, everyone) = self.view();
+        self.send_view_now(everyone, Vec::new(), Vec::new());
+        info!(
+            "cluster ready: {} aggregators, {} processes",
+            self.cluster.aggregators.len(),
+            self.cluster.processes.len()
+        );
     }
 
     /// The cluster with every bound member's address.

@@ -383,7 +383,7 @@ fn cluster(rng: &mut Rng) -> Cluster {
 }
 
 fn from_controller(rng: &mut Rng) -> FromController {
-    match rng.below(12) {
+    match rng.below(13) {
         0 => FromController::Welcome {
             member: member(rng),
             bind: addr(rng),
@@ -421,6 +421,12 @@ fn from_controller(rng: &mut Rng) -> FromController {
             failed: pairs(rng),
         },
         8 => FromController::Error { message: text(rng) },
+        11 => FromController::Waiting {
+            processes: rng.u32(),
+            of_processes: rng.u32(),
+            aggregators: rng.u32(),
+            of_aggregators: rng.u32(),
+        },
         10 => FromController::Address {
             member: member(rng),
             addr: addr(rng),

@@ -516,3 +516,32 @@ fn the_merged_stream_orders_both_services_by_timestamp() {
     }
     local.stop();
 }
+
+/// Issue 35: a join that times out because the cluster has not started says how far it got:
+/// how many of its processes and aggregators had joined.
+#[test]
+fn a_join_that_times_out_names_how_many_of_how_many_joined() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 3,
+        layers: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let opts = JoinOptions {
+        join_timeout: Duration::from_secs(2),
+        ..local.join_options()
+    };
+    let err = Endpoint::join(local.controller_addr(), opts).expect_err("alone, never ready");
+    assert!(
+        matches!(
+            err,
+            JoinError::NotReady {
+                processes: (1, 3),
+                aggregators: (1, 1)
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("1 of 3 processes"), "{err}");
+    local.stop();
+}
