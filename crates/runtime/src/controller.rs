@@ -318,6 +318,8 @@ struct State {
     tls_refused: u64,
     /// The membership view's epoch: membership changes announced so far.
     view_epoch: u64,
+    /// The members of the view last announced.
+    announced: BTreeSet<u32>,
 }
 
 /// The store's metadata key holding the highest key epoch handed out.
@@ -411,6 +413,7 @@ impl Controller {
             started: Instant::now(),
             tls_refused: 0,
             view_epoch: 0,
+            announced: BTreeSet::new(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let accept = {
@@ -1360,19 +1363,18 @@ impl State {
                         .and_then(|f| f.procedure.as_ref())
                     {
                         for (h, _) in &hosts {
-                            // A slot nobody had bound was never a member.
-                            let member = self
-                                .slots
-                                .get(&Member::Process(h.0))
-                                .is_some_and(|s| s.addr.is_some());
-                            if !member {
-                                continue;
-                            }
                             let said = self
                                 .slots
                                 .get(&Member::Process(h.0))
                                 .is_some_and(|s| s.state == SlotState::Left);
-                            let procs = ha.controller().procs_of(*h).iter().map(|p| p.0);
+                            // Only members of the view announced change it: a free slot taken
+                            // out at the start (even one a joiner took meanwhile) never was.
+                            let procs = ha
+                                .controller()
+                                .procs_of(*h)
+                                .iter()
+                                .map(|p| p.0)
+                                .filter(|p| self.announced.contains(p));
                             match said {
                                 true => left.extend(procs),
                                 false => gone.extend(procs),
@@ -1754,10 +1756,12 @@ impl State {
         else {
             return (0, (0..procs).collect());
         };
+        // A slot's process is a member once it bound — but one that joins the running cluster
+        // only once it has rejoined under its new id.
         let bound = |h: u32| {
-            self.slots
-                .get(&Member::Process(h))
-                .is_some_and(|s| s.addr.is_some())
+            self.slots.get(&Member::Process(h)).is_some_and(|s| {
+                s.addr.is_some() && !(s.rejoin && ctrl.procs_of(NodeId(h)) == [ProcId(h)])
+            })
         };
         let mut members: Vec<u32> = (0..procs)
             .filter(|&h| bound(h) && !ctrl.is_failed(NodeId(h)))
@@ -1806,6 +1810,7 @@ impl State {
     /// Sends the current view to every process, its epoch unchanged.
     fn send_view_now(&mut self, joined: Vec<u32>, left: Vec<u32>, failed: Vec<u32>) {
         let (epoch, members) = self.view();
+        self.announced = members.iter().copied().collect();
         let msg = FromController::View {
             epoch,
             members,
