@@ -1189,10 +1189,12 @@ impl Controller {
     }
 
     /// The failure timestamp of host `h`: the largest last commit barrier reported by a correct
-    /// neighbour on a dead link that `h`'s barriers flow through.
+    /// neighbour on a dead link that `h`'s barriers flow through — or, for a host that left
+    /// after its sends were acknowledged, at least the timestamp it gave (`CtrlMsg::Departed`).
     fn failure_ts(&self, h: u32, correct: &[bool]) -> Option<Timestamp> {
         let downstream = reachable_from(&self.topo, NodeId(h), &BTreeSet::new());
-        self.reports
+        let reported = self
+            .reports
             .iter()
             .filter(|(link, (reporter, _))| {
                 // Out of `h` itself or out of a switch its barriers flow through — not out of
@@ -1205,10 +1207,18 @@ impl Controller {
                 carries_h && (reporter.0 >= self.topo.hosts() || correct[reporter.index()])
             })
             .filter_map(|(_, (_, c))| *c)
-            .max()
-            // A departed host whose link never carried a commit barrier sent nothing that
-            // reached anyone: the timestamp it gave bounds nothing and discards nothing.
-            .or_else(|| self.departed.get(&NodeId(h)).copied().flatten())
+            .max();
+        match self.departed.get(&NodeId(h)).copied().flatten() {
+            // A host that left after every reliable message it sent was acknowledged gave a
+            // timestamp above all of them: each is at every correct receiver, so all are
+            // delivered, and a commit register reported below it (frozen earlier, or lagging)
+            // must not discard some — a receiver cut off before the leave may already have
+            // delivered them while it settled (VOPR seeds 530, 1143 and 2791: a fat tree split
+            // by a cut, then its last correct host left). If its link never carried a commit
+            // barrier, it sent nothing that reached anyone, and the timestamp bounds nothing.
+            Some(last) => Some(reported.map_or(last, |r| r.max(last))),
+            None => reported,
+        }
     }
 
     /// Resume every leading round nobody is waiting for any more.
