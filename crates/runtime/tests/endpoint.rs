@@ -27,6 +27,16 @@ use std::time::{Duration, Instant};
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Joins `n` endpoints concurrently (joining waits for the whole cluster).
+/// A controller and one aggregator (`tor-0`) on threads, for `hosts` processes.
+fn one_rack(hosts: u32) -> LocalCluster {
+    LocalCluster::start(&LocalLayout {
+        hosts,
+        layers: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap()
+}
+
 fn join_all(controller: SocketAddr, n: u32, opts: JoinOptions) -> Vec<Endpoint> {
     let threads: Vec<_> = (0..n)
         .map(|p| {
@@ -166,12 +176,7 @@ fn four_endpoints_under_two_layers_deliver_one_total_order_per_service() {
 /// }`. The queue never holds more than its limit.
 #[test]
 fn a_full_best_effort_queue_drops_and_the_sender_hears_of_it_4_1() {
-    let local = LocalCluster::start(&LocalLayout {
-        hosts: 2,
-        layers: 1,
-        ..LocalLayout::default()
-    })
-    .unwrap();
+    let local = one_rack(2);
     let opts = JoinOptions {
         recv_queue_len_max: 4,
         ..local.join_options()
@@ -209,12 +214,7 @@ fn a_full_best_effort_queue_drops_and_the_sender_hears_of_it_4_1() {
 /// when it reads again every one arrives, in order, none lost.
 #[test]
 fn a_full_reliable_queue_pauses_delivery_and_loses_nothing_6_1() {
-    let local = LocalCluster::start(&LocalLayout {
-        hosts: 2,
-        layers: 1,
-        ..LocalLayout::default()
-    })
-    .unwrap();
+    let local = one_rack(2);
     let opts = JoinOptions {
         recv_queue_len_max: 8,
         ..local.join_options()
@@ -263,12 +263,7 @@ fn a_full_reliable_queue_pauses_delivery_and_loses_nothing_6_1() {
 /// what is delivered, in order, at most `limit` at a time, and 0 when nothing is.
 #[test]
 fn a_blocking_send_waits_for_the_window_and_polls_take_batches_in_order_6_1() {
-    let local = LocalCluster::start(&LocalLayout {
-        hosts: 2,
-        layers: 1,
-        ..LocalLayout::default()
-    })
-    .unwrap();
+    let local = one_rack(2);
     let eps = join_all(local.controller_addr(), 2, local.join_options());
     let big = Bytes::from(vec![7u8; 64 << 10]);
     let mut refused = false;
@@ -424,12 +419,7 @@ fn the_controller_assigns_ids_refuses_a_taken_one_and_counts_garbage() {
 /// the names it holds; every refusal is counted.
 #[test]
 fn a_member_is_taken_only_in_the_names_its_certificate_holds() {
-    let local = LocalCluster::start(&LocalLayout {
-        hosts: 2,
-        layers: 1,
-        ..LocalLayout::default()
-    })
-    .unwrap();
+    let local = one_rack(2);
     let controller = local.controller_addr();
     // A stranger without TLS.
     let mut junk = TcpStream::connect(controller).unwrap();
@@ -471,12 +461,7 @@ fn a_member_is_taken_only_in_the_names_its_certificate_holds() {
 /// sender) across the services.
 #[test]
 fn the_merged_stream_orders_both_services_by_timestamp() {
-    let local = LocalCluster::start(&LocalLayout {
-        hosts: 2,
-        layers: 1,
-        ..LocalLayout::default()
-    })
-    .unwrap();
+    let local = one_rack(2);
     let eps = join_all(local.controller_addr(), 2, local.join_options());
     const N: usize = 50;
     for k in 0..N {
@@ -521,12 +506,7 @@ fn the_merged_stream_orders_both_services_by_timestamp() {
 /// how many of its processes and aggregators had joined.
 #[test]
 fn a_join_that_times_out_names_how_many_of_how_many_joined() {
-    let local = LocalCluster::start(&LocalLayout {
-        hosts: 3,
-        layers: 1,
-        ..LocalLayout::default()
-    })
-    .unwrap();
+    let local = one_rack(3);
     let opts = JoinOptions {
         join_timeout: Duration::from_secs(2),
         ..local.join_options()
