@@ -39,6 +39,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+/// How long `up` waits, after the others drained, for a declared process that still runs to
+/// write its report.
+const DECLARED_LINGER: Duration = Duration::from_secs(5);
+
 /// What a child is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Role {
@@ -58,6 +62,9 @@ struct Heard {
     closed: bool,
     /// Killed on purpose, or (a node) declared failed: nobody waits for it any more.
     gone: bool,
+    /// A node the controller declared failed (§5.2). Unless it was also killed it still runs
+    /// (frozen, or rejoined under a new id) and writes its report: `up` lingers for it a while.
+    declared: bool,
     /// A controller that said it leads.
     leads: bool,
 }
@@ -953,7 +960,26 @@ impl Run<'_> {
         self.wait_until("every endpoint to drain", drain_wait, |h, r| {
             nodes(r).all(|i| h[i].gone || h[i].done.is_some())
         })?;
+        // A declared process still running finishes on its own clock (it waited to rejoin
+        // until the end of the run): its report and records count too, so `up` gives it a
+        // while before the stop, and stops it anyway after that.
+        self.linger(DECLARED_LINGER, |h, r| {
+            nodes(r).all(|i| !h[i].declared || h[i].done.is_some() || h[i].closed)
+        });
         Ok(())
+    }
+
+    /// Handles children's output until `done` holds or `limit` passes; never fails.
+    fn linger(&mut self, limit: Duration, done: impl Fn(&[Heard], &[Role]) -> bool) {
+        let until = (Instant::now() + limit).min(self.deadline);
+        while !done(&self.heard, &self.roles) && Instant::now() < until {
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(20)) {
+                self.on_line(line);
+            }
+        }
     }
 
     fn tell_nodes(&mut self, line: &str) {
@@ -1061,6 +1087,7 @@ impl Run<'_> {
                     self.declared.entry(p).or_insert((round, ts, now));
                     if let Some(j) = self.roles.iter().position(|r| *r == Role::Node(p)) {
                         self.heard[j].gone = true;
+                        self.heard[j].declared = true;
                     }
                     said.push(format!("p{p} (failure ts {ts})"));
                 }
