@@ -26,10 +26,16 @@
 //!   accessed with one-sided read, write and compare-and-swap, on 1Pipe without a fence between
 //!   writing a pair and linking it, and the fenced, leader-follower baseline.
 //!
+//! * [`history`] — histories in Jepsen's form (transactions as lists of read and write
+//!   micro-operations, `invoke` then `ok`/`fail`/`info`), and [`depgraph`], a checker that reads
+//!   such a history alone and looks for dependency cycles (Adya's anomalies, as Elle infers them).
+//!
 //! The driving contract ([`App`]) mirrors `onepipe_proto::Node`'s: feed one input with
 //! [`App::handle`], drain [`App::poll_send`] until `None`, re-arm from [`App::poll_timeout`].
 
+pub mod depgraph;
 pub mod hashtable;
+pub mod history;
 pub mod kv;
 pub mod repl;
 pub mod tpcc;

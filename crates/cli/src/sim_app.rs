@@ -399,10 +399,29 @@ pub fn print_app_summary(a: &AppReport) {
             if a.system == "1pipe" { "timestamp" } else { "commit" },
             a.violations, a.stats.ro_retries, a.stats.replies_resent, a.stats.aborts
         );
+        print_checks(a);
     } else {
         println!(
             "  app checker none: {} states no serialization order",
             a.system
+        );
+    }
+}
+
+/// One line per check of the report besides the replay (`order-replay`, printed above): what it
+/// counted and found, or why it did not run.
+fn print_checks(a: &AppReport) {
+    for (name, c) in a.checks.iter().filter(|(n, _)| *n != "order-replay") {
+        if !c.ran {
+            let why = c.why_not.as_deref().unwrap_or("no reason given");
+            println!("  check       {name}: unchecked ({why})");
+            continue;
+        }
+        let counts: Vec<String> = c.counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(
+            "  check       {name}: {}: {} violation(s)",
+            counts.join(", "),
+            c.violations
         );
     }
 }

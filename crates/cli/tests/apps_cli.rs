@@ -35,11 +35,14 @@ fn sim_app_kv_reports_the_transactions_and_writes_the_history_7_3_1() {
     assert!(app["committed"].as_u64().unwrap() > 50, "{app}");
     assert_eq!(app["violations"], 0);
     assert_eq!(app["checked"], true);
+    assert_eq!(app["checks"]["dependency-graph"]["ran"], true, "{app}");
+    assert_eq!(app["checks"]["dependency-graph"]["violations"], 0, "{app}");
     let h: Value = serde_json::from_str(&std::fs::read_to_string(&hist).unwrap()).unwrap();
     let op = &h.as_array().expect("one JSON array")[0];
-    for key in ["client", "op", "key", "value", "output", "call", "return"] {
+    for key in ["index", "type", "process", "time", "f", "value"] {
         assert!(op.get(key).is_some(), "no {key} in {op}");
     }
+    assert_eq!(op["type"], "invoke", "{op}");
 }
 
 #[test]

@@ -778,13 +778,30 @@ fn up_app_kv_runs_the_store_and_its_checker_passes_with_a_history() {
     let committed = u(&r, "committed");
     assert!(committed > 200, "{out}");
     assert_eq!(u(&r, "checked_transactions"), committed, "{out}");
-    let ops: Vec<Value> =
-        serde_json::from_str(&std::fs::read_to_string(&history).unwrap()).unwrap();
-    assert!(ops.len() as u64 >= committed, "{} operations", ops.len());
-    for k in ["client", "op", "key", "value", "output", "call", "return"] {
+    // The history in Jepsen's form: an invoke and a completion per transaction, micro-operations
+    // as ["r", k, v] / ["w", k, v]; read back and checked from the text alone.
+    let text = std::fs::read_to_string(&history).unwrap();
+    let ops: Vec<Value> = serde_json::from_str(&text).unwrap();
+    for k in ["index", "type", "process", "time", "f", "value"] {
         assert!(ops[0].get(k).is_some(), "{k} in {}", ops[0]);
     }
-    assert!(ops.iter().any(|o| o["op"] == "put") && ops.iter().any(|o| o["op"] == "get"));
+    assert_eq!(ops.len() as u64, 2 * committed, "{} records", ops.len());
+    let mops = |f: &str| {
+        ops.iter()
+            .any(|o| o["value"].as_array().unwrap().iter().any(|m| m[0] == f))
+    };
+    assert!(mops("r") && mops("w"));
+    let h = onepipe_apps::history::from_json(&text).unwrap();
+    let opts = onepipe_apps::depgraph::Options {
+        realtime: true,
+        skew_ns: 0,
+    };
+    let v = onepipe_apps::depgraph::check(&h, opts);
+    assert_eq!((v.anomalies, v.ok), (0, committed), "{:?}", v.samples);
+    assert!(v.edges[1] > 0, "nothing was read from a write: {v:?}");
+    let graph = &r["checks"]["dependency-graph"];
+    assert_eq!(graph["ran"], true, "{out}");
+    assert_eq!(graph["counts"]["ok"].as_u64(), Some(committed), "{out}");
 }
 
 #[test]

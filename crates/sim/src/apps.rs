@@ -51,8 +51,9 @@ pub(crate) trait AppSet {
         skew_ns: u64,
         failed: &HashMap<u32, u64>,
     ) -> AppReport;
-    /// The run's single-key operations as JSON (`--history`), for the applications that have
-    /// them.
+    /// The run's history as JSON (`--history`), for the applications that have one: the
+    /// transactional store's in Jepsen's form (`onepipe_apps::history`), the replicated
+    /// service's as single-key operations.
     fn history_json(&self) -> Option<String>;
 }
 
@@ -109,7 +110,11 @@ impl AppSet for KvSet {
         self.rec.report(system, stats, &unfinished, check, skew_ns)
     }
     fn history_json(&self) -> Option<String> {
-        Some(self.rec.history_json())
+        let unfinished = unfinished_from_logs(
+            self.rec.committed(),
+            self.procs.iter().flat_map(|p| p.applied()),
+        );
+        Some(self.rec.history_json(&unfinished))
     }
 }
 
@@ -505,6 +510,65 @@ pub struct AppReport {
     pub ht_stats: onepipe_apps::hashtable::HtStats,
     /// The first few violations.
     pub violation_samples: Vec<String>,
+    /// Every check the run states, by name: whether it ran, what it counted, what it found.
+    pub checks: Checks,
+}
+
+/// The checks of a report, by name (`order-replay`, `dependency-graph`, …).
+pub type Checks = std::collections::BTreeMap<String, CheckRecord>;
+
+/// One check a report states.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CheckRecord {
+    /// It ran. When it did not, `why_not` says why and the run is unchecked by it.
+    pub ran: bool,
+    /// See `ran`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why_not: Option<String>,
+    /// What it looked at, by name (transactions, reads, edges, operations left out…).
+    pub counts: std::collections::BTreeMap<String, u64>,
+    /// What it found.
+    pub violations: u64,
+}
+
+impl CheckRecord {
+    /// A check that ran, with its counts.
+    pub fn ran<'a>(violations: u64, counts: impl IntoIterator<Item = (&'a str, u64)>) -> Self {
+        CheckRecord {
+            ran: true,
+            why_not: None,
+            counts: counts
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            violations,
+        }
+    }
+
+    /// A check that could not run, and why.
+    pub fn not_run(why: impl Into<String>) -> Self {
+        CheckRecord {
+            why_not: Some(why.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// The dependency-graph checker's verdict as a check of a report.
+pub fn graph_check(g: &onepipe_apps::depgraph::GraphVerdict) -> CheckRecord {
+    CheckRecord::ran(
+        g.anomalies,
+        [
+            ("ok", g.ok),
+            ("info", g.info),
+            ("failed", g.failed),
+            ("reads", g.reads),
+            ("ww_edges", g.edges[0]),
+            ("wr_edges", g.edges[1]),
+            ("rw_edges", g.edges[2]),
+            ("rt_edges", g.edges[3]),
+        ],
+    )
 }
 
 /// Records committed transactions: latency by kind, throughput while issuing, the checker.
@@ -560,11 +624,41 @@ impl TxnRecorder {
             procs += 1;
             s += q;
         }
-        let v = if check {
-            self.checker.verdict_with(unfinished, skew_ns)
+        let (v, g) = if check {
+            (
+                self.checker.verdict_with(unfinished, skew_ns),
+                self.checker.graph_verdict(unfinished, skew_ns),
+            )
         } else {
             Default::default()
         };
+        let mut checks = Checks::new();
+        let not_run = "the system states no serialization order (it is not transactional)";
+        checks.insert(
+            "order-replay".into(),
+            if check {
+                CheckRecord::ran(
+                    v.violations,
+                    [
+                        ("transactions", v.transactions),
+                        ("reads", v.reads),
+                        ("unfinished_writers", unfinished.len() as u64),
+                    ],
+                )
+            } else {
+                CheckRecord::not_run(not_run)
+            },
+        );
+        checks.insert(
+            "dependency-graph".into(),
+            if check {
+                graph_check(&g)
+            } else {
+                CheckRecord::not_run(not_run)
+            },
+        );
+        let samples = v.samples.iter().map(|x| x.to_string());
+        let graph_samples = g.samples.iter().map(|x| format!("dependency graph: {x}"));
         let secs = self.duration_ns.max(1) as f64 / 1e9;
         let txns_per_s = self.committed_in_period as f64 / secs;
         AppReport {
@@ -584,8 +678,9 @@ impl TxnRecorder {
             checked: check,
             checked_transactions: v.transactions,
             checked_reads: v.reads,
-            violations: v.violations,
-            violation_samples: v.samples.iter().map(|x| x.to_string()).collect(),
+            violations: v.violations + g.anomalies,
+            violation_samples: samples.chain(graph_samples).collect(),
+            checks,
             ..AppReport::default()
         }
     }
@@ -595,15 +690,15 @@ impl TxnRecorder {
         self.checker.committed().iter()
     }
 
-    /// The run's single-key operations as JSON (`--history`).
-    pub(crate) fn history_json(&self) -> String {
-        self.checker.history_json()
+    /// The run's history in Jepsen's form (`--history`), with `unfinished` of unknown outcome.
+    pub(crate) fn history_json(&self, unfinished: &[Committed]) -> String {
+        self.checker.history_json(unfinished)
     }
 }
 
 /// How far two initiators' clocks may disagree, for the checker's real-time order: twenty
 /// standard deviations of the clock skew, and a microsecond.
-pub(crate) fn realtime_skew_ns(cfg: &SimConfig) -> u64 {
+pub fn realtime_skew_ns(cfg: &SimConfig) -> u64 {
     // A clock step (`--clock-step`) moves a clock that far at once.
     let step = cfg
         .clock_steps

@@ -2,6 +2,8 @@
 //! the application's traffic, and the application's own (serializability in timestamp order,
 //! real time).
 
+use onepipe_apps::depgraph;
+use onepipe_apps::history::OpType;
 use onepipe_apps::kv::workload::{KeyDist, KvWorkload};
 use onepipe_sim::{run, AppSpec, SimConfig, TopologySpec};
 
@@ -35,11 +37,32 @@ fn check(cfg: &SimConfig) -> onepipe_sim::onepipe::AppReport {
     let a = r.app.expect("an application report");
     assert_eq!(a.violations, 0, "seed {seed}: {:?}", a.violation_samples);
     assert_eq!(a.checked_transactions, a.committed, "seed {seed}");
-    let h: serde_json::Value =
-        serde_json::from_str(r.app_history.as_deref().expect("a history")).expect("JSON");
-    assert!(h
-        .as_array()
-        .is_some_and(|ops| ops.len() as u64 >= a.committed));
+    // Both checkers ran and say what they looked at: the replay in timestamp order, and the
+    // dependency graph of the history alone.
+    let replay = &a.checks["order-replay"];
+    assert!(replay.ran, "seed {seed}");
+    assert_eq!(replay.counts["transactions"], a.committed, "seed {seed}");
+    let graph = &a.checks["dependency-graph"];
+    assert!(graph.ran && graph.violations == 0, "seed {seed}: {graph:?}");
+    assert_eq!(graph.counts["ok"], a.committed, "seed {seed}");
+    assert_eq!(graph.counts["reads"], a.checked_reads, "seed {seed}");
+    // The history, in Jepsen's form, read back and checked again from the text alone.
+    let text = r.app_history.as_deref().expect("a history");
+    let h = onepipe_apps::history::from_json(text).expect("a history in Jepsen's form");
+    assert_eq!(
+        h.iter().filter(|o| o.kind == OpType::Invoke).count() as u64,
+        a.committed + graph.counts["info"],
+        "seed {seed}"
+    );
+    let again = depgraph::check(
+        &h,
+        depgraph::Options {
+            realtime: true,
+            skew_ns: onepipe_sim::apps::realtime_skew_ns(cfg),
+        },
+    );
+    assert_eq!(again.anomalies, 0, "seed {seed}: {:?}", again.samples);
+    assert_eq!(again.ok, a.committed, "seed {seed}");
     a
 }
 

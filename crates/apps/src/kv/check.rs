@@ -1,11 +1,13 @@
 //! The transactional store's checker, for every run: replays the committed transactions in the
 //! system's serialization order on a model and checks every value read (serializability), and
 //! that a transaction that returned before another was called comes first in that order (strict
-//! serializability). It also writes the run's single-key operations as the JSON history that
-//! linearizability checkers read.
+//! serializability). It also writes the run's transactions as a history in Jepsen's form
+//! ([`crate::history`]) and hands it to the dependency-graph checker ([`crate::depgraph`]), which
+//! reads the history alone.
 
 use super::{AppliedWrite, Committed, Key, TxnKind, Value};
-use serde::Serialize;
+use crate::depgraph::{self, GraphVerdict};
+use crate::history::{self, Mop, OpType, Operation};
 use std::collections::HashMap;
 
 /// One violation, with what it concerns.
@@ -224,48 +226,45 @@ impl KvChecker {
         v
     }
 
-    /// Every single-key operation as one JSON array of `{"client", "op": "get"|"put", "key",
-    /// "value", "output", "call", "return"}` (times in ns): a put's `value` is what it wrote, a
-    /// get's `output` what it read (`null`: never written); values are the writing transaction's
-    /// id.
-    pub fn history_json(&self) -> String {
-        #[derive(Serialize)]
-        struct HistOp {
-            client: u32,
-            op: &'static str,
-            key: Key,
-            value: Option<u64>,
-            output: Option<u64>,
-            call: u64,
-            #[serde(rename = "return")]
-            ret: u64,
-        }
-        let mut ops = Vec::new();
-        for c in &self.committed {
-            for &(key, read) in &c.reads {
-                ops.push(HistOp {
-                    client: c.client,
-                    op: "get",
-                    key,
-                    value: None,
-                    output: read.map(|v| v.writer),
-                    call: c.call_ns,
-                    ret: c.return_ns,
-                });
-            }
-            for &(key, value) in &c.writes {
-                ops.push(HistOp {
-                    client: c.client,
-                    op: "put",
-                    key,
-                    value: Some(value.writer),
-                    output: None,
-                    call: c.call_ns,
-                    ret: c.return_ns,
-                });
-            }
-        }
-        serde_json::to_string(&ops).expect("plain data serializes")
+    /// The run as operations: every committed transaction `ok` with what its reads returned,
+    /// and each of `unfinished` (a writer a server applied whose initiator never heard back,
+    /// [`unfinished_from_logs`]) of unknown outcome. Values are the writing transaction's id,
+    /// so they are unique per key.
+    pub fn operations(&self, unfinished: &[Committed]) -> Vec<Operation> {
+        let op = |c: &Committed, outcome| Operation {
+            client: c.client,
+            call_ns: c.call_ns,
+            outcome,
+            mops: c
+                .reads
+                .iter()
+                .map(|&(k, v)| Mop::Read(k, v.map(|v| v.writer)))
+                .chain(c.writes.iter().map(|&(k, v)| Mop::Write(k, v.writer)))
+                .collect(),
+        };
+        let done = self
+            .committed
+            .iter()
+            .map(|c| op(c, Some((OpType::Ok, c.return_ns))));
+        done.chain(unfinished.iter().map(|c| op(c, None))).collect()
+    }
+
+    /// The run's history in Jepsen's form ([`crate::history`]), for `--history`.
+    pub fn history_json(&self, unfinished: &[Committed]) -> String {
+        history::to_json(&history::build(&self.operations(unfinished)))
+    }
+
+    /// The dependency-graph checker's verdict ([`crate::depgraph`]) on the run's history: it
+    /// reads the history alone — not the timestamps [`KvChecker::verdict_with`] replays in.
+    pub fn graph_verdict(&self, unfinished: &[Committed], skew_ns: u64) -> GraphVerdict {
+        let h = history::build(&self.operations(unfinished));
+        depgraph::check(
+            &h,
+            depgraph::Options {
+                realtime: true,
+                skew_ns,
+            },
+        )
     }
 }
 
@@ -366,16 +365,20 @@ mod tests {
     }
 
     #[test]
-    fn the_history_is_one_json_array_of_single_key_operations() {
+    fn the_history_keeps_transactions_whole_and_unfinished_writers_as_info() {
         let mut k = KvChecker::new();
         k.on_commit(c(1, 10, &[(5, None)], &[6], 0, 100));
-        let h: serde_json::Value = serde_json::from_str(&k.history_json()).unwrap();
+        let mut w = c(2, 20, &[], &[5], 50, u64::MAX);
+        w.reads.clear();
+        let h: serde_json::Value = serde_json::from_str(&k.history_json(&[w])).unwrap();
         let ops = h.as_array().unwrap();
-        assert_eq!(ops.len(), 2);
-        assert_eq!(ops[0]["op"], "get");
-        assert_eq!(ops[0]["output"], serde_json::Value::Null);
-        assert_eq!(ops[1]["op"], "put");
-        assert_eq!(ops[1]["value"], 1);
-        assert_eq!(ops[1]["return"], 100);
+        let kinds: Vec<&str> = ops.iter().map(|o| o["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["invoke", "invoke", "ok", "info"]);
+        assert_eq!(
+            ops[2]["value"],
+            serde_json::json!([["r", 5, null], ["w", 6, 1]])
+        );
+        assert_eq!(ops[2]["time"], 100);
+        assert_eq!(ops[3]["value"], serde_json::json!([["w", 5, 2]]));
     }
 }

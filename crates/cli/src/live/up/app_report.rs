@@ -331,6 +331,7 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
     }
     // One machine, one CLOCK_MONOTONIC: the initiators' times agree.
     let v = checker.verdict_with(&unfinished, 0);
+    let g = checker.graph_verdict(&unfinished, 0);
     let secs = duration as f64 / 1e9;
     let per_s = in_period as f64 / secs;
     println!(
@@ -351,14 +352,36 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
     for s in &v.samples {
         eprintln!("  {s}");
     }
+    println!(
+        "  app graph   the history alone: {} ok, {} of unknown outcome, {} reads; {} ww, {} wr, {} rw, {} rt edges: {} anomal{}",
+        g.ok, g.info, g.reads, g.edges[0], g.edges[1], g.edges[2], g.edges[3], g.anomalies,
+        if g.anomalies == 1 { "y" } else { "ies" }
+    );
+    for s in &g.samples {
+        eprintln!("  dependency graph: {s}");
+    }
     if let Some(path) = &args.app.history {
-        std::fs::write(path, checker.history_json())
+        std::fs::write(path, checker.history_json(&unfinished))
             .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
         println!(
-            "  history     {} (every single-key operation)",
-            path.display()
+            "  history     {} (Jepsen's form: every transaction, {} of unknown outcome as info)",
+            path.display(),
+            unfinished.len()
         );
     }
+    let checks = json!({
+        "order-replay": {
+            "ran": true,
+            "counts": {
+                "transactions": v.transactions,
+                "reads": v.reads,
+                "unfinished_writers": unfinished.len(),
+                "reads_left_out_unplaceable": unplaceable,
+            },
+            "violations": v.violations,
+        },
+        "dependency-graph": onepipe_sim::apps::graph_check(&g),
+    });
     let report = json!({
         "app": "kv",
         "system": "1pipe",
@@ -372,11 +395,14 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
         "open": unfinished.len(),
         "checked_transactions": v.transactions,
         "checked_reads": v.reads,
-        "violations": v.violations,
-        "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        "violations": v.violations + g.anomalies,
+        "violation_samples": v.samples.iter().map(|s| s.to_string())
+            .chain(g.samples.iter().map(|s| format!("dependency graph: {s}")))
+            .collect::<Vec<_>>(),
         "failed_procs": failed,
         "from_failed": from_dead,
         "reads_left_out": unplaceable,
+        "checks": checks,
     });
     // With a failure, transactions left open are expected (abandoned, or the dead's own).
     let open = if failed.is_empty() { reported_open } else { 0 };
