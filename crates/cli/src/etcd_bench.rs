@@ -224,7 +224,7 @@ mod imp {
             eprintln!("  {x}");
         }
         if let Some(path) = &a.history {
-            std::fs::write(path, lincheck::history_json(&done))
+            std::fs::write(path, lincheck::history_json(&done, &[]))
                 .map_err(|e| format!("--history: {}: {e}", path.display()))?;
         }
         if let Some(path) = &a.json {

@@ -158,8 +158,9 @@ pub struct AppArgs {
     /// replkv on paxos: Δ_B, how long a batch waits to fill (Fig. 6).
     #[arg(long, default_value = "5us", value_parser = crate::cli::parse_duration)]
     pub delta_b: u64,
-    /// Write every single-key operation of the run to FILE as one JSON array of
-    /// {"client","op","key","value","output","call","return"} (times in ns).
+    /// Write the run's history to FILE in Jepsen's form: one JSON array of invoke and
+    /// ok/fail/info records, each transaction's micro-operations as ["r", key, value] and
+    /// ["w", key, value] (docs/APPS.md, "Histories").
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
 }
@@ -411,7 +412,12 @@ pub fn print_app_summary(a: &AppReport) {
 /// One line per check of the report besides the replay (`order-replay`, printed above): what it
 /// counted and found, or why it did not run.
 fn print_checks(a: &AppReport) {
-    for (name, c) in a.checks.iter().filter(|(n, _)| *n != "order-replay") {
+    let printed = ["order-replay", "linearizability", "replica-logs"];
+    for (name, c) in a
+        .checks
+        .iter()
+        .filter(|(n, _)| !printed.contains(&n.as_str()))
+    {
         if !c.ran {
             let why = c.why_not.as_deref().unwrap_or("no reason given");
             println!("  check       {name}: unchecked ({why})");
@@ -446,6 +452,7 @@ fn print_replkv_summary(a: &AppReport) {
         "  app checker {} operations over {} keys checked for linearizability, replica logs compared, acknowledged writes found: {} violation(s); {} recoveries, {} entries rejected for a gap, {} resent",
         a.checked_transactions, a.checked_reads, a.violations, r.recoveries, r.rejected, r.resent
     );
+    print_checks(a);
     for s in &a.violation_samples {
         eprintln!("  {s}");
     }

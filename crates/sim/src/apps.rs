@@ -51,9 +51,8 @@ pub(crate) trait AppSet {
         skew_ns: u64,
         failed: &HashMap<u32, u64>,
     ) -> AppReport;
-    /// The run's history as JSON (`--history`), for the applications that have one: the
-    /// transactional store's in Jepsen's form (`onepipe_apps::history`), the replicated
-    /// service's as single-key operations.
+    /// The run's history as JSON (`--history`) in Jepsen's form (`onepipe_apps::history`), for
+    /// the applications that have one.
     fn history_json(&self) -> Option<String>;
 }
 
@@ -367,6 +366,7 @@ impl AppSet for ReplSet {
         // have taken effect.
         let maybe: Vec<MaybeOp> = self.procs.iter().flat_map(|p| p.open_writes()).collect();
         let v = lincheck::check(&self.done, &maybe, skew_ns, LIN_BUDGET);
+        let g = lincheck::graph_verdict(&self.done, &maybe, skew_ns);
         // Logs of the replicas still alive.
         let logs: Vec<ReplicaLog> = self
             .procs
@@ -390,12 +390,30 @@ impl AppSet for ReplSet {
         let log_violations = lincheck::check_logs(&logs, acknowledged);
         r.checked_transactions = v.ops;
         r.checked_reads = v.keys;
-        r.violations = v.violations + v.undecided + log_violations.len() as u64;
+        r.violations = v.violations + v.undecided + log_violations.len() as u64 + g.anomalies;
+        r.checks.insert(
+            "linearizability".into(),
+            CheckRecord::ran(
+                v.violations + v.undecided,
+                [
+                    ("operations", v.ops),
+                    ("keys", v.keys),
+                    ("open_writes", maybe.len() as u64),
+                    ("undecided_keys", v.undecided),
+                ],
+            ),
+        );
+        r.checks.insert(
+            "replica-logs".into(),
+            CheckRecord::ran(log_violations.len() as u64, [("logs", logs.len() as u64)]),
+        );
+        r.checks.insert("dependency-graph".into(), graph_check(&g));
         r.violation_samples = v
             .samples
             .iter()
             .cloned()
             .chain(log_violations)
+            .chain(g.samples.iter().map(|x| format!("dependency graph: {x}")))
             .take(8)
             .collect();
         if v.undecided > 0 {
@@ -407,7 +425,8 @@ impl AppSet for ReplSet {
         r
     }
     fn history_json(&self) -> Option<String> {
-        Some(lincheck::history_json(&self.done))
+        let maybe: Vec<MaybeOp> = self.procs.iter().flat_map(|p| p.open_writes()).collect();
+        Some(lincheck::history_json(&self.done, &maybe))
     }
 }
 

@@ -614,7 +614,7 @@ pub struct DirectReport {
     pub wall_s: f64,
     /// Hash of every commit (transaction and time), in order.
     pub trace_hash: String,
-    /// Every single-key operation as JSON (`--history`); not in the report.
+    /// The run's history in Jepsen's form (`--history`); not in the report.
     #[serde(skip)]
     pub app_history: Option<String>,
 }

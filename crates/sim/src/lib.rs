@@ -193,7 +193,7 @@ pub struct Report {
     /// `--app`: the application's transactions, latency and checker verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app: Option<onepipe::AppReport>,
-    /// `--app`: every single-key operation as JSON (what `--history` writes); not in the report.
+    /// `--app`: the run's history in Jepsen's form (what `--history` writes); not in the report.
     #[serde(skip)]
     pub app_history: Option<String>,
 }

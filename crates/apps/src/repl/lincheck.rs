@@ -27,7 +27,9 @@
 //! It does not check transactions, liveness or performance; [`check_logs`] checks only what
 //! replicas report in their [`ReplicaLog`]s.
 
-use super::{Cmd, Key, ReplDone, ReplicaLog, Val};
+use super::{Cmd, ReplDone, ReplicaLog, Val};
+use crate::depgraph::{self, GraphVerdict};
+use crate::history::{self, HistOp, Mop, OpType, Operation};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -603,42 +605,53 @@ impl Stuck {
     }
 }
 
-/// The history as one JSON array of `{"client", "op": "get"|"put"|"cas", "key", "value",
-/// "output", "call", "return"}`, a compare-and-set also with its `"expect"`: `value` is what a
-/// write writes (`null` for a get), `output` what the operation returned (`null`: none, or the
-/// key was never written); times in ns on the client's clock. The shape of the transactional
-/// store's [`history_json`](crate::kv::check::KvChecker::history_json).
-pub fn history_json(history: &[ReplDone]) -> String {
-    #[derive(Serialize)]
-    struct HistOp {
-        client: u32,
-        op: &'static str,
-        key: Key,
-        value: Option<Val>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        expect: Option<Option<Val>>,
-        output: Option<Val>,
-        call: u64,
-        #[serde(rename = "return")]
-        ret: u64,
-    }
-    let ops: Vec<HistOp> = history
+/// The history in Jepsen's form ([`crate::history`]): every completed operation `ok`, every
+/// write still `open` (its client failed, or the run ended first) `info`. A get is `["r", k, v]`;
+/// a put `["w", k, v]`; a compare-and-set that swapped `["r", k, expect], ["w", k, new]`, one
+/// that did not `["r", k, found]` (Elle's model of a register's CAS); an open one is the read
+/// unknown and the write. Values are `client << 40 | count`, unique per key.
+pub fn history_json(done: &[ReplDone], open: &[MaybeOp]) -> String {
+    history::to_json(&history(done, open))
+}
+
+/// The dependency-graph checker ([`crate::depgraph`], strict: real time within `skew_ns`) on
+/// the history [`history_json`] writes: it reads that history alone.
+pub fn graph_verdict(done: &[ReplDone], open: &[MaybeOp], skew_ns: u64) -> GraphVerdict {
+    let opts = depgraph::Options {
+        realtime: true,
+        skew_ns,
+    };
+    depgraph::check(&history(done, open), opts)
+}
+
+fn history(done: &[ReplDone], open: &[MaybeOp]) -> Vec<HistOp> {
+    let mops = |cmd: &Cmd, output: Option<Val>| match *cmd {
+        Cmd::Get(k) => vec![Mop::Read(k, output)],
+        Cmd::Put(k, v) => vec![Mop::Write(k, v)],
+        Cmd::Cas { key, expect, new } if output == expect => {
+            vec![Mop::Read(key, expect), Mop::Write(key, new)]
+        }
+        Cmd::Cas { key, .. } => vec![Mop::Read(key, output)],
+    };
+    let ops: Vec<Operation> = done
         .iter()
-        .map(|d| HistOp {
+        .map(|d| Operation {
             client: d.client,
-            op: d.cmd.name(),
-            key: d.cmd.key(),
-            value: d.cmd.written(),
-            expect: match d.cmd {
-                Cmd::Cas { expect, .. } => Some(expect),
-                _ => None,
-            },
-            output: d.output,
-            call: d.call_ns,
-            ret: d.return_ns,
+            call_ns: d.call_ns,
+            outcome: Some((OpType::Ok, d.return_ns)),
+            mops: mops(&d.cmd, d.output),
         })
+        .chain(open.iter().map(|m| Operation {
+            client: m.client,
+            call_ns: m.call_ns,
+            outcome: None,
+            mops: match m.cmd {
+                Cmd::Cas { key, new, .. } => vec![Mop::Read(key, None), Mop::Write(key, new)],
+                ref c => mops(c, None),
+            },
+        }))
         .collect();
-    serde_json::to_string(&ops).expect("plain data serializes")
+    history::build(&ops)
 }
 
 /// The end-of-run replica checks; returns the violations found, at most [`LOG_VIOLATIONS_MAX`]

@@ -137,6 +137,6 @@ impl AppSet for HtSet {
         r
     }
     fn history_json(&self) -> Option<String> {
-        Some(onepipe_apps::repl::lincheck::history_json(&self.done))
+        Some(onepipe_apps::repl::lincheck::history_json(&self.done, &[]))
     }
 }

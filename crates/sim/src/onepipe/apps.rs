@@ -82,7 +82,7 @@ impl AppRun {
         self.set.report("1pipe", true, skew_ns, failed)
     }
 
-    /// The run's single-key operations as JSON (`--history`), if the application has them.
+    /// The run's history as JSON in Jepsen's form (`--history`), if the application has one.
     pub(super) fn history_json(&self) -> Option<String> {
         self.set.history_json()
     }

@@ -1,7 +1,7 @@
 //! `onepipe up --app kv|tpcc`: what the application's processes recorded, checked and
 //! summarized — the transactions committed, per second and by kind, latency p50/p99 by kind, and
 //! the checker's verdict. The store: every committed transaction replayed in timestamp order,
-//! every read checked, and real time; `--history FILE` writes the run's single-key operations.
+//! every read checked, and real time; `--history FILE` writes the run's history in Jepsen's form.
 //! TPC-C: every committed transaction's results replayed in timestamp order on an unsharded
 //! model, real time, every replica's digest against its siblings' and the model's, and clause
 //! 3.3.2's conditions.
@@ -208,6 +208,7 @@ fn replkv_finish(
     }
     // One machine, one CLOCK_MONOTONIC: the clients' times agree.
     let v = lincheck::check(&done, &open, 0, 2_000_000);
+    let g = lincheck::graph_verdict(&done, &open, 0);
     // Durability is promised while a majority of the replicas survives (as in the simulator).
     let durable = logs.len() > replicas as usize / 2;
     let acknowledged = done
@@ -215,7 +216,7 @@ fn replkv_finish(
         .filter(|d| durable && d.cmd.is_write())
         .map(|d| (d.client, d.id));
     let log_violations = lincheck::check_logs(&logs, acknowledged);
-    let violations = v.violations + v.undecided + log_violations.len() as u64;
+    let violations = v.violations + v.undecided + log_violations.len() as u64 + g.anomalies;
     let per_s = in_period as f64 / (duration as f64 / 1e9);
     let (system, scheme) = match paxos {
         Some(_) => ("paxos", "MultiPaxos with batching and pipelining"),
@@ -241,13 +242,25 @@ fn replkv_finish(
             p.instances_decided, p.requests_decided, p.batch_mean(), p.phase1_runs, p.phase1_won, p.retransmits, stats.resent
         );
     }
+    println!(
+        "  app graph   the history alone: {} ok, {} of unknown outcome, {} reads; {} wr, {} ww, {} rw, {} rt edges: {} anomal{}",
+        g.ok, g.info, g.reads, g.edges[1], g.edges[0], g.edges[2], g.edges[3], g.anomalies,
+        if g.anomalies == 1 { "y" } else { "ies" }
+    );
     for s in v.samples.iter().chain(&log_violations) {
         eprintln!("  {s}");
     }
+    for s in &g.samples {
+        eprintln!("  dependency graph: {s}");
+    }
     if let Some(path) = &args.app.history {
-        std::fs::write(path, lincheck::history_json(&done))
+        std::fs::write(path, lincheck::history_json(&done, &open))
             .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
-        println!("  history     {} (every operation)", path.display());
+        println!(
+            "  history     {} (Jepsen's form: every operation, {} open writes as info)",
+            path.display(),
+            open.len()
+        );
     }
     let report = json!({
         "app": "replkv",
