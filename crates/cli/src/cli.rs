@@ -631,7 +631,8 @@ fn sim(args: &SimArgs) -> i32 {
     cfg.keep_history = args.app.history.is_some();
     if cfg.app.is_some() && args.app.system != crate::sim_app::System::Onepipe {
         let (json, history) = (args.json.as_deref(), args.app.history.as_deref());
-        return crate::sim_app::sim_direct(&cfg, args.app.system, json, history);
+        let allow = args.app.allow_unchecked;
+        return crate::sim_app::sim_direct(&cfg, args.app.system, json, history, allow);
     }
     if let Err(e) = cfg.validate() {
         eprintln!("onepipe sim: {e}");
@@ -703,7 +704,10 @@ fn sim(args: &SimArgs) -> i32 {
         }
         return EXIT_VIOLATION;
     }
-    0
+    match &report.app {
+        Some(a) => crate::sim_app::unchecked_status(a, report.seed, args.app.allow_unchecked),
+        None => 0,
+    }
 }
 
 pub(crate) fn us(ns: f64) -> String {

@@ -163,6 +163,29 @@ pub struct AppArgs {
     /// ["w", key, value] (docs/APPS.md, "Histories").
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
+    /// Accept a run in which an application check that applies could not run (e.g. TPC-C's
+    /// replica comparison when the run did not settle): without it such a run fails; with it
+    /// the report says which checks did not run, and why.
+    #[arg(long)]
+    pub allow_unchecked: bool,
+}
+
+/// The exit status for an application report's unchecked parts: 0 if every applicable check
+/// ran (or `allow`), else a failure naming each check and why it did not run.
+pub fn unchecked_status(a: &AppReport, seed: u64, allow: bool) -> i32 {
+    let not = a.unchecked();
+    if not.is_empty() {
+        return 0;
+    }
+    for (name, why) in &not {
+        eprintln!("onepipe sim: seed {seed}: check {name} did not run: {why}");
+    }
+    if allow {
+        eprintln!("onepipe sim: the run is unchecked by those (--allow-unchecked)");
+        return 0;
+    }
+    eprintln!("onepipe sim: an unchecked run fails; give --allow-unchecked to accept it");
+    crate::cli::EXIT_VIOLATION
 }
 
 /// A share, or `none`.
@@ -288,6 +311,7 @@ pub fn sim_direct(
     system: System,
     json: Option<&Path>,
     history: Option<&Path>,
+    allow_unchecked: bool,
 ) -> i32 {
     let system = match system {
         System::Onepipe => unreachable!("1pipe runs through onepipe_sim::run"),
@@ -359,7 +383,7 @@ pub fn sim_direct(
         );
         return crate::cli::EXIT_VIOLATION;
     }
-    0
+    unchecked_status(&r.app, r.seed, allow_unchecked)
 }
 
 /// Prints an application run's lines of the summary.
