@@ -15,8 +15,8 @@
 //!   sharded and replicated over the processes, each transaction one reliable scattering to every
 //!   replica of every shard it touches (Eris's method on 1Pipe's timestamps), inputs and
 //!   population as the specification draws them, and a checker that replays the committed
-//!   transactions on an unsharded model and checks the specification's consistency conditions
-//!   and replica agreement.
+//!   transactions on a reference written apart from the specification, compares every replica's
+//!   rows with it and checks the specification's consistency conditions.
 //!
 //! * [`repl`] — a replicated linearizable key-value service (§2.2.2, §7.3.3–7.3.4) on
 //!   interchangeable replication schemes: 1-RTT replication on best-effort 1Pipe, and the

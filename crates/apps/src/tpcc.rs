@@ -17,10 +17,12 @@
 //!   ([`db::placement`]), and a [`db::Shard`] that executes its part of a transaction
 //!   deterministically (clauses 2.4.2 and 2.5.2).
 //! * [`codec`] — the request and the reply on the wire, bounds-checked.
+//! * [`reference`] — New-Order and Payment written apart from [`db`], from the specification
+//!   (clauses 2.4.2, 2.5.2), on plain tables of its own: the checker's model.
 //! * [`check`] — the checker: replays the committed transactions in their serialization order on
-//!   one unsharded model and compares every returned result, checks real time, the
-//!   specification's consistency conditions (clause 3.3.2), replica agreement and the final
-//!   state against the model.
+//!   the reference and compares every returned result, checks real time, the specification's
+//!   consistency conditions (clause 3.3.2) over the replicas' final rows, replica agreement and
+//!   every replica's rows against the reference's.
 //! * [`onepipe`] — [`TpccProcess`], the 1Pipe application: replica and initiator.
 //! * The baselines of Fig. 15, on direct messages (exactly once, FIFO per pair; no failures
 //!   handled), each **with two-phase commit and primary-backup replication** (replica 0 of a
@@ -66,6 +68,7 @@ pub mod gen;
 pub mod lock;
 pub mod occ;
 pub mod onepipe;
+pub mod reference;
 pub mod twopc;
 
 pub use lock::TpccLockProcess;

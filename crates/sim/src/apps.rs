@@ -267,8 +267,8 @@ impl AppSet for TpccSet {
             latency_ns_payment: self.latency[1].summary(),
             tpcc_stats: s,
             checked: check,
-            checked_transactions: v.transactions,
-            checked_reads: v.fields,
+            checked_transactions: v.checks.transactions,
+            checked_reads: v.checks.fields,
             violations: v.violations,
             violation_samples: v.samples.iter().map(|x| x.to_string()).collect(),
             ..AppReport::default()

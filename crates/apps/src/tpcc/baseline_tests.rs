@@ -208,8 +208,8 @@ fn clean_run<P: Primary>(warehouses: u32, stop_ns: u64, seed: u64) -> (Net<P>, T
     net.run();
     let v = net.verdict();
     assert_eq!(v.violations, 0, "{what}: {:?}", v.samples);
-    assert_eq!(v.shards_compared, 4, "{what}");
-    assert_eq!(v.transactions, net.stats().committed(), "{what}");
+    assert_eq!(v.checks.shards_compared, 4, "{what}");
+    assert_eq!(v.checks.transactions, net.stats().committed(), "{what}");
     net.assert_clean(&what);
     net.assert_drained(&what);
     assert!(net.replicas_agree(), "{what}");
@@ -222,12 +222,12 @@ fn clean_run<P: Primary>(warehouses: u32, stop_ns: u64, seed: u64) -> (Net<P>, T
 fn lock_transactions_commit_and_replay_in_lock_order_7_3_2() {
     let (net, v) = clean_run::<LockPrimary>(4, 10_000_000, 1);
     let s = net.stats();
-    assert!(v.transactions > 3_000, "{v:?}");
+    assert!(v.checks.transactions > 3_000, "{v:?}");
     assert!(
         s.committed_new_order > 1_200 && s.committed_payment > 1_200 && s.rolled_back > 0,
         "{s:?}"
     );
-    assert_eq!(v.conditions, 40 * 5 + 4 * 2);
+    super::tests::assert_conditions_cover(&v.checks, &workload(4, 1).scale);
     // Four warehouses, twelve terminals: the warehouse rows are contended already.
     assert!(s.lock_waits > 0, "{s:?}");
     assert_eq!((s.lock_conflicts, s.validation_failures), (0, 0));
@@ -237,7 +237,7 @@ fn lock_transactions_commit_and_replay_in_lock_order_7_3_2() {
 fn occ_transactions_commit_and_replay_in_validation_order_7_3_2() {
     let (net, v) = clean_run::<OccPrimary>(4, 10_000_000, 2);
     let s = net.stats();
-    assert!(v.transactions > 1_800, "{v:?}");
+    assert!(v.checks.transactions > 1_800, "{v:?}");
     assert!(
         s.committed_new_order > 700 && s.committed_payment > 700 && s.rolled_back > 0,
         "{s:?}"
@@ -252,13 +252,13 @@ fn occ_transactions_commit_and_replay_in_validation_order_7_3_2() {
 fn one_hot_warehouse_aborts_and_waits_yet_checks_7_3_2() {
     let (lock, lv) = clean_run::<LockPrimary>(1, 2_000_000, 3);
     let s = lock.stats();
-    assert!(lv.transactions > 100, "{lv:?}");
+    assert!(lv.checks.transactions > 100, "{lv:?}");
     assert!(
         s.lock_waits > 100 && s.lock_dies > 500 && s.aborts > 400,
         "2PL: {s:?}"
     );
     assert!(
-        s.aborts > 2 * lv.transactions,
+        s.aborts > 2 * lv.checks.transactions,
         "more aborts than commits: {s:?}"
     );
     assert!(
@@ -267,9 +267,11 @@ fn one_hot_warehouse_aborts_and_waits_yet_checks_7_3_2() {
     );
     let (occ, ov) = clean_run::<OccPrimary>(1, 2_000_000, 3);
     let s = occ.stats();
-    assert!(ov.transactions > 70, "{ov:?}");
+    assert!(ov.checks.transactions > 70, "{ov:?}");
     assert!(
-        s.validation_failures > 50 && s.lock_conflicts > 300 && s.aborts > 2 * ov.transactions,
+        s.validation_failures > 50
+            && s.lock_conflicts > 300
+            && s.aborts > 2 * ov.checks.transactions,
         "OCC: {s:?}"
     );
 }

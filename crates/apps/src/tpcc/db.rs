@@ -20,7 +20,8 @@
 //! presence is its ownership — in the order it is handed transactions. Since New-Order and
 //! Payment are independent transactions, what a part does depends on the input and that shard's
 //! rows only: the parts executed on shards add up to what the whole transaction does on one
-//! unsharded database (the checker's model is a `Shard` that holds every row).
+//! unsharded database (a `Shard` that holds every row, [`Shard::full`]; the checker's model is
+//! apart: [`super::reference`]).
 //!
 //! **For the baselines** (2PL, OCC): [`Shard::access`] names the rows a part reads and writes,
 //! at [`RowKey`] granularity — what they lock and version — and [`Shard::execute_undoable`] with
@@ -527,7 +528,7 @@ fn decimal_len(x: u32) -> u32 {
     x.checked_ilog10().map_or(1, |l| l + 1)
 }
 
-/// The rows of one shard (or, for the checker's model, of the whole database).
+/// The rows of one shard (or, unsharded, of the whole database).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shard {
     scale: TpccScale,
@@ -550,7 +551,8 @@ impl Shard {
         Shard::build(scale, seed, |row| layout.shard_of(row) == shard)
     }
 
-    /// The whole database as loaded from `seed`, unsharded: the checker's model.
+    /// The whole database as loaded from `seed`, unsharded (the population the checker's
+    /// reference reads as data).
     pub fn full(scale: &TpccScale, seed: u64) -> Shard {
         Shard::build(scale, seed, |_| true)
     }
@@ -799,13 +801,15 @@ impl Shard {
     }
 
     /// A hash of all its rows (the item table excepted: it never changes): replicas of one shard
-    /// that went through the same transactions have the same digest.
+    /// that went through the same transactions have the same digest. The checker's reference
+    /// computes the same formula over its own rows (`reference::Rows::digest`): a change here
+    /// must be made there too.
     pub fn digest(&self) -> u64 {
         self.digest_where(|_| true)
     }
 
     /// The digest the rows of shard `shard` of `layout` would have, taken from this shard's rows
-    /// (the checker's model holds every row): equal to that shard's [`Shard::digest`] when their
+    /// (an unsharded `Shard` holds every row): equal to that shard's [`Shard::digest`] when their
     /// rows are equal.
     pub fn digest_of(&self, layout: &TpccLayout, shard: u32) -> u64 {
         self.digest_where(|row| layout.shard_of(row) == shard)
@@ -860,6 +864,19 @@ impl Shard {
         if let Some(r) = self.warehouses.get_mut(&w) {
             r.w_ytd += delta;
         }
+    }
+
+    /// Stock row (`w`, `i`) to corrupt, for tests of the checker.
+    #[cfg(test)]
+    pub(crate) fn corrupt_stock(&mut self, w: u32, i: u32) -> Option<&mut Stock> {
+        self.stock_mut(w, i)
+    }
+
+    /// Customer `c` of district (`w`, `d`) to corrupt, for tests of the checker.
+    #[cfg(test)]
+    pub(crate) fn corrupt_customer(&mut self, w: u32, d: u32, c: u32) -> Option<&mut Customer> {
+        let district = self.districts.get_mut(&(w, d))?;
+        district.customers.get_mut(c.checked_sub(1)? as usize)
     }
 }
 

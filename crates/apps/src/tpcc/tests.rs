@@ -14,9 +14,10 @@
 //! live sender's scattering with a crashed destination is recalled — delivered nowhere — as
 //! 1Pipe's §5.2 Recall does for one the failed receiver never acknowledged.
 
-use super::check::{consistency, expected_part, TpccChecker, TpccViolation};
+use super::check::{condition, consistency, left_out, TpccChecker, TpccChecks, TpccViolation};
 use super::db::{placement, Customer, District, Placement, Shard, Stock, TpccLayout};
 use super::gen::{self, last_name, nurand, NuRandC, TpccScale, TpccWorkload, TxnGen};
+use super::reference::{Population, Rows};
 use super::*;
 use crate::AppInput;
 use bytes::Bytes;
@@ -347,8 +348,98 @@ fn a_rolled_back_new_order_changes_nothing_2_4_2_3() {
     assert!(p.rolled_back && p.stock.is_empty());
     assert_eq!(p.district.map(|d| d.o_id), Some(1));
     assert_eq!(db.digest(), before);
-    let (_, found) = consistency(&scale, &[&db]);
+    let (_, found) = consistency(&Rows::from_shard(&db), &Population::load(&scale, 2));
     assert!(found.is_empty(), "{found:?}");
+}
+
+/// What shard `shard` of `layout` should answer for `input`, given the whole transaction's
+/// result `full` on an unsharded database: the fields of the rows that shard holds. (The
+/// implementation against itself, sharded and not; the checker has its own, from the reference.)
+fn expected_part(
+    full: &PartResult,
+    input: &TxnInput,
+    layout: &TpccLayout,
+    shard: u32,
+) -> PartResult {
+    let here = |row: db::RowKey| layout.shard_of(row) == shard;
+    match (full, input) {
+        (PartResult::NewOrder(p), TxnInput::NewOrder(t)) => PartResult::NewOrder(NewOrderPart {
+            rolled_back: p.rolled_back,
+            w_tax: p.w_tax.filter(|_| here(db::RowKey::Warehouse(t.w_id))),
+            district: p
+                .district
+                .filter(|_| here(db::RowKey::District(t.w_id, t.d_id))),
+            stock: p
+                .stock
+                .iter()
+                .filter(|(n, _)| {
+                    t.lines
+                        .get(usize::from(*n))
+                        .is_some_and(|l| here(db::RowKey::Stock(l.supply_w_id, l.i_id)))
+                })
+                .copied()
+                .collect(),
+        }),
+        (PartResult::Payment(p), TxnInput::Payment(t)) => PartResult::Payment(PaymentPart {
+            w_ytd: p.w_ytd.filter(|_| here(db::RowKey::Warehouse(t.w_id))),
+            d_ytd: p
+                .d_ytd
+                .filter(|_| here(db::RowKey::District(t.w_id, t.d_id))),
+            customer: p
+                .customer
+                .filter(|_| here(db::RowKey::District(t.c_w_id, t.c_d_id))),
+        }),
+        _ => unreachable!("a {full:?} result for a {:?} input", input.kind()),
+    }
+}
+
+/// Every consistency condition was evaluated on every row it concerns, nothing left out: per
+/// district, per warehouse, per customer, per stock row, and on some orders and lines.
+pub(super) fn assert_conditions_cover(c: &TpccChecks, scale: &TpccScale) {
+    let districts = u64::from(scale.warehouses * scale.districts_per_warehouse);
+    let customers = districts * u64::from(scale.customers_per_district);
+    let stock = u64::from(scale.warehouses * scale.items);
+    let per = [
+        (condition::W_YTD_SUM_D_YTD, u64::from(scale.warehouses)),
+        (condition::W_YTD_HISTORY, u64::from(scale.warehouses)),
+        (condition::NEXT_O_ID_MAX_O_ID, districts),
+        (condition::NEXT_O_ID_MAX_NO_O_ID, districts),
+        (condition::NEW_ORDER_CONTIGUOUS, districts),
+        (condition::OL_CNT_SUM, districts),
+        (condition::CARRIER_NULL_IFF_NEW_ORDER, districts),
+        (condition::ORDERS_MINUS_NEW_ORDERS, districts),
+        (condition::D_YTD_HISTORY, districts),
+        (condition::C_BALANCE_HISTORY, customers),
+        (condition::C_BALANCE_PLUS_YTD, customers),
+        (condition::C_PAYMENT_CNT_HISTORY, customers),
+        (condition::S_YTD, stock),
+        (condition::S_ORDER_CNT, stock),
+        (condition::S_REMOTE_CNT, stock),
+    ];
+    for (name, n) in per {
+        assert_eq!(c.conditions.get(name), Some(&n), "{name}: {c:?}");
+    }
+    for name in [condition::OL_CNT_PER_ORDER, condition::OL_AMOUNT] {
+        assert!(
+            c.conditions.get(name).is_some_and(|&n| n > 0),
+            "{name}: {c:?}"
+        );
+    }
+    assert_eq!(
+        c.conditions.len(),
+        per.len() + 2,
+        "{:?}",
+        c.conditions.keys()
+    );
+    for why in [
+        left_out::WAREHOUSE_PARTIAL,
+        left_out::CUSTOMER_PARTIAL,
+        left_out::STOCK_PARTIAL,
+        left_out::SHARD_WITHOUT_REPLICA,
+        left_out::NO_STATE,
+    ] {
+        assert!(!c.left_out.contains_key(why), "{why}: {c:?}");
+    }
 }
 
 /// `n` transactions of terminals at every warehouse.
@@ -395,14 +486,11 @@ fn sharded_execution_gives_the_unsharded_results_and_rows() {
             "shard {s}"
         );
     }
-    let all: Vec<&Shard> = shards.iter().collect();
-    let (n, found) = consistency(&w.scale, &all);
+    let mut all = Rows::default();
+    shards.iter().for_each(|s| all.extend(Rows::from_shard(s)));
+    let (checks, found) = consistency(&all, &Population::load(&w.scale, w.seed));
     assert!(found.is_empty(), "{found:?}");
-    assert_eq!(
-        n,
-        40 * 5 + 4 * 2,
-        "every condition of every district and warehouse"
-    );
+    assert_conditions_cover(&checks, &w.scale);
     let orders: usize = model.districts().map(|(_, d)| d.orders().len()).sum();
     assert!(orders > 1000, "{orders} orders");
 }
@@ -492,8 +580,14 @@ fn a_correct_history_passes_every_check() {
     let d = direct(800, None);
     let v = d.verdict();
     assert_eq!(v.violations, 0, "{:?}", v.samples);
-    assert_eq!((v.transactions, v.shards_compared), (800, 3));
-    assert!(v.fields > 5000 && v.conditions > 200, "{v:?}");
+    let c = &v.checks;
+    assert_eq!(
+        (c.transactions, c.shards_compared, c.replicas_compared),
+        (800, 3, 6)
+    );
+    assert!(c.fields > 5000 && c.rows_compared > 2 * 50_000, "{c:?}");
+    assert_conditions_cover(c, &d.w.scale);
+    assert!(c.left_out.is_empty(), "{c:?}");
 }
 
 #[test]
@@ -670,7 +764,373 @@ fn an_unfinished_transaction_takes_effect_in_its_place() {
     }
     let rs: Vec<(u32, &Shard)> = d.replicas.iter().map(|(s, r)| (*s, r)).collect();
     let v = c.verdict_with(&[u], &rs, 0);
-    assert_eq!((v.violations, v.unfinished), (0, 1), "{:?}", v.samples);
+    assert_eq!(
+        (v.violations, v.checks.unfinished),
+        (0, 1),
+        "{:?}",
+        v.samples
+    );
+}
+
+// --- The checker's own checks: each must catch its corruption -------------------------------
+
+/// The final rows of one replica of every shard of `d` (processes 0..3 are replica 0 of shards
+/// 0..3), read as data.
+fn direct_state(d: &Direct) -> Rows {
+    let mut state = Rows::default();
+    for (_, r) in &d.replicas[..3] {
+        state.extend(Rows::from_shard(r));
+    }
+    state
+}
+
+fn violated(found: &[TpccViolation]) -> BTreeSet<&'static str> {
+    found
+        .iter()
+        .filter_map(|x| match x {
+            TpccViolation::Consistency { condition, .. } => Some(*condition),
+            _ => None,
+        })
+        .collect()
+}
+
+type Corruption = Box<dyn Fn(&mut Rows)>;
+
+/// Each condition, fed a final state corrupted the way it guards against (in either direction),
+/// reports exactly the conditions that corruption breaks.
+#[test]
+fn each_consistency_condition_catches_its_corruption_3_3_2() {
+    use condition::*;
+    let d = direct(400, None);
+    let initial = Population::load(&d.w.scale, d.w.seed);
+    let state = direct_state(&d);
+    let (checks, found) = consistency(&state, &initial);
+    assert!(found.is_empty(), "{found:?}");
+    assert_conditions_cover(&checks, &d.w.scale);
+    // Targets: a district with payments, an order between two others, a customer paid by id,
+    // an order line and the stock row that supplied it.
+    let (w, dd) = *state.history.keys().next().unwrap();
+    let o = *state
+        .orders
+        .keys()
+        .find(|&&(w, d, o)| o > 1 && state.orders.contains_key(&(w, d, o + 1)))
+        .unwrap();
+    let (c, h) = state
+        .history
+        .iter()
+        .flat_map(|(k, hs)| hs.iter().enumerate().map(move |(i, h)| (k, i, h)))
+        .find_map(|(k, i, h)| match h.customer {
+            CustomerSelector::Id(c) => Some(((h.c_w_id, h.c_d_id, c), (*k, i))),
+            CustomerSelector::LastName(_) => None,
+        })
+        .unwrap();
+    let next = state.districts[&(o.0, o.1)].d_next_o_id;
+    let (&line, l) = state.order_lines.iter().next().unwrap();
+    let st = (l.supply_w_id, l.i_id);
+    let cases: Vec<(&str, Corruption, Vec<&str>)> = vec![
+        (
+            "W_YTD + 1",
+            Box::new(move |r| r.warehouses.get_mut(&w).unwrap().w_ytd += 1),
+            vec![W_YTD_SUM_D_YTD, W_YTD_HISTORY],
+        ),
+        (
+            "W_YTD - 1",
+            Box::new(move |r| r.warehouses.get_mut(&w).unwrap().w_ytd -= 1),
+            vec![W_YTD_SUM_D_YTD, W_YTD_HISTORY],
+        ),
+        (
+            "D_YTD + 1",
+            Box::new(move |r| r.districts.get_mut(&(w, dd)).unwrap().d_ytd += 1),
+            vec![W_YTD_SUM_D_YTD, D_YTD_HISTORY],
+        ),
+        (
+            "D_YTD - 1",
+            Box::new(move |r| r.districts.get_mut(&(w, dd)).unwrap().d_ytd -= 1),
+            vec![W_YTD_SUM_D_YTD, D_YTD_HISTORY],
+        ),
+        (
+            "D_NEXT_O_ID + 1",
+            Box::new(move |r| r.districts.get_mut(&(w, dd)).unwrap().d_next_o_id += 1),
+            vec![NEXT_O_ID_MAX_O_ID, NEXT_O_ID_MAX_NO_O_ID],
+        ),
+        (
+            "a NEW-ORDER row between two removed",
+            Box::new(move |r| assert!(r.new_orders.remove(&o))),
+            vec![
+                NEW_ORDER_CONTIGUOUS,
+                CARRIER_NULL_IFF_NEW_ORDER,
+                ORDERS_MINUS_NEW_ORDERS,
+            ],
+        ),
+        (
+            "a NEW-ORDER row added above",
+            Box::new(move |r| assert!(r.new_orders.insert((o.0, o.1, next)))),
+            vec![
+                NEXT_O_ID_MAX_NO_O_ID,
+                CARRIER_NULL_IFF_NEW_ORDER,
+                ORDERS_MINUS_NEW_ORDERS,
+            ],
+        ),
+        (
+            "O_OL_CNT + 1",
+            Box::new(move |r| r.orders.get_mut(&o).unwrap().ol_cnt += 1),
+            vec![OL_CNT_SUM, OL_CNT_PER_ORDER],
+        ),
+        (
+            "O_OL_CNT - 1",
+            Box::new(move |r| r.orders.get_mut(&o).unwrap().ol_cnt -= 1),
+            vec![OL_CNT_SUM, OL_CNT_PER_ORDER],
+        ),
+        (
+            "C_BALANCE + 1",
+            Box::new(move |r| r.customers.get_mut(&c).unwrap().c_balance += 1),
+            vec![C_BALANCE_HISTORY, C_BALANCE_PLUS_YTD],
+        ),
+        (
+            "C_BALANCE - 1",
+            Box::new(move |r| r.customers.get_mut(&c).unwrap().c_balance -= 1),
+            vec![C_BALANCE_HISTORY, C_BALANCE_PLUS_YTD],
+        ),
+        (
+            "C_YTD_PAYMENT + 1",
+            Box::new(move |r| r.customers.get_mut(&c).unwrap().c_ytd_payment += 1),
+            vec![C_BALANCE_PLUS_YTD],
+        ),
+        (
+            "C_YTD_PAYMENT - 1",
+            Box::new(move |r| r.customers.get_mut(&c).unwrap().c_ytd_payment -= 1),
+            vec![C_BALANCE_PLUS_YTD],
+        ),
+        (
+            "C_PAYMENT_CNT + 1",
+            Box::new(move |r| r.customers.get_mut(&c).unwrap().c_payment_cnt += 1),
+            vec![C_PAYMENT_CNT_HISTORY],
+        ),
+        (
+            "C_PAYMENT_CNT - 1",
+            Box::new(move |r| r.customers.get_mut(&c).unwrap().c_payment_cnt -= 1),
+            vec![C_PAYMENT_CNT_HISTORY],
+        ),
+        (
+            "H_AMOUNT + 1",
+            Box::new(move |r| r.history.get_mut(&h.0).unwrap()[h.1].amount += 1),
+            vec![W_YTD_HISTORY, D_YTD_HISTORY, C_BALANCE_HISTORY],
+        ),
+        (
+            "OL_AMOUNT + 1",
+            Box::new(move |r| r.order_lines.get_mut(&line).unwrap().amount += 1),
+            vec![OL_AMOUNT],
+        ),
+        (
+            "OL_AMOUNT - 1",
+            Box::new(move |r| r.order_lines.get_mut(&line).unwrap().amount -= 1),
+            vec![OL_AMOUNT],
+        ),
+        (
+            "S_YTD + 1",
+            Box::new(move |r| r.stock.get_mut(&st).unwrap().s_ytd += 1),
+            vec![S_YTD],
+        ),
+        (
+            "S_ORDER_CNT - 1",
+            Box::new(move |r| r.stock.get_mut(&st).unwrap().s_order_cnt -= 1),
+            vec![S_ORDER_CNT],
+        ),
+        (
+            "S_REMOTE_CNT + 1",
+            Box::new(move |r| r.stock.get_mut(&st).unwrap().s_remote_cnt += 1),
+            vec![S_REMOTE_CNT],
+        ),
+    ];
+    for (what, corrupt, want) in cases {
+        let mut s = state.clone();
+        corrupt(&mut s);
+        let (_, found) = consistency(&s, &initial);
+        let want: BTreeSet<&str> = want.into_iter().collect();
+        assert_eq!(violated(&found), want, "{what}: {found:?}");
+    }
+}
+
+/// The corruption of one field of a shard's answer: `true` if `part` has `field`.
+fn corrupt_field(part: &mut PartResult, field: &str) -> bool {
+    match (part, field) {
+        (PartResult::NewOrder(p), "rolled_back") => p.rolled_back = !p.rolled_back,
+        (PartResult::NewOrder(p), "w_tax") if p.w_tax.is_some() => *p.w_tax.as_mut().unwrap() += 1,
+        (PartResult::NewOrder(p), "s_quantity") if !p.stock.is_empty() => p.stock[0].1 += 1,
+        (PartResult::NewOrder(p), f) if p.district.is_some() => {
+            let d = p.district.as_mut().unwrap();
+            match f {
+                "d_tax" => d.d_tax += 1,
+                "o_id" => d.o_id += 1,
+                "c_discount" => d.c_discount += 1,
+                "c_last" => d.c_last += 1,
+                "c_credit" if d.c_credit == Credit::Good => d.c_credit = Credit::Bad,
+                _ => return false,
+            }
+        }
+        (PartResult::Payment(p), "w_ytd") if p.w_ytd.is_some() => *p.w_ytd.as_mut().unwrap() -= 1,
+        (PartResult::Payment(p), "d_ytd") if p.d_ytd.is_some() => *p.d_ytd.as_mut().unwrap() += 1,
+        (PartResult::Payment(p), f) if p.customer.is_some() => {
+            let c = p.customer.as_mut().unwrap();
+            match f {
+                "c_id" => c.c_id += 1,
+                "c_balance" => c.c_balance += 1,
+                "c_credit" if c.c_credit == Credit::Good => c.c_credit = Credit::Bad,
+                _ => return false,
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// Every field of every kind of answer is compared with the reference's: one corrupted field
+/// is one `result` violation naming it, and the rest of the run stays clean.
+#[test]
+fn every_result_field_is_compared_with_the_reference() {
+    let d = direct(200, None);
+    let fields = [
+        "rolled_back",
+        "w_tax",
+        "s_quantity",
+        "d_tax",
+        "o_id",
+        "c_discount",
+        "c_last",
+        "c_credit",
+        "w_ytd",
+        "d_ytd",
+        "c_id",
+        "c_balance",
+    ];
+    for field in fields {
+        let mut h = d.history.clone();
+        let hit = h
+            .iter_mut()
+            .find_map(|c| {
+                let txn = c.txn;
+                c.results
+                    .iter_mut()
+                    .find_map(|(_, r)| corrupt_field(r, field).then_some(txn))
+            })
+            .unwrap_or_else(|| panic!("no answer has {field}"));
+        let v = d.with_history(h);
+        assert_eq!(v.violations, 1, "{field}: {:?}", v.samples);
+        assert!(
+            matches!(&v.samples[0], TpccViolation::Result { txn, field: f, .. } if *txn == hit && f.starts_with(field)),
+            "{field}: {:?}",
+            v.samples
+        );
+    }
+}
+
+/// A replica's row that no condition reads (`S_QUANTITY`, `C_DATA`) corrupted alike in every
+/// replica of its shard: only the row-by-row comparison with the reference sees it.
+#[test]
+fn a_corrupted_row_no_condition_reads_is_caught_by_the_row_comparison() {
+    let layout = TpccLayout::new(3, 2);
+    let d0 = direct(200, None);
+    type Hit = Box<dyn Fn(&mut Shard) -> bool>;
+    let cases: Vec<(&str, db::RowKey, Hit)> = vec![
+        (
+            "STOCK",
+            db::RowKey::Stock(1, 7),
+            Box::new(|r| r.corrupt_stock(1, 7).map(|s| s.s_quantity += 1).is_some()),
+        ),
+        (
+            "CUSTOMER",
+            db::RowKey::District(2, 3),
+            Box::new(|r| r.corrupt_customer(2, 3, 9).map(|c| c.c_data ^= 1).is_some()),
+        ),
+        (
+            "CUSTOMER",
+            db::RowKey::District(2, 3),
+            Box::new(|r| {
+                r.corrupt_customer(2, 3, 9)
+                    .map(|c| c.c_data_len -= 1)
+                    .is_some()
+            }),
+        ),
+    ];
+    for (table, row, corrupt) in cases {
+        let mut d = direct(200, None);
+        let shard = layout.shard_of(row);
+        let mut hits = 0;
+        for (s, r) in &mut d.replicas {
+            if *s == shard {
+                assert!(corrupt(r));
+                hits += 1;
+            }
+        }
+        assert_eq!(hits, 2);
+        let v = d.verdict();
+        assert_eq!(
+            kinds(&v),
+            BTreeSet::from(["state-mismatch"]),
+            "{table}: {:?}",
+            v.samples
+        );
+        assert_eq!(v.violations, 2, "one per replica: {:?}", v.samples);
+        for x in &v.samples {
+            assert!(
+                matches!(x, TpccViolation::StateMismatch { shard: s, detail } if *s == shard && detail.contains("1 row(s) differ") && detail.contains(table)),
+                "{x}"
+            );
+        }
+    }
+    assert_eq!(d0.verdict().violations, 0);
+}
+
+/// The live runtime's replicas report digests only: a correct run's equal the reference's
+/// digests of its own rows; one off is a mismatch, and replicas that disagree diverge.
+#[test]
+fn replica_digests_are_compared_with_the_reference_s_own() {
+    let d = direct(300, None);
+    let digests: Vec<(u32, u64)> = d.replicas.iter().map(|(s, r)| (*s, r.digest())).collect();
+    let v = d.checker.verdict_with_digests(&[], &digests, 0);
+    assert_eq!(v.violations, 0, "{:?}", v.samples);
+    let c = &v.checks;
+    assert_eq!(
+        (c.shards_compared, c.digests_compared, c.replicas_compared),
+        (3, 6, 0)
+    );
+    assert_eq!(c.left_out.get(left_out::DIGESTS_ONLY), Some(&6), "{c:?}");
+    assert_conditions_cover(c, &d.w.scale);
+    let mut off = digests.clone();
+    off[4].1 ^= 1;
+    let v = d.checker.verdict_with_digests(&[], &off, 0);
+    assert_eq!(
+        kinds(&v),
+        BTreeSet::from(["state-mismatch", "replicas-diverge"]),
+        "{:?}",
+        v.samples
+    );
+}
+
+/// What the checker leaves out, it says, with why.
+#[test]
+fn the_checker_counts_what_it_left_out() {
+    let d = direct(50, None);
+    let v = d.checker.verdict(0);
+    assert_eq!(v.violations, 0, "{:?}", v.samples);
+    assert_eq!(v.checks.transactions, 50);
+    assert_eq!(v.checks.left_out.get(left_out::NO_STATE), Some(&1));
+    assert_eq!(
+        (v.checks.replicas_compared, v.checks.conditions_evaluated()),
+        (0, 0)
+    );
+    let mut h = d.history.clone();
+    h.push(h[3].clone());
+    let i = h.iter().position(|c| c.results.len() < 3).unwrap();
+    let stray = (0..3u32)
+        .find(|s| !h[i].results.iter().any(|r| r.0 == *s))
+        .unwrap();
+    let answer = h[i].results[0].1.clone();
+    h[i].results.push((stray, answer));
+    let v = d.with_history(h);
+    assert_eq!(v.checks.transactions, 50);
+    assert_eq!(v.checks.left_out.get(left_out::DUPLICATE), Some(&1));
+    assert_eq!(v.checks.left_out.get(left_out::UNTOUCHED_SHARD), Some(&1));
 }
 
 // --- TpccProcess on a model of 1Pipe --------------------------------------------------------
@@ -1002,15 +1462,15 @@ fn transactions_commit_and_replay_in_timestamp_order_7_3_2() {
     m.run();
     let v = m.verdict();
     assert_eq!(v.violations, 0, "seed 1: {:?}", v.samples);
-    assert!(v.transactions > 2_000, "{v:?}");
-    assert_eq!(v.shards_compared, 4);
-    assert_eq!(v.conditions, 40 * 5 + 4 * 2);
+    assert!(v.checks.transactions > 2_000, "{v:?}");
+    assert_eq!(v.checks.shards_compared, 4);
+    assert_conditions_cover(&v.checks, &TpccScale::small());
     let s = m.stats();
     assert!(
         s.committed_new_order > 800 && s.committed_payment > 800,
         "{s:?}"
     );
-    assert_eq!(s.committed(), v.transactions);
+    assert_eq!(s.committed(), v.checks.transactions);
     m.assert_clean(1);
     assert!(m.live_idle());
     // Every replica of every shard applied the same parts.
@@ -1072,7 +1532,7 @@ fn refused_sends_are_sent_again() {
     assert_eq!(v.violations, 0, "seed 4: {:?}", v.samples);
     m.assert_clean(4);
     let s = m.stats();
-    assert!(s.refused > 200 && v.transactions > 500, "{s:?}");
+    assert!(s.refused > 200 && v.checks.transactions > 500, "{s:?}");
     assert!(
         m.live_idle(),
         "seed 4: every transaction and reply went out"
@@ -1088,10 +1548,13 @@ fn a_replica_crash_leaves_the_live_replicas_agreeing_5_2() {
     let v = m.verdict();
     assert_eq!(v.violations, 0, "seed 5: {:?}", v.samples);
     m.assert_clean(5);
-    assert_eq!(v.shards_compared, 4, "shard 1 still has two live replicas");
+    assert_eq!(
+        v.checks.shards_compared, 4,
+        "shard 1 still has two live replicas"
+    );
     let s = m.stats();
     assert_eq!(s.failed, 0);
-    assert!(v.transactions > 1_000, "{v:?}");
+    assert!(v.checks.transactions > 1_000, "{v:?}");
     // Transactions kept committing after the crash.
     let late = m.committed.iter().filter(|c| c.call_ns > 500_000).count();
     assert!(late > 300, "{late} committed after the crash");
@@ -1134,10 +1597,20 @@ fn a_shard_with_no_live_replica_fails_its_transactions_5_2() {
     let v = m.verdict();
     assert_eq!(v.violations, 0, "seed 7: {:?}", v.samples);
     m.assert_clean(7);
-    assert_eq!(v.shards_compared, 3);
+    assert_eq!(v.checks.shards_compared, 3);
     let s = m.stats();
     assert!(s.failed > 0, "{s:?}");
-    assert!(v.unfinished > 0, "delivered but never committed: {v:?}");
+    assert!(
+        v.checks.unfinished > 0,
+        "delivered but never committed: {v:?}"
+    );
+    let out = &v.checks.left_out;
+    assert_eq!(
+        out.get(left_out::SHARD_WITHOUT_REPLICA),
+        Some(&1),
+        "{out:?}"
+    );
+    assert!(out.contains_key(left_out::CUSTOMER_PARTIAL), "{out:?}");
     assert!(m.live_idle());
 }
 

@@ -124,7 +124,7 @@ fn tpcc_finish(
     print_latency(&["New-Order", "Payment"], &summaries);
     println!(
         "  app checker {} transactions replayed in timestamp order ({} still open), {} result fields, {} replica digests over {} shards, {} consistency conditions: {} violation(s); {} recalled, {} replies resent, {} sends refused (buffer full)",
-        v.transactions, v.unfinished, v.fields, digests.len(), v.shards_compared, v.conditions, v.violations, stats.recalled, stats.replies_resent, refused_full
+        v.checks.transactions, v.checks.unfinished, v.checks.fields, digests.len(), v.checks.shards_compared, v.checks.conditions_evaluated(), v.violations, stats.recalled, stats.replies_resent, refused_full
     );
     for s in &v.samples {
         eprintln!("  {s}");
@@ -140,9 +140,9 @@ fn tpcc_finish(
         "latency_ns_payment": summaries[1],
         "stats": stats,
         "open": unfinished.len(),
-        "checked_transactions": v.transactions,
-        "checked_fields": v.fields,
-        "shards_compared": v.shards_compared,
+        "checked_transactions": v.checks.transactions,
+        "checked_fields": v.checks.fields,
+        "shards_compared": v.checks.shards_compared,
         "violations": v.violations,
         "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
         "failed_procs": failed,
