@@ -770,6 +770,11 @@ fn print_summary(r: &Report) {
         r.beacon_bandwidth_share * 100.0,
         r.beacon_byte_share * 100.0
     );
+    println!(
+        "  host CPUs   busy {:.0}% on average, {:.0}% the busiest, while issuing",
+        100.0 * r.cpu_busy.mean,
+        100.0 * r.cpu_busy.max
+    );
     if r.links_removed > 0 {
         println!(
             "  failures    {} input link(s) removed by switch timeouts (§4.2)",

@@ -11,7 +11,8 @@
 //!   processes, 95% of the transactions read-only, uniform and YCSB keys, at saturation.
 //!
 //! The layout of N processes and the CPU model are Fig. 8's (`bench fig8`): a rack up to 8,
-//! fat trees of k = 4 and 8 above, each process its own core's worth of CPU. Every 1Pipe run
+//! fat trees of k = 4 and 8 above, each process a core's worth of CPU, pooled per host for
+//! every system alike ([`app_config`]). Every 1Pipe run
 //! is checked (1Pipe's checkers and the store's: serializable in timestamp order, real time);
 //! a violation fails the bench.
 
@@ -155,20 +156,14 @@ fn config(a: &Fig14Args, p: &Point) -> SimConfig {
         workload,
         window: p.window,
     };
-    app_config(p.n, duration, a.seed, app, p.system == System::Onepipe)
+    app_config(p.n, duration, a.seed, app)
 }
 
 /// The simulation of an application figure's point: `n` processes laid out as Fig. 8 lays
-/// them out, running `app` for `duration` (ns) with `seed`; `onepipe`: 1Pipe runs it (one
-/// simulated CPU serves a host's processes at their cores' speed), else a baseline on direct
-/// messages (a core per process).
-pub(crate) fn app_config(
-    n: u32,
-    duration: u64,
-    seed: u64,
-    app: AppSpec,
-    onepipe: bool,
-) -> SimConfig {
+/// them out, running `app` for `duration` (ns) with `seed`, on the CPU model of every system
+/// (1Pipe and the baselines on direct messages alike): one simulated CPU per host serves its
+/// processes at their cores' speed ([`SimConfig::pool_host_cpu`]).
+pub(crate) fn app_config(n: u32, duration: u64, seed: u64, app: AppSpec) -> SimConfig {
     let (topology, pph) = layout(n);
     let mut cfg = SimConfig {
         topology,
@@ -179,13 +174,7 @@ pub(crate) fn app_config(
         app: Some(app),
         ..SimConfig::default()
     };
-    if onepipe {
-        let (send, recv, deliver) = (cfg.host_send_ns, cfg.host_recv_ns, cfg.host_deliver_ns);
-        let pph = u64::from(pph);
-        cfg.host_send_ns = send / pph;
-        cfg.host_recv_ns = (send + recv) / pph - send / pph;
-        cfg.host_deliver_ns = deliver.div_ceil(pph);
-    }
+    cfg.pool_host_cpu();
     cfg
 }
 

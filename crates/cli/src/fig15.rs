@@ -174,8 +174,7 @@ fn run_point(a: &Fig15Args, p: &Point) -> PointResult {
         (false, 'a') => a.duration,
         (false, _) => a.duration.max(3_000_000),
     };
-    let onepipe = p.system.direct().is_none();
-    let mut cfg = app_config(p.n, duration, a.seed, app, onepipe);
+    let mut cfg = app_config(p.n, duration, a.seed, app);
     cfg.loss_rate = p.loss;
     if p.system == System::OnepipeNak {
         cfg.dupack_threshold = 1;

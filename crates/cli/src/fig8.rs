@@ -23,10 +23,12 @@
 //! hosts in one rack ("With less or equal to 8 servers, they collocate in one rack"); N = 16,
 //! 32, 64 on a k = 4 fat tree (16 hosts; 1, 2, 4 processes per host); N = 128, 256, 512 on a
 //! k = 8 fat tree (128 hosts; 1, 2, 4 per host). The testbed gives each process its own cores.
-//! The baselines' engine models that directly (a core per process); 1Pipe's host role serves
-//! all processes of its host on one simulated CPU, so for 1Pipe the per-packet costs are divided
-//! among the host's processes (send ⌊50 / pph⌋ ns, receive ⌈50 / pph⌉ ns with the sum exact,
-//! deliver ⌈20 / pph⌉ ns) — the same capacity per process at every N.
+//! Every protocol has the same CPU model: one simulated CPU per host serves all its processes
+//! (1Pipe's host role; the baselines' processes of a host share a core), and the per-packet
+//! costs are divided among the host's processes (`SimConfig::pool_host_cpu`: send ⌊50 / pph⌋
+//! ns, receive ⌈50 / pph⌉ ns with the sum exact, deliver ⌈20 / pph⌉ ns) — the same capacity
+//! per process at every N. The host-placed sequencer keeps a core of its own at one core's
+//! cost (50 ns per packet in and out).
 
 use crate::cli::parse_duration;
 use crate::plot::{line_chart, Chart, Series};
@@ -246,16 +248,22 @@ fn config(a: &Fig8Args, job: Job) -> (SimConfig, Option<BaselineConfig>) {
     match LINES[job.line].1 {
         Line::Onepipe(service) => {
             cfg.service = service;
-            // One simulated CPU serves the host's pph processes: give it pph cores' speed.
-            let (send, recv, deliver) = (cfg.host_send_ns, cfg.host_recv_ns, cfg.host_deliver_ns);
-            let pph = u64::from(pph);
-            cfg.host_send_ns = send / pph;
-            cfg.host_recv_ns = (send + recv) / pph - send / pph;
-            cfg.host_deliver_ns = deliver.div_ceil(pph);
+            // One simulated CPU serves the host's pph processes at pph cores' speed.
+            cfg.pool_host_cpu();
             (cfg, None)
         }
         Line::Base(p) => {
-            let base = BaselineConfig::new(p);
+            let mut base = BaselineConfig::new(p);
+            // The host-placed sequencer keeps a core of its own at one core's speed: its cost
+            // is fixed before the hosts' CPUs are pooled.
+            let (seq_in, seq_out) = base.seq_host_costs(&cfg);
+            assert_eq!(
+                seq_in, seq_out,
+                "the sequencer's default costs are alike in and out"
+            );
+            base.seq_host_packet_ns = Some(seq_in);
+            // The processes of a host share one CPU at pph cores' speed, as 1Pipe's do.
+            cfg.pool_host_cpu();
             if p == Protocol::Token && fixed {
                 // Draining takes up to a rotation: every holder sends a batch of N copies.
                 let n = u64::from(job.n);

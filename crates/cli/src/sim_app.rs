@@ -353,6 +353,11 @@ pub fn sim_direct(
         }
     );
     println!(
+        "  host CPUs   busy {:.0}% on average, {:.0}% the busiest, while issuing",
+        100.0 * r.cpu_busy.mean,
+        100.0 * r.cpu_busy.max
+    );
+    println!(
         "  engine      {} events in {:.2} s wall ({:.2} M events/s), trace {}",
         r.events,
         r.wall_s,

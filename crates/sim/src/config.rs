@@ -823,6 +823,22 @@ impl SimConfig {
         }
     }
 
+    /// The CPU model of the benches, the same for every system: a host's `procs_per_host`
+    /// processes share one CPU (one core of the engine, one FIFO) that runs at `procs_per_host`
+    /// cores' speed, so a host has the capacity of a core per process (the testbed's, §7.1) and
+    /// every system pools it alike. The per-packet and per-message costs, given for one core,
+    /// become the pooled CPU's: send ⌊s / pph⌋, receive ⌊(s + r) / pph⌋ − ⌊s / pph⌋ (so a packet
+    /// sent and received costs exactly ⌊(s + r) / pph⌋), deliver ⌈d / pph⌉. With one process
+    /// per host nothing changes. Roles with a core of their own (the host-placed sequencer)
+    /// take their costs from the configuration before this.
+    pub fn pool_host_cpu(&mut self) {
+        let pph = u64::from(self.procs_per_host.max(1));
+        let (send, recv, deliver) = (self.host_send_ns, self.host_recv_ns, self.host_deliver_ns);
+        self.host_send_ns = send / pph;
+        self.host_recv_ns = (send + recv) / pph - send / pph;
+        self.host_deliver_ns = deliver.div_ceil(pph);
+    }
+
     /// Number of processes.
     pub fn procs(&self) -> Result<u32, ConfigError> {
         let hosts = self.hosts()? as u64;

@@ -1,10 +1,18 @@
 //! Applications on a plain network, on the simulation engine ([`crate::engine`]): the baselines of
 //! the applications (§7.3: the non-transactional store and TPC-C, the FaRM-like store, TPC-C's
-//! 2PL and OCC). Every process runs on its own core with the 1Pipe host's costs (each process has
-//! its own threads in the paper's testbed, §7.1): `host_recv_ns` + `host_deliver_ns` per message
-//! taken in, `host_send_ns` per message sent. Messages go straight to their destination — no
-//! timestamps, no barriers — over the same topology, ECMP routing and links; switches are plain
-//! forwarders; a message between processes of one host skips the network. On a lossy network
+//! 2PL and OCC).
+//!
+//! **Processes and cores.** The processes of a host share one core — one FIFO of inputs, one
+//! busy time — as a 1Pipe host's processes share its host role's, with the 1Pipe host's costs:
+//! `host_recv_ns` + `host_deliver_ns` per message taken in, `host_send_ns` per message sent.
+//! The benches give that core `procs_per_host` cores' speed ([`SimConfig::pool_host_cpu`], for
+//! 1Pipe alike): a core's capacity per process, as each process has its own threads in the
+//! paper's testbed (§7.1), pooled so a busy process (a hot key's server) may use what its
+//! neighbours leave. [`DirectReport::cpu_busy`] says how busy the cores were.
+//!
+//! **Messages** go straight to their destination — no timestamps, no barriers — over the same
+//! topology, ECMP routing and links; switches are plain forwarders; a message between processes
+//! of one host skips the network (still a send and a receive on its core). On a lossy network
 //! (`--loss`, `--dup`, `--reorder-prob`) they ride a reliable transport ([`Transport`]).
 //! The processes' clocks are exact: the baselines order nothing by them, and the times they
 //! report (latency; the FaRM-like store's serialization stamps) are true time.
@@ -270,11 +278,16 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             drift_ppm: 0.0,
             ..engine::clock_params(&cfg)
         };
+        // Process p is role p on its host's core, p / pph. The applications send by themselves
+        // (no workload sends queue at the cores): the send limit is the 1Pipe host's, unused.
         let roles = (0..procs)
             .map(|p| {
                 let clock = crate::clock::Clock::new(clock_params, seeds.clock, p / pph);
-                RoleSt::new(clock, Some(Core::new(costs, 1, false)))
+                RoleSt::new(clock, Some(p / pph))
             })
+            .collect();
+        let cpus = (0..topo.hosts())
+            .map(|_| Core::new(costs, engine::HOST_QUEUE_SEND_MAX, false))
             .collect();
         let apps = direct_apps(&cfg, system, procs)?;
         let links = engine::build_links(&cfg, &topo);
@@ -303,7 +316,7 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             },
         };
         Ok(Engine::assemble(
-            cfg, topo, queue, seeds, proto, roles, links,
+            cfg, topo, queue, seeds, proto, roles, cpus, links,
         ))
     }
 
@@ -358,7 +371,9 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             trace.add(txn);
             trace.add(ret);
         });
-        self.core(p).free = cursor;
+        let c = self.core(p);
+        c.busy_ns += cursor - t;
+        c.free = cursor;
         self.rearm(p);
     }
 
@@ -604,6 +619,8 @@ pub struct DirectReport {
     pub duplicates: u64,
     /// The run drained (every transaction finished).
     pub drained: bool,
+    /// How busy the hosts' cores were while the processes issued (`0..duration`).
+    pub cpu_busy: engine::CpuBusy,
     /// The application's figures.
     pub app: AppReport,
     /// Events processed, and per wall second.
@@ -667,6 +684,7 @@ fn run_with<Q: EventQueue<Ev>>(
     let limit = cfg.duration_ns + cfg.drain_ns;
     let mut report_progress = |t: u64| progress(t as f64 / cfg.duration_ns.max(1) as f64);
     world.run_until(cfg.duration_ns, &mut report_progress);
+    let cpu_busy = world.cpu_busy_share(cfg.duration_ns);
     // Quiescence is checked about every 20 µs, at a step no round period divides: a
     // heartbeat every 20 µs (MultiPaxos's leader) in flight at every check would otherwise keep
     // an idle run from ever counting as drained.
@@ -686,6 +704,7 @@ fn run_with<Q: EventQueue<Ev>>(
         acks: p.transport.as_ref().map_or(0, |t| t.acks),
         duplicates: p.transport.as_ref().map_or(0, |t| t.duplicates),
         drained: world.quiescent(),
+        cpu_busy,
         app: p.apps.report(
             p.system.name(),
             p.system.checked(),

@@ -11,13 +11,16 @@
 //! * *Roles* ([`RoleSt`]): every sans-IO role has a [`Clock`] (it is handed its *local* time)
 //!   and a timer, armed from its `poll_timeout` after every input (the driving contract of
 //!   `onepipe_proto::node`: mutate, drain, re-arm).
-//! * *Cores* ([`Core`]): a role on a host CPU is one serial core; inputs that reach it while it
-//!   is busy wait in a FIFO (its timer may jump the queue: [`Core::timer_first`]), and the
-//!   protocol charges each input and output at the core's [`Costs`]. That is what makes
-//!   throughput saturate (§7.2: "limited by CPU processing"). A role without a core (a 1Pipe
-//!   switch) runs each input at once.
+//! * *Cores* ([`Core`]): the CPUs, apart from the roles — each role names the core it runs on
+//!   ([`RoleSt::cpu`]), and several roles may share one (a host's processes on the direct
+//!   engine and the baselines: one CPU per host, as 1Pipe's host role has). A core is serial:
+//!   inputs that reach it while it is busy wait in one FIFO whoever they are for (a timer may
+//!   jump the queue: [`Core::timer_first`]), and the protocol charges each input and output at
+//!   the core's [`Costs`]. That is what makes throughput saturate (§7.2: "limited by CPU
+//!   processing"). A role without a core (a 1Pipe switch) runs each input at once.
 //! * *The workload's clock*: every process sends at Poisson times (`--rate`); a send that finds
-//!   its core's send queue full is refused (`sends_rejected`).
+//!   its core's send queue full is refused (`sends_rejected`) — a limit per core, so per host
+//!   where a host's processes share one.
 //! * *Packets in flight* live in one slab from the moment they are sent until they are consumed;
 //!   events carry slot indices (an event is 12 bytes: the queue moves each a few times).
 //!
@@ -64,8 +67,8 @@ pub enum Ev<X> {
     },
     /// A busy core takes its next input.
     CpuWake {
-        /// The role whose core it is.
-        role: u32,
+        /// The core.
+        cpu: u32,
     },
     /// A process issues its next send.
     Send {
@@ -105,16 +108,25 @@ pub struct Costs {
     pub deliver_ns: u64,
 }
 
+/// Most sends waiting for a host's CPU before the workload's next send is refused — the
+/// application's send queue, one per host in every protocol (a 1Pipe host's role, or the core
+/// a host's processes share on the baselines' and the direct engine). Open-loop sends beyond
+/// capacity would otherwise pile up without bound and, served first-come first-served, starve
+/// the receive path: with the bound, offered load beyond capacity is refused
+/// (`sends_rejected`) and delivered throughput levels off.
+pub const HOST_QUEUE_SEND_MAX: u32 = 64;
+
 /// Most queued inputs whose room an idle core keeps (see [`Engine::on_cpu_wake`]).
 const PENDING_RETAINED: usize = 64;
 
-/// A serial CPU (or a switch-placed role's pipeline) and the inputs waiting for it.
+/// A serial CPU (or a switch-placed role's pipeline) and the inputs waiting for it, for any of
+/// the roles it serves.
 #[derive(Debug)]
 pub struct Core<I> {
     /// True time at which it finishes its current input; the protocol sets it as it charges.
     pub free: SimTime,
-    /// Inputs waiting, oldest first.
-    pub pending: VecDeque<CoreInput<I>>,
+    /// Inputs waiting, oldest first, each with the role it is for.
+    pub pending: VecDeque<(u32, CoreInput<I>)>,
     /// Sends among `pending`.
     pub pending_sends: u32,
     /// Packets among `pending`.
@@ -129,6 +141,8 @@ pub struct Core<I> {
     /// Its timer runs as soon as the current input is done, ahead of the queued ones (a polling
     /// loop checks its timers every turn).
     pub timer_first: bool,
+    /// The roles it serves, consecutive ([`Engine::assemble`] fills it from [`RoleSt::cpu`]).
+    roles: std::ops::Range<u32>,
 }
 
 impl<I> Core<I> {
@@ -144,29 +158,36 @@ impl<I> Core<I> {
             costs,
             send_queue_max,
             timer_first,
+            roles: 0..0,
         }
+    }
+
+    /// The roles it serves.
+    pub fn roles(&self) -> std::ops::Range<u32> {
+        self.roles.clone()
     }
 }
 
-/// A role as the engine sees it: its clock, its timer, and its core if it has one.
+/// A role as the engine sees it: its clock, its timer, and the core it runs on if any.
 #[derive(Debug)]
-pub struct RoleSt<I> {
+pub struct RoleSt {
     /// Its clock: the local time it is handed.
     pub clock: Clock,
     generation: u32,
     armed: Option<Instant>,
-    /// Its core; `None` for a role that runs every input at once (a 1Pipe switch).
-    pub core: Option<Core<I>>,
+    /// Its core, an index into the engine's cores; `None` for a role that runs every input at
+    /// once (a 1Pipe switch).
+    pub cpu: Option<u32>,
 }
 
-impl<I> RoleSt<I> {
-    /// A role with `clock`, on `core`.
-    pub fn new(clock: Clock, core: Option<Core<I>>) -> RoleSt<I> {
+impl RoleSt {
+    /// A role with `clock`, on core `cpu`.
+    pub fn new(clock: Clock, cpu: Option<u32>) -> RoleSt {
         RoleSt {
             clock,
             generation: 0,
             armed: None,
-            core,
+            cpu,
         }
     }
 }
@@ -253,6 +274,16 @@ pub fn build_links(cfg: &SimConfig, topo: &Topology) -> Vec<Link> {
             }
         })
         .collect()
+}
+
+/// How busy the cores were over a period: shares of it, 0 … 1 (a little above 1 where an
+/// input that started in the period ran past its end).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct CpuBusy {
+    /// Mean over the cores.
+    pub mean: f64,
+    /// The busiest core's.
+    pub max: f64,
 }
 
 /// Counters of the network and the workload, the same for every protocol.
@@ -390,7 +421,9 @@ pub struct Engine<P: Protocol, Q> {
     pub(crate) packets: Slab<P::Packet>,
     /// Packets alive that count ([`Protocol::counted`]): on links, or waiting at cores.
     pub(crate) live: u64,
-    pub(crate) roles: Vec<RoleSt<P::Input>>,
+    pub(crate) roles: Vec<RoleSt>,
+    /// The cores, shared by the roles that name them.
+    pub(crate) cpus: Vec<Core<P::Input>>,
     /// Links lose, reorder or duplicate packets (`--loss`, `--reorder-prob`, `--dup`).
     link_faults: bool,
     /// Counters of the network and the workload.
@@ -401,17 +434,38 @@ pub struct Engine<P: Protocol, Q> {
 
 impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     /// Assembles an engine from what the protocol built (its state, its roles in index order,
-    /// the links), forks the workload's stream from `seeds.rng`, and schedules the first events:
-    /// every role's timer, then every process's first send.
+    /// the cores they name, the links), forks the workload's stream from `seeds.rng`, and
+    /// schedules the first events: every role's timer, then every process's first send.
+    ///
+    /// Every core serves at least one role, and the roles of one core are consecutive.
+    #[allow(clippy::too_many_arguments)]
     pub fn assemble(
         cfg: SimConfig,
         topo: Arc<Topology>,
         queue: Q,
         mut seeds: Seeds,
         proto: P,
-        roles: Vec<RoleSt<P::Input>>,
+        roles: Vec<RoleSt>,
+        mut cpus: Vec<Core<P::Input>>,
         links: Vec<Link>,
     ) -> Engine<P, Q> {
+        for (r, role) in roles.iter().enumerate() {
+            let Some(cpu) = role.cpu else { continue };
+            let served = &mut cpus[cpu as usize].roles;
+            if served.start == served.end {
+                *served = r as u32..r as u32 + 1;
+            } else {
+                assert_eq!(
+                    served.end, r as u32,
+                    "core {cpu}: its roles are consecutive"
+                );
+                served.end += 1;
+            }
+        }
+        assert!(
+            cpus.iter().all(|c| c.roles.start < c.roles.end),
+            "every core serves a role"
+        );
         let workload_rng = seeds.rng.fork(1);
         let mut e = Engine {
             link_faults: cfg.loss_rate > 0.0 || cfg.reorder_prob > 0.0 || cfg.dup_rate > 0.0,
@@ -425,6 +479,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             packets: Slab::default(),
             live: 0,
             roles,
+            cpus,
             net: NetStats::default(),
             proto,
             cfg,
@@ -467,7 +522,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
                 Ev::Arrive { link, slot } => P::arrive(self, t, link, slot),
                 Ev::Local { role, slot } => self.input(t, role, CoreInput::Packet(slot)),
                 Ev::Timer { role, generation } => self.on_timer(t, role, generation),
-                Ev::CpuWake { role } => self.on_cpu_wake(t, role),
+                Ev::CpuWake { cpu } => self.on_cpu_wake(t, cpu),
                 Ev::Send { proc } => self.on_send_event(t, proc),
                 Ev::Proto(x) => P::event(self, t, x),
             }
@@ -601,13 +656,34 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
 
     // --- Roles, cores and timers -------------------------------------------------------------
 
-    /// Role `role`'s core (it has one).
+    /// Role `role`'s core (it has one), shared with the other roles it serves.
     #[inline]
     pub(crate) fn core(&mut self, role: u32) -> &mut Core<P::Input> {
-        self.roles[role as usize]
-            .core
-            .as_mut()
-            .expect("a role on a core")
+        let cpu = self.roles[role as usize].cpu.expect("a role on a core");
+        &mut self.cpus[cpu as usize]
+    }
+
+    /// Role `role`'s core, to read.
+    #[inline]
+    pub(crate) fn core_ref(&self, role: u32) -> &Core<P::Input> {
+        let cpu = self.roles[role as usize].cpu.expect("a role on a core");
+        &self.cpus[cpu as usize]
+    }
+
+    /// The cores, in index order.
+    pub fn cpus(&self) -> &[Core<P::Input>] {
+        &self.cpus
+    }
+
+    /// The mean and the largest share of `0..period_ns` the cores were busy (the protocols that
+    /// keep [`Core::busy_ns`]); zeros for none.
+    pub fn cpu_busy_share(&self, period_ns: SimTime) -> CpuBusy {
+        let share = |c: &Core<P::Input>| c.busy_ns as f64 / period_ns.max(1) as f64;
+        let n = self.cpus.len().max(1) as f64;
+        CpuBusy {
+            mean: self.cpus.iter().map(share).sum::<f64>() / n,
+            max: self.cpus.iter().map(share).fold(0.0, f64::max),
+        }
     }
 
     /// Role `role`'s local time at true time `t`.
@@ -617,17 +693,19 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     }
 
     /// Hands `input` to role `role`: discarded if the role is down, run at once if its core is
-    /// free (or it has none), else queued.
+    /// free (or it has none), else queued behind whatever waits for that core.
     #[inline]
     pub(crate) fn input(&mut self, t: SimTime, role: u32, input: CoreInput<P::Input>) {
         if self.proto.down(role, t) {
             self.discard_all(t, role, Some(input));
             return;
         }
-        let Some(c) = self.roles[role as usize].core.as_mut() else {
+        let Some(cpu) = self.roles[role as usize].cpu else {
             P::process(self, t, role, input);
             return;
         };
+        let c = &mut self.cpus[cpu as usize];
+        debug_assert!(c.roles.contains(&role));
         if c.pending.is_empty() && c.free <= t {
             P::process(self, t, role, input);
             return;
@@ -638,34 +716,51 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             CoreInput::Timeout | CoreInput::Proto(_) => {}
         }
         if c.timer_first && matches!(input, CoreInput::Timeout) {
-            c.pending.push_front(input);
+            c.pending.push_front((role, input));
         } else {
-            c.pending.push_back(input);
+            c.pending.push_back((role, input));
         }
         if !c.wake_armed {
             c.wake_armed = true;
             let at = c.free.max(t);
-            self.queue.push(at, Ev::CpuWake { role });
+            self.queue.push(at, Ev::CpuWake { cpu });
         }
     }
 
-    /// A down role: its queue and `input` are lost.
+    /// A down role: its queued inputs and `input` are lost.
     fn discard_all(&mut self, t: SimTime, role: u32, input: Option<CoreInput<P::Input>>) {
         P::on_down(self, t, role);
         self.clear_core(role, input);
     }
 
-    /// Discards role `role`'s queued inputs and `input`.
+    /// Discards role `role`'s queued inputs (the other roles' on its core stay, in order) and
+    /// `input`.
     fn clear_core(&mut self, role: u32, input: Option<CoreInput<P::Input>>) {
-        let pending = match self.roles[role as usize].core.as_mut() {
-            Some(c) => {
-                c.pending_sends = 0;
-                c.pending_packets = 0;
-                std::mem::take(&mut c.pending)
+        let pending = match self.roles[role as usize].cpu {
+            Some(cpu) => {
+                let c = &mut self.cpus[cpu as usize];
+                if c.roles.len() == 1 {
+                    c.pending_sends = 0;
+                    c.pending_packets = 0;
+                    std::mem::take(&mut c.pending)
+                } else {
+                    let (mine, others) = std::mem::take(&mut c.pending)
+                        .into_iter()
+                        .partition(|(r, _)| *r == role);
+                    c.pending = others;
+                    for (_, i) in &mine {
+                        match i {
+                            CoreInput::Send { .. } => c.pending_sends -= 1,
+                            CoreInput::Packet(_) => c.pending_packets -= 1,
+                            CoreInput::Timeout | CoreInput::Proto(_) => {}
+                        }
+                    }
+                    mine
+                }
             }
             None => VecDeque::new(),
         };
-        for i in pending.into_iter().chain(input) {
+        for i in pending.into_iter().map(|(_, i)| i).chain(input) {
             match i {
                 CoreInput::Packet(slot) => self.drop_slot(slot),
                 CoreInput::Proto(x) => P::discard(self, x),
@@ -675,25 +770,33 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     }
 
     /// Role `role` restarts at `t` with its state lost: its queue is discarded, its core free,
-    /// its timer disarmed.
+    /// its timer disarmed. Its core is its own (a 1Pipe host's): a shared core would still be
+    /// busy with the other roles' work.
     pub(crate) fn reset_role(&mut self, t: SimTime, role: u32) {
         self.clear_core(role, None);
         let r = &mut self.roles[role as usize];
         r.armed = None;
-        if let Some(c) = r.core.as_mut() {
+        if let Some(cpu) = r.cpu {
+            let c = &mut self.cpus[cpu as usize];
+            assert_eq!(c.roles.len(), 1, "a restarted role has a core of its own");
             c.free = t;
         }
     }
 
-    fn on_cpu_wake(&mut self, t: SimTime, role: u32) {
+    /// Core `cpu` takes its oldest input, or discards the inputs of a role found down.
+    fn on_cpu_wake(&mut self, t: SimTime, cpu: u32) {
+        let c = &mut self.cpus[cpu as usize];
+        c.wake_armed = false;
+        // With nothing queued (a restart or a crash emptied it), the wake still checks the
+        // core's first role, so a crash is noticed as it was when a core served one role.
+        let role = c.pending.front().map_or(c.roles.start, |(r, _)| *r);
         if self.proto.down(role, t) {
-            self.core(role).wake_armed = false;
-            self.discard_all(t, role, Some(CoreInput::Timeout));
+            self.discard_all(t, role, None);
+            self.wake_if_pending(t, cpu);
             return;
         }
-        let c = self.core(role);
-        c.wake_armed = false;
-        let Some(input) = c.pending.pop_front() else {
+        let c = &mut self.cpus[cpu as usize];
+        let Some((role, input)) = c.pending.pop_front() else {
             return;
         };
         if c.pending.is_empty() && c.pending.capacity() > PENDING_RETAINED {
@@ -707,11 +810,16 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             CoreInput::Timeout | CoreInput::Proto(_) => {}
         }
         P::process(self, t, role, input);
-        let c = self.core(role);
-        if !c.pending.is_empty() {
+        self.wake_if_pending(t, cpu);
+    }
+
+    /// Arms core `cpu`'s wake when its current input is done, if anything waits for it.
+    fn wake_if_pending(&mut self, t: SimTime, cpu: u32) {
+        let c = &mut self.cpus[cpu as usize];
+        if !c.pending.is_empty() && !c.wake_armed {
             c.wake_armed = true;
             let at = c.free.max(t);
-            self.queue.push(at, Ev::CpuWake { role });
+            self.queue.push(at, Ev::CpuWake { cpu });
         }
     }
 
@@ -853,6 +961,7 @@ mod tests {
             role: u32,
             input: CoreInput<Infallible>,
         ) {
+            assert!(e.core(role).free <= t, "a core runs one input at a time");
             let costs = e.core(role).costs;
             let mut cursor = t;
             match input {
@@ -877,7 +986,9 @@ mod tests {
                 CoreInput::Timeout => {}
                 CoreInput::Proto(x) => match x {},
             }
-            e.core(role).free = cursor;
+            let c = e.core(role);
+            c.busy_ns += cursor - t;
+            c.free = cursor;
             e.rearm(role);
         }
         fn event<Q: EventQueue<Ev<Infallible>>>(
@@ -890,6 +1001,11 @@ mod tests {
     }
 
     fn ring(cfg: SimConfig) -> Engine<Ring, RadixHeap<Ev<Infallible>>> {
+        ring_on(cfg, 1)
+    }
+
+    /// The ring with `hosts_per_cpu` consecutive hosts' roles sharing each core.
+    fn ring_on(cfg: SimConfig, hosts_per_cpu: u32) -> Engine<Ring, RadixHeap<Ev<Infallible>>> {
         let topo = Arc::new(cfg.topology.build().expect("a topology"));
         let seeds = Seeds::new(cfg.seed);
         let costs = Costs {
@@ -906,8 +1022,11 @@ mod tests {
                     epoch_ns: 0,
                 };
                 let clock = Clock::new(params, seeds.clock, h);
-                RoleSt::new(clock, Some(Core::new(costs, 4, false)))
+                RoleSt::new(clock, Some(h / hosts_per_cpu))
             })
+            .collect();
+        let cpus = (0..topo.hosts().div_ceil(hosts_per_cpu))
+            .map(|_| Core::new(costs, 4, false))
             .collect();
         let links = build_links(&cfg, &topo);
         let proto = Ring {
@@ -915,7 +1034,16 @@ mod tests {
             last: vec![None; topo.hosts() as usize],
             ..Ring::default()
         };
-        Engine::assemble(cfg, topo, RadixHeap::new(), seeds, proto, roles, links)
+        Engine::assemble(
+            cfg,
+            topo,
+            RadixHeap::new(),
+            seeds,
+            proto,
+            roles,
+            cpus,
+            links,
+        )
     }
 
     fn cfg(seed: u64) -> SimConfig {
@@ -996,6 +1124,67 @@ mod tests {
         run(&mut e);
         assert!(e.net.sends_rejected > 0);
         assert_eq!(e.proto.delivered, e.proto.sent);
+    }
+
+    /// Four hosts' roles on one core: one FIFO and one `free` time for all of them, so the core
+    /// that kept up with one role's sends (a core each) is overloaded by four, refuses sends at
+    /// its one send queue, and is never busy longer than the run.
+    #[test]
+    fn roles_sharing_a_core_run_one_input_at_a_time() {
+        // 1 M sends/s per role against 200 + 100 + 50 ns per message: a core each is 35% busy,
+        // one core for four is 140% busy.
+        let (mut own, mut shared) = (ring_on(cfg(4), 1), ring_on(cfg(4), 4));
+        run(&mut own);
+        run(&mut shared);
+        assert_eq!(own.cpus().len(), 4);
+        assert_eq!(shared.cpus().len(), 1);
+        assert_eq!(shared.cpus()[0].roles(), 0..4);
+        assert_eq!(own.net.sends_rejected, 0, "a core each keeps up");
+        assert!(shared.net.sends_rejected > 0, "one core for four does not");
+        assert_eq!(shared.proto.delivered, shared.proto.sent);
+        assert_eq!(shared.live, 0, "the shared queue drains");
+        let busy = shared.cpus()[0].busy_ns;
+        assert!(
+            busy <= shared.now(),
+            "busy {busy} ns in {} ns",
+            shared.now()
+        );
+        // Sending stops at 200 µs; the core was saturated until then.
+        assert!(busy >= shared.cfg.duration_ns * 9 / 10, "busy {busy} ns");
+    }
+
+    #[test]
+    #[should_panic(expected = "consecutive")]
+    fn a_core_serves_consecutive_roles_only() {
+        let topo = Arc::new(cfg(1).topology.build().expect("a topology"));
+        let seeds = Seeds::new(1);
+        let params = ClockParams {
+            skew_ns: 0.0,
+            drift_ppm: 0.0,
+            sync_interval_ns: 1_000_000,
+            epoch_ns: 0,
+        };
+        let clock = || Clock::new(params, 1, 0);
+        let roles = vec![
+            RoleSt::new(clock(), Some(0)),
+            RoleSt::new(clock(), Some(1)),
+            RoleSt::new(clock(), Some(0)),
+        ];
+        let cpus = (0..2)
+            .map(|_| Core::new(Costs::default(), 4, false))
+            .collect();
+        let links = build_links(&cfg(1), &topo);
+        let proto = Ring::default();
+        Engine::assemble(
+            cfg(1),
+            topo,
+            RadixHeap::new(),
+            seeds,
+            proto,
+            roles,
+            cpus,
+            links,
+        );
     }
 
     #[test]

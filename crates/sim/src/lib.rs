@@ -95,6 +95,8 @@ pub struct Report {
     pub links_removed: u64,
     /// Sends refused because a host CPU was hopelessly backlogged.
     pub sends_rejected: u64,
+    /// How busy the hosts' CPUs were while the processes issued (`0..duration`).
+    pub cpu_busy: engine::CpuBusy,
     /// Whether everything sent was delivered or reported before the drain limit.
     pub drained: bool,
     /// Messages still on their way when the drain limit ended the run (checks on; those are not
@@ -230,6 +232,7 @@ fn run_with<Q: EventQueue<Ev>>(
     let limit = cfg.duration_ns + cfg.drain_ns;
     let mut report_progress = |t: SimTime| progress(t as f64 / cfg.duration_ns.max(1) as f64);
     world.run_until(cfg.duration_ns, &mut report_progress);
+    let cpu_busy = world.cpu_busy_share(cfg.duration_ns);
     // Drain: run on until everything sent has been delivered or reported, or the limit.
     let step = (cfg.beacon_interval_ns * 4).max(1_000);
     while world.now() < limit && !world.quiescent() {
@@ -316,6 +319,7 @@ fn run_with<Q: EventQueue<Ev>>(
         send_failed: s.send_failed,
         links_removed: world.switches().map(|w| w.stats().links_removed).sum(),
         sends_rejected: net.sends_rejected,
+        cpu_busy,
         drained,
         undrained: world.proto.checker.as_ref().map_or(0, |c| c.undrained()),
         undrained_stale: world

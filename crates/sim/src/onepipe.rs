@@ -16,7 +16,9 @@
 use crate::check::{Checker, Dsts};
 use crate::clock::Clock;
 use crate::config::{Service, SimConfig, WorkloadKind, PAYLOAD_HEADER_LEN};
-use crate::engine::{self, Core, CoreInput, Costs, Engine, Link, Protocol, RoleSt, Seeds};
+use crate::engine::{
+    self, Core, CoreInput, Costs, Engine, Link, Protocol, RoleSt, Seeds, HOST_QUEUE_SEND_MAX,
+};
 use crate::metrics::{NsHistogram, TraceHash};
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -202,12 +204,6 @@ pub struct FailureRound {
     /// When it resumed.
     pub resumed_ns: Option<u64>,
 }
-
-/// Most sends waiting for a host's CPU before the workload's next send is refused — the
-/// application's send queue. Open-loop sends beyond capacity would otherwise pile up without
-/// bound and, served first-come first-served, starve the receive path: with the bound, offered
-/// load beyond capacity is refused (`sends_rejected`) and delivered throughput levels off.
-const HOST_QUEUE_SEND_MAX: u32 = 64;
 
 /// 1Pipe's own inputs to a host's core.
 #[derive(Debug)]
@@ -543,7 +539,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let proc_ids_max = proc_ids_max(&cfg, procs)?;
         let seeds = Seeds::new(cfg.seed);
         let topo_router = Arc::new(TopoRouter::new(&topo, pph, proc_ids_max, seeds.route));
-        let (mut hosts, mut roles) = build_hosts(&cfg, &topo, seeds.clock, proc_ids_max);
+        let (mut hosts, mut roles, cpus) = build_hosts(&cfg, &topo, seeds.clock, proc_ids_max);
         let (switches, switch_roles) =
             build_switches(&cfg, &topo, seeds.clock, topo_router.clone());
         roles.extend(switch_roles);
@@ -603,7 +599,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 .as_ref()
                 .map(|_| apps::AppRun::new(&cfg, procs, topo.hosts())),
         };
-        let mut w = Engine::assemble(cfg, topo, queue, seeds, proto, roles, links);
+        let mut w = Engine::assemble(cfg, topo, queue, seeds, proto, roles, cpus, links);
         // After every role's timer and every process's first send: the controller's
         // recoveries, the heals and the restarts.
         for i in 0..w.cfg.controller_down.len() {
@@ -693,14 +689,15 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 *link,
             ),
             Ev::Timer { role, .. } => (*role, None, u32::MAX),
-            Ev::CpuWake { role } => (*role, None, u32::MAX),
+            // Host h's core is core h (`build_hosts`).
+            Ev::CpuWake { cpu } => (*cpu, None, u32::MAX),
             _ => return,
         };
         if node < self.topo.hosts() {
             let st = &self.proto.hosts[node as usize];
             let role = &self.roles[node as usize];
-            let pending = role.core.as_ref().map(|c| &c.pending);
-            let front = pending.and_then(|p| p.front());
+            let pending = self.cpus.get(node as usize).map(|c| &c.pending);
+            let front = pending.and_then(|p| p.front()).map(|(_, i)| i);
             let packet = match (ev, stage) {
                 // A CPU wake runs the host's oldest queued input.
                 (Ev::CpuWake { .. }, Stage::Records) => {
@@ -793,9 +790,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         && h.host.partial_len() == 0
                         && h.host.unresolved_sends() == 0
                         && h.host.failure_rounds_open() == 0
-                        && self.roles[i].core.as_ref().is_none_or(|c| {
-                            c.pending.iter().all(|i| matches!(i, CoreInput::Timeout))
-                        })
+                        && self.cpus[i]
+                            .pending
+                            .iter()
+                            .all(|(_, i)| matches!(i, CoreInput::Timeout))
             })
     }
 
@@ -1247,7 +1245,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 break;
             }
         }
-        self.core(h).free = cursor;
+        let c = self.core(h);
+        c.busy_ns += cursor - t;
+        c.free = cursor;
         self.track_stalls(t, h, (barrier_before, commit_before));
         if let Some(c) = self.proto.checker.as_mut() {
             let b = self.proto.hosts[hi].host.barrier().map(|b| b.timestamp());

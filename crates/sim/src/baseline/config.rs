@@ -27,10 +27,12 @@ pub struct BaselineConfig {
     /// backpressure, as the 64-send host CPU queue is for 1Pipe. Default 64.
     pub seq_queue_len_max: u32,
     /// Lamport clock exchange interval (`--lamport-heartbeat`). `None` (auto): the beacon
-    /// interval, or longer if heartbeats would take more than half of a process's CPU — each
-    /// round costs every process `procs − 1` sends and `procs − 1` receives, so the interval is
-    /// `max(beacon interval, 2 × (procs − 1) × (send + receive cost))` (§7.2: "even if 50%
-    /// throughput is used for timestamp exchange").
+    /// interval, or longer if heartbeats would take more than half of a host's CPU — each round
+    /// costs each of the host's `pph` processes `procs − 1` sends and `procs − 1` receives on
+    /// the host's one core, so the interval is
+    /// `max(beacon interval, 2 × pph × (procs − 1) × (send + receive cost))` (§7.2: "even if 50%
+    /// throughput is used for timestamp exchange"). With the benches' pooled CPU
+    /// ([`SimConfig::pool_host_cpu`]) that is half of each process's core's worth.
     pub lamport_heartbeat_interval_ns: Option<u64>,
     /// Token: most messages a holder stamps per holding (`--token-batch`; default 16).
     pub token_batch_max: usize,
@@ -57,7 +59,9 @@ impl BaselineConfig {
     /// [`BaselineConfig::lamport_heartbeat_interval_ns`]).
     pub fn heartbeat_interval(&self, sim: &SimConfig, procs: u32) -> u64 {
         self.lamport_heartbeat_interval_ns.unwrap_or_else(|| {
-            let round = u64::from(procs.saturating_sub(1)) * (sim.host_send_ns + sim.host_recv_ns);
+            let round = u64::from(sim.procs_per_host)
+                * u64::from(procs.saturating_sub(1))
+                * (sim.host_send_ns + sim.host_recv_ns);
             sim.beacon_interval_ns.max(2 * round)
         })
     }

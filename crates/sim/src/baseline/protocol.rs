@@ -2,20 +2,23 @@
 //! same topology, ECMP routing, link model, host CPU model, clocks, workload and faults as 1Pipe
 //! ([`crate::onepipe`]), with switches that are plain forwarders.
 //!
-//! **Processes and cores.** Every process runs on its own core (the paper's testbed gives each
-//! process a pair of threads, §7.1): a core is one serial CPU with the 1Pipe host's costs —
+//! **Processes and cores.** The processes of a host share one core, as a 1Pipe host's
+//! processes share its host role's: one serial CPU with the 1Pipe host's costs —
 //! `host_recv_ns` per packet taken in, `host_send_ns` per packet sent, `host_deliver_ns` per
-//! message delivered — and a FIFO of inputs that arrive while it is busy. The processes of a
-//! host share its uplink and downlink. A packet between two processes of one host skips the
-//! network but still costs a send and a receive. While 64 sends wait for the cores of a host
-//! (`64 / procs_per_host` per core), further sends of that process are refused
-//! (`sends_rejected`), as for a 1Pipe host.
+//! message delivered — and one FIFO of the inputs, for any of its processes, that arrive while
+//! it is busy. The benches give that CPU `procs_per_host` cores' speed
+//! ([`SimConfig::pool_host_cpu`], for 1Pipe alike), so a host has a core's capacity per
+//! process (the paper's testbed gives each process a pair of threads, §7.1) and a busy process
+//! may use what its neighbours leave. The processes of a host share its uplink and downlink. A
+//! packet between two processes of one host skips the network but still costs a send and a
+//! receive. While [`HOST_QUEUE_SEND_MAX`] sends wait for a host's core, further sends of its
+//! processes are refused (`sends_rejected`), as for a 1Pipe host.
 //!
 //! **The sequencer.** It is one more role, process `procs`.
 //! * Host placement (\[57\]): attached to host 0's NIC port (it shares host 0's links; the
-//!   fat tree has no spare host), on a core of its own whose cost per packet in and out is
-//!   [`BaselineConfig::seq_host_packet_ns`] — one send per destination copy, which is what
-//!   makes it saturate.
+//!   fat tree has no spare host), on a core of its own (not host 0's processes') whose cost per
+//!   packet in and out is [`BaselineConfig::seq_host_packet_ns`] — one send per destination
+//!   copy, which is what makes it saturate.
 //! * Switch placement (\[51\]): on the first top-layer switch (a fat-tree core, a leaf-spine
 //!   spine; the ToR's up half in a rack). Packets addressed to it climb to it on a fixed up
 //!   path; it takes [`BaselineConfig::seq_switch_packet_ns`] per packet in and replicates the
@@ -67,11 +70,7 @@ enum Place {
     Switch(u32),
 }
 
-/// Most sends waiting for the cores of one host before the workload's next send is refused —
-/// the same bound as a 1Pipe host's send queue in [`crate::onepipe`]. It is split evenly among the
-/// host's processes (each core queues at most `64 / procs_per_host`, at least 1), so a host
-/// holds as much queued work in either engine.
-pub const HOST_QUEUE_SEND_MAX: u32 = 64;
+pub use crate::engine::HOST_QUEUE_SEND_MAX;
 
 /// Marks "no link" in the per-node table toward the sequencer switch.
 const NO_LINK: u32 = u32::MAX;
@@ -186,14 +185,8 @@ impl Protocol for Baselines {
     /// processes' sends are refused (lossless backpressure).
     fn sends_blocked<Q: EventQueue<Ev>>(e: &BaseWorld<Q>) -> bool {
         let p = &e.proto;
-        p.sequencer.is_some_and(|s| {
-            e.roles[s as usize]
-                .core
-                .as_ref()
-                .expect("a core")
-                .pending_packets
-                >= p.base.seq_queue_len_max
-        })
+        p.sequencer
+            .is_some_and(|s| e.core_ref(s).pending_packets >= p.base.seq_queue_len_max)
     }
 }
 
@@ -258,28 +251,40 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             })
             .collect();
         let (seq_in, seq_out) = base.seq_host_costs(&cfg);
-        // Most sends waiting for one core.
-        let core_queue_send_max = (HOST_QUEUE_SEND_MAX / pph).max(1);
-        let cores = place
+        // Core h is host h's, shared by its processes; the sequencer's is the next one, its own.
+        let host_costs = Costs {
+            recv_ns: cfg.host_recv_ns,
+            send_ns: cfg.host_send_ns,
+            deliver_ns: cfg.host_deliver_ns,
+        };
+        let mut cpus: Vec<Core<Infallible>> = (0..topo.hosts())
+            .map(|_| Core::new(host_costs, HOST_QUEUE_SEND_MAX, false))
+            .collect();
+        if let Some(s) = sequencer {
+            let costs = match place[s as usize] {
+                Place::Switch(_) => (base.seq_switch_packet_ns, 0),
+                Place::Host(_) => (seq_in, seq_out),
+            };
+            let costs = Costs {
+                recv_ns: costs.0,
+                send_ns: costs.1,
+                deliver_ns: 0,
+            };
+            cpus.push(Core::new(costs, HOST_QUEUE_SEND_MAX, false));
+        }
+        let clocks = place
             .iter()
             .enumerate()
             .map(|(r, p)| {
-                let (node, costs) = match (*p, Some(r as u32) == sequencer) {
-                    (Place::Switch(n), _) => (n, (base.seq_switch_packet_ns, 0, 0)),
-                    (Place::Host(h), true) => (h, (seq_in, seq_out, 0)),
-                    (Place::Host(h), false) => {
-                        (h, (cfg.host_recv_ns, cfg.host_send_ns, cfg.host_deliver_ns))
-                    }
+                let node = match *p {
+                    Place::Host(h) | Place::Switch(h) => h,
                 };
-                let costs = Costs {
-                    recv_ns: costs.0,
-                    send_ns: costs.1,
-                    deliver_ns: costs.2,
+                let cpu = if Some(r as u32) == sequencer {
+                    topo.hosts()
+                } else {
+                    r as u32 / pph
                 };
-                RoleSt::new(
-                    Clock::new(clock_params, seeds.clock, node),
-                    Some(Core::new(costs, core_queue_send_max, false)),
-                )
+                RoleSt::new(Clock::new(clock_params, seeds.clock, node), Some(cpu))
             })
             .collect();
         let links = engine::build_links(&cfg, &topo);
@@ -308,7 +313,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             base,
         };
         Ok(Engine::assemble(
-            cfg, topo, queue, seeds, proto, cores, links,
+            cfg, topo, queue, seeds, proto, clocks, cpus, links,
         ))
     }
 
@@ -363,12 +368,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
 
     /// The sequencer's busy time so far (its CPU or pipeline), if there is a sequencer.
     pub fn sequencer_busy_ns(&self) -> Option<u64> {
-        self.proto.sequencer.map(|s| {
-            self.roles[s as usize]
-                .core
-                .as_ref()
-                .map_or(0, |c| c.busy_ns)
-        })
+        self.proto.sequencer.map(|s| self.core_ref(s).busy_ns)
     }
 
     /// The node the sequencer runs on, by name, if there is a sequencer.
@@ -386,10 +386,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     /// heartbeat or sync due). A run drains until then, so undelivered messages are losses.
     pub fn quiescent(&self) -> bool {
         self.live == 0
-            && self
-                .roles
-                .iter()
-                .all(|r| r.core.as_ref().is_none_or(|c| c.pending_sends == 0))
+            && self.cpus.iter().all(|c| c.pending_sends == 0)
             && self.proto.roles.iter().all(BaseNode::is_idle)
             && self.caught_up()
     }

@@ -69,13 +69,14 @@ pub(super) fn host_config(
     hc
 }
 
-/// The hosts, with their roles and crash times, and their engine roles (clocks and cores).
+/// The hosts, with their roles and crash times, their engine roles (clocks) and their cores:
+/// host `h` is role `h` on core `h`, one core serving all its processes.
 pub(super) fn build_hosts(
     cfg: &SimConfig,
     topo: &Topology,
     clock_seed: u64,
     proc_ids_max: u32,
-) -> (Vec<HostSt>, Vec<RoleSt<OnePipeInput>>) {
+) -> (Vec<HostSt>, Vec<RoleSt>, Vec<Core<OnePipeInput>>) {
     let pph = cfg.procs_per_host;
     let procs = topo.hosts() * pph;
     // §6.1: a host sends the ACKs it owes another host's processes together.
@@ -90,7 +91,7 @@ pub(super) fn build_hosts(
             }
         })
         .collect();
-    let (mut hosts, mut roles) = (Vec::new(), Vec::new());
+    let (mut hosts, mut roles, mut cpus) = (Vec::new(), Vec::new(), Vec::new());
     let costs = Costs {
         recv_ns: cfg.host_recv_ns,
         send_ns: cfg.host_send_ns,
@@ -106,10 +107,8 @@ pub(super) fn build_hosts(
         let mut clock = Clock::new(engine::clock_params(cfg), clock_seed, h).with_steps(steps);
         let hc = host_config(cfg, topo, h, proc_ids_max, &host_of);
         let host = Host::new(hc, clock.local(0));
-        roles.push(RoleSt::new(
-            clock,
-            Some(Core::new(costs, HOST_QUEUE_SEND_MAX, true)),
-        ));
+        roles.push(RoleSt::new(clock, Some(h)));
+        cpus.push(Core::new(costs, HOST_QUEUE_SEND_MAX, true));
         hosts.push(HostSt {
             host,
             reliable_queued: VecDeque::new(),
@@ -124,7 +123,7 @@ pub(super) fn build_hosts(
             be_released_before: None,
         });
     }
-    (hosts, roles)
+    (hosts, roles, cpus)
 }
 
 /// The switches, each beaconing its depth's phase after every tick, and their engine roles
@@ -134,7 +133,7 @@ pub(super) fn build_switches(
     topo: &Topology,
     clock_seed: u64,
     router: Arc<TopoRouter>,
-) -> (Vec<Switch>, Vec<RoleSt<OnePipeInput>>) {
+) -> (Vec<Switch>, Vec<RoleSt>) {
     let router: Arc<dyn Router> = router;
     let clock_params = engine::clock_params(cfg);
     let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
