@@ -346,7 +346,7 @@ fn write_csv(a: &Fig16Args, pts: &[Point], out: &[(AppReport, bool)]) -> Result<
     let mut f = std::fs::File::create(&path)
         .map_err(|e| format!("--out: cannot create {}: {e}", path.display()))?;
     let mut w = |s: String| writeln!(f, "{s}").map_err(|e| e.to_string());
-    w("panel,system,servers,replicas,clients,window,op,ops,ops_per_s_per_client,latency_p50_ns,latency_mean_ns,latency_p99_ns,cas_failed,slot_reads_per_lookup,served,forwarded,checked_ops,violations,drained".into())?;
+    w("panel,system,servers,replicas,clients,window,op,ops,ops_per_s_per_client,latency_p50_ns,latency_mean_ns,latency_p99_ns,cas_failed,slot_reads_per_lookup,served,forwarded,checked,checked_ops,violations,drained".into())?;
     for (p, (r, drained)) in pts.iter().zip(out) {
         let (l, ops) = if p.panel == 'a' {
             (&r.latency_ns_wo, r.ht_stats.inserts)
@@ -355,7 +355,7 @@ fn write_csv(a: &Fig16Args, pts: &[Point], out: &[(AppReport, bool)]) -> Result<
         };
         let h = &r.ht_stats;
         w(format!(
-            "{},{},{},{},{},{},{},{},{:.0},{},{:.0},{},{},{:.3},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{:.0},{},{:.0},{},{},{:.3},{},{},{},{},{},{}",
             p.panel,
             p.system.name(),
             layout(a, p).servers,
@@ -372,6 +372,7 @@ fn write_csv(a: &Fig16Args, pts: &[Point], out: &[(AppReport, bool)]) -> Result<
             h.slot_reads as f64 / h.lookups.max(1) as f64,
             h.served,
             h.replicated,
+            r.checked_label(),
             r.checked_transactions,
             r.violations,
             drained

@@ -280,11 +280,11 @@ fn write_csv(a: &ReplicationArgs, pts: &[Point], out: &[(AppReport, bool)]) -> R
     let mut f = std::fs::File::create(&path)
         .map_err(|e| format!("--out: cannot create {}: {e}", path.display()))?;
     let mut w = |s: String| writeln!(f, "{s}").map_err(|e| e.to_string());
-    w("panel,system,clients,loss,disk_ns,disk_jitter_ns,value_size,writes,writes_per_s,write_p50_ns,write_mean_ns,write_p99_ns,recoveries,resent,checked_ops,violations,drained".into())?;
+    w("panel,system,clients,loss,disk_ns,disk_jitter_ns,value_size,writes,writes_per_s,write_p50_ns,write_mean_ns,write_p99_ns,recoveries,resent,checked,checked_ops,violations,drained".into())?;
     for (p, (r, drained)) in pts.iter().zip(out) {
         let l = &r.latency_ns_wo;
         w(format!(
-            "{},{},{},{},{},{},{},{},{:.0},{},{:.0},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{:.0},{},{:.0},{},{},{},{},{},{},{}",
             p.panel,
             p.system.name(),
             p.clients,
@@ -299,6 +299,7 @@ fn write_csv(a: &ReplicationArgs, pts: &[Point], out: &[(AppReport, bool)]) -> R
             l.p99,
             r.repl_stats.recoveries,
             r.repl_stats.resent,
+            r.checked_label(),
             r.checked_transactions,
             r.violations,
             drained

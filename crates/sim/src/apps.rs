@@ -262,7 +262,7 @@ impl AppSet for TpccSet {
 /// results and real time), and the end-of-run checks — replica agreement with the reference's
 /// rows and clause 3.3.2 — which need every live process idle: a run that did not `settle`
 /// leaves them unchecked, and says so.
-fn tpcc_checks(v: &onepipe_apps::tpcc::check::TpccVerdict, settled: bool) -> Checks {
+pub fn tpcc_checks(v: &onepipe_apps::tpcc::check::TpccVerdict, settled: bool) -> Checks {
     let c = &v.checks;
     let kind = |ks: &[&str]| {
         ks.iter()
@@ -303,6 +303,8 @@ fn tpcc_checks(v: &onepipe_apps::tpcc::check::TpccVerdict, settled: bool) -> Che
     if !settled {
         replicas = CheckRecord::not_run(why);
         consistency = CheckRecord::not_run(why);
+    } else if c.conditions.is_empty() {
+        consistency = CheckRecord::not_run("no rows to evaluate them on");
     }
     Checks::from([
         ("tpcc-replay".to_string(), replay),
@@ -606,6 +608,19 @@ impl AppReport {
                 )
             })
             .collect()
+    }
+
+    /// `; unchecked: names (why)` for a run whose applicable checks did not all run, else empty.
+    pub fn unchecked_note(&self) -> String {
+        let not = self.unchecked();
+        if not.is_empty() {
+            return String::new();
+        }
+        let parts: Vec<String> = not.iter().map(|(n, why)| format!("{n} ({why})")).collect();
+        format!(
+            "; unchecked: {} (--allow-unchecked accepts it)",
+            parts.join(", ")
+        )
     }
 
     /// `checked`, `unchecked: names` or `n/a` (a system that states no order to check), for a

@@ -143,6 +143,7 @@ fn tpcc_finish(
         "checked_transactions": v.checks.transactions,
         "checked_fields": v.checks.fields,
         "shards_compared": v.checks.shards_compared,
+        "checks": onepipe_sim::apps::tpcc_checks(&v, true),
         "violations": v.violations,
         "violation_samples": v.samples.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
         "failed_procs": failed,
@@ -436,6 +437,29 @@ fn conclude(
     }
     if violations > 0 {
         return Ok(EXIT_VIOLATION);
+    }
+    // Checks that apply but could not run: a failure unless allowed (the report names them).
+    let not_run: Vec<String> = report["checks"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, c)| c["ran"] == false)
+        .map(|(n, c)| {
+            format!(
+                "{n} ({})",
+                c["why_not"].as_str().unwrap_or("no reason given")
+            )
+        })
+        .collect();
+    if !not_run.is_empty() {
+        eprintln!(
+            "onepipe up: checks that did not run: {}",
+            not_run.join(", ")
+        );
+        if !args.app.allow_unchecked {
+            eprintln!("onepipe up: an unchecked run fails; give --allow-unchecked to accept it");
+            return Ok(EXIT_VIOLATION);
+        }
     }
     if open > 0 {
         eprintln!(
