@@ -17,7 +17,8 @@
 //!   `election_timeout_ns` (or is told it failed) runs Phase 1 with a higher ballot
 //!   (`round · replicas + id`), the replicas after the failed leader staggered by rank. On a
 //!   majority of promises it catches up to the most advanced promiser's decided prefix, then
-//!   re-proposes the highest-ballot value of each later instance and fills gaps with no-ops.
+//!   re-proposes the highest-ballot value of each later instance it does not know decided and
+//!   fills gaps with no-ops.
 //! * **Exactly once**: a table per client of the outputs of its executed requests, pruned below
 //!   the client's `acked` point (carried in each request, so every replica prunes alike), makes
 //!   a resent request a duplicate that is answered, not applied again.
@@ -866,6 +867,10 @@ impl PaxosProcess {
         };
         assert!(instance >= commit, "instance {instance} is decided already");
         assert!(
+            !self.log.get(&instance).is_some_and(|s| s.decided),
+            "instance {instance} is known decided"
+        );
+        assert!(
             !l.active.contains_key(&instance),
             "instance {instance} proposed twice"
         );
@@ -930,7 +935,14 @@ impl PaxosProcess {
             decided: false,
             acked: false,
         });
-        debug_assert!(slot.decided || slot.ballot == ballot || slot.batch == a.batch);
+        debug_assert!(
+            if slot.decided {
+                slot.batch == a.batch
+            } else {
+                slot.ballot == ballot || slot.batch == a.batch
+            },
+            "instance {instance}: decided with another value than its slot's"
+        );
         slot.ballot = ballot;
         slot.batch = a.batch;
         slot.decided = true;
@@ -1154,14 +1166,7 @@ impl PaxosProcess {
             batch.iter().for_each(|r| self.execute(r));
             self.commit += 1;
         }
-        // A leader may learn an instance it still has in flight (a `Learn` answering the
-        // `Fetch` it sent as a candidate, arriving after it took over): decided is decided —
-        // it leaves the window, and the next instance is never below the decided prefix.
-        if let Role::Leader(l) = &mut self.role {
-            let commit = self.commit;
-            l.active.retain(|&i, _| i >= commit);
-            l.next = l.next.max(commit);
-        }
+        self.leave_decided_behind();
         let keep_from = self.commit.saturating_sub(self.cfg.repl.retain as u64);
         while self
             .log
@@ -1170,6 +1175,24 @@ impl PaxosProcess {
         {
             self.log.pop_first();
         }
+    }
+
+    /// Decided is decided: a leader's window holds no instance it knows decided, and it starts
+    /// new instances past every one. It may learn one it has in flight (a `Learn` answering
+    /// the `Fetch` it sent as a candidate, arriving after it took over), or, its ballot
+    /// superseded unawares, one past its window that a newer leader decided (such a leader's
+    /// Accepts are refused: its proposals there are harmless, but they must not be made).
+    fn leave_decided_behind(&mut self) {
+        let Role::Leader(l) = &mut self.role else {
+            return;
+        };
+        let (commit, log) = (self.commit, &self.log);
+        let known = |i: &u64| *i < commit || log.get(i).is_some_and(|s| s.decided);
+        l.active.retain(|i, _| !known(i));
+        let decided_end = (log.range(l.next..).rev())
+            .find(|(_, s)| s.decided)
+            .map_or(commit, |(&i, _)| i + 1);
+        l.next = l.next.max(decided_end);
     }
 
     /// Applies one request of the log, once per (client, id); the leader replies.
@@ -1347,14 +1370,26 @@ impl PaxosProcess {
         self.paxos.phase1_won += 1;
         self.phase1_streak = 0;
         self.stats.recoveries_led += 1;
-        // The previous leader's window bounded these, not this one's WND.
+        // The previous leader's window bounded these, not this one's WND. \[SS\] §II-A: Phase 2
+        // is for instances whose value is not chosen yet, so an instance this replica knows
+        // decided is not proposed again. It can know one past its decided prefix: as the
+        // previous leader it decided an instance while an earlier one was still open, stepped
+        // down, and now leads again (seed 708). Proposed again — with the same value, which its
+        // own promise reported `DECIDED` — it would sit in the window after the decided prefix
+        // passed it. Followers that lack it fetch it.
         let mut best = c.best;
         for instance in start..end {
+            if self.log.get(&instance).is_some_and(|s| s.decided) {
+                continue;
+            }
             let batch = best
                 .remove(&instance)
                 .map_or_else(|| Batch::from([]), |b| b.1);
             self.propose(instance, batch);
         }
+        // New instances start past the skipped ones, and past any it learned decided beyond
+        // the promises' reports (its ballot was superseded while it caught up).
+        self.leave_decided_behind();
     }
 
     fn on_reject(&mut self, ballot: u64) {
@@ -1439,7 +1474,21 @@ impl PaxosProcess {
                     "a leader promised its own ballot"
                 );
                 assert!(l.next >= self.commit);
-                assert!(l.active.keys().all(|&i| i >= self.commit && i < l.next));
+                assert!(
+                    self.log.range(l.next..).all(|(_, s)| !s.decided),
+                    "a leader starts new instances past every one it knows decided"
+                );
+                assert!(
+                    (l.active.keys()).all(|i| !self.log.get(i).is_some_and(|s| s.decided)),
+                    "a leader's window holds no instance it knows decided"
+                );
+                assert!(
+                    l.active.keys().all(|&i| i >= self.commit && i < l.next),
+                    "commit {} next {} active {:?}",
+                    self.commit,
+                    l.next,
+                    l.active.keys().collect::<Vec<_>>()
+                );
             }
             Role::Candidate(c) => assert!(self.promised == c.ballot),
             Role::Follower { .. } => assert!(self.pending.is_empty() && self.queue.is_empty()),

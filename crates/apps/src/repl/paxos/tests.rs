@@ -189,7 +189,10 @@ impl Net {
         for r in 0..self.replicas {
             let mine = &self.replica(r).executed;
             let common = mine.len().min(longest.len());
-            assert_eq!(mine[..common], longest[..common], "replica {r} diverged");
+            if let Some(k) = (0..common).find(|&k| mine[k] != longest[k]) {
+                let (a, b) = (mine[k], longest[k]);
+                panic!("replica {r} diverged at its execution {k}: {a:?}, the longest log {b:?}");
+            }
             let (a, b) = (
                 self.replica(r).replica_log().unwrap(),
                 self.replica(0).replica_log(),
@@ -468,6 +471,144 @@ fn a_new_leader_that_learns_an_instance_in_flight_drops_it_from_its_window_ii_a(
     assert!(p.stats.duplicates >= 1);
 }
 
+/// A batch of `n` puts by client 3, told apart by `tag`.
+fn puts(n: u64, tag: u64) -> Batch {
+    (0..n)
+        .map(|k| Request {
+            client: 3,
+            id: tag * 100 + k,
+            acked: 0,
+            cmd: Cmd::Put(k, tag),
+            pad: 0,
+        })
+        .collect()
+}
+
+/// A replica of three that has booted at `start`.
+fn replica_of_three(me: u32, start: u64, tweak: impl Fn(&mut PaxosConfig)) -> PaxosProcess {
+    let repl = ReplConfig::new(ProcId(me), 3, 4, ReplWorkload::default(), 0);
+    let mut cfg = PaxosConfig::new(repl);
+    tweak(&mut cfg);
+    let mut p = PaxosProcess::new(cfg, CmdGen::new(ReplWorkload::default(), me, 0));
+    p.handle(Instant(start), AppInput::Timeout);
+    p
+}
+
+/// \[SS\] §II-A Phase 1: a new leader proposes, at each instance, the value of the highest
+/// ballot its promises report — from every slot of every promise, its own (the first it
+/// counts, with older values) included — and a no-op nowhere a value was reported.
+#[test]
+fn a_new_leader_proposes_each_instances_highest_ballot_value_ii_a() {
+    let start = 1_000_000_000;
+    let mut p = replica_of_three(1, start, |_| {});
+    let timeout = p.cfg.election_timeout_ns;
+    // Replica 1 accepts two values from leader 0 (ballot 0), then runs Phase 1 (ballot 4).
+    for (instance, batch) in [(0, puts(1, 1)), (1, puts(1, 2))] {
+        let accept = Msg::Accept {
+            ballot: 0,
+            instance,
+            commit: 0,
+            batch,
+        };
+        deliver(&mut p, start + 1_000, 0, &accept);
+    }
+    p.handle(Instant(start + 1_000 + 2 * timeout), AppInput::Timeout);
+    assert!(matches!(
+        p.role,
+        Role::Candidate(Candidate { ballot: 4, .. })
+    ));
+    accepts(&mut p);
+    // Replica 2 accepted other values at both instances, and one at instance 2, in ballot 3.
+    let promise = Msg::Promise {
+        ballot: 4,
+        commit: 0,
+        slots: vec![(0, 3, puts(2, 3)), (1, 3, puts(3, 4)), (2, 3, puts(4, 5))],
+    };
+    deliver(&mut p, start + 2_000 + 2 * timeout, 2, &promise);
+    assert!(matches!(p.role, Role::Leader(_)));
+    assert_eq!(accepts(&mut p), vec![(0, 2), (1, 3), (2, 4)]);
+}
+
+/// \[SS\] §II-A Phase 1b: a promise reports an instance the acceptor learned decided (by a
+/// `Learn`, whose slot's ballot means nothing) as decided, above every ballot, so that a new
+/// leader proposes its value rather than an older one another acceptor reports.
+#[test]
+fn a_promise_reports_a_learned_instance_as_decided_ii_a() {
+    let start = 1_000_000_000;
+    let mut p = replica_of_three(2, start, |_| {});
+    let learn = Msg::Learn {
+        instance: 1,
+        batch: puts(2, 1),
+    };
+    deliver(&mut p, start + 1_000, 0, &learn);
+    deliver(
+        &mut p,
+        start + 2_000,
+        1,
+        &Msg::Prepare { ballot: 4, from: 0 },
+    );
+    let mut promises = Vec::new();
+    while let Some(send) = p.poll_send() {
+        for (_, bytes) in &send.parts {
+            if let Some(Msg::Promise { slots, .. }) = decode(bytes) {
+                promises.push(slots);
+            }
+        }
+    }
+    assert_eq!(promises, vec![vec![(1, DECIDED, puts(2, 1))]]);
+}
+
+/// \[SS\] §II-A, a leader again: the leader decides instance 1 while instance 0 is still open,
+/// steps down on a higher ballot, then wins Phase 1 itself. Its own promise reports instance 1
+/// decided: it proposes instance 0 only — instance 1 in its window would stay there once the
+/// decided prefix passed it (seed 708 of the crash-or-partition run: "commit 95 next 95 active
+/// [94]") — and its next new instance comes after both.
+#[test]
+fn a_leader_again_does_not_propose_an_instance_it_knows_decided_ii_a() {
+    let start = 1_000_000_000;
+    // One request per batch (BSZ 1): two requests, two instances.
+    let mut p = replica_of_three(0, start, |c| c.bsz = 1);
+    let timeout = p.cfg.election_timeout_ns;
+    let request = |tag| Msg::Request(puts(1, tag)[0]);
+    for tag in [0, 1] {
+        deliver(&mut p, start + 1_000, 3, &request(tag));
+    }
+    assert_eq!(accepts(&mut p), vec![(0, 1), (1, 1)]);
+    let accepted = |ballot, instance| Msg::Accepted { ballot, instance };
+    deliver(&mut p, start + 2_000, 2, &accepted(0, 1));
+    assert_eq!(
+        (p.commit, p.log[&1].decided),
+        (0, true),
+        "1 decided, 0 open"
+    );
+    // Replica 1 ran Phase 1 with ballot 4: the leader steps down, and after the election
+    // timeout (and its rank's stagger) runs Phase 1 with ballot 6.
+    deliver(&mut p, start + 3_000, 1, &Msg::Reject { ballot: 4 });
+    assert!(matches!(p.role, Role::Follower { .. }));
+    p.handle(Instant(start + 3_000 + 2 * timeout), AppInput::Timeout);
+    assert!(matches!(
+        p.role,
+        Role::Candidate(Candidate { ballot: 6, .. })
+    ));
+    accepts(&mut p);
+    let promise = Msg::Promise {
+        ballot: 6,
+        commit: 0,
+        slots: vec![(0, 0, puts(1, 0))],
+    };
+    let now = start + 4_000 + 2 * timeout;
+    deliver(&mut p, now, 2, &promise);
+    assert_eq!(
+        accepts(&mut p),
+        vec![(0, 1)],
+        "instance 1 is decided already"
+    );
+    deliver(&mut p, now + 1_000, 2, &accepted(6, 0));
+    assert_eq!((p.commit, p.executed.len()), (2, 2));
+    deliver(&mut p, now + 2_000, 3, &request(2));
+    assert_eq!(accepts(&mut p), vec![(2, 1)]);
+}
+
 /// §II-A leader change: the leader stops (no failure report); the followers miss its
 /// heartbeats, replica 1 wins Phase 1, and the clients go on with it.
 #[test]
@@ -541,44 +682,156 @@ fn loss_and_duplication_complete_every_operation_exactly_once() {
     }
 }
 
+/// Runs `run` on each seed; a failure names its seed (replay it alone with `run(seed)`).
+fn each_seed(seeds: std::ops::Range<u64>, run: fn(u64) -> Net) {
+    for seed in seeds {
+        if let Err(e) = std::panic::catch_unwind(|| run(seed)) {
+            eprintln!("seed {seed} failed");
+            std::panic::resume_unwind(e);
+        }
+    }
+}
+
 /// Seeded faults on top of loss and duplication: the leader or another replica crashes, or is
 /// cut off and comes back (a leader cut off goes on believing it leads until it hears the
 /// higher ballot, then steps down). Safety holds throughout; once healed, every operation
 /// completes.
-#[test]
-fn random_crashes_and_partitions_keep_one_log() {
+fn random_crash_or_partition(seed: u64) -> Net {
     use std::cell::Cell;
     use std::rc::Rc;
-    for seed in 20..40 {
-        let mut rng = Rng::new(seed);
-        let replicas = [3, 5][rng.below(2) as usize];
-        let mut net = Net::new(replicas, 2, 3, 3_000_000, seed, |_| {});
-        (net.loss, net.dup, net.jitter_ns) = (0.02, 0.02, 2_000);
-        let cut: Rc<Cell<Option<u32>>> = Rc::new(Cell::new(None));
-        let c = cut.clone();
-        net.drop = Box::new(move |src, dst, _| c.get().is_some_and(|p| p == src || p == dst));
-        let victim = if rng.chance(0.6) {
-            0
-        } else {
-            rng.below(u64::from(replicas)) as u32
-        };
-        net.run_until(200_000 + rng.below(800_000));
-        if rng.chance(0.5) {
-            net.crash(victim, rng.chance(0.5));
-        } else {
-            cut.set(Some(victim));
-            net.run_until(net.now + 100_000 + rng.below(500_000));
-            cut.set(None);
-        }
-        net.run_until(8_000_000);
-        assert!(net.clients_idle(), "seed {seed}: operations left");
-        assert_eq!(
-            net.leaders().len(),
-            1,
-            "seed {seed}: one leader once healed"
-        );
-        net.check();
+    let mut rng = Rng::new(seed);
+    let replicas = [3, 5][rng.below(2) as usize];
+    let mut net = Net::new(replicas, 2, 3, 3_000_000, seed, |_| {});
+    (net.loss, net.dup, net.jitter_ns) = (0.02, 0.02, 2_000);
+    let cut: Rc<Cell<Option<u32>>> = Rc::new(Cell::new(None));
+    let c = cut.clone();
+    net.drop = Box::new(move |src, dst, _| c.get().is_some_and(|p| p == src || p == dst));
+    let victim = if rng.chance(0.6) {
+        0
+    } else {
+        rng.below(u64::from(replicas)) as u32
+    };
+    net.run_until(200_000 + rng.below(800_000));
+    if rng.chance(0.5) {
+        net.crash(victim, rng.chance(0.5));
+    } else {
+        cut.set(Some(victim));
+        net.run_until(net.now + 100_000 + rng.below(500_000));
+        cut.set(None);
     }
+    net.run_until(8_000_000);
+    assert!(net.clients_idle(), "seed {seed}: operations left");
+    assert_eq!(
+        net.leaders().len(),
+        1,
+        "seed {seed}: one leader once healed"
+    );
+    net.check();
+    net
+}
+
+/// Faults in a row on a lossy network (loss 2–20 % per seed): each period cuts a random set of
+/// links between replicas (the clients still reach every replica), and up to f replicas crash.
+/// Leaders change often and mid-window, so instances end up accepted with different values in
+/// different ballots: the case Phase 1's rule is for (\[SS\] §II-A: a new leader proposes the
+/// value of the highest ballot its promises report). Safety holds throughout; once healed,
+/// every operation completes.
+fn random_link_cuts(seed: u64) -> Net {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let mut rng = Rng::new(seed);
+    let replicas = [3, 5][rng.below(2) as usize];
+    let mut net = Net::new(replicas, 2, 3, 3_000_000, seed, |_| {});
+    let loss = [0.02, 0.05, 0.1, 0.2][rng.below(4) as usize];
+    (net.loss, net.dup, net.jitter_ns) = (loss, 0.02, 2_000);
+    // The links cut, a bit `src * 8 + dst` each (replicas only: `replicas <= 8`).
+    let cut: Rc<Cell<u64>> = Rc::new(Cell::new(0));
+    let c = cut.clone();
+    net.drop = Box::new(move |src, dst, _| {
+        src < replicas && dst < replicas && c.get() >> (src * 8 + dst) & 1 != 0
+    });
+    net.run_until(100_000 + rng.below(400_000));
+    let mut crashes_left = (replicas - 1) / 2;
+    let p_cut = [0.2, 0.4, 0.6][rng.below(3) as usize];
+    for _ in 0..2 + rng.below(6) {
+        let mut links = 0u64;
+        for a in 0..replicas {
+            for b in a + 1..replicas {
+                if rng.chance(p_cut) {
+                    links |= 1 << (a * 8 + b) | 1 << (b * 8 + a);
+                }
+            }
+        }
+        cut.set(links);
+        if crashes_left > 0 && rng.chance(0.1) {
+            crashes_left -= 1;
+            let live: Vec<u32> = (0..replicas)
+                .filter(|&r| !net.crashed[r as usize])
+                .collect();
+            net.crash(live[rng.below(live.len() as u64) as usize], rng.chance(0.5));
+        }
+        net.run_until(net.now + 20_000 + rng.below(300_000));
+    }
+    // Healed: no cut, and the loss of the other tests (at 20 %, heartbeats lost in a row set
+    // off elections at any time, and one leader at the end is a matter of luck).
+    cut.set(0);
+    net.loss = 0.02;
+    net.run_until(net.now.max(3_000_000) + 8_000_000);
+    assert!(net.clients_idle(), "seed {seed}: operations left");
+    assert_eq!(
+        net.leaders().len(),
+        1,
+        "seed {seed}: one leader once healed"
+    );
+    net.check();
+    net
+}
+
+// Both seed ranges are sized by the planted Phase 1 bugs they must catch, each by two seeds at
+// least (the first failing seeds below, measured when the ranges were set: a change to the
+// protocol or to this harness moves them), not by run time; they take about 8 and 7 s of one
+// core in the test profile, side by side.
+// * The new leader keeps the first value reported (its own, often older), not the highest
+//   ballot's: link cuts 83, 225, 574; crash-or-partition none in 20..12,000 (one fault
+//   rarely leaves two values accepted at one instance).
+// * It keeps the lowest ballot's value: link cuts 49, 83, 225; crash-or-partition none.
+// * It takes only the first slot of each promise: link cuts 3, 9, 13; crash-or-partition 998
+//   (operations left), 1004, 1896.
+// * An acceptor promises a ballot below its promise: link cuts 0; crash-or-partition 46.
+// * It leads before catching up with the most advanced promiser, or on one promise too few:
+//   link cuts 0; crash-or-partition 27.
+// * It proposes again an instance it knows decided (seed 708's cause): link cuts 5;
+//   crash-or-partition 708, 998.
+// The scripted tests above catch the first three at once, and a promise that reports a
+// learned instance with its slot's ballot rather than as decided, which no seed to 3,000 of
+// either run caught.
+
+#[test]
+fn random_crashes_and_partitions_keep_one_log() {
+    each_seed(20..2000, random_crash_or_partition);
+}
+
+#[test]
+fn random_link_cuts_with_loss_keep_one_log_ii_a() {
+    each_seed(0..2000, random_link_cuts);
+}
+
+/// Seed 708 of the crash-or-partition run, which failed the leader invariant ("commit 95 next
+/// 95 active [94]") while the range was 20..40 and a leader did not yet drop what it learned
+/// decided from its window: replica 1, cut off, ran Phase 1 on its own; back, its higher
+/// ballot made leader 0 step down with instance 94 decided and 93 still open. Replica 0 won
+/// Phase 1 again (ballot 12) and proposed 94 a second time, so deciding 93 carried the decided
+/// prefix past 94, still in its window. A bookkeeping error, not a safety one: the value it
+/// proposed again was the decided one (its own promise reported it `DECIDED`). A leader now
+/// proposes no instance it knows decided (`try_lead`).
+#[test]
+fn random_seed_708_a_leader_again_proposed_an_instance_it_had_decided_ii_a() {
+    let net = random_crash_or_partition(708);
+    let s = net.replica(0).paxos_stats();
+    assert!(
+        s.step_downs >= 1 && s.phase1_won >= 1,
+        "seed 708 no longer has replica 0 step down and lead again: {s:?}"
+    );
 }
 
 /// §II-C: with a disk, Phase 2b waits for the write; everything still completes, in one log.
