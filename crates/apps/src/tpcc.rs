@@ -17,7 +17,7 @@
 //!   ([`db::placement`]), and a [`db::Shard`] that executes its part of a transaction
 //!   deterministically (clauses 2.4.2 and 2.5.2).
 //! * [`codec`] — the request and the reply on the wire, bounds-checked.
-//! * [`reference`] — New-Order and Payment written apart from [`db`], from the specification
+//! * [`reference`](mod@reference) — New-Order and Payment written apart from [`db`], from the specification
 //!   (clauses 2.4.2, 2.5.2), on plain tables of its own: the checker's model.
 //! * [`check`] — the checker: replays the committed transactions in their serialization order on
 //!   the reference and compares every returned result, checks real time, the specification's
