@@ -230,10 +230,25 @@ fn thirty_seeds_with_applications_pass() {
 /// * 1426 (MultiPaxos, the leader's host crashed, 1% bursty loss): the transport's doubling
 ///   retransmissions held heartbeats and Phase 1 messages past the 100 µs election timeout, and
 ///   the replicas ran 675 Phase 1s, winning 5 (a candidate now doubles its wait per run in a
-///   row, and the swarm's lossy networks run Paxos with a 2 ms election timeout).
+///   row, and the swarm's lossy networks run Paxos with a 2 ms election timeout);
+/// * 20705 (1-RTT, 5 replicas, 1% bursty loss; host 3's clock stepped back 80 µs, so 1Pipe
+///   delivers ~110 µs after a send): a recovery's round trip (~220 µs) exceeded `suspect_ns`
+///   (200 µs), every wait of a recovery. The coordinator of epoch 27 dropped its ballot at the
+///   Phase 2 deadline with five Accepted on their way, the standbys fired their rank timers
+///   though they had promised to it, and each new ballot pre-empted the one before: no round
+///   was decided for 5 ms (ballots reached round 22). Phase 2 now asks again as Phase 1 does,
+///   a replica that takes a ballot stands down (standby) or steps down (a coordinator of a
+///   lower one), its watchdog counts from the last ballot it took, and a recovery's waits
+///   double per round of the epoch;
+/// * 350, 481, 1054, 1178 (found by `--apps --seeds 2000` on that fix before it was complete):
+///   a replica that missed the Decide of its next epoch waited for its watchdog, which another
+///   replica's catch-up Prepare had just pushed back. The others went on without it: the view
+///   shrank, and once a member crashed it had too few replicas for a majority (350, 481,
+///   1178), or the next round waited for it try after try (1054). A replica that hears a
+///   Prepare of a later epoch now asks the sender for the Decide it missed.
 #[test]
 fn application_seeds_that_found_bugs_pass() {
-    for seed in [37u64, 93, 100, 372, 124, 1426] {
+    for seed in [37u64, 93, 100, 372, 124, 1426, 20705, 350, 481, 1054, 1178] {
         // 15 ms: `onepipe vopr`'s default, where they were found.
         let o = onepipe_sim::vopr::run_seed_with(seed, 15_000_000, true);
         assert_eq!(
