@@ -2400,6 +2400,42 @@ fn completed_is_sent_again_until_the_round_resumes_5_2() {
     }
 }
 
+/// §5.2 Recall names the scatterings it aborts by (sender, timestamp): one stamped after the
+/// recall never takes a recalled timestamp, even while the host's clock is behind it (stepped
+/// back, its counter waiting), or receivers and recovering hosts would take it for an aborted
+/// one — discarded where the Recall arrives after it, delivered elsewhere. VOPR seed 13051:
+/// host 2's clock stepped back 42.6 µs, host 8 crashed, and eight all-to-all scatterings host
+/// 2 sent after recalling its timestamp T were stamped T and delivered everywhere.
+#[test]
+fn a_scattering_sent_after_a_recall_is_stamped_above_the_recalled_ones_5_2() {
+    let mut h = Host::new(host_config(0, &[0], 3), at(10_000));
+    h.send_reliable(at(10_000), p(0), &[(p(1), bytes("a")), (p(2), bytes("b"))])
+        .expect("room");
+    let first = data_of(&sent(&drain(&mut h)));
+    assert_eq!(first.len(), 2);
+    let recalled = first[0].header.ts;
+    assert_eq!(recalled, t(10_000));
+    // The clock steps back 6 µs, and p2, which never acknowledged, is declared failed.
+    let failure = CtrlMsg::Failure {
+        round: 1,
+        failed: vec![(p(2), t(9_000))],
+        correct: vec![NodeId(0), NodeId(1)],
+    };
+    let out = control(&mut h, 4_000, failure);
+    let recall_event = |o: &Out<Host>| matches!(o, Output::Event(HostEvent::Recalled { src, ts }) if *src == p(0) && *ts == recalled);
+    assert!(out.iter().any(recall_event), "{out:?}");
+    h.send_reliable(at(5_000), p(0), &[(p(1), bytes("c"))])
+        .expect("room");
+    let next = data_of(&sent(&drain(&mut h)));
+    assert_eq!(next.len(), 1);
+    assert!(
+        next[0].header.ts > recalled,
+        "stamped {:?}, at or below the recalled {recalled:?}",
+        next[0].header.ts
+    );
+    assert!(h.timestamp(at(5_000)) > recalled);
+}
+
 /// §5.2 Detect with a controller that may have lost the report: a switch reports a dead input
 /// again, with the same (frozen) last commit barrier, until Resume removes it.
 #[test]

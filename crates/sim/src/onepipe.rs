@@ -790,10 +790,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         && h.host.partial_len() == 0
                         && h.host.unresolved_sends() == 0
                         && h.host.failure_rounds_open() == 0
+                        // A packet waiting for the CPU is in `live` if it is data, an ACK or
+                        // a NAK; a beacon is background there as it is on a link.
                         && self.cpus[i]
                             .pending
                             .iter()
-                            .all(|(_, i)| matches!(i, CoreInput::Timeout))
+                            .all(|(_, i)| matches!(i, CoreInput::Timeout | CoreInput::Packet(_)))
             })
     }
 

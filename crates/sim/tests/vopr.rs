@@ -95,6 +95,20 @@ fn twenty_fixed_seeds_pass_safety_and_liveness() {
 ///   that declaration for the host's old processes and overwrote their failure timestamp, so
 ///   their scatterings above the first one (aborted) looked lost. The checker now takes the
 ///   processes the controller declared, and a process's first failure timestamp stands.
+///
+/// And in issue 36 (15 ms):
+/// * 11314 (liveness, "did not drain, 0 undelivered"; the same without its graceful leave): the
+///   drain condition took a beacon waiting for a host's CPU for work left. Host 11's beacon
+///   timer (50 ns of CPU) ran across every 12 µs drain check — a multiple of the 3 µs beacon
+///   interval, its clock's phase fixed — with a beacon from `tor-5-down` queued behind it, so
+///   the run never counted as drained. Beacons waiting for a CPU are background, as on a link;
+/// * 13051 (correctness, `failure-atomicity`; found by `--seed 10001 --seeds 5000` with the
+///   `vopr` profile): host 2's clock stepped back 42.6 µs at 7.0757 ms, so its counter stayed
+///   at T = 1007075484; host 8 crashed, and host 2 recalled its scatterings at T (7.083 ms),
+///   then stamped eight more all-to-all scatterings at T, which every receiver delivered at
+///   7.123 ms — a recall names scatterings by (sender, timestamp), so they were the recalled
+///   ones to the checker, and would have been to a receiver the Recall reached after them. A
+///   host now stamps above the newest timestamp it recalled.
 #[test]
 fn past_swarm_failures_stay_fixed() {
     let pinned = [59u64, 67, 75, 127, 178]
@@ -107,7 +121,8 @@ fn past_swarm_failures_stay_fixed() {
         // timestamp came from a commit register below what it had sent and the cut-off side had
         // delivered while settling; a host that left after its sends were acknowledged is
         // declared at least at the timestamp it gave.
-        .chain([530u64, 1143, 2791].map(|s| (s, 10_000_000)));
+        .chain([530u64, 1143, 2791].map(|s| (s, 10_000_000)))
+        .chain([11314u64, 13051].map(|s| (s, 15_000_000)));
     for (seed, duration_ns) in pinned {
         let o = run_seed(seed, duration_ns);
         assert_eq!(
@@ -222,10 +237,25 @@ fn thirty_seeds_with_applications_pass() {
 /// * 1426 (MultiPaxos, the leader's host crashed, 1% bursty loss): the transport's doubling
 ///   retransmissions held heartbeats and Phase 1 messages past the 100 µs election timeout, and
 ///   the replicas ran 675 Phase 1s, winning 5 (a candidate now doubles its wait per run in a
-///   row, and the swarm's lossy networks run Paxos with a 2 ms election timeout).
+///   row, and the swarm's lossy networks run Paxos with a 2 ms election timeout);
+/// * 20705 (1-RTT, 5 replicas, 1% bursty loss; host 3's clock stepped back 80 µs, so 1Pipe
+///   delivers ~110 µs after a send): a recovery's round trip (~220 µs) exceeded `suspect_ns`
+///   (200 µs), every wait of a recovery. The coordinator of epoch 27 dropped its ballot at the
+///   Phase 2 deadline with five Accepted on their way, the standbys fired their rank timers
+///   though they had promised to it, and each new ballot pre-empted the one before: no round
+///   was decided for 5 ms (ballots reached round 22). Phase 2 now asks again as Phase 1 does,
+///   a replica that takes a ballot stands down (standby) or steps down (a coordinator of a
+///   lower one), its watchdog counts from the last ballot it took, and a recovery's waits
+///   double per round of the epoch;
+/// * 350, 481, 1054, 1178 (found by `--apps --seeds 2000` on that fix before it was complete):
+///   a replica that missed the Decide of its next epoch waited for its watchdog, which another
+///   replica's catch-up Prepare had just pushed back. The others went on without it: the view
+///   shrank, and once a member crashed it had too few replicas for a majority (350, 481,
+///   1178), or the next round waited for it try after try (1054). A replica that hears a
+///   Prepare of a later epoch now asks the sender for the Decide it missed.
 #[test]
 fn application_seeds_that_found_bugs_pass() {
-    for seed in [37u64, 93, 100, 372, 124, 1426] {
+    for seed in [37u64, 93, 100, 372, 124, 1426, 20705, 350, 481, 1054, 1178] {
         // 15 ms: `onepipe vopr`'s default, where they were found.
         let o = onepipe_sim::vopr::run_seed_with(seed, 15_000_000, true);
         assert_eq!(

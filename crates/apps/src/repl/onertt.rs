@@ -28,7 +28,13 @@
 //! timestamp order. Once a majority accepted, it is decided and every member installs it:
 //! truncates, appends, replays its state machine, and tells the clients the new view and their
 //! next sequence numbers. Clients then send their pending entries again: those kept are
-//! answered again, those removed are appended anew.
+//! answered again, those removed are appended anew. A replica that takes a ballot follows its
+//! coordinator: it no longer stands by, a coordinator of a lower ballot steps down, and its
+//! watchdog starts a round only once that coordinator has been silent for long. A coordinator
+//! asks again, in either phase, those that have not answered, and a recovery's waits double per
+//! round of an epoch, so a round finishes even where a round trip takes longer than
+//! `suspect_ns`. A replica that missed a Decide asks for it as soon as it hears a Prepare of a
+//! later epoch.
 //!
 //! What the paper leaves open and this design settles: an entry lost to only some replicas is
 //! repaired by a recovery rather than by resending to those replicas alone (a resent copy
@@ -94,12 +100,28 @@ struct Coord {
     /// Phase 2: the value proposed and who accepted it.
     proposed: Option<(Value, BTreeSet<u32>)>,
     deadline: Instant,
-    /// Times Phase 1a was sent again to the members that had not answered.
+    /// Times the current phase's request (Phase 1a, then 2a) was sent again to the members
+    /// that had not answered.
     tries: u32,
 }
 
 /// A coordinator asks a silent member this many more times before leaving it out of the view.
 const PREPARE_TRIES: u32 = 3;
+
+/// A recovery's waits double per round started for the same epoch, up to `2^ROUND_BACKOFF_MAX`
+/// times `suspect_ns` ([`round_wait_ns`]): 16 × 200 µs is far above any round trip 1Pipe takes
+/// under the swarm's faults (clocks stepped back by up to 150 µs hold every barrier), and short
+/// enough that a round whose messages were all lost is tried again within a few milliseconds.
+const ROUND_BACKOFF_MAX: u64 = 4;
+
+/// How long a recovery's step waits once round `ballot >> 8` of its epoch has started (round 0:
+/// none yet): `suspect_ns`, doubled per round after the first. A phase whose round trip takes
+/// longer than `suspect_ns` (1Pipe delivers no faster than its slowest host's clock: one that
+/// stepped back holds every barrier) then fits a later round, instead of every round being
+/// abandoned, or pre-empted by a standby, with its answers on their way.
+fn round_wait_ns(suspect_ns: u64, ballot: u64) -> u64 {
+    suspect_ns << (ballot >> 8).saturating_sub(1).min(ROUND_BACKOFF_MAX)
+}
 
 /// The replica's part of a process.
 #[derive(Debug)]
@@ -122,6 +144,8 @@ struct Replica {
     /// Answers waiting for their disk write, in completion order.
     acks_due: VecDeque<(Instant, ProcId, Msg)>,
     failed: BTreeSet<u32>,
+    /// Frozen for a recovery: when it last took a ballot of the next epoch (a Prepare or an
+    /// Accept), from which its watchdog counts the coordinator's silence.
     frozen_since: Option<Instant>,
     promised: u64,
     accepted: Option<(u64, Value)>,
@@ -753,7 +777,10 @@ impl OneRttProcess {
     }
 
     /// A loss or a failure is suspected: the coordinator starts a recovery at once, the others
-    /// stand by in rank order.
+    /// stand by in rank order — unless a recovery is under way (this replica leads one, or took
+    /// a ballot of the next epoch): whether its coordinator fell silent is the watchdog's to
+    /// judge. A standby that fired while its coordinator's answers were on their way would
+    /// pre-empt a round about to finish.
     fn want_recovery(&mut self) {
         let me = self.cfg.me.0;
         let now = self.now;
@@ -761,7 +788,7 @@ impl OneRttProcess {
         let Some(r) = self.replica.as_mut() else {
             return;
         };
-        if r.coord.is_some() {
+        if r.coord.is_some() || r.frozen_since.is_some() {
             return;
         }
         let rank = ids_of(r.members)
@@ -770,7 +797,7 @@ impl OneRttProcess {
         let Some(rank) = rank else {
             return;
         };
-        if rank == 0 && r.frozen_since.is_none() {
+        if rank == 0 {
             self.start_recovery();
         } else if r.want.is_none_or(|(_, e)| e != r.epoch) {
             r.want = Some((Instant(now.0 + (rank as u64 + 1) * suspect), r.epoch));
@@ -793,7 +820,7 @@ impl OneRttProcess {
             epoch,
             promises: BTreeMap::new(),
             proposed: None,
-            deadline: Instant(now.0 + suspect),
+            deadline: Instant(now.0 + round_wait_ns(suspect, ballot)),
             tries: 0,
         });
         let dsts: Vec<u32> = ids_of(r.members)
@@ -814,11 +841,22 @@ impl OneRttProcess {
             }
             return;
         }
+        if epoch > r.epoch + 1 {
+            // The sender installed this replica's next epoch, whose Decide it missed: a
+            // Prepare of that epoch asks the sender for the value (answered as above), rather
+            // than waiting for the watchdog — by then the sender's epoch may have moved on
+            // without this replica, which could never rejoin.
+            let m = Msg::Prepare {
+                epoch: r.epoch + 1,
+                ballot: r.promised,
+            };
+            self.send(OTHER_TAG, [src.0].into_iter(), &m);
+            return;
+        }
         if epoch != r.epoch + 1 || ballot < r.promised {
             return;
         }
-        r.promised = ballot;
-        r.frozen_since.get_or_insert(now);
+        Self::follow(r, ballot, now);
         let tail = r
             .log
             .iter()
@@ -833,6 +871,20 @@ impl OneRttProcess {
             tail,
         };
         self.send(OTHER_TAG, [src.0].into_iter(), &m);
+    }
+
+    /// This replica takes `ballot` of the next epoch (a Prepare or an Accept): that ballot's
+    /// coordinator is at work. A standby stands down, and a coordinator of a lower ballot —
+    /// which can no longer win — steps down: coordinators that each start a higher round when
+    /// their own is pre-empted decide nothing. The watchdog still starts a round if the
+    /// coordinator falls silent.
+    fn follow(r: &mut Replica, ballot: u64, now: Instant) {
+        r.promised = ballot;
+        r.frozen_since = Some(now);
+        r.want = None;
+        if r.coord.as_ref().is_some_and(|c| c.ballot < ballot) {
+            r.coord = None;
+        }
     }
 
     fn on_promise(
@@ -855,12 +907,13 @@ impl OneRttProcess {
     }
 
     /// Phase 1 is over once every live member promised, or at the deadline with a majority.
-    /// Phase 2 then has a deadline of its own, `suspect_ns` from now: a round that had to fit
-    /// both phases, four message delays, into one `suspect_ns` never finished where 1Pipe's
-    /// delivery takes a quarter of it (a host whose clock stepped back holds every barrier).
+    /// Phase 2 then has a deadline of its own ([`round_wait_ns`] from now), and its own tries:
+    /// a round that had to fit both phases, four message delays, into one `suspect_ns` never
+    /// finished where 1Pipe's delivery takes a quarter of it (a host whose clock stepped back
+    /// holds every barrier).
     fn maybe_propose(&mut self, deadline: bool) {
         let majority = self.majority();
-        let phase2_deadline = Instant(self.now.0 + self.cfg.suspect_ns);
+        let (now, suspect) = (self.now, self.cfg.suspect_ns);
         let Some(r) = self.replica.as_mut() else {
             return;
         };
@@ -913,7 +966,8 @@ impl OneRttProcess {
         let ballot = c.ballot;
         let dsts: Vec<u32> = ids_of(value.members).collect();
         c.proposed = Some((value.clone(), BTreeSet::new()));
-        c.deadline = phase2_deadline;
+        c.deadline = Instant(now.0 + round_wait_ns(suspect, ballot));
+        c.tries = 0;
         self.send(OTHER_TAG, dsts.into_iter(), &Msg::Accept { ballot, value });
     }
 
@@ -925,8 +979,7 @@ impl OneRttProcess {
         if value.epoch != r.epoch + 1 || ballot < r.promised {
             return;
         }
-        r.promised = ballot;
-        r.frozen_since.get_or_insert(now);
+        Self::follow(r, ballot, now);
         let epoch = value.epoch;
         r.accepted = Some((ballot, value));
         self.send(
@@ -1043,33 +1096,9 @@ impl OneRttProcess {
         let live: Vec<u32> = ids_of(r.members)
             .filter(|m| !r.failed.contains(m))
             .collect();
-        if let Some(c) = r.coord.as_mut() {
-            if now >= c.deadline {
-                let missing: Vec<u32> = live
-                    .into_iter()
-                    .filter(|m| !c.promises.contains_key(m))
-                    .collect();
-                if c.proposed.is_none() && !missing.is_empty() && c.tries < PREPARE_TRIES {
-                    // A Prepare or a Promise may have been lost: ask again before leaving a
-                    // live member out of the view.
-                    c.tries += 1;
-                    c.deadline = Instant(now.0 + suspect);
-                    let m = Msg::Prepare {
-                        epoch: c.epoch,
-                        ballot: c.ballot,
-                    };
-                    self.send(OTHER_TAG, missing.into_iter(), &m);
-                } else if c.proposed.is_none() && c.promises.len() >= self.majority() {
-                    self.maybe_propose(true);
-                } else {
-                    self.start_recovery();
-                }
-                return;
-            }
+        if r.coord.as_ref().is_some_and(|c| now >= c.deadline) {
+            return self.coord_deadline(live);
         }
-        let Some(r) = self.replica.as_mut() else {
-            return;
-        };
         if let Some((at, epoch)) = r.want {
             if now >= at {
                 r.want = None;
@@ -1091,7 +1120,7 @@ impl OneRttProcess {
         };
         let stuck = r
             .frozen_since
-            .is_some_and(|t| now.0 >= t.0 + (rank as u64 + 2) * suspect);
+            .is_some_and(|t| now.0 >= t.0 + (rank as u64 + 2) * round_wait_ns(suspect, r.promised));
         let stale = r
             .log
             .get((r.commit - r.log_start) as usize)
@@ -1100,6 +1129,48 @@ impl OneRttProcess {
             self.start_recovery();
         } else if stale && r.frozen_since.is_none() {
             self.want_recovery();
+        }
+    }
+
+    /// The coordinator's deadline passed: it asks again those that have not answered (a
+    /// message either way may have been lost, or be late), proposes with the majority it has,
+    /// or — having asked [`PREPARE_TRIES`] times more — starts a new round.
+    fn coord_deadline(&mut self, live: Vec<u32>) {
+        let now = self.now;
+        let suspect = self.cfg.suspect_ns;
+        let majority = self.majority();
+        let Some(c) = self.replica.as_mut().and_then(|r| r.coord.as_mut()) else {
+            return;
+        };
+        let (msg, missing): (Msg, Vec<u32>) = match &c.proposed {
+            None => {
+                let missing = live
+                    .into_iter()
+                    .filter(|m| !c.promises.contains_key(m))
+                    .collect();
+                let m = Msg::Prepare {
+                    epoch: c.epoch,
+                    ballot: c.ballot,
+                };
+                (m, missing)
+            }
+            Some((value, acc)) => {
+                let missing = ids_of(value.members).filter(|m| !acc.contains(m)).collect();
+                let m = Msg::Accept {
+                    ballot: c.ballot,
+                    value: value.clone(),
+                };
+                (m, missing)
+            }
+        };
+        if !missing.is_empty() && c.tries < PREPARE_TRIES {
+            c.tries += 1;
+            c.deadline = Instant(now.0 + round_wait_ns(suspect, c.ballot));
+            self.send(OTHER_TAG, missing.into_iter(), &msg);
+        } else if c.proposed.is_none() && c.promises.len() >= majority {
+            self.maybe_propose(true);
+        } else {
+            self.start_recovery();
         }
     }
 

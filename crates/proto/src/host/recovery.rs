@@ -457,6 +457,16 @@ impl Host {
         if recalled.groups.is_empty() {
             return;
         }
+        // A recall names its scatterings by (sender, timestamp), so nothing stamped from now on
+        // may share a recalled timestamp: receivers and recovering hosts would take it for an
+        // aborted one (discarded where the Recall arrives after it, delivered elsewhere). The
+        // counter stays at a timestamp while the clock is behind it (stepped back), so the next
+        // stamps go above the newest recalled one (VOPR seed 13051).
+        let newest = recalled
+            .groups
+            .iter()
+            .fold(self.clock_ts, |t, g| t.max_wrapping(g.1.plus(1)));
+        self.clock_ts = newest;
         self.discard_groups(&recalled.groups);
         let targets: BTreeSet<NodeId> = correct
             .iter()

@@ -331,6 +331,76 @@ fn recovery_finishes_when_a_delivery_takes_a_quarter_of_suspect() {
     }
 }
 
+/// Slower still: a round trip takes longer than `suspect_ns` (and, at the slowest, one
+/// delivery does), so each phase's deadline passes with its answers on their way. A
+/// coordinator asks again in both phases under the same ballot, standbys and coordinators of
+/// lower ballots stand down once they take a ballot, and a recovery's waits double per round,
+/// so rounds still finish (`onepipe vopr --apps` seed 20705, a round trip of ~220 µs against
+/// 200: before, no recovery finished once one was needed, and the replicas pre-empted each
+/// other's ballots for ever).
+#[test]
+fn recovery_finishes_when_a_round_trip_takes_longer_than_suspect() {
+    for (replicas, delay) in [
+        (3, 30_000),
+        (5, 30_000),
+        (5, 40_000),
+        (3, 120_000),
+        (5, 120_000),
+    ] {
+        for seed in 0..2 {
+            let mut net = Net::new(replicas, 3, 3, 0.01, seed);
+            net.delay = delay; // suspect_ns = 50 µs < 2 × delay
+            net.run(12_000_000);
+            assert!(
+                net.idle(),
+                "{replicas} replicas, delay {delay}, seed {seed}: still busy"
+            );
+            let s = net.stats();
+            assert!(s.recoveries > 0, "seed {seed}: {s:?}");
+            check(&net);
+        }
+    }
+}
+
+/// A replica that missed the Decide of its next epoch, hearing a Prepare of a later one, asks
+/// the sender for the value at once — a Prepare of its next epoch, which a replica that
+/// installed that epoch answers with its Decide — and takes no ballot. Waiting for its watchdog
+/// instead, it fell behind by two epochs and could never rejoin: the view kept too few
+/// replicas for a majority once one crashed (`onepipe vopr --apps` seeds 350, 481, 1054 and
+/// 1178, once a replica's watchdog counted from the last ballot it took).
+#[test]
+fn a_replica_an_epoch_behind_asks_for_the_decide_it_missed() {
+    let workload = ReplWorkload::default();
+    let cfg = ReplConfig::new(ProcId(2), 3, 3, workload.clone(), 0);
+    let mut p = OneRttProcess::new(cfg, CmdGen::new(workload, 2, 1), 7);
+    let later = encode(&Msg::Prepare {
+        epoch: 2,
+        ballot: 256,
+    });
+    p.handle(
+        Instant(1_000),
+        AppInput::Deliver {
+            src: ProcId(0),
+            ts: Timestamp::new(900),
+            reliable: false,
+            payload: &later,
+        },
+    );
+    let sent = p.poll_send().expect("an answer");
+    assert_eq!(sent.parts.len(), 1);
+    assert_eq!(sent.parts[0].0, ProcId(0));
+    assert_eq!(
+        decode(&sent.parts[0].1),
+        Some(Msg::Prepare {
+            epoch: 1,
+            ballot: 0
+        })
+    );
+    assert!(p.poll_send().is_none());
+    let r = p.replica.as_ref().expect("a replica");
+    assert_eq!((r.epoch, r.promised, r.frozen_since), (0, 0, None));
+}
+
 #[test]
 fn replica_crash_shrinks_the_view() {
     let mut net = Net::new(3, 3, 3, 0.0, 9);
