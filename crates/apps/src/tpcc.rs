@@ -65,6 +65,7 @@ pub mod check;
 pub mod codec;
 pub mod db;
 pub mod gen;
+pub mod history;
 pub mod lock;
 pub mod occ;
 pub mod onepipe;
@@ -339,7 +340,9 @@ pub struct TpccCommitted {
     pub seq: u64,
     /// Its input.
     pub input: TxnInput,
-    /// What each shard it touched answered, by shard, ascending. Empty for an unfinished one.
+    /// What each shard it touched answered, by shard, ascending. For an unfinished one, the
+    /// answers its initiator heard before it gave it up (some shards', or none): the replay
+    /// compares none of them, the history ([`history`]) takes the values they show.
     pub results: Vec<(u32, PartResult)>,
     /// When the initiator first sent it and when the last reply came (its local time, ns);
     /// `return_ns` is `u64::MAX` for an unfinished one.

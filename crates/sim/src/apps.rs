@@ -254,12 +254,17 @@ impl AppSet for TpccSet {
         }
     }
     fn history_json(&self) -> Option<String> {
-        None
+        // Every transaction still open: those of a failed initiator stamped at or above its
+        // failure timestamp took no effect, which an `info` operation allows.
+        let unfinished: Vec<TpccCommitted> =
+            self.procs.iter().flat_map(|p| p.unfinished()).collect();
+        Some(self.checker.history_json(&unfinished))
     }
 }
 
 /// TPC-C's verdict as the report's checks: the replay against the reference (`tpcc-replay`:
-/// results and real time), and the end-of-run checks — replica agreement with the reference's
+/// results and real time), the dependency-graph checker on the history of key accesses
+/// (`dependency-graph`), and the end-of-run checks — replica agreement with the reference's
 /// rows and clause 3.3.2 — which need every live process idle: a run that did not `settle`
 /// leaves them unchecked, and says so.
 pub fn tpcc_checks(v: &onepipe_apps::tpcc::check::TpccVerdict, settled: bool) -> Checks {
@@ -308,6 +313,7 @@ pub fn tpcc_checks(v: &onepipe_apps::tpcc::check::TpccVerdict, settled: bool) ->
     }
     Checks::from([
         ("tpcc-replay".to_string(), replay),
+        ("dependency-graph".to_string(), graph_check(&v.graph)),
         ("replica-agreement".to_string(), replicas),
         ("consistency-3.3.2".to_string(), consistency),
     ])

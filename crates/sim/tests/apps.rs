@@ -230,6 +230,10 @@ fn tpcc_on_1pipe_passes_its_checker_with_loss_and_a_crash() {
         assert_eq!(a.violations, 0, "seed {seed}: {:?}", a.violation_samples);
         assert!(a.committed > 300, "seed {seed}: {a:?}");
         assert_eq!(a.checked_transactions, a.committed, "seed {seed}");
+        let g = &a.checks["dependency-graph"];
+        assert!(g.ran && g.violations == 0, "seed {seed}: {g:?}");
+        assert_eq!(g.counts["ok"], a.committed, "seed {seed}: {g:?}");
+        assert!(g.counts["ww_edges"] > 100, "seed {seed}: {g:?}");
         let again = run(&cfg, &mut |_| {}).expect("runs");
         assert_eq!(
             r.trace_hash, again.trace_hash,
@@ -263,6 +267,9 @@ fn tpcc_baselines_run_checked_on_direct_messages() {
         assert!(a.committed > 100, "{what}: {a:?}");
         assert!(a.tpcc_stats.aborts > 0, "{what}: {:?}", a.tpcc_stats);
         assert_eq!(a.checked_transactions, a.committed, "{what}");
+        let g = &a.checks["dependency-graph"];
+        assert_eq!(g.counts["ok"], a.committed, "{what}: {g:?}");
+        assert!(g.counts["ww_edges"] > 50, "{what}: {g:?}");
     }
     let cfg = tpcc(TopologySpec::Rack { hosts: 6 }, 5);
     let r = run_direct(&cfg, DirectSystem::NonTx, &mut |_| {}).expect("runs");

@@ -210,6 +210,12 @@ fn clean_run<P: Primary>(warehouses: u32, stop_ns: u64, seed: u64) -> (Net<P>, T
     assert_eq!(v.violations, 0, "{what}: {:?}", v.samples);
     assert_eq!(v.checks.shards_compared, 4, "{what}");
     assert_eq!(v.checks.transactions, net.stats().committed(), "{what}");
+    let g = &v.graph;
+    assert_eq!(g.ok, v.checks.transactions, "{what}: {g:?}");
+    assert!(
+        g.reads > 0 && g.edges.iter().all(|&e| e > 0),
+        "{what}: {g:?}"
+    );
     net.assert_clean(&what);
     net.assert_drained(&what);
     assert!(net.replicas_agree(), "{what}");
@@ -324,8 +330,8 @@ fn a_shared_lock_for_a_write_is_caught() {
 }
 
 /// OCC whose prepare does not validate versions: a transaction commits what it executed on
-/// rows another changed since — a lost update in its results. The checker, and the commit's
-/// re-execution, say so.
+/// rows another changed since — a lost update in its results. The replay, the dependency-graph
+/// checker and the commit's re-execution say so.
 #[test]
 fn a_prepare_that_does_not_validate_is_caught() {
     let mut net = Net::<OccPrimary>::new(&workload(1, 5), 2, 600_000, 5, |p| {
@@ -334,6 +340,9 @@ fn a_prepare_that_does_not_validate_is_caught() {
     net.run();
     let v = net.verdict();
     assert!(kinds(&v).contains("result"), "{:?}", v.samples);
+    // The history alone shows it too: two transactions read one version and both wrote after
+    // it (a lost update), with no order stated or replayed.
+    assert!(v.graph.anomalies > 0, "{:?}", v.graph);
     assert!(net.stats().result_mismatches > 0, "{:?}", net.stats());
     // The state itself is right: the commit re-executes on the locked rows.
     assert!(net.replicas_agree());

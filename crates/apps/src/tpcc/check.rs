@@ -59,6 +59,7 @@ use super::{
     Credit, CustomerSelector, NewOrderDistrict, NewOrderPart, PartResult, PaymentCustomer,
     PaymentPart, TpccCommitted, TxnInput,
 };
+use crate::depgraph::GraphVerdict;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One violation, with what it concerns.
@@ -133,6 +134,12 @@ pub enum TpccViolation {
         /// Which replica (its place among those given) and what differs.
         detail: String,
     },
+    /// The dependency-graph checker ([`crate::depgraph`]) found an anomaly in the history of
+    /// key accesses ([`super::history`]).
+    Graph {
+        /// The anomaly, as the checker names it.
+        detail: String,
+    },
 }
 
 impl TpccViolation {
@@ -147,6 +154,7 @@ impl TpccViolation {
             TpccViolation::Consistency { .. } => "consistency",
             TpccViolation::ReplicasDiverge { .. } => "replicas-diverge",
             TpccViolation::StateMismatch { .. } => "state-mismatch",
+            TpccViolation::Graph { .. } => "dependency-graph",
         }
     }
 }
@@ -202,6 +210,7 @@ impl std::fmt::Display for TpccViolation {
                 f,
                 "state-mismatch: shard {shard}'s final state is not the reference's: {detail}"
             ),
+            TpccViolation::Graph { detail } => write!(f, "dependency-graph: {detail}"),
         }
     }
 }
@@ -304,9 +313,29 @@ pub struct TpccVerdict {
     pub by_kind: BTreeMap<&'static str, u64>,
     /// The first few.
     pub samples: Vec<TpccViolation>,
+    /// The dependency-graph checker's verdict on the history of key accesses
+    /// ([`super::history`]), which reads neither the order stated nor the reference: its
+    /// anomalies are among `violations` too (kind `dependency-graph`).
+    pub graph: GraphVerdict,
 }
 
 impl TpccVerdict {
+    /// Takes the dependency-graph checker's verdict: its anomalies count as violations.
+    fn add_graph(&mut self, g: GraphVerdict) {
+        self.violations += g.anomalies;
+        if g.anomalies > 0 {
+            *self.by_kind.entry("dependency-graph").or_default() += g.anomalies;
+        }
+        for detail in &g.samples {
+            if self.samples.len() < SAMPLES_MAX {
+                self.samples.push(TpccViolation::Graph {
+                    detail: detail.clone(),
+                });
+            }
+        }
+        self.graph = g;
+    }
+
     fn add(&mut self, v: TpccViolation) {
         self.violations += 1;
         *self.by_kind.entry(v.kind()).or_default() += 1;
@@ -354,6 +383,13 @@ impl TpccChecker {
     /// The recorded transactions.
     pub fn committed(&self) -> &[TpccCommitted] {
         &self.committed
+    }
+
+    /// The run's key accesses as a history in Jepsen's form ([`super::history`]), `unfinished`
+    /// ones (bound to take effect) as `info`: for `--history`.
+    pub fn history_json(&self, unfinished: &[TpccCommitted]) -> String {
+        let initial = Population::load(&self.scale, self.seed);
+        super::history::history_json(&self.committed, unfinished, &initial)
     }
 
     /// Replays the history and checks every result and the real-time order (no final state).
@@ -465,6 +501,13 @@ impl TpccChecker {
             }
         }
         real_time(&all[..done], &order, skew_ns, &mut v);
+        // Serializability again, from the history alone: no key, seq or reference.
+        v.add_graph(super::history::graph_verdict(
+            &self.committed,
+            unfinished,
+            &initial,
+            skew_ns,
+        ));
         (initial, reference, v)
     }
 

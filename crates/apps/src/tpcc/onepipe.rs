@@ -421,7 +421,6 @@ impl TpccProcess {
                 // Delivered, so its parts at live shards took effect; it cannot commit.
                 let mut u = self.record(txn, t);
                 u.return_ns = u64::MAX;
-                u.results.clear();
                 self.abandoned.push(u);
                 self.inflight.remove(&txn);
                 self.stats.failed += 1;
@@ -564,7 +563,6 @@ impl TpccProcess {
             self.stats.failed += 1;
             if matches!(t.phase, Phase::Stamped { ts: sent, .. } if sent < ts) {
                 let mut u = self.record(txn, &t);
-                u.results.clear();
                 u.return_ns = u64::MAX;
                 self.abandoned.push(u);
             }
@@ -780,7 +778,6 @@ impl TpccApp for TpccProcess {
                 return None;
             }
             let mut u = self.record(txn, t);
-            u.results.clear();
             u.return_ns = u64::MAX;
             Some(u)
         });

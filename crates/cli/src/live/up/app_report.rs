@@ -126,8 +126,23 @@ fn tpcc_finish(
         "  app checker {} transactions replayed in timestamp order ({} still open), {} result fields, {} replica digests over {} shards, {} consistency conditions: {} violation(s); {} recalled, {} replies resent, {} sends refused (buffer full)",
         v.checks.transactions, v.checks.unfinished, v.checks.fields, digests.len(), v.checks.shards_compared, v.checks.conditions_evaluated(), v.violations, stats.recalled, stats.replies_resent, refused_full
     );
+    let g = &v.graph;
+    println!(
+        "  app graph   the key accesses alone: {} ok, {} of unknown outcome, {} reads; {} ww, {} wr, {} rw, {} rt edges: {} anomal{}",
+        g.ok, g.info, g.reads, g.edges[0], g.edges[1], g.edges[2], g.edges[3], g.anomalies,
+        if g.anomalies == 1 { "y" } else { "ies" }
+    );
     for s in &v.samples {
         eprintln!("  {s}");
+    }
+    if let Some(path) = &args.app.history {
+        std::fs::write(path, checker.history_json(&unfinished))
+            .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
+        println!(
+            "  history     {} (Jepsen's form: TPC-C's key accesses, {} of unknown outcome as info)",
+            path.display(),
+            unfinished.len()
+        );
     }
     let open = if failed.is_empty() { reported_open } else { 0 };
     let report = json!({
