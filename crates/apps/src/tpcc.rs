@@ -401,6 +401,10 @@ pub struct TpccStats {
     pub lock_conflicts: u64,
     /// OCC prepares that found a row's version changed since the execution (a no vote).
     pub validation_failures: u64,
+    /// Transactions given up: aborted after the initiators stopped issuing, not tried again
+    /// (the baselines, [`twopc`]). They took no effect.
+    #[serde(default)]
+    pub given_up: u64,
 }
 
 impl std::ops::AddAssign<&TpccStats> for TpccStats {
@@ -424,6 +428,7 @@ impl std::ops::AddAssign<&TpccStats> for TpccStats {
         self.lock_dies += o.lock_dies;
         self.lock_conflicts += o.lock_conflicts;
         self.validation_failures += o.validation_failures;
+        self.given_up += o.given_up;
     }
 }
 

@@ -271,8 +271,12 @@ fn one_hot_warehouse_aborts_and_waits_yet_checks_7_3_2() {
         lock.committed.iter().any(|c| c.attempts > 3),
         "a transaction retried several times"
     );
+    // Aborted once issuing stopped: given up, not tried again, and the run still drained
+    // (clean_run asserts it) with every commit checked.
+    assert!(s.given_up > 0, "2PL: {s:?}");
     let (occ, ov) = clean_run::<OccPrimary>(1, 2_000_000, 3);
     let s = occ.stats();
+    assert!(s.given_up > 0, "OCC: {s:?}");
     assert!(ov.checks.transactions > 70, "{ov:?}");
     assert!(
         s.validation_failures > 50
