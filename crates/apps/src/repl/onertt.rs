@@ -22,19 +22,20 @@
 //! epoch among the replicas. The coordinator (the lowest live replica; the others stand by in
 //! rank order) collects promises from the view's live replicas — their commit points and the
 //! entries after them — and, unless some replica already accepted a value for the epoch (which
-//! it must then adopt), proposes the new view: the replicas that answered (a majority at
-//! least), every member's own log below the highest commit point (committed entries are
-//! identical everywhere), and after it only the entries every answering replica holds, in
-//! timestamp order. Once a majority accepted, it is decided and every member installs it:
-//! truncates, appends, replays its state machine, and tells the clients the new view and their
-//! next sequence numbers. Clients then send their pending entries again: those kept are
-//! answered again, those removed are appended anew. A replica that takes a ballot follows its
-//! coordinator: it no longer stands by, a coordinator of a lower ballot steps down, and its
-//! watchdog starts a round only once that coordinator has been silent for long. A coordinator
-//! asks again, in either phase, those that have not answered, and a recovery's waits double per
-//! round of an epoch, so a round finishes even where a round trip takes longer than
-//! `suspect_ns`. A replica that missed a Decide asks for it as soon as it hears a Prepare of a
-//! later epoch.
+//! it must then adopt), proposes the new view: the replicas that answered — every member 1Pipe
+//! has not declared failed, and a majority at least — every member's own log below the highest
+//! commit point (committed entries are identical everywhere), and after it only the entries
+//! every answering replica holds, in timestamp order. A live replica that stays silent is asked
+//! again, in a new round if need be, never left out: it could not rejoin. Once a majority
+//! accepted, it is decided and every member installs it: truncates, appends, replays its state
+//! machine, and tells the clients the new view and their next sequence numbers. Clients then
+//! send their pending entries again: those kept are answered again, those removed are appended
+//! anew. A replica that takes a ballot follows its coordinator: it no longer stands by, a
+//! coordinator of a lower ballot steps down, and its watchdog starts a round only once that
+//! coordinator has been silent for long. A coordinator asks again, in either phase, those that
+//! have not answered, and a recovery's waits double per round of an epoch, so a round finishes
+//! even where a round trip takes longer than `suspect_ns`. A replica that missed a Decide asks
+//! for it as soon as it hears a Prepare of a later epoch.
 //!
 //! What the paper leaves open and this design settles: an entry lost to only some replicas is
 //! repaired by a recovery rather than by resending to those replicas alone (a resent copy
@@ -105,7 +106,7 @@ struct Coord {
     tries: u32,
 }
 
-/// A coordinator asks a silent member this many more times before leaving it out of the view.
+/// A coordinator asks a silent member this many more times before starting a new round.
 const PREPARE_TRIES: u32 = 3;
 
 /// A recovery's waits double per round started for the same epoch, up to `2^ROUND_BACKOFF_MAX`
@@ -903,15 +904,20 @@ impl OneRttProcess {
             return;
         }
         c.promises.insert(src, (accepted, commit, tail));
-        self.maybe_propose(false);
+        self.maybe_propose();
     }
 
-    /// Phase 1 is over once every live member promised, or at the deadline with a majority.
-    /// Phase 2 then has a deadline of its own ([`round_wait_ns`] from now), and its own tries:
-    /// a round that had to fit both phases, four message delays, into one `suspect_ns` never
-    /// finished where 1Pipe's delivery takes a quarter of it (a host whose clock stepped back
-    /// holds every barrier).
-    fn maybe_propose(&mut self, deadline: bool) {
+    /// Phase 1 is over once every live member promised, a majority at least. A member is left
+    /// out of the view only once 1Pipe declared it failed (§2.1 `onepipe_proc_fail_callback`:
+    /// recovery goes on once "the correct replicas reach a quorum"), never for its silence:
+    /// a replica left out does not rejoin (that needs a state transfer), so a view shrunk by a
+    /// lost Promise tolerates one crash fewer — with three replicas, none (vopr --apps seed
+    /// 101234). Silence costs no failover time: 1Pipe delivers nothing past a crashed host
+    /// until it declares it failed. Phase 2 then has a deadline of its own ([`round_wait_ns`]
+    /// from now), and its own tries: a round that had to fit both phases, four message delays,
+    /// into one `suspect_ns` never finished where 1Pipe's delivery takes a quarter of it (a
+    /// host whose clock stepped back holds every barrier).
+    fn maybe_propose(&mut self) {
         let majority = self.majority();
         let (now, suspect) = (self.now, self.cfg.suspect_ns);
         let Some(r) = self.replica.as_mut() else {
@@ -922,7 +928,7 @@ impl OneRttProcess {
             .collect();
         let Some(c) = r.coord.as_mut() else { return };
         let all = live.iter().all(|m| c.promises.contains_key(m));
-        if !(all || deadline && c.promises.len() >= majority) || c.promises.len() < majority {
+        if c.proposed.is_some() || !all || c.promises.len() < majority {
             return;
         }
         let adopted = c
@@ -1133,8 +1139,9 @@ impl OneRttProcess {
     }
 
     /// The coordinator's deadline passed: it asks again those that have not answered (a
-    /// message either way may have been lost, or be late), proposes with the majority it has,
-    /// or — having asked [`PREPARE_TRIES`] times more — starts a new round.
+    /// message either way may have been lost, or be late), proposes once those are declared
+    /// failed, or — having asked [`PREPARE_TRIES`] times more — starts a new round, which asks
+    /// everyone again (a member that promised a higher ballot answers only a higher one).
     fn coord_deadline(&mut self, live: Vec<u32>) {
         let now = self.now;
         let suspect = self.cfg.suspect_ns;
@@ -1167,8 +1174,8 @@ impl OneRttProcess {
             c.tries += 1;
             c.deadline = Instant(now.0 + round_wait_ns(suspect, c.ballot));
             self.send(OTHER_TAG, missing.into_iter(), &msg);
-        } else if c.proposed.is_none() && c.promises.len() >= majority {
-            self.maybe_propose(true);
+        } else if c.proposed.is_none() && missing.is_empty() && c.promises.len() >= majority {
+            self.maybe_propose();
         } else {
             self.start_recovery();
         }
@@ -1266,6 +1273,8 @@ impl App for OneRttProcess {
                 if let Some(r) = self.replica.as_mut() {
                     r.failed.insert(proc.0);
                     self.want_recovery();
+                    // Phase 1 may have waited for that member alone.
+                    self.maybe_propose();
                 }
             }
             AppInput::CommitReleased { .. } => {}
