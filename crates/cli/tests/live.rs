@@ -828,9 +828,13 @@ fn up_app_kv_refuses_what_it_does_not_support_naming_the_flag() {
 /// reference's rows, whose digest each replica's equals, and the report says so.
 #[test]
 fn up_app_tpcc_passes_its_checker_with_replicas_agreeing() {
+    let dir = TempDir::new("tpcc-history");
+    let history = dir.path("h.json");
     let (code, out, r) = up(
         "tpcc",
         &[
+            "--history",
+            history.to_str().unwrap(),
             "--app",
             "tpcc",
             "--hosts",
@@ -864,6 +868,21 @@ fn up_app_tpcc_passes_its_checker_with_replicas_agreeing() {
     let left_out =
         "left out: replica rows not reported (digests only): conditions over the reference's rows";
     assert_eq!(checks["tpcc-replay"]["counts"][left_out], 6, "{checks}");
+    // The key accesses in Jepsen's form, read back and checked from the text alone.
+    let committed = u(&r, "committed");
+    let text = std::fs::read_to_string(&history).unwrap();
+    let h = onepipe_apps::history::from_json(&text).unwrap();
+    assert_eq!(h.len() as u64, 2 * committed, "{} records", h.len());
+    let opts = onepipe_apps::depgraph::Options {
+        realtime: true,
+        skew_ns: 0,
+    };
+    let v = onepipe_apps::depgraph::check(&h, opts);
+    assert_eq!((v.anomalies, v.ok), (0, committed), "{:?}", v.samples);
+    assert!(v.edges[0] > 0 && v.edges[1] > 0, "{v:?}");
+    let graph = &checks["dependency-graph"];
+    assert_eq!(graph["ran"], true, "{checks}");
+    assert_eq!(graph["counts"]["ok"].as_u64(), Some(committed), "{checks}");
 }
 
 /// §7.3.1 and §5.2 live: a store process (server and initiator) killed mid-run. The controller
