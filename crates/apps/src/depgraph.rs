@@ -208,6 +208,18 @@ impl Writers {
     }
 }
 
+/// Strict serializability: [`check`] with real time, allowing `skew_ns` between the processes'
+/// clocks — what every run of the applications is held to.
+pub fn strict(history: &[HistOp], skew_ns: u64) -> GraphVerdict {
+    check(
+        history,
+        Options {
+            realtime: true,
+            skew_ns,
+        },
+    )
+}
+
 /// Checks `history` for the anomalies above.
 pub fn check(history: &[HistOp], opts: Options) -> GraphVerdict {
     let mut v = GraphVerdict::default();

@@ -257,14 +257,7 @@ impl KvChecker {
     /// The dependency-graph checker's verdict ([`crate::depgraph`]) on the run's history: it
     /// reads the history alone — not the timestamps [`KvChecker::verdict_with`] replays in.
     pub fn graph_verdict(&self, unfinished: &[Committed], skew_ns: u64) -> GraphVerdict {
-        let h = history::build(&self.operations(unfinished));
-        depgraph::check(
-            &h,
-            depgraph::Options {
-                realtime: true,
-                skew_ns,
-            },
-        )
+        depgraph::strict(&history::build(&self.operations(unfinished)), skew_ns)
     }
 }
 

@@ -617,11 +617,7 @@ pub fn history_json(done: &[ReplDone], open: &[MaybeOp]) -> String {
 /// The dependency-graph checker ([`crate::depgraph`], strict: real time within `skew_ns`) on
 /// the history [`history_json`] writes: it reads that history alone.
 pub fn graph_verdict(done: &[ReplDone], open: &[MaybeOp], skew_ns: u64) -> GraphVerdict {
-    let opts = depgraph::Options {
-        realtime: true,
-        skew_ns,
-    };
-    depgraph::check(&history(done, open), opts)
+    depgraph::strict(&history(done, open), skew_ns)
 }
 
 fn history(done: &[ReplDone], open: &[MaybeOp]) -> Vec<HistOp> {

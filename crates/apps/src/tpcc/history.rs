@@ -267,13 +267,9 @@ pub fn graph_verdict(
     initial: &Population,
     skew_ns: u64,
 ) -> GraphVerdict {
-    let h = history::build(&operations(committed, unfinished, initial));
-    depgraph::check(
-        &h,
-        depgraph::Options {
-            realtime: true,
-            skew_ns,
-        },
+    depgraph::strict(
+        &history::build(&operations(committed, unfinished, initial)),
+        skew_ns,
     )
 }
 

@@ -135,15 +135,9 @@ fn tpcc_finish(
     for s in &v.samples {
         eprintln!("  {s}");
     }
-    if let Some(path) = &args.app.history {
-        std::fs::write(path, checker.history_json(&unfinished))
-            .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
-        println!(
-            "  history     {} (Jepsen's form: TPC-C's key accesses, {} of unknown outcome as info)",
-            path.display(),
-            unfinished.len()
-        );
-    }
+    write_history(args, "TPC-C's key accesses", unfinished.len(), || {
+        checker.history_json(&unfinished)
+    })?;
     let open = if failed.is_empty() { reported_open } else { 0 };
     let report = json!({
         "app": "tpcc",
@@ -389,15 +383,9 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
     for s in &g.samples {
         eprintln!("  dependency graph: {s}");
     }
-    if let Some(path) = &args.app.history {
-        std::fs::write(path, checker.history_json(&unfinished))
-            .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
-        println!(
-            "  history     {} (Jepsen's form: every transaction, {} of unknown outcome as info)",
-            path.display(),
-            unfinished.len()
-        );
-    }
+    write_history(args, "every transaction", unfinished.len(), || {
+        checker.history_json(&unfinished)
+    })?;
     let checks = json!({
         "order-replay": {
             "ran": true,
@@ -496,4 +484,23 @@ fn print_latency(names: &[&str], summaries: &[Summary]) {
             );
         }
     }
+}
+
+/// `--history`: writes the run's history (`json`, Jepsen's form) and says so.
+fn write_history(
+    args: &UpArgs,
+    what: &str,
+    unknown: usize,
+    json: impl FnOnce() -> String,
+) -> Result<(), String> {
+    let Some(path) = &args.app.history else {
+        return Ok(());
+    };
+    std::fs::write(path, json())
+        .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
+    println!(
+        "  history     {} (Jepsen's form: {what}, {unknown} of unknown outcome as info)",
+        path.display()
+    );
+    Ok(())
 }
