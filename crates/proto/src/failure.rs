@@ -205,8 +205,9 @@ pub enum RelayMsg {
     },
     /// The controller to the switch at the head of `link`, while a host rejoins: is the input
     /// alive (it spoke within the link timeout)? With `apply`, §4.2 "addition of … links": it
-    /// bounds the commit barrier again (no longer frozen or removed), the switch's outputs
-    /// waiting, never moving back, until the link's barriers pass them. Answered by
+    /// bounds both barriers again at once (no longer frozen, removed, departed or timed out —
+    /// not only once it speaks), the switch's outputs waiting, never moving back, until the
+    /// link's barriers pass them. Answered by
     /// [`RelayMsg::Admitted`].
     Admit {
         /// The input link.

@@ -706,12 +706,13 @@ impl Switch {
 
     /// §5.2 rejoin ([`crate::failure::RelayMsg::Admit`]): whether input `port` is alive — it
     /// spoke, and not `link_timeout_intervals` ago — and, with `apply`, §4.2 "addition of …
-    /// links": it bounds the commit barrier again (no longer frozen or removed). Its register
-    /// keeps what it last said, which is below the output when the link was away, and the
-    /// output never moves backwards: B_new waits until the link's barriers pass it, exactly the
-    /// paper's "suspends updates to B_new until the barrier received from the new link is
-    /// greater than B_new". Returns (alive, best-effort output, commit output), the outputs
-    /// after taking the link back; `None` for an unknown port.
+    /// links": it bounds both barriers again (no longer removed, departed, frozen or timed
+    /// out). Its register keeps what it last said, which is below the output when the link was
+    /// away (or says nothing yet, which bounds everything), and the output never moves
+    /// backwards: B_new waits until the link's barriers pass it, exactly the paper's "suspends
+    /// updates to B_new until the barrier received from the new link is greater than B_new".
+    /// Returns (alive, best-effort output, commit output), the outputs after taking the link
+    /// back; `None` for an unknown port.
     fn admit_input(
         &mut self,
         port: PortId,
@@ -727,8 +728,19 @@ impl Switch {
         let alive = p.spoke && (!p.dead || p.departed && p.silent == 0);
         if apply {
             let p = &mut self.agg.inputs[i];
-            if std::mem::take(&mut p.departed) && p.dead {
+            p.departed = false;
+            // Back in the best-effort minimum now, whether it departed or timed out, not only
+            // once it speaks: the controller's floor for the rejoining host is the largest of
+            // the outputs answered here, and holds only if every output stays at or below it
+            // until the host's own barriers pass it (§4.2 addition of links, §5.2 rejoin).
+            // A timed-out link left out until heard would let this output run on with the
+            // other inputs while the host's first beacons are still on their way up — past the
+            // floor its first messages carry, so they arrive late (VOPR seed 103959: a core
+            // switch healed, its link from the rejoining host's side silent until then).
+            // Its silence counts afresh from here: it has the link timeout to speak again.
+            if p.dead {
                 p.dead = false;
+                p.silent = 0;
                 self.stats.links_added += 1;
             }
             let p = &mut self.agg.inputs[i];

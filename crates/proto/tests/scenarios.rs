@@ -2311,6 +2311,88 @@ fn a_link_reported_dead_never_raises_the_commit_barrier_again_5_2() {
     assert!(!sw.commit_input_removed(PortId(0)));
 }
 
+/// §5.2 rejoin with §4.2's "addition of … links": a link the controller takes back
+/// (`Admit` with `apply`) bounds the best-effort output from that moment, not only once it
+/// speaks again — whether it timed out after speaking or never spoke (the uplink of a switch
+/// whose only host left before its first beacon, removed by Resume). The controller hands the
+/// rejoining host a floor at the largest output the switches answered, and the host's first
+/// messages carry it: an output that ran on with its other inputs while the host's first
+/// beacons were still on their way up would pass the floor, and those messages would arrive
+/// below a barrier their receivers had passed (VOPR seed 103959: a healed core switch whose
+/// link from the rejoining host's side had been silent since that host left).
+#[test]
+fn a_timed_out_link_taken_back_holds_the_best_effort_output_until_it_passes_it_5_2() {
+    for spoke_before in [true, false] {
+        let mut cfg = switch_config(SwitchMode::Chip, 2, 2);
+        cfg.link_timeout_intervals = 10;
+        cfg.input_links = vec![LinkId(10), LinkId(11)];
+        let mut sw = Switch::new(cfg, Some(identity_router(2)), at(0));
+        let mut t_ns = 100;
+        // Input 1 speaks for a while (or never), then is timed out (or removed by Resume).
+        while t_ns < 5_000 {
+            feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+            if spoke_before {
+                feed(&mut sw, t_ns, PortId(1), beacon(1, t_ns));
+            }
+            tick(&mut sw, t_ns + 900);
+            t_ns += INTERVAL_NS;
+        }
+        while !sw.link_removed(PortId(1)) {
+            feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+            tick(&mut sw, t_ns + 900);
+            t_ns += INTERVAL_NS;
+            if !spoke_before {
+                resume(&mut sw, t_ns, vec![LinkId(11)]);
+            }
+            assert!(t_ns < 100_000, "input 1 never removed");
+        }
+        resume(&mut sw, t_ns, vec![LinkId(11)]);
+        for _ in 0..5 {
+            feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+            tick(&mut sw, t_ns + 900);
+            t_ns += INTERVAL_NS;
+        }
+        // The rejoin takes it back: the answer's output is the floor.
+        sw.handle(
+            at(t_ns),
+            Input::Mgmt(Mgmt::Relay(RelayMsg::Admit {
+                link: LinkId(11),
+                apply: true,
+            })),
+        );
+        let floor = drain(&mut sw)
+            .iter()
+            .find_map(|o| match o {
+                Output::Mgmt {
+                    msg: Mgmt::Relay(RelayMsg::Admitted { barrier, .. }),
+                    ..
+                } => *barrier,
+                _ => None,
+            })
+            .expect("answered with the output");
+        assert_eq!(sw.barrier(), Some(floor));
+        // Input 0 runs on while input 1's first beacon is on its way: the output holds, and the
+        // link is not timed out again meanwhile.
+        for _ in 0..5 {
+            feed(&mut sw, t_ns, PortId(0), beacon(0, t_ns));
+            tick(&mut sw, t_ns + 900);
+            t_ns += INTERVAL_NS;
+            assert_eq!(
+                sw.barrier(),
+                Some(floor),
+                "the output passed the floor (input 1 spoke before: {spoke_before})"
+            );
+        }
+        assert!(
+            !sw.link_removed(PortId(1)),
+            "taken back, not timed out again"
+        );
+        // The host stamps at or above the floor: its barriers release the output.
+        feed(&mut sw, t_ns, PortId(1), beacon(1, floor.raw() + 2_000));
+        assert_eq!(sw.barrier(), Some(t(floor.raw() + 2_000)));
+    }
+}
+
 /// The (link, last commit) of a switch's §5.2 `LinkDown` report, if `o` is one.
 fn link_down(o: &Out<Switch>) -> Option<(LinkId, Option<Timestamp>)> {
     match o {
