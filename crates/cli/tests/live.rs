@@ -948,6 +948,16 @@ fn up_app_tpcc_survives_a_killed_replica_and_its_checker_passes_5_2() {
     assert!(u(&r, "committed") > 100, "{out}");
     assert_eq!(r["failed_procs"], serde_json::json!([4]), "{out}");
     assert_eq!(u(&r, "shards_compared"), 4, "{out}");
+    // The history alone checks too: the dead initiator's transactions are `info`, with the
+    // values the replicas that applied them answered (their logs), not guessed.
+    let graph = &r["checks"]["dependency-graph"];
+    assert_eq!(graph["ran"], true, "{out}");
+    assert_eq!(graph["violations"], 0, "{out}");
+    assert_eq!(
+        graph["counts"]["ok"].as_u64(),
+        Some(u(&r, "committed")),
+        "{out}"
+    );
 }
 
 /// One `up --app replkv` run of 3 s on six processes (3 replicas, 3 clients) with `extra`

@@ -623,8 +623,8 @@ impl TpccChecker {
     }
 }
 
-/// What took effect beyond what the initiators report committed: every transaction a replica
-/// applied (`applied`, the replicas' logs in their apply order, [`super::TpccConfig::log_applied`])
+/// What took effect beyond what the initiators report committed — with what the replicas that
+/// applied it answered, one answer per shard — every transaction a replica applied (`applied`, the replicas' logs in their apply order, [`super::TpccConfig::log_applied`])
 /// that is not among `committed`, as an unfinished record in its place — its timestamp, then the
 /// order its initiator's transactions of that timestamp were applied in — for
 /// [`TpccChecker::verdict_with_digests`]. Its initiator died, or gave it up; a scattering
@@ -644,7 +644,7 @@ pub fn unfinished_from_logs<'a>(
             if done.contains(&a.txn) {
                 continue;
             }
-            open.entry(a.txn).or_insert_with(|| TpccCommitted {
+            let u = open.entry(a.txn).or_insert_with(|| TpccCommitted {
                 txn: a.txn,
                 client: a.client,
                 key: a.ts,
@@ -655,6 +655,13 @@ pub fn unfinished_from_logs<'a>(
                 return_ns: u64::MAX,
                 attempts: 1,
             });
+            // What the replicas answered, one per shard: the history's values for it (the
+            // replay compares none of an unfinished one's).
+            if let Some((shard, part)) = &a.answer {
+                if let Err(at) = u.results.binary_search_by_key(shard, |r| r.0) {
+                    u.results.insert(at, (*shard, part.clone()));
+                }
+            }
         }
     }
     open.into_values().collect()

@@ -22,8 +22,10 @@
 //! [`D_YTD`], [`D_NEXT_O_ID`], [`C_BALANCE`]; the fields a table has no use for are 0.
 //!
 //! **Unknown outcomes.** A transaction bound to take effect whose initiator never heard all its
-//! answers (`unfinished`) is an `info` operation: its reads are unknown, and so are the values
-//! it wrote on rows whose answer it did not hear — it chose none. Those are inferred from the
+//! answers (`unfinished`) is an `info` operation: its reads are unknown. The values it wrote are
+//! those its answers show — the ones its initiator heard, and, from the live runtime, what the
+//! replicas that applied it logged ([`super::check::unfinished_from_logs`]). On rows no answer
+//! shows, it chose none. Those are inferred from the
 //! history alone, as Elle infers versions: a value some operation read that no operation is
 //! known to have written is the write of an `info` operation on that row whose increment leads
 //! to it from a known value (or from another value inferred so). What cannot be inferred was

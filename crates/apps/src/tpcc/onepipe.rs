@@ -77,6 +77,10 @@ pub struct AppliedTxn {
     pub ts: u64,
     /// Its inputs.
     pub input: TxnInput,
+    /// The replica's shard, and what its part answered: the values the history of key
+    /// accesses ([`super::history`]) takes for a transaction whose initiator never heard them.
+    #[serde(default)]
+    pub answer: Option<(u32, super::PartResult)>,
 }
 
 impl TpccConfig {
@@ -605,6 +609,7 @@ impl TpccProcess {
                     client: src.0,
                     ts: ts.raw(),
                     input: req.input.clone(),
+                    answer: Some((r.id, result.clone())),
                 });
             }
             self.stats.parts_applied += 1;
