@@ -94,6 +94,9 @@ pub(crate) enum Msg {
     Accepted { epoch: u64, ballot: u64 },
     /// The value is chosen: install it.
     Decide { value: Value },
+    /// Client → replicas whose Ack of entry `seq` it misses: answer again (an [`Msg::Ack`] as
+    /// for a duplicate), or [`Msg::Reject`] if the entry is not in the log.
+    AckAgain { epoch: u64, seq: u64 },
 }
 
 const ENTRY: u8 = 1;
@@ -109,6 +112,7 @@ const PROMISE: u8 = 10;
 const ACCEPT: u8 = 11;
 const ACCEPTED: u8 = 12;
 const DECIDE: u8 = 13;
+const ACK_AGAIN: u8 = 14;
 
 /// Bytes of an encoded [`WireEntry`] at least (a get).
 const ENTRY_MIN: usize = 8 + 4 + 8 + 8 + 1 + 8 + 4;
@@ -288,6 +292,9 @@ pub(crate) fn encode(m: &Msg) -> Bytes {
         Msg::Decide { value } => {
             w.u8(DECIDE).value(value);
         }
+        Msg::AckAgain { epoch, seq } => {
+            w.u8(ACK_AGAIN).u64(*epoch).u64(*seq);
+        }
     }
     Bytes::from(w.0)
 }
@@ -367,6 +374,10 @@ pub(crate) fn decode(buf: &[u8]) -> Option<Msg> {
         },
         DECIDE => Msg::Decide {
             value: r.repl_value()?,
+        },
+        ACK_AGAIN => Msg::AckAgain {
+            epoch: r.u64()?,
+            seq: r.u64()?,
         },
         _ => return None,
     };
