@@ -187,8 +187,8 @@ struct SimArgs {
     #[arg(long, default_value = "1ms", value_parser = parse_duration)]
     rto_max: u64,
     /// Duplicate ACKs that make a reliable sender retransmit at once (1: on the first ACK that
-    /// reports a gap, as an RDMA NIC's NAK does).
-    #[arg(long, default_value_t = 3)]
+    /// reports a gap, as an RDMA NIC's NAK does: the default).
+    #[arg(long, default_value_t = 1)]
     dupack_threshold: u32,
     /// Longest a receiver delays a best-effort ACK (§2.1: best-effort ACKs only spare the
     /// sender a loss report at its 1 ms timeout, so they may wait and share a packet; reliable

@@ -4,10 +4,10 @@
 //! * **a — throughput against processes** (8 … 512): TPC-C transactions per second, all
 //!   processes, each keeping `--window` transactions in flight; `--warehouses` (4) over
 //!   `procs / 3` shards of 3 replicas.
-//! * **b — throughput against the packet loss rate** at `--at` (64) processes; 1Pipe also as
-//!   `1pipe-nak`, with the reliable service's loss recovery tightened (`--dupack-threshold 1
-//!   --rto-max 100us`: retransmit on the first ACK that shows a gap, as an RDMA NIC's NAK, and
-//!   cap the timeout) — the lever for a loss that holds the global commit barrier.
+//! * **b — throughput against the packet loss rate** at `--at` (64) processes, with the reliable
+//!   service's default loss recovery (a retransmission on the first ACK that shows a gap, as an
+//!   RDMA NIC's NAK, and a per-pair RTT estimate: a loss holds every receiver's commit barrier
+//!   until it is repaired).
 //!
 //! The layout of N processes and the CPU model are Fig. 8's and Fig. 14's (`fig14::app_config`).
 //! Every 1Pipe run is checked — 1Pipe's checkers, and TPC-C's: every committed transaction's
@@ -72,28 +72,18 @@ pub struct Fig15Args {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum System {
     Onepipe,
-    /// 1Pipe whose reliable senders retransmit on the first ACK that shows a gap (an RDMA NIC's
-    /// NAK) and cap the timeout at 100 µs: panel b only.
-    OnepipeNak,
     Lock,
     Occ,
     NonTx,
 }
 
 /// The systems the panels compare.
-const SYSTEMS: [System; 5] = [
-    System::Onepipe,
-    System::OnepipeNak,
-    System::Lock,
-    System::Occ,
-    System::NonTx,
-];
+const SYSTEMS: [System; 4] = [System::Onepipe, System::Lock, System::Occ, System::NonTx];
 
 impl System {
     fn name(self) -> &'static str {
         match self {
             System::Onepipe => "1pipe",
-            System::OnepipeNak => "1pipe-nak",
             System::Lock => "2pl",
             System::Occ => "occ",
             System::NonTx => "nontx",
@@ -103,7 +93,7 @@ impl System {
     /// On direct messages, which.
     fn direct(self) -> Option<DirectSystem> {
         match self {
-            System::Onepipe | System::OnepipeNak => None,
+            System::Onepipe => None,
             System::Lock => Some(DirectSystem::Lock),
             System::Occ => Some(DirectSystem::Occ),
             System::NonTx => Some(DirectSystem::NonTx),
@@ -134,9 +124,6 @@ fn points(a: &Fig15Args) -> Vec<Point> {
     let mut v = Vec::new();
     for system in SYSTEMS {
         for &n in &procs {
-            if system == System::OnepipeNak {
-                break;
-            }
             v.push(Point {
                 panel: 'a',
                 system,
@@ -180,10 +167,6 @@ fn run_point(a: &Fig15Args, p: &Point) -> PointResult {
     };
     let mut cfg = app_config(p.n, duration, a.seed, app);
     cfg.loss_rate = p.loss;
-    if p.system == System::OnepipeNak {
-        cfg.dupack_threshold = 1;
-        cfg.rto_max_ns = 100_000;
-    }
     let fail = |e: String| {
         format!(
             "{} {}, {} processes, loss {}, seed {}: {e}",

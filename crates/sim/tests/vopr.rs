@@ -170,11 +170,13 @@ fn a_rejoining_host_is_not_timed_out_while_it_delivers_its_settled_buffer_5_2() 
 }
 
 /// §6.1 retransmission, paced (`HostConfig::retransmit_burst_max`). Seed 17 overloads host 5:
-/// 22,000–45,000 inputs queued, its ACKs late by milliseconds, so hundreds of retransmission
-/// timers fire at once. Resent in one input with their §5.2 forwarded copies, they kept the
-/// host from its beacons for 80 µs; its switch timed the link out and the live host was
-/// declared failed. Paced, only the two hosts the cut switch isolates are declared; without
-/// the limit host 5 is declared again (so this test still exercises the burst).
+/// 22,000–45,000 inputs queued, its ACKs late by milliseconds. With one RTT estimate per host,
+/// hundreds of its retransmission timers fired at once; resent in one input with their §5.2
+/// forwarded copies, they kept the host from its beacons for 80 µs; its switch timed the link
+/// out and the live host was declared failed. Only the two hosts the cut switch isolates may be
+/// declared. Since issue 37 each pair keeps its own RTT estimate, and seed 17 no longer times
+/// out that burst even unpaced (nor with fixed timeouts of 50–200 µs); the pacing itself is
+/// pinned by the host scenario `a_burst_of_retransmissions_is_paced_over_the_following_inputs_6_1`.
 #[test]
 fn an_overloaded_host_is_not_declared_failed_for_its_retransmission_burst_6_1() {
     let declared = |report: &onepipe_sim::Report| {
@@ -188,13 +190,6 @@ fn an_overloaded_host_is_not_declared_failed_for_its_retransmission_burst_6_1() 
         hosts
     };
     assert_eq!(declared(seed_17()), [8, 9], "seed 17");
-    let (mut cfg, _) = onepipe_sim::vopr::scenario(17, 15_000_000);
-    cfg.retransmit_burst_max = 0;
-    let unpaced = onepipe_sim::run(&cfg, &mut |_| {}).expect("a valid scenario");
-    assert!(
-        declared(&unpaced).contains(&5),
-        "without the limit host 5 is not declared: the test no longer overloads it"
-    );
 }
 
 /// The swarm with applications (`onepipe vopr --apps`): a third of the seeds run the replicated
