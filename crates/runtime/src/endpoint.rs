@@ -203,8 +203,8 @@ pub struct EndpointStats {
     pub reliable: ReliableStats,
     /// The transport's counters (as of the I/O thread's last report, every few ms).
     pub driver: DriverStats,
-    /// Best-effort messages the role refused (and NAKed) for want of room: the application's
-    /// queue was full, or its reorder buffer (`host.dropped_full`).
+    /// Best-effort and plain messages the role refused (and NAKed) for want of room: the
+    /// application's queue was full, or its reorder buffer (`host.dropped_full`).
     pub recv_refused_full: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
@@ -1017,7 +1017,8 @@ impl Endpoint {
 
     /// The best-effort barrier: every best-effort message with a lower timestamp has been
     /// delivered into this endpoint's queue (or dropped and reported) — read the queue empty
-    /// and you have them all. `None` before the first barrier arrives, and always with
+    /// and you have them all. Plain messages ([`Endpoint::send_plain`]) are outside it: one
+    /// with a lower timestamp may still come. `None` before the first barrier arrives, and always with
     /// ordering off.
     pub fn barrier(&self) -> Option<Timestamp> {
         self.shared.published(0)
