@@ -54,7 +54,8 @@ static ALLOC: onepipe_testalloc::CountingAlloc = onepipe_testalloc::CountingAllo
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AppInput<'a> {
-    /// A message was delivered to this process, in 1Pipe's total order.
+    /// A message was delivered to this process: in 1Pipe's total order, or, if its sender
+    /// sent it unordered ([`AppSend::ordered`] false), on arrival, with no place in the order.
     Deliver {
         /// Its sender.
         src: ProcId,
@@ -113,9 +114,12 @@ pub struct AppSend {
     /// By the reliable service (§5.1) rather than best effort.
     pub reliable: bool,
     /// In 1Pipe's total order. An unordered send (a reply that needs no place in the order,
-    /// §2.2.2) is best effort whatever `reliable` says, and a driver may deliver it on arrival:
-    /// the simulator carries it outside the reorder buffer; the live runtime sends it ordered
-    /// anyway (stronger than asked).
+    /// §2.2.2) is best effort whatever `reliable` says, and is delivered on arrival, as
+    /// `AppInput::Deliver` with `reliable` false: the simulator carries it outside the hosts
+    /// and never loses it; the live runtime sends it as a plain message
+    /// (`Endpoint::send_plain`: flagged on the wire, delivered by the receiving endpoint
+    /// without waiting for the barrier), which may be lost and is then reported as
+    /// `AppInput::SendFailed`, as a best-effort one is.
     pub ordered: bool,
     /// The parts: one message per destination.
     pub parts: Vec<(ProcId, Bytes)>,

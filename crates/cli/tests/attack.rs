@@ -140,7 +140,8 @@ fn capture(
 }
 
 /// A 1Pipe packet an attacker would most like accepted, `kind` of four: a beacon, a data
-/// packet and an ACK batch carrying a barrier 100 ms ahead, or a NAK.
+/// packet and an ACK batch carrying a barrier 100 ms ahead, or a NAK. Every other data packet
+/// is plain (§2.2.2): its receiver would deliver it on arrival, whatever the barrier.
 fn forged_body(kind: usize, i: usize) -> Vec<u8> {
     let ahead = Timestamp::new(onepipe_runtime::clock::monotonic_ns() + 100_000_000);
     let p = (i % 4) as u32;
@@ -152,7 +153,10 @@ fn forged_body(kind: usize, i: usize) -> Vec<u8> {
         }),
         1 => Packet::Data(DataPacket {
             header: DataHeader {
-                flags: flags::END_OF_MESSAGE | flags::BARRIER_VALID | flags::COMMIT_VALID,
+                flags: flags::END_OF_MESSAGE
+                    | flags::BARRIER_VALID
+                    | flags::COMMIT_VALID
+                    | if (i / 10) % 2 == 1 { flags::PLAIN } else { 0 },
                 frag: 0,
                 ts: ahead,
                 barrier: ahead,
@@ -366,6 +370,18 @@ fn forged_and_replayed_datagrams_and_control_messages_are_refused_and_counted() 
         .filter_map(|c| c["decode_errors"].as_u64())
         .sum();
     assert_eq!(decode_errors, 0, "{out}");
+    // The workload sends no plain message: one delivered would be a forged one believed.
+    let plain: u64 = r["counters"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|c| c["delivered_plain"].as_u64())
+        .sum();
+    assert_eq!(plain, 0, "{out}");
+    assert!(
+        r["counters"]["p0"]["delivered_plain"].is_u64(),
+        "the endpoints report plain deliveries"
+    );
     // Every forgery counted by reason (less what the kernel dropped before anyone saw it). A
     // forgery made from a capture whose epoch retired before it arrived is refused for its
     // epoch before its tag is looked at, and a replay of one likewise.

@@ -19,6 +19,14 @@
 //! have been delivered if only its acknowledgements were lost — the callback means "possibly
 //! lost", as in the paper).
 //!
+//! Plain messages (§2.2.2: a reply that "does not need to be ordered by 1Pipe") go beside
+//! the ordered ones: [`Host::send_plain`] sends best-effort fragments flagged
+//! [`crate::wire::flags::PLAIN`] on the same uplink, which the receiving host delivers the moment
+//! they are whole ([`HostEvent::DeliverPlain`]), bypassing the reorder buffer and the barrier.
+//! They share the best-effort PSN space, window, acknowledgements and loss reports, so a lost
+//! plain message is reported exactly as a lost ordered one is; their barrier fields describe
+//! their link as any data packet's do, so the barrier and beacons are unchanged by them.
+//!
 //! Failure handling: the host reports a silent uplink to the controller itself (§4.2, a
 //! [`CtrlMsg::LinkDown`] for [`HostConfig::input_link`]); the §5.2 procedure reaches it on the
 //! management network ([`Input::Mgmt`]): control messages (discard, recall, callback, resume)
@@ -315,6 +323,25 @@ impl Host {
         Some(self.procs[self.local_index(p)?].room)
     }
 
+    /// The application has room for `room` more plain messages to local process `p`
+    /// ([`Host::send_plain`]; `usize::MAX`, the default: no bound): the host delivers at most
+    /// that many before the next call, and refuses a plain message beyond it with a
+    /// `BufferFull` NAK before acknowledging it, as [`Host::set_room`] does for ordered ones.
+    /// Plain messages are never held, so there is nothing to deliver now. Returns false if `p`
+    /// is not local.
+    pub fn set_plain_room(&mut self, p: ProcId, room: usize) -> bool {
+        let Some(i) = self.local_index(p) else {
+            return false;
+        };
+        self.procs[i].plain_room = room;
+        true
+    }
+
+    /// The plain room `p` has left ([`Host::set_plain_room`]); `None` if `p` is not local.
+    pub fn plain_room(&self, p: ProcId) -> Option<usize> {
+        Some(self.procs[self.local_index(p)?].plain_room)
+    }
+
     /// The best-effort barrier below which everything has been delivered: the barrier, unless
     /// messages below it are held for want of room ([`Host::set_room`]) or left for the next
     /// inputs by `deliver_burst_max`.
@@ -503,6 +530,43 @@ impl Host {
         src: ProcId,
         scattering: &[(ProcId, Bytes)],
     ) -> Result<Timestamp, SendError> {
+        self.send_best_effort(now, src, scattering, 0)
+    }
+
+    /// Sends a scattering of *plain* messages from local process `src` (§2.2.2: "the response
+    /// message does not need to be ordered by 1Pipe"): best effort, outside the total order.
+    /// Each goes as a data packet flagged [`flags::PLAIN`] on the same uplink as everything
+    /// else, and its receiver delivers it the moment it is whole
+    /// ([`HostEvent::DeliverPlain`]) — never held for a barrier, never dropped as late.
+    ///
+    /// It is a best-effort message in every other way, and so reported lost as one
+    /// ([`HostEvent::SendFailed`]): it takes the next PSN of the pair's best-effort space, is
+    /// tracked until acknowledged, counts against the same window (`unacked_bytes_max`,
+    /// `inflight_max`: `SendError::Full`), and is reported if its loss timeout passes without
+    /// an ACK, if the receiver's window gives up on it, if a fragment is missing when the
+    /// barrier passes its timestamp (`Incomplete`), or if the receiving application has no
+    /// room for it (`BufferFull`, [`Host::set_plain_room`]). The returned timestamp is the
+    /// host's timestamp now, carried in the packets: it orders nothing. Drain
+    /// [`Node::poll_output`] afterwards.
+    pub fn send_plain(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        scattering: &[(ProcId, Bytes)],
+    ) -> Result<Timestamp, SendError> {
+        self.send_best_effort(now, src, scattering, flags::PLAIN)
+    }
+
+    /// [`Host::send`] (`service` 0) and [`Host::send_plain`] (`service` [`flags::PLAIN`]): one
+    /// best-effort path, so that both are tracked and reported alike.
+    fn send_best_effort(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        scattering: &[(ProcId, Bytes)],
+        service: u8,
+    ) -> Result<Timestamp, SendError> {
+        debug_assert!(service == 0 || service == flags::PLAIN);
         let src_idx = self.local_index(src).ok_or(SendError::NotLocal(src))?;
         // §5.2: a host told it failed sends nothing more as its old processes — once its link
         // came back their messages would enter a network that stopped waiting for them, below
@@ -547,7 +611,10 @@ impl Host {
             let psn = self.procs[src_idx].next_psn[dst.index()];
             let frags = self.sender.frags(msg.len());
             self.procs[src_idx].next_psn[dst.index()] = Psn(psn.0.wrapping_add(frags));
-            self.stats.messages_sent += 1;
+            match service {
+                0 => self.stats.messages_sent += 1,
+                _ => self.stats.plain_sent += 1,
+            }
             if self.local_index(*dst).is_none() {
                 let deadline = now + self.loss_timeout_ns();
                 let bytes = u32::try_from(self.wire_len(msg.len())).unwrap_or(u32::MAX);
@@ -555,7 +622,7 @@ impl Host {
                     .track(deadline, src, *dst, psn, frags, bytes, ts)
                     .expect("room checked above");
             }
-            self.emit_message(now, src, *dst, psn, ts, msg, false);
+            self.emit_message(now, src, *dst, psn, ts, msg, service);
         }
         self.deliver_ready(now);
         self.invariants();
@@ -648,7 +715,7 @@ impl Host {
                 self.stats.messages_sent += 1;
                 if remote {
                     let psn = self.sender.sent(now, q.src, dst, ts, msg.clone());
-                    self.emit_message(now, q.src, dst, psn, ts, msg, true);
+                    self.emit_message(now, q.src, dst, psn, ts, msg, flags::RELIABLE);
                 } else {
                     // Local: no network, no ACK; a PSN from the best-effort space only orders
                     // it among equal timestamps.
@@ -656,7 +723,7 @@ impl Host {
                     let psn = self.procs[si].next_psn[dst.index()];
                     let frags = self.sender.frags(msg.len());
                     self.procs[si].next_psn[dst.index()] = Psn(psn.0.wrapping_add(frags));
-                    self.emit_message(now, q.src, dst, psn, ts, msg, true);
+                    self.emit_message(now, q.src, dst, psn, ts, msg, flags::RELIABLE);
                 }
             }
         }
@@ -701,7 +768,15 @@ impl Host {
                 },
             ));
         }
-        self.emit_message(now, t.src, t.dst, t.first, t.ts, &t.payload, true);
+        self.emit_message(
+            now,
+            t.src,
+            t.dst,
+            t.first,
+            t.ts,
+            &t.payload,
+            flags::RELIABLE,
+        );
     }
 
     /// The bytes a message of `len` occupies on the wire: its payload and one data header per
@@ -712,6 +787,8 @@ impl Host {
     }
 
     /// Fragments one message and sends it up (or delivers it here, for a local destination).
+    /// `service` is its service's flag: 0 (best effort), [`flags::RELIABLE`] or
+    /// [`flags::PLAIN`].
     #[allow(clippy::too_many_arguments)]
     fn emit_message(
         &mut self,
@@ -721,15 +798,18 @@ impl Host {
         psn: Psn,
         ts: Timestamp,
         msg: &Bytes,
-        reliable: bool,
+        service: u8,
     ) {
+        debug_assert_eq!(service & !flags::EXCLUSIVE, 0, "a service flag");
+        debug_assert_ne!(service, flags::EXCLUSIVE, "one service");
         let frags = self.sender.frags(msg.len());
         let local = self.local_index(dst).is_some();
         // What the packet advertises: the host's timestamp is its best-effort barrier (every later
         // best-effort message is stamped at or above it), and the commit barrier (§5.1).
         let barrier = self.clock_ts;
         let commit = self.commit_now();
-        let mut base = if reliable { flags::RELIABLE } else { 0 };
+        // A plain packet carries the barriers too: they describe its link, not the message.
+        let mut base = service;
         if self.cfg.barrier_on_data {
             base |= flags::BARRIER_VALID | flags::COMMIT_VALID;
         }

@@ -1941,6 +1941,231 @@ fn best_effort_loss_timeout_adapts_to_the_acknowledgement_delay_2_1() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// §2.2.2: plain messages — best effort outside the total order, delivered on arrival.
+// ---------------------------------------------------------------------------------------------
+
+fn plain_deliveries(outputs: &[Out<Host>]) -> Vec<Delivery> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(HostEvent::DeliverPlain(d)) => Some(d.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A plain message (one fragment flagged `PLAIN`) whose barrier field is not valid.
+fn plain_message(src: u32, dst: u32, ts: u64, psn: u32, payload: &[u8]) -> Packet {
+    fragment(
+        src,
+        dst,
+        ts,
+        psn,
+        0,
+        flags::END_OF_MESSAGE | flags::PLAIN,
+        payload,
+    )
+}
+
+/// §2.2.2: "the response message does not need to be ordered by 1Pipe". A plain message is
+/// delivered the moment it arrives — above the barrier, while an ordered message sent before
+/// it waits for the barrier, and below it, where an ordered one would be late — and the
+/// ordered ones keep their order around it: the barrier is untouched by plain deliveries.
+#[test]
+fn a_plain_message_is_delivered_on_arrival_whatever_the_barrier_2_2_2() {
+    let mut rx = Host::new(host_config(1, &[0], 4), at(1_000));
+    assert!(deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 100))).is_empty());
+    // An ordered message above the barrier waits; a plain one sent after it does not.
+    assert!(feed(&mut rx, 1_000, UPLINK, message(1, 0, 200, 0, b"ordered")).is_empty());
+    let out = feed(
+        &mut rx,
+        1_000,
+        UPLINK,
+        plain_message(1, 0, 300, 1, b"reply"),
+    );
+    assert!(deliveries(&out).is_empty(), "the ordered one still waits");
+    let got = plain_deliveries(&out);
+    assert_eq!(summary(&got), vec![(300, 1, bytes("reply"))]);
+    assert_eq!(
+        got[0].barrier,
+        t(100),
+        "delivered with the barrier below it"
+    );
+    assert!(!got[0].reliable);
+    assert_eq!(rx.reorder_len(), 1, "only the ordered one is buffered");
+    assert_eq!(
+        rx.barrier(),
+        Some(Barrier(t(100))),
+        "and the barrier did not move"
+    );
+    // The barrier passes both: the ordered one is delivered, the plain one not again.
+    let out = feed(&mut rx, 1_000, UPLINK, beacon(9, 400));
+    assert_eq!(summary(&deliveries(&out)), vec![(200, 1, bytes("ordered"))]);
+    assert!(plain_deliveries(&out).is_empty());
+    // Below the barrier: an ordered message is late and NAKed, a plain one delivered.
+    let out = feed(
+        &mut rx,
+        1_000,
+        UPLINK,
+        plain_message(2, 0, 50, 0, b"old reply"),
+    );
+    assert_eq!(
+        summary(&plain_deliveries(&out)),
+        vec![(50, 2, bytes("old reply"))]
+    );
+    assert!(sent(&out).is_empty(), "no NAK");
+    let out = feed(&mut rx, 1_000, UPLINK, message(2, 0, 60, 1, b"late"));
+    assert_eq!(
+        sent(&out),
+        vec![(UPLINK, nak(NakReason::Late, 0, 2, 1, 60))]
+    );
+    let s = rx.stats();
+    assert_eq!((s.delivered, s.delivered_plain, s.dropped_late), (1, 2, 1));
+}
+
+/// The sender's side: `send_plain` stamps a message with the host's timestamp and sends it
+/// flagged `PLAIN`, in the pair's best-effort PSN space — so the receiver's acknowledgements
+/// cover ordered and plain messages alike — and the receiver's window treats it as any other
+/// best-effort packet: acknowledged, and a duplicate dropped and acknowledged again.
+#[test]
+fn a_plain_message_shares_the_best_effort_psns_and_acknowledgements_2_1_2_2_2() {
+    let mut tx = Host::new(host_config(0, &[0], 2), at(1_000));
+    let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));
+    let a = tx.send(at(1_000), p(0), &[(p(1), bytes("a"))]).unwrap();
+    let b = tx
+        .send_plain(at(1_001), p(0), &[(p(1), bytes("b"))])
+        .unwrap();
+    let c = tx.send(at(1_002), p(0), &[(p(1), bytes("c"))]).unwrap();
+    assert!(a < b && b < c, "one timestamp counter for both");
+    let out = drain(&mut tx);
+    let data = data_of(&sent(&out));
+    let psns: Vec<(u32, bool)> = data
+        .iter()
+        .map(|d| (d.header.psn.0, d.header.plain()))
+        .collect();
+    assert_eq!(psns, vec![(0, false), (1, true), (2, false)]);
+    assert!(data.iter().all(|d| !d.header.reliable()));
+    assert_eq!((tx.stats().messages_sent, tx.stats().plain_sent), (2, 1));
+    assert_eq!(
+        tx.unresolved_sends(),
+        3,
+        "all three tracked until acknowledged"
+    );
+    let acks = acks_for(&mut rx, 2_000, &out);
+    // Each packet's barrier field (this host config stamps barriers on data) raised the
+    // barrier to its timestamp: `a` is below `c`'s and delivered in order, `c` waits.
+    assert_eq!((rx.stats().delivered_plain, rx.stats().delivered), (1, 1));
+    for ack in acks {
+        feed(&mut tx, 3_000, UPLINK, ack);
+    }
+    assert_eq!(
+        tx.unresolved_sends(),
+        0,
+        "one ACK covers ordered and plain alike"
+    );
+    // The plain packet again (network duplication): dropped, acknowledged again.
+    let again = feed(&mut rx, 4_000, UPLINK, Packet::Data(data[1].clone()));
+    assert!(plain_deliveries(&again).is_empty());
+    assert_eq!(rx.stats().dropped_duplicate, 1);
+    assert_eq!(rx.stats().delivered_plain, 1);
+}
+
+/// §2.1: "detects lost packets via end-to-end ACK, but does not retransmit them" — a plain
+/// message is reported lost as an ordered best-effort one is: never acknowledged, it is
+/// reported `Lost` when its loss timeout passes; a plain message the receiving application
+/// has no room for is refused before it is acknowledged and NAKed `BufferFull` (§4.1).
+#[test]
+fn a_lost_or_refused_plain_message_is_reported_to_its_sender_2_1_4_1() {
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.rto_ns = 1_000_000;
+    let mut tx = Host::new(cfg, at(1_000));
+    let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));
+    // Lost: the network drops it.
+    let lost_ts = tx
+        .send_plain(at(1_000), p(0), &[(p(1), bytes("into the void"))])
+        .unwrap();
+    drain(&mut tx);
+    let mut reported = Vec::new();
+    let mut now = 1_000;
+    while reported.is_empty() {
+        now = tx.poll_timeout().unwrap().as_nanos().max(now + 1);
+        assert!(now < 10_000_000, "the loss was never reported");
+        reported.extend(failures(&tick(&mut tx, now)));
+    }
+    assert_eq!(
+        reported,
+        vec![HostEvent::SendFailed {
+            src: p(0),
+            dst: p(1),
+            ts: lost_ts,
+            psn: Psn(0),
+            reason: NakReason::Lost,
+        }]
+    );
+    // Refused: room for one more plain message at the receiver, two arrive.
+    assert!(rx.set_plain_room(p(1), 1));
+    tx.send_plain(at(now), p(0), &[(p(1), bytes("fits"))])
+        .unwrap();
+    let refused_ts = tx
+        .send_plain(at(now + 1), p(0), &[(p(1), bytes("no room"))])
+        .unwrap();
+    let up = sent(&drain(&mut tx));
+    let first = feed(&mut rx, now + 10, UPLINK, up[0].1.clone());
+    assert_eq!(
+        summary(&plain_deliveries(&first)),
+        vec![(refused_ts.raw() - 1, 0, bytes("fits"))]
+    );
+    assert_eq!(rx.plain_room(p(1)), Some(0));
+    let second = feed(&mut rx, now + 11, UPLINK, up[1].1.clone());
+    assert!(plain_deliveries(&second).is_empty());
+    let expected = nak(NakReason::BufferFull, 1, 0, 2, refused_ts.raw());
+    assert_eq!(sent(&second), vec![(UPLINK, expected.clone())]);
+    assert_eq!(rx.stats().dropped_full, 1);
+    assert_eq!(
+        failures(&feed(&mut tx, now + 20, UPLINK, expected)),
+        vec![HostEvent::SendFailed {
+            src: p(0),
+            dst: p(1),
+            ts: refused_ts,
+            psn: Psn(2),
+            reason: NakReason::BufferFull,
+        }]
+    );
+}
+
+/// A multi-fragment plain message is reassembled and delivered whole on its last fragment;
+/// one whose fragment never comes is given up when the barrier passes its timestamp, with an
+/// `Incomplete` NAK, as an ordered one is (§6.1) — the sender hears of it.
+#[test]
+fn a_plain_message_is_reassembled_and_an_incomplete_one_is_nacked_6_1() {
+    let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));
+    let fl = flags::PLAIN;
+    let out = feed(&mut rx, 1_000, UPLINK, fragment(0, 1, 500, 0, 0, fl, b"ab"));
+    assert!(plain_deliveries(&out).is_empty());
+    let last = fl | flags::END_OF_MESSAGE;
+    let out = feed(
+        &mut rx,
+        1_000,
+        UPLINK,
+        fragment(0, 1, 500, 1, 1, last, b"cd"),
+    );
+    assert_eq!(
+        summary(&plain_deliveries(&out)),
+        vec![(500, 0, bytes("abcd"))]
+    );
+    // Fragment 0 of another comes, fragment 1 never does.
+    feed(&mut rx, 1_000, UPLINK, fragment(0, 1, 600, 2, 0, fl, b"ef"));
+    assert_eq!(rx.partial_len(), 1);
+    let out = feed(&mut rx, 1_000, UPLINK, beacon(9, 700));
+    assert_eq!(
+        sent(&out),
+        vec![(UPLINK, nak(NakReason::Incomplete, 1, 0, 2, 600))]
+    );
+    assert_eq!(rx.partial_len(), 0);
+    assert_eq!(rx.stats().dropped_incomplete, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
 // §5.1, §6.1: reliable service — flow control, the send buffer and the commit barrier.
 // ---------------------------------------------------------------------------------------------
 

@@ -603,6 +603,13 @@ impl AggregatorFaults {
             .push(fault);
     }
 
+    /// Faults added and not yet taken by the loop. The loop applies what it takes before it
+    /// handles another datagram, so once this is 0, every datagram that arrives from then on
+    /// meets the faults.
+    pub fn pending(&self) -> usize {
+        self.faults.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     fn take(&self) -> Vec<Fault> {
         std::mem::take(&mut *self.faults.lock().unwrap_or_else(|e| e.into_inner()))
     }
@@ -878,10 +885,29 @@ impl Drop for StopOnDrop {
 /// use; the `onepipe agg` daemon runs [`run_aggregator`] on its main thread).
 pub struct AggregatorDaemon {
     stop: Arc<AtomicBool>,
+    faults: Arc<AggregatorFaults>,
     thread: Option<JoinHandle<Result<AggregatorReport, JoinError>>>,
 }
 
 impl AggregatorDaemon {
+    /// Applies test fault `fault` ([`Aggregator::blackhole`], [`Aggregator::cut`]) and waits
+    /// (at most `timeout`) until the aggregator's loop has taken it: what arrives there from
+    /// then on meets it. Returns whether it was taken in time. Refused faults (a process not
+    /// attached here) are logged by the aggregator.
+    pub fn inject(&self, fault: Fault, timeout: Duration) -> bool {
+        self.faults.add(fault);
+        let until = std::time::Instant::now() + timeout;
+        while self.faults.pending() > 0 {
+            if std::time::Instant::now() >= until
+                || self.thread.as_ref().is_none_or(|t| t.is_finished())
+            {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
     /// Starts aggregator `name` of the cluster whose controller is at `controller`.
     ///
     /// # Errors
@@ -908,11 +934,13 @@ impl AggregatorDaemon {
         tls: Option<Credentials>,
     ) -> io::Result<AggregatorDaemon> {
         let stop = Arc::new(AtomicBool::new(false));
+        let faults = Arc::new(AggregatorFaults::default());
         let (stop2, name, controllers) = (stop.clone(), name.to_string(), controllers.to_vec());
+        let faults2 = faults.clone();
         let thread = std::thread::Builder::new()
             .name(format!("onepipe-agg-{name}"))
             .spawn(move || {
-                let faults = AggregatorFaults::default();
+                let faults = faults2;
                 run_aggregator(
                     &controllers,
                     &name,
@@ -925,6 +953,7 @@ impl AggregatorDaemon {
             })?;
         Ok(AggregatorDaemon {
             stop,
+            faults,
             thread: Some(thread),
         })
     }

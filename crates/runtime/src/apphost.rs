@@ -7,7 +7,9 @@
 //!    reliable queue is emptied: every reliable message below it was in the queue then, so once
 //!    the queue has been read the application may be told `CommitReleased` with it (read after,
 //!    a message queued in between would come after its own barrier).
-//! 2. Best-effort deliveries.
+//! 2. Best-effort deliveries, then plain ones ([`Endpoint::plain`]: messages the application
+//!    sent unordered, delivered on arrival), each as `AppInput::Deliver` with `reliable` false —
+//!    what the simulator hands an application for a plain arrival.
 //! 3. Events, read after the deliveries but handed over first (a reply can only be queued after
 //!    the request it answers was stamped, so the stamp is known when the reply is read):
 //!    `SendFailed` (a best-effort loss, §2.1 `onepipe_send_fail_callback`), `ProcessFailed`
@@ -15,7 +17,10 @@
 //!    callback handle is released once the application has taken it), `ReliableSent` (the stamp of a reliable send: `Sent`), `ReliableAborted` (`Refused`).
 //! 4. The application's timer, when due.
 //! 5. Its sends: best effort is stamped at once (`Sent`); reliable waits for `ReliableSent`;
-//!    a refused send (a full buffer, a failed destination) is `Refused`.
+//!    an unordered one ([`onepipe_apps::AppSend::ordered`] false, best effort whatever
+//!    `reliable` says) goes by [`Endpoint::send_plain`] and is `Sent` at once with the
+//!    endpoint's timestamp; a refused send (a full buffer, a failed destination) is `Refused`.
+//!    A plain message that is lost is a `SendFailed`, as a best-effort one is.
 //!
 //! The endpoint must be joined with [`crate::endpoint::JoinOptions::report_reliable_sent`]
 //! when the application sends reliably, or it never hears its reliable sends' timestamps.
@@ -38,6 +43,10 @@ pub struct AppHostStats {
     pub delivered_be: u64,
     /// See `delivered_be`.
     pub delivered_reliable: u64,
+    /// Plain messages handed to the application (delivered on arrival).
+    pub delivered_plain: u64,
+    /// Unordered sends the application asked for, sent plain.
+    pub sent_plain: u64,
     /// Sends the endpoint refused (`Refused` to the application), by why.
     pub refused_full: u64,
     /// See `refused_full`.
@@ -118,10 +127,12 @@ impl<'e, A: App> AppHost<'e, A> {
         while self.ep.reliable().poll(POLL_LEN, |m| reliable.push(m)) == POLL_LEN {}
         let mut be = Vec::new();
         self.ep.best_effort().poll(POLL_LEN, |m| be.push(m));
+        let mut plain = Vec::new();
+        self.ep.plain().poll(POLL_LEN, |m| plain.push(m));
         // 3. The events, taken after the deliveries and handed over before them: a reply to
         // a reliable send can only have been queued after the send was stamped, so its
         // `ReliableSent` is among these — the application knows the timestamp it answers.
-        let mut busy = !reliable.is_empty() || !be.is_empty();
+        let mut busy = !reliable.is_empty() || !be.is_empty() || !plain.is_empty();
         while let Ok(e) = self.ep.try_next_event() {
             busy = true;
             self.event(e);
@@ -141,6 +152,11 @@ impl<'e, A: App> AppHost<'e, A> {
             Self::deliver(&mut self.app, m);
         }
         self.stats.delivered_be += be.len() as u64;
+        for m in &plain {
+            debug_assert!(!m.ordered && !m.reliable);
+            Self::deliver(&mut self.app, m);
+        }
+        self.stats.delivered_plain += plain.len() as u64;
         // 4. The timer.
         if self.app.poll_timeout().is_some_and(|t| t <= Self::now()) {
             self.app.handle(Self::now(), AppInput::Timeout);
@@ -186,7 +202,14 @@ impl<'e, A: App> AppHost<'e, A> {
         let mut any = false;
         while let Some(s) = self.app.poll_send() {
             any = true;
-            let answer = if s.reliable {
+            // An unordered send is best effort whatever `reliable` says (`AppSend::ordered`).
+            let answer = if !s.ordered {
+                self.stats.sent_plain += 1;
+                match self.ep.send_plain(&s.parts) {
+                    Ok(ts) => Some(AppInput::Sent { tag: s.tag, ts }),
+                    Err(e) => Some(self.refused(s.tag, &e)),
+                }
+            } else if s.reliable {
                 match self.ep.send_reliable(&s.parts) {
                     Ok(handle) => {
                         self.tags.insert(handle, s.tag);

@@ -8,6 +8,7 @@
 //! | `TS, src, msg = onepipe_unreliable_recv()` | [`Endpoint::best_effort`]: [`Inbox::recv`] (blocking, with a deadline), [`Inbox::try_recv`], [`Inbox::poll`] (a batch into a handler), `Inbox::recv_async` with the `tokio` feature; both services in one timestamp order: [`Endpoint::recv_merged`] |
 //! | `onepipe_reliable_send(vec[<dst, msg>])` | [`Endpoint::send_reliable`]; [`Endpoint::send_reliable_timeout`] waits for room |
 //! | `TS, src, msg = onepipe_reliable_recv()` | [`Endpoint::reliable`]: the same four |
+//! | (§2.2.2: a reply that needs no place in the order) | [`Endpoint::send_plain`] (and `_timeout`, `broadcast_plain`); received from [`Endpoint::plain`] on arrival, outside both orders |
 //! | `onepipe_send_fail_callback(func(TS, dst, msg))` | [`Event::SendFailed`] from [`Endpoint::next_event`] |
 //! | `onepipe_proc_fail_callback(func(proc, TS))` | [`Event::ProcessFailed`] from [`Endpoint::next_event`] |
 //! | `TS = onepipe_get_timestamp()` | [`Endpoint::timestamp`] |
@@ -28,12 +29,15 @@
 //!   reliable at most `send_buffer_bytes_max` bytes. `send_*_timeout` waits for room instead:
 //!   it sleeps until the I/O thread has handled acknowledgements or loss reports, and tries
 //!   again, so no application spins on `Full`.
-//! * **Receiving**: the I/O thread puts each delivered message in one of two bounded queues
-//!   (best effort, reliable), which application threads drain. The role is told how many
-//!   best-effort messages the queue has room for (`Host::set_room`) and accepts no more: one
-//!   that arrives beyond that is refused before it is acknowledged and NAKed to its sender
-//!   (`BufferFull`) by the role itself, so the sender learns of it through its own
-//!   [`Event::SendFailed`], as a full receive buffer does in §4.1. Batches
+//! * **Receiving**: the I/O thread puts each delivered message in one of three bounded queues
+//!   (best effort, reliable, plain), which application threads drain. The role is told how
+//!   many best-effort and plain messages their queues have room for (`Host::set_room`,
+//!   `Host::set_plain_room`) and accepts no more: one that arrives beyond that is refused
+//!   before it is acknowledged and NAKed to its sender (`BufferFull`) by the role itself, so the
+//!   sender learns of it through its own [`Event::SendFailed`], as a full receive buffer does in
+//!   §4.1. Plain messages have a queue of their own, not a place in the best-effort one: that
+//!   queue holds one total order (what [`Endpoint::recv_merged`] and a checker read), which a
+//!   message delivered on arrival would break. Batches
 //!   (`Inbox::poll`) take many messages under one lock. When the
 //!   reliable queue is full the role stops delivering to this process: its reorder buffer fills,
 //!   its receive window closes and senders wait (§6.1 flow control) — nothing is lost.
@@ -142,7 +146,8 @@ use tracing::{debug, error, info, warn};
 pub struct JoinOptions {
     /// Join as this process id; `None`: the lowest id nobody has taken.
     pub proc: Option<u32>,
-    /// Most delivered messages waiting for the application, per service.
+    /// Most delivered messages waiting for the application, per service (best effort,
+    /// reliable, plain).
     pub recv_queue_len_max: usize,
     /// Most events waiting for the application.
     pub event_queue_len_max: usize,
@@ -198,8 +203,8 @@ pub struct EndpointStats {
     pub reliable: ReliableStats,
     /// The transport's counters (as of the I/O thread's last report, every few ms).
     pub driver: DriverStats,
-    /// Best-effort messages the role refused (and NAKed) for want of room: the application's
-    /// queue was full, or its reorder buffer (`host.dropped_full`).
+    /// Best-effort and plain messages the role refused (and NAKed) for want of room: the
+    /// application's queue was full, or its reorder buffer (`host.dropped_full`).
     pub recv_refused_full: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
@@ -212,6 +217,32 @@ pub struct EndpointStats {
 enum Role {
     Ordered(Box<Host>),
     Unordered(Box<UnorderedHost>),
+}
+
+impl Role {
+    /// The room process `me` has left for best-effort (`plain` false) or plain messages.
+    fn room(&self, me: ProcId, plain: bool) -> usize {
+        match (self, plain) {
+            (Role::Ordered(h), false) => h.room(me).unwrap_or(0),
+            (Role::Ordered(h), true) => h.plain_room(me).unwrap_or(0),
+            (Role::Unordered(h), false) => h.room(),
+            (Role::Unordered(h), true) => h.plain_room(),
+        }
+    }
+
+    /// Gives process `me` room for `room` more best-effort (`plain` false) or plain messages.
+    fn set_room(&mut self, now: Instant, me: ProcId, plain: bool, room: usize) {
+        match (self, plain) {
+            (Role::Ordered(h), false) => {
+                h.set_room(now, me, room);
+            }
+            (Role::Ordered(h), true) => {
+                h.set_plain_room(me, room);
+            }
+            (Role::Unordered(h), false) => h.set_room(room),
+            (Role::Unordered(h), true) => h.set_plain_room(room),
+        }
+    }
 }
 
 /// What the I/O thread and application threads share under one lock.
@@ -276,6 +307,8 @@ struct Shared {
     held_events: Mutex<VecDeque<Event>>,
     be: BoundedQueue<Message>,
     rel: BoundedQueue<Message>,
+    /// Plain messages ([`Endpoint::send_plain`]), in arrival order.
+    plain: BoundedQueue<Message>,
     events: BoundedQueue<Event>,
     stop: AtomicBool,
     /// Reliable delivery is paused because the reliable queue is full.
@@ -283,6 +316,8 @@ struct Shared {
     /// The role's best-effort room is half used or less ([`Shared::grant_room`]): a
     /// best-effort pop that half empties the queue wakes the I/O thread to give more.
     be_starved: AtomicBool,
+    /// `be_starved` for the plain queue.
+    plain_starved: AtomicBool,
     report_reliable_sent: bool,
     /// Failure notifications hold their round ([`FailureCallbacks::Held`]).
     callbacks_held: bool,
@@ -457,10 +492,12 @@ impl Endpoint {
             held_events: Mutex::new(VecDeque::new()),
             be: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
             rel: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
+            plain: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
             events: BoundedQueue::new(opts.event_queue_len_max.max(1)),
             stop: AtomicBool::new(false),
             rel_paused: AtomicBool::new(false),
             be_starved: AtomicBool::new(false),
+            plain_starved: AtomicBool::new(false),
             report_reliable_sent: opts.report_reliable_sent,
             callbacks_held: opts.failure_callbacks == FailureCallbacks::Held,
             driver_stats: Mutex::new(DriverStats::default()),
@@ -621,6 +658,16 @@ impl Endpoint {
         self.send_reliable(self.processes().map(|p| (p, payload.clone())))
     }
 
+    /// Sends `payload` to every member of the current view (this process included) as plain
+    /// messages: [`Endpoint::send_plain`] of one scattering.
+    ///
+    /// # Errors
+    /// As [`Endpoint::send_plain`].
+    pub fn broadcast_plain(&self, payload: impl Into<Bytes>) -> Result<Timestamp, SendError> {
+        let payload = payload.into();
+        self.send_plain(self.processes().map(|p| (p, payload.clone())))
+    }
+
     /// Sends a scattering with the best-effort service (Table 1 `onepipe_unreliable_send`):
     /// every message gets the returned timestamp, and every receiver delivers it in timestamp
     /// order with everything else (§2.1). A message that cannot be delivered is reported by
@@ -712,6 +759,64 @@ impl Endpoint {
         let scattering: Vec<(ProcId, Bytes)> =
             scattering.into_iter().map(Outgoing::into_message).collect();
         self.retry_while_full(timeout, || self.send_reliable(&scattering))
+    }
+
+    /// Sends a scattering of *plain* messages: best effort, outside the total order (§2.2.2:
+    /// "the response message does not need to be ordered by 1Pipe" — a reply, an
+    /// acknowledgement, a completion). Each receiver hands it to the application as soon as it
+    /// arrives ([`Endpoint::plain`]), without waiting for the barrier to pass it and without
+    /// ever dropping it as late; it is in neither service's total order, and nothing is
+    /// promised about where it falls among other deliveries.
+    ///
+    /// It travels with everything else — the same socket, the same aggregators, packed into
+    /// the same datagrams and authenticated alike — as data packets flagged `PLAIN`, and is a
+    /// best-effort message in every other way: it is acknowledged, counts against the same
+    /// window (`SendError::Full`), and a message that is not delivered is reported as
+    /// [`Event::SendFailed`] as a best-effort one is (`Lost` after the loss timeout or when the
+    /// receiver's window gives up on it, `BufferFull` when the receiving application has no
+    /// room, `Incomplete` when a fragment is missing as the barrier passes its timestamp; it
+    /// may have been delivered if only its acknowledgement was lost). The returned timestamp
+    /// is this endpoint's timestamp when it was sent, which the receiver sees as
+    /// [`Message::ts`]: it orders nothing.
+    ///
+    /// ```no_run
+    /// # fn f(e: &onepipe_runtime::endpoint::Endpoint, m: onepipe_runtime::endpoint::Message) {
+    /// // Answer a request delivered in the total order, outside it.
+    /// e.send_plain([(m.src, "done")]).unwrap();
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Endpoint::send_unreliable`]. Nothing was sent then.
+    pub fn send_plain<I>(&self, scattering: I) -> Result<Timestamp, SendError>
+    where
+        I: IntoIterator,
+        I::Item: Outgoing,
+    {
+        self.command_with(scattering, |role, now, me, scattering| match role {
+            Role::Ordered(h) => h.send_plain(now, me, scattering).map_err(SendError::from),
+            Role::Unordered(h) => h.send_plain(now, me, scattering).map_err(SendError::from),
+        })
+    }
+
+    /// [`Endpoint::send_plain`], waiting up to `timeout` for room in a full send buffer as
+    /// [`Endpoint::send_unreliable_timeout`] does.
+    ///
+    /// # Errors
+    /// [`SendError::Full`] if there was still no room after `timeout`; the others as
+    /// [`Endpoint::send_plain`].
+    pub fn send_plain_timeout<I>(
+        &self,
+        scattering: I,
+        timeout: Duration,
+    ) -> Result<Timestamp, SendError>
+    where
+        I: IntoIterator,
+        I::Item: Outgoing,
+    {
+        let scattering: Vec<(ProcId, Bytes)> =
+            scattering.into_iter().map(Outgoing::into_message).collect();
+        self.retry_while_full(timeout, || self.send_plain(&scattering))
     }
 
     /// Runs `send` until it is not refused for a full buffer, or `timeout` passes; between
@@ -912,7 +1017,8 @@ impl Endpoint {
 
     /// The best-effort barrier: every best-effort message with a lower timestamp has been
     /// delivered into this endpoint's queue (or dropped and reported) — read the queue empty
-    /// and you have them all. `None` before the first barrier arrives, and always with
+    /// and you have them all. Plain messages ([`Endpoint::send_plain`]) are outside it: one
+    /// with a lower timestamp may still come. `None` before the first barrier arrives, and always with
     /// ordering off.
     pub fn barrier(&self) -> Option<Timestamp> {
         self.shared.published(0)
@@ -1290,22 +1396,16 @@ impl Shared {
     fn on_event(&self, e: HostEvent, pending: &mut Pending) {
         match e {
             HostEvent::Deliver(d) => {
-                let m = Message {
-                    ts: d.ts,
-                    src: d.src,
-                    dst: d.dst,
-                    payload: d.payload,
-                    reliable: d.reliable,
-                    barrier: d.barrier,
-                    delivered_ts: d.now_ts,
-                    psn: d.psn.0,
-                };
+                let m = Message::of(d, true);
                 if m.reliable {
                     pending.rel.push_back(m);
                 } else {
                     pending.be.push_back(m);
                 }
             }
+            // Outside both orders, in a queue of its own: the application has it at the end
+            // of this turn, whatever the barriers.
+            HostEvent::DeliverPlain(d) => pending.plain.push_back(Message::of(d, false)),
             HostEvent::SendFailed {
                 dst, ts, reason, ..
             } => self.push_event(Event::SendFailed { dst, ts, reason }),
@@ -1355,42 +1455,47 @@ impl Shared {
     fn flush_deliveries(&self, pending: &mut Pending) {
         self.be.push_many(&mut pending.be);
         debug_assert!(pending.be.is_empty(), "the role delivered beyond its room");
+        self.plain.push_many(&mut pending.plain);
+        debug_assert!(
+            pending.plain.is_empty(),
+            "the role delivered beyond its room"
+        );
         self.rel.push_many(&mut pending.rel);
         if !pending.rel.is_empty() && !self.rel_paused.load(Ordering::Relaxed) {
             self.set_reliable_paused(true);
         }
     }
 
-    /// Tells the role how many best-effort messages the application's queue has room for
-    /// (`Host::set_room`), once what it was given last is half used and the application has
-    /// read since: the role accepts no more than that, and refuses what arrives beyond it
-    /// with a `BufferFull` NAK before acknowledging it. Called by the I/O thread with no
-    /// deliveries pending. Returns whether the role has new outputs.
+    /// Tells the role how many best-effort and plain messages the application's queues have
+    /// room for (`Host::set_room`, `Host::set_plain_room`), once what it was given last is
+    /// half used and the application has read since: the role accepts no more than that, and
+    /// refuses what arrives beyond it with a `BufferFull` NAK before acknowledging it. Called
+    /// by the I/O thread with no deliveries pending. Returns whether the role has new outputs.
     fn grant_room(&self, force: bool) -> bool {
-        let len_max = self.be.len_max();
-        let free = len_max.saturating_sub(self.be.len());
         let now = self.clock.now();
         let me = self.current();
         let mut core = self.lock();
-        let room = match &core.role {
-            Role::Ordered(h) => h.room(me).unwrap_or(0),
-            Role::Unordered(h) => h.room(),
-        };
-        let low = room <= len_max / 2;
-        self.be_starved.store(low, Ordering::Relaxed);
-        if !(force || low && free > room) {
-            return false;
-        }
-        match &mut core.role {
-            Role::Ordered(h) => {
-                h.set_room(now, me, free);
+        let mut granted = false;
+        for (plain, queue, starved) in [
+            (false, &self.be, &self.be_starved),
+            (true, &self.plain, &self.plain_starved),
+        ] {
+            let len_max = queue.len_max();
+            let free = len_max.saturating_sub(queue.len());
+            let room = core.role.room(me, plain);
+            let low = room <= len_max / 2;
+            starved.store(low, Ordering::Relaxed);
+            if !(force || low && free > room) {
+                continue;
             }
-            Role::Unordered(h) => h.set_room(free),
+            core.role.set_room(now, me, plain, free);
+            starved.store(free <= len_max / 2, Ordering::Relaxed);
+            granted = true;
         }
-        self.be_starved
-            .store(free <= len_max / 2, Ordering::Relaxed);
-        self.dirty.store(true, Ordering::SeqCst);
-        true
+        if granted {
+            self.dirty.store(true, Ordering::SeqCst);
+        }
+        granted
     }
 
     fn set_reliable_paused(&self, paused: bool) {
@@ -1411,6 +1516,7 @@ impl Shared {
 struct Pending {
     be: VecDeque<Message>,
     rel: VecDeque<Message>,
+    plain: VecDeque<Message>,
     /// Callback handles made this turn (see [`Shared::callback`]), dropped at its end.
     callbacks: Vec<Callback>,
 }
@@ -1576,6 +1682,7 @@ fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> 
     shared.room_turned();
     shared.be.close();
     shared.rel.close();
+    shared.plain.close();
     shared.events.close();
     if let Err(e) = &result {
         error!(proc = shared.proc.0, "I/O thread stopped: {e}");

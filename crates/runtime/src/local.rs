@@ -10,7 +10,7 @@
 //! What it is not: a substitute for `onepipe up`, which runs every member as its own OS
 //! process.
 
-use crate::aggregator::{AggregatorDaemon, AggregatorReport};
+use crate::aggregator::{AggregatorDaemon, AggregatorReport, Fault};
 use crate::auth::ClusterSecret;
 use crate::cluster::{AuthConfig, Cluster, LocalLayout};
 use crate::config::DriverConfig;
@@ -23,7 +23,8 @@ use std::net::SocketAddr;
 /// A controller and the aggregators of one cluster, on threads. Stops them on drop.
 pub struct LocalCluster {
     controller: Controller,
-    aggregators: Vec<AggregatorDaemon>,
+    /// The aggregators, by name.
+    aggregators: Vec<(String, AggregatorDaemon)>,
     /// The cluster's CA, when it is protected.
     pki: Option<Pki>,
     /// A certificate that may join as any process.
@@ -83,7 +84,11 @@ impl LocalCluster {
         };
         let aggregators = names
             .iter()
-            .map(|n| AggregatorDaemon::start(controller.addr(), n, cfg.clone(), issue(&[n])?))
+            .map(|n| {
+                let daemon =
+                    AggregatorDaemon::start(controller.addr(), n, cfg.clone(), issue(&[n])?)?;
+                Ok((n.clone(), daemon))
+            })
             .collect::<io::Result<Vec<_>>>()?;
         let process = issue(&[ANY_PROCESS])?;
         Ok(LocalCluster {
@@ -127,6 +132,30 @@ impl LocalCluster {
         &self.controller
     }
 
+    /// Test fault (the runtime's only loss injection; `onepipe up --blackhole`, `--cut`):
+    /// applies `fault` at aggregator `name` and returns once its loop has taken it — every
+    /// datagram that reaches it afterwards meets the fault ([`AggregatorDaemon::inject`]).
+    ///
+    /// # Errors
+    /// No aggregator `name` (`NotFound`), or it did not take the fault within 60 s (it stopped,
+    /// or never started: `TimedOut`).
+    pub fn inject_fault(&self, name: &str, fault: Fault) -> io::Result<()> {
+        let (_, daemon) = self
+            .aggregators
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("no aggregator {name}"))
+            })?;
+        match daemon.inject(fault, std::time::Duration::from_secs(60)) {
+            true => Ok(()),
+            false => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{name} did not take the fault {fault:?}"),
+            )),
+        }
+    }
+
     /// Stops the aggregators and the controller; returns the aggregators' reports (those that
     /// joined).
     pub fn stop(self) -> Vec<AggregatorReport> {
@@ -137,7 +166,7 @@ impl LocalCluster {
         } = self;
         let reports = aggregators
             .into_iter()
-            .filter_map(|a| a.stop().ok())
+            .filter_map(|(_, a)| a.stop().ok())
             .collect();
         controller.stop();
         reports

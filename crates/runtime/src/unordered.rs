@@ -9,6 +9,11 @@
 //! beacons, the reorder buffer and the wait for the barrier — and nothing else of the
 //! transport.
 //!
+//! Plain messages ([`UnorderedHost::send_plain`]) are flagged as the host role flags them
+//! (`flags::PLAIN`) and come out as `HostEvent::DeliverPlain`, so that an application reads them
+//! from the same place (`Endpoint::plain`) whether or not the cluster orders; here every message
+//! is delivered on arrival, so the flag changes nothing else.
+//!
 //! What it is not: a service. It has no acknowledgements, so it reports no losses, and no
 //! reliable mode.
 
@@ -30,6 +35,7 @@ pub const MESSAGE_LEN_MAX: usize = 1 << 20;
 #[derive(Debug)]
 struct Partial {
     ts: Timestamp,
+    plain: bool,
     parts: BTreeMap<u16, Bytes>,
     last: Option<u16>,
 }
@@ -47,6 +53,8 @@ pub struct UnorderedHost {
     stats: HostStats,
     /// Messages the application has room for ([`UnorderedHost::set_room`]).
     room: usize,
+    /// Plain messages the application has room for ([`UnorderedHost::set_plain_room`]).
+    plain_room: usize,
 }
 
 impl UnorderedHost {
@@ -68,6 +76,7 @@ impl UnorderedHost {
             outputs: VecDeque::new(),
             stats: HostStats::default(),
             room: usize::MAX,
+            plain_room: usize::MAX,
         }
     }
 
@@ -81,6 +90,16 @@ impl UnorderedHost {
     /// The room left ([`UnorderedHost::set_room`]).
     pub fn room(&self) -> usize {
         self.room
+    }
+
+    /// [`UnorderedHost::set_room`] for plain messages ([`UnorderedHost::send_plain`]).
+    pub fn set_plain_room(&mut self, room: usize) {
+        self.plain_room = room;
+    }
+
+    /// The plain room left ([`UnorderedHost::set_plain_room`]).
+    pub fn plain_room(&self) -> usize {
+        self.plain_room
     }
 
     /// Counters (the ordering ones stay zero).
@@ -105,6 +124,30 @@ impl UnorderedHost {
         src: ProcId,
         scattering: &[(ProcId, Bytes)],
     ) -> Result<Timestamp, SendError> {
+        self.send_flagged(now, src, scattering, false)
+    }
+
+    /// Sends a scattering of plain messages (`Host::send_plain`): as [`UnorderedHost::send`],
+    /// flagged `PLAIN`, and delivered by the receiver as plain.
+    ///
+    /// # Errors
+    /// As [`UnorderedHost::send`].
+    pub fn send_plain(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        scattering: &[(ProcId, Bytes)],
+    ) -> Result<Timestamp, SendError> {
+        self.send_flagged(now, src, scattering, true)
+    }
+
+    fn send_flagged(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        scattering: &[(ProcId, Bytes)],
+        plain: bool,
+    ) -> Result<Timestamp, SendError> {
         if src != self.proc {
             return Err(SendError::NotLocal(src));
         }
@@ -123,11 +166,15 @@ impl UnorderedHost {
             }
         }
         let ts = self.timestamp(now);
+        let service = if plain { flags::PLAIN } else { 0 };
         for (dst, msg) in scattering {
-            self.stats.messages_sent += 1;
+            match plain {
+                true => self.stats.plain_sent += 1,
+                false => self.stats.messages_sent += 1,
+            }
             let first = self.next_psn[dst.index()];
             if *dst == self.proc {
-                self.deliver(now, src, first, ts, msg.clone());
+                self.deliver(now, src, first, ts, msg.clone(), plain);
                 self.next_psn[dst.index()] = first.next();
                 continue;
             }
@@ -137,7 +184,7 @@ impl UnorderedHost {
                 let hi = (lo + self.mtu_payload).min(msg.len());
                 let last = i + 1 == frags;
                 let header = DataHeader {
-                    flags: if last { flags::END_OF_MESSAGE } else { 0 },
+                    flags: service | if last { flags::END_OF_MESSAGE } else { 0 },
                     frag: i as u16,
                     ts,
                     barrier: ts,
@@ -160,28 +207,49 @@ impl UnorderedHost {
         Ok(ts)
     }
 
-    fn deliver(&mut self, now: Instant, src: ProcId, psn: Psn, ts: Timestamp, payload: Bytes) {
-        if self.room == 0 {
+    fn deliver(
+        &mut self,
+        now: Instant,
+        src: ProcId,
+        psn: Psn,
+        ts: Timestamp,
+        payload: Bytes,
+        plain: bool,
+    ) {
+        let room = match plain {
+            true => &mut self.plain_room,
+            false => &mut self.room,
+        };
+        if *room == 0 {
             self.stats.dropped_full += 1;
             return;
         }
-        if self.room != usize::MAX {
-            self.room -= 1;
+        if *room != usize::MAX {
+            *room -= 1;
         }
         let now_ts = self.timestamp(now);
-        self.stats.delivered += 1;
-        self.outputs
-            .push_back(Output::Event(HostEvent::Deliver(Delivery {
-                dst: self.proc,
-                src,
-                ts,
-                psn,
-                payload,
-                barrier: now_ts.max_wrapping(ts.plus(1)),
-                reliable: false,
-                arrived: now,
-                now_ts: now_ts.max_wrapping(ts.plus(1)),
-            })));
+        let d = Delivery {
+            dst: self.proc,
+            src,
+            ts,
+            psn,
+            payload,
+            barrier: now_ts.max_wrapping(ts.plus(1)),
+            reliable: false,
+            arrived: now,
+            now_ts: now_ts.max_wrapping(ts.plus(1)),
+        };
+        let e = match plain {
+            true => {
+                self.stats.delivered_plain += 1;
+                HostEvent::DeliverPlain(d)
+            }
+            false => {
+                self.stats.delivered += 1;
+                HostEvent::Deliver(d)
+            }
+        };
+        self.outputs.push_back(Output::Event(e));
     }
 
     fn on_data(&mut self, now: Instant, d: DataPacket) {
@@ -191,7 +259,7 @@ impl UnorderedHost {
             return;
         }
         if h.frag == 0 && h.end_of_message() {
-            return self.deliver(now, h.src, h.psn, h.ts, d.payload);
+            return self.deliver(now, h.src, h.psn, h.ts, d.payload, h.plain());
         }
         let first = Psn(h.psn.0.wrapping_sub(u32::from(h.frag)));
         let key = (h.src, first);
@@ -202,10 +270,11 @@ impl UnorderedHost {
         }
         let p = self.partials.entry(key).or_insert_with(|| Partial {
             ts: h.ts,
+            plain: h.plain(),
             parts: BTreeMap::new(),
             last: None,
         });
-        if p.ts != h.ts || p.parts.contains_key(&h.frag) {
+        if p.ts != h.ts || p.plain != h.plain() || p.parts.contains_key(&h.frag) {
             self.stats.dropped_invalid += 1;
             return;
         }
@@ -220,7 +289,7 @@ impl UnorderedHost {
             for part in p.parts.values() {
                 whole.extend_from_slice(part);
             }
-            self.deliver(now, h.src, first, p.ts, whole.freeze());
+            self.deliver(now, h.src, first, p.ts, whole.freeze(), p.plain);
         }
     }
 }
@@ -265,6 +334,57 @@ mod tests {
             }
         }
         (sent, got)
+    }
+
+    /// Plain messages are flagged on the wire and come out as plain deliveries, within their
+    /// own room; ordered ones are unchanged.
+    #[test]
+    fn plain_messages_are_flagged_and_delivered_as_plain() {
+        let mut a = UnorderedHost::new(ProcId(0), 2, 4, Instant(10));
+        let mut b = UnorderedHost::new(ProcId(1), 2, 4, Instant(10));
+        a.send_plain(
+            Instant(20),
+            ProcId(0),
+            &[(ProcId(1), "reply, 2 frags".into())],
+        )
+        .unwrap();
+        a.send(Instant(21), ProcId(0), &[(ProcId(1), "req".into())])
+            .unwrap();
+        b.set_plain_room(1);
+        let mut plain = Vec::new();
+        let mut ordered = Vec::new();
+        let mut sent = Vec::new();
+        while let Some(o) = a.poll_output() {
+            let Output::Send { packet, .. } = o else {
+                panic!("{o:?}")
+            };
+            sent.push(packet);
+        }
+        let flagged: Vec<bool> = sent
+            .iter()
+            .map(|p| matches!(p, Packet::Data(d) if d.header.plain()))
+            .collect();
+        assert_eq!(flagged, [true, true, true, true, false]);
+        for packet in sent {
+            b.handle(
+                Instant(30),
+                Input::Packet {
+                    port: UPLINK,
+                    packet,
+                },
+            );
+        }
+        while let Some(o) = b.poll_output() {
+            match o {
+                Output::Event(HostEvent::DeliverPlain(d)) => plain.push(d.payload),
+                Output::Event(HostEvent::Deliver(d)) => ordered.push(d.payload),
+                o => panic!("{o:?}"),
+            }
+        }
+        assert_eq!(plain, vec![Bytes::from_static(b"reply, 2 frags")]);
+        assert_eq!(ordered, vec![Bytes::from_static(b"req")]);
+        assert_eq!(b.plain_room(), 0);
+        assert_eq!((b.stats().delivered_plain, b.stats().delivered), (1, 1));
     }
 
     #[test]

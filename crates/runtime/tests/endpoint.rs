@@ -9,6 +9,10 @@
 //!   `recv_*_many` and `poll_*` take delivered messages in batches, in order.
 //! * The unordered baseline delivers but has no reliable service; the controller hands out
 //!   process ids, refuses a taken one, and counts garbage.
+//! * Plain messages (§2.2.2) are delivered on arrival — while an ordered message sent before
+//!   them waits for the barrier — keep out of the ordered queue and its order, are reported
+//!   lost (`--blackhole`'s fault, injected at the aggregator) and refused when their queue is
+//!   full, as best-effort messages are.
 //!
 //! Every wait has a generous deadline; nothing asserts speed.
 #![allow(clippy::disallowed_methods)]
@@ -523,5 +527,387 @@ fn a_join_that_times_out_names_how_many_of_how_many_joined() {
         "{err:?}"
     );
     assert!(err.to_string().contains("1 of 3 processes"), "{err}");
+    local.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// §2.2.2: plain messages, beside the ordered ones.
+// ---------------------------------------------------------------------------------------------
+
+/// A one-rack cluster of `hosts` whose aggregator never times a silent input out: a process
+/// that stops holds every barrier where it left it.
+fn one_rack_without_link_timeout(hosts: u32) -> LocalCluster {
+    let mut cluster = Cluster::generate(&LocalLayout {
+        hosts,
+        layers: 1,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    cluster.link_timeout_ns = 0;
+    LocalCluster::with_cluster(cluster).unwrap()
+}
+
+/// Waits until `e` has no send unacknowledged (every message it sent reached its receiver's
+/// role, which acknowledges on arrival, before any barrier).
+fn wait_acknowledged(e: &Endpoint) {
+    let deadline = Instant::now() + PATIENCE;
+    while e.pending_sends() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} sends unacknowledged",
+            e.pending_sends()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// §2.2.2 "the response message does not need to be ordered by 1Pipe": p2 stops, so the
+/// barrier stops below everything sent after (no link timeout takes it out). An ordered message
+/// p0 sends p1 is acknowledged — it is in p1's reorder buffer — and held there; a plain one p0
+/// sends after it, on the same path, is delivered at once, above the barrier. The barrier never
+/// moved for it, and the ordered queue saw nothing of it.
+#[test]
+fn a_plain_message_is_delivered_while_an_ordered_one_before_it_waits_for_the_barrier_2_2_2() {
+    let local = one_rack_without_link_timeout(3);
+    let mut eps = join_all(local.controller_addr(), 3, local.join_options());
+    eps.pop().unwrap().kill();
+    let (p0, p1) = (&eps[0], &eps[1]);
+    let ordered_ts = p0.send_unreliable([(ProcId(1), "ordered")]).unwrap();
+    wait_acknowledged(p0);
+    let plain_ts = p0.send_plain([(ProcId(1), "plain")]).unwrap();
+    assert!(ordered_ts < plain_ts);
+    let m = p1.plain().recv(PATIENCE).expect("the plain message");
+    assert_eq!(
+        (&m.payload[..], m.src, m.ts),
+        (&b"plain"[..], ProcId(0), plain_ts)
+    );
+    assert!(!m.ordered && !m.reliable);
+    assert!(
+        m.barrier < ordered_ts,
+        "delivered with the barrier below both: {m:?}"
+    );
+    assert!(
+        p1.barrier().is_none_or(|b| b <= ordered_ts),
+        "{:?}",
+        p1.barrier()
+    );
+    assert_eq!(
+        p1.best_effort().try_recv(),
+        Err(RecvError::Empty),
+        "the ordered one waits"
+    );
+    wait_acknowledged(p0);
+    assert_eq!(p1.best_effort().try_recv(), Err(RecvError::Empty));
+    let s = p1.stats();
+    assert_eq!((s.host.delivered_plain, s.host.delivered), (1, 0));
+    assert_eq!(
+        (p0.stats().host.plain_sent, p0.stats().host.messages_sent),
+        (1, 1)
+    );
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
+}
+
+/// §2.1, §2.2.2: with plain broadcasts interleaved between ordered ones, every process still
+/// delivers every ordered broadcast in one (timestamp, sender) order, the same everywhere —
+/// the ordered queue holds ordered messages only — and gets every plain one exactly once from
+/// the plain queue.
+#[test]
+fn ordered_messages_keep_one_total_order_with_plain_ones_interleaved_2_1_2_2_2() {
+    let local = LocalCluster::start(&LocalLayout {
+        hosts: 3,
+        layers: 2,
+        rack_size: 2,
+        ..LocalLayout::default()
+    })
+    .unwrap();
+    let eps = join_all(local.controller_addr(), 3, local.join_options());
+    const EACH: u32 = 60;
+    let body = |kind: u8, i: u32| {
+        let mut b = vec![kind];
+        b.extend_from_slice(&i.to_le_bytes());
+        Bytes::from(b)
+    };
+    let runs: Vec<_> = eps
+        .into_iter()
+        .map(|e| {
+            std::thread::spawn(move || {
+                for i in 0..EACH {
+                    // Plain before or after the ordered one, by turns.
+                    if i % 2 == 0 {
+                        e.broadcast_plain(body(b'p', i)).unwrap();
+                    }
+                    e.broadcast_unreliable(body(b'o', i)).unwrap();
+                    if i % 2 == 1 {
+                        e.broadcast_plain(body(b'p', i)).unwrap();
+                    }
+                    if i % 10 == 0 {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                let (mut ordered, mut plain) = (Vec::new(), Vec::new());
+                let deadline = Instant::now() + PATIENCE;
+                let want = 3 * EACH as usize;
+                while ordered.len() < want || plain.len() < want {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{} + {}",
+                        ordered.len(),
+                        plain.len()
+                    );
+                    e.best_effort().poll(64, |m| ordered.push(m));
+                    e.plain().poll(64, |m| plain.push(m));
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                let stats = e.leave();
+                (ordered, plain, stats)
+            })
+        })
+        .collect();
+    let runs: Vec<_> = runs.into_iter().map(|t| t.join().unwrap()).collect();
+    let mut first: Option<Vec<(u32, u32)>> = None;
+    for (ordered, plain, stats) in &runs {
+        let key = |m: &Message| {
+            (
+                m.payload[0],
+                m.src.0,
+                u32::from_le_bytes(m.payload[1..5].try_into().unwrap()),
+            )
+        };
+        assert!(
+            ordered.iter().all(|m| m.ordered && key(m).0 == b'o'),
+            "only ordered ones"
+        );
+        assert!(
+            plain.iter().all(|m| !m.ordered && key(m).0 == b'p'),
+            "only plain ones"
+        );
+        // As in the test above: equal (timestamp, sender) keys keep the sender's order.
+        for w in ordered.windows(2) {
+            let (a, b) = (key(&w[0]), key(&w[1]));
+            let tie = (w[0].ts, w[0].src) == (w[1].ts, w[1].src) && a.2 < b.2;
+            assert!(
+                (w[0].ts, w[0].src) < (w[1].ts, w[1].src) || tie,
+                "out of order: {a:?} then {b:?}"
+            );
+        }
+        assert!(ordered
+            .iter()
+            .all(|m| m.ts < m.barrier && m.ts < m.delivered_ts));
+        let seq: Vec<(u32, u32)> = ordered.iter().map(|m| (key(m).1, key(m).2)).collect();
+        match &first {
+            None => first = Some(seq),
+            Some(f) => assert_eq!(&seq, f, "one total order"),
+        }
+        let mut got: Vec<(u32, u32)> = plain.iter().map(|m| (key(m).1, key(m).2)).collect();
+        got.sort_unstable();
+        let all: Vec<(u32, u32)> = (0..3)
+            .flat_map(|s| (0..EACH).map(move |i| (s, i)))
+            .collect();
+        assert_eq!(got, all, "every plain message once");
+        assert_eq!(stats.host.dropped_late, 0);
+        assert_eq!(stats.host.delivered_plain, 3 * u64::from(EACH));
+        assert_eq!(stats.host.plain_sent, 3 * u64::from(EACH));
+    }
+    local.stop();
+}
+
+/// §2.1: "detects lost packets via end-to-end ACK, but does not retransmit them" — a plain
+/// message is reported as a best-effort one is. tor-0 drops what p0 sends p1 (the runtime's
+/// test fault, as `onepipe up --blackhole 0>1`): p0's plain message is never acknowledged and
+/// reported `Lost` to p0, naming p1 and its timestamp; the other direction still works.
+#[test]
+fn a_lost_plain_message_is_reported_to_its_sender_2_1() {
+    use onepipe_runtime::aggregator::Fault;
+    let local = one_rack(2);
+    let eps = join_all(local.controller_addr(), 2, local.join_options());
+    local
+        .inject_fault(
+            "tor-0",
+            Fault::Blackhole {
+                from: ProcId(0),
+                to: ProcId(1),
+            },
+        )
+        .unwrap();
+    let ts = eps[0].send_plain([(ProcId(1), "into the void")]).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        assert!(Instant::now() < deadline, "the loss was never reported");
+        match eps[0].next_event_timeout(Duration::from_millis(100)) {
+            Ok(Event::SendFailed {
+                dst,
+                ts: lost,
+                reason,
+            }) => {
+                assert_eq!((dst, lost, reason), (ProcId(1), ts, NakReason::Lost));
+                break;
+            }
+            Ok(_) | Err(RecvError::Timeout) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(eps[1].plain().try_recv(), Err(RecvError::Empty));
+    assert_eq!(eps[0].stats().host.lost, 1);
+    eps[1].send_plain([(ProcId(0), "back")]).unwrap();
+    let m = eps[0].plain().recv(PATIENCE).unwrap();
+    assert_eq!((&m.payload[..], m.src), (&b"back"[..], ProcId(1)));
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
+}
+
+/// §4.1, bounded memory: the plain queue has room for `recv_queue_len_max` messages; a plain
+/// message beyond that is refused by the role before it is acknowledged, and its sender gets
+/// `SendFailed { reason: BufferFull }`. The ordered queue is untouched.
+#[test]
+fn a_full_plain_queue_refuses_and_the_sender_hears_of_it_4_1() {
+    let local = one_rack(2);
+    let opts = JoinOptions {
+        recv_queue_len_max: 4,
+        ..local.join_options()
+    };
+    let eps = join_all(local.controller_addr(), 2, opts);
+    for i in 0..50u32 {
+        eps[0]
+            .send_plain([(ProcId(1), Bytes::copy_from_slice(&i.to_le_bytes()))])
+            .unwrap();
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let mut failed = 0;
+    while failed < 46 {
+        assert!(Instant::now() < deadline, "{failed} send failures reported");
+        match eps[0].next_event_timeout(Duration::from_millis(100)) {
+            Ok(Event::SendFailed { dst, reason, .. }) => {
+                assert_eq!((dst, reason), (ProcId(1), NakReason::BufferFull));
+                failed += 1;
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(_) => {}
+        }
+    }
+    let got: Vec<_> = (0..4)
+        .map(|_| id(&eps[1].plain().recv(PATIENCE).unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(0, 0), (0, 1), (0, 2), (0, 3)],
+        "in the order they arrived"
+    );
+    assert_eq!(eps[1].plain().try_recv(), Err(RecvError::Empty));
+    assert_eq!(eps[1].best_effort().try_recv(), Err(RecvError::Empty));
+    assert_eq!(eps[1].stats().recv_refused_full, 46);
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
+}
+
+/// An application that asks its peer in the total order and answers unordered (§2.2.2, as
+/// 1-RTT replication and the hash table's completions do).
+struct Echo {
+    out: std::collections::VecDeque<onepipe_apps::AppSend>,
+    /// (sender, reliable, payload) of each delivery.
+    got: Vec<(ProcId, bool, Vec<u8>)>,
+    /// The tags it heard were sent.
+    sent: Vec<u64>,
+}
+
+impl Echo {
+    fn new(first: Option<onepipe_apps::AppSend>) -> Echo {
+        Echo {
+            out: first.into_iter().collect(),
+            got: Vec::new(),
+            sent: Vec::new(),
+        }
+    }
+}
+
+impl onepipe_apps::App for Echo {
+    fn handle(&mut self, _now: onepipe_proto::Instant, input: onepipe_apps::AppInput<'_>) {
+        match input {
+            onepipe_apps::AppInput::Deliver {
+                src,
+                reliable,
+                payload,
+                ..
+            } => {
+                self.got.push((src, reliable, payload.to_vec()));
+                if payload == b"request" {
+                    // `reliable` is ignored for an unordered send: best effort.
+                    self.out.push_back(onepipe_apps::AppSend {
+                        tag: 2,
+                        reliable: true,
+                        ordered: false,
+                        parts: vec![(src, Bytes::from_static(b"reply"))],
+                    });
+                }
+            }
+            onepipe_apps::AppInput::Sent { tag, .. } => self.sent.push(tag),
+            _ => {}
+        }
+    }
+
+    fn poll_send(&mut self) -> Option<onepipe_apps::AppSend> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<onepipe_proto::Instant> {
+        None
+    }
+}
+
+/// `AppHost` sends what an application marks unordered (`AppSend::ordered` false) as a plain
+/// message, and hands a plain arrival to the application as the simulator does: a `Deliver`
+/// with `reliable` false. The request goes in the total order, the reply outside it.
+#[test]
+fn apphost_sends_unordered_replies_plain_and_delivers_them_as_the_simulator_does_2_2_2() {
+    use onepipe_runtime::apphost::AppHost;
+    let local = one_rack(2);
+    let eps = join_all(local.controller_addr(), 2, local.join_options());
+    let request = onepipe_apps::AppSend {
+        tag: 1,
+        reliable: false,
+        ordered: true,
+        parts: vec![(ProcId(1), Bytes::from_static(b"request"))],
+    };
+    let (asker, answerer) = std::thread::scope(|scope| {
+        let answerer = scope.spawn(|| {
+            let mut host = AppHost::new(&eps[1], Echo::new(None));
+            let done = host.run_until(PATIENCE, Duration::from_micros(200), |a| {
+                a.sent.contains(&2)
+            });
+            assert!(done, "the reply was never sent");
+            (host.stats().clone(), host.into_app())
+        });
+        let mut host = AppHost::new(&eps[0], Echo::new(Some(request)));
+        let done = host.run_until(PATIENCE, Duration::from_micros(200), |a| !a.got.is_empty());
+        assert!(done, "no reply");
+        let asker = (host.stats().clone(), host.into_app());
+        (asker, answerer.join().unwrap())
+    });
+    assert_eq!(
+        answerer.1.got,
+        vec![(ProcId(0), false, b"request".to_vec())]
+    );
+    assert_eq!((answerer.0.delivered_be, answerer.0.sent_plain), (1, 1));
+    assert_eq!(asker.1.got, vec![(ProcId(1), false, b"reply".to_vec())]);
+    assert_eq!(asker.1.sent, vec![1]);
+    assert_eq!(
+        (
+            asker.0.delivered_plain,
+            asker.0.delivered_be,
+            asker.0.sent_plain
+        ),
+        (1, 0, 0),
+        "the reply came by the plain queue"
+    );
+    assert_eq!(eps[0].stats().host.delivered_plain, 1);
+    for e in eps {
+        e.leave();
+    }
     local.stop();
 }

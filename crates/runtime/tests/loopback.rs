@@ -572,6 +572,122 @@ fn garbage_and_strangers_are_counted_and_dropped() {
     assert_eq!(a.node().received, vec![(PortId(0), beacon(7))]);
 }
 
+/// Nothing from the network is believed before it authenticates (docs/SECURITY.md) — and a
+/// plain data packet (§2.2.2), which its host delivers the moment it arrives, no more than any
+/// other: sealed with its link's key it is delivered at once; the same packet with a forged
+/// tag, without a seal, or replayed is refused and counted by reason, and never delivered.
+#[test]
+fn a_plain_packet_is_delivered_only_once_it_authenticates() {
+    use onepipe_proto::host::HostConfig;
+    use onepipe_proto::wire::{flags, DataHeader, DataPacket};
+    use onepipe_runtime::auth::{
+        AuthMode, ClusterSecret, Epoch, KeyInbox, KeyUpdate, LinkAuth, LinkId, LinkKey, LinkPorts,
+        MemberIx, HEADER_LEN, SECRET_LEN, TAG_LEN,
+    };
+    let cfg = DriverConfig {
+        coalesce: CoalesceConfig::default().sealed(),
+        ..test_config()
+    };
+    // The host (member 1) and its aggregator (member 0), played by this test.
+    let (agg_ix, host_ix) = (MemberIx(0), MemberIx(1));
+    let member = |me: MemberIx, peer: MemberIx, secret: &ClusterSecret| {
+        let links = [LinkPorts {
+            peer,
+            out: PortId(0),
+            input: PortId(0),
+        }];
+        let mut auth = LinkAuth::new(AuthMode::On, me, &links, KeyInbox::new());
+        let keys = [LinkId { from: me, to: peer }, LinkId { from: peer, to: me }]
+            .map(|link| LinkKey {
+                link,
+                key: secret.link_key(link, Epoch(1)),
+            })
+            .to_vec();
+        let install = KeyUpdate::Install {
+            epoch: Epoch(1),
+            keys,
+            activate: true,
+        };
+        auth.apply(Instant(0), install);
+        auth
+    };
+    let secret = ClusterSecret::from_bytes([7; SECRET_LEN]);
+    let mut agg = member(agg_ix, host_ix, &secret);
+    // Right link, right epoch, fresh counters — the wrong key.
+    let mut forger = member(agg_ix, host_ix, &ClusterSecret::from_bytes([8; SECRET_LEN]));
+    let agg_socket = UdpSocket::bind(lo()).unwrap();
+    let socket = bind_udp(lo(), &cfg).unwrap();
+    let addr = socket.local_addr().unwrap();
+    let clock = Clock::starting_now();
+    let host = Host::new(HostConfig::new(NodeId(1), vec![ProcId(1)], 2), clock.now());
+    let ports = PortTable::new().with_link(UPLINK, agg_socket.local_addr().unwrap());
+    let mut driver = Driver::new(host, socket, ports, clock, cfg).unwrap();
+    driver.set_auth(member(host_ix, agg_ix, &secret)).unwrap();
+
+    let body = |psn: u32, payload: &'static [u8]| {
+        let mut out = Vec::new();
+        Packet::Data(DataPacket {
+            header: DataHeader {
+                flags: flags::PLAIN | flags::END_OF_MESSAGE,
+                frag: 0,
+                ts: Timestamp::new(1_000),
+                barrier: Timestamp::new(0),
+                commit: Timestamp::new(0),
+                psn: onepipe_proto::ids::Psn(psn),
+                src: ProcId(0),
+                dst: ProcId(1),
+            },
+            payload: Bytes::from_static(payload),
+        })
+        .encode(&mut out);
+        out
+    };
+    let seal = |auth: &mut LinkAuth, body: Vec<u8>| {
+        let mut d = vec![0u8; HEADER_LEN];
+        d.extend_from_slice(&body);
+        d.extend_from_slice(&[0; TAG_LEN]);
+        auth.seal(PortId(0), &mut d).expect("a key is held");
+        d
+    };
+    let forged = seal(&mut forger, body(0, b"forged"));
+    let unsealed = body(1, b"unsealed");
+    let genuine = seal(&mut agg, body(2, b"genuine"));
+    for d in [&forged, &unsealed, &genuine, &genuine] {
+        agg_socket.send_to(d, addr).unwrap();
+    }
+    let mut plain = Vec::new();
+    let mut ordered = 0;
+    let deadline = driver.now() + DEADLINE_NS;
+    loop {
+        let auth = driver.auth().expect("sealed").stats().clone();
+        if auth.ok + auth.refused() >= 4 {
+            break;
+        }
+        assert!(
+            driver.now() < deadline,
+            "4 datagrams never arrived: {auth:?}"
+        );
+        driver
+            .run_once(Duration::from_millis(10), &mut |e| match e {
+                HostEvent::DeliverPlain(d) => plain.push(d.payload),
+                HostEvent::Deliver(_) => ordered += 1,
+                _ => {}
+            })
+            .unwrap();
+    }
+    let auth = driver.auth().unwrap().stats().clone();
+    assert_eq!(plain, vec![Bytes::from_static(b"genuine")], "{auth:?}");
+    assert_eq!(ordered, 0);
+    assert_eq!((auth.ok, auth.bad_tag, auth.replay), (1, 1, 1), "{auth:?}");
+    assert_eq!(auth.short + auth.bad_header, 1, "{auth:?}");
+    assert_eq!(
+        driver.stats().decode_errors,
+        0,
+        "nothing refused reached the decoder"
+    );
+    assert_eq!(driver.node().stats().delivered_plain, 1);
+}
+
 /// A waker ends a wait long before its timeout.
 #[test]
 fn a_waker_ends_a_blocking_wait() {

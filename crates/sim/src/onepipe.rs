@@ -1240,6 +1240,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
                         let input = onepipe_apps::AppInput::SendFailed { dst, ts };
                         self.app_input(t, h, local, src.0, input);
                     }
+                    // The simulator carries applications' plain messages beside the hosts
+                    // (`World::send_plain`); no host here is ever asked to send one.
+                    Output::Event(HostEvent::DeliverPlain(d)) => {
+                        unreachable!("host {h} delivered a plain message it was never sent: {d:?}")
+                    }
                 }
             }
             cursor = self.send_plain(h, cursor, local);

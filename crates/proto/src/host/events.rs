@@ -9,7 +9,8 @@ use bytes::Bytes;
 #[cfg(doc)]
 use crate::host::Host;
 
-/// A message delivered to a local process, in total order.
+/// A message delivered to a local process: in total order ([`HostEvent::Deliver`]), or on
+/// arrival outside it ([`HostEvent::DeliverPlain`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delivery {
     /// The receiving (local) process.
@@ -23,20 +24,26 @@ pub struct Delivery {
     /// The message.
     pub payload: Bytes,
     /// The barrier that released it (`ts < barrier`): the commit barrier for a reliable message.
+    /// For a plain message, which no barrier releases, the best-effort barrier this host had
+    /// released when it arrived (0 before the first): it may be at or below `ts`.
     pub barrier: Timestamp,
     /// Sent with the reliable service (`onepipe_reliable_recv`), else best effort.
     pub reliable: bool,
     /// Local instant the (last fragment of the) message arrived.
     pub arrived: Instant,
-    /// The host's timestamp when it delivered (§4.1 causality: `ts < now_ts`).
+    /// The host's timestamp when it delivered (§4.1 causality: `ts < now_ts`; a plain message
+    /// promises no such thing).
     pub now_ts: Timestamp,
 }
 
 /// What a host reports upward.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HostEvent {
-    /// A message is delivered (`onepipe_unreliable_recv`).
+    /// A message is delivered (`onepipe_unreliable_recv`), in the total order of its service.
     Deliver(Delivery),
+    /// A plain message ([`Host::send_plain`], §2.2.2) is delivered on arrival: it has no place
+    /// in the total order, and nothing about its position among other deliveries is promised.
+    DeliverPlain(Delivery),
     /// A message sent by a local process was dropped by its receiver
     /// (`onepipe_send_fail_callback(TS, dst, msg)`; §2.1, §4.1).
     SendFailed {
@@ -136,14 +143,19 @@ impl std::error::Error for SendError {}
 /// Counters a host keeps; never reset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostStats {
-    /// Messages sent (one per destination of a scattering).
+    /// Messages sent in the total order, best effort or reliable (one per destination of a
+    /// scattering); plain ones are counted in `plain_sent`.
     pub messages_sent: u64,
+    /// Plain messages sent ([`Host::send_plain`]; one per destination).
+    pub plain_sent: u64,
     /// Data packets sent on the uplink.
     pub packets_sent: u64,
     /// Beacons sent.
     pub beacons_sent: u64,
-    /// Messages delivered to local processes.
+    /// Best-effort messages delivered to local processes in the total order.
     pub delivered: u64,
+    /// Plain messages delivered to local processes, on arrival.
+    pub delivered_plain: u64,
     /// Packets dropped because they arrived below the barrier (§4.1).
     pub dropped_late: u64,
     /// Messages dropped because a fragment never came before the barrier passed them.

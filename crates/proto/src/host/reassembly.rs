@@ -16,6 +16,8 @@ pub(crate) type MessageId = (ProcId, ProcId, Psn, bool);
 #[derive(Debug)]
 struct Partial {
     ts: Timestamp,
+    /// Its fragments are plain ([`crate::wire::flags::PLAIN`]): every one must say so, or none.
+    plain: bool,
     parts: BTreeMap<u16, Bytes>,
     last_frag: Option<u16>,
 }
@@ -68,10 +70,12 @@ impl Reassembly {
         }
         let partial = self.partials.entry(id).or_insert_with(|| Partial {
             ts: h.ts,
+            plain: h.plain(),
             parts: BTreeMap::new(),
             last_frag: None,
         });
         if partial.ts != h.ts
+            || partial.plain != h.plain()
             || partial.parts.contains_key(&h.frag)
             || partial.last_frag.is_some_and(|l| h.frag > l)
             || (h.end_of_message() && partial.parts.keys().any(|&f| f > h.frag))
@@ -109,7 +113,9 @@ impl Reassembly {
     }
 
     /// Takes out the best-effort messages below `barrier`: the barrier passed them, so they can
-    /// no longer be delivered. Returns their ids and timestamps.
+    /// no longer be delivered — plain ones too: a sender's fragments leave back to back on a
+    /// FIFO path, ahead of anything that could carry its barrier past their timestamp, so one
+    /// still missing then was lost. Returns their ids and timestamps.
     pub(crate) fn take_stale_best_effort(
         &mut self,
         barrier: Timestamp,
@@ -183,5 +189,36 @@ mod tests {
             vec![((ProcId(1), ProcId(0), Psn(10), false), Timestamp::new(7))]
         );
         assert_eq!(r.len(), 0);
+    }
+
+    /// A message is plain or not as a whole: a fragment that disagrees with the first is
+    /// refused, so an authenticated but confused sender cannot slip an ordered message's tail
+    /// out by the plain path (or the other way round).
+    #[test]
+    fn a_fragment_whose_plain_flag_disagrees_with_its_message_is_refused() {
+        let mut r = Reassembly::new(4, 3);
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let plain = |mut h: DataHeader| {
+            h.flags |= flags::PLAIN;
+            h
+        };
+        assert_eq!(
+            r.add(&plain(header(0, false, 5)), Psn(10), b("a")),
+            Ok(None)
+        );
+        assert_eq!(
+            r.add(&header(1, true, 5), Psn(10), b("b")),
+            Err(Refused::Invalid)
+        );
+        assert_eq!(
+            r.add(&plain(header(1, true, 5)), Psn(10), b("b")),
+            Ok(Some(b("ab")))
+        );
+        assert_eq!(r.add(&header(0, false, 6), Psn(10), b("a")), Ok(None));
+        assert_eq!(
+            r.add(&plain(header(1, true, 6)), Psn(10), b("b")),
+            Err(Refused::Invalid)
+        );
+        assert_eq!(r.len(), 1);
     }
 }

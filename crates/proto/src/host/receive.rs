@@ -32,6 +32,9 @@ pub(super) struct LocalProc {
     /// Best-effort messages the application has room for ([`Host::set_room`]); `usize::MAX`
     /// unbounded.
     pub(super) room: usize,
+    /// Plain messages the application has room for ([`Host::set_plain_room`]); `usize::MAX`
+    /// unbounded.
+    pub(super) plain_room: usize,
 }
 
 impl LocalProc {
@@ -54,6 +57,7 @@ impl LocalProc {
             rel: None,
             paused: false,
             room: usize::MAX,
+            plain_room: usize::MAX,
         }
     }
 }
@@ -138,6 +142,10 @@ impl Host {
             self.on_reliable_data(now, dst_idx, remote, d, first_psn);
             return;
         }
+        if h.plain() {
+            self.on_plain_data(now, dst_idx, remote, d, first_psn);
+            return;
+        }
         // §2.1: acknowledge what arrives. A duplicate (network duplication) is acknowledged again
         // — an earlier ACK may have been lost — but goes no further: it must neither be delivered
         // twice nor NAKed as late when the original was delivered.
@@ -179,6 +187,71 @@ impl Host {
                 self.stats.dropped_invalid += 1;
             }
         }
+    }
+
+    /// §2.2.2 plain messages: a best-effort fragment in every way — duplicates dropped and
+    /// acknowledged again, refused with a `BufferFull` NAK before it is acknowledged when the
+    /// application has no room ([`Host::set_plain_room`]), recorded and acknowledged otherwise,
+    /// reassembled with the others — except that no barrier holds it and none makes it late:
+    /// once whole it is delivered ([`HostEvent::DeliverPlain`]), whatever the barrier is.
+    fn on_plain_data(
+        &mut self,
+        now: Instant,
+        dst_idx: usize,
+        remote: bool,
+        d: DataPacket,
+        first_psn: Psn,
+    ) {
+        let h = d.header;
+        debug_assert!(h.plain() && !h.reliable(), "the decoder refuses both");
+        if remote && self.procs[dst_idx].recv[h.src.index()].contains(h.psn) {
+            self.stats.dropped_duplicate += 1;
+            self.schedule_ack(now, h.src, dst_idx, false);
+            return;
+        }
+        if self.procs[dst_idx].plain_room == 0 {
+            self.refuse_plain(h, first_psn);
+            return;
+        }
+        if remote {
+            self.record_best_effort(now, dst_idx, h.src, h.dst, h.psn);
+        }
+        let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
+            return;
+        };
+        // The room may have gone to other messages while this one's fragments came: the NAK
+        // is authoritative at the sender, as for a full reorder buffer.
+        if self.procs[dst_idx].plain_room == 0 {
+            self.refuse_plain(h, first_psn);
+            return;
+        }
+        let barrier = self.be_released.unwrap_or(Timestamp::new(0));
+        let now_ts = self.timestamp(now);
+        let lp = &mut self.procs[dst_idx];
+        if lp.plain_room != usize::MAX {
+            lp.plain_room -= 1;
+        }
+        self.stats.delivered_plain += 1;
+        self.outputs
+            .push_back(Output::Event(HostEvent::DeliverPlain(Delivery {
+                dst: lp.id,
+                src: key.src,
+                ts: key.ts,
+                psn: key.psn,
+                payload: item.payload,
+                barrier,
+                reliable: false,
+                arrived: item.arrived,
+                now_ts,
+            })));
+    }
+
+    /// A plain message the application has no room for: dropped, and its sender told
+    /// (§4.1's full receive buffer).
+    fn refuse_plain(&mut self, h: DataHeader, first_psn: Psn) {
+        self.stats.dropped_full += 1;
+        self.partials.remove(&(h.src, h.dst, first_psn, false));
+        self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
     }
 
     /// §2.1 best effort: records the arrival of packet `psn` from remote `src` to local `dst`

@@ -16,6 +16,10 @@ const _: () = assert!(ACK_BATCH_ENTRY_LEN == ACK_LEN);
 const _: () = assert!(ACK_BATCH_LEN_MAX >= 2 && ACK_BATCH_LEN_MAX <= u8::MAX as usize);
 const _: () =
     assert!(ACK_BATCH_HEADER_LEN + ACK_BATCH_LEN_MAX * ACK_BATCH_ENTRY_LEN <= ACK_BATCH_BYTES_MAX);
+// Six distinct flag bits; `EXCLUSIVE` names two of them.
+const _: () = assert!(flags::ALL.count_ones() == 6);
+const _: () = assert!(flags::EXCLUSIVE & flags::ALL == flags::EXCLUSIVE);
+const _: () = assert!(flags::EXCLUSIVE.count_ones() == 2);
 /// Largest payload one data packet can carry (the length field is 16 bits).
 pub const PAYLOAD_LEN_MAX: usize = u16::MAX as usize;
 
@@ -33,7 +37,8 @@ pub enum DecodeError {
         /// Bytes available.
         got: usize,
     },
-    /// A flag bit that no version defines is set.
+    /// A flag bit that no version defines is set, a reserved byte is not zero, or two flags
+    /// that exclude each other are set together (`RELIABLE` and `PLAIN`).
     UnknownFlags(u8),
     /// A NAK reason byte is not known.
     UnknownNakReason(u8),
@@ -189,7 +194,9 @@ impl Packet {
             Opcode::Data => {
                 need(buf, DATA_HEADER_LEN)?;
                 let flags = buf[1];
-                if flags & !flags::ALL != 0 {
+                // A plain message is best effort: with `RELIABLE` too, which service would it
+                // be acknowledged, buffered and delivered by?
+                if flags & !flags::ALL != 0 || flags & flags::EXCLUSIVE == flags::EXCLUSIVE {
                     return Err(DecodeError::UnknownFlags(flags));
                 }
                 let len = get_u16(&buf[34..]) as usize;
@@ -296,7 +303,7 @@ mod tests {
 
     fn packet() -> impl Strategy<Value = Packet> {
         let data = (
-            0u8..=flags::ALL,
+            valid_flags(),
             any::<u16>(),
             ts(),
             ts(),
@@ -358,6 +365,14 @@ mod tests {
             Packet::AckBatch(AckBatch::new(acks).expect("1..=ACK_BATCH_LEN_MAX entries"))
         });
         prop_oneof![data, beacon, nak, single, batch]
+    }
+
+    /// Any combination of defined data flags but the one that is refused (reliable and plain).
+    fn valid_flags() -> impl Strategy<Value = u8> {
+        (0u8..=flags::ALL).prop_map(|f| match f & flags::EXCLUSIVE == flags::EXCLUSIVE {
+            true => f & !flags::PLAIN,
+            false => f,
+        })
     }
 
     fn ack() -> impl Strategy<Value = Ack> {
@@ -555,6 +570,75 @@ mod tests {
         let mut bad = b;
         bad[2] = 1;
         assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownFlags(1)));
+    }
+
+    #[test]
+    fn plain_data_round_trips_and_says_so() {
+        let p = Packet::Data(DataPacket {
+            header: DataHeader {
+                flags: flags::PLAIN | flags::END_OF_MESSAGE | flags::BARRIER_VALID,
+                frag: 0,
+                ts: Timestamp::new(7),
+                barrier: Timestamp::new(5),
+                commit: Timestamp::new(3),
+                psn: Psn(9),
+                src: ProcId(1),
+                dst: ProcId(2),
+            },
+            payload: Bytes::from_static(b"reply"),
+        });
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        assert_eq!(b[1], 0x20 | 0x01 | 0x02, "bit 5 is PLAIN on the wire");
+        let (q, used) = Packet::decode(&b).unwrap();
+        assert_eq!((q.clone(), used), (p, b.len()));
+        let Packet::Data(d) = q else { panic!() };
+        assert!(d.header.plain() && !d.header.reliable());
+        // Without the bit, the same bytes are an ordered best-effort fragment.
+        b[1] &= !flags::PLAIN;
+        let Ok((Packet::Data(d), _)) = Packet::decode(&b) else {
+            panic!()
+        };
+        assert!(!d.header.plain());
+    }
+
+    /// A plain message is best effort: a fragment that says it is reliable too is refused, and
+    /// so are the two bits above `PLAIN`, whatever else the header says.
+    #[test]
+    fn plain_and_reliable_together_or_an_undefined_bit_are_refused() {
+        let mut b = Vec::new();
+        Packet::Data(DataPacket {
+            header: DataHeader {
+                flags: flags::END_OF_MESSAGE,
+                frag: 0,
+                ts: Timestamp::new(7),
+                barrier: Timestamp::new(7),
+                commit: Timestamp::new(7),
+                psn: Psn(0),
+                src: ProcId(0),
+                dst: ProcId(1),
+            },
+            payload: Bytes::new(),
+        })
+        .encode(&mut b);
+        for extra in [0, flags::ECN, flags::BARRIER_VALID | flags::COMMIT_VALID] {
+            let mut bad = b.clone();
+            bad[1] |= flags::RELIABLE | flags::PLAIN | extra;
+            assert_eq!(
+                Packet::decode(&bad),
+                Err(DecodeError::UnknownFlags(bad[1])),
+                "{:#04x}",
+                bad[1]
+            );
+            for undefined in [0x40, 0x80] {
+                let mut bad = b.clone();
+                bad[1] |= flags::PLAIN | extra | undefined;
+                assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownFlags(bad[1])));
+            }
+            let mut good = b.clone();
+            good[1] |= flags::PLAIN | extra;
+            assert!(Packet::decode(&good).is_ok());
+        }
     }
 
     #[test]

@@ -16,6 +16,11 @@
 //!  +------+------+------+----------+----------+----------+------+------+------+------+
 //! ```
 //!
+//! Flags (bit 0 up): end of message, barrier valid, commit valid, reliable, ECN, plain
+//! ([`flags`]); the top two bits are zero, and `reliable` and `plain` are never set together
+//! (such a packet is refused as `UnknownFlags`). A *plain* data packet (§2.2.2) is a
+//! best-effort fragment that its receiver delivers on arrival, outside the total order.
+//!
 //! Beacon, 20 bytes: opcode, flags, 2 reserved zero bytes, sending node id (4), barrier (6),
 //! commit barrier (6).
 //! NAK, 24 bytes: opcode, reason, service (0 best effort, 1 reliable), 1 reserved zero byte, from
@@ -74,7 +79,7 @@ pub const FRAMING_LEN: usize = 66;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Opcode {
-    /// A fragment of a best-effort message.
+    /// A fragment of a message: best effort, reliable or plain, by its flags.
     Data = 1,
     /// A hop-by-hop beacon carrying only barriers (§4.2).
     Beacon = 2,
@@ -115,8 +120,16 @@ pub mod flags {
     pub const RELIABLE: u8 = 1 << 3;
     /// Congestion experienced: a switch queue above its threshold marked it (§6.1, DCTCP).
     pub const ECN: u8 = 1 << 4;
+    /// The fragment belongs to a *plain* message (§2.2.2: "the response message does not need
+    /// to be ordered by 1Pipe"): best effort, in the best-effort PSN space of its pair and
+    /// acknowledged like any best-effort message, but delivered the moment it is whole —
+    /// never held in the reorder buffer, never dropped as late. Its barrier fields still
+    /// describe the link it travels on, as any data packet's do. Never with `RELIABLE`.
+    pub const PLAIN: u8 = 1 << 5;
     /// All flag bits defined so far; others must be zero.
-    pub const ALL: u8 = END_OF_MESSAGE | BARRIER_VALID | COMMIT_VALID | RELIABLE | ECN;
+    pub const ALL: u8 = END_OF_MESSAGE | BARRIER_VALID | COMMIT_VALID | RELIABLE | ECN | PLAIN;
+    /// Bits that no packet may carry together: a plain message is best effort.
+    pub const EXCLUSIVE: u8 = RELIABLE | PLAIN;
 }
 
 /// The fixed header of a data packet.
@@ -160,6 +173,12 @@ impl DataHeader {
     /// True for a fragment of a reliable message.
     pub fn reliable(&self) -> bool {
         self.flags & flags::RELIABLE != 0
+    }
+
+    /// True for a fragment of a plain message ([`flags::PLAIN`]): delivered on arrival,
+    /// outside the total order.
+    pub fn plain(&self) -> bool {
+        self.flags & flags::PLAIN != 0
     }
 }
 

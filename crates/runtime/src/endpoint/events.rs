@@ -17,12 +17,36 @@ pub struct Message {
     pub payload: Bytes,
     /// Sent with the reliable service.
     pub reliable: bool,
-    /// The barrier that released it (`ts < barrier`; the commit barrier if reliable).
+    /// In its service's total order; false for a plain message ([`Endpoint::send_plain`]),
+    /// delivered on arrival ([`Endpoint::plain`]) with no place in any order.
+    pub ordered: bool,
+    /// The barrier that released it (`ts < barrier`; the commit barrier if reliable). A plain
+    /// message is released by none: this is the best-effort barrier this endpoint had passed
+    /// when it arrived, which may be at or below `ts` — it arrived before the barrier did.
     pub barrier: Timestamp,
-    /// This endpoint's timestamp when it was delivered (§4.1 causality: `ts < delivered_ts`).
+    /// This endpoint's timestamp when it was delivered (§4.1 causality: `ts < delivered_ts`;
+    /// not promised for a plain message).
     pub delivered_ts: Timestamp,
-    /// PSN of its first packet, per (sender, receiver) and service.
+    /// PSN of its first packet, per (sender, receiver) and service (plain messages are in the
+    /// best-effort space).
     pub psn: u32,
+}
+
+impl Message {
+    /// The message of a role's delivery; `ordered` false for a plain one.
+    pub(super) fn of(d: onepipe_proto::host::Delivery, ordered: bool) -> Message {
+        Message {
+            ts: d.ts,
+            src: d.src,
+            dst: d.dst,
+            payload: d.payload,
+            reliable: d.reliable,
+            ordered,
+            barrier: d.barrier,
+            delivered_ts: d.now_ts,
+            psn: d.psn.0,
+        }
+    }
 }
 
 /// A notification (Table 1's callbacks, as an event stream).

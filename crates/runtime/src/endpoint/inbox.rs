@@ -1,5 +1,5 @@
-//! [`Inbox`]: one service's deliveries at an endpoint — [`Endpoint::best_effort`] and
-//! [`Endpoint::reliable`]. Per service, four ways to take messages: blocking with a deadline
+//! [`Inbox`]: one service's deliveries at an endpoint — [`Endpoint::best_effort`],
+//! [`Endpoint::reliable`] and [`Endpoint::plain`]. Per service, four ways to take messages: blocking with a deadline
 //! ([`Inbox::recv`]), non-blocking ([`Inbox::try_recv`]), a batch into a handler
 //! ([`Inbox::poll`], Aeron's `poll(handler, limit)`), and a future ([`Inbox::recv_async`],
 //! with the `tokio` feature). [`Endpoint::recv_merged`] merges the two services into one
@@ -8,20 +8,29 @@
 use super::*;
 
 /// One service's delivered messages at an [`Endpoint`] (Table 1's `onepipe_unreliable_recv`
-/// and `onepipe_reliable_recv`), in that service's total order. Cheap: borrow one whenever
-/// needed (`e.reliable().recv(d)`).
+/// and `onepipe_reliable_recv`), in that service's total order — or, for
+/// [`Endpoint::plain`], in the order they arrived. Cheap: borrow one whenever needed
+/// (`e.reliable().recv(d)`).
 #[derive(Clone, Copy)]
 pub struct Inbox<'a> {
     ep: &'a Endpoint,
-    reliable: bool,
+    service: Service,
+}
+
+/// Which queue an [`Inbox`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Service {
+    BestEffort,
+    Reliable,
+    Plain,
 }
 
 impl std::fmt::Debug for Inbox<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let service = if self.reliable {
-            "reliable"
-        } else {
-            "best effort"
+        let service = match self.service {
+            Service::BestEffort => "best effort",
+            Service::Reliable => "reliable",
+            Service::Plain => "plain",
         };
         write!(f, "Inbox({service} of {})", self.ep.proc())
     }
@@ -33,7 +42,7 @@ impl Endpoint {
     pub fn best_effort(&self) -> Inbox<'_> {
         Inbox {
             ep: self,
-            reliable: false,
+            service: Service::BestEffort,
         }
     }
 
@@ -41,26 +50,41 @@ impl Endpoint {
     pub fn reliable(&self) -> Inbox<'_> {
         Inbox {
             ep: self,
-            reliable: true,
+            service: Service::Reliable,
+        }
+    }
+
+    /// Plain messages ([`Endpoint::send_plain`], §2.2.2), as [`Endpoint::best_effort`]: each
+    /// is queued the moment it arrives, before any barrier passes it, in the order they
+    /// arrived ([`Message::ordered`] is false). A queue of its own, bounded like the others:
+    /// a plain message the application has no room for is refused and its sender told
+    /// (`SendFailed` with `BufferFull`).
+    pub fn plain(&self) -> Inbox<'_> {
+        Inbox {
+            ep: self,
+            service: Service::Plain,
         }
     }
 }
 
 impl Inbox<'_> {
     fn queue(&self) -> &BoundedQueue<Message> {
-        match self.reliable {
-            true => &self.ep.shared.rel,
-            false => &self.ep.shared.be,
+        match self.service {
+            Service::BestEffort => &self.ep.shared.be,
+            Service::Reliable => &self.ep.shared.rel,
+            Service::Plain => &self.ep.shared.plain,
         }
     }
 
     /// After a pop made room: the I/O thread is woken when the role's room ran low (best
-    /// effort) or delivery paused for want of it (reliable) and the queue is half empty.
+    /// effort, plain) or delivery paused for want of it (reliable) and the queue is half
+    /// empty.
     fn after_pop<T>(&self, r: Result<T, PopError>) -> Result<T, RecvError> {
         let sh = &self.ep.shared;
-        let waiting = match self.reliable {
-            true => sh.rel_paused.load(Ordering::Relaxed),
-            false => sh.be_starved.load(Ordering::Relaxed),
+        let waiting = match self.service {
+            Service::BestEffort => sh.be_starved.load(Ordering::Relaxed),
+            Service::Reliable => sh.rel_paused.load(Ordering::Relaxed),
+            Service::Plain => sh.plain_starved.load(Ordering::Relaxed),
         };
         let q = self.queue();
         if waiting && q.len() <= q.len_max() / 2 {
