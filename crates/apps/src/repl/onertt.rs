@@ -208,6 +208,12 @@ struct Client {
     recover_sent: Option<Instant>,
     failed: BTreeSet<u32>,
     done: VecDeque<ReplDone>,
+    /// Its commit point: every position below it is committed (it saw every replica's checksum
+    /// agree at the position before it). Positions committed stay so, at the same place,
+    /// through every recovery, so it is kept across views.
+    commit: u64,
+    /// The highest commit point it has told the replicas, on an entry or alone.
+    commit_told: u64,
 }
 
 /// Tags: writes are their sequence number, reads their id with this bit, commit notices and
@@ -285,6 +291,8 @@ impl OneRttProcess {
             recover_sent: None,
             failed: BTreeSet::new(),
             done: VecDeque::new(),
+            commit: 0,
+            commit_told: 0,
         });
         OneRttProcess {
             cfg,
@@ -311,7 +319,7 @@ impl OneRttProcess {
             self.out.push_back(AppSend {
                 tag,
                 reliable: false,
-                ordered: true,
+                ordered: m.ordered(),
                 parts,
             });
         }
@@ -375,12 +383,14 @@ impl OneRttProcess {
                 );
                 let epoch = c.epoch;
                 let dsts = Self::client_dsts(c);
+                c.commit_told = c.commit;
                 let m = Msg::Entry {
                     epoch,
                     seq,
                     id,
                     cmd,
                     pad,
+                    commit: c.commit,
                 };
                 self.send(seq, dsts.into_iter(), &m);
             }
@@ -418,6 +428,10 @@ impl OneRttProcess {
         };
         let dsts = Self::client_dsts(c);
         let epoch = c.epoch;
+        let commit = c.commit;
+        if !c.writes.is_empty() {
+            c.commit_told = commit;
+        }
         let mut msgs = Vec::new();
         for (&seq, w) in c.writes.iter_mut() {
             w.acks.clear();
@@ -432,6 +446,7 @@ impl OneRttProcess {
                     id: w.id,
                     cmd: w.cmd,
                     pad,
+                    commit,
                 },
             ));
         }
@@ -455,6 +470,27 @@ impl OneRttProcess {
         let epoch = c.epoch;
         let dsts: Vec<u32> = (0..replicas).filter(|r| !c.failed.contains(r)).collect();
         self.send(OTHER_TAG, dsts.into_iter(), &Msg::Recover { epoch });
+    }
+
+    /// Tells the replicas a commit point none of this input's entries carried, alone (an
+    /// unordered [`Msg::Commit`]): called at the end of every input, after the window was
+    /// filled, so a commit point rides on the entries sent in the same input as the Ack that
+    /// advanced it and goes alone otherwise — a read parked at some replica never waits for a
+    /// write this client may not send.
+    fn tell_commit(&mut self) {
+        let Some(c) = self.client.as_mut() else {
+            return;
+        };
+        if c.commit <= c.commit_told {
+            return;
+        }
+        c.commit_told = c.commit;
+        let m = Msg::Commit {
+            epoch: c.epoch,
+            upto: c.commit,
+        };
+        let dsts = Self::client_dsts(c);
+        self.send(OTHER_TAG, dsts.into_iter(), &m);
     }
 
     fn finish(&mut self, id: u64, cmd: Cmd, output: Option<Val>, call: Instant) {
@@ -515,16 +551,9 @@ impl OneRttProcess {
                 let Some(w) = c.writes.remove(&seq) else {
                     return;
                 };
-                let epoch = c.epoch;
-                let dsts = Self::client_dsts(c);
-                self.send(
-                    OTHER_TAG,
-                    dsts.into_iter(),
-                    &Msg::Commit {
-                        epoch,
-                        upto: pos + 1,
-                    },
-                );
+                // The replicas hear of it on this client's next entries, or alone at the end
+                // of this input ([`OneRttProcess::tell_commit`]).
+                c.commit = c.commit.max(pos + 1);
                 self.finish(w.id, w.cmd, output, w.call);
                 self.fill_window();
             }
@@ -597,7 +626,6 @@ impl OneRttProcess {
 
     fn replica_msg(&mut self, src: ProcId, ts: u64, payload: &[u8], m: Msg) {
         let me = self.cfg.me.0;
-        let now = self.now;
         let Some(r) = self.replica.as_mut() else {
             return;
         };
@@ -608,40 +636,8 @@ impl OneRttProcess {
                 id,
                 cmd,
                 pad,
+                commit,
             } => {
-                if epoch == r.epoch + 1 && r.early.len() < EARLY_MAX {
-                    // The next epoch's, before this replica installed it: held, then taken in
-                    // the order 1Pipe delivered them.
-                    r.early.push((src, ts, Bytes::copy_from_slice(payload)));
-                    return;
-                }
-                if epoch < r.epoch {
-                    let v = Self::view_for(r, src.0);
-                    self.send(OTHER_TAG, [src.0].into_iter(), &v);
-                    return;
-                }
-                if epoch != r.epoch || r.frozen_since.is_some() || r.members & (1 << me) == 0 {
-                    return;
-                }
-                r.clients.insert(src.0);
-                let expected = r.next_seq.get(&src.0).copied().unwrap_or(0);
-                if seq < expected {
-                    self.stats.duplicates += 1;
-                    self.ack_again(src, seq);
-                    return;
-                }
-                if seq > expected {
-                    // §2.2.2: "the replica rejects messages with non-consecutive sequence
-                    // numbers".
-                    self.stats.rejected += 1;
-                    let m = Msg::Reject {
-                        epoch,
-                        seq,
-                        expected,
-                    };
-                    self.send(OTHER_TAG, [src.0].into_iter(), &m);
-                    return;
-                }
                 let e = WireEntry {
                     ts,
                     client: src.0,
@@ -650,22 +646,7 @@ impl OneRttProcess {
                     cmd,
                     pad,
                 };
-                let (pos, checksum, output) = Self::append(r, e, now);
-                self.stats.appended += 1;
-                let ack = Msg::Ack {
-                    epoch,
-                    members: r.members,
-                    seq,
-                    pos,
-                    checksum,
-                    output,
-                };
-                if r.disk.enabled() {
-                    let at = r.disk.write(now);
-                    r.acks_due.push_back((at, src, ack));
-                } else {
-                    self.send(OTHER_TAG, [src.0].into_iter(), &ack);
-                }
+                self.on_entry(src, payload, epoch, commit, e);
             }
             Msg::AckAgain { epoch, seq } => {
                 if epoch < r.epoch {
@@ -739,6 +720,72 @@ impl OneRttProcess {
             Msg::Accepted { epoch, ballot } => self.on_accepted(src.0, epoch, ballot),
             Msg::Decide { value } => self.install(value),
             _ => self.stats.malformed += 1,
+        }
+    }
+
+    /// An entry `e` of epoch `epoch` from its client `src` (`payload` as delivered), carrying
+    /// the client's commit point `commit`.
+    fn on_entry(&mut self, src: ProcId, payload: &[u8], epoch: u64, commit: u64, e: WireEntry) {
+        let me = self.cfg.me.0;
+        let now = self.now;
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if epoch == r.epoch + 1 && r.early.len() < EARLY_MAX {
+            // The next epoch's, before this replica installed it: held, then taken in the
+            // order 1Pipe delivered them.
+            r.early.push((src, e.ts, Bytes::copy_from_slice(payload)));
+            return;
+        }
+        if epoch < r.epoch {
+            let v = Self::view_for(r, src.0);
+            self.send(OTHER_TAG, [src.0].into_iter(), &v);
+            return;
+        }
+        if epoch != r.epoch || r.frozen_since.is_some() || r.members & (1 << me) == 0 {
+            return;
+        }
+        // §2.2.2, piggybacked: the client's commit point, true whatever becomes of this entry
+        // (it holds only positions every replica of the view acknowledged, this one included,
+        // before the entry was sent), taken as the notice is: in this epoch, not frozen.
+        self.advance_commit(commit);
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        r.clients.insert(src.0);
+        let seq = e.seq;
+        let expected = r.next_seq.get(&src.0).copied().unwrap_or(0);
+        if seq < expected {
+            self.stats.duplicates += 1;
+            self.ack_again(src, seq);
+            return;
+        }
+        if seq > expected {
+            // §2.2.2: "the replica rejects messages with non-consecutive sequence numbers".
+            self.stats.rejected += 1;
+            let m = Msg::Reject {
+                epoch,
+                seq,
+                expected,
+            };
+            self.send(OTHER_TAG, [src.0].into_iter(), &m);
+            return;
+        }
+        let (pos, checksum, output) = Self::append(r, e, now);
+        self.stats.appended += 1;
+        let ack = Msg::Ack {
+            epoch,
+            members: r.members,
+            seq,
+            pos,
+            checksum,
+            output,
+        };
+        if r.disk.enabled() {
+            let at = r.disk.write(now);
+            r.acks_due.push_back((at, src, ack));
+        } else {
+            self.send(OTHER_TAG, [src.0].into_iter(), &ack);
         }
     }
 
@@ -1372,6 +1419,7 @@ impl App for OneRttProcess {
             }
         }
         self.fill_window();
+        self.tell_commit();
     }
 
     fn poll_send(&mut self) -> Option<AppSend> {
