@@ -5,18 +5,61 @@
 //! the entries to every replica in timestamp order (ties broken by the sender), so replicas that
 //! lose nothing append the same entries in the same order. Each (client, replica) pair numbers
 //! its entries, and a replica rejects an entry that leaves a gap. A replica folds the timestamp
-//! of every entry it appends into a running checksum and returns it with the entry's position
-//! and output. When every replica of the view returned the same position and checksum, their
-//! logs are identical up to the entry, so the write is replicated and its output (the same
-//! everywhere) is final; the client then tells the replicas that everything up to it is
-//! committed (an unordered notice, not on the write's path). A client missing some Acks after
-//! `suspect_ns` asks those replicas alone for them again: one that holds the entry answers as
-//! for a duplicate (its Ack was lost); one that lacks it rejects it, which asks for a recovery.
+//! of every entry it appends into a running checksum and returns it, unordered, with the entry's
+//! position and output. When every replica of the view returned the same position and checksum,
+//! their logs are identical up to the entry, so the write is replicated and its output (the same
+//! everywhere) is final, and the client's commit point passes it. A client missing some Acks
+//! after `suspect_ns` asks those replicas alone for them again: one that holds the entry answers
+//! as for a duplicate (its Ack was lost); one that lacks it rejects it, which asks for a
+//! recovery.
 //!
 //! **Reads, at any replica, in timestamp order.** A read is a best-effort message to one replica,
 //! which evaluates it at its timestamp — after every entry stamped earlier, before every entry
 //! stamped later — and answers once every entry before it is committed (an uncommitted one could
 //! still be removed by a recovery).
+//!
+//! **What takes a place in 1Pipe's order** (§2.2.2: "the response message does not need to be
+//! ordered by 1Pipe"; `codec::Msg::ordered`):
+//!
+//! | message | | why |
+//! | --- | --- | --- |
+//! | `Entry` (client → view) | ordered | the log's order is the timestamp order |
+//! | `Read` (client → a replica) | ordered | evaluated at its timestamp |
+//! | `AckAgain` (client → silent replicas) | ordered | a replica that lacks the entry rejects it because 1Pipe would have delivered the entry, stamped earlier, first |
+//! | `Prepare`, `Promise`, `Accept`, `Accepted`, `Decide` (recovery) | ordered | a Prepare in the order freezes every replica at the same point of the log; Paxos would be safe in any order, and a recovery is off the normal path |
+//! | `Ack` (also to an `AckAgain`), `Reject`, `ReadReply`, `View` (replica → client) | unordered | replies: each names its epoch (a read reply its read), which the client checks |
+//! | `Commit` (client → view) | unordered | a fact, taken only in its epoch, not frozen, never past the log's end |
+//! | `Recover` (client → replicas) | unordered | a hint: a newer view in answer, or a recovery |
+//!
+//! Why nothing the client relies on is overtaken. An `Ack` counts only in the epoch the client
+//! is in: one that arrives after the client took a newer `View` (in any order: both are
+//! unordered, and the `View` may come from another replica) is dropped, and the write, sent
+//! again in the new view, is answered again (as a duplicate if it was kept). An `Ack` of epoch
+//! e + 1 cannot precede that `View`: it answers an entry the client sends only in e + 1. A write
+//! whose Acks all arrived before a recovery's `View` is on every replica of its view, which
+//! appended it before promising (a frozen replica appends nothing), so the recovery keeps it at
+//! its position. A `Reject` or `Recover` only asks for a recovery; a `ReadReply` is final for
+//! its read whichever attempt it answers (each was evaluated at a timestamp between the read's
+//! call and its return). Linearizability needs no ordered reply either: a write returns only
+//! after the replicas delivered it, once 1Pipe's barrier passed its timestamp — every host had
+//! then promised to stamp nothing below it — so any operation called later is stamped after
+//! it; the same holds for a read, delivered before it is answered.
+//!
+//! **Commit points ride on entries.** §2.2.2 leaves how replicas learn that an entry is committed
+//! to the design (a read must wait for it: an uncommitted entry could still be removed). A
+//! replica cannot tell by itself — it sees no other replica's checksum — so the client, which
+//! does, tells it: every `Entry` carries the client's commit point (every position below it was
+//! acknowledged with agreeing checksums), and a commit point that no entry sent in the same input
+//! carried goes alone at the end of that input, as an unordered `Commit` to the view. Without a
+//! loss, a client whose window refills with a write sends no notice; one whose next command is a
+//! read, or whose run is over, sends it at once — no read waits for a write that may never come,
+//! and an unordered notice arrives sooner than the ordered one it replaces. A replica takes a
+//! commit point, carried or alone, only in the epoch it names, not while frozen for a recovery
+//! (its Promise reported its commit point, and the retained log must still hold what the
+//! decided value keeps), and never past its log's end. It holds only positions this replica
+//! appended and acknowledged in its epoch before the client sent it (or committed at an
+//! earlier recovery, which keeps every committed position in place), so it is true whatever
+//! becomes of the entry that carries it, and whatever order it arrives in.
 //!
 //! **Loss and failure: recovery by consensus.** A rejected entry, checksums that disagree, a
 //! best-effort loss report (§2.1 `onepipe_send_fail_callback`), a failed process (§5.2

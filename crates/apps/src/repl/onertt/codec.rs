@@ -50,7 +50,8 @@ pub(crate) enum Msg {
         pad: u32,
         commit: u64,
     },
-    /// Client → replicas: every position below `upto` is committed (all checksums agreed).
+    /// Client → replicas: every position below `upto` is committed (all checksums agreed). Sent
+    /// alone only when no entry of the same input carried the commit point.
     Commit { epoch: u64, upto: u64 },
     /// Client → one replica: read `key` at this message's timestamp.
     Read { rid: u64, key: Key },
