@@ -1575,10 +1575,12 @@ impl ReplApp for OneRttProcess {
         }
         if let Some(c) = &self.client {
             s += &format!(
-                " | client epoch {} members {:#b} next_seq {} recover_sent {:?} failed {:?}",
+                " | client epoch {} members {:#b} next_seq {} commit {} told {} recover_sent {:?} failed {:?}",
                 c.epoch,
                 c.members,
                 c.next_seq,
+                c.commit,
+                c.commit_told,
                 c.recover_sent.map(|t| t.0),
                 c.failed
             );
