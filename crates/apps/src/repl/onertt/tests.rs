@@ -700,8 +700,8 @@ fn replies_and_notices_go_unordered_entries_reads_and_ack_agains_in_order_2_2_2(
         "{out:?}"
     );
     let mut acks = Vec::new();
-    for r in 0..3 {
-        let out = deliver_ordered(&mut procs[r], t + 1, 3, write);
+    for (r, replica) in procs.iter_mut().enumerate().take(3) {
+        let out = deliver_ordered(replica, t + 1, 3, write);
         let [(false, to, ack @ Msg::Ack { .. })] = &out[..] else {
             panic!("replica {r}: an unordered Ack: {out:?}")
         };
