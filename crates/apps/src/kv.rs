@@ -22,9 +22,12 @@
 //! A read inside a read-write transaction needs no wait: it is delivered in order with the
 //! writes.
 //!
-//! Replies go back by best effort; a lost reply is reported to the server, which sends it again.
-//! Servers keep the replies they sent for [`KvConfig::reply_keep_ns`] (longer than any loss
-//! report takes), so memory stays bounded.
+//! Replies go back unordered (§2.2.2: "the response message does not need to be ordered by
+//! 1Pipe"; the transaction took its place in the order at its request), best effort. A driver
+//! that sends them ordered (live, today) reports a lost one to the server, which sends it again;
+//! servers keep the replies they sent for [`KvConfig::reply_keep_ns`] (longer than any loss
+//! report takes), so memory stays bounded. The simulator never loses an unordered message; a
+//! driver that loses one without a report leaves its initiator waiting (no initiator timeout).
 //!
 //! Each run states its serialization order — the (timestamp, initiator) of each committed
 //! transaction — and [`check::KvChecker`] replays the committed transactions in that order on a
@@ -772,7 +775,8 @@ impl KvProcess {
         self.send_reply(src, reply);
     }
 
-    /// Sends a reply (kept until a loss report could no longer come).
+    /// Sends a reply (kept until a loss report could no longer come), unordered: the request
+    /// took the transaction's place in the order.
     fn send_reply(&mut self, dst: ProcId, bytes: Bytes) {
         let tag = REPLY_TAG | self.server.next_reply;
         self.server.next_reply += 1;
@@ -782,7 +786,7 @@ impl KvProcess {
         self.out.push_back(AppSend {
             tag,
             reliable: false,
-            ordered: true,
+            ordered: false,
             parts: vec![(dst, bytes)],
         });
     }

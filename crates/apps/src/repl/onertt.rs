@@ -5,18 +5,61 @@
 //! the entries to every replica in timestamp order (ties broken by the sender), so replicas that
 //! lose nothing append the same entries in the same order. Each (client, replica) pair numbers
 //! its entries, and a replica rejects an entry that leaves a gap. A replica folds the timestamp
-//! of every entry it appends into a running checksum and returns it with the entry's position
-//! and output. When every replica of the view returned the same position and checksum, their
-//! logs are identical up to the entry, so the write is replicated and its output (the same
-//! everywhere) is final; the client then tells the replicas that everything up to it is
-//! committed (an unordered notice, not on the write's path). A client missing some Acks after
-//! `suspect_ns` asks those replicas alone for them again: one that holds the entry answers as
-//! for a duplicate (its Ack was lost); one that lacks it rejects it, which asks for a recovery.
+//! of every entry it appends into a running checksum and returns it, unordered, with the entry's
+//! position and output. When every replica of the view returned the same position and checksum,
+//! their logs are identical up to the entry, so the write is replicated and its output (the same
+//! everywhere) is final, and the client's commit point passes it. A client missing some Acks
+//! after `suspect_ns` asks those replicas alone for them again: one that holds the entry answers
+//! as for a duplicate (its Ack was lost); one that lacks it rejects it, which asks for a
+//! recovery.
 //!
 //! **Reads, at any replica, in timestamp order.** A read is a best-effort message to one replica,
 //! which evaluates it at its timestamp — after every entry stamped earlier, before every entry
 //! stamped later — and answers once every entry before it is committed (an uncommitted one could
 //! still be removed by a recovery).
+//!
+//! **What takes a place in 1Pipe's order** (§2.2.2: "the response message does not need to be
+//! ordered by 1Pipe"; `codec::Msg::ordered`):
+//!
+//! | message | | why |
+//! | --- | --- | --- |
+//! | `Entry` (client → view) | ordered | the log's order is the timestamp order |
+//! | `Read` (client → a replica) | ordered | evaluated at its timestamp |
+//! | `AckAgain` (client → silent replicas) | ordered | a replica that lacks the entry rejects it because 1Pipe would have delivered the entry, stamped earlier, first |
+//! | `Prepare`, `Promise`, `Accept`, `Accepted`, `Decide` (recovery) | ordered | a Prepare in the order freezes every replica at the same point of the log; Paxos would be safe in any order, and a recovery is off the normal path |
+//! | `Ack` (also to an `AckAgain`), `Reject`, `ReadReply`, `View` (replica → client) | unordered | replies: each names its epoch (a read reply its read), which the client checks |
+//! | `Commit` (client → view) | unordered | a fact, taken only in its epoch, not frozen, never past the log's end |
+//! | `Recover` (client → replicas) | unordered | a hint: a newer view in answer, or a recovery |
+//!
+//! Why nothing the client relies on is overtaken. An `Ack` counts only in the epoch the client
+//! is in: one that arrives after the client took a newer `View` (in any order: both are
+//! unordered, and the `View` may come from another replica) is dropped, and the write, sent
+//! again in the new view, is answered again (as a duplicate if it was kept). An `Ack` of epoch
+//! e + 1 cannot precede that `View`: it answers an entry the client sends only in e + 1. A write
+//! whose Acks all arrived before a recovery's `View` is on every replica of its view, which
+//! appended it before promising (a frozen replica appends nothing), so the recovery keeps it at
+//! its position. A `Reject` or `Recover` only asks for a recovery; a `ReadReply` is final for
+//! its read whichever attempt it answers (each was evaluated at a timestamp between the read's
+//! call and its return). Linearizability needs no ordered reply either: a write returns only
+//! after the replicas delivered it, once 1Pipe's barrier passed its timestamp — every host had
+//! then promised to stamp nothing below it — so any operation called later is stamped after
+//! it; the same holds for a read, delivered before it is answered.
+//!
+//! **Commit points ride on entries.** §2.2.2 leaves how replicas learn that an entry is committed
+//! to the design (a read must wait for it: an uncommitted entry could still be removed). A
+//! replica cannot tell by itself — it sees no other replica's checksum — so the client, which
+//! does, tells it: every `Entry` carries the client's commit point (every position below it was
+//! acknowledged with agreeing checksums), and a commit point that no entry sent in the same input
+//! carried goes alone at the end of that input, as an unordered `Commit` to the view. Without a
+//! loss, a client whose window refills with a write sends no notice; one whose next command is a
+//! read, or whose run is over, sends it at once — no read waits for a write that may never come,
+//! and an unordered notice arrives sooner than the ordered one it replaces. A replica takes a
+//! commit point, carried or alone, only in the epoch it names, not while frozen for a recovery
+//! (its Promise reported its commit point, and the retained log must still hold what the
+//! decided value keeps), and never past its log's end. It holds only positions this replica
+//! appended and acknowledged in its epoch before the client sent it (or committed at an
+//! earlier recovery, which keeps every committed position in place), so it is true whatever
+//! becomes of the entry that carries it, and whatever order it arrives in.
 //!
 //! **Loss and failure: recovery by consensus.** A rejected entry, checksums that disagree, a
 //! best-effort loss report (§2.1 `onepipe_send_fail_callback`), a failed process (§5.2
@@ -208,6 +251,12 @@ struct Client {
     recover_sent: Option<Instant>,
     failed: BTreeSet<u32>,
     done: VecDeque<ReplDone>,
+    /// Its commit point: every position below it is committed (it saw every replica's checksum
+    /// agree at the position before it). Positions committed stay so, at the same place,
+    /// through every recovery, so it is kept across views.
+    commit: u64,
+    /// The highest commit point it has told the replicas, on an entry or alone.
+    commit_told: u64,
 }
 
 /// Tags: writes are their sequence number, reads their id with this bit, commit notices and
@@ -285,6 +334,8 @@ impl OneRttProcess {
             recover_sent: None,
             failed: BTreeSet::new(),
             done: VecDeque::new(),
+            commit: 0,
+            commit_told: 0,
         });
         OneRttProcess {
             cfg,
@@ -311,7 +362,7 @@ impl OneRttProcess {
             self.out.push_back(AppSend {
                 tag,
                 reliable: false,
-                ordered: true,
+                ordered: m.ordered(),
                 parts,
             });
         }
@@ -375,12 +426,14 @@ impl OneRttProcess {
                 );
                 let epoch = c.epoch;
                 let dsts = Self::client_dsts(c);
+                c.commit_told = c.commit;
                 let m = Msg::Entry {
                     epoch,
                     seq,
                     id,
                     cmd,
                     pad,
+                    commit: c.commit,
                 };
                 self.send(seq, dsts.into_iter(), &m);
             }
@@ -418,6 +471,10 @@ impl OneRttProcess {
         };
         let dsts = Self::client_dsts(c);
         let epoch = c.epoch;
+        let commit = c.commit;
+        if !c.writes.is_empty() {
+            c.commit_told = commit;
+        }
         let mut msgs = Vec::new();
         for (&seq, w) in c.writes.iter_mut() {
             w.acks.clear();
@@ -432,6 +489,7 @@ impl OneRttProcess {
                     id: w.id,
                     cmd: w.cmd,
                     pad,
+                    commit,
                 },
             ));
         }
@@ -455,6 +513,27 @@ impl OneRttProcess {
         let epoch = c.epoch;
         let dsts: Vec<u32> = (0..replicas).filter(|r| !c.failed.contains(r)).collect();
         self.send(OTHER_TAG, dsts.into_iter(), &Msg::Recover { epoch });
+    }
+
+    /// Tells the replicas a commit point none of this input's entries carried, alone (an
+    /// unordered [`Msg::Commit`]): called at the end of every input, after the window was
+    /// filled, so a commit point rides on the entries sent in the same input as the Ack that
+    /// advanced it and goes alone otherwise — a read parked at some replica never waits for a
+    /// write this client may not send.
+    fn tell_commit(&mut self) {
+        let Some(c) = self.client.as_mut() else {
+            return;
+        };
+        if c.commit <= c.commit_told {
+            return;
+        }
+        c.commit_told = c.commit;
+        let m = Msg::Commit {
+            epoch: c.epoch,
+            upto: c.commit,
+        };
+        let dsts = Self::client_dsts(c);
+        self.send(OTHER_TAG, dsts.into_iter(), &m);
     }
 
     fn finish(&mut self, id: u64, cmd: Cmd, output: Option<Val>, call: Instant) {
@@ -515,16 +594,9 @@ impl OneRttProcess {
                 let Some(w) = c.writes.remove(&seq) else {
                     return;
                 };
-                let epoch = c.epoch;
-                let dsts = Self::client_dsts(c);
-                self.send(
-                    OTHER_TAG,
-                    dsts.into_iter(),
-                    &Msg::Commit {
-                        epoch,
-                        upto: pos + 1,
-                    },
-                );
+                // The replicas hear of it on this client's next entries, or alone at the end
+                // of this input ([`OneRttProcess::tell_commit`]).
+                c.commit = c.commit.max(pos + 1);
                 self.finish(w.id, w.cmd, output, w.call);
                 self.fill_window();
             }
@@ -597,7 +669,6 @@ impl OneRttProcess {
 
     fn replica_msg(&mut self, src: ProcId, ts: u64, payload: &[u8], m: Msg) {
         let me = self.cfg.me.0;
-        let now = self.now;
         let Some(r) = self.replica.as_mut() else {
             return;
         };
@@ -608,40 +679,8 @@ impl OneRttProcess {
                 id,
                 cmd,
                 pad,
+                commit,
             } => {
-                if epoch == r.epoch + 1 && r.early.len() < EARLY_MAX {
-                    // The next epoch's, before this replica installed it: held, then taken in
-                    // the order 1Pipe delivered them.
-                    r.early.push((src, ts, Bytes::copy_from_slice(payload)));
-                    return;
-                }
-                if epoch < r.epoch {
-                    let v = Self::view_for(r, src.0);
-                    self.send(OTHER_TAG, [src.0].into_iter(), &v);
-                    return;
-                }
-                if epoch != r.epoch || r.frozen_since.is_some() || r.members & (1 << me) == 0 {
-                    return;
-                }
-                r.clients.insert(src.0);
-                let expected = r.next_seq.get(&src.0).copied().unwrap_or(0);
-                if seq < expected {
-                    self.stats.duplicates += 1;
-                    self.ack_again(src, seq);
-                    return;
-                }
-                if seq > expected {
-                    // §2.2.2: "the replica rejects messages with non-consecutive sequence
-                    // numbers".
-                    self.stats.rejected += 1;
-                    let m = Msg::Reject {
-                        epoch,
-                        seq,
-                        expected,
-                    };
-                    self.send(OTHER_TAG, [src.0].into_iter(), &m);
-                    return;
-                }
                 let e = WireEntry {
                     ts,
                     client: src.0,
@@ -650,22 +689,7 @@ impl OneRttProcess {
                     cmd,
                     pad,
                 };
-                let (pos, checksum, output) = Self::append(r, e, now);
-                self.stats.appended += 1;
-                let ack = Msg::Ack {
-                    epoch,
-                    members: r.members,
-                    seq,
-                    pos,
-                    checksum,
-                    output,
-                };
-                if r.disk.enabled() {
-                    let at = r.disk.write(now);
-                    r.acks_due.push_back((at, src, ack));
-                } else {
-                    self.send(OTHER_TAG, [src.0].into_iter(), &ack);
-                }
+                self.on_entry(src, payload, epoch, commit, e);
             }
             Msg::AckAgain { epoch, seq } => {
                 if epoch < r.epoch {
@@ -739,6 +763,72 @@ impl OneRttProcess {
             Msg::Accepted { epoch, ballot } => self.on_accepted(src.0, epoch, ballot),
             Msg::Decide { value } => self.install(value),
             _ => self.stats.malformed += 1,
+        }
+    }
+
+    /// An entry `e` of epoch `epoch` from its client `src` (`payload` as delivered), carrying
+    /// the client's commit point `commit`.
+    fn on_entry(&mut self, src: ProcId, payload: &[u8], epoch: u64, commit: u64, e: WireEntry) {
+        let me = self.cfg.me.0;
+        let now = self.now;
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if epoch == r.epoch + 1 && r.early.len() < EARLY_MAX {
+            // The next epoch's, before this replica installed it: held, then taken in the
+            // order 1Pipe delivered them.
+            r.early.push((src, e.ts, Bytes::copy_from_slice(payload)));
+            return;
+        }
+        if epoch < r.epoch {
+            let v = Self::view_for(r, src.0);
+            self.send(OTHER_TAG, [src.0].into_iter(), &v);
+            return;
+        }
+        if epoch != r.epoch || r.frozen_since.is_some() || r.members & (1 << me) == 0 {
+            return;
+        }
+        // §2.2.2, piggybacked: the client's commit point, true whatever becomes of this entry
+        // (it holds only positions every replica of the view acknowledged, this one included,
+        // before the entry was sent), taken as the notice is: in this epoch, not frozen.
+        self.advance_commit(commit);
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        r.clients.insert(src.0);
+        let seq = e.seq;
+        let expected = r.next_seq.get(&src.0).copied().unwrap_or(0);
+        if seq < expected {
+            self.stats.duplicates += 1;
+            self.ack_again(src, seq);
+            return;
+        }
+        if seq > expected {
+            // §2.2.2: "the replica rejects messages with non-consecutive sequence numbers".
+            self.stats.rejected += 1;
+            let m = Msg::Reject {
+                epoch,
+                seq,
+                expected,
+            };
+            self.send(OTHER_TAG, [src.0].into_iter(), &m);
+            return;
+        }
+        let (pos, checksum, output) = Self::append(r, e, now);
+        self.stats.appended += 1;
+        let ack = Msg::Ack {
+            epoch,
+            members: r.members,
+            seq,
+            pos,
+            checksum,
+            output,
+        };
+        if r.disk.enabled() {
+            let at = r.disk.write(now);
+            r.acks_due.push_back((at, src, ack));
+        } else {
+            self.send(OTHER_TAG, [src.0].into_iter(), &ack);
         }
     }
 
@@ -1372,6 +1462,7 @@ impl App for OneRttProcess {
             }
         }
         self.fill_window();
+        self.tell_commit();
     }
 
     fn poll_send(&mut self) -> Option<AppSend> {
@@ -1484,10 +1575,12 @@ impl ReplApp for OneRttProcess {
         }
         if let Some(c) = &self.client {
             s += &format!(
-                " | client epoch {} members {:#b} next_seq {} recover_sent {:?} failed {:?}",
+                " | client epoch {} members {:#b} next_seq {} commit {} told {} recover_sent {:?} failed {:?}",
                 c.epoch,
                 c.members,
                 c.next_seq,
+                c.commit,
+                c.commit_told,
                 c.recover_sent.map(|t| t.0),
                 c.failed
             );

@@ -40,15 +40,18 @@ pub(crate) struct Value {
 /// A message of 1-RTT replication.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Msg {
-    /// Client → every replica (one best-effort scattering): a log entry.
+    /// Client → every replica (one best-effort scattering): a log entry, and the client's
+    /// commit point (every position below `commit` is committed), piggybacked.
     Entry {
         epoch: u64,
         seq: u64,
         id: u64,
         cmd: Cmd,
         pad: u32,
+        commit: u64,
     },
-    /// Client → replicas: every position below `upto` is committed (all checksums agreed).
+    /// Client → replicas: every position below `upto` is committed (all checksums agreed). Sent
+    /// alone only when no entry of the same input carried the commit point.
     Commit { epoch: u64, upto: u64 },
     /// Client → one replica: read `key` at this message's timestamp.
     Read { rid: u64, key: Key },
@@ -97,6 +100,38 @@ pub(crate) enum Msg {
     /// Client → replicas whose Ack of entry `seq` it misses: answer again (an [`Msg::Ack`] as
     /// for a duplicate), or [`Msg::Reject`] if the entry is not in the log.
     AckAgain { epoch: u64, seq: u64 },
+}
+
+impl Msg {
+    /// Whether the message takes a place in 1Pipe's total order (`AppSend::ordered`). Only what
+    /// the receiver must take at its timestamp is ordered; the rest is a reply or a notice whose
+    /// receiver checks it against its own state, so it may come in any order, and sooner
+    /// (§2.2.2: "the response message does not need to be ordered by 1Pipe"). The table and the
+    /// argument are in the module docs of `repl::onertt`.
+    pub(crate) fn ordered(&self) -> bool {
+        match self {
+            // The log's order is the timestamp order; a read is evaluated at its timestamp; a
+            // replica that lacks the entry an AckAgain names rejects it only because 1Pipe
+            // delivers the entry, stamped earlier, first.
+            Msg::Entry { .. } | Msg::Read { .. } | Msg::AckAgain { .. } => true,
+            // A Prepare in the order freezes every replica at one point of the log (entries
+            // stamped before it appended, later ones refused); the rest of a recovery round
+            // stays with it. Paxos would be safe in any order; recovery is off the normal path.
+            Msg::Prepare { .. }
+            | Msg::Promise { .. }
+            | Msg::Accept { .. }
+            | Msg::Accepted { .. }
+            | Msg::Decide { .. } => true,
+            // Replies and notices: each names its epoch (or its read), and its receiver takes
+            // it only if that still holds.
+            Msg::Ack { .. }
+            | Msg::Reject { .. }
+            | Msg::ReadReply { .. }
+            | Msg::View { .. }
+            | Msg::Commit { .. }
+            | Msg::Recover { .. } => false,
+        }
+    }
 }
 
 const ENTRY: u8 = 1;
@@ -215,12 +250,14 @@ pub(crate) fn encode(m: &Msg) -> Bytes {
             id,
             cmd,
             pad,
+            commit,
         } => {
             w.u8(ENTRY)
                 .u64(*epoch)
                 .u64(*seq)
                 .u64(*id)
                 .cmd(cmd)
+                .u64(*commit)
                 .u32(*pad);
             w.zeros(*pad as usize);
         }
@@ -304,11 +341,13 @@ pub(crate) fn decode(buf: &[u8]) -> Option<Msg> {
     let mut r = Reader::new(buf);
     let m = match r.u8()? {
         ENTRY => {
+            // Fields in wire order (a struct expression evaluates its fields as written).
             let m = Msg::Entry {
                 epoch: r.u64()?,
                 seq: r.u64()?,
                 id: r.u64()?,
                 cmd: r.repl_cmd()?,
+                commit: r.u64()?,
                 pad: r.u32()?,
             };
             let Msg::Entry { pad, .. } = m else {

@@ -1,7 +1,9 @@
-//! 1-RTT replication in a small model of best-effort 1Pipe: every message takes the same delay,
-//! so each receiver takes messages in timestamp order (the sender breaks ties), as 1Pipe
-//! delivers them; a lost message is reported to its sender (§2.1's send-failure callback); a
-//! crashed process is reported to everyone (§5.2's process-failure callback).
+//! 1-RTT replication in a small model of best-effort 1Pipe: every ordered message takes the same
+//! delay, so each receiver takes them in timestamp order (the sender breaks ties), as 1Pipe
+//! delivers them; a lost one is reported to its sender (§2.1's send-failure callback). An
+//! unordered message (`AppSend::ordered` false) takes any delay up to that one, so it overtakes
+//! ordered messages and other unordered ones, and a lost one is reported to nobody (as live,
+//! outside 1Pipe). A crashed process is reported to everyone (§5.2's process-failure callback).
 
 use super::codec::{decode, encode, Msg, Value, WireEntry};
 use super::*;
@@ -36,18 +38,34 @@ pub(super) struct Net {
     timers: Vec<Option<u64>>,
     /// Drop every message from `.0` to `.1`.
     pub cut: Option<(u32, u32)>,
+    /// Sends of entries, and of commit notices alone.
+    pub entries_sent: u64,
+    /// See `entries_sent`.
+    pub commits_sent: u64,
 }
 
 impl Net {
     /// `replicas` replicas and `clients` clients (processes after them), `window` each.
     pub fn new(replicas: u32, clients: u32, window: u32, loss: f64, seed: u64) -> Net {
-        let procs = replicas + clients;
         let workload = ReplWorkload {
             keys: 8,
             read_ratio: 0.4,
             cas_ratio: 0.3,
             value_size: 16,
         };
+        Net::with(replicas, clients, window, loss, seed, workload)
+    }
+
+    /// As [`Net::new`], with the clients' `workload`.
+    pub fn with(
+        replicas: u32,
+        clients: u32,
+        window: u32,
+        loss: f64,
+        seed: u64,
+        workload: ReplWorkload,
+    ) -> Net {
+        let procs = replicas + clients;
         let procs: Vec<OneRttProcess> = (0..procs)
             .map(|p| {
                 let mut cfg = ReplConfig::new(
@@ -81,6 +99,8 @@ impl Net {
             rng: Rng::new(seed),
             timers: vec![None; n],
             cut: None,
+            entries_sent: 0,
+            commits_sent: 0,
         };
         for p in 0..n as u32 {
             net.input(p, AppInput::Timeout);
@@ -105,16 +125,26 @@ impl Net {
     fn flush(&mut self, p: u32) {
         let now = self.now;
         while let Some(s) = self.procs[p as usize].poll_send() {
+            match s.parts.first().and_then(|(_, b)| decode(b)) {
+                Some(Msg::Entry { .. }) => self.entries_sent += 1,
+                Some(Msg::Commit { .. }) => self.commits_sent += 1,
+                _ => {}
+            }
             // Every stamp of a sender is distinct and increasing, as 1Pipe's are.
             self.now += 1;
             let ts = self.now;
             for (dst, bytes) in &s.parts {
                 let lost =
                     self.loss > 0.0 && self.rng.chance(self.loss) || self.cut == Some((p, dst.0));
-                if lost {
-                    self.push(ts + 2 * self.delay, Ev::Lost(p, dst.0, ts));
+                let delay = if s.ordered {
+                    self.delay
                 } else {
-                    self.push(ts + self.delay, Ev::Deliver(dst.0, p, ts, bytes.to_vec()));
+                    1 + self.rng.below(self.delay)
+                };
+                if !lost {
+                    self.push(ts + delay, Ev::Deliver(dst.0, p, ts, bytes.to_vec()));
+                } else if s.ordered {
+                    self.push(ts + 2 * self.delay, Ev::Lost(p, dst.0, ts));
                 }
             }
             self.procs[p as usize].handle(
@@ -563,13 +593,339 @@ fn a_missing_ack_is_asked_for_again_before_a_recovery() {
     assert_eq!((&to[..], again), (&[5][..], &acks[4]));
     let out = deliver(&mut procs[5], t, 4, again);
     assert!(
-        out.iter()
-            .any(|(_, m)| matches!(m, Msg::Commit { upto: 1, .. })),
-        "the write is replicated: {out:?}"
+        out.iter().any(|(_, m)| matches!(
+            m,
+            Msg::Entry {
+                seq: 1,
+                commit: 1,
+                ..
+            }
+        )),
+        "the write is replicated, its commit point on the next entry: {out:?}"
     );
     let done = procs[5].poll_done().expect("the write returns");
     assert!(done.cmd.is_write());
     assert!(procs.iter().all(|p| p.stats().recoveries == 0));
+}
+
+/// What `p` sends, decoded, with its destinations and whether it is in 1Pipe's order.
+fn sent_ordered(p: &mut OneRttProcess) -> Vec<(bool, Vec<u32>, Msg)> {
+    let mut out = Vec::new();
+    while let Some(s) = p.poll_send() {
+        let dsts = s.parts.iter().map(|(d, _)| d.0).collect();
+        out.push((s.ordered, dsts, decode(&s.parts[0].1).expect("a message")));
+    }
+    out
+}
+
+/// Hands `m` from `src` to `p` at `t`, as [`deliver`]; what `p` sends, with its order flag.
+fn deliver_ordered(p: &mut OneRttProcess, t: u64, src: u32, m: &Msg) -> Vec<(bool, Vec<u32>, Msg)> {
+    let payload = encode(m);
+    p.handle(
+        Instant(t),
+        AppInput::Deliver {
+            src: ProcId(src),
+            ts: Timestamp::new(t),
+            reliable: false,
+            payload: &payload,
+        },
+    );
+    sent_ordered(p)
+}
+
+/// Replicas `0..replicas` and one client after them (a window of `window`), drawing from
+/// `workload` with `seed`.
+fn cluster(replicas: u32, window: u32, workload: &ReplWorkload, seed: u64) -> Vec<OneRttProcess> {
+    let n = replicas + 1;
+    (0..n)
+        .map(|p| {
+            let w = if p == replicas { window } else { 0 };
+            let cfg = ReplConfig::new(ProcId(p), replicas, n, workload.clone(), w);
+            OneRttProcess::new(cfg, CmdGen::new(workload.clone(), p, seed), 7)
+        })
+        .collect()
+}
+
+/// A replica at `me` of three, alone: entries and reads are handed to it by the test.
+fn lone_replica(me: u32) -> OneRttProcess {
+    let workload = ReplWorkload::default();
+    let cfg = ReplConfig::new(ProcId(me), 3, 6, workload.clone(), 0);
+    OneRttProcess::new(cfg, CmdGen::new(workload, me, 1), 7)
+}
+
+fn entry(seq: u64, cmd: Cmd, commit: u64) -> Msg {
+    Msg::Entry {
+        epoch: 0,
+        seq,
+        id: seq,
+        cmd,
+        pad: 0,
+        commit,
+    }
+}
+
+/// §2.2.2: "the response message does not need to be ordered by 1Pipe". A replica's Ack — to
+/// an entry or to an AckAgain — its Reject and its read reply go unordered; the client's
+/// entries, reads and AckAgains go in 1Pipe's order (the log's order, a read's point, and the
+/// Reject of an entry stamped before the AckAgain), and its commit notice alone goes unordered.
+#[test]
+fn replies_and_notices_go_unordered_entries_reads_and_ack_agains_in_order_2_2_2() {
+    let workload = ReplWorkload {
+        keys: 1,
+        read_ratio: 0.5,
+        cas_ratio: 0.0,
+        value_size: 0,
+    };
+    // A seed whose client draws a write, then a read.
+    let seed = (0..1000)
+        .find(|&s| {
+            let mut g = CmdGen::new(workload.clone(), 3, s);
+            g.next_cmd().is_write() && !g.next_cmd().is_write()
+        })
+        .expect("a seed");
+    let mut procs = cluster(3, 2, &workload, seed);
+    let t = 1_000;
+    procs[3].handle(Instant(t), AppInput::Timeout);
+    let out = sent_ordered(&mut procs[3]);
+    let [(true, to_all, write), (true, to_one, read)] = &out[..] else {
+        panic!("an ordered entry and an ordered read: {out:?}")
+    };
+    assert_eq!(*to_all, [0, 1, 2]);
+    assert!(matches!(write, Msg::Entry { commit: 0, .. }), "{write:?}");
+    assert!(matches!(read, Msg::Read { .. }), "{read:?}");
+    // The read reaches its replica first: evaluated before the write, answered at once.
+    let out = deliver_ordered(&mut procs[to_one[0] as usize], t, 3, read);
+    assert!(
+        matches!(&out[..], [(false, to, Msg::ReadReply { ok: true, value: None, .. })] if *to == [3]),
+        "{out:?}"
+    );
+    let mut acks = Vec::new();
+    for (r, replica) in procs.iter_mut().enumerate().take(3) {
+        let out = deliver_ordered(replica, t + 1, 3, write);
+        let [(false, to, ack @ Msg::Ack { .. })] = &out[..] else {
+            panic!("replica {r}: an unordered Ack: {out:?}")
+        };
+        assert_eq!(*to, [3]);
+        acks.push(ack.clone());
+    }
+    // Asked again, the replica answers unordered too; an entry it lacks, it rejects unordered.
+    let out = deliver_ordered(&mut procs[0], t + 2, 3, &Msg::AckAgain { epoch: 0, seq: 0 });
+    assert_eq!(out, [(false, vec![3], acks[0].clone())]);
+    let out = deliver_ordered(&mut procs[0], t + 2, 3, &Msg::AckAgain { epoch: 0, seq: 1 });
+    assert!(
+        matches!(&out[..], [(false, _, Msg::Reject { seq: 1, .. })]),
+        "{out:?}"
+    );
+    // The client's own AckAgain is ordered: it has the write's timer fire with one Ack in.
+    assert!(deliver_ordered(&mut procs[3], t + 3, 0, &acks[0]).is_empty());
+    let at = procs[3].poll_timeout().expect("the write's timer").0;
+    procs[3].handle(Instant(at), AppInput::Timeout);
+    let out = sent_ordered(&mut procs[3]);
+    assert!(
+        out.iter()
+            .any(|(o, to, m)| *o && *to == [1, 2] && matches!(m, Msg::AckAgain { seq: 0, .. })),
+        "{out:?}"
+    );
+}
+
+/// §2.2.2 leaves the commit notice to the design; here the client's commit point rides on its
+/// entries. A replica takes the point an entry carries as it takes a notice — in its epoch, not
+/// while frozen for a recovery, never past its log's end — whatever becomes of the entry itself
+/// (appended, a duplicate, or rejected for a gap).
+#[test]
+fn a_commit_point_carried_by_an_entry_advances_the_replicas_commit_point() {
+    let mut r = lone_replica(0);
+    let commit = |p: &OneRttProcess| p.replica.as_ref().expect("a replica").commit;
+    let put = |v| Cmd::Put(1, v);
+    assert_eq!(deliver(&mut r, 1_000, 3, &entry(0, put(10), 0)).len(), 1);
+    assert_eq!(commit(&r), 0);
+    deliver(&mut r, 1_001, 3, &entry(1, put(11), 1));
+    assert_eq!(commit(&r), 1, "carried by the next entry");
+    // Never past the log's end as the entry arrives (2 entries), even if it claims more.
+    deliver(&mut r, 1_002, 3, &entry(2, put(12), 9));
+    assert_eq!(commit(&r), 2);
+    // Carried by a duplicate, and by an entry rejected for a gap, it still counts.
+    let out = deliver(&mut r, 1_003, 3, &entry(1, put(11), 3));
+    assert!(
+        matches!(&out[..], [(_, Msg::Ack { seq: 1, .. })]),
+        "{out:?}"
+    );
+    assert_eq!(commit(&r), 3);
+    deliver(&mut r, 1_004, 4, &entry(0, Cmd::Put(2, 20), 0));
+    let out = deliver(&mut r, 1_005, 3, &entry(7, put(17), 4));
+    assert!(
+        matches!(&out[..], [(_, Msg::Reject { seq: 7, .. })]),
+        "{out:?}"
+    );
+    assert_eq!(commit(&r), 4);
+    // Frozen for a recovery (its Promise gave its commit point), it takes no more.
+    deliver(&mut r, 1_006, 4, &entry(1, Cmd::Put(2, 21), 4));
+    let out = deliver(
+        &mut r,
+        1_007,
+        1,
+        &Msg::Prepare {
+            epoch: 1,
+            ballot: 257,
+        },
+    );
+    assert!(
+        matches!(&out[..], [(_, Msg::Promise { commit: 4, .. })]),
+        "{out:?}"
+    );
+    deliver(&mut r, 1_008, 3, &entry(3, put(13), 5));
+    assert_eq!(commit(&r), 4, "frozen");
+}
+
+/// A read waits until every entry before it is committed (§2.2.2: an uncommitted entry could
+/// still be removed by a recovery), and the commit point that frees it may come on the next
+/// entry of any client: no separate notice is needed.
+#[test]
+fn a_parked_read_is_answered_on_a_piggybacked_commit_point_without_a_notice() {
+    let mut r = lone_replica(1);
+    deliver(&mut r, 1_000, 3, &entry(0, Cmd::Put(5, 42), 0));
+    // Client 4 reads key 5 after the put: parked, the put is not committed.
+    let out = deliver_ordered(&mut r, 1_001, 4, &Msg::Read { rid: 9, key: 5 });
+    assert!(out.is_empty(), "answered before the put committed: {out:?}");
+    // Client 3's next entry says the put is committed: the read is answered, unordered.
+    let out = deliver_ordered(&mut r, 1_002, 3, &entry(1, Cmd::Put(6, 1), 1));
+    let reply = out
+        .iter()
+        .find(|(_, to, m)| *to == [4] && matches!(m, Msg::ReadReply { .. }));
+    assert_eq!(
+        reply,
+        Some(&(
+            false,
+            vec![4],
+            Msg::ReadReply {
+                rid: 9,
+                ok: true,
+                value: Some(42)
+            }
+        )),
+        "{out:?}"
+    );
+    assert!(
+        out.iter()
+            .any(|(_, to, m)| *to == [3] && matches!(m, Msg::Ack { seq: 1, .. })),
+        "{out:?}"
+    );
+}
+
+/// The client's rule: a commit point rides on the entries sent in the input that advanced it
+/// (the next write fills the window at once); when none is sent — the next command is a read,
+/// or the run is over — it goes alone, at the end of that input, unordered, to every replica,
+/// once.
+#[test]
+fn a_commit_point_goes_alone_only_when_no_entry_of_the_input_carries_it() {
+    let acks = |seq, pos| -> Vec<(u32, Msg)> {
+        (0..3)
+            .map(|r| {
+                let m = Msg::Ack {
+                    epoch: 0,
+                    members: 0b111,
+                    seq,
+                    pos,
+                    checksum: 77,
+                    output: None,
+                };
+                (r, m)
+            })
+            .collect()
+    };
+    let complete = |c: &mut OneRttProcess, t, seq, pos| {
+        let mut out = Vec::new();
+        for (r, m) in acks(seq, pos) {
+            out = deliver_ordered(c, t, r, &m);
+        }
+        out
+    };
+    let writes = ReplWorkload {
+        keys: 4,
+        read_ratio: 0.0,
+        cas_ratio: 0.0,
+        value_size: 0,
+    };
+    // The next write carries it.
+    let mut procs = cluster(3, 1, &writes, 1);
+    let c = &mut procs[3];
+    c.handle(Instant(1_000), AppInput::Timeout);
+    assert!(matches!(
+        &sent(c)[..],
+        [(
+            _,
+            Msg::Entry {
+                seq: 0,
+                commit: 0,
+                ..
+            }
+        )]
+    ));
+    let out = complete(c, 2_000, 0, 4);
+    assert!(
+        matches!(&out[..], [(true, to, Msg::Entry { seq: 1, commit: 5, .. })] if *to == [0, 1, 2]),
+        "{out:?}"
+    );
+    // The run is over: no entry follows, the notice goes alone, once.
+    c.cfg.stop = Instant(2_500);
+    let out = complete(c, 3_000, 1, 5);
+    assert_eq!(
+        out,
+        [(false, vec![0, 1, 2], Msg::Commit { epoch: 0, upto: 6 })]
+    );
+    c.handle(Instant(3_001), AppInput::Timeout);
+    assert!(sent(c).is_empty(), "told once");
+    // The next command is a read: the notice goes alone beside it.
+    let mixed = ReplWorkload {
+        read_ratio: 0.5,
+        ..writes
+    };
+    let seed = (0..1000)
+        .find(|&s| {
+            let mut g = CmdGen::new(mixed.clone(), 3, s);
+            g.next_cmd().is_write() && !g.next_cmd().is_write()
+        })
+        .expect("a seed");
+    let mut procs = cluster(3, 1, &mixed, seed);
+    let c = &mut procs[3];
+    c.handle(Instant(1_000), AppInput::Timeout);
+    assert_eq!(sent(c).len(), 1);
+    let out = complete(c, 2_000, 0, 0);
+    assert!(
+        matches!(&out[..], [(true, _, Msg::Read { .. }), (false, to, Msg::Commit { upto: 1, .. })] if *to == [0, 1, 2]),
+        "{out:?}"
+    );
+}
+
+/// Without loss, in a write-only run, commit points ride on entries, and reach the replicas in
+/// time: a commit notice goes alone only once a client's window no longer refills (after
+/// `stop`), at most one per write then.
+#[test]
+fn commit_points_ride_on_entries_in_a_write_only_run() {
+    let writes = ReplWorkload {
+        keys: 8,
+        read_ratio: 0.0,
+        cas_ratio: 0.3,
+        value_size: 16,
+    };
+    let mut net = Net::with(3, 3, 3, 0.0, 2, writes);
+    net.run(3_000_000);
+    assert!(net.idle());
+    check(&net);
+    // Replicas heard of every commit point in time: no entry stayed uncommitted long enough
+    // for their watchdogs to suspect a loss.
+    assert_eq!(net.stats().recoveries, 0, "{:?}", net.stats());
+    assert!(net.entries_sent > 300, "{}", net.entries_sent);
+    assert!(
+        net.commits_sent <= 3 * 3,
+        "{} notices alone for {} entries",
+        net.commits_sent,
+        net.entries_sent
+    );
+    // And every replica heard of every commit point by the end.
+    for l in net.logs() {
+        assert_eq!(l.commit, l.start + l.entries.len() as u64, "{l:?}");
+    }
 }
 
 #[test]
@@ -654,6 +1010,7 @@ fn codec_round_trips() {
             id: 3,
             cmd: Cmd::Put(4, 5),
             pad: 10,
+            commit: 6,
         },
         Msg::Commit { epoch: 1, upto: 3 },
         Msg::Read { rid: 1, key: 2 },
@@ -709,6 +1066,113 @@ fn codec_round_trips() {
     }
 }
 
+/// An entry carries its client's commit point between the command and the padding: it round
+/// trips at any value, and an entry cut anywhere — in the commit point too — or with a byte too
+/// many is malformed, never misread.
+#[test]
+fn an_entry_carries_the_commit_point_and_a_cut_one_is_malformed() {
+    for (commit, pad, cmd) in [
+        (0, 0, Cmd::Put(1, 2)),
+        (u64::MAX, 3, Cmd::Put(u64::MAX, 7)),
+        (
+            1 << 40,
+            16,
+            Cmd::Cas {
+                key: 4,
+                expect: Some(5),
+                new: 6,
+            },
+        ),
+    ] {
+        let m = Msg::Entry {
+            epoch: 3,
+            seq: 4,
+            id: 5,
+            cmd,
+            pad,
+            commit,
+        };
+        let b = encode(&m);
+        assert_eq!(decode(&b), Some(m.clone()));
+        // Kind, epoch, seq, id, the command, the commit point, the padding's length, its bytes.
+        let cmd_len = b.len() - (1 + 3 * 8 + 8 + 4 + pad as usize);
+        let at = 1 + 3 * 8 + cmd_len;
+        assert_eq!(b[at..at + 8], commit.to_be_bytes(), "{m:?}");
+        for cut in 0..b.len() {
+            assert_eq!(decode(&b[..cut]), None, "{m:?} cut at {cut}");
+        }
+        let mut longer = b.to_vec();
+        longer.push(0);
+        assert_eq!(decode(&longer), None, "{m:?} with a byte too many");
+    }
+}
+
+/// Which kinds take a place in 1Pipe's order (the module docs' table): what the receiver takes
+/// at its timestamp, and the recovery round; every reply and notice goes unordered.
+#[test]
+fn only_entries_reads_ack_agains_and_recovery_rounds_are_ordered() {
+    let v = Value {
+        epoch: 1,
+        members: 1,
+        keep: 0,
+        entries: Vec::new(),
+    };
+    let ordered = [
+        entry(0, Cmd::Put(1, 1), 0),
+        Msg::Read { rid: 1, key: 1 },
+        Msg::AckAgain { epoch: 0, seq: 0 },
+        Msg::Prepare {
+            epoch: 1,
+            ballot: 1,
+        },
+        Msg::Promise {
+            epoch: 1,
+            ballot: 1,
+            accepted: None,
+            commit: 0,
+            tail: Vec::new(),
+        },
+        Msg::Accept {
+            ballot: 1,
+            value: v.clone(),
+        },
+        Msg::Accepted {
+            epoch: 1,
+            ballot: 1,
+        },
+        Msg::Decide { value: v },
+    ];
+    let unordered = [
+        Msg::Ack {
+            epoch: 0,
+            members: 1,
+            seq: 0,
+            pos: 0,
+            checksum: 0,
+            output: None,
+        },
+        Msg::Reject {
+            epoch: 0,
+            seq: 1,
+            expected: 0,
+        },
+        Msg::ReadReply {
+            rid: 1,
+            ok: true,
+            value: None,
+        },
+        Msg::View {
+            epoch: 1,
+            members: 1,
+            next_seq: 0,
+        },
+        Msg::Commit { epoch: 0, upto: 1 },
+        Msg::Recover { epoch: 0 },
+    ];
+    assert!(ordered.iter().all(Msg::ordered));
+    assert!(!unordered.iter().any(Msg::ordered));
+}
+
 fn fuzz_cmd(rng: &mut fuzz::Rng) -> Cmd {
     let (key, v) = (rng.interesting(), rng.interesting());
     match rng.below(3) {
@@ -756,6 +1220,7 @@ fn fuzz_msg(rng: &mut fuzz::Rng) -> Msg {
             id: c,
             cmd: fuzz_cmd(rng),
             pad: rng.len(2048) as u32,
+            commit: rng.interesting(),
         },
         1 => Msg::Commit { epoch: a, upto: b },
         2 => Msg::Read { rid: a, key: b },
