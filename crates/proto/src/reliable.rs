@@ -1143,47 +1143,21 @@ mod tests {
             rto_ns: 1_000,
             ..ReliableConfig::default()
         });
+        // One message to `dst`, acknowledged `rtt` later.
+        let round_trip = |s: &mut ReliableSender, now: &mut u64, dst: u32, rtt: u64| {
+            let psn = send_one(s, *now, dst);
+            *now += rtt;
+            let (src, to, cum) = (ProcId(0), ProcId(dst), Psn(psn.0 + 1));
+            s.on_ack(Instant(*now), src, to, cum, 0, 0, 64, |_| {});
+        };
         let mut now = 0;
         // p1 answers in 10 µs, many times; p2 in 300 µs, once.
         for _ in 0..20 {
-            let psn = send_one(&mut s, now, 1);
-            now += 10_000;
-            s.on_ack(
-                Instant(now),
-                ProcId(0),
-                ProcId(1),
-                Psn(psn.0 + 1),
-                0,
-                0,
-                64,
-                |_| {},
-            );
+            round_trip(&mut s, &mut now, 1, 10_000);
         }
-        let psn = send_one(&mut s, now, 2);
-        now += 300_000;
-        s.on_ack(
-            Instant(now),
-            ProcId(0),
-            ProcId(2),
-            Psn(psn.0 + 1),
-            0,
-            0,
-            64,
-            |_| {},
-        );
+        round_trip(&mut s, &mut now, 2, 300_000);
         for _ in 0..5 {
-            let psn = send_one(&mut s, now, 1);
-            now += 10_000;
-            s.on_ack(
-                Instant(now),
-                ProcId(0),
-                ProcId(1),
-                Psn(psn.0 + 1),
-                0,
-                0,
-                64,
-                |_| {},
-            );
+            round_trip(&mut s, &mut now, 1, 10_000);
         }
         // The slow pair's next message waits longer than its RTT before a retransmission.
         let slow = send_timed(&mut s, now, 2);

@@ -692,14 +692,12 @@ impl OneRttProcess {
                 self.on_entry(src, payload, epoch, commit, e);
             }
             Msg::AckAgain { epoch, seq } => {
-                if epoch < r.epoch {
-                    let v = Self::view_for(r, src.0);
-                    self.send(OTHER_TAG, [src.0].into_iter(), &v);
+                if !self.takes_client_msg(src, epoch) {
                     return;
                 }
-                if epoch != r.epoch || r.frozen_since.is_some() || r.members & (1 << me) == 0 {
+                let Some(r) = self.replica.as_ref() else {
                     return;
-                }
+                };
                 let expected = r.next_seq.get(&src.0).copied().unwrap_or(0);
                 if seq < expected {
                     self.ack_again(src, seq);
@@ -766,10 +764,25 @@ impl OneRttProcess {
         }
     }
 
+    /// Whether this replica takes a client's `Entry` or `AckAgain` of epoch `epoch`: only in its
+    /// own epoch, not frozen for a recovery, and as a member of the view. A client behind by an
+    /// epoch is sent the current view instead.
+    fn takes_client_msg(&mut self, src: ProcId, epoch: u64) -> bool {
+        let me = self.cfg.me.0;
+        let Some(r) = self.replica.as_ref() else {
+            return false;
+        };
+        if epoch < r.epoch {
+            let v = Self::view_for(r, src.0);
+            self.send(OTHER_TAG, [src.0].into_iter(), &v);
+            return false;
+        }
+        epoch == r.epoch && r.frozen_since.is_none() && r.members & (1 << me) != 0
+    }
+
     /// An entry `e` of epoch `epoch` from its client `src` (`payload` as delivered), carrying
     /// the client's commit point `commit`.
     fn on_entry(&mut self, src: ProcId, payload: &[u8], epoch: u64, commit: u64, e: WireEntry) {
-        let me = self.cfg.me.0;
         let now = self.now;
         let Some(r) = self.replica.as_mut() else {
             return;
@@ -780,12 +793,7 @@ impl OneRttProcess {
             r.early.push((src, e.ts, Bytes::copy_from_slice(payload)));
             return;
         }
-        if epoch < r.epoch {
-            let v = Self::view_for(r, src.0);
-            self.send(OTHER_TAG, [src.0].into_iter(), &v);
-            return;
-        }
-        if epoch != r.epoch || r.frozen_since.is_some() || r.members & (1 << me) == 0 {
+        if !self.takes_client_msg(src, epoch) {
             return;
         }
         // §2.2.2, piggybacked: the client's commit point, true whatever becomes of this entry
