@@ -232,18 +232,9 @@ impl Host {
             lp.plain_room -= 1;
         }
         self.stats.delivered_plain += 1;
+        let d = best_effort_delivery(lp.id, key, item, barrier, now_ts);
         self.outputs
-            .push_back(Output::Event(HostEvent::DeliverPlain(Delivery {
-                dst: lp.id,
-                src: key.src,
-                ts: key.ts,
-                psn: key.psn,
-                payload: item.payload,
-                barrier,
-                reliable: false,
-                arrived: item.arrived,
-                now_ts,
-            })));
+            .push_back(Output::Event(HostEvent::DeliverPlain(d)));
     }
 
     /// A plain message the application has no room for: dropped, and its sender told
@@ -584,18 +575,8 @@ impl Host {
                     lp.room -= 1;
                 }
                 self.stats.delivered += 1;
-                self.outputs
-                    .push_back(Output::Event(HostEvent::Deliver(Delivery {
-                        dst: lp.id,
-                        src: key.src,
-                        ts: key.ts,
-                        psn: key.psn,
-                        payload: item.payload,
-                        barrier,
-                        reliable: false,
-                        arrived: item.arrived,
-                        now_ts,
-                    })));
+                let d = best_effort_delivery(lp.id, key, item, barrier, now_ts);
+                self.outputs.push_back(Output::Event(HostEvent::Deliver(d)));
             }
         }
         if !held {
@@ -872,5 +853,27 @@ impl Host {
             psn,
             reason,
         }));
+    }
+}
+
+/// The delivery to local process `dst` of the best-effort (or plain) message `key`, with the
+/// barrier released and the host's timestamp at the time.
+fn best_effort_delivery(
+    dst: ProcId,
+    key: OrderKey,
+    item: Buffered,
+    barrier: Timestamp,
+    now_ts: Timestamp,
+) -> Delivery {
+    Delivery {
+        dst,
+        src: key.src,
+        ts: key.ts,
+        psn: key.psn,
+        payload: item.payload,
+        barrier,
+        reliable: false,
+        arrived: item.arrived,
+        now_ts,
     }
 }
