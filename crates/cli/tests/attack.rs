@@ -150,6 +150,7 @@ fn forged_body(kind: usize, i: usize) -> Vec<u8> {
             from: NodeId(p),
             barrier: ahead,
             commit: ahead,
+            demand: false,
         }),
         1 => Packet::Data(DataPacket {
             header: DataHeader {

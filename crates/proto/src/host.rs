@@ -126,6 +126,13 @@ pub struct Host {
     recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
     /// The first-hop switch's liveness and the beacon schedule (§4.2).
     uplink: Uplink,
+    /// Fast beacons are wanted until then at least (`HostConfig::beacon_fast_hold_ns` after
+    /// the last ordered send).
+    fast_until: Instant,
+    /// The first-hop switch asked for fast beacons until then ([`Beacon::demand`]).
+    demand_until: Instant,
+    /// Fast beacons were wanted after the last input (to see them start).
+    fast_on: bool,
     outputs: VecDeque<Output<Packet, HostEvent, Mgmt>>,
     /// §5.2 relay channel: given out ahead of `outputs` (see `Node::poll_output`).
     relays: VecDeque<(MgmtDest, RelayMsg)>,
@@ -153,7 +160,8 @@ impl Host {
             .iter()
             .map(|&id| LocalProc::new(id, &cfg))
             .collect();
-        let uplink = Uplink::new(now, cfg.beacon_interval_ns, cfg.uplink_timeout_intervals);
+        let uplink = Uplink::new(now, cfg.beacon_interval_ns, cfg.uplink_timeout_intervals)
+            .with_fast(now, cfg.beacon_fast_interval_ns);
         Host {
             procs,
             clock_ts: now.timestamp(),
@@ -187,6 +195,9 @@ impl Host {
             acks_out: Vec::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             uplink,
+            fast_until: now,
+            demand_until: now,
+            fast_on: false,
             outputs: VecDeque::new(),
             relays: VecDeque::new(),
             life: Lifecycle::Correct { recover: false },
@@ -615,6 +626,10 @@ impl Host {
                 0 => self.stats.messages_sent += 1,
                 _ => self.stats.plain_sent += 1,
             }
+            if service == 0 {
+                self.fast_until = now + self.cfg.beacon_fast_hold_ns;
+                self.uplink.fast_now(now);
+            }
             if self.local_index(*dst).is_none() {
                 let deadline = now + self.loss_timeout_ns();
                 let bytes = u32::try_from(self.wire_len(msg.len())).unwrap_or(u32::MAX);
@@ -678,6 +693,8 @@ impl Host {
                 max: buffer,
             });
         }
+        self.fast_until = now + self.cfg.beacon_fast_hold_ns;
+        self.uplink.fast_now(now);
         let procs = &self.procs;
         let handle = self
             .sender
@@ -941,6 +958,7 @@ impl Host {
     /// representative modes, whose switches read no barriers from data) every tick sends one.
     fn beacon_tick(&mut self, now: Instant) {
         if now < self.uplink.next_beacon() {
+            self.fast_beacon_tick(now);
             return;
         }
         if self.uplink.watch() {
@@ -958,14 +976,94 @@ impl Host {
             .wants_beacon(barrier, commit, self.cfg.beacon_always)
         {
             self.stats.beacons_sent += 1;
+            let demand = self.local_need(now);
             self.send_uplink(Packet::Beacon(Beacon {
                 from: self.cfg.node,
                 barrier,
                 commit,
+                demand,
             }));
             self.uplink.beaconed(barrier);
         }
         self.uplink.schedule(now);
+    }
+
+    /// Issue 37: between the regular beacon times, a host that waits for a barrier or has just
+    /// sent (`HostConfig::beacon_fast_interval_ns`) beacons at the fast grid's ticks when the
+    /// beacon tells its switch something new: the barrier then rises within a fast interval
+    /// instead of a regular one. The regular ticks keep the keep-alive and the silence count.
+    fn fast_beacon_tick(&mut self, now: Instant) {
+        if self.uplink.next_fast_beacon().is_none_or(|t| t > now) {
+            return;
+        }
+        if !self.wants_fast(now) {
+            self.uplink.idle_fast(now);
+            return;
+        }
+        self.timestamp(now);
+        // Never below what the link was already told (a data packet may have carried more
+        // than the latest fast tick): barriers on a link never go backwards (§4.1).
+        let (told_b, told_c) = self.uplink.told();
+        let mut barrier = self.uplink.fast_barrier(now);
+        if let Some(b) = told_b {
+            barrier = barrier.max_wrapping(b);
+        }
+        let c = self.sender.commit(self.clock_ts).min_wrapping(barrier);
+        let mut commit = self.commit_sent.max_wrapping(c);
+        if let Some(tc) = told_c {
+            commit = commit.max_wrapping(tc);
+        }
+        let demand = self.local_need(now);
+        let news = self.uplink.tells_news(barrier, commit) || demand && !self.uplink.last_demand();
+        if news && !self.life.silent() {
+            self.commit_sent = commit;
+            self.stats.beacons_sent += 1;
+            self.stats.beacons_fast += 1;
+            self.send_uplink(Packet::Beacon(Beacon {
+                from: self.cfg.node,
+                barrier,
+                commit,
+                demand,
+            }));
+            self.uplink.fast_beaconed(barrier);
+        }
+    }
+
+    /// Whether fast beacons are wanted at `now`: this host needs the barrier to rise
+    /// ([`Host::local_need`]), or its switch said someone else does ([`Beacon::demand`]).
+    fn wants_fast(&self, now: Instant) -> bool {
+        self.cfg.beacon_fast_interval_ns > 0 && (now < self.demand_until || self.local_need(now))
+    }
+
+    /// Whether this host needs the barrier to rise at `now` (what its beacons' demand flag
+    /// says): it sent an ordered message within the hold, or waits for a barrier — it holds
+    /// messages for reordering, or messages not yet acknowledged. Never with fast beacons off.
+    fn local_need(&self, now: Instant) -> bool {
+        self.cfg.beacon_fast_interval_ns > 0
+            && (now < self.fast_until || self.sender.unacked() > 0 || self.holds_ordered())
+    }
+
+    /// After an input: when fast beacons start to be wanted, or this host's need is not yet
+    /// announced, a fast beacon goes at once (the demand travels up the tree and down to every
+    /// host within one crossing instead of waiting for the next tick).
+    fn follow_demand(&mut self, now: Instant) {
+        if self.cfg.beacon_fast_interval_ns == 0 {
+            return;
+        }
+        let want = self.wants_fast(now);
+        let rising = want && !self.fast_on;
+        self.fast_on = want;
+        if rising || (self.local_need(now) && !self.uplink.last_demand()) {
+            self.uplink.fast_now(now);
+            self.fast_beacon_tick(now);
+        }
+    }
+
+    /// Some local process holds received messages that wait for a barrier.
+    fn holds_ordered(&self) -> bool {
+        self.procs
+            .iter()
+            .any(|p| !p.reorder.is_empty() || p.rel.as_ref().is_some_and(|r| !r.reorder.is_empty()))
     }
 
     /// Checks internal invariants (debug builds only).
@@ -1016,6 +1114,7 @@ impl Node for Host {
             Input::Mgmt(Mgmt::Ctrl(msg)) => self.on_control(now, msg),
             Input::Mgmt(Mgmt::Relay(msg)) => self.on_relay(now, msg),
         }
+        self.follow_demand(now);
         self.invariants();
     }
 
@@ -1041,6 +1140,11 @@ impl Node for Host {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.uplink.next_beacon();
+        if let Some(fast) = self.uplink.next_fast_beacon() {
+            if self.wants_fast(fast) {
+                t = t.min(fast);
+            }
+        }
         if let Some(due) = self.acks.next_due() {
             t = t.min(due);
         }

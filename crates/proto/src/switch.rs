@@ -113,6 +113,11 @@ pub struct SwitchConfig {
     pub beacon_phase_ns: u64,
     /// Chip mode: least time between two beacons a barrier change triggers on one output link.
     pub beacon_min_gap_ns: u64,
+    /// Chip mode, issue 37: after an input's beacon asks for demand ([`Beacon::demand`]), every
+    /// beacon this switch sends asks for it too, for this long; the first goes on every output
+    /// at once. So a host's need for the barrier reaches every host of the tree within one
+    /// crossing, and they beacon at their fast interval. 0: never (the paper's switch).
+    pub demand_hold_ns: u64,
     /// Cpu/Host modes: how long a received beacon takes to reach the registers (§6.2.2–6.2.3).
     pub beacon_delay_ns: u64,
     /// Cpu/Host modes: most beacons in flight to the CPU; more are dropped and counted.
@@ -145,6 +150,7 @@ impl SwitchConfig {
             beacon_interval_ns: 3_000,
             beacon_phase_ns: 0,
             beacon_min_gap_ns: 375,
+            demand_hold_ns: 0,
             beacon_delay_ns: 0,
             pending_max: 4096,
             link_timeout_intervals: 10,
@@ -462,6 +468,8 @@ pub struct Switch {
     next_beacon: Instant,
     /// Chip mode: when deferred change-triggered beacons are due.
     flush_at: Option<Instant>,
+    /// Beacons ask for demand until then ([`SwitchConfig::demand_hold_ns`]).
+    demand_until: Instant,
     outputs: VecDeque<Output<Packet, Infallible, Mgmt>>,
     stats: SwitchStats,
 }
@@ -489,6 +497,7 @@ impl Switch {
             pending: VecDeque::new(),
             next_beacon: next_tick(now, cfg.beacon_interval_ns, cfg.beacon_phase_ns),
             flush_at: None,
+            demand_until: now,
             outputs: VecDeque::new(),
             stats: SwitchStats::default(),
             router,
@@ -899,7 +908,17 @@ impl Switch {
             SwitchMode::Chip => {
                 let before = self.outputs_now();
                 self.agg.update_both(port.index(), b.barrier, b.commit);
-                if self.outputs_now() != before {
+                let rising = b.demand && self.cfg.demand_hold_ns > 0 && self.demand_until <= now;
+                if b.demand && self.cfg.demand_hold_ns > 0 {
+                    self.demand_until = now + self.cfg.demand_hold_ns;
+                }
+                if rising && self.outputs_now().0.is_some() && self.outputs_now().1.is_some() {
+                    // The demand goes on at once, on every output, whether the barrier moved
+                    // or not.
+                    for o in 0..self.cfg.outputs {
+                        self.send_beacon(now, o);
+                    }
+                } else if self.outputs_now() != before {
                     self.send_paced_beacons(now);
                 }
             }
@@ -1057,6 +1076,7 @@ impl Switch {
                 from: self.cfg.node,
                 barrier,
                 commit,
+                demand: now < self.demand_until,
             }),
         });
     }
@@ -1141,6 +1161,7 @@ mod tests {
                 from: NodeId(1),
                 barrier: ts,
                 commit: ts,
+                demand: false,
             }),
             1 => Packet::Nak(Nak {
                 reason: NakReason::Late,
@@ -1177,12 +1198,77 @@ mod tests {
             from: NodeId(1),
             barrier: Timestamp::new(b),
             commit: Timestamp::new(c),
+            demand: false,
         })
     }
 
     /// §5.2 Determine's `Isolate`: the input's commit register stops rising at once and is
     /// reported (the controller's failure timestamp for the host behind it), while its
     /// best-effort barrier still counts; Resume then removes it from the commit minimum.
+    /// Beacons `s` sends now: (output, barrier, demand).
+    fn beacons_out(s: &mut Switch) -> Vec<(u32, u64, bool)> {
+        let mut v = Vec::new();
+        while let Some(o) = s.poll_output() {
+            if let Output::Send {
+                port,
+                packet: Packet::Beacon(b),
+            } = o
+            {
+                v.push((port.0, b.barrier.raw(), b.demand));
+            }
+        }
+        v
+    }
+
+    /// Issue 37: an input's demand goes on at once on every output, whether the barrier moved
+    /// or not; later beacons carry it for the hold after the last demand, then not; a switch
+    /// with no hold neither sends early nor sets the flag.
+    #[test]
+    fn demand_goes_on_at_once_on_every_output_and_lasts_the_hold() {
+        let demand_beacon = |b: u64| {
+            Packet::Beacon(Beacon {
+                from: NodeId(1),
+                barrier: Timestamp::new(b),
+                commit: Timestamp::new(b),
+                demand: true,
+            })
+        };
+        for hold in [1_000, 0] {
+            let mut s = switch(SwitchMode::Chip);
+            s.cfg.demand_hold_ns = hold;
+            s.cfg.beacon_min_gap_ns = 0;
+            let feed = |s: &mut Switch, now: u64, port: u32, packet: Packet| {
+                s.handle(
+                    Instant(now),
+                    Input::Packet {
+                        port: PortId(port),
+                        packet,
+                    },
+                );
+                beacons_out(s)
+            };
+            for p in 0..3 {
+                feed(&mut s, 10, p, beacon_from_1(100, 100));
+            }
+            // The same barrier again, with demand: nothing new but the demand.
+            let out = feed(&mut s, 20, 0, demand_beacon(100));
+            match hold {
+                0 => assert!(out.is_empty(), "{out:?}"),
+                _ => assert_eq!(out, [(0, 100, true), (1, 100, true)]),
+            }
+            // The barrier moves within the hold: demand on; after it: off.
+            feed(&mut s, 30, 0, beacon_from_1(200, 200));
+            feed(&mut s, 30, 1, beacon_from_1(200, 200));
+            let out = feed(&mut s, 30, 2, beacon_from_1(200, 200));
+            assert_eq!(out, [(0, 200, hold > 0), (1, 200, hold > 0)]);
+            for p in 0..2 {
+                feed(&mut s, 1_100, p, beacon_from_1(300, 300));
+            }
+            let out = feed(&mut s, 1_100, 2, beacon_from_1(300, 300));
+            assert_eq!(out, [(0, 300, false), (1, 300, false)]);
+        }
+    }
+
     #[test]
     fn an_isolated_input_freezes_its_commit_register_and_is_reported_5_2() {
         let mut s = switch(SwitchMode::Chip);

@@ -74,6 +74,7 @@ fn packet(rng: &mut Rng) -> Packet {
             from: NodeId(rng.u32()),
             barrier: ts(rng),
             commit: ts(rng),
+            demand: rng.bool(),
         }),
         2 => Packet::Nak(Nak {
             reason: *rng.pick(&[

@@ -93,6 +93,7 @@ fn beacon(from: u32, barrier: u64) -> Packet {
         from: NodeId(from),
         barrier: t(barrier),
         commit: t(barrier),
+        demand: false,
     })
 }
 
@@ -954,6 +955,114 @@ fn beacon_always_sends_a_beacon_every_interval_6_2_2() {
         );
     }
     assert_eq!(h.stats().beacons_sent, 4);
+}
+
+/// The beacons among `outputs`: (barrier, demand).
+fn beacon_flags<E, M>(outputs: &[Output<Packet, E, M>]) -> Vec<(u64, bool)> {
+    sent(outputs)
+        .into_iter()
+        .filter_map(|(_, pk)| match pk {
+            Packet::Beacon(b) => Some((b.barrier.raw(), b.demand)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every beacon `h` sends from now until `until` (ns), firing its timer when due.
+fn beacons_until(h: &mut Host, until: u64) -> Vec<(u64, bool)> {
+    let mut out = Vec::new();
+    while let Some(due) = h.poll_timeout().filter(|d| *d < at(until)) {
+        out.extend(beacon_flags(&tick(h, due.0)));
+    }
+    out
+}
+
+/// Issue 37: a host that has just sent, or holds a message for reordering, announces its need
+/// at once (a beacon with `demand`, never below what its data already told the link), then
+/// beacons at the fast interval's ticks while the need lasts — for `beacon_fast_hold_ns`
+/// after a send, until the held message is delivered — and then only at the regular times.
+#[test]
+fn a_host_that_sent_or_waits_asks_for_demand_and_beacons_fast_then_falls_back_4_2() {
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.beacon_fast_interval_ns = 100;
+    cfg.beacon_fast_hold_ns = 500;
+    let mut h = Host::new(cfg, at(0));
+    // Idle: the regular schedule only, no demand.
+    assert_eq!(h.poll_timeout(), Some(at(1_000)));
+    assert_eq!(beacon_flags(&tick(&mut h, 1_000)), [(1_000, false)]);
+    // A send at 1050: its data carries barrier 1050; the announcement repeats it, with demand.
+    h.send(at(1_050), p(0), &[(p(1), bytes("m"))]).unwrap();
+    drain(&mut h);
+    let due = h.poll_timeout().unwrap();
+    assert!(due <= at(1_050), "the announcement is due at once: {due:?}");
+    assert_eq!(beacon_flags(&tick(&mut h, 1_050)), [(1_050, true)]);
+    // Then every fast tick until the hold ends at 1550, then the regular time without demand.
+    let fast = beacons_until(&mut h, 2_000);
+    assert_eq!(fast, [1_100, 1_200, 1_300, 1_400, 1_500].map(|b| (b, true)));
+    assert_eq!(h.poll_timeout(), Some(at(2_000)));
+    assert_eq!(beacon_flags(&tick(&mut h, 2_000)), [(2_000, false)]);
+    assert_eq!(h.stats().beacons_fast, 6);
+    // A message held for the barrier (its timestamp 2500 above the barrier): announced at
+    // once, then fast beacons until a barrier delivers it.
+    let out = h_handle(&mut h, 2_010, message(1, 0, 2_500, 0, b"held"));
+    assert_eq!(beacon_flags(&out), [(2_000, true)]);
+    assert_eq!(beacons_until(&mut h, 2_150), [(2_100, true)]);
+    let out = h_handle(&mut h, 2_150, beacon(9, 2_600));
+    assert_eq!(deliveries(&out).len(), 1);
+    assert_eq!(
+        h.poll_timeout(),
+        Some(at(3_000)),
+        "nothing held, nothing sent: regular"
+    );
+    assert_eq!(beacon_flags(&tick(&mut h, 3_000)), [(3_000, false)]);
+}
+
+/// Hands `h` a packet on its uplink at `now` (ns) and drains it.
+fn h_handle(h: &mut Host, now: u64, packet: Packet) -> Vec<Out<Host>> {
+    h.handle(
+        at(now),
+        Input::Packet {
+            port: UPLINK,
+            packet,
+        },
+    );
+    drain(h)
+}
+
+/// Issue 37: an idle host whose switch says someone waits ([`Beacon::demand`]) beacons at the
+/// fast interval for the hold after the last such beacon, without asking for demand itself
+/// (its own flag says only its own need, so no demand echoes for ever); with fast beacons off
+/// it ignores the flag.
+#[test]
+fn an_idle_host_told_of_demand_beacons_fast_for_the_hold_without_echoing_it_4_2() {
+    let demand = |barrier: u64| {
+        Packet::Beacon(Beacon {
+            from: NodeId(9),
+            barrier: t(barrier),
+            commit: t(barrier),
+            demand: true,
+        })
+    };
+    let mut cfg = host_config(0, &[0], 2);
+    cfg.beacon_fast_interval_ns = 100;
+    cfg.beacon_fast_hold_ns = 500;
+    let mut h = Host::new(cfg.clone(), at(0));
+    assert_eq!(beacon_flags(&tick(&mut h, 1_000)), [(1_000, false)]);
+    // Told at 1020: a beacon at once (its barrier, the latest tick, is news), then the ticks.
+    let out = h_handle(&mut h, 1_020, demand(900));
+    assert!(beacon_flags(&out).is_empty(), "1000 was already told");
+    let fast = beacons_until(&mut h, 2_000);
+    assert_eq!(
+        fast,
+        [1_100, 1_200, 1_300, 1_400, 1_500].map(|b| (b, false))
+    );
+    assert_eq!(beacon_flags(&tick(&mut h, 2_000)), [(2_000, false)]);
+    // Off: the flag changes nothing.
+    cfg.beacon_fast_interval_ns = 0;
+    let mut off = Host::new(cfg, at(0));
+    assert_eq!(beacon_flags(&tick(&mut off, 1_000)), [(1_000, false)]);
+    h_handle(&mut off, 1_020, demand(900));
+    assert_eq!(off.poll_timeout(), Some(at(2_000)));
 }
 
 #[test]

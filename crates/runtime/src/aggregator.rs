@@ -332,6 +332,7 @@ impl Aggregator {
                         from: NodeId(src.0),
                         barrier,
                         commit,
+                        demand: false,
                     }))
                 }
                 _ => None,
@@ -1075,6 +1076,7 @@ mod tests {
             from: NodeId(0),
             barrier: Timestamp::new(b),
             commit: Timestamp::new(b),
+            demand: false,
         })
     }
 

@@ -238,33 +238,47 @@ impl<'e, A: App> AppHost<'e, A> {
         AppInput::Refused { tag }
     }
 
-    /// Turns until `done(app)` holds or `timeout` passes; between idle turns it sleeps a
-    /// little (at most `idle_sleep`). Returns whether `done` held.
+    /// Turns until `done(app)` holds or `timeout` passes; between idle turns it sleeps until
+    /// the endpoint has something for the application, its timer is due, or `idle_max` passes
+    /// ([`AppHost::wait`]). Returns whether `done` held.
     pub fn run_until(
         &mut self,
         timeout: Duration,
-        idle_sleep: Duration,
+        idle_max: Duration,
         mut done: impl FnMut(&A) -> bool,
     ) -> bool {
         let until = monotonic_ns().saturating_add(timeout.as_nanos() as u64);
-        let mut idle = 0u32;
         loop {
             if done(&self.app) {
                 return true;
             }
-            if monotonic_ns() >= until {
+            let now = monotonic_ns();
+            if now >= until {
                 return false;
             }
-            if self.turn() {
-                idle = 0;
-            } else {
-                idle += 1;
-                if idle > 64 {
-                    std::thread::sleep(idle_sleep);
-                } else {
-                    std::thread::yield_now();
-                }
+            let seen = self.activity();
+            if !self.turn() {
+                self.wait(seen, idle_max.min(Duration::from_nanos(until - now)));
             }
+        }
+    }
+
+    /// The endpoint's activity count ([`Endpoint::activity`]): read it before
+    /// [`AppHost::turn`], and give it to [`AppHost::wait`] when the turn did nothing.
+    pub fn activity(&self) -> u64 {
+        self.ep.activity()
+    }
+
+    /// Sleeps, without polling, until the endpoint has something for the application since
+    /// `seen` (a message, an event, a barrier: [`Endpoint::wait_activity`]), the application's
+    /// timer is due, or `max` passes.
+    pub fn wait(&self, seen: u64, max: Duration) {
+        let mut wait = max;
+        if let Some(t) = self.app.poll_timeout() {
+            wait = wait.min(Duration::from_nanos(t.saturating_since(Self::now())));
+        }
+        if !wait.is_zero() {
+            self.ep.wait_activity(seen, wait);
         }
     }
 }

@@ -8,6 +8,8 @@
 //! ```toml
 //! controller = "127.0.0.1:7400"   # the controller's TCP address
 //! beacon_interval = "1ms"         # T_beacon (§4.2)
+//! fast_beacon_interval = "200us"  # while someone waits for the barrier, hosts beacon this often
+//!                                 # (chip mode; "0s": never, the paper's fixed interval)
 //! aggregator_mode = "chip"        # §6.2.1: barriers on data, waves on at once; "host": §6.2.3
 //! aggregator_phase = "200us"      # an aggregator d hops up beacons d × this after each tick
 //! clock = "monotonic"             # or "realtime" for a cluster across machines (chrony/PTP)
@@ -79,6 +81,13 @@ pub const REJOIN_IDS_MIN: u32 = 64;
 /// Most aggregators a cluster may have.
 pub const AGGREGATORS_MAX: usize = 4096;
 
+/// The shortest fast beacon interval a cluster file may set (issue 37): 10 µs.
+pub const FAST_BEACON_INTERVAL_MIN_NS: u64 = 10_000;
+
+fn fast_beacon_interval_default() -> u64 {
+    crate::roles::FAST_BEACON_INTERVAL_NS_DEFAULT
+}
+
 /// A live cluster: its members and shared settings. See the module docs for the file format.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cluster {
@@ -86,6 +95,10 @@ pub struct Cluster {
     pub controller: SocketAddr,
     /// T_beacon (§4.2), for hosts and aggregators.
     pub beacon_interval_ns: u64,
+    /// Issue 37: while someone waits for the barrier, hosts also beacon at this shorter
+    /// interval ([`LiveRoles::fast_beacon_interval_ns`]); 0: never.
+    #[serde(default = "fast_beacon_interval_default")]
+    pub fast_beacon_interval_ns: u64,
     /// How the aggregators aggregate barriers (§6.2.1 chip, the default, or §6.2.3 host
     /// representatives).
     #[serde(default)]
@@ -349,6 +362,11 @@ impl Cluster {
             "beacon_interval",
             roles.beacon_interval_ns,
         )?;
+        let fast_beacon_interval_ns = dur(
+            &file.fast_beacon_interval,
+            "fast_beacon_interval",
+            roles.fast_beacon_interval_ns,
+        )?;
         let aggregator_phase_ns = dur(
             &file.aggregator_phase,
             "aggregator_phase",
@@ -398,6 +416,7 @@ impl Cluster {
         };
         for (name, v) in [
             ("beacon_interval", &file.beacon_interval),
+            ("fast_beacon_interval", &file.fast_beacon_interval),
             ("aggregator_phase", &file.aggregator_phase),
             ("aggregator_mode", &file.aggregator_mode),
             ("loss_timeout", &file.loss_timeout),
@@ -409,6 +428,7 @@ impl Cluster {
         let cluster = Cluster {
             controller: *file.controller.get_ref(),
             beacon_interval_ns,
+            fast_beacon_interval_ns,
             aggregator_mode,
             aggregator_phase_ns,
             clock: file.clock.map(|c| *c.get_ref()).unwrap_or_default(),
@@ -501,6 +521,18 @@ impl Cluster {
             return Err(err(
                 Loc::Top("beacon_interval"),
                 "must be between 1ns and 10s".into(),
+            ));
+        }
+        if self.fast_beacon_interval_ns != 0
+            && !(FAST_BEACON_INTERVAL_MIN_NS..self.beacon_interval_ns)
+                .contains(&self.fast_beacon_interval_ns)
+        {
+            return Err(err(
+                Loc::Top("fast_beacon_interval"),
+                format!(
+                    "must be 0s (off) or at least {FAST_BEACON_INTERVAL_MIN_NS} ns and below the beacon interval ({} ns)",
+                    self.beacon_interval_ns
+                ),
             ));
         }
         if self.aggregator_phase_ns >= self.beacon_interval_ns {
@@ -725,6 +757,7 @@ impl Cluster {
         let cluster = Cluster {
             controller: layout.controller,
             beacon_interval_ns: roles.beacon_interval_ns,
+            fast_beacon_interval_ns: roles.fast_beacon_interval_ns,
             aggregator_mode: roles.aggregator_mode,
             aggregator_phase_ns: roles.aggregator_phase_ns,
             clock: ClockSource::Monotonic,
@@ -766,6 +799,11 @@ impl Cluster {
             s,
             "beacon_interval = \"{}\"",
             format_duration(self.beacon_interval_ns)
+        );
+        let _ = writeln!(
+            s,
+            "fast_beacon_interval = \"{}\"",
+            format_duration(self.fast_beacon_interval_ns)
         );
         let _ = writeln!(s, "aggregator_mode = \"{}\"", self.aggregator_mode);
         let _ = writeln!(
@@ -1008,6 +1046,7 @@ impl Cluster {
     pub fn roles(&self) -> LiveRoles {
         LiveRoles {
             beacon_interval_ns: self.beacon_interval_ns,
+            fast_beacon_interval_ns: self.fast_beacon_interval_ns,
             aggregator_mode: self.aggregator_mode,
             aggregator_phase_ns: self.aggregator_phase_ns,
             rto_ns: self.loss_timeout_ns,
@@ -1025,6 +1064,7 @@ impl Cluster {
 struct FileRepr {
     controller: Spanned<SocketAddr>,
     beacon_interval: Option<Spanned<String>>,
+    fast_beacon_interval: Option<Spanned<String>>,
     aggregator_phase: Option<Spanned<String>>,
     aggregator_mode: Option<Spanned<String>>,
     clock: Option<Spanned<ClockSource>>,

@@ -504,6 +504,7 @@ mod tests {
             from: NodeId(7),
             barrier: Timestamp::new(b),
             commit: Timestamp::new(b),
+            demand: false,
         })
     }
 

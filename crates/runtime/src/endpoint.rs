@@ -336,6 +336,13 @@ struct Shared {
     room: Mutex<u64>,
     room_ready: Condvar,
     room_waiters: AtomicUsize,
+    /// [`Endpoint::activity`]: bumped whenever something an application may act on happens
+    /// (a message queued, an event queued, a barrier published, the endpoint stopping);
+    /// [`Endpoint::wait_activity`] sleeps on `activity_ready` while `activity_waiters` counts it.
+    activity: AtomicU64,
+    activity_lock: Mutex<()>,
+    activity_ready: Condvar,
+    activity_waiters: AtomicUsize,
     /// Membership as the controller last said ([`Endpoint::view`]), and what it said about
     /// departures: the current process of each slot (rejoins give new ids), and the processes
     /// whose slot said it was leaving (their §5.2 event says `Left`, not `Failed`).
@@ -508,6 +515,10 @@ impl Endpoint {
             room: Mutex::new(0),
             room_ready: Condvar::new(),
             room_waiters: AtomicUsize::new(0),
+            activity: AtomicU64::new(0),
+            activity_lock: Mutex::new(()),
+            activity_ready: Condvar::new(),
+            activity_waiters: AtomicUsize::new(0),
             members: Mutex::new(Membership {
                 // Every process has joined when a cluster of all its processes is ready; the
                 // controller's first view says who did (a process that joins a running
@@ -1005,6 +1016,60 @@ impl Endpoint {
         self.took(self.shared.events.pop(false, Some(deadline(timeout))))
     }
 
+    /// A count that goes up whenever something an application may act on happens: a message
+    /// queued on any of the three inboxes, an event queued, a barrier published
+    /// ([`Endpoint::barrier`], [`Endpoint::commit_barrier`]), the endpoint stopping. Read it
+    /// before looking at the inboxes, then [`Endpoint::wait_activity`] with it: a loop over
+    /// several inboxes sleeps without polling and misses nothing.
+    ///
+    /// ```no_run
+    /// # fn f(ep: &onepipe_runtime::endpoint::Endpoint) {
+    /// use std::time::Duration;
+    /// loop {
+    ///     let seen = ep.activity();
+    ///     let mut busy = false;
+    ///     busy |= ep.best_effort().poll(256, |m| { /* ... */ }) > 0;
+    ///     busy |= ep.plain().poll(256, |m| { /* ... */ }) > 0;
+    ///     if !busy {
+    ///         ep.wait_activity(seen, Duration::from_millis(10));
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn activity(&self) -> u64 {
+        self.shared.activity.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps until [`Endpoint::activity`] differs from `seen`, or `timeout` passes, or the
+    /// endpoint stops. Returns whether the count moved (or the endpoint stopped).
+    pub fn wait_activity(&self, seen: u64, timeout: Duration) -> bool {
+        let sh = &self.shared;
+        let moved = || sh.activity.load(Ordering::SeqCst) != seen || sh.stop.load(Ordering::SeqCst);
+        if moved() {
+            return true;
+        }
+        let until = std::time::Instant::now() + timeout;
+        sh.activity_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut g = sh.activity_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let result = loop {
+            if moved() {
+                break true;
+            }
+            let now = std::time::Instant::now();
+            if now >= until {
+                break false;
+            }
+            g = sh
+                .activity_ready
+                .wait_timeout(g, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        drop(g);
+        sh.activity_waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
     /// This endpoint's current timestamp (Table 1 `onepipe_get_timestamp`): never below any
     /// timestamp it issued or delivered before.
     pub fn timestamp(&self) -> Timestamp {
@@ -1134,6 +1199,17 @@ impl Shared {
         if room {
             *self.room.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             self.room_ready.notify_all();
+        }
+    }
+
+    /// Something an application may act on happened ([`Endpoint::wait_activity`]). The count
+    /// goes up before the waiters are looked at, and a waiter registers before it reads the
+    /// count, so no wake-up is lost.
+    fn bump_activity(&self) {
+        self.activity.fetch_add(1, Ordering::SeqCst);
+        if self.activity_waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.activity_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.activity_ready.notify_all();
         }
     }
 
@@ -1274,18 +1350,29 @@ impl Shared {
             Role::Ordered(h) => (h.released(), h.commit_barrier()),
             Role::Unordered(_) => (None, None),
         };
+        let mut moved = false;
         if let Some(b) = be {
-            self.published[0].store(b.timestamp().raw(), Ordering::Release);
+            let raw = b.timestamp().raw();
+            moved |= self.published[0].swap(raw, Ordering::AcqRel) != raw;
         }
         let reliable_flowing = overflow_empty && !self.rel_paused.load(Ordering::Relaxed);
         if let (Some(c), true) = (commit, reliable_flowing) {
-            self.published[1].store(c.timestamp().raw(), Ordering::Release);
+            let raw = c.timestamp().raw();
+            moved |= self.published[1].swap(raw, Ordering::AcqRel) != raw;
+        }
+        if moved {
+            self.bump_activity();
         }
     }
 
     /// Queues an event for the application. A full queue drops it and counts it, except a
     /// failure notification, which waits in `held_events` (in order) until there is room.
     fn push_event(&self, e: Event) {
+        self.queue_event(e);
+        self.bump_activity();
+    }
+
+    fn queue_event(&self, e: Event) {
         let mut held = self.held_events.lock().unwrap_or_else(|e| e.into_inner());
         let failure = matches!(e, Event::ProcessFailed { .. });
         if !held.is_empty() && failure {
@@ -1304,11 +1391,17 @@ impl Shared {
     /// Moves held failure notifications into the event queue while it has room.
     fn release_held_events(&self) {
         let mut held = self.held_events.lock().unwrap_or_else(|e| e.into_inner());
+        let mut any = false;
         while let Some(e) = held.pop_front() {
             if let Err(e) = self.events.try_push(e) {
                 held.push_front(e);
                 break;
             }
+            any = true;
+        }
+        drop(held);
+        if any {
+            self.bump_activity();
         }
     }
 
@@ -1453,6 +1546,7 @@ impl Shared {
     /// take stay in `pending.rel` and reliable delivery pauses (the role holds the rest back,
     /// §6.1) until the application makes room.
     fn flush_deliveries(&self, pending: &mut Pending) {
+        let any = !(pending.be.is_empty() && pending.plain.is_empty() && pending.rel.is_empty());
         self.be.push_many(&mut pending.be);
         debug_assert!(pending.be.is_empty(), "the role delivered beyond its room");
         self.plain.push_many(&mut pending.plain);
@@ -1463,6 +1557,9 @@ impl Shared {
         self.rel.push_many(&mut pending.rel);
         if !pending.rel.is_empty() && !self.rel_paused.load(Ordering::Relaxed) {
             self.set_reliable_paused(true);
+        }
+        if any {
+            self.bump_activity();
         }
     }
 
@@ -1680,6 +1777,7 @@ fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::Result<()> 
     // find the endpoint closed.
     shared.stop.store(true, Ordering::SeqCst);
     shared.room_turned();
+    shared.bump_activity();
     shared.be.close();
     shared.rel.close();
     shared.plain.close();

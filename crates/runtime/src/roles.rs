@@ -27,6 +27,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// Default live beacon interval: 1 ms.
 pub const BEACON_INTERVAL_NS_DEFAULT: u64 = 1_000_000;
 
+/// The live fast beacon interval (issue 37, [`LiveRoles::fast_beacon_interval_ns`]): 200 µs,
+/// measured best on a 2-core machine (docs/BENCHMARKS.md, "Barrier latency at low load").
+pub const FAST_BEACON_INTERVAL_NS_DEFAULT: u64 = 200_000;
+
 /// How long a §5.2 failure round waits for a live process's failure callbacks by default
 /// (2 s: a callback blocked for that long is taken for a failed process).
 pub const CALLBACK_TIMEOUT_NS: u64 = 2_000_000_000;
@@ -90,6 +94,11 @@ impl std::fmt::Display for AggregatorMode {
 pub struct LiveRoles {
     /// T_beacon (§4.2) for hosts and aggregators.
     pub beacon_interval_ns: u64,
+    /// Issue 37, chip mode: while someone in the tree waits for the barrier, hosts also beacon
+    /// at this shorter interval (`HostConfig::beacon_fast_interval_ns`), for one beacon
+    /// interval after the need was last announced (`SwitchConfig::demand_hold_ns`); 0: never
+    /// (the paper's fixed interval).
+    pub fast_beacon_interval_ns: u64,
     /// How the aggregators aggregate (§6.2.1 or §6.2.3).
     pub aggregator_mode: AggregatorMode,
     /// How long after each beacon time an aggregator one hop above the hosts sends its timed
@@ -137,6 +146,7 @@ impl Default for LiveRoles {
     fn default() -> Self {
         LiveRoles {
             beacon_interval_ns: BEACON_INTERVAL_NS_DEFAULT,
+            fast_beacon_interval_ns: FAST_BEACON_INTERVAL_NS_DEFAULT,
             aggregator_mode: AggregatorMode::default(),
             aggregator_phase_ns: BEACON_INTERVAL_NS_DEFAULT / 5,
             rto_ns: 50_000_000,
@@ -170,6 +180,10 @@ impl LiveRoles {
     ) -> HostConfig {
         let mut cfg = HostConfig::new(node, procs, senders_max);
         cfg.beacon_interval_ns = self.beacon_interval_ns;
+        // Issue 37: fast beacons while someone waits, in chip mode only (a representative
+        // reads beacons on its timer alone, so more of them would tell it nothing sooner).
+        cfg.beacon_fast_interval_ns = self.fast_beacons();
+        cfg.beacon_fast_hold_ns = self.beacon_interval_ns;
         // §6.2.1: a chip reads barriers from data and only idle uplinks need beacons; §6.2.3:
         // a representative sees beacons only, so every host beacons every interval.
         let chip = self.aggregator_mode == AggregatorMode::Chip;
@@ -210,6 +224,15 @@ impl LiveRoles {
         cfg
     }
 
+    /// The fast beacon interval in force: [`LiveRoles::fast_beacon_interval_ns`] in chip mode,
+    /// 0 (none) in host-representative mode.
+    pub fn fast_beacons(&self) -> u64 {
+        match self.aggregator_mode {
+            AggregatorMode::Chip => self.fast_beacon_interval_ns,
+            AggregatorMode::Host => 0,
+        }
+    }
+
     /// The link timeout in beacon intervals (0: never).
     fn link_timeout_intervals(&self) -> u32 {
         u32::try_from(
@@ -233,7 +256,14 @@ impl LiveRoles {
         // Chip mode: a link carries at most one change-triggered beacon per eighth of an
         // interval (a wave of synchronized host beacons moves the minimum once, so a wave is
         // never held back; a stream of data-borne changes on an idle link is thinned).
-        cfg.beacon_min_gap_ns = self.beacon_interval_ns / 8;
+        cfg.beacon_min_gap_ns = match self.fast_beacons() {
+            0 => self.beacon_interval_ns / 8,
+            fast => (self.beacon_interval_ns / 8).min(fast / 2),
+        };
+        cfg.demand_hold_ns = match self.fast_beacons() {
+            0 => 0,
+            _ => self.beacon_interval_ns,
+        };
         cfg.beacon_interval_ns = self.beacon_interval_ns;
         cfg.beacon_phase_ns =
             (u64::from(depth) * self.aggregator_phase_ns) % self.beacon_interval_ns;

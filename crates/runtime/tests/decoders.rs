@@ -87,6 +87,7 @@ fn packet(rng: &mut Rng, payload_max: usize) -> Packet {
             from: NodeId(rng.u32()),
             barrier: ts(rng),
             commit: ts(rng),
+            demand: false,
         }),
         2 => Packet::Nak(Nak {
             reason: *rng.pick(&[

@@ -911,3 +911,35 @@ fn apphost_sends_unordered_replies_plain_and_delivers_them_as_the_simulator_does
     }
     local.stop();
 }
+
+/// `wait_activity` sleeps until something an application may act on happens, and misses
+/// nothing that happened after the count was read: a plain message sent once the waiter has
+/// read the count wakes it, with the message already in its inbox.
+#[test]
+fn wait_activity_wakes_on_a_delivery_after_the_count_was_read() {
+    let local = one_rack(2);
+    let eps = join_all(local.controller_addr(), 2, local.join_options());
+    let (a, b) = (&eps[0], &eps[1]);
+    for _ in 0..20 {
+        let seen = b.activity();
+        a.send_plain(&[(ProcId(1), Bytes::from_static(b"ping"))])
+            .unwrap();
+        // Barriers published meanwhile also wake it: wait until the message is there.
+        let t0 = std::time::Instant::now();
+        let mut seen = seen;
+        let got = loop {
+            if let Ok(m) = b.plain().try_recv() {
+                break m;
+            }
+            assert!(
+                b.wait_activity(seen, PATIENCE),
+                "no activity for {PATIENCE:?}"
+            );
+            seen = b.activity();
+            assert!(t0.elapsed() < PATIENCE, "the message never came");
+        };
+        assert_eq!(&got.payload[..], b"ping");
+    }
+    drop(eps);
+    local.stop();
+}

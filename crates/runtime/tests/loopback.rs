@@ -355,6 +355,7 @@ fn beacon(b: u64) -> Packet {
         from: NodeId(1),
         barrier: Timestamp::new(b),
         commit: Timestamp::new(b),
+        demand: false,
     })
 }
 

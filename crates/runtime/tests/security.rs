@@ -120,6 +120,7 @@ fn a_departed_processs_keys_open_nothing_after_the_next_rotation() {
             from: NodeId(1),
             barrier: ts,
             commit: ts,
+            demand: false,
         })
         .encode(&mut d);
         d.extend_from_slice(&[0; TAG_LEN]);

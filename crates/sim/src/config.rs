@@ -120,6 +120,11 @@ pub struct SimConfig {
     /// Chip mode: least time between change-triggered beacons on one link; default an eighth of
     /// the beacon interval.
     pub beacon_min_gap_ns: Option<u64>,
+    /// Chip mode, issue 37: demand beacons — while someone waits for the barrier, hosts also
+    /// beacon at this shorter interval, for one beacon interval after the last demand
+    /// (`HostConfig::beacon_fast_interval_ns`, `SwitchConfig::demand_hold_ns`); 0: off (the
+    /// paper's fixed interval; the default).
+    pub fast_beacon_interval_ns: u64,
     /// Mean absolute clock offset after sync (§7.1: 0.3 µs).
     pub clock_skew_ns: f64,
     /// Clock drift bound, ppm.
@@ -389,6 +394,7 @@ impl Default for SimConfig {
             switch_mode: SwitchMode::Chip,
             beacon_interval_ns: 3_000,
             beacon_min_gap_ns: None,
+            fast_beacon_interval_ns: 0,
             clock_skew_ns: 300.0,
             clock_drift_ppm: 0.1,
             clock_sync_interval_ns: 125_000_000,
@@ -569,6 +575,12 @@ impl SimConfig {
         }
         if self.beacon_interval_ns == 0 {
             return Err(bad("--beacon-interval", "must be positive"));
+        }
+        if self.fast_beacon_interval_ns >= self.beacon_interval_ns {
+            return Err(bad(
+                "--fast-beacon-interval",
+                "must be 0 (off) or below the beacon interval",
+            ));
         }
         if self.msg_size < PAYLOAD_HEADER_LEN {
             return Err(bad(

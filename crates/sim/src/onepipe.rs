@@ -881,6 +881,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     from: NodeId(node),
                     barrier,
                     commit,
+                    demand: false,
                 }),
                 _ => None,
             },

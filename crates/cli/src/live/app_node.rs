@@ -393,6 +393,7 @@ pub fn run(args: &NodeArgs) -> i32 {
         if stop.load(Ordering::SeqCst) {
             break;
         }
+        let seen = host.activity();
         let busy = host.turn();
         host.app_mut().collect();
         let now = monotonic_ns();
@@ -432,13 +433,13 @@ pub fn run(args: &NodeArgs) -> i32 {
         }
         if busy {
             idle = 0;
-        } else {
+        } else if idle < args.app_spin {
             idle += 1;
-            if idle > 64 {
-                std::thread::sleep(Duration::from_micros(50));
-            } else {
-                std::thread::yield_now();
-            }
+            std::thread::yield_now();
+        } else {
+            // Sleeps until the endpoint has something, the application's timer is due, or
+            // the supervisor's orders are due a look.
+            host.wait(seen, Duration::from_millis(5));
         }
     }
     drop(host);

@@ -198,6 +198,11 @@ pub struct UpArgs {
     /// Beacon interval (§4.2).
     #[arg(long, default_value = "1ms", value_parser = duration)]
     pub beacon_interval: u64,
+    /// While someone waits for the barrier (a host sent, or holds messages for reordering),
+    /// every host also beacons at this shorter interval, for one beacon interval after the
+    /// need was last announced (chip mode; `0s`: never, the paper's fixed interval).
+    #[arg(long, default_value = "200us", value_parser = duration)]
+    pub fast_beacon_interval: u64,
     /// How much later each layer of aggregators beacons within an interval [default: a fifth
     /// of the interval].
     #[arg(long, value_parser = duration)]
@@ -224,6 +229,12 @@ pub struct UpArgs {
     /// store on every process (docs/APPS.md), with the application's flags.
     #[command(flatten)]
     pub app: crate::sim_app::AppArgs,
+    /// With --app: idle turns an application loop takes, yielding the CPU between them, before
+    /// it sleeps until the endpoint has something for it (0: it sleeps at once). Spinning
+    /// answers a reply sooner and costs CPU while idle (Aeron's yielding idle strategy); on a
+    /// machine with fewer cores than processes it takes CPU from the others.
+    #[arg(long, default_value_t = 0)]
+    pub app_spin: u32,
     /// Longest wait, after sending stops, for everything to be delivered.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub drain: u64,
@@ -595,6 +606,12 @@ pub struct NodeArgs {
     /// An application instead of the synthetic workload (docs/APPS.md).
     #[command(flatten)]
     pub app: crate::sim_app::AppArgs,
+    /// With --app: idle turns an application loop takes, yielding the CPU between them, before
+    /// it sleeps until the endpoint has something for it (0: it sleeps at once). Spinning
+    /// answers a reply sooner and costs CPU while idle (Aeron's yielding idle strategy); on a
+    /// machine with fewer cores than processes it takes CPU from the others.
+    #[arg(long, default_value_t = 0)]
+    pub app_spin: u32,
     /// Started by `onepipe up`: wait for `start`, `drain` and `stop` on standard input; exit
     /// when it closes or the parent dies.
     #[arg(long, hide = true)]

@@ -485,6 +485,7 @@ fn cluster(args: &UpArgs) -> Result<Cluster, String> {
         .local(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     let mut c = Cluster::generate(&layout).map_err(|e| format!("--{}: {}", e.field, e.message))?;
     c.beacon_interval_ns = args.beacon_interval;
+    c.fast_beacon_interval_ns = args.fast_beacon_interval;
     c.aggregator_phase_ns = args.aggregator_phase.unwrap_or(args.beacon_interval / 5);
     c.aggregator_mode = args.aggregator_mode;
     c.ordered = !args.unordered && !paxos_live(args);
@@ -495,6 +496,7 @@ fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     c.forward_after = args.forward_after.unwrap_or(u32::from(faults));
     c.validate().map_err(|e| match e.field.as_str() {
         "beacon_interval" => format!("--beacon-interval: {}", e.message),
+        "fast_beacon_interval" => format!("--fast-beacon-interval: {}", e.message),
         "aggregator_phase" => format!("--aggregator-phase: {}", e.message),
         "datagram_len_max" => format!("--datagram-len-max: {}", e.message),
         _ => e.to_string(),
@@ -614,6 +616,8 @@ impl Run<'_> {
             &format!("{}ns", a.drain),
             "--out",
             &out,
+            "--app-spin",
+            &a.app_spin.to_string(),
             "--supervised",
         ])
         .into_iter()
@@ -828,12 +832,16 @@ impl Run<'_> {
         let config = self.dir.join("cluster.toml").display().to_string();
         let shape = a.layout.describe();
         println!(
-            "onepipe up: {} hosts × {} process(es), {shape} ({} {} aggregators), {} beacons, {}, {}",
+            "onepipe up: {} hosts × {} process(es), {shape} ({} {} aggregators), {} beacons{}, {}, {}",
             a.layout.hosts,
             a.layout.procs_per_host,
             cluster.aggregators.len(),
             cluster.aggregator_mode,
             format_duration(cluster.beacon_interval_ns),
+            match cluster.roles().fast_beacons() {
+                0 => String::new(),
+                f => format!(" ({} while someone waits)", format_duration(f)),
+            },
             if a.unordered {
                 "UNORDERED (baseline)"
             } else if paxos_live(a) {

@@ -27,6 +27,15 @@ pub struct HostConfig {
     pub senders_stored: u32,
     /// Beacon interval T_beacon (§4.2).
     pub beacon_interval_ns: u64,
+    /// Issue 37: while this host waits for a barrier (it holds undelivered messages or
+    /// unacknowledged reliable ones) or has sent within `beacon_fast_hold_ns`, it also beacons
+    /// at the ticks of this shorter interval (a synchronized grid of its own, so a wave of hosts
+    /// reports one value), when the beacon tells its switch something new. The regular beacon
+    /// times, the keep-alive and the failure detector's count of silent intervals are
+    /// unchanged. 0: never (the paper's fixed interval; the simulator's default).
+    pub beacon_fast_interval_ns: u64,
+    /// How long after its last ordered send a host keeps beaconing at the fast interval.
+    pub beacon_fast_hold_ns: u64,
     /// Send a beacon every interval even when the uplink is busy. Needed when switches do not
     /// read barriers from data packets (switch-CPU and host-representative modes, §6.2.2–6.2.3).
     pub beacon_always: bool,
@@ -148,6 +157,8 @@ impl HostConfig {
             senders_max,
             senders_stored: senders_max,
             beacon_interval_ns: 3_000,
+            beacon_fast_interval_ns: 0,
+            beacon_fast_hold_ns: 0,
             beacon_always: false,
             barrier_on_data: true,
             mtu_payload: 4096 - crate::wire::DATA_HEADER_LEN,

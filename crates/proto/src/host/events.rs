@@ -152,6 +152,8 @@ pub struct HostStats {
     pub packets_sent: u64,
     /// Beacons sent.
     pub beacons_sent: u64,
+    /// Of which at the fast interval (`HostConfig::beacon_fast_interval_ns`).
+    pub beacons_fast: u64,
     /// Best-effort messages delivered to local processes in the total order.
     pub delivered: u64,
     /// Plain messages delivered to local processes, on arrival.

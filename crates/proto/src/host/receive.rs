@@ -117,6 +117,9 @@ impl Host {
             Packet::Beacon(b) => {
                 self.raise_barrier(b.barrier);
                 self.raise_commit(b.commit);
+                if b.demand {
+                    self.demand_until = now + self.cfg.beacon_fast_hold_ns;
+                }
             }
             Packet::Nak(n) => self.on_nak(n),
             Packet::Ack(a) => self.on_ack(now, a),

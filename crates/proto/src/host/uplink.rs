@@ -30,6 +30,12 @@ pub(crate) struct Uplink {
     next_beacon: Instant,
     /// The barrier of the last beacon: beacons never go backwards.
     last_beacon_barrier: Timestamp,
+    /// The fast beacon grid ([`crate::host::HostConfig::beacon_fast_interval_ns`]; 0: none)
+    /// and its next tick.
+    fast_interval_ns: u64,
+    next_fast: Instant,
+    /// Whether the last beacon sent asked for demand ([`crate::wire::Beacon::demand`]).
+    last_demand: bool,
 }
 
 impl Uplink {
@@ -46,6 +52,78 @@ impl Uplink {
             last_commit: None,
             next_beacon: next_tick(now, interval_ns, 0),
             last_beacon_barrier: now.timestamp(),
+            fast_interval_ns: 0,
+            next_fast: now,
+            last_demand: false,
+        }
+    }
+
+    /// Beacons also at the ticks of `interval_ns` when asked ([`Uplink::next_fast_beacon`]).
+    pub(crate) fn with_fast(mut self, now: Instant, interval_ns: u64) -> Uplink {
+        self.fast_interval_ns = interval_ns;
+        if interval_ns > 0 {
+            self.next_fast = next_tick(now, interval_ns, 0);
+        }
+        self
+    }
+
+    /// The next fast beacon tick, if there is a fast grid.
+    pub(crate) fn next_fast_beacon(&self) -> Option<Instant> {
+        (self.fast_interval_ns > 0).then_some(self.next_fast)
+    }
+
+    /// A fast beacon at `now`: the barrier it carries — the latest fast tick that has passed,
+    /// never below the last beacon's (valid for the reason [`Uplink::beacon_barrier`] gives).
+    /// Schedules the next fast tick.
+    pub(crate) fn fast_barrier(&mut self, now: Instant) -> Timestamp {
+        let interval = self.fast_interval_ns;
+        debug_assert!(interval > 0, "no fast grid");
+        self.next_fast = next_tick(now, interval, 0);
+        (self.next_fast - interval)
+            .timestamp()
+            .max_wrapping(self.last_beacon_barrier)
+    }
+
+    /// Whether a beacon with `barrier` and `commit` tells the switch something new (a fast
+    /// beacon goes only then: it is never a keep-alive).
+    pub(crate) fn tells_news(&self, barrier: Timestamp, commit: Timestamp) -> bool {
+        self.last_barrier.is_none_or(|last| last < barrier)
+            || self.last_commit.is_none_or(|last| last < commit)
+    }
+
+    /// A fast beacon went out with `barrier`: later beacons never go below it.
+    pub(crate) fn fast_beaconed(&mut self, barrier: Timestamp) {
+        debug_assert_eq!(
+            barrier.max_wrapping(self.last_beacon_barrier),
+            barrier,
+            "beacons never go backwards"
+        );
+        self.last_beacon_barrier = barrier;
+    }
+
+    /// The highest barrier and commit barrier told on the uplink so far (by data or beacon):
+    /// a beacon never tells less.
+    pub(crate) fn told(&self) -> (Option<Timestamp>, Option<Timestamp>) {
+        (self.last_barrier, self.last_commit)
+    }
+
+    /// Whether the last beacon sent asked for demand.
+    pub(crate) fn last_demand(&self) -> bool {
+        self.last_demand
+    }
+
+    /// Fast beacons are wanted from now on: the next fast tick is now (a host's demand is
+    /// announced at once, not at the next tick).
+    pub(crate) fn fast_now(&mut self, now: Instant) {
+        if self.fast_interval_ns > 0 {
+            self.next_fast = self.next_fast.min(now);
+        }
+    }
+
+    /// No fast beacons wanted now: the next fast tick is taken from `now` when they are again.
+    pub(crate) fn idle_fast(&mut self, now: Instant) {
+        if self.fast_interval_ns > 0 && self.next_fast < now {
+            self.next_fast = next_tick(now, self.fast_interval_ns, 0);
         }
     }
 
@@ -88,6 +166,7 @@ impl Uplink {
             Packet::Beacon(b) => {
                 self.last_barrier = Some(b.barrier);
                 self.last_commit = Some(b.commit);
+                self.last_demand = b.demand;
             }
             Packet::Nak(_) | Packet::Ack(_) | Packet::AckBatch(_) => {}
         }

@@ -145,7 +145,8 @@ impl Packet {
                 out.extend_from_slice(&d.payload);
             }
             Packet::Beacon(b) => {
-                out.extend_from_slice(&[Opcode::Beacon as u8, 0, 0, 0]);
+                let flags = if b.demand { BEACON_DEMAND } else { 0 };
+                out.extend_from_slice(&[Opcode::Beacon as u8, flags, 0, 0]);
                 out.extend_from_slice(&b.from.0.to_be_bytes());
                 put_u48(out, b.barrier);
                 put_u48(out, b.commit);
@@ -217,15 +218,17 @@ impl Packet {
             }
             Opcode::Beacon => {
                 need(buf, BEACON_LEN)?;
-                // Flags and the two reserved bytes: zero in every version so far, so a packet
-                // decodes only from its one encoding.
-                if buf[1] | buf[2] | buf[3] != 0 {
-                    return Err(DecodeError::UnknownFlags(buf[1] | buf[2] | buf[3]));
+                // Flags other than demand, and the two reserved bytes: zero in every version so
+                // far, so a packet decodes only from its one encoding.
+                let unknown = (buf[1] & !BEACON_DEMAND) | buf[2] | buf[3];
+                if unknown != 0 {
+                    return Err(DecodeError::UnknownFlags(unknown));
                 }
                 let b = Beacon {
                     from: NodeId(get_u32(&buf[4..])),
                     barrier: get_u48(&buf[8..]),
                     commit: get_u48(&buf[14..]),
+                    demand: buf[1] & BEACON_DEMAND != 0,
                 };
                 Ok((Packet::Beacon(b), BEACON_LEN))
             }
@@ -328,13 +331,16 @@ mod tests {
                     payload: Bytes::from(p),
                 })
             });
-        let beacon = (any::<u32>(), ts(), ts()).prop_map(|(from, barrier, commit)| {
-            Packet::Beacon(Beacon {
-                from: NodeId(from),
-                barrier,
-                commit,
-            })
-        });
+        let beacon = (any::<u32>(), ts(), ts(), any::<bool>()).prop_map(
+            |(from, barrier, commit, demand)| {
+                Packet::Beacon(Beacon {
+                    from: NodeId(from),
+                    barrier,
+                    commit,
+                    demand,
+                })
+            },
+        );
         let nak = (
             0u8..4,
             any::<u32>(),
@@ -488,6 +494,11 @@ mod tests {
         b[0] = Opcode::Beacon as u8;
         b[1] = 0x80;
         assert_eq!(Packet::decode(&b), Err(DecodeError::UnknownFlags(0x80)));
+        // Bit 0 is the demand flag; the others stay unknown.
+        b[1] = BEACON_DEMAND;
+        assert!(matches!(Packet::decode(&b), Ok((Packet::Beacon(x), _)) if x.demand));
+        b[1] = BEACON_DEMAND | 0x02;
+        assert_eq!(Packet::decode(&b), Err(DecodeError::UnknownFlags(0x02)));
         let mut n = vec![0u8; NAK_LEN];
         n[0] = Opcode::Nak as u8;
         n[1] = 9;

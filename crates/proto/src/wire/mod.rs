@@ -21,8 +21,8 @@
 //! (such a packet is refused as `UnknownFlags`). A *plain* data packet (§2.2.2) is a
 //! best-effort fragment that its receiver delivers on arrival, outside the total order.
 //!
-//! Beacon, 20 bytes: opcode, flags, 2 reserved zero bytes, sending node id (4), barrier (6),
-//! commit barrier (6).
+//! Beacon, 20 bytes: opcode, flags (bit 0: *demand*, [`BEACON_DEMAND`]; the others zero), 2
+//! reserved zero bytes, sending node id (4), barrier (6), commit barrier (6).
 //! NAK, 24 bytes: opcode, reason, service (0 best effort, 1 reliable), 1 reserved zero byte, from
 //! process (4), to process (4), psn (4), msg ts (6), give-up number (1), 1 reserved zero byte.
 //! Reserved bytes must be zero: a packet that sets one is refused (`UnknownFlags`), so every
@@ -200,7 +200,17 @@ pub struct Beacon {
     pub barrier: Timestamp,
     /// The commit barrier (reliable 1Pipe, §5.1: "commit messages also need periodic beacons").
     pub commit: Timestamp,
+    /// Someone on the sending side waits for the barrier to rise (issue 37, not in the paper):
+    /// a host that has just sent or holds messages for reordering sets it on its own beacons;
+    /// a switch sets it on every beacon it sends while one of its inputs set it within the
+    /// hold ([`crate::switch::SwitchConfig::demand_hold_ns`]). A host told so beacons at the
+    /// fast interval for the hold ([`crate::host::HostConfig::beacon_fast_interval_ns`]). It
+    /// changes when beacons go, never what a barrier means: §4.1–§4.2 are untouched.
+    pub demand: bool,
 }
+
+/// The beacon's flag bit for [`Beacon::demand`].
+pub const BEACON_DEMAND: u8 = 1 << 0;
 
 /// Why a NAK was sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -54,6 +54,12 @@ pub(super) fn host_config(
     // Spare ids cost nothing until a rejoined host's processes use them.
     hc.senders_stored = procs;
     hc.beacon_interval_ns = cfg.beacon_interval_ns;
+    // Issue 37: demand beacons, chip mode only (a CPU or representative switch reads beacons
+    // on its own timer).
+    if chip {
+        hc.beacon_fast_interval_ns = cfg.fast_beacon_interval_ns;
+        hc.beacon_fast_hold_ns = cfg.beacon_interval_ns;
+    }
     hc.barrier_on_data = chip;
     hc.beacon_always = !chip;
     hc.mtu_payload = cfg.mtu_payload;
@@ -140,6 +146,7 @@ pub(super) fn build_switches(
         from: NodeId(0),
         barrier: Timestamp::new(0),
         commit: Timestamp::new(0),
+        demand: false,
     })
     .wire_len() as u64;
     let ps_per_byte = engine::ps_per_byte(cfg);
@@ -160,6 +167,9 @@ pub(super) fn build_switches(
         let mut sc = SwitchConfig::new(n, cfg.switch_mode, node.inputs.len(), node.outputs.len());
         sc.beacon_interval_ns = cfg.beacon_interval_ns;
         sc.beacon_min_gap_ns = cfg.beacon_min_gap();
+        if cfg.fast_beacon_interval_ns > 0 && cfg.switch_mode == SwitchMode::Chip {
+            sc.demand_hold_ns = cfg.beacon_interval_ns;
+        }
         sc.beacon_delay_ns = cfg.beacon_delay();
         sc.beacon_phase_ns = node.depth as u64 * hop_ns;
         sc.link_timeout_intervals = cfg.link_timeout_intervals;
