@@ -130,6 +130,7 @@ if frm not in open(sys.argv[1]).read():
 PY
     continue
   fi
+  started=$SECONDS
   rm -rf "$tree" && mkdir -p "$tree"
   built=1
   (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$tree"
@@ -151,11 +152,11 @@ PY
     if ! (cd "$tree" && eval "$cmd" >>"$work/log" 2>&1); then passed=0; break; fi
   done
   if [ "$passed" = 1 ]; then
-    echo "MISSED  $name — $why"
+    echo "MISSED  $name — $why ($((SECONDS - started)) s)"
     missed=$((missed + 1))
   else
     failing=$(grep -E '^    [A-Za-z_0-9:]+$' "$work/log" | sed 's/^ *//' | sort -u | head -4 | tr '\n' ' ' || true)
-    echo "caught  $name — $why; failing: ${failing:-see log}"
+    echo "caught  $name — $why; failing: ${failing:-see log} ($((SECONDS - started)) s)"
   fi
 done
 [ "$missed" -eq 0 ]
