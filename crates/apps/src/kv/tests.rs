@@ -350,3 +350,41 @@ fn submitted_transactions_carry_their_values_and_report_their_outcome() {
     );
     assert_eq!(m.checker.verdict(0).violations, 0);
 }
+
+/// A process whose every drawn transaction touches a failed server (§2.2.3: abandoned as it is
+/// drawn) draws at most a window's worth per input and tries again a retry interval later,
+/// instead of drawing for ever at one instant (`bench fig14` hung so at 16 operations over 8
+/// servers once overloaded servers were declared failed).
+#[test]
+fn draws_that_all_touch_a_failed_server_are_retried_later_not_at_once_2_2_3() {
+    let w = KvWorkload {
+        ops_per_txn: 4,
+        ..KvWorkload::default()
+    };
+    let mut cfg = KvConfig::new(ProcId(0), 2, w.clone(), 8);
+    cfg.retry_ns = 1_000;
+    let mut p = KvProcess::new(cfg, TxnGen::new(w, None, 1));
+    // Both servers failed: no transaction can avoid them.
+    for proc in [0, 1] {
+        p.handle(
+            Instant(0),
+            AppInput::ProcFailed {
+                proc: ProcId(proc),
+                ts: Timestamp::new(0),
+            },
+        );
+    }
+    p.handle(Instant(0), AppInput::Timeout);
+    assert_eq!(p.stats().abandoned, 8, "one window's worth of draws");
+    assert!(p.poll_send().is_none());
+    assert_eq!(p.poll_timeout(), Some(Instant(1_000)));
+    p.handle(Instant(500), AppInput::Timeout);
+    assert_eq!(
+        p.stats().abandoned,
+        8,
+        "nothing drawn before the retry time"
+    );
+    p.handle(Instant(1_000), AppInput::Timeout);
+    assert_eq!(p.stats().abandoned, 16);
+    assert_eq!(p.poll_timeout(), Some(Instant(2_000)));
+}
