@@ -975,14 +975,8 @@ impl Host {
             .uplink
             .wants_beacon(barrier, commit, self.cfg.beacon_always)
         {
-            self.stats.beacons_sent += 1;
             let demand = self.local_need(now);
-            self.send_uplink(Packet::Beacon(Beacon {
-                from: self.cfg.node,
-                barrier,
-                commit,
-                demand,
-            }));
+            self.send_beacon(barrier, commit, demand);
             self.uplink.beaconed(barrier);
         }
         self.uplink.schedule(now);
@@ -1017,16 +1011,21 @@ impl Host {
         let news = self.uplink.tells_news(barrier, commit) || demand && !self.uplink.last_demand();
         if news && !self.life.silent() {
             self.commit_sent = commit;
-            self.stats.beacons_sent += 1;
             self.stats.beacons_fast += 1;
-            self.send_uplink(Packet::Beacon(Beacon {
-                from: self.cfg.node,
-                barrier,
-                commit,
-                demand,
-            }));
+            self.send_beacon(barrier, commit, demand);
             self.uplink.fast_beaconed(barrier);
         }
+    }
+
+    /// Sends a beacon up and counts it.
+    fn send_beacon(&mut self, barrier: Timestamp, commit: Timestamp, demand: bool) {
+        self.stats.beacons_sent += 1;
+        self.send_uplink(Packet::Beacon(Beacon {
+            from: self.cfg.node,
+            barrier,
+            commit,
+            demand,
+        }));
     }
 
     /// Whether fast beacons are wanted at `now`: this host needs the barrier to rise

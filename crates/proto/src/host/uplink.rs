@@ -223,12 +223,7 @@ impl Uplink {
 
     /// The beacon with `barrier` went out: it is not activity of the next interval.
     pub(crate) fn beaconed(&mut self, barrier: Timestamp) {
-        debug_assert_eq!(
-            barrier.max_wrapping(self.last_beacon_barrier),
-            barrier,
-            "beacons never go backwards"
-        );
-        self.last_beacon_barrier = barrier;
+        self.fast_beaconed(barrier);
         self.active = false;
     }
 
