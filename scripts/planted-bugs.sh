@@ -148,10 +148,22 @@ PY
   : >"$work/log"
   passed=1
   IFS=';' read -ra cmds <<<"$tests"
+  # Each command is built first (`--no-run`): a mutant that does not compile, or a build that
+  # fails for want of disk space, proves nothing about the tests, so it is reported as broken
+  # (and fails the run), never as caught.
+  broken=""
   for cmd in "${cmds[@]}"; do
+    if ! (cd "$tree" && eval "$cmd --no-run" >>"$work/log" 2>&1); then
+      broken=$(grep -m1 -E '^error|No space left' "$work/log" || echo "see the build log")
+      break
+    fi
     if ! (cd "$tree" && eval "$cmd" >>"$work/log" 2>&1); then passed=0; break; fi
   done
-  if [ "$passed" = 1 ]; then
+  if [ -n "$broken" ]; then
+    echo "BROKEN  $name — the mutated tree does not build, so nothing was checked: $broken ($((SECONDS - started)) s)"
+    tail -n 20 "$work/log" | sed 's/^/        /'
+    missed=$((missed + 1))
+  elif [ "$passed" = 1 ]; then
     echo "MISSED  $name — $why ($((SECONDS - started)) s)"
     missed=$((missed + 1))
   else

@@ -24,6 +24,11 @@ fi
 # Each phase says when it starts (seconds since the suite began): CI must finish well inside 30
 # minutes on 2 cores, and these lines say where the time goes.
 phase() { echo "== [${SECONDS}s] $*"; }
+# The builds (tests with every feature, then each planted bug's rebuild) need about 10 GB under
+# target/. Say so at the start: a full disk otherwise shows up only as a broken build late on.
+free_gb=$(df -Pk . | awk 'NR==2{print int($4/1048576)}')
+phase "disk: ${free_gb} GB free here"
+[ "$free_gb" -ge 12 ] || echo "warning: the suite's builds need about 10 GB; only ${free_gb} GB are free"
 phase "planted bugs: every mutant's text is still in the tree (the full check runs last)"
 scripts/planted-bugs.sh --check
 phase "cargo fmt --check"
