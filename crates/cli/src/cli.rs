@@ -772,9 +772,13 @@ fn print_summary(r: &Report) {
         r.reorder_buffer_len_max
     );
     println!(
-        "  beacons     {:.4}% of link capacity, {:.2}% of bytes sent",
+        "  beacons     {:.4}% of link capacity, {:.2}% of bytes sent{}",
         r.beacon_bandwidth_share * 100.0,
-        r.beacon_byte_share * 100.0
+        r.beacon_byte_share * 100.0,
+        match r.nic_keepalives {
+            0 => String::new(),
+            n => format!("; {n} NIC keep-alives while host CPUs were busy"),
+        }
     );
     println!(
         "  host CPUs   busy {:.0}% on average, {:.0}% the busiest, while issuing",

@@ -102,6 +102,8 @@ pub struct Host {
     /// unless some are held for want of room ([`Host::set_room`]).
     be_released: Option<Timestamp>,
     deliver_backlog: bool,
+    /// What `deliver_burst_max` still allows at the current instant.
+    burst: receive::DeliverBurst,
     /// Retransmissions due but left for the next inputs by `retransmit_burst_max`: packets
     /// continue them, and the timer from the instant held here (see `retransmit_due`).
     retransmit_backlog: Option<Instant>,
@@ -170,6 +172,7 @@ impl Host {
             commit_released: None,
             be_released: None,
             deliver_backlog: false,
+            burst: receive::DeliverBurst::default(),
             retransmit_backlog: None,
             partials: Reassembly::new(
                 cfg.reassembly_len_max,
@@ -1018,6 +1021,38 @@ impl Host {
     }
 
     /// Sends a beacon up and counts it.
+    /// A keep-alive beacon for the NIC to send while this host's CPU is busy with one long
+    /// input (§7.1: the testbed dedicates a core to each NIC's beacons, so a host whose
+    /// application is busy still beacons). It repeats the barrier and commit barrier the uplink
+    /// was last told and tells nothing new, so it is valid at any time after the packets that
+    /// told them: a lower bound already on the link stays one (§4.1). Its only effect is that
+    /// the first-hop switch hears the link (§4.2), and does not take a busy host for dead.
+    /// `None` before anything was told, or for a restarted host that must stay silent.
+    /// Changes nothing in the host.
+    pub fn keepalive_beacon(&self) -> Option<Beacon> {
+        if self.life.silent() {
+            return None;
+        }
+        match self.uplink.told() {
+            (Some(barrier), Some(commit)) => Some(Beacon {
+                from: self.cfg.node,
+                barrier,
+                commit,
+                demand: false,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The NIC received a packet from the first-hop switch that waits for the CPU: the switch
+    /// is alive. §4.2's silence count is about what reaches the host, not what its CPU got to:
+    /// a driver that runs the beacon timer ahead of queued packets (so beacons are not starved)
+    /// calls this for each packet it queues, or a busy host takes its switch for dead and
+    /// reports its own link (Fig. 14 c at 512 processes, 16 operations: 112 hosts declared).
+    pub fn uplink_heard(&mut self) {
+        self.uplink.heard();
+    }
+
     fn send_beacon(&mut self, barrier: Timestamp, commit: Timestamp, demand: bool) {
         self.stats.beacons_sent += 1;
         self.send_uplink(Packet::Beacon(Beacon {

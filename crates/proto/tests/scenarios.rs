@@ -657,6 +657,62 @@ fn a_best_effort_barrier_releasing_a_burst_delivers_it_over_several_inputs_4_1_4
 }
 
 #[test]
+fn sends_at_the_instant_of_a_burst_share_its_budget_4_2() {
+    // An application that sends while it handles a burst's deliveries does so at that input's
+    // instant; each send looks for deliveries again, and must not start a burst of its own (a
+    // hot server delivered 6,977 messages in one simulated input, past its link timeout).
+    let mut cfg = host_config(1, &[0], 2);
+    cfg.deliver_burst_max = 16;
+    let mut rx = Host::new(cfg, at(1_000));
+    for i in 0..50u32 {
+        feed(
+            &mut rx,
+            1_000,
+            UPLINK,
+            message(1, 0, 100 + u64::from(i), i, b"r"),
+        );
+    }
+    let first = deliveries(&feed(&mut rx, 1_000, UPLINK, beacon(9, 500)));
+    assert_eq!(first.len(), 16);
+    for _ in 0..3 {
+        rx.send(at(1_000), p(0), &[(p(1), bytes("reply"))]).unwrap();
+        assert!(
+            deliveries(&drain(&mut rx)).is_empty(),
+            "the instant's budget is spent"
+        );
+    }
+    rx.send(at(1_001), p(0), &[(p(1), bytes("later"))]).unwrap();
+    assert_eq!(
+        deliveries(&drain(&mut rx)).len(),
+        16,
+        "a later instant has a budget of its own"
+    );
+}
+
+#[test]
+fn a_keepalive_repeats_what_the_uplink_was_told_and_changes_nothing_4_2() {
+    let mut h = Host::new(host_config(0, &[0], 2), at(0));
+    assert_eq!(h.keepalive_beacon(), None, "nothing told yet");
+    let out = tick(&mut h, 3_000);
+    let told = match &sent(&out)[..] {
+        [(_, Packet::Beacon(b))] => *b,
+        other => panic!("one beacon at the first beacon time: {other:?}"),
+    };
+    let ka = h.keepalive_beacon().expect("told once");
+    assert_eq!(
+        (ka.barrier, ka.commit, ka.demand),
+        (told.barrier, told.commit, false)
+    );
+    assert_eq!(ka.from, told.from);
+    // A data packet tells a higher barrier: the keep-alive follows it, never above it.
+    h.send(at(7_000), p(0), &[(p(1), bytes("x"))]).unwrap();
+    let data = data_of(&sent(&drain(&mut h)));
+    let ka = h.keepalive_beacon().expect("told");
+    assert_eq!(Some(ka.barrier), data[0].header.barrier());
+    assert!(drain(&mut h).is_empty(), "asking for one sends nothing");
+}
+
+#[test]
 fn late_packet_below_barrier_is_dropped_and_nacked_4_1() {
     let mut tx = Host::new(host_config(0, &[0], 2), at(400));
     let mut rx = Host::new(host_config(1, &[1], 2), at(1_000));

@@ -612,8 +612,20 @@ impl Checker {
     }
 
     /// Records a send-failed notification at `src` for a message to `dst`.
+    ///
+    /// On FIFO links a late drop breaks the barrier's promise (a lower bound of what is still in
+    /// flight), except for a sender declared failed at or below the message's timestamp: its
+    /// input links were removed (§4.2), so no barrier bounds it any more, and §5.2 Discard
+    /// drops what it stamped at or above its failure timestamp everywhere anyway. (Fig. 14 c at
+    /// 512 processes: a host declared failed under overload still sent before it was told.)
     pub fn on_send_failed(&mut self, t: u64, src: u32, dst: u32, ts: Timestamp, reason: NakReason) {
-        if self.fifo_links && reason == NakReason::Late {
+        let discarded = self
+            .declared
+            .get(src as usize)
+            .copied()
+            .flatten()
+            .is_some_and(|f| ts >= f);
+        if self.fifo_links && reason == NakReason::Late && !discarded {
             self.violate(
                 t,
                 "lower-bound",
@@ -1031,6 +1043,21 @@ mod tests {
             vec!["lower-bound"],
             "reported, but late on FIFO links"
         );
+    }
+
+    /// §5.2: a sender declared failed at ts 10 has no barrier bounding it any more, and what it
+    /// stamped at or above 10 is discarded everywhere: a late drop of that is no violation; one
+    /// of a message below its failure timestamp still is.
+    #[test]
+    fn a_late_drop_from_a_declared_sender_at_or_above_its_failure_ts_is_a_discard_5_2() {
+        for (sent, expect) in [(10, vec![]), (12, vec![]), (9, vec!["lower-bound"; 2])] {
+            let mut c = checker();
+            c.on_send(0, 0, 0, 0, ts(sent), Dsts::All(2), false);
+            c.on_declared(&[0], ts(10));
+            c.on_send_failed(6, 0, 1, ts(sent), NakReason::Late);
+            c.on_send_failed(6, 0, 0, ts(sent), NakReason::Late);
+            assert_eq!(kinds(&c), expect, "sent at ts {sent}");
+        }
     }
 
     #[test]

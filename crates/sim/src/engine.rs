@@ -389,6 +389,23 @@ pub trait Protocol: Sized {
     fn on_down<Q: EventQueue<Ev<Self::Ev>>>(_e: &mut Engine<Self, Q>, _t: SimTime, _role: u32) {}
     /// One of its own inputs is discarded (its role was down or restarted).
     fn discard<Q: EventQueue<Ev<Self::Ev>>>(_e: &mut Engine<Self, Q>, _input: Self::Input) {}
+    /// Role `role`'s timer fired at `t` while its core is busy with earlier inputs (the timeout
+    /// waits for them). A protocol whose roles have work beside the core (1Pipe: the NIC's
+    /// keep-alive beacons, §7.1) starts it here; by default nothing.
+    fn timer_while_busy<Q: EventQueue<Ev<Self::Ev>>>(
+        _e: &mut Engine<Self, Q>,
+        _t: SimTime,
+        _role: u32,
+    ) {
+    }
+    /// A packet reached role `role` at `t` and waits for its busy core (its NIC has it). By
+    /// default nothing; 1Pipe tells the host its switch spoke (§4.2).
+    fn packet_while_busy<Q: EventQueue<Ev<Self::Ev>>>(
+        _e: &mut Engine<Self, Q>,
+        _t: SimTime,
+        _role: u32,
+    ) {
+    }
     /// Whether every send is refused now (backpressure beyond the cores' queues).
     fn sends_blocked<Q: EventQueue<Ev<Self::Ev>>>(_e: &Engine<Self, Q>) -> bool {
         false
@@ -715,7 +732,9 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             CoreInput::Packet(_) => c.pending_packets += 1,
             CoreInput::Timeout | CoreInput::Proto(_) => {}
         }
-        if c.timer_first && matches!(input, CoreInput::Timeout) {
+        let timer = matches!(input, CoreInput::Timeout);
+        let packet = matches!(input, CoreInput::Packet(_));
+        if c.timer_first && timer {
             c.pending.push_front((role, input));
         } else {
             c.pending.push_back((role, input));
@@ -724,6 +743,11 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             c.wake_armed = true;
             let at = c.free.max(t);
             self.queue.push(at, Ev::CpuWake { cpu });
+        }
+        if timer {
+            P::timer_while_busy(self, t, role);
+        } else if packet {
+            P::packet_while_busy(self, t, role);
         }
     }
 

@@ -93,6 +93,9 @@ pub struct Report {
     pub send_failed: u64,
     /// Input links switches removed after a timeout (§4.2; `--crash-host`).
     pub links_removed: u64,
+    /// Keep-alive beacons hosts' NICs sent while their CPUs were busy past a beacon time
+    /// (`OnePipeStats::nic_keepalives`).
+    pub nic_keepalives: u64,
     /// Sends refused because a host CPU was hopelessly backlogged.
     pub sends_rejected: u64,
     /// How busy the hosts' CPUs were while the processes issued (`0..duration`).
@@ -318,6 +321,7 @@ fn run_with<Q: EventQueue<Ev>>(
         dropped_incomplete,
         send_failed: s.send_failed,
         links_removed: world.switches().map(|w| w.stats().links_removed).sum(),
+        nic_keepalives: s.nic_keepalives,
         sends_rejected: net.sends_rejected,
         cpu_busy,
         drained,

@@ -4,7 +4,9 @@
 //! **Placement and costs.** A host is one role ([`Host`], all its processes) on one core: each
 //! input costs `host_recv_ns`, each packet it sends `host_send_ns` and each message it delivers
 //! `host_deliver_ns`; its timer runs next when it is due (a polling loop checks its timers every
-//! turn, so beacons are not starved). Switches are roles without a core: a data packet or a NAK
+//! turn, so beacons are not starved), and while one long input keeps the core busy past it,
+//! the host's NIC sends keep-alive beacons (`World::keepalive`; §7.1 gives the NIC's beacons a
+//! core of their own). Switches are roles without a core: a data packet or a NAK
 //! is forwarded in place ([`Switch::forward_routed`]), a beacon or a timeout handled at once. The
 //! controller is off the network, on the management network (`ctrl_delay_ns` per message), and
 //! runs on true time.
@@ -58,6 +60,11 @@ pub enum OnePipeEv {
     },
     /// A crashed host restarts with its state lost (`--restart-host`).
     Restart {
+        /// The host.
+        host: u32,
+    },
+    /// A host's NIC sends a keep-alive beacon if its CPU is still busy (`World::keepalive`).
+    KeepAlive {
         /// The host.
         host: u32,
     },
@@ -190,6 +197,8 @@ pub struct OnePipeStats {
     pub rejoined_delivered_to: u64,
     /// See `rejoined_delivered_to`.
     pub rejoined_delivered_from: u64,
+    /// Keep-alive beacons hosts' NICs sent while their CPUs were busy (`World::keepalive`).
+    pub nic_keepalives: u64,
 }
 
 /// One §5.2 round, as the simulator saw it (true times, ns).
@@ -254,6 +263,8 @@ struct HostSt {
     /// ended after the first fault (Fig. 10's measure).
     last_move: [SimTime; 2],
     stall_max: [SimTime; 2],
+    /// Its NIC's keep-alive beacons are under way (`World::keepalive`).
+    keepalive_armed: bool,
     /// The host's released commit barrier before the input being handled.
     released_before: Option<Timestamp>,
     /// The host's released best-effort barrier before the input being handled (below the
@@ -461,6 +472,7 @@ impl Protocol for OnePipe {
                 e.input(t, host, CoreInput::Proto(OnePipeInput::AppPlain(msg)));
             }
             OnePipeEv::Restart { host } => e.restart(t, host),
+            OnePipeEv::KeepAlive { host } => e.keepalive(t, host),
             OnePipeEv::Leave { host } => e.leave(t, host),
             OnePipeEv::CtrlRecover => {
                 if e.controller_down_until(t).is_none() {
@@ -468,6 +480,21 @@ impl Protocol for OnePipe {
                     e.drain_controller(t);
                 }
             }
+        }
+    }
+
+    fn timer_while_busy<Q: EventQueue<Ev>>(e: &mut World<Q>, t: SimTime, role: u32) {
+        let Some(hs) = e.proto.hosts.get(role as usize) else {
+            return;
+        };
+        if !hs.keepalive_armed {
+            e.keepalive(t, role);
+        }
+    }
+
+    fn packet_while_busy<Q: EventQueue<Ev>>(e: &mut World<Q>, _t: SimTime, role: u32) {
+        if let Some(hs) = e.proto.hosts.get_mut(role as usize) {
+            hs.host.uplink_heard();
         }
     }
 
@@ -890,6 +917,32 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if let Some(b) = beacon {
             self.transmit(out_link, Packet::Beacon(b), t);
         }
+    }
+
+    /// Host `h`'s NIC keeps its uplink alive at `t` while its CPU is busy: one keep-alive beacon
+    /// ([`Host::keepalive_beacon`]), and the next a beacon interval later, as long as the CPU
+    /// stays busy. §7.1's testbed gives each NIC's beacons a core of their own; here the
+    /// host's one core also runs its applications, and a hot server delivering thousands of
+    /// messages that share one timestamp (a burst cannot be cut inside a timestamp) was busy
+    /// past its link timeout and declared failed (Fig. 14 c, YCSB, 512 processes: 89 hosts).
+    /// The keep-alive tells the switch nothing new, so barriers are unchanged; the host's own
+    /// beacon still goes when its timeout runs.
+    fn keepalive(&mut self, t: SimTime, h: u32) {
+        let hi = h as usize;
+        let busy = self.core(h).free > t;
+        if !busy || self.proto.down(h, t) {
+            self.proto.hosts[hi].keepalive_armed = false;
+            return;
+        }
+        if let Some(b) = self.proto.hosts[hi].host.keepalive_beacon() {
+            self.proto.stats.nic_keepalives += 1;
+            let uplink = self.proto.host_uplinks[hi];
+            self.transmit(uplink, Packet::Beacon(b), t);
+        }
+        self.proto.hosts[hi].keepalive_armed = true;
+        let next = t + self.cfg.beacon_interval_ns;
+        self.queue
+            .push(next, Ev::Proto(OnePipeEv::KeepAlive { host: h }));
     }
 
     /// `--restart-host`: the crashed host comes back with its state lost (its processes as

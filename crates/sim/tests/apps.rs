@@ -526,3 +526,35 @@ fn hash_table_runs_checked_on_1pipe_and_on_the_fenced_baseline_7_3_3() {
         "--system"
     );
 }
+
+/// §4.2 and §7.1: a hot server whose one core spends longer than the link timeout on one
+/// input (a burst of requests stamped with one timestamp cannot be cut) is busy, not failed:
+/// its NIC keeps the uplink alive, so no link is removed and no host declared failed. (Rack of
+/// 8, window 256, YCSB keys: 9 links were removed before the NIC keep-alive.)
+#[test]
+fn a_hot_server_busy_past_its_link_timeout_is_not_declared_failed_4_2() {
+    let workload = KvWorkload {
+        dist: KeyDist::Zipf { theta: 0.99 },
+        ops_per_txn: 8,
+        read_only_share: Some(0.95),
+        ..KvWorkload::default()
+    };
+    let cfg = SimConfig {
+        procs_per_host: 1,
+        duration_ns: 300_000,
+        app: Some(AppSpec::Kv {
+            workload,
+            window: 256,
+        }),
+        keep_history: false,
+        ..kv(TopologySpec::Rack { hosts: 8 }, KvWorkload::default(), 1)
+    };
+    let r = run(&cfg, &mut |_| {}).expect("a valid configuration");
+    assert_eq!(r.violations, 0, "seed 1: {:?}", r.violation_samples);
+    assert_eq!(r.links_removed, 0, "seed 1: a busy host was taken for dead");
+    assert!(
+        r.failure_rounds.is_empty(),
+        "seed 1: {:?}",
+        r.failure_rounds
+    );
+}

@@ -125,6 +125,7 @@ pub(super) fn build_hosts(
             heal_at: SimTime::MAX,
             last_move: [0; 2],
             stall_max: [0; 2],
+            keepalive_armed: false,
             released_before: None,
             be_released_before: None,
         });
