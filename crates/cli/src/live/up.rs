@@ -160,6 +160,21 @@ pub fn run(args: &UpArgs) -> i32 {
             return EXIT_RUNTIME;
         }
     };
+    // Every check of the flags before the run directory exists: a refused flag leaves nothing
+    // behind (161 directories, with their private keys, had piled up in /tmp from the tests of
+    // refused flags).
+    if let Err(e) = check_kills(args, &cluster) {
+        eprintln!("onepipe up: --kill: {e}");
+        return EXIT_USAGE;
+    }
+    if let Err(e) = check_blackholes(args, &cluster) {
+        eprintln!("onepipe up: {e}");
+        return EXIT_USAGE;
+    }
+    if let Err(e) = check_restarts(args, &cluster) {
+        eprintln!("onepipe up: --restart: {e}");
+        return EXIT_USAGE;
+    }
     let dir = std::env::temp_dir().join(format!(
         "onepipe-up-{}-{}",
         std::process::id(),
@@ -176,18 +191,6 @@ pub fn run(args: &UpArgs) -> i32 {
         eprintln!("onepipe up: cannot write {}: {e}", dir.display());
         let _ = std::fs::remove_dir_all(&dir);
         return EXIT_RUNTIME;
-    }
-    if let Err(e) = check_kills(args, &cluster) {
-        eprintln!("onepipe up: --kill: {e}");
-        return EXIT_USAGE;
-    }
-    if let Err(e) = check_blackholes(args, &cluster) {
-        eprintln!("onepipe up: {e}");
-        return EXIT_USAGE;
-    }
-    if let Err(e) = check_restarts(args, &cluster) {
-        eprintln!("onepipe up: --restart: {e}");
-        return EXIT_USAGE;
     }
     let mut kills: Vec<Planned> = args
         .kill
