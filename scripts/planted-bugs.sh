@@ -115,6 +115,8 @@ check_only=0
 if [ "${1:-}" = "--check" ]; then check_only=1; shift; fi
 selected=("$@")
 missed=0
+copied=0
+last_file=""
 for m in "${mutants[@]}"; do
   name=${m%%@@*}; rest=${m#*@@}
   file=${rest%%@@*}; rest=${rest#*@@}
@@ -133,9 +135,19 @@ PY
     continue
   fi
   started=$SECONDS
-  rm -rf "$tree" && mkdir -p "$tree"
+  # The tree is copied once per run. After that only the last mutant's file is put back, with
+  # a fresh modification time (never its old one: cargo would take the crate built with the
+  # mutant for up to date), so each mutant rebuilds the crates it and the last one touched and
+  # what depends on them — not every crate, as a fresh copy's new times made it.
+  if [ "$copied" = 0 ]; then
+    rm -rf "$tree" && mkdir -p "$tree"
+    (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$tree"
+    copied=1
+  elif [ -n "$last_file" ]; then
+    cat "$root/$last_file" >"$tree/$last_file"
+  fi
+  last_file=$file
   built=1
-  (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$tree"
   FROM="$from" TO="$to" python3 - "$tree/$file" <<'PY'
 import os, sys
 p = sys.argv[1]; s = open(p).read()
@@ -185,4 +197,14 @@ PY
     echo "caught  $name — $why; failing: ${failing:-see log} ($((SECONDS - started)) s: build ${build_s} s, tests ${run_s} s)"
   fi
 done
+# The control: with the last mutant put back, the copy is the tree again, and its protocol and
+# simulator tests pass — so no mutant's build outlived its turn.
+if [ "$check_only" = 0 ] && [ -n "$last_file" ]; then
+  cat "$root/$last_file" >"$tree/$last_file"
+  if ! (cd "$tree" && cargo test -q -p onepipe-proto --lib >"$work/log" 2>&1 && cargo test -q -p onepipe-sim --lib >>"$work/log" 2>&1); then
+    echo "CONTROL the copy with every mutant put back fails its tests: a mutant's build outlived it"
+    tail -n 20 "$work/log" | sed 's/^/        /'
+    missed=$((missed + 1))
+  fi
+fi
 [ "$missed" -eq 0 ]
