@@ -255,8 +255,8 @@ pub struct SimConfig {
     /// rejoin takes one per process of the host). `None`: three per process in networks of at
     /// most 1,024 processes, none above (every host keeps per-sender state for every id).
     pub proc_ids_spare: Option<u32>,
-    /// Most reliable messages a host delivers per input (`HostConfig::deliver_burst_max`; 0:
-    /// no limit).
+    /// Most messages of each service a host delivers per instant
+    /// (`HostConfig::deliver_burst_max`; 0: no limit).
     pub deliver_burst_max: u32,
     /// Most reliable messages a host retransmits per input
     /// (`HostConfig::retransmit_burst_max`; 0: no limit).

@@ -109,7 +109,8 @@ pub struct HostConfig {
     /// controller forwarding off: the host reports its recalls (`RelayMsg::Recalled`), which a
     /// recovering receiver's settling needs. Forwarding on implies it.
     pub relay_channel: bool,
-    /// Most reliable messages delivered per input; the rest follow with the next packets (its
+    /// Most reliable messages delivered per instant (an input and the sends an application
+    /// makes while it handles it, all at that input's time); the rest follow with the next packets (its
     /// switch sends at least a keep-alive beacon every interval). Not with timeouts: a driver
     /// runs those ahead of queued packets, and a long backlog delivered on the beacon timer
     /// kept hosts from hearing their switch until they reported it dead (a swarm run). After a
