@@ -247,7 +247,7 @@ fn up_restart_a_killed_process_rejoins_as_a_new_one_and_delivers_5_2() {
     assert!(u(&r, "rejoined_delivered") > 0, "{out}");
 }
 
-/// Issue 35, an operator's bad day: p2 is paused (SIGSTOP) for 3 s mid-run, past the link
+/// Issue 35, an operator's bad day: p2 is paused (SIGSTOP) for 4 s mid-run, past the link
 /// timeout. It is declared failed and the others go on; continued (SIGCONT), it learns so,
 /// recovers and rejoins as a new process, which sends and delivers to the end. The run ends
 /// clean and drained: every delivery is checked under the id it was made as (before, they
@@ -262,9 +262,9 @@ fn up_a_paused_process_is_declared_rejoins_and_every_record_keeps_its_id_5_2() {
             "--rate",
             "2000",
             "--duration",
-            "6s",
+            "7s",
             "--pause",
-            "proc:2@1s..4s",
+            "proc:2@1s..5s",
         ],
     );
     assert_eq!(code, 0, "{out}");
