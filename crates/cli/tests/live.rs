@@ -329,8 +329,6 @@ fn up_black_holed_pair_is_served_by_controller_forwarding_5_2() {
             "200",
             "--duration",
             "3s",
-            "--drain",
-            "30s",
             "--blackhole",
             "1>2@1s",
         ],
