@@ -12,6 +12,7 @@
 //! Center Networks", SIGCOMM 2021.
 
 pub mod ack;
+pub mod app;
 pub mod failure;
 pub mod host;
 pub mod ids;

@@ -1,4 +1,4 @@
-//! [`AppHost`]: runs a sans-IO application ([`onepipe_apps::App`]) on a live [`Endpoint`] — the
+//! [`AppHost`]: runs a sans-IO application ([`onepipe_proto::app::App`]) on a live [`Endpoint`] — the
 //! live counterpart of the simulator's application driver (`onepipe_sim::onepipe::apps`).
 //!
 //! One [`AppHost::turn`] takes everything the endpoint has for the application and feeds it in:
@@ -17,7 +17,7 @@
 //!    callback handle is released once the application has taken it), `ReliableSent` (the stamp of a reliable send: `Sent`), `ReliableAborted` (`Refused`).
 //! 4. The application's timer, when due.
 //! 5. Its sends: best effort is stamped at once (`Sent`); reliable waits for `ReliableSent`;
-//!    an unordered one ([`onepipe_apps::AppSend::ordered`] false, best effort whatever
+//!    an unordered one ([`onepipe_proto::app::AppSend::ordered`] false, best effort whatever
 //!    `reliable` says) goes by [`Endpoint::send_plain`] and is `Sent` at once with the
 //!    endpoint's timestamp; a refused send (a full buffer, a failed destination) is `Refused`.
 //!    A plain message that is lost is a `SendFailed`, as a best-effort one is.
@@ -28,7 +28,7 @@
 
 use crate::clock::monotonic_ns;
 use crate::endpoint::{Endpoint, Event, FailReason, Message, SendError, SendHandle};
-use onepipe_apps::{App, AppInput};
+use onepipe_proto::app::{App, AppInput};
 use onepipe_proto::{Instant, Timestamp};
 use std::collections::HashMap;
 use std::time::Duration;

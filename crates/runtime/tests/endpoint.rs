@@ -809,7 +809,7 @@ fn a_full_plain_queue_refuses_and_the_sender_hears_of_it_4_1() {
 /// An application that asks its peer in the total order and answers unordered (§2.2.2, as
 /// 1-RTT replication and the hash table's completions do).
 struct Echo {
-    out: std::collections::VecDeque<onepipe_apps::AppSend>,
+    out: std::collections::VecDeque<onepipe_proto::app::AppSend>,
     /// (sender, reliable, payload) of each delivery.
     got: Vec<(ProcId, bool, Vec<u8>)>,
     /// The tags it heard were sent.
@@ -817,7 +817,7 @@ struct Echo {
 }
 
 impl Echo {
-    fn new(first: Option<onepipe_apps::AppSend>) -> Echo {
+    fn new(first: Option<onepipe_proto::app::AppSend>) -> Echo {
         Echo {
             out: first.into_iter().collect(),
             got: Vec::new(),
@@ -826,10 +826,10 @@ impl Echo {
     }
 }
 
-impl onepipe_apps::App for Echo {
-    fn handle(&mut self, _now: onepipe_proto::Instant, input: onepipe_apps::AppInput<'_>) {
+impl onepipe_proto::app::App for Echo {
+    fn handle(&mut self, _now: onepipe_proto::Instant, input: onepipe_proto::app::AppInput<'_>) {
         match input {
-            onepipe_apps::AppInput::Deliver {
+            onepipe_proto::app::AppInput::Deliver {
                 src,
                 reliable,
                 payload,
@@ -838,7 +838,7 @@ impl onepipe_apps::App for Echo {
                 self.got.push((src, reliable, payload.to_vec()));
                 if payload == b"request" {
                     // `reliable` is ignored for an unordered send: best effort.
-                    self.out.push_back(onepipe_apps::AppSend {
+                    self.out.push_back(onepipe_proto::app::AppSend {
                         tag: 2,
                         reliable: true,
                         ordered: false,
@@ -846,12 +846,12 @@ impl onepipe_apps::App for Echo {
                     });
                 }
             }
-            onepipe_apps::AppInput::Sent { tag, .. } => self.sent.push(tag),
+            onepipe_proto::app::AppInput::Sent { tag, .. } => self.sent.push(tag),
             _ => {}
         }
     }
 
-    fn poll_send(&mut self) -> Option<onepipe_apps::AppSend> {
+    fn poll_send(&mut self) -> Option<onepipe_proto::app::AppSend> {
         self.out.pop_front()
     }
 
@@ -868,7 +868,7 @@ fn apphost_sends_unordered_replies_plain_and_delivers_them_as_the_simulator_does
     use onepipe_runtime::apphost::AppHost;
     let local = one_rack(2);
     let eps = join_all(local.controller_addr(), 2, local.join_options());
-    let request = onepipe_apps::AppSend {
+    let request = onepipe_proto::app::AppSend {
         tag: 1,
         reliable: false,
         ordered: true,

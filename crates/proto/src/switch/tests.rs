@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::wire::{DataHeader, DataPacket, Nak, NakReason};
 use crate::{Psn, Timestamp};

@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::cluster::LocalLayout;
 use onepipe_proto::wire::Beacon;

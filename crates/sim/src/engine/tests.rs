@@ -1,4 +1,3 @@
-
 //! A protocol written for these tests alone plugs into the engine without touching it: each
 //! host's one role sends a counter to the next host on every workload send; switches forward
 //! by the topology's routes.
