@@ -17,7 +17,7 @@ use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use data::Mutant;
 
@@ -173,14 +173,20 @@ fn sh(root: &Path, cmd: &str, log: &Path, timeout_s: u64) -> Result<(bool, bool)
     ))
 }
 
-/// The last `n` lines of `log`, or the first line matching an error.
-fn log_tail(log: &Path, n: usize) -> Vec<String> {
+/// The text of `log` from byte `from` on (empty if it cannot be read).
+fn read_from(log: &Path, from: u64) -> String {
     let mut text = String::new();
     if let Ok(mut f) = fs::File::open(log) {
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let _ = f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+        let _ = f.seek(SeekFrom::Start(from));
         let _ = f.read_to_string(&mut text);
     }
+    text
+}
+
+/// The last `n` lines of `log` (read from its last 64 KiB).
+fn log_tail(log: &Path, n: usize) -> Vec<String> {
+    let len = fs::metadata(log).map(|m| m.len()).unwrap_or(0);
+    let text = read_from(log, len.saturating_sub(64 * 1024));
     let lines: Vec<String> = text.lines().map(str::to_string).collect();
     lines[lines.len().saturating_sub(n)..].to_vec()
 }
@@ -205,12 +211,7 @@ fn failing_tests(log: &Path) -> Vec<String> {
 
 /// Whether the log, from byte `from` on, shows a test harness that ran at least one test.
 fn ran_a_test(log: &Path, from: u64) -> bool {
-    let mut text = String::new();
-    if let Ok(mut f) = fs::File::open(log) {
-        let _ = f.seek(SeekFrom::Start(from));
-        let _ = f.read_to_string(&mut text);
-    }
-    text.lines().any(|l| {
+    read_from(log, from).lines().any(|l| {
         l.strip_prefix("running ")
             .and_then(|r| r.split(' ').next())
             .and_then(|n| n.parse::<u64>().ok())
@@ -218,9 +219,10 @@ fn ran_a_test(log: &Path, from: u64) -> bool {
     })
 }
 
+/// Where a mutant's time went (summed exactly; rounded only when printed).
 struct Timing {
-    build_s: u64,
-    tests_s: u64,
+    build: Duration,
+    tests: Duration,
 }
 
 /// Runs one mutant's commands on the mutated tree: each is built first (`--no-run`), so a tree
@@ -230,7 +232,7 @@ fn run_tests(root: &Path, m: &Mutant, log: &Path, timeout_s: u64, t: &mut Timing
     for cmd in &m.tests {
         let started = Instant::now();
         let built = sh(root, &format!("{cmd} --no-run"), log, timeout_s);
-        t.build_s += started.elapsed().as_secs();
+        t.build += started.elapsed();
         match built {
             Err(e) => return Outcome::Broken(e),
             Ok((false, _)) => {
@@ -247,7 +249,7 @@ fn run_tests(root: &Path, m: &Mutant, log: &Path, timeout_s: u64, t: &mut Timing
         let started = Instant::now();
         let from = fs::metadata(log).map(|m| m.len()).unwrap_or(0);
         let ran = sh(root, cmd, log, timeout_s);
-        t.tests_s += started.elapsed().as_secs();
+        t.tests += started.elapsed();
         match ran {
             Err(e) => return Outcome::Broken(e),
             Ok((false, timed_out)) => {
@@ -276,8 +278,8 @@ fn run_one(root: &Path, j: &Journal, m: &Mutant, timeout_s: u64) -> Result<bool,
     fs::write(&path, mutated).map_err(|e| format!("{}: {e}", m.file))?;
     let log = j.dir.join(format!("{}.log", m.name));
     let mut t = Timing {
-        build_s: 0,
-        tests_s: 0,
+        build: Duration::ZERO,
+        tests: Duration::ZERO,
     };
     let outcome = run_tests(root, m, &log, timeout_s, &mut t);
     j.restore(root)?;
@@ -285,8 +287,13 @@ fn run_one(root: &Path, j: &Journal, m: &Mutant, timeout_s: u64) -> Result<bool,
     if back != text {
         return Err(format!("{} was not put back as it was", m.file));
     }
-    let secs = started.elapsed().as_secs();
-    let times = format!("{secs} s: build {} s, tests {} s", t.build_s, t.tests_s);
+    let secs = |d: Duration| d.as_secs_f64().round();
+    let times = format!(
+        "{} s: build {} s, tests {} s",
+        secs(started.elapsed()),
+        secs(t.build),
+        secs(t.tests)
+    );
     Ok(match outcome {
         Outcome::Caught { failing, timed_out } => {
             let mut shown = failing
@@ -378,6 +385,7 @@ fn main() -> ExitCode {
     let mut bad = 0usize;
     for m in chosen {
         match o.mode {
+            Mode::Restore => unreachable!("--restore returns before the mutants are read"),
             Mode::List => println!("{}\t{}", m.name, m.file),
             Mode::Check => {
                 let text = fs::read_to_string(o.root.join(&m.file)).unwrap_or_default();
@@ -386,7 +394,7 @@ fn main() -> ExitCode {
                     bad += 1;
                 }
             }
-            Mode::Run | Mode::Restore => match run_one(&o.root, &j, m, o.timeout_s) {
+            Mode::Run => match run_one(&o.root, &j, m, o.timeout_s) {
                 Ok(true) => {}
                 Ok(false) => bad += 1,
                 Err(e) => {
