@@ -9,10 +9,12 @@
 //! the `Failure` broadcasts of rounds not resumed yet, and the last round's `Resume` — is queued
 //! again, so a standby that takes over mid-procedure finishes the round.
 //!
-//! Call order, as for `Controller`: mutate (`on_message`, `on_timeout`), drain
-//! [`HaController::poll_output`] until `None`, then read [`HaController::poll_timeout`]. A
-//! [`StoreError::NotLeader`] from a mutation means this controller was deposed: the input was
-//! not applied, and the caller must stop acting as controller (and may campaign again).
+//! `HaController` is a [`Node`], driven as every role is: [`Node::handle`] a control message, a
+//! relay or a timeout, drain [`Node::poll_output`] until `None`, then read
+//! [`Node::poll_timeout`]. Being deposed is an output: when the store refuses an input
+//! ([`StoreError::NotLeader`]: another controller leads; or the store failed), the input is not
+//! applied, [`HaEvent::Deposed`] is the last output, and from then on the controller takes no
+//! input (the caller stops acting as controller, and may campaign again with a new one).
 //!
 //! Time: inputs are logged in *log time*. A new leader whose clock is behind the last logged
 //! input is shifted forward so log time never goes backwards; with a cluster-wide time base
@@ -26,6 +28,7 @@ use onepipe_proto::failure::{
 use onepipe_proto::topology::Topology;
 use onepipe_proto::{Input, Instant, Node, NodeId, Output};
 use std::collections::{BTreeSet, VecDeque};
+use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
@@ -46,7 +49,23 @@ pub struct HaController<S: ControllerStore> {
     next_index: u64,
     outputs: VecDeque<CtrlOutput>,
     stats: HaStats,
+    /// Why the store refused an input, until [`Node::poll_output`] reports it; `deposed` stays.
+    refused: Option<HaError>,
+    deposed: bool,
 }
+
+/// What an [`HaController`] reports ([`Node::Event`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HaEvent {
+    /// The wrapped controller's event.
+    Ctrl(CtrlEvent),
+    /// The store refused an input, which was not applied: this controller no longer leads
+    /// ([`StoreError::NotLeader`]) or cannot log, and takes no more inputs.
+    Deposed(HaError),
+}
+
+/// An [`HaController`]'s output.
+pub type HaOutput = Output<Infallible, HaEvent, Mgmt>;
 
 /// Counters of an [`HaController`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -59,6 +78,8 @@ pub struct HaStats {
     pub appended: u64,
     /// Timeouts that had nothing due (not logged).
     pub idle_timeouts: u64,
+    /// Inputs handed to a deposed controller (not applied).
+    pub after_deposed: u64,
 }
 
 /// Why an [`HaController`] could not recover or act.
@@ -166,6 +187,8 @@ impl<S: ControllerStore> HaController<S> {
             next_index: log.len() as u64,
             outputs: VecDeque::new(),
             stats: HaStats::default(),
+            refused: None,
+            deposed: false,
         };
         let mut replay = Replay::default();
         for (index, bytes) in log.iter().enumerate() {
@@ -356,6 +379,60 @@ impl<S: ControllerStore> HaController<S> {
         }
         self.outputs
             .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
+    }
+}
+
+impl<S: ControllerStore> Node for HaController<S> {
+    /// Like the controller it wraps, it is on the management network only.
+    type Packet = Infallible;
+    type Event = HaEvent;
+    type Mgmt = Mgmt;
+
+    /// Logs the input, then applies it (a forward: applied unlogged; a timeout with nothing due:
+    /// neither). A store's refusal deposes the controller (see the module's docs).
+    fn handle(&mut self, now: Instant, input: Input<Infallible, Mgmt>) {
+        if self.deposed {
+            self.stats.after_deposed += 1;
+            return;
+        }
+        let r = match input {
+            Input::Packet { packet, .. } => match packet {},
+            Input::Timeout => self.on_timeout(now),
+            Input::Mgmt(Mgmt::Ctrl(msg)) => self.on_message(now, msg),
+            Input::Mgmt(Mgmt::Relay(msg)) => self.on_relay(now, msg),
+        };
+        if let Err(e) = r {
+            self.deposed = true;
+            self.refused = Some(e);
+        }
+    }
+
+    /// The controller's outputs in order, then [`HaEvent::Deposed`] once if the store refused.
+    fn poll_output(&mut self) -> Option<HaOutput> {
+        let out = match self.outputs.pop_front() {
+            Some(o) => o,
+            None => {
+                return self
+                    .refused
+                    .take()
+                    .map(|e| Output::Event(HaEvent::Deposed(e)))
+            }
+        };
+        Some(match out {
+            Output::Send { packet, .. } => match packet {},
+            Output::Event(e) => Output::Event(HaEvent::Ctrl(e)),
+            Output::Mgmt { to, msg } => Output::Mgmt { to, msg },
+        })
+    }
+
+    /// When a timeout is due, on the caller's clock; none once deposed.
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.deposed {
+            return None;
+        }
+        self.ctrl
+            .poll_timeout()
+            .map(|t| Instant(t.0.saturating_sub(self.offset_ns)))
     }
 }
 
@@ -700,6 +777,53 @@ mod tests {
         let t = topo();
         let err = HaController::recover(store.clone(), l, cfg(&t), t, Instant(0)).unwrap_err();
         assert!(err.is_not_leader(), "{err}");
+    }
+
+    /// Driven through [`Node`] as every role is: a deposed controller reports it as its last
+    /// output, applies nothing more, and asks for no timeout.
+    #[test]
+    fn through_node_being_deposed_is_the_last_output_and_ends_its_inputs() {
+        let store = MemStore::manual();
+        let t = topo();
+        let mut a = lead(&store, "a", Instant(0));
+        a.handle(
+            Instant(0),
+            onepipe_proto::Input::Mgmt(Mgmt::Ctrl(host_crash(&t, 1, 500))),
+        );
+        assert!(std::iter::from_fn(|| Node::poll_output(&mut a))
+            .next()
+            .is_none());
+        assert_eq!(
+            Node::poll_timeout(&a),
+            Some(Instant(1_000)),
+            "Determine after settling"
+        );
+        a.handle(Instant(1_000), onepipe_proto::Input::Timeout);
+        let round: Vec<HaOutput> = std::iter::from_fn(|| Node::poll_output(&mut a)).collect();
+        assert!(
+            round.iter().any(|o| matches!(o, Output::Mgmt { .. })),
+            "{round:?}"
+        );
+        assert!(!round
+            .iter()
+            .any(|o| matches!(o, Output::Event(HaEvent::Deposed(_)))));
+        assert_eq!(store.log_len(), 2);
+
+        store.advance(TTL); // the lease runs out: another controller may lead
+        a.handle(
+            Instant(1_500),
+            onepipe_proto::Input::Mgmt(Mgmt::Ctrl(completed(1, 0))),
+        );
+        let out: Vec<HaOutput> = std::iter::from_fn(|| Node::poll_output(&mut a)).collect();
+        match out.as_slice() {
+            [Output::Event(HaEvent::Deposed(e))] => assert!(e.is_not_leader(), "{e}"),
+            other => panic!("expected one Deposed, got {other:?}"),
+        }
+        assert_eq!(store.log_len(), 2, "the refused input was not logged");
+        a.handle(Instant(2_000), onepipe_proto::Input::Timeout);
+        assert!(Node::poll_output(&mut a).is_none());
+        assert_eq!(Node::poll_timeout(&a), None);
+        assert_eq!(a.stats().after_deposed, 1);
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub mod store;
 pub use codec::Entry;
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdStore;
-pub use ha::{HaController, HaError, HaStats};
+pub use ha::{HaController, HaError, HaEvent, HaOutput, HaStats};
 pub use mem::MemStore;
 pub use store::{ControllerStore, Leadership, Op, StoreError};
 

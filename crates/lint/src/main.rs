@@ -369,7 +369,9 @@ impl<T> X<T> {
 
     #[test]
     fn test_files_by_path() {
-        assert!(is_test_file(Path::new("crates/proto/tests/scenarios.rs")));
+        assert!(is_test_file(Path::new(
+            "crates/proto/tests/scenarios/main.rs"
+        )));
         assert!(is_test_file(Path::new("crates/proto/src/switch/tests.rs")));
         assert!(is_test_file(Path::new("crates/sim/benches/engine.rs")));
         assert!(!is_test_file(Path::new("crates/proto/src/switch.rs")));

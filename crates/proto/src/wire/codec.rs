@@ -216,49 +216,8 @@ impl Packet {
                 let payload = payload(DATA_HEADER_LEN..total);
                 Ok((Packet::Data(DataPacket { header, payload }), total))
             }
-            Opcode::Beacon => {
-                need(buf, BEACON_LEN)?;
-                // Flags other than demand, and the two reserved bytes: zero in every version so
-                // far, so a packet decodes only from its one encoding.
-                let unknown = (buf[1] & !BEACON_DEMAND) | buf[2] | buf[3];
-                if unknown != 0 {
-                    return Err(DecodeError::UnknownFlags(unknown));
-                }
-                let b = Beacon {
-                    from: NodeId(get_u32(&buf[4..])),
-                    barrier: get_u48(&buf[8..]),
-                    commit: get_u48(&buf[14..]),
-                    demand: buf[1] & BEACON_DEMAND != 0,
-                };
-                Ok((Packet::Beacon(b), BEACON_LEN))
-            }
-            Opcode::Nak => {
-                need(buf, NAK_LEN)?;
-                let reason = match buf[1] {
-                    1 => NakReason::Late,
-                    2 => NakReason::Incomplete,
-                    3 => NakReason::BufferFull,
-                    4 => NakReason::Lost,
-                    r => return Err(DecodeError::UnknownNakReason(r)),
-                };
-                if buf[2] > 1 {
-                    return Err(DecodeError::UnknownFlags(buf[2]));
-                }
-                // The reserved bytes after the service and after `seq`.
-                if buf[3] | buf[23] != 0 {
-                    return Err(DecodeError::UnknownFlags(buf[3] | buf[23]));
-                }
-                let n = Nak {
-                    reliable: buf[2] == 1,
-                    reason,
-                    from: ProcId(get_u32(&buf[4..])),
-                    to: ProcId(get_u32(&buf[8..])),
-                    psn: Psn(get_u32(&buf[12..])),
-                    ts: get_u48(&buf[16..]),
-                    seq: buf[22],
-                };
-                Ok((Packet::Nak(n), NAK_LEN))
-            }
+            Opcode::Beacon => Self::decode_beacon(buf),
+            Opcode::Nak => Self::decode_nak(buf),
             Opcode::Ack => {
                 need(buf, ACK_LEN)?;
                 let a = get_ack(buf[1], buf[2], buf[3], &buf[4..])?;
@@ -266,6 +225,55 @@ impl Packet {
             }
             Opcode::AckBatch => Self::decode_ack_batch(buf),
         }
+    }
+
+    /// A beacon: its flags other than demand and its reserved bytes must be zero.
+    #[inline]
+    fn decode_beacon(buf: &[u8]) -> Result<(Packet, usize), DecodeError> {
+        need(buf, BEACON_LEN)?;
+        // Flags other than demand, and the two reserved bytes: zero in every version so
+        // far, so a packet decodes only from its one encoding.
+        let unknown = (buf[1] & !BEACON_DEMAND) | buf[2] | buf[3];
+        if unknown != 0 {
+            return Err(DecodeError::UnknownFlags(unknown));
+        }
+        let b = Beacon {
+            from: NodeId(get_u32(&buf[4..])),
+            barrier: get_u48(&buf[8..]),
+            commit: get_u48(&buf[14..]),
+            demand: buf[1] & BEACON_DEMAND != 0,
+        };
+        Ok((Packet::Beacon(b), BEACON_LEN))
+    }
+
+    /// A NAK: a known reason and service, zero reserved bytes.
+    #[inline]
+    fn decode_nak(buf: &[u8]) -> Result<(Packet, usize), DecodeError> {
+        need(buf, NAK_LEN)?;
+        let reason = match buf[1] {
+            1 => NakReason::Late,
+            2 => NakReason::Incomplete,
+            3 => NakReason::BufferFull,
+            4 => NakReason::Lost,
+            r => return Err(DecodeError::UnknownNakReason(r)),
+        };
+        if buf[2] > 1 {
+            return Err(DecodeError::UnknownFlags(buf[2]));
+        }
+        // The reserved bytes after the service and after `seq`.
+        if buf[3] | buf[23] != 0 {
+            return Err(DecodeError::UnknownFlags(buf[3] | buf[23]));
+        }
+        let n = Nak {
+            reliable: buf[2] == 1,
+            reason,
+            from: ProcId(get_u32(&buf[4..])),
+            to: ProcId(get_u32(&buf[8..])),
+            psn: Psn(get_u32(&buf[12..])),
+            ts: get_u48(&buf[16..]),
+            seq: buf[22],
+        };
+        Ok((Packet::Nak(n), NAK_LEN))
     }
 }
 
