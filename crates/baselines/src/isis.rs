@@ -653,6 +653,7 @@ impl Node for IsisEndpoint {
             Input::Packet { port, packet } if port == PORT => self.on_packet(now, packet),
             Input::Packet { .. } => self.stats.dropped_invalid += 1,
             Input::Timeout => self.on_timeout(now),
+            Input::Notice(_) => {} // no §5.2 failure handling here
         }
         self.after_mutation(now);
     }

@@ -434,6 +434,7 @@ impl Node for Sequencer {
             Input::Packet { port, packet } if port == PORT => self.on_packet(now, packet),
             Input::Packet { .. } => self.stats.dropped_invalid += 1,
             Input::Timeout => self.on_timeout(now),
+            Input::Notice(_) => {} // no §5.2 failure handling here
         }
         if cfg!(debug_assertions) {
             self.invariants();
@@ -727,6 +728,7 @@ impl Node for SeqEndpoint {
             Input::Packet { port, packet } if port == PORT => self.on_packet(now, packet),
             Input::Packet { .. } => self.stats.dropped_invalid += 1,
             Input::Timeout => self.on_timeout(now),
+            Input::Notice(_) => {} // no §5.2 failure handling here
         }
         debug_assert_eq!(self.has_gap(), self.nack_at.is_some());
     }

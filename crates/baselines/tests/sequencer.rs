@@ -257,7 +257,7 @@ fn misaddressed_and_foreign_packets_are_dropped_and_counted() {
     let mut e = endpoint(0);
     let mut bad = match ordered(1, 0, 0, 1) {
         Input::Packet { packet, .. } => packet,
-        Input::Timeout => unreachable!(),
+        Input::Timeout | Input::Notice(_) => unreachable!(),
     };
     e.handle(
         Instant(0),

@@ -6,7 +6,8 @@
 //! count followed by its items; an `Option<Timestamp>` is a flag byte then, if 1, the `u64`.
 //!
 //! ```text
-//! entry    = version:u8 (=1) kind:u8 at:u64 [msg|relay] kind 0 = Timeout, 1 = Message, 2 = Relay
+//! entry    = version:u8 (=1) kind:u8 at:u64 [msg|relay|host:u32]
+//!                   kind 0 = Timeout, 1 = Message, 2 = Relay, 3 = Unreachable (host:u32)
 //! msg      = tag:u8 fields                            tags 1..=6, in CtrlMsg order
 //! LinkDown = reporter:u32 link:u32 flag:u8 [commit:u64]
 //! Failure  = round:u32 n:u32 (proc:u32 ts:u64)*n m:u32 (host:u32)*m
@@ -42,6 +43,7 @@ pub const ENTRY_BYTES_MAX: usize = 1 << 20;
 const KIND_TIMEOUT: u8 = 0;
 const KIND_MESSAGE: u8 = 1;
 const KIND_RELAY: u8 = 2;
+const KIND_UNREACHABLE: u8 = 3;
 
 /// One input to the §5.2 controller, as logged: what [`onepipe_proto::failure::Controller`]
 /// was given, and when (controller log time).
@@ -66,6 +68,14 @@ pub enum Entry {
         at: Instant,
         /// The relay.
         msg: RelayMsg,
+    },
+    /// [`onepipe_proto::Notice::Unreachable`]: the management network could not deliver a
+    /// message to `host` (§5.2: it is announced failed).
+    Unreachable {
+        /// Controller log time.
+        at: Instant,
+        /// The host.
+        host: NodeId,
     },
 }
 
@@ -100,7 +110,10 @@ impl Entry {
     /// The controller log time of the input.
     pub fn at(&self) -> Instant {
         match self {
-            Entry::Message { at, .. } | Entry::Timeout { at } | Entry::Relay { at, .. } => *at,
+            Entry::Message { at, .. }
+            | Entry::Timeout { at }
+            | Entry::Relay { at, .. }
+            | Entry::Unreachable { at, .. } => *at,
         }
     }
 
@@ -122,6 +135,11 @@ impl Entry {
                 out.push(KIND_RELAY);
                 put_u64(&mut out, at.0);
                 encode_relay(&mut out, msg)?;
+            }
+            Entry::Unreachable { at, host } => {
+                out.push(KIND_UNREACHABLE);
+                put_u64(&mut out, at.0);
+                put_u32(&mut out, host.0);
             }
         }
         if out.len() > ENTRY_BYTES_MAX {
@@ -148,6 +166,10 @@ impl Entry {
             KIND_RELAY => Entry::Relay {
                 at,
                 msg: decode_relay(&mut r)?,
+            },
+            KIND_UNREACHABLE => Entry::Unreachable {
+                at,
+                host: NodeId(r.u32()?),
             },
             other => return Err(DecodeError::Tag(other)),
         };
@@ -584,6 +606,10 @@ pub(crate) mod tests {
     fn entry() -> impl Strategy<Value = Entry> {
         prop_oneof![
             any::<u64>().prop_map(|t| Entry::Timeout { at: Instant(t) }),
+            (any::<u64>(), any::<u32>()).prop_map(|(t, h)| Entry::Unreachable {
+                at: Instant(t),
+                host: NodeId(h),
+            }),
             (any::<u64>(), ctrl_msg()).prop_map(|(t, msg)| Entry::Message {
                 at: Instant(t),
                 msg

@@ -26,7 +26,7 @@ use onepipe_proto::failure::{
     Controller, ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest, RelayMsg,
 };
 use onepipe_proto::topology::Topology;
-use onepipe_proto::{Input, Instant, Node, NodeId, Output};
+use onepipe_proto::{Input, Instant, Node, NodeId, Notice, Output};
 use std::collections::{BTreeSet, VecDeque};
 use std::convert::Infallible;
 use std::fmt;
@@ -376,6 +376,9 @@ impl<S: ControllerStore> HaController<S> {
             Entry::Message { at, msg } => self.ctrl.handle(at, Input::Mgmt(Mgmt::Ctrl(msg))),
             Entry::Timeout { at } => self.ctrl.handle(at, Input::Timeout),
             Entry::Relay { at, msg } => self.ctrl.handle(at, Input::Mgmt(Mgmt::Relay(msg))),
+            Entry::Unreachable { at, host } => self
+                .ctrl
+                .handle(at, Input::Notice(Notice::Unreachable(host))),
         }
         self.outputs
             .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
@@ -400,6 +403,13 @@ impl<S: ControllerStore> Node for HaController<S> {
             Input::Timeout => self.on_timeout(now),
             Input::Mgmt(Mgmt::Ctrl(msg)) => self.on_message(now, msg),
             Input::Mgmt(Mgmt::Relay(msg)) => self.on_relay(now, msg),
+            Input::Notice(Notice::Unreachable(host)) => {
+                let at = self.log_time(now);
+                self.log_and_apply(Entry::Unreachable { at, host })
+            }
+            // A new leader rebuilds from the log ([`HaController::recover`]): what the bare
+            // controller's `Recovered` does, recovery's re-queueing does here.
+            Input::Notice(Notice::Recovered | Notice::LinkUp) => Ok(()),
         };
         if let Err(e) = r {
             self.deposed = true;

@@ -31,7 +31,7 @@
 //! `ReliableConfig::forward_after_retransmits` times hands its packets to the controller
 //! ([`RelayMsg::Forward`]); the controller relays them to the receiver's host over the management
 //! network, and the receiver answers with its ACK the same way. A relay the management network
-//! cannot deliver (the driver calls [`Controller::on_unreachable`]) makes that host unresponsive:
+//! cannot deliver (the driver calls [`Notice::Unreachable`]) makes that host unresponsive:
 //! Determine counts it as failed. The relay messages are a separate type from [`CtrlMsg`]
 //! (both travel as [`Mgmt`], the controller's [`Node::Mgmt`]); relaying is off until
 //! [`Controller::enable_relay`].
@@ -47,7 +47,7 @@
 //! ([`RelayMsg::Joined`]).
 
 use crate::ids::{LinkId, NodeId, ProcId, Psn};
-use crate::node::{Input, Node, Output};
+use crate::node::{Input, Node, Notice, Output};
 use crate::time::{Instant, Timestamp};
 use crate::topology::Topology;
 use crate::wire::Packet;
@@ -592,7 +592,7 @@ impl Controller {
     /// every open round's Broadcast again to the hosts it still waits for (a host that had
     /// completed answers `Completed` at once), so an interrupted round resumes. A Determine that
     /// fell due meanwhile runs at the next `Input::Timeout`.
-    pub fn on_recover(&mut self, now: Instant) {
+    fn on_recover(&mut self, now: Instant) {
         // Completions sent meanwhile were lost: each host gets its time again.
         let timeout = self.cfg.callback_timeout_ns;
         for r in self.rounds.values_mut() {
@@ -966,6 +966,9 @@ impl Node for Controller {
             Input::Timeout => self.on_timer(now),
             Input::Mgmt(Mgmt::Ctrl(msg)) => self.on_ctrl_msg(now, msg),
             Input::Mgmt(Mgmt::Relay(msg)) => self.on_relay_msg(now, msg),
+            Input::Notice(Notice::Recovered) => self.on_recover(now),
+            Input::Notice(Notice::Unreachable(host)) => self.on_unreachable(now, host),
+            Input::Notice(Notice::LinkUp) => {}
         }
         self.invariants();
     }

@@ -51,7 +51,7 @@ mod uplink;
 use crate::ack::{AckBatcher, AckOwed, RecvWindow, SendTracker};
 use crate::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use crate::ids::{NodeId, PortId, ProcId, Psn};
-use crate::node::{Input, Node, Output};
+use crate::node::{Input, Node, Notice, Output};
 use crate::peers::PeerVec;
 use crate::reliable::{ReliableSender, ReliableStats, Rtt, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
@@ -821,6 +821,9 @@ impl Node for Host {
             }
             Input::Mgmt(Mgmt::Ctrl(msg)) => self.on_control(now, msg),
             Input::Mgmt(Mgmt::Relay(msg)) => self.on_relay(now, msg),
+            Input::Notice(Notice::LinkUp) => self.recover(now),
+            // The controller's notices.
+            Input::Notice(Notice::Recovered | Notice::Unreachable(_)) => {}
         }
         self.follow_demand(now);
         self.invariants();

@@ -28,5 +28,5 @@ pub mod topology;
 pub mod wire;
 
 pub use ids::{LinkId, NodeId, PortId, ProcId, Psn};
-pub use node::{Input, Node, Output};
+pub use node::{Input, Node, Notice, Output};
 pub use time::{Barrier, Instant, Timestamp};

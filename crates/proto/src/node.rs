@@ -29,8 +29,10 @@
 //! * **One input at a time.** `handle` runs to completion and its outputs are drained before the
 //!   next input; a driver that queues inputs (a busy CPU) keeps their arrival order.
 //! * **Undeliverable management messages.** A driver that learns a management message could not
-//!   reach a host (it is down) may tell the controller
-//!   ([`crate::failure::Controller::on_unreachable`]); otherwise it drops it silently.
+//!   reach a host (it is down) may tell the controller ([`Notice::Unreachable`]); otherwise it
+//!   drops it silently.
+//! * **Notices.** What a driver sees of a role's surroundings that is neither a packet nor a
+//!   management message comes in as [`Input::Notice`]; a role with no use for one ignores it.
 //! * **Time.** `Input::Timeout` is given only once the instant `poll_timeout` returned has been
 //!   reached on the node's clock, and never before the mutation that armed it has been drained.
 
@@ -61,6 +63,22 @@ pub enum Input<P, M = Infallible> {
     Timeout,
     /// A message arrived on the management network (from the controller, or from a peer).
     Mgmt(M),
+    /// The driver saw something of the role's surroundings.
+    Notice(Notice),
+}
+
+/// What a driver tells a role of its surroundings ([`Input::Notice`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// §5.2 Receiver Recovery: the host's link came back (a host told it failed asks the
+    /// controller to settle; see [`crate::host::Host`]'s recovery).
+    LinkUp,
+    /// The controller is back from an outage with its state (§5.2 with a highly available
+    /// store): messages to it meanwhile were lost, so it sends its open rounds' Broadcasts again.
+    Recovered,
+    /// §5.2: "if controller also cannot deliver the message, R will be announced as failed" —
+    /// the management network could not deliver a message to this host.
+    Unreachable(NodeId),
 }
 
 /// An output of a role. `M` is its management-network message type ([`Node::Mgmt`]).
@@ -110,6 +128,7 @@ impl<P> Input<P, Infallible> {
         match self {
             Input::Packet { port, packet } => Input::Packet { port, packet },
             Input::Timeout => Input::Timeout,
+            Input::Notice(n) => Input::Notice(n),
         }
     }
 }

@@ -1109,6 +1109,9 @@ impl Node for Switch {
             Input::Packet { port, packet } => self.on_packet(now, port, packet),
             Input::Timeout => self.on_timeout(now),
             Input::Mgmt(msg) => self.on_mgmt(now, msg),
+            // A switch's links speak for themselves (§4.2: a silent input is removed, one that
+            // speaks again is taken back).
+            Input::Notice(_) => {}
         }
         self.invariants(before);
     }

@@ -510,6 +510,8 @@ impl Node for Aggregator {
                 }
                 self.up.handle(now, Input::Mgmt(msg));
             }
+            // Both halves are switches, and a switch's links speak for themselves.
+            Input::Notice(_) => {}
         }
         self.pump(now);
     }

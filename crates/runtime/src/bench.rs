@@ -219,6 +219,7 @@ impl Node for Pitcher {
                     self.start(now);
                 }
             }
+            Input::Notice(_) => {}
         }
     }
 

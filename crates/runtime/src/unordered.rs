@@ -307,7 +307,8 @@ impl Node for UnorderedHost {
             } => self.on_data(now, d),
             // No barriers, acknowledgements or NAKs in the baseline.
             Input::Packet { .. } => self.stats.dropped_invalid += 1,
-            Input::Timeout => {}
+            // No failure handling in the baseline either.
+            Input::Timeout | Input::Notice(_) => {}
         }
     }
 

@@ -32,7 +32,7 @@ use onepipe_proto::prefetch::{prefetch, Stage};
 use onepipe_proto::switch::{Router, Switch, SwitchConfig, SwitchMode};
 use onepipe_proto::topology::{flow_hash, Topology};
 use onepipe_proto::wire::{flags, Packet};
-use onepipe_proto::{Input, Instant, Node, NodeId, Output, PortId, ProcId, Timestamp};
+use onepipe_proto::{Input, Instant, Node, NodeId, Notice, Output, PortId, ProcId, Timestamp};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -477,7 +477,9 @@ impl Protocol for OnePipe {
             OnePipeEv::Leave { host } => e.leave(t, host),
             OnePipeEv::CtrlRecover => {
                 if e.controller_down_until(t).is_none() {
-                    e.proto.controller.on_recover(Instant(t));
+                    e.proto
+                        .controller
+                        .handle(Instant(t), Input::Notice(Notice::Recovered));
                     e.drain_controller(t);
                 }
             }

@@ -323,7 +323,7 @@ impl Controller {
     /// §5.2: "if controller also cannot deliver the message, R will be announced as failed" —
     /// the management network could not deliver a relay to `host` (it does not answer): it is
     /// failed at the next Determine (with the failure timestamp its neighbours report).
-    pub fn on_unreachable(&mut self, now: Instant, host: NodeId) {
+    pub(super) fn on_unreachable(&mut self, now: Instant, host: NodeId) {
         if self.is_failed_host(host) {
             return;
         }

@@ -469,7 +469,7 @@ fn a_recovered_controller_broadcasts_open_rounds_again_5_2() {
         },
     );
     assert!(drain(&mut c).is_empty());
-    c.on_recover(Instant(9_000));
+    c.handle(Instant(9_000), Input::Notice(Notice::Recovered));
     let again: Vec<MgmtDest> = drain(&mut c)
         .into_iter()
         .map(|o| match o {

@@ -124,7 +124,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     // as failed" — the management network reports the relay undeliverable.
                     self.proto.stats.relays_undeliverable += 1;
                     if self.controller_down_until(t).is_none() {
-                        self.proto.controller.on_unreachable(Instant(t), n);
+                        self.proto
+                            .controller
+                            .handle(Instant(t), Input::Notice(Notice::Unreachable(n)));
                         self.drain_controller(t);
                     }
                 }
