@@ -1,4 +1,5 @@
-//! `onepipe-lint`: the workspace's size rules, read from the source text (issue 38, item 5).
+//! `onepipe-lint`: the workspace's size rules and the driving contract's rule, read from the
+//! source text (issue 38, items 5 and 1).
 //!
 //! * no `.rs` file under `crates/` over `--max-file` lines (default 1,200), tests included;
 //! * no function outside tests over `--max-fn` lines (default 80), counted from the `fn` line to
@@ -7,18 +8,20 @@
 //! It reads code as `rustfmt` writes it: a function's body ends at the first later line that is
 //! its `fn` line's indentation followed by `}`. A function is a test's when its file is a test
 //! file (under a `tests/` or `benches/` folder, or named `tests.rs`), when it carries `#[test]`,
-//! or when it sits inside a `#[cfg(test)]` item. Exit 0 when every rule holds, 1 with one line per
+//! or when it sits inside a `#[cfg(test)]` item. The contract's rule is in `roles.rs`. Exit 0 when every rule holds, 1 with one line per
 //! breach, 2 on bad usage.
 
 #![forbid(unsafe_code)]
 #![allow(clippy::disallowed_methods)] // a source checker: reading files is its job
+
+mod roles;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const USAGE: &str = "\
-onepipe-lint: check the workspace's size rules
+onepipe-lint: check the workspace's size rules and that drivers change roles only through Node
 
 usage: onepipe-lint [--root DIR] [--max-file N] [--max-fn N] [--all]
 
@@ -26,6 +29,9 @@ usage: onepipe-lint [--root DIR] [--max-file N] [--max-fn N] [--all]
   --max-file N  the most lines a source file may have (default 1200)
   --max-fn N    the most lines a non-test function may have (default 80)
   --all         also list the test functions over --max-fn (informational; never fails)
+
+Besides the sizes, every call in the simulator, runtime, library or CLI of a role's public
+`&mut self` method must be one crates/proto/src/node.rs lists under **Direct calls**.
 
 Exit 0 when every rule holds, 1 with one line per breach (longest first), 2 on bad usage.";
 
@@ -136,6 +142,13 @@ fn main() -> ExitCode {
             }
         }
     }
+    match contract_breaches(&o.root) {
+        Ok(found) => breaches.extend(found.into_iter().map(|b| (usize::MAX, b))),
+        Err(e) => {
+            eprintln!("onepipe-lint: the contract's rule could not be checked: {e}");
+            return ExitCode::from(2);
+        }
+    }
     breaches.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     notes.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     for (_, b) in &breaches {
@@ -156,6 +169,31 @@ fn main() -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// The contract's rule (`roles.rs`), as report lines.
+fn contract_breaches(root: &Path) -> Result<Vec<String>, String> {
+    let mutators = roles::role_mutators(root)?;
+    if mutators.is_empty() {
+        return Err("no role methods found (were the role files moved?)".into());
+    }
+    let allowed = roles::allowed(root)?;
+    Ok(roles::breaches(root, &mutators, &allowed)?
+        .into_iter()
+        .map(|b| {
+            let shown = b
+                .file
+                .strip_prefix(root)
+                .unwrap_or(&b.file)
+                .display()
+                .to_string();
+            format!(
+                "{shown}:{}: calls a role's `{}` directly: not through Node, and not among the \
+                 Direct calls of crates/proto/src/node.rs",
+                b.line, b.name
+            )
+        })
+        .collect())
 }
 
 /// Every `.rs` file below `dir`, skipping build output.
@@ -217,15 +255,7 @@ fn declared_fn(line: &str) -> Option<String> {
 /// The functions of one `rustfmt`-formatted file, with their lengths and whether they are tests'.
 fn functions_of(text: &str) -> Vec<Function> {
     let lines: Vec<&str> = text.lines().collect();
-    // The lines inside a `#[cfg(test)]` item (a module, a function, an impl).
-    let mut test_line = vec![false; lines.len()];
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim() == "#[cfg(test)]" {
-            if let Some((start, end)) = item_after(&lines, i) {
-                test_line[start..=end].iter_mut().for_each(|t| *t = true);
-            }
-        }
-    }
+    let test_line = test_lines(&lines);
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let Some(name) = declared_fn(line) else {
@@ -243,6 +273,19 @@ fn functions_of(text: &str) -> Vec<Function> {
         });
     }
     out
+}
+
+/// Which lines sit inside a `#[cfg(test)]` item (a module, a function, an impl).
+fn test_lines(lines: &[&str]) -> Vec<bool> {
+    let mut test_line = vec![false; lines.len()];
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim() == "#[cfg(test)]" {
+            if let Some((start, end)) = item_after(lines, i) {
+                test_line[start..=end].iter_mut().for_each(|t| *t = true);
+            }
+        }
+    }
+    test_line
 }
 
 /// The attribute lines directly above line `i` (doc comments skipped).

@@ -35,6 +35,25 @@
 //!   management message comes in as [`Input::Notice`]; a role with no use for one ignores it.
 //! * **Time.** `Input::Timeout` is given only once the instant `poll_timeout` returned has been
 //!   reached on the node's clock, and never before the mutation that armed it has been drained.
+//!
+//! **Direct calls.** Besides `Node`, a driver calls only these public methods that change a role,
+//! each for the reason given (`onepipe-lint` reads this list and fails the suite on any other such
+//! call from the simulator, the runtime, the library or the command line):
+//!
+//! * `send`, `send_reliable`, `send_plain`, `timestamp` — application commands (Table 1's send
+//!   and get_timestamp): each returns its timestamp or a typed error at once.
+//! * `set_room`, `set_plain_room`, `set_paused`, `complete_callbacks` — application commands: the
+//!   room left in its inboxes, a paused reader, §5.2 "callbacks done".
+//! * `forward_routed` — the simulator's data hot path: what `handle` does for a data packet,
+//!   in place in its slab slot, with the route the driver already looked up.
+//! * `uplink_heard` — the simulated NIC: a packet from the first-hop switch is queued behind a
+//!   busy CPU, so §4.2's silence count must not call the switch dead.
+//! * `enable_relay`, `set_proc_ids_max`, `restore_stats` — set-up of a role just built, before
+//!   its first input.
+//! * `recover`, `on_message`, `on_relay`, `on_timeout` — being replaced by `Input::Notice` and
+//!   `HaController`'s `Node` (issue 38).
+//!
+//! Reads (`&self` methods: statistics, barriers) are not calls into the protocol and are free.
 
 use crate::ids::{NodeId, PortId};
 use crate::time::Instant;
