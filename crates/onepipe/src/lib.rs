@@ -9,8 +9,9 @@
 //!   join, send best effort or reliable, receive, timestamps, failure notifications. See
 //!   [`runtime::endpoint`] for how it works and a complete example, and `onepipe up` for a
 //!   local cluster in one command.
-//! * [`proto`] is the protocol core (sans-IO state machines), [`sim`] the deterministic
-//!   simulator that checks it, [`runtime`] the UDP runtime, daemons' cores and cluster files.
+//! * [`proto`] is the protocol core (sans-IO state machines), [`runtime`] the UDP runtime,
+//!   daemons' cores and cluster files, [`apps`] the applications. The deterministic simulator
+//!   that checks the protocol is a tool, not part of the library: the `onepipe-sim` crate.
 //!
 //! **Features.** `tokio`: receive in async code — `e.best_effort().recv_async()`,
 //! `e.reliable().recv_async()` and `next_event_async` are futures that the endpoint's I/O thread
@@ -98,7 +99,6 @@ pub mod kv;
 pub use onepipe_apps as apps;
 pub use onepipe_proto as proto;
 pub use onepipe_runtime as runtime;
-pub use onepipe_sim as sim;
 
 pub use bytes::Bytes;
 pub use onepipe_proto::wire::NakReason;
