@@ -147,7 +147,7 @@ impl SwitchConfig {
             mode,
             inputs,
             outputs,
-            beacon_interval_ns: 3_000,
+            beacon_interval_ns: crate::time::BEACON_INTERVAL_NS_DEFAULT,
             beacon_phase_ns: 0,
             beacon_min_gap_ns: 375,
             demand_hold_ns: 0,

@@ -26,6 +26,11 @@ pub const TIMESTAMP_MASK: u64 = (1 << TIMESTAMP_BITS) - 1;
 /// Half the timestamp space: the largest distance at which comparison is still meaningful.
 pub const TIMESTAMP_HALF: u64 = 1 << (TIMESTAMP_BITS - 1);
 
+/// The beacon interval every role and the simulator default to: 3 µs, the paper's (§7.1: "We
+/// choose beacon interval to be 3 µs"). The live runtime's own default is longer (a datagram costs µs of
+/// kernel time there): `onepipe_runtime::roles`.
+pub const BEACON_INTERVAL_NS_DEFAULT: u64 = 3_000;
+
 /// A node's local clock reading, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Instant(pub u64);

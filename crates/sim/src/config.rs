@@ -392,7 +392,7 @@ impl Default for SimConfig {
             topology: TopologySpec::FatTree { k: 4 },
             procs_per_host: 1,
             switch_mode: SwitchMode::Chip,
-            beacon_interval_ns: 3_000,
+            beacon_interval_ns: onepipe_proto::time::BEACON_INTERVAL_NS_DEFAULT,
             beacon_min_gap_ns: None,
             fast_beacon_interval_ns: 0,
             clock_skew_ns: 300.0,

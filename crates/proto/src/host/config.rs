@@ -157,7 +157,7 @@ impl HostConfig {
             input_link: None,
             senders_max,
             senders_stored: senders_max,
-            beacon_interval_ns: 3_000,
+            beacon_interval_ns: crate::time::BEACON_INTERVAL_NS_DEFAULT,
             beacon_fast_interval_ns: 0,
             beacon_fast_hold_ns: 0,
             beacon_always: false,
