@@ -440,23 +440,12 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
 }
 
 impl SimArgs {
+    /// The simulator's configuration these flags ask for.
     fn config(&self) -> SimConfig {
         SimConfig {
-            topology: match self.topology {
-                Topo::FatTree => TopologySpec::FatTree { k: self.k },
-                Topo::Rack => TopologySpec::Rack { hosts: self.hosts },
-                Topo::LeafSpine => TopologySpec::LeafSpine {
-                    hosts: self.hosts,
-                    rack_size: self.rack_size,
-                    spines: self.spines,
-                },
-            },
+            topology: self.topology_spec(),
             procs_per_host: self.procs_per_host,
-            switch_mode: match self.switch_mode {
-                Mode::Chip => SwitchMode::Chip,
-                Mode::Cpu => SwitchMode::Cpu,
-                Mode::Host => SwitchMode::Host,
-            },
+            switch_mode: self.switch_mode.into(),
             beacon_interval_ns: self.beacon_interval,
             beacon_min_gap_ns: self.beacon_min_gap,
             fast_beacon_interval_ns: self.fast_beacon_interval,
@@ -464,11 +453,7 @@ impl SimArgs {
             clock_drift_ppm: self.clock_drift_ppm,
             clock_sync_interval_ns: self.clock_sync_interval,
             clock_epoch_ns: self.clock_epoch,
-            workload: match self.workload {
-                Workload::AllToAll => WorkloadKind::AllToAll,
-                Workload::Scatter => WorkloadKind::Scatter { k: self.scatter_k },
-                Workload::OneToOne => WorkloadKind::OneToOne,
-            },
+            workload: self.workload_kind(),
             msg_size: self.msg_size,
             rate_per_proc: self.rate,
             duration_ns: self.duration,
@@ -478,18 +463,8 @@ impl SimArgs {
             loss_rate: self.loss,
             loss_burst: self.loss_burst,
             dup_rate: self.dup,
-            loss_kind: self.loss_kind.map(|k| match k {
-                Kind::Data => PacketKind::Data,
-                Kind::Ack => PacketKind::Ack,
-                Kind::Nak => PacketKind::Nak,
-                Kind::Beacon => PacketKind::Beacon,
-                Kind::Commit => PacketKind::Commit,
-            }),
-            service: match self.service {
-                Svc::Be => Service::BestEffort,
-                Svc::Reliable => Service::Reliable,
-                Svc::Mixed => Service::Mixed,
-            },
+            loss_kind: self.loss_kind.map(PacketKind::from),
+            service: self.service.into(),
             rto_ns: self.rto,
             rto_max_ns: self.rto_max,
             dupack_threshold: self.dupack_threshold,
@@ -525,11 +500,7 @@ impl SimArgs {
             rep_proc_delay_ns: self.rep_delay,
             rep_rtt_ns: self.rep_rtt,
             mtu_payload: self.mtu,
-            queue: match self.queue {
-                Queue::Radix => QueueKind::Radix,
-                Queue::Quaternary => QueueKind::Quaternary,
-                Queue::Binary => QueueKind::Binary,
-            },
+            queue: self.queue.into(),
             proc_ids_spare: None,
             deliver_burst_max: SimConfig::default().deliver_burst_max,
             retransmit_burst_max: SimConfig::default().retransmit_burst_max,
@@ -537,9 +508,72 @@ impl SimArgs {
             keep_history: false,
         }
     }
+
+    /// `--topology` with its sizes.
+    fn topology_spec(&self) -> TopologySpec {
+        match self.topology {
+            Topo::FatTree => TopologySpec::FatTree { k: self.k },
+            Topo::Rack => TopologySpec::Rack { hosts: self.hosts },
+            Topo::LeafSpine => TopologySpec::LeafSpine {
+                hosts: self.hosts,
+                rack_size: self.rack_size,
+                spines: self.spines,
+            },
+        }
+    }
+
+    /// `--workload` with its fan-out.
+    fn workload_kind(&self) -> WorkloadKind {
+        match self.workload {
+            Workload::AllToAll => WorkloadKind::AllToAll,
+            Workload::Scatter => WorkloadKind::Scatter { k: self.scatter_k },
+            Workload::OneToOne => WorkloadKind::OneToOne,
+        }
+    }
 }
 
-/// Runs the command line; returns the process exit code.
+impl From<Mode> for SwitchMode {
+    fn from(m: Mode) -> SwitchMode {
+        match m {
+            Mode::Chip => SwitchMode::Chip,
+            Mode::Cpu => SwitchMode::Cpu,
+            Mode::Host => SwitchMode::Host,
+        }
+    }
+}
+
+impl From<Kind> for PacketKind {
+    fn from(k: Kind) -> PacketKind {
+        match k {
+            Kind::Data => PacketKind::Data,
+            Kind::Ack => PacketKind::Ack,
+            Kind::Nak => PacketKind::Nak,
+            Kind::Beacon => PacketKind::Beacon,
+            Kind::Commit => PacketKind::Commit,
+        }
+    }
+}
+
+impl From<Svc> for Service {
+    fn from(s: Svc) -> Service {
+        match s {
+            Svc::Be => Service::BestEffort,
+            Svc::Reliable => Service::Reliable,
+            Svc::Mixed => Service::Mixed,
+        }
+    }
+}
+
+impl From<Queue> for QueueKind {
+    fn from(q: Queue) -> QueueKind {
+        match q {
+            Queue::Radix => QueueKind::Radix,
+            Queue::Quaternary => QueueKind::Quaternary,
+            Queue::Binary => QueueKind::Binary,
+        }
+    }
+}
+
 /// Sends `tracing` events (the daemons' and the runtime's logs) to standard error, filtered by
 /// `RUST_LOG` (`debug`, `onepipe_runtime::controller=debug,warn`, …), else by `default`. The
 /// children of `onepipe up` inherit the environment and run this too. What a command prints as
@@ -555,6 +589,7 @@ fn init_logs(default: &str) {
         .try_init();
 }
 
+/// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -607,6 +642,8 @@ pub fn main() -> i32 {
     }
 }
 
+/// `onepipe sim`: runs the simulation (or a baseline's, or an application on direct messages)
+/// and prints it; the exit code.
 fn sim(args: &SimArgs) -> i32 {
     let mut cfg = args.config();
     if args.app.app.is_some()
@@ -644,57 +681,16 @@ fn sim(args: &SimArgs) -> i32 {
         eprintln!("onepipe sim: {e}");
         return EXIT_USAGE;
     }
-    let bar = (!args.quiet).then(|| {
-        let bar = indicatif::ProgressBar::new(1000);
-        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} simulating [{bar:40}] {percent}% ({elapsed} elapsed, ~{eta} left)",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        // Only runs that take a while show the bar.
-        bar.set_position(0);
-        bar
-    });
-    let started = std::time::Instant::now();
-    let mut progress = |f: f64| {
-        if let Some(b) = &bar {
-            if started.elapsed().as_secs_f64() > 2.0 {
-                b.set_position((f * 1000.0) as u64);
-            }
-        }
-    };
-    let report = match run(&cfg, &mut progress) {
+    let report = match run_with_bar(&cfg, args.quiet) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("onepipe sim: {e}");
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
     print_summary(&report);
     if let Some(a) = &report.app {
         crate::sim_app::print_app_summary(a);
     }
-    if let (Some(path), Some(h)) = (&args.app.history, &report.app_history) {
-        if let Err(e) = std::fs::write(path, h) {
-            eprintln!(
-                "onepipe sim: --history: cannot write {}: {e}",
-                path.display()
-            );
-            return EXIT_USAGE;
-        }
-    }
-    if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&report).expect("report serializes");
-        if let Err(e) = std::fs::write(path, json + "\n") {
-            eprintln!("onepipe sim: --json: cannot write {}: {e}", path.display());
-            return EXIT_USAGE;
-        }
+    if let Err(code) = write_outputs(args, &report) {
+        return code;
     }
     let app_violations = report.app.as_ref().map_or(0, |a| a.violations);
     if report.violations + app_violations > 0 {
@@ -716,10 +712,71 @@ fn sim(args: &SimArgs) -> i32 {
     }
 }
 
+/// Runs the simulation, with a progress bar on standard error unless `quiet` (shown once a
+/// run takes a while); the exit code if it cannot run (said on standard error).
+fn run_with_bar(cfg: &SimConfig, quiet: bool) -> Result<Report, i32> {
+    let bar = (!quiet).then(|| {
+        let bar = indicatif::ProgressBar::new(1000);
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} simulating [{bar:40}] {percent}% ({elapsed} elapsed, ~{eta} left)",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        // Only runs that take a while show the bar.
+        bar.set_position(0);
+        bar
+    });
+    let started = std::time::Instant::now();
+    let mut progress = |f: f64| {
+        if let Some(b) = &bar {
+            if started.elapsed().as_secs_f64() > 2.0 {
+                b.set_position((f * 1000.0) as u64);
+            }
+        }
+    };
+    let report = match run(cfg, &mut progress) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("onepipe sim: {e}");
+            return Err(EXIT_USAGE);
+        }
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(report)
+}
+
+/// Writes `--history` and `--json`; the exit code if one cannot be written (said on standard
+/// error).
+fn write_outputs(args: &SimArgs, report: &Report) -> Result<(), i32> {
+    if let (Some(path), Some(h)) = (&args.app.history, &report.app_history) {
+        if let Err(e) = std::fs::write(path, h) {
+            eprintln!(
+                "onepipe sim: --history: cannot write {}: {e}",
+                path.display()
+            );
+            return Err(EXIT_USAGE);
+        }
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(report).expect("report serializes");
+        if let Err(e) = std::fs::write(path, json + "\n") {
+            eprintln!("onepipe sim: --json: cannot write {}: {e}", path.display());
+            return Err(EXIT_USAGE);
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn us(ns: f64) -> String {
     format!("{:.2} µs", ns / 1e3)
 }
 
+/// Prints the summary of a run.
 fn print_summary(r: &Report) {
     println!("onepipe sim — seed {}", r.seed);
     println!(
@@ -747,22 +804,7 @@ fn print_summary(r: &Report) {
         us(r.latency_ns.p99 as f64)
     );
     if r.delivered_reliable > 0 {
-        for (name, l) in [
-            ("best effort", &r.latency_ns_be),
-            ("reliable", &r.latency_ns_reliable),
-        ] {
-            if l.count > 0 {
-                println!(
-                    "    {name:<11} p50 {}  p99 {}",
-                    us(l.p50 as f64),
-                    us(l.p99 as f64)
-                );
-            }
-        }
-        println!(
-            "  reliable    {} delivered, {} retransmits ({} fast), {} ECN marks, {} refused (buffer full)",
-            r.delivered_reliable, r.retransmits, r.fast_retransmits, r.ecn_marked, r.sends_refused_full
-        );
+        print_reliable(r);
     }
     println!(
         "  reorder     mean {}  p50 {}  p99 {}   buffer max {}",
@@ -785,6 +827,43 @@ fn print_summary(r: &Report) {
         100.0 * r.cpu_busy.mean,
         100.0 * r.cpu_busy.max
     );
+    print_failures(r);
+    print_tail(&Tail {
+        drained: r.drained,
+        undrained: r.undrained,
+        checked: r.checked,
+        violations: r.violations,
+        checked_deliveries: r.checked_deliveries,
+        events: r.events,
+        wall_s: r.wall_s,
+        events_per_wall_s: r.events_per_wall_s,
+        trace_hash: &r.trace_hash,
+    });
+}
+
+/// The reliable service's lines: latency by service, and deliveries and retransmits.
+fn print_reliable(r: &Report) {
+    for (name, l) in [
+        ("best effort", &r.latency_ns_be),
+        ("reliable", &r.latency_ns_reliable),
+    ] {
+        if l.count > 0 {
+            println!(
+                "    {name:<11} p50 {}  p99 {}",
+                us(l.p50 as f64),
+                us(l.p99 as f64)
+            );
+        }
+    }
+    println!(
+        "  reliable    {} delivered, {} retransmits ({} fast), {} ECN marks, {} refused (buffer full)",
+        r.delivered_reliable, r.retransmits, r.fast_retransmits, r.ecn_marked, r.sends_refused_full
+    );
+}
+
+/// The failures' lines: links removed (§4.2), each §5.2 round, the recovery, and the
+/// receivers that recovered or rejoined.
+fn print_failures(r: &Report) {
     if r.links_removed > 0 {
         println!(
             "  failures    {} input link(s) removed by switch timeouts (§4.2)",
@@ -836,17 +915,6 @@ fn print_summary(r: &Report) {
             r.rejoined_delivered_from
         );
     }
-    print_tail(&Tail {
-        drained: r.drained,
-        undrained: r.undrained,
-        checked: r.checked,
-        violations: r.violations,
-        checked_deliveries: r.checked_deliveries,
-        events: r.events,
-        wall_s: r.wall_s,
-        events_per_wall_s: r.events_per_wall_s,
-        trace_hash: &r.trace_hash,
-    });
 }
 
 /// The last lines every simulation summary prints: drain, checks, engine.

@@ -65,9 +65,10 @@ mod imp {
     use super::EtcdArgs;
     use crate::live::etcd::EtcdCluster;
     use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
-    use onepipe_apps::repl::{lincheck, Cmd, CmdGen, ReplDone, ReplWorkload, Val};
+    use onepipe_apps::repl::lincheck::{self, LinVerdict};
+    use onepipe_apps::repl::{Cmd, CmdGen, ReplDone, ReplWorkload, Val};
     use onepipe_runtime::clock::monotonic_ns;
-    use onepipe_sim::metrics::NsHistogram;
+    use onepipe_sim::metrics::{NsHistogram, Summary};
     use serde_json::json;
 
     fn key(k: u64) -> Vec<u8> {
@@ -163,6 +164,37 @@ mod imp {
         })
     }
 
+    /// Writes `--history` (every operation, Jepsen's form) and `--json` (the counts, the
+    /// latency by kind, the checker's verdict).
+    fn write_outputs(
+        a: &EtcdArgs,
+        done: &[ReplDone],
+        per_s: f64,
+        s: &[Summary],
+        v: &LinVerdict,
+    ) -> Result<(), String> {
+        if let Some(path) = &a.history {
+            std::fs::write(path, lincheck::history_json(done, &[]))
+                .map_err(|e| format!("--history: {}: {e}", path.display()))?;
+        }
+        if let Some(path) = &a.json {
+            let r = json!({
+                "system": "etcd",
+                "members": a.members,
+                "clients": a.clients,
+                "ops": done.len(),
+                "ops_per_s": per_s,
+                "latency_ns_get": s[0],
+                "latency_ns_write": s[1],
+                "violations": v.violations,
+                "undecided": v.undecided,
+            });
+            std::fs::write(path, format!("{r:#}\n"))
+                .map_err(|e| format!("--json: {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
     pub(super) fn run(a: &EtcdArgs) -> Result<(), String> {
         let workload = ReplWorkload {
             keys: a.keys,
@@ -223,25 +255,7 @@ mod imp {
         for x in &v.samples {
             eprintln!("  {x}");
         }
-        if let Some(path) = &a.history {
-            std::fs::write(path, lincheck::history_json(&done, &[]))
-                .map_err(|e| format!("--history: {}: {e}", path.display()))?;
-        }
-        if let Some(path) = &a.json {
-            let r = json!({
-                "system": "etcd",
-                "members": a.members,
-                "clients": a.clients,
-                "ops": done.len(),
-                "ops_per_s": per_s,
-                "latency_ns_get": s[0],
-                "latency_ns_write": s[1],
-                "violations": v.violations,
-                "undecided": v.undecided,
-            });
-            std::fs::write(path, format!("{r:#}\n"))
-                .map_err(|e| format!("--json: {}: {e}", path.display()))?;
-        }
+        write_outputs(a, &done, per_s, &s, &v)?;
         if v.violations + v.undecided > 0 {
             return Err(format!(
                 "etcd's history is not linearizable: {} violation(s)",

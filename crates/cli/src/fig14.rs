@@ -326,17 +326,16 @@ fn print_table(pts: &[Point], out: &[(AppReport, bool)]) {
     }
 }
 
-fn plots(
-    a: &Fig14Args,
+/// The line of `system` (with YCSB keys if `zipf`) in panel `panel`: `y` of each point's
+/// report against `x` of the point.
+fn line(
     pts: &[Point],
     out: &[(AppReport, bool)],
-    font: &'static str,
-) -> Result<(), String> {
-    let line = |panel: char,
-                system: System,
-                zipf: bool,
-                x: &dyn Fn(&Point) -> f64,
-                y: &dyn Fn(&AppReport) -> f64| Series {
+    (panel, system, zipf): (char, System, bool),
+    x: &dyn Fn(&Point) -> f64,
+    y: &dyn Fn(&AppReport) -> f64,
+) -> Series {
+    Series {
         name: format!(
             "{} {}",
             system.name(),
@@ -348,32 +347,12 @@ fn plots(
             .filter(|(p, _)| p.panel == panel && p.system == system && p.zipf == zipf)
             .map(|(p, (r, _))| (x(p), y(r)))
             .collect(),
-    };
-    let mut a_lines = Vec::new();
-    let mut c_lines = Vec::new();
-    for system in SYSTEMS {
-        for zipf in [false, true] {
-            a_lines.push(line('a', system, zipf, &|p| f64::from(p.n), &|r| {
-                r.txns_per_s_per_proc
-            }));
-            c_lines.push(line('c', system, zipf, &|p| f64::from(p.ops), &|r| {
-                r.ops_per_s
-            }));
-        }
     }
-    line_chart(
-        &a.out.join("fig14a.png"),
-        &Chart {
-            caption: "Fig. 14a: transactions/s per process (50% read-only, 2 ops)",
-            x_desc: "processes",
-            y_desc: "transactions/s per process",
-            log_x: true,
-            log_y: true,
-            legend_upper: false,
-        },
-        &a_lines,
-        font,
-    )?;
+}
+
+/// Panel b's lines: each system's median latency by kind of transaction, against the write
+/// share.
+fn panel_b_lines(pts: &[Point], out: &[(AppReport, bool)]) -> Vec<Series> {
     let mut b_lines = Vec::new();
     for system in SYSTEMS {
         for (kind, pick) in [
@@ -396,6 +375,44 @@ fn plots(
             });
         }
     }
+    b_lines
+}
+
+/// Draws the figure's three panels, `fig14a.png` to `fig14c.png`.
+fn plots(
+    a: &Fig14Args,
+    pts: &[Point],
+    out: &[(AppReport, bool)],
+    font: &'static str,
+) -> Result<(), String> {
+    let mut a_lines = Vec::new();
+    let mut c_lines = Vec::new();
+    for system in SYSTEMS {
+        for zipf in [false, true] {
+            let panel_a = ('a', system, zipf);
+            a_lines.push(line(pts, out, panel_a, &|p| f64::from(p.n), &|r| {
+                r.txns_per_s_per_proc
+            }));
+            let panel_c = ('c', system, zipf);
+            c_lines.push(line(pts, out, panel_c, &|p| f64::from(p.ops), &|r| {
+                r.ops_per_s
+            }));
+        }
+    }
+    line_chart(
+        &a.out.join("fig14a.png"),
+        &Chart {
+            caption: "Fig. 14a: transactions/s per process (50% read-only, 2 ops)",
+            x_desc: "processes",
+            y_desc: "transactions/s per process",
+            log_x: true,
+            log_y: true,
+            legend_upper: false,
+        },
+        &a_lines,
+        font,
+    )?;
+    let b_lines = panel_b_lines(pts, out);
     line_chart(
         &a.out.join("fig14b.png"),
         &Chart {

@@ -1,6 +1,7 @@
 //! Line charts for the `onepipe bench` figures: PNG through plotters, text with a TrueType font
 //! read at run time (plotters' ab_glyph, no system library; docs/DEPENDENCIES.md's trap).
 
+use plotters::style::RGBColor;
 use std::path::Path;
 
 /// Where to look for a TrueType font.
@@ -52,6 +53,53 @@ pub struct Chart<'a> {
     pub legend_upper: bool,
 }
 
+impl Chart<'_> {
+    /// Whether point `(x, y)` can be drawn: a log scale leaves out what is not above 0.
+    fn shows(&self, &(x, y): &(f64, f64)) -> bool {
+        (!self.log_x || x > 0.0) && (!self.log_y || y > 0.0)
+    }
+
+    /// The axes' ranges (x from, x to, y from, y to) for the points of `series` it shows,
+    /// with a margin; `None` if it shows none.
+    fn axes(&self, series: &[Series]) -> Option<(f64, f64, f64, f64)> {
+        let pts: Vec<(f64, f64)> = series
+            .iter()
+            .flat_map(|s| s.points.iter().copied())
+            .filter(|p| self.shows(p))
+            .collect();
+        let (x_lo, x_hi, y_lo, y_hi) = pts.iter().fold(
+            (f64::MAX, f64::MIN, f64::MAX, f64::MIN),
+            |(a, b, c, d), &(x, y)| (a.min(x), b.max(x), c.min(y), d.max(y)),
+        );
+        if pts.is_empty() {
+            return None;
+        }
+        let (x_lo, x_hi) = if self.log_x {
+            (x_lo / 1.25, x_hi * 1.25)
+        } else {
+            (x_lo.min(0.0), x_hi * 1.05 + 1e-9)
+        };
+        let (y_lo, y_hi) = if self.log_y {
+            (y_lo / 2.0, y_hi * 2.0)
+        } else {
+            (0.0, y_hi * 1.15 + 1e-9)
+        };
+        Some((x_lo, x_hi, y_lo, y_hi))
+    }
+}
+
+/// The series' colors, in order (a bar chart takes the first four).
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
+];
+
 fn si(v: f64) -> String {
     if v >= 1e6 {
         // 1.5M, not 2M: axes in millions step by halves.
@@ -74,41 +122,13 @@ pub fn line_chart(
 ) -> Result<(), String> {
     use plotters::prelude::*;
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let keep = |&(x, y): &(f64, f64)| (!c.log_x || x > 0.0) && (!c.log_y || y > 0.0);
-    let pts: Vec<(f64, f64)> = series
-        .iter()
-        .flat_map(|s| s.points.iter().copied())
-        .filter(keep)
-        .collect();
-    let (x_lo, x_hi, y_lo, y_hi) = pts.iter().fold(
-        (f64::MAX, f64::MIN, f64::MAX, f64::MIN),
-        |(a, b, c, d), &(x, y)| (a.min(x), b.max(x), c.min(y), d.max(y)),
-    );
-    if pts.is_empty() {
+    let keep = |p: &(f64, f64)| c.shows(p);
+    let Some((x_lo, x_hi, y_lo, y_hi)) = c.axes(series) else {
         return Err(format!("{}: nothing to draw", path.display()));
-    }
-    let (x_lo, x_hi) = if c.log_x {
-        (x_lo / 1.25, x_hi * 1.25)
-    } else {
-        (x_lo.min(0.0), x_hi * 1.05 + 1e-9)
-    };
-    let (y_lo, y_hi) = if c.log_y {
-        (y_lo / 2.0, y_hi * 2.0)
-    } else {
-        (0.0, y_hi * 1.15 + 1e-9)
     };
     let root = BitMapBackend::new(path, (960, 640)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let colors = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-        RGBColor(255, 127, 14),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(23, 190, 207),
-        RGBColor(127, 127, 127),
-    ];
+    let colors = COLORS;
     macro_rules! draw {
         ($x:expr, $y:expr) => {{
             let mut chart = ChartBuilder::on(&root)
@@ -173,6 +193,25 @@ pub struct Bars {
     pub values: Vec<f64>,
 }
 
+/// The top of a bar chart's y axis: room above the highest bar for its value.
+fn bars_top(series: &[Bars]) -> f64 {
+    series
+        .iter()
+        .flat_map(|s| s.values.iter().copied())
+        .fold(0.0f64, f64::max)
+        * 1.2
+        + 1e-9
+}
+
+/// The value written over a bar.
+fn bar_label(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else {
+        si(v)
+    }
+}
+
 /// Draws grouped bars on a 960×640 PNG at `path`: a group per entry of `groups` (its label under
 /// it), a bar per series in each, side by side, with each bar's value over it.
 pub fn bar_chart(
@@ -188,21 +227,11 @@ pub fn bar_chart(
     if groups.is_empty() || series.is_empty() {
         return Err(format!("{}: nothing to draw", path.display()));
     }
-    let y_hi = series
-        .iter()
-        .flat_map(|s| s.values.iter().copied())
-        .fold(0.0f64, f64::max)
-        * 1.2
-        + 1e-9;
+    let y_hi = bars_top(series);
     let n = groups.len();
     let root = BitMapBackend::new(path, (960, 640)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let colors = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-        RGBColor(255, 127, 14),
-    ];
+    let colors = &COLORS[..4];
     let mut chart = ChartBuilder::on(&root)
         .caption(caption, (font, 22))
         .margin(16)
@@ -241,13 +270,8 @@ pub fn bar_chart(
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], color.filled()));
         chart
             .draw_series(s.values.iter().enumerate().map(|(i, &v)| {
-                let text = if v >= 1e6 {
-                    format!("{:.2}M", v / 1e6)
-                } else {
-                    si(v)
-                };
                 Text::new(
-                    text,
+                    bar_label(v),
                     (x0(i) + width * 0.1, v + y_hi * 0.035),
                     (font, 13).into_font(),
                 )

@@ -313,17 +313,7 @@ pub fn sim_direct(
     history: Option<&Path>,
     allow_unchecked: bool,
 ) -> i32 {
-    let system = match system {
-        System::Onepipe => unreachable!("1pipe runs through onepipe_sim::run"),
-        System::Nontx => DirectSystem::NonTx,
-        System::Farm => DirectSystem::Farm,
-        System::Lock => DirectSystem::Lock,
-        System::Occ => DirectSystem::Occ,
-        System::Chain => DirectSystem::Chain,
-        System::Paxos => DirectSystem::Paxos,
-        System::Rdma => DirectSystem::Rdma,
-    };
-    let r = match run_direct(cfg, system, &mut |_| {}) {
+    let r = match run_direct(cfg, direct_system(system), &mut |_| {}) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("onepipe sim: {e}");
@@ -389,6 +379,20 @@ pub fn sim_direct(
         return crate::cli::EXIT_VIOLATION;
     }
     unchecked_status(&r.app, r.seed, allow_unchecked)
+}
+
+/// The simulator's system on direct messages for `--system` (not 1pipe's).
+fn direct_system(system: System) -> DirectSystem {
+    match system {
+        System::Onepipe => unreachable!("1pipe runs through onepipe_sim::run"),
+        System::Nontx => DirectSystem::NonTx,
+        System::Farm => DirectSystem::Farm,
+        System::Lock => DirectSystem::Lock,
+        System::Occ => DirectSystem::Occ,
+        System::Chain => DirectSystem::Chain,
+        System::Paxos => DirectSystem::Paxos,
+        System::Rdma => DirectSystem::Rdma,
+    }
 }
 
 /// Prints an application run's lines of the summary.

@@ -2,7 +2,7 @@
 
 use crate::cli::parse_duration;
 use clap::Args;
-use onepipe_sim::vopr::{run_seed_with, Verdict};
+use onepipe_sim::vopr::{run_seed_with, Outcome, Verdict};
 
 /// Flags of `onepipe vopr`.
 #[derive(Args, Debug)]
@@ -29,6 +29,136 @@ pub struct VoprArgs {
     pub apps: bool,
 }
 
+/// What the seeds came to, summed: verdicts, and the faults they drew and what those did.
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    correctness: u64,
+    liveness: u64,
+    crash: u64,
+    checked: u64,
+    lost: u64,
+    duplicated: u64,
+    crashes: u64,
+    links_removed: u64,
+    host_link_cuts: u64,
+    switch_cuts: u64,
+    link_cuts: u64,
+    rounds: u64,
+    declared: u64,
+    recalled: u64,
+    clock_steps: u64,
+    stepped_runs: u64,
+    ctrl_downs: u64,
+    ctrl_lost: u64,
+    forwarded: u64,
+    forwarding_runs: u64,
+    heals: u64,
+    restarts: u64,
+    recovered: u64,
+    rejoined: u64,
+    rejoined_traffic: u64,
+    lossy: u64,
+    dupy: u64,
+    reordering: u64,
+    targeted: u64,
+    leaves: u64,
+    joins_after_leave: u64,
+}
+
+impl Tally {
+    /// Adds seed outcome `o`.
+    fn add(&mut self, o: &Outcome) {
+        self.checked += o.checked_deliveries;
+        self.lost += o.packets_lost;
+        self.duplicated += o.packets_duplicated;
+        self.links_removed += o.links_removed;
+        self.crashes += o.faults.host_crashes as u64;
+        self.host_link_cuts += o.faults.host_link_cuts as u64;
+        self.switch_cuts += o.faults.switch_cuts as u64;
+        self.link_cuts += o.faults.link_cuts as u64;
+        self.rounds += o.failure_rounds;
+        self.declared += o.hosts_declared;
+        self.recalled += o.recalled;
+        self.clock_steps += o.faults.clock_steps as u64;
+        self.stepped_runs += (o.faults.clock_steps > 0) as u64;
+        self.ctrl_downs += o.faults.controller_downs as u64;
+        self.ctrl_lost += o.ctrl_lost;
+        self.forwarded += o.forwarded;
+        self.forwarding_runs += (o.forwarded > 0) as u64;
+        self.heals += o.faults.heals as u64;
+        self.restarts += o.faults.restarts as u64;
+        self.leaves += o.faults.leaves as u64;
+        self.joins_after_leave += o.faults.rejoins_after_leave as u64;
+        self.recovered += o.recovered;
+        self.rejoined += o.rejoined;
+        self.rejoined_traffic += o.rejoined_traffic;
+        self.lossy += (o.faults.loss > 0.0) as u64;
+        self.dupy += (o.faults.dup > 0.0) as u64;
+        self.reordering += (o.faults.reorder > 0.0) as u64;
+        self.targeted += o.faults.loss_kind.is_some() as u64;
+        match o.verdict {
+            Verdict::Ok => self.ok += 1,
+            Verdict::Correctness => self.correctness += 1,
+            Verdict::Liveness => self.liveness += 1,
+            Verdict::Crash => self.crash += 1,
+        }
+    }
+
+    /// The summary lines.
+    fn print(&self, a: &VoprArgs) {
+        let Tally {
+            ok,
+            correctness,
+            liveness,
+            crash,
+            checked,
+            lost,
+            duplicated,
+            crashes,
+            links_removed,
+            host_link_cuts,
+            switch_cuts,
+            link_cuts,
+            rounds,
+            declared,
+            recalled,
+            clock_steps,
+            stepped_runs,
+            ctrl_downs,
+            ctrl_lost,
+            forwarded,
+            forwarding_runs,
+            heals,
+            restarts,
+            recovered,
+            rejoined,
+            rejoined_traffic,
+            lossy,
+            dupy,
+            reordering,
+            targeted,
+            leaves,
+            joins_after_leave,
+        } = self;
+        println!(
+            "onepipe vopr — seeds {}..={}: {ok} ok, {correctness} correctness, {liveness} liveness, {crash} crash",
+            a.seed,
+            a.seed.saturating_add(a.seeds - 1)
+        );
+        println!("  checked_deliveries {checked}");
+        println!(
+            "  faults: host crashes {crashes}, host link cuts {host_link_cuts}, switch failures {switch_cuts}, switch link cuts {link_cuts} (links removed {links_removed}; §5.2 rounds {rounds}, hosts declared failed {declared}, scatterings recalled {recalled}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}, clock steps {clock_steps} (runs {stepped_runs}), controller outages {ctrl_downs} (control messages lost {ctrl_lost}); §5.2 forwarded {forwarded} (runs {forwarding_runs})"
+        );
+        println!(
+            "  recoveries: cuts healed {heals}, crashed hosts restarted {restarts}; §5.2 hosts recovered {recovered}, rejoined as new processes {rejoined} (their messages delivered {rejoined_traffic})"
+        );
+        println!(
+            "  membership: hosts left gracefully {leaves}, of which joined again later {joins_after_leave}"
+        );
+    }
+}
+
 /// Runs the swarm; returns the exit code: 0 all passed, otherwise that of the first failing
 /// seed — 1 correctness (a checker fired), 3 liveness (a run did not drain), 4 crash (a panic).
 pub fn vopr(a: &VoprArgs) -> i32 {
@@ -40,54 +170,11 @@ pub fn vopr(a: &VoprArgs) -> i32 {
         eprintln!("onepipe vopr: --duration: must be at least 10us");
         return crate::cli::EXIT_USAGE;
     }
-    let (mut ok, mut correctness, mut liveness, mut crash) = (0u64, 0u64, 0u64, 0u64);
-    let (mut checked, mut lost, mut duplicated, mut crashes, mut links_removed) = (0, 0, 0, 0, 0);
-    let (mut host_link_cuts, mut switch_cuts, mut link_cuts) = (0u64, 0u64, 0u64);
-    let (mut rounds, mut declared, mut recalled) = (0u64, 0u64, 0u64);
-    let (mut clock_steps, mut stepped_runs, mut ctrl_downs, mut ctrl_lost) =
-        (0u64, 0u64, 0u64, 0u64);
-    let (mut forwarded, mut forwarding_runs) = (0u64, 0u64);
-    let (mut heals, mut restarts, mut recovered, mut rejoined, mut rejoined_traffic) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
-    let (mut lossy, mut dupy, mut reordering, mut targeted) = (0, 0, 0, 0);
-    let (mut leaves, mut joins_after_leave) = (0u64, 0u64);
+    let mut t = Tally::default();
     let mut first_failure: Option<Verdict> = None;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
         let o = run_seed_with(seed, a.duration, a.apps);
-        checked += o.checked_deliveries;
-        lost += o.packets_lost;
-        duplicated += o.packets_duplicated;
-        links_removed += o.links_removed;
-        crashes += o.faults.host_crashes as u64;
-        host_link_cuts += o.faults.host_link_cuts as u64;
-        switch_cuts += o.faults.switch_cuts as u64;
-        link_cuts += o.faults.link_cuts as u64;
-        rounds += o.failure_rounds;
-        declared += o.hosts_declared;
-        recalled += o.recalled;
-        clock_steps += o.faults.clock_steps as u64;
-        stepped_runs += (o.faults.clock_steps > 0) as u64;
-        ctrl_downs += o.faults.controller_downs as u64;
-        ctrl_lost += o.ctrl_lost;
-        forwarded += o.forwarded;
-        forwarding_runs += (o.forwarded > 0) as u64;
-        heals += o.faults.heals as u64;
-        restarts += o.faults.restarts as u64;
-        leaves += o.faults.leaves as u64;
-        joins_after_leave += o.faults.rejoins_after_leave as u64;
-        recovered += o.recovered;
-        rejoined += o.rejoined;
-        rejoined_traffic += o.rejoined_traffic;
-        lossy += (o.faults.loss > 0.0) as u64;
-        dupy += (o.faults.dup > 0.0) as u64;
-        reordering += (o.faults.reorder > 0.0) as u64;
-        targeted += o.faults.loss_kind.is_some() as u64;
-        match o.verdict {
-            Verdict::Ok => ok += 1,
-            Verdict::Correctness => correctness += 1,
-            Verdict::Liveness => liveness += 1,
-            Verdict::Crash => crash += 1,
-        }
+        t.add(&o);
         if o.verdict != Verdict::Ok {
             first_failure.get_or_insert(o.verdict);
             println!(
@@ -104,20 +191,6 @@ pub fn vopr(a: &VoprArgs) -> i32 {
             );
         }
     }
-    println!(
-        "onepipe vopr — seeds {}..={}: {ok} ok, {correctness} correctness, {liveness} liveness, {crash} crash",
-        a.seed,
-        a.seed.saturating_add(a.seeds - 1)
-    );
-    println!("  checked_deliveries {checked}");
-    println!(
-        "  faults: host crashes {crashes}, host link cuts {host_link_cuts}, switch failures {switch_cuts}, switch link cuts {link_cuts} (links removed {links_removed}; §5.2 rounds {rounds}, hosts declared failed {declared}, scatterings recalled {recalled}), lossy runs {lossy} (packets lost {lost}), targeted-loss runs {targeted}, duplicating runs {dupy} (packets duplicated {duplicated}), reordering runs {reordering}, clock steps {clock_steps} (runs {stepped_runs}), controller outages {ctrl_downs} (control messages lost {ctrl_lost}); §5.2 forwarded {forwarded} (runs {forwarding_runs})"
-    );
-    println!(
-        "  recoveries: cuts healed {heals}, crashed hosts restarted {restarts}; §5.2 hosts recovered {recovered}, rejoined as new processes {rejoined} (their messages delivered {rejoined_traffic})"
-    );
-    println!(
-        "  membership: hosts left gracefully {leaves}, of which joined again later {joins_after_leave}"
-    );
+    t.print(a);
     first_failure.map_or(0, Verdict::exit_code)
 }

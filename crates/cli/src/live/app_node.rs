@@ -39,7 +39,8 @@ use onepipe_runtime::clock::monotonic_ns;
 use onepipe_runtime::endpoint::{Endpoint, JoinOptions};
 use onepipe_sim::config::AppSpec;
 use std::io::Write;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 use tracing::error;
 
@@ -310,14 +311,51 @@ impl App for Box<dyn NodeApp> {
 
 /// Runs the node; the exit code.
 pub fn run(args: &NodeArgs) -> i32 {
+    if let Err(code) = check_app(args) {
+        return code;
+    }
+    let (stop, orders) = supervise::install(args.supervised);
+    let ep = match join(args) {
+        Ok(ep) => ep,
+        Err(code) => return code,
+    };
+    let me = ep.proc().0;
+    let addr = ep.cluster().process(me).map(|p| p.addr);
+    say(&format!(
+        "ready {me} {}",
+        addr.map_or("?".into(), |a| a.to_string())
+    ));
+    // The start order, or at once when alone.
+    let t0 = match &orders {
+        Some(o) => match wait_start(o, &stop) {
+            Ok(t) => t,
+            Err(code) => return code,
+        },
+        None => monotonic_ns() + 10_000_000,
+    };
+    let procs = ep.cluster().procs();
+    let duration = args.work.duration;
+    let app = application(&args.app, args.work.seed, me, procs, t0, duration);
+    let mut host = AppHost::new(&ep, app);
+    if let Err(code) = serve(args, me, &mut host, t0, orders.as_ref(), &stop) {
+        return code;
+    }
+    drop(host);
+    ep.leave();
+    0
+}
+
+/// `--app` names an application a live node runs, on a system it runs on; the exit code if
+/// not (said on standard error).
+fn check_app(args: &NodeArgs) -> Result<(), i32> {
     match args.app.spec() {
         Err(e) => {
             eprintln!("onepipe node: {e}");
-            return crate::cli::EXIT_USAGE;
+            Err(crate::cli::EXIT_USAGE)
         }
         Ok(Some(AppSpec::HashTable { .. })) => {
             eprintln!("onepipe node: --app hashtable runs in the simulator only");
-            return crate::cli::EXIT_USAGE;
+            Err(crate::cli::EXIT_USAGE)
         }
         Ok(spec) => {
             let replkv = matches!(spec, Some(AppSpec::ReplKv { .. }));
@@ -328,11 +366,16 @@ pub fn run(args: &NodeArgs) -> i32 {
             };
             if !live {
                 eprintln!("onepipe node: --system: live, an application runs on 1pipe (and replkv on paxos too)");
-                return crate::cli::EXIT_USAGE;
+                return Err(crate::cli::EXIT_USAGE);
             }
+            Ok(())
         }
     }
-    let (stop, orders) = supervise::install(args.supervised);
+}
+
+/// Joins the cluster as `args` say; the exit code if it cannot (said on standard error or in
+/// the log).
+fn join(args: &NodeArgs) -> Result<Endpoint, i32> {
     let opts = JoinOptions {
         proc: args.proc,
         report_reliable_sent: true,
@@ -341,49 +384,50 @@ pub fn run(args: &NodeArgs) -> i32 {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("onepipe node: --pki: {e}");
-                return crate::cli::EXIT_USAGE;
+                return Err(crate::cli::EXIT_USAGE);
             }
         },
         ..JoinOptions::default()
     };
-    let ep = match Endpoint::join_any(&args.controller, opts) {
-        Ok(ep) => ep,
-        Err(e) => {
-            error!("cannot join: {e}");
-            return super::EXIT_RUNTIME;
+    Endpoint::join_any(&args.controller, opts).map_err(|e| {
+        error!("cannot join: {e}");
+        super::EXIT_RUNTIME
+    })
+}
+
+/// Waits for `up`'s start order; its time, or the exit code (0: told to stop first).
+fn wait_start(orders: &Receiver<String>, stop: &AtomicBool) -> Result<u64, i32> {
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return Err(0);
         }
-    };
-    let me = ep.proc().0;
-    let addr = ep.cluster().process(me).map(|p| p.addr);
-    say(&format!(
-        "ready {me} {}",
-        addr.map_or("?".into(), |a| a.to_string())
-    ));
-    // The start order, or at once when alone.
-    let t0 = match &orders {
-        Some(o) => loop {
-            if stop.load(Ordering::SeqCst) {
-                return 0;
-            }
-            match o.recv_timeout(Duration::from_millis(20)) {
-                Ok(line) => match line.strip_prefix("start ").map(|t| t.trim().parse::<u64>()) {
-                    Some(Ok(t)) => break t,
-                    _ if line.trim() == "stop" => return 0,
-                    _ => {
-                        error!("expected 'start <t0>', got '{line}'");
-                        return super::EXIT_RUNTIME;
-                    }
-                },
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                Err(_) => return 0,
-            }
-        },
-        None => monotonic_ns() + 10_000_000,
-    };
-    let procs = ep.cluster().procs();
+        match orders.recv_timeout(Duration::from_millis(20)) {
+            Ok(line) => match line.strip_prefix("start ").map(|t| t.trim().parse::<u64>()) {
+                Some(Ok(t)) => return Ok(t),
+                _ if line.trim() == "stop" => return Err(0),
+                _ => {
+                    error!("expected 'start <t0>', got '{line}'");
+                    return Err(super::EXIT_RUNTIME);
+                }
+            },
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => return Err(0),
+        }
+    }
+}
+
+/// Runs the application from `t0`: issues for `--duration`, says `sent` when its issuing
+/// ended, writes the records when `up` orders the drain (alone: at the drain limit), and
+/// serves the others until told to stop; the exit code if the records cannot be written.
+fn serve(
+    args: &NodeArgs,
+    me: u32,
+    host: &mut AppHost<'_, Box<dyn NodeApp>>,
+    t0: u64,
+    orders: Option<&Receiver<String>>,
+    stop: &AtomicBool,
+) -> Result<(), i32> {
     let duration = args.work.duration;
-    let app = application(&args.app, args.work.seed, me, procs, t0, duration);
-    let mut host = AppHost::new(&ep, app);
     let mut said_sent = false;
     let mut records_written = false;
     let mut drain_ordered = false;
@@ -425,9 +469,9 @@ pub fn run(args: &NodeArgs) -> i32 {
         let finished = host.app().idle();
         if drain_ordered && !records_written && (finished || now >= give_up) {
             records_written = true;
-            if let Err(e) = write_records(args, me, &host) {
+            if let Err(e) = write_records(args, me, host) {
                 error!("{e}");
-                return super::EXIT_RUNTIME;
+                return Err(super::EXIT_RUNTIME);
             }
             say(&format!("done {finished}"));
         }
@@ -442,9 +486,7 @@ pub fn run(args: &NodeArgs) -> i32 {
             host.wait(seen, Duration::from_millis(5));
         }
     }
-    drop(host);
-    ep.leave();
-    0
+    Ok(())
 }
 
 fn write_records(

@@ -18,7 +18,8 @@ use onepipe_runtime::DriverConfig;
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, warn};
@@ -75,20 +76,29 @@ pub fn controller(args: &ControllerArgs) -> i32 {
     if let Err(why) = controller.failure_handling() {
         say(&format!("event no-failure-handling {why}"));
     }
-    // Leadership and §5.2 rounds as they happen (`up` reads them: if this process is killed
-    // later, what it decided is not lost with it).
+    if let Err(code) = say_events(&controller, &ha.name, &stop) {
+        controller.stop();
+        return code;
+    }
+    say_stats(controller);
+    0
+}
+
+/// Says leadership and §5.2 rounds as they happen (`up` reads them: if this process is
+/// killed later, what it decided is not lost with it) until told to stop; the exit code if
+/// the controller was deposed (the caller stops it and exits).
+fn say_events(controller: &Controller, name: &str, stop: &AtomicBool) -> Result<(), i32> {
     let (mut leading, mut detected, mut declared, mut resumed) = (false, 0, 0, 0);
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
         if let Some(why) = controller.deposed() {
             say(&format!("event deposed {why}"));
-            error!(controller = %ha.name, "deposed, exiting: {why}");
-            controller.stop();
-            return super::EXIT_RUNTIME;
+            error!(controller = %name, "deposed, exiting: {why}");
+            return Err(super::EXIT_RUNTIME);
         }
         if !leading && controller.leading() {
             leading = true;
-            say(&format!("event leader {}", ha.name));
+            say(&format!("event leader {}", name));
         }
         let d = controller.detected();
         if d > detected {
@@ -110,6 +120,11 @@ pub fn controller(args: &ControllerArgs) -> i32 {
         }
         resumed = rounds.iter().filter(|r| r.resumed_ms.is_some()).count();
     }
+    Ok(())
+}
+
+/// Stops the controller and says its counters (the `stats` line).
+fn say_stats(controller: Controller) {
     let (members, malformed) = controller.status();
     let forwarded = controller.forwarded();
     let (tls_refused, keys) = controller.auth_stats();
@@ -129,7 +144,6 @@ pub fn controller(args: &ControllerArgs) -> i32 {
             "cpu_ns": onepipe_runtime::process_cpu_ns(),
         })
     ));
-    0
 }
 
 /// The election and store `args` ask for: etcd with `--etcd`, else a private in-memory store.
@@ -251,31 +265,7 @@ pub fn agg(args: &AggArgs) -> i32 {
     let faults = Arc::new(AggregatorFaults::default());
     if let Some(orders) = orders {
         // `onepipe up --blackhole` writes `blackhole A B` here.
-        let faults = faults.clone();
-        let spawned = std::thread::Builder::new()
-            .name("orders".into())
-            .spawn(move || {
-                for line in orders {
-                    let words: Vec<&str> = line.split_whitespace().collect();
-                    // `up` also says start, drain and stop to every child: not for us.
-                    let fault = match words[..] {
-                        ["blackhole", a, b] => match (a.parse(), b.parse()) {
-                            (Ok(a), Ok(b)) => Some(Fault::Blackhole {
-                                from: ProcId(a),
-                                to: ProcId(b),
-                            }),
-                            _ => None,
-                        },
-                        ["cut", a] => a.parse().ok().map(|a| Fault::Cut { from: ProcId(a) }),
-                        _ => continue,
-                    };
-                    match fault {
-                        Some(f) => faults.add(f),
-                        None => warn!("bad order: {line}"),
-                    }
-                }
-            });
-        if let Err(e) = spawned {
+        if let Err(e) = follow_orders(orders, faults.clone()) {
             error!("cannot start the orders thread: {e}");
             return super::EXIT_RUNTIME;
         }
@@ -324,6 +314,37 @@ pub fn agg(args: &AggArgs) -> i32 {
             super::EXIT_RUNTIME
         }
     }
+}
+
+/// Starts the thread that reads `up`'s orders (`blackhole A B`, `cut A`) and adds each
+/// fault to `faults`.
+fn follow_orders(
+    orders: Receiver<String>,
+    faults: Arc<AggregatorFaults>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("orders".into())
+        .spawn(move || {
+            for line in orders {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                // `up` also says start, drain and stop to every child: not for us.
+                let fault = match words[..] {
+                    ["blackhole", a, b] => match (a.parse(), b.parse()) {
+                        (Ok(a), Ok(b)) => Some(Fault::Blackhole {
+                            from: ProcId(a),
+                            to: ProcId(b),
+                        }),
+                        _ => None,
+                    },
+                    ["cut", a] => a.parse().ok().map(|a| Fault::Cut { from: ProcId(a) }),
+                    _ => continue,
+                };
+                match fault {
+                    Some(f) => faults.add(f),
+                    None => warn!("bad order: {line}"),
+                }
+            }
+        })
 }
 
 /// A member's TLS identity from the cluster's key directory (`None` without auth).

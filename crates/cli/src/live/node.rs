@@ -142,29 +142,9 @@ pub fn run(args: &NodeArgs) -> i32 {
         return crate::cli::EXIT_USAGE;
     }
     let (stop, orders) = supervise::install(args.supervised);
-    let opts = JoinOptions {
-        proc: args.proc,
-        restarted: args.restarted,
-        report_reliable_sent: args.work.service == Service::Reliable,
-        // Every notice matters to the checkers: at saturation a burst of loss reports must not
-        // overflow the queue.
-        event_queue_len_max: 1 << 22,
-        credentials: match super::node_credentials(args) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("onepipe node: --pki: {e}");
-                return crate::cli::EXIT_USAGE;
-            }
-        },
-        ..JoinOptions::default()
-    };
-    let ep = match Endpoint::join_any(&args.controller, opts) {
+    let ep = match join(args) {
         Ok(ep) => ep,
-        Err(e) => {
-            let list: Vec<String> = args.controller.iter().map(|a| a.to_string()).collect();
-            error!("cannot join {}: {e}", list.join(","));
-            return super::EXIT_RUNTIME;
-        }
+        Err(code) => return code,
     };
     let me = ep.proc();
     let n_procs = ep.cluster().procs();
@@ -174,22 +154,7 @@ pub fn run(args: &NodeArgs) -> i32 {
         me.0,
         addr.map_or("?".into(), |a| a.to_string())
     ));
-    let shared = Arc::new(Shared {
-        ep,
-        stop_receiving: AtomicBool::new(false),
-        deliveries: [Mutex::new(Vec::new()), Mutex::new(Vec::new())],
-        failures: Mutex::new(Vec::new()),
-        unstamped: Mutex::new(Stamps::default()),
-        stamped: Mutex::new(Vec::new()),
-        last_delivery_ns: AtomicU64::new(monotonic_ns()),
-        malformed: AtomicU64::new(0),
-        recalled: Mutex::new(Vec::new()),
-        failed: Mutex::new(BTreeSet::new()),
-        ids: Mutex::new((0..n_procs).collect()),
-        given_up: AtomicBool::new(false),
-        declared: AtomicBool::new(false),
-        finished: std::sync::atomic::AtomicUsize::new(0),
-    });
+    let shared = Arc::new(Shared::new(ep, n_procs));
     let threads: Vec<_> = [false, true]
         .into_iter()
         .map(|reliable| {
@@ -224,6 +189,54 @@ pub fn run(args: &NodeArgs) -> i32 {
         Err(Exit::Failed(e)) => {
             error!(proc = me.0, "{e}");
             super::EXIT_RUNTIME
+        }
+    }
+}
+
+/// Joins the cluster as `args` say; the exit code if it cannot (said on standard error or in
+/// the log).
+fn join(args: &NodeArgs) -> Result<Endpoint, i32> {
+    let opts = JoinOptions {
+        proc: args.proc,
+        restarted: args.restarted,
+        report_reliable_sent: args.work.service == Service::Reliable,
+        // Every notice matters to the checkers: at saturation a burst of loss reports must not
+        // overflow the queue.
+        event_queue_len_max: 1 << 22,
+        credentials: match super::node_credentials(args) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("onepipe node: --pki: {e}");
+                return Err(crate::cli::EXIT_USAGE);
+            }
+        },
+        ..JoinOptions::default()
+    };
+    Endpoint::join_any(&args.controller, opts).map_err(|e| {
+        let list: Vec<String> = args.controller.iter().map(|a| a.to_string()).collect();
+        error!("cannot join {}: {e}", list.join(","));
+        super::EXIT_RUNTIME
+    })
+}
+
+impl Shared {
+    /// What the threads share, nothing recorded yet; `n_procs` slots, each its own process.
+    fn new(ep: Endpoint, n_procs: u32) -> Shared {
+        Shared {
+            ep,
+            stop_receiving: AtomicBool::new(false),
+            deliveries: [Mutex::new(Vec::new()), Mutex::new(Vec::new())],
+            failures: Mutex::new(Vec::new()),
+            unstamped: Mutex::new(Stamps::default()),
+            stamped: Mutex::new(Vec::new()),
+            last_delivery_ns: AtomicU64::new(monotonic_ns()),
+            malformed: AtomicU64::new(0),
+            recalled: Mutex::new(Vec::new()),
+            failed: Mutex::new(BTreeSet::new()),
+            ids: Mutex::new((0..n_procs).collect()),
+            given_up: AtomicBool::new(false),
+            declared: AtomicBool::new(false),
+            finished: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 }
@@ -280,33 +293,10 @@ fn drive(
     let t0 = expect_order(orders, stop, "start")?.unwrap_or_else(|| monotonic_ns() + 10_000_000);
     let end = t0 + args.work.duration;
     if args.restarted {
-        // §5.2: declared failed, recovered, and back as a new process — or the time is up.
-        let slot = args.proc.unwrap_or(u32::MAX);
-        while s.ep.proc().0 == slot && monotonic_ns() < end {
-            if stop.load(Ordering::SeqCst) {
-                return Err(Exit::Stopped);
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if s.ep.proc().0 != slot {
-            say(&format!("event rejoined-as {}", s.ep.proc().0));
-        }
+        wait_restarted(args, s, end, stop)?;
     }
     let mut sends = send_loop(args, s, t0, end, stop)?;
-    // Every own send resolved: acknowledged, reported, or (reliable) stamped and acknowledged.
-    let resolve_until = monotonic_ns() + args.drain;
-    while (s.ep.pending_sends() > 0 || !lock(&s.unstamped).waiting.is_empty())
-        && monotonic_ns() < resolve_until
-        && !s.declared.load(Ordering::SeqCst)
-    {
-        if stop.load(Ordering::SeqCst) {
-            return Err(Exit::Stopped);
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    // Sends still unresolved past the drain limit are stamped later than the drain point the
-    // others stop at: a run with any is not drained (the checkers skip the loss checks).
-    let resolved = s.ep.pending_sends() == 0 && lock(&s.unstamped).waiting.is_empty();
+    let resolved = resolve(args, s, stop)?;
     sends.append(&mut lock(&s.stamped));
     sends.sort_by_key(|r| r.seq);
     let max_ts = sends
@@ -332,12 +322,7 @@ fn drive(
     // Everything up to the drain point is in the endpoint's queues: the threads empty them,
     // then stop and hand over what they recorded.
     s.stop_receiving.store(true, Ordering::SeqCst);
-    while s.finished.load(Ordering::SeqCst) < THREADS {
-        if stop.load(Ordering::SeqCst) {
-            return Err(Exit::Stopped);
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_threads(s, stop)?;
     // Scatterings stamped after the wait above (a send buffer that drained slowly, e.g. through
     // §5.2 controller forwarding) were still recorded by the event thread: they were sent, and
     // the others may deliver them.
@@ -353,6 +338,53 @@ fn drive(
         if line.trim() == "stop" {
             break;
         }
+    }
+    Ok(())
+}
+
+/// `--restarted` (§5.2): declared failed, recovered, and back as a new process — or the time
+/// is up (`end`) first. Says `rejoined-as` when it is back.
+fn wait_restarted(args: &NodeArgs, s: &Shared, end: u64, stop: &AtomicBool) -> Result<(), Exit> {
+    let slot = args.proc.unwrap_or(u32::MAX);
+    while s.ep.proc().0 == slot && monotonic_ns() < end {
+        if stop.load(Ordering::SeqCst) {
+            return Err(Exit::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if s.ep.proc().0 != slot {
+        say(&format!("event rejoined-as {}", s.ep.proc().0));
+    }
+    Ok(())
+}
+
+/// Waits until every own send is resolved — acknowledged, reported, or (reliable) stamped and
+/// acknowledged — the drain limit passes, or this process is declared failed; whether every
+/// one was.
+fn resolve(args: &NodeArgs, s: &Shared, stop: &AtomicBool) -> Result<bool, Exit> {
+    let resolve_until = monotonic_ns() + args.drain;
+    while (s.ep.pending_sends() > 0 || !lock(&s.unstamped).waiting.is_empty())
+        && monotonic_ns() < resolve_until
+        && !s.declared.load(Ordering::SeqCst)
+    {
+        if stop.load(Ordering::SeqCst) {
+            return Err(Exit::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Sends still unresolved past the drain limit are stamped later than the drain point the
+    // others stop at: a run with any is not drained (the checkers skip the loss checks).
+    Ok(s.ep.pending_sends() == 0 && lock(&s.unstamped).waiting.is_empty())
+}
+
+/// Waits until the receive and event threads have finished and handed over what they
+/// recorded.
+fn wait_threads(s: &Shared, stop: &AtomicBool) -> Result<(), Exit> {
+    while s.finished.load(Ordering::SeqCst) < THREADS {
+        if stop.load(Ordering::SeqCst) {
+            return Err(Exit::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
     Ok(())
 }
@@ -452,35 +484,8 @@ fn send_loop(
         // endpoint wakes it when acknowledgements free the window); a send that had to wait
         // counts as refused once. The wait is cut short now and then to see `stop`.
         let wait = Duration::from_nanos(end.saturating_sub(now)).min(FULL_WAIT_MAX);
-        let mut waited = false;
-        let sent = loop {
-            let timeout = if waited { wait } else { Duration::ZERO };
-            let r = if reliable {
-                s.ep.send_reliable_timeout(&scattering, timeout).map(|h| {
-                    let rec = lock(&s.unstamped).sent(h, (seq, now, dsts.clone()));
-                    lock(&s.stamped).extend(rec);
-                })
-            } else {
-                s.ep.send_unreliable_timeout(&scattering, timeout)
-                    .map(|ts| {
-                        sends.push(SendRec {
-                            proc: s.ep.proc().0,
-                            seq,
-                            ts: ts.raw(),
-                            send_ns: now,
-                            reliable: false,
-                            dsts: dsts.clone(),
-                        });
-                    })
-            };
-            match r {
-                Err(SendError::Full) if !waited => {
-                    refused += 1;
-                    waited = true;
-                }
-                r => break r,
-            }
-        };
+        let u = (seq, now, dsts);
+        let sent = send_waiting(s, reliable, &scattering, &u, wait, &mut sends, &mut refused);
         match sent {
             Ok(()) => {
                 seq += 1;
@@ -489,20 +494,10 @@ fn send_loop(
             // This process was declared failed (§5.2): its role is frozen. It recovers and
             // rejoins as a new process, which sends on until the end (`--pause`); or the time
             // is up first.
-            Err(SendError::Failed(p)) if p.0 == me => {
-                while s.ep.proc().0 == me && monotonic_ns() < end {
-                    if stop.load(Ordering::SeqCst) {
-                        return Err(Exit::Stopped);
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                if s.ep.proc().0 == me {
-                    break;
-                }
-                me = s.ep.proc().0;
-                s.declared.store(false, Ordering::SeqCst);
-                say(&format!("event rejoined-as {me}"));
-            }
+            Err(SendError::Failed(p)) if p.0 == me => match wait_rejoined(s, me, end, stop)? {
+                Some(new) => me = new,
+                None => break,
+            },
             // A destination failed (§5.2) before the callback reached the event thread.
             Err(SendError::Failed(p)) => {
                 lock(&s.failed).insert(p.0);
@@ -514,6 +509,69 @@ fn send_loop(
     }
     REFUSED.store(refused, Ordering::Relaxed);
     Ok(sends)
+}
+
+/// Sends scattering `u` (seq, send time, destinations): at once, or, when the send buffer is
+/// full, once more after waiting up to `wait` for room (a send that had to wait counts as
+/// `refused` once). A best-effort send's record goes to `sends`; a reliable one's is made when
+/// it is stamped.
+fn send_waiting(
+    s: &Shared,
+    reliable: bool,
+    scattering: &[(ProcId, bytes::Bytes)],
+    u: &Unstamped,
+    wait: Duration,
+    sends: &mut Vec<SendRec>,
+    refused: &mut u64,
+) -> Result<(), SendError> {
+    let (seq, now, dsts) = (u.0, u.1, &u.2);
+    let mut waited = false;
+    loop {
+        let timeout = if waited { wait } else { Duration::ZERO };
+        let r = if reliable {
+            s.ep.send_reliable_timeout(scattering, timeout).map(|h| {
+                let rec = lock(&s.unstamped).sent(h, (seq, now, dsts.clone()));
+                lock(&s.stamped).extend(rec);
+            })
+        } else {
+            s.ep.send_unreliable_timeout(scattering, timeout).map(|ts| {
+                sends.push(SendRec {
+                    proc: s.ep.proc().0,
+                    seq,
+                    ts: ts.raw(),
+                    send_ns: now,
+                    reliable: false,
+                    dsts: dsts.clone(),
+                });
+            })
+        };
+        match r {
+            Err(SendError::Full) if !waited => {
+                *refused += 1;
+                waited = true;
+            }
+            r => break r,
+        }
+    }
+}
+
+/// Process `me` was declared failed (§5.2): its role is frozen until it recovers and rejoins
+/// as a new process, which sends on until `end` (`--pause`). The new id (said to `up`), or
+/// `None` if the time is up first.
+fn wait_rejoined(s: &Shared, me: u32, end: u64, stop: &AtomicBool) -> Result<Option<u32>, Exit> {
+    while s.ep.proc().0 == me && monotonic_ns() < end {
+        if stop.load(Ordering::SeqCst) {
+            return Err(Exit::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if s.ep.proc().0 == me {
+        return Ok(None);
+    }
+    let me = s.ep.proc().0;
+    s.declared.store(false, Ordering::SeqCst);
+    say(&format!("event rejoined-as {me}"));
+    Ok(Some(me))
 }
 
 /// Longest single wait for room in a full send buffer before the sender looks at the time and

@@ -11,11 +11,12 @@ use super::super::KillTarget;
 use super::super::UpArgs;
 use super::Run;
 use crate::cli::EXIT_VIOLATION;
-use onepipe_apps::kv::check::{unfinished_from_logs, KvChecker};
-use onepipe_apps::kv::{KvStats, TxnKind};
+use onepipe_apps::depgraph::GraphVerdict;
+use onepipe_apps::kv::check::{unfinished_from_logs, KvChecker, KvVerdict};
+use onepipe_apps::kv::{Committed, KvStats, TxnKind};
 use onepipe_apps::repl::lincheck;
 use onepipe_apps::repl::paxos::PaxosStats;
-use onepipe_apps::repl::ReplStats;
+use onepipe_apps::repl::{ReplDone, ReplStats, ReplicaLog};
 use onepipe_apps::tpcc::check::{unfinished_from_logs as tpcc_unfinished_from_logs, TpccChecker};
 use onepipe_apps::tpcc::db::{TpccLayout, REPLICAS_DEFAULT};
 use onepipe_apps::tpcc::{TpccStats, TpccTxnKind};
@@ -99,14 +100,11 @@ fn tpcc_finish(
     // initiator's transactions in their place, a recalled scattering nowhere.
     let unfinished =
         tpcc_unfinished_from_logs(checker.committed().iter(), logs.iter().map(Vec::as_slice));
-    let (t0, duration) = (run.t0, args.work.duration);
-    let mut latency: [NsHistogram; 2] = Default::default();
-    let mut in_period = 0u64;
-    for c in checker.committed() {
+    let duration = args.work.duration;
+    let (summaries, in_period) = latencies::<2, _>(checker.committed(), run.t0 + duration, |c| {
         let k = usize::from(c.input.kind() == TpccTxnKind::Payment);
-        latency[k].record(c.return_ns.saturating_sub(c.call_ns));
-        in_period += u64::from(c.return_ns <= t0 + duration);
-    }
+        (k, c.call_ns, c.return_ns)
+    });
     let v = checker.verdict_with_digests(&unfinished, &digests, 0);
     let per_s = in_period as f64 / (duration as f64 / 1e9);
     println!(
@@ -120,18 +118,12 @@ fn tpcc_finish(
         layout.shards,
         layout.replicas
     );
-    let summaries: Vec<Summary> = latency.iter().map(NsHistogram::summary).collect();
     print_latency(&["New-Order", "Payment"], &summaries);
     println!(
         "  app checker {} transactions replayed in timestamp order ({} still open), {} result fields, {} replica digests over {} shards, {} consistency conditions: {} violation(s); {} recalled, {} replies resent, {} sends refused (buffer full)",
         v.checks.transactions, v.checks.unfinished, v.checks.fields, digests.len(), v.checks.shards_compared, v.checks.conditions_evaluated(), v.violations, stats.recalled, stats.replies_resent, refused_full
     );
-    let g = &v.graph;
-    println!(
-        "  app graph   the key accesses alone: {} ok, {} of unknown outcome, {} reads; {} ww, {} wr, {} rw, {} rt edges: {} anomal{}",
-        g.ok, g.info, g.reads, g.edges[0], g.edges[1], g.edges[2], g.edges[3], g.anomalies,
-        if g.anomalies == 1 { "y" } else { "ies" }
-    );
+    print_graph("the key accesses alone", &v.graph);
     for s in &v.samples {
         eprintln!("  {s}");
     }
@@ -171,61 +163,20 @@ fn replkv_finish(
 ) -> Result<i32, String> {
     let failed = failed(run);
     let procs = cluster.procs();
-    let (mut stats, mut refused_full) = (ReplStats::default(), 0);
-    let mut paxos: Option<PaxosStats> = None;
-    let (mut done, mut open, mut logs) = (Vec::new(), Vec::new(), Vec::new());
-    for r in read_records::<ReplRecords>(cluster, run, "replkv.json")? {
-        stats += &r.stats;
-        refused_full += r.refused_full;
-        if let Some(p) = &r.paxos {
-            *paxos.get_or_insert_with(PaxosStats::default) += p;
-        }
-        done.extend(r.done);
-        open.extend(r.open);
-        logs.extend(r.log.filter(|_| !failed.contains(&r.proc)));
-    }
-    done.sort_by_key(|d| (d.call_ns, d.client, d.id));
-    // A failed client's records died with it: the writes of it the replicas committed took
-    // effect, at a time the checker may place anywhere before their first reader (an open
-    // write called at 0). Its reads are unknown and constrain nothing.
-    let known: BTreeSet<(u32, u64)> = done
-        .iter()
-        .map(|d| (d.client, d.id))
-        .chain(open.iter().map(|o| (o.client, o.id)))
-        .collect();
-    let mut placed = BTreeSet::new();
-    for l in &logs {
-        for (&(client, id), &cmd) in l.committed_writes.iter().zip(&l.committed_cmds) {
-            if failed.contains(&client)
-                && !known.contains(&(client, id))
-                && placed.insert((client, id))
-            {
-                open.push(lincheck::MaybeOp {
-                    client,
-                    id,
-                    cmd,
-                    call_ns: 0,
-                });
-            }
-        }
-    }
-    let (t0, duration) = (run.t0, args.work.duration);
-    let mut latency: [NsHistogram; 2] = Default::default();
-    let mut in_period = 0u64;
-    for d in &done {
-        latency[usize::from(d.cmd.is_write())].record(d.return_ns.saturating_sub(d.call_ns));
-        in_period += u64::from(d.return_ns <= t0 + duration);
-    }
-    // One machine, one CLOCK_MONOTONIC: the clients' times agree.
-    let v = lincheck::check(&done, &open, 0, 2_000_000);
-    let g = lincheck::graph_verdict(&done, &open, 0);
-    // Durability is promised while a majority of the replicas survives (as in the simulator).
-    let durable = logs.len() > replicas as usize / 2;
-    let acknowledged = done
-        .iter()
-        .filter(|d| durable && d.cmd.is_write())
-        .map(|d| (d.client, d.id));
-    let log_violations = lincheck::check_logs(&logs, acknowledged);
+    let ReplRun {
+        stats,
+        refused_full,
+        paxos,
+        done,
+        mut open,
+        logs,
+    } = ReplRun::read(cluster, run, &failed)?;
+    place_failed_writes(&failed, &done, &mut open, &logs);
+    let duration = args.work.duration;
+    let (summaries, in_period) = latencies::<2, _>(&done, run.t0 + duration, |d| {
+        (usize::from(d.cmd.is_write()), d.call_ns, d.return_ns)
+    });
+    let (v, g, log_violations) = replkv_check(&done, &open, &logs, replicas);
     let violations = v.violations + v.undecided + log_violations.len() as u64 + g.anomalies;
     let per_s = in_period as f64 / (duration as f64 / 1e9);
     let (system, scheme) = match paxos {
@@ -240,17 +191,13 @@ fn replkv_finish(
         stats.cas,
         per_s
     );
-    let summaries: Vec<Summary> = latency.iter().map(NsHistogram::summary).collect();
     print_latency(&["get", "write"], &summaries);
     println!(
         "  app checker {} operations over {} keys checked for linearizability ({} writes left open), {} replica logs compared: {} violation(s), {} undecided; {} recoveries, {} entries rejected for a gap, {} resent, {} sends refused (buffer full)",
         v.ops, v.keys, open.len(), logs.len(), v.violations + log_violations.len() as u64, v.undecided, stats.recoveries, stats.rejected, stats.resent, refused_full
     );
     if let Some(p) = &paxos {
-        println!(
-            "  app paxos   {} instances decided carrying {} requests (mean batch {:.1}), {} Phase 1 runs ({} won), {} accepts resent, {} resends by clients",
-            p.instances_decided, p.requests_decided, p.batch_mean(), p.phase1_runs, p.phase1_won, p.retransmits, stats.resent
-        );
+        print_paxos(p, stats.resent);
     }
     println!(
         "  app graph   the history alone: {} ok, {} of unknown outcome, {} reads; {} wr, {} ww, {} rw, {} rt edges: {} anomal{}",
@@ -263,15 +210,7 @@ fn replkv_finish(
     for s in &g.samples {
         eprintln!("  dependency graph: {s}");
     }
-    if let Some(path) = &args.app.history {
-        std::fs::write(path, lincheck::history_json(&done, &open))
-            .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
-        println!(
-            "  history     {} (Jepsen's form: every operation, {} open writes as info)",
-            path.display(),
-            open.len()
-        );
-    }
+    write_replkv_history(args, &done, &open)?;
     let report = json!({
         "app": "replkv",
         "system": system,
@@ -295,12 +234,232 @@ fn replkv_finish(
     conclude(args, &report, violations, left_open)
 }
 
+/// What the processes of a replicated key-value run recorded, together.
+struct ReplRun {
+    stats: ReplStats,
+    refused_full: u64,
+    /// The MultiPaxos counters (`--system paxos`).
+    paxos: Option<PaxosStats>,
+    /// The operations completed, in call order.
+    done: Vec<ReplDone>,
+    /// The writes still open.
+    open: Vec<lincheck::MaybeOp>,
+    /// The logs of the replicas that did not fail.
+    logs: Vec<ReplicaLog>,
+}
+
+impl ReplRun {
+    /// Reads every process's records; `failed`: the processes that failed (their logs are
+    /// left out).
+    fn read(cluster: &Cluster, run: &Run<'_>, failed: &BTreeSet<u32>) -> Result<ReplRun, String> {
+        let (mut stats, mut refused_full) = (ReplStats::default(), 0);
+        let mut paxos: Option<PaxosStats> = None;
+        let (mut done, mut open, mut logs) = (Vec::new(), Vec::new(), Vec::new());
+        for r in read_records::<ReplRecords>(cluster, run, "replkv.json")? {
+            stats += &r.stats;
+            refused_full += r.refused_full;
+            if let Some(p) = &r.paxos {
+                *paxos.get_or_insert_with(PaxosStats::default) += p;
+            }
+            done.extend(r.done);
+            open.extend(r.open);
+            logs.extend(r.log.filter(|_| !failed.contains(&r.proc)));
+        }
+        done.sort_by_key(|d| (d.call_ns, d.client, d.id));
+        Ok(ReplRun {
+            stats,
+            refused_full,
+            paxos,
+            done,
+            open,
+            logs,
+        })
+    }
+}
+
+/// Adds to `open` the writes of `failed` clients that the replicas committed (in `logs`) and
+/// that no record names.
+fn place_failed_writes(
+    failed: &BTreeSet<u32>,
+    done: &[ReplDone],
+    open: &mut Vec<lincheck::MaybeOp>,
+    logs: &[ReplicaLog],
+) {
+    // A failed client's records died with it: the writes of it the replicas committed took
+    // effect, at a time the checker may place anywhere before their first reader (an open
+    // write called at 0). Its reads are unknown and constrain nothing.
+    let known: BTreeSet<(u32, u64)> = done
+        .iter()
+        .map(|d| (d.client, d.id))
+        .chain(open.iter().map(|o| (o.client, o.id)))
+        .collect();
+    let mut placed = BTreeSet::new();
+    for l in logs {
+        for (&(client, id), &cmd) in l.committed_writes.iter().zip(&l.committed_cmds) {
+            if failed.contains(&client)
+                && !known.contains(&(client, id))
+                && placed.insert((client, id))
+            {
+                open.push(lincheck::MaybeOp {
+                    client,
+                    id,
+                    cmd,
+                    call_ns: 0,
+                });
+            }
+        }
+    }
+}
+
+/// The replicated service's checks: linearizability per key, the dependency graph of the
+/// history, and the replicas' logs against each other and against the acknowledged writes.
+fn replkv_check(
+    done: &[ReplDone],
+    open: &[lincheck::MaybeOp],
+    logs: &[ReplicaLog],
+    replicas: u32,
+) -> (lincheck::LinVerdict, GraphVerdict, Vec<String>) {
+    // One machine, one CLOCK_MONOTONIC: the clients' times agree.
+    let v = lincheck::check(done, open, 0, 2_000_000);
+    let g = lincheck::graph_verdict(done, open, 0);
+    // Durability is promised while a majority of the replicas survives (as in the simulator).
+    let durable = logs.len() > replicas as usize / 2;
+    let acknowledged = done
+        .iter()
+        .filter(|d| durable && d.cmd.is_write())
+        .map(|d| (d.client, d.id));
+    let log_violations = lincheck::check_logs(logs, acknowledged);
+    (v, g, log_violations)
+}
+
+/// MultiPaxos's line: instances and batches, Phase 1 runs, and resends (`resent`: the
+/// clients').
+fn print_paxos(p: &PaxosStats, resent: u64) {
+    println!(
+        "  app paxos   {} instances decided carrying {} requests (mean batch {:.1}), {} Phase 1 runs ({} won), {} accepts resent, {} resends by clients",
+        p.instances_decided, p.requests_decided, p.batch_mean(), p.phase1_runs, p.phase1_won, p.retransmits, resent
+    );
+}
+
+/// `--history` of a replkv run: writes every operation, the open writes as info, and says so.
+fn write_replkv_history(
+    args: &UpArgs,
+    done: &[ReplDone],
+    open: &[lincheck::MaybeOp],
+) -> Result<(), String> {
+    if let Some(path) = &args.app.history {
+        std::fs::write(path, lincheck::history_json(done, open))
+            .map_err(|e| format!("--history: cannot write {}: {e}", path.display()))?;
+        println!(
+            "  history     {} (Jepsen's form: every operation, {} open writes as info)",
+            path.display(),
+            open.len()
+        );
+    }
+    Ok(())
+}
+
 /// `--app kv`.
 fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, String> {
+    let failed = failed(run);
+    let procs = cluster.procs();
+    let KvRun {
+        checker,
+        stats,
+        refused_full,
+        reported_open,
+        unfinished,
+        from_dead,
+        unplaceable,
+    } = kv_read(cluster, run, &failed)?;
+    let duration = args.work.duration;
+    let (summaries, in_period) = latencies::<3, _>(checker.committed(), run.t0 + duration, |c| {
+        let k = match c.kind {
+            TxnKind::ReadOnly => 0,
+            TxnKind::WriteOnly => 1,
+            TxnKind::ReadWrite => 2,
+        };
+        (k, c.call_ns, c.return_ns)
+    });
+    // One machine, one CLOCK_MONOTONIC: the initiators' times agree.
+    let v = checker.verdict_with(&unfinished, 0);
+    let g = checker.graph_verdict(&unfinished, 0);
+    let secs = duration as f64 / 1e9;
+    let per_s = in_period as f64 / secs;
+    println!(
+        "  app kv on 1pipe  {} transactions committed ({} read-only, {} write-only, {} read-write): {:.0}/s, {:.0}/s per process",
+        checker.len(),
+        stats.committed_ro,
+        stats.committed_wo,
+        stats.committed_rw,
+        per_s,
+        per_s / f64::from(procs.max(1))
+    );
+    print_latency(&["read-only", "write-only", "read-write"], &summaries);
+    println!(
+        "  app checker {} transactions and {} reads replayed in timestamp order ({} still open, {} of them failed processes' writes the servers applied; {} reads of a failed server's unlogged writes left out): {} violation(s); {} read-only retries, {} replies resent, {} abandoned (a server failed), {} sends refused (buffer full)",
+        v.transactions, v.reads, unfinished.len(), from_dead, unplaceable, v.violations, stats.ro_retries, stats.replies_resent, stats.abandoned, refused_full
+    );
+    for s in &v.samples {
+        eprintln!("  {s}");
+    }
+    print_graph("the history alone", &g);
+    for s in &g.samples {
+        eprintln!("  dependency graph: {s}");
+    }
+    write_history(args, "every transaction", unfinished.len(), || {
+        checker.history_json(&unfinished)
+    })?;
+    let checks = kv_checks(&v, &g, unfinished.len(), unplaceable);
+    let report = json!({
+        "app": "kv",
+        "system": "1pipe",
+        "procs": procs,
+        "committed": checker.len(),
+        "txns_per_s": per_s,
+        "latency_ns_ro": summaries[0],
+        "latency_ns_wo": summaries[1],
+        "latency_ns_rw": summaries[2],
+        "stats": stats,
+        "open": unfinished.len(),
+        "checked_transactions": v.transactions,
+        "checked_reads": v.reads,
+        "violations": v.violations + g.anomalies,
+        "violation_samples": v.samples.iter().map(|s| s.to_string())
+            .chain(g.samples.iter().map(|s| format!("dependency graph: {s}")))
+            .collect::<Vec<_>>(),
+        "failed_procs": failed,
+        "from_failed": from_dead,
+        "reads_left_out": unplaceable,
+        "checks": checks,
+    });
+    // With a failure, transactions left open are expected (abandoned, or the dead's own).
+    let open = if failed.is_empty() { reported_open } else { 0 };
+    conclude(args, &report, v.violations, open)
+}
+
+/// What the processes of a store run recorded, placed for the checker (see [`kv_read`]).
+struct KvRun {
+    /// Every committed transaction (less the reads that cannot be placed).
+    checker: KvChecker,
+    stats: KvStats,
+    refused_full: u64,
+    /// Transactions the processes reported still open.
+    reported_open: usize,
+    /// The writers that took effect and never returned.
+    unfinished: Vec<Committed>,
+    /// Of which failed processes' own.
+    from_dead: usize,
+    /// Committed reads left out: of a failed server's writes that no one reports.
+    unplaceable: u64,
+}
+
+/// Reads every process's records of a store run and hands the committed transactions to the
+/// checker; `failed`: the processes that failed.
+fn kv_read(cluster: &Cluster, run: &Run<'_>, failed: &BTreeSet<u32>) -> Result<KvRun, String> {
     let mut checker = KvChecker::new();
     let mut stats = KvStats::default();
     let mut refused_full = 0;
-    let failed = failed(run);
     let procs = cluster.procs();
     // What the servers applied is what took effect: a transaction of which some write was
     // applied but that no initiator reports committed (its initiator died, or gave it up when a
@@ -340,90 +499,38 @@ fn kv_finish(args: &UpArgs, cluster: &Cluster, run: &Run<'_>) -> Result<i32, Str
         });
         checker.on_commit(c);
     }
-    let (t0, duration) = (run.t0, args.work.duration);
-    let mut latency: [NsHistogram; 3] = Default::default();
-    let mut in_period = 0u64;
-    for c in checker.committed() {
-        let k = match c.kind {
-            TxnKind::ReadOnly => 0,
-            TxnKind::WriteOnly => 1,
-            TxnKind::ReadWrite => 2,
-        };
-        latency[k].record(c.return_ns.saturating_sub(c.call_ns));
-        in_period += u64::from(c.return_ns <= t0 + duration);
-    }
-    // One machine, one CLOCK_MONOTONIC: the initiators' times agree.
-    let v = checker.verdict_with(&unfinished, 0);
-    let g = checker.graph_verdict(&unfinished, 0);
-    let secs = duration as f64 / 1e9;
-    let per_s = in_period as f64 / secs;
-    println!(
-        "  app kv on 1pipe  {} transactions committed ({} read-only, {} write-only, {} read-write): {:.0}/s, {:.0}/s per process",
-        checker.len(),
-        stats.committed_ro,
-        stats.committed_wo,
-        stats.committed_rw,
-        per_s,
-        per_s / f64::from(procs.max(1))
-    );
-    let summaries: Vec<Summary> = latency.iter().map(NsHistogram::summary).collect();
-    print_latency(&["read-only", "write-only", "read-write"], &summaries);
-    println!(
-        "  app checker {} transactions and {} reads replayed in timestamp order ({} still open, {} of them failed processes' writes the servers applied; {} reads of a failed server's unlogged writes left out): {} violation(s); {} read-only retries, {} replies resent, {} abandoned (a server failed), {} sends refused (buffer full)",
-        v.transactions, v.reads, unfinished.len(), from_dead, unplaceable, v.violations, stats.ro_retries, stats.replies_resent, stats.abandoned, refused_full
-    );
-    for s in &v.samples {
-        eprintln!("  {s}");
-    }
-    println!(
-        "  app graph   the history alone: {} ok, {} of unknown outcome, {} reads; {} ww, {} wr, {} rw, {} rt edges: {} anomal{}",
-        g.ok, g.info, g.reads, g.edges[0], g.edges[1], g.edges[2], g.edges[3], g.anomalies,
-        if g.anomalies == 1 { "y" } else { "ies" }
-    );
-    for s in &g.samples {
-        eprintln!("  dependency graph: {s}");
-    }
-    write_history(args, "every transaction", unfinished.len(), || {
-        checker.history_json(&unfinished)
-    })?;
-    let checks = json!({
+    Ok(KvRun {
+        checker,
+        stats,
+        refused_full,
+        reported_open,
+        unfinished,
+        from_dead,
+        unplaceable,
+    })
+}
+
+/// The store's checks for the report: the replay in timestamp order, with its counts, and the
+/// dependency graph.
+fn kv_checks(
+    v: &KvVerdict,
+    g: &GraphVerdict,
+    unfinished: usize,
+    unplaceable: u64,
+) -> serde_json::Value {
+    json!({
         "order-replay": {
             "ran": true,
             "counts": {
                 "transactions": v.transactions,
                 "reads": v.reads,
-                "unfinished_writers": unfinished.len(),
+                "unfinished_writers": unfinished,
                 "reads_left_out_unplaceable": unplaceable,
             },
             "violations": v.violations,
         },
-        "dependency-graph": onepipe_sim::apps::graph_check(&g),
-    });
-    let report = json!({
-        "app": "kv",
-        "system": "1pipe",
-        "procs": procs,
-        "committed": checker.len(),
-        "txns_per_s": per_s,
-        "latency_ns_ro": summaries[0],
-        "latency_ns_wo": summaries[1],
-        "latency_ns_rw": summaries[2],
-        "stats": stats,
-        "open": unfinished.len(),
-        "checked_transactions": v.transactions,
-        "checked_reads": v.reads,
-        "violations": v.violations + g.anomalies,
-        "violation_samples": v.samples.iter().map(|s| s.to_string())
-            .chain(g.samples.iter().map(|s| format!("dependency graph: {s}")))
-            .collect::<Vec<_>>(),
-        "failed_procs": failed,
-        "from_failed": from_dead,
-        "reads_left_out": unplaceable,
-        "checks": checks,
-    });
-    // With a failure, transactions left open are expected (abandoned, or the dead's own).
-    let open = if failed.is_empty() { reported_open } else { 0 };
-    conclude(args, &report, v.violations, open)
+        "dependency-graph": onepipe_sim::apps::graph_check(g),
+    })
 }
 
 /// Writes `report` to `--json`; the exit code: 1 on a violation, 3 if transactions were left
@@ -471,6 +578,36 @@ fn conclude(
         return Ok(super::EXIT_RUNTIME);
     }
     Ok(0)
+}
+
+/// The latency of `ops` by kind — `of` gives each its kind's index, call time and return
+/// time — and how many returned by `end_ns` (within the sending time).
+fn latencies<const K: usize, T>(
+    ops: impl IntoIterator<Item = T>,
+    end_ns: u64,
+    of: impl Fn(T) -> (usize, u64, u64),
+) -> (Vec<Summary>, u64) {
+    let mut latency: [NsHistogram; K] = std::array::from_fn(|_| NsHistogram::default());
+    let mut in_period = 0u64;
+    for op in ops {
+        let (k, call_ns, return_ns) = of(op);
+        latency[k].record(return_ns.saturating_sub(call_ns));
+        in_period += u64::from(return_ns <= end_ns);
+    }
+    (
+        latency.iter().map(NsHistogram::summary).collect(),
+        in_period,
+    )
+}
+
+/// The dependency graph's line: `what` it was built from, its operations and edges, and the
+/// anomalies found.
+fn print_graph(what: &str, g: &GraphVerdict) {
+    println!(
+        "  app graph   {what}: {} ok, {} of unknown outcome, {} reads; {} ww, {} wr, {} rw, {} rt edges: {} anomal{}",
+        g.ok, g.info, g.reads, g.edges[0], g.edges[1], g.edges[2], g.edges[3], g.anomalies,
+        if g.anomalies == 1 { "y" } else { "ies" }
+    );
 }
 
 /// One line per kind with samples: its latency p50 and p99.

@@ -3,22 +3,26 @@
 //! the summary and writes the JSON report. The orchestration that produced the records is
 //! [`super`]'s.
 
+mod feed;
+mod print;
+
 use super::{nodes, Role, Run};
-use crate::cli::{EXIT_USAGE, EXIT_VIOLATION};
 use crate::live::records::NodeRecords;
-use crate::live::{KillTarget, UpArgs, Workload};
-use onepipe_proto::host::Delivery;
-use onepipe_proto::wire::NakReason;
-use onepipe_proto::{Instant as ProtoInstant, ProcId, Psn, Timestamp};
+use crate::live::{KillTarget, UpArgs};
+use feed::Feed;
+use onepipe_proto::Timestamp;
 use onepipe_runtime::clock::monotonic_ns;
 use onepipe_runtime::cluster::Cluster;
-use onepipe_sim::check::{Checker, Dsts};
-use onepipe_sim::metrics::{NsHistogram, Summary};
+use onepipe_sim::check::Checker;
+use onepipe_sim::metrics::Summary;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-/// The report of `onepipe up --json`: the keys of `onepipe sim` where they apply.
+pub(super) use print::finish;
+
+/// The report of `onepipe up --json`: the keys of `onepipe sim` where they apply. Its groups
+/// are written flat, a key each, in the order of their fields.
 #[derive(Debug, Serialize)]
 pub struct UpReport {
     /// Always `live`.
@@ -55,6 +59,42 @@ pub struct UpReport {
     pub delivered: u64,
     /// Of which reliable.
     pub delivered_reliable: u64,
+    /// What the checkers found.
+    #[serde(flatten)]
+    pub checks: ChecksReport,
+    /// The endpoints' counters, summed.
+    #[serde(flatten)]
+    pub sums: EndpointSums,
+    /// Messages delivered per second, all receivers together: `delivered` over
+    /// `delivery_span_s`.
+    pub throughput_msgs_per_s: f64,
+    /// From the start of sending to the last delivery, or the sending time if longer, s.
+    pub delivery_span_s: f64,
+    /// Send call → application receive, ns.
+    pub latency_ns: Summary,
+    /// The transport, summed over every process.
+    #[serde(flatten)]
+    pub transport: TransportReport,
+    /// How the run was protected, and what was refused (docs/SECURITY.md).
+    pub auth: AuthSummary,
+    /// §5.2 controller forwarding: packets the controllers relayed (data and ACKs).
+    pub forwarded_by_controller: u64,
+    /// Packets the aggregators dropped for `--blackhole` test faults.
+    pub blackholed: u64,
+    /// Packets the aggregators dropped at `--cut` uplinks.
+    pub cut_dropped: u64,
+    /// Per process: its counters (aggregators and endpoints).
+    pub counters: BTreeMap<String, BTreeMap<String, u64>>,
+    /// The injected failures and what §5.2 made of them.
+    #[serde(flatten)]
+    pub failures: FailuresReport,
+    /// Wall-clock seconds for the whole command.
+    pub wall_s: f64,
+}
+
+/// What the checkers found (a group of [`UpReport`]'s keys).
+#[derive(Debug, Serialize)]
+pub struct ChecksReport {
     /// Checker violations (0 when the checkers did not run).
     pub violations: u64,
     /// The first violations, described.
@@ -71,6 +111,11 @@ pub struct UpReport {
     pub undrained: u64,
     /// The first of them: sender, scattering, timestamp, destinations still open.
     pub undrained_samples: Vec<String>,
+}
+
+/// The endpoints' counters, summed over every process (a group of [`UpReport`]'s keys).
+#[derive(Debug, Default, Serialize)]
+pub struct EndpointSums {
     /// Packets dropped because they arrived below the barrier (§4.1).
     pub dropped_late: u64,
     /// Send-failed notifications.
@@ -83,13 +128,11 @@ pub struct UpReport {
     pub sends_refused_full: u64,
     /// Best-effort deliveries refused because the application's queue was full (NAKed).
     pub recv_refused_full: u64,
-    /// Messages delivered per second, all receivers together: `delivered` over
-    /// `delivery_span_s`.
-    pub throughput_msgs_per_s: f64,
-    /// From the start of sending to the last delivery, or the sending time if longer, s.
-    pub delivery_span_s: f64,
-    /// Send call → application receive, ns.
-    pub latency_ns: Summary,
+}
+
+/// The transport's counters, summed over every process (a group of [`UpReport`]'s keys).
+#[derive(Debug, Serialize)]
+pub struct TransportReport {
     /// UDP datagrams sent by every process.
     pub datagrams_sent: u64,
     /// 1Pipe packets in them.
@@ -119,16 +162,11 @@ pub struct UpReport {
     pub garbage_dropped: u64,
     /// Control lines the controller could not read.
     pub controller_malformed: u64,
-    /// How the run was protected, and what was refused (docs/SECURITY.md).
-    pub auth: AuthSummary,
-    /// §5.2 controller forwarding: packets the controllers relayed (data and ACKs).
-    pub forwarded_by_controller: u64,
-    /// Packets the aggregators dropped for `--blackhole` test faults.
-    pub blackholed: u64,
-    /// Packets the aggregators dropped at `--cut` uplinks.
-    pub cut_dropped: u64,
-    /// Per process: its counters (aggregators and endpoints).
-    pub counters: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+/// The injected failures, and what §5.2 failure handling made of them (a group of [`UpReport`]'s keys).
+#[derive(Debug, Serialize)]
+pub struct FailuresReport {
     /// Members killed with `--kill`.
     pub kills: Vec<KillReport>,
     /// Whether the controller was killed with no standby (later failures are not repaired).
@@ -161,8 +199,6 @@ pub struct UpReport {
     pub stall_proc: Option<u32>,
     /// Per correct process: messages it delivered after the last kill.
     pub delivered_after_kills: BTreeMap<String, u64>,
-    /// Wall-clock seconds for the whole command.
-    pub wall_s: f64,
 }
 
 /// One `--kill`.
@@ -213,15 +249,7 @@ pub struct RoundReport {
     pub resumed_by: Option<String>,
 }
 
-fn nak_reason(r: u8) -> NakReason {
-    match r {
-        1 => NakReason::Late,
-        2 => NakReason::Incomplete,
-        3 => NakReason::BufferFull,
-        _ => NakReason::Lost,
-    }
-}
-
+/// The counters (numbers) of a JSON object, by name.
 fn counters_of(v: &serde_json::Value) -> BTreeMap<String, u64> {
     v.as_object()
         .map(|o| {
@@ -240,56 +268,132 @@ pub(super) fn report(
     started: Instant,
 ) -> Result<UpReport, String> {
     let n = cluster.procs();
+    let mut checker = Checker::new(n, 1, 0, fifo(args, run));
+    let killed = killed_procs(run);
+    let gone = |p: u32| killed.contains(&p) || run.declared.contains_key(&p);
+    let Nodes {
+        all,
+        ids,
+        rejoined,
+        frozen,
+        mut counters,
+        sums,
+    } = read_nodes(run, n, &gone, &killed, &mut checker)?;
+    daemon_counters(run, &mut counters);
+    let mut feed = Feed::new(n, &all, &ids);
+    feed.send_rebuilt(&mut checker, args.work.workload, &all, &ids, &killed);
+    feed.run(&mut checker, &all);
+    declare_failed(run, &killed, &ids, &mut checker);
+    let drained = nodes(&run.roles).all(|i| run.heard[i].gone || run.heard[i].done == Some(true));
+    checker.finish(monotonic_ns(), args.work.seed, drained);
+    let checked = !args.unordered || args.check;
+    let duration_s = args.work.duration as f64 / 1e9;
+    // Deliveries go on after sending stops (queues drain): divide by the time they took, or an
+    // overloaded run that queues seconds of messages would count them as throughput.
+    let last_delivery_s = feed.last_delivery_ns.saturating_sub(run.t0) as f64 / 1e9;
+    let delivery_span_s = duration_s.max(last_delivery_s);
+    let malformed = controller_stat(run, "malformed");
+    let transport = TransportReport::of(&counters, delivery_span_s, malformed);
+    let failures = FailuresReport::of(args, run, &all, &gone, rejoined, frozen);
+    Ok(UpReport {
+        mode: "live",
+        ordered: !args.unordered,
+        aggregator_mode: cluster.aggregator_mode.to_string(),
+        service: args.work.service.name(),
+        workload: args.work.workload.name(),
+        hosts: args.layout.hosts,
+        procs: n,
+        layers: args.layout.layers,
+        aggregators: cluster.aggregators.len(),
+        msg_size: args.work.msg_size,
+        rate_per_proc: args.work.rate,
+        duration_s,
+        beacon_interval_ns: cluster.beacon_interval_ns,
+        sent: feed.sent,
+        scatterings: feed.scatterings,
+        delivered: feed.delivered,
+        delivered_reliable: feed.delivered_reliable,
+        checks: ChecksReport::of(&checker, checked, drained),
+        sums,
+        throughput_msgs_per_s: feed.delivered as f64 / delivery_span_s,
+        delivery_span_s,
+        latency_ns: feed.latency.summary(),
+        transport,
+        auth: AuthSummary::of(&run.args.auth.to_string(), &counters),
+        forwarded_by_controller: controller_stat(run, "forwarded"),
+        blackholed: aggregator_stat(run, "blackholed"),
+        cut_dropped: aggregator_stat(run, "cut_dropped"),
+        counters,
+        failures,
+        wall_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Whether every link of the run kept its order, so that a late packet is a violation.
+fn fifo(args: &UpArgs, run: &Run<'_>) -> bool {
     // Every link of a live cluster is FIFO (UDP between two sockets on one machine keeps its
     // order; coalescing keeps each port's order), so a packet that arrives below its
     // receiver's barrier means a barrier lied (`lower-bound`) — unless a member died, or an
     // aggregator timed out an input that was only slow and took it back (§4.2): then late
     // packets are that link's, and expected.
-    let links_removed: u64 = (0..run.roles.len())
-        .filter(|&i| matches!(run.roles[i], Role::Aggregator(_)))
-        .filter_map(|i| run.heard[i].stats.as_ref())
-        .map(|s| s["counters"]["links_removed"].as_u64().unwrap_or(0))
-        .sum();
+    let links_removed = aggregator_stat(run, "links_removed");
     // A packet forwarded by the controller (§5.2) arrives beside the data path, not in its
     // order: its receiver's best-effort barrier may be past it.
-    let fifo = !args.unordered
+    !args.unordered
         && args.kill.is_empty()
         && args.blackhole.is_empty()
         && args.cut.is_empty()
-        && links_removed == 0;
-    let mut checker = Checker::new(n, 1, 0, fifo);
-    let mut all: Vec<Option<NodeRecords>> = Vec::with_capacity(n as usize);
-    let mut counters: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    let sum = |c: &BTreeMap<String, u64>, k: &str| c.get(k).copied().unwrap_or(0);
-    let (mut dropped_late, mut send_failed, mut lost, mut retransmits) = (0, 0, 0, 0);
-    let (mut refused, mut recv_refused) = (0, 0);
-    let mut frozen = BTreeMap::new();
-    // Each slot's process id at the end (its own, or the one it rejoined as), and the rejoins.
-    let mut ids: Vec<u32> = Vec::with_capacity(n as usize);
-    let mut rejoined: Vec<RejoinReport> = Vec::new();
-    let killed: BTreeSet<u32> = run
-        .kills
+        && links_removed == 0
+}
+
+/// The endpoints `--kill` killed.
+fn killed_procs(run: &Run<'_>) -> BTreeSet<u32> {
+    run.kills
         .iter()
         .filter(|k| k.fired.is_some())
         .filter_map(|k| match k.kill.target {
             KillTarget::Proc(p) => Some(p),
             _ => None,
         })
-        .collect();
-    let gone = |p: u32| killed.contains(&p) || run.declared.contains_key(&p);
+        .collect()
+}
+
+/// What the endpoints recorded, read back by [`read_nodes`].
+struct Nodes {
+    /// Each slot's records (`None`: a process that failed and left none).
+    all: Vec<Option<NodeRecords>>,
+    /// Each slot's process id at the end (its own, or the one it rejoined as).
+    ids: Vec<u32>,
+    /// The slots that rejoined as new processes (§5.2).
+    rejoined: Vec<RejoinReport>,
+    /// The processes still running that were told they were declared failed, and froze.
+    frozen: BTreeMap<String, u64>,
+    /// Each endpoint's counters, by name (`p3`).
+    counters: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Their sums.
+    sums: EndpointSums,
+}
+
+/// Reads every endpoint's records and summary; tells `checker` of the rejoined processes
+/// that crashed before (`killed`) and of the recalled scatterings. A process that is `gone`
+/// may have left nothing.
+fn read_nodes(
+    run: &Run<'_>,
+    n: u32,
+    gone: &dyn Fn(u32) -> bool,
+    killed: &BTreeSet<u32>,
+    checker: &mut Checker,
+) -> Result<Nodes, String> {
+    let mut all: Vec<Option<NodeRecords>> = Vec::with_capacity(n as usize);
+    let mut counters: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let sum = |c: &BTreeMap<String, u64>, k: &str| c.get(k).copied().unwrap_or(0);
+    let mut sums = EndpointSums::default();
+    let mut frozen = BTreeMap::new();
+    // Each slot's process id at the end (its own, or the one it rejoined as), and the rejoins.
+    let mut ids: Vec<u32> = Vec::with_capacity(n as usize);
+    let mut rejoined: Vec<RejoinReport> = Vec::new();
     for p in 0..n {
-        let path = run.dir.join(format!("p{p}.rec"));
-        let read = NodeRecords::read(&path)
-            .map_err(|e| format!("p{p}: {e}"))
-            .and_then(|recs| {
-                let summary: serde_json::Value =
-                    std::fs::read_to_string(path.with_extension("json"))
-                        .ok()
-                        .and_then(|s| serde_json::from_str(&s).ok())
-                        .ok_or_else(|| format!("p{p}: no summary"))?;
-                Ok((recs, summary))
-            });
-        let (recs, summary) = match read {
+        let (recs, summary) = match read_node(run, p) {
             Ok(r) => r,
             // A killed or cut-off process may have left nothing (or half a file): expected.
             Err(_) if gone(p) => {
@@ -301,12 +405,12 @@ pub(super) fn report(
         };
         let mut c = counters_of(&summary);
         let driver = counters_of(&summary["driver"]);
-        dropped_late += sum(&c, "dropped_late");
-        send_failed += sum(&c, "send_failed");
-        lost += sum(&c, "lost");
-        retransmits += sum(&c, "retransmits");
-        refused += sum(&c, "sends_refused_full");
-        recv_refused += sum(&c, "recv_refused_full");
+        sums.dropped_late += sum(&c, "dropped_late");
+        sums.send_failed += sum(&c, "send_failed");
+        sums.lost_reported += sum(&c, "lost");
+        sums.retransmits += sum(&c, "retransmits");
+        sums.sends_refused_full += sum(&c, "sends_refused_full");
+        sums.recv_refused_full += sum(&c, "recv_refused_full");
         if let Some(ts) = summary["frozen_ts"].as_u64() {
             frozen.insert(format!("p{p}"), ts);
         }
@@ -337,6 +441,32 @@ pub(super) fn report(
         counters.insert(format!("p{p}"), c);
         all.push(Some(recs));
     }
+    Ok(Nodes {
+        all,
+        ids,
+        rejoined,
+        frozen,
+        counters,
+        sums,
+    })
+}
+
+/// Endpoint `p`'s records (`p<N>.rec`) and its summary (`p<N>.json`).
+fn read_node(run: &Run<'_>, p: u32) -> Result<(NodeRecords, serde_json::Value), String> {
+    let path = run.dir.join(format!("p{p}.rec"));
+    NodeRecords::read(&path)
+        .map_err(|e| format!("p{p}: {e}"))
+        .and_then(|recs| {
+            let summary: serde_json::Value = std::fs::read_to_string(path.with_extension("json"))
+                .ok()
+                .and_then(|s| serde_json::from_str(&s).ok())
+                .ok_or_else(|| format!("p{p}: no summary"))?;
+            Ok((recs, summary))
+        })
+}
+
+/// Adds the aggregators' and the controllers' counters, from the `stats` line each said.
+fn daemon_counters(run: &Run<'_>, counters: &mut BTreeMap<String, BTreeMap<String, u64>>) {
     for (i, role) in run.roles.iter().enumerate() {
         if let (Role::Aggregator(name), Some(stats)) = (role, &run.heard[i].stats) {
             counters.insert(name.clone(), counters_of(&stats["counters"]));
@@ -349,56 +479,34 @@ pub(super) fn report(
             counters.insert(name, counters_of(stats));
         }
     }
-    let transport = Transport::of(&counters);
-    let controller_stat = |k: &str| -> u64 {
-        (0..run.roles.len())
-            .filter(|&i| matches!(run.roles[i], Role::Controller(_)))
-            .filter_map(|i| run.heard[i].stats.as_ref())
-            .filter_map(|s| s[k].as_u64())
-            .sum()
-    };
-    let controller_malformed = controller_stat("malformed");
-    let forwarded_by_controller = controller_stat("forwarded");
-    let aggregator_stat = |k: &str| -> u64 {
-        (0..run.roles.len())
-            .filter(|&i| matches!(run.roles[i], Role::Aggregator(_)))
-            .filter_map(|i| run.heard[i].stats.as_ref())
-            .map(|s| s["counters"][k].as_u64().unwrap_or(0))
-            .sum()
-    };
-    let blackholed = aggregator_stat("blackholed");
-    let cut_dropped = aggregator_stat("cut_dropped");
-    let mut feed = Feed::new(n, &all, &ids);
-    // A sender that left no records: its scatterings as the others delivered them (all-to-all
-    // knows every destination; otherwise those that delivered are all that is known).
-    for ((src, seq), (ts, reliable, receivers)) in rebuilt_sends(&all, &ids, &killed) {
-        let dsts = match args.work.workload {
-            Workload::AllToAll => Dsts::All(n),
-            _ => Dsts::List(receivers.into_iter().collect()),
-        };
-        feed.scatterings += 1;
-        feed.sent += match &dsts {
-            Dsts::All(n) => u64::from(*n),
-            Dsts::List(v) => v.len() as u64,
-        };
-        checker.on_send(0, src, src, seq, Timestamp::new(ts), dsts, reliable);
-    }
-    feed.run(&mut checker, &all);
-    let Feed {
-        sent,
-        scatterings,
-        delivered,
-        delivered_reliable,
-        last_delivery_ns,
-        latency,
-        ..
-    } = feed;
-    // §5.2: the declared processes are excused as receivers and checked as senders against
-    // their failure timestamps; a killed one never declared (no controller) promises nothing.
+}
+
+/// Counter `k`, summed over the controllers.
+fn controller_stat(run: &Run<'_>, k: &str) -> u64 {
+    (0..run.roles.len())
+        .filter(|&i| matches!(run.roles[i], Role::Controller(_)))
+        .filter_map(|i| run.heard[i].stats.as_ref())
+        .filter_map(|s| s[k].as_u64())
+        .sum()
+}
+
+/// Counter `k`, summed over the aggregators.
+fn aggregator_stat(run: &Run<'_>, k: &str) -> u64 {
+    (0..run.roles.len())
+        .filter(|&i| matches!(run.roles[i], Role::Aggregator(_)))
+        .filter_map(|i| run.heard[i].stats.as_ref())
+        .map(|s| s["counters"][k].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Tells `checker` of the failed processes (§5.2): the declared processes are excused as
+/// receivers and checked as senders against their failure timestamps; a killed one never
+/// declared (no controller) promises nothing.
+fn declare_failed(run: &Run<'_>, killed: &BTreeSet<u32>, ids: &[u32], checker: &mut Checker) {
     for (&p, &(_, ts, _)) in &run.declared {
         checker.on_declared(&[p], Timestamp::new(ts));
     }
-    for &p in &killed {
+    for &p in killed {
         // A restarted one crashed before it rejoined (above).
         if ids.get(p as usize).is_none_or(|&id| id == p) {
             checker.on_crash(0, p);
@@ -407,145 +515,96 @@ pub(super) fn report(
             checker.on_declared(&[p], Timestamp::new(ts));
         }
     }
-    let stall = stall(args, run, &all, &gone);
-    let drained = nodes(&run.roles).all(|i| run.heard[i].gone || run.heard[i].done == Some(true));
-    checker.finish(monotonic_ns(), args.work.seed, drained);
-    let checked = !args.unordered || args.check;
-    let duration_s = args.work.duration as f64 / 1e9;
-    // Deliveries go on after sending stops (queues drain): divide by the time they took, or an
-    // overloaded run that queues seconds of messages would count them as throughput.
-    let delivery_span_s = duration_s.max(last_delivery_ns.saturating_sub(run.t0) as f64 / 1e9);
-    Ok(UpReport {
-        mode: "live",
-        ordered: !args.unordered,
-        aggregator_mode: cluster.aggregator_mode.to_string(),
-        service: args.work.service.name(),
-        workload: args.work.workload.name(),
-        hosts: args.layout.hosts,
-        procs: n,
-        layers: args.layout.layers,
-        aggregators: cluster.aggregators.len(),
-        msg_size: args.work.msg_size,
-        rate_per_proc: args.work.rate,
-        duration_s,
-        beacon_interval_ns: cluster.beacon_interval_ns,
-        sent,
-        scatterings,
-        delivered,
-        delivered_reliable,
-        violations: if checked {
-            checker.violation_count()
-        } else {
-            0
-        },
-        violation_samples: if checked {
-            checker.violations().iter().map(|v| v.to_string()).collect()
-        } else {
-            Vec::new()
-        },
-        checked,
-        checked_deliveries: if checked {
-            checker.deliveries_checked()
-        } else {
-            0
-        },
-        undelivered_reliable: checker.undelivered_reliable(),
-        drained,
-        undrained: checker.undrained(),
-        undrained_samples: checker.undrained_samples().to_vec(),
-        dropped_late,
-        send_failed,
-        lost_reported: lost,
-        retransmits,
-        sends_refused_full: refused,
-        recv_refused_full: recv_refused,
-        frozen,
-        rejoined_delivered: rejoined.iter().map(|r| r.delivered).sum(),
-        rejoined,
-        throughput_msgs_per_s: delivered as f64 / delivery_span_s,
-        delivery_span_s,
-        latency_ns: latency.summary(),
-        datagrams_sent: transport.datagrams,
-        packets_sent: transport.packets,
-        packets_per_datagram: if transport.datagrams == 0 {
-            0.0
-        } else {
-            transport.packets as f64 / transport.datagrams as f64
-        },
-        datagrams_per_s: transport.datagrams as f64 / delivery_span_s,
-        datagram_len_max: transport.datagram_len_max,
-        gso: transport.gso,
-        gro: transport.gro,
-        gso_sends: transport.gso_sends,
-        gro_receives: transport.gro_receives,
-        datagrams_dropped_rcvbuf: transport.dropped_rcvbuf,
-        cpu_s: transport.cpu_s,
-        cpu_s_total: transport.cpu_s_total,
-        garbage_dropped: transport.garbage,
-        controller_malformed,
-        auth: AuthSummary::of(&run.args.auth.to_string(), &counters),
-        forwarded_by_controller,
-        blackholed,
-        cut_dropped,
-        counters,
-        kills: run
-            .kills
-            .iter()
-            .map(|k| KillReport {
-                what: k.kill.to_string(),
-                at_s: k
-                    .fired
-                    .map(|(at, _)| at.saturating_sub(run.t0) as f64 / 1e9),
-                pid: k.fired.map_or(0, |(_, pid)| pid),
-            })
-            .collect(),
-        controller_killed: run.etcd.is_none()
-            && run
-                .kills
-                .iter()
-                .any(|k| k.fired.is_some() && k.kill.target == KillTarget::Controller),
-        leaders: run.leaders.clone(),
-        failure_callbacks: run.callbacks.clone(),
-        rounds: run
-            .rounds
-            .iter()
-            .map(|(&round, (by, resumed_by))| RoundReport {
-                round,
-                declared_by: by.clone(),
-                resumed_by: resumed_by.clone(),
-            })
-            .collect(),
-        declared_failed: run
-            .declared
-            .iter()
-            .map(|(&proc, &(round, failure_ts, at))| DeclaredReport {
-                proc,
-                failure_ts,
-                round,
-                at_s: at.saturating_sub(run.t0) as f64 / 1e9,
-            })
-            .collect(),
-        stall_ms: stall.0,
-        delivery_gap_ms: delivery_gap(args, run, &all),
-        stall_proc: stall.1,
-        delivered_after_kills: stall.2,
-        wall_s: started.elapsed().as_secs_f64(),
-    })
 }
 
-/// The transport's counters of a run, summed over every process.
-struct Transport {
-    datagrams: u64,
-    packets: u64,
-    datagram_len_max: u64,
-    gso: bool,
-    gro: bool,
-    gso_sends: u64,
-    gro_receives: u64,
-    dropped_rcvbuf: u64,
-    garbage: u64,
-    cpu_s: BTreeMap<String, f64>,
-    cpu_s_total: f64,
+impl ChecksReport {
+    /// What `checker` found, once finished; its violations count only if the checkers ran
+    /// (`checked`).
+    fn of(checker: &Checker, checked: bool, drained: bool) -> ChecksReport {
+        ChecksReport {
+            violations: if checked {
+                checker.violation_count()
+            } else {
+                0
+            },
+            violation_samples: if checked {
+                checker.violations().iter().map(|v| v.to_string()).collect()
+            } else {
+                Vec::new()
+            },
+            checked,
+            checked_deliveries: if checked {
+                checker.deliveries_checked()
+            } else {
+                0
+            },
+            undelivered_reliable: checker.undelivered_reliable(),
+            drained,
+            undrained: checker.undrained(),
+            undrained_samples: checker.undrained_samples().to_vec(),
+        }
+    }
+}
+
+impl FailuresReport {
+    /// The kills, the controllers' §5.2 rounds and what the processes were told, the rejoins,
+    /// and the stalls.
+    fn of(
+        args: &UpArgs,
+        run: &Run<'_>,
+        all: &[Option<NodeRecords>],
+        gone: &dyn Fn(u32) -> bool,
+        rejoined: Vec<RejoinReport>,
+        frozen: BTreeMap<String, u64>,
+    ) -> FailuresReport {
+        let stall = stall(args, run, all, gone);
+        FailuresReport {
+            kills: run
+                .kills
+                .iter()
+                .map(|k| KillReport {
+                    what: k.kill.to_string(),
+                    at_s: k
+                        .fired
+                        .map(|(at, _)| at.saturating_sub(run.t0) as f64 / 1e9),
+                    pid: k.fired.map_or(0, |(_, pid)| pid),
+                })
+                .collect(),
+            controller_killed: run.etcd.is_none()
+                && run
+                    .kills
+                    .iter()
+                    .any(|k| k.fired.is_some() && k.kill.target == KillTarget::Controller),
+            leaders: run.leaders.clone(),
+            rounds: run
+                .rounds
+                .iter()
+                .map(|(&round, (by, resumed_by))| RoundReport {
+                    round,
+                    declared_by: by.clone(),
+                    resumed_by: resumed_by.clone(),
+                })
+                .collect(),
+            failure_callbacks: run.callbacks.clone(),
+            declared_failed: run
+                .declared
+                .iter()
+                .map(|(&proc, &(round, failure_ts, at))| DeclaredReport {
+                    proc,
+                    failure_ts,
+                    round,
+                    at_s: at.saturating_sub(run.t0) as f64 / 1e9,
+                })
+                .collect(),
+            frozen,
+            rejoined_delivered: rejoined.iter().map(|r| r.delivered).sum(),
+            rejoined,
+            stall_ms: stall.0,
+            delivery_gap_ms: delivery_gap(args, run, all),
+            stall_proc: stall.1,
+            delivered_after_kills: stall.2,
+        }
+    }
 }
 
 /// The run's protection, summed over every process (docs/SECURITY.md).
@@ -616,17 +675,30 @@ impl AuthSummary {
     }
 }
 
-impl Transport {
-    fn of(counters: &BTreeMap<String, BTreeMap<String, u64>>) -> Transport {
+impl TransportReport {
+    /// The transport's counters in `counters`, summed over every process; rates over
+    /// `delivery_span_s`.
+    fn of(
+        counters: &BTreeMap<String, BTreeMap<String, u64>>,
+        delivery_span_s: f64,
+        controller_malformed: u64,
+    ) -> TransportReport {
         let total = |k: &str| -> u64 { counters.values().filter_map(|c| c.get(k)).sum() };
         let any = |k: &str| counters.values().any(|c| c.get(k).is_some_and(|&v| v > 0));
         let cpu_s: BTreeMap<String, f64> = counters
             .iter()
             .filter_map(|(name, c)| Some((name.clone(), *c.get("cpu_ns")? as f64 / 1e9)))
             .collect();
-        Transport {
-            datagrams: total("datagrams_sent"),
-            packets: total("packets_sent"),
+        let (datagrams, packets) = (total("datagrams_sent"), total("packets_sent"));
+        TransportReport {
+            datagrams_sent: datagrams,
+            packets_sent: packets,
+            packets_per_datagram: if datagrams == 0 {
+                0.0
+            } else {
+                packets as f64 / datagrams as f64
+            },
+            datagrams_per_s: datagrams as f64 / delivery_span_s,
             datagram_len_max: counters
                 .values()
                 .filter_map(|c| c.get("datagram_len_max").copied())
@@ -636,209 +708,13 @@ impl Transport {
             gro: any("gro"),
             gso_sends: total("gso_sends"),
             gro_receives: total("gro_receives"),
-            dropped_rcvbuf: total("datagrams_dropped_rcvbuf"),
-            garbage: total("unknown_source") + total("decode_errors"),
+            datagrams_dropped_rcvbuf: total("datagrams_dropped_rcvbuf"),
             cpu_s_total: cpu_s.values().sum(),
             cpu_s,
+            garbage_dropped: total("unknown_source") + total("decode_errors"),
+            controller_malformed,
         }
     }
-}
-
-/// What one process recorded, by kind, for [`Feed`]'s merge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Rec {
-    /// A slot's endpoint rejoined as a new process (index into `Feed::joins`): before the
-    /// first record it made as that process.
-    Join,
-    /// A delivery (index into `deliveries`). At equal times deliveries go first: `recv_ns`
-    /// is read after the application received the message and `send_ns` before the send call
-    /// stamps, so a delivery at or before a send's time happened before its stamp.
-    Delivery,
-    Send,
-    Failure,
-}
-
-/// Feeds every process's records to the checker in the order they happened — all processes
-/// on one machine read one clock (`CLOCK_MONOTONIC`), and every record carries its time — so
-/// the rules that relate a process's sends to what it delivered before (§2.1 causality: a
-/// host never stamps at or below what it already delivered) run as they do in the simulator.
-/// Sums up as it goes.
-struct Feed {
-    procs: u32,
-    /// Each recorded slot's process id (see `report`).
-    ids: Vec<u32>,
-    /// (time, kind, slot, index into that slot's records of that kind).
-    order: Vec<(u64, Rec, u32, u32)>,
-    /// (slot, the process it rejoined as).
-    joins: Vec<(u32, u32)>,
-    sent: u64,
-    scatterings: u64,
-    delivered: u64,
-    delivered_reliable: u64,
-    last_delivery_ns: u64,
-    latency: NsHistogram,
-}
-
-impl Feed {
-    fn new(procs: u32, all: &[Option<NodeRecords>], ids: &[u32]) -> Feed {
-        let len = all
-            .iter()
-            .flatten()
-            .map(|r| r.sends.len() + r.deliveries.len() + r.failures.len())
-            .sum();
-        let mut order = Vec::with_capacity(len);
-        let mut joins = Vec::new();
-        for (p, recs) in all.iter().enumerate() {
-            let Some(recs) = recs else { continue };
-            let p = p as u32;
-            // The slot's process changed (§5.2 rejoin): the checker hears it just before the
-            // first record the new process made.
-            let id = ids.get(p as usize).copied().unwrap_or(p);
-            if id != p {
-                let first = recs
-                    .sends
-                    .iter()
-                    .filter(|s| s.proc == id)
-                    .map(|s| s.send_ns)
-                    .chain(
-                        recs.deliveries
-                            .iter()
-                            .filter(|d| d.dst == id)
-                            .map(|d| d.recv_ns),
-                    )
-                    .min()
-                    .unwrap_or(u64::MAX);
-                order.push((first, Rec::Join, p, joins.len() as u32));
-                joins.push((p, id));
-            }
-            let at = |i: usize| i as u32;
-            order.extend(
-                recs.sends
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| (s.send_ns, Rec::Send, p, at(i))),
-            );
-            order.extend(
-                recs.deliveries
-                    .iter()
-                    .enumerate()
-                    .map(|(i, d)| (d.recv_ns, Rec::Delivery, p, at(i))),
-            );
-            order.extend(
-                recs.failures
-                    .iter()
-                    .enumerate()
-                    .map(|(i, f)| (f.at_ns, Rec::Failure, p, at(i))),
-            );
-        }
-        // Stable: one process's deliveries of one service at one instant keep their order.
-        order.sort_by_key(|&(t, kind, _, _)| (t, kind));
-        Feed {
-            procs,
-            ids: ids.to_vec(),
-            order,
-            joins,
-            sent: 0,
-            scatterings: 0,
-            delivered: 0,
-            delivered_reliable: 0,
-            last_delivery_ns: 0,
-            latency: NsHistogram::default(),
-        }
-    }
-
-    fn run(&mut self, checker: &mut Checker, all: &[Option<NodeRecords>]) {
-        let n = self.procs;
-        // Each slot's process as the feed goes (its own until it rejoined).
-        let mut current: Vec<u32> = (0..self.ids.len() as u32).collect();
-        for &(t, kind, slot, i) in &self.order {
-            let recs = all[slot as usize]
-                .as_ref()
-                .expect("only recorded processes are fed");
-            match kind {
-                Rec::Join => {
-                    let (slot, id) = self.joins[i as usize];
-                    checker.on_joined(t, slot, &[id]);
-                    current[slot as usize] = id;
-                }
-                Rec::Send => {
-                    let s = &recs.sends[i as usize];
-                    let p = s.proc;
-                    let dsts = match &s.dsts {
-                        None => Dsts::All(n),
-                        Some(v) => Dsts::List(v.clone()),
-                    };
-                    self.scatterings += 1;
-                    self.sent += s.dsts.as_ref().map_or(u64::from(n), |v| v.len() as u64);
-                    let ts = Timestamp::new(s.ts);
-                    checker.on_send(t, slot, p, s.seq, ts, dsts, s.reliable);
-                }
-                Rec::Delivery => {
-                    let d = &recs.deliveries[i as usize];
-                    let p = d.dst;
-                    self.delivered += 1;
-                    self.delivered_reliable += u64::from(d.reliable);
-                    self.last_delivery_ns = self.last_delivery_ns.max(t);
-                    self.latency.record(d.latency_ns);
-                    let barrier = Timestamp::new(d.barrier);
-                    let before = checker.on_released(t, p, d.reliable, barrier);
-                    let delivery = Delivery {
-                        dst: ProcId(p),
-                        src: ProcId(d.src),
-                        ts: Timestamp::new(d.ts),
-                        psn: Psn(d.psn),
-                        payload: bytes::Bytes::new(),
-                        barrier,
-                        reliable: d.reliable,
-                        arrived: ProtoInstant(t),
-                        now_ts: Timestamp::new(d.delivered_ts),
-                    };
-                    checker.on_deliver(t, slot, &delivery, d.seq, before);
-                }
-                Rec::Failure => {
-                    let f = &recs.failures[i as usize];
-                    let p = current[slot as usize];
-                    let reason = nak_reason(f.reason);
-                    checker.on_send_failed(t, p, f.dst, Timestamp::new(f.ts), reason);
-                }
-            }
-        }
-    }
-}
-
-/// Scatterings of senders that left no records, rebuilt from the deliveries of the others:
-/// (sender, seq) → (timestamp, reliable, receivers that delivered it).
-#[allow(clippy::type_complexity)]
-fn rebuilt_sends(
-    all: &[Option<NodeRecords>],
-    ids: &[u32],
-    killed: &BTreeSet<u32>,
-) -> BTreeMap<(u32, u64), (u64, bool, BTreeSet<u32>)> {
-    // Senders whose records are in: each recorded slot's processes — its process now, and its
-    // first one unless it was killed (a restarted slot lost its old process's records with its
-    // memory: those sends are rebuilt like a dead one's).
-    let mut recorded: BTreeSet<u32> = BTreeSet::new();
-    for (q, (r, &id)) in all.iter().zip(ids).enumerate() {
-        let Some(r) = r else { continue };
-        recorded.insert(id);
-        if !killed.contains(&(q as u32)) {
-            recorded.insert(q as u32);
-        }
-        recorded.extend(r.sends.iter().map(|s| s.proc));
-    }
-    let mut rebuilt: BTreeMap<(u32, u64), (u64, bool, BTreeSet<u32>)> = BTreeMap::new();
-    for recs in all {
-        for d in recs.iter().flat_map(|r| &r.deliveries) {
-            if !recorded.contains(&d.src) {
-                rebuilt
-                    .entry((d.src, d.seq))
-                    .or_insert_with(|| (d.ts, d.reliable, BTreeSet::new()))
-                    .2
-                    .insert(d.dst);
-            }
-        }
-    }
-    rebuilt
 }
 
 /// The stall after the kills: the longest time (ms) a correct process delivered nothing
@@ -910,258 +786,4 @@ fn delivery_gap(args: &UpArgs, run: &Run<'_>, all: &[Option<NodeRecords>]) -> f6
         }
     }
     worst as f64 / 1e6
-}
-
-fn us(ns: f64) -> String {
-    format!("{:.1} µs", ns / 1e3)
-}
-
-pub(super) fn finish(args: &UpArgs, r: &UpReport) -> i32 {
-    println!(
-        "  messages    {} sent in {} scatterings, {} delivered ({} reliable), {} dropped late, {} send-failed ({} lost)",
-        r.sent, r.scatterings, r.delivered, r.delivered_reliable, r.dropped_late, r.send_failed, r.lost_reported
-    );
-    println!(
-        "  throughput  {:.0} msgs/s delivered (all receivers), {} sends refused (buffer full)",
-        r.throughput_msgs_per_s, r.sends_refused_full
-    );
-    println!(
-        "  latency     mean {}  p50 {}  p99 {}  max {}",
-        us(r.latency_ns.mean),
-        us(r.latency_ns.p50 as f64),
-        us(r.latency_ns.p99 as f64),
-        us(r.latency_ns.max as f64)
-    );
-    if r.service == "reliable" {
-        println!(
-            "  reliable    {} retransmits, {} undelivered",
-            r.retransmits, r.undelivered_reliable
-        );
-    }
-    let offload = match (r.gso, r.gro) {
-        (true, true) => format!(
-            ", GSO ({} sends) and GRO ({} receives)",
-            r.gso_sends, r.gro_receives
-        ),
-        (true, false) => format!(", GSO ({} sends)", r.gso_sends),
-        (false, true) => format!(", GRO on ({} receives)", r.gro_receives),
-        (false, false) => String::new(),
-    };
-    println!(
-        "  transport   {} datagrams ({:.0}/s) of up to {} B{offload}, {:.1} packets per datagram",
-        r.datagrams_sent, r.datagrams_per_s, r.datagram_len_max, r.packets_per_datagram
-    );
-    println!(
-        "  dropped     {} datagrams at full receive buffers (kernel), {} garbage datagrams",
-        r.datagrams_dropped_rcvbuf, r.garbage_dropped
-    );
-    let a = &r.auth;
-    if a.mode != "off" {
-        let reasons: Vec<String> = a
-            .refused
-            .iter()
-            .filter(|(_, &n)| n > 0)
-            .map(|(k, n)| format!("{n} {}", k.replace('_', " ")))
-            .collect();
-        let reasons = match reasons.is_empty() {
-            true => String::new(),
-            false => format!(" ({})", reasons.join(", ")),
-        };
-        println!(
-            "  auth        {}: {} datagrams sealed, {} opened, {} refused{reasons}; {} key epochs activated; {} TLS handshakes refused",
-            a.mode, a.sealed, a.opened, a.refused_total, a.key_activations, a.controller_tls_refused
-        );
-    }
-    let busiest: Vec<String> = {
-        let mut v: Vec<(&String, &f64)> = r.cpu_s.iter().collect();
-        v.sort_by(|a, b| b.1.total_cmp(a.1));
-        v.iter()
-            .take(4)
-            .map(|(n, s)| format!("{n} {s:.2}"))
-            .collect()
-    };
-    println!(
-        "  cpu         {:.2} s in all ({:.2} cores over the {:.1} s of traffic); busiest: {}",
-        r.cpu_s_total,
-        r.cpu_s_total / r.delivery_span_s.max(1e-9),
-        r.delivery_span_s,
-        busiest.join(", ")
-    );
-    if !r.drained {
-        println!(
-            "  drain       limit reached with {} message(s) neither delivered nor reported lost",
-            r.undrained
-        );
-    }
-    let checks = if r.checked {
-        format!(
-            "{} violations in {} checked deliveries",
-            r.violations, r.checked_deliveries
-        )
-    } else {
-        "off (--unordered: delivery order is the baseline's; --check runs them)".to_string()
-    };
-    if !r.kills.is_empty() {
-        let declared: Vec<String> = r
-            .declared_failed
-            .iter()
-            .map(|d| {
-                format!(
-                    "p{} at ts {} (round {}, {:.2} s)",
-                    d.proc, d.failure_ts, d.round, d.at_s
-                )
-            })
-            .collect();
-        println!(
-            "  failures    declared failed: {}{}",
-            if declared.is_empty() {
-                "none".to_string()
-            } else {
-                declared.join(", ")
-            },
-            if r.controller_killed {
-                " (the controller was killed: no failure after it was repaired)"
-            } else {
-                ""
-            }
-        );
-        if r.leaders.len() > 1 {
-            println!("  controllers led by {}", r.leaders.join(", then "));
-        }
-        for round in &r.rounds {
-            println!(
-                "  round {}     declared by {}, resumed by {}",
-                round.round,
-                round.declared_by,
-                round
-                    .resumed_by
-                    .as_deref()
-                    .unwrap_or("nobody (not resumed)")
-            );
-        }
-        let after: Vec<String> = r
-            .delivered_after_kills
-            .iter()
-            .map(|(p, k)| format!("{p} {k}"))
-            .collect();
-        println!(
-            "  stall       longest delivery gap of a correct process after the first kill: {:.1} ms{}; delivered after the last kill: {}",
-            r.stall_ms,
-            r.stall_proc.map_or(String::new(), |p| format!(" (p{p})")),
-            after.join(", ")
-        );
-    }
-    for j in &r.rejoined {
-        println!(
-            "  rejoined    p{} as p{} (§5.2: recovered, a new process): sent {}, delivered {}",
-            j.proc, j.as_proc, j.sent, j.delivered
-        );
-    }
-    if !args.blackhole.is_empty() || !args.cut.is_empty() || r.forwarded_by_controller > 0 {
-        println!(
-            "  forwarding  {} packets black-holed and {} dropped at cut uplinks by aggregators, {} relayed by the controller (§5.2)",
-            r.blackholed, r.cut_dropped, r.forwarded_by_controller
-        );
-    }
-    println!("  checks      {checks}");
-    if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(r).expect("report serializes");
-        if let Err(e) = std::fs::write(path, json + "\n") {
-            eprintln!("onepipe up: --json: cannot write {}: {e}", path.display());
-            return EXIT_USAGE;
-        }
-    }
-    let mut code = 0;
-    if r.violations > 0 || r.undelivered_reliable > 0 {
-        eprintln!("onepipe up: {} violation(s):", r.violations);
-        for v in &r.violation_samples {
-            eprintln!("  {v}");
-        }
-        code = EXIT_VIOLATION;
-    }
-    if !r.drained {
-        // Liveness: every message is delivered or reported lost to its sender (§2.1); a run
-        // whose drain limit passed first has not shown that, so it fails.
-        eprintln!(
-            "onepipe up: not drained within --drain: {} message(s) neither delivered nor reported lost{}",
-            r.undrained,
-            if r.undrained_samples.is_empty() { "" } else { ", e.g.:" }
-        );
-        for u in &r.undrained_samples {
-            eprintln!("  {u}");
-        }
-        code = EXIT_VIOLATION;
-    }
-    code
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::live::records::{DeliveryRec, SendRec};
-
-    fn send(seq: u64, ts: u64, send_ns: u64) -> SendRec {
-        SendRec {
-            proc: 0,
-            seq,
-            ts,
-            send_ns,
-            reliable: false,
-            dsts: None,
-        }
-    }
-
-    fn delivery(src: u32, dst: u32, ts: u64, barrier: u64, recv_ns: u64) -> DeliveryRec {
-        DeliveryRec {
-            src,
-            dst,
-            seq: 0,
-            ts,
-            barrier,
-            delivered_ts: barrier + 1,
-            recv_ns,
-            latency_ns: 1,
-            reliable: false,
-            psn: 0,
-        }
-    }
-
-    /// Two processes; p1 broadcasts ts 10 at time 1, which both deliver at time 5 (barrier
-    /// 20); p0 then sends `p0_ts` at time `p0_at`. The violations' kinds.
-    fn kinds_of(p0_ts: u64, p0_at: u64) -> Vec<&'static str> {
-        let all = vec![
-            Some(NodeRecords {
-                sends: vec![send(0, p0_ts, p0_at)],
-                deliveries: vec![delivery(1, 0, 10, 20, 5)],
-                failures: Vec::new(),
-            }),
-            Some(NodeRecords {
-                sends: vec![SendRec {
-                    proc: 1,
-                    ..send(0, 10, 1)
-                }],
-                deliveries: vec![delivery(1, 1, 10, 20, 5)],
-                failures: Vec::new(),
-            }),
-        ];
-        let mut checker = Checker::new(2, 1, 0, true);
-        Feed::new(2, &all, &[0, 1]).run(&mut checker, &all);
-        checker.violations().iter().map(|v| v.kind).collect()
-    }
-
-    /// §2.1 causality, live: records are fed in time order, so a send stamped at or below a
-    /// timestamp its process had already delivered is caught — and one made before that
-    /// delivery is not.
-    #[test]
-    fn a_send_stamped_below_what_its_process_delivered_before_is_a_causality_violation() {
-        assert_eq!(kinds_of(9, 6), ["causality"], "sent after delivering ts 10");
-        assert_eq!(kinds_of(10, 6), ["causality"], "at it is not above it");
-        assert_eq!(
-            kinds_of(9, 4),
-            Vec::<&str>::new(),
-            "sent before the delivery"
-        );
-        // Equal times: the delivery was taken before the send call read the clock.
-        assert_eq!(kinds_of(9, 5), ["causality"]);
-    }
 }
