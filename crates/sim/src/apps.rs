@@ -344,6 +344,71 @@ impl ReplSet {
 }
 
 impl ReplSet {
+    /// The checks of the run into report `r`: linearizability (`skew_ns`: how far the clients'
+    /// clocks may disagree), the logs of the replicas not `failed`, the dependency graph.
+    fn check(&self, r: &mut AppReport, skew_ns: u64, failed: &HashMap<u32, u64>) {
+        // Writes still open (a client that failed, or a run that did not drain) may or may not
+        // have taken effect.
+        let maybe: Vec<MaybeOp> = self.procs.iter().flat_map(|p| p.open_writes()).collect();
+        let v = lincheck::check(&self.done, &maybe, skew_ns, LIN_BUDGET);
+        let g = lincheck::graph_verdict(&self.done, &maybe, skew_ns);
+        // Logs of the replicas still alive.
+        let logs: Vec<ReplicaLog> = self
+            .procs
+            .iter()
+            .filter_map(|p| p.replica_log())
+            .filter(|l| !failed.contains_key(&l.replica))
+            .collect();
+        // Durability is promised while a majority of the replicas survives: a write is
+        // acknowledged once a majority holds it (MultiPaxos), so losing a majority may lose it.
+        let replicas = self
+            .procs
+            .iter()
+            .filter(|p| p.replica_log().is_some())
+            .count();
+        let durable = logs.len() > replicas / 2;
+        let acknowledged = self
+            .done
+            .iter()
+            .filter(|d| durable && d.cmd.is_write())
+            .map(|d| (d.client, d.id));
+        let log_violations = lincheck::check_logs(&logs, acknowledged);
+        r.checked_transactions = v.ops;
+        r.checked_reads = v.keys;
+        r.violations = v.violations + v.undecided + log_violations.len() as u64 + g.anomalies;
+        r.checks.insert(
+            "linearizability".into(),
+            CheckRecord::ran(
+                v.violations + v.undecided,
+                [
+                    ("operations", v.ops),
+                    ("keys", v.keys),
+                    ("open_writes", maybe.len() as u64),
+                    ("undecided_keys", v.undecided),
+                ],
+            ),
+        );
+        r.checks.insert(
+            "replica-logs".into(),
+            CheckRecord::ran(log_violations.len() as u64, [("logs", logs.len() as u64)]),
+        );
+        r.checks.insert("dependency-graph".into(), graph_check(&g));
+        r.violation_samples = v
+            .samples
+            .iter()
+            .cloned()
+            .chain(log_violations)
+            .chain(g.samples.iter().map(|x| format!("dependency graph: {x}")))
+            .take(8)
+            .collect();
+        if v.undecided > 0 {
+            r.violation_samples.push(format!(
+                "{} keys undecided within the search budget",
+                v.undecided
+            ));
+        }
+    }
+
     /// The MultiPaxos counters summed over the processes, if they run MultiPaxos.
     fn paxos_stats(&self) -> Option<PaxosStats> {
         let mut all = self.procs.iter().filter_map(|p| p.paxos_stats()).peekable();
@@ -426,68 +491,8 @@ impl AppSet for ReplSet {
             paxos: self.paxos_stats(),
             ..AppReport::default()
         };
-        if !check {
-            return r;
-        }
-        // Writes still open (a client that failed, or a run that did not drain) may or may not
-        // have taken effect.
-        let maybe: Vec<MaybeOp> = self.procs.iter().flat_map(|p| p.open_writes()).collect();
-        let v = lincheck::check(&self.done, &maybe, skew_ns, LIN_BUDGET);
-        let g = lincheck::graph_verdict(&self.done, &maybe, skew_ns);
-        // Logs of the replicas still alive.
-        let logs: Vec<ReplicaLog> = self
-            .procs
-            .iter()
-            .filter_map(|p| p.replica_log())
-            .filter(|l| !failed.contains_key(&l.replica))
-            .collect();
-        // Durability is promised while a majority of the replicas survives: a write is
-        // acknowledged once a majority holds it (MultiPaxos), so losing a majority may lose it.
-        let replicas = self
-            .procs
-            .iter()
-            .filter(|p| p.replica_log().is_some())
-            .count();
-        let durable = logs.len() > replicas / 2;
-        let acknowledged = self
-            .done
-            .iter()
-            .filter(|d| durable && d.cmd.is_write())
-            .map(|d| (d.client, d.id));
-        let log_violations = lincheck::check_logs(&logs, acknowledged);
-        r.checked_transactions = v.ops;
-        r.checked_reads = v.keys;
-        r.violations = v.violations + v.undecided + log_violations.len() as u64 + g.anomalies;
-        r.checks.insert(
-            "linearizability".into(),
-            CheckRecord::ran(
-                v.violations + v.undecided,
-                [
-                    ("operations", v.ops),
-                    ("keys", v.keys),
-                    ("open_writes", maybe.len() as u64),
-                    ("undecided_keys", v.undecided),
-                ],
-            ),
-        );
-        r.checks.insert(
-            "replica-logs".into(),
-            CheckRecord::ran(log_violations.len() as u64, [("logs", logs.len() as u64)]),
-        );
-        r.checks.insert("dependency-graph".into(), graph_check(&g));
-        r.violation_samples = v
-            .samples
-            .iter()
-            .cloned()
-            .chain(log_violations)
-            .chain(g.samples.iter().map(|x| format!("dependency graph: {x}")))
-            .take(8)
-            .collect();
-        if v.undecided > 0 {
-            r.violation_samples.push(format!(
-                "{} keys undecided within the search budget",
-                v.undecided
-            ));
+        if check {
+            self.check(&mut r, skew_ns, failed);
         }
         r
     }

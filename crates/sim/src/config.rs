@@ -488,11 +488,87 @@ pub const LEAVE_FLUSH_MAX_NS: u64 = 2_000_000;
 pub const PAYLOAD_HEADER_LEN: usize = 16;
 
 impl SimConfig {
-    /// Checks the configuration; the error names the first bad flag.
+    /// Checks the configuration; the error names the first bad flag. The parts are checked in
+    /// one fixed order, interleaved (the network's, the workload's, the protocol's and the
+    /// faults'), so that a configuration with several errors always reports the same one first.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_procs_per_host()?;
+        self.validate_app()?;
+        self.validate_beacons()?;
+        self.validate_traffic()?;
+        self.validate_link_faults()?;
+        self.validate_reliable()?;
+        self.validate_noise()?;
+        self.validate_links()?;
+        self.validate_sync_and_mtu()?;
+        // The network's size: the topology's own arguments, and processes a receiver can order.
+        let procs = self.procs()?;
+        self.validate_fault_schedule()?;
+        self.validate_link_timeout()?;
+        self.validate_state_size(procs)?;
+        self.validate_scatter(procs)
+    }
+
+    // The network: its size, its links and what it takes to simulate.
+
+    /// The network: processes per host.
+    fn validate_procs_per_host(&self) -> Result<(), ConfigError> {
         if self.procs_per_host == 0 {
             return Err(bad("--procs-per-host", "must be at least 1"));
         }
+        Ok(())
+    }
+
+    /// The network: link bandwidths, the default and the per-host ones.
+    fn validate_links(&self) -> Result<(), ConfigError> {
+        if !(self.link_gbps > 0.0 && self.link_gbps.is_finite()) {
+            return Err(bad("--link-gbps", "must be positive"));
+        }
+        for h in &self.host_links {
+            let fast_enough = |l: &LinkSpec| l.gbps > 0.0 && l.gbps.is_finite();
+            if h.hosts.start >= h.hosts.end || h.hosts.end > self.hosts()? {
+                return Err(bad(
+                    "host_links",
+                    format!(
+                        "hosts {:?}: a non-empty range of 0..{}",
+                        h.hosts,
+                        self.hosts()?
+                    ),
+                ));
+            }
+            if !(fast_enough(&h.up) && fast_enough(&h.down)) {
+                return Err(bad(
+                    "host_links",
+                    format!("hosts {:?}: bandwidths must be positive", h.hosts),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The network: the per-sender state every host keeps for every one of `procs` processes.
+    fn validate_state_size(&self, procs: u32) -> Result<(), ConfigError> {
+        // Every host keeps per-sender state for every process (reorder list heads, 8 bytes;
+        // next PSN per destination, 4 bytes per local process): bound it before allocating.
+        let hosts = self.hosts()? as u64;
+        let state_bytes = hosts * procs as u64 * 8 + procs as u64 * procs as u64 * 4;
+        if state_bytes > STATE_BYTES_MAX {
+            return Err(bad(
+                self.size_flag(),
+                format!(
+                    "{hosts} hosts × {procs} processes need ~{} GiB of per-sender state; the simulator allows {} GiB",
+                    state_bytes >> 30,
+                    STATE_BYTES_MAX >> 30
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    // The workload: the application or the synthetic traffic.
+
+    /// The workload: the application's settings and its window of transactions in flight.
+    fn validate_app(&self) -> Result<(), ConfigError> {
         let window = match &self.app {
             Some(AppSpec::Kv { workload, window }) => {
                 workload.validate().map_err(|m| bad("--app", m))?;
@@ -509,30 +585,7 @@ impl SimConfig {
                 paxos: PaxosSpec { wnd, bsz, .. },
                 ..
             }) => {
-                workload.validate().map_err(|m| bad("--app", m))?;
-                use onepipe_apps::repl::paxos::{BSZ_MAX, WND_MAX};
-                if !(1..=WND_MAX).contains(wnd) {
-                    return Err(bad("--wnd", format!("{wnd}: take 1 to {WND_MAX}")));
-                }
-                if !(1..=BSZ_MAX).contains(bsz) {
-                    return Err(bad("--bsz", format!("{bsz} bytes: take 1 to {BSZ_MAX}")));
-                }
-                if !(1..=64).contains(replicas) {
-                    return Err(bad(
-                        "--replicas",
-                        format!("{replicas} replicas: take 1 to 64"),
-                    ));
-                }
-                let procs = self.procs()?;
-                if procs <= *replicas {
-                    return Err(bad(
-                        "--replicas",
-                        format!(
-                            "{replicas} replicas leave no client among {procs} processes \
-                             (the processes after the replicas are the clients)"
-                        ),
-                    ));
-                }
+                self.validate_replkv(workload, *wnd, *bsz, *replicas)?;
                 Some(*window)
             }
             Some(AppSpec::HashTable {
@@ -540,27 +593,7 @@ impl SimConfig {
                 window,
                 layout,
             }) => {
-                workload.validate().map_err(|m| bad("--app", m))?;
-                layout.validate().map_err(|m| bad("--app", m))?;
-                use onepipe_apps::hashtable::WINDOW_MAX;
-                if *window > WINDOW_MAX {
-                    return Err(bad("--window", format!("{window}: at most {WINDOW_MAX}")));
-                }
-                let procs = self.procs()?;
-                if procs < layout.procs() {
-                    return Err(bad(
-                        "--app",
-                        format!(
-                            "hashtable needs servers × replicas + clients = {} × {} + {} = {} \
-                             processes; the topology has {procs} (--hosts, --k, \
-                             --procs-per-host)",
-                            layout.servers,
-                            layout.replicas,
-                            layout.clients,
-                            layout.procs()
-                        ),
-                    ));
-                }
+                self.validate_hashtable(workload, *window, layout)?;
                 Some(*window)
             }
             None => None,
@@ -573,15 +606,78 @@ impl SimConfig {
                 ));
             }
         }
-        if self.beacon_interval_ns == 0 {
-            return Err(bad("--beacon-interval", "must be positive"));
+        Ok(())
+    }
+
+    /// The workload: the replicated key-value service's (MultiPaxos's window and batch, the
+    /// replicas, and a client left among the processes).
+    fn validate_replkv(
+        &self,
+        workload: &onepipe_apps::repl::ReplWorkload,
+        wnd: u32,
+        bsz: u32,
+        replicas: u32,
+    ) -> Result<(), ConfigError> {
+        workload.validate().map_err(|m| bad("--app", m))?;
+        use onepipe_apps::repl::paxos::{BSZ_MAX, WND_MAX};
+        if !(1..=WND_MAX).contains(&wnd) {
+            return Err(bad("--wnd", format!("{wnd}: take 1 to {WND_MAX}")));
         }
-        if self.fast_beacon_interval_ns >= self.beacon_interval_ns {
+        if !(1..=BSZ_MAX).contains(&bsz) {
+            return Err(bad("--bsz", format!("{bsz} bytes: take 1 to {BSZ_MAX}")));
+        }
+        if !(1..=64).contains(&replicas) {
             return Err(bad(
-                "--fast-beacon-interval",
-                "must be 0 (off) or below the beacon interval",
+                "--replicas",
+                format!("{replicas} replicas: take 1 to 64"),
             ));
         }
+        let procs = self.procs()?;
+        if procs <= replicas {
+            return Err(bad(
+                "--replicas",
+                format!(
+                    "{replicas} replicas leave no client among {procs} processes \
+                     (the processes after the replicas are the clients)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The workload: the hash table's (its layout must fit the processes).
+    fn validate_hashtable(
+        &self,
+        workload: &onepipe_apps::hashtable::HtWorkload,
+        window: u32,
+        layout: &onepipe_apps::hashtable::HtLayout,
+    ) -> Result<(), ConfigError> {
+        workload.validate().map_err(|m| bad("--app", m))?;
+        layout.validate().map_err(|m| bad("--app", m))?;
+        use onepipe_apps::hashtable::WINDOW_MAX;
+        if window > WINDOW_MAX {
+            return Err(bad("--window", format!("{window}: at most {WINDOW_MAX}")));
+        }
+        let procs = self.procs()?;
+        if procs < layout.procs() {
+            return Err(bad(
+                "--app",
+                format!(
+                    "hashtable needs servers × replicas + clients = {} × {} + {} = {} \
+                     processes; the topology has {procs} (--hosts, --k, \
+                     --procs-per-host)",
+                    layout.servers,
+                    layout.replicas,
+                    layout.clients,
+                    layout.procs()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The workload: message size, send rate and duration.
+    fn validate_traffic(&self) -> Result<(), ConfigError> {
         if self.msg_size < PAYLOAD_HEADER_LEN {
             return Err(bad(
                 "--msg-size",
@@ -602,12 +698,40 @@ impl SimConfig {
         if self.duration_ns == 0 {
             return Err(bad("--duration", "must be positive"));
         }
-        if !(0.0..=1.0).contains(&self.reorder_prob) {
-            return Err(bad("--reorder-prob", "must be between 0 and 1"));
+        Ok(())
+    }
+
+    /// The workload: a scattering's destinations among `procs` processes.
+    fn validate_scatter(&self, procs: u32) -> Result<(), ConfigError> {
+        if let WorkloadKind::Scatter { k } = self.workload {
+            if k == 0 || k as u64 > procs as u64 {
+                return Err(bad(
+                    "--scatter-k",
+                    format!("must be between 1 and the number of processes ({procs}), got {k}"),
+                ));
+            }
         }
-        if !(0.0..=1.0).contains(&self.loss_rate) {
-            return Err(bad("--loss", "must be between 0 and 1"));
+        Ok(())
+    }
+
+    // The protocol and the service: beacons, reliability, timers, packets.
+
+    /// The protocol: the beacon intervals.
+    fn validate_beacons(&self) -> Result<(), ConfigError> {
+        if self.beacon_interval_ns == 0 {
+            return Err(bad("--beacon-interval", "must be positive"));
         }
+        if self.fast_beacon_interval_ns >= self.beacon_interval_ns {
+            return Err(bad(
+                "--fast-beacon-interval",
+                "must be 0 (off) or below the beacon interval",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The service: the reliable transport's buffer and timers, and the best-effort loss reports.
+    fn validate_reliable(&self) -> Result<(), ConfigError> {
         if self.service != Service::BestEffort {
             // A reliable scattering must fit the send buffer whole (§6.1: it waits there until
             // every message fits its window).
@@ -656,6 +780,49 @@ impl SimConfig {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The protocol: the clock synchronization interval and the payload per packet.
+    fn validate_sync_and_mtu(&self) -> Result<(), ConfigError> {
+        if self.clock_sync_interval_ns == 0 {
+            return Err(bad("--clock-sync-interval", "must be positive"));
+        }
+        if self.mtu_payload == 0 || self.mtu_payload > onepipe_proto::wire::PAYLOAD_LEN_MAX {
+            return Err(bad("--mtu", "payload per packet must be 1..=65535 bytes"));
+        }
+        Ok(())
+    }
+
+    /// The protocol: link timeouts, which reliable failure handling needs when anything fails.
+    fn validate_link_timeout(&self) -> Result<(), ConfigError> {
+        if self.link_timeout_intervals == 0
+            && self.service != Service::BestEffort
+            && !(self.cuts.is_empty() && self.crashes.is_empty() && self.leaves.is_empty())
+        {
+            return Err(bad(
+                "--link-timeout",
+                "reliable failure handling (§5.2) starts from link timeouts: it cannot be 0 with --crash-host, --leave-host or --cut",
+            ));
+        }
+        Ok(())
+    }
+
+    // The faults: loss, duplication, reordering, skew, and the scheduled ones.
+
+    /// The faults: reordering and loss probabilities.
+    fn validate_link_faults(&self) -> Result<(), ConfigError> {
+        if !(0.0..=1.0).contains(&self.reorder_prob) {
+            return Err(bad("--reorder-prob", "must be between 0 and 1"));
+        }
+        if !(0.0..=1.0).contains(&self.loss_rate) {
+            return Err(bad("--loss", "must be between 0 and 1"));
+        }
+        Ok(())
+    }
+
+    /// The faults: loss bursts, duplication and clock skew.
+    fn validate_noise(&self) -> Result<(), ConfigError> {
         if self.loss_burst == 0 {
             return Err(bad("--loss-burst", "must be at least 1 packet"));
         }
@@ -665,35 +832,11 @@ impl SimConfig {
         if !(self.clock_skew_ns >= 0.0 && self.clock_skew_ns < 1e9) {
             return Err(bad("--clock-skew", "must be between 0 and 1s"));
         }
-        if !(self.link_gbps > 0.0 && self.link_gbps.is_finite()) {
-            return Err(bad("--link-gbps", "must be positive"));
-        }
-        for h in &self.host_links {
-            let fast_enough = |l: &LinkSpec| l.gbps > 0.0 && l.gbps.is_finite();
-            if h.hosts.start >= h.hosts.end || h.hosts.end > self.hosts()? {
-                return Err(bad(
-                    "host_links",
-                    format!(
-                        "hosts {:?}: a non-empty range of 0..{}",
-                        h.hosts,
-                        self.hosts()?
-                    ),
-                ));
-            }
-            if !(fast_enough(&h.up) && fast_enough(&h.down)) {
-                return Err(bad(
-                    "host_links",
-                    format!("hosts {:?}: bandwidths must be positive", h.hosts),
-                ));
-            }
-        }
-        if self.clock_sync_interval_ns == 0 {
-            return Err(bad("--clock-sync-interval", "must be positive"));
-        }
-        if self.mtu_payload == 0 || self.mtu_payload > onepipe_proto::wire::PAYLOAD_LEN_MAX {
-            return Err(bad("--mtu", "payload per packet must be 1..=65535 bytes"));
-        }
-        let procs = self.procs()?;
+        Ok(())
+    }
+
+    /// The faults: crashes, leaves, restarts, clock steps, blackholes and controller outages.
+    fn validate_fault_schedule(&self) -> Result<(), ConfigError> {
         for &(h, _) in &self.crashes {
             if h >= self.hosts()? {
                 return Err(bad(
@@ -758,37 +901,6 @@ impl SimConfig {
                 return Err(bad(
                     "--controller-down",
                     format!("the outage {from}..{to} ns ends before it starts"),
-                ));
-            }
-        }
-        if self.link_timeout_intervals == 0
-            && self.service != Service::BestEffort
-            && !(self.cuts.is_empty() && self.crashes.is_empty() && self.leaves.is_empty())
-        {
-            return Err(bad(
-                "--link-timeout",
-                "reliable failure handling (§5.2) starts from link timeouts: it cannot be 0 with --crash-host, --leave-host or --cut",
-            ));
-        }
-        // Every host keeps per-sender state for every process (reorder list heads, 8 bytes;
-        // next PSN per destination, 4 bytes per local process): bound it before allocating.
-        let hosts = self.hosts()? as u64;
-        let state_bytes = hosts * procs as u64 * 8 + procs as u64 * procs as u64 * 4;
-        if state_bytes > STATE_BYTES_MAX {
-            return Err(bad(
-                self.size_flag(),
-                format!(
-                    "{hosts} hosts × {procs} processes need ~{} GiB of per-sender state; the simulator allows {} GiB",
-                    state_bytes >> 30,
-                    STATE_BYTES_MAX >> 30
-                ),
-            ));
-        }
-        if let WorkloadKind::Scatter { k } = self.workload {
-            if k == 0 || k as u64 > procs as u64 {
-                return Err(bad(
-                    "--scatter-k",
-                    format!("must be between 1 and the number of processes ({procs}), got {k}"),
                 ));
             }
         }

@@ -42,7 +42,7 @@ use queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, StdBinaryHeap};
 use serde::Serialize;
 
 /// The outcome of a run (the JSON of `onepipe sim --json`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
     /// The seed.
     pub seed: u64,
@@ -232,6 +232,34 @@ fn run_with<Q: EventQueue<Ev>>(
             },
         }
     })?;
+    let (cpu_busy, drained) = drive(&mut world, cfg, progress);
+    let end = world.now();
+    let recovered: Vec<u32> = world
+        .hosts()
+        .enumerate()
+        .filter(|(_, h)| h.stats().recovered > 0)
+        .map(|(i, _)| i as u32)
+        .collect();
+    if let Some(c) = world.proto.checker.as_mut() {
+        c.finish(end, cfg.seed, drained);
+    }
+    let ran = Ran {
+        cpu_busy,
+        drained,
+        recovered: recovered.len() as u64,
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    Ok(report(&world, cfg, ran))
+}
+
+/// Runs `world` for the sending period, then drains it: on until everything sent has been
+/// delivered or reported, or the drain limit. Returns how busy the hosts' CPUs were while the
+/// processes issued, and whether the run drained.
+fn drive<Q: EventQueue<Ev>>(
+    world: &mut World<Q>,
+    cfg: &SimConfig,
+    progress: &mut dyn FnMut(f64),
+) -> (engine::CpuBusy, bool) {
     let limit = cfg.duration_ns + cfg.drain_ns;
     let mut report_progress = |t: SimTime| progress(t as f64 / cfg.duration_ns.max(1) as f64);
     world.run_until(cfg.duration_ns, &mut report_progress);
@@ -246,48 +274,65 @@ fn run_with<Q: EventQueue<Ev>>(
     if !drained {
         world.trace_state();
     }
-    let end = world.now();
-    let recovered: Vec<u32> = world
-        .hosts()
-        .enumerate()
-        .filter(|(_, h)| h.stats().recovered > 0)
-        .map(|(i, _)| i as u32)
-        .collect();
-    if let Some(c) = world.proto.checker.as_mut() {
-        c.finish(end, cfg.seed, drained);
+    (cpu_busy, drained)
+}
+
+/// What a run measured beside its world: CPU busy shares, whether it drained, hosts that
+/// recovered (§5.2) and the wall-clock time it took.
+struct Ran {
+    cpu_busy: engine::CpuBusy,
+    drained: bool,
+    recovered: u64,
+    wall_s: f64,
+}
+
+/// Counters summed over the hosts.
+#[derive(Default)]
+struct HostTotals {
+    dropped_late: u64,
+    dropped_incomplete: u64,
+    reorder_max: usize,
+    dropped_duplicate: u64,
+    acks: u64,
+    lost_reported: u64,
+    ack_packets: u64,
+    retransmits: u64,
+    fast_retransmits: u64,
+    window_cuts: u64,
+}
+
+impl HostTotals {
+    /// The totals over `world`'s hosts (the largest reorder buffer for `reorder_max`).
+    fn of<Q: EventQueue<Ev>>(world: &World<Q>) -> HostTotals {
+        let mut t = HostTotals::default();
+        for h in world.hosts() {
+            let rs = h.reliable_stats();
+            t.retransmits += rs.retransmits;
+            t.fast_retransmits += rs.fast_retransmits;
+            t.window_cuts += rs.window_cuts;
+            let st = h.stats();
+            t.dropped_late += st.dropped_late;
+            t.dropped_incomplete += st.dropped_incomplete;
+            t.dropped_duplicate += st.dropped_duplicate;
+            t.acks += st.acks_sent;
+            t.ack_packets += st.ack_packets_sent;
+            t.lost_reported += st.lost;
+            t.reorder_max = t.reorder_max.max(h.reorder_len_peak());
+        }
+        t
     }
-    let wall_s = started.elapsed().as_secs_f64();
+}
+
+/// The report of the run of `cfg` on `world`, finished: what was sent and delivered, how fast
+/// and at what cost, then (`fault_report`) what the checkers and §5.2 found.
+fn report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, ran: Ran) -> Report {
+    let end = world.now();
     let topo = world.topology();
     let link_count = topo.links().len() as f64;
     let capacity_bytes = link_count * cfg.link_gbps / 8.0 * end as f64;
-    let (mut dropped_late, mut dropped_incomplete, mut reorder_max) = (0, 0, 0);
-    let (mut dropped_duplicate, mut acks, mut lost_reported) = (0, 0, 0);
-    let mut ack_packets = 0;
-    let (mut retransmits, mut fast_retransmits, mut window_cuts) = (0, 0, 0);
-    for h in world.hosts() {
-        let rs = h.reliable_stats();
-        retransmits += rs.retransmits;
-        fast_retransmits += rs.fast_retransmits;
-        window_cuts += rs.window_cuts;
-        let st = h.stats();
-        dropped_late += st.dropped_late;
-        dropped_incomplete += st.dropped_incomplete;
-        dropped_duplicate += st.dropped_duplicate;
-        acks += st.acks_sent;
-        ack_packets += st.ack_packets_sent;
-        lost_reported += st.lost;
-        reorder_max = reorder_max.max(h.reorder_len_peak());
-    }
+    let t = HostTotals::of(world);
     let (s, net) = (&world.proto.stats, &world.net);
-    let (violations, violation_samples, checked_deliveries) = match &world.proto.checker {
-        Some(c) => (
-            c.violation_count(),
-            c.violations().iter().map(|v| v.to_string()).collect(),
-            c.deliveries_checked(),
-        ),
-        None => (0, Vec::new(), 0),
-    };
-    Ok(Report {
+    Report {
         seed: cfg.seed,
         topology: topo.describe(),
         hosts: topo.hosts(),
@@ -303,39 +348,17 @@ fn run_with<Q: EventQueue<Ev>>(
         scatterings: s.scatterings,
         delivered: s.delivered,
         delivered_reliable: s.delivered_reliable,
-        undelivered_reliable: world
-            .proto
-            .checker
-            .as_ref()
-            .map_or(0, |c| c.undelivered_reliable()),
-        retransmits,
-        fast_retransmits,
+        retransmits: t.retransmits,
+        fast_retransmits: t.fast_retransmits,
         ecn_marked: s.ecn_marked,
-        window_cuts,
+        window_cuts: t.window_cuts,
         sends_refused_full: s.sends_refused_full,
-        violations,
-        violation_samples,
-        checked: cfg.check,
-        checked_deliveries,
-        dropped_late,
-        dropped_incomplete,
-        send_failed: s.send_failed,
-        links_removed: world.switches().map(|w| w.stats().links_removed).sum(),
+        dropped_late: t.dropped_late,
+        dropped_incomplete: t.dropped_incomplete,
         nic_keepalives: s.nic_keepalives,
         sends_rejected: net.sends_rejected,
-        cpu_busy,
-        drained,
-        undrained: world.proto.checker.as_ref().map_or(0, |c| c.undrained()),
-        undrained_stale: world
-            .proto
-            .checker
-            .as_ref()
-            .map_or(0, |c| c.undrained_stale()),
-        undrained_samples: world
-            .proto
-            .checker
-            .as_ref()
-            .map_or_else(Vec::new, |c| c.undrained_samples().to_vec()),
+        cpu_busy: ran.cpu_busy,
+        drained: ran.drained,
         throughput_msgs_per_s_per_proc: s.delivered_in_period as f64
             / world.procs() as f64
             / (cfg.duration_ns as f64 / 1e9),
@@ -345,20 +368,50 @@ fn run_with<Q: EventQueue<Ev>>(
         reorder_delay_ns: world.proto.reorder_delay.summary(),
         beacon_bandwidth_share: net.background_bytes as f64 / capacity_bytes,
         beacon_byte_share: net.background_bytes as f64 / (net.link_bytes.max(1)) as f64,
-        reorder_buffer_len_max: reorder_max,
+        reorder_buffer_len_max: t.reorder_max,
         reordered_packets: net.reordered_packets,
         packets_lost: net.packets_lost,
         packets_duplicated: net.packets_duplicated,
         packets_cut: net.packets_cut,
-        dropped_duplicate,
-        acks,
-        ack_packets,
-        lost_reported,
+        dropped_duplicate: t.dropped_duplicate,
+        acks: t.acks,
+        ack_packets: t.ack_packets,
+        lost_reported: t.lost_reported,
         events: net.events,
-        events_per_wall_s: net.events as f64 / wall_s.max(1e-9),
-        wall_s,
+        events_per_wall_s: net.events as f64 / ran.wall_s.max(1e-9),
+        wall_s: ran.wall_s,
         simulated_ns: end,
         trace_hash: format!("{:016x}", world.proto.trace.value()),
+        app: world.app_report(),
+        app_history: cfg.keep_history.then(|| world.app_history_json()).flatten(),
+        ..fault_report(world, cfg, ran.recovered)
+    }
+}
+
+/// The report's fields on faults: the checkers' verdict (with what did not drain) and §5.2's
+/// failure handling, `recovered` hosts among them; the other fields are left default.
+fn fault_report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, recovered: u64) -> Report {
+    let s = &world.proto.stats;
+    let checker = world.proto.checker.as_ref();
+    let (violations, violation_samples, checked_deliveries) = match checker {
+        Some(c) => (
+            c.violation_count(),
+            c.violations().iter().map(|v| v.to_string()).collect(),
+            c.deliveries_checked(),
+        ),
+        None => (0, Vec::new(), 0),
+    };
+    Report {
+        undelivered_reliable: checker.map_or(0, |c| c.undelivered_reliable()),
+        violations,
+        violation_samples,
+        checked: cfg.check,
+        checked_deliveries,
+        undrained: checker.map_or(0, |c| c.undrained()),
+        undrained_stale: checker.map_or(0, |c| c.undrained_stale()),
+        undrained_samples: checker.map_or_else(Vec::new, |c| c.undrained_samples().to_vec()),
+        send_failed: s.send_failed,
+        links_removed: world.switches().map(|w| w.stats().links_removed).sum(),
         failure_rounds: world.proto.failure_rounds.clone(),
         recalled: s.recalled,
         proc_failed_callbacks: s.proc_failed_callbacks,
@@ -372,7 +425,7 @@ fn run_with<Q: EventQueue<Ev>>(
         sends_to_failed: s.sends_to_failed,
         forwarded: world.hosts().map(|h| h.stats().forwarded).sum(),
         packets_blackholed: s.packets_blackholed,
-        recovered: recovered.len() as u64,
+        recovered,
         rejoined: s.rejoined,
         restarts: s.restarts,
         departed: s.departed.clone(),
@@ -382,7 +435,6 @@ fn run_with<Q: EventQueue<Ev>>(
         settled_discarded: world.hosts().map(|h| h.stats().settled_discarded).sum(),
         stall_ns_be: world.stall_ns().map_or(0.0, |s| s.0),
         stall_ns_reliable: world.stall_ns().map_or(0.0, |s| s.1),
-        app: world.app_report(),
-        app_history: cfg.keep_history.then(|| world.app_history_json()).flatten(),
-    })
+        ..Report::default()
+    }
 }

@@ -366,8 +366,8 @@ mod control;
 mod host;
 pub use crate::apps::AppReport;
 use build::{
-    apply_cuts, build_hosts, build_switches, new_checker, new_controller, proc_ids_max,
-    schedule_faults,
+    apply_cuts, build_hosts, build_switches, first_fault, new_checker, new_controller,
+    proc_ids_max, schedule_faults, switch_out_links,
 };
 
 impl OnePipe {
@@ -577,11 +577,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let heals = apply_cuts(&cfg, &topo, &mut links)?;
         let restarts = schedule_faults(&cfg, &topo, &mut hosts, &links);
         let host_uplinks = (0..topo.hosts()).map(|h| topo.uplink(h).0).collect();
-        let (mut switch_out_base, mut switch_out_links) = (Vec::new(), Vec::new());
-        for n in topo.switches() {
-            switch_out_base.push(switch_out_links.len() as u32);
-            switch_out_links.extend(topo.node(n).outputs.iter().map(|l| l.0));
-        }
+        let (switch_out_base, switch_out_links) = switch_out_links(&topo);
         let checker = new_checker(&cfg, procs, &hosts, switches.len());
         let controller = new_controller(&cfg, &topo, proc_ids_max);
         let proto = OnePipe {
@@ -607,13 +603,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             ctrl_armed: None,
             failure_rounds: Vec::new(),
             rerouted_round: 0,
-            first_fault: cfg
-                .crashes
-                .iter()
-                .map(|c| c.1)
-                .chain(cfg.cuts.iter().map(|c| c.1))
-                .min()
-                .unwrap_or(SimTime::MAX),
+            first_fault: first_fault(&cfg),
             checker,
             latency: NsHistogram::default(),
             latency_be: NsHistogram::default(),
@@ -630,23 +620,27 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 .map(|_| apps::AppRun::new(&cfg, procs, topo.hosts())),
         };
         let mut w = Engine::assemble(cfg, topo, queue, seeds, proto, roles, cpus, links);
-        // After every role's timer and every process's first send: the controller's
-        // recoveries, the heals and the restarts.
-        for i in 0..w.cfg.controller_down.len() {
-            let to = w.cfg.controller_down[i].1;
-            w.queue.push(to, Ev::Proto(OnePipeEv::CtrlRecover));
+        w.schedule_recoveries(heals, restarts);
+        Ok(w)
+    }
+
+    /// After every role's timer and every process's first send: the controller's recoveries,
+    /// the `heals` and the `restarts` (host, true time), then the leaves.
+    fn schedule_recoveries(&mut self, heals: Vec<(u32, SimTime)>, restarts: Vec<(u32, SimTime)>) {
+        for i in 0..self.cfg.controller_down.len() {
+            let to = self.cfg.controller_down[i].1;
+            self.queue.push(to, Ev::Proto(OnePipeEv::CtrlRecover));
         }
         for (host, at) in heals {
-            w.queue.push(at, Ev::Proto(OnePipeEv::Heal { host }));
+            self.queue.push(at, Ev::Proto(OnePipeEv::Heal { host }));
         }
         for (host, at) in restarts {
-            w.queue.push(at, Ev::Proto(OnePipeEv::Restart { host }));
+            self.queue.push(at, Ev::Proto(OnePipeEv::Restart { host }));
         }
-        for i in 0..w.cfg.leaves.len() {
-            let (host, at) = w.cfg.leaves[i];
-            w.queue.push(at, Ev::Proto(OnePipeEv::Leave { host }));
+        for i in 0..self.cfg.leaves.len() {
+            let (host, at) = self.cfg.leaves[i];
+            self.queue.push(at, Ev::Proto(OnePipeEv::Leave { host }));
         }
-        Ok(w)
     }
 
     /// The process that workload slot `slot` sends as now: the slot's process, or — once its
@@ -724,42 +718,56 @@ impl<Q: EventQueue<Ev>> World<Q> {
             _ => return,
         };
         if node < self.topo.hosts() {
-            let st = &self.proto.hosts[node as usize];
-            let role = &self.roles[node as usize];
-            let pending = self.cpus.get(node as usize).map(|c| &c.pending);
-            let front = pending.and_then(|p| p.front()).map(|(_, i)| i);
-            let packet = match (ev, stage) {
-                // A CPU wake runs the host's oldest queued input.
-                (Ev::CpuWake { .. }, Stage::Records) => {
-                    if let Some(input) = front {
-                        prefetch(input);
-                        if let CoreInput::Packet(slot) = input {
-                            self.packets.prefetch(*slot);
-                        }
-                    }
-                    None
-                }
-                (Ev::CpuWake { .. }, _) => match front {
-                    Some(CoreInput::Packet(slot)) if stage != Stage::Fields => {
-                        Some(self.packets.get(*slot))
-                    }
-                    _ => None,
-                },
-                _ => packet,
-            };
-            if stage == Stage::Fields {
-                prefetch(st);
-                prefetch(role);
-                if let Some(p) = pending {
-                    prefetch(p);
-                }
-                prefetch(&st.crash_at);
-                prefetch(&st.last_move);
-                prefetch(&st.released_before);
-            }
-            st.host.prefetch(stage, packet);
-            return;
+            self.prefetch_host(stage, ev, node, packet);
+        } else {
+            self.prefetch_switch(stage, node, packet, link);
         }
+    }
+
+    /// The prefetch stage `stage` of event `ev` at host `node`, `packet` the one it carries (from
+    /// the second stage on).
+    #[inline(always)]
+    fn prefetch_host(&self, stage: Stage, ev: &Ev, node: u32, packet: Option<&Packet>) {
+        let st = &self.proto.hosts[node as usize];
+        let role = &self.roles[node as usize];
+        let pending = self.cpus.get(node as usize).map(|c| &c.pending);
+        let front = pending.and_then(|p| p.front()).map(|(_, i)| i);
+        let packet = match (ev, stage) {
+            // A CPU wake runs the host's oldest queued input.
+            (Ev::CpuWake { .. }, Stage::Records) => {
+                if let Some(input) = front {
+                    prefetch(input);
+                    if let CoreInput::Packet(slot) = input {
+                        self.packets.prefetch(*slot);
+                    }
+                }
+                None
+            }
+            (Ev::CpuWake { .. }, _) => match front {
+                Some(CoreInput::Packet(slot)) if stage != Stage::Fields => {
+                    Some(self.packets.get(*slot))
+                }
+                _ => None,
+            },
+            _ => packet,
+        };
+        if stage == Stage::Fields {
+            prefetch(st);
+            prefetch(role);
+            if let Some(p) = pending {
+                prefetch(p);
+            }
+            prefetch(&st.crash_at);
+            prefetch(&st.last_move);
+            prefetch(&st.released_before);
+        }
+        st.host.prefetch(stage, packet);
+    }
+
+    /// The prefetch stage `stage` of an event at switch `node`, `packet` the one it carries (from
+    /// the second stage on) on `link` (`u32::MAX`: none).
+    #[inline(always)]
+    fn prefetch_switch(&self, stage: Stage, node: u32, packet: Option<&Packet>, link: u32) {
         let si = (node - self.topo.hosts()) as usize;
         let sw = &self.proto.switches[si];
         match (stage, packet) {

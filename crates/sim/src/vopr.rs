@@ -139,8 +139,50 @@ pub fn scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
 /// is what it always was (the pinned regression seeds keep their scenarios).
 pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, FaultMix) {
     let mut rng = Rng::new(seed ^ 0x5EED_F00D);
-    let pick = |rng: &mut Rng, n: u64| rng.below(n) as usize;
-    let topology = match pick(&mut rng, 4) {
+    let cfg = draw_network(&mut rng, seed, duration_ns);
+    let faults = FaultMix {
+        skew_ns: [0.0, 300.0, 2_000.0][pick(&mut rng, 3)],
+        ..FaultMix::default()
+    };
+    let mut d = Draw { rng, cfg, faults };
+    d.cfg.clock_skew_ns = d.faults.skew_ns;
+    // Issue 37: a quarter of the seeds run demand beacons (chip mode only), chosen from the
+    // seed apart from `rng` so that every other seed's scenario is what it was.
+    if seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 62 == 0 {
+        d.cfg.fast_beacon_interval_ns = d.cfg.beacon_interval_ns / 4;
+    }
+    d.draw_link_faults();
+    let hosts = d.cfg.hosts().unwrap_or(1);
+    d.draw_crashes(hosts);
+    if d.rng.chance(0.3) {
+        d.draw_cut();
+    }
+    d.cfg.service = [Service::BestEffort, Service::Reliable, Service::Mixed][pick(&mut d.rng, 3)];
+    // Drawn after everything else, so seeds keep the rest of their scenario.
+    d.draw_clock_steps(hosts);
+    d.draw_controller_down();
+    d.draw_recoveries();
+    d.draw_app(apps);
+    let Draw {
+        mut cfg,
+        mut faults,
+        ..
+    } = d;
+    if cfg.app.is_none() {
+        draw_leaves(seed, &mut cfg, &mut faults);
+    }
+    (cfg, faults)
+}
+
+/// One of `n` choices, drawn.
+fn pick(rng: &mut Rng, n: u64) -> usize {
+    rng.below(n) as usize
+}
+
+/// The network and the workload of seed `seed`: topology, processes per host, switch mode,
+/// workload and rate, drawn in that order.
+fn draw_network(rng: &mut Rng, seed: u64, duration_ns: u64) -> SimConfig {
+    let topology = match pick(rng, 4) {
         0 => TopologySpec::Rack {
             hosts: 2 + rng.below(6) as u32,
         },
@@ -152,175 +194,216 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         2 => TopologySpec::FatTree { k: 2 },
         _ => TopologySpec::FatTree { k: 4 },
     };
-    let mut cfg = SimConfig {
+    SimConfig {
         topology,
         seed,
         procs_per_host: 1 + rng.below(2) as u32,
-        switch_mode: [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host][pick(&mut rng, 3)],
-        workload: match pick(&mut rng, 3) {
+        switch_mode: [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host][pick(rng, 3)],
+        workload: match pick(rng, 3) {
             0 => WorkloadKind::AllToAll,
             1 => WorkloadKind::OneToOne,
             _ => WorkloadKind::Scatter { k: 2 },
         },
-        rate_per_proc: [20_000.0, 50_000.0, 100_000.0][pick(&mut rng, 3)],
+        rate_per_proc: [20_000.0, 50_000.0, 100_000.0][pick(rng, 3)],
         duration_ns,
         drain_ns: 30_000_000,
         ..SimConfig::default()
-    };
-    let mut faults = FaultMix {
-        skew_ns: [0.0, 300.0, 2_000.0][pick(&mut rng, 3)],
-        ..FaultMix::default()
-    };
-    cfg.clock_skew_ns = faults.skew_ns;
-    // Issue 37: a quarter of the seeds run demand beacons (chip mode only), chosen from the
-    // seed apart from `rng` so that every other seed's scenario is what it was.
-    if seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 62 == 0 {
-        cfg.fast_beacon_interval_ns = cfg.beacon_interval_ns / 4;
     }
-    if rng.chance(0.6) {
-        faults.loss = [1e-4, 1e-3, 1e-2][pick(&mut rng, 3)];
-        faults.loss_burst = [1, 1, 4][pick(&mut rng, 3)];
+}
+
+/// A seed's scenario while it is drawn: the generator, and the configuration and faults so far.
+struct Draw {
+    rng: Rng,
+    cfg: SimConfig,
+    faults: FaultMix,
+}
+
+impl Draw {
+    /// Loss (random, bursty or of one packet kind), duplication and reordering on every link.
+    fn draw_link_faults(&mut self) {
+        let (rng, cfg, faults) = (&mut self.rng, &mut self.cfg, &mut self.faults);
+        if rng.chance(0.6) {
+            faults.loss = [1e-4, 1e-3, 1e-2][pick(rng, 3)];
+            faults.loss_burst = [1, 1, 4][pick(rng, 3)];
+            if rng.chance(0.3) {
+                let (kind, name) = [
+                    (PacketKind::Data, "data"),
+                    (PacketKind::Ack, "ack"),
+                    (PacketKind::Beacon, "beacon"),
+                    (PacketKind::Commit, "commit"),
+                    (PacketKind::Nak, "nak"),
+                ][pick(rng, 5)];
+                cfg.loss_kind = Some(kind);
+                faults.loss_kind = Some(name.to_string());
+                faults.loss = faults.loss.max(1e-2);
+            }
+        }
         if rng.chance(0.3) {
-            let (kind, name) = [
-                (PacketKind::Data, "data"),
-                (PacketKind::Ack, "ack"),
-                (PacketKind::Beacon, "beacon"),
-                (PacketKind::Commit, "commit"),
-                (PacketKind::Nak, "nak"),
-            ][pick(&mut rng, 5)];
-            cfg.loss_kind = Some(kind);
-            faults.loss_kind = Some(name.to_string());
-            faults.loss = faults.loss.max(1e-2);
+            faults.dup = 1e-2;
         }
-    }
-    if rng.chance(0.3) {
-        faults.dup = 1e-2;
-    }
-    if rng.chance(0.3) {
-        faults.reorder = 0.02;
-    }
-    cfg.loss_rate = faults.loss;
-    cfg.loss_burst = faults.loss_burst.max(1);
-    cfg.dup_rate = faults.dup;
-    cfg.reorder_prob = faults.reorder;
-    let hosts = cfg.hosts().unwrap_or(1);
-    // Never every host.
-    if hosts > 2 && rng.chance(0.4) {
-        let n = 1 + rng.below(2) as u32;
-        for _ in 0..n {
-            let h = rng.below(hosts as u64) as u32;
-            let at = duration_ns / 6 + rng.below(duration_ns / 2);
-            if !cfg.crashes.iter().any(|c| c.0 == h) {
-                cfg.crashes.push((h, at));
-            }
+        if rng.chance(0.3) {
+            faults.reorder = 0.02;
         }
-        faults.host_crashes = cfg.crashes.len() as u32;
+        cfg.loss_rate = faults.loss;
+        cfg.loss_burst = faults.loss_burst.max(1);
+        cfg.dup_rate = faults.dup;
+        cfg.reorder_prob = faults.reorder;
     }
-    if rng.chance(0.3) {
-        // Cut a host's links, a whole physical switch or one switch-to-switch link (names from
-        // the topology itself).
-        if let Ok(topo) = cfg.topology.build() {
-            let names: Vec<String> = topo
-                .nodes()
-                .iter()
-                .map(|n| {
-                    n.name
-                        .trim_end_matches("-up")
-                        .trim_end_matches("-down")
-                        .to_string()
-                })
-                .collect();
-            let mut name = names[rng.below(names.len() as u64) as usize].clone();
-            let at = duration_ns / 6 + rng.below(duration_ns / 2);
-            if name.starts_with("host-") {
-                faults.host_link_cuts += 1;
-            } else if rng.chance(0.5) {
-                // One of the switch's links to another switch, if it has one.
-                let i = names
-                    .iter()
-                    .position(|n| *n == name)
-                    .expect("drawn from names");
-                let peers: Vec<&String> = topo.nodes()[i]
-                    .outputs
-                    .iter()
-                    .map(|l| &names[topo.links()[l.index()].to.index()])
-                    .filter(|n| !n.starts_with("host-") && **n != name)
-                    .collect();
-                if peers.is_empty() {
-                    faults.switch_cuts += 1;
-                } else {
-                    name = format!("{name}/{}", peers[rng.below(peers.len() as u64) as usize]);
-                    faults.link_cuts += 1;
+
+    /// Host crashes: one or two of the `hosts`, never every host.
+    fn draw_crashes(&mut self, hosts: u32) {
+        let duration_ns = self.cfg.duration_ns;
+        let (rng, cfg) = (&mut self.rng, &mut self.cfg);
+        if hosts > 2 && rng.chance(0.4) {
+            let n = 1 + rng.below(2) as u32;
+            for _ in 0..n {
+                let h = rng.below(hosts as u64) as u32;
+                let at = duration_ns / 6 + rng.below(duration_ns / 2);
+                if !cfg.crashes.iter().any(|c| c.0 == h) {
+                    cfg.crashes.push((h, at));
                 }
-            } else {
-                faults.switch_cuts += 1;
             }
-            cfg.cuts.push((name, at));
+            self.faults.host_crashes = cfg.crashes.len() as u32;
         }
     }
-    cfg.service = [Service::BestEffort, Service::Reliable, Service::Mixed][pick(&mut rng, 3)];
-    // Drawn after everything else, so seeds keep the rest of their scenario.
-    if rng.chance(0.25) {
-        for _ in 0..1 + rng.below(3) {
-            let h = rng.below(hosts as u64) as u32;
-            let at = duration_ns / 6 + rng.below(duration_ns / 2);
-            let ns = 1_000 + rng.below(49_000) as i64;
-            let step = if rng.chance(0.5) { ns } else { -ns };
-            cfg.clock_steps.push((h, at, step));
-        }
-        faults.clock_steps = cfg.clock_steps.len() as u32;
-    }
-    if rng.chance(0.25) {
-        // Mostly across a §5.2 round if there is one: detection takes ~10 beacon intervals
-        // (30 µs) after a crash or cut, Determine and Broadcast a few µs more.
-        let first_fault = cfg
-            .crashes
-            .iter()
-            .map(|c| c.1)
-            .chain(cfg.cuts.iter().map(|c| c.1))
-            .min();
-        let from = match first_fault {
-            Some(t) if rng.chance(0.6) => t + 20_000 + rng.below(60_000),
-            _ => duration_ns / 6 + rng.below(duration_ns / 2),
+
+    /// Cuts a host's links, a whole physical switch or one switch-to-switch link (names from
+    /// the topology itself).
+    fn draw_cut(&mut self) {
+        let (rng, cfg, faults) = (&mut self.rng, &mut self.cfg, &mut self.faults);
+        let duration_ns = cfg.duration_ns;
+        let Ok(topo) = cfg.topology.build() else {
+            return;
         };
-        let len = 10_000 + rng.below(490_000);
-        cfg.controller_down.push((from, from + len));
-        faults.controller_downs = 1;
+        let names: Vec<String> = topo
+            .nodes()
+            .iter()
+            .map(|n| {
+                n.name
+                    .trim_end_matches("-up")
+                    .trim_end_matches("-down")
+                    .to_string()
+            })
+            .collect();
+        let mut name = names[rng.below(names.len() as u64) as usize].clone();
+        let at = duration_ns / 6 + rng.below(duration_ns / 2);
+        if name.starts_with("host-") {
+            faults.host_link_cuts += 1;
+        } else if rng.chance(0.5) {
+            // One of the switch's links to another switch, if it has one.
+            let i = names
+                .iter()
+                .position(|n| *n == name)
+                .expect("drawn from names");
+            let peers: Vec<&String> = topo.nodes()[i]
+                .outputs
+                .iter()
+                .map(|l| &names[topo.links()[l.index()].to.index()])
+                .filter(|n| !n.starts_with("host-") && **n != name)
+                .collect();
+            if peers.is_empty() {
+                faults.switch_cuts += 1;
+            } else {
+                name = format!("{name}/{}", peers[rng.below(peers.len() as u64) as usize]);
+                faults.link_cuts += 1;
+            }
+        } else {
+            faults.switch_cuts += 1;
+        }
+        cfg.cuts.push((name, at));
     }
-    // Recoveries, drawn last of all (seeds keep everything above): half the cuts heal 40 µs to
-    // a quarter of the run later — a host then recovers and rejoins as new processes (§5.2),
-    // as do hosts a healed switch or link had cut off — and half the crashed hosts restart
-    // with their state lost, 10 µs to a quarter of the run after the crash (before or after the
-    // controller declares them), and rejoin.
-    for (name, at) in cfg.cuts.clone() {
-        if rng.chance(0.5) {
-            cfg.heals
-                .push((name, at + 40_000 + rng.below(duration_ns / 4)));
+
+    /// Clock steps on a quarter of the seeds: one to three, each on one of the `hosts`, 1–50 µs
+    /// forward or back.
+    fn draw_clock_steps(&mut self, hosts: u32) {
+        let duration_ns = self.cfg.duration_ns;
+        let (rng, cfg) = (&mut self.rng, &mut self.cfg);
+        if rng.chance(0.25) {
+            for _ in 0..1 + rng.below(3) {
+                let h = rng.below(hosts as u64) as u32;
+                let at = duration_ns / 6 + rng.below(duration_ns / 2);
+                let ns = 1_000 + rng.below(49_000) as i64;
+                let step = if rng.chance(0.5) { ns } else { -ns };
+                cfg.clock_steps.push((h, at, step));
+            }
+            self.faults.clock_steps = cfg.clock_steps.len() as u32;
         }
     }
-    faults.heals = cfg.heals.len() as u32;
-    for (h, at) in cfg.crashes.clone() {
-        if rng.chance(0.5) {
-            cfg.restarts
-                .push((h, at + 10_000 + rng.below(duration_ns / 4)));
+
+    /// A controller outage on a quarter of the seeds.
+    fn draw_controller_down(&mut self) {
+        let duration_ns = self.cfg.duration_ns;
+        let (rng, cfg) = (&mut self.rng, &mut self.cfg);
+        if rng.chance(0.25) {
+            // Mostly across a §5.2 round if there is one: detection takes ~10 beacon intervals
+            // (30 µs) after a crash or cut, Determine and Broadcast a few µs more.
+            let first_fault = cfg
+                .crashes
+                .iter()
+                .map(|c| c.1)
+                .chain(cfg.cuts.iter().map(|c| c.1))
+                .min();
+            let from = match first_fault {
+                Some(t) if rng.chance(0.6) => t + 20_000 + rng.below(60_000),
+                _ => duration_ns / 6 + rng.below(duration_ns / 2),
+            };
+            let len = 10_000 + rng.below(490_000);
+            cfg.controller_down.push((from, from + len));
+            self.faults.controller_downs = 1;
         }
     }
-    faults.restarts = cfg.restarts.len() as u32;
-    // Drawn last of all: a third of the seeds run the replicated key-value service (1-RTT
-    // replication on best-effort 1Pipe, §2.2.2) in place of the synthetic workload, its
-    // checkers (linearizability, the replicas' logs, no acknowledged write lost) added to
-    // 1Pipe's.
-    let procs = cfg.procs().unwrap_or(0);
-    if apps && procs >= 4 && rng.chance(1.0 / 3.0) {
-        let replicas = if procs >= 8 && rng.chance(0.3) { 5 } else { 3 };
-        cfg.app = Some(draw_replkv(&mut rng, replicas, Default::default()));
-        cfg.keep_history = false;
-        faults.app = Some(format!("replkv ({replicas} replicas)"));
-    } else if apps && procs >= 4 && rng.chance(0.25) {
-        // A quarter of the others run the same service on MultiPaxos with batching and
-        // pipelining, on direct messages (`onepipe sim --app replkv --system paxos`): the
-        // network's faults and host crashes apply (1Pipe's own — restarts, clock steps, the
-        // controller's — do not), and half of them crash the leader's host.
+
+    /// Recoveries, drawn last of all (seeds keep everything above): half the cuts heal 40 µs to
+    /// a quarter of the run later — a host then recovers and rejoins as new processes (§5.2),
+    /// as do hosts a healed switch or link had cut off — and half the crashed hosts restart
+    /// with their state lost, 10 µs to a quarter of the run after the crash (before or after the
+    /// controller declares them), and rejoin.
+    fn draw_recoveries(&mut self) {
+        let duration_ns = self.cfg.duration_ns;
+        let (rng, cfg) = (&mut self.rng, &mut self.cfg);
+        for (name, at) in cfg.cuts.clone() {
+            if rng.chance(0.5) {
+                cfg.heals
+                    .push((name, at + 40_000 + rng.below(duration_ns / 4)));
+            }
+        }
+        self.faults.heals = cfg.heals.len() as u32;
+        for (h, at) in cfg.crashes.clone() {
+            if rng.chance(0.5) {
+                cfg.restarts
+                    .push((h, at + 10_000 + rng.below(duration_ns / 4)));
+            }
+        }
+        self.faults.restarts = cfg.restarts.len() as u32;
+    }
+
+    /// Drawn last of all: a third of the seeds run the replicated key-value service (1-RTT
+    /// replication on best-effort 1Pipe, §2.2.2) in place of the synthetic workload, its
+    /// checkers (linearizability, the replicas' logs, no acknowledged write lost) added to
+    /// 1Pipe's; a quarter of the others run it on MultiPaxos (`draw_paxos`). Only with `apps`.
+    fn draw_app(&mut self, apps: bool) {
+        let procs = self.cfg.procs().unwrap_or(0);
+        if apps && procs >= 4 && self.rng.chance(1.0 / 3.0) {
+            let replicas = if procs >= 8 && self.rng.chance(0.3) {
+                5
+            } else {
+                3
+            };
+            self.cfg.app = Some(draw_replkv(&mut self.rng, replicas, Default::default()));
+            self.cfg.keep_history = false;
+            self.faults.app = Some(format!("replkv ({replicas} replicas)"));
+        } else if apps && procs >= 4 && self.rng.chance(0.25) {
+            self.draw_paxos(procs);
+        }
+    }
+
+    /// The replicated service on MultiPaxos with batching and pipelining, on direct messages
+    /// (`onepipe sim --app replkv --system paxos`) among `procs` processes: the network's faults
+    /// and host crashes apply (1Pipe's own — restarts, clock steps, the controller's — do not),
+    /// and half of them crash the leader's host.
+    fn draw_paxos(&mut self, procs: u32) {
+        let (rng, cfg, faults) = (&mut self.rng, &mut self.cfg, &mut self.faults);
+        let duration_ns = cfg.duration_ns;
         let replicas = if procs >= 8 && rng.chance(0.3) { 5 } else { 3 };
         // On a lossy network the transport's retransmissions (25 µs, doubling per timeout in
         // a row) can hold a heartbeat for milliseconds: the default election timeout (100 µs,
@@ -335,7 +418,7 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         } else {
             Default::default()
         };
-        cfg.app = Some(draw_replkv(&mut rng, replicas, paxos));
+        cfg.app = Some(draw_replkv(rng, replicas, paxos));
         // 1Pipe's own faults go: a cut that never heals would partition processes for good on
         // a network that does not reroute (1Pipe's controller does), and restarts, clock steps
         // and controller outages mean nothing to MultiPaxos.
@@ -361,10 +444,6 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         faults.app = Some(format!("replkv on paxos ({replicas} replicas)"));
         faults.direct = true;
     }
-    if cfg.app.is_none() {
-        draw_leaves(seed, &mut cfg, &mut faults);
-    }
-    (cfg, faults)
 }
 
 /// Graceful leaves, and joins after them (issue 35), from a generator of their own so every

@@ -151,6 +151,23 @@ fn run_with<Q: EventQueue<Ev>>(
             flag: "--topology",
             message,
         })?;
+    let drained = drive(&mut world, cfg, progress);
+    let end = world.now();
+    let ordered = world.ordered_per_receiver();
+    if let Some(c) = world.proto.checker.as_mut() {
+        c.finish(end, cfg.seed, drained, ordered.as_deref());
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    Ok(report(&world, cfg, base, drained, wall_s))
+}
+
+/// Runs `world` for the sending period, then drains it (until quiescent or the drain limit);
+/// returns whether it drained.
+fn drive<Q: EventQueue<Ev>>(
+    world: &mut BaseWorld<Q>,
+    cfg: &SimConfig,
+    progress: &mut dyn FnMut(f64),
+) -> bool {
     let limit = cfg.duration_ns + cfg.drain_ns;
     let mut report_progress = |t: u64| progress(t as f64 / cfg.duration_ns.max(1) as f64);
     world.run_until(cfg.duration_ns, &mut report_progress);
@@ -158,13 +175,11 @@ fn run_with<Q: EventQueue<Ev>>(
         let next = (world.now() + DRAIN_STEP_NS).min(limit);
         world.run_until(next, &mut report_progress);
     }
-    let drained = world.quiescent();
-    let end = world.now();
-    let ordered = world.ordered_per_receiver();
-    if let Some(c) = world.proto.checker.as_mut() {
-        c.finish(end, cfg.seed, drained, ordered.as_deref());
-    }
-    let wall_s = started.elapsed().as_secs_f64();
+    world.quiescent()
+}
+
+/// The roles' counters, summed.
+fn role_totals<Q: EventQueue<Ev>>(world: &BaseWorld<Q>) -> onepipe_baselines::BaseStats {
     let mut totals = onepipe_baselines::BaseStats::default();
     for r in world.roles() {
         let s = r.stats();
@@ -176,6 +191,20 @@ fn run_with<Q: EventQueue<Ev>>(
         totals.token_passes += s.token_passes;
         totals.token_retransmits += s.token_retransmits;
     }
+    totals
+}
+
+/// The report of the finished run of `base` on `world` (configured by `cfg`), `drained` or
+/// not, that took `wall_s` wall-clock seconds.
+fn report<Q: EventQueue<Ev>>(
+    world: &BaseWorld<Q>,
+    cfg: &SimConfig,
+    base: &BaselineConfig,
+    drained: bool,
+    wall_s: f64,
+) -> BaseReport {
+    let end = world.now();
+    let totals = role_totals(world);
     let topo = world.topology();
     let capacity_bytes = topo.links().len() as f64 * cfg.link_gbps / 8.0 * end as f64;
     let (s, net) = (&world.proto.stats, &world.net);
@@ -191,7 +220,7 @@ fn run_with<Q: EventQueue<Ev>>(
             None => (0, Vec::new(), 0, 0, 0),
         };
     let lamport = base.protocol == onepipe_baselines::Protocol::Lamport;
-    Ok(BaseReport {
+    BaseReport {
         seed: cfg.seed,
         protocol: base.protocol.name().to_string(),
         topology: topo.describe(),
@@ -238,5 +267,5 @@ fn run_with<Q: EventQueue<Ev>>(
         wall_s,
         simulated_ns: end,
         trace_hash: format!("{:016x}", world.proto.trace.value()),
-    })
+    }
 }

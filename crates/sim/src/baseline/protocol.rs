@@ -250,28 +250,12 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 Place::Switch(_) => topo.hosts(),
             })
             .collect();
-        let (seq_in, seq_out) = base.seq_host_costs(&cfg);
-        // Core h is host h's, shared by its processes; the sequencer's is the next one, its own.
-        let host_costs = Costs {
-            recv_ns: cfg.host_recv_ns,
-            send_ns: cfg.host_send_ns,
-            deliver_ns: cfg.host_deliver_ns,
-        };
-        let mut cpus: Vec<Core<Infallible>> = (0..topo.hosts())
-            .map(|_| Core::new(host_costs, HOST_QUEUE_SEND_MAX, false))
-            .collect();
-        if let Some(s) = sequencer {
-            let costs = match place[s as usize] {
-                Place::Switch(_) => (base.seq_switch_packet_ns, 0),
-                Place::Host(_) => (seq_in, seq_out),
-            };
-            let costs = Costs {
-                recv_ns: costs.0,
-                send_ns: costs.1,
-                deliver_ns: 0,
-            };
-            cpus.push(Core::new(costs, HOST_QUEUE_SEND_MAX, false));
-        }
+        let cpus = Self::cores(
+            &cfg,
+            &base,
+            topo.hosts(),
+            sequencer.map(|s| place[s as usize]),
+        );
         let clocks = place
             .iter()
             .enumerate()
@@ -315,6 +299,38 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
         Ok(Engine::assemble(
             cfg, topo, queue, seeds, proto, clocks, cpus, links,
         ))
+    }
+
+    /// The cores of `hosts` hosts, and of the sequencer at `sequencer` if there is one: core h
+    /// is host h's, shared by its processes; the sequencer's is the next one, its own.
+    fn cores(
+        cfg: &SimConfig,
+        base: &BaselineConfig,
+        hosts: u32,
+        sequencer: Option<Place>,
+    ) -> Vec<Core<Infallible>> {
+        let (seq_in, seq_out) = base.seq_host_costs(cfg);
+        let host_costs = Costs {
+            recv_ns: cfg.host_recv_ns,
+            send_ns: cfg.host_send_ns,
+            deliver_ns: cfg.host_deliver_ns,
+        };
+        let mut cpus: Vec<Core<Infallible>> = (0..hosts)
+            .map(|_| Core::new(host_costs, HOST_QUEUE_SEND_MAX, false))
+            .collect();
+        if let Some(place) = sequencer {
+            let costs = match place {
+                Place::Switch(_) => (base.seq_switch_packet_ns, 0),
+                Place::Host(_) => (seq_in, seq_out),
+            };
+            let costs = Costs {
+                recv_ns: costs.0,
+                send_ns: costs.1,
+                deliver_ns: 0,
+            };
+            cpus.push(Core::new(costs, HOST_QUEUE_SEND_MAX, false));
+        }
+        cpus
     }
 
     /// The roles of one group: endpoints `0..procs`, then the sequencer if there is one.

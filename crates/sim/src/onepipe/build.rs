@@ -273,6 +273,27 @@ fn first_at(events: &[(u32, u64)], h: u32) -> SimTime {
         .unwrap_or(SimTime::MAX)
 }
 
+/// Each switch's output links, all in one table: (where each switch's start, the links) —
+/// switch s's port p is `links[base[s] + p]`.
+pub(super) fn switch_out_links(topo: &Topology) -> (Vec<u32>, Vec<u32>) {
+    let (mut switch_out_base, mut switch_out_links) = (Vec::new(), Vec::new());
+    for n in topo.switches() {
+        switch_out_base.push(switch_out_links.len() as u32);
+        switch_out_links.extend(topo.node(n).outputs.iter().map(|l| l.0));
+    }
+    (switch_out_base, switch_out_links)
+}
+
+/// The first crash or cut (Fig. 10 measures stalls after it); `SimTime::MAX` if none.
+pub(super) fn first_fault(cfg: &SimConfig) -> SimTime {
+    cfg.crashes
+        .iter()
+        .map(|c| c.1)
+        .chain(cfg.cuts.iter().map(|c| c.1))
+        .min()
+        .unwrap_or(SimTime::MAX)
+}
+
 /// Each host's crash, restart, cut and heal times; returns the restarts to schedule.
 pub(super) fn schedule_faults(
     cfg: &SimConfig,

@@ -79,20 +79,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
         dsts
     }
 
+    /// Runs `input` on host `h` at true time `t` (its CPU's turn for it), then drains the host's
+    /// outputs (`finish_host_input`).
     pub(super) fn host_process(&mut self, t: SimTime, h: u32, input: CoreInput<OnePipeInput>) {
         let hi = h as usize;
         let local = self.local(h, t);
-        let barrier_before = self.proto.hosts[hi].host.barrier().map(|b| b.timestamp());
-        let commit_before = self.proto.hosts[hi]
-            .host
-            .commit_barrier()
-            .map(|b| b.timestamp());
-        self.proto.hosts[hi].be_released_before =
-            self.proto.hosts[hi].host.released().map(|b| b.timestamp());
-        self.proto.hosts[hi].released_before = self.proto.hosts[hi]
-            .host
-            .commit_released()
-            .map(|b| b.timestamp());
+        let before = self.barriers_before(hi);
         let mut cursor = t;
         match input {
             CoreInput::Packet(slot) => {
@@ -137,60 +129,81 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     Mgmt::Relay(msg) => self.host_relay(t, h, local, msg),
                 }
             }
-            CoreInput::Send { proc: slot, issued } => {
-                if t >= self.proto.hosts[hi].leave_at {
-                    // Leaving: nothing new.
-                    self.proto.stats.sends_while_leaving += 1;
-                    let before = (barrier_before, commit_before);
-                    return self.finish_host_input(t, h, cursor, local, before);
-                }
-                let reliable = match self.cfg.service {
-                    Service::BestEffort => false,
-                    Service::Reliable => true,
-                    Service::Mixed => self.workload_rng.chance(0.5),
-                };
-                let proc = self.slot_proc(slot);
-                let seq = self.proto.scatter_seq[proc as usize];
-                let dsts = self.build_scattering(slot, seq, issued);
-                if self.proto.scratch_scatter.is_empty() {
-                    self.proto.stats.sends_to_failed += 1;
-                    let before = (barrier_before, commit_before);
-                    return self.finish_host_input(t, h, cursor, local, before);
-                }
-                let scattering = std::mem::take(&mut self.proto.scratch_scatter);
-                let host = &mut self.proto.hosts[hi].host;
-                let sent = if reliable {
-                    host.send_reliable(local, ProcId(proc), &scattering)
-                        .map(Err)
-                } else {
-                    host.send(local, ProcId(proc), &scattering).map(Ok)
-                };
-                self.proto.scratch_scatter = scattering;
-                match sent {
-                    Ok(stamped) => {
-                        self.proto.scatter_seq[proc as usize] += 1;
-                        self.proto.stats.scatterings += 1;
-                        self.proto.stats.messages_sent += self.proto.scratch_dsts.len() as u64;
-                        match stamped {
-                            Ok(ts) => self.record_send(t, h, proc, seq, ts, dsts, false),
-                            Err(handle) => {
-                                self.proto.hosts[hi]
-                                    .reliable_queued
-                                    .push_back((handle, proc, seq, dsts));
-                            }
-                        }
+            CoreInput::Send { proc: slot, issued } => self.host_send(t, h, local, slot, issued),
+        }
+        self.finish_host_input(t, h, cursor, local, before);
+    }
+
+    /// Host `hi`'s (barrier, commit barrier) before an input; its released best-effort and
+    /// commit barriers are kept in its state, for the checker to judge the input's deliveries.
+    fn barriers_before(&mut self, hi: usize) -> (Option<Timestamp>, Option<Timestamp>) {
+        let barrier_before = self.proto.hosts[hi].host.barrier().map(|b| b.timestamp());
+        let commit_before = self.proto.hosts[hi]
+            .host
+            .commit_barrier()
+            .map(|b| b.timestamp());
+        self.proto.hosts[hi].be_released_before =
+            self.proto.hosts[hi].host.released().map(|b| b.timestamp());
+        self.proto.hosts[hi].released_before = self.proto.hosts[hi]
+            .host
+            .commit_released()
+            .map(|b| b.timestamp());
+        (barrier_before, commit_before)
+    }
+
+    /// Workload slot `slot`'s send issued at `issued`, on host `h` at true time `t` (local time
+    /// `local`): a scattering built and handed to the host, best-effort or reliable by the
+    /// service; none while the host leaves or when every destination has failed.
+    fn host_send(&mut self, t: SimTime, h: u32, local: Instant, slot: u32, issued: SimTime) {
+        let hi = h as usize;
+        if t >= self.proto.hosts[hi].leave_at {
+            // Leaving: nothing new.
+            self.proto.stats.sends_while_leaving += 1;
+            return;
+        }
+        let reliable = match self.cfg.service {
+            Service::BestEffort => false,
+            Service::Reliable => true,
+            Service::Mixed => self.workload_rng.chance(0.5),
+        };
+        let proc = self.slot_proc(slot);
+        let seq = self.proto.scatter_seq[proc as usize];
+        let dsts = self.build_scattering(slot, seq, issued);
+        if self.proto.scratch_scatter.is_empty() {
+            self.proto.stats.sends_to_failed += 1;
+            return;
+        }
+        let scattering = std::mem::take(&mut self.proto.scratch_scatter);
+        let host = &mut self.proto.hosts[hi].host;
+        let sent = if reliable {
+            host.send_reliable(local, ProcId(proc), &scattering)
+                .map(Err)
+        } else {
+            host.send(local, ProcId(proc), &scattering).map(Ok)
+        };
+        self.proto.scratch_scatter = scattering;
+        match sent {
+            Ok(stamped) => {
+                self.proto.scatter_seq[proc as usize] += 1;
+                self.proto.stats.scatterings += 1;
+                self.proto.stats.messages_sent += self.proto.scratch_dsts.len() as u64;
+                match stamped {
+                    Ok(ts) => self.record_send(t, h, proc, seq, ts, dsts, false),
+                    Err(handle) => {
+                        self.proto.hosts[hi]
+                            .reliable_queued
+                            .push_back((handle, proc, seq, dsts));
                     }
-                    Err(onepipe_proto::host::SendError::Full) => {
-                        self.proto.stats.sends_refused_full += 1;
-                    }
-                    Err(onepipe_proto::host::SendError::Failed(_)) => {
-                        self.proto.stats.sends_to_failed += 1;
-                    }
-                    Err(e) => panic!("the simulator's workload sent an invalid scattering: {e}"),
                 }
             }
+            Err(onepipe_proto::host::SendError::Full) => {
+                self.proto.stats.sends_refused_full += 1;
+            }
+            Err(onepipe_proto::host::SendError::Failed(_)) => {
+                self.proto.stats.sends_to_failed += 1;
+            }
+            Err(e) => panic!("the simulator's workload sent an invalid scattering: {e}"),
         }
-        self.finish_host_input(t, h, cursor, local, (barrier_before, commit_before));
     }
 
     /// Drains a host's outputs after an input, charging its CPU from `cursor` on; `before` are
@@ -207,96 +220,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let (barrier_before, commit_before) = before;
         let released_before = self.proto.hosts[hi].released_before;
         let be_released_before = self.proto.hosts[hi].be_released_before;
-        let uplink = self.proto.host_uplinks[hi];
+        let released = (be_released_before, released_before);
         // With applications, a moved commit barrier is news to them, and what they send in
         // turn is more output.
         loop {
             while let Some(o) = self.proto.hosts[hi].host.poll_output() {
-                match o {
-                    Output::Send { packet, .. } => {
-                        cursor += self.cfg.host_send_ns;
-                        self.transmit(uplink, packet, cursor);
-                    }
-                    Output::Event(HostEvent::Deliver(d)) => {
-                        cursor += self.cfg.host_deliver_ns;
-                        let before = (be_released_before, released_before);
-                        self.record_delivery(h, &d, cursor, local, before);
-                        if self.proto.apps.is_some() {
-                            let input = onepipe_apps::AppInput::Deliver {
-                                src: d.src,
-                                ts: d.ts,
-                                reliable: d.reliable,
-                                payload: d.payload.get(PAYLOAD_HEADER_LEN..).unwrap_or_default(),
-                            };
-                            self.app_input(t, h, local, d.dst.0, input);
-                        }
-                    }
-                    Output::Event(HostEvent::ReliableSent { handle, src, ts }) => {
-                        let (queued, proc, seq, dsts) = self.proto.hosts[hi]
-                            .reliable_queued
-                            .pop_front()
-                            .expect("a queued reliable scattering");
-                        debug_assert_eq!((queued, proc), (handle, src.0));
-                        self.record_send(t, h, proc, seq, ts, dsts, true);
-                        self.app_reliable_sent(t, h, local, proc, handle, ts);
-                    }
-                    Output::Event(HostEvent::ReliableAborted { handle, src }) => {
-                        let (queued, proc, _, _) = self.proto.hosts[hi]
-                            .reliable_queued
-                            .pop_front()
-                            .expect("a queued reliable scattering");
-                        debug_assert_eq!((queued, proc), (handle, src.0));
-                        self.proto.stats.sends_to_failed += 1;
-                        self.app_reliable_aborted(t, h, local, proc, handle);
-                    }
-                    Output::Event(HostEvent::ProcFailed { proc, ts, .. }) => {
-                        self.proto.stats.proc_failed_callbacks += 1;
-                        self.proto
-                            .trace
-                            .add(0xFA1D ^ (proc.0 as u64) << 32 ^ h as u64);
-                        self.proto.trace.add(ts.raw());
-                        let input = onepipe_apps::AppInput::ProcFailed { proc, ts };
-                        self.app_broadcast(t, h, local, input);
-                    }
-                    Output::Event(HostEvent::Recalled { src, ts }) => {
-                        self.proto.stats.recalled += 1;
-                        self.proto.trace.add(0x2ECA ^ (src.0 as u64) << 32);
-                        self.proto.trace.add(ts.raw());
-                        if let Some(c) = self.proto.checker.as_mut() {
-                            c.on_recalled(src.0, ts);
-                        }
-                    }
-                    Output::Mgmt { to, msg } => {
-                        // A relay is charged as a packet sent; a control message is not.
-                        if matches!(msg, Mgmt::Relay(_)) {
-                            cursor += self.cfg.host_send_ns;
-                        }
-                        self.send_mgmt(cursor, to, msg);
-                    }
-                    Output::Event(HostEvent::SendFailed {
-                        src,
-                        dst,
-                        ts,
-                        reason,
-                        ..
-                    }) => {
-                        self.proto.stats.send_failed += 1;
-                        self.proto
-                            .trace
-                            .add(0xFA11 ^ (src.0 as u64) << 32 ^ dst.0 as u64);
-                        self.proto.trace.add(ts.raw());
-                        if let Some(c) = self.proto.checker.as_mut() {
-                            c.on_send_failed(cursor, src.0, dst.0, ts, reason);
-                        }
-                        let input = onepipe_apps::AppInput::SendFailed { dst, ts };
-                        self.app_input(t, h, local, src.0, input);
-                    }
-                    // The simulator carries applications' plain messages beside the hosts
-                    // (`World::send_plain`); no host here is ever asked to send one.
-                    Output::Event(HostEvent::DeliverPlain(d)) => {
-                        unreachable!("host {h} delivered a plain message it was never sent: {d:?}")
-                    }
-                }
+                cursor = self.host_output(t, h, local, cursor, released, o);
             }
             cursor = self.send_plain(h, cursor, local);
             if !self.app_released(t, h, local) {
@@ -312,6 +241,137 @@ impl<Q: EventQueue<Ev>> World<Q> {
             c.on_host_barrier(t, h, b);
         }
         self.rearm(h);
+    }
+
+    /// One output `o` of host `h` after an input at `t` (its local time `local`), its CPU busy
+    /// until `cursor`: a packet to send, a management message, or an event. `released` are the
+    /// host's released best-effort and commit barriers before the input. Returns the new
+    /// `cursor`.
+    fn host_output(
+        &mut self,
+        t: SimTime,
+        h: u32,
+        local: Instant,
+        mut cursor: SimTime,
+        released: (Option<Timestamp>, Option<Timestamp>),
+        o: Output<Packet, HostEvent, Mgmt>,
+    ) -> SimTime {
+        match o {
+            Output::Send { packet, .. } => {
+                cursor += self.cfg.host_send_ns;
+                self.transmit(self.proto.host_uplinks[h as usize], packet, cursor);
+            }
+            Output::Event(e) => cursor = self.host_event(t, h, local, cursor, released, e),
+            Output::Mgmt { to, msg } => {
+                // A relay is charged as a packet sent; a control message is not.
+                if matches!(msg, Mgmt::Relay(_)) {
+                    cursor += self.cfg.host_send_ns;
+                }
+                self.send_mgmt(cursor, to, msg);
+            }
+        }
+        cursor
+    }
+
+    /// Event `e` of host `h`, as `host_output` (deliveries, timestamped reliable scatterings,
+    /// failures, recalls, losses): into the stats, the trace, the checker and the applications.
+    /// Returns the new `cursor`.
+    fn host_event(
+        &mut self,
+        t: SimTime,
+        h: u32,
+        local: Instant,
+        mut cursor: SimTime,
+        released: (Option<Timestamp>, Option<Timestamp>),
+        e: HostEvent,
+    ) -> SimTime {
+        let hi = h as usize;
+        match e {
+            HostEvent::Deliver(d) => {
+                cursor += self.cfg.host_deliver_ns;
+                self.record_delivery(h, &d, cursor, local, released);
+                self.app_deliver(t, h, local, &d);
+            }
+            HostEvent::ReliableSent { handle, src, ts } => {
+                let (queued, proc, seq, dsts) = self.proto.hosts[hi]
+                    .reliable_queued
+                    .pop_front()
+                    .expect("a queued reliable scattering");
+                debug_assert_eq!((queued, proc), (handle, src.0));
+                self.record_send(t, h, proc, seq, ts, dsts, true);
+                self.app_reliable_sent(t, h, local, proc, handle, ts);
+            }
+            HostEvent::ReliableAborted { handle, src } => {
+                let (queued, proc, _, _) = self.proto.hosts[hi]
+                    .reliable_queued
+                    .pop_front()
+                    .expect("a queued reliable scattering");
+                debug_assert_eq!((queued, proc), (handle, src.0));
+                self.proto.stats.sends_to_failed += 1;
+                self.app_reliable_aborted(t, h, local, proc, handle);
+            }
+            HostEvent::ProcFailed { proc, ts, .. } => {
+                self.proto.stats.proc_failed_callbacks += 1;
+                self.proto
+                    .trace
+                    .add(0xFA1D ^ (proc.0 as u64) << 32 ^ h as u64);
+                self.proto.trace.add(ts.raw());
+                let input = onepipe_apps::AppInput::ProcFailed { proc, ts };
+                self.app_broadcast(t, h, local, input);
+            }
+            HostEvent::Recalled { src, ts } => {
+                self.proto.stats.recalled += 1;
+                self.proto.trace.add(0x2ECA ^ (src.0 as u64) << 32);
+                self.proto.trace.add(ts.raw());
+                if let Some(c) = self.proto.checker.as_mut() {
+                    c.on_recalled(src.0, ts);
+                }
+            }
+            HostEvent::SendFailed {
+                src,
+                dst,
+                ts,
+                reason,
+                ..
+            } => {
+                self.proto.stats.send_failed += 1;
+                self.proto
+                    .trace
+                    .add(0xFA11 ^ (src.0 as u64) << 32 ^ dst.0 as u64);
+                self.proto.trace.add(ts.raw());
+                if let Some(c) = self.proto.checker.as_mut() {
+                    c.on_send_failed(cursor, src.0, dst.0, ts, reason);
+                }
+                let input = onepipe_apps::AppInput::SendFailed { dst, ts };
+                self.app_input(t, h, local, src.0, input);
+            }
+            // The simulator carries applications' plain messages beside the hosts
+            // (`World::send_plain`); no host here is ever asked to send one.
+            HostEvent::DeliverPlain(d) => {
+                unreachable!("host {h} delivered a plain message it was never sent: {d:?}")
+            }
+        }
+        cursor
+    }
+
+    /// Host `h`'s delivery `d` at `t` (its local time `local`), handed to its applications if
+    /// it runs any, without the simulator's payload header.
+    fn app_deliver(
+        &mut self,
+        t: SimTime,
+        h: u32,
+        local: Instant,
+        d: &onepipe_proto::host::Delivery,
+    ) {
+        if self.proto.apps.is_some() {
+            let input = onepipe_apps::AppInput::Deliver {
+                src: d.src,
+                ts: d.ts,
+                reliable: d.reliable,
+                payload: d.payload.get(PAYLOAD_HEADER_LEN..).unwrap_or_default(),
+            };
+            self.app_input(t, h, local, d.dst.0, input);
+        }
     }
 
     /// Host `h` delivered `d` at true time `cursor` (its local time `local`): into the counters,
