@@ -89,33 +89,79 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.is_empty() { 0 } else { 2 });
         }
     };
-    let mut files = Vec::new();
-    if let Err(e) = collect(&o.root.join("crates"), &mut files) {
-        eprintln!(
-            "onepipe-lint: cannot read {}: {e}",
-            o.root.join("crates").display()
-        );
-        return ExitCode::from(2);
+    let mut found = match sizes(&o) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("onepipe-lint: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match contract_breaches(&o.root) {
+        Ok(b) => found
+            .breaches
+            .extend(b.into_iter().map(|b| (usize::MAX, b))),
+        Err(e) => {
+            eprintln!("onepipe-lint: the contract's rule could not be checked: {e}");
+            return ExitCode::from(2);
+        }
     }
+    found
+        .breaches
+        .sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    found
+        .notes
+        .sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    for (_, b) in &found.breaches {
+        println!("{b}");
+    }
+    if o.all {
+        for (_, n) in &found.notes {
+            println!("{n}");
+        }
+    }
+    println!(
+        "onepipe-lint: {} files, {} functions read; {} breaches",
+        found.files,
+        found.functions,
+        found.breaches.len()
+    );
+    if found.breaches.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// What the size rules found: breaches and notes as (lines, report line), longest first once
+/// sorted.
+struct Found {
+    files: usize,
+    functions: usize,
+    breaches: Vec<(usize, String)>,
+    notes: Vec<(usize, String)>,
+}
+
+/// The size rules over every `.rs` file under `ROOT/crates`.
+fn sizes(o: &Opts) -> Result<Found, String> {
+    let mut files = Vec::new();
+    let crates = o.root.join("crates");
+    collect(&crates, &mut files).map_err(|e| format!("cannot read {}: {e}", crates.display()))?;
     files.sort();
     if files.is_empty() {
-        eprintln!(
-            "onepipe-lint: no .rs files under {}: nothing was checked",
+        return Err(format!(
+            "no .rs files under {}: nothing was checked",
             o.root.display()
-        );
-        return ExitCode::from(2);
+        ));
     }
-    let mut breaches = Vec::new();
-    let mut notes = Vec::new();
-    let mut functions = 0;
+    let mut found = Found {
+        files: files.len(),
+        functions: 0,
+        breaches: Vec::new(),
+        notes: Vec::new(),
+    };
     for path in &files {
-        let text = match fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("onepipe-lint: cannot read {}: {e}", path.display());
-                return ExitCode::from(2);
-            }
-        };
+        let text =
+            fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let shown = path
             .strip_prefix(&o.root)
             .unwrap_or(path)
@@ -123,52 +169,28 @@ fn main() -> ExitCode {
             .to_string();
         let lines = text.lines().count();
         if lines > o.max_file {
-            breaches.push((
+            found.breaches.push((
                 lines,
                 format!("{shown}: {lines} lines (most {})", o.max_file),
             ));
         }
         let test_file = is_test_file(path);
         for f in functions_of(&text) {
-            functions += 1;
+            found.functions += 1;
             if f.lines <= o.max_fn {
                 continue;
             }
             let at = format!("{shown}:{}: fn {}: {} lines", f.line, f.name, f.lines);
             if f.test || test_file {
-                notes.push((f.lines, format!("{at} (a test's)")));
+                found.notes.push((f.lines, format!("{at} (a test's)")));
             } else {
-                breaches.push((f.lines, format!("{at} (most {})", o.max_fn)));
+                found
+                    .breaches
+                    .push((f.lines, format!("{at} (most {})", o.max_fn)));
             }
         }
     }
-    match contract_breaches(&o.root) {
-        Ok(found) => breaches.extend(found.into_iter().map(|b| (usize::MAX, b))),
-        Err(e) => {
-            eprintln!("onepipe-lint: the contract's rule could not be checked: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    breaches.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    notes.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    for (_, b) in &breaches {
-        println!("{b}");
-    }
-    if o.all {
-        for (_, n) in &notes {
-            println!("{n}");
-        }
-    }
-    println!(
-        "onepipe-lint: {} files, {functions} functions read; {} breaches",
-        files.len(),
-        breaches.len()
-    );
-    if breaches.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    Ok(found)
 }
 
 /// The contract's rule (`roles.rs`), as report lines.

@@ -56,7 +56,7 @@ impl Host {
     /// the answer ([`RelayMsg::Settle`]) settles its buffer. A host not told it failed asks
     /// when it is told (its link came back before the controller declared it). Drain
     /// [`Node::poll_output`] afterwards.
-    pub fn recover(&mut self, now: Instant) {
+    pub(crate) fn recover(&mut self, now: Instant) {
         self.timestamp(now);
         if self.life.recover() {
             self.ask_recovery();

@@ -563,7 +563,7 @@ fn a_host_told_it_failed_freezes_then_settles_its_buffer_as_the_controller_says_
             RelayMsg::RecoverRequest { host: NodeId(0) }
         )]
     );
-    h.recover(at(3_450));
+    h.handle(at(3_450), Input::Notice(Notice::LinkUp));
     assert!(relays(&drain(&mut h)).is_empty(), "asked once");
     let out = relay(
         &mut h,

@@ -22,7 +22,9 @@ use onepipe_proto::time::{Barrier, TIMESTAMP_MASK};
 use onepipe_proto::wire::{
     flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
 };
-use onepipe_proto::{Input, Instant, LinkId, Node, NodeId, Output, PortId, ProcId, Psn, Timestamp};
+use onepipe_proto::{
+    Input, Instant, LinkId, Node, NodeId, Notice, Output, PortId, ProcId, Psn, Timestamp,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -107,7 +107,9 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 self.app_timeouts(t, h, local);
             }
             CoreInput::Timeout => self.proto.hosts[hi].host.handle(local, Input::Timeout),
-            CoreInput::Proto(OnePipeInput::Heal) => self.proto.hosts[hi].host.recover(local),
+            CoreInput::Proto(OnePipeInput::Heal) => self.proto.hosts[hi]
+                .host
+                .handle(local, Input::Notice(Notice::LinkUp)),
             CoreInput::Proto(OnePipeInput::AppPlain(m)) => {
                 cursor += self.cfg.host_recv_ns + self.cfg.host_deliver_ns;
                 self.proto.plain_in_flight -= 1;
