@@ -224,7 +224,28 @@ pub fn strict(history: &[HistOp], skew_ns: u64) -> GraphVerdict {
 pub fn check(history: &[HistOp], opts: Options) -> GraphVerdict {
     let mut v = GraphVerdict::default();
     let txns = pair(history, &mut v);
-    // Real nodes: the transactions that may have taken effect.
+    let (node_of, real) = real_nodes(&txns, &mut v);
+    let mut g = Graph {
+        nodes: real.len(),
+        edges: Vec::new(),
+    };
+    let mut written = versions(&txns, &node_of, &real, &mut v);
+    let read = external_reads(&txns, &real, &mut v);
+    // wr and ww.
+    wr_ww_edges(&mut g, &mut v, &txns, &real, &written, &read);
+    // rw.
+    rw_edges(&mut g, &mut v, &txns, &real, &mut written, &read, opts);
+    // rt: a chain of helper nodes over the history's times.
+    if opts.realtime {
+        rt_edges(&mut g, &mut v, &txns, &real, opts.skew_ns);
+    }
+    cycles(&g, real.len(), &txns, &real, &mut v);
+    v
+}
+
+/// Real nodes: the transactions that may have taken effect, counted by outcome. Each
+/// transaction's node (if any), and each node's transaction.
+fn real_nodes(txns: &[Txn], v: &mut GraphVerdict) -> (Vec<Option<u32>>, Vec<usize>) {
     let mut node_of: Vec<Option<u32>> = vec![None; txns.len()];
     let mut real: Vec<usize> = Vec::new();
     for (i, t) in txns.iter().enumerate() {
@@ -239,11 +260,29 @@ pub fn check(history: &[HistOp], opts: Options) -> GraphVerdict {
         node_of[i] = Some(real.len() as u32);
         real.push(i);
     }
-    let mut g = Graph {
-        nodes: real.len(),
-        edges: Vec::new(),
-    };
-    // Who wrote which (key, value): a transaction's last write of a key is its version.
+    (node_of, real)
+}
+
+/// Who wrote which version of which key.
+struct Versions {
+    /// The node that wrote each (key, value).
+    writer: HashMap<(u64, u64), u32>,
+    /// The failed transaction that wrote each (key, value) no node wrote.
+    aborted: HashMap<(u64, u64), usize>,
+    /// Each key's writers, by call time.
+    keys: HashMap<u64, Writers>,
+    /// Each writer's place among its key's writers.
+    pos: HashMap<(u64, u32), usize>,
+}
+
+/// Who wrote which (key, value): a transaction's last write of a key is its version. A value
+/// written twice is an anomaly.
+fn versions(
+    txns: &[Txn],
+    node_of: &[Option<u32>],
+    real: &[usize],
+    v: &mut GraphVerdict,
+) -> Versions {
     let mut writer: HashMap<(u64, u64), u32> = HashMap::new();
     let mut aborted: HashMap<(u64, u64), usize> = HashMap::new();
     let mut keys: HashMap<u64, Writers> = HashMap::new();
@@ -290,7 +329,25 @@ pub fn check(history: &[HistOp], opts: Options) -> GraphVerdict {
             pos.insert((k, n), j);
         }
     }
-    // External reads, and the read-modify-writes: (key, version read) → its successors.
+    Versions {
+        writer,
+        aborted,
+        keys,
+        pos,
+    }
+}
+
+/// What the transactions that returned read from others.
+struct Reads {
+    /// Each node's external reads: (key, value read; `None` for the initial version).
+    ext: Vec<Vec<(u64, Option<u64>)>>,
+    /// The read-modify-writes: (key, version read) → its successors.
+    succ: HashMap<(u64, Option<u64>), Vec<u32>>,
+}
+
+/// External reads, and the read-modify-writes. A read disagreeing with the transaction's own
+/// earlier write is an anomaly.
+fn external_reads(txns: &[Txn], real: &[usize], v: &mut GraphVerdict) -> Reads {
     let mut ext: Vec<Vec<(u64, Option<u64>)>> = vec![Vec::new(); real.len()];
     let mut succ: HashMap<(u64, Option<u64>), Vec<u32>> = HashMap::new();
     for (n, &i) in real.iter().enumerate() {
@@ -320,10 +377,26 @@ pub fn check(history: &[HistOp], opts: Options) -> GraphVerdict {
             }
         }
     }
-    // wr and ww.
-    for (n, reads) in ext.iter().enumerate() {
+    Reads { ext, succ }
+}
+
+/// The wr edges (writer to reader) and ww edges (a version's writer to its read-modify-writes);
+/// a read of the reader's own later write, of a failed write or of a value nobody wrote is an
+/// anomaly.
+fn wr_ww_edges(
+    g: &mut Graph,
+    v: &mut GraphVerdict,
+    txns: &[Txn],
+    real: &[usize],
+    versions: &Versions,
+    reads: &Reads,
+) {
+    let Versions {
+        writer, aborted, ..
+    } = versions;
+    for (n, rs) in reads.ext.iter().enumerate() {
         let t = &txns[real[n]];
-        for &(k, got) in reads {
+        for &(k, got) in rs {
             v.reads += 1;
             let Some(x) = got else { continue };
             match writer.get(&(k, x)) {
@@ -349,7 +422,7 @@ pub fn check(history: &[HistOp], opts: Options) -> GraphVerdict {
             }
         }
     }
-    for (&(k, got), ts) in &succ {
+    for (&(k, got), ts) in &reads.succ {
         if let Some(w) = got.and_then(|x| writer.get(&(k, x))) {
             for &t in ts {
                 if t != *w {
@@ -359,10 +432,25 @@ pub fn check(history: &[HistOp], opts: Options) -> GraphVerdict {
             }
         }
     }
-    // rw.
-    for (n, reads) in ext.iter().enumerate() {
-        for &(k, got) in reads {
-            if let Some(ts) = succ.get(&(k, got)) {
+}
+
+/// The rw edges (anti-dependencies): from each reader of a version to the read-modify-writes
+/// of it, and to the writers known to follow it.
+fn rw_edges(
+    g: &mut Graph,
+    v: &mut GraphVerdict,
+    txns: &[Txn],
+    real: &[usize],
+    versions: &mut Versions,
+    reads: &Reads,
+    opts: Options,
+) {
+    let Versions {
+        writer, keys, pos, ..
+    } = versions;
+    for (n, rs) in reads.ext.iter().enumerate() {
+        for &(k, got) in rs {
+            if let Some(ts) = reads.succ.get(&(k, got)) {
                 for &u in ts {
                     if u as usize != n {
                         g.edge(n as u32, u, RW);
@@ -386,39 +474,39 @@ pub fn check(history: &[HistOp], opts: Options) -> GraphVerdict {
                 if lo + usize::from(me.is_some_and(|m| m >= lo)) < w.by_call.len() {
                     v.edges[RW as usize] += 1;
                 }
-                w.edges_to_all_from(&mut g, n as u32, lo, me);
+                w.edges_to_all_from(g, n as u32, lo, me);
             }
         }
     }
-    // rt: a chain of helper nodes over the history's times.
-    if opts.realtime {
-        let mut events: Vec<(u64, bool, u32)> = Vec::new();
-        for (n, &i) in real.iter().enumerate() {
-            let t = &txns[i];
-            events.push((t.call, false, n as u32));
-            if t.ret != u64::MAX {
-                events.push((t.ret.saturating_add(opts.skew_ns), true, n as u32));
-            }
-        }
-        // At one time, calls before returns: a return at the very time of a call orders nothing.
-        events.sort_by_key(|&(t, is_ret, n)| (t, is_ret, n));
-        let mut prev: Option<u32> = None;
-        for (_, is_ret, n) in events {
-            let c = g.node();
-            if let Some(p) = prev {
-                g.edge(p, c, RT);
-            }
-            prev = Some(c);
-            if is_ret {
-                g.edge(n, c, RT);
-                v.edges[RT as usize] += 1;
-            } else {
-                g.edge(c, n, RT);
-            }
+}
+
+/// The rt edges, through a chain of helper nodes over the history's times: a transaction that
+/// returned (plus `skew_ns`) before another was called comes first.
+fn rt_edges(g: &mut Graph, v: &mut GraphVerdict, txns: &[Txn], real: &[usize], skew_ns: u64) {
+    let mut events: Vec<(u64, bool, u32)> = Vec::new();
+    for (n, &i) in real.iter().enumerate() {
+        let t = &txns[i];
+        events.push((t.call, false, n as u32));
+        if t.ret != u64::MAX {
+            events.push((t.ret.saturating_add(skew_ns), true, n as u32));
         }
     }
-    cycles(&g, real.len(), &txns, &real, &mut v);
-    v
+    // At one time, calls before returns: a return at the very time of a call orders nothing.
+    events.sort_by_key(|&(t, is_ret, n)| (t, is_ret, n));
+    let mut prev: Option<u32> = None;
+    for (_, is_ret, n) in events {
+        let c = g.node();
+        if let Some(p) = prev {
+            g.edge(p, c, RT);
+        }
+        prev = Some(c);
+        if is_ret {
+            g.edge(n, c, RT);
+            v.edges[RT as usize] += 1;
+        } else {
+            g.edge(c, n, RT);
+        }
+    }
 }
 
 fn describe(t: &Txn) -> String {

@@ -853,6 +853,90 @@ impl KvProcess {
         }
     }
 
+    /// Our send tagged `tag` was stamped `ts`: a reply is indexed by its timestamp (for a loss
+    /// report), a request's transaction takes its timestamp.
+    fn on_sent(&mut self, tag: u64, ts: Timestamp) {
+        if tag & REPLY_TAG != 0 {
+            if let Some(r) = self.server.replies.get_mut(&tag) {
+                r.3 = Some(ts);
+                self.server
+                    .reply_by_ts
+                    .entry((ts, r.1))
+                    .or_default()
+                    .push(tag);
+            }
+        } else if let Some(t) = self.inflight.get_mut(&tag) {
+            t.ts = Some(ts);
+            self.by_ts.entry(ts).or_default().push(tag);
+        }
+    }
+
+    /// The host refused our send tagged `tag` (its queue full): a reply goes out later, a
+    /// request's transaction is retried later.
+    fn on_refused(&mut self, now: Instant, tag: u64) {
+        if tag & REPLY_TAG != 0 {
+            // The transaction is applied here: its initiator must hear of it, later.
+            if let Some((_, dst, bytes, _)) = self.server.replies.remove(&tag) {
+                self.stats.refused += 1;
+                let at = Instant(now.as_nanos() + self.cfg.retry_ns);
+                self.server.deferred.push_back((at, dst, bytes));
+            }
+        } else {
+            self.stats.refused += 1;
+            if let Some(t) = self.inflight.get_mut(&tag) {
+                t.retry_at = Some(Instant(now.as_nanos() + self.cfg.retry_ns));
+            }
+        }
+    }
+
+    /// `proc` failed: the transactions waiting on it are abandoned, and a stamped writer among
+    /// them is kept as unfinished.
+    fn on_proc_failed(&mut self, proc: ProcId) {
+        if !self.failed.contains(&proc) {
+            self.failed.push(proc);
+        }
+        let stuck: Vec<u64> = self
+            .inflight
+            .iter()
+            .filter(|(_, t)| t.waiting.contains(&proc.0))
+            .map(|(&txn, _)| txn)
+            .collect();
+        for txn in stuck {
+            if let Some(t) = self.inflight.remove(&txn) {
+                if let Some(ts) = t.ts {
+                    forget(&mut self.by_ts, ts, txn);
+                    // Stamped and reliable: the correct servers apply their parts (§5.2
+                    // restricted atomicity), so others may read its writes.
+                    if t.kind != TxnKind::ReadOnly {
+                        let u = self.unfinished_record(txn, &t, ts);
+                        self.abandoned_writers.push(u);
+                    }
+                }
+                self.abandon(txn, &t);
+            }
+        }
+    }
+
+    /// The timer: the run starts, transactions due are sent again, deferred replies go out.
+    fn on_timeout(&mut self, now: Instant) {
+        if !self.started && now >= self.cfg.start && self.cfg.window > 0 {
+            self.started = true;
+        }
+        let due: Vec<u64> = self
+            .inflight
+            .iter()
+            .filter(|(_, t)| t.retry_at.is_some_and(|r| r <= now))
+            .map(|(&txn, _)| txn)
+            .collect();
+        for txn in due {
+            self.send_txn(txn);
+        }
+        while self.server.deferred.front().is_some_and(|d| d.0 <= now) {
+            let (_, dst, bytes) = self.server.deferred.pop_front().expect("a reply");
+            self.send_reply(dst, bytes);
+        }
+    }
+
     /// A message of ours to `dst` stamped `ts` was lost: if replies, each of that timestamp to
     /// `dst` goes again (the report names no more; a reply twice is a stale reply to its
     /// initiator).
@@ -922,86 +1006,17 @@ impl App for KvProcess {
                     self.on_reply(src, payload);
                 }
             }
-            AppInput::Sent { tag, ts } if tag & REPLY_TAG != 0 => {
-                if let Some(r) = self.server.replies.get_mut(&tag) {
-                    r.3 = Some(ts);
-                    self.server
-                        .reply_by_ts
-                        .entry((ts, r.1))
-                        .or_default()
-                        .push(tag);
-                }
-            }
-            AppInput::Sent { tag, ts } => {
-                if let Some(t) = self.inflight.get_mut(&tag) {
-                    t.ts = Some(ts);
-                    self.by_ts.entry(ts).or_default().push(tag);
-                }
-            }
+            AppInput::Sent { tag, ts } => self.on_sent(tag, ts),
             AppInput::SendFailed { dst, ts } => {
                 // The report names the addressee and the timestamp only: a reply and a request of
                 // one turn to one process share them, so both are sent again.
                 self.on_reply_lost(dst, ts);
                 self.on_request_lost(dst, ts);
             }
-            AppInput::Refused { tag } if tag & REPLY_TAG != 0 => {
-                // The transaction is applied here: its initiator must hear of it, later.
-                if let Some((_, dst, bytes, _)) = self.server.replies.remove(&tag) {
-                    self.stats.refused += 1;
-                    let at = Instant(now.as_nanos() + self.cfg.retry_ns);
-                    self.server.deferred.push_back((at, dst, bytes));
-                }
-            }
-            AppInput::Refused { tag } => {
-                self.stats.refused += 1;
-                if let Some(t) = self.inflight.get_mut(&tag) {
-                    t.retry_at = Some(Instant(now.as_nanos() + self.cfg.retry_ns));
-                }
-            }
+            AppInput::Refused { tag } => self.on_refused(now, tag),
             AppInput::CommitReleased { ts } => self.on_released(ts),
-            AppInput::ProcFailed { proc, .. } => {
-                if !self.failed.contains(&proc) {
-                    self.failed.push(proc);
-                }
-                let stuck: Vec<u64> = self
-                    .inflight
-                    .iter()
-                    .filter(|(_, t)| t.waiting.contains(&proc.0))
-                    .map(|(&txn, _)| txn)
-                    .collect();
-                for txn in stuck {
-                    if let Some(t) = self.inflight.remove(&txn) {
-                        if let Some(ts) = t.ts {
-                            forget(&mut self.by_ts, ts, txn);
-                            // Stamped and reliable: the correct servers apply their parts (§5.2
-                            // restricted atomicity), so others may read its writes.
-                            if t.kind != TxnKind::ReadOnly {
-                                let u = self.unfinished_record(txn, &t, ts);
-                                self.abandoned_writers.push(u);
-                            }
-                        }
-                        self.abandon(txn, &t);
-                    }
-                }
-            }
-            AppInput::Timeout => {
-                if !self.started && now >= self.cfg.start && self.cfg.window > 0 {
-                    self.started = true;
-                }
-                let due: Vec<u64> = self
-                    .inflight
-                    .iter()
-                    .filter(|(_, t)| t.retry_at.is_some_and(|r| r <= now))
-                    .map(|(&txn, _)| txn)
-                    .collect();
-                for txn in due {
-                    self.send_txn(txn);
-                }
-                while self.server.deferred.front().is_some_and(|d| d.0 <= now) {
-                    let (_, dst, bytes) = self.server.deferred.pop_front().expect("a reply");
-                    self.send_reply(dst, bytes);
-                }
-            }
+            AppInput::ProcFailed { proc, .. } => self.on_proc_failed(proc),
+            AppInput::Timeout => self.on_timeout(now),
         }
         self.forget_old_replies();
         self.fill_window();

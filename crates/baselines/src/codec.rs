@@ -167,6 +167,383 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The flag byte of `body`: which optional fields are present and how it is addressed.
+fn flag_bits(body: &Body) -> u8 {
+    match body {
+        Body::Submit { dests, .. } if dests.is_all() => flags::ALL_DESTS,
+        Body::TokenPass { last: Some(_), .. } | Body::TokenLost { prev: Some(_), .. } => {
+            flags::HOLDING
+        }
+        Body::TokenData {
+            prev, addressed, ..
+        } => {
+            (if prev.is_some() { flags::HOLDING } else { 0 })
+                | (if *addressed { flags::ADDRESSED } else { 0 })
+        }
+        _ => 0,
+    }
+}
+
+impl Writer<'_> {
+    /// Writes the body of any packet, after its header.
+    fn body(&mut self, body: &Body) {
+        match body {
+            Body::Submit { .. }
+            | Body::Ordered { .. }
+            | Body::SeqSync { .. }
+            | Body::SyncAck { .. }
+            | Body::SubmitLost { .. } => self.sequencer_body(body),
+            Body::Nack { .. } | Body::Lost { .. } => self.stream_body(body),
+            Body::TokenPass { .. }
+            | Body::TokenAck { .. }
+            | Body::TokenData { .. }
+            | Body::TokenLost { .. } => self.token_body(body),
+            Body::Stamped { .. } | Body::Clock { .. } | Body::ClockRequest => {
+                self.lamport_body(body)
+            }
+            Body::Propose { .. }
+            | Body::Proposal { .. }
+            | Body::Final { .. }
+            | Body::FinalRequest { .. } => self.isis_body(body),
+        }
+    }
+
+    /// Writes the body of a fixed-sequencer packet.
+    fn sequencer_body(&mut self, body: &Body) {
+        match body {
+            Body::Submit {
+                msg_id,
+                dests,
+                payload,
+            } => {
+                self.u64(*msg_id);
+                let list = dests.as_slice().unwrap_or(&[]);
+                self.u32(u32::try_from(list.len()).expect("destination list too long"));
+                for p in list {
+                    self.u32(p.0);
+                }
+                self.payload(payload);
+            }
+            Body::Ordered {
+                gseq,
+                rseq,
+                origin,
+                payload,
+            } => {
+                self.u64(*gseq);
+                self.u64(*rseq);
+                self.u32(origin.0);
+                self.payload(payload);
+            }
+            Body::SeqSync {
+                rseq_next,
+                gseq_last,
+            } => {
+                self.u64(*rseq_next);
+                self.u64(*gseq_last);
+            }
+            Body::SyncAck { rseq_next } => self.u64(*rseq_next),
+            Body::SubmitLost { msg_id, count } => {
+                self.u64(*msg_id);
+                self.u32(*count);
+            }
+            _ => unreachable!("not a sequencer packet: {body:?}"),
+        }
+    }
+
+    /// Writes the body of a repair packet shared by the sequencer and Lamport streams.
+    fn stream_body(&mut self, body: &Body) {
+        match body {
+            Body::Nack {
+                seq,
+                count,
+                index_lo,
+                index_hi,
+            } => {
+                self.u64(*seq);
+                self.u32(*count);
+                self.u64(*index_lo);
+                self.u64(*index_hi);
+            }
+            Body::Lost { seq, count } => {
+                self.u64(*seq);
+                self.u32(*count);
+            }
+            _ => unreachable!("not a stream repair packet: {body:?}"),
+        }
+    }
+
+    /// Writes the body of a token packet.
+    fn token_body(&mut self, body: &Body) {
+        match body {
+            Body::TokenPass { seq, pass, last } => {
+                self.u64(*seq);
+                self.u64(*pass);
+                self.holding(*last);
+            }
+            Body::TokenAck { pass } => self.u64(*pass),
+            Body::TokenData {
+                gseq,
+                holding_start,
+                prev,
+                payload,
+                ..
+            } => {
+                self.u64(*gseq);
+                self.u64(*holding_start);
+                self.holding(*prev);
+                self.payload(payload);
+            }
+            Body::TokenLost {
+                gseq,
+                count,
+                holding_start,
+                prev,
+            } => {
+                self.u64(*gseq);
+                self.u32(*count);
+                self.u64(*holding_start);
+                self.holding(*prev);
+            }
+            _ => unreachable!("not a token packet: {body:?}"),
+        }
+    }
+
+    /// Writes the body of a Lamport-timestamp packet.
+    fn lamport_body(&mut self, body: &Body) {
+        match body {
+            Body::Stamped {
+                ts,
+                cseq,
+                index,
+                payload,
+            } => {
+                self.u64(*ts);
+                self.u64(*cseq);
+                self.u64(*index);
+                self.payload(payload);
+            }
+            Body::Clock {
+                ts,
+                cseq_next,
+                index_next,
+            } => {
+                self.u64(*ts);
+                self.u64(*cseq_next);
+                self.u64(*index_next);
+            }
+            Body::ClockRequest => {}
+            _ => unreachable!("not a Lamport packet: {body:?}"),
+        }
+    }
+
+    /// Writes the body of an ISIS packet.
+    fn isis_body(&mut self, body: &Body) {
+        match body {
+            Body::Propose {
+                msg_id,
+                cseq,
+                payload,
+            } => {
+                self.u64(*msg_id);
+                self.u64(*cseq);
+                self.payload(payload);
+            }
+            Body::Proposal { msg_id, ts } | Body::Final { msg_id, ts } => {
+                self.u64(*msg_id);
+                self.u64(*ts);
+            }
+            Body::FinalRequest { msg_id } => self.u64(*msg_id),
+            _ => unreachable!("not an ISIS packet: {body:?}"),
+        }
+    }
+}
+
+impl Reader<'_> {
+    /// Reads the body of an `op` packet whose flag byte is `flag`; `payload` turns a payload's
+    /// range into bytes.
+    fn body(
+        &mut self,
+        op: Opcode,
+        flag: u8,
+        payload: &impl Fn(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<Body, DecodeError> {
+        let holding = flag & flags::HOLDING != 0;
+        match op {
+            Opcode::Submit => self.submit(flag, payload),
+            Opcode::Ordered
+            | Opcode::SeqSync
+            | Opcode::SyncAck
+            | Opcode::SubmitLost
+            | Opcode::Nack
+            | Opcode::Lost => self.sequencer_body(op, payload),
+            Opcode::TokenPass | Opcode::TokenAck | Opcode::TokenData | Opcode::TokenLost => {
+                self.token_body(op, holding, flag & flags::ADDRESSED != 0, payload)
+            }
+            Opcode::Stamped | Opcode::Clock | Opcode::ClockRequest => {
+                self.lamport_body(op, payload)
+            }
+            Opcode::Propose | Opcode::Proposal | Opcode::Final | Opcode::FinalRequest => {
+                self.isis_body(op, payload)
+            }
+        }
+    }
+
+    /// Reads a `Submit` body: its destination list must be whole, strictly ascending, and empty
+    /// when the flags say "everyone".
+    fn submit(
+        &mut self,
+        flag: u8,
+        payload: &impl Fn(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<Body, DecodeError> {
+        let msg_id = self.u64()?;
+        let n = self.u32()? as usize;
+        if flag & flags::ALL_DESTS != 0 && n != 0 {
+            return Err(DecodeError::UnknownFlags(flag));
+        }
+        // Check the whole list is there before allocating for it.
+        let list_at = self.pos;
+        self.take(4usize.saturating_mul(n))?;
+        self.pos = list_at;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(self.proc()?);
+        }
+        let dests = if flag & flags::ALL_DESTS != 0 {
+            Dests::all()
+        } else {
+            Dests::from_sorted(v).ok_or(DecodeError::UnsortedDests)?
+        };
+        let p = self.payload()?;
+        Ok(Body::Submit {
+            msg_id,
+            dests,
+            payload: payload(p),
+        })
+    }
+
+    /// Reads the body of a fixed-sequencer packet other than `Submit`, or of a stream repair
+    /// packet.
+    fn sequencer_body(
+        &mut self,
+        op: Opcode,
+        payload: &impl Fn(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<Body, DecodeError> {
+        Ok(match op {
+            Opcode::Ordered => Body::Ordered {
+                gseq: self.u64()?,
+                rseq: self.u64()?,
+                origin: self.proc()?,
+                payload: payload(self.payload()?),
+            },
+            Opcode::SeqSync => Body::SeqSync {
+                rseq_next: self.u64()?,
+                gseq_last: self.u64()?,
+            },
+            Opcode::SyncAck => Body::SyncAck {
+                rseq_next: self.u64()?,
+            },
+            Opcode::SubmitLost => Body::SubmitLost {
+                msg_id: self.u64()?,
+                count: self.u32()?,
+            },
+            Opcode::Nack => Body::Nack {
+                seq: self.u64()?,
+                count: self.u32()?,
+                index_lo: self.u64()?,
+                index_hi: self.u64()?,
+            },
+            Opcode::Lost => Body::Lost {
+                seq: self.u64()?,
+                count: self.u32()?,
+            },
+            _ => unreachable!("not a sequencer opcode: {op:?}"),
+        })
+    }
+
+    /// Reads the body of a token packet; `holding` and `addressed` come from its flags.
+    fn token_body(
+        &mut self,
+        op: Opcode,
+        holding: bool,
+        addressed: bool,
+        payload: &impl Fn(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<Body, DecodeError> {
+        Ok(match op {
+            Opcode::TokenPass => Body::TokenPass {
+                seq: self.u64()?,
+                pass: self.u64()?,
+                last: self.holding(holding)?,
+            },
+            Opcode::TokenAck => Body::TokenAck { pass: self.u64()? },
+            Opcode::TokenData => Body::TokenData {
+                gseq: self.u64()?,
+                holding_start: self.u64()?,
+                prev: self.holding(holding)?,
+                addressed,
+                payload: payload(self.payload()?),
+            },
+            Opcode::TokenLost => Body::TokenLost {
+                gseq: self.u64()?,
+                count: self.u32()?,
+                holding_start: self.u64()?,
+                prev: self.holding(holding)?,
+            },
+            _ => unreachable!("not a token opcode: {op:?}"),
+        })
+    }
+
+    /// Reads the body of a Lamport-timestamp packet.
+    fn lamport_body(
+        &mut self,
+        op: Opcode,
+        payload: &impl Fn(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<Body, DecodeError> {
+        Ok(match op {
+            Opcode::Stamped => Body::Stamped {
+                ts: self.u64()?,
+                cseq: self.u64()?,
+                index: self.u64()?,
+                payload: payload(self.payload()?),
+            },
+            Opcode::Clock => Body::Clock {
+                ts: self.u64()?,
+                cseq_next: self.u64()?,
+                index_next: self.u64()?,
+            },
+            Opcode::ClockRequest => Body::ClockRequest,
+            _ => unreachable!("not a Lamport opcode: {op:?}"),
+        })
+    }
+
+    /// Reads the body of an ISIS packet.
+    fn isis_body(
+        &mut self,
+        op: Opcode,
+        payload: &impl Fn(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<Body, DecodeError> {
+        Ok(match op {
+            Opcode::Propose => Body::Propose {
+                msg_id: self.u64()?,
+                cseq: self.u64()?,
+                payload: payload(self.payload()?),
+            },
+            Opcode::Proposal => Body::Proposal {
+                msg_id: self.u64()?,
+                ts: self.u64()?,
+            },
+            Opcode::Final => Body::Final {
+                msg_id: self.u64()?,
+                ts: self.u64()?,
+            },
+            Opcode::FinalRequest => Body::FinalRequest {
+                msg_id: self.u64()?,
+            },
+            _ => unreachable!("not an ISIS opcode: {op:?}"),
+        })
+    }
+}
+
 impl BasePacket {
     /// Appends the encoding of `self` to `out` ([`BasePacket::encoded_len`] bytes).
     ///
@@ -176,140 +553,12 @@ impl BasePacket {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
         let op = self.opcode();
-        let flag = match &self.body {
-            Body::Submit { dests, .. } if dests.is_all() => flags::ALL_DESTS,
-            Body::TokenPass { last: Some(_), .. } | Body::TokenLost { prev: Some(_), .. } => {
-                flags::HOLDING
-            }
-            Body::TokenData {
-                prev, addressed, ..
-            } => {
-                (if prev.is_some() { flags::HOLDING } else { 0 })
-                    | (if *addressed { flags::ADDRESSED } else { 0 })
-            }
-            _ => 0,
-        };
+        let flag = flag_bits(&self.body);
         out.extend_from_slice(&[op as u8, flag, 0, 0]);
         let mut w = Writer(out);
         w.u32(self.src.0);
         w.u32(self.dst.0);
-        match &self.body {
-            Body::Submit {
-                msg_id,
-                dests,
-                payload,
-            } => {
-                w.u64(*msg_id);
-                let list = dests.as_slice().unwrap_or(&[]);
-                w.u32(u32::try_from(list.len()).expect("destination list too long"));
-                for p in list {
-                    w.u32(p.0);
-                }
-                w.payload(payload);
-            }
-            Body::Ordered {
-                gseq,
-                rseq,
-                origin,
-                payload,
-            } => {
-                w.u64(*gseq);
-                w.u64(*rseq);
-                w.u32(origin.0);
-                w.payload(payload);
-            }
-            Body::SeqSync {
-                rseq_next,
-                gseq_last,
-            } => {
-                w.u64(*rseq_next);
-                w.u64(*gseq_last);
-            }
-            Body::SyncAck { rseq_next } => w.u64(*rseq_next),
-            Body::SubmitLost { msg_id, count } => {
-                w.u64(*msg_id);
-                w.u32(*count);
-            }
-            Body::Nack {
-                seq,
-                count,
-                index_lo,
-                index_hi,
-            } => {
-                w.u64(*seq);
-                w.u32(*count);
-                w.u64(*index_lo);
-                w.u64(*index_hi);
-            }
-            Body::Lost { seq, count } => {
-                w.u64(*seq);
-                w.u32(*count);
-            }
-            Body::TokenPass { seq, pass, last } => {
-                w.u64(*seq);
-                w.u64(*pass);
-                w.holding(*last);
-            }
-            Body::TokenAck { pass } => w.u64(*pass),
-            Body::TokenData {
-                gseq,
-                holding_start,
-                prev,
-                payload,
-                ..
-            } => {
-                w.u64(*gseq);
-                w.u64(*holding_start);
-                w.holding(*prev);
-                w.payload(payload);
-            }
-            Body::TokenLost {
-                gseq,
-                count,
-                holding_start,
-                prev,
-            } => {
-                w.u64(*gseq);
-                w.u32(*count);
-                w.u64(*holding_start);
-                w.holding(*prev);
-            }
-            Body::Stamped {
-                ts,
-                cseq,
-                index,
-                payload,
-            } => {
-                w.u64(*ts);
-                w.u64(*cseq);
-                w.u64(*index);
-                w.payload(payload);
-            }
-            Body::Clock {
-                ts,
-                cseq_next,
-                index_next,
-            } => {
-                w.u64(*ts);
-                w.u64(*cseq_next);
-                w.u64(*index_next);
-            }
-            Body::ClockRequest => {}
-            Body::Propose {
-                msg_id,
-                cseq,
-                payload,
-            } => {
-                w.u64(*msg_id);
-                w.u64(*cseq);
-                w.payload(payload);
-            }
-            Body::Proposal { msg_id, ts } | Body::Final { msg_id, ts } => {
-                w.u64(*msg_id);
-                w.u64(*ts);
-            }
-            Body::FinalRequest { msg_id } => w.u64(*msg_id),
-        }
+        w.body(&self.body);
         debug_assert_eq!(out.len() - start, self.encoded_len());
     }
 
@@ -336,109 +585,9 @@ impl BasePacket {
         if flag & !allowed_flags(op) != 0 || buf[2] != 0 || buf[3] != 0 {
             return Err(DecodeError::UnknownFlags(flag));
         }
-        let holding = flag & flags::HOLDING != 0;
         let src = ProcId(u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]));
         let dst = ProcId(u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]));
-        let body = match op {
-            Opcode::Submit => {
-                let msg_id = r.u64()?;
-                let n = r.u32()? as usize;
-                if flag & flags::ALL_DESTS != 0 && n != 0 {
-                    return Err(DecodeError::UnknownFlags(flag));
-                }
-                // Check the whole list is there before allocating for it.
-                let list_at = r.pos;
-                r.take(4usize.saturating_mul(n))?;
-                r.pos = list_at;
-                let mut v = Vec::with_capacity(n);
-                for _ in 0..n {
-                    v.push(r.proc()?);
-                }
-                let dests = if flag & flags::ALL_DESTS != 0 {
-                    Dests::all()
-                } else {
-                    Dests::from_sorted(v).ok_or(DecodeError::UnsortedDests)?
-                };
-                let p = r.payload()?;
-                Body::Submit {
-                    msg_id,
-                    dests,
-                    payload: payload(p),
-                }
-            }
-            Opcode::Ordered => Body::Ordered {
-                gseq: r.u64()?,
-                rseq: r.u64()?,
-                origin: r.proc()?,
-                payload: payload(r.payload()?),
-            },
-            Opcode::SeqSync => Body::SeqSync {
-                rseq_next: r.u64()?,
-                gseq_last: r.u64()?,
-            },
-            Opcode::SyncAck => Body::SyncAck {
-                rseq_next: r.u64()?,
-            },
-            Opcode::SubmitLost => Body::SubmitLost {
-                msg_id: r.u64()?,
-                count: r.u32()?,
-            },
-            Opcode::Nack => Body::Nack {
-                seq: r.u64()?,
-                count: r.u32()?,
-                index_lo: r.u64()?,
-                index_hi: r.u64()?,
-            },
-            Opcode::Lost => Body::Lost {
-                seq: r.u64()?,
-                count: r.u32()?,
-            },
-            Opcode::TokenPass => Body::TokenPass {
-                seq: r.u64()?,
-                pass: r.u64()?,
-                last: r.holding(holding)?,
-            },
-            Opcode::TokenAck => Body::TokenAck { pass: r.u64()? },
-            Opcode::TokenData => Body::TokenData {
-                gseq: r.u64()?,
-                holding_start: r.u64()?,
-                prev: r.holding(holding)?,
-                addressed: flag & flags::ADDRESSED != 0,
-                payload: payload(r.payload()?),
-            },
-            Opcode::TokenLost => Body::TokenLost {
-                gseq: r.u64()?,
-                count: r.u32()?,
-                holding_start: r.u64()?,
-                prev: r.holding(holding)?,
-            },
-            Opcode::Stamped => Body::Stamped {
-                ts: r.u64()?,
-                cseq: r.u64()?,
-                index: r.u64()?,
-                payload: payload(r.payload()?),
-            },
-            Opcode::Clock => Body::Clock {
-                ts: r.u64()?,
-                cseq_next: r.u64()?,
-                index_next: r.u64()?,
-            },
-            Opcode::ClockRequest => Body::ClockRequest,
-            Opcode::Propose => Body::Propose {
-                msg_id: r.u64()?,
-                cseq: r.u64()?,
-                payload: payload(r.payload()?),
-            },
-            Opcode::Proposal => Body::Proposal {
-                msg_id: r.u64()?,
-                ts: r.u64()?,
-            },
-            Opcode::Final => Body::Final {
-                msg_id: r.u64()?,
-                ts: r.u64()?,
-            },
-            Opcode::FinalRequest => Body::FinalRequest { msg_id: r.u64()? },
-        };
+        let body = r.body(op, flag, &payload)?;
         Ok((BasePacket { src, dst, body }, r.pos))
     }
 }

@@ -196,40 +196,13 @@ fn encode_msg(out: &mut Vec<u8>, msg: &CtrlMsg) {
             round,
             failed,
             correct,
-        } => {
-            out.push(2);
-            put_u32(out, *round);
-            put_len(out, failed.len());
-            for &(p, ts) in failed {
-                put_u32(out, p.0);
-                put_u64(out, ts.raw());
-            }
-            put_len(out, correct.len());
-            for h in correct {
-                put_u32(out, h.0);
-            }
-        }
+        } => encode_failure(out, *round, failed, correct),
         CtrlMsg::Recall {
             round,
             from,
             groups,
             unacked,
-        } => {
-            out.push(3);
-            put_u32(out, *round);
-            put_u32(out, from.0);
-            put_len(out, groups.len());
-            for &(p, ts) in groups {
-                put_u32(out, p.0);
-                put_u64(out, ts.raw());
-            }
-            put_len(out, unacked.len());
-            for &(src, dst, psn, frags) in unacked {
-                for v in [src.0, dst.0, psn.0, frags] {
-                    put_u32(out, v);
-                }
-            }
-        }
+        } => encode_recall(out, *round, *from, groups, unacked),
         CtrlMsg::RecallAck { round, from } => {
             out.push(4);
             put_u32(out, *round);
@@ -265,6 +238,52 @@ fn encode_msg(out: &mut Vec<u8>, msg: &CtrlMsg) {
             for l in dead_links {
                 put_u32(out, l.0);
             }
+        }
+    }
+}
+
+/// Writes a `Failure` (tag 2): its round, the failed processes with their last timestamps, and
+/// the correct hosts.
+fn encode_failure(
+    out: &mut Vec<u8>,
+    round: u32,
+    failed: &[(ProcId, Timestamp)],
+    correct: &[NodeId],
+) {
+    out.push(2);
+    put_u32(out, round);
+    put_len(out, failed.len());
+    for &(p, ts) in failed {
+        put_u32(out, p.0);
+        put_u64(out, ts.raw());
+    }
+    put_len(out, correct.len());
+    for h in correct {
+        put_u32(out, h.0);
+    }
+}
+
+/// Writes a `Recall` (tag 3): its round, the recalling host, the aborted scatterings and their
+/// unacknowledged messages.
+fn encode_recall(
+    out: &mut Vec<u8>,
+    round: u32,
+    from: NodeId,
+    groups: &[(ProcId, Timestamp)],
+    unacked: &[(ProcId, ProcId, Psn, u32)],
+) {
+    out.push(3);
+    put_u32(out, round);
+    put_u32(out, from.0);
+    put_len(out, groups.len());
+    for &(p, ts) in groups {
+        put_u32(out, p.0);
+        put_u64(out, ts.raw());
+    }
+    put_len(out, unacked.len());
+    for &(src, dst, psn, frags) in unacked {
+        for v in [src.0, dst.0, psn.0, frags] {
+            put_u32(out, v);
         }
     }
 }

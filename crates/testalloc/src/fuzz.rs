@@ -223,23 +223,7 @@ fn mutate_once(rng: &mut Rng, b: &mut Vec<u8>, other: &mut dyn FnMut(&mut Rng) -
         }
         // An integer of 1, 2, 4 or 8 bytes, either byte order, over whatever is there: length
         // and count fields made huge, zero or one past a limit.
-        3 if !b.is_empty() => {
-            let width = *rng.pick(&[1usize, 2, 4, 8]);
-            let x = rng.interesting();
-            let bytes = if rng.bool() {
-                x.to_be_bytes()
-            } else {
-                x.to_le_bytes()
-            };
-            let field = if rng.bool() {
-                &bytes[8 - width..]
-            } else {
-                &bytes[..width]
-            };
-            let i = rng.index(b.len());
-            let n = width.min(b.len() - i);
-            b[i..i + n].copy_from_slice(&field[..n]);
-        }
+        3 if !b.is_empty() => overwrite_integer(rng, b),
         // Truncated.
         4 => {
             let n = at(rng, b.len());
@@ -276,19 +260,42 @@ fn mutate_once(rng: &mut Rng, b: &mut Vec<u8>, other: &mut dyn FnMut(&mut Rng) -
             b.drain(i..i + n);
         }
         // A chunk repeated (a list entry twice, a header again).
-        9 if !b.is_empty() => {
-            let i = rng.index(b.len());
-            let n = 1 + rng.len((b.len() - i - 1).min(64));
-            let chunk = b[i..i + n].to_vec();
-            let to = at(rng, b.len());
-            b.splice(to..to, chunk);
-        }
+        9 if !b.is_empty() => repeat_chunk(rng, b),
         // Another valid encoding appended: two messages where one is expected.
         _ => {
             let o = other(rng);
             b.extend_from_slice(&o);
         }
     }
+}
+
+/// Writes an integer of 1, 2, 4 or 8 bytes ([`Rng::interesting`]), big- or little-endian, its
+/// high or low bytes, over non-empty `b` at a random place (cut at the end).
+fn overwrite_integer(rng: &mut Rng, b: &mut [u8]) {
+    let width = *rng.pick(&[1usize, 2, 4, 8]);
+    let x = rng.interesting();
+    let bytes = if rng.bool() {
+        x.to_be_bytes()
+    } else {
+        x.to_le_bytes()
+    };
+    let field = if rng.bool() {
+        &bytes[8 - width..]
+    } else {
+        &bytes[..width]
+    };
+    let i = rng.index(b.len());
+    let n = width.min(b.len() - i);
+    b[i..i + n].copy_from_slice(&field[..n]);
+}
+
+/// Inserts a copy of a chunk of non-empty `b` (at most 64 bytes) at a random place in it.
+fn repeat_chunk(rng: &mut Rng, b: &mut Vec<u8>) {
+    let i = rng.index(b.len());
+    let n = 1 + rng.len((b.len() - i - 1).min(64));
+    let chunk = b[i..i + n].to_vec();
+    let to = rng.index(b.len() + 1);
+    b.splice(to..to, chunk);
 }
 
 /// How much a decoder may allocate for an input of `len` bytes:

@@ -23,7 +23,7 @@
 //! What it is not: fast (it favours the specification's wording), sharded, or a model of
 //! Delivery, Order-Status or Stock-Level.
 
-use super::db::{RowKey, Shard, TpccLayout};
+use super::db::{District, RowKey, Shard, TpccLayout};
 use super::gen::{self, TpccScale};
 use super::{Cents, Credit, CustomerSelector, NewOrderInput, PaymentInput, Rate, TxnInput};
 use std::collections::{BTreeMap, BTreeSet};
@@ -304,57 +304,8 @@ impl Rows {
                     d_next_o_id: dist.d_next_o_id(),
                 },
             );
-            for (c, row) in (1u32..).zip(dist.customers()) {
-                r.customers.insert(
-                    (w, d, c),
-                    CustomerRow {
-                        c_first: row.c_first,
-                        c_last: row.c_last,
-                        c_credit: row.c_credit,
-                        c_discount: row.c_discount,
-                        c_balance: row.c_balance,
-                        c_ytd_payment: row.c_ytd_payment,
-                        c_payment_cnt: row.c_payment_cnt.into(),
-                        c_data: CData {
-                            hash: row.c_data,
-                            len: row.c_data_len.into(),
-                        },
-                    },
-                );
-            }
-            for o in dist.orders() {
-                let row = OrderRow {
-                    c_id: o.c_id,
-                    ol_cnt: o.ol_cnt.into(),
-                    all_local: o.all_local,
-                };
-                r.orders.insert((w, d, o.o_id), row);
-            }
-            r.new_orders
-                .extend(dist.new_orders().iter().map(|&o| (w, d, o)));
-            for l in dist.order_lines() {
-                let row = OrderLineRow {
-                    i_id: l.i_id,
-                    supply_w_id: l.supply_w_id,
-                    quantity: l.quantity.into(),
-                    amount: l.amount.into(),
-                };
-                r.order_lines
-                    .insert((w, d, l.o_id, u32::from(l.number)), row);
-            }
-            let history: Vec<HistoryRow> = dist
-                .history()
-                .iter()
-                .map(|h| HistoryRow {
-                    customer: h.customer,
-                    c_w_id: h.c_w_id,
-                    c_d_id: h.c_d_id,
-                    amount: h.amount.into(),
-                })
-                .collect();
-            if !history.is_empty() {
-                r.history.insert((w, d), history);
-            }
+            r.add_customers(w, d, dist);
+            r.add_orders(w, d, dist);
         }
         for ((w, i), s) in shard.stock() {
             let row = StockRow {
@@ -366,6 +317,66 @@ impl Rows {
             r.stock.insert((w, i), row);
         }
         r
+    }
+
+    /// The customers of district `d` of warehouse `w`, read from `dist`.
+    fn add_customers(&mut self, w: u32, d: u32, dist: &District) {
+        for (c, row) in (1u32..).zip(dist.customers()) {
+            self.customers.insert(
+                (w, d, c),
+                CustomerRow {
+                    c_first: row.c_first,
+                    c_last: row.c_last,
+                    c_credit: row.c_credit,
+                    c_discount: row.c_discount,
+                    c_balance: row.c_balance,
+                    c_ytd_payment: row.c_ytd_payment,
+                    c_payment_cnt: row.c_payment_cnt.into(),
+                    c_data: CData {
+                        hash: row.c_data,
+                        len: row.c_data_len.into(),
+                    },
+                },
+            );
+        }
+    }
+
+    /// The orders, new orders, order lines and history of district `d` of warehouse `w`, read
+    /// from `dist`.
+    fn add_orders(&mut self, w: u32, d: u32, dist: &District) {
+        for o in dist.orders() {
+            let row = OrderRow {
+                c_id: o.c_id,
+                ol_cnt: o.ol_cnt.into(),
+                all_local: o.all_local,
+            };
+            self.orders.insert((w, d, o.o_id), row);
+        }
+        self.new_orders
+            .extend(dist.new_orders().iter().map(|&o| (w, d, o)));
+        for l in dist.order_lines() {
+            let row = OrderLineRow {
+                i_id: l.i_id,
+                supply_w_id: l.supply_w_id,
+                quantity: l.quantity.into(),
+                amount: l.amount.into(),
+            };
+            self.order_lines
+                .insert((w, d, l.o_id, u32::from(l.number)), row);
+        }
+        let history: Vec<HistoryRow> = dist
+            .history()
+            .iter()
+            .map(|h| HistoryRow {
+                customer: h.customer,
+                c_w_id: h.c_w_id,
+                c_d_id: h.c_d_id,
+                amount: h.amount.into(),
+            })
+            .collect();
+        if !history.is_empty() {
+            self.history.insert((w, d), history);
+        }
     }
 
     /// Adds `other`'s rows (of other keys: shards hold disjoint rows).
@@ -643,6 +654,19 @@ impl Reference {
         }
         out.total_amount = Some(total_amount(&out));
         // Commit: the staged writes.
+        self.commit_new_order(t, o_id, lines, stock)?;
+        Some(out)
+    }
+
+    /// Commits New-Order `t` as order `o_id`: the staged order lines and stock rows, and the
+    /// district, order and new-order rows (clause 2.4.2.2).
+    fn commit_new_order(
+        &mut self,
+        t: &NewOrderInput,
+        o_id: u32,
+        lines: BTreeMap<(u32, u32, u32, u32), OrderLineRow>,
+        stock: BTreeMap<(u32, u32), StockRow>,
+    ) -> Option<()> {
         let d = self.rows.districts.get_mut(&(t.w_id, t.d_id))?;
         d.d_next_o_id = o_id + 1;
         // §2.4.2.2: "A new row is inserted into both the NEW-ORDER table and the ORDER table to
@@ -662,7 +686,7 @@ impl Reference {
         // within all the ORDER-LINE rows that have the same OL_O_ID value".
         self.rows.order_lines.extend(lines);
         self.rows.stock.extend(stock);
-        Some(out)
+        Some(())
     }
 
     /// Clause 2.5.2.2, Payment.

@@ -244,6 +244,26 @@ impl Reader<'_> {
 pub(crate) fn encode(m: &Msg) -> Bytes {
     let mut w = Writer::with_capacity(64);
     match m {
+        Msg::Entry { .. }
+        | Msg::Commit { .. }
+        | Msg::Read { .. }
+        | Msg::Recover { .. }
+        | Msg::AckAgain { .. } => encode_from_client(&mut w, m),
+        Msg::Ack { .. } | Msg::Reject { .. } | Msg::ReadReply { .. } | Msg::View { .. } => {
+            encode_to_client(&mut w, m)
+        }
+        Msg::Prepare { .. }
+        | Msg::Promise { .. }
+        | Msg::Accept { .. }
+        | Msg::Accepted { .. }
+        | Msg::Decide { .. } => encode_recovery(&mut w, m),
+    }
+    Bytes::from(w.0)
+}
+
+/// Writes a message a client sends to replicas.
+fn encode_from_client(w: &mut Writer, m: &Msg) {
+    match m {
         Msg::Entry {
             epoch,
             seq,
@@ -270,6 +290,16 @@ pub(crate) fn encode(m: &Msg) -> Bytes {
         Msg::Recover { epoch } => {
             w.u8(RECOVER).u64(*epoch);
         }
+        Msg::AckAgain { epoch, seq } => {
+            w.u8(ACK_AGAIN).u64(*epoch).u64(*seq);
+        }
+        _ => unreachable!("not a client's message: {m:?}"),
+    }
+}
+
+/// Writes a replica's answer to a client.
+fn encode_to_client(w: &mut Writer, m: &Msg) {
+    match m {
         Msg::Ack {
             epoch,
             members,
@@ -303,6 +333,13 @@ pub(crate) fn encode(m: &Msg) -> Bytes {
         } => {
             w.u8(VIEW).u64(*epoch).u64(*members).u64(*next_seq);
         }
+        _ => unreachable!("not a replica's answer to a client: {m:?}"),
+    }
+}
+
+/// Writes a message of a recovery round.
+fn encode_recovery(w: &mut Writer, m: &Msg) {
+    match m {
         Msg::Prepare { epoch, ballot } => {
             w.u8(PREPARE).u64(*epoch).u64(*ballot);
         }
@@ -329,33 +366,45 @@ pub(crate) fn encode(m: &Msg) -> Bytes {
         Msg::Decide { value } => {
             w.u8(DECIDE).value(value);
         }
-        Msg::AckAgain { epoch, seq } => {
-            w.u8(ACK_AGAIN).u64(*epoch).u64(*seq);
-        }
+        _ => unreachable!("not a recovery message: {m:?}"),
     }
-    Bytes::from(w.0)
 }
 
 /// The message in `buf`, or `None` if it is malformed.
 pub(crate) fn decode(buf: &[u8]) -> Option<Msg> {
     let mut r = Reader::new(buf);
     let m = match r.u8()? {
-        ENTRY => {
-            // Fields in wire order (a struct expression evaluates its fields as written).
-            let m = Msg::Entry {
-                epoch: r.u64()?,
-                seq: r.u64()?,
-                id: r.u64()?,
-                cmd: r.repl_cmd()?,
-                commit: r.u64()?,
-                pad: r.u32()?,
-            };
-            let Msg::Entry { pad, .. } = m else {
-                return None;
-            };
-            r.finish_with(u64::from(pad))?;
-            return Some(m);
-        }
+        ENTRY => return decode_entry(r),
+        kind @ (COMMIT | READ | RECOVER | ACK_AGAIN) => decode_from_client(kind, &mut r)?,
+        kind @ (ACK | REJECT | READ_REPLY | VIEW) => decode_to_client(kind, &mut r)?,
+        kind @ (PREPARE | PROMISE | ACCEPT | ACCEPTED | DECIDE) => decode_recovery(kind, &mut r)?,
+        _ => return None,
+    };
+    r.finish()?;
+    Some(m)
+}
+
+/// An entry after its kind byte, with its padding to the end of the buffer.
+fn decode_entry(mut r: Reader<'_>) -> Option<Msg> {
+    // Fields in wire order (a struct expression evaluates its fields as written).
+    let m = Msg::Entry {
+        epoch: r.u64()?,
+        seq: r.u64()?,
+        id: r.u64()?,
+        cmd: r.repl_cmd()?,
+        commit: r.u64()?,
+        pad: r.u32()?,
+    };
+    let Msg::Entry { pad, .. } = m else {
+        return None;
+    };
+    r.finish_with(u64::from(pad))?;
+    Some(m)
+}
+
+/// A client's message other than an entry, of `kind`, after its kind byte.
+fn decode_from_client(kind: u8, r: &mut Reader<'_>) -> Option<Msg> {
+    Some(match kind {
         COMMIT => Msg::Commit {
             epoch: r.u64()?,
             upto: r.u64()?,
@@ -365,6 +414,17 @@ pub(crate) fn decode(buf: &[u8]) -> Option<Msg> {
             key: r.u64()?,
         },
         RECOVER => Msg::Recover { epoch: r.u64()? },
+        ACK_AGAIN => Msg::AckAgain {
+            epoch: r.u64()?,
+            seq: r.u64()?,
+        },
+        _ => unreachable!("not a client's message kind: {kind}"),
+    })
+}
+
+/// A replica's answer to a client, of `kind`, after its kind byte.
+fn decode_to_client(kind: u8, r: &mut Reader<'_>) -> Option<Msg> {
+    Some(match kind {
         ACK => Msg::Ack {
             epoch: r.u64()?,
             members: r.u64()?,
@@ -388,6 +448,13 @@ pub(crate) fn decode(buf: &[u8]) -> Option<Msg> {
             members: r.u64()?,
             next_seq: r.u64()?,
         },
+        _ => unreachable!("not a replica's answer kind: {kind}"),
+    })
+}
+
+/// A message of a recovery round, of `kind`, after its kind byte.
+fn decode_recovery(kind: u8, r: &mut Reader<'_>) -> Option<Msg> {
+    Some(match kind {
         PREPARE => Msg::Prepare {
             epoch: r.u64()?,
             ballot: r.u64()?,
@@ -414,12 +481,6 @@ pub(crate) fn decode(buf: &[u8]) -> Option<Msg> {
         DECIDE => Msg::Decide {
             value: r.repl_value()?,
         },
-        ACK_AGAIN => Msg::AckAgain {
-            epoch: r.u64()?,
-            seq: r.u64()?,
-        },
-        _ => return None,
-    };
-    r.finish()?;
-    Some(m)
+        _ => unreachable!("not a recovery message kind: {kind}"),
+    })
 }

@@ -104,6 +104,24 @@ fn put_batch(b: &mut BytesMut, batch: &[Request]) {
     batch.iter().for_each(|r| put_request(b, r));
 }
 
+/// A Phase 1b promise after its kind byte: ballot, decided prefix, and the slots past it.
+fn put_promise(b: &mut BytesMut, ballot: u64, commit: u64, slots: &[(u64, u64, Batch)]) {
+    b.put_u8(PROMISE);
+    b.put_u64(ballot);
+    b.put_u64(commit);
+    assert!(
+        slots.len() as u64 <= ACCEPT_AHEAD_MAX,
+        "a promise of {}",
+        slots.len()
+    );
+    b.put_u16(slots.len() as u16);
+    for (instance, ballot, batch) in slots {
+        b.put_u64(*instance);
+        b.put_u64(*ballot);
+        put_batch(b, batch);
+    }
+}
+
 pub(super) fn encode(msg: &Msg) -> Bytes {
     let mut b = BytesMut::with_capacity(64);
     match msg {
@@ -154,22 +172,7 @@ pub(super) fn encode(msg: &Msg) -> Bytes {
             ballot,
             commit,
             slots,
-        } => {
-            b.put_u8(PROMISE);
-            b.put_u64(*ballot);
-            b.put_u64(*commit);
-            assert!(
-                slots.len() as u64 <= ACCEPT_AHEAD_MAX,
-                "a promise of {}",
-                slots.len()
-            );
-            b.put_u16(slots.len() as u16);
-            for (instance, ballot, batch) in slots {
-                b.put_u64(*instance);
-                b.put_u64(*ballot);
-                put_batch(&mut b, batch);
-            }
-        }
+        } => put_promise(&mut b, *ballot, *commit, slots),
         Msg::Reject { ballot } => {
             b.put_u8(REJECT);
             b.put_u64(*ballot);
