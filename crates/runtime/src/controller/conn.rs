@@ -5,6 +5,8 @@ use super::leader::{campaign, lease_loop};
 use super::*;
 use crate::tls::ChannelReader;
 
+/// Campaigns until it leads, takes over, starts the lease thread, then accepts connections
+/// (each served on a thread of its own) and runs the timers, until stopped or deposed.
 pub(super) fn accept_loop(
     listener: TcpListener,
     state: Arc<Mutex<State>>,

@@ -73,12 +73,14 @@ impl State {
         self.send_keys(sends);
     }
 
+    /// Sends each member its key messages.
     pub(super) fn send_keys(&mut self, sends: Vec<KeySend>) {
         for (member, msg) in sends {
             self.send_to(&member, &msg);
         }
     }
 
+    /// Connection `id`'s member installed key epoch `epoch`: activations that waited for it go out.
     pub(super) fn on_keys_installed(&mut self, id: u64, epoch: Epoch) {
         let Some(member) = self.conns.get(&id).and_then(|c| c.member.clone()) else {
             return;

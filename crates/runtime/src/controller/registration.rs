@@ -4,6 +4,7 @@
 use super::*;
 
 impl State {
+    /// Connection `id` joins as `want`: a slot, and the address to bind (`Welcome`), or a refusal.
     pub(super) fn on_join(&mut self, id: u64, want: JoinAs) {
         if self.conns.get(&id).is_some_and(|c| c.member.is_some()) {
             return self.refuse(id, "this connection has already joined".into());
@@ -165,6 +166,9 @@ impl State {
         }
     }
 
+    /// Connection `id`'s member bound `addr`: a late member gets the running cluster; otherwise
+    /// the cluster starts once every member needed has bound (until then, those bound hear how
+    /// far it is).
     pub(super) fn on_bound(&mut self, id: u64, mut addr: SocketAddr) {
         let Some(conn) = self.conns.get(&id) else {
             return;
@@ -306,6 +310,8 @@ impl State {
         c
     }
 
+    /// `member` left or was lost (`how`): everyone connected hears `Down`, and its keys are
+    /// retired.
     pub(super) fn depart(&mut self, member: &Member, how: SlotState) {
         let slot = self.slots.get_mut(member).expect("members have slots");
         slot.state = how;
