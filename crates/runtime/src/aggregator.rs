@@ -30,35 +30,23 @@
 //! What it is not: a router of its own — data packets follow the tree by destination process
 //! ([`ProcessRouter`]), with no detour around a dead aggregator (a tree has none).
 
-use crate::auth::{KeyInbox, LinkAuth};
-use crate::clock::Clock;
+mod daemon;
+
 use crate::cluster::Cluster;
-use crate::config::DriverConfig;
-use crate::control::{ControlClient, FromController, JoinAs, JoinError, Member, ToController};
-use crate::driver::Driver;
-use crate::failure::{AggHalf, LiveTopology, WireCtrl, WireRelay};
-use crate::keys::{aggregator_links, member_ix};
+use crate::failure::{AggHalf, LiveTopology};
 use crate::ports::PortTable;
 use crate::roles::ProcessRouter;
-use crate::stats::DriverStats;
-use crate::sys::bind_udp;
-use crate::tls::Credentials;
-use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest};
+use onepipe_proto::failure::Mgmt;
 use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId};
 use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::switch::{Switch, SwitchConfig, SwitchStats};
 use onepipe_proto::time::{Instant, Timestamp};
 use onepipe_proto::wire::Packet;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::io;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::TryRecvError;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
-use tracing::{debug, info, warn};
+use std::sync::Arc;
+
+pub use daemon::{run_aggregator, AggregatorDaemon, AggregatorFaults, AggregatorReport, Fault};
 
 /// One neighbour of an aggregator: the far end of one of its ports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,7 +117,6 @@ impl Aggregator {
             .aggregator_index(name)
             .ok_or_else(|| format!("no aggregator '{name}' in the cluster"))?;
         let spec = &cluster.aggregators[index];
-        let roles = cluster.roles();
         let procs = cluster.attached(name);
         let children: Vec<String> = cluster
             .children(name)
@@ -138,83 +125,36 @@ impl Aggregator {
             .collect();
         let mut peers: Vec<Peer> = procs.iter().map(|&p| Peer::Process(p)).collect();
         peers.extend(children.iter().cloned().map(Peer::Child));
-        let below = peers.len();
-        // Where each process is reached going down: its own port, or its child's.
-        let ids = cluster.proc_ids_max();
-        let mut down_router = ProcessRouter::with_ids(ids);
-        for (i, &p) in procs.iter().enumerate() {
-            down_router.set(ProcId(p), PortId(i as u32));
-        }
-        for (j, c) in children.iter().enumerate() {
-            for p in cluster.subtree_procs(c) {
-                down_router.set(ProcId(p), PortId((procs.len() + j) as u32));
-            }
-        }
-        let n = cluster.procs();
-        let node = |half: u32| NodeId(n + 2 * index as u32 + half);
-        // §5.2: each half's inputs as the controller's graph names them (none for a shape the
-        // graph cannot express: then nothing is reported, and there is no procedure either).
-        let live = LiveTopology::of(cluster).ok();
-        let graph = |mut cfg: SwitchConfig, half: AggHalf| {
-            let links: Option<Vec<LinkId>> = (0..cfg.inputs as u32)
-                .map(|p| live.as_ref()?.input_link(index, half, PortId(p)))
-                .collect();
-            if let Some(links) = links {
-                cfg.graph_node = links.first().and_then(|&l| live.as_ref()?.link_head(l));
-                cfg.input_links = links;
-            }
-            cfg
+        let layout = Layout {
+            cluster,
+            name,
+            index,
+            below: peers.len(),
+            // §5.2: each half's inputs as the controller's graph names them (none for a shape
+            // the graph cannot express: then nothing is reported, and there is no procedure
+            // either).
+            live: LiveTopology::of(cluster).ok(),
+            now,
         };
-        let down_router = Arc::new(down_router);
+        let down_router = Arc::new(layout.down_router(&procs, &children));
         let mut routers = vec![down_router.clone()];
-        let (up, down, inputs, up_outs, down_outs) = match &spec.parent {
-            None => {
-                let cfg = roles.switch_config(node(0), cluster.up_depth(name), below, below);
-                let up = Switch::new(graph(cfg, AggHalf::Up), Some(down_router), now);
-                let ports: Vec<PortId> = (0..below as u32).map(PortId).collect();
-                let inputs = ports.iter().map(|&p| (Half::Up, p)).collect();
-                (
-                    up,
-                    None,
-                    inputs,
-                    ports.into_iter().map(Out::Peer).collect(),
-                    Vec::new(),
-                )
-            }
+        let halves = match &spec.parent {
+            None => layout.root(down_router),
             Some(parent) => {
                 peers.push(Peer::Parent(parent.clone()));
-                // Up: inputs are the peers below; output 0 turns here (loopback), 1 climbs.
-                let mut up_router = ProcessRouter::with_ids(ids);
-                let mine = cluster.subtree_procs(name);
-                for p in 0..n {
-                    let port = if mine.binary_search(&p).is_ok() { 0 } else { 1 };
-                    up_router.set(ProcId(p), PortId(port));
-                }
-                let up_cfg = roles.switch_config(node(0), cluster.up_depth(name), below, 2);
-                let up_cfg = graph(up_cfg, AggHalf::Up);
-                let up_router = Arc::new(up_router);
-                routers.push(up_router.clone());
-                let up = Switch::new(up_cfg, Some(up_router), now);
-                // Down: input 0 is the loopback, 1 the parent; outputs are the peers below.
-                let down_cfg = roles.switch_config(node(1), cluster.down_depth(name), 2, below);
-                let down_cfg = graph(down_cfg, AggHalf::Down);
-                let down = Switch::new(down_cfg, Some(down_router), now);
-                let mut inputs: Vec<(Half, PortId)> =
-                    (0..below as u32).map(|p| (Half::Up, PortId(p))).collect();
-                inputs.push((Half::Down, PortId(1)));
-                let up_outs = vec![Out::Loopback, Out::Peer(PortId(below as u32))];
-                let down_outs = (0..below as u32).map(|p| Out::Peer(PortId(p))).collect();
-                (up, Some(down), inputs, up_outs, down_outs)
+                let (halves, up_router) = layout.split(down_router);
+                routers.push(up_router);
+                halves
             }
         };
         Ok(Aggregator {
             name: name.to_string(),
             peers,
-            up,
-            down,
-            inputs,
-            up_outs,
-            down_outs,
+            up: halves.up,
+            down: halves.down,
+            inputs: halves.inputs,
+            up_outs: halves.up_outs,
+            down_outs: halves.down_outs,
             outputs: VecDeque::new(),
             dropped: 0,
             blackholes: Vec::new(),
@@ -222,7 +162,7 @@ impl Aggregator {
             cuts: Vec::new(),
             cut_dropped: 0,
             routers,
-            file_procs: n,
+            file_procs: cluster.procs(),
             spoofed: 0,
         })
     }
@@ -455,6 +395,115 @@ impl Aggregator {
     }
 }
 
+/// What building one aggregator's halves needs ([`Aggregator::new`]).
+struct Layout<'a> {
+    cluster: &'a Cluster,
+    name: &'a str,
+    /// The aggregator's index in the cluster file.
+    index: usize,
+    /// Its peers below: attached processes, then child aggregators.
+    below: usize,
+    /// The controller's routing graph, if the cluster's shape has one.
+    live: Option<LiveTopology>,
+    now: Instant,
+}
+
+/// An aggregator's halves and where their ports lead.
+struct Halves {
+    up: Switch,
+    down: Option<Switch>,
+    inputs: Vec<(Half, PortId)>,
+    up_outs: Vec<Out>,
+    down_outs: Vec<Out>,
+}
+
+impl Layout<'_> {
+    /// Where each process is reached going down: its own port, or its child's.
+    fn down_router(&self, procs: &[u32], children: &[String]) -> ProcessRouter {
+        let ids = self.cluster.proc_ids_max();
+        let mut down_router = ProcessRouter::with_ids(ids);
+        for (i, &p) in procs.iter().enumerate() {
+            down_router.set(ProcId(p), PortId(i as u32));
+        }
+        for (j, c) in children.iter().enumerate() {
+            for p in self.cluster.subtree_procs(c) {
+                down_router.set(ProcId(p), PortId((procs.len() + j) as u32));
+            }
+        }
+        down_router
+    }
+
+    /// The graph node of half `half` (0: up, or the root's only node; 1: down).
+    fn node(&self, half: u32) -> NodeId {
+        NodeId(self.cluster.procs() + 2 * self.index as u32 + half)
+    }
+
+    /// `cfg` with its inputs as the controller's graph names them, and the half's graph node.
+    fn graph(&self, mut cfg: SwitchConfig, half: AggHalf) -> SwitchConfig {
+        let live = &self.live;
+        let links: Option<Vec<LinkId>> = (0..cfg.inputs as u32)
+            .map(|p| live.as_ref()?.input_link(self.index, half, PortId(p)))
+            .collect();
+        if let Some(links) = links {
+            cfg.graph_node = links.first().and_then(|&l| live.as_ref()?.link_head(l));
+            cfg.input_links = links;
+        }
+        cfg
+    }
+
+    /// The root: one node, whose inputs and outputs are the peers below.
+    fn root(&self, down_router: Arc<ProcessRouter>) -> Halves {
+        let (cluster, below) = (self.cluster, self.below);
+        let roles = cluster.roles();
+        let cfg = roles.switch_config(self.node(0), cluster.up_depth(self.name), below, below);
+        let up = Switch::new(self.graph(cfg, AggHalf::Up), Some(down_router), self.now);
+        let ports: Vec<PortId> = (0..below as u32).map(PortId).collect();
+        let inputs = ports.iter().map(|&p| (Half::Up, p)).collect();
+        Halves {
+            up,
+            down: None,
+            inputs,
+            up_outs: ports.into_iter().map(Out::Peer).collect(),
+            down_outs: Vec::new(),
+        }
+    }
+
+    /// An aggregator below the root, split in two halves (§3.1): its halves, and the up
+    /// half's routing table.
+    fn split(&self, down_router: Arc<ProcessRouter>) -> (Halves, Arc<ProcessRouter>) {
+        let (cluster, name, below) = (self.cluster, self.name, self.below);
+        let roles = cluster.roles();
+        // Up: inputs are the peers below; output 0 turns here (loopback), 1 climbs.
+        let mut up_router = ProcessRouter::with_ids(cluster.proc_ids_max());
+        let mine = cluster.subtree_procs(name);
+        for p in 0..cluster.procs() {
+            let port = if mine.binary_search(&p).is_ok() { 0 } else { 1 };
+            up_router.set(ProcId(p), PortId(port));
+        }
+        let up_cfg = roles.switch_config(self.node(0), cluster.up_depth(name), below, 2);
+        let up_cfg = self.graph(up_cfg, AggHalf::Up);
+        let up_router = Arc::new(up_router);
+        let up = Switch::new(up_cfg, Some(up_router.clone()), self.now);
+        // Down: input 0 is the loopback, 1 the parent; outputs are the peers below.
+        let down_cfg = roles.switch_config(self.node(1), cluster.down_depth(name), 2, below);
+        let down_cfg = self.graph(down_cfg, AggHalf::Down);
+        let down = Switch::new(down_cfg, Some(down_router), self.now);
+        let mut inputs: Vec<(Half, PortId)> =
+            (0..below as u32).map(|p| (Half::Up, PortId(p))).collect();
+        inputs.push((Half::Down, PortId(1)));
+        let up_outs = vec![Out::Loopback, Out::Peer(PortId(below as u32))];
+        let down_outs = (0..below as u32).map(|p| Out::Peer(PortId(p))).collect();
+        let halves = Halves {
+            up,
+            down: Some(down),
+            inputs,
+            up_outs,
+            down_outs,
+        };
+        (halves, up_router)
+    }
+}
+
 impl Node for Aggregator {
     type Packet = Packet;
     type Event = Infallible;
@@ -523,462 +572,6 @@ impl Node for Aggregator {
     fn poll_timeout(&self) -> Option<Instant> {
         let down = self.down.as_ref().and_then(|d| d.poll_timeout());
         [self.up.poll_timeout(), down].into_iter().flatten().min()
-    }
-}
-
-/// What an aggregator daemon did, when it stops.
-#[derive(Clone, Debug)]
-pub struct AggregatorReport {
-    /// Its name.
-    pub name: String,
-    /// The UDP address it bound.
-    pub addr: SocketAddr,
-    /// Transport counters (`unknown_source` and `decode_errors` count datagrams dropped as
-    /// strangers' or garbage).
-    pub driver: DriverStats,
-    /// Both halves' counters.
-    pub switch: SwitchStats,
-    /// Inputs the controller's Resume removed from the commit minimum (§5.2).
-    pub commit_inputs_removed: u64,
-    /// Packets dropped by a black-hole test fault ([`AggregatorFaults`]).
-    pub blackholed: u64,
-    /// Packets dropped at a cut uplink ([`AggregatorFaults`]).
-    pub cut_dropped: u64,
-    /// Packets dropped by reverse-path filtering: they named a sender that does not live
-    /// behind the port they came in on (docs/SECURITY.md).
-    pub spoofed_src: u64,
-}
-
-impl AggregatorReport {
-    /// The counters by name (what the daemon reports to the controller and prints at exit).
-    pub fn counters(&self) -> BTreeMap<String, u64> {
-        let mut m = counters(&self.driver, &self.switch, self.commit_inputs_removed);
-        m.insert("blackholed".into(), self.blackholed);
-        m.insert("cut_dropped".into(), self.cut_dropped);
-        m.insert("spoofed_src".into(), self.spoofed_src);
-        m
-    }
-}
-
-fn counters(d: &DriverStats, s: &SwitchStats, commit_removed: u64) -> BTreeMap<String, u64> {
-    let mut m = d.counters();
-    m.insert("forwarded".into(), s.forwarded);
-    m.insert("beacons_received".into(), s.beacons_received);
-    m.insert("beacons_sent".into(), s.beacons_sent);
-    m.insert("switch_dropped".into(), s.dropped);
-    m.insert("links_removed".into(), s.links_removed);
-    m.insert("links_added".into(), s.links_added);
-    m.insert("commit_inputs_removed".into(), commit_removed);
-    m
-}
-
-/// A test fault for a running aggregator ([`AggregatorFaults`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
-    /// [`Aggregator::blackhole`]: what `from` sends `to` is dropped here.
-    Blackhole {
-        /// The sending process.
-        from: ProcId,
-        /// The receiving process.
-        to: ProcId,
-    },
-    /// [`Aggregator::cut`]: everything `from` sends is dropped here.
-    Cut {
-        /// The process whose uplink is cut.
-        from: ProcId,
-    },
-}
-
-/// Test faults for a running aggregator, set from another thread (`onepipe up --blackhole`
-/// and `--cut` write them to the daemon's standard input) and applied by [`run_aggregator`]'s
-/// loop.
-#[derive(Debug, Default)]
-pub struct AggregatorFaults {
-    faults: Mutex<Vec<Fault>>,
-}
-
-impl AggregatorFaults {
-    /// Applies `fault` from the loop's next turn.
-    pub fn add(&self, fault: Fault) {
-        self.faults
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(fault);
-    }
-
-    /// Faults added and not yet taken by the loop. The loop applies what it takes before it
-    /// handles another datagram, so once this is 0, every datagram that arrives from then on
-    /// meets the faults.
-    pub fn pending(&self) -> usize {
-        self.faults.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    fn take(&self) -> Vec<Fault> {
-        std::mem::take(&mut *self.faults.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
-/// Joins whichever of the `controllers` leads (a leader and standbys, docs/CONTROLLER-HA.md)
-/// as aggregator `name`, binds, waits for the cluster and runs the aggregator until `stop` is
-/// set. `on_ready` is called with the bound address once the cluster is ready. When the control
-/// connection is lost, a thread of its own re-registers with whichever controller leads then
-/// (same name, same address) while the data path runs on, and the §5.2 reports sent so far go
-/// again (a new leader may not have logged them; it ignores a report it knows).
-///
-/// # Errors
-/// Joining failed, the socket could not be bound, or the poller failed.
-#[allow(clippy::too_many_arguments)]
-pub fn run_aggregator(
-    controllers: &[SocketAddr],
-    name: &str,
-    cfg: &DriverConfig,
-    tls: Option<&Credentials>,
-    stop: &AtomicBool,
-    faults: &AggregatorFaults,
-    on_ready: &mut dyn FnMut(SocketAddr),
-) -> Result<AggregatorReport, JoinError> {
-    let join_timeout = Duration::from_secs(60);
-    let (mut control, _, bind) = ControlClient::join_leader(
-        controllers,
-        JoinAs::Aggregator(name.to_string()),
-        join_timeout,
-        tls,
-    )?;
-    let socket = bind_udp(bind, cfg)?;
-    let addr = socket.local_addr()?;
-    let cluster = control.bound_and_wait(addr, Duration::from_secs(3600), stop)?;
-    let clock = Clock::of(cluster.clock);
-    let node = Aggregator::new(&cluster, name, clock.now()).map_err(JoinError::Protocol)?;
-    let ports = node.port_table(&cluster).map_err(JoinError::Protocol)?;
-    let peers: Vec<SocketAddr> = (0..ports.outputs_len())
-        .filter_map(|i| ports.output(PortId(i as u32)))
-        .collect();
-    let cfg = cluster
-        .driver_config(cfg, &peers)
-        .map_err(JoinError::Transport)?;
-    let links = aggregator_links(&cluster, node.peers());
-    let mut driver = Driver::new(node, socket, ports, clock, cfg)?;
-    // Datagrams sealed with the keys of this aggregator's links (docs/SECURITY.md): updates
-    // come on the control channel, read on this thread, and apply at once.
-    let mode = cluster.auth_mode();
-    if mode.seals() {
-        let me = member_ix(&cluster, &Member::Aggregator(name.to_string()))
-            .ok_or_else(|| JoinError::Protocol(format!("{name} has no member number")))?;
-        driver.set_auth(LinkAuth::new(mode, me, &links, KeyInbox::new()))?;
-        for update in control.take_keys() {
-            driver.apply_key_update(update);
-        }
-    }
-    let reader_stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
-    let thread_name = format!("onepipe-agg-{name}");
-    let (mut control, mut inbox, reader) = control.split(&thread_name, reader_stop.0.clone())?;
-    let mut readers = vec![reader];
-    debug!(aggregator = name, %addr, "ready");
-    on_ready(addr);
-    // Every report sent, to send again after a failover (a handful per failure).
-    let mut reports: Vec<ToController> = Vec::new();
-    let mut connected = true;
-    let mut rejoining: Option<JoinHandle<Option<ControlClient>>> = None;
-    let mut last_health = std::time::Instant::now();
-    while !stop.load(Ordering::SeqCst) {
-        driver.run_once(Duration::from_millis(20), &mut |e: Infallible| match e {})?;
-        for fault in faults.take() {
-            let applied = driver.with_node(
-                |n, _| match fault {
-                    Fault::Blackhole { from, to } => n.blackhole(from, to),
-                    Fault::Cut { from } => n.cut(from),
-                },
-                &mut |e: Infallible| match e {},
-            );
-            match applied {
-                Ok(()) => warn!(aggregator = name, "test fault: {fault:?}"),
-                Err(e) => warn!(aggregator = name, "test fault refused: {e}"),
-            }
-        }
-        loop {
-            match inbox.try_recv() {
-                Ok(FromController::Ctrl { msg }) => {
-                    let msg: CtrlMsg = msg.into();
-                    driver.with_node(
-                        |a, now| a.handle(now, Input::Mgmt(Mgmt::Ctrl(msg))),
-                        &mut |e: Infallible| match e {},
-                    );
-                }
-                // §5.2 rejoin: `Admit` for an input of one of the halves.
-                Ok(FromController::Relay { msg }) => match msg.into_relay() {
-                    Ok(r) => driver.with_node(
-                        |a, now| a.handle(now, Input::Mgmt(Mgmt::Relay(r))),
-                        &mut |e: Infallible| match e {},
-                    ),
-                    Err(e) => warn!(aggregator = name, "skipped a bad relay: {e}"),
-                },
-                Ok(k @ (FromController::Keys { .. } | FromController::KeysActivate { .. })) => {
-                    if let Some(update) = k.key_update() {
-                        driver.apply_key_update(update);
-                    }
-                    if let FromController::Keys {
-                        epoch,
-                        activate: false,
-                        ..
-                    } = k
-                    {
-                        connected &= control.send(&ToController::KeysInstalled { epoch }).is_ok();
-                    }
-                }
-                // A process joined the running cluster: its datagrams come from `addr`.
-                Ok(FromController::Address {
-                    member: Member::Process(p),
-                    addr,
-                }) => {
-                    let port = driver
-                        .node()
-                        .peers()
-                        .iter()
-                        .position(|peer| *peer == Peer::Process(p));
-                    if let Some(port) = port {
-                        debug!(aggregator = name, "p{p} is at {addr}");
-                        driver.relink(PortId(port as u32), addr);
-                    }
-                }
-                Ok(FromController::Joined { host, procs }) => {
-                    let procs: Vec<ProcId> = procs.into_iter().map(ProcId).collect();
-                    if !driver.node().rejoined(ProcId(host), &procs) {
-                        warn!(
-                            aggregator = name,
-                            "p{host} rejoined under ids beyond the cluster's room"
-                        );
-                    }
-                }
-                Ok(_) => {}
-                Err(TryRecvError::Empty) => break,
-                // The reader ended: the connection closed.
-                Err(TryRecvError::Disconnected) => {
-                    connected = false;
-                    break;
-                }
-            }
-        }
-        // §5.2 Detect: the halves' reports go to the controller. Control messages are best
-        // effort here: a controller that went away does not stop the data path. Relays (rejoin's
-        // `Admitted`) go the same way.
-        while let Some((to, msg)) = driver.poll_mgmt() {
-            if let (MgmtDest::Controller, Mgmt::Relay(r)) = (&to, &msg) {
-                let msg = ToController::Relay {
-                    msg: WireRelay::of(r),
-                };
-                connected &= control.send(&msg).is_ok();
-                continue;
-            }
-            if let (MgmtDest::Controller, Mgmt::Ctrl(msg)) = (to, msg) {
-                if let CtrlMsg::LinkDown { link, .. } = &msg {
-                    warn!(
-                        aggregator = name,
-                        link = link.0,
-                        "input link down: reported to the controller (§5.2 Detect)"
-                    );
-                }
-                let msg = ToController::Ctrl {
-                    to: None,
-                    msg: WireCtrl::from(&msg),
-                };
-                connected &= control.send(&msg).is_ok();
-                if reports.len() < REPORTS_MAX {
-                    reports.push(msg);
-                }
-            }
-        }
-        if last_health.elapsed() >= Duration::from_secs(1) {
-            last_health = std::time::Instant::now();
-            let node = driver.node();
-            let counters = counters(&driver.stats(), &node.stats(), node.commit_inputs_removed());
-            connected &= control.send(&ToController::Health { counters }).is_ok();
-        }
-        // The controller is gone: re-register with whoever leads, off the data path's thread.
-        if !connected && rejoining.is_none() {
-            warn!(
-                aggregator = name,
-                "lost the controller; re-registering with whichever leads"
-            );
-            let (controllers, member) = (controllers.to_vec(), Member::Aggregator(name.into()));
-            let flag = reader_stop.0.clone();
-            let tls = tls.cloned();
-            rejoining = Some(
-                std::thread::Builder::new()
-                    .name(format!("{thread_name}-rejoin"))
-                    .spawn(move || loop {
-                        let timeout = Duration::from_secs(2);
-                        let c = ControlClient::rejoin_leader(
-                            &controllers,
-                            member.clone(),
-                            addr,
-                            timeout,
-                            &flag,
-                            tls.as_ref(),
-                        );
-                        match c {
-                            Ok(c) => return Some(c),
-                            Err(_) if flag.load(Ordering::SeqCst) => return None,
-                            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-                        }
-                    })?,
-            );
-        }
-        if rejoining.as_ref().is_some_and(|h| h.is_finished()) {
-            let c = rejoining.take().and_then(|h| h.join().ok().flatten());
-            if let Some(c) = c {
-                let (sender, rx, reader) = c.split(&thread_name, reader_stop.0.clone())?;
-                (control, inbox, connected) = (sender, rx, true);
-                info!(
-                    aggregator = name,
-                    "re-registered with the leading controller"
-                );
-                readers.push(reader);
-                for msg in &reports {
-                    connected &= control.send(msg).is_ok();
-                }
-            }
-        }
-    }
-    let _ = driver.flush();
-    let report = AggregatorReport {
-        name: name.to_string(),
-        addr,
-        driver: driver.stats(),
-        switch: driver.node().stats(),
-        commit_inputs_removed: driver.node().commit_inputs_removed(),
-        blackholed: driver.node().blackholed(),
-        cut_dropped: driver.node().cut_dropped(),
-        spoofed_src: driver.node().spoofed_dropped(),
-    };
-    let _ = control.send(&ToController::Health {
-        counters: report.counters(),
-    });
-    control.leave();
-    // The reader reads on until the controller closes (or briefly, if it does not): a socket
-    // closed with unread input is reset, and the reset could overtake the `Leave`.
-    let linger = std::time::Instant::now() + Duration::from_millis(500);
-    while readers.iter().any(|r| !r.is_finished()) && std::time::Instant::now() < linger {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    drop(reader_stop);
-    drop(inbox);
-    for r in readers {
-        let _ = r.join();
-    }
-    if let Some(h) = rejoining {
-        let _ = h.join();
-    }
-    Ok(report)
-}
-
-/// Most §5.2 reports an aggregator keeps to send again after a controller failover (one per
-/// input link at most, as a link is reported once).
-const REPORTS_MAX: usize = 4096;
-
-/// Sets a flag when dropped: the control reader stops however the daemon's loop ends.
-struct StopOnDrop(Arc<AtomicBool>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-/// An aggregator running on a thread of this process (what [`crate::LocalCluster`] and tests
-/// use; the `onepipe agg` daemon runs [`run_aggregator`] on its main thread).
-pub struct AggregatorDaemon {
-    stop: Arc<AtomicBool>,
-    faults: Arc<AggregatorFaults>,
-    thread: Option<JoinHandle<Result<AggregatorReport, JoinError>>>,
-}
-
-impl AggregatorDaemon {
-    /// Applies test fault `fault` ([`Aggregator::blackhole`], [`Aggregator::cut`]) and waits
-    /// (at most `timeout`) until the aggregator's loop has taken it: what arrives there from
-    /// then on meets it. Returns whether it was taken in time. Refused faults (a process not
-    /// attached here) are logged by the aggregator.
-    pub fn inject(&self, fault: Fault, timeout: Duration) -> bool {
-        self.faults.add(fault);
-        let until = std::time::Instant::now() + timeout;
-        while self.faults.pending() > 0 {
-            if std::time::Instant::now() >= until
-                || self.thread.as_ref().is_none_or(|t| t.is_finished())
-            {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        true
-    }
-
-    /// Starts aggregator `name` of the cluster whose controller is at `controller`.
-    ///
-    /// # Errors
-    /// The thread could not be spawned (joining happens on the thread: see
-    /// [`AggregatorDaemon::stop`]).
-    pub fn start(
-        controller: SocketAddr,
-        name: &str,
-        cfg: DriverConfig,
-        tls: Option<Credentials>,
-    ) -> io::Result<AggregatorDaemon> {
-        AggregatorDaemon::start_any(&[controller], name, cfg, tls)
-    }
-
-    /// Starts aggregator `name` with a leader and standby controllers at `controllers` (see
-    /// [`run_aggregator`]).
-    ///
-    /// # Errors
-    /// The thread could not be spawned.
-    pub fn start_any(
-        controllers: &[SocketAddr],
-        name: &str,
-        cfg: DriverConfig,
-        tls: Option<Credentials>,
-    ) -> io::Result<AggregatorDaemon> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let faults = Arc::new(AggregatorFaults::default());
-        let (stop2, name, controllers) = (stop.clone(), name.to_string(), controllers.to_vec());
-        let faults2 = faults.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("onepipe-agg-{name}"))
-            .spawn(move || {
-                let faults = faults2;
-                run_aggregator(
-                    &controllers,
-                    &name,
-                    &cfg,
-                    tls.as_ref(),
-                    &stop2,
-                    &faults,
-                    &mut |_| {},
-                )
-            })?;
-        Ok(AggregatorDaemon {
-            stop,
-            faults,
-            thread: Some(thread),
-        })
-    }
-
-    /// Stops it and returns its report.
-    ///
-    /// # Errors
-    /// What made it fail, if it did.
-    pub fn stop(mut self) -> Result<AggregatorReport, JoinError> {
-        self.stop.store(true, Ordering::SeqCst);
-        let t = self.thread.take().expect("joined once");
-        t.join()
-            .unwrap_or_else(|_| Err(JoinError::Protocol("the aggregator thread panicked".into())))
-    }
-}
-
-impl Drop for AggregatorDaemon {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use crate::cluster::LocalLayout;
+use onepipe_proto::failure::{CtrlMsg, MgmtDest};
 use onepipe_proto::wire::Beacon;
 
 fn cluster() -> Cluster {

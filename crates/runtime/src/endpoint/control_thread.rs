@@ -62,45 +62,15 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
         shared.complete_untaken();
         if !connected {
             // The controller is gone: the data path goes on; find whoever leads now.
-            if !searching {
-                searching = true;
-                warn!(
-                    proc = shared.proc.0,
-                    "lost the controller; re-registering with whichever leads"
-                );
-            }
-            match link.reconnect(Member::Process(shared.proc.0), &shared.stop) {
-                Some(c) => {
-                    control = c;
-                    connected = true;
-                    searching = false;
-                    info!(
-                        proc = shared.proc.0,
-                        "re-registered with the leading controller"
-                    );
-                    shared.push_event(Event::ControllerChanged);
-                }
-                None => std::thread::sleep(Duration::from_millis(50)),
+            if let Some(c) = find_leader(&link, &shared, &mut searching) {
+                control = c;
+                connected = true;
             }
             continue;
         }
         if last_health.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             last_health = Some(std::time::Instant::now());
-            let s = shared.stats();
-            let counters: BTreeMap<String, u64> = [
-                ("delivered", s.host.delivered),
-                ("messages_sent", s.host.messages_sent),
-                ("dropped_late", s.host.dropped_late),
-                ("send_failed", s.host.send_failed),
-                ("retransmits", s.reliable.retransmits),
-                ("recv_refused_full", s.recv_refused_full),
-                ("decode_errors", s.driver.decode_errors),
-                ("unknown_source", s.driver.unknown_source),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-            connected = control.send(&ToController::Health { counters }).is_ok();
+            connected = send_health(&mut control, &shared);
         }
         let out: Vec<ToController> =
             std::mem::take(&mut *shared.control_out.lock().unwrap_or_else(|e| e.into_inner()))
@@ -110,101 +80,8 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
             connected &= control.send(&msg).is_ok();
         }
         match control.recv(Duration::from_millis(10)) {
-            Ok(Some(FromController::Down { member, reason })) => match member {
-                Member::Process(slot) => {
-                    debug!(
-                        proc = shared.proc.0,
-                        "the controller reports p{slot} {reason}"
-                    );
-                    // A process that left is taken out by a §5.2 round at once: its one event
-                    // comes from there (`Left`). A lost connection is only a hint.
-                    let left = reason == "left";
-                    let proc = shared.slot_down(slot, left);
-                    if !left {
-                        shared.push_event(Event::ProcessFailed {
-                            proc,
-                            ts: shared.clock.now().timestamp(),
-                            reason: FailReason::Lost,
-                            callback: Callback::default(),
-                        });
-                    }
-                }
-                Member::Aggregator(name) => {
-                    debug!(
-                        proc = shared.proc.0,
-                        "the controller reports {name} {reason}"
-                    );
-                    shared.push_event(Event::AggregatorFailed { name });
-                }
-            },
-            Ok(Some(FromController::Ctrl { msg })) => shared.on_control(msg.into()),
-            // Datagram keys: to the I/O thread (which takes them at its next turn, woken now);
-            // an installed epoch is acknowledged so the controller can activate it.
-            Ok(Some(k @ (FromController::Keys { .. } | FromController::KeysActivate { .. }))) => {
-                if let (Some(inbox), Some(update)) = (&link.keys, k.key_update()) {
-                    inbox.push(update);
-                    shared.wake();
-                }
-                if let FromController::Keys {
-                    epoch,
-                    activate: false,
-                    ..
-                } = k
-                {
-                    connected &= control.send(&ToController::KeysInstalled { epoch }).is_ok();
-                }
-            }
-            // §5.2: a process (perhaps this one) rejoined under new ids.
-            Ok(Some(FromController::View {
-                epoch,
-                members,
-                joined,
-                left,
-                failed,
-            })) => {
-                let ids = |v: Vec<u32>| v.into_iter().map(ProcId).collect::<Vec<_>>();
-                shared.on_view(View {
-                    epoch,
-                    members: ids(members),
-                    joined: ids(joined),
-                    left: ids(left),
-                    failed: ids(failed),
-                });
-            }
-            Ok(Some(FromController::Joined { host, procs })) => {
-                shared.slot_rejoined(host, &procs);
-                shared.push_event(Event::Rejoined {
-                    old: ProcId(host),
-                    procs: procs.into_iter().map(ProcId).collect(),
-                });
-            }
-            // §5.2 controller forwarding: data for this process, or ACKs for data it forwarded.
-            Ok(Some(FromController::Relay { msg })) => match msg.into_relay() {
-                Ok(r) => shared.on_mgmt(Mgmt::Relay(r)),
-                Err(e) => debug!(proc = shared.proc.0, "skipped a bad relay: {e}"),
-            },
-            Ok(Some(FromController::Declared { failed, .. })) => {
-                // The others hear of it through `Failure`; this is for a process cut off from
-                // them, which learns of its own failure (§5.2).
-                for (p, ts) in failed {
-                    if p == shared.proc.0 {
-                        warn!(proc = p, ts, "declared failed by the controller (§5.2)");
-                        // §5.2 Receiver Recovery: "the controller notifies process of its own
-                        // failure" — the live wire's form of `RelayMsg::Failed`: the role
-                        // freezes (no more sends, its in-flight messages recalled, reliable
-                        // delivery stopped).
-                        let ts = Timestamp::new(ts);
-                        shared.on_mgmt(Mgmt::Relay(RelayMsg::Failed { ts }));
-                        shared.push_event(Event::ProcessFailed {
-                            proc: shared.proc,
-                            ts,
-                            reason: FailReason::Declared,
-                            callback: Callback::default(),
-                        });
-                    }
-                }
-            }
-            Ok(_) => {}
+            Ok(Some(msg)) => connected &= on_line(msg, &mut control, &link, &shared),
+            Ok(None) => {}
             // A line that is not a message: skipped (the connection is still good).
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 debug!(proc = shared.proc.0, "skipped a control line: {e}");
@@ -216,5 +93,168 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
     if connected && !shared.vanish.load(Ordering::SeqCst) {
         let last = *shared.leave_last.lock().unwrap_or_else(|e| e.into_inner());
         control.leave_at(last, Duration::from_millis(500));
+    }
+}
+
+/// One attempt to re-register with whichever controller leads (`searching`: the loss was
+/// logged already); a pause before the next when it failed.
+fn find_leader(link: &ControlLink, shared: &Shared, searching: &mut bool) -> Option<ControlClient> {
+    if !*searching {
+        *searching = true;
+        warn!(
+            proc = shared.proc.0,
+            "lost the controller; re-registering with whichever leads"
+        );
+    }
+    match link.reconnect(Member::Process(shared.proc.0), &shared.stop) {
+        Some(c) => {
+            *searching = false;
+            info!(
+                proc = shared.proc.0,
+                "re-registered with the leading controller"
+            );
+            shared.push_event(Event::ControllerChanged);
+            Some(c)
+        }
+        None => {
+            std::thread::sleep(Duration::from_millis(50));
+            None
+        }
+    }
+}
+
+/// Sends this endpoint's counters to the controller: whether the connection took them.
+fn send_health(control: &mut ControlClient, shared: &Shared) -> bool {
+    let s = shared.stats();
+    let counters: BTreeMap<String, u64> = [
+        ("delivered", s.host.delivered),
+        ("messages_sent", s.host.messages_sent),
+        ("dropped_late", s.host.dropped_late),
+        ("send_failed", s.host.send_failed),
+        ("retransmits", s.reliable.retransmits),
+        ("recv_refused_full", s.recv_refused_full),
+        ("decode_errors", s.driver.decode_errors),
+        ("unknown_source", s.driver.unknown_source),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    control.send(&ToController::Health { counters }).is_ok()
+}
+
+/// One message from the controller; returns whether the connection is still good (an answer
+/// it needed went out).
+fn on_line(
+    msg: FromController,
+    control: &mut ControlClient,
+    link: &ControlLink,
+    shared: &Shared,
+) -> bool {
+    match msg {
+        FromController::Down { member, reason } => on_down(member, reason, shared),
+        FromController::Ctrl { msg } => shared.on_control(msg.into()),
+        // Datagram keys: to the I/O thread (which takes them at its next turn, woken now);
+        // an installed epoch is acknowledged so the controller can activate it.
+        k @ (FromController::Keys { .. } | FromController::KeysActivate { .. }) => {
+            if let (Some(inbox), Some(update)) = (&link.keys, k.key_update()) {
+                inbox.push(update);
+                shared.wake();
+            }
+            if let FromController::Keys {
+                epoch,
+                activate: false,
+                ..
+            } = k
+            {
+                return control.send(&ToController::KeysInstalled { epoch }).is_ok();
+            }
+        }
+        // §5.2: a process (perhaps this one) rejoined under new ids.
+        FromController::View {
+            epoch,
+            members,
+            joined,
+            left,
+            failed,
+        } => {
+            let ids = |v: Vec<u32>| v.into_iter().map(ProcId).collect::<Vec<_>>();
+            shared.on_view(View {
+                epoch,
+                members: ids(members),
+                joined: ids(joined),
+                left: ids(left),
+                failed: ids(failed),
+            });
+        }
+        FromController::Joined { host, procs } => {
+            shared.slot_rejoined(host, &procs);
+            shared.push_event(Event::Rejoined {
+                old: ProcId(host),
+                procs: procs.into_iter().map(ProcId).collect(),
+            });
+        }
+        // §5.2 controller forwarding: data for this process, or ACKs for data it forwarded.
+        FromController::Relay { msg } => match msg.into_relay() {
+            Ok(r) => shared.on_mgmt(Mgmt::Relay(r)),
+            Err(e) => debug!(proc = shared.proc.0, "skipped a bad relay: {e}"),
+        },
+        FromController::Declared { failed, .. } => on_declared(&failed, shared),
+        _ => {}
+    }
+    true
+}
+
+/// The controller reports a member down: a process that left or was lost (its slot
+/// `member`), or an aggregator.
+fn on_down(member: Member, reason: String, shared: &Shared) {
+    match member {
+        Member::Process(slot) => {
+            debug!(
+                proc = shared.proc.0,
+                "the controller reports p{slot} {reason}"
+            );
+            // A process that left is taken out by a §5.2 round at once: its one event
+            // comes from there (`Left`). A lost connection is only a hint.
+            let left = reason == "left";
+            let proc = shared.slot_down(slot, left);
+            if !left {
+                shared.push_event(Event::ProcessFailed {
+                    proc,
+                    ts: shared.clock.now().timestamp(),
+                    reason: FailReason::Lost,
+                    callback: Callback::default(),
+                });
+            }
+        }
+        Member::Aggregator(name) => {
+            debug!(
+                proc = shared.proc.0,
+                "the controller reports {name} {reason}"
+            );
+            shared.push_event(Event::AggregatorFailed { name });
+        }
+    }
+}
+
+/// The controller declared processes failed (`failed`: process, failure timestamp). The others
+/// hear of it through `Failure`; this is for a process cut off from them, which learns of its
+/// own failure (§5.2).
+fn on_declared(failed: &[(u32, u64)], shared: &Shared) {
+    for &(p, ts) in failed {
+        if p == shared.proc.0 {
+            warn!(proc = p, ts, "declared failed by the controller (§5.2)");
+            // §5.2 Receiver Recovery: "the controller notifies process of its own
+            // failure" — the live wire's form of `RelayMsg::Failed`: the role
+            // freezes (no more sends, its in-flight messages recalled, reliable
+            // delivery stopped).
+            let ts = Timestamp::new(ts);
+            shared.on_mgmt(Mgmt::Relay(RelayMsg::Failed { ts }));
+            shared.push_event(Event::ProcessFailed {
+                proc: shared.proc,
+                ts,
+                reason: FailReason::Declared,
+                callback: Callback::default(),
+            });
+        }
     }
 }
