@@ -32,6 +32,8 @@ phase "disk: ${free_gb} GB free here"
 [ "$free_gb" -ge 12 ] || echo "warning: the suite's builds need about 10 GB; only ${free_gb} GB are free"
 phase "planted bugs: every mutant's text is still in the tree (the full check runs last)"
 scripts/planted-bugs.sh --check
+phase "size rules and the driving contract (crates/lint: files <= 1,200 lines, non-test functions <= 80, drivers change roles only through Node or node.rs's Direct calls)"
+cargo run -q -p onepipe-lint
 phase "cargo fmt --check"
 cargo fmt --all -- --check
 phase "cargo clippy -D warnings (default features)"
@@ -40,9 +42,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 # instead of one per feature.
 phase "cargo clippy -D warnings (--all-features: etcd, tokio)"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
-phase "the library is only a library (no command-line, plotting or progress-bar crates)"
-if cargo tree -q -p onepipe -e normal --all-features | grep -E '(^|[^a-z_-])(clap|plotters|indicatif) v'; then
-  echo "the onepipe library pulls in a command-line crate (see above)" >&2
+phase "the library is only a library (no command-line, plotting or progress-bar crates, no simulator)"
+if cargo tree -q -p onepipe -e normal --all-features | grep -E '(^|[^a-z_-])(clap|plotters|indicatif|onepipe-sim) v'; then
+  echo "the onepipe library pulls in a command-line crate or the simulator (see above)" >&2
   exit 1
 fi
 phase "cargo doc -D warnings"

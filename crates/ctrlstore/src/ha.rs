@@ -253,7 +253,7 @@ impl<S: ControllerStore> HaController<S> {
     }
 
     /// Handles a control message addressed to the controller: logged, then applied.
-    pub fn on_message(&mut self, now: Instant, msg: CtrlMsg) -> Result<(), HaError> {
+    fn on_message(&mut self, now: Instant, msg: CtrlMsg) -> Result<(), HaError> {
         let at = self.log_time(now);
         self.log_and_apply(Entry::Message { at, msg })
     }
@@ -268,7 +268,7 @@ impl<S: ControllerStore> HaController<S> {
     ///
     /// # Errors
     /// The store refused the entry, or `msg` is a relay only a controller sends.
-    pub fn on_relay(&mut self, now: Instant, msg: RelayMsg) -> Result<(), HaError> {
+    fn on_relay(&mut self, now: Instant, msg: RelayMsg) -> Result<(), HaError> {
         let at = self.log_time(now);
         if matches!(msg, RelayMsg::Forward { .. }) {
             self.ctrl.handle(at, Input::Mgmt(Mgmt::Relay(msg)));
@@ -281,25 +281,13 @@ impl<S: ControllerStore> HaController<S> {
 
     /// Runs Determine if it is due: logged, then applied. A timeout with nothing due is not
     /// logged.
-    pub fn on_timeout(&mut self, now: Instant) -> Result<(), HaError> {
+    fn on_timeout(&mut self, now: Instant) -> Result<(), HaError> {
         let at = self.log_time(now);
         if self.ctrl.poll_timeout().is_none_or(|t| t > at) {
             self.stats.idle_timeouts += 1;
             return Ok(());
         }
         self.log_and_apply(Entry::Timeout { at })
-    }
-
-    /// When [`HaController::on_timeout`] wants to run, on the caller's clock.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.ctrl
-            .poll_timeout()
-            .map(|t| Instant(t.0.saturating_sub(self.offset_ns)))
-    }
-
-    /// The next thing to send or report.
-    pub fn poll_output(&mut self) -> Option<CtrlOutput> {
-        self.outputs.pop_front()
     }
 
     /// Renews the leadership's lease; call it every third of the lease's time to live.
@@ -565,7 +553,14 @@ mod tests {
     }
 
     fn drain(c: &mut HaController<MemStore>) -> Vec<CtrlOutput> {
-        std::iter::from_fn(|| c.poll_output()).collect()
+        std::iter::from_fn(|| c.poll_output())
+            .map(|o| match o {
+                Output::Event(HaEvent::Ctrl(e)) => Output::Event(e),
+                Output::Event(HaEvent::Deposed(e)) => panic!("deposed: {e}"),
+                Output::Mgmt { to, msg } => Output::Mgmt { to, msg },
+                Output::Send { packet, .. } => match packet {},
+            })
+            .collect()
     }
 
     fn host_crash(topo: &Topology, host: u32, commit: u64) -> CtrlMsg {

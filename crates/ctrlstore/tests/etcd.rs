@@ -6,10 +6,12 @@
 #![allow(clippy::disallowed_methods)] // a test harness: it spawns etcd and reads clocks
 
 use onepipe_ctrlstore::etcd::{EtcdOptions, EtcdTls};
-use onepipe_ctrlstore::{ControllerStore, EtcdStore, HaController, Leadership, StoreError};
+use onepipe_ctrlstore::{
+    ControllerStore, EtcdStore, HaController, HaEvent, HaOutput, Leadership, StoreError,
+};
 use onepipe_proto::failure::{ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest};
 use onepipe_proto::topology::Topology;
-use onepipe_proto::{Instant, NodeId, Output, ProcId, Timestamp};
+use onepipe_proto::{Input, Instant, Node, NodeId, Output, ProcId, Timestamp};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -274,8 +276,21 @@ fn recover(store: EtcdStore, l: Leadership, now: u64) -> HaController<EtcdStore>
     HaController::recover(store, l, cfg(&t), t, Instant(now)).unwrap()
 }
 
+/// The controller's outputs; being deposed here is a test failure.
 fn drain(c: &mut HaController<EtcdStore>) -> Vec<CtrlOutput> {
-    std::iter::from_fn(|| c.poll_output()).collect()
+    std::iter::from_fn(|| c.poll_output())
+        .map(|o: HaOutput| match o {
+            Output::Event(HaEvent::Ctrl(e)) => Output::Event(e),
+            Output::Event(HaEvent::Deposed(e)) => panic!("deposed: {e}"),
+            Output::Mgmt { to, msg } => Output::Mgmt { to, msg },
+            Output::Send { packet, .. } => match packet {},
+        })
+        .collect()
+}
+
+/// A control message to the controller, through `Node`.
+fn message(c: &mut HaController<EtcdStore>, now: u64, msg: CtrlMsg) {
+    c.handle(Instant(now), Input::Mgmt(Mgmt::Ctrl(msg)));
 }
 
 fn failure_addressees(out: &[CtrlOutput]) -> Vec<u32> {
@@ -322,18 +337,18 @@ fn standby_takes_over_mid_procedure_and_resumes_the_round_5_2() {
     // Detect, Determine, Broadcast; host 0 completes. The leader's heartbeat renews its lease,
     // so the standby cannot win meanwhile.
     let up = t.uplink(1);
-    a.on_message(
-        Instant(0),
+    message(
+        &mut a,
+        0,
         CtrlMsg::LinkDown {
             reporter: t.links()[up.index()].to,
             link: up,
             last_commit: Some(Timestamp::new(500)),
         },
-    )
-    .unwrap();
-    a.on_timeout(Instant(1_000)).unwrap();
+    );
+    a.handle(Instant(1_000), Input::Timeout);
     assert_eq!(failure_addressees(&drain(&mut a)), vec![0, 2, 3]);
-    a.on_message(Instant(1_500), completed(1, 0)).unwrap();
+    message(&mut a, 1_500, completed(1, 0));
     assert!(drain(&mut a).is_empty(), "Resume waits for hosts 2 and 3");
     assert_eq!(a.store().leader().unwrap().as_deref(), Some("ctrl-a"));
 
@@ -357,8 +372,8 @@ fn standby_takes_over_mid_procedure_and_resumes_the_round_5_2() {
 
     // The hosts that had not completed do so (they answer a repeated Failure with Completed);
     // the standby resumes the round.
-    b.on_message(Instant(2_100), completed(1, 2)).unwrap();
-    b.on_message(Instant(2_200), completed(1, 3)).unwrap();
+    message(&mut b, 2_100, completed(1, 2));
+    message(&mut b, 2_200, completed(1, 3));
     let out = drain(&mut b);
     assert!(out.contains(&Output::Event(CtrlEvent::Resumed { round: 1 })));
     let resumes = out
@@ -377,8 +392,12 @@ fn standby_takes_over_mid_procedure_and_resumes_the_round_5_2() {
 
     // Fencing: the deposed leader's input is refused (and not applied), as is a raw append,
     // a metadata write and a lease renewal.
-    let err = a.on_message(Instant(2_300), completed(1, 2)).unwrap_err();
-    assert!(err.is_not_leader(), "{err}");
+    message(&mut a, 2_300, completed(1, 2));
+    let deposed: Vec<HaOutput> = std::iter::from_fn(|| a.poll_output()).collect();
+    match deposed.as_slice() {
+        [Output::Event(HaEvent::Deposed(err))] => assert!(err.is_not_leader(), "{err}"),
+        other => panic!("expected one Deposed, got {other:?}"),
+    }
     assert_eq!(a.controller().open_rounds(), 1);
     let raw = a.store().append(a.leadership(), b"late").unwrap_err();
     assert!(raw.is_not_leader(), "{raw}");

@@ -50,8 +50,6 @@
 //!   busy CPU, so §4.2's silence count must not call the switch dead.
 //! * `enable_relay`, `set_proc_ids_max`, `restore_stats` — set-up of a role just built, before
 //!   its first input.
-//! * `on_message`, `on_relay`, `on_timeout` — `HaController`'s own, being replaced by its
-//!   `Node` (issue 38).
 //!
 //! Reads (`&self` methods: statistics, barriers) are not calls into the protocol and are free.
 

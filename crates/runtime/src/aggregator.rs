@@ -14,7 +14,7 @@
 //! child aggregator, the parent), so one UDP socket serves it: datagrams from a peer arrive on
 //! its port, whichever half they are for, and the loopback link never leaves the process.
 //! [`AggregatorDaemon`] runs it: it joins the controller, binds, waits for the cluster's
-//! addresses and drives the role with a [`Driver`] until stopped.
+//! addresses and drives the role with a [`crate::driver::Driver`] until stopped.
 //!
 //! Failure handling: an input silent for the cluster's link timeout is removed from the
 //! best-effort minimum at once (§4.2) and reported to the controller as a §5.2 Detect: each half

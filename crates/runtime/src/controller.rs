@@ -88,9 +88,7 @@ use crate::keys::{KeyMaster, KeySend};
 use crate::tls::{Channel, ChannelWriter, Credentials};
 use conn::accept_loop;
 use onepipe_ctrlstore::{ControllerStore, HaController, Leadership, MemStore, StoreError};
-use onepipe_proto::failure::{
-    ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest, RelayMsg,
-};
+use onepipe_proto::failure::{ControllerConfig, CtrlEvent, CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::time::Instant as ProtoInstant;
 use onepipe_proto::Output;

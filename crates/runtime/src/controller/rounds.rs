@@ -3,7 +3,9 @@
 //! members, declared rounds, rejoins, resumptions.
 
 use super::*;
+use onepipe_ctrlstore::{HaEvent, HaOutput};
 use onepipe_proto::time::Timestamp;
+use onepipe_proto::{Input, Node};
 
 /// The §5.2 procedure for `cluster`, settling for half a link timeout: every neighbour of a
 /// failed component times it out after the same silence, so their reports arrive within a few
@@ -72,13 +74,12 @@ impl State {
             return self.refuse(id, "this controller does not lead".into());
         };
         // Logged before it is applied: an input the store refuses is not applied, and a
-        // controller that cannot log cannot lead.
-        match ha.on_message(now, msg) {
-            Ok(()) => {
-                f.detected += u64::from(report);
-                self.drain_failure();
+        // controller that cannot log cannot lead (its last output says so: `drain_failure`).
+        ha.handle(now, Input::Mgmt(Mgmt::Ctrl(msg)));
+        if self.drain_failure() && report {
+            if let Ok(f) = self.failure.as_mut() {
+                f.detected += 1;
             }
-            Err(e) => self.depose(format!("the store refused an input: {e}")),
         }
     }
 
@@ -126,10 +127,8 @@ impl State {
             return self.refuse(id, "this controller does not lead".into());
         };
         // Recovery's relays are logged before they are applied, as control messages are.
-        match ha.on_relay(now, msg) {
-            Ok(()) => self.drain_failure(),
-            Err(e) => self.depose(format!("the store refused a relay: {e}")),
-        }
+        ha.handle(now, Input::Mgmt(Mgmt::Relay(msg)));
+        self.drain_failure();
     }
 
     /// Runs the procedure's timer and the key schedule's if they are due.
@@ -153,24 +152,24 @@ impl State {
             return;
         };
         if ha.poll_timeout().is_some_and(|t| t <= now) {
-            match ha.on_timeout(now) {
-                Ok(()) => self.drain_failure(),
-                Err(e) => self.depose(format!("the store refused a timeout: {e}")),
-            }
+            ha.handle(now, Input::Timeout);
+            self.drain_failure();
         }
     }
 
-    /// Carries out what the procedure decided: messages to members, declarations, resumptions.
-    pub(super) fn drain_failure(&mut self) {
+    /// Carries out what the procedure decided: messages to members, declarations, resumptions;
+    /// and a store's refusal, the procedure's last output, deposes this controller. False when
+    /// it did (the input was not applied) or no procedure runs here.
+    pub(super) fn drain_failure(&mut self) -> bool {
         let Some(ha) = self
             .failure
             .as_mut()
             .ok()
             .and_then(|f| f.procedure.as_mut())
         else {
-            return;
+            return false;
         };
-        let outs: Vec<CtrlOutput> = std::iter::from_fn(|| ha.poll_output()).collect();
+        let outs: Vec<HaOutput> = std::iter::from_fn(|| ha.poll_output()).collect();
         let ms = self
             .failure
             .as_ref()
@@ -201,16 +200,24 @@ impl State {
                     }
                 }
                 Output::Mgmt { .. } => {}
-                Output::Event(CtrlEvent::Declared { round, hosts, .. }) => {
+                Output::Event(HaEvent::Ctrl(CtrlEvent::Declared { round, hosts, .. })) => {
                     self.on_declared(round, &hosts, ms)
                 }
-                Output::Event(CtrlEvent::Joined { host, procs, .. }) => {
+                Output::Event(HaEvent::Ctrl(CtrlEvent::Joined { host, procs, .. })) => {
                     self.on_rejoined(host, &procs)
                 }
-                Output::Event(CtrlEvent::Resumed { round }) => self.on_resumed(round, ms),
-                Output::Event(_) => {}
+                Output::Event(HaEvent::Ctrl(CtrlEvent::Resumed { round })) => {
+                    self.on_resumed(round, ms)
+                }
+                Output::Event(HaEvent::Ctrl(_)) => {}
+                Output::Event(HaEvent::Deposed(e)) => {
+                    self.depose(format!("the store refused an input: {e}"));
+                    return false;
+                }
+                Output::Send { packet, .. } => match packet {},
             }
         }
+        true
     }
 
     /// Determine declared `hosts` failed in round `round` (`ms` after the controller
@@ -349,10 +356,8 @@ impl State {
             host: NodeId(p),
             last: last.map(onepipe_proto::Timestamp::new),
         };
-        match ha.on_message(now, msg) {
-            Ok(()) => self.drain_failure(),
-            Err(e) => self.depose(format!("the store refused an input: {e}")),
-        }
+        ha.handle(now, Input::Mgmt(Mgmt::Ctrl(msg)));
+        self.drain_failure();
     }
 
     /// Whether host slot `p`'s process was declared failed (or its slot was free at the start).
