@@ -106,6 +106,8 @@ mod io_thread;
 mod join;
 mod recv;
 mod send;
+#[cfg(test)]
+mod tests;
 
 use crate::auth::{KeyInbox, LinkAuth, LinkPorts};
 use crate::clock::Clock;

@@ -239,7 +239,7 @@ fn on_down(member: Member, reason: String, shared: &Shared) {
 /// The controller declared processes failed (`failed`: process, failure timestamp). The others
 /// hear of it through `Failure`; this is for a process cut off from them, which learns of its
 /// own failure (§5.2).
-fn on_declared(failed: &[(u32, u64)], shared: &Shared) {
+pub(super) fn on_declared(failed: &[(u32, u64)], shared: &Shared) {
     for &(p, ts) in failed {
         if p == shared.proc.0 {
             warn!(proc = p, ts, "declared failed by the controller (§5.2)");

@@ -126,7 +126,7 @@ impl Endpoint {
 impl Role {
     /// The role process `me` runs in `cluster`: the 1Pipe host (frozen at the start when it
     /// was `restarted`, §5.2), or the unordered baseline when ordering is off.
-    fn of(
+    pub(super) fn of(
         cluster: &Cluster,
         opts: &JoinOptions,
         me: ProcId,
@@ -161,7 +161,7 @@ impl Role {
 
 impl Shared {
     /// What the threads of process `me` share, its queues sized as `opts` says.
-    fn new(
+    pub(super) fn new(
         me: ProcId,
         role: Role,
         clock: Clock,
