@@ -368,6 +368,18 @@ impl Host {
     /// below any timestamp issued before, whatever the clock did.
     pub fn timestamp(&mut self, now: Instant) -> Timestamp {
         self.clock_ts = self.clock_ts.max_wrapping(now.timestamp());
+        // §2.1 causality: what is stamped now goes above everything this host released to its
+        // processes (a delivery is strictly below its barrier, and the counter was raised to
+        // the barrier before it).
+        debug_assert!(
+            self.be_released.is_none_or(|b| self.clock_ts >= b)
+                && self.commit_released.is_none_or(|c| self.clock_ts >= c),
+            "host {}: stamping {:?} below a released barrier ({:?}, commit {:?})",
+            self.cfg.node,
+            self.clock_ts,
+            self.be_released,
+            self.commit_released
+        );
         self.clock_ts
     }
 

@@ -529,6 +529,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     /// Runs until true time `end`, calling `progress` with the current time now and then.
     pub fn run_until(&mut self, end: SimTime, progress: &mut dyn FnMut(SimTime)) {
         while let Some((t, ev)) = self.queue.pop_until(end) {
+            debug_assert!(t >= self.now, "an event at {t} ns after {} ns", self.now);
             self.now = t;
             self.net.events += 1;
             if self.net.events.is_multiple_of(1 << 20) {

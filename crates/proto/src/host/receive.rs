@@ -521,6 +521,7 @@ impl Host {
                     let Some((key, item)) = rel.reorder.pop_below(commit) else {
                         break;
                     };
+                    debug_assert!(key.ts < commit, "§5.1: delivered at or above the commit");
                     budget = budget.saturating_sub(1);
                     last = Some(key.ts);
                     self.stats.delivered_reliable += 1;
@@ -601,6 +602,7 @@ impl Host {
                 let Some((key, item)) = lp.reorder.pop_below(barrier) else {
                     break;
                 };
+                debug_assert!(key.ts < barrier, "§4.1: delivered at or above the barrier");
                 budget = budget.saturating_sub(1);
                 last = Some(key.ts);
                 if lp.room != usize::MAX {
