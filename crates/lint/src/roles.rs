@@ -18,6 +18,7 @@ const ROLE_FILES: &[&str] = &[
     "crates/proto/src/host",
     "crates/proto/src/switch.rs",
     "crates/proto/src/switch",
+    "crates/proto/src/aggregator.rs",
     "crates/proto/src/failure.rs",
     "crates/proto/src/failure",
     "crates/ctrlstore/src/ha.rs",
