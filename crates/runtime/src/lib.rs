@@ -41,7 +41,8 @@
 //!   holes);
 //! * [`endpoint`]: [`Endpoint`], the library API of Table 1 (re-exported as
 //!   `onepipe::Endpoint`), one I/O thread per endpoint and bounded queues to the application;
-//! * [`unordered`]: the same transport with ordering switched off, the baseline;
+//! * the same transport with ordering switched off, the baseline: the endpoint runs
+//!   `onepipe_baselines::unordered::UnorderedHost` in place of the 1Pipe host;
 //! * [`LocalCluster`]: a controller and aggregators on threads, for examples and tests.
 //!
 //! The crate has no `unsafe` code.
@@ -113,7 +114,6 @@ pub mod roles;
 pub mod stats;
 mod sys;
 pub mod tls;
-pub mod unordered;
 
 pub use aggregator::{AggregatorDaemon, AggregatorReport};
 pub use clock::{Clock, ClockSource};
