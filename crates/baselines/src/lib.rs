@@ -14,9 +14,14 @@
 //!   (\[63\], the optimization of §7.2): [`lamport::LamportEndpoint`];
 //! * [`isis`] — ISIS agreed order (Skeen's algorithm; \[17\] Birman and Joseph, the evaluation
 //!   draft's "ISIS"): receivers propose timestamps, the sender agrees on the largest:
-//!   [`isis::IsisEndpoint`].
+//!   [`isis::IsisEndpoint`];
+//! * [`unordered`] — 1Pipe's own transport with ordering switched off, what the live
+//!   `onepipe up --unordered` runs: [`unordered::UnorderedHost`] speaks 1Pipe's wire format
+//!   (`onepipe_proto::wire::Packet`, `onepipe_proto::host::HostEvent`) through 1Pipe's
+//!   aggregators and delivers on arrival, so the difference between the two runs is the price
+//!   of ordering alone.
 //!
-//! Every role implements [`onepipe_proto::node::Node`] with [`BasePacket`] and [`BaseEvent`],
+//! Every other role implements [`onepipe_proto::node::Node`] with [`BasePacket`] and [`BaseEvent`],
 //! has one port ([`PORT`]) and is driven as the 1Pipe roles are: a mutation (`handle`, or the
 //! application command [`Endpoint::send`]), then drain `poll_output` until `None`, then re-arm
 //! one timer from `poll_timeout`. Packets name their destination *process*; the driver routes
@@ -43,6 +48,7 @@ pub mod packet;
 pub mod paxos_model;
 pub mod sequencer;
 pub mod token;
+pub mod unordered;
 
 pub use codec::DecodeError;
 pub use common::{BaseEvent, BaseSendError, BaseStats, Endpoint, PORT};

@@ -18,9 +18,11 @@ const ROLE_FILES: &[&str] = &[
     "crates/proto/src/host",
     "crates/proto/src/switch.rs",
     "crates/proto/src/switch",
+    "crates/proto/src/aggregator.rs",
     "crates/proto/src/failure.rs",
     "crates/proto/src/failure",
     "crates/ctrlstore/src/ha.rs",
+    "crates/baselines/src/unordered.rs",
 ];
 
 /// The crates that drive roles.

@@ -1,7 +1,8 @@
 //! # onepipe-proto
 //!
 //! The 1Pipe protocol as sans-IO state machines: the host endpoint ([`host::Host`]), the barrier
-//! aggregator that stands in for a switch ([`switch::Switch`]), the wire format ([`wire`]), the
+//! aggregator that stands in for a switch ([`switch::Switch`]), the up/down pair of one node of
+//! an aggregator tree ([`aggregator::Aggregator`]), the wire format ([`wire`]), the
 //! routing DAG ([`topology`]) and the time and identifier newtypes they share.
 //!
 //! Nothing in this crate reads a clock, opens a socket, spawns a thread or draws ambient
@@ -12,6 +13,7 @@
 //! Center Networks", SIGCOMM 2021.
 
 pub mod ack;
+pub mod aggregator;
 pub mod app;
 pub mod failure;
 pub mod host;

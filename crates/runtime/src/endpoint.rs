@@ -122,7 +122,6 @@ use crate::queue::{BoundedQueue, PopError};
 use crate::stats::DriverStats;
 use crate::sys::{bind_udp, Waker};
 use crate::tls::Credentials;
-use crate::unordered::UnorderedHost;
 use bytes::Bytes;
 pub use control_thread::CONTROL_HISTORY_LEN_MAX;
 use events::CallbackInner;
@@ -130,6 +129,7 @@ pub use events::{
     Callback, Event, FailReason, FailureCallbacks, Message, RecvError, SendError, SendHandle, View,
 };
 pub use inbox::Inbox;
+use onepipe_baselines::unordered::UnorderedHost;
 use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
 use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
 use onepipe_proto::ids::{NodeId, ProcId};

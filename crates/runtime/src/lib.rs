@@ -36,10 +36,13 @@
 //! * [`failure`]: what the §5.2 procedure needs live — the cluster's routing graph and the map
 //!   from the members' ports to its links, and the control messages as JSON;
 //! * [`aggregator`]: an aggregator daemon, the up and down halves of one node of the aggregator
-//!   tree on one socket;
+//!   tree (`onepipe_proto::aggregator`) on one socket, placed from the cluster file;
+//! * [`faults`]: the test faults a driver applies in front of its role (cut uplinks, black
+//!   holes);
 //! * [`endpoint`]: [`Endpoint`], the library API of Table 1 (re-exported as
 //!   `onepipe::Endpoint`), one I/O thread per endpoint and bounded queues to the application;
-//! * [`unordered`]: the same transport with ordering switched off, the baseline;
+//! * the same transport with ordering switched off, the baseline: the endpoint runs
+//!   `onepipe_baselines::unordered::UnorderedHost` in place of the 1Pipe host;
 //! * [`LocalCluster`]: a controller and aggregators on threads, for examples and tests.
 //!
 //! The crate has no `unsafe` code.
@@ -102,6 +105,7 @@ pub mod controller;
 pub mod driver;
 pub mod endpoint;
 pub mod failure;
+pub mod faults;
 pub mod keys;
 pub mod local;
 pub mod ports;
@@ -110,9 +114,8 @@ pub mod roles;
 pub mod stats;
 mod sys;
 pub mod tls;
-pub mod unordered;
 
-pub use aggregator::{Aggregator, AggregatorDaemon, AggregatorReport};
+pub use aggregator::{AggregatorDaemon, AggregatorReport};
 pub use clock::{Clock, ClockSource};
 pub use cluster::{Cluster, ClusterError, LocalLayout};
 pub use coalesce::{CoalesceStats, FlushReason};
@@ -125,7 +128,8 @@ pub use endpoint::{
     SendError, SendHandle,
 };
 pub use local::LocalCluster;
+pub use onepipe_proto::aggregator::ProcessRouter;
 pub use ports::PortTable;
-pub use roles::{LiveRoles, ProcessRouter};
+pub use roles::LiveRoles;
 pub use stats::DriverStats;
 pub use sys::{bind_udp, path_payload_max, process_cpu_ns, SocketFeatures, Waker};

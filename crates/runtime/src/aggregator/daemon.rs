@@ -1,7 +1,7 @@
 //! The aggregator daemon: joining the controller as one aggregator, driving the role over a
 //! socket until stopped ([`run_aggregator`], or [`AggregatorDaemon`] on a thread), carrying
 //! the §5.2 messages both ways, re-registering after a controller failover, and the test faults
-//! it applies ([`AggregatorFaults`]).
+//! it applies ([`AggregatorFaults`], through the [`FaultFilter`] it drives the role behind).
 
 use super::*;
 use crate::auth::{KeyInbox, LinkAuth};
@@ -12,12 +12,16 @@ use crate::control::{
 };
 use crate::driver::Driver;
 use crate::failure::{WireCtrl, WireRelay};
+use crate::faults::Filtered;
 use crate::keys::{aggregator_links, member_ix};
 use crate::stats::DriverStats;
 use crate::sys::bind_udp;
 use crate::tls::Credentials;
-use onepipe_proto::failure::{CtrlMsg, MgmtDest};
+use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest};
+use onepipe_proto::node::{Input, Node};
+use onepipe_proto::switch::SwitchStats;
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,14 +80,14 @@ fn counters(d: &DriverStats, s: &SwitchStats, commit_removed: u64) -> BTreeMap<S
 /// A test fault for a running aggregator ([`AggregatorFaults`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// [`Aggregator::blackhole`]: what `from` sends `to` is dropped here.
+    /// [`FaultFilter::blackhole`]: what `from` sends `to` is dropped here.
     Blackhole {
         /// The sending process.
         from: ProcId,
         /// The receiving process.
         to: ProcId,
     },
-    /// [`Aggregator::cut`]: everything `from` sends is dropped here.
+    /// [`FaultFilter::cut`]: everything `from` sends is dropped here.
     Cut {
         /// The process whose uplink is cut.
         from: ProcId,
@@ -163,7 +167,10 @@ struct Daemon<'a> {
     tls: Option<&'a Credentials>,
     /// The UDP address it bound.
     addr: SocketAddr,
-    driver: Driver<Aggregator>,
+    /// Who is at each of its ports.
+    place: Placement,
+    /// The role, behind the test faults' filter.
+    driver: Driver<Filtered<Aggregator>>,
     control: ControlSender,
     inbox: Receiver<FromController>,
     /// The control readers started so far (one per connection).
@@ -199,15 +206,19 @@ impl<'a> Daemon<'a> {
         let addr = socket.local_addr()?;
         let cluster = control.bound_and_wait(addr, Duration::from_secs(3600), stop)?;
         let clock = Clock::of(cluster.clock);
-        let node = Aggregator::new(&cluster, name, clock.now()).map_err(JoinError::Protocol)?;
-        let ports = node.port_table(&cluster).map_err(JoinError::Protocol)?;
+        let place = Placement::of(&cluster, name).map_err(JoinError::Protocol)?;
+        let node = Filtered {
+            filter: place.fault_filter(),
+            role: place.role(&cluster, clock.now()),
+        };
+        let ports = place.port_table(&cluster).map_err(JoinError::Protocol)?;
         let peers: Vec<SocketAddr> = (0..ports.outputs_len())
             .filter_map(|i| ports.output(PortId(i as u32)))
             .collect();
         let cfg = cluster
             .driver_config(cfg, &peers)
             .map_err(JoinError::Transport)?;
-        let links = aggregator_links(&cluster, node.peers());
+        let links = aggregator_links(&cluster, place.peers());
         let mut driver = Driver::new(node, socket, ports, clock, cfg)?;
         // Datagrams sealed with the keys of this aggregator's links (docs/SECURITY.md): updates
         // come on the control channel, read on this thread, and apply at once.
@@ -228,6 +239,7 @@ impl<'a> Daemon<'a> {
             controllers,
             tls,
             addr,
+            place,
             driver,
             control,
             inbox,
@@ -247,8 +259,8 @@ impl<'a> Daemon<'a> {
         for fault in faults.take() {
             let applied = self.driver.with_node(
                 |n, _| match fault {
-                    Fault::Blackhole { from, to } => n.blackhole(from, to),
-                    Fault::Cut { from } => n.cut(from),
+                    Fault::Blackhole { from, to } => n.filter.blackhole(from, to),
+                    Fault::Cut { from } => n.filter.cut(from),
                 },
                 &mut |e: Infallible| match e {},
             );
@@ -282,14 +294,14 @@ impl<'a> Daemon<'a> {
             FromController::Ctrl { msg } => {
                 let msg: CtrlMsg = msg.into();
                 driver.with_node(
-                    |a, now| a.handle(now, Input::Mgmt(Mgmt::Ctrl(msg))),
+                    |n, now| n.handle(now, Input::Mgmt(Mgmt::Ctrl(msg))),
                     &mut |e: Infallible| match e {},
                 );
             }
             // §5.2 rejoin: `Admit` for an input of one of the halves.
             FromController::Relay { msg } => match msg.into_relay() {
                 Ok(r) => driver.with_node(
-                    |a, now| a.handle(now, Input::Mgmt(Mgmt::Relay(r))),
+                    |n, now| n.handle(now, Input::Mgmt(Mgmt::Relay(r))),
                     &mut |e: Infallible| match e {},
                 ),
                 Err(e) => warn!(aggregator = name, "skipped a bad relay: {e}"),
@@ -313,19 +325,14 @@ impl<'a> Daemon<'a> {
                 member: Member::Process(p),
                 addr,
             } => {
-                let port = driver
-                    .node()
-                    .peers()
-                    .iter()
-                    .position(|peer| *peer == Peer::Process(p));
-                if let Some(port) = port {
+                if let Some(port) = self.place.process_port(p) {
                     debug!(aggregator = name, "p{p} is at {addr}");
-                    driver.relink(PortId(port as u32), addr);
+                    driver.relink(port, addr);
                 }
             }
             FromController::Joined { host, procs } => {
                 let procs: Vec<ProcId> = procs.into_iter().map(ProcId).collect();
-                if !driver.node().rejoined(ProcId(host), &procs) {
+                if !driver.node().role.rejoined(ProcId(host), &procs) {
                     warn!(
                         aggregator = name,
                         "p{host} rejoined under ids beyond the cluster's room"
@@ -372,7 +379,7 @@ impl<'a> Daemon<'a> {
     fn send_health(&mut self) {
         if self.last_health.elapsed() >= Duration::from_secs(1) {
             self.last_health = std::time::Instant::now();
-            let node = self.driver.node();
+            let node = &self.driver.node().role;
             let counters = counters(
                 &self.driver.stats(),
                 &node.stats(),
@@ -453,15 +460,16 @@ impl<'a> Daemon<'a> {
             ..
         } = self;
         let _ = driver.flush();
+        let Filtered { filter, role } = driver.node();
         let report = AggregatorReport {
             name: name.to_string(),
             addr,
             driver: driver.stats(),
-            switch: driver.node().stats(),
-            commit_inputs_removed: driver.node().commit_inputs_removed(),
-            blackholed: driver.node().blackholed(),
-            cut_dropped: driver.node().cut_dropped(),
-            spoofed_src: driver.node().spoofed_dropped(),
+            switch: role.stats(),
+            commit_inputs_removed: role.commit_inputs_removed(),
+            blackholed: filter.blackholed(),
+            cut_dropped: filter.cut_dropped(),
+            spoofed_src: role.spoofed_dropped(),
         };
         let _ = control.send(&ToController::Health {
             counters: report.counters(),
@@ -507,7 +515,7 @@ pub struct AggregatorDaemon {
 }
 
 impl AggregatorDaemon {
-    /// Applies test fault `fault` ([`Aggregator::blackhole`], [`Aggregator::cut`]) and waits
+    /// Applies test fault `fault` ([`FaultFilter::blackhole`], [`FaultFilter::cut`]) and waits
     /// (at most `timeout`) until the aggregator's loop has taken it: what arrives there from
     /// then on meets it. Returns whether it was taken in time. Refused faults (a process not
     /// attached here) are logged by the aggregator.

@@ -1,0 +1,204 @@
+use super::*;
+use crate::ids::NodeId;
+use crate::switch::SwitchMode;
+use crate::wire::Beacon;
+
+/// A switch as the live runtime configures one: 1 ms beacons, chip mode, phased by depth.
+fn cfg(node: u32, depth: u64, inputs: usize, outputs: usize) -> SwitchConfig {
+    let mut cfg = SwitchConfig::new(NodeId(node), SwitchMode::Chip, inputs, outputs);
+    cfg.beacon_interval_ns = 1_000_000;
+    cfg.beacon_phase_ns = depth * 200_000;
+    cfg.beacon_min_gap_ns = 100_000;
+    cfg.link_timeout_intervals = 1_000;
+    cfg.report_retry_intervals = 0;
+    cfg
+}
+
+/// `tor-0` of four processes under two tors and a spine: port 0 is p0, port 1 is p1, port 2
+/// the parent; p2 and p3 live above.
+fn tor0() -> Aggregator {
+    let mut down = ProcessRouter::with_ids(8);
+    down.set(ProcId(0), PortId(0));
+    down.set(ProcId(1), PortId(1));
+    let mut up = ProcessRouter::with_ids(8);
+    for p in 0..4 {
+        up.set(ProcId(p), PortId(if p < 2 { 0 } else { 1 }));
+    }
+    Aggregator::split(
+        cfg(4, 1, 2, 2),
+        Arc::new(up),
+        cfg(5, 3, 2, 2),
+        Arc::new(down),
+        4,
+        Instant(0),
+    )
+}
+
+fn data(src: u32, dst: u32) -> Packet {
+    use crate::ids::Psn;
+    use crate::wire::{flags, DataHeader, DataPacket};
+    Packet::Data(DataPacket {
+        header: DataHeader {
+            flags: flags::END_OF_MESSAGE,
+            frag: 0,
+            ts: Timestamp::new(5),
+            barrier: Timestamp::new(5),
+            commit: Timestamp::new(5),
+            psn: Psn(1),
+            src: ProcId(src),
+            dst: ProcId(dst),
+        },
+        payload: bytes::Bytes::from_static(b"x"),
+    })
+}
+
+/// docs/SECURITY.md, BCP 38: a packet naming a sender that does not live behind its port
+/// is dropped and counted; the same packet on the right port goes on.
+#[test]
+fn a_packet_in_another_processs_name_is_dropped_at_the_first_hop() {
+    let mut tor = tor0();
+    let forwarded = |tor: &mut Aggregator, port: u32, packet: Packet| {
+        tor.handle(
+            Instant(1),
+            Input::Packet {
+                port: PortId(port),
+                packet,
+            },
+        );
+        std::iter::from_fn(|| tor.poll_output())
+            .filter(|o| {
+                matches!(
+                    o,
+                    Output::Send {
+                        packet: Packet::Data(_),
+                        ..
+                    }
+                )
+            })
+            .count()
+    };
+    // p1 speaking as p0; a process below speaking as p2 (who lives above); the parent
+    // speaking as p0 (who lives below).
+    assert_eq!(forwarded(&mut tor, 1, data(0, 3)), 0);
+    assert_eq!(forwarded(&mut tor, 0, data(2, 3)), 0);
+    assert_eq!(forwarded(&mut tor, 2, data(0, 1)), 0);
+    assert_eq!(tor.spoofed_dropped(), 3);
+    // Each in its own name, from where it lives.
+    assert_eq!(forwarded(&mut tor, 0, data(0, 3)), 1);
+    assert_eq!(forwarded(&mut tor, 2, data(2, 1)), 1);
+    assert_eq!(tor.spoofed_dropped(), 3);
+}
+
+fn beacon(b: u64) -> Packet {
+    Packet::Beacon(Beacon {
+        from: NodeId(0),
+        barrier: Timestamp::new(b),
+        commit: Timestamp::new(b),
+        demand: false,
+    })
+}
+
+/// Runs the aggregator's timers up to `until`, collecting the barriers it sends per port.
+fn run_until(a: &mut Aggregator, until: u64) -> Vec<(PortId, u64)> {
+    let mut sent = Vec::new();
+    while let Some(t) = a.poll_timeout() {
+        if t.as_nanos() > until {
+            break;
+        }
+        a.handle(t, Input::Timeout);
+        while let Some(o) = a.poll_output() {
+            match o {
+                Output::Send {
+                    port,
+                    packet: Packet::Beacon(b),
+                } => sent.push((port, b.barrier.raw())),
+                Output::Send { packet, .. } => panic!("only beacons: {packet:?}"),
+                // No input falls silent in this test.
+                Output::Mgmt { .. } => {}
+            }
+        }
+    }
+    sent
+}
+
+/// §3.1, Fig. 3: what a tor sends down is the min of its own processes' barriers (through
+/// the loopback) and what comes down from the spine; what it sends up is its processes' min.
+#[test]
+fn a_split_tor_climbs_its_processes_minimum_and_descends_the_spines_eq_4_1() {
+    let mut tor = tor0();
+    tor.handle(
+        Instant(1),
+        Input::Packet {
+            port: PortId(0),
+            packet: beacon(5_000),
+        },
+    );
+    tor.handle(
+        Instant(1),
+        Input::Packet {
+            port: PortId(1),
+            packet: beacon(7_000),
+        },
+    );
+    // Within one beacon interval: the up half's beacon goes to the spine (port 2) with the
+    // processes' minimum.
+    let sent = run_until(&mut tor, 2_000_000);
+    assert!(sent.contains(&(PortId(2), 5_000)), "{sent:?}");
+    assert!(
+        sent.iter().all(|(p, _)| *p == PortId(2)),
+        "nothing goes down before the spine speaks: {sent:?}"
+    );
+    // The spine says 4,000: the processes hear min(5,000 via loopback, 4,000).
+    tor.handle(
+        Instant(2_000_001),
+        Input::Packet {
+            port: PortId(2),
+            packet: beacon(4_000),
+        },
+    );
+    let sent = run_until(&mut tor, 4_000_000);
+    for p in [PortId(0), PortId(1)] {
+        assert!(sent.contains(&(p, 4_000)), "{sent:?}");
+    }
+    assert_eq!(tor.barrier(), Some(Timestamp::new(4_000)));
+    // A port with no peer is dropped and counted.
+    tor.handle(
+        Instant(4_000_001),
+        Input::Packet {
+            port: PortId(9),
+            packet: beacon(1),
+        },
+    );
+    assert_eq!(tor.stats().dropped, 1);
+}
+
+/// The root is one switch whose ports are its peers below, port for port; a packet from below
+/// in its own name goes down to its destination's port.
+#[test]
+fn a_root_is_one_node_with_its_peers_below_on_both_sides() {
+    let mut r = ProcessRouter::with_ids(4);
+    for p in 0..4 {
+        r.set(ProcId(p), PortId(p / 2));
+    }
+    let mut spine = Aggregator::root(cfg(8, 2, 2, 2), Arc::new(r), 4, Instant(0));
+    assert_eq!(spine.input_half(PortId(1)), Some((Half::Up, PortId(1))));
+    assert_eq!(spine.input_half(PortId(2)), None);
+    spine.handle(
+        Instant(1),
+        Input::Packet {
+            port: PortId(0),
+            packet: data(1, 3),
+        },
+    );
+    let out: Vec<PortId> = std::iter::from_fn(|| spine.poll_output())
+        .filter_map(|o| match o {
+            Output::Send {
+                port,
+                packet: Packet::Data(_),
+            } => Some(port),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(out, [PortId(1)]);
+    assert_eq!(spine.spoofed_dropped(), 0);
+}
