@@ -202,3 +202,69 @@ fn a_root_is_one_node_with_its_peers_below_on_both_sides() {
     assert_eq!(out, [PortId(1)]);
     assert_eq!(spine.spoofed_dropped(), 0);
 }
+
+/// §5.2 rejoin: a process that came back under a new id is reached the way its host is, from
+/// above (the parent's port) and from beside it (through the loopback); before it rejoined
+/// the id led nowhere.
+#[test]
+fn a_rejoined_processs_new_id_is_routed_as_its_host_5_2() {
+    let mut tor = tor0();
+    let sent_to = |tor: &mut Aggregator, port: u32, packet: Packet| {
+        tor.handle(
+            Instant(1),
+            Input::Packet {
+                port: PortId(port),
+                packet,
+            },
+        );
+        std::iter::from_fn(|| tor.poll_output())
+            .filter_map(|o| match o {
+                Output::Send {
+                    port,
+                    packet: Packet::Data(_),
+                } => Some(port),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sent_to(&mut tor, 2, data(2, 5)), []);
+    assert!(tor.rejoined(ProcId(1), &[ProcId(5)]));
+    assert_eq!(sent_to(&mut tor, 2, data(2, 5)), [PortId(1)]);
+    assert_eq!(sent_to(&mut tor, 0, data(0, 5)), [PortId(1)]);
+    assert!(
+        !tor.rejoined(ProcId(1), &[ProcId(8)]),
+        "an id beyond the routers' room is refused"
+    );
+}
+
+/// Eq. 4.1 on the data path: a data packet leaves with the minimum over the half's inputs, not
+/// the barrier its sender wrote, so nothing behind a slower input is overtaken.
+#[test]
+fn forwarded_data_carries_the_minimum_over_inputs_not_its_senders_barrier_eq_4_1() {
+    let mut tor = tor0();
+    let out = |tor: &mut Aggregator, port: u32, packet: Packet| {
+        tor.handle(
+            Instant(1),
+            Input::Packet {
+                port: PortId(port),
+                packet,
+            },
+        );
+        std::iter::from_fn(|| tor.poll_output())
+            .filter_map(|o| match o {
+                Output::Send {
+                    port,
+                    packet: Packet::Data(d),
+                } => Some((port, d.header.barrier().map(|b| b.raw()))),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut stamped = data(0, 3);
+    if let Packet::Data(d) = &mut stamped {
+        d.header.flags |= crate::wire::flags::BARRIER_VALID;
+    }
+    // p1 says 3; p0's data says 5 on its way up to p3.
+    assert_eq!(out(&mut tor, 1, beacon(3)), []);
+    assert_eq!(out(&mut tor, 0, stamped), [(PortId(2), Some(3))]);
+}
