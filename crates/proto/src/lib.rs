@@ -13,6 +13,7 @@
 
 pub mod ack;
 pub mod app;
+pub mod byteio;
 pub mod failure;
 pub mod host;
 pub mod ids;
