@@ -83,7 +83,7 @@ pub enum DecodeError {
     Version(u8),
     /// An unknown entry kind or message tag.
     Tag(u8),
-    /// A timestamp wider than 48 bits: not one [`Timestamp::new`] can produce.
+    /// A timestamp wider than 48 bits: not one [`onepipe_proto::Timestamp::new`] can produce.
     Timestamp(u64),
     /// An option flag other than 0 or 1.
     Flag(u8),
