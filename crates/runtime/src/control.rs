@@ -19,10 +19,7 @@
 //! `Error`; the connection stays up. A line longer than [`LINE_LEN_MAX`] closes it.
 //!
 //! Reliable failure handling (§5.2) rides on the same connections, as `Ctrl` lines carrying
-//! [`WireCtrl`] (`onepipe_proto::failure::CtrlMsg` in the binary encoding of
-//! `onepipe_proto::failure::codec`, the one the controller store logs, as a string of lowercase
-//! hex: `{"type":"ctrl","to":null,"msg":"01…"}`). A line whose message is not exactly one
-//! well-formed encoding is not a control message:
+//! [`WireCtrl`] (`onepipe_proto::failure::CtrlMsg`):
 //!
 //! ```text
 //! aggregator / endpoint                    controller
@@ -35,6 +32,11 @@
 //!                                   ◀─────   Ctrl { Resume }              to every correct process
 //!                                            and every aggregator, once all completed
 //! ```
+//!
+//! A `Ctrl` line's message is the binary encoding of `onepipe_proto::failure::codec` (the one
+//! the controller store logs) as a string of lowercase hex,
+//! `{"type":"ctrl","to":null,"msg":"01…"}`; a line whose message is not exactly one well-formed
+//! encoding is not a control message.
 //!
 //! With `forward_after > 0` in the cluster file, §5.2 controller forwarding rides here too: a
 //! process whose reliable message went unacknowledged that many retransmissions sends
