@@ -1,37 +1,41 @@
 //! The applications' byte readers and writers: a cursor over a payload that fails (`None`)
 //! instead of panicking, and a builder, big-endian, shared by every application's codec (each
-//! adds its own fields in an `impl Reader` and an `impl Writer` of its own).
+//! adds its own fields in an `impl Reader` and an `impl Writer` of its own). Both are the
+//! workspace's one byte reader and writer, `onepipe_proto::byteio`, with the applications'
+//! conventions: `Option` for a refusal, big-endian, `u16` list counts.
+
+use onepipe_proto::byteio::{ByteReader, ByteWriter};
 
 /// A cursor over a payload.
-pub(crate) struct Reader<'a> {
-    /// What is left to read.
-    pub(crate) buf: &'a [u8],
-}
+pub(crate) struct Reader<'a>(ByteReader<'a>);
 
 impl<'a> Reader<'a> {
     /// A cursor at the start of `buf`.
     pub(crate) fn new(buf: &'a [u8]) -> Reader<'a> {
-        Reader { buf }
+        Reader(ByteReader::new(buf))
     }
-    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let (head, rest) = self.buf.split_at_checked(N)?;
-        self.buf = rest;
-        head.try_into().ok()
+    /// Bytes left to read.
+    pub(crate) fn remaining(&self) -> usize {
+        self.0.remaining()
+    }
+    /// The next `n` bytes, if there are that many.
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        self.0.take(n).ok()
     }
     pub(crate) fn u8(&mut self) -> Option<u8> {
-        self.take::<1>().map(|b| b[0])
+        self.0.u8().ok()
     }
     pub(crate) fn u16(&mut self) -> Option<u16> {
-        self.take().map(u16::from_be_bytes)
+        self.0.u16_be().ok()
     }
     pub(crate) fn u32(&mut self) -> Option<u32> {
-        self.take().map(u32::from_be_bytes)
+        self.0.u32_be().ok()
     }
     pub(crate) fn u64(&mut self) -> Option<u64> {
-        self.take().map(u64::from_be_bytes)
+        self.0.u64_be().ok()
     }
     pub(crate) fn i64(&mut self) -> Option<i64> {
-        self.take().map(i64::from_be_bytes)
+        self.0.i64_be().ok()
     }
     /// A byte that is 0 or 1.
     pub(crate) fn bool(&mut self) -> Option<bool> {
@@ -49,15 +53,15 @@ impl<'a> Reader<'a> {
     /// that lies is refused before anything is allocated for it).
     pub(crate) fn count(&mut self, min: usize) -> Option<usize> {
         let n = self.u16()? as usize;
-        (n <= self.buf.len() / min.max(1)).then_some(n)
+        self.0.count(n, min.max(1)).ok()
     }
     /// Nothing after the end.
     pub(crate) fn finish(self) -> Option<()> {
-        self.buf.is_empty().then_some(())
+        self.0.is_empty().then_some(())
     }
     /// Exactly `len` bytes (of padding, values) left.
     pub(crate) fn finish_with(self, len: u64) -> Option<()> {
-        (self.buf.len() as u64 == len).then_some(())
+        (self.0.remaining() as u64 == len).then_some(())
     }
 }
 
@@ -70,20 +74,20 @@ impl Writer {
         Writer(Vec::with_capacity(n))
     }
     pub(crate) fn u8(&mut self, x: u8) -> &mut Self {
-        self.0.push(x);
+        ByteWriter::new(&mut self.0).u8(x);
         self
     }
     pub(crate) fn u32(&mut self, x: u32) -> &mut Self {
-        self.0.extend_from_slice(&x.to_be_bytes());
+        ByteWriter::new(&mut self.0).u32_be(x);
         self
     }
     pub(crate) fn u64(&mut self, x: u64) -> &mut Self {
-        self.0.extend_from_slice(&x.to_be_bytes());
+        ByteWriter::new(&mut self.0).u64_be(x);
         self
     }
     /// `n` zero bytes (a value's padding).
     pub(crate) fn zeros(&mut self, n: usize) -> &mut Self {
-        self.0.resize(self.0.len() + n, 0);
+        ByteWriter::new(&mut self.0).zeros(n);
         self
     }
 }
@@ -160,7 +164,7 @@ mod tests {
         let mut r = Reader::new(buf);
         let mut out = [None; 16];
         for (i, f) in fields.iter().enumerate() {
-            let before = r.buf.len();
+            let before = r.remaining();
             let got = match *f {
                 Field::U8(_) => r.u8().map(Field::U8),
                 Field::U16(_) => r.u16().map(Field::U16),
@@ -171,16 +175,16 @@ mod tests {
                 Field::Flags(mask, _) => r.flags(mask).map(|x| Field::Flags(mask, x)),
                 Field::Count(_, min) => r.count(min).and_then(|n| {
                     // The entries' bytes: a count is only as good as the bytes behind it.
-                    r.buf = r.buf.get(n * min..)?;
+                    r.take(n * min)?;
                     Some(Field::Count(n as u16, min))
                 }),
                 Field::FinishWith(n) => {
-                    let done = Reader { buf: r.buf }.finish_with(n).is_some();
+                    let done = r.finish_with(n).is_some();
                     out[i] = done.then_some(*f);
                     return (out, done);
                 }
             };
-            assert!(r.buf.len() <= before, "a read went backwards");
+            assert!(r.remaining() <= before, "a read went backwards");
             match got {
                 Some(g) => out[i] = Some(g),
                 None => return (out, false),

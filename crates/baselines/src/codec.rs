@@ -33,6 +33,7 @@ use crate::dests::Dests;
 use crate::packet::{BasePacket, Body, Holding, Opcode, HEADER_LEN, PAYLOAD_LEN_MAX};
 use bytes::Bytes;
 use core::fmt;
+use onepipe_proto::byteio::{ByteReader, ByteWriter, Short};
 use onepipe_proto::ids::ProcId;
 
 /// Flag bits (the second byte).
@@ -91,17 +92,18 @@ fn allowed_flags(op: Opcode) -> u8 {
     }
 }
 
-struct Writer<'a>(&'a mut Vec<u8>);
+/// The baselines' fields on the shared writer (big-endian).
+struct Writer<'a>(ByteWriter<'a>);
 
 impl Writer<'_> {
     fn u16(&mut self, x: u16) {
-        self.0.extend_from_slice(&x.to_be_bytes());
+        self.0.u16_be(x);
     }
     fn u32(&mut self, x: u32) {
-        self.0.extend_from_slice(&x.to_be_bytes());
+        self.0.u32_be(x);
     }
     fn u64(&mut self, x: u64) {
-        self.0.extend_from_slice(&x.to_be_bytes());
+        self.0.u64_be(x);
     }
     fn holding(&mut self, h: Option<Holding>) {
         let h = h.unwrap_or(Holding {
@@ -114,41 +116,31 @@ impl Writer<'_> {
     fn payload(&mut self, p: &Bytes) {
         assert!(p.len() <= PAYLOAD_LEN_MAX, "payload too large to encode");
         self.u16(p.len() as u16);
-        self.0.extend_from_slice(p);
+        self.0.bytes(p);
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
+/// The baselines' fields on the shared reader (big-endian).
+struct Reader<'a>(ByteReader<'a>);
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self.pos + n;
-        if end > self.buf.len() {
-            return Err(DecodeError::Truncated {
-                needed: end,
-                got: self.buf.len(),
-            });
+impl From<Short> for DecodeError {
+    fn from(s: Short) -> DecodeError {
+        DecodeError::Truncated {
+            needed: s.needed,
+            got: s.got,
         }
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
     }
+}
+
+impl Reader<'_> {
     fn u16(&mut self) -> Result<u16, DecodeError> {
-        let b = self.take(2)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
+        Ok(self.0.u16_be()?)
     }
     fn u32(&mut self) -> Result<u32, DecodeError> {
-        let b = self.take(4)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        Ok(self.0.u32_be()?)
     }
     fn u64(&mut self) -> Result<u64, DecodeError> {
-        let b = self.take(8)?;
-        let mut x = [0u8; 8];
-        x.copy_from_slice(b);
-        Ok(u64::from_be_bytes(x))
+        Ok(self.0.u64_be()?)
     }
     fn proc(&mut self) -> Result<ProcId, DecodeError> {
         self.u32().map(ProcId)
@@ -161,8 +153,8 @@ impl<'a> Reader<'a> {
     /// A length-prefixed payload, returned as the range it occupies in the buffer.
     fn payload(&mut self) -> Result<core::ops::Range<usize>, DecodeError> {
         let len = self.u16()? as usize;
-        let start = self.pos;
-        self.take(len)?;
+        let start = self.0.pos();
+        self.0.take(len)?;
         Ok(start..start + len)
     }
 }
@@ -402,9 +394,7 @@ impl Reader<'_> {
             return Err(DecodeError::UnknownFlags(flag));
         }
         // Check the whole list is there before allocating for it.
-        let list_at = self.pos;
-        self.take(4usize.saturating_mul(n))?;
-        self.pos = list_at;
+        self.0.count(n, 4)?;
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
             v.push(self.proc()?);
@@ -555,7 +545,7 @@ impl BasePacket {
         let op = self.opcode();
         let flag = flag_bits(&self.body);
         out.extend_from_slice(&[op as u8, flag, 0, 0]);
-        let mut w = Writer(out);
+        let mut w = Writer(ByteWriter::new(out));
         w.u32(self.src.0);
         w.u32(self.dst.0);
         w.body(&self.body);
@@ -579,8 +569,8 @@ impl BasePacket {
     ) -> Result<(BasePacket, usize), DecodeError> {
         let op_byte = *buf.first().ok_or(DecodeError::Empty)?;
         let op = Opcode::from_u8(op_byte).ok_or(DecodeError::UnknownOpcode(op_byte))?;
-        let mut r = Reader { buf, pos: 0 };
-        r.take(HEADER_LEN)?;
+        let mut r = Reader(ByteReader::new(buf));
+        r.0.take(HEADER_LEN)?;
         let flag = buf[1];
         if flag & !allowed_flags(op) != 0 || buf[2] != 0 || buf[3] != 0 {
             return Err(DecodeError::UnknownFlags(flag));
@@ -588,7 +578,7 @@ impl BasePacket {
         let src = ProcId(u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]));
         let dst = ProcId(u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]));
         let body = r.body(op, flag, &payload)?;
-        Ok((BasePacket { src, dst, body }, r.pos))
+        Ok((BasePacket { src, dst, body }, r.0.pos()))
     }
 }
 

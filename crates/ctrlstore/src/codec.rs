@@ -1,36 +1,31 @@
 //! The log-entry encoding: a compact, hand-written, versioned binary form of the controller's
 //! inputs ([`Entry`]).
 //!
-//! `onepipe-proto` has no serde and must not get one (the protocol core builds in seconds), so
-//! this module mirrors [`CtrlMsg`] by hand. All integers are little-endian; a list is a `u32`
-//! count followed by its items; an `Option<Timestamp>` is a flag byte then, if 1, the `u64`.
+//! An entry frames one input with its kind and controller log time; a message or relay in it
+//! is the §5.2 message codec of `onepipe_proto::failure::codec` (whose module docs give the
+//! grammar of `msg` and `relay`), the same bytes the live control connection carries. All
+//! integers are little-endian.
 //!
 //! ```text
 //! entry    = version:u8 (=1) kind:u8 at:u64 [msg|relay|host:u32]
 //!                   kind 0 = Timeout, 1 = Message, 2 = Relay, 3 = Unreachable (host:u32)
-//! msg      = tag:u8 fields                            tags 1..=6, in CtrlMsg order
-//! LinkDown = reporter:u32 link:u32 flag:u8 [commit:u64]
-//! Failure  = round:u32 n:u32 (proc:u32 ts:u64)*n m:u32 (host:u32)*m
-//! Recall   = round:u32 from:u32 n:u32 (proc:u32 ts:u64)*n m:u32 (src:u32 dst:u32 psn:u32 frags:u32)*m
-//! RecallAck= round:u32 from:u32
-//! Completed= round:u32 host:u32
-//! Resume   = round:u32 n:u32 (link:u32)*n
-//! relay    = tag:u8 fields                            the relays a controller takes (§5.2)
-//! Recalled = 1 n:u32 (proc:u32 ts:u64)*n
-//! RecoverRequest = 2 host:u32
-//! Rejoin   = 3 host:u32
-//! Admitted = 4 link:u32 alive:u8 flag:u8 [barrier:u64] flag:u8 [commit:u64]
+//! msg      = failure::codec's ctrl                    tags 1..=10
+//! relay    = failure::codec's relay, tags 1..=4 only: the relays a controller takes (§5.2),
+//!            Recalled, RecoverRequest, Rejoin, Admitted
 //! ```
 //!
 //! Forwarded data (`RelayMsg::Forward`) is not logged (`HaController::on_relay`), and the
-//! relays only a controller sends have no encoding: [`Entry::encode`] refuses them.
+//! relays only a controller sends are not inputs: [`Entry::encode`] refuses them, and
+//! [`Entry::decode`] refuses their tags.
 //!
 //! Decoding distrusts its input (the store is shared and may hold anything): every length is
 //! checked against the bytes left before anything is allocated, timestamps must fit in 48 bits,
 //! and trailing bytes are an error. Nothing panics on malformed input.
 
+use onepipe_proto::byteio::{ByteReader, ByteWriter};
+use onepipe_proto::failure::codec::{self as msg_codec, relay_tag};
 use onepipe_proto::failure::{CtrlMsg, RelayMsg};
-use onepipe_proto::{Instant, LinkId, NodeId, ProcId, Psn, Timestamp};
+use onepipe_proto::{Instant, NodeId};
 use std::fmt;
 
 /// The encoding version written in the first byte of every entry.
@@ -88,7 +83,7 @@ pub enum DecodeError {
     Version(u8),
     /// An unknown entry kind or message tag.
     Tag(u8),
-    /// A timestamp wider than 48 bits: not one [`Timestamp::new`] can produce.
+    /// A timestamp wider than 48 bits: not one [`onepipe_proto::Timestamp::new`] can produce.
     Timestamp(u64),
     /// An option flag other than 0 or 1.
     Flag(u8),
@@ -120,26 +115,25 @@ impl Entry {
     /// The entry's bytes.
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let mut out = Vec::with_capacity(32);
-        out.push(ENTRY_VERSION);
+        let mut w = ByteWriter::new(&mut out);
+        w.u8(ENTRY_VERSION);
         match self {
             Entry::Timeout { at } => {
-                out.push(KIND_TIMEOUT);
-                put_u64(&mut out, at.0);
+                w.u8(KIND_TIMEOUT).u64_le(at.0);
             }
             Entry::Message { at, msg } => {
-                out.push(KIND_MESSAGE);
-                put_u64(&mut out, at.0);
-                encode_msg(&mut out, msg);
+                w.u8(KIND_MESSAGE).u64_le(at.0);
+                msg_codec::write_ctrl(&mut w, msg);
             }
             Entry::Relay { at, msg } => {
-                out.push(KIND_RELAY);
-                put_u64(&mut out, at.0);
-                encode_relay(&mut out, msg)?;
+                if !is_input(msg) {
+                    return Err(EncodeError::NotAnInput);
+                }
+                w.u8(KIND_RELAY).u64_le(at.0);
+                msg_codec::write_relay(&mut w, msg);
             }
             Entry::Unreachable { at, host } => {
-                out.push(KIND_UNREACHABLE);
-                put_u64(&mut out, at.0);
-                put_u32(&mut out, host.0);
+                w.u8(KIND_UNREACHABLE).u64_le(at.0).u32_le(host.0);
             }
         }
         if out.len() > ENTRY_BYTES_MAX {
@@ -150,361 +144,76 @@ impl Entry {
 
     /// Parses an entry; see the module docs for the format.
     pub fn decode(bytes: &[u8]) -> Result<Entry, DecodeError> {
-        let mut r = Reader { buf: bytes };
+        let mut r = ByteReader::new(bytes);
         let version = r.u8()?;
         if version != ENTRY_VERSION {
             return Err(DecodeError::Version(version));
         }
         let kind = r.u8()?;
-        let at = Instant(r.u64()?);
+        let at = Instant(r.u64_le()?);
         let entry = match kind {
             KIND_TIMEOUT => Entry::Timeout { at },
             KIND_MESSAGE => Entry::Message {
                 at,
-                msg: decode_msg(&mut r)?,
+                msg: msg_codec::read_ctrl(&mut r)?,
             },
-            KIND_RELAY => Entry::Relay {
-                at,
-                msg: decode_relay(&mut r)?,
-            },
+            KIND_RELAY => {
+                // Only the relays a controller takes are entries.
+                match r.rest().first() {
+                    Some(&t) if !(relay_tag::RECALLED..=relay_tag::ADMITTED).contains(&t) => {
+                        return Err(DecodeError::Tag(t))
+                    }
+                    _ => {}
+                }
+                Entry::Relay {
+                    at,
+                    msg: msg_codec::read_relay(&mut r)?,
+                }
+            }
             KIND_UNREACHABLE => Entry::Unreachable {
                 at,
-                host: NodeId(r.u32()?),
+                host: NodeId(r.u32_le()?),
             },
             other => return Err(DecodeError::Tag(other)),
         };
-        if !r.buf.is_empty() {
-            return Err(DecodeError::Trailing(r.buf.len()));
+        if !r.is_empty() {
+            return Err(DecodeError::Trailing(r.remaining()));
         }
         Ok(entry)
     }
 }
 
-fn encode_msg(out: &mut Vec<u8>, msg: &CtrlMsg) {
-    match msg {
-        CtrlMsg::LinkDown {
-            reporter,
-            link,
-            last_commit,
-        } => {
-            out.push(1);
-            put_u32(out, reporter.0);
-            put_u32(out, link.0);
-            put_opt_ts(out, *last_commit);
-        }
-        CtrlMsg::Failure {
-            round,
-            failed,
-            correct,
-        } => encode_failure(out, *round, failed, correct),
-        CtrlMsg::Recall {
-            round,
-            from,
-            groups,
-            unacked,
-        } => encode_recall(out, *round, *from, groups, unacked),
-        CtrlMsg::RecallAck { round, from } => {
-            out.push(4);
-            put_u32(out, *round);
-            put_u32(out, from.0);
-        }
-        CtrlMsg::Completed { round, host } => {
-            out.push(5);
-            put_u32(out, *round);
-            put_u32(out, host.0);
-        }
-        CtrlMsg::Isolate { link } => {
-            out.push(7);
-            put_u32(out, link.0);
-        }
-        CtrlMsg::Departed { host, last } => {
-            out.push(8);
-            put_u32(out, host.0);
-            put_opt_ts(out, *last);
-        }
-        CtrlMsg::Depart { link } => {
-            out.push(9);
-            put_u32(out, link.0);
-        }
-        CtrlMsg::CallbackTaken { round, host } => {
-            out.push(10);
-            put_u32(out, *round);
-            put_u32(out, host.0);
-        }
-        CtrlMsg::Resume { round, dead_links } => {
-            out.push(6);
-            put_u32(out, *round);
-            put_len(out, dead_links.len());
-            for l in dead_links {
-                put_u32(out, l.0);
+/// A relay the controller takes as an input (§5.2 receiver recovery and rejoin): the ones a
+/// log entry may hold.
+fn is_input(msg: &RelayMsg) -> bool {
+    matches!(
+        msg,
+        RelayMsg::Recalled { .. }
+            | RelayMsg::RecoverRequest { .. }
+            | RelayMsg::Rejoin { .. }
+            | RelayMsg::Admitted { .. }
+    )
+}
+
+impl From<onepipe_proto::byteio::Short> for DecodeError {
+    fn from(_: onepipe_proto::byteio::Short) -> DecodeError {
+        DecodeError::Truncated
+    }
+}
+
+impl From<msg_codec::DecodeError> for DecodeError {
+    fn from(e: msg_codec::DecodeError) -> DecodeError {
+        match e {
+            msg_codec::DecodeError::Truncated => DecodeError::Truncated,
+            msg_codec::DecodeError::Tag(t) => DecodeError::Tag(t),
+            msg_codec::DecodeError::Timestamp(t) => DecodeError::Timestamp(t),
+            msg_codec::DecodeError::Flag(f) => DecodeError::Flag(f),
+            msg_codec::DecodeError::Trailing(n) => DecodeError::Trailing(n),
+            // `decode` refuses a forward's tag before reading one.
+            msg_codec::DecodeError::Forward(_) | msg_codec::DecodeError::Packet(..) => {
+                DecodeError::Tag(relay_tag::FORWARD)
             }
         }
-    }
-}
-
-/// Writes a `Failure` (tag 2): its round, the failed processes with their last timestamps, and
-/// the correct hosts.
-fn encode_failure(
-    out: &mut Vec<u8>,
-    round: u32,
-    failed: &[(ProcId, Timestamp)],
-    correct: &[NodeId],
-) {
-    out.push(2);
-    put_u32(out, round);
-    put_len(out, failed.len());
-    for &(p, ts) in failed {
-        put_u32(out, p.0);
-        put_u64(out, ts.raw());
-    }
-    put_len(out, correct.len());
-    for h in correct {
-        put_u32(out, h.0);
-    }
-}
-
-/// Writes a `Recall` (tag 3): its round, the recalling host, the aborted scatterings and their
-/// unacknowledged messages.
-fn encode_recall(
-    out: &mut Vec<u8>,
-    round: u32,
-    from: NodeId,
-    groups: &[(ProcId, Timestamp)],
-    unacked: &[(ProcId, ProcId, Psn, u32)],
-) {
-    out.push(3);
-    put_u32(out, round);
-    put_u32(out, from.0);
-    put_len(out, groups.len());
-    for &(p, ts) in groups {
-        put_u32(out, p.0);
-        put_u64(out, ts.raw());
-    }
-    put_len(out, unacked.len());
-    for &(src, dst, psn, frags) in unacked {
-        for v in [src.0, dst.0, psn.0, frags] {
-            put_u32(out, v);
-        }
-    }
-}
-
-fn decode_msg(r: &mut Reader<'_>) -> Result<CtrlMsg, DecodeError> {
-    let tag = r.u8()?;
-    let msg = match tag {
-        1 => CtrlMsg::LinkDown {
-            reporter: NodeId(r.u32()?),
-            link: LinkId(r.u32()?),
-            last_commit: opt_ts(r)?,
-        },
-        2 => {
-            let round = r.u32()?;
-            let n = r.count(12)?;
-            let failed = (0..n)
-                .map(|_| Ok((ProcId(r.u32()?), r.ts()?)))
-                .collect::<Result<_, _>>()?;
-            let m = r.count(4)?;
-            let correct = (0..m)
-                .map(|_| Ok(NodeId(r.u32()?)))
-                .collect::<Result<_, _>>()?;
-            CtrlMsg::Failure {
-                round,
-                failed,
-                correct,
-            }
-        }
-        3 => {
-            let round = r.u32()?;
-            let from = NodeId(r.u32()?);
-            let n = r.count(12)?;
-            let groups = (0..n)
-                .map(|_| Ok((ProcId(r.u32()?), r.ts()?)))
-                .collect::<Result<_, _>>()?;
-            let m = r.count(16)?;
-            let unacked = (0..m)
-                .map(|_| Ok((ProcId(r.u32()?), ProcId(r.u32()?), Psn(r.u32()?), r.u32()?)))
-                .collect::<Result<_, _>>()?;
-            CtrlMsg::Recall {
-                round,
-                from,
-                groups,
-                unacked,
-            }
-        }
-        4 => CtrlMsg::RecallAck {
-            round: r.u32()?,
-            from: NodeId(r.u32()?),
-        },
-        7 => CtrlMsg::Isolate {
-            link: LinkId(r.u32()?),
-        },
-        8 => CtrlMsg::Departed {
-            host: NodeId(r.u32()?),
-            last: opt_ts(r)?,
-        },
-        9 => CtrlMsg::Depart {
-            link: LinkId(r.u32()?),
-        },
-        10 => CtrlMsg::CallbackTaken {
-            round: r.u32()?,
-            host: NodeId(r.u32()?),
-        },
-        5 => CtrlMsg::Completed {
-            round: r.u32()?,
-            host: NodeId(r.u32()?),
-        },
-        6 => {
-            let round = r.u32()?;
-            let n = r.count(4)?;
-            let dead_links = (0..n)
-                .map(|_| Ok(LinkId(r.u32()?)))
-                .collect::<Result<_, _>>()?;
-            CtrlMsg::Resume { round, dead_links }
-        }
-        other => return Err(DecodeError::Tag(other)),
-    };
-    Ok(msg)
-}
-
-fn put_opt_ts(out: &mut Vec<u8>, ts: Option<Timestamp>) {
-    match ts {
-        None => out.push(0),
-        Some(ts) => {
-            out.push(1);
-            put_u64(out, ts.raw());
-        }
-    }
-}
-
-fn encode_relay(out: &mut Vec<u8>, msg: &RelayMsg) -> Result<(), EncodeError> {
-    match msg {
-        RelayMsg::Recalled { groups } => {
-            out.push(1);
-            put_len(out, groups.len());
-            for &(p, ts) in groups {
-                put_u32(out, p.0);
-                put_u64(out, ts.raw());
-            }
-        }
-        RelayMsg::RecoverRequest { host } => {
-            out.push(2);
-            put_u32(out, host.0);
-        }
-        RelayMsg::Rejoin { host } => {
-            out.push(3);
-            put_u32(out, host.0);
-        }
-        RelayMsg::Admitted {
-            link,
-            alive,
-            barrier,
-            commit,
-        } => {
-            out.push(4);
-            put_u32(out, link.0);
-            out.push(u8::from(*alive));
-            put_opt_ts(out, *barrier);
-            put_opt_ts(out, *commit);
-        }
-        _ => return Err(EncodeError::NotAnInput),
-    }
-    Ok(())
-}
-
-fn decode_relay(r: &mut Reader<'_>) -> Result<RelayMsg, DecodeError> {
-    Ok(match r.u8()? {
-        1 => {
-            let n = r.count(12)?;
-            let groups = (0..n)
-                .map(|_| Ok((ProcId(r.u32()?), r.ts()?)))
-                .collect::<Result<_, _>>()?;
-            RelayMsg::Recalled { groups }
-        }
-        2 => RelayMsg::RecoverRequest {
-            host: NodeId(r.u32()?),
-        },
-        3 => RelayMsg::Rejoin {
-            host: NodeId(r.u32()?),
-        },
-        4 => RelayMsg::Admitted {
-            link: LinkId(r.u32()?),
-            alive: match r.u8()? {
-                0 => false,
-                1 => true,
-                f => return Err(DecodeError::Flag(f)),
-            },
-            barrier: opt_ts(r)?,
-            commit: opt_ts(r)?,
-        },
-        other => return Err(DecodeError::Tag(other)),
-    })
-}
-
-fn put_u32(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-fn put_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-fn put_len(out: &mut Vec<u8>, n: usize) {
-    // A list longer than u32::MAX items cannot fit in ENTRY_BYTES_MAX anyway; saturating keeps
-    // the encoder total and the size check in `encode` rejects the entry.
-    put_u32(out, u32::try_from(n).unwrap_or(u32::MAX));
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-}
-
-/// What [`put_opt_ts`] wrote: a flag byte (0 none, 1 some), then the timestamp.
-fn opt_ts(r: &mut Reader<'_>) -> Result<Option<Timestamp>, DecodeError> {
-    match r.u8()? {
-        0 => Ok(None),
-        1 => Ok(Some(r.ts()?)),
-        f => Err(DecodeError::Flag(f)),
-    }
-}
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let (head, rest) = self
-            .buf
-            .split_first_chunk::<N>()
-            .ok_or(DecodeError::Truncated)?;
-        self.buf = rest;
-        Ok(*head)
-    }
-
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take::<1>()?[0])
-    }
-
-    fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_le_bytes(self.take()?))
-    }
-
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_le_bytes(self.take()?))
-    }
-
-    fn ts(&mut self) -> Result<Timestamp, DecodeError> {
-        let raw = self.u64()?;
-        let ts = Timestamp::new(raw);
-        if ts.raw() != raw {
-            return Err(DecodeError::Timestamp(raw));
-        }
-        Ok(ts)
-    }
-
-    /// A list count whose items take at least `item_bytes` each: checked against what is left
-    /// before anything is allocated.
-    fn count(&mut self, item_bytes: usize) -> Result<usize, DecodeError> {
-        let n = self.u32()? as usize;
-        if n.saturating_mul(item_bytes) > self.buf.len() {
-            return Err(DecodeError::Truncated);
-        }
-        Ok(n)
     }
 }
 
@@ -539,6 +248,7 @@ impl std::error::Error for EncodeError {}
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use onepipe_proto::{LinkId, ProcId, Psn, Timestamp};
     use proptest::prelude::*;
 
     fn ts() -> impl Strategy<Value = Timestamp> {

@@ -3,7 +3,9 @@
 //! (`onepipe_testalloc::fuzz`; `ONEPIPE_FUZZ_CASES` cases, docs/TESTING.md). Every case: no
 //! panic; a valid entry decodes back to itself; garbage is a typed error, or an entry that
 //! encodes back to exactly its bytes (the format has one encoding per entry); and one decode
-//! allocates no more than its bound.
+//! allocates no more than its bound. An entry's message or relay is
+//! `onepipe_proto::failure::codec`'s encoding, which `crates/runtime/tests/decoders.rs` fuzzes
+//! on its own, every variant (the live control lines carry it too).
 
 use onepipe_ctrlstore::codec::DecodeError;
 use onepipe_ctrlstore::Entry;
@@ -85,7 +87,7 @@ fn ctrl_msg(rng: &mut Rng) -> CtrlMsg {
     }
 }
 
-/// The relays a controller takes as inputs (the only ones with an encoding).
+/// The relays a controller takes as inputs (the only ones a log entry holds).
 fn relay_msg(rng: &mut Rng) -> RelayMsg {
     match rng.below(4) {
         0 => RelayMsg::Recalled {

@@ -55,6 +55,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 
+pub mod codec;
 mod graph;
 mod relay;
 

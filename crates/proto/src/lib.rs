@@ -15,6 +15,7 @@
 pub mod ack;
 pub mod aggregator;
 pub mod app;
+pub mod byteio;
 pub mod failure;
 pub mod host;
 pub mod ids;

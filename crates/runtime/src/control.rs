@@ -33,10 +33,19 @@
 //!                                            and every aggregator, once all completed
 //! ```
 //!
+//! A `Ctrl` line's message is the binary encoding of `onepipe_proto::failure::codec` (the one
+//! the controller store logs) as a string of lowercase hex,
+//! `{"type":"ctrl","to":null,"msg":"01…"}`; a line whose message is not exactly one well-formed
+//! encoding is not a control message.
+//!
 //! With `forward_after > 0` in the cluster file, §5.2 controller forwarding rides here too: a
 //! process whose reliable message went unacknowledged that many retransmissions sends
-//! `Relay { Forward }` ([`WireRelay`]), the controller relays it to the receiving process,
-//! whose ACKs come back the same way.
+//! `Relay { Forward }` ([`WireRelay`]: a `onepipe_proto::failure::RelayMsg` in the same
+//! binary encoding, in hex, each packet in it its own wire encoding), the controller relays it
+//! to the receiving process, whose ACKs come back the same way. Receiver recovery's relays
+//! (`Failed`, `Recalled`, `RecoverRequest`, `Settle`, `Rejoin`, `Admit`, `Admitted`, `Joined`,
+//! `PeerJoined`) are `Relay` lines too. A relay whose bytes do not decode is refused as a bad
+//! relay.
 //!
 //! A `Ctrl` line from a member that could not have sent it (a report about another member's
 //! input, a completion in another process's name) is counted as malformed and answered with

@@ -720,10 +720,10 @@ impl Shared {
         }
         self.push_control(ToController::Ctrl {
             to: None,
-            msg: WireCtrl::CallbackTaken {
+            msg: WireCtrl::from(&CtrlMsg::CallbackTaken {
                 round: inner.round,
-                host: self.proc.0,
-            },
+                host: NodeId(self.proc.0),
+            }),
         });
     }
 

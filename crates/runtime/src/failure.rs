@@ -1,5 +1,5 @@
 //! The live cluster's side of reliable failure handling (1Pipe §5.2): the routing graph the
-//! controller reasons about, the ids the members report in, and the control messages as JSON.
+//! controller reasons about, the ids the members report in, and the control messages on the control connection.
 //!
 //! The procedure itself — Detect, Determine, Broadcast, Discard, Recall, Callback, Resume — is
 //! `onepipe_proto::failure` (the controller) and `onepipe_proto::host::Host` (the
@@ -10,22 +10,28 @@
 //!   graph's links and the ports the aggregators and endpoints report a silent input on. Every
 //!   tree a cluster file can describe has one ([`Topology::tree`]: any depth, processes on any
 //!   aggregator, racks of any size); a file that is not one tree is refused when it is parsed.
-//! * [`WireCtrl`]: `onepipe_proto::failure::CtrlMsg` as it travels on the control connection
-//!   (`onepipe-proto` has no serde). Converting it back never fails; whether its ids make sense
-//!   is checked by whoever receives it (the proto controller drops a report that is not the
-//!   reporter's input, hosts ignore processes they do not know).
+//! * [`WireCtrl`] and [`WireRelay`]: `onepipe_proto::failure::{CtrlMsg, RelayMsg}` as they
+//!   travel on the control connection — the bytes of `onepipe_proto::failure::codec` (the
+//!   encoding the controller store logs too), as a JSON string of lowercase hex. A `WireCtrl`
+//!   is decoded as its line is parsed (a line whose message does not decode is not a control
+//!   message), a `WireRelay` by [`WireRelay::into_relay`]; both refuse what the codec refuses
+//!   (truncation, trailing bytes, unknown tags, timestamps wider than 48 bits, oversized or
+//!   malformed forwards). Whether the ids of a decoded message make sense is checked by whoever
+//!   receives it (the controller refuses a member speaking for another's nodes, the proto
+//!   controller drops a report that is not the reporter's input, hosts ignore processes they do
+//!   not know).
 //!
 //! The ids: process `p` is host `NodeId(p)` both in the graph and in its endpoint's
 //! `HostConfig`; the aggregators report the graph's `NodeId`s and `LinkId`s (not the node ids
 //! their halves use for beacons), which they compute from the same cluster file.
 
 use crate::cluster::Cluster;
-use onepipe_proto::failure::{CtrlMsg, RelayMsg};
-use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId, Psn};
-use onepipe_proto::time::Timestamp;
+use core::fmt;
+use onepipe_proto::failure::{codec, CtrlMsg, RelayMsg};
+use onepipe_proto::ids::{LinkId, NodeId, PortId};
 use onepipe_proto::topology::{Topology, TreeSwitch};
-use onepipe_proto::wire::Packet;
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -127,443 +133,89 @@ impl LiveTopology {
     }
 }
 
-/// `onepipe_proto::failure::CtrlMsg` on the control connection: ids as numbers, timestamps as
-/// raw nanoseconds. See the module docs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum WireCtrl {
-    /// Detect: `reporter` timed out its input `link`.
-    LinkDown {
-        /// Graph node.
-        reporter: u32,
-        /// Graph link.
-        link: u32,
-        /// Last commit barrier on it.
-        last_commit: Option<u64>,
-    },
-    /// Broadcast: failed processes and their failure timestamps.
-    Failure {
-        /// Round.
-        round: u32,
-        /// (process, failure timestamp).
-        failed: Vec<(u32, u64)>,
-        /// Correct hosts.
-        correct: Vec<u32>,
-    },
-    /// Recall of aborted scatterings.
-    Recall {
-        /// Round.
-        round: u32,
-        /// Recalling host.
-        from: u32,
-        /// (sender, timestamp).
-        groups: Vec<(u32, u64)>,
-        /// (sender, receiver, first PSN, packets).
-        unacked: Vec<(u32, u32, u32, u32)>,
-    },
-    /// A recall is done at `from`.
-    RecallAck {
-        /// Round.
-        round: u32,
-        /// Host.
-        from: u32,
-    },
-    /// Host `host` completed `round`.
-    Completed {
-        /// Round.
-        round: u32,
-        /// Host.
-        host: u32,
-    },
-    /// Determine asks the link's head to freeze and report it.
-    Isolate {
-        /// Graph link.
-        link: u32,
-    },
-    /// A host left on its own (the controller's own input; no member may send it).
-    Departed {
-        /// Host.
-        host: u32,
-        /// A timestamp above everything it sent.
-        last: Option<u64>,
-    },
-    /// The controller asks a departed host's uplink switch to remove it.
-    Depart {
-        /// Graph link.
-        link: u32,
-    },
-    /// Host `host`'s application took `round`'s notification (its callback clock starts).
-    CallbackTaken {
-        /// Round.
-        round: u32,
-        /// Host.
-        host: u32,
-    },
-    /// Resume: stop waiting for the dead links.
-    Resume {
-        /// Round.
-        round: u32,
-        /// Graph links.
-        dead_links: Vec<u32>,
-    },
-}
+/// A §5.2 control message ([`CtrlMsg`]) on the control connection: its
+/// [`onepipe_proto::failure::codec`] bytes as one JSON string of lowercase hex. See the module
+/// docs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WireCtrl(CtrlMsg);
+
+/// A §5.2 relay ([`RelayMsg`]) on the control connection: its
+/// [`onepipe_proto::failure::codec`] bytes as one JSON string of lowercase hex, decoded by
+/// [`WireRelay::into_relay`]. See the module docs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WireRelay(Vec<u8>);
 
 impl From<&CtrlMsg> for WireCtrl {
     fn from(m: &CtrlMsg) -> WireCtrl {
-        match m {
-            CtrlMsg::LinkDown {
-                reporter,
-                link,
-                last_commit,
-            } => WireCtrl::LinkDown {
-                reporter: reporter.0,
-                link: link.0,
-                last_commit: last_commit.map(Timestamp::raw),
-            },
-            CtrlMsg::Failure {
-                round,
-                failed,
-                correct,
-            } => WireCtrl::Failure {
-                round: *round,
-                failed: failed.iter().map(|(p, t)| (p.0, t.raw())).collect(),
-                correct: correct.iter().map(|h| h.0).collect(),
-            },
-            CtrlMsg::Recall {
-                round,
-                from,
-                groups,
-                unacked,
-            } => WireCtrl::Recall {
-                round: *round,
-                from: from.0,
-                groups: groups.iter().map(|(p, t)| (p.0, t.raw())).collect(),
-                unacked: unacked
-                    .iter()
-                    .map(|(s, d, psn, k)| (s.0, d.0, psn.0, *k))
-                    .collect(),
-            },
-            CtrlMsg::RecallAck { round, from } => WireCtrl::RecallAck {
-                round: *round,
-                from: from.0,
-            },
-            CtrlMsg::Completed { round, host } => WireCtrl::Completed {
-                round: *round,
-                host: host.0,
-            },
-            CtrlMsg::Isolate { link } => WireCtrl::Isolate { link: link.0 },
-            CtrlMsg::Departed { host, last } => WireCtrl::Departed {
-                host: host.0,
-                last: last.map(Timestamp::raw),
-            },
-            CtrlMsg::Depart { link } => WireCtrl::Depart { link: link.0 },
-            CtrlMsg::CallbackTaken { round, host } => WireCtrl::CallbackTaken {
-                round: *round,
-                host: host.0,
-            },
-            CtrlMsg::Resume { round, dead_links } => WireCtrl::Resume {
-                round: *round,
-                dead_links: dead_links.iter().map(|l| l.0).collect(),
-            },
-        }
+        WireCtrl(m.clone())
     }
 }
 
 impl From<WireCtrl> for CtrlMsg {
     fn from(m: WireCtrl) -> CtrlMsg {
-        let ts = Timestamp::new;
-        match m {
-            WireCtrl::LinkDown {
-                reporter,
-                link,
-                last_commit,
-            } => CtrlMsg::LinkDown {
-                reporter: NodeId(reporter),
-                link: LinkId(link),
-                last_commit: last_commit.map(ts),
-            },
-            WireCtrl::Failure {
-                round,
-                failed,
-                correct,
-            } => CtrlMsg::Failure {
-                round,
-                failed: failed
-                    .into_iter()
-                    .map(|(p, t)| (ProcId(p), ts(t)))
-                    .collect(),
-                correct: correct.into_iter().map(NodeId).collect(),
-            },
-            WireCtrl::Recall {
-                round,
-                from,
-                groups,
-                unacked,
-            } => CtrlMsg::Recall {
-                round,
-                from: NodeId(from),
-                groups: groups
-                    .into_iter()
-                    .map(|(p, t)| (ProcId(p), ts(t)))
-                    .collect(),
-                unacked: unacked
-                    .into_iter()
-                    .map(|(s, d, psn, k)| (ProcId(s), ProcId(d), Psn(psn), k))
-                    .collect(),
-            },
-            WireCtrl::RecallAck { round, from } => CtrlMsg::RecallAck {
-                round,
-                from: NodeId(from),
-            },
-            WireCtrl::Completed { round, host } => CtrlMsg::Completed {
-                round,
-                host: NodeId(host),
-            },
-            WireCtrl::Isolate { link } => CtrlMsg::Isolate { link: LinkId(link) },
-            WireCtrl::Departed { host, last } => CtrlMsg::Departed {
-                host: NodeId(host),
-                last: last.map(ts),
-            },
-            WireCtrl::Depart { link } => CtrlMsg::Depart { link: LinkId(link) },
-            WireCtrl::CallbackTaken { round, host } => CtrlMsg::CallbackTaken {
-                round,
-                host: NodeId(host),
-            },
-            WireCtrl::Resume { round, dead_links } => CtrlMsg::Resume {
-                round,
-                dead_links: dead_links.into_iter().map(LinkId).collect(),
-            },
-        }
+        m.0
     }
 }
 
-/// Most packets one [`WireRelay::Forward`] may carry (a host forwards one message's fragments,
-/// or one batch of ACKs).
-pub const FORWARD_PACKETS_MAX: usize = 4096;
-
-/// `onepipe_proto::failure::RelayMsg` on the control connection: §5.2 controller forwarding
-/// and receiver recovery. A forwarded packet is its wire encoding ([`Packet::encode`]) in
-/// lowercase hex; ids are numbers and timestamps raw nanoseconds, as in [`WireCtrl`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum WireRelay {
-    /// Data packets from host `from` for one receiver's host, or that host's ACKs back.
-    Forward {
-        /// The host (process) that sent them.
-        from: u32,
-        /// Each packet's wire encoding, in hex.
-        packets: Vec<String>,
-    },
-    /// The controller to a process it declared failed: its failure timestamp.
-    Failed {
-        /// The failure timestamp.
-        ts: u64,
-    },
-    /// A correct process recalled these scatterings (sender, timestamp).
-    Recalled {
-        /// (sender, timestamp).
-        groups: Vec<(u32, u64)>,
-    },
-    /// A process told it failed asks to recover.
-    RecoverRequest {
-        /// The process.
-        host: u32,
-    },
-    /// The controller's answer: every process declared failed and every recalled scattering.
-    Settle {
-        /// (process, failure timestamp).
-        failed: Vec<(u32, u64)>,
-        /// (sender, timestamp).
-        recalled: Vec<(u32, u64)>,
-    },
-    /// A settled process asks to rejoin.
-    Rejoin {
-        /// The process.
-        host: u32,
-    },
-    /// The controller to the aggregator at the head of `link`: is that input alive (and, with
-    /// `apply`, take it back)?
-    Admit {
-        /// The graph link.
-        link: u32,
-        /// Take it back.
-        apply: bool,
-    },
-    /// The aggregator's answer.
-    Admitted {
-        /// The graph link.
-        link: u32,
-        /// It spoke within the link timeout.
-        alive: bool,
-        /// The aggregator's best-effort output barrier.
-        barrier: Option<u64>,
-        /// Its commit output barrier.
-        commit: Option<u64>,
-    },
-    /// The controller to a rejoining process: its new process ids, the least timestamp to use,
-    /// and every process declared failed.
-    Joined {
-        /// The new ids, one per old one.
-        procs: Vec<u32>,
-        /// The least timestamp.
-        floor: u64,
-        /// (process, failure timestamp).
-        failed: Vec<(u32, u64)>,
-    },
-    /// The controller to every other correct process: `host` rejoined as `procs`.
-    PeerJoined {
-        /// The rejoined host (its old process id).
-        host: u32,
-        /// Its new ids.
-        procs: Vec<u32>,
-        /// Stamp nothing to them below this.
-        floor: u64,
-    },
-}
-
-fn pairs_out(v: &[(ProcId, Timestamp)]) -> Vec<(u32, u64)> {
-    v.iter().map(|&(p, t)| (p.0, t.raw())).collect()
-}
-
-fn pairs_in(v: Vec<(u32, u64)>) -> Vec<(ProcId, Timestamp)> {
-    v.into_iter()
-        .map(|(p, t)| (ProcId(p), Timestamp::new(t)))
-        .collect()
-}
-
-fn procs_in(v: Vec<u32>) -> Vec<ProcId> {
-    v.into_iter().map(ProcId).collect()
-}
-
 impl WireRelay {
-    /// The wire form of `msg`.
+    /// The wire form of `msg` (every relay has one).
     pub fn of(msg: &RelayMsg) -> WireRelay {
-        match msg {
-            RelayMsg::Forward { from, packets } => WireRelay::Forward {
-                from: from.0,
-                packets: packets
-                    .iter()
-                    .map(|p| {
-                        let mut b = Vec::with_capacity(p.encoded_len());
-                        p.encode(&mut b);
-                        hex(&b)
-                    })
-                    .collect(),
-            },
-            RelayMsg::Failed { ts } => WireRelay::Failed { ts: ts.raw() },
-            RelayMsg::Recalled { groups } => WireRelay::Recalled {
-                groups: pairs_out(groups),
-            },
-            RelayMsg::RecoverRequest { host } => WireRelay::RecoverRequest { host: host.0 },
-            RelayMsg::Settle { failed, recalled } => WireRelay::Settle {
-                failed: pairs_out(failed),
-                recalled: pairs_out(recalled),
-            },
-            RelayMsg::Rejoin { host } => WireRelay::Rejoin { host: host.0 },
-            RelayMsg::Admit { link, apply } => WireRelay::Admit {
-                link: link.0,
-                apply: *apply,
-            },
-            RelayMsg::Admitted {
-                link,
-                alive,
-                barrier,
-                commit,
-            } => WireRelay::Admitted {
-                link: link.0,
-                alive: *alive,
-                barrier: barrier.map(Timestamp::raw),
-                commit: commit.map(Timestamp::raw),
-            },
-            RelayMsg::Joined {
-                procs,
-                floor,
-                failed,
-            } => WireRelay::Joined {
-                procs: procs.iter().map(|p| p.0).collect(),
-                floor: floor.raw(),
-                failed: pairs_out(failed),
-            },
-            RelayMsg::PeerJoined { host, procs, floor } => WireRelay::PeerJoined {
-                host: host.0,
-                procs: procs.iter().map(|p| p.0).collect(),
-                floor: floor.raw(),
-            },
-        }
+        WireRelay(codec::encode_relay(msg))
     }
 
     /// The relay it carries.
     ///
     /// # Errors
-    /// A forward with too many packets, or one that is not hex of exactly one well-formed
-    /// packet (the message names which).
+    /// The bytes are not exactly one relay's encoding: truncated, trailing bytes, an unknown
+    /// tag, a timestamp wider than 48 bits, a forward of more than
+    /// [`codec::FORWARD_PACKETS_MAX`] packets or one that is not exactly one well-formed
+    /// packet (the message says which).
     pub fn into_relay(self) -> Result<RelayMsg, String> {
-        let ts = Timestamp::new;
-        Ok(match self {
-            WireRelay::Forward { from, packets } => {
-                if packets.len() > FORWARD_PACKETS_MAX {
-                    return Err(format!(
-                        "{} packets in one forward, at most {FORWARD_PACKETS_MAX}",
-                        packets.len()
-                    ));
-                }
-                let packets = packets
-                    .iter()
-                    .enumerate()
-                    .map(|(i, h)| {
-                        let bytes = unhex(h).ok_or(format!("packet {i}: not hex"))?;
-                        match Packet::decode(&bytes) {
-                            Ok((p, used)) if used == bytes.len() => Ok(p),
-                            Ok(_) => Err(format!("packet {i}: trailing bytes")),
-                            Err(e) => Err(format!("packet {i}: {e:?}")),
-                        }
-                    })
-                    .collect::<Result<Vec<Packet>, String>>()?;
-                RelayMsg::Forward {
-                    from: NodeId(from),
-                    packets,
-                }
-            }
-            WireRelay::Failed { ts: t } => RelayMsg::Failed { ts: ts(t) },
-            WireRelay::Recalled { groups } => RelayMsg::Recalled {
-                groups: pairs_in(groups),
-            },
-            WireRelay::RecoverRequest { host } => RelayMsg::RecoverRequest { host: NodeId(host) },
-            WireRelay::Settle { failed, recalled } => RelayMsg::Settle {
-                failed: pairs_in(failed),
-                recalled: pairs_in(recalled),
-            },
-            WireRelay::Rejoin { host } => RelayMsg::Rejoin { host: NodeId(host) },
-            WireRelay::Admit { link, apply } => RelayMsg::Admit {
-                link: LinkId(link),
-                apply,
-            },
-            WireRelay::Admitted {
-                link,
-                alive,
-                barrier,
-                commit,
-            } => RelayMsg::Admitted {
-                link: LinkId(link),
-                alive,
-                barrier: barrier.map(ts),
-                commit: commit.map(ts),
-            },
-            WireRelay::Joined {
-                procs,
-                floor,
-                failed,
-            } => RelayMsg::Joined {
-                procs: procs_in(procs),
-                floor: ts(floor),
-                failed: pairs_in(failed),
-            },
-            WireRelay::PeerJoined { host, procs, floor } => RelayMsg::PeerJoined {
-                host: NodeId(host),
-                procs: procs_in(procs),
-                floor: ts(floor),
-            },
-        })
+        codec::decode_relay(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+impl fmt::Debug for WireCtrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Debug for WireRelay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WireRelay({})", hex(&self.0))
+    }
+}
+
+impl Serialize for WireCtrl {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex(&codec::encode_ctrl(&self.0)))
+    }
+}
+
+impl<'de> Deserialize<'de> for WireCtrl {
+    /// Decoded as the line is parsed: a line whose message is not exactly one message's
+    /// encoding is not a control message.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<WireCtrl, D::Error> {
+        let bytes = unhex(&String::deserialize(d)?)
+            .ok_or_else(|| D::Error::custom("a control message that is not hex"))?;
+        codec::decode_ctrl(&bytes)
+            .map(WireCtrl)
+            .map_err(|e| D::Error::custom(format!("a malformed control message: {e}")))
+    }
+}
+
+impl Serialize for WireRelay {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for WireRelay {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<WireRelay, D::Error> {
+        unhex(&String::deserialize(d)?)
+            .map(WireRelay)
+            .ok_or_else(|| D::Error::custom("a relay that is not hex"))
     }
 }
 
@@ -577,8 +229,13 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Lowercase hex only: the encoding is canonical, so one message has one line.
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
     let s = s.as_bytes();
     if s.len() % 2 == 1 {
         return None;
@@ -592,6 +249,8 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use crate::cluster::LocalLayout;
+    use onepipe_proto::ids::{ProcId, Psn};
+    use onepipe_proto::time::Timestamp;
 
     fn generated(hosts: u32, pph: u32, layers: u8) -> Cluster {
         Cluster::generate(&LocalLayout {
@@ -726,7 +385,7 @@ mod tests {
 
     #[test]
     fn a_forward_survives_json_and_bad_packets_are_errors_not_panics() {
-        use onepipe_proto::wire::{flags, DataHeader, DataPacket};
+        use onepipe_proto::wire::{flags, DataHeader, DataPacket, Packet};
         let data = Packet::Data(DataPacket {
             header: DataHeader {
                 flags: flags::END_OF_MESSAGE,
@@ -744,31 +403,38 @@ mod tests {
             from: NodeId(1),
             packets: vec![data.clone(), data],
         };
-        let wire = WireRelay::of(&msg);
-        let json = serde_json::to_string(&wire).unwrap();
+        let json = serde_json::to_string(&WireRelay::of(&msg)).unwrap();
         let back: WireRelay = serde_json::from_str(&json).unwrap();
         assert_eq!(back.into_relay().unwrap(), msg);
-        let WireRelay::Forward { packets, .. } = wire else {
-            unreachable!("a forward")
+        let good = codec::encode_relay(&msg);
+        let bad = |bytes: Vec<u8>| WireRelay(bytes).into_relay().unwrap_err();
+        // tag, from, count; the first packet's length, then its opcode.
+        let mut op = good.clone();
+        op[13] = 0xee;
+        assert!(bad(op).contains("packet 0"));
+        let mut trailing = good.clone();
+        trailing.push(0);
+        assert!(bad(trailing).contains("after the message"));
+        assert!(bad(good[..20].to_vec()).contains("truncated"));
+        for junk in [r#""zz""#, r#""abc""#, r#""0A""#, "5"] {
+            assert!(serde_json::from_str::<WireRelay>(junk).is_err(), "{junk}");
+        }
+        let many = RelayMsg::Forward {
+            from: NodeId(1),
+            packets: vec![
+                Packet::Beacon(onepipe_proto::wire::Beacon {
+                    from: NodeId(0),
+                    barrier: Timestamp::new(0),
+                    commit: Timestamp::new(0),
+                    demand: false,
+                });
+                codec::FORWARD_PACKETS_MAX + 1
+            ],
         };
-        let bad = |p: &str| {
-            WireRelay::Forward {
-                from: 1,
-                packets: vec![packets[0].clone(), p.to_string()],
-            }
+        assert!(WireRelay::of(&many)
             .into_relay()
             .unwrap_err()
-        };
-        assert!(bad("zz").contains("packet 1: not hex"));
-        assert!(bad("abc").contains("not hex"));
-        assert!(bad("").contains("packet 1"));
-        assert!(bad(&format!("{}00", packets[0])).contains("trailing"));
-        assert!(bad(&packets[0][..20]).contains("packet 1"));
-        let many = WireRelay::Forward {
-            from: 1,
-            packets: vec![packets[0].clone(); FORWARD_PACKETS_MAX + 1],
-        };
-        assert!(many.into_relay().unwrap_err().contains("at most"));
+            .contains("at most"));
     }
 
     #[test]
@@ -855,16 +521,21 @@ mod tests {
                 host: NodeId(1),
             },
         ];
-        for m in msgs {
+        for m in msgs.clone() {
             let json = serde_json::to_string(&WireCtrl::from(&m)).unwrap();
             let back: WireCtrl = serde_json::from_str(&json).unwrap();
             assert_eq!(CtrlMsg::from(back), m, "{json}");
         }
+        // Not hex, a truncated message, a trailing byte, a timestamp wider than 48 bits.
+        let link_down = hex(&codec::encode_ctrl(&msgs[0]));
+        let wide = format!("{}ff\"", &link_down[..link_down.len() - 2]);
         for junk in [
-            r#"{"kind":"link_down"}"#,
-            r#"{"kind":"resume","round":-1,"dead_links":[]}"#,
+            r#""link_down""#.to_string(),
+            format!("\"{}\"", &link_down[..10]),
+            format!("\"{link_down}00\""),
+            format!("\"{wide}"),
         ] {
-            assert!(serde_json::from_str::<WireCtrl>(junk).is_err());
+            assert!(serde_json::from_str::<WireCtrl>(&junk).is_err(), "{junk}");
         }
     }
 }

@@ -5,8 +5,10 @@
 //! * [`decode_datagram`]: a received datagram (or a GRO receive of several) into packets;
 //! * the control connection's lines: [`read_line`] off the stream, [`parse_line`] into a
 //!   [`ToController`] (what the controller reads) or a [`FromController`] (what every member
-//!   reads), and the §5.2 messages they carry, [`WireCtrl`] and [`WireRelay`], into the proto
-//!   messages they stand for.
+//!   reads), and the §5.2 messages they carry, [`WireCtrl`] and [`WireRelay`] (hex of
+//!   `onepipe_proto::failure::codec`'s bytes), into the proto messages they stand for;
+//! * that codec itself, [`codec::decode_ctrl`] and [`codec::decode_relay`], on bytes (the
+//!   controller store's log entries use it too: `crates/ctrlstore/tests/decoders.rs`).
 //!
 //! Every case: no panic; a valid encoding decodes back to itself; garbage is a typed error, or
 //! a value that encodes to something that decodes to it again; and one decode allocates no more
@@ -15,8 +17,8 @@
 //! tokenizer's first error.
 
 use bytes::Bytes;
-use onepipe_proto::failure::CtrlMsg;
-use onepipe_proto::ids::{NodeId, ProcId, Psn};
+use onepipe_proto::failure::{codec, CtrlMsg, RelayMsg};
+use onepipe_proto::ids::{LinkId, NodeId, ProcId, Psn};
 use onepipe_proto::time::Timestamp;
 use onepipe_proto::wire::{
     flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet, ACK_BATCH_LEN_MAX,
@@ -242,8 +244,7 @@ fn list<T>(rng: &mut Rng, max: usize, mut item: impl FnMut(&mut Rng) -> T) -> Ve
     (0..n).map(|_| item(rng)).collect()
 }
 
-/// A timestamp as the wire forms carry it: raw nanoseconds, 48 bits (what the proto messages
-/// hold; wider numbers are masked on the way in).
+/// A timestamp's raw nanoseconds, 48 bits (what the proto messages hold).
 fn raw_ts(rng: &mut Rng) -> u64 {
     Timestamp::new(rng.interesting()).raw()
 }
@@ -273,83 +274,115 @@ fn opt_ts(rng: &mut Rng) -> Option<u64> {
     rng.bool().then(|| raw_ts(rng))
 }
 
-/// Any §5.2 control message (ids and timestamps any numbers: the receiver checks them).
-fn wire_ctrl(rng: &mut Rng) -> WireCtrl {
-    let (round, a) = (rng.u32(), rng.u32());
-    match rng.below(10) {
-        0 => WireCtrl::LinkDown {
-            reporter: round,
-            link: a,
-            last_commit: opt_ts(rng),
-        },
-        1 => WireCtrl::Failure {
-            round,
-            failed: pairs(rng),
-            correct: numbers(rng),
-        },
-        2 => WireCtrl::Recall {
-            round,
-            from: a,
-            groups: pairs(rng),
-            unacked: list(rng, 40, |r| (r.u32(), r.u32(), r.u32(), r.u32())),
-        },
-        3 => WireCtrl::RecallAck { round, from: a },
-        4 => WireCtrl::Completed { round, host: a },
-        5 => WireCtrl::Isolate { link: a },
-        6 => WireCtrl::Departed {
-            host: a,
-            last: opt_ts(rng),
-        },
-        7 => WireCtrl::Depart { link: a },
-        8 => WireCtrl::CallbackTaken { round, host: a },
-        _ => WireCtrl::Resume {
-            round,
-            dead_links: numbers(rng),
-        },
-    }
+fn proc_pairs(rng: &mut Rng) -> Vec<(ProcId, Timestamp)> {
+    pairs(rng)
+        .into_iter()
+        .map(|(p, t)| (ProcId(p), Timestamp::new(t)))
+        .collect()
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+fn procs(rng: &mut Rng) -> Vec<ProcId> {
+    numbers(rng).into_iter().map(ProcId).collect()
+}
+
+fn opt_stamp(rng: &mut Rng) -> Option<Timestamp> {
+    opt_ts(rng).map(Timestamp::new)
+}
+
+/// Any §5.2 control message (ids any numbers: the receiver checks them).
+fn ctrl_msg(rng: &mut Rng) -> CtrlMsg {
+    let (round, a) = (rng.u32(), rng.u32());
+    match rng.below(10) {
+        0 => CtrlMsg::LinkDown {
+            reporter: NodeId(round),
+            link: LinkId(a),
+            last_commit: opt_stamp(rng),
+        },
+        1 => CtrlMsg::Failure {
+            round,
+            failed: proc_pairs(rng),
+            correct: numbers(rng).into_iter().map(NodeId).collect(),
+        },
+        2 => CtrlMsg::Recall {
+            round,
+            from: NodeId(a),
+            groups: proc_pairs(rng),
+            unacked: list(rng, 40, |r| {
+                (ProcId(r.u32()), ProcId(r.u32()), Psn(r.u32()), r.u32())
+            }),
+        },
+        3 => CtrlMsg::RecallAck {
+            round,
+            from: NodeId(a),
+        },
+        4 => CtrlMsg::Completed {
+            round,
+            host: NodeId(a),
+        },
+        5 => CtrlMsg::Isolate { link: LinkId(a) },
+        6 => CtrlMsg::Departed {
+            host: NodeId(a),
+            last: opt_stamp(rng),
+        },
+        7 => CtrlMsg::Depart { link: LinkId(a) },
+        8 => CtrlMsg::CallbackTaken {
+            round,
+            host: NodeId(a),
+        },
+        _ => CtrlMsg::Resume {
+            round,
+            dead_links: numbers(rng).into_iter().map(LinkId).collect(),
+        },
+    }
 }
 
 /// Any relay; a forward carries well-formed packets.
-fn wire_relay(rng: &mut Rng) -> WireRelay {
-    let (host, t) = (rng.u32(), raw_ts(rng));
+fn relay_msg(rng: &mut Rng) -> RelayMsg {
+    let (host, t) = (NodeId(rng.u32()), Timestamp::new(raw_ts(rng)));
     match rng.below(10) {
-        0 => WireRelay::Forward {
+        0 => RelayMsg::Forward {
             from: host,
-            packets: list(rng, 8, |r| hex(&encoded(&packet(r, 200)))),
+            packets: list(rng, 8, |r| packet(r, 200)),
         },
-        1 => WireRelay::Failed { ts: t },
-        2 => WireRelay::Recalled { groups: pairs(rng) },
-        3 => WireRelay::RecoverRequest { host },
-        4 => WireRelay::Settle {
-            failed: pairs(rng),
-            recalled: pairs(rng),
+        1 => RelayMsg::Failed { ts: t },
+        2 => RelayMsg::Recalled {
+            groups: proc_pairs(rng),
         },
-        5 => WireRelay::Rejoin { host },
-        6 => WireRelay::Admit {
-            link: host,
+        3 => RelayMsg::RecoverRequest { host },
+        4 => RelayMsg::Settle {
+            failed: proc_pairs(rng),
+            recalled: proc_pairs(rng),
+        },
+        5 => RelayMsg::Rejoin { host },
+        6 => RelayMsg::Admit {
+            link: LinkId(host.0),
             apply: rng.bool(),
         },
-        7 => WireRelay::Admitted {
-            link: host,
+        7 => RelayMsg::Admitted {
+            link: LinkId(host.0),
             alive: rng.bool(),
-            barrier: opt_ts(rng),
-            commit: opt_ts(rng),
+            barrier: opt_stamp(rng),
+            commit: opt_stamp(rng),
         },
-        8 => WireRelay::Joined {
-            procs: numbers(rng),
+        8 => RelayMsg::Joined {
+            procs: procs(rng),
             floor: t,
-            failed: pairs(rng),
+            failed: proc_pairs(rng),
         },
-        _ => WireRelay::PeerJoined {
+        _ => RelayMsg::PeerJoined {
             host,
-            procs: numbers(rng),
+            procs: procs(rng),
             floor: t,
         },
     }
+}
+
+fn wire_ctrl(rng: &mut Rng) -> WireCtrl {
+    WireCtrl::from(&ctrl_msg(rng))
+}
+
+fn wire_relay(rng: &mut Rng) -> WireRelay {
+    WireRelay::of(&relay_msg(rng))
 }
 
 fn to_controller(rng: &mut Rng) -> ToController {
@@ -677,8 +710,9 @@ fn parse_line_from_controller_never_panics_nor_overallocates_on_random_and_mutat
     );
 }
 
-/// A `WireCtrl` as it arrives inside a line, and the proto message it becomes (which cannot
-/// fail: the receiver checks the ids).
+/// A `WireCtrl` as it arrives inside a line, and the proto message it becomes: the hex must
+/// be exactly one message's encoding (decoded as the line is parsed; the receiver checks the
+/// ids).
 #[test]
 fn wire_ctrl_never_panics_nor_overallocates_on_random_and_mutated_input() {
     json_decoder(
@@ -690,18 +724,21 @@ fn wire_ctrl_never_panics_nor_overallocates_on_random_and_mutated_input() {
                 "no round trip".into()
             }),
             (Err(_), Some(_)) => Err("a valid message was refused".into()),
-            // Timestamps above 48 bits are masked into the proto's timestamps; the rest is kept.
-            (Ok((c, _)), None) => ensure(CtrlMsg::from(WireCtrl::from(c)) == *c, || {
-                "the proto message does not survive the wire form".into()
-            }),
+            (Ok((c, w)), None) => {
+                let json = serde_json::to_vec(w).map_err(|e| e.to_string())?;
+                ensure(
+                    parse_line::<WireCtrl>(&json).is_ok_and(|again| CtrlMsg::from(again) == *c),
+                    || "the message does not survive the wire form".into(),
+                )
+            }
             (Err(e), None) => ensure(!e.is_empty(), || "an error without a description".into()),
         },
     );
 }
 
-/// A `WireRelay` as it arrives inside a line, and the proto relay it becomes: a forward's
-/// packets are hex that must decode, each exactly, and there are at most
-/// `FORWARD_PACKETS_MAX` of them.
+/// A `WireRelay` as it arrives inside a line, and the proto relay it becomes: the hex must be
+/// exactly one relay's encoding, a forward's packets each exactly one well-formed packet, at
+/// most `FORWARD_PACKETS_MAX` of them.
 #[test]
 fn wire_relay_never_panics_nor_overallocates_on_random_and_mutated_input() {
     json_decoder(
@@ -725,6 +762,64 @@ fn wire_relay_never_panics_nor_overallocates_on_random_and_mutated_input() {
                 ensure(!e.is_empty(), || "an error without a description".into())
             }
         },
+    );
+}
+
+/// What one decode of the §5.2 codec may allocate: its lists item by item (counts checked
+/// against the bytes left first), the widest a (process, timestamp) pair, 16 bytes in memory
+/// for 12 on the wire, up to 3 × while a `Vec` grows and moves (4 bytes per byte); a forward's
+/// packets, each at least 24 bytes on the wire (its length and a beacon), 3 ×
+/// `size_of::<Packet>()` each, plus its payload copied out and an ACK batch's entries.
+fn codec_bound() -> Bound {
+    let packet = size_of::<Packet>();
+    Bound::new(3 * packet + 24 + size_of::<Ack>() + 96, 24, 4 * packet + 64)
+}
+
+/// A decode of the codec: the valid message back to itself; garbage a typed error, or a
+/// message that encodes to exactly its bytes (the encoding is canonical).
+fn check_codec<M: PartialEq + Debug>(
+    input: &[u8],
+    got: &Result<M, codec::DecodeError>,
+    valid: Option<&M>,
+    encode: fn(&M) -> Vec<u8>,
+) -> Result<(), String> {
+    match (got, valid) {
+        (Ok(m), Some(want)) => ensure(m == want, || "did not decode back to itself".into()),
+        (Err(_), Some(_)) => Err("a valid message was refused".into()),
+        (Ok(m), None) => ensure(encode(m) == input, || {
+            "decoded garbage does not encode back to its bytes".into()
+        }),
+        (Err(e), None) => ensure(!e.to_string().is_empty(), || "no description".into()),
+    }
+}
+
+#[test]
+fn codec_decode_ctrl_never_panics_nor_overallocates_on_random_and_mutated_input() {
+    fuzz::decoder(
+        "failure::codec::decode_ctrl",
+        codec_bound(),
+        |rng| {
+            let m = ctrl_msg(rng);
+            let b = codec::encode_ctrl(&m);
+            (m, b)
+        },
+        codec::decode_ctrl,
+        |input, got, valid| check_codec(input, got, valid, codec::encode_ctrl),
+    );
+}
+
+#[test]
+fn codec_decode_relay_never_panics_nor_overallocates_on_random_and_mutated_input() {
+    fuzz::decoder(
+        "failure::codec::decode_relay",
+        codec_bound(),
+        |rng| {
+            let m = relay_msg(rng);
+            let b = codec::encode_relay(&m);
+            (m, b)
+        },
+        codec::decode_relay,
+        |input, got, valid| check_codec(input, got, valid, codec::encode_relay),
     );
 }
 
@@ -856,24 +951,38 @@ fn an_endless_line_is_refused_at_the_line_limit_without_growing_past_it() {
 }
 
 /// The worst cases of [`JSON_BOUND`], built on purpose: long lists of the shortest items, as
-/// every list field of a control line, and long maps of short distinct keys. Each stays within
+/// JSON lists and inside the §5.2 messages' hex, and long maps of short distinct keys. Each stays within
 /// the bound, and the most amplifying says by how much (seen with `--nocapture`).
 #[test]
 fn json_lines_amplify_at_most_the_json_bound() {
     let n = 20_000;
     let zeros = vec!["0"; n].join(",");
-    let pairs = vec!["[0,0]"; n].join(",");
-    let empties = vec!["\"\""; n].join(",");
     let keys: Vec<String> = (0..n).map(|i| format!("\"{i:x}\":0")).collect();
     let keys = keys.join(",");
+    let hex = |b: Vec<u8>| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let resume = hex(codec::encode_ctrl(&CtrlMsg::Resume {
+        round: 0,
+        dead_links: vec![LinkId(0); n],
+    }));
+    let failure = hex(codec::encode_ctrl(&CtrlMsg::Failure {
+        round: 0,
+        failed: vec![(ProcId(0), Timestamp::new(0)); n],
+        correct: Vec::new(),
+    }));
+    let beacon = Packet::Beacon(Beacon {
+        from: NodeId(0),
+        barrier: Timestamp::new(0),
+        commit: Timestamp::new(0),
+        demand: false,
+    });
+    let forward = hex(codec::encode_relay(&RelayMsg::Forward {
+        from: NodeId(0),
+        packets: vec![beacon; codec::FORWARD_PACKETS_MAX],
+    }));
     let lines = [
-        format!(
-            r#"{{"type":"ctrl","to":null,"msg":{{"kind":"resume","round":0,"dead_links":[{zeros}]}}}}"#
-        ),
-        format!(
-            r#"{{"type":"ctrl","to":null,"msg":{{"kind":"failure","round":0,"failed":[{pairs}],"correct":[]}}}}"#
-        ),
-        format!(r#"{{"type":"relay","msg":{{"kind":"forward","from":0,"packets":[{empties}]}}}}"#),
+        format!(r#"{{"type":"ctrl","to":null,"msg":"{resume}"}}"#),
+        format!(r#"{{"type":"ctrl","to":null,"msg":"{failure}"}}"#),
+        format!(r#"{{"type":"relay","msg":"{forward}"}}"#),
         format!(r#"{{"type":"health","counters":{{{keys}}}}}"#),
         format!(r#"{{"type":"joined","host":0,"procs":[{zeros}]}}"#),
     ];

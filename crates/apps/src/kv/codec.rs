@@ -199,7 +199,7 @@ pub fn decode_request(payload: &[u8]) -> Option<Request> {
     let txn = r.u64()?;
     let n = r.u16()? as usize;
     // Each op takes at least 9 bytes: a count larger than the payload can hold is a lie.
-    if n > r.buf.len() / 9 {
+    if n > r.remaining() / 9 {
         return None;
     }
     let mut ops = Vec::with_capacity(n);
@@ -217,7 +217,7 @@ pub fn decode_request(payload: &[u8]) -> Option<Request> {
             _ => return None,
         });
     }
-    let values_at = payload.len() - r.buf.len();
+    let values_at = payload.len() - r.remaining();
     r.finish_with(values)?;
     Some(Request {
         txn,
@@ -235,7 +235,7 @@ pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
     let txn = r.u64()?;
     let req_ts = r.u64()?;
     let n = r.u16()? as usize;
-    if n > r.buf.len() / 9 {
+    if n > r.remaining() / 9 {
         return None;
     }
     let mut reads = Vec::with_capacity(n);
@@ -253,7 +253,7 @@ pub fn decode_reply(payload: &[u8]) -> Option<Reply> {
         };
         reads.push((key, v));
     }
-    let values_at = payload.len() - r.buf.len();
+    let values_at = payload.len() - r.remaining();
     r.finish_with(values)?;
     Some(Reply {
         txn,

@@ -6,6 +6,7 @@
 //! (`S`end, `D`elivery, `F`ailure); the node's counters go beside it as JSON. Reading never
 //! panics: a short or unknown record is an error naming its offset.
 
+use onepipe_proto::byteio::ByteReader;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 
@@ -143,30 +144,28 @@ impl NodeRecords {
     }
 
     fn parse(bytes: &[u8]) -> Result<NodeRecords, usize> {
-        let mut r = Cursor { bytes, at: 0 };
+        let mut r = ByteReader::new(bytes);
         let mut out = NodeRecords::default();
-        while r.at < bytes.len() {
-            let start = r.at;
+        while !r.is_empty() {
+            let start = r.pos();
             let bad = |_| start;
             match r.u8().map_err(bad)? {
                 b'S' => {
-                    let proc = r.u32().map_err(bad)?;
+                    let proc = r.u32_le().map_err(bad)?;
                     let (seq, ts, send_ns) = (
-                        r.u64().map_err(bad)?,
-                        r.u64().map_err(bad)?,
-                        r.u64().map_err(bad)?,
+                        r.u64_le().map_err(bad)?,
+                        r.u64_le().map_err(bad)?,
+                        r.u64_le().map_err(bad)?,
                     );
                     let reliable = r.u8().map_err(bad)? != 0;
-                    let n = r.u32().map_err(bad)?;
+                    let n = r.u32_le().map_err(bad)?;
                     let dsts = if n == ALL {
                         None
                     } else {
-                        if n as usize > bytes.len() {
-                            return Err(start);
-                        }
+                        let n = r.count(n as usize, 4).map_err(bad)?;
                         Some(
                             (0..n)
-                                .map(|_| r.u32())
+                                .map(|_| r.u32_le())
                                 .collect::<Result<Vec<_>, _>>()
                                 .map_err(bad)?,
                         )
@@ -181,14 +180,14 @@ impl NodeRecords {
                     });
                 }
                 b'D' => {
-                    let src = r.u32().map_err(bad)?;
-                    let dst = r.u32().map_err(bad)?;
+                    let src = r.u32_le().map_err(bad)?;
+                    let dst = r.u32_le().map_err(bad)?;
                     let mut x = [0u64; 6];
                     for v in &mut x {
-                        *v = r.u64().map_err(bad)?;
+                        *v = r.u64_le().map_err(bad)?;
                     }
                     let reliable = r.u8().map_err(bad)? != 0;
-                    let psn = r.u32().map_err(bad)?;
+                    let psn = r.u32_le().map_err(bad)?;
                     out.deliveries.push(DeliveryRec {
                         src,
                         dst,
@@ -203,10 +202,10 @@ impl NodeRecords {
                     });
                 }
                 b'F' => {
-                    let dst = r.u32().map_err(bad)?;
-                    let ts = r.u64().map_err(bad)?;
+                    let dst = r.u32_le().map_err(bad)?;
+                    let ts = r.u64_le().map_err(bad)?;
                     let reason = r.u8().map_err(bad)?;
-                    let at_ns = r.u64().map_err(bad)?;
+                    let at_ns = r.u64_le().map_err(bad)?;
                     out.failures.push(FailureRec {
                         dst,
                         ts,
@@ -221,28 +220,6 @@ impl NodeRecords {
     }
 }
 
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Cursor<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], ()> {
-        let b = self.bytes.get(self.at..self.at + N).ok_or(())?;
-        self.at += N;
-        Ok(b.try_into().expect("N bytes"))
-    }
-    fn u8(&mut self) -> Result<u8, ()> {
-        Ok(self.take::<1>()?[0])
-    }
-    fn u32(&mut self) -> Result<u32, ()> {
-        Ok(u32::from_le_bytes(self.take()?))
-    }
-    fn u64(&mut self) -> Result<u64, ()> {
-        Ok(u64::from_le_bytes(self.take()?))
-    }
-}
-
 /// A workload payload of `len` bytes (at least [`PAYLOAD_HEADER_LEN`]).
 pub fn payload(seq: u64, send_ns: u64, len: usize) -> bytes::Bytes {
     let mut v = vec![0u8; len.max(PAYLOAD_HEADER_LEN)];
@@ -253,9 +230,8 @@ pub fn payload(seq: u64, send_ns: u64, len: usize) -> bytes::Bytes {
 
 /// The (sequence number, send time) a workload payload carries, if it is one.
 pub fn read_payload(p: &[u8]) -> Option<(u64, u64)> {
-    let seq = u64::from_le_bytes(p.get(..8)?.try_into().ok()?);
-    let t = u64::from_le_bytes(p.get(8..16)?.try_into().ok()?);
-    Some((seq, t))
+    let mut r = ByteReader::new(p);
+    Some((r.u64_le().ok()?, r.u64_le().ok()?))
 }
 
 #[cfg(test)]

@@ -225,7 +225,7 @@ impl Reader<'_> {
     }
     fn repl_entries(&mut self) -> Option<Vec<WireEntry>> {
         let n = self.u32()? as usize;
-        if n > self.buf.len() / ENTRY_MIN {
+        if n > self.remaining() / ENTRY_MIN {
             return None;
         }
         (0..n).map(|_| self.repl_entry()).collect()

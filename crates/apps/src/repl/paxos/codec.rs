@@ -199,8 +199,7 @@ impl Reader<'_> {
         })
     }
     fn skip(&mut self, n: usize) -> Option<()> {
-        self.buf = self.buf.get(n..)?;
-        Some(())
+        self.take(n).map(drop)
     }
     fn request(&mut self) -> Option<Request> {
         let (client, id, acked) = (self.u32()?, self.u64()?, self.u64()?);
