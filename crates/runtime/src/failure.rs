@@ -74,7 +74,7 @@ impl LiveTopology {
         let (topo, links) =
             Topology::tree(cluster.procs(), &switches).map_err(|e| e.to_string())?;
         // An aggregator's up inputs are its attached processes, then its children, in
-        // `Cluster::children` order — the order `Aggregator::new` gives its ports; the tree's
+        // `Cluster::children` order — the order `Placement::of` gives the aggregator's ports; the tree's
         // children are in the same (file) order.
         let inputs = (0..switches.len())
             .map(|a| {
