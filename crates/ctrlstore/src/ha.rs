@@ -26,7 +26,7 @@ use onepipe_proto::failure::{
     Controller, ControllerConfig, CtrlEvent, CtrlMsg, CtrlOutput, Mgmt, MgmtDest, RelayMsg,
 };
 use onepipe_proto::topology::Topology;
-use onepipe_proto::{Input, Instant, Node, NodeId, Notice, Output};
+use onepipe_proto::{drive, Input, Instant, Node, NodeId, Notice, Output};
 use std::collections::{BTreeSet, VecDeque};
 use std::convert::Infallible;
 use std::fmt;
@@ -271,9 +271,10 @@ impl<S: ControllerStore> HaController<S> {
     fn on_relay(&mut self, now: Instant, msg: RelayMsg) -> Result<(), HaError> {
         let at = self.log_time(now);
         if matches!(msg, RelayMsg::Forward { .. }) {
-            self.ctrl.handle(at, Input::Mgmt(Mgmt::Relay(msg)));
-            self.outputs
-                .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
+            let input = Input::Mgmt(Mgmt::Relay(msg));
+            drive::turn(&mut self.ctrl, Some((at, input)), |o| {
+                self.outputs.push_back(o)
+            });
             return Ok(());
         }
         self.log_and_apply(Entry::Relay { at, msg })
@@ -359,17 +360,16 @@ impl<S: ControllerStore> HaController<S> {
         Ok(())
     }
 
+    /// One turn of the wrapped controller on `entry`; its outputs become this role's (the
+    /// deadline is read through [`Node::poll_timeout`]).
     fn apply(&mut self, entry: Entry) {
-        match entry {
-            Entry::Message { at, msg } => self.ctrl.handle(at, Input::Mgmt(Mgmt::Ctrl(msg))),
-            Entry::Timeout { at } => self.ctrl.handle(at, Input::Timeout),
-            Entry::Relay { at, msg } => self.ctrl.handle(at, Input::Mgmt(Mgmt::Relay(msg))),
-            Entry::Unreachable { at, host } => self
-                .ctrl
-                .handle(at, Input::Notice(Notice::Unreachable(host))),
-        }
-        self.outputs
-            .extend(std::iter::from_fn(|| self.ctrl.poll_output()));
+        let input = match entry {
+            Entry::Message { at, msg } => (at, Input::Mgmt(Mgmt::Ctrl(msg))),
+            Entry::Timeout { at } => (at, Input::Timeout),
+            Entry::Relay { at, msg } => (at, Input::Mgmt(Mgmt::Relay(msg))),
+            Entry::Unreachable { at, host } => (at, Input::Notice(Notice::Unreachable(host))),
+        };
+        drive::turn(&mut self.ctrl, Some(input), |o| self.outputs.push_back(o));
     }
 }
 

@@ -1,5 +1,5 @@
-//! `onepipe-lint`: the workspace's size rules and the driving contract's rule, read from the
-//! source text (issue 38, items 5 and 1).
+//! `onepipe-lint`: the workspace's size rules and the driving contract's and loop's rules, read
+//! from the source text (issue 38, items 5, 1 and 2).
 //!
 //! * no `.rs` file under `crates/` over `--max-file` lines (default 1,200), tests included;
 //! * no function outside tests over `--max-fn` lines (default 80), counted from the `fn` line to
@@ -8,12 +8,14 @@
 //! It reads code as `rustfmt` writes it: a function's body ends at the first later line that is
 //! its `fn` line's indentation followed by `}`. A function is a test's when its file is a test
 //! file (under a `tests/` or `benches/` folder, or named `tests.rs`), when it carries `#[test]`,
-//! or when it sits inside a `#[cfg(test)]` item. The contract's rule is in `roles.rs`. Exit 0 when every rule holds, 1 with one line per
-//! breach, 2 on bad usage.
+//! or when it sits inside a `#[cfg(test)]` item. The contract's rule is in `roles.rs`; the loop's
+//! rule (drivers drain roles through `onepipe_proto::drive` only) in `loops.rs`. Exit 0 when
+//! every rule holds, 1 with one line per breach, 2 on bad usage.
 
 #![forbid(unsafe_code)]
 #![allow(clippy::disallowed_methods)] // a source checker: reading files is its job
 
+mod loops;
 mod roles;
 
 use std::fs;
@@ -31,7 +33,9 @@ usage: onepipe-lint [--root DIR] [--max-file N] [--max-fn N] [--all]
   --all         also list the test functions over --max-fn (informational; never fails)
 
 Besides the sizes, every call in the simulator, runtime, library or CLI of a role's public
-`&mut self` method must be one crates/proto/src/node.rs lists under **Direct calls**.
+`&mut self` method must be one crates/proto/src/node.rs lists under **Direct calls**, and none
+of their non-test code may drain a role with its own `.poll_output()` loop (onepipe_proto::drive
+is the loop).
 
 Exit 0 when every rule holds, 1 with one line per breach (longest first), 2 on bad usage.";
 
@@ -102,6 +106,15 @@ fn main() -> ExitCode {
             .extend(b.into_iter().map(|b| (usize::MAX, b))),
         Err(e) => {
             eprintln!("onepipe-lint: the contract's rule could not be checked: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    match loop_breaches(&o.root) {
+        Ok(b) => found
+            .breaches
+            .extend(b.into_iter().map(|b| (usize::MAX, b))),
+        Err(e) => {
+            eprintln!("onepipe-lint: the loop's rule could not be checked: {e}");
             return ExitCode::from(2);
         }
     }
@@ -213,6 +226,26 @@ fn contract_breaches(root: &Path) -> Result<Vec<String>, String> {
                 "{shown}:{}: calls a role's `{}` directly: not through Node, and not among the \
                  Direct calls of crates/proto/src/node.rs",
                 b.line, b.name
+            )
+        })
+        .collect())
+}
+
+/// The loop's rule (`loops.rs`), as report lines.
+fn loop_breaches(root: &Path) -> Result<Vec<String>, String> {
+    Ok(loops::breaches(root)?
+        .into_iter()
+        .map(|b| {
+            let shown = b
+                .file
+                .strip_prefix(root)
+                .unwrap_or(&b.file)
+                .display()
+                .to_string();
+            format!(
+                "{shown}:{}: drains a role with its own `poll_output` loop: use \
+                 onepipe_proto::drive (crates/proto/src/drive.rs)",
+                b.line
             )
         })
         .collect())

@@ -26,7 +26,7 @@ const ROLE_FILES: &[&str] = &[
 ];
 
 /// The crates that drive roles.
-const DRIVERS: &[&str] = &[
+pub const DRIVERS: &[&str] = &[
     "crates/sim/src",
     "crates/runtime/src",
     "crates/cli/src",
@@ -102,7 +102,7 @@ pub fn allowed(root: &Path) -> Result<BTreeSet<String>, String> {
     Ok(names)
 }
 
-/// One call of a role's method that the contract does not allow.
+/// One call the contract's or the loop's rule does not allow.
 pub struct Breach {
     pub file: PathBuf,
     pub line: usize,

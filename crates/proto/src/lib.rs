@@ -7,7 +7,8 @@
 //!
 //! Nothing in this crate reads a clock, opens a socket, spawns a thread or draws ambient
 //! randomness (clippy's `disallowed-methods` enforces it): time comes in as an argument and every
-//! node owns a seeded [`rng::Rng`]. Drivers follow the call order documented in [`node`].
+//! node owns a seeded [`rng::Rng`]. Drivers follow the call order documented in [`node`], by the
+//! loop written once in [`drive`].
 //!
 //! Section references (§) are to Li et al., "1Pipe: Scalable Total Order Communication in Data
 //! Center Networks", SIGCOMM 2021.
@@ -16,6 +17,7 @@ pub mod ack;
 pub mod aggregator;
 pub mod app;
 pub mod byteio;
+pub mod drive;
 pub mod failure;
 pub mod host;
 pub mod ids;
@@ -30,6 +32,7 @@ pub mod time;
 pub mod topology;
 pub mod wire;
 
+pub use drive::Turn;
 pub use ids::{LinkId, NodeId, PortId, ProcId, Psn};
 pub use node::{Input, Node, Notice, Output};
 pub use time::{Barrier, Instant, Timestamp};

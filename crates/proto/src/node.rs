@@ -8,6 +8,12 @@
 //! 2. drain [`Node::poll_output`] until it returns `None`;
 //! 3. read [`Node::poll_timeout`] and arm a timer for it, replacing any earlier one.
 //!
+//! **The loop** is written once, in [`crate::drive`]: [`crate::drive::turn`] (a node held apart
+//! from the driver's state) and [`crate::drive::turn_in`] (a node inside it, like the
+//! simulator's switches) run the three steps and count the outputs; a driver supplies only the
+//! per-output work (its *sink*) and arms its timer with the deadline they return. No driver
+//! writes its own `poll_output` loop: `onepipe-lint` fails the suite on one.
+//!
 //! `now` is the node's local clock reading. Drivers pass readings that normally increase, but
 //! clock synchronisation may step a clock backwards; roles tolerate that (the host keeps its
 //! timestamps non-decreasing regardless). A role never blocks, never reads a clock and never

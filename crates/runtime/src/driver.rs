@@ -28,6 +28,7 @@ use crate::ports::PortTable;
 use crate::stats::DriverStats;
 use crate::sys::{self, Poller, RecvBatch, Waker};
 use bytes::Bytes;
+use onepipe_proto::drive;
 use onepipe_proto::node::{Input, MgmtDest, Node, Output};
 use onepipe_proto::time::Instant;
 use onepipe_proto::wire::Packet;
@@ -274,7 +275,7 @@ impl<N: Node<Packet = Packet>> Driver<N> {
     {
         let now = self.clock.now();
         let r = f(&mut self.node, now);
-        self.drain(now, events);
+        self.node_turn(now, None, events);
         r
     }
 
@@ -462,8 +463,7 @@ impl<N: Node<Packet = Packet>> Driver<N> {
         events: &mut F,
     ) {
         for packet in packets.drain(..) {
-            self.node.handle(now, Input::Packet { port, packet });
-            self.drain(now, events);
+            self.node_turn(now, Some(Input::Packet { port, packet }), events);
         }
     }
 
@@ -498,37 +498,43 @@ impl<N: Node<Packet = Packet>> Driver<N> {
             return false;
         }
         self.stats.timeouts += 1;
-        self.node.handle(now, Input::Timeout);
-        self.drain(now, events);
+        self.node_turn(now, Some(Input::Timeout), events);
         true
     }
 
-    /// Drains the role's outputs after a mutation, then re-reads its timer.
-    fn drain<F: FnMut(N::Event)>(&mut self, now: Instant, events: &mut F) {
-        while let Some(output) = self.node.poll_output() {
-            match output {
+    /// One turn of the loop (`onepipe_proto::drive`): the role handles `input` if there is one
+    /// (without, the outputs of a mutation made otherwise), its outputs are carried out in
+    /// order — sends to the `Coalescer`, events to `events`, management messages to the queue
+    /// [`Driver::poll_mgmt`] empties — and its timer is re-read.
+    fn node_turn<F: FnMut(N::Event)>(
+        &mut self,
+        now: Instant,
+        input: Option<Input<Packet, N::Mgmt>>,
+        events: &mut F,
+    ) {
+        let turn = drive::turn_in(
+            self,
+            |d| &mut d.node,
+            input.map(|i| (now, i)),
+            |d, output| match output {
                 Output::Send { port, packet } => {
-                    if self
-                        .out_addrs
-                        .get(port.index())
-                        .is_some_and(Option::is_some)
-                    {
-                        self.coalescer.push(now, port, &packet);
+                    if d.out_addrs.get(port.index()).is_some_and(Option::is_some) {
+                        d.coalescer.push(now, port, &packet);
                     } else {
-                        self.stats.unknown_output_port += 1;
+                        d.stats.unknown_output_port += 1;
                     }
                 }
                 Output::Event(e) => events(e),
                 Output::Mgmt { to, msg } => {
-                    if self.mgmt.len() < MGMT_QUEUE_MAX {
-                        self.mgmt.push_back((to, msg));
+                    if d.mgmt.len() < MGMT_QUEUE_MAX {
+                        d.mgmt.push_back((to, msg));
                     } else {
-                        self.stats.mgmt_dropped += 1;
+                        d.stats.mgmt_dropped += 1;
                     }
                 }
-            }
-        }
-        self.node_timeout = self.node.poll_timeout();
+            },
+        );
+        self.node_timeout = turn.timeout;
     }
 
     /// Sends the send queue, `send_batch_len` datagrams per `sendmmsg`, until it is empty or

@@ -24,6 +24,7 @@ use crate::engine::{
 use crate::metrics::{NsHistogram, TraceHash};
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
+use onepipe_proto::drive;
 use onepipe_proto::failure::{
     reach_table, Controller, ControllerConfig, CtrlEvent, CtrlMsg, Mgmt, MgmtDest, RelayMsg,
 };
@@ -1030,15 +1031,17 @@ impl<Q: EventQueue<Ev>> World<Q> {
     fn drain_switch(&mut self, t: SimTime, node: u32) {
         let si = (node - self.topo.hosts()) as usize;
         let base = self.proto.switch_out_base[si] as usize;
-        while let Some(o) = self.proto.switches[si].poll_output() {
-            match o {
+        drive::drain_in(
+            self,
+            |w| &mut w.proto.switches[si],
+            |w, o| match o {
                 Output::Send { port, packet } => {
-                    let link = self.proto.switch_out_links[base + port.index()];
-                    self.transmit(link, packet, t);
+                    let link = w.proto.switch_out_links[base + port.index()];
+                    w.transmit(link, packet, t);
                 }
-                Output::Mgmt { to, msg } => self.send_mgmt(t, to, msg),
-            }
-        }
+                Output::Mgmt { to, msg } => w.send_mgmt(t, to, msg),
+            },
+        );
         if let Some(c) = self.proto.checker.as_mut() {
             c.on_switch_barrier(t, si, self.proto.switches[si].barrier());
         }

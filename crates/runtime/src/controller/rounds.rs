@@ -5,7 +5,7 @@
 use super::*;
 use onepipe_ctrlstore::{HaEvent, HaOutput};
 use onepipe_proto::time::Timestamp;
-use onepipe_proto::{Input, Node};
+use onepipe_proto::{drive, Input, Node};
 
 /// The §5.2 procedure for `cluster`, settling for half a link timeout: every neighbour of a
 /// failed component times it out after the same silence, so their reports arrive within a few
@@ -169,7 +169,9 @@ impl State {
         else {
             return false;
         };
-        let outs: Vec<HaOutput> = std::iter::from_fn(|| ha.poll_output()).collect();
+        // Taken out first: carrying them out needs `self`, and deposing ends the procedure.
+        let mut outs: Vec<HaOutput> = Vec::new();
+        drive::turn(ha, None, |o| outs.push(o));
         let ms = self
             .failure
             .as_ref()

@@ -2,6 +2,7 @@
 //! deliveries into the application's queues, room for the role, and the published barriers.
 
 use super::*;
+use onepipe_proto::drive;
 
 impl Shared {
     /// The I/O thread took a turn: senders waiting for room try again once the send buffer is
@@ -229,22 +230,19 @@ impl Taken {
         let Core { role, extra, .. } = core;
         match role {
             Role::Ordered(h) => {
-                while let Some(o) = h.poll_output() {
-                    match o {
-                        Output::Send { port, packet } => {
-                            self.outputs.push_back(Output::Send { port, packet })
-                        }
-                        Output::Event(e) => self.outputs.push_back(Output::Event(e)),
-                        Output::Mgmt { to, msg } => self.mgmt.push((to, msg)),
+                let (outputs, mgmt) = (&mut self.outputs, &mut self.mgmt);
+                let turn = drive::turn(&mut **h, None, |o| match o {
+                    Output::Send { port, packet } => {
+                        outputs.push_back(Output::Send { port, packet })
                     }
-                }
-                self.timeout = h.poll_timeout();
+                    Output::Event(e) => outputs.push_back(Output::Event(e)),
+                    Output::Mgmt { to, msg } => mgmt.push((to, msg)),
+                });
+                self.timeout = turn.timeout;
             }
             Role::Unordered(h) => {
-                while let Some(o) = h.poll_output() {
-                    self.outputs.push_back(o);
-                }
-                self.timeout = h.poll_timeout();
+                let outputs = &mut self.outputs;
+                self.timeout = drive::turn(&mut **h, None, |o| outputs.push_back(o)).timeout;
             }
         }
         self.outputs.extend(extra.drain(..));

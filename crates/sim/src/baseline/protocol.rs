@@ -53,7 +53,7 @@ use onepipe_baselines::{
     PORT,
 };
 use onepipe_proto::topology::{Half, NodeKind, Topology};
-use onepipe_proto::{Input, Instant, Node, NodeId, Output, ProcId};
+use onepipe_proto::{drive, Input, Instant, Node, NodeId, Output, ProcId};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -547,18 +547,20 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             CoreInput::Proto(x) => match x {},
         }
         let mut on_wire = cursor;
-        while let Some(o) = self.proto.roles[r].poll_output() {
-            match o {
+        drive::drain_in(
+            self,
+            |w| &mut w.proto.roles[r],
+            |w, o| match o {
                 Output::Send { packet, .. } => {
-                    cursor += self.core(role).costs.send_ns;
-                    on_wire = on_wire.max(self.send_packet(role, packet, cursor));
+                    cursor += w.core(role).costs.send_ns;
+                    on_wire = on_wire.max(w.send_packet(role, packet, cursor));
                 }
                 Output::Event(e) => {
-                    let deliver_ns = self.core(role).costs.deliver_ns;
-                    self.on_event(e, &mut cursor, deliver_ns);
+                    let deliver_ns = w.core(role).costs.deliver_ns;
+                    w.on_event(e, &mut cursor, deliver_ns);
                 }
-            }
-        }
+            },
+        );
         let sequencer = self.proto.sequencer;
         let c = self.core(role);
         let work = cursor - t;

@@ -153,83 +153,93 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// Carries out what the controller decided (the controller runs on true time: it is one
     /// node, its clock is the reference).
     pub(super) fn drain_controller(&mut self, t: SimTime) {
-        while let Some(o) = self.proto.controller.poll_output() {
-            match o {
-                Output::Mgmt { to, msg } => {
-                    if let Mgmt::Ctrl(CtrlMsg::Resume { round, dead_links }) = &msg {
-                        // Routing around the dead links takes effect with the round's Resume
-                        // (computed once per round, not once per addressee).
-                        if *round > self.proto.rerouted_round {
-                            self.proto.rerouted_round = *round;
-                            self.reroute(dead_links);
-                        }
-                    }
-                    self.send_mgmt(t, to, msg);
-                }
-                Output::Event(CtrlEvent::Declared { round, hosts, .. }) => {
-                    if self.proto.trace_ctrl {
-                        eprintln!("[{t}] declared round {round}: {hosts:?}");
-                    }
-                    for &(h, ts) in &hosts {
-                        self.proto
-                            .trace
-                            .add(0xDEC1 ^ (h.0 as u64) << 32 ^ round as u64);
-                        self.proto.trace.add(ts.raw());
-                        if let Some(c) = self.proto.checker.as_mut() {
-                            let procs: Vec<u32> = self
-                                .proto
-                                .controller
-                                .procs_of(h)
-                                .iter()
-                                .map(|p| p.0)
-                                .collect();
-                            c.on_declared(&procs, ts);
-                        }
-                    }
-                    self.proto.failure_rounds.push(FailureRound {
-                        round,
-                        hosts: hosts.iter().map(|&(h, ts)| (h.0, ts.raw())).collect(),
-                        declared_ns: t,
-                        resumed_ns: None,
-                    });
-                }
-                Output::Event(CtrlEvent::Joined {
-                    host, dead_links, ..
-                }) => {
-                    if self.proto.trace_ctrl {
-                        eprintln!(
-                            "[{t}] controller admitted host {host:?}; removed {dead_links:?}"
-                        );
-                    }
-                    // Routes follow the links taken back.
-                    self.reroute(&dead_links);
-                }
-                Output::Event(CtrlEvent::Resumed { round }) => {
-                    match self
-                        .proto
-                        .failure_rounds
-                        .iter_mut()
-                        .find(|r| r.round == round)
-                    {
-                        Some(r) => r.resumed_ns = Some(t),
-                        None => self.proto.failure_rounds.push(FailureRound {
-                            round,
-                            declared_ns: t,
-                            resumed_ns: Some(t),
-                            ..FailureRound::default()
-                        }),
-                    }
-                }
-                Output::Event(_) => {}
-            }
-        }
-        let next = self.proto.controller.poll_timeout();
+        let turn = drive::turn_in(
+            self,
+            |w| &mut w.proto.controller,
+            None,
+            |w, o| w.controller_output(t, o),
+        );
+        let next = turn.timeout;
         if next != self.proto.ctrl_armed {
             self.proto.ctrl_armed = next;
             if let Some(at) = next {
                 self.queue
                     .push(at.as_nanos().max(t), Ev::Proto(OnePipeEv::CtrlTimer));
             }
+        }
+    }
+
+    /// One output of the controller at `t`: a management message to carry, or a round's news.
+    fn controller_output(
+        &mut self,
+        t: SimTime,
+        o: Output<std::convert::Infallible, CtrlEvent, Mgmt>,
+    ) {
+        match o {
+            Output::Mgmt { to, msg } => {
+                if let Mgmt::Ctrl(CtrlMsg::Resume { round, dead_links }) = &msg {
+                    // Routing around the dead links takes effect with the round's Resume
+                    // (computed once per round, not once per addressee).
+                    if *round > self.proto.rerouted_round {
+                        self.proto.rerouted_round = *round;
+                        self.reroute(dead_links);
+                    }
+                }
+                self.send_mgmt(t, to, msg);
+            }
+            Output::Event(CtrlEvent::Declared { round, hosts, .. }) => {
+                if self.proto.trace_ctrl {
+                    eprintln!("[{t}] declared round {round}: {hosts:?}");
+                }
+                for &(h, ts) in &hosts {
+                    self.proto
+                        .trace
+                        .add(0xDEC1 ^ (h.0 as u64) << 32 ^ round as u64);
+                    self.proto.trace.add(ts.raw());
+                    if let Some(c) = self.proto.checker.as_mut() {
+                        let procs: Vec<u32> = self
+                            .proto
+                            .controller
+                            .procs_of(h)
+                            .iter()
+                            .map(|p| p.0)
+                            .collect();
+                        c.on_declared(&procs, ts);
+                    }
+                }
+                self.proto.failure_rounds.push(FailureRound {
+                    round,
+                    hosts: hosts.iter().map(|&(h, ts)| (h.0, ts.raw())).collect(),
+                    declared_ns: t,
+                    resumed_ns: None,
+                });
+            }
+            Output::Event(CtrlEvent::Joined {
+                host, dead_links, ..
+            }) => {
+                if self.proto.trace_ctrl {
+                    eprintln!("[{t}] controller admitted host {host:?}; removed {dead_links:?}");
+                }
+                // Routes follow the links taken back.
+                self.reroute(&dead_links);
+            }
+            Output::Event(CtrlEvent::Resumed { round }) => {
+                match self
+                    .proto
+                    .failure_rounds
+                    .iter_mut()
+                    .find(|r| r.round == round)
+                {
+                    Some(r) => r.resumed_ns = Some(t),
+                    None => self.proto.failure_rounds.push(FailureRound {
+                        round,
+                        declared_ns: t,
+                        resumed_ns: Some(t),
+                        ..FailureRound::default()
+                    }),
+                }
+            }
+            Output::Event(_) => {}
         }
     }
 

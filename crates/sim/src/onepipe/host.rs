@@ -226,9 +226,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
         // With applications, a moved commit barrier is news to them, and what they send in
         // turn is more output.
         loop {
-            while let Some(o) = self.proto.hosts[hi].host.poll_output() {
-                cursor = self.host_output(t, h, local, cursor, released, o);
-            }
+            drive::drain_in(
+                self,
+                |w| &mut w.proto.hosts[hi].host,
+                |w, o| cursor = w.host_output(t, h, local, cursor, released, o),
+            );
             cursor = self.send_plain(h, cursor, local);
             if !self.app_released(t, h, local) {
                 break;
