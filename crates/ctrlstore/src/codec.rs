@@ -246,89 +246,72 @@ impl fmt::Display for EncodeError {
 impl std::error::Error for EncodeError {}
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use onepipe_proto::{LinkId, ProcId, Psn, Timestamp};
     use proptest::prelude::*;
 
-    fn ts() -> impl Strategy<Value = Timestamp> {
-        any::<u64>().prop_map(Timestamp::new)
-    }
-
-    pub(crate) fn ctrl_msg() -> impl Strategy<Value = CtrlMsg> {
-        let ids = || prop::collection::vec(any::<u32>(), 0..6);
-        let pairs = || prop::collection::vec((any::<u32>().prop_map(ProcId), ts()), 0..6);
-        prop_oneof![
-            (any::<u32>(), any::<u32>(), prop::option::of(ts())).prop_map(|(r, l, c)| {
-                CtrlMsg::LinkDown {
-                    reporter: NodeId(r),
-                    link: LinkId(l),
-                    last_commit: c,
-                }
-            }),
-            (any::<u32>(), pairs(), ids()).prop_map(|(round, failed, c)| CtrlMsg::Failure {
-                round,
-                failed,
-                correct: c.into_iter().map(NodeId).collect(),
-            }),
-            (
-                any::<u32>(),
-                any::<u32>(),
-                pairs(),
-                prop::collection::vec(any::<(u32, u32, u32, u32)>(), 0..6)
-            )
-                .prop_map(|(round, from, groups, u)| CtrlMsg::Recall {
-                    round,
-                    from: NodeId(from),
-                    groups,
-                    unacked: u
-                        .into_iter()
-                        .map(|(s, d, p, f)| (ProcId(s), ProcId(d), Psn(p), f))
-                        .collect(),
-                }),
-            (any::<u32>(), any::<u32>()).prop_map(|(round, from)| CtrlMsg::RecallAck {
-                round,
-                from: NodeId(from)
-            }),
-            (any::<u32>(), any::<u32>()).prop_map(|(round, host)| CtrlMsg::Completed {
-                round,
-                host: NodeId(host)
-            }),
-            (any::<u32>(), ids()).prop_map(|(round, l)| CtrlMsg::Resume {
-                round,
-                dead_links: l.into_iter().map(LinkId).collect(),
-            }),
-            any::<u32>().prop_map(|l| CtrlMsg::Isolate { link: LinkId(l) }),
-            (any::<u32>(), prop::option::of(ts())).prop_map(|(h, last)| CtrlMsg::Departed {
-                host: NodeId(h),
-                last
-            }),
-            any::<u32>().prop_map(|l| CtrlMsg::Depart { link: LinkId(l) }),
-            (any::<u32>(), any::<u32>()).prop_map(|(round, host)| CtrlMsg::CallbackTaken {
-                round,
-                host: NodeId(host)
-            }),
+    /// One message of every kind the log takes. The message codec's own properties (every
+    /// message round-trips, every prefix and any bytes are refused without a panic) are
+    /// `onepipe_proto::failure::codec`'s tests; here the frame around it is checked.
+    fn messages() -> Vec<CtrlMsg> {
+        let ts = Timestamp::new;
+        vec![
+            CtrlMsg::LinkDown {
+                reporter: NodeId(1),
+                link: LinkId(2),
+                last_commit: Some(ts(3)),
+            },
+            CtrlMsg::Failure {
+                round: 1,
+                failed: vec![(ProcId(4), ts(5))],
+                correct: vec![NodeId(0), NodeId(2)],
+            },
+            CtrlMsg::Recall {
+                round: 1,
+                from: NodeId(2),
+                groups: vec![(ProcId(4), ts(5))],
+                unacked: vec![(ProcId(2), ProcId(4), Psn(9), 1)],
+            },
+            CtrlMsg::RecallAck {
+                round: 1,
+                from: NodeId(2),
+            },
+            CtrlMsg::Completed {
+                round: 1,
+                host: NodeId(2),
+            },
+            CtrlMsg::Resume {
+                round: 1,
+                dead_links: vec![LinkId(7)],
+            },
+            CtrlMsg::Isolate { link: LinkId(7) },
+            CtrlMsg::Departed {
+                host: NodeId(3),
+                last: None,
+            },
+            CtrlMsg::Depart { link: LinkId(8) },
+            CtrlMsg::CallbackTaken {
+                round: 2,
+                host: NodeId(1),
+            },
         ]
     }
 
-    fn relay_msg() -> impl Strategy<Value = RelayMsg> {
-        let pairs = prop::collection::vec((any::<u32>().prop_map(ProcId), ts()), 0..6);
-        prop_oneof![
-            pairs.prop_map(|groups| RelayMsg::Recalled { groups }),
-            any::<u32>().prop_map(|h| RelayMsg::RecoverRequest { host: NodeId(h) }),
-            any::<u32>().prop_map(|h| RelayMsg::Rejoin { host: NodeId(h) }),
-            (
-                any::<u32>(),
-                any::<bool>(),
-                prop::option::of(ts()),
-                prop::option::of(ts())
-            )
-                .prop_map(|(l, alive, barrier, commit)| RelayMsg::Admitted {
-                    link: LinkId(l),
-                    alive,
-                    barrier,
-                    commit,
-                }),
+    /// One relay of every kind the log takes.
+    fn relays() -> Vec<RelayMsg> {
+        vec![
+            RelayMsg::Recalled {
+                groups: vec![(ProcId(4), Timestamp::new(5))],
+            },
+            RelayMsg::RecoverRequest { host: NodeId(3) },
+            RelayMsg::Rejoin { host: NodeId(3) },
+            RelayMsg::Admitted {
+                link: LinkId(6),
+                alive: true,
+                barrier: None,
+                commit: Some(Timestamp::new(11)),
+            },
         ]
     }
 
@@ -339,11 +322,13 @@ pub(crate) mod tests {
                 at: Instant(t),
                 host: NodeId(h),
             }),
-            (any::<u64>(), ctrl_msg()).prop_map(|(t, msg)| Entry::Message {
-                at: Instant(t),
-                msg
+            (any::<u64>(), prop::sample::select(messages())).prop_map(|(t, msg)| {
+                Entry::Message {
+                    at: Instant(t),
+                    msg,
+                }
             }),
-            (any::<u64>(), relay_msg()).prop_map(|(t, msg)| Entry::Relay {
+            (any::<u64>(), prop::sample::select(relays())).prop_map(|(t, msg)| Entry::Relay {
                 at: Instant(t),
                 msg
             }),

@@ -216,19 +216,23 @@ fn contract_breaches(root: &Path) -> Result<Vec<String>, String> {
     Ok(roles::breaches(root, &mutators, &allowed)?
         .into_iter()
         .map(|b| {
-            let shown = b
-                .file
-                .strip_prefix(root)
-                .unwrap_or(&b.file)
-                .display()
-                .to_string();
             format!(
-                "{shown}:{}: calls a role's `{}` directly: not through Node, and not among the \
+                "{}:{}: calls a role's `{}` directly: not through Node, and not among the \
                  Direct calls of crates/proto/src/node.rs",
-                b.line, b.name
+                shown(root, &b.file),
+                b.line,
+                b.name
             )
         })
         .collect())
+}
+
+/// `file` as the report names it: relative to the workspace root.
+fn shown(root: &Path, file: &Path) -> String {
+    file.strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string()
 }
 
 /// The loop's rule (`loops.rs`), as report lines.
@@ -236,15 +240,10 @@ fn loop_breaches(root: &Path) -> Result<Vec<String>, String> {
     Ok(loops::breaches(root)?
         .into_iter()
         .map(|b| {
-            let shown = b
-                .file
-                .strip_prefix(root)
-                .unwrap_or(&b.file)
-                .display()
-                .to_string();
             format!(
-                "{shown}:{}: drains a role with its own `poll_output` loop: use \
+                "{}:{}: drains a role with its own `poll_output` loop: use \
                  onepipe_proto::drive (crates/proto/src/drive.rs)",
+                shown(root, &b.file),
                 b.line
             )
         })

@@ -52,31 +52,33 @@ fn data(src: u32, dst: u32) -> Packet {
     })
 }
 
+/// Feeds `packet` on `port`; the data packets that come out: their port and barrier.
+fn data_out(tor: &mut Aggregator, port: u32, packet: Packet) -> Vec<(PortId, Option<u64>)> {
+    tor.handle(
+        Instant(1),
+        Input::Packet {
+            port: PortId(port),
+            packet,
+        },
+    );
+    std::iter::from_fn(|| tor.poll_output())
+        .filter_map(|o| match o {
+            Output::Send {
+                port,
+                packet: Packet::Data(d),
+            } => Some((port, d.header.barrier().map(|b| b.raw()))),
+            _ => None,
+        })
+        .collect()
+}
+
 /// docs/SECURITY.md, BCP 38: a packet naming a sender that does not live behind its port
 /// is dropped and counted; the same packet on the right port goes on.
 #[test]
 fn a_packet_in_another_processs_name_is_dropped_at_the_first_hop() {
     let mut tor = tor0();
-    let forwarded = |tor: &mut Aggregator, port: u32, packet: Packet| {
-        tor.handle(
-            Instant(1),
-            Input::Packet {
-                port: PortId(port),
-                packet,
-            },
-        );
-        std::iter::from_fn(|| tor.poll_output())
-            .filter(|o| {
-                matches!(
-                    o,
-                    Output::Send {
-                        packet: Packet::Data(_),
-                        ..
-                    }
-                )
-            })
-            .count()
-    };
+    let forwarded =
+        |tor: &mut Aggregator, port: u32, packet: Packet| data_out(tor, port, packet).len();
     // p1 speaking as p0; a process below speaking as p2 (who lives above); the parent
     // speaking as p0 (who lives below).
     assert_eq!(forwarded(&mut tor, 1, data(0, 3)), 0);
@@ -209,23 +211,11 @@ fn a_root_is_one_node_with_its_peers_below_on_both_sides() {
 #[test]
 fn a_rejoined_processs_new_id_is_routed_as_its_host_5_2() {
     let mut tor = tor0();
-    let sent_to = |tor: &mut Aggregator, port: u32, packet: Packet| {
-        tor.handle(
-            Instant(1),
-            Input::Packet {
-                port: PortId(port),
-                packet,
-            },
-        );
-        std::iter::from_fn(|| tor.poll_output())
-            .filter_map(|o| match o {
-                Output::Send {
-                    port,
-                    packet: Packet::Data(_),
-                } => Some(port),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
+    let sent_to = |tor: &mut Aggregator, port: u32, packet: Packet| -> Vec<PortId> {
+        data_out(tor, port, packet)
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect()
     };
     assert_eq!(sent_to(&mut tor, 2, data(2, 5)), []);
     assert!(tor.rejoined(ProcId(1), &[ProcId(5)]));
@@ -242,29 +232,11 @@ fn a_rejoined_processs_new_id_is_routed_as_its_host_5_2() {
 #[test]
 fn forwarded_data_carries_the_minimum_over_inputs_not_its_senders_barrier_eq_4_1() {
     let mut tor = tor0();
-    let out = |tor: &mut Aggregator, port: u32, packet: Packet| {
-        tor.handle(
-            Instant(1),
-            Input::Packet {
-                port: PortId(port),
-                packet,
-            },
-        );
-        std::iter::from_fn(|| tor.poll_output())
-            .filter_map(|o| match o {
-                Output::Send {
-                    port,
-                    packet: Packet::Data(d),
-                } => Some((port, d.header.barrier().map(|b| b.raw()))),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-    };
     let mut stamped = data(0, 3);
     if let Packet::Data(d) = &mut stamped {
         d.header.flags |= crate::wire::flags::BARRIER_VALID;
     }
     // p1 says 3; p0's data says 5 on its way up to p3.
-    assert_eq!(out(&mut tor, 1, beacon(3)), []);
-    assert_eq!(out(&mut tor, 0, stamped), [(PortId(2), Some(3))]);
+    assert_eq!(data_out(&mut tor, 1, beacon(3)), []);
+    assert_eq!(data_out(&mut tor, 0, stamped), [(PortId(2), Some(3))]);
 }
