@@ -276,10 +276,18 @@ fn attack(members: &BTreeSet<SocketAddrV4>) -> (Sent, usize) {
 
 /// Plain JSON lines a member could send, and TLS with another CA's certificate.
 fn attack_controller(addr: SocketAddr) {
-    let lines: [&[u8]; 3] = [
-        br#"{"type":"join","member":{"aggregator":"tor-0"}}"#,
-        br#"{"type":"ctrl","to":null,"msg":{"kind":"link_down","reporter":0,"link":0,"last_commit":5}}"#,
-        br#"{"type":"keys_installed","epoch":1}"#,
+    let link_down = onepipe_runtime::control::ToController::Ctrl {
+        to: None,
+        msg: onepipe_runtime::failure::WireCtrl::from(&onepipe_proto::failure::CtrlMsg::LinkDown {
+            reporter: onepipe_proto::NodeId(0),
+            link: onepipe_proto::LinkId(0),
+            last_commit: Some(onepipe_proto::Timestamp::new(5)),
+        }),
+    };
+    let lines: [Vec<u8>; 3] = [
+        br#"{"type":"join","member":{"aggregator":"tor-0"}}"#.to_vec(),
+        serde_json::to_vec(&link_down).unwrap(),
+        br#"{"type":"keys_installed","epoch":1}"#.to_vec(),
     ];
     let stranger = onepipe_runtime::tls::Pki::generate()
         .and_then(|p| p.issue(&["tor-0"]))
@@ -287,7 +295,7 @@ fn attack_controller(addr: SocketAddr) {
     for i in 0..CONTROL_ATTEMPTS {
         if i % 2 == 0 {
             let mut c = TcpStream::connect(addr).unwrap();
-            let _ = c.write_all(lines[i / 2 % lines.len()]);
+            let _ = c.write_all(&lines[i / 2 % lines.len()]);
             let _ = c.write_all(b"\n");
             let mut reply = String::new();
             let _ = c.set_read_timeout(Some(Duration::from_secs(10)));

@@ -534,6 +534,7 @@ impl<N: Node<Packet = Packet>> Driver<N> {
                 }
             },
         );
+        self.stats.role_outputs += turn.outputs as u64;
         self.node_timeout = turn.timeout;
     }
 

@@ -56,6 +56,9 @@ pub struct DriverStats {
     pub recvmmsg_calls: u64,
     /// Times the role's timer fired (`Input::Timeout`).
     pub timeouts: u64,
+    /// Outputs the role gave, of every kind (sends, events, management messages), as
+    /// `onepipe_proto::drive` counted them.
+    pub role_outputs: u64,
     /// Loop turns (receive, timers, flush, send).
     pub turns: u64,
     /// Times the loop blocked in `epoll_wait`.
@@ -94,6 +97,7 @@ impl DriverStats {
             ("sendmmsg_calls", self.sendmmsg_calls),
             ("recvmmsg_calls", self.recvmmsg_calls),
             ("timeouts", self.timeouts),
+            ("role_outputs", self.role_outputs),
             ("turns", self.turns),
             ("blocks", self.blocks),
             ("flushes_full", c.flushes_full),

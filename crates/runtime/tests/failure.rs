@@ -16,15 +16,17 @@
 
 use bytes::Bytes;
 use onepipe_ctrlstore::MemStore;
-use onepipe_proto::ProcId;
+use onepipe_proto::failure::{CtrlMsg, RelayMsg};
+use onepipe_proto::{LinkId, NodeId, ProcId, Timestamp};
 use onepipe_runtime::aggregator::AggregatorDaemon;
 use onepipe_runtime::auth::ClusterSecret;
 use onepipe_runtime::cluster::{AuthConfig, Cluster, LocalLayout};
-use onepipe_runtime::control::ControlClient;
+use onepipe_runtime::control::{ControlClient, ToController};
 use onepipe_runtime::controller::{Controller, ControllerSecurity, HaOptions};
 use onepipe_runtime::endpoint::{
     Endpoint, Event, FailureCallbacks, JoinOptions, RecvError, SendError,
 };
+use onepipe_runtime::failure::{WireCtrl, WireRelay};
 use onepipe_runtime::tls::{Pki, CONTROLLER, OPERATOR};
 use onepipe_runtime::LocalCluster;
 use std::io::{BufRead, BufReader, Write};
@@ -379,29 +381,70 @@ fn control_lines_a_member_could_not_have_sent_are_refused_and_counted() {
         lines.read_line(&mut answer).unwrap();
         answer
     };
-    let not_joined =
-        ask(r#"{"type":"ctrl","to":null,"msg":{"kind":"completed","round":1,"host":0}}"#);
+    // Lines as a member writes them: the message is its codec's bytes in hex
+    // (`onepipe_proto::failure::codec`).
+    let ctrl = |to: Option<u32>, msg: CtrlMsg| {
+        let line = ToController::Ctrl {
+            to,
+            msg: WireCtrl::from(&msg),
+        };
+        serde_json::to_string(&line).unwrap()
+    };
+    let relay = |msg: RelayMsg| {
+        let line = ToController::Relay {
+            msg: WireRelay::of(&msg),
+        };
+        serde_json::to_string(&line).unwrap()
+    };
+    let completed = |host| CtrlMsg::Completed {
+        round: 1,
+        host: NodeId(host),
+    };
+    let forward = |from| RelayMsg::Forward {
+        from: NodeId(from),
+        packets: Vec::new(),
+    };
+    let not_joined = ask(&ctrl(None, completed(0)));
     assert!(not_joined.contains("error"), "{not_joined}");
     let welcome = ask(r#"{"type":"join","member":{"process":1}}"#);
     assert!(welcome.contains("welcome"), "{welcome}");
-    // p1 speaking for p0, and for a link it does not receive on.
+    let link_down = CtrlMsg::LinkDown {
+        reporter: NodeId(0),
+        link: LinkId(0),
+        last_commit: Some(Timestamp::new(5)),
+    };
+    let recall_ack = CtrlMsg::RecallAck {
+        round: 1,
+        from: NodeId(0),
+    };
+    let resume = CtrlMsg::Resume {
+        round: 1,
+        dead_links: Vec::new(),
+    };
+    // p1 speaking for p0, and for a link it does not receive on; messages that are not hex or
+    // not a message; §5.2 forwarding in p0's name, and a relay that is not hex: each is
+    // refused and counted malformed.
     for line in [
-        r#"{"type":"ctrl","to":null,"msg":{"kind":"completed","round":1,"host":0}}"#,
-        r#"{"type":"ctrl","to":null,"msg":{"kind":"link_down","reporter":0,"link":0,"last_commit":5}}"#,
-        r#"{"type":"ctrl","to":0,"msg":{"kind":"recall_ack","round":1,"from":0}}"#,
-        r#"{"type":"ctrl","to":null,"msg":{"kind":"resume","round":1,"dead_links":[]}}"#,
-        r#"{"type":"ctrl","to":null,"msg":{"kind":"no_such_thing"}}"#,
-        // §5.2 forwarding in p0's name, and a packet that is not hex.
-        r#"{"type":"relay","msg":{"kind":"forward","from":0,"packets":[]}}"#,
-        r#"{"type":"relay","msg":{"kind":"forward","from":1,"packets":["zz"]}}"#,
-        // Well formed, but this cluster's forwarding is off (forward_after = 0).
-        r#"{"type":"relay","msg":{"kind":"forward","from":1,"packets":[]}}"#,
+        ctrl(None, completed(0)),
+        ctrl(None, link_down),
+        ctrl(Some(0), recall_ack),
+        ctrl(None, resume),
+        r#"{"type":"ctrl","to":null,"msg":"zz"}"#.to_string(),
+        r#"{"type":"ctrl","to":null,"msg":"ff00"}"#.to_string(),
+        relay(forward(0)),
+        r#"{"type":"relay","msg":"zz"}"#.to_string(),
+        // Well formed, but this cluster's forwarding is off (forward_after = 0): refused, not
+        // malformed.
+        relay(forward(1)),
     ] {
-        let answer = ask(line);
+        let answer = ask(&line);
         assert!(answer.contains("error"), "{line}: {answer}");
     }
     let (_, malformed) = ControlClient::status(addr, PATIENCE, None).unwrap();
-    assert!(malformed >= 8, "{malformed}");
+    assert_eq!(
+        malformed, 9,
+        "the first line, before joining, and the eight above"
+    );
     drop(raw);
     assert!(local.controller().failure_rounds().is_empty());
     local.stop();
