@@ -139,7 +139,7 @@ impl<S: ControllerStore> HaController<S> {
 
     /// [`HaController::recover`] with §5.2's relay channel on when `relay` is `Some(max)`:
     /// controller forwarding and receiver recovery, rejoining hosts getting fresh process ids
-    /// below `max` (`Controller::enable_relay`, `Controller::set_proc_ids_max`). Configuration,
+    /// below `max` (`Controller::with_relay`). Configuration,
     /// not an input: part of the log's fingerprint, so every controller of a cluster agrees.
     ///
     /// # Errors
@@ -173,11 +173,10 @@ impl<S: ControllerStore> HaController<S> {
         }
         // Fencing makes the log final once we lead: nobody else can append after this load.
         let log = store.load().map_err(HaError::Store)?;
-        let mut ctrl = Controller::new(cfg, topo);
-        if let Some(max) = relay {
-            ctrl.enable_relay();
-            ctrl.set_proc_ids_max(max);
-        }
+        let ctrl = match relay {
+            Some(max) => Controller::new(cfg, topo).with_relay(max),
+            None => Controller::new(cfg, topo),
+        };
         let mut ha = HaController {
             store,
             leadership,

@@ -33,8 +33,8 @@
 //! network, and the receiver answers with its ACK the same way. A relay the management network
 //! cannot deliver (the driver calls [`Notice::Unreachable`]) makes that host unresponsive:
 //! Determine counts it as failed. The relay messages are a separate type from [`CtrlMsg`]
-//! (both travel as [`Mgmt`], the controller's [`Node::Mgmt`]); relaying is off until
-//! [`Controller::enable_relay`].
+//! (both travel as [`Mgmt`], the controller's [`Node::Mgmt`]); relaying is off unless the
+//! controller was built [`Controller::with_relay`].
 //!
 //! **Receiver recovery** (§5.2): a host declared failed is told so ([`RelayMsg::Failed`]) and
 //! freezes its reliable delivery. Correct hosts report what they recall
@@ -387,7 +387,7 @@ pub struct Controller {
     /// sent (and of the rejoins since).
     removed: BTreeSet<LinkId>,
     outputs: VecDeque<CtrlOut>,
-    /// §5.2 forwarding and recovery: on once [`Controller::enable_relay`] is called.
+    /// §5.2 forwarding and recovery: on when built [`Controller::with_relay`].
     relay: Option<Box<Relay>>,
 }
 
@@ -466,9 +466,18 @@ impl Controller {
         }
     }
 
+    /// This controller with §5.2 controller forwarding and receiver recovery on, for process ids
+    /// below `proc_ids_max` (rejoining hosts get fresh ids up to it): set-up before the first
+    /// input, by value, so that a driver never changes a running controller outside `Node`.
+    pub fn with_relay(mut self, proc_ids_max: u32) -> Controller {
+        self.enable_relay();
+        self.set_proc_ids_max(proc_ids_max);
+        self
+    }
+
     /// Turns on §5.2 controller forwarding (and receiver recovery): until then relay messages
     /// ([`Mgmt::Relay`]) are ignored, and none goes out.
-    pub fn enable_relay(&mut self) {
+    pub(crate) fn enable_relay(&mut self) {
         let mut host_of_proc = Vec::new();
         for (h, procs) in self.cfg.procs_of_host.iter().enumerate() {
             for p in procs {
@@ -491,7 +500,7 @@ impl Controller {
     /// fresh ones above every id given so far — while they last (a host asking for more than
     /// are left stays out). Without this call no id is spare and nobody rejoins. Needs
     /// [`Controller::enable_relay`] first.
-    pub fn set_proc_ids_max(&mut self, max: u32) {
+    pub(crate) fn set_proc_ids_max(&mut self, max: u32) {
         if let Some(r) = self.relay.as_mut() {
             r.proc_ids_max = max.max(r.next_proc);
         }

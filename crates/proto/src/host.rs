@@ -230,9 +230,11 @@ impl Host {
         h
     }
 
-    /// Puts back counters kept across a restart (a driver's bookkeeping: they are never reset).
-    pub fn restore_stats(&mut self, stats: HostStats) {
+    /// This host with the counters kept across a restart (a driver's bookkeeping: they are
+    /// never reset); set-up before the first input, by value.
+    pub fn with_stats(mut self, stats: HostStats) -> Host {
         self.stats = stats;
+        self
     }
 
     /// Whether this host restarted after a crash and has not yet heard that it was declared

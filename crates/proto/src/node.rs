@@ -54,10 +54,10 @@
 //!   in place in its slab slot, with the route the driver already looked up.
 //! * `uplink_heard` — the simulated NIC: a packet from the first-hop switch is queued behind a
 //!   busy CPU, so §4.2's silence count must not call the switch dead.
-//! * `enable_relay`, `set_proc_ids_max`, `restore_stats` — set-up of a role just built, before
-//!   its first input.
 //!
-//! Reads (`&self` methods: statistics, barriers) are not calls into the protocol and are free.
+//! Set-up is construction: a role is built complete, with by-value builders where a driver adds
+//! to it before its first input (`Controller::with_relay`, `Host::with_stats`), so no set-up
+//! call changes a running role. Reads (`&self` methods: statistics, barriers) are not calls into the protocol and are free.
 
 use crate::ids::{NodeId, PortId};
 use crate::time::Instant;

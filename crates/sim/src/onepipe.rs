@@ -964,9 +964,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let st = &mut self.proto.hosts[h as usize];
         let cfg = st.host.config().clone();
         let stats = st.host.stats().clone();
-        st.host = Host::restarted(cfg, local);
         // Counters survive (the report sums them); nothing else does.
-        st.host.restore_stats(stats);
+        st.host = Host::restarted(cfg, local).with_stats(stats);
         st.reliable_queued.clear();
         // A host that had left sends again as its new processes.
         st.leave_at = SimTime::MAX;

@@ -352,7 +352,7 @@ pub(super) fn new_controller(
     proc_ids_max: u32,
 ) -> Controller {
     let pph = cfg.procs_per_host;
-    let mut controller = Controller::new(
+    Controller::new(
         ControllerConfig {
             procs_of_host: (0..topo.hosts())
                 .map(|h| (h * pph..(h + 1) * pph).map(ProcId).collect())
@@ -361,8 +361,6 @@ pub(super) fn new_controller(
             callback_timeout_ns: 0,
         },
         topo.clone(),
-    );
-    controller.enable_relay();
-    controller.set_proc_ids_max(proc_ids_max);
-    controller
+    )
+    .with_relay(proc_ids_max)
 }
