@@ -506,7 +506,7 @@ impl Controller {
         }
     }
 
-    /// Whether the relay channel is on ([`Controller::enable_relay`]).
+    /// Whether the relay channel is on ([`Controller::with_relay`]).
     pub fn relay_enabled(&self) -> bool {
         self.relay.is_some()
     }
