@@ -6,8 +6,8 @@
 //! one at a time: that is the contract, not a loop). Roles that drain the roles they wrap as
 //! part of being roles (the aggregator's two switches) live in proto, outside this rule.
 
-use crate::roles::{Breach, DRIVERS};
-use crate::{functions_of, is_test_file, test_lines};
+use crate::roles::{source_files, Breach, DRIVERS};
+use crate::{functions_of, test_lines};
 use std::fs;
 use std::path::Path;
 
@@ -17,14 +17,9 @@ const MORE_DRIVERS: &[&str] = &["crates/ctrlstore/src"];
 
 /// Every `.poll_output()` call in the drivers' non-test code outside a `fn poll_output`.
 pub fn breaches(root: &Path) -> Result<Vec<Breach>, String> {
-    let mut files = Vec::new();
-    for d in DRIVERS.iter().chain(MORE_DRIVERS) {
-        let p = root.join(d);
-        crate::collect(&p, &mut files).map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    files.sort();
+    let dirs: Vec<&str> = DRIVERS.iter().chain(MORE_DRIVERS).copied().collect();
     let mut out = Vec::new();
-    for path in files.iter().filter(|p| !is_test_file(p)) {
+    for path in &source_files(root, &dirs)? {
         let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         out.extend(lines_breaking(&text).into_iter().map(|line| Breach {
             file: path.clone(),

@@ -116,14 +116,8 @@ pub fn breaches(
     allowed: &BTreeSet<String>,
 ) -> Result<Vec<Breach>, String> {
     let forbidden: Vec<&String> = mutators.iter().filter(|m| !allowed.contains(*m)).collect();
-    let mut files = Vec::new();
-    for d in DRIVERS {
-        let p = root.join(d);
-        crate::collect(&p, &mut files).map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    files.sort();
     let mut out = Vec::new();
-    for path in files.iter().filter(|p| !is_test_file(p)) {
+    for path in &source_files(root, DRIVERS)? {
         let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let lines: Vec<&str> = text.lines().collect();
         let test = test_lines(&lines);
@@ -151,6 +145,18 @@ fn calls(code: &str, name: &str) -> bool {
     let pat = format!(".{name}(");
     code.match_indices(&pat)
         .any(|(at, _)| !code[..at].ends_with("self"))
+}
+
+/// The non-test `.rs` files under `dirs` (relative to `root`), sorted.
+pub fn source_files(root: &Path, dirs: &[&str]) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut files = Vec::new();
+    for d in dirs {
+        let p = root.join(d);
+        crate::collect(&p, &mut files).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    files.retain(|p| !is_test_file(p));
+    files.sort();
+    Ok(files)
 }
 
 #[cfg(test)]
