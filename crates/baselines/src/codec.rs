@@ -24,13 +24,19 @@
 //! * `Clock`: ts u64, cseq_next u64, index_next u64. `ClockRequest`: empty.
 //! * `Propose`: msg_id u64, cseq u64, length u16, payload. `Proposal`, `Final`: msg_id u64,
 //!   ts u64. `FinalRequest`: msg_id u64.
+//! * `Early`: msg_id u64, length u16, payload. `OrderBatch`: rseq u64, entry count u16 (at
+//!   most [`crate::packet::ORDER_BATCH_LEN_MAX`]), then per entry gseq u64, origin u32,
+//!   msg_id u64. `Resend`: gseq u64, rseq u64, origin u32, msg_id u64, length u16, payload.
 //!
 //! Absent optional fields are encoded as zeros with their flag clear; decoding refuses unknown
 //! flag bits, unknown opcodes, truncation, and destination lists that are not strictly
 //! ascending.
 
 use crate::dests::Dests;
-use crate::packet::{BasePacket, Body, Holding, Opcode, HEADER_LEN, PAYLOAD_LEN_MAX};
+use crate::packet::{
+    BasePacket, Body, Holding, Opcode, OrderEntry, HEADER_LEN, ORDER_BATCH_LEN_MAX,
+    ORDER_ENTRY_LEN, PAYLOAD_LEN_MAX,
+};
 use bytes::Bytes;
 use core::fmt;
 use onepipe_proto::byteio::{ByteReader, ByteWriter, Short};
@@ -64,6 +70,8 @@ pub enum DecodeError {
     UnknownFlags(u8),
     /// A destination list is not strictly ascending.
     UnsortedDests,
+    /// An `OrderBatch` claims more entries than [`crate::packet::ORDER_BATCH_LEN_MAX`].
+    BatchTooLong(usize),
 }
 
 impl fmt::Display for DecodeError {
@@ -76,6 +84,11 @@ impl fmt::Display for DecodeError {
             }
             DecodeError::UnknownFlags(b) => write!(f, "invalid flag bits {b:#04x}"),
             DecodeError::UnsortedDests => write!(f, "destination list not strictly ascending"),
+            DecodeError::BatchTooLong(n) => write!(
+                f,
+                "order batch of {n} entries exceeds {}",
+                crate::packet::ORDER_BATCH_LEN_MAX
+            ),
         }
     }
 }
@@ -197,6 +210,43 @@ impl Writer<'_> {
             | Body::Proposal { .. }
             | Body::Final { .. }
             | Body::FinalRequest { .. } => self.isis_body(body),
+            Body::Early { .. } | Body::OrderBatch { .. } | Body::Resend { .. } => {
+                self.plato_body(body)
+            }
+        }
+    }
+
+    /// Writes the body of a PLATO packet.
+    fn plato_body(&mut self, body: &Body) {
+        match body {
+            Body::Early { msg_id, payload } => {
+                self.u64(*msg_id);
+                self.payload(payload);
+            }
+            Body::OrderBatch { rseq, entries } => {
+                self.u64(*rseq);
+                assert!(entries.len() <= ORDER_BATCH_LEN_MAX, "order batch too long");
+                self.u16(entries.len() as u16);
+                for e in entries {
+                    self.u64(e.gseq);
+                    self.u32(e.origin.0);
+                    self.u64(e.msg_id);
+                }
+            }
+            Body::Resend {
+                gseq,
+                rseq,
+                origin,
+                msg_id,
+                payload,
+            } => {
+                self.u64(*gseq);
+                self.u64(*rseq);
+                self.u32(origin.0);
+                self.u64(*msg_id);
+                self.payload(payload);
+            }
+            _ => unreachable!("not a PLATO packet: {body:?}"),
         }
     }
 
@@ -378,7 +428,48 @@ impl Reader<'_> {
             Opcode::Propose | Opcode::Proposal | Opcode::Final | Opcode::FinalRequest => {
                 self.isis_body(op, payload)
             }
+            Opcode::Early | Opcode::OrderBatch | Opcode::Resend => self.plato_body(op, payload),
         }
+    }
+
+    /// Reads the body of a PLATO packet; an order batch's entries must all be there (checked
+    /// before allocating for them).
+    fn plato_body(
+        &mut self,
+        op: Opcode,
+        payload: &impl Fn(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<Body, DecodeError> {
+        Ok(match op {
+            Opcode::Early => Body::Early {
+                msg_id: self.u64()?,
+                payload: payload(self.payload()?),
+            },
+            Opcode::OrderBatch => {
+                let rseq = self.u64()?;
+                let n = self.u16()? as usize;
+                if n > ORDER_BATCH_LEN_MAX {
+                    return Err(DecodeError::BatchTooLong(n));
+                }
+                self.0.count(n, ORDER_ENTRY_LEN)?;
+                let mut entries = Vec::with_capacity(n);
+                for _ in 0..n {
+                    entries.push(OrderEntry {
+                        gseq: self.u64()?,
+                        origin: self.proc()?,
+                        msg_id: self.u64()?,
+                    });
+                }
+                Body::OrderBatch { rseq, entries }
+            }
+            Opcode::Resend => Body::Resend {
+                gseq: self.u64()?,
+                rseq: self.u64()?,
+                origin: self.proc()?,
+                msg_id: self.u64()?,
+                payload: payload(self.payload()?),
+            },
+            _ => unreachable!("not a PLATO opcode: {op:?}"),
+        })
     }
 
     /// Reads a `Submit` body: its destination list must be whole, strictly ascending, and empty
@@ -691,6 +782,36 @@ mod tests {
             (any::<u64>(), any::<u64>()).prop_map(|(msg_id, ts)| Body::Proposal { msg_id, ts }),
             (any::<u64>(), any::<u64>()).prop_map(|(msg_id, ts)| Body::Final { msg_id, ts }),
             any::<u64>().prop_map(|msg_id| Body::FinalRequest { msg_id }),
+            (any::<u64>(), bytes()).prop_map(|(msg_id, payload)| Body::Early { msg_id, payload }),
+            (
+                any::<u64>(),
+                proptest::collection::vec((any::<u64>(), any::<u32>(), any::<u64>()), 0..12)
+            )
+                .prop_map(|(rseq, v)| Body::OrderBatch {
+                    rseq,
+                    entries: v
+                        .into_iter()
+                        .map(|(gseq, o, msg_id)| OrderEntry {
+                            gseq,
+                            origin: ProcId(o),
+                            msg_id
+                        })
+                        .collect(),
+                }),
+            (
+                any::<u64>(),
+                any::<u64>(),
+                any::<u32>(),
+                any::<u64>(),
+                bytes()
+            )
+                .prop_map(|(gseq, rseq, o, msg_id, payload)| Body::Resend {
+                    gseq,
+                    rseq,
+                    origin: ProcId(o),
+                    msg_id,
+                    payload,
+                }),
         ]
     }
 
@@ -774,6 +895,17 @@ mod tests {
         // Swap the two destinations: 1, 2 → 2, 1.
         s[HEADER_LEN + 12..HEADER_LEN + 20].copy_from_slice(&[0, 0, 0, 2, 0, 0, 0, 1]);
         assert_eq!(BasePacket::decode(&s), Err(DecodeError::UnsortedDests));
+    }
+
+    #[test]
+    fn order_batch_longer_than_the_limit_is_refused() {
+        let mut buf = vec![Opcode::OrderBatch as u8, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2];
+        buf.extend_from_slice(&7u64.to_be_bytes());
+        buf.extend_from_slice(&u16::MAX.to_be_bytes());
+        assert_eq!(
+            BasePacket::decode(&buf),
+            Err(DecodeError::BatchTooLong(u16::MAX as usize))
+        );
     }
 
     #[test]

@@ -56,6 +56,42 @@ pub enum BaseEvent {
         /// How many messages.
         count: u64,
     },
+    /// PLATO's `optdeliver` (see [`crate::plato`]): `dst` may use the message from
+    /// `usable_at` on (Tm), though its place in the total order is not yet known; a
+    /// [`BaseEvent::Revoke`] may take it back, a [`BaseEvent::Confirm`] makes it final.
+    OptDeliver {
+        /// The receiving process.
+        dst: ProcId,
+        /// The sender.
+        src: ProcId,
+        /// The sender's send counter: names the message in `Revoke` and `Confirm`.
+        msg_id: u64,
+        /// Tm: arrival + Δ (or now, when its place was already known).
+        usable_at: Instant,
+        /// The message.
+        payload: Bytes,
+    },
+    /// PLATO's `revoke`: the optimistic delivery of `(src, msg_id)` at `dst` is taken back.
+    Revoke {
+        /// The receiving process.
+        dst: ProcId,
+        /// The sender.
+        src: ProcId,
+        /// The sender's send counter.
+        msg_id: u64,
+        /// At or after Tm: the application may have used it (PLATO's rollback).
+        rollback: bool,
+    },
+    /// PLATO's `confirm`: the optimistic delivery of `(src, msg_id)` at `dst` is final; the
+    /// [`BaseEvent::Deliver`] of it, with its place in the total order, follows at once.
+    Confirm {
+        /// The receiving process.
+        dst: ProcId,
+        /// The sender.
+        src: ProcId,
+        /// The sender's send counter.
+        msg_id: u64,
+    },
     /// Sends of process `src` were lost before being ordered and will be delivered nowhere.
     /// Sends are numbered from 0 by the order in which `send` accepted them.
     SendFailed {

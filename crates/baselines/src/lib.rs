@@ -15,6 +15,10 @@
 //! * [`isis`] — ISIS agreed order (Skeen's algorithm; \[17\] Birman and Joseph, the evaluation
 //!   draft's "ISIS"): receivers propose timestamps, the sender agrees on the largest:
 //!   [`isis::IsisEndpoint`];
+//! * [`plato`] — PLATO (Balakrishnan, Birman and Phanishayee): optimistic delivery with
+//!   revoke and confirm over a fixed sequencer that sends the order `k` places per packet, and
+//!   the same data path delivering only when the order arrives (its fixed-sequencer baseline):
+//!   [`plato::PlatoEndpoint`] plus [`sequencer::Sequencer`] in batch mode;
 //! * [`unordered`] — 1Pipe's own transport with ordering switched off, what the live
 //!   `onepipe up --unordered` runs: [`unordered::UnorderedHost`] speaks 1Pipe's wire format
 //!   (`onepipe_proto::wire::Packet`, `onepipe_proto::host::HostEvent`) through 1Pipe's
@@ -46,6 +50,7 @@ pub mod isis;
 pub mod lamport;
 pub mod packet;
 pub mod paxos_model;
+pub mod plato;
 pub mod sequencer;
 pub mod token;
 pub mod unordered;
@@ -61,7 +66,11 @@ use lamport::{LamportConfig, LamportEndpoint};
 use onepipe_proto::ids::ProcId;
 use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::time::Instant;
-use sequencer::{SeqEndpoint, SeqEndpointConfig, Sequencer, SequencerConfig, SequencerPlacement};
+use plato::{PlatoConfig, PlatoEndpoint};
+use sequencer::{
+    OrderBatchConfig, SeqEndpoint, SeqEndpointConfig, Sequencer, SequencerConfig,
+    SequencerPlacement,
+};
 use token::{TokenConfig, TokenEndpoint};
 
 /// Which baseline a group runs (the simulator's `--protocol` values).
@@ -77,16 +86,24 @@ pub enum Protocol {
     Lamport,
     /// ISIS agreed order: proposals from the receivers, the largest agreed (\[17\]).
     Isis,
+    /// PLATO: optimistic delivery over a fixed sequencer that sends the order in batches
+    /// ([`plato`]).
+    Plato,
+    /// PLATO's data path without the prediction: deliver when the batched order arrives (the
+    /// fixed sequencer of PLATO's Figs. 8–10, with the same overhead).
+    PlatoFixed,
 }
 
 impl Protocol {
     /// Every baseline.
-    pub const ALL: [Protocol; 5] = [
+    pub const ALL: [Protocol; 7] = [
         Protocol::Sequencer,
         Protocol::SequencerSwitch,
         Protocol::Token,
         Protocol::Lamport,
         Protocol::Isis,
+        Protocol::Plato,
+        Protocol::PlatoFixed,
     ];
 
     /// The name used on the command line.
@@ -97,6 +114,8 @@ impl Protocol {
             Protocol::Token => "token",
             Protocol::Lamport => "lamport",
             Protocol::Isis => "isis",
+            Protocol::Plato => "plato",
+            Protocol::PlatoFixed => "plato-fixed",
         }
     }
 
@@ -120,6 +139,8 @@ pub enum BaseNode {
     Lamport(LamportEndpoint),
     /// An ISIS endpoint.
     Isis(IsisEndpoint),
+    /// A PLATO endpoint (optimistic or not).
+    Plato(PlatoEndpoint),
 }
 
 impl BaseNode {
@@ -151,6 +172,22 @@ impl BaseNode {
             Protocol::Isis => ids
                 .map(|id| BaseNode::Isis(IsisEndpoint::new(IsisConfig::new(id, procs))))
                 .collect(),
+            Protocol::Plato | Protocol::PlatoFixed => {
+                let optimistic = protocol == Protocol::Plato;
+                let mut nodes: Vec<BaseNode> = ids
+                    .map(|id| {
+                        let mut cfg = PlatoConfig::new(id, procs);
+                        if !optimistic {
+                            cfg.opt = None;
+                        }
+                        BaseNode::Plato(PlatoEndpoint::new(cfg))
+                    })
+                    .collect();
+                let mut cfg = SequencerConfig::new(procs);
+                cfg.order_batch = Some(OrderBatchConfig::PAPER_K10);
+                nodes.push(BaseNode::Sequencer(Sequencer::new(cfg)));
+                nodes
+            }
         }
     }
 
@@ -162,6 +199,7 @@ impl BaseNode {
             BaseNode::Token(e) => e.id(),
             BaseNode::Lamport(e) => e.id(),
             BaseNode::Isis(e) => e.id(),
+            BaseNode::Plato(e) => e.id(),
         }
     }
 
@@ -173,6 +211,7 @@ impl BaseNode {
             BaseNode::Token(e) => Some(e),
             BaseNode::Lamport(e) => Some(e),
             BaseNode::Isis(e) => Some(e),
+            BaseNode::Plato(e) => Some(e),
         }
     }
 
@@ -200,6 +239,7 @@ impl BaseNode {
             BaseNode::Token(e) => e.is_idle(),
             BaseNode::Lamport(e) => e.is_idle(),
             BaseNode::Isis(e) => e.is_idle(),
+            BaseNode::Plato(e) => e.is_idle(),
         }
     }
 
@@ -211,6 +251,7 @@ impl BaseNode {
             BaseNode::Token(e) => e.stats(),
             BaseNode::Lamport(e) => e.stats(),
             BaseNode::Isis(e) => Endpoint::stats(e),
+            BaseNode::Plato(e) => Endpoint::stats(e),
         }
     }
 }
@@ -227,6 +268,7 @@ impl Node for BaseNode {
             BaseNode::Token(n) => n.handle(now, input),
             BaseNode::Lamport(n) => n.handle(now, input),
             BaseNode::Isis(n) => n.handle(now, input),
+            BaseNode::Plato(n) => n.handle(now, input),
         }
     }
 
@@ -237,6 +279,7 @@ impl Node for BaseNode {
             BaseNode::Token(n) => n.poll_output(),
             BaseNode::Lamport(n) => n.poll_output(),
             BaseNode::Isis(n) => n.poll_output(),
+            BaseNode::Plato(n) => n.poll_output(),
         }
     }
 
@@ -247,6 +290,7 @@ impl Node for BaseNode {
             BaseNode::Token(n) => n.poll_timeout(),
             BaseNode::Lamport(n) => n.poll_timeout(),
             BaseNode::Isis(n) => n.poll_timeout(),
+            BaseNode::Plato(n) => n.poll_timeout(),
         }
     }
 }

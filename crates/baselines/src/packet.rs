@@ -219,6 +219,52 @@ pub enum Body {
         /// The message.
         msg_id: u64,
     },
+
+    // --- PLATO (Balakrishnan et al. §4; see `crate::plato`) ----------------------------------
+    /// Sender → destination: the message itself, straight from its sender (PLATO's data
+    /// multicast), while a [`Body::Submit`] of it goes to the sequencer.
+    Early {
+        /// The sender's send counter (names the message in the sequencer's order).
+        msg_id: u64,
+        /// The application message.
+        payload: Bytes,
+    },
+    /// Sequencer → destination: the next places in the total order among the messages to this
+    /// destination (PLATO's sequencing packet, one per `k` messages).
+    OrderBatch {
+        /// The per-receiver sequence number of the first entry; the rest follow consecutively.
+        rseq: u64,
+        /// The places, in order; at most [`ORDER_BATCH_LEN_MAX`].
+        entries: Vec<OrderEntry>,
+    },
+    /// Sequencer → destination, answering a NACK in PLATO: one place in the order with its
+    /// message, for a lost [`Body::OrderBatch`] or a lost [`Body::Early`].
+    Resend {
+        /// The global sequence number.
+        gseq: u64,
+        /// The per-receiver sequence number.
+        rseq: u64,
+        /// The sender.
+        origin: ProcId,
+        /// The sender's send counter.
+        msg_id: u64,
+        /// The application message.
+        payload: Bytes,
+    },
+}
+
+/// Most entries one [`Body::OrderBatch`] carries.
+pub const ORDER_BATCH_LEN_MAX: usize = 1_024;
+
+/// One place in PLATO's total order: message `msg_id` of `origin` is number `gseq`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderEntry {
+    /// The global sequence number.
+    pub gseq: u64,
+    /// The sender.
+    pub origin: ProcId,
+    /// The sender's send counter.
+    pub msg_id: u64,
 }
 
 /// A baseline packet: source and destination processes and the protocol message.
@@ -272,6 +318,12 @@ pub enum Opcode {
     Final = 17,
     /// [`Body::FinalRequest`].
     FinalRequest = 18,
+    /// [`Body::Early`].
+    Early = 19,
+    /// [`Body::OrderBatch`].
+    OrderBatch = 20,
+    /// [`Body::Resend`].
+    Resend = 21,
 }
 
 impl Opcode {
@@ -297,6 +349,9 @@ impl Opcode {
             16 => Proposal,
             17 => Final,
             18 => FinalRequest,
+            19 => Early,
+            20 => OrderBatch,
+            21 => Resend,
             _ => return None,
         })
     }
@@ -329,6 +384,12 @@ impl Opcode {
             Opcode::Propose => 8 + 8 + 2,
             Opcode::Proposal | Opcode::Final => 8 + 8,
             Opcode::FinalRequest => 8,
+            // msg_id, payload length.
+            Opcode::Early => 8 + 2,
+            // rseq, entry count (then gseq u64, origin u32, msg_id u64 per entry).
+            Opcode::OrderBatch => 8 + 2,
+            // gseq, rseq, origin, msg_id, payload length.
+            Opcode::Resend => 8 + 8 + 4 + 8 + 2,
         }
     }
 }
@@ -338,7 +399,8 @@ impl Opcode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PacketClass {
     /// Carries an application message (or a token filler standing for one): `Submit`,
-    /// `Ordered`, `TokenData`, `Stamped`.
+    /// `Ordered`, `TokenData`, `Stamped`, `Propose`; PLATO's `Early`, `Resend`, and
+    /// `OrderBatch` (the order itself).
     Data,
     /// Loss recovery: `Nack`, `Lost`, `SubmitLost`, `TokenLost`, `ClockRequest`, `SeqSync`,
     /// `SyncAck`.
@@ -375,6 +437,9 @@ impl Body {
             Body::Proposal { .. } => Opcode::Proposal,
             Body::Final { .. } => Opcode::Final,
             Body::FinalRequest { .. } => Opcode::FinalRequest,
+            Body::Early { .. } => Opcode::Early,
+            Body::OrderBatch { .. } => Opcode::OrderBatch,
+            Body::Resend { .. } => Opcode::Resend,
         }
     }
 
@@ -424,6 +489,15 @@ impl Body {
             Body::Propose { msg_id, cseq, .. } => ok(msg_id) && ok(cseq),
             Body::Proposal { msg_id, ts } | Body::Final { msg_id, ts } => ok(msg_id) && ok(ts),
             Body::FinalRequest { msg_id } => ok(msg_id),
+            Body::Early { msg_id, .. } => ok(msg_id),
+            Body::OrderBatch { rseq, entries } => {
+                ok(rseq)
+                    && entries.len() <= ORDER_BATCH_LEN_MAX
+                    && entries.iter().all(|e| ok(&e.gseq) && ok(&e.msg_id))
+            }
+            Body::Resend {
+                gseq, rseq, msg_id, ..
+            } => ok(gseq) && ok(rseq) && ok(msg_id),
         }
     }
 
@@ -434,7 +508,9 @@ impl Body {
             | Body::Ordered { payload, .. }
             | Body::TokenData { payload, .. }
             | Body::Stamped { payload, .. }
-            | Body::Propose { payload, .. } => Some(payload),
+            | Body::Propose { payload, .. }
+            | Body::Early { payload, .. }
+            | Body::Resend { payload, .. } => Some(payload),
             _ => None,
         }
     }
@@ -453,7 +529,10 @@ impl BasePacket {
             | Body::Ordered { .. }
             | Body::TokenData { .. }
             | Body::Stamped { .. }
-            | Body::Propose { .. } => PacketClass::Data,
+            | Body::Propose { .. }
+            | Body::Early { .. }
+            | Body::OrderBatch { .. }
+            | Body::Resend { .. } => PacketClass::Data,
             Body::TokenPass { .. } | Body::TokenAck { .. } => PacketClass::Token,
             Body::Proposal { .. } | Body::Final { .. } => PacketClass::Agreement,
             Body::Clock { .. } => PacketClass::Heartbeat,
@@ -473,6 +552,7 @@ impl BasePacket {
         let op = self.opcode();
         let dests = match &self.body {
             Body::Submit { dests, .. } => 4 * dests.as_slice().map_or(0, <[ProcId]>::len),
+            Body::OrderBatch { entries, .. } => ORDER_ENTRY_LEN * entries.len(),
             _ => 0,
         };
         let payload = self.body.payload().map_or(0, Bytes::len);
@@ -487,6 +567,9 @@ impl BasePacket {
     }
 }
 
+/// Encoded length of one [`OrderEntry`]: gseq, origin, msg_id.
+pub const ORDER_ENTRY_LEN: usize = 8 + 4 + 8;
+
 // Compile-time checks of the layout arithmetic.
 const _: () = assert!(HEADER_LEN == 12);
 const _: () = assert!(Opcode::Nack.fixed_len() == 28);
@@ -494,6 +577,8 @@ const _: () = assert!(Opcode::TokenLost.fixed_len() == 32);
 const _: () = assert!(Opcode::Propose.fixed_len() == 18);
 const _: () = assert!(Opcode::Final.fixed_len() == 16);
 const _: () = assert!(PAYLOAD_LEN_MAX <= u16::MAX as usize);
+const _: () = assert!(ORDER_BATCH_LEN_MAX <= u16::MAX as usize);
+const _: () = assert!(Opcode::Resend.fixed_len() == 30);
 
 #[cfg(test)]
 mod tests {

@@ -38,7 +38,7 @@ use crate::common::{
     BaseStats, Endpoint, History, Refused, SeqBuffer, Timers, PORT,
 };
 use crate::dests::Dests;
-use crate::packet::{BasePacket, Body, PAYLOAD_LEN_MAX};
+use crate::packet::{BasePacket, Body, OrderEntry, ORDER_BATCH_LEN_MAX, PAYLOAD_LEN_MAX};
 use bytes::Bytes;
 use onepipe_proto::ids::ProcId;
 use onepipe_proto::node::{Input, Node, Output};
@@ -85,6 +85,32 @@ pub struct SequencerConfig {
     /// Most syncs an idle receiver gets (each an interval apart) while it does not acknowledge
     /// them. Default 32; 0 disables syncs.
     pub sync_repeats: u8,
+    /// PLATO's sequencing (`crate::plato`): send each destination the order alone, `k` places
+    /// per [`Body::OrderBatch`], instead of a copy of every message; senders send the messages
+    /// themselves. `None` (the default): the classic copies ([`Body::Ordered`]).
+    pub order_batch: Option<OrderBatchConfig>,
+}
+
+/// PLATO's sequencing packets (§4: "the sequencer can send out an ordered list of multiple
+/// received data messages in every sequencing message"; `k` is the paper's trade-off
+/// parameter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderBatchConfig {
+    /// Places per sequencing packet (the paper's k: 10 and 20 in its figures); at most
+    /// [`ORDER_BATCH_LEN_MAX`].
+    pub k: usize,
+    /// A destination's partial batch is sent this long after its first place was stamped
+    /// (the paper has no such flush: at a low rate the last messages would wait for ever).
+    pub flush_ns: u64,
+}
+
+impl OrderBatchConfig {
+    /// k = 10 (PLATO's Figs. 8–11), a partial batch flushed after 20 µs (the sequencer's sync
+    /// interval: data-centre round trips are a few microseconds).
+    pub const PAPER_K10: OrderBatchConfig = OrderBatchConfig {
+        k: 10,
+        flush_ns: 20_000,
+    };
 }
 
 impl SequencerConfig {
@@ -101,6 +127,7 @@ impl SequencerConfig {
             nack_count_max: 1 << 16,
             sync_interval_ns: 20_000,
             sync_repeats: 32,
+            order_batch: None,
         }
     }
 }
@@ -109,6 +136,7 @@ impl SequencerConfig {
 #[derive(Clone, Debug)]
 struct Stamped {
     origin: ProcId,
+    msg_id: u64,
     dests: Dests,
     payload: Bytes,
 }
@@ -136,6 +164,9 @@ pub struct Sequencer {
     upstream: Vec<SeqBuffer<(Dests, Bytes)>>,
     upstream_timers: Timers,
     dests: Vec<DestState>,
+    /// PLATO: per destination, the places stamped and not yet sent in a batch.
+    batches: Vec<Vec<OrderEntry>>,
+    batch_timers: Timers,
     /// Destinations with `syncs_left > 0`.
     syncs_pending: usize,
     sync_at: Option<Instant>,
@@ -153,6 +184,9 @@ impl Sequencer {
         assert!(cfg.procs > 0 && cfg.history_len_max > 0 && cfg.upstream_window > 0);
         assert!(cfg.sync_interval_ns > 0 && cfg.upstream_gap_timeout_ns > 0);
         assert!(cfg.nack_count_max > 0 && cfg.nack_count_max <= u64::from(u32::MAX));
+        if let Some(b) = cfg.order_batch {
+            assert!(b.k > 0 && b.k <= ORDER_BATCH_LEN_MAX && b.flush_ns > 0);
+        }
         let n = cfg.procs as usize;
         Sequencer {
             next_gseq: 0,
@@ -162,6 +196,8 @@ impl Sequencer {
                 .collect(),
             upstream_timers: Timers::new(n),
             dests: vec![DestState::default(); n],
+            batches: vec![Vec::new(); n],
+            batch_timers: Timers::new(n),
             syncs_pending: 0,
             sync_at: None,
             out: VecDeque::new(),
@@ -193,7 +229,9 @@ impl Sequencer {
     /// True when the sequencer owes nothing: no sender's message waits for an earlier one and
     /// no tail sync is still to be sent. A driver waiting for quiescence checks this.
     pub fn is_idle(&self) -> bool {
-        self.syncs_pending == 0 && self.upstream.iter().all(SeqBuffer::is_empty)
+        self.syncs_pending == 0
+            && self.upstream.iter().all(SeqBuffer::is_empty)
+            && self.batches.iter().all(Vec::is_empty)
     }
 
     fn send_packet(&mut self, dst: ProcId, body: Body) {
@@ -266,8 +304,8 @@ impl Sequencer {
 
     /// Stamps `src`'s messages that are next in its FIFO order, and (dis)arms its gap timer.
     fn drain_upstream(&mut self, now: Instant, src: ProcId) {
-        while let Some((_, (dests, payload))) = self.upstream[src.index()].pop() {
-            self.stamp(now, src, dests, payload);
+        while let Some((msg_id, (dests, payload))) = self.upstream[src.index()].pop() {
+            self.stamp(now, src, msg_id, dests, payload);
         }
         if self.upstream[src.index()].is_empty() {
             self.upstream_timers.clear(src.0);
@@ -277,8 +315,9 @@ impl Sequencer {
         }
     }
 
-    /// Gives the message the next global number and sends a copy to each destination.
-    fn stamp(&mut self, now: Instant, origin: ProcId, dests: Dests, payload: Bytes) {
+    /// Gives the message the next global number and sends a copy to each destination (or, for
+    /// PLATO, adds its place to each destination's batch).
+    fn stamp(&mut self, now: Instant, origin: ProcId, msg_id: u64, dests: Dests, payload: Bytes) {
         let gseq = self.next_gseq;
         self.next_gseq += 1;
         self.stats.stamped += 1;
@@ -292,20 +331,33 @@ impl Sequencer {
                 self.syncs_pending += 1;
             }
             d.syncs_left = self.cfg.sync_repeats;
-            self.send_packet(
-                dst,
-                Body::Ordered {
-                    gseq,
-                    rseq,
-                    origin,
-                    payload: payload.clone(),
-                },
-            );
+            match self.cfg.order_batch {
+                None => self.send_packet(
+                    dst,
+                    Body::Ordered {
+                        gseq,
+                        rseq,
+                        origin,
+                        payload: payload.clone(),
+                    },
+                ),
+                Some(b) => self.add_to_batch(
+                    now,
+                    b,
+                    dst,
+                    OrderEntry {
+                        gseq,
+                        origin,
+                        msg_id,
+                    },
+                ),
+            }
         }
         self.history.push(
             gseq,
             Stamped {
                 origin,
+                msg_id,
                 dests,
                 payload,
             },
@@ -313,6 +365,30 @@ impl Sequencer {
         if self.syncs_pending > 0 && self.sync_at.is_none() {
             self.sync_at = Some(now + self.cfg.sync_interval_ns);
         }
+    }
+
+    /// PLATO: one more place for `dst`; a full batch leaves at once, a first one arms the flush.
+    fn add_to_batch(&mut self, now: Instant, b: OrderBatchConfig, dst: ProcId, e: OrderEntry) {
+        let batch = &mut self.batches[dst.index()];
+        batch.push(e);
+        if batch.len() >= b.k {
+            self.flush_batch(dst);
+        } else if batch.len() == 1 {
+            self.batch_timers.set(dst.0, now + b.flush_ns);
+        }
+    }
+
+    /// Sends `dst` its batch of places (§4's sequencing packet).
+    fn flush_batch(&mut self, dst: ProcId) {
+        self.batch_timers.clear(dst.0);
+        let entries = std::mem::take(&mut self.batches[dst.index()]);
+        if entries.is_empty() {
+            return;
+        }
+        let d = &mut self.dests[dst.index()];
+        d.busy = true;
+        let rseq = d.rseq_next - entries.len() as u64;
+        self.send_packet(dst, Body::OrderBatch { rseq, entries });
     }
 
     /// A receiver's NACK: retransmit from history, or mark what fell out of it as lost.
@@ -340,21 +416,32 @@ impl Sequencer {
         }
         for (i, (gseq, e)) in answer.found.into_iter().enumerate() {
             self.stats.retransmitted += 1;
-            self.send_packet(
-                dst,
-                Body::Ordered {
+            let rseq = seq + answer.lost + i as u64;
+            let body = match self.cfg.order_batch {
+                None => Body::Ordered {
                     gseq,
-                    rseq: seq + answer.lost + i as u64,
+                    rseq,
                     origin: e.origin,
                     payload: e.payload,
                 },
-            );
+                Some(_) => Body::Resend {
+                    gseq,
+                    rseq,
+                    origin: e.origin,
+                    msg_id: e.msg_id,
+                    payload: e.payload,
+                },
+            };
+            self.send_packet(dst, body);
         }
     }
 
     fn on_timeout(&mut self, now: Instant) {
         while let Some(s) = self.upstream_timers.pop_due(now) {
             self.skip_upstream_gap(now, ProcId(s));
+        }
+        while let Some(d) = self.batch_timers.pop_due(now) {
+            self.flush_batch(ProcId(d));
         }
         if self.sync_at.is_some_and(|t| t <= now) {
             self.sync_tick(now);
@@ -395,7 +482,8 @@ impl Sequencer {
     fn sync_tick(&mut self, now: Instant) {
         for i in 0..self.dests.len() {
             let d = self.dests[i];
-            if d.syncs_left > 0 && !d.busy {
+            // A destination with places still to be batched is not idle: its sync waits.
+            if d.syncs_left > 0 && !d.busy && self.batches[i].is_empty() {
                 self.dests[i].syncs_left -= 1;
                 if self.dests[i].syncs_left == 0 {
                     self.syncs_pending -= 1;
@@ -446,7 +534,10 @@ impl Node for Sequencer {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        earliest(self.upstream_timers.next(), self.sync_at)
+        earliest(
+            earliest(self.upstream_timers.next(), self.sync_at),
+            self.batch_timers.next(),
+        )
     }
 }
 

@@ -45,7 +45,7 @@ fn dests(rng: &mut Rng) -> Dests {
 /// Any body the encoder can write.
 fn body(rng: &mut Rng) -> Body {
     let x = |rng: &mut Rng| rng.interesting();
-    match rng.below(18) {
+    match rng.below(21) {
         0 => Body::Submit {
             msg_id: x(rng),
             dests: dests(rng),
@@ -120,7 +120,28 @@ fn body(rng: &mut Rng) -> Body {
             msg_id: x(rng),
             ts: x(rng),
         },
-        _ => Body::FinalRequest { msg_id: x(rng) },
+        17 => Body::FinalRequest { msg_id: x(rng) },
+        18 => Body::Early {
+            msg_id: x(rng),
+            payload: payload(rng),
+        },
+        19 => Body::OrderBatch {
+            rseq: x(rng),
+            entries: (0..rng.len(40))
+                .map(|_| onepipe_baselines::packet::OrderEntry {
+                    gseq: x(rng),
+                    origin: ProcId(rng.u32()),
+                    msg_id: x(rng),
+                })
+                .collect(),
+        },
+        _ => Body::Resend {
+            gseq: x(rng),
+            rseq: x(rng),
+            origin: ProcId(rng.u32()),
+            msg_id: x(rng),
+            payload: payload(rng),
+        },
     }
 }
 
@@ -169,6 +190,9 @@ fn check(
                 DecodeError::Truncated { needed, got } => got == input.len() && needed > got,
                 DecodeError::UnknownFlags(_) | DecodeError::UnsortedDests => {
                     input.len() >= HEADER_LEN
+                }
+                DecodeError::BatchTooLong(n) => {
+                    n > onepipe_baselines::packet::ORDER_BATCH_LEN_MAX && input.len() >= HEADER_LEN
                 }
             };
             ensure(ok, || format!("{e:?} does not describe this input"))

@@ -25,11 +25,18 @@ fn default_groups_of_1_to_16_order_under_loss() {
             );
             n.run_until(5_000_000);
             n.check_order();
-            if protocol == Protocol::SequencerSwitch {
+            let best_effort_upstream = matches!(
+                protocol,
+                Protocol::SequencerSwitch | Protocol::Plato | Protocol::PlatoFixed
+            );
+            if best_effort_upstream {
                 // Upstream loss is best effort: delivered by all or by none.
                 n.check_all_or_none();
             } else {
                 n.check_complete();
+            }
+            if protocol == Protocol::Plato {
+                n.check_hooks(true);
             }
             assert!(n.max_token_holders <= 1);
         }

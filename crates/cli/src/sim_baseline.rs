@@ -28,6 +28,12 @@ pub enum Proto {
     Lamport,
     /// ISIS agreed order: receivers propose, the sender agrees on the largest (1Pipe's reference 17).
     Isis,
+    /// PLATO: optimistic delivery with revoke and confirm over a fixed sequencer that sends
+    /// the order --plato-k places per packet (docs/PLATO.md).
+    Plato,
+    /// PLATO's data path delivering only when the order arrives: its fixed-sequencer baseline
+    /// with the same overhead.
+    PlatoFixed,
 }
 
 impl Proto {
@@ -40,6 +46,8 @@ impl Proto {
             Proto::Token => Some(Protocol::Token),
             Proto::Lamport => Some(Protocol::Lamport),
             Proto::Isis => Some(Protocol::Isis),
+            Proto::Plato => Some(Protocol::Plato),
+            Proto::PlatoFixed => Some(Protocol::PlatoFixed),
         }
     }
 }
@@ -85,6 +93,20 @@ pub struct BaselineArgs {
     /// token (more sends are refused).
     #[arg(long, default_value_t = 16)]
     pub token_batch: usize,
+    /// PLATO (and plato-fixed): places per sequencing packet, PLATO's k.
+    #[arg(long, default_value_t = 10)]
+    pub plato_k: usize,
+    /// PLATO: a partial sequencing batch leaves this long after its first place.
+    #[arg(long, default_value = "20us", value_parser = crate::cli::parse_duration)]
+    pub plato_flush: u64,
+    /// PLATO: Δ, the arrival gap below which two messages are suspected of disorder (the
+    /// start value when adaptive).
+    #[arg(long, default_value = "2us", value_parser = crate::cli::parse_duration)]
+    pub plato_delta: u64,
+    /// PLATO: adapt Δ (PLATO §5: ×1.5 on a rollback above 1% rollbacks, ×0.9 every 100 ms or
+    /// 1,000 packets below it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub plato_adaptive: bool,
 }
 
 impl BaselineArgs {
@@ -97,6 +119,10 @@ impl BaselineArgs {
             lamport_heartbeat_interval_ns: self.lamport_heartbeat.0,
             token_batch_max: self.token_batch,
             token_queue_len_max: self.token_batch,
+            plato_k: self.plato_k,
+            plato_flush_ns: self.plato_flush,
+            plato_delta_ns: self.plato_delta,
+            plato_adaptive: self.plato_adaptive,
             ..BaselineConfig::new(protocol)
         }
     }
@@ -202,6 +228,18 @@ fn print_summary(r: &BaseReport) {
         us(r.latency_ns.p50 as f64),
         us(r.latency_ns.p99 as f64)
     );
+    if let Some(o) = &r.optimistic {
+        println!(
+            "  optimistic  p50 {}  p99 {} to usable; {} deliveries, {} revoked before Tm, {} rollbacks ({:.3}%); Δ ends at {}",
+            us(o.latency_ns.p50 as f64),
+            us(o.latency_ns.p99 as f64),
+            o.delivered,
+            o.revokes_early,
+            o.rollbacks,
+            o.rollback_fraction * 100.0,
+            us(o.delta_ns_end)
+        );
+    }
     crate::cli::print_tail(&crate::cli::Tail {
         drained: r.drained,
         undrained: r.undrained,

@@ -22,6 +22,7 @@ pub mod failure;
 pub mod host;
 pub mod ids;
 pub mod node;
+pub mod optimistic;
 pub mod peers;
 pub mod prefetch;
 pub mod reliable;

@@ -108,6 +108,19 @@ pub struct Delivered {
     pub at_ns: u64,
 }
 
+/// One of PLATO's hooks at a receiver, or a final delivery (for `check_hooks`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// `optdeliver` of (src, msg_id).
+    Opt(ProcId, u64),
+    /// `revoke`, and whether it was a rollback (at or after Tm, by the role's clock).
+    Revoke(ProcId, u64, bool),
+    /// `confirm`.
+    Confirm(ProcId, u64),
+    /// The final delivery (`Deliver`) of (src, k).
+    Final(ProcId, u64),
+}
+
 #[derive(Clone, Debug)]
 enum Ev {
     Packet(BasePacket),
@@ -136,6 +149,9 @@ pub struct Net {
     pub lost: Vec<u64>,
     /// `SendFailed` reports: (src, first send, count).
     pub send_failed: Vec<(ProcId, u64, u64)>,
+    /// PLATO's hooks and the final deliveries per receiving process, in order (optimistic
+    /// runs only; empty otherwise).
+    pub hooks: Vec<Vec<Hook>>,
     pub packets: u64,
     pub dropped: u64,
     /// Most token holders seen at once (token protocol).
@@ -170,6 +186,7 @@ impl Net {
             delivered: vec![Vec::new(); procs as usize],
             lost: vec![0; procs as usize],
             send_failed: Vec::new(),
+            hooks: vec![Vec::new(); procs as usize],
             packets: 0,
             dropped: 0,
             max_token_holders: 0,
@@ -332,6 +349,19 @@ impl Net {
                     key: (seq_or_ts, src),
                     at_ns: self.now,
                 });
+                self.hooks[dst.index()].push(Hook::Final(src, u64::from(k)));
+            }
+            BaseEvent::OptDeliver {
+                dst, src, msg_id, ..
+            } => self.hooks[dst.index()].push(Hook::Opt(src, msg_id)),
+            BaseEvent::Revoke {
+                dst,
+                src,
+                msg_id,
+                rollback,
+            } => self.hooks[dst.index()].push(Hook::Revoke(src, msg_id, rollback)),
+            BaseEvent::Confirm { dst, src, msg_id } => {
+                self.hooks[dst.index()].push(Hook::Confirm(src, msg_id))
             }
             BaseEvent::Lost { dst, count, .. } => self.lost[dst.index()] += count,
             BaseEvent::SendFailed {
@@ -457,6 +487,56 @@ impl Net {
             }
         }
         none
+    }
+
+    /// PLATO's hooks against what optimistic delivery promises (written from PLATO §4.1, not
+    /// from the pipeline): a revoke names a message delivered and not yet revoked or confirmed;
+    /// a confirm names the first unconfirmed delivery of the view and is followed at once by
+    /// that message's final delivery; nothing is delivered twice without a revoke between;
+    /// with `drained`, nothing is left delivered and unconfirmed. Returns (revokes, rollbacks).
+    pub fn check_hooks(&self, drained: bool) -> (u64, u64) {
+        let (mut revokes, mut rollbacks) = (0, 0);
+        for (r, hooks) in self.hooks.iter().enumerate() {
+            let mut view: Vec<(ProcId, u64)> = Vec::new();
+            let mut confirming: Option<(ProcId, u64)> = None;
+            for h in hooks {
+                if let Some(c) = confirming.take() {
+                    assert_eq!(
+                        *h,
+                        Hook::Final(c.0, c.1),
+                        "{r}: confirm of {c:?} not delivered next"
+                    );
+                    continue;
+                }
+                match *h {
+                    Hook::Opt(s, m) => {
+                        assert!(!view.contains(&(s, m)), "{r}: {s} {m} delivered twice");
+                        view.push((s, m));
+                    }
+                    Hook::Revoke(s, m, rb) => {
+                        let i = view.iter().position(|x| *x == (s, m));
+                        view.remove(i.unwrap_or_else(|| panic!("{r}: revoke of {s} {m} not held")));
+                        revokes += 1;
+                        rollbacks += u64::from(rb);
+                    }
+                    Hook::Confirm(s, m) => {
+                        assert_eq!(
+                            view.first(),
+                            Some(&(s, m)),
+                            "{r}: confirm out of view order"
+                        );
+                        view.remove(0);
+                        confirming = Some((s, m));
+                    }
+                    Hook::Final(s, m) => panic!("{r}: final delivery of {s} {m} without a confirm"),
+                }
+            }
+            assert!(confirming.is_none(), "{r}: last confirm not delivered");
+            if drained {
+                assert!(view.is_empty(), "{r}: left unconfirmed: {view:?}");
+            }
+        }
+        (revokes, rollbacks)
     }
 
     /// Messages reported as `SendFailed`, as (src, k).

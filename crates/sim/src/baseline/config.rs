@@ -7,7 +7,8 @@
 use crate::config::{ConfigError, PacketKind, SimConfig};
 use onepipe_baselines::{PacketClass, Protocol};
 
-/// Baseline-specific configuration (`onepipe sim --protocol sequencer|sequencer-switch|token|lamport|isis`).
+/// Baseline-specific configuration (`onepipe sim --protocol
+/// sequencer|sequencer-switch|token|lamport|isis|plato|plato-fixed`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BaselineConfig {
     /// Which protocol.
@@ -39,6 +40,17 @@ pub struct BaselineConfig {
     /// Token: most messages a process queues waiting for the token; more sends are refused
     /// (`sends_refused_full`). Default 16 (one holding's worth).
     pub token_queue_len_max: usize,
+    /// PLATO and its fixed sequencer: places per sequencing packet, the paper's k
+    /// (`--plato-k`; default 10).
+    pub plato_k: usize,
+    /// PLATO: a partial sequencing batch leaves this long after its first place
+    /// (`--plato-flush`; default 20 µs).
+    pub plato_flush_ns: u64,
+    /// PLATO: Δ, the inter-arrival gap below which two arrivals are suspected
+    /// (`--plato-delta`; default 2 µs, a few data-centre hops), the start value when adaptive.
+    pub plato_delta_ns: u64,
+    /// PLATO: adapt Δ as its §5 does (`--plato-adaptive`; default on).
+    pub plato_adaptive: bool,
 }
 
 impl BaselineConfig {
@@ -52,6 +64,10 @@ impl BaselineConfig {
             lamport_heartbeat_interval_ns: None,
             token_batch_max: 16,
             token_queue_len_max: 16,
+            plato_k: 10,
+            plato_flush_ns: 20_000,
+            plato_delta_ns: 2_000,
+            plato_adaptive: true,
         }
     }
 
@@ -64,6 +80,16 @@ impl BaselineConfig {
                 * (sim.host_send_ns + sim.host_recv_ns);
             sim.beacon_interval_ns.max(2 * round)
         })
+    }
+
+    /// PLATO's optimistic pipeline in this run: Δ from `plato_delta_ns`, adaptive or fixed.
+    pub fn plato_opt(&self) -> onepipe_proto::optimistic::OptConfig {
+        use onepipe_proto::optimistic::OptConfig;
+        if self.plato_adaptive {
+            OptConfig::adaptive(self.plato_delta_ns)
+        } else {
+            OptConfig::fixed(self.plato_delta_ns)
+        }
     }
 
     /// The host-placed sequencer's cost per packet in and per packet out.
@@ -101,6 +127,15 @@ impl BaselineConfig {
                 "--seq-queue",
                 "the sequencer's input queue must hold at least 1",
             );
+        }
+        if self.plato_k == 0 || self.plato_k > onepipe_baselines::packet::ORDER_BATCH_LEN_MAX {
+            return bad("--plato-k", "must lie in 1..=1024");
+        }
+        if self.plato_flush_ns == 0 {
+            return bad("--plato-flush", "must be positive");
+        }
+        if self.plato_delta_ns == 0 {
+            return bad("--plato-delta", "must be positive");
         }
         if sim.msg_size > onepipe_baselines::packet::PAYLOAD_LEN_MAX {
             return bad(

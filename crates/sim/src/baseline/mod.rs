@@ -20,6 +20,7 @@
 
 pub mod check;
 pub mod config;
+pub mod optcheck;
 pub mod protocol;
 
 pub use config::BaselineConfig;
@@ -27,6 +28,7 @@ pub use config::BaselineConfig;
 use crate::config::{ConfigError, SimConfig};
 use crate::metrics::Summary;
 use crate::queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, StdBinaryHeap};
+use optcheck::OptChecker;
 use protocol::{BaseWorld, Ev};
 use serde::Serialize;
 
@@ -117,8 +119,30 @@ pub struct BaseReport {
     pub wall_s: f64,
     /// Simulated nanoseconds (sending plus the drain actually needed).
     pub simulated_ns: u64,
+    /// PLATO's optimistic delivery (`--protocol plato` only).
+    pub optimistic: Option<OptReport>,
     /// Hash of every send, delivery and loss report, in order.
     pub trace_hash: String,
+}
+
+/// What optimistic delivery did in a PLATO run.
+#[derive(Clone, Debug, Serialize)]
+pub struct OptReport {
+    /// `optdeliver`s (a message revoked and delivered again counts twice).
+    pub delivered: u64,
+    /// Revokes before Tm: free for the application.
+    pub revokes_early: u64,
+    /// Revokes at or after Tm: rollbacks, PLATO's metric.
+    pub rollbacks: u64,
+    /// Rollbacks over confirmed deliveries.
+    pub rollback_fraction: f64,
+    /// Send → usable latency of the confirmed optimistic deliveries: the earlier of Tm and
+    /// the confirm, true time.
+    pub latency_ns: Summary,
+    /// Δ at the end of the run, ns, averaged over the receivers.
+    pub delta_ns_end: f64,
+    /// Violations of the optimistic-delivery checker (`optcheck`); included in `violations`.
+    pub violations: u64,
 }
 
 /// Builds and runs a baseline simulation: `base.protocol` on the network, workload and faults
@@ -156,6 +180,9 @@ fn run_with<Q: EventQueue<Ev>>(
     let ordered = world.ordered_per_receiver();
     if let Some(c) = world.proto.checker.as_mut() {
         c.finish(end, cfg.seed, drained, ordered.as_deref());
+    }
+    if let Some(c) = world.proto.opt_checker.as_mut() {
+        c.finish(end, drained);
     }
     let wall_s = started.elapsed().as_secs_f64();
     Ok(report(&world, cfg, base, drained, wall_s))
@@ -209,16 +236,8 @@ fn report<Q: EventQueue<Ev>>(
     let capacity_bytes = topo.links().len() as f64 * cfg.link_gbps / 8.0 * end as f64;
     let (s, net) = (&world.proto.stats, &world.net);
     let (violations, violation_samples, checked_deliveries, undrained, unordered_unreported) =
-        match &world.proto.checker {
-            Some(c) => (
-                c.violation_count(),
-                c.violations().iter().map(|v| v.to_string()).collect(),
-                c.deliveries_checked(),
-                c.undrained(),
-                c.unordered_unreported(),
-            ),
-            None => (0, Vec::new(), 0, 0, 0),
-        };
+        checker_totals(world);
+    let optimistic = opt_report(world);
     let lamport = base.protocol == onepipe_baselines::Protocol::Lamport;
     BaseReport {
         seed: cfg.seed,
@@ -266,6 +285,60 @@ fn report<Q: EventQueue<Ev>>(
         events_per_wall_s: net.events as f64 / wall_s.max(1e-9),
         wall_s,
         simulated_ns: end,
+        optimistic,
         trace_hash: format!("{:016x}", world.proto.trace.value()),
     }
+}
+
+/// The checkers' verdicts: violations (both checkers), their first samples, deliveries checked,
+/// messages undrained, and messages delivered by nobody and never reported.
+fn checker_totals<Q: EventQueue<Ev>>(world: &BaseWorld<Q>) -> (u64, Vec<String>, u64, u64, u64) {
+    let (mut violations, mut samples, checked, undrained, unreported) = match &world.proto.checker {
+        Some(c) => (
+            c.violation_count(),
+            c.violations()
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>(),
+            c.deliveries_checked(),
+            c.undrained(),
+            c.unordered_unreported(),
+        ),
+        None => (0, Vec::new(), 0, 0, 0),
+    };
+    if let Some(c) = &world.proto.opt_checker {
+        violations += c.violation_count();
+        samples.extend(c.violations().iter().map(|v| v.to_string()));
+    }
+    (violations, samples, checked, undrained, unreported)
+}
+
+/// The optimistic-delivery part of a PLATO run's report.
+fn opt_report<Q: EventQueue<Ev>>(world: &BaseWorld<Q>) -> Option<OptReport> {
+    let deltas: Vec<u64> = world
+        .roles()
+        .iter()
+        .filter_map(|r| match r {
+            onepipe_baselines::BaseNode::Plato(e) => e.delta_ns(),
+            _ => None,
+        })
+        .collect();
+    if deltas.is_empty() {
+        return None;
+    }
+    let s = &world.proto.stats;
+    let latency_ns = world.proto.opt_latency.summary();
+    Some(OptReport {
+        delivered: s.opt_delivered,
+        revokes_early: s.revokes_early,
+        rollbacks: s.rollbacks,
+        rollback_fraction: s.rollbacks as f64 / latency_ns.count.max(1) as f64,
+        latency_ns,
+        delta_ns_end: deltas.iter().sum::<u64>() as f64 / deltas.len() as f64,
+        violations: world
+            .proto
+            .opt_checker
+            .as_ref()
+            .map_or(0, OptChecker::violation_count),
+    })
 }

@@ -36,6 +36,7 @@
 
 use super::check::{BaseChecker, Dsts, LossRules};
 use super::config::{class_of_kind, class_targeted, BaselineConfig};
+use super::optcheck::OptChecker;
 use crate::clock::Clock;
 use crate::config::{SimConfig, WorkloadKind};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
@@ -44,8 +45,10 @@ use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
 use onepipe_baselines::isis::{IsisConfig, IsisEndpoint};
 use onepipe_baselines::lamport::{LamportConfig, LamportEndpoint};
+use onepipe_baselines::plato::{PlatoConfig, PlatoEndpoint};
 use onepipe_baselines::sequencer::{
-    SeqEndpoint, SeqEndpointConfig, Sequencer, SequencerConfig, SequencerPlacement,
+    OrderBatchConfig, SeqEndpoint, SeqEndpointConfig, Sequencer, SequencerConfig,
+    SequencerPlacement,
 };
 use onepipe_baselines::token::{TokenConfig, TokenEndpoint};
 use onepipe_baselines::{
@@ -54,6 +57,7 @@ use onepipe_baselines::{
 };
 use onepipe_proto::topology::{Half, NodeKind, Topology};
 use onepipe_proto::{drive, Input, Instant, Node, NodeId, Output, ProcId};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -94,6 +98,21 @@ pub struct BaseEngineStats {
     pub lost_reported: u64,
     /// Sends reported lost before being ordered (`BaseEvent::SendFailed`).
     pub send_failed: u64,
+    /// PLATO: optimistic deliveries (`BaseEvent::OptDeliver`).
+    pub opt_delivered: u64,
+    /// PLATO: revokes before Tm (true time).
+    pub revokes_early: u64,
+    /// PLATO: revokes at or after Tm (true time): rollbacks.
+    pub rollbacks: u64,
+}
+
+/// An optimistic delivery not yet confirmed or revoked: the workload's sequence number, when
+/// it was issued, and Tm, all in true time.
+#[derive(Clone, Copy, Debug)]
+struct Tentative {
+    seq: u64,
+    issued: u64,
+    usable_at: u64,
 }
 
 /// A baseline protocol's state in a run: its roles (processes `0..procs`, then the sequencer if
@@ -116,6 +135,14 @@ pub struct Baselines {
     pub checker: Option<BaseChecker>,
     /// Send → deliver latency, true time.
     pub latency: NsHistogram,
+    /// PLATO: send → usable latency of the optimistic delivery that was confirmed (the earlier
+    /// of its Tm and its confirm), true time.
+    pub opt_latency: NsHistogram,
+    /// PLATO's checker, when checks are on and the run is optimistic.
+    pub opt_checker: Option<OptChecker>,
+    /// PLATO: optimistic deliveries not yet confirmed or revoked, by (receiver, sender,
+    /// sender's send counter).
+    tentative: BTreeMap<(u32, u32, u64), Tentative>,
     /// Hash of every send, delivery and loss report.
     pub trace: TraceHash,
     /// Counters.
@@ -292,6 +319,10 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             heartbeat_interval_ns,
             checker: cfg.check.then(|| BaseChecker::new(procs, rules)),
             latency: NsHistogram::default(),
+            opt_latency: NsHistogram::default(),
+            opt_checker: (cfg.check && base.protocol == BaseProtocol::Plato)
+                .then(|| OptChecker::new(procs)),
+            tentative: BTreeMap::new(),
             trace: TraceHash::default(),
             stats: BaseEngineStats::default(),
             base,
@@ -369,7 +400,30 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             BaseProtocol::Isis => ids
                 .map(|id| BaseNode::Isis(IsisEndpoint::new(IsisConfig::new(id, procs))))
                 .collect(),
+            BaseProtocol::Plato | BaseProtocol::PlatoFixed => Self::plato_group(base, procs),
         }
+    }
+
+    /// PLATO's group: endpoints (optimistic or not) and a sequencer sending the order in
+    /// batches of `plato_k`.
+    fn plato_group(base: &BaselineConfig, procs: u32) -> Vec<BaseNode> {
+        let optimistic = base.protocol == BaseProtocol::Plato;
+        let mut nodes: Vec<BaseNode> = (0..procs)
+            .map(|id| {
+                let mut pc = PlatoConfig::new(ProcId(id), procs);
+                pc.opt = optimistic.then(|| base.plato_opt());
+                // A copy the order has not named long after a batch would have: an orphan.
+                pc.orphan_timeout_ns = 100 * base.plato_flush_ns.max(pc.nack_timeout_ns);
+                BaseNode::Plato(PlatoEndpoint::new(pc))
+            })
+            .collect();
+        let mut sc = SequencerConfig::new(procs);
+        sc.order_batch = Some(OrderBatchConfig {
+            k: base.plato_k,
+            flush_ns: base.plato_flush_ns,
+        });
+        nodes.push(BaseNode::Sequencer(Sequencer::new(sc)));
+        nodes
     }
 
     /// The roles: processes `0..procs`, then the sequencer if any.
@@ -414,11 +468,19 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     fn caught_up(&self) -> bool {
         let n = self.proto.procs as usize;
         match self.proto.base.protocol {
-            BaseProtocol::Sequencer | BaseProtocol::SequencerSwitch => {
+            BaseProtocol::Sequencer
+            | BaseProtocol::SequencerSwitch
+            | BaseProtocol::Plato
+            | BaseProtocol::PlatoFixed => {
                 let ordered = self.ordered_per_receiver().expect("a sequencer");
-                self.proto.roles[..n].iter().zip(ordered).all(
-                    |(r, o)| matches!(r, BaseNode::SeqEndpoint(e) if e.received_through() >= o),
-                )
+                self.proto.roles[..n]
+                    .iter()
+                    .zip(ordered)
+                    .all(|(r, o)| match r {
+                        BaseNode::SeqEndpoint(e) => e.received_through() >= o,
+                        BaseNode::Plato(e) => e.received_through() >= o,
+                        _ => false,
+                    })
             }
             BaseProtocol::Token => {
                 let stamped: u64 = self.proto.roles.iter().map(|r| r.stats().stamped).sum();
@@ -557,7 +619,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 }
                 Output::Event(e) => {
                     let deliver_ns = w.core(role).costs.deliver_ns;
-                    w.on_event(e, &mut cursor, deliver_ns);
+                    w.on_event(e, &mut cursor, deliver_ns, local);
                 }
             },
         );
@@ -624,7 +686,8 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
         }
     }
 
-    fn on_event(&mut self, e: BaseEvent, cursor: &mut SimTime, deliver_ns: u64) {
+    /// A role's event at true time `*cursor`; `local` is the role's clock when its input came.
+    fn on_event(&mut self, e: BaseEvent, cursor: &mut SimTime, deliver_ns: u64, local: Instant) {
         match e {
             BaseEvent::Deliver {
                 dst,
@@ -653,7 +716,13 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 if let Some(c) = self.proto.checker.as_mut() {
                     c.on_deliver(*cursor, dst.0, src.0, seq, seq_or_ts);
                 }
+                if let Some(c) = self.proto.opt_checker.as_mut() {
+                    c.on_deliver(*cursor, dst.0, (src.0, seq), seq_or_ts);
+                }
             }
+            e @ (BaseEvent::OptDeliver { .. }
+            | BaseEvent::Revoke { .. }
+            | BaseEvent::Confirm { .. }) => self.on_opt_event(e, *cursor, local),
             BaseEvent::Lost { dst, count, .. } => {
                 self.proto.stats.lost_reported += count;
                 self.proto
@@ -676,6 +745,66 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                     c.on_send_failed(*cursor, src.0, first_send, count);
                 }
             }
+        }
+    }
+
+    /// One of PLATO's hooks at true time `cursor` (`local`: the role's clock then): the
+    /// optimistic latency and revoke counts, and the hooks' checker.
+    fn on_opt_event(&mut self, e: BaseEvent, cursor: SimTime, local: Instant) {
+        match e {
+            BaseEvent::OptDeliver {
+                dst,
+                src,
+                msg_id,
+                usable_at,
+                payload,
+            } => {
+                let word = |i: usize| {
+                    payload.get(i..i + 8).map_or(u64::MAX, |b| {
+                        u64::from_be_bytes(b.try_into().expect("8 bytes"))
+                    })
+                };
+                // Tm in true time: as far after now as the role's clock put it.
+                let usable_at = cursor + usable_at.0.saturating_sub(local.0);
+                let t = Tentative {
+                    seq: word(0),
+                    issued: word(8),
+                    usable_at,
+                };
+                self.proto.stats.opt_delivered += 1;
+                self.proto.tentative.insert((dst.0, src.0, msg_id), t);
+                if let Some(c) = self.proto.opt_checker.as_mut() {
+                    c.on_opt_deliver(cursor, dst.0, (src.0, t.seq), usable_at);
+                }
+            }
+            BaseEvent::Revoke {
+                dst, src, msg_id, ..
+            } => {
+                let Some(t) = self.proto.tentative.remove(&(dst.0, src.0, msg_id)) else {
+                    panic!("PLATO revoked a message it never delivered: {dst} {src} {msg_id}");
+                };
+                if cursor >= t.usable_at {
+                    self.proto.stats.rollbacks += 1;
+                } else {
+                    self.proto.stats.revokes_early += 1;
+                }
+                if let Some(c) = self.proto.opt_checker.as_mut() {
+                    c.on_revoke(cursor, dst.0, (src.0, t.seq));
+                }
+            }
+            BaseEvent::Confirm { dst, src, msg_id } => {
+                let Some(t) = self.proto.tentative.remove(&(dst.0, src.0, msg_id)) else {
+                    panic!("PLATO confirmed a message it never delivered: {dst} {src} {msg_id}");
+                };
+                let usable = t.usable_at.min(cursor);
+                self.proto
+                    .opt_latency
+                    .record(usable.saturating_sub(t.issued));
+                if let Some(c) = self.proto.opt_checker.as_mut() {
+                    c.on_confirm(cursor, dst.0, (src.0, t.seq));
+                }
+            }
+            _ => unreachable!("not an optimistic hook"),
         }
     }
 }
