@@ -1,7 +1,10 @@
 //! `onepipe bench`: the simulator experiments behind docs/BENCHMARKS.md, each writing a CSV.
 
 use clap::{Args, Subcommand};
-use onepipe_sim::{run, Report, Service, SimConfig, TopologySpec, WorkloadKind};
+use onepipe_sim::{
+    run, FaultConfig, NetworkConfig, Report, Service, SimConfig, TopologySpec, WorkloadConfig,
+    WorkloadKind,
+};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -114,15 +117,24 @@ pub fn loss(a: &LossArgs) -> Result<(), String> {
     for &loss in &LOSS_RATES {
         for service in [Service::BestEffort, Service::Reliable] {
             let cfg = SimConfig {
-                topology: TopologySpec::FatTree { k: 4 },
-                procs_per_host: 2,
-                workload: WorkloadKind::Scatter { k: 4 },
-                rate_per_proc: 50_000.0,
-                duration_ns: if a.quick { 500_000 } else { 20_000_000 },
-                drain_ns: 50_000_000,
-                loss_rate: loss,
-                service,
                 seed: a.seed,
+                net: NetworkConfig {
+                    topology: TopologySpec::FatTree { k: 4 },
+                    procs_per_host: 2,
+                    ..Default::default()
+                },
+                faults: FaultConfig {
+                    loss_rate: loss,
+                    ..Default::default()
+                },
+                workload: WorkloadConfig {
+                    workload: WorkloadKind::Scatter { k: 4 },
+                    rate_per_proc: 50_000.0,
+                    duration_ns: if a.quick { 500_000 } else { 20_000_000 },
+                    drain_ns: 50_000_000,
+                    service,
+                    ..Default::default()
+                },
                 ..SimConfig::default()
             };
             let r = point(&cfg)?;
@@ -168,13 +180,19 @@ pub fn throughput(a: &ThroughputArgs) -> Result<(), String> {
             .enumerate()
         {
             let cfg = SimConfig {
-                topology: TopologySpec::FatTree { k: 4 },
-                workload: WorkloadKind::AllToAll,
-                rate_per_proc: rate,
-                duration_ns: if a.quick { 200_000 } else { 2_000_000 },
-                drain_ns: 50_000_000,
-                service,
                 seed: a.seed,
+                net: NetworkConfig {
+                    topology: TopologySpec::FatTree { k: 4 },
+                    ..Default::default()
+                },
+                workload: WorkloadConfig {
+                    workload: WorkloadKind::AllToAll,
+                    rate_per_proc: rate,
+                    duration_ns: if a.quick { 200_000 } else { 2_000_000 },
+                    drain_ns: 50_000_000,
+                    service,
+                    ..Default::default()
+                },
                 ..SimConfig::default()
             };
             let r = point(&cfg)?;

@@ -4,7 +4,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use onepipe_proto::switch::SwitchMode;
 use onepipe_sim::config::PacketKind;
 use onepipe_sim::queue::QueueKind;
-use onepipe_sim::{run, Report, Service, SimConfig, TopologySpec, WorkloadKind};
+use onepipe_sim::{
+    run, FaultConfig, NetworkConfig, ProtocolConfig, Report, Service, SimConfig, TopologySpec,
+    WorkloadConfig, WorkloadKind,
+};
 use std::path::PathBuf;
 
 /// Exit code for a run whose checkers found a violation.
@@ -443,6 +446,18 @@ impl SimArgs {
     /// The simulator's configuration these flags ask for.
     fn config(&self) -> SimConfig {
         SimConfig {
+            seed: self.seed,
+            check: !self.no_check,
+            net: self.net_config(),
+            faults: self.fault_config(),
+            workload: self.workload_config(),
+            protocol: self.protocol_config(),
+        }
+    }
+
+    /// The network these flags ask for.
+    fn net_config(&self) -> NetworkConfig {
+        NetworkConfig {
             topology: self.topology_spec(),
             procs_per_host: self.procs_per_host,
             switch_mode: self.switch_mode.into(),
@@ -453,23 +468,31 @@ impl SimArgs {
             clock_drift_ppm: self.clock_drift_ppm,
             clock_sync_interval_ns: self.clock_sync_interval,
             clock_epoch_ns: self.clock_epoch,
-            workload: self.workload_kind(),
-            msg_size: self.msg_size,
-            rate_per_proc: self.rate,
-            duration_ns: self.duration,
-            drain_ns: self.drain,
+            ctrl_delay_ns: self.ctrl_delay,
+            ecn_threshold_bytes: self.ecn_threshold,
+            link_gbps: self.link_gbps,
+            link_delay_ns: self.link_delay,
+            host_links: Vec::new(),
+            host_send_ns: self.host_send_cost,
+            host_recv_ns: self.host_recv_cost,
+            host_deliver_ns: self.host_deliver_cost,
+            switch_cpu_delay_ns: self.switch_cpu_delay,
+            rep_proc_delay_ns: self.rep_delay,
+            rep_rtt_ns: self.rep_rtt,
+            mtu_payload: self.mtu,
+            queue: self.queue.into(),
+        }
+    }
+
+    /// The faults these flags ask for.
+    fn fault_config(&self) -> FaultConfig {
+        FaultConfig {
             reorder_prob: self.reorder_prob,
             reorder_delay_ns: self.reorder_delay,
             loss_rate: self.loss,
             loss_burst: self.loss_burst,
             dup_rate: self.dup,
             loss_kind: self.loss_kind.map(PacketKind::from),
-            service: self.service.into(),
-            rto_ns: self.rto,
-            rto_max_ns: self.rto_max,
-            dupack_threshold: self.dupack_threshold,
-            ack_delay_be_ns: self.ack_delay_be,
-            loss_timeout_max_ns: self.loss_timeout_max,
             crashes: self.crash_host.clone(),
             leaves: self.leave_host.clone(),
             restarts: self.restart_host.clone(),
@@ -482,30 +505,38 @@ impl SimArgs {
             clock_steps: self.clock_step.clone(),
             controller_down: self.controller_down.clone(),
             blackholes: self.blackhole.clone(),
-            forward_after: self.forward_after,
-            link_timeout_intervals: self.link_timeout,
-            ctrl_delay_ns: self.ctrl_delay,
-            failure_settle_ns: self.failure_settle,
-            send_buffer_bytes: self.send_buffer,
-            ecn_threshold_bytes: self.ecn_threshold,
-            seed: self.seed,
-            check: !self.no_check,
-            link_gbps: self.link_gbps,
-            link_delay_ns: self.link_delay,
-            host_links: Vec::new(),
-            host_send_ns: self.host_send_cost,
-            host_recv_ns: self.host_recv_cost,
-            host_deliver_ns: self.host_deliver_cost,
-            switch_cpu_delay_ns: self.switch_cpu_delay,
-            rep_proc_delay_ns: self.rep_delay,
-            rep_rtt_ns: self.rep_rtt,
-            mtu_payload: self.mtu,
-            queue: self.queue.into(),
-            proc_ids_spare: None,
-            deliver_burst_max: SimConfig::default().deliver_burst_max,
-            retransmit_burst_max: SimConfig::default().retransmit_burst_max,
+        }
+    }
+
+    /// The workload these flags ask for.
+    fn workload_config(&self) -> WorkloadConfig {
+        WorkloadConfig {
+            workload: self.workload_kind(),
+            msg_size: self.msg_size,
+            rate_per_proc: self.rate,
+            duration_ns: self.duration,
+            drain_ns: self.drain,
+            service: self.service.into(),
             app: None,
             keep_history: false,
+        }
+    }
+
+    /// The protocol settings these flags ask for.
+    fn protocol_config(&self) -> ProtocolConfig {
+        ProtocolConfig {
+            rto_ns: self.rto,
+            rto_max_ns: self.rto_max,
+            dupack_threshold: self.dupack_threshold,
+            ack_delay_be_ns: self.ack_delay_be,
+            loss_timeout_max_ns: self.loss_timeout_max,
+            forward_after: self.forward_after,
+            link_timeout_intervals: self.link_timeout,
+            failure_settle_ns: self.failure_settle,
+            send_buffer_bytes: self.send_buffer,
+            proc_ids_spare: None,
+            deliver_burst_max: ProtocolConfig::default().deliver_burst_max,
+            retransmit_burst_max: ProtocolConfig::default().retransmit_burst_max,
         }
     }
 
@@ -656,8 +687,8 @@ fn sim(args: &SimArgs) -> i32 {
         return EXIT_USAGE;
     }
     match args.baseline.protocol {
-        Some(crate::sim_baseline::Proto::OnepipeBe) => cfg.service = Service::BestEffort,
-        Some(crate::sim_baseline::Proto::OnepipeR) => cfg.service = Service::Reliable,
+        Some(crate::sim_baseline::Proto::OnepipeBe) => cfg.workload.service = Service::BestEffort,
+        Some(crate::sim_baseline::Proto::OnepipeR) => cfg.workload.service = Service::Reliable,
         Some(p) => {
             let base = args.baseline.config(p.baseline().expect("a baseline"));
             return crate::sim_baseline::sim(&cfg, &base, args.quiet, args.json.as_deref());
@@ -665,14 +696,14 @@ fn sim(args: &SimArgs) -> i32 {
         None => {}
     }
     match args.app.spec() {
-        Ok(spec) => cfg.app = spec,
+        Ok(spec) => cfg.workload.app = spec,
         Err(e) => {
             eprintln!("onepipe sim: {e}");
             return EXIT_USAGE;
         }
     }
-    cfg.keep_history = args.app.history.is_some();
-    if cfg.app.is_some() && args.app.system != crate::sim_app::System::Onepipe {
+    cfg.workload.keep_history = args.app.history.is_some();
+    if cfg.workload.app.is_some() && args.app.system != crate::sim_app::System::Onepipe {
         let (json, history) = (args.json.as_deref(), args.app.history.as_deref());
         let allow = args.app.allow_unchecked;
         return crate::sim_app::sim_direct(&cfg, args.app.system, json, history, allow);

@@ -23,7 +23,7 @@ use clap::Args;
 use onepipe_apps::kv::workload::{KeyDist, KvWorkload};
 use onepipe_sim::apps::AppReport;
 use onepipe_sim::direct::{run_direct, DirectSystem};
-use onepipe_sim::{run, AppSpec, SimConfig};
+use onepipe_sim::{run, AppSpec, NetworkConfig, SimConfig, WorkloadConfig};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -166,22 +166,28 @@ fn config(a: &Fig14Args, p: &Point) -> SimConfig {
 /// The simulation of an application figure's point: `n` processes laid out as Fig. 8 lays
 /// them out, running `app` for `duration` (ns) with `seed`, on the CPU model of every system
 /// (1Pipe and the baselines on direct messages alike): one simulated CPU per host serves its
-/// processes at their cores' speed ([`SimConfig::pool_host_cpu`]).
+/// processes at their cores' speed ([`NetworkConfig::pool_host_cpu`]).
 pub(crate) fn app_config(n: u32, duration: u64, seed: u64, app: AppSpec) -> SimConfig {
     let (topology, pph) = layout(n);
     let mut cfg = SimConfig {
-        topology,
-        procs_per_host: pph,
-        duration_ns: duration,
-        // A run ends as soon as it settles; the limit only bounds one that does not. 2PL and
-        // OCC at 1% loss wait on retransmissions behind lock queues: 64 processes settle in
-        // 10-100 ms (fig15 b), so 10 ms left them unchecked.
-        drain_ns: 100_000_000,
         seed,
-        app: Some(app),
+        net: NetworkConfig {
+            topology,
+            procs_per_host: pph,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: duration,
+            // A run ends as soon as it settles; the limit only bounds one that does not. 2PL and
+            // OCC at 1% loss wait on retransmissions behind lock queues: 64 processes settle in
+            // 10-100 ms (fig15 b), so 10 ms left them unchecked.
+            drain_ns: 100_000_000,
+            app: Some(app),
+            ..Default::default()
+        },
         ..SimConfig::default()
     };
-    cfg.pool_host_cpu();
+    cfg.net.pool_host_cpu();
     cfg
 }
 

@@ -166,7 +166,7 @@ fn run_point(a: &Fig15Args, p: &Point) -> PointResult {
         (false, _) => a.duration.max(3_000_000),
     };
     let mut cfg = app_config(p.n, duration, a.seed, app);
-    cfg.loss_rate = p.loss;
+    cfg.faults.loss_rate = p.loss;
     let fail = |e: String| {
         format!(
             "{} {}, {} processes, loss {}, seed {}: {e}",

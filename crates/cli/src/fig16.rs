@@ -26,7 +26,7 @@ use clap::Args;
 use onepipe_apps::hashtable::{HtLayout, HtWorkload};
 use onepipe_sim::apps::AppReport;
 use onepipe_sim::direct::{run_direct, DirectSystem};
-use onepipe_sim::{run, AppSpec, SimConfig, TopologySpec};
+use onepipe_sim::{run, AppSpec, NetworkConfig, SimConfig, TopologySpec, WorkloadConfig};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -173,15 +173,21 @@ fn config(a: &Fig16Args, p: &Point) -> SimConfig {
         .find(|k: &u32| k.pow(3) / 4 >= layout.procs())
         .expect("a fat tree large enough");
     SimConfig {
-        topology: TopologySpec::FatTree { k },
-        duration_ns: if a.quick { 300_000 } else { a.duration },
-        drain_ns: 10_000_000,
         seed: a.seed,
-        app: Some(AppSpec::HashTable {
-            workload,
-            window: if p.panel == 'c' { a.window_c } else { a.window },
-            layout,
-        }),
+        net: NetworkConfig {
+            topology: TopologySpec::FatTree { k },
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: if a.quick { 300_000 } else { a.duration },
+            drain_ns: 10_000_000,
+            app: Some(AppSpec::HashTable {
+                workload,
+                window: if p.panel == 'c' { a.window_c } else { a.window },
+                layout,
+            }),
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }

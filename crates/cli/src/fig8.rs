@@ -25,7 +25,7 @@
 //! k = 8 fat tree (128 hosts; 1, 2, 4 per host). The testbed gives each process its own cores.
 //! Every protocol has the same CPU model: one simulated CPU per host serves all its processes
 //! (1Pipe's host role; the baselines' processes of a host share a core), and the per-packet
-//! costs are divided among the host's processes (`SimConfig::pool_host_cpu`: send ⌊50 / pph⌋
+//! costs are divided among the host's processes (`NetworkConfig::pool_host_cpu`: send ⌊50 / pph⌋
 //! ns, receive ⌈50 / pph⌉ ns with the sum exact, deliver ⌈20 / pph⌉ ns) — the same capacity
 //! per process at every N. The host-placed sequencer keeps a core of its own at one core's
 //! cost (50 ns per packet in and out).
@@ -36,7 +36,9 @@ use clap::Args;
 use onepipe_baselines::Protocol;
 use onepipe_sim::baseline::{run_baseline, BaselineConfig};
 use onepipe_sim::metrics::Summary;
-use onepipe_sim::{run, Service, SimConfig, TopologySpec, WorkloadKind};
+use onepipe_sim::{
+    run, NetworkConfig, Service, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -230,26 +232,32 @@ fn config(a: &Fig8Args, job: Job) -> (SimConfig, Option<BaselineConfig>) {
     let fixed = job.kind == Kind::FixedLoad;
     let load = if fixed { a.latency_load } else { a.load };
     let mut cfg = SimConfig {
-        topology,
-        procs_per_host: pph,
-        workload: WorkloadKind::AllToAll,
-        msg_size: 64,
-        // A broadcast is N messages: N × rate = the load per process.
-        rate_per_proc: load / f64::from(job.n),
-        duration_ns: duration_ns(a, job.n, job.kind),
-        // Saturation runs stop with the sending: their figure is the rate while sending.
-        drain_ns: if fixed { 10_000_000 } else { 0 },
         seed: a.seed,
+        net: NetworkConfig {
+            topology,
+            procs_per_host: pph,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            workload: WorkloadKind::AllToAll,
+            msg_size: 64,
+            // A broadcast is N messages: N × rate = the load per process.
+            rate_per_proc: load / f64::from(job.n),
+            duration_ns: duration_ns(a, job.n, job.kind),
+            // Saturation runs stop with the sending: their figure is the rate while sending.
+            drain_ns: if fixed { 10_000_000 } else { 0 },
+            ..Default::default()
+        },
         ..SimConfig::default()
     };
     if let Some(d) = a.ack_delay_be {
-        cfg.ack_delay_be_ns = d;
+        cfg.protocol.ack_delay_be_ns = d;
     }
     match LINES[job.line].1 {
         Line::Onepipe(service) => {
-            cfg.service = service;
+            cfg.workload.service = service;
             // One simulated CPU serves the host's pph processes at pph cores' speed.
-            cfg.pool_host_cpu();
+            cfg.net.pool_host_cpu();
             (cfg, None)
         }
         Line::Base(p) => {
@@ -263,12 +271,12 @@ fn config(a: &Fig8Args, job: Job) -> (SimConfig, Option<BaselineConfig>) {
             );
             base.seq_host_packet_ns = Some(seq_in);
             // The processes of a host share one CPU at pph cores' speed, as 1Pipe's do.
-            cfg.pool_host_cpu();
+            cfg.net.pool_host_cpu();
             if p == Protocol::Token && fixed {
                 // Draining takes up to a rotation: every holder sends a batch of N copies.
                 let n = u64::from(job.n);
-                let rotation = n * n * base.token_batch_max as u64 * cfg.host_send_ns;
-                cfg.drain_ns = cfg.drain_ns.max(2 * rotation);
+                let rotation = n * n * base.token_batch_max as u64 * cfg.net.host_send_ns;
+                cfg.workload.drain_ns = cfg.workload.drain_ns.max(2 * rotation);
             }
             (cfg, Some(base))
         }

@@ -29,7 +29,9 @@ use onepipe_apps::repl::{DiskModel, ReplWorkload};
 use onepipe_baselines::paxos_model::PaxosNet;
 use onepipe_sim::apps::AppReport;
 use onepipe_sim::direct::{run_direct, DirectSystem, MESSAGE_OVERHEAD_LEN};
-use onepipe_sim::{AppSpec, HostLinks, LinkSpec, PaxosSpec, SimConfig, TopologySpec};
+use onepipe_sim::{
+    AppSpec, HostLinks, LinkSpec, NetworkConfig, PaxosSpec, SimConfig, TopologySpec, WorkloadConfig,
+};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -330,54 +332,60 @@ fn config(a: &PaxosBenchArgs, p: &Point) -> SimConfig {
     };
     let hosts = REPLICAS + p.clients;
     SimConfig {
-        topology: TopologySpec::Rack { hosts },
-        link_gbps: net.down_gbps,
-        link_delay_ns: 0,
-        host_links: vec![
-            HostLinks {
-                hosts: 0..REPLICAS,
-                up: replica_up,
-                down,
-            },
-            HostLinks {
-                hosts: REPLICAS..hosts,
-                up: net.client_up,
-                down,
-            },
-        ],
-        host_send_ns: SEND_NS,
-        host_recv_ns: RECV_NS,
-        host_deliver_ns: DELIVER_NS,
-        duration_ns: if a.quick {
-            net.quick_duration_ns
-        } else {
-            net.duration_ns
-        },
-        // The throughput and the counters are those of the run's length: it stops when the
-        // clients do; the requests still open are checked as writes that may or may not have
-        // taken effect.
-        drain_ns: 0,
         seed: a.seed,
-        app: Some(AppSpec::ReplKv {
-            workload: ReplWorkload {
-                keys: 100_000,
-                read_ratio: 0.0,
-                cas_ratio: 0.0,
-                value_size: value_size(p.request),
+        net: NetworkConfig {
+            topology: TopologySpec::Rack { hosts },
+            link_gbps: net.down_gbps,
+            link_delay_ns: 0,
+            host_links: vec![
+                HostLinks {
+                    hosts: 0..REPLICAS,
+                    up: replica_up,
+                    down,
+                },
+                HostLinks {
+                    hosts: REPLICAS..hosts,
+                    up: net.client_up,
+                    down,
+                },
+            ],
+            host_send_ns: SEND_NS,
+            host_recv_ns: RECV_NS,
+            host_deliver_ns: DELIVER_NS,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: if a.quick {
+                net.quick_duration_ns
+            } else {
+                net.duration_ns
             },
-            window: 1,
-            replicas: REPLICAS,
-            disk: DiskModel::default(),
-            suspect_ns: Some(CLIENT_SUSPECT_NS),
-            paxos: PaxosSpec {
-                wnd: p.wnd,
-                bsz: p.bsz,
-                delta_b_ns: DELTA_B_NS,
-                heartbeat_ns: net.heartbeat_ns,
-                election_timeout_ns: 10 * net.heartbeat_ns,
-                echo: true,
-            },
-        }),
+            // The throughput and the counters are those of the run's length: it stops when the
+            // clients do; the requests still open are checked as writes that may or may not have
+            // taken effect.
+            drain_ns: 0,
+            app: Some(AppSpec::ReplKv {
+                workload: ReplWorkload {
+                    keys: 100_000,
+                    read_ratio: 0.0,
+                    cas_ratio: 0.0,
+                    value_size: value_size(p.request),
+                },
+                window: 1,
+                replicas: REPLICAS,
+                disk: DiskModel::default(),
+                suspect_ns: Some(CLIENT_SUSPECT_NS),
+                paxos: PaxosSpec {
+                    wnd: p.wnd,
+                    bsz: p.bsz,
+                    delta_b_ns: DELTA_B_NS,
+                    heartbeat_ns: net.heartbeat_ns,
+                    election_timeout_ns: 10 * net.heartbeat_ns,
+                    echo: true,
+                },
+            }),
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -458,7 +466,7 @@ fn run_point(a: &PaxosBenchArgs, p: &Point) -> Result<Measured, String> {
         .map_err(|e| format!("{}: {e}", label(p)))?;
     let app = r.app;
     let px = app.paxos.clone().unwrap_or_default();
-    let duration_s = cfg.duration_ns as f64 / 1e9;
+    let duration_s = cfg.workload.duration_ns as f64 / 1e9;
     let inst_per_s = px.instances_decided as f64 / duration_s;
     let batch_mean = px.batch_mean();
     Ok(Measured {

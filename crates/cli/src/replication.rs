@@ -19,7 +19,9 @@ use clap::Args;
 use onepipe_apps::repl::{DiskModel, ReplWorkload};
 use onepipe_sim::apps::AppReport;
 use onepipe_sim::direct::{run_direct, DirectSystem};
-use onepipe_sim::{run, AppSpec, SimConfig, TopologySpec};
+use onepipe_sim::{
+    run, AppSpec, FaultConfig, NetworkConfig, SimConfig, TopologySpec, WorkloadConfig,
+};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -133,33 +135,42 @@ fn points(a: &ReplicationArgs) -> Vec<Point> {
 
 fn config(a: &ReplicationArgs, p: &Point) -> SimConfig {
     SimConfig {
-        topology: TopologySpec::Rack {
-            hosts: 3 + p.clients,
-        },
-        duration_ns: if a.quick { 2_000_000 } else { a.duration },
-        drain_ns: 20_000_000,
         seed: a.seed,
-        loss_rate: p.loss,
-        app: Some(AppSpec::ReplKv {
-            workload: ReplWorkload {
-                keys: 1_000,
-                read_ratio: 0.0,
-                cas_ratio: 0.1,
-                value_size: a.value_size,
+        net: NetworkConfig {
+            topology: TopologySpec::Rack {
+                hosts: 3 + p.clients,
             },
-            window: 1,
-            replicas: 3,
-            disk: if p.panel == 'c' {
-                DiskModel::default()
-            } else {
-                DiskModel {
-                    write_ns: a.disk,
-                    jitter_ns: a.disk_jitter,
-                }
-            },
-            suspect_ns: None,
-            paxos: onepipe_sim::PaxosSpec::default(),
-        }),
+            ..Default::default()
+        },
+        faults: FaultConfig {
+            loss_rate: p.loss,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: if a.quick { 2_000_000 } else { a.duration },
+            drain_ns: 20_000_000,
+            app: Some(AppSpec::ReplKv {
+                workload: ReplWorkload {
+                    keys: 1_000,
+                    read_ratio: 0.0,
+                    cas_ratio: 0.1,
+                    value_size: a.value_size,
+                },
+                window: 1,
+                replicas: 3,
+                disk: if p.panel == 'c' {
+                    DiskModel::default()
+                } else {
+                    DiskModel {
+                        write_ns: a.disk,
+                        jitter_ns: a.disk_jitter,
+                    }
+                },
+                suspect_ns: None,
+                paxos: onepipe_sim::PaxosSpec::default(),
+            }),
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }

@@ -152,8 +152,8 @@ impl TpccSet {
             checker: TpccChecker::new(workload.scale, workload.seed, layout),
             latency: Default::default(),
             committed_in_period: 0,
-            stop_ns: cfg.clock_epoch_ns + cfg.duration_ns,
-            duration_ns: cfg.duration_ns,
+            stop_ns: cfg.net.clock_epoch_ns + cfg.workload.duration_ns,
+            duration_ns: cfg.workload.duration_ns,
         }
     }
 
@@ -337,8 +337,8 @@ impl ReplSet {
             done: Vec::new(),
             latency: Default::default(),
             in_period: 0,
-            stop_ns: cfg.clock_epoch_ns + cfg.duration_ns,
-            duration_ns: cfg.duration_ns,
+            stop_ns: cfg.net.clock_epoch_ns + cfg.workload.duration_ns,
+            duration_ns: cfg.workload.duration_ns,
         }
     }
 }
@@ -516,7 +516,7 @@ pub(crate) fn repl_set(
         disk,
         suspect_ns,
         ..
-    }) = &cfg.app
+    }) = &cfg.workload.app
     else {
         return None;
     };
@@ -526,8 +526,8 @@ pub(crate) fn repl_set(
             let client_window = if p >= *replicas { *window } else { 0 };
             let mut rc =
                 ReplConfig::new(ProcId(p), *replicas, procs, workload.clone(), client_window);
-            rc.start = Instant(cfg.clock_epoch_ns);
-            rc.stop = Instant(cfg.clock_epoch_ns + cfg.duration_ns);
+            rc.start = Instant(cfg.net.clock_epoch_ns);
+            rc.stop = Instant(cfg.net.clock_epoch_ns + cfg.workload.duration_ns);
             rc.disk = *disk;
             // A loss or failure is suspected after several disk writes' worth of silence, not
             // when writes merely queue at a disk.
@@ -724,8 +724,8 @@ impl TxnRecorder {
             latency: Default::default(),
             committed_in_period: 0,
             ops_in_period: 0,
-            stop_ns: cfg.clock_epoch_ns + cfg.duration_ns,
-            duration_ns: cfg.duration_ns,
+            stop_ns: cfg.net.clock_epoch_ns + cfg.workload.duration_ns,
+            duration_ns: cfg.workload.duration_ns,
         }
     }
 
@@ -826,12 +826,13 @@ impl TxnRecorder {
 pub fn realtime_skew_ns(cfg: &SimConfig) -> u64 {
     // A clock step (`--clock-step`) moves a clock that far at once.
     let step = cfg
+        .faults
         .clock_steps
         .iter()
         .map(|s| s.2.unsigned_abs())
         .max()
         .unwrap_or(0);
-    (20.0 * cfg.clock_skew_ns) as u64 + 1_000 + step
+    (20.0 * cfg.net.clock_skew_ns) as u64 + 1_000 + step
 }
 
 /// TPC-C's processes of a run of `cfg` (its `AppSpec::Tpcc`), each built by `make` from its
@@ -842,15 +843,15 @@ pub(crate) fn tpcc_set(
     procs: u32,
     make: impl Fn(TpccConfig, TpccGen) -> Box<dyn TpccApp>,
 ) -> Option<TpccSet> {
-    let Some(AppSpec::Tpcc { workload, window }) = &cfg.app else {
+    let Some(AppSpec::Tpcc { workload, window }) = &cfg.workload.app else {
         return None;
     };
     let mut seeds = Rng::new(cfg.seed ^ 0x7CC);
     let apps = (0..procs)
         .map(|p| {
             let mut tc = TpccConfig::new(ProcId(p), procs, workload.clone(), *window);
-            tc.start = Instant(cfg.clock_epoch_ns);
-            tc.stop = Instant(cfg.clock_epoch_ns + cfg.duration_ns);
+            tc.start = Instant(cfg.net.clock_epoch_ns);
+            tc.stop = Instant(cfg.net.clock_epoch_ns + cfg.workload.duration_ns);
             let gen = TpccGen::new(workload.clone(), tc.home_warehouse(), seeds.next_u64());
             make(tc, gen)
         })
@@ -862,7 +863,7 @@ pub(crate) fn tpcc_set(
 /// initiates), with its transaction generator: seeded from the run's seed, issuing from local
 /// time 0 (the clocks' epoch) for `cfg.duration_ns`.
 pub(crate) fn kv_processes(cfg: &SimConfig, procs: u32) -> Vec<(KvConfig, TxnGen)> {
-    let Some(AppSpec::Kv { workload, window }) = &cfg.app else {
+    let Some(AppSpec::Kv { workload, window }) = &cfg.workload.app else {
         return Vec::new();
     };
     let zipf = workload.zipf();
@@ -871,8 +872,8 @@ pub(crate) fn kv_processes(cfg: &SimConfig, procs: u32) -> Vec<(KvConfig, TxnGen
         .map(|p| {
             let mut kc = KvConfig::new(ProcId(p), procs, workload.clone(), *window);
             // Local clocks read about true time plus the epoch.
-            kc.start = Instant(cfg.clock_epoch_ns);
-            kc.stop = Instant(cfg.clock_epoch_ns + cfg.duration_ns);
+            kc.start = Instant(cfg.net.clock_epoch_ns);
+            kc.stop = Instant(cfg.net.clock_epoch_ns + cfg.workload.duration_ns);
             // The checker learns what took effect from the servers (`KvSet::report`).
             kc.log_applied = true;
             (kc, TxnGen::new(workload.clone(), zipf, seeds.next_u64()))

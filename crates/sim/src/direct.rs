@@ -5,9 +5,10 @@
 //! **Processes and cores.** The processes of a host share one core — one FIFO of inputs, one
 //! busy time — as a 1Pipe host's processes share its host role's, with the 1Pipe host's costs:
 //! `host_recv_ns` + `host_deliver_ns` per message taken in, `host_send_ns` per message sent.
-//! The benches give that core `procs_per_host` cores' speed ([`SimConfig::pool_host_cpu`], for
-//! 1Pipe alike): a core's capacity per process, as each process has its own threads in the
-//! paper's testbed (§7.1), pooled so a busy process (a hot key's server) may use what its
+//! The benches give that core `procs_per_host` cores' speed
+//! ([`NetworkConfig::pool_host_cpu`](crate::config::NetworkConfig::pool_host_cpu), for 1Pipe
+//! alike): a core's capacity per process, as each process has its own threads in the paper's
+//! testbed (§7.1), pooled so a busy process (a hot key's server) may use what its
 //! neighbours leave. [`DirectReport::cpu_busy`] says how busy the cores were.
 //!
 //! **Messages** go straight to their destination — no timestamps, no barriers — over the same
@@ -262,14 +263,14 @@ impl Protocol for Direct {
 impl<Q: EventQueue<Ev>> DirectWorld<Q> {
     /// Builds the network and `system`'s processes for `cfg` (valid, with an application).
     pub fn new(cfg: SimConfig, system: DirectSystem, queue: Q) -> Result<DirectWorld<Q>, String> {
-        let topo = Arc::new(cfg.topology.build()?);
-        let pph = cfg.procs_per_host;
+        let topo = Arc::new(cfg.net.topology.build()?);
+        let pph = cfg.net.procs_per_host;
         let procs = topo.hosts() * pph;
         let seeds = Seeds::new(cfg.seed);
         let costs = Costs {
-            recv_ns: cfg.host_recv_ns,
-            send_ns: cfg.host_send_ns,
-            deliver_ns: cfg.host_deliver_ns,
+            recv_ns: cfg.net.host_recv_ns,
+            send_ns: cfg.net.host_send_ns,
+            deliver_ns: cfg.net.host_deliver_ns,
         };
         // The baselines read no clock for ordering: their processes' clocks are exact, so times
         // they report (latency, the serialization stamps of the FaRM-like store) are true time.
@@ -297,17 +298,18 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
             pph,
             apps,
             route_seed: seeds.route,
-            transport: (cfg.loss_rate > 0.0 || cfg.dup_rate > 0.0 || cfg.reorder_prob > 0.0).then(
-                || Transport {
-                    rto_ns: cfg.rto_ns,
+            transport: (cfg.faults.loss_rate > 0.0
+                || cfg.faults.dup_rate > 0.0
+                || cfg.faults.reorder_prob > 0.0)
+                .then(|| Transport {
+                    rto_ns: cfg.protocol.rto_ns,
                     ..Transport::default()
-                },
-            ),
+                }),
             trace: TraceHash::default(),
             messages: 0,
             crash_at: {
                 let mut at = vec![None; topo.hosts() as usize];
-                for &(h, t) in &cfg.crashes {
+                for &(h, t) in &cfg.faults.crashes {
                     if let Some(a) = at.get_mut(h as usize) {
                         *a = Some(a.map_or(t, |x: SimTime| x.min(t)));
                     }
@@ -552,7 +554,7 @@ fn direct_apps(
     system: DirectSystem,
     procs: u32,
 ) -> Result<Box<dyn AppSet>, String> {
-    if let Some(AppSpec::ReplKv { paxos, .. }) = &cfg.app {
+    if let Some(AppSpec::ReplKv { paxos, .. }) = &cfg.workload.app {
         let paxos = *paxos;
         let set = repl_set(cfg, procs, |c, g, seed| -> Box<dyn ReplApp> {
             match system {
@@ -576,7 +578,7 @@ fn direct_apps(
     if let Some(set) = ht_set(cfg, procs, HtMode::Rdma) {
         return Ok(Box::new(set));
     }
-    if let Some(AppSpec::Tpcc { .. }) = &cfg.app {
+    if let Some(AppSpec::Tpcc { .. }) = &cfg.workload.app {
         let make = |c, g| -> Box<dyn TpccApp> {
             match system {
                 // 1Pipe's TPC-C process on plain messages: the same work, nothing ordered.
@@ -643,13 +645,13 @@ pub fn run_direct(
     progress: &mut dyn FnMut(f64),
 ) -> Result<DirectReport, ConfigError> {
     cfg.validate()?;
-    if cfg.app.is_none() {
+    if cfg.workload.app.is_none() {
         return Err(ConfigError {
             flag: "--system",
             message: format!("{} runs an application: give --app", system.name()),
         });
     }
-    let app = cfg.app.as_ref().map_or("", AppSpec::name);
+    let app = cfg.workload.app.as_ref().map_or("", AppSpec::name);
     let needs_own = app == "replkv" || app == "hashtable";
     if system.app().is_some_and(|a| a != app) || needs_own && system.app().is_none() {
         return Err(ConfigError {
@@ -662,7 +664,7 @@ pub fn run_direct(
             ),
         });
     }
-    match cfg.queue {
+    match cfg.net.queue {
         QueueKind::Radix => run_with(cfg, system, RadixHeap::new(), progress),
         QueueKind::Quaternary => run_with(cfg, system, QuaternaryHeap::new(), progress),
         QueueKind::Binary => run_with(cfg, system, StdBinaryHeap::new(), progress),
@@ -681,10 +683,10 @@ fn run_with<Q: EventQueue<Ev>>(
             flag: "--topology",
             message,
         })?;
-    let limit = cfg.duration_ns + cfg.drain_ns;
-    let mut report_progress = |t: u64| progress(t as f64 / cfg.duration_ns.max(1) as f64);
-    world.run_until(cfg.duration_ns, &mut report_progress);
-    let cpu_busy = world.cpu_busy_share(cfg.duration_ns);
+    let limit = cfg.workload.duration_ns + cfg.workload.drain_ns;
+    let mut report_progress = |t: u64| progress(t as f64 / cfg.workload.duration_ns.max(1) as f64);
+    world.run_until(cfg.workload.duration_ns, &mut report_progress);
+    let cpu_busy = world.cpu_busy_share(cfg.workload.duration_ns);
     // Quiescence is checked about every 20 µs, at a step no round period divides: a
     // heartbeat every 20 µs (MultiPaxos's leader) in flight at every check would otherwise keep
     // an idle run from ever counting as drained.
@@ -715,6 +717,10 @@ fn run_with<Q: EventQueue<Ev>>(
         events_per_wall_s: world.net.events as f64 / wall_s.max(1e-9),
         wall_s,
         trace_hash: format!("{:016x}", p.trace.value()),
-        app_history: cfg.keep_history.then(|| p.apps.history_json()).flatten(),
+        app_history: cfg
+            .workload
+            .keep_history
+            .then(|| p.apps.history_json())
+            .flatten(),
     })
 }

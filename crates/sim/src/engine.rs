@@ -221,16 +221,16 @@ pub struct Link {
 /// Every role's clock model (`--clock-skew`, `--clock-drift`, sync interval, epoch).
 pub fn clock_params(cfg: &SimConfig) -> crate::clock::ClockParams {
     crate::clock::ClockParams {
-        skew_ns: cfg.clock_skew_ns,
-        drift_ppm: cfg.clock_drift_ppm,
-        sync_interval_ns: cfg.clock_sync_interval_ns,
-        epoch_ns: cfg.clock_epoch_ns,
+        skew_ns: cfg.net.clock_skew_ns,
+        drift_ppm: cfg.net.clock_drift_ppm,
+        sync_interval_ns: cfg.net.clock_sync_interval_ns,
+        epoch_ns: cfg.net.clock_epoch_ns,
     }
 }
 
 /// Picoseconds per byte on every link (but those of `cfg.host_links`).
 pub fn ps_per_byte(cfg: &SimConfig) -> u64 {
-    ps_per_byte_at(cfg.link_gbps)
+    ps_per_byte_at(cfg.net.link_gbps)
 }
 
 fn ps_per_byte_at(gbps: f64) -> u64 {
@@ -244,7 +244,7 @@ pub fn build_links(cfg: &SimConfig, topo: &Topology) -> Vec<Link> {
     // The link's host end and direction: a host's uplink leaves it, its downlink reaches it.
     let spec = |from: u32, to: u32| {
         let named = |h: u32, up: bool| {
-            (cfg.host_links.iter().rev())
+            (cfg.net.host_links.iter().rev())
                 .find(|s| s.hosts.contains(&h))
                 .map(|s| if up { s.up } else { s.down })
         };
@@ -253,7 +253,9 @@ pub fn build_links(cfg: &SimConfig, topo: &Topology) -> Vec<Link> {
             (false, true) => named(to, false),
             (false, false) => None,
         };
-        own.map_or((cfg.link_gbps, cfg.link_delay_ns), |l| (l.gbps, l.delay_ns))
+        own.map_or((cfg.net.link_gbps, cfg.net.link_delay_ns), |l| {
+            (l.gbps, l.delay_ns)
+        })
     };
     topo.links()
         .iter()
@@ -265,7 +267,7 @@ pub fn build_links(cfg: &SimConfig, topo: &Topology) -> Vec<Link> {
                 to_port: l.to_port.0,
                 from_switch: l.from.0 >= hosts,
                 ps_per_byte,
-                ecn_queue_ns: cfg.ecn_threshold_bytes.saturating_mul(ps_per_byte) / 1000,
+                ecn_queue_ns: cfg.net.ecn_threshold_bytes.saturating_mul(ps_per_byte) / 1000,
                 delay_ns,
                 busy_until: 0,
                 burst_left: 0,
@@ -485,7 +487,9 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
         );
         let workload_rng = seeds.rng.fork(1);
         let mut e = Engine {
-            link_faults: cfg.loss_rate > 0.0 || cfg.reorder_prob > 0.0 || cfg.dup_rate > 0.0,
+            link_faults: cfg.faults.loss_rate > 0.0
+                || cfg.faults.reorder_prob > 0.0
+                || cfg.faults.dup_rate > 0.0,
             topo,
             queue,
             now: 0,
@@ -550,7 +554,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
 
     /// The time to a process's next send.
     pub(crate) fn next_gap(&mut self) -> SimTime {
-        poisson_gap(&mut self.workload_rng, self.cfg.rate_per_proc)
+        poisson_gap(&mut self.workload_rng, self.cfg.workload.rate_per_proc)
     }
 
     // --- Packets and links -------------------------------------------------------------------
@@ -639,7 +643,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     /// the packet in `slot`, serialized in `ser`, would arrive at `arrive`.
     #[cold]
     fn put_on_faulty_link(&mut self, link: u32, slot: u32, mut arrive: SimTime, ser: SimTime) {
-        if self.cfg.loss_rate > 0.0
+        if self.cfg.faults.loss_rate > 0.0
             && self.proto.lossy(&self.cfg, self.packets.get(slot))
             && lose_bursty(
                 &mut self.links[link as usize].burst_left,
@@ -651,11 +655,11 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             self.drop_slot(slot);
             return;
         }
-        if self.cfg.reorder_prob > 0.0 && self.rng.chance(self.cfg.reorder_prob) {
-            arrive += 1 + self.rng.below(self.cfg.reorder_delay_ns.max(1));
+        if self.cfg.faults.reorder_prob > 0.0 && self.rng.chance(self.cfg.faults.reorder_prob) {
+            arrive += 1 + self.rng.below(self.cfg.faults.reorder_delay_ns.max(1));
             self.net.reordered_packets += 1;
         }
-        if self.cfg.dup_rate > 0.0 && self.rng.chance(self.cfg.dup_rate) {
+        if self.cfg.faults.dup_rate > 0.0 && self.rng.chance(self.cfg.faults.dup_rate) {
             let copy = self.packets.get(slot).clone();
             let copy = self.new_packet(copy);
             self.net.packets_duplicated += 1;
@@ -875,7 +879,7 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     }
 
     fn on_send_event(&mut self, t: SimTime, proc: u32) {
-        if t >= self.cfg.duration_ns {
+        if t >= self.cfg.workload.duration_ns {
             return;
         }
         let role = self.proto.sender(proc);
@@ -898,8 +902,8 @@ fn lose_bursty(burst_left: &mut u32, rng: &mut Rng, cfg: &SimConfig) -> bool {
         *burst_left -= 1;
         return true;
     }
-    if rng.chance(cfg.loss_rate) {
-        *burst_left = cfg.loss_burst - 1;
+    if rng.chance(cfg.faults.loss_rate) {
+        *burst_left = cfg.faults.loss_burst - 1;
         return true;
     }
     false

@@ -5,10 +5,16 @@
 //! host CPU model, workloads, global checkers and metrics. Same seed, same trace hash.
 //!
 //! ```
-//! use onepipe_sim::{run, SimConfig, TopologySpec};
+//! use onepipe_sim::{run, NetworkConfig, SimConfig, TopologySpec, WorkloadConfig};
 //! let cfg = SimConfig {
-//!     topology: TopologySpec::Rack { hosts: 4 },
-//!     duration_ns: 200_000,
+//!     net: NetworkConfig {
+//!         topology: TopologySpec::Rack { hosts: 4 },
+//!         ..Default::default()
+//!     },
+//!     workload: WorkloadConfig {
+//!         duration_ns: 200_000,
+//!         ..Default::default()
+//!     },
 //!     ..SimConfig::default()
 //! };
 //! let report = run(&cfg, &mut |_| {}).unwrap();
@@ -31,8 +37,8 @@ pub mod slab;
 pub mod vopr;
 
 pub use config::{
-    AppSpec, ConfigError, HostLinks, LinkSpec, PaxosSpec, Service, SimConfig, TopologySpec,
-    WorkloadKind,
+    AppSpec, ConfigError, FaultConfig, HostLinks, LinkSpec, NetworkConfig, PaxosSpec,
+    ProtocolConfig, Service, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind,
 };
 
 use metrics::Summary;
@@ -207,7 +213,7 @@ pub struct Report {
 /// fraction done.
 pub fn run(cfg: &SimConfig, progress: &mut dyn FnMut(f64)) -> Result<Report, ConfigError> {
     cfg.validate()?;
-    match cfg.queue {
+    match cfg.net.queue {
         QueueKind::Radix => run_with(cfg, RadixHeap::new(), progress),
         QueueKind::Quaternary => run_with(cfg, QuaternaryHeap::new(), progress),
         QueueKind::Binary => run_with(cfg, StdBinaryHeap::new(), progress),
@@ -260,12 +266,13 @@ fn drive<Q: EventQueue<Ev>>(
     cfg: &SimConfig,
     progress: &mut dyn FnMut(f64),
 ) -> (engine::CpuBusy, bool) {
-    let limit = cfg.duration_ns + cfg.drain_ns;
-    let mut report_progress = |t: SimTime| progress(t as f64 / cfg.duration_ns.max(1) as f64);
-    world.run_until(cfg.duration_ns, &mut report_progress);
-    let cpu_busy = world.cpu_busy_share(cfg.duration_ns);
+    let limit = cfg.workload.duration_ns + cfg.workload.drain_ns;
+    let mut report_progress =
+        |t: SimTime| progress(t as f64 / cfg.workload.duration_ns.max(1) as f64);
+    world.run_until(cfg.workload.duration_ns, &mut report_progress);
+    let cpu_busy = world.cpu_busy_share(cfg.workload.duration_ns);
     // Drain: run on until everything sent has been delivered or reported, or the limit.
-    let step = (cfg.beacon_interval_ns * 4).max(1_000);
+    let step = (cfg.net.beacon_interval_ns * 4).max(1_000);
     while world.now() < limit && !world.quiescent() {
         let next = (world.now() + step).min(limit);
         world.run_until(next, &mut report_progress);
@@ -329,7 +336,7 @@ fn report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, ran: Ran) -> Rep
     let end = world.now();
     let topo = world.topology();
     let link_count = topo.links().len() as f64;
-    let capacity_bytes = link_count * cfg.link_gbps / 8.0 * end as f64;
+    let capacity_bytes = link_count * cfg.net.link_gbps / 8.0 * end as f64;
     let t = HostTotals::of(world);
     let (s, net) = (&world.proto.stats, &world.net);
     Report {
@@ -337,8 +344,8 @@ fn report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, ran: Ran) -> Rep
         topology: topo.describe(),
         hosts: topo.hosts(),
         procs: world.procs(),
-        switch_mode: cfg.switch_mode.to_string(),
-        service: match cfg.service {
+        switch_mode: cfg.net.switch_mode.to_string(),
+        service: match cfg.workload.service {
             Service::BestEffort => "be",
             Service::Reliable => "reliable",
             Service::Mixed => "mixed",
@@ -361,7 +368,7 @@ fn report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, ran: Ran) -> Rep
         drained: ran.drained,
         throughput_msgs_per_s_per_proc: s.delivered_in_period as f64
             / world.procs() as f64
-            / (cfg.duration_ns as f64 / 1e9),
+            / (cfg.workload.duration_ns as f64 / 1e9),
         latency_ns: world.proto.latency.summary(),
         latency_ns_be: world.proto.latency_be.summary(),
         latency_ns_reliable: world.proto.latency_reliable.summary(),
@@ -383,7 +390,11 @@ fn report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, ran: Ran) -> Rep
         simulated_ns: end,
         trace_hash: format!("{:016x}", world.proto.trace.value()),
         app: world.app_report(),
-        app_history: cfg.keep_history.then(|| world.app_history_json()).flatten(),
+        app_history: cfg
+            .workload
+            .keep_history
+            .then(|| world.app_history_json())
+            .flatten(),
         ..fault_report(world, cfg, ran.recovered)
     }
 }

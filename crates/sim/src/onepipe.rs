@@ -401,7 +401,7 @@ impl Protocol for OnePipe {
 
     #[inline]
     fn lossy(&self, cfg: &SimConfig, p: &Packet) -> bool {
-        cfg.loss_kind.is_none_or(|k| k.matches(p))
+        cfg.faults.loss_kind.is_none_or(|k| k.matches(p))
     }
 
     fn procs(&self) -> u32 {
@@ -564,8 +564,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// router, the hosts, the switches, the links and their faults, the controller, then the
     /// first events.
     pub fn new(cfg: SimConfig, queue: Q) -> Result<World<Q>, String> {
-        let topo = Arc::new(cfg.topology.build()?);
-        let pph = cfg.procs_per_host;
+        let topo = Arc::new(cfg.net.topology.build()?);
+        let pph = cfg.net.procs_per_host;
         let procs = topo.hosts() * pph;
         let proc_ids_max = proc_ids_max(&cfg, procs)?;
         let seeds = Seeds::new(cfg.seed);
@@ -616,6 +616,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             route_next: std::cell::Cell::new(None),
             route_cur: None,
             apps: cfg
+                .workload
                 .app
                 .as_ref()
                 .map(|_| apps::AppRun::new(&cfg, procs, topo.hosts())),
@@ -628,8 +629,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// After every role's timer and every process's first send: the controller's recoveries,
     /// the `heals` and the `restarts` (host, true time), then the leaves.
     fn schedule_recoveries(&mut self, heals: Vec<(u32, SimTime)>, restarts: Vec<(u32, SimTime)>) {
-        for i in 0..self.cfg.controller_down.len() {
-            let to = self.cfg.controller_down[i].1;
+        for i in 0..self.cfg.faults.controller_down.len() {
+            let to = self.cfg.faults.controller_down[i].1;
             self.queue.push(to, Ev::Proto(OnePipeEv::CtrlRecover));
         }
         for (host, at) in heals {
@@ -638,8 +639,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
         for (host, at) in restarts {
             self.queue.push(at, Ev::Proto(OnePipeEv::Restart { host }));
         }
-        for i in 0..self.cfg.leaves.len() {
-            let (host, at) = self.cfg.leaves[i];
+        for i in 0..self.cfg.faults.leaves.len() {
+            let (host, at) = self.cfg.faults.leaves[i];
             self.queue.push(at, Ev::Proto(OnePipeEv::Leave { host }));
         }
     }
@@ -647,7 +648,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// The process that workload slot `slot` sends as now: the slot's process, or — once its
     /// host rejoined (§5.2) — the new process that took its place.
     fn slot_proc(&self, slot: u32) -> u32 {
-        let pph = self.cfg.procs_per_host;
+        let pph = self.cfg.net.procs_per_host;
         self.proto.hosts[(slot / pph) as usize].host.config().procs[(slot % pph) as usize].0
     }
 
@@ -807,7 +808,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
     pub fn quiescent(&self) -> bool {
         // Packets in flight to a crashed host count until they arrive and are dropped.
         let p = &self.proto;
-        let pph = self.cfg.procs_per_host;
+        let pph = self.cfg.net.procs_per_host;
         // A process is dead if its host is, or was declared failed, or rejoined since under new
         // process ids (the application ran in the first incarnation only).
         let dead = |proc: u32| {
@@ -877,7 +878,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             Some(out) => {
                 let base = self.proto.switch_out_base[si] as usize;
                 let out_link = self.proto.switch_out_links[base + out.index()];
-                if !self.cfg.blackholes.is_empty()
+                if !self.cfg.faults.blackholes.is_empty()
                     && self.blackholed(t, link, self.packets.get(slot))
                 {
                     self.blackhole(t, out_link, to, slot);
@@ -904,6 +905,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.proto.host_uplinks.get(sh as usize) == Some(&link)
             && self
                 .cfg
+                .faults
                 .blackholes
                 .iter()
                 .any(|&(a, b, at)| a == sh && b == dh && t >= at)
@@ -952,7 +954,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.transmit(uplink, Packet::Beacon(b), t);
         }
         self.proto.hosts[hi].keepalive_armed = true;
-        let next = t + self.cfg.beacon_interval_ns;
+        let next = t + self.cfg.net.beacon_interval_ns;
         self.queue
             .push(next, Ev::Proto(OnePipeEv::KeepAlive { host: h }));
     }

@@ -14,7 +14,10 @@
 //! (it loses what is sent to it for 10–500 µs, then resumes from its state). Every fault stays on for the whole run — the drain phase is the "liveness" phase
 //! under the same faults, which is stricter than healing first.
 
-use crate::config::{ConfigError, PacketKind, Service, SimConfig, TopologySpec, WorkloadKind};
+use crate::config::{
+    ConfigError, NetworkConfig, PacketKind, Service, SimConfig, TopologySpec, WorkloadConfig,
+    WorkloadKind,
+};
 use crate::{run, Report};
 use onepipe_proto::rng::Rng;
 use onepipe_proto::switch::SwitchMode;
@@ -145,19 +148,20 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         ..FaultMix::default()
     };
     let mut d = Draw { rng, cfg, faults };
-    d.cfg.clock_skew_ns = d.faults.skew_ns;
+    d.cfg.net.clock_skew_ns = d.faults.skew_ns;
     // Issue 37: a quarter of the seeds run demand beacons (chip mode only), chosen from the
     // seed apart from `rng` so that every other seed's scenario is what it was.
     if seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 62 == 0 {
-        d.cfg.fast_beacon_interval_ns = d.cfg.beacon_interval_ns / 4;
+        d.cfg.net.fast_beacon_interval_ns = d.cfg.net.beacon_interval_ns / 4;
     }
     d.draw_link_faults();
-    let hosts = d.cfg.hosts().unwrap_or(1);
+    let hosts = d.cfg.net.hosts().unwrap_or(1);
     d.draw_crashes(hosts);
     if d.rng.chance(0.3) {
         d.draw_cut();
     }
-    d.cfg.service = [Service::BestEffort, Service::Reliable, Service::Mixed][pick(&mut d.rng, 3)];
+    d.cfg.workload.service =
+        [Service::BestEffort, Service::Reliable, Service::Mixed][pick(&mut d.rng, 3)];
     // Drawn after everything else, so seeds keep the rest of their scenario.
     d.draw_clock_steps(hosts);
     d.draw_controller_down();
@@ -168,7 +172,7 @@ pub fn scenario_with(seed: u64, duration_ns: u64, apps: bool) -> (SimConfig, Fau
         mut faults,
         ..
     } = d;
-    if cfg.app.is_none() {
+    if cfg.workload.app.is_none() {
         draw_leaves(seed, &mut cfg, &mut faults);
     }
     (cfg, faults)
@@ -194,19 +198,29 @@ fn draw_network(rng: &mut Rng, seed: u64, duration_ns: u64) -> SimConfig {
         2 => TopologySpec::FatTree { k: 2 },
         _ => TopologySpec::FatTree { k: 4 },
     };
+    let procs_per_host = 1 + rng.below(2) as u32;
+    let switch_mode = [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host][pick(rng, 3)];
+    let workload = match pick(rng, 3) {
+        0 => WorkloadKind::AllToAll,
+        1 => WorkloadKind::OneToOne,
+        _ => WorkloadKind::Scatter { k: 2 },
+    };
+    let rate_per_proc = [20_000.0, 50_000.0, 100_000.0][pick(rng, 3)];
     SimConfig {
-        topology,
         seed,
-        procs_per_host: 1 + rng.below(2) as u32,
-        switch_mode: [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host][pick(rng, 3)],
-        workload: match pick(rng, 3) {
-            0 => WorkloadKind::AllToAll,
-            1 => WorkloadKind::OneToOne,
-            _ => WorkloadKind::Scatter { k: 2 },
+        net: NetworkConfig {
+            topology,
+            procs_per_host,
+            switch_mode,
+            ..Default::default()
         },
-        rate_per_proc: [20_000.0, 50_000.0, 100_000.0][pick(rng, 3)],
-        duration_ns,
-        drain_ns: 30_000_000,
+        workload: WorkloadConfig {
+            workload,
+            rate_per_proc,
+            duration_ns,
+            drain_ns: 30_000_000,
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -233,7 +247,7 @@ impl Draw {
                     (PacketKind::Commit, "commit"),
                     (PacketKind::Nak, "nak"),
                 ][pick(rng, 5)];
-                cfg.loss_kind = Some(kind);
+                cfg.faults.loss_kind = Some(kind);
                 faults.loss_kind = Some(name.to_string());
                 faults.loss = faults.loss.max(1e-2);
             }
@@ -244,26 +258,26 @@ impl Draw {
         if rng.chance(0.3) {
             faults.reorder = 0.02;
         }
-        cfg.loss_rate = faults.loss;
-        cfg.loss_burst = faults.loss_burst.max(1);
-        cfg.dup_rate = faults.dup;
-        cfg.reorder_prob = faults.reorder;
+        cfg.faults.loss_rate = faults.loss;
+        cfg.faults.loss_burst = faults.loss_burst.max(1);
+        cfg.faults.dup_rate = faults.dup;
+        cfg.faults.reorder_prob = faults.reorder;
     }
 
     /// Host crashes: one or two of the `hosts`, never every host.
     fn draw_crashes(&mut self, hosts: u32) {
-        let duration_ns = self.cfg.duration_ns;
+        let duration_ns = self.cfg.workload.duration_ns;
         let (rng, cfg) = (&mut self.rng, &mut self.cfg);
         if hosts > 2 && rng.chance(0.4) {
             let n = 1 + rng.below(2) as u32;
             for _ in 0..n {
                 let h = rng.below(hosts as u64) as u32;
                 let at = duration_ns / 6 + rng.below(duration_ns / 2);
-                if !cfg.crashes.iter().any(|c| c.0 == h) {
-                    cfg.crashes.push((h, at));
+                if !cfg.faults.crashes.iter().any(|c| c.0 == h) {
+                    cfg.faults.crashes.push((h, at));
                 }
             }
-            self.faults.host_crashes = cfg.crashes.len() as u32;
+            self.faults.host_crashes = cfg.faults.crashes.len() as u32;
         }
     }
 
@@ -271,8 +285,8 @@ impl Draw {
     /// the topology itself).
     fn draw_cut(&mut self) {
         let (rng, cfg, faults) = (&mut self.rng, &mut self.cfg, &mut self.faults);
-        let duration_ns = cfg.duration_ns;
-        let Ok(topo) = cfg.topology.build() else {
+        let duration_ns = cfg.workload.duration_ns;
+        let Ok(topo) = cfg.net.topology.build() else {
             return;
         };
         let names: Vec<String> = topo
@@ -310,13 +324,13 @@ impl Draw {
         } else {
             faults.switch_cuts += 1;
         }
-        cfg.cuts.push((name, at));
+        cfg.faults.cuts.push((name, at));
     }
 
     /// Clock steps on a quarter of the seeds: one to three, each on one of the `hosts`, 1–50 µs
     /// forward or back.
     fn draw_clock_steps(&mut self, hosts: u32) {
-        let duration_ns = self.cfg.duration_ns;
+        let duration_ns = self.cfg.workload.duration_ns;
         let (rng, cfg) = (&mut self.rng, &mut self.cfg);
         if rng.chance(0.25) {
             for _ in 0..1 + rng.below(3) {
@@ -324,31 +338,32 @@ impl Draw {
                 let at = duration_ns / 6 + rng.below(duration_ns / 2);
                 let ns = 1_000 + rng.below(49_000) as i64;
                 let step = if rng.chance(0.5) { ns } else { -ns };
-                cfg.clock_steps.push((h, at, step));
+                cfg.faults.clock_steps.push((h, at, step));
             }
-            self.faults.clock_steps = cfg.clock_steps.len() as u32;
+            self.faults.clock_steps = cfg.faults.clock_steps.len() as u32;
         }
     }
 
     /// A controller outage on a quarter of the seeds.
     fn draw_controller_down(&mut self) {
-        let duration_ns = self.cfg.duration_ns;
+        let duration_ns = self.cfg.workload.duration_ns;
         let (rng, cfg) = (&mut self.rng, &mut self.cfg);
         if rng.chance(0.25) {
             // Mostly across a §5.2 round if there is one: detection takes ~10 beacon intervals
             // (30 µs) after a crash or cut, Determine and Broadcast a few µs more.
             let first_fault = cfg
+                .faults
                 .crashes
                 .iter()
                 .map(|c| c.1)
-                .chain(cfg.cuts.iter().map(|c| c.1))
+                .chain(cfg.faults.cuts.iter().map(|c| c.1))
                 .min();
             let from = match first_fault {
                 Some(t) if rng.chance(0.6) => t + 20_000 + rng.below(60_000),
                 _ => duration_ns / 6 + rng.below(duration_ns / 2),
             };
             let len = 10_000 + rng.below(490_000);
-            cfg.controller_down.push((from, from + len));
+            cfg.faults.controller_down.push((from, from + len));
             self.faults.controller_downs = 1;
         }
     }
@@ -359,22 +374,24 @@ impl Draw {
     /// with their state lost, 10 µs to a quarter of the run after the crash (before or after the
     /// controller declares them), and rejoin.
     fn draw_recoveries(&mut self) {
-        let duration_ns = self.cfg.duration_ns;
+        let duration_ns = self.cfg.workload.duration_ns;
         let (rng, cfg) = (&mut self.rng, &mut self.cfg);
-        for (name, at) in cfg.cuts.clone() {
+        for (name, at) in cfg.faults.cuts.clone() {
             if rng.chance(0.5) {
-                cfg.heals
+                cfg.faults
+                    .heals
                     .push((name, at + 40_000 + rng.below(duration_ns / 4)));
             }
         }
-        self.faults.heals = cfg.heals.len() as u32;
-        for (h, at) in cfg.crashes.clone() {
+        self.faults.heals = cfg.faults.heals.len() as u32;
+        for (h, at) in cfg.faults.crashes.clone() {
             if rng.chance(0.5) {
-                cfg.restarts
+                cfg.faults
+                    .restarts
                     .push((h, at + 10_000 + rng.below(duration_ns / 4)));
             }
         }
-        self.faults.restarts = cfg.restarts.len() as u32;
+        self.faults.restarts = cfg.faults.restarts.len() as u32;
     }
 
     /// Drawn last of all: a third of the seeds run the replicated key-value service (1-RTT
@@ -382,15 +399,15 @@ impl Draw {
     /// checkers (linearizability, the replicas' logs, no acknowledged write lost) added to
     /// 1Pipe's; a quarter of the others run it on MultiPaxos (`draw_paxos`). Only with `apps`.
     fn draw_app(&mut self, apps: bool) {
-        let procs = self.cfg.procs().unwrap_or(0);
+        let procs = self.cfg.net.procs().unwrap_or(0);
         if apps && procs >= 4 && self.rng.chance(1.0 / 3.0) {
             let replicas = if procs >= 8 && self.rng.chance(0.3) {
                 5
             } else {
                 3
             };
-            self.cfg.app = Some(draw_replkv(&mut self.rng, replicas, Default::default()));
-            self.cfg.keep_history = false;
+            self.cfg.workload.app = Some(draw_replkv(&mut self.rng, replicas, Default::default()));
+            self.cfg.workload.keep_history = false;
             self.faults.app = Some(format!("replkv ({replicas} replicas)"));
         } else if apps && procs >= 4 && self.rng.chance(0.25) {
             self.draw_paxos(procs);
@@ -403,13 +420,16 @@ impl Draw {
     /// and half of them crash the leader's host.
     fn draw_paxos(&mut self, procs: u32) {
         let (rng, cfg, faults) = (&mut self.rng, &mut self.cfg, &mut self.faults);
-        let duration_ns = cfg.duration_ns;
+        let duration_ns = cfg.workload.duration_ns;
         let replicas = if procs >= 8 && rng.chance(0.3) { 5 } else { 3 };
         // On a lossy network the transport's retransmissions (25 µs, doubling per timeout in
         // a row) can hold a heartbeat for milliseconds: the default election timeout (100 µs,
         // tuned for a lossless data center) would then depose every leader in turn. A
         // deployment sets it above the retransmission delays it expects: 2 ms here.
-        let paxos = if cfg.loss_rate > 0.0 || cfg.dup_rate > 0.0 || cfg.reorder_prob > 0.0 {
+        let paxos = if cfg.faults.loss_rate > 0.0
+            || cfg.faults.dup_rate > 0.0
+            || cfg.faults.reorder_prob > 0.0
+        {
             crate::config::PaxosSpec {
                 heartbeat_ns: 200_000,
                 election_timeout_ns: 2_000_000,
@@ -418,15 +438,15 @@ impl Draw {
         } else {
             Default::default()
         };
-        cfg.app = Some(draw_replkv(rng, replicas, paxos));
+        cfg.workload.app = Some(draw_replkv(rng, replicas, paxos));
         // 1Pipe's own faults go: a cut that never heals would partition processes for good on
         // a network that does not reroute (1Pipe's controller does), and restarts, clock steps
         // and controller outages mean nothing to MultiPaxos.
-        cfg.cuts.clear();
-        cfg.heals.clear();
-        cfg.restarts.clear();
-        cfg.clock_steps.clear();
-        cfg.controller_down.clear();
+        cfg.faults.cuts.clear();
+        cfg.faults.heals.clear();
+        cfg.faults.restarts.clear();
+        cfg.faults.clock_steps.clear();
+        cfg.faults.controller_down.clear();
         faults.host_link_cuts = 0;
         faults.switch_cuts = 0;
         faults.link_cuts = 0;
@@ -435,12 +455,13 @@ impl Draw {
         faults.clock_steps = 0;
         faults.controller_downs = 0;
         let leader_host = 0;
-        if rng.chance(0.5) && !cfg.crashes.iter().any(|c| c.0 == leader_host) {
-            cfg.crashes
+        if rng.chance(0.5) && !cfg.faults.crashes.iter().any(|c| c.0 == leader_host) {
+            cfg.faults
+                .crashes
                 .push((leader_host, 50_000 + rng.below(duration_ns / 2)));
         }
-        cfg.keep_history = false;
-        faults.host_crashes = cfg.crashes.len() as u32;
+        cfg.workload.keep_history = false;
+        faults.host_crashes = cfg.faults.crashes.len() as u32;
         faults.app = Some(format!("replkv on paxos ({replicas} replicas)"));
         faults.direct = true;
     }
@@ -453,17 +474,17 @@ impl Draw {
 /// rejoin).
 fn draw_leaves(seed: u64, cfg: &mut SimConfig, faults: &mut FaultMix) {
     let mut rng = Rng::new(seed ^ 0x1EA7_E5E5);
-    let hosts = cfg.hosts().unwrap_or(1);
+    let hosts = cfg.net.hosts().unwrap_or(1);
     if hosts < 2 || !rng.chance(1.0 / 3.0) {
         return;
     }
-    let duration_ns = cfg.duration_ns;
+    let duration_ns = cfg.workload.duration_ns;
     let leavers = if hosts > 3 && rng.chance(0.3) { 2 } else { 1 };
     for _ in 0..leavers {
         let h = rng.below(hosts as u64) as u32;
-        let taken = cfg.crashes.iter().any(|c| c.0 == h)
-            || cfg.leaves.iter().any(|c| c.0 == h)
-            || cfg.restarts.iter().any(|c| c.0 == h);
+        let taken = cfg.faults.crashes.iter().any(|c| c.0 == h)
+            || cfg.faults.leaves.iter().any(|c| c.0 == h)
+            || cfg.faults.restarts.iter().any(|c| c.0 == h);
         if taken {
             continue;
         }
@@ -471,14 +492,14 @@ fn draw_leaves(seed: u64, cfg: &mut SimConfig, faults: &mut FaultMix) {
             true => rng.below(20_000),
             false => duration_ns / 6 + rng.below(duration_ns / 2),
         };
-        cfg.leaves.push((h, at));
+        cfg.faults.leaves.push((h, at));
         if rng.chance(0.5) {
             let join = at + crate::config::LEAVE_FLUSH_MAX_NS + 10_000 + rng.below(duration_ns / 4);
-            cfg.restarts.push((h, join));
+            cfg.faults.restarts.push((h, join));
             faults.rejoins_after_leave += 1;
         }
     }
-    faults.leaves = cfg.leaves.len() as u32;
+    faults.leaves = cfg.faults.leaves.len() as u32;
 }
 
 /// The replicated service with `replicas` replicas: its keys and clients' window drawn, in that
@@ -504,35 +525,36 @@ fn draw_replkv(
 fn describe(cfg: &SimConfig) -> String {
     format!(
         "{:?}, {} procs/host, {} switches{}, {:?}, {:?}, {} sends/s per process, crashes {:?}, leaves {:?}, restarts {:?}, cuts {:?}, heals {:?}, clock steps {:?}, controller down {:?}",
-        cfg.topology,
-        cfg.procs_per_host,
-        cfg.switch_mode,
-        match cfg.fast_beacon_interval_ns {
+        cfg.net.topology,
+        cfg.net.procs_per_host,
+        cfg.net.switch_mode,
+        match cfg.net.fast_beacon_interval_ns {
             0 => String::new(),
             f => format!(" (demand beacons every {f} ns)"),
         },
-        cfg.workload,
-        cfg.service,
-        cfg.rate_per_proc,
-        cfg.crashes,
-        cfg.leaves,
-        cfg.restarts,
-        cfg.cuts,
-        cfg.heals,
-        cfg.clock_steps,
-        cfg.controller_down
+        cfg.workload.workload,
+        cfg.workload.service,
+        cfg.workload.rate_per_proc,
+        cfg.faults.crashes,
+        cfg.faults.leaves,
+        cfg.faults.restarts,
+        cfg.faults.cuts,
+        cfg.faults.heals,
+        cfg.faults.clock_steps,
+        cfg.faults.controller_down
     )
 }
 
 /// Whether the replicated service of `cfg` (if it runs one) lost a majority of its replicas:
 /// their hosts crashed or were `declared` failed.
 fn majority_lost(cfg: &SimConfig, declared: impl Iterator<Item = u32>) -> bool {
-    let Some(crate::config::AppSpec::ReplKv { replicas, .. }) = &cfg.app else {
+    let Some(crate::config::AppSpec::ReplKv { replicas, .. }) = &cfg.workload.app else {
         return false;
     };
-    let pph = cfg.procs_per_host;
-    let gone: std::collections::BTreeSet<u32> =
-        declared.chain(cfg.crashes.iter().map(|c| c.0)).collect();
+    let pph = cfg.net.procs_per_host;
+    let gone: std::collections::BTreeSet<u32> = declared
+        .chain(cfg.faults.crashes.iter().map(|c| c.0))
+        .collect();
     let lost = (0..*replicas).filter(|r| gone.contains(&(r / pph))).count();
     lost > (*replicas as usize) / 2
 }
@@ -555,7 +577,7 @@ fn run_direct_seed(seed: u64, cfg: &SimConfig, faults: FaultMix) -> Outcome {
         out.verdict = Verdict::Liveness;
         out.detail.push(format!(
             "did not drain within {} ns after sending stopped: operations still open",
-            cfg.drain_ns
+            cfg.workload.drain_ns
         ));
     }
     out
@@ -655,7 +677,10 @@ pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
         out.verdict = Verdict::Liveness;
         out.detail.push(format!(
             "did not drain within {} ns after sending stopped: {} message(s) still undelivered and unreported ({} sent {} ms or more before the end)",
-            cfg.drain_ns, report.undrained, report.undrained_stale, crate::check::STALE_NS / 1_000_000
+            cfg.workload.drain_ns,
+            report.undrained,
+            report.undrained_stale,
+            crate::check::STALE_NS / 1_000_000
         ));
         out.detail
             .extend(report.undrained_samples.iter().take(3).cloned());
@@ -688,27 +713,28 @@ mod tests {
         let (mut heals, mut restarts) = (0, 0);
         for s in 0..300 {
             let (cfg, f) = scenario(s, DURATION_NS);
-            assert_eq!(f.heals as usize, cfg.heals.len());
+            assert_eq!(f.heals as usize, cfg.faults.heals.len());
             assert_eq!(
                 (f.restarts + f.rejoins_after_leave) as usize,
-                cfg.restarts.len()
+                cfg.faults.restarts.len()
             );
-            for (name, at) in &cfg.heals {
+            for (name, at) in &cfg.faults.heals {
                 let cut = cfg
+                    .faults
                     .cuts
                     .iter()
                     .find(|c| c.0 == *name)
                     .expect("a heal of a cut");
                 assert!(*at > cut.1);
             }
-            for &(h, at) in &cfg.restarts {
-                let crashed = cfg.crashes.iter().any(|&(c, t)| c == h && t < at);
-                let left = cfg.leaves.iter().any(|&(c, t)| c == h && t < at);
+            for &(h, at) in &cfg.faults.restarts {
+                let crashed = cfg.faults.crashes.iter().any(|&(c, t)| c == h && t < at);
+                let left = cfg.faults.leaves.iter().any(|&(c, t)| c == h && t < at);
                 assert!(crashed || left);
             }
             assert!(cfg.validate().is_ok(), "seed {s}: {:?}", cfg.validate());
-            heals += cfg.heals.len();
-            restarts += cfg.restarts.len();
+            heals += cfg.faults.heals.len();
+            restarts += cfg.faults.restarts.len();
         }
         assert!(
             heals > 10 && restarts > 10,
@@ -721,23 +747,27 @@ mod tests {
         let (mut steps, mut back, mut downs, mut during_a_round) = (0, 0, 0, 0);
         for s in 0..200 {
             let (cfg, f) = scenario(s, DURATION_NS);
-            assert_eq!(f.clock_steps as usize, cfg.clock_steps.len());
-            assert_eq!(f.controller_downs as usize, cfg.controller_down.len());
-            steps += cfg.clock_steps.len();
-            back += cfg.clock_steps.iter().filter(|c| c.2 < 0).count();
-            for &(from, to) in &cfg.controller_down {
+            assert_eq!(f.clock_steps as usize, cfg.faults.clock_steps.len());
+            assert_eq!(
+                f.controller_downs as usize,
+                cfg.faults.controller_down.len()
+            );
+            steps += cfg.faults.clock_steps.len();
+            back += cfg.faults.clock_steps.iter().filter(|c| c.2 < 0).count();
+            for &(from, to) in &cfg.faults.controller_down {
                 assert!((10_000..=500_000).contains(&(to - from)));
                 downs += 1;
                 let fault = cfg
+                    .faults
                     .crashes
                     .iter()
                     .map(|c| c.1)
-                    .chain(cfg.cuts.iter().map(|c| c.1))
+                    .chain(cfg.faults.cuts.iter().map(|c| c.1))
                     .min();
                 during_a_round +=
                     fault.is_some_and(|t| (t + 20_000..t + 80_000).contains(&from)) as u32;
             }
-            for &(_, _, step) in &cfg.clock_steps {
+            for &(_, _, step) in &cfg.faults.clock_steps {
                 assert!((1_000..=50_000).contains(&step.unsigned_abs()));
             }
         }

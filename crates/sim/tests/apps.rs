@@ -5,19 +5,27 @@
 use onepipe_apps::depgraph;
 use onepipe_apps::history::OpType;
 use onepipe_apps::kv::workload::{KeyDist, KvWorkload};
-use onepipe_sim::{run, AppSpec, SimConfig, TopologySpec};
+use onepipe_sim::{
+    run, AppSpec, FaultConfig, NetworkConfig, SimConfig, TopologySpec, WorkloadConfig,
+};
 
 fn kv(topology: TopologySpec, workload: KvWorkload, seed: u64) -> SimConfig {
     SimConfig {
-        topology,
-        procs_per_host: 2,
-        duration_ns: 1_000_000,
         seed,
-        app: Some(AppSpec::Kv {
-            workload,
-            window: 4,
-        }),
-        keep_history: true,
+        net: NetworkConfig {
+            topology,
+            procs_per_host: 2,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: 1_000_000,
+            app: Some(AppSpec::Kv {
+                workload,
+                window: 4,
+            }),
+            keep_history: true,
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -84,7 +92,7 @@ fn ycsb_zipf_on_a_fat_tree_with_loss_retries_and_stays_serializable_7_3_1() {
         KvWorkload::ycsb("a").unwrap(),
         2,
     );
-    cfg.loss_rate = 0.002;
+    cfg.faults.loss_rate = 0.002;
     let a = check(&cfg);
     assert!(a.committed > 500, "{a:?}");
     assert!(a.stats.ro_retries + a.stats.replies_resent > 0, "{a:?}");
@@ -104,7 +112,7 @@ fn larger_transactions_on_a_leaf_spine_with_skew_7_3_1() {
         spines: 2,
     };
     let mut cfg = kv(leaf_spine, w, 3);
-    cfg.clock_skew_ns = 1_000.0;
+    cfg.net.clock_skew_ns = 1_000.0;
     let a = check(&cfg);
     assert!(a.committed > 200, "{a:?}");
 }
@@ -123,7 +131,7 @@ fn the_same_seed_commits_the_same_transactions() {
 #[test]
 fn a_bad_workload_is_refused_naming_the_flag() {
     let mut cfg = kv(TopologySpec::Rack { hosts: 2 }, contended(), 1);
-    if let Some(AppSpec::Kv { workload, .. }) = cfg.app.as_mut() {
+    if let Some(AppSpec::Kv { workload, .. }) = cfg.workload.app.as_mut() {
         workload.write_share = 2.0;
     }
     let e = run(&cfg, &mut |_| {}).unwrap_err();
@@ -146,9 +154,12 @@ fn the_non_transactional_baseline_runs_on_direct_messages_and_drains() {
     );
     // On a lossy network the transport retransmits, and the run still drains.
     let lossy = SimConfig {
-        loss_rate: 0.01,
-        dup_rate: 0.01,
-        reorder_prob: 0.01,
+        faults: FaultConfig {
+            loss_rate: 0.01,
+            dup_rate: 0.01,
+            reorder_prob: 0.01,
+            ..cfg.faults
+        },
         ..cfg
     };
     let r = run_direct(&lossy, DirectSystem::NonTx, &mut |_| {}).expect("runs");
@@ -164,9 +175,15 @@ fn the_non_transactional_baseline_runs_on_direct_messages_and_drains() {
 fn the_farm_baseline_aborts_under_contention_and_checks() {
     use onepipe_sim::direct::{run_direct, DirectSystem};
     for seed in [7, 8] {
-        let cfg = SimConfig {
-            clock_skew_ns: 200.0,
-            ..kv(TopologySpec::FatTree { k: 4 }, contended(), seed)
+        let cfg = {
+            let base = kv(TopologySpec::FatTree { k: 4 }, contended(), seed);
+            SimConfig {
+                net: NetworkConfig {
+                    clock_skew_ns: 200.0,
+                    ..base.net
+                },
+                ..base
+            }
         };
         let r = run_direct(&cfg, DirectSystem::Farm, &mut |_| {}).expect("runs");
         let a = &r.app;
@@ -191,14 +208,20 @@ fn tpcc(topology: TopologySpec, seed: u64) -> SimConfig {
     workload.scale.items = 5_000;
     workload.scale.customers_per_district = 300;
     SimConfig {
-        topology,
-        procs_per_host: 2,
-        duration_ns: 1_000_000,
         seed,
-        app: Some(AppSpec::Tpcc {
-            workload,
-            window: 4,
-        }),
+        net: NetworkConfig {
+            topology,
+            procs_per_host: 2,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: 1_000_000,
+            app: Some(AppSpec::Tpcc {
+                workload,
+                window: 4,
+            }),
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -211,14 +234,29 @@ fn tpcc_on_1pipe_passes_its_checker_with_loss_and_a_crash() {
     use onepipe_sim::config::Service;
     let cases = [
         tpcc(TopologySpec::Rack { hosts: 6 }, 1),
-        SimConfig {
-            loss_rate: 0.001,
-            ..tpcc(TopologySpec::FatTree { k: 4 }, 2)
+        {
+            let base = tpcc(TopologySpec::FatTree { k: 4 }, 2);
+            SimConfig {
+                faults: FaultConfig {
+                    loss_rate: 0.001,
+                    ..base.faults
+                },
+                ..base
+            }
         },
-        SimConfig {
-            crashes: vec![(3, 300_000)],
-            service: Service::Reliable,
-            ..tpcc(TopologySpec::FatTree { k: 4 }, 3)
+        {
+            let base = tpcc(TopologySpec::FatTree { k: 4 }, 3);
+            SimConfig {
+                faults: FaultConfig {
+                    crashes: vec![(3, 300_000)],
+                    ..base.faults
+                },
+                workload: WorkloadConfig {
+                    service: Service::Reliable,
+                    ..base.workload
+                },
+                ..base
+            }
         },
     ];
     for cfg in cases {
@@ -254,9 +292,15 @@ fn tpcc_baselines_run_checked_on_direct_messages() {
         (DirectSystem::Lock, 0.001),
         (DirectSystem::Occ, 0.001),
     ] {
-        let cfg = SimConfig {
-            loss_rate: loss,
-            ..tpcc(TopologySpec::FatTree { k: 4 }, 4)
+        let cfg = {
+            let base = tpcc(TopologySpec::FatTree { k: 4 }, 4);
+            SimConfig {
+                faults: FaultConfig {
+                    loss_rate: loss,
+                    ..base.faults
+                },
+                ..base
+            }
         };
         let r = run_direct(&cfg, system, &mut |_| {}).expect("runs");
         let a = &r.app;
@@ -280,21 +324,27 @@ fn tpcc_baselines_run_checked_on_direct_messages() {
 
 fn replkv(topology: TopologySpec, seed: u64) -> SimConfig {
     SimConfig {
-        topology,
-        duration_ns: 1_000_000,
         seed,
-        app: Some(AppSpec::ReplKv {
-            workload: onepipe_apps::repl::ReplWorkload {
-                keys: 50,
-                ..Default::default()
-            },
-            window: 2,
-            replicas: 3,
-            disk: Default::default(),
-            suspect_ns: None,
-            paxos: onepipe_sim::PaxosSpec::default(),
-        }),
-        keep_history: true,
+        net: NetworkConfig {
+            topology,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: 1_000_000,
+            app: Some(AppSpec::ReplKv {
+                workload: onepipe_apps::repl::ReplWorkload {
+                    keys: 50,
+                    ..Default::default()
+                },
+                window: 2,
+                replicas: 3,
+                disk: Default::default(),
+                suspect_ns: None,
+                paxos: onepipe_sim::PaxosSpec::default(),
+            }),
+            keep_history: true,
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -306,19 +356,37 @@ fn replkv(topology: TopologySpec, seed: u64) -> SimConfig {
 fn replicated_kv_on_1pipe_is_linearizable_with_loss_and_crashes_2_2_2() {
     let cases = [
         replkv(TopologySpec::Rack { hosts: 6 }, 1),
-        SimConfig {
-            loss_rate: 0.002,
-            ..replkv(TopologySpec::FatTree { k: 4 }, 2)
+        {
+            let base = replkv(TopologySpec::FatTree { k: 4 }, 2);
+            SimConfig {
+                faults: FaultConfig {
+                    loss_rate: 0.002,
+                    ..base.faults
+                },
+                ..base
+            }
         },
         // A replica, then a client.
-        SimConfig {
-            crashes: vec![(1, 300_000)],
-            ..replkv(TopologySpec::FatTree { k: 4 }, 3)
+        {
+            let base = replkv(TopologySpec::FatTree { k: 4 }, 3);
+            SimConfig {
+                faults: FaultConfig {
+                    crashes: vec![(1, 300_000)],
+                    ..base.faults
+                },
+                ..base
+            }
         },
-        SimConfig {
-            crashes: vec![(5, 300_000)],
-            loss_rate: 0.001,
-            ..replkv(TopologySpec::FatTree { k: 4 }, 4)
+        {
+            let base = replkv(TopologySpec::FatTree { k: 4 }, 4);
+            SimConfig {
+                faults: FaultConfig {
+                    crashes: vec![(5, 300_000)],
+                    loss_rate: 0.001,
+                    ..base.faults
+                },
+                ..base
+            }
         },
     ];
     for cfg in cases {
@@ -332,7 +400,7 @@ fn replicated_kv_on_1pipe_is_linearizable_with_loss_and_crashes_2_2_2() {
         assert!(a.committed > 500, "seed {seed}: {a:?}");
         // Checked: every completed operation, and a failed client's open writes.
         assert!(a.checked_transactions >= a.committed, "seed {seed}");
-        if cfg.loss_rate > 0.0 || !cfg.crashes.is_empty() {
+        if cfg.faults.loss_rate > 0.0 || !cfg.faults.crashes.is_empty() {
             assert!(
                 a.repl_stats.recoveries > 0,
                 "seed {seed}: {:?}",
@@ -367,18 +435,36 @@ fn replicated_kv_on_paxos_survives_a_leader_crash() {
     use onepipe_sim::direct::{run_direct, DirectSystem};
     let k4 = TopologySpec::FatTree { k: 4 };
     let cases = [
-        SimConfig {
-            crashes: vec![(0, 300_000)],
-            ..replkv(k4, 11)
+        {
+            let base = replkv(k4, 11);
+            SimConfig {
+                faults: FaultConfig {
+                    crashes: vec![(0, 300_000)],
+                    ..base.faults
+                },
+                ..base
+            }
         },
-        SimConfig {
-            crashes: vec![(0, 300_000)],
-            loss_rate: 0.001,
-            ..replkv(k4, 12)
+        {
+            let base = replkv(k4, 12);
+            SimConfig {
+                faults: FaultConfig {
+                    crashes: vec![(0, 300_000)],
+                    loss_rate: 0.001,
+                    ..base.faults
+                },
+                ..base
+            }
         },
-        SimConfig {
-            crashes: vec![(5, 300_000)],
-            ..replkv(k4, 13)
+        {
+            let base = replkv(k4, 13);
+            SimConfig {
+                faults: FaultConfig {
+                    crashes: vec![(5, 300_000)],
+                    ..base.faults
+                },
+                ..base
+            }
         },
     ];
     for cfg in cases {
@@ -389,7 +475,7 @@ fn replicated_kv_on_paxos_survives_a_leader_crash() {
         assert_eq!(a.violations, 0, "seed {seed}: {:?}", a.violation_samples);
         assert!(r.drained, "seed {seed}: {a:?}");
         assert!(a.committed > 500, "seed {seed}: {a:?}");
-        let leader_crashed = cfg.crashes[0].0 == 0;
+        let leader_crashed = cfg.faults.crashes[0].0 == 0;
         let won = a.paxos.as_ref().map_or(0, |p| p.phase1_won);
         assert_eq!(won > 0, leader_crashed, "seed {seed}: {:?}", a.paxos);
         let again = run_direct(&cfg, DirectSystem::Paxos, &mut |_| {}).expect("runs");
@@ -414,7 +500,10 @@ fn replicated_kv_baselines_run_checked_and_1rtt_writes_faster() {
         (DirectSystem::Paxos, 0.001),
     ] {
         let cfg = SimConfig {
-            loss_rate: loss,
+            faults: FaultConfig {
+                loss_rate: loss,
+                ..base.faults.clone()
+            },
             ..base.clone()
         };
         let r = run_direct(&cfg, system, &mut |_| {}).expect("runs");
@@ -440,26 +529,32 @@ fn replicated_kv_baselines_run_checked_and_1rtt_writes_faster() {
 fn hashtable(topology: TopologySpec, replicas: u32, seed: u64) -> SimConfig {
     use onepipe_apps::hashtable::{HtLayout, HtWorkload};
     SimConfig {
-        topology,
-        duration_ns: 1_000_000,
         seed,
-        app: Some(AppSpec::HashTable {
-            // Few keys and buckets: inserts meet on buckets (CAS retries) and lookups walk
-            // chains that inserts keep growing.
-            workload: HtWorkload {
-                keys: 64,
-                insert_share: 0.5,
-                preload: 32,
-                buckets: 4,
-            },
-            window: 4,
-            layout: HtLayout {
-                servers: 4,
-                replicas,
-                clients: 4,
-            },
-        }),
-        keep_history: true,
+        net: NetworkConfig {
+            topology,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: 1_000_000,
+            app: Some(AppSpec::HashTable {
+                // Few keys and buckets: inserts meet on buckets (CAS retries) and lookups walk
+                // chains that inserts keep growing.
+                workload: HtWorkload {
+                    keys: 64,
+                    insert_share: 0.5,
+                    preload: 32,
+                    buckets: 4,
+                },
+                window: 4,
+                layout: HtLayout {
+                    servers: 4,
+                    replicas,
+                    clients: 4,
+                },
+            }),
+            keep_history: true,
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -474,9 +569,15 @@ fn hash_table_runs_checked_on_1pipe_and_on_the_fenced_baseline_7_3_3() {
     let cases = [
         hashtable(TopologySpec::FatTree { k: 4 }, 1, 1),
         hashtable(TopologySpec::FatTree { k: 4 }, 3, 2),
-        SimConfig {
-            loss_rate: 0.002,
-            ..hashtable(TopologySpec::FatTree { k: 4 }, 1, 3)
+        {
+            let base = hashtable(TopologySpec::FatTree { k: 4 }, 1, 3);
+            SimConfig {
+                faults: FaultConfig {
+                    loss_rate: 0.002,
+                    ..base.faults
+                },
+                ..base
+            }
         },
     ];
     for cfg in cases {
@@ -491,19 +592,19 @@ fn hash_table_runs_checked_on_1pipe_and_on_the_fenced_baseline_7_3_3() {
         assert!(h.inserts > 100 && h.lookups > 100, "seed {seed}: {h:?}");
         assert!(h.cas_failed > 0, "seed {seed}: {h:?}");
         assert_eq!(h.abandoned + h.malformed, 0, "seed {seed}: {h:?}");
-        if cfg.loss_rate > 0.0 {
+        if cfg.faults.loss_rate > 0.0 {
             assert!(h.resent > 0, "seed {seed}: {h:?}");
         }
         let again = run(&cfg, &mut |_| {}).expect("runs");
         assert_eq!(r.trace_hash, again.trace_hash, "seed {seed}");
         assert_eq!(a.committed, again.app.expect("a report").committed);
-        if cfg.loss_rate == 0.0 {
+        if cfg.faults.loss_rate == 0.0 {
             let d = run_direct(&cfg, DirectSystem::Rdma, &mut |_| {}).expect("runs");
             assert!(d.drained, "seed {seed}");
             assert_eq!(d.app.system, "rdma");
             assert_eq!(d.app.violations, 0, "{:?}", d.app.violation_samples);
             assert!(d.app.ht_stats.inserts > 100, "{:?}", d.app.ht_stats);
-            if let Some(AppSpec::HashTable { layout, .. }) = &cfg.app {
+            if let Some(AppSpec::HashTable { layout, .. }) = &cfg.workload.app {
                 // Leader-follower forwards every change to each follower.
                 assert_eq!(d.app.ht_stats.replicated > 0, layout.replicas > 1);
             }
@@ -513,10 +614,13 @@ fn hash_table_runs_checked_on_1pipe_and_on_the_fenced_baseline_7_3_3() {
     let small = hashtable(TopologySpec::Rack { hosts: 8 }, 3, 1);
     assert_eq!(run(&small, &mut |_| {}).unwrap_err().flag, "--app");
     let kv = SimConfig {
-        app: Some(AppSpec::Kv {
-            workload: Default::default(),
-            window: 1,
-        }),
+        workload: WorkloadConfig {
+            app: Some(AppSpec::Kv {
+                workload: Default::default(),
+                window: 1,
+            }),
+            ..Default::default()
+        },
         ..SimConfig::default()
     };
     assert_eq!(
@@ -539,15 +643,24 @@ fn a_hot_server_busy_past_its_link_timeout_is_not_declared_failed_4_2() {
         read_only_share: Some(0.95),
         ..KvWorkload::default()
     };
-    let cfg = SimConfig {
-        procs_per_host: 1,
-        duration_ns: 300_000,
-        app: Some(AppSpec::Kv {
-            workload,
-            window: 256,
-        }),
-        keep_history: false,
-        ..kv(TopologySpec::Rack { hosts: 8 }, KvWorkload::default(), 1)
+    let cfg = {
+        let base = kv(TopologySpec::Rack { hosts: 8 }, KvWorkload::default(), 1);
+        SimConfig {
+            net: NetworkConfig {
+                procs_per_host: 1,
+                ..base.net
+            },
+            workload: WorkloadConfig {
+                duration_ns: 300_000,
+                app: Some(AppSpec::Kv {
+                    workload,
+                    window: 256,
+                }),
+                keep_history: false,
+                ..base.workload
+            },
+            ..base
+        }
     };
     let r = run(&cfg, &mut |_| {}).expect("a valid configuration");
     assert_eq!(r.violations, 0, "seed 1: {:?}", r.violation_samples);

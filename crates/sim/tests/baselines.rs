@@ -8,15 +8,23 @@
 use onepipe_baselines::Protocol;
 use onepipe_sim::baseline::{run_baseline, BaseReport, BaselineConfig};
 use onepipe_sim::config::PacketKind;
-use onepipe_sim::{SimConfig, TopologySpec, WorkloadKind};
+use onepipe_sim::{
+    FaultConfig, NetworkConfig, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind,
+};
 
 fn small(topology: TopologySpec, seed: u64) -> SimConfig {
     SimConfig {
-        topology,
-        duration_ns: 300_000,
-        drain_ns: 20_000_000,
-        rate_per_proc: 50_000.0,
         seed,
+        net: NetworkConfig {
+            topology,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: 300_000,
+            drain_ns: 20_000_000,
+            rate_per_proc: 50_000.0,
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -61,17 +69,17 @@ fn mixed(seed: u64) -> SimConfig {
     ];
     let i = seed as usize;
     let mut cfg = small(topologies[i % 4], seed);
-    cfg.workload = workloads[(i / 4) % 3];
-    cfg.procs_per_host = 1 + (i % 3 == 1) as u32;
-    cfg.clock_skew_ns = [0.0, 300.0, 1000.0][(i / 2) % 3];
+    cfg.workload.workload = workloads[(i / 4) % 3];
+    cfg.net.procs_per_host = 1 + (i % 3 == 1) as u32;
+    cfg.net.clock_skew_ns = [0.0, 300.0, 1000.0][(i / 2) % 3];
     match (i / 3) % 4 {
         0 => {}
-        1 => cfg.reorder_prob = 0.05,
-        2 => cfg.loss_rate = 0.01,
+        1 => cfg.faults.reorder_prob = 0.05,
+        2 => cfg.faults.loss_rate = 0.01,
         _ => {
-            cfg.loss_rate = 0.05;
-            cfg.dup_rate = 0.01;
-            cfg.reorder_prob = 0.02;
+            cfg.faults.loss_rate = 0.05;
+            cfg.faults.dup_rate = 0.01;
+            cfg.faults.reorder_prob = 0.02;
         }
     }
     cfg
@@ -85,7 +93,7 @@ fn fixed_seeds(protocol: Protocol) {
     for seed in 1..=32u64 {
         let cfg = mixed(seed);
         let r = run_ok(&cfg, &base);
-        if cfg.loss_rate == 0.0 {
+        if cfg.faults.loss_rate == 0.0 {
             assert_eq!(
                 (r.delivered, r.lost_reported, r.send_failed),
                 (r.sent, 0, 0),
@@ -145,8 +153,8 @@ fn targeted_loss_of_each_class_is_survived() {
     for protocol in Protocol::ALL {
         for (i, kind) in kinds.into_iter().enumerate() {
             let mut cfg = small(TopologySpec::FatTree { k: 4 }, 100 + i as u64);
-            cfg.loss_rate = 0.1;
-            cfg.loss_kind = Some(kind);
+            cfg.faults.loss_rate = 0.1;
+            cfg.faults.loss_kind = Some(kind);
             run_ok(&cfg, &BaselineConfig::new(protocol));
         }
     }
@@ -157,8 +165,8 @@ fn targeted_loss_of_each_class_is_survived() {
 fn bursty_loss_is_survived() {
     for protocol in Protocol::ALL {
         let mut cfg = small(TopologySpec::FatTree { k: 4 }, 31);
-        cfg.loss_rate = 0.002;
-        cfg.loss_burst = 8;
+        cfg.faults.loss_rate = 0.002;
+        cfg.faults.loss_burst = 8;
         let r = run_ok(&cfg, &BaselineConfig::new(protocol));
         assert!(r.packets_lost >= 8);
     }
@@ -169,7 +177,7 @@ fn same_seed_same_trace_hash_different_seed_different_hash() {
     for protocol in Protocol::ALL {
         let base = BaselineConfig::new(protocol);
         let mut cfg = mixed(11); // loss, duplication and reordering
-        cfg.topology = TopologySpec::FatTree { k: 4 };
+        cfg.net.topology = TopologySpec::FatTree { k: 4 };
         let a = run_ok(&cfg, &base);
         let b = run_ok(&cfg, &base);
         assert_eq!(
@@ -189,8 +197,8 @@ fn same_seed_same_trace_hash_different_seed_different_hash() {
 #[test]
 fn a_saturated_sequencer_bounds_throughput_and_refuses_the_rest() {
     let mut cfg = small(TopologySpec::FatTree { k: 4 }, 5);
-    cfg.rate_per_proc = 1_000_000.0;
-    cfg.duration_ns = 100_000;
+    cfg.workload.rate_per_proc = 1_000_000.0;
+    cfg.workload.duration_ns = 100_000;
     let host = run_ok(&cfg, &BaselineConfig::new(Protocol::Sequencer));
     // 16 processes: (1 + 16) × 50 ns per broadcast, 1.18 M broadcasts/s, each delivered once
     // per process.
@@ -210,9 +218,9 @@ fn a_saturated_sequencer_bounds_throughput_and_refuses_the_rest() {
 #[test]
 fn token_at_saturation_refuses_and_drains() {
     let mut cfg = small(TopologySpec::FatTree { k: 2 }, 9);
-    cfg.procs_per_host = 4;
-    cfg.rate_per_proc = 2_000_000.0;
-    cfg.duration_ns = 50_000;
+    cfg.net.procs_per_host = 4;
+    cfg.workload.rate_per_proc = 2_000_000.0;
+    cfg.workload.duration_ns = 50_000;
     let r = run_ok(&cfg, &BaselineConfig::new(Protocol::Token));
     assert!(r.sends_refused_full > 0);
     assert_eq!(r.delivered, r.sent);
@@ -225,13 +233,13 @@ fn token_at_saturation_refuses_and_drains() {
 #[test]
 fn lamport_heartbeat_interval_scales_with_the_group() {
     let mut cfg = small(TopologySpec::FatTree { k: 4 }, 3);
-    cfg.procs_per_host = 4;
-    cfg.duration_ns = 100_000;
+    cfg.net.procs_per_host = 4;
+    cfg.workload.duration_ns = 100_000;
     let auto = BaselineConfig::new(Protocol::Lamport);
     // 64 processes, four on each core at one core's costs: 2 × 4 × 63 × 100 ns.
     assert_eq!(auto.heartbeat_interval(&cfg, 64), 50_400);
     // Pooled (25 ns a packet in and out): 2 × 4 × 63 × 25 ns = 12.6 µs > 3 µs.
-    cfg.pool_host_cpu();
+    cfg.net.pool_host_cpu();
     let r = run_ok(&cfg, &auto);
     assert_eq!(r.heartbeat_interval_ns, Some(12_600));
     let fixed = BaselineConfig {
@@ -252,14 +260,20 @@ fn bad_baseline_knobs_name_their_flag() {
     let e = run_baseline(&cfg, &bad, &mut |_| {}).unwrap_err();
     assert_eq!(e.flag, "--token-batch");
     let crash = SimConfig {
-        crashes: vec![(1, 10_000)],
+        faults: FaultConfig {
+            crashes: vec![(1, 10_000)],
+            ..cfg.faults.clone()
+        },
         ..cfg.clone()
     };
     let e = run_baseline(&crash, &BaselineConfig::new(Protocol::Token), &mut |_| {}).unwrap_err();
     assert_eq!(e.flag, "--crash-host");
     let commit = SimConfig {
-        loss_rate: 0.1,
-        loss_kind: Some(PacketKind::Commit),
+        faults: FaultConfig {
+            loss_rate: 0.1,
+            loss_kind: Some(PacketKind::Commit),
+            ..cfg.faults
+        },
         ..cfg
     };
     let e = run_baseline(

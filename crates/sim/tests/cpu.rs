@@ -1,6 +1,6 @@
 //! One CPU model for every system (issue 36, "equal resources"): a host's processes share one
 //! core — 1Pipe's host role, the direct engine's processes, the baselines' processes — at the
-//! same costs, which the benches pool (`SimConfig::pool_host_cpu`: a core's worth per process);
+//! same costs, which the benches pool (`NetworkConfig::pool_host_cpu`: a core's worth per process);
 //! only the host-placed sequencer has a core of its own.
 
 use onepipe_apps::kv::workload::KvWorkload;
@@ -11,23 +11,29 @@ use onepipe_sim::direct::{DirectSystem, DirectWorld};
 use onepipe_sim::engine::Costs;
 use onepipe_sim::onepipe::World;
 use onepipe_sim::queue::RadixHeap;
-use onepipe_sim::{AppSpec, SimConfig, TopologySpec};
+use onepipe_sim::{AppSpec, NetworkConfig, SimConfig, TopologySpec, WorkloadConfig};
 
 const HOSTS: u32 = 4;
 const PPH: u32 = 4;
 
 fn cfg() -> SimConfig {
     let mut c = SimConfig {
-        topology: TopologySpec::Rack { hosts: HOSTS },
-        procs_per_host: PPH,
-        duration_ns: 100_000,
-        app: Some(AppSpec::Kv {
-            workload: KvWorkload::default(),
-            window: 4,
-        }),
+        net: NetworkConfig {
+            topology: TopologySpec::Rack { hosts: HOSTS },
+            procs_per_host: PPH,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: 100_000,
+            app: Some(AppSpec::Kv {
+                workload: KvWorkload::default(),
+                window: 4,
+            }),
+            ..Default::default()
+        },
         ..SimConfig::default()
     };
-    c.pool_host_cpu();
+    c.net.pool_host_cpu();
     c
 }
 
@@ -39,11 +45,18 @@ fn same(a: Costs, b: Costs) -> bool {
 fn pooling_divides_the_costs_by_the_processes_per_host_with_the_sum_exact() {
     let pooled = |pph| {
         let mut c = SimConfig {
-            procs_per_host: pph,
+            net: NetworkConfig {
+                procs_per_host: pph,
+                ..Default::default()
+            },
             ..SimConfig::default()
         };
-        c.pool_host_cpu();
-        (c.host_send_ns, c.host_recv_ns, c.host_deliver_ns)
+        c.net.pool_host_cpu();
+        (
+            c.net.host_send_ns,
+            c.net.host_recv_ns,
+            c.net.host_deliver_ns,
+        )
     };
     // The defaults: 50 ns to send, 50 to receive, 20 to deliver.
     assert_eq!(pooled(1), (50, 50, 20), "one process per host: unchanged");
@@ -56,9 +69,9 @@ fn pooling_divides_the_costs_by_the_processes_per_host_with_the_sum_exact() {
 fn the_direct_engine_runs_a_hosts_processes_on_one_core_as_1pipe_does() {
     let c = cfg();
     let host_costs = Costs {
-        send_ns: c.host_send_ns,
-        recv_ns: c.host_recv_ns,
-        deliver_ns: c.host_deliver_ns,
+        send_ns: c.net.host_send_ns,
+        recv_ns: c.net.host_recv_ns,
+        deliver_ns: c.net.host_deliver_ns,
     };
     let direct = DirectWorld::new(c.clone(), DirectSystem::NonTx, RadixHeap::new()).unwrap();
     let onepipe = World::new(c, RadixHeap::new()).unwrap();
@@ -79,14 +92,14 @@ fn the_direct_engine_runs_a_hosts_processes_on_one_core_as_1pipe_does() {
 #[test]
 fn baseline_processes_share_their_hosts_core_and_the_sequencer_has_its_own() {
     let mut c = cfg();
-    c.app = None;
+    c.workload.app = None;
     let base = BaselineConfig::new(Protocol::Sequencer);
     let w = BaseWorld::new(c.clone(), base.clone(), RadixHeap::new()).unwrap();
     let procs = HOSTS * PPH;
     assert_eq!(w.cpus().len(), HOSTS as usize + 1);
     for h in 0..HOSTS {
         assert_eq!(w.cpus()[h as usize].roles(), h * PPH..(h + 1) * PPH);
-        assert_eq!(w.cpus()[h as usize].costs.send_ns, c.host_send_ns);
+        assert_eq!(w.cpus()[h as usize].costs.send_ns, c.net.host_send_ns);
     }
     let seq = &w.cpus()[HOSTS as usize];
     assert_eq!(
@@ -103,9 +116,15 @@ fn baseline_processes_share_their_hosts_core_and_the_sequencer_has_its_own() {
 #[test]
 fn shared_cores_are_deterministic_and_never_overbooked() {
     let run = || {
-        let c = SimConfig {
-            duration_ns: 200_000,
-            ..cfg()
+        let c = {
+            let base = cfg();
+            SimConfig {
+                workload: WorkloadConfig {
+                    duration_ns: 200_000,
+                    ..base.workload
+                },
+                ..base
+            }
         };
         onepipe_sim::direct::run_direct(&c, DirectSystem::NonTx, &mut |_| {}).unwrap()
     };

@@ -4,17 +4,25 @@
 //! failure timestamp, reliable-loss for the correct receivers) and drain, with the controller
 //! declaring exactly the disconnected hosts. A failure prints the seed.
 
-use onepipe_sim::{run, Service, SimConfig, TopologySpec, WorkloadKind};
+use onepipe_sim::{
+    run, FaultConfig, NetworkConfig, Service, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind,
+};
 
 fn cfg(seed: u64) -> SimConfig {
     SimConfig {
-        topology: TopologySpec::FatTree { k: 4 },
-        procs_per_host: 2,
-        service: Service::Reliable,
-        workload: WorkloadKind::AllToAll,
-        rate_per_proc: 50_000.0,
-        duration_ns: 1_500_000,
         seed,
+        net: NetworkConfig {
+            topology: TopologySpec::FatTree { k: 4 },
+            procs_per_host: 2,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            service: Service::Reliable,
+            workload: WorkloadKind::AllToAll,
+            rate_per_proc: 50_000.0,
+            duration_ns: 1_500_000,
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -52,7 +60,7 @@ fn run_ok(cfg: &SimConfig) -> (Vec<u32>, onepipe_sim::Report) {
 fn a_crashed_host_is_failed_recalled_and_the_rest_resume_5_2() {
     for seed in 1..=4 {
         let mut c = cfg(seed);
-        c.crashes = vec![(5, 700_000)];
+        c.faults.crashes = vec![(5, 700_000)];
         let (hosts, r) = run_ok(&c);
         assert_eq!(hosts, vec![5], "seed {seed}");
         assert!(r.recalled > 0, "seed {seed}: nothing was recalled");
@@ -67,7 +75,7 @@ fn a_crashed_host_is_failed_recalled_and_the_rest_resume_5_2() {
 fn a_cut_host_link_fails_the_host_5_2() {
     for seed in 1..=3 {
         let mut c = cfg(seed);
-        c.cuts = vec![("host-9".into(), 600_000)];
+        c.faults.cuts = vec![("host-9".into(), 600_000)];
         let (hosts, _) = run_ok(&c);
         assert_eq!(hosts, vec![9], "seed {seed}");
     }
@@ -77,7 +85,7 @@ fn a_cut_host_link_fails_the_host_5_2() {
 fn a_tor_failure_fails_its_single_homed_rack_5_2() {
     for seed in 1..=3 {
         let mut c = cfg(seed);
-        c.cuts = vec![("tor-3".into(), 800_000)];
+        c.faults.cuts = vec![("tor-3".into(), 800_000)];
         let (hosts, _) = run_ok(&c);
         assert_eq!(hosts, vec![6, 7], "seed {seed}");
     }
@@ -92,7 +100,7 @@ fn core_switch_and_link_failures_fail_nobody_and_traffic_routes_around_5_2() {
         (4, "tor-0/agg-1"),
     ] {
         let mut c = cfg(seed);
-        c.cuts = vec![(cut.into(), 500_000)];
+        c.faults.cuts = vec![(cut.into(), 500_000)];
         let (hosts, r) = run_ok(&c);
         assert!(hosts.is_empty(), "seed {seed} {cut}: {hosts:?}");
         assert!(!r.failure_rounds.is_empty(), "seed {seed} {cut}: no round");
@@ -103,8 +111,8 @@ fn core_switch_and_link_failures_fail_nobody_and_traffic_routes_around_5_2() {
 #[test]
 fn a_mixed_service_run_survives_a_crash_in_both_services() {
     let mut c = cfg(7);
-    c.service = Service::Mixed;
-    c.crashes = vec![(2, 900_000)];
+    c.workload.service = Service::Mixed;
+    c.faults.crashes = vec![(2, 900_000)];
     let (hosts, _) = run_ok(&c);
     assert_eq!(hosts, vec![2]);
 }
@@ -112,7 +120,7 @@ fn a_mixed_service_run_survives_a_crash_in_both_services() {
 #[test]
 fn the_same_failure_replays_to_the_same_trace() {
     let mut c = cfg(11);
-    c.crashes = vec![(4, 700_000)];
+    c.faults.crashes = vec![(4, 700_000)];
     let a = run(&c, &mut |_| {}).unwrap();
     let b = run(&c, &mut |_| {}).unwrap();
     assert_eq!(a.trace_hash, b.trace_hash, "seed {}", c.seed);
@@ -126,8 +134,8 @@ fn the_same_failure_replays_to_the_same_trace() {
 fn a_controller_crash_in_the_middle_of_a_round_still_resumes_it_5_2() {
     for seed in 1..=3 {
         let mut c = cfg(seed);
-        c.crashes = vec![(5, 700_000)];
-        c.controller_down = vec![(745_000, 900_000)];
+        c.faults.crashes = vec![(5, 700_000)];
+        c.faults.controller_down = vec![(745_000, 900_000)];
         let (hosts, r) = run_ok(&c);
         assert_eq!(hosts, vec![5], "seed {seed}");
         assert!(
@@ -149,8 +157,8 @@ fn a_controller_crash_in_the_middle_of_a_round_still_resumes_it_5_2() {
 fn failure_reports_lost_to_a_down_controller_are_sent_again_5_2() {
     for seed in 1..=3 {
         let mut c = cfg(seed);
-        c.crashes = vec![(5, 700_000)];
-        c.controller_down = vec![(720_000, 800_000)];
+        c.faults.crashes = vec![(5, 700_000)];
+        c.faults.controller_down = vec![(720_000, 800_000)];
         let (hosts, r) = run_ok(&c);
         assert_eq!(hosts, vec![5], "seed {seed}");
         assert!(r.ctrl_lost > 0 && r.ctrl_resent > 0, "seed {seed}");
@@ -166,9 +174,9 @@ fn failure_reports_lost_to_a_down_controller_are_sent_again_5_2() {
 fn clock_steps_forward_and_back_keep_order_causality_and_atomicity_2_1() {
     for seed in 1..=3 {
         let mut c = cfg(seed);
-        c.service = onepipe_sim::Service::Mixed;
-        c.crashes = vec![(2, 900_000)];
-        c.clock_steps = vec![
+        c.workload.service = onepipe_sim::Service::Mixed;
+        c.faults.crashes = vec![(2, 900_000)];
+        c.faults.clock_steps = vec![
             (3, 400_000, 40_000),
             (7, 500_000, -30_000),
             (3, 800_000, -45_000),
@@ -179,7 +187,7 @@ fn clock_steps_forward_and_back_keep_order_causality_and_atomicity_2_1() {
         assert!(r.checked_deliveries > 10_000, "seed {seed}");
         let again = run(&c, &mut |_| {}).unwrap();
         assert_eq!(r.trace_hash, again.trace_hash, "seed {seed}");
-        c.clock_steps.clear();
+        c.faults.clock_steps.clear();
         let unstepped = run(&c, &mut |_| {}).unwrap();
         assert_ne!(
             r.trace_hash, unstepped.trace_hash,
@@ -198,12 +206,12 @@ fn clock_steps_forward_and_back_keep_order_causality_and_atomicity_2_1() {
 fn a_black_holed_route_is_bridged_by_controller_forwarding_5_2() {
     for seed in 1..=2 {
         let mut c = cfg(seed);
-        c.blackholes = vec![(1, 9, 500_000)];
+        c.faults.blackholes = vec![(1, 9, 500_000)];
         let (hosts, r) = run_ok(&c);
         assert!(hosts.is_empty(), "seed {seed}: {hosts:?}");
         assert!(r.packets_blackholed > 0, "seed {seed}: nothing black-holed");
         assert!(r.forwarded > 0, "seed {seed}: nothing forwarded");
-        c.forward_after = 0;
+        c.protocol.forward_after = 0;
         let r = run(&c, &mut |_| {}).unwrap();
         assert!(
             !r.drained || r.violations > 0 || r.undelivered_reliable > 0,
@@ -224,8 +232,8 @@ fn a_black_holed_route_is_bridged_by_controller_forwarding_5_2() {
 fn a_healed_host_recovers_and_delivers_consistently_with_the_correct_receivers_5_2() {
     for seed in 1..=3 {
         let mut c = cfg(seed);
-        c.cuts = vec![("host-9".into(), 600_000)];
-        c.heals = vec![("host-9".into(), 1_000_000)];
+        c.faults.cuts = vec![("host-9".into(), 600_000)];
+        c.faults.heals = vec![("host-9".into(), 1_000_000)];
         let (hosts, r) = run_ok(&c);
         assert_eq!(hosts, vec![9], "seed {seed}");
         assert_eq!(r.recovered, 1, "seed {seed}: host 9 did not recover");
@@ -242,11 +250,11 @@ fn a_healed_host_recovers_and_delivers_consistently_with_the_correct_receivers_5
 #[test]
 fn a_heal_of_something_never_cut_or_before_its_cut_is_refused() {
     let mut c = cfg(1);
-    c.cuts = vec![("tor-3".into(), 600_000)];
-    c.heals = vec![("tor-2".into(), 1_000_000)];
+    c.faults.cuts = vec![("tor-3".into(), 600_000)];
+    c.faults.heals = vec![("tor-2".into(), 1_000_000)];
     assert!(run(&c, &mut |_| {}).is_err());
-    c.cuts = vec![("host-9".into(), 600_000)];
-    c.heals = vec![("host-9".into(), 500_000)];
+    c.faults.cuts = vec![("host-9".into(), 600_000)];
+    c.faults.heals = vec![("host-9".into(), 500_000)];
     assert!(run(&c, &mut |_| {}).is_err());
 }
 
@@ -259,10 +267,10 @@ fn a_heal_of_something_never_cut_or_before_its_cut_is_refused() {
 fn a_healed_host_recovers_among_other_failures_in_both_services_5_2() {
     for seed in [9, 2] {
         let mut c = cfg(seed);
-        c.service = Service::Mixed;
-        c.cuts = vec![("host-14".into(), 300_000)];
-        c.heals = vec![("host-14".into(), 1_400_000)];
-        c.crashes = vec![(5, 400_000)];
+        c.workload.service = Service::Mixed;
+        c.faults.cuts = vec![("host-14".into(), 300_000)];
+        c.faults.heals = vec![("host-14".into(), 1_400_000)];
+        c.faults.crashes = vec![(5, 400_000)];
         let (hosts, r) = run_ok(&c);
         assert_eq!(hosts, vec![5, 14], "seed {seed}");
         assert_eq!(r.recovered, 1, "seed {seed}");
@@ -277,9 +285,9 @@ fn a_healed_host_recovers_among_other_failures_in_both_services_5_2() {
 fn recall_reports_lost_to_a_down_controller_reach_it_before_recovery_5_2() {
     for seed in 1..=3 {
         let mut c = cfg(seed);
-        c.cuts = vec![("host-9".into(), 600_000)];
-        c.heals = vec![("host-9".into(), 1_000_000)];
-        c.controller_down = vec![(640_000, 660_000)];
+        c.faults.cuts = vec![("host-9".into(), 600_000)];
+        c.faults.heals = vec![("host-9".into(), 1_000_000)];
+        c.faults.controller_down = vec![(640_000, 660_000)];
         let (hosts, r) = run_ok(&c);
         assert_eq!(hosts, vec![9], "seed {seed}");
         assert_eq!(r.recovered, 1, "seed {seed}");
@@ -304,9 +312,9 @@ fn recall_reports_lost_to_a_down_controller_reach_it_before_recovery_5_2() {
 fn correct_hosts_reach_one_another_and_a_failed_host_s_live_uplink_is_isolated_5_2() {
     for seed in 1..=3 {
         let mut c = cfg(seed);
-        c.switch_mode = onepipe_proto::switch::SwitchMode::Cpu;
-        c.cuts = vec![("agg-0".into(), 400_000), ("agg-3>tor-3".into(), 800_000)];
-        c.heals = vec![("agg-3>tor-3".into(), 840_000)];
+        c.net.switch_mode = onepipe_proto::switch::SwitchMode::Cpu;
+        c.faults.cuts = vec![("agg-0".into(), 400_000), ("agg-3>tor-3".into(), 800_000)];
+        c.faults.heals = vec![("agg-3>tor-3".into(), 840_000)];
         let (hosts, r) = run_ok(&c);
         assert_eq!(hosts, vec![6, 7], "seed {seed}");
         assert!(r.recalled > 0, "seed {seed}: nothing was recalled");
@@ -331,10 +339,10 @@ fn a_healed_host_rejoins_as_new_processes_and_sends_and_receives_in_total_order_
         (3, Service::Reliable),
     ] {
         let mut c = cfg(seed);
-        c.service = service;
-        c.duration_ns = 2_000_000;
-        c.cuts = vec![("host-9".into(), 600_000)];
-        c.heals = vec![("host-9".into(), 900_000)];
+        c.workload.service = service;
+        c.workload.duration_ns = 2_000_000;
+        c.faults.cuts = vec![("host-9".into(), 600_000)];
+        c.faults.heals = vec![("host-9".into(), 900_000)];
         let (hosts, r) = run_ok(&c);
         assert_eq!(hosts, vec![9], "seed {seed}");
         assert_eq!((r.recovered, r.rejoined), (1, 1), "seed {seed}");
@@ -359,15 +367,15 @@ fn a_healed_host_rejoins_as_new_processes_and_sends_and_receives_in_total_order_
 #[test]
 fn a_commit_barrier_jump_after_a_long_round_does_not_starve_beacons_4_2_5_2() {
     let mut c = cfg(1);
-    c.procs_per_host = 4;
-    c.send_buffer_bytes = 256 << 10;
-    c.rate_per_proc = 100_000.0;
-    c.duration_ns = 2_000_000;
-    c.cuts = vec![("host-9".into(), 600_000)];
-    c.controller_down = vec![(640_000, 1_400_000)];
+    c.net.procs_per_host = 4;
+    c.protocol.send_buffer_bytes = 256 << 10;
+    c.workload.rate_per_proc = 100_000.0;
+    c.workload.duration_ns = 2_000_000;
+    c.faults.cuts = vec![("host-9".into(), 600_000)];
+    c.faults.controller_down = vec![(640_000, 1_400_000)];
     let (hosts, _) = run_ok(&c);
     assert_eq!(hosts, vec![9]);
-    c.deliver_burst_max = 0;
+    c.protocol.deliver_burst_max = 0;
     let r = run(&c, &mut |_| {}).unwrap();
     let declared: usize = r.failure_rounds.iter().map(|f| f.hosts.len()).sum();
     assert!(
@@ -387,10 +395,10 @@ fn a_commit_barrier_jump_after_a_long_round_does_not_starve_beacons_4_2_5_2() {
 fn a_crashed_host_restarts_empty_and_rejoins_as_new_processes_5_2() {
     for (seed, restart) in [(1, 800_000), (2, 610_000), (3, 1_200_000)] {
         let mut c = cfg(seed);
-        c.service = Service::Mixed;
-        c.duration_ns = 2_000_000;
-        c.crashes = vec![(5, 600_000)];
-        c.restarts = vec![(5, restart)];
+        c.workload.service = Service::Mixed;
+        c.workload.duration_ns = 2_000_000;
+        c.faults.crashes = vec![(5, 600_000)];
+        c.faults.restarts = vec![(5, restart)];
         let (hosts, r) = run_ok(&c);
         assert_eq!(hosts, vec![5], "seed {seed}");
         assert_eq!((r.restarts, r.rejoined), (1, 1), "seed {seed}");
@@ -431,14 +439,23 @@ fn a_host_that_leaves_is_taken_out_at_every_size_before_and_after_traffic() {
                 for service in [Service::Reliable, Service::BestEffort] {
                     let seed = 100 + runs;
                     let c = SimConfig {
-                        topology,
-                        procs_per_host: 1,
-                        service,
-                        workload: WorkloadKind::AllToAll,
-                        rate_per_proc: 50_000.0,
-                        duration_ns: 1_000_000,
-                        leaves: vec![(hosts - 1, leave_at)],
                         seed,
+                        net: NetworkConfig {
+                            topology,
+                            procs_per_host: 1,
+                            ..Default::default()
+                        },
+                        faults: FaultConfig {
+                            leaves: vec![(hosts - 1, leave_at)],
+                            ..Default::default()
+                        },
+                        workload: WorkloadConfig {
+                            service,
+                            workload: WorkloadKind::AllToAll,
+                            rate_per_proc: 50_000.0,
+                            duration_ns: 1_000_000,
+                            ..Default::default()
+                        },
                         ..SimConfig::default()
                     };
                     let what = format!("seed {seed}: {topology:?} leave at {leave_at} {service:?}");

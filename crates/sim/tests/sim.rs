@@ -3,18 +3,28 @@
 //! A failure message always carries the seed; `onepipe sim --seed S` with the same flags replays.
 
 use onepipe_proto::switch::SwitchMode;
-use onepipe_sim::{run, Report, Service, SimConfig, TopologySpec, WorkloadKind};
+use onepipe_sim::{
+    run, FaultConfig, NetworkConfig, ProtocolConfig, Report, Service, SimConfig, TopologySpec,
+    WorkloadConfig, WorkloadKind,
+};
 use proptest::prelude::*;
 
 fn small(topology: TopologySpec, seed: u64) -> SimConfig {
     SimConfig {
-        topology,
-        duration_ns: 400_000,
-        // Long enough for the last best-effort ACKs (`ack_delay_be_ns`, 200 µs): a run drains
-        // only when every send is resolved, and only a drained run is judged for unreported loss.
-        drain_ns: 1_000_000,
-        rate_per_proc: 20_000.0,
         seed,
+        net: NetworkConfig {
+            topology,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            duration_ns: 400_000,
+            // Long enough for the last best-effort ACKs (`ack_delay_be_ns`, 200 µs): a run
+            // drains only when every send is resolved, and only a drained run is judged for
+            // unreported loss.
+            drain_ns: 1_000_000,
+            rate_per_proc: 20_000.0,
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -54,13 +64,13 @@ fn fixed_seeds_pass_every_checker() {
     for seed in 1..=24u64 {
         let i = seed as usize;
         let mut cfg = small(topologies[i % 4], seed);
-        cfg.switch_mode = modes[i % 3];
-        cfg.workload = workloads[(i / 3) % 3];
-        cfg.procs_per_host = 1 + (i % 2) as u32;
-        cfg.clock_skew_ns = [0.0, 300.0, 1000.0][(i / 2) % 3];
-        cfg.reorder_prob = if i % 4 == 3 { 0.02 } else { 0.0 };
+        cfg.net.switch_mode = modes[i % 3];
+        cfg.workload.workload = workloads[(i / 3) % 3];
+        cfg.net.procs_per_host = 1 + (i % 2) as u32;
+        cfg.net.clock_skew_ns = [0.0, 300.0, 1000.0][(i / 2) % 3];
+        cfg.faults.reorder_prob = if i % 4 == 3 { 0.02 } else { 0.0 };
         let r = run_ok(&cfg);
-        if cfg.reorder_prob == 0.0 {
+        if cfg.faults.reorder_prob == 0.0 {
             assert_eq!(r.dropped_late, 0, "seed {seed}: late drop on FIFO links");
         }
     }
@@ -88,16 +98,16 @@ fn lossy_fixed_seeds_pass_every_checker_in_both_services_2_1_5_1() {
         for seed in 101..=120u64 {
             let i = seed as usize;
             let mut cfg = small(topologies[i % 3], seed);
-            cfg.service = service;
-            cfg.switch_mode = modes[(i / 3) % 3];
-            cfg.workload = workloads[i % 2];
-            cfg.procs_per_host = 1 + (i % 4 == 1) as u32;
-            cfg.duration_ns = 200_000;
-            cfg.drain_ns = 5_000_000;
-            cfg.loss_rate = [0.01, 0.03][i % 2];
-            cfg.loss_burst = 1 + i.is_multiple_of(5) as u32;
-            cfg.dup_rate = if i.is_multiple_of(3) { 0.01 } else { 0.0 };
-            cfg.reorder_prob = if i % 4 == 2 { 0.02 } else { 0.0 };
+            cfg.workload.service = service;
+            cfg.net.switch_mode = modes[(i / 3) % 3];
+            cfg.workload.workload = workloads[i % 2];
+            cfg.net.procs_per_host = 1 + (i % 4 == 1) as u32;
+            cfg.workload.duration_ns = 200_000;
+            cfg.workload.drain_ns = 5_000_000;
+            cfg.faults.loss_rate = [0.01, 0.03][i % 2];
+            cfg.faults.loss_burst = 1 + i.is_multiple_of(5) as u32;
+            cfg.faults.dup_rate = if i.is_multiple_of(3) { 0.01 } else { 0.0 };
+            cfg.faults.reorder_prob = if i % 4 == 2 { 0.02 } else { 0.0 };
             let r = run_ok(&cfg);
             assert!(
                 r.drained,
@@ -135,9 +145,12 @@ fn same_seed_same_trace_hash_different_seed_different_hash() {
 #[test]
 fn reorder_delay_is_half_the_beacon_interval_plus_skew_6_2_1() {
     let cfg = SimConfig {
-        duration_ns: 2_000_000,
-        rate_per_proc: 10_000.0,
         seed: 1,
+        workload: WorkloadConfig {
+            duration_ns: 2_000_000,
+            rate_per_proc: 10_000.0,
+            ..Default::default()
+        },
         ..SimConfig::default()
     };
     let r = run_ok(&cfg);
@@ -148,7 +161,10 @@ fn reorder_delay_is_half_the_beacon_interval_plus_skew_6_2_1() {
     );
     // A longer interval raises it by about half the difference.
     let slow = run_ok(&SimConfig {
-        beacon_interval_ns: 9_000,
+        net: NetworkConfig {
+            beacon_interval_ns: 9_000,
+            ..cfg.net
+        },
         ..cfg
     });
     let grew = slow.reorder_delay_ns.mean - mean;
@@ -159,9 +175,15 @@ fn reorder_delay_is_half_the_beacon_interval_plus_skew_6_2_1() {
 #[test]
 fn switch_cpu_and_host_representatives_are_slower_than_the_chip_6_2() {
     let delay = |mode| {
-        let cfg = SimConfig {
-            switch_mode: mode,
-            ..small(TopologySpec::FatTree { k: 4 }, 3)
+        let cfg = {
+            let base = small(TopologySpec::FatTree { k: 4 }, 3);
+            SimConfig {
+                net: NetworkConfig {
+                    switch_mode: mode,
+                    ..base.net
+                },
+                ..base
+            }
         };
         run_ok(&cfg).reorder_delay_ns.mean
     };
@@ -180,9 +202,15 @@ fn switch_cpu_and_host_representatives_are_slower_than_the_chip_6_2() {
 /// delivered out of order.
 #[test]
 fn non_fifo_links_cause_late_drops_never_disorder_4_1() {
-    let cfg = SimConfig {
-        reorder_prob: 0.05,
-        ..small(TopologySpec::FatTree { k: 4 }, 11)
+    let cfg = {
+        let base = small(TopologySpec::FatTree { k: 4 }, 11);
+        SimConfig {
+            faults: FaultConfig {
+                reorder_prob: 0.05,
+                ..base.faults
+            },
+            ..base
+        }
     };
     let r = run_ok(&cfg);
     assert!(r.dropped_late > 0);
@@ -194,18 +222,24 @@ fn non_fifo_links_cause_late_drops_never_disorder_4_1() {
 /// sync (large skew, frequent syncs) included.
 #[test]
 fn clock_steps_backwards_delay_but_never_disorder_4_1() {
-    let cfg = SimConfig {
-        clock_skew_ns: 2_000.0,
-        clock_sync_interval_ns: 20_000,
-        clock_drift_ppm: 50.0,
-        ..small(
+    let cfg = {
+        let base = small(
             TopologySpec::LeafSpine {
                 hosts: 6,
                 rack_size: 3,
                 spines: 2,
             },
             5,
-        )
+        );
+        SimConfig {
+            net: NetworkConfig {
+                clock_skew_ns: 2_000.0,
+                clock_sync_interval_ns: 20_000,
+                clock_drift_ppm: 50.0,
+                ..base.net
+            },
+            ..base
+        }
     };
     run_ok(&cfg);
 }
@@ -213,9 +247,15 @@ fn clock_steps_backwards_delay_but_never_disorder_4_1() {
 /// §6.1: 48-bit timestamps wrap every ~78 hours; comparisons are wrap-safe (PAWS).
 #[test]
 fn timestamps_wrap_at_48_bits_6_1() {
-    let cfg = SimConfig {
-        clock_epoch_ns: (1 << 48) - 200_000,
-        ..small(TopologySpec::FatTree { k: 4 }, 2)
+    let cfg = {
+        let base = small(TopologySpec::FatTree { k: 4 }, 2);
+        SimConfig {
+            net: NetworkConfig {
+                clock_epoch_ns: (1 << 48) - 200_000,
+                ..base.net
+            },
+            ..base
+        }
     };
     let r = run_ok(&cfg);
     assert_eq!(r.dropped_late, 0);
@@ -224,11 +264,20 @@ fn timestamps_wrap_at_48_bits_6_1() {
 /// §6.1: messages larger than the MTU are fragmented and reassembled.
 #[test]
 fn large_messages_fragment_and_reassemble_6_1() {
-    let cfg = SimConfig {
-        msg_size: 10_000,
-        mtu_payload: 1_000,
-        workload: WorkloadKind::Scatter { k: 2 },
-        ..small(TopologySpec::Rack { hosts: 4 }, 9)
+    let cfg = {
+        let base = small(TopologySpec::Rack { hosts: 4 }, 9);
+        SimConfig {
+            net: NetworkConfig {
+                mtu_payload: 1_000,
+                ..base.net
+            },
+            workload: WorkloadConfig {
+                msg_size: 10_000,
+                workload: WorkloadKind::Scatter { k: 2 },
+                ..base.workload
+            },
+            ..base
+        }
     };
     let r = run_ok(&cfg);
     assert_eq!(r.delivered, r.sent);
@@ -286,22 +335,31 @@ proptest! {
         service in 0usize..3,
     ) {
         let cfg = SimConfig {
-            topology,
-            seed,
-            link_delay_ns,
-            clock_skew_ns: skew,
-            switch_mode: [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host][mode],
-            beacon_interval_ns,
-            procs_per_host: pph,
-            reorder_prob: reorder,
-            loss_rate: loss,
-            dup_rate: dup,
-            service: [Service::BestEffort, Service::Reliable, Service::Mixed][service],
-            duration_ns: 200_000,
-            drain_ns: 5_000_000,
-            rate_per_proc: 20_000.0,
-            ..SimConfig::default()
-        };
+seed,
+net: NetworkConfig {
+topology,
+link_delay_ns,
+clock_skew_ns: skew,
+switch_mode: [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host][mode],
+beacon_interval_ns,
+procs_per_host: pph,
+..Default::default()
+},
+faults: FaultConfig {
+reorder_prob: reorder,
+loss_rate: loss,
+dup_rate: dup,
+..Default::default()
+},
+workload: WorkloadConfig {
+service: [Service::BestEffort, Service::Reliable, Service::Mixed][service],
+duration_ns: 200_000,
+drain_ns: 5_000_000,
+rate_per_proc: 20_000.0,
+..Default::default()
+},
+..SimConfig::default()
+};
         let r = run(&cfg, &mut |_| {}).unwrap();
         prop_assert_eq!(r.violations, 0, "seed {}: {:#?}", seed, r.violation_samples);
         prop_assert!(r.drained, "seed {}", seed);
@@ -318,10 +376,16 @@ proptest! {
 #[test]
 fn throughput_levels_off_at_the_host_cpu_limit_7_2() {
     let at = |rate| {
-        run_ok(&SimConfig {
-            rate_per_proc: rate,
-            duration_ns: 300_000,
-            ..small(TopologySpec::Rack { hosts: 4 }, 21)
+        run_ok(&{
+            let base = small(TopologySpec::Rack { hosts: 4 }, 21);
+            SimConfig {
+                workload: WorkloadConfig {
+                    rate_per_proc: rate,
+                    duration_ns: 300_000,
+                    ..base.workload
+                },
+                ..base
+            }
         })
     };
     let (below, over, far_over) = (at(100_000.0), at(3_000_000.0), at(10_000_000.0));
@@ -354,14 +418,23 @@ fn best_effort_losses_are_detected_by_ack_and_reported_2_1() {
         (47, 5e-3, 2, 5e-3, None, 0.02),
     ];
     for (seed, loss, burst, dup, kind, reorder) in cases {
-        let cfg = SimConfig {
-            loss_rate: loss,
-            loss_burst: burst,
-            dup_rate: dup,
-            loss_kind: kind,
-            reorder_prob: reorder,
-            drain_ns: 5_000_000,
-            ..small(TopologySpec::FatTree { k: 4 }, seed)
+        let cfg = {
+            let base = small(TopologySpec::FatTree { k: 4 }, seed);
+            SimConfig {
+                faults: FaultConfig {
+                    loss_rate: loss,
+                    loss_burst: burst,
+                    dup_rate: dup,
+                    loss_kind: kind,
+                    reorder_prob: reorder,
+                    ..base.faults
+                },
+                workload: WorkloadConfig {
+                    drain_ns: 5_000_000,
+                    ..base.workload
+                },
+                ..base
+            }
         };
         let r = run_ok(&cfg);
         assert!(r.drained, "seed {seed}: the loss check must run");
@@ -409,13 +482,25 @@ fn acks_owed_to_one_host_share_packets_and_survive_their_loss_6_1() {
         (65, 1, Service::BestEffort, 0.0),
     ];
     for (seed, pph, service, loss) in cases {
-        let cfg = SimConfig {
-            procs_per_host: pph,
-            service,
-            loss_rate: loss,
-            loss_kind: Some(PacketKind::Ack),
-            drain_ns: 5_000_000,
-            ..small(TopologySpec::FatTree { k: 4 }, seed)
+        let cfg = {
+            let base = small(TopologySpec::FatTree { k: 4 }, seed);
+            SimConfig {
+                net: NetworkConfig {
+                    procs_per_host: pph,
+                    ..base.net
+                },
+                faults: FaultConfig {
+                    loss_rate: loss,
+                    loss_kind: Some(PacketKind::Ack),
+                    ..base.faults
+                },
+                workload: WorkloadConfig {
+                    service,
+                    drain_ns: 5_000_000,
+                    ..base.workload
+                },
+                ..base
+            }
         };
         let r = run_ok(&cfg);
         assert!(r.drained, "seed {seed}: the loss check must run");
@@ -488,18 +573,30 @@ fn reliable_delivery_survives_loss_duplication_and_reordering_5_1() {
     ];
     for (seed, loss, burst, dup, kind, reorder, mode) in cases {
         for service in [Service::Reliable, Service::Mixed] {
-            let cfg = SimConfig {
-                loss_rate: loss,
-                loss_burst: burst,
-                dup_rate: dup,
-                loss_kind: kind,
-                reorder_prob: reorder,
-                switch_mode: mode,
-                service,
-                procs_per_host: 2,
-                workload: WorkloadKind::Scatter { k: 5 },
-                drain_ns: 20_000_000,
-                ..small(TopologySpec::FatTree { k: 4 }, seed)
+            let cfg = {
+                let base = small(TopologySpec::FatTree { k: 4 }, seed);
+                SimConfig {
+                    net: NetworkConfig {
+                        switch_mode: mode,
+                        procs_per_host: 2,
+                        ..base.net
+                    },
+                    faults: FaultConfig {
+                        loss_rate: loss,
+                        loss_burst: burst,
+                        dup_rate: dup,
+                        loss_kind: kind,
+                        reorder_prob: reorder,
+                        ..base.faults
+                    },
+                    workload: WorkloadConfig {
+                        service,
+                        workload: WorkloadKind::Scatter { k: 5 },
+                        drain_ns: 20_000_000,
+                        ..base.workload
+                    },
+                    ..base
+                }
             };
             let r = run_ok(&cfg);
             assert!(r.drained, "seed {seed}: the exactly-once check must run");
@@ -522,13 +619,22 @@ fn reliable_delivery_survives_loss_duplication_and_reordering_5_1() {
 #[test]
 fn reliable_scatterings_with_loss_are_repaired_and_atomic_5_1() {
     let cfg = SimConfig {
-        topology: TopologySpec::FatTree { k: 4 },
-        procs_per_host: 2,
-        service: Service::Reliable,
-        loss_rate: 1e-3,
-        workload: WorkloadKind::Scatter { k: 4 },
-        duration_ns: 5_000_000,
         seed: 3,
+        net: NetworkConfig {
+            topology: TopologySpec::FatTree { k: 4 },
+            procs_per_host: 2,
+            ..Default::default()
+        },
+        faults: FaultConfig {
+            loss_rate: 1e-3,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            service: Service::Reliable,
+            workload: WorkloadKind::Scatter { k: 4 },
+            duration_ns: 5_000_000,
+            ..Default::default()
+        },
         ..SimConfig::default()
     };
     let r = run_ok(&cfg);
@@ -544,11 +650,20 @@ fn reliable_scatterings_with_loss_are_repaired_and_atomic_5_1() {
 #[test]
 fn reliable_costs_about_one_round_trip_more_than_best_effort_5_1() {
     let at = |service| {
-        run_ok(&SimConfig {
-            service,
-            workload: WorkloadKind::Scatter { k: 4 },
-            procs_per_host: 2,
-            ..small(TopologySpec::FatTree { k: 4 }, 61)
+        run_ok(&{
+            let base = small(TopologySpec::FatTree { k: 4 }, 61);
+            SimConfig {
+                net: NetworkConfig {
+                    procs_per_host: 2,
+                    ..base.net
+                },
+                workload: WorkloadConfig {
+                    service,
+                    workload: WorkloadKind::Scatter { k: 4 },
+                    ..base.workload
+                },
+                ..base
+            }
         })
     };
     let (be, rel) = (at(Service::BestEffort), at(Service::Reliable));
@@ -562,13 +677,22 @@ fn reliable_costs_about_one_round_trip_more_than_best_effort_5_1() {
 /// everything admitted is still delivered.
 #[test]
 fn overload_fills_the_send_buffer_and_refuses_6_1() {
-    let r = run_ok(&SimConfig {
-        service: Service::Reliable,
-        rate_per_proc: 5_000_000.0,
-        send_buffer_bytes: 8 << 10,
-        duration_ns: 200_000,
-        drain_ns: 20_000_000,
-        ..small(TopologySpec::Rack { hosts: 4 }, 71)
+    let r = run_ok(&{
+        let base = small(TopologySpec::Rack { hosts: 4 }, 71);
+        SimConfig {
+            workload: WorkloadConfig {
+                service: Service::Reliable,
+                rate_per_proc: 5_000_000.0,
+                duration_ns: 200_000,
+                drain_ns: 20_000_000,
+                ..base.workload
+            },
+            protocol: ProtocolConfig {
+                send_buffer_bytes: 8 << 10,
+                ..base.protocol
+            },
+            ..base
+        }
     });
     assert!(r.sends_refused_full > 0);
     assert!(r.drained);
@@ -580,14 +704,23 @@ fn overload_fills_the_send_buffer_and_refuses_6_1() {
 /// disordered on the way.
 #[test]
 fn congested_switch_queues_mark_ecn_and_senders_cut_their_windows_6_1() {
-    let r = run_ok(&SimConfig {
-        service: Service::Reliable,
-        msg_size: 20_000,
-        rate_per_proc: 20_000.0,
-        send_buffer_bytes: 4 << 20,
-        duration_ns: 300_000,
-        drain_ns: 20_000_000,
-        ..small(TopologySpec::FatTree { k: 4 }, 81)
+    let r = run_ok(&{
+        let base = small(TopologySpec::FatTree { k: 4 }, 81);
+        SimConfig {
+            workload: WorkloadConfig {
+                service: Service::Reliable,
+                msg_size: 20_000,
+                rate_per_proc: 20_000.0,
+                duration_ns: 300_000,
+                drain_ns: 20_000_000,
+                ..base.workload
+            },
+            protocol: ProtocolConfig {
+                send_buffer_bytes: 4 << 20,
+                ..base.protocol
+            },
+            ..base
+        }
     });
     assert!(r.ecn_marked > 0, "no ECN marks");
     assert!(r.window_cuts > 0, "DCTCP never cut a window");
@@ -605,15 +738,27 @@ fn a_crashed_host_is_removed_and_the_others_keep_delivering_4_2() {
         (92, SwitchMode::Cpu),
         (93, SwitchMode::Host),
     ] {
-        let base = SimConfig {
-            switch_mode: mode,
-            duration_ns: 600_000,
-            drain_ns: 20_000_000,
-            ..small(TopologySpec::FatTree { k: 4 }, seed)
+        let base = {
+            let base = small(TopologySpec::FatTree { k: 4 }, seed);
+            SimConfig {
+                net: NetworkConfig {
+                    switch_mode: mode,
+                    ..base.net
+                },
+                workload: WorkloadConfig {
+                    duration_ns: 600_000,
+                    drain_ns: 20_000_000,
+                    ..base.workload
+                },
+                ..base
+            }
         };
         let healthy = run_ok(&base);
         let r = run_ok(&SimConfig {
-            crashes: vec![(5, 200_000)],
+            faults: FaultConfig {
+                crashes: vec![(5, 200_000)],
+                ..base.faults.clone()
+            },
             ..base.clone()
         });
         assert!(
@@ -631,10 +776,19 @@ fn a_crashed_host_is_removed_and_the_others_keep_delivering_4_2() {
         // With failure detection off, the crash stalls every barrier: nothing after it drains.
         let stuck = run(
             &SimConfig {
-                crashes: vec![(5, 200_000)],
-                link_timeout_intervals: 0,
-                drain_ns: 2_000_000,
                 check: false,
+                faults: FaultConfig {
+                    crashes: vec![(5, 200_000)],
+                    ..base.faults.clone()
+                },
+                workload: WorkloadConfig {
+                    drain_ns: 2_000_000,
+                    ..base.workload.clone()
+                },
+                protocol: ProtocolConfig {
+                    link_timeout_intervals: 0,
+                    ..base.protocol.clone()
+                },
                 ..base.clone()
             },
             &mut |_| {},
@@ -653,11 +807,20 @@ fn a_crashed_host_is_removed_and_the_others_keep_delivering_4_2() {
 #[test]
 fn switch_and_host_link_failures_are_routed_around_4_2() {
     for (seed, cut) in [(95, "tor-1"), (96, "host-6"), (97, "core-0"), (98, "agg-2")] {
-        let r = run_ok(&SimConfig {
-            cuts: vec![(cut.to_string(), 200_000)],
-            duration_ns: 600_000,
-            drain_ns: 20_000_000,
-            ..small(TopologySpec::FatTree { k: 4 }, seed)
+        let r = run_ok(&{
+            let base = small(TopologySpec::FatTree { k: 4 }, seed);
+            SimConfig {
+                faults: FaultConfig {
+                    cuts: vec![(cut.to_string(), 200_000)],
+                    ..base.faults
+                },
+                workload: WorkloadConfig {
+                    duration_ns: 600_000,
+                    drain_ns: 20_000_000,
+                    ..base.workload
+                },
+                ..base
+            }
         });
         assert!(r.drained, "seed {seed}, {cut}: barriers stalled");
         assert!(r.links_removed > 0, "seed {seed}, {cut}: nothing removed");

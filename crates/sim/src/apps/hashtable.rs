@@ -35,7 +35,7 @@ pub(crate) fn ht_set(cfg: &SimConfig, procs: u32, mode: HtMode) -> Option<HtSet>
         workload,
         window,
         layout,
-    }) = &cfg.app
+    }) = &cfg.workload.app
     else {
         return None;
     };
@@ -43,8 +43,8 @@ pub(crate) fn ht_set(cfg: &SimConfig, procs: u32, mode: HtMode) -> Option<HtSet>
     let apps = (0..procs)
         .map(|p| {
             let mut c = HtConfig::new(ProcId(p), mode, *layout, workload.clone(), *window);
-            c.start = Instant(cfg.clock_epoch_ns);
-            c.stop = Instant(cfg.clock_epoch_ns + cfg.duration_ns);
+            c.start = Instant(cfg.net.clock_epoch_ns);
+            c.stop = Instant(cfg.net.clock_epoch_ns + cfg.workload.duration_ns);
             HtProcess::new(c, seeds.next_u64())
         })
         .collect();
@@ -55,8 +55,8 @@ pub(crate) fn ht_set(cfg: &SimConfig, procs: u32, mode: HtMode) -> Option<HtSet>
         done: Vec::new(),
         latency: Default::default(),
         in_period: [0; 2],
-        stop_ns: cfg.clock_epoch_ns + cfg.duration_ns,
-        duration_ns: cfg.duration_ns,
+        stop_ns: cfg.net.clock_epoch_ns + cfg.workload.duration_ns,
+        duration_ns: cfg.workload.duration_ns,
     })
 }
 

@@ -33,7 +33,8 @@ pub struct BaselineConfig {
     /// the host's one core, so the interval is
     /// `max(beacon interval, 2 × pph × (procs − 1) × (send + receive cost))` (§7.2: "even if 50%
     /// throughput is used for timestamp exchange"). With the benches' pooled CPU
-    /// ([`SimConfig::pool_host_cpu`]) that is half of each process's core's worth.
+    /// ([`NetworkConfig::pool_host_cpu`](crate::config::NetworkConfig::pool_host_cpu)) that is
+    /// half of each process's core's worth.
     pub lamport_heartbeat_interval_ns: Option<u64>,
     /// Token: most messages a holder stamps per holding (`--token-batch`; default 16).
     pub token_batch_max: usize,
@@ -75,10 +76,10 @@ impl BaselineConfig {
     /// [`BaselineConfig::lamport_heartbeat_interval_ns`]).
     pub fn heartbeat_interval(&self, sim: &SimConfig, procs: u32) -> u64 {
         self.lamport_heartbeat_interval_ns.unwrap_or_else(|| {
-            let round = u64::from(sim.procs_per_host)
+            let round = u64::from(sim.net.procs_per_host)
                 * u64::from(procs.saturating_sub(1))
-                * (sim.host_send_ns + sim.host_recv_ns);
-            sim.beacon_interval_ns.max(2 * round)
+                * (sim.net.host_send_ns + sim.net.host_recv_ns);
+            sim.net.beacon_interval_ns.max(2 * round)
         })
     }
 
@@ -96,7 +97,7 @@ impl BaselineConfig {
     pub fn seq_host_costs(&self, sim: &SimConfig) -> (u64, u64) {
         match self.seq_host_packet_ns {
             Some(ns) => (ns, ns),
-            None => (sim.host_recv_ns, sim.host_send_ns),
+            None => (sim.net.host_recv_ns, sim.net.host_send_ns),
         }
     }
 
@@ -137,22 +138,22 @@ impl BaselineConfig {
         if self.plato_delta_ns == 0 {
             return bad("--plato-delta", "must be positive");
         }
-        if sim.msg_size > onepipe_baselines::packet::PAYLOAD_LEN_MAX {
+        if sim.workload.msg_size > onepipe_baselines::packet::PAYLOAD_LEN_MAX {
             return bad(
                 "--msg-size",
                 "a baseline message travels in one packet: at most 65,535 bytes",
             );
         }
-        if !sim.crashes.is_empty() {
+        if !sim.faults.crashes.is_empty() {
             return bad(
                 "--crash-host",
                 "the baselines do not fail over (BASELINES.md): crashes are not modelled for them",
             );
         }
-        if !sim.cuts.is_empty() {
+        if !sim.faults.cuts.is_empty() {
             return bad("--cut", "link cuts are not modelled for the baselines");
         }
-        if sim.loss_kind == Some(PacketKind::Commit) {
+        if sim.faults.loss_kind == Some(PacketKind::Commit) {
             return bad(
                 "--loss-kind",
                 "commit packets are 1Pipe's; baselines take data, nak (repair), beacon (heartbeat) or ack (token)",

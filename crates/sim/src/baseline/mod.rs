@@ -7,10 +7,16 @@
 //! ```
 //! use onepipe_baselines::Protocol;
 //! use onepipe_sim::baseline::{run_baseline, BaselineConfig};
-//! use onepipe_sim::{SimConfig, TopologySpec};
+//! use onepipe_sim::{NetworkConfig, SimConfig, TopologySpec, WorkloadConfig};
 //! let cfg = SimConfig {
-//!     topology: TopologySpec::Rack { hosts: 4 },
-//!     duration_ns: 100_000,
+//!     net: NetworkConfig {
+//!         topology: TopologySpec::Rack { hosts: 4 },
+//!         ..Default::default()
+//!     },
+//!     workload: WorkloadConfig {
+//!         duration_ns: 100_000,
+//!         ..Default::default()
+//!     },
 //!     ..SimConfig::default()
 //! };
 //! let report = run_baseline(&cfg, &BaselineConfig::new(Protocol::Lamport), &mut |_| {}).unwrap();
@@ -153,7 +159,7 @@ pub fn run_baseline(
     progress: &mut dyn FnMut(f64),
 ) -> Result<BaseReport, ConfigError> {
     base.validate(cfg)?;
-    match cfg.queue {
+    match cfg.net.queue {
         QueueKind::Radix => run_with(cfg, base, RadixHeap::new(), progress),
         QueueKind::Quaternary => run_with(cfg, base, QuaternaryHeap::new(), progress),
         QueueKind::Binary => run_with(cfg, base, StdBinaryHeap::new(), progress),
@@ -195,9 +201,9 @@ fn drive<Q: EventQueue<Ev>>(
     cfg: &SimConfig,
     progress: &mut dyn FnMut(f64),
 ) -> bool {
-    let limit = cfg.duration_ns + cfg.drain_ns;
-    let mut report_progress = |t: u64| progress(t as f64 / cfg.duration_ns.max(1) as f64);
-    world.run_until(cfg.duration_ns, &mut report_progress);
+    let limit = cfg.workload.duration_ns + cfg.workload.drain_ns;
+    let mut report_progress = |t: u64| progress(t as f64 / cfg.workload.duration_ns.max(1) as f64);
+    world.run_until(cfg.workload.duration_ns, &mut report_progress);
     while world.now() < limit && !world.quiescent() {
         let next = (world.now() + DRAIN_STEP_NS).min(limit);
         world.run_until(next, &mut report_progress);
@@ -233,7 +239,7 @@ fn report<Q: EventQueue<Ev>>(
     let end = world.now();
     let totals = role_totals(world);
     let topo = world.topology();
-    let capacity_bytes = topo.links().len() as f64 * cfg.link_gbps / 8.0 * end as f64;
+    let capacity_bytes = topo.links().len() as f64 * cfg.net.link_gbps / 8.0 * end as f64;
     let (s, net) = (&world.proto.stats, &world.net);
     let (violations, violation_samples, checked_deliveries, undrained, unordered_unreported) =
         checker_totals(world);
@@ -266,7 +272,7 @@ fn report<Q: EventQueue<Ev>>(
         undrained,
         throughput_msgs_per_s_per_proc: s.delivered_in_period as f64
             / f64::from(world.procs())
-            / (cfg.duration_ns as f64 / 1e9),
+            / (cfg.workload.duration_ns as f64 / 1e9),
         latency_ns: world.proto.latency.summary(),
         packets: net.packets,
         local_packets: s.local_packets,

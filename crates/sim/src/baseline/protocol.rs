@@ -7,12 +7,13 @@
 //! `host_recv_ns` per packet taken in, `host_send_ns` per packet sent, `host_deliver_ns` per
 //! message delivered — and one FIFO of the inputs, for any of its processes, that arrive while
 //! it is busy. The benches give that CPU `procs_per_host` cores' speed
-//! ([`SimConfig::pool_host_cpu`], for 1Pipe alike), so a host has a core's capacity per
-//! process (the paper's testbed gives each process a pair of threads, §7.1) and a busy process
-//! may use what its neighbours leave. The processes of a host share its uplink and downlink. A
-//! packet between two processes of one host skips the network but still costs a send and a
-//! receive. While [`HOST_QUEUE_SEND_MAX`] sends wait for a host's core, further sends of its
-//! processes are refused (`sends_rejected`), as for a 1Pipe host.
+//! ([`NetworkConfig::pool_host_cpu`](crate::config::NetworkConfig::pool_host_cpu), for 1Pipe
+//! alike), so a host has a core's capacity per process (the paper's testbed gives each process a
+//! pair of threads, §7.1) and a busy process may use what its neighbours leave. The processes of
+//! a host share its uplink and downlink. A packet between two processes of one host skips the
+//! network but still costs a send and a receive. While [`HOST_QUEUE_SEND_MAX`] sends wait for a
+//! host's core, further sends of its processes are refused (`sends_rejected`), as for a 1Pipe
+//! host.
 //!
 //! **The sequencer.** It is one more role, process `procs`.
 //! * Host placement (\[57\]): attached to host 0's NIC port (it shares host 0's links; the
@@ -170,7 +171,7 @@ impl Protocol for Baselines {
     }
 
     fn lossy(&self, cfg: &SimConfig, p: &BasePacket) -> bool {
-        cfg.loss_kind.is_none()
+        cfg.faults.loss_kind.is_none()
             || self
                 .loss_class
                 .is_some_and(|t| class_targeted(t, p.class()))
@@ -254,8 +255,8 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     /// Builds the network and the group of `base.protocol` (the configuration must have passed
     /// `BaselineConfig::validate`).
     pub fn new(cfg: SimConfig, base: BaselineConfig, queue: Q) -> Result<BaseWorld<Q>, String> {
-        let topo = Arc::new(cfg.topology.build()?);
-        let pph = cfg.procs_per_host;
+        let topo = Arc::new(cfg.net.topology.build()?);
+        let pph = cfg.net.procs_per_host;
         let procs = topo.hosts() * pph;
         let seeds = Seeds::new(cfg.seed);
         let clock_params = engine::clock_params(&cfg);
@@ -307,7 +308,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             lost_is_exact: base.protocol != BaseProtocol::Token,
         };
         let proto = Baselines {
-            loss_class: cfg.loss_kind.and_then(class_of_kind),
+            loss_class: cfg.faults.loss_kind.and_then(class_of_kind),
             procs,
             roles,
             place,
@@ -342,9 +343,9 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     ) -> Vec<Core<Infallible>> {
         let (seq_in, seq_out) = base.seq_host_costs(cfg);
         let host_costs = Costs {
-            recv_ns: cfg.host_recv_ns,
-            send_ns: cfg.host_send_ns,
-            deliver_ns: cfg.host_deliver_ns,
+            recv_ns: cfg.net.host_recv_ns,
+            send_ns: cfg.net.host_send_ns,
+            deliver_ns: cfg.net.host_deliver_ns,
         };
         let mut cpus: Vec<Core<Infallible>> = (0..hosts)
             .map(|_| Core::new(host_costs, HOST_QUEUE_SEND_MAX, false))
@@ -641,13 +642,13 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     /// The application of process `p` sends its next message.
     fn app_send(&mut self, t: SimTime, p: u32, issued: SimTime, local: Instant) {
         let seq = self.proto.next_seq[p as usize];
-        let mut payload = BytesMut::with_capacity(self.cfg.msg_size);
+        let mut payload = BytesMut::with_capacity(self.cfg.workload.msg_size);
         payload.put_u64(seq);
         payload.put_u64(issued);
-        payload.resize(self.cfg.msg_size, 0);
+        payload.resize(self.cfg.workload.msg_size, 0);
         let payload: Bytes = payload.freeze();
         let n = self.proto.procs;
-        let (dests, dsts) = match self.cfg.workload {
+        let (dests, dsts) = match self.cfg.workload.workload {
             WorkloadKind::AllToAll => (Dests::all(), Dsts::All),
             WorkloadKind::OneToOne => {
                 let d = (p + n / 2) % n;
@@ -697,7 +698,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             } => {
                 *cursor += deliver_ns;
                 self.proto.stats.delivered += 1;
-                if *cursor <= self.cfg.duration_ns {
+                if *cursor <= self.cfg.workload.duration_ns {
                     self.proto.stats.delivered_in_period += 1;
                 }
                 let word = |i: usize| {

@@ -3,7 +3,7 @@
 //! by the topology's routes.
 use super::*;
 use crate::clock::ClockParams;
-use crate::config::TopologySpec;
+use crate::config::{FaultConfig, NetworkConfig, TopologySpec, WorkloadConfig};
 use crate::queue::RadixHeap;
 use onepipe_proto::NodeId;
 use std::convert::Infallible;
@@ -111,7 +111,7 @@ fn ring(cfg: SimConfig) -> Engine<Ring, RadixHeap<Ev<Infallible>>> {
 
 /// The ring with `hosts_per_cpu` consecutive hosts' roles sharing each core.
 fn ring_on(cfg: SimConfig, hosts_per_cpu: u32) -> Engine<Ring, RadixHeap<Ev<Infallible>>> {
-    let topo = Arc::new(cfg.topology.build().expect("a topology"));
+    let topo = Arc::new(cfg.net.topology.build().expect("a topology"));
     let seeds = Seeds::new(cfg.seed);
     let costs = Costs {
         recv_ns: 100,
@@ -153,16 +153,22 @@ fn ring_on(cfg: SimConfig, hosts_per_cpu: u32) -> Engine<Ring, RadixHeap<Ev<Infa
 
 fn cfg(seed: u64) -> SimConfig {
     SimConfig {
-        topology: TopologySpec::Rack { hosts: 4 },
-        rate_per_proc: 1e6,
-        duration_ns: 200_000,
         seed,
+        net: NetworkConfig {
+            topology: TopologySpec::Rack { hosts: 4 },
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            rate_per_proc: 1e6,
+            duration_ns: 200_000,
+            ..Default::default()
+        },
         ..SimConfig::default()
     }
 }
 
 fn run(e: &mut Engine<Ring, RadixHeap<Ev<Infallible>>>) {
-    e.run_until(e.cfg.duration_ns + 1_000_000, &mut |_| {});
+    e.run_until(e.cfg.workload.duration_ns + 1_000_000, &mut |_| {});
 }
 
 #[test]
@@ -177,7 +183,7 @@ fn a_new_protocol_runs_on_the_engine_and_drains() {
     assert_eq!(e.net.packets, 3 * p.sent, "three links each");
     // Serialization (100 B at 100 Gbit/s: 8 ns) and latency on each of three links, and the
     // sender's and receiver's costs.
-    let path = 3 * (8 + e.cfg.link_delay_ns) + 200 + 100 + 50;
+    let path = 3 * (8 + e.cfg.net.link_delay_ns) + 200 + 100 + 50;
     assert!(p.first_delivery.expect("deliveries") >= path);
 }
 
@@ -193,16 +199,22 @@ fn host_links_override_the_named_hosts_links() {
         gbps: 10.0,
         delay_ns: 0,
     };
-    let mut c = SimConfig {
-        host_links: vec![crate::config::HostLinks {
-            hosts: 0..2,
-            up: wan,
-            down: fast,
-        }],
-        ..cfg(1)
+    let mut c = {
+        let base = cfg(1);
+        SimConfig {
+            net: NetworkConfig {
+                host_links: vec![crate::config::HostLinks {
+                    hosts: 0..2,
+                    up: wan,
+                    down: fast,
+                }],
+                ..base.net
+            },
+            ..base
+        }
     };
     c.validate().expect("valid");
-    let topo = c.topology.build().unwrap();
+    let topo = c.net.topology.build().unwrap();
     let links = build_links(&c, &topo);
     let at = |id: onepipe_proto::LinkId| &links[id.0 as usize];
     for h in 0..2 {
@@ -212,19 +224,25 @@ fn host_links_override_the_named_hosts_links() {
         assert_eq!(at(topo.downlink(h)).ps_per_byte, 800);
     }
     for id in [topo.uplink(3), topo.downlink(3)] {
-        assert_eq!(at(id).delay_ns, c.link_delay_ns);
+        assert_eq!(at(id).delay_ns, c.net.link_delay_ns);
         assert_eq!(at(id).ps_per_byte, ps_per_byte(&c));
     }
-    c.host_links[0].hosts = 3..5;
+    c.net.host_links[0].hosts = 3..5;
     assert_eq!(c.validate().unwrap_err().flag, "host_links");
 }
 
 #[test]
 fn a_full_send_queue_refuses_sends_at_overload() {
     // 10 M sends/s against 200 ns per send: the core keeps up with 5 M/s.
-    let mut e = ring(SimConfig {
-        rate_per_proc: 1e7,
-        ..cfg(2)
+    let mut e = ring({
+        let base = cfg(2);
+        SimConfig {
+            workload: WorkloadConfig {
+                rate_per_proc: 1e7,
+                ..base.workload
+            },
+            ..base
+        }
     });
     run(&mut e);
     assert!(e.net.sends_rejected > 0);
@@ -255,13 +273,16 @@ fn roles_sharing_a_core_run_one_input_at_a_time() {
         shared.now()
     );
     // Sending stops at 200 µs; the core was saturated until then.
-    assert!(busy >= shared.cfg.duration_ns * 9 / 10, "busy {busy} ns");
+    assert!(
+        busy >= shared.cfg.workload.duration_ns * 9 / 10,
+        "busy {busy} ns"
+    );
 }
 
 #[test]
 #[should_panic(expected = "consecutive")]
 fn a_core_serves_consecutive_roles_only() {
-    let topo = Arc::new(cfg(1).topology.build().expect("a topology"));
+    let topo = Arc::new(cfg(1).net.topology.build().expect("a topology"));
     let seeds = Seeds::new(1);
     let params = ClockParams {
         skew_ns: 0.0,
@@ -294,9 +315,15 @@ fn a_core_serves_consecutive_roles_only() {
 
 #[test]
 fn link_loss_drops_counted_packets_and_the_run_is_deterministic() {
-    let lossy = |seed| SimConfig {
-        loss_rate: 0.05,
-        ..cfg(seed)
+    let lossy = |seed| {
+        let base = cfg(seed);
+        SimConfig {
+            faults: FaultConfig {
+                loss_rate: 0.05,
+                ..base.faults
+            },
+            ..base
+        }
     };
     let (mut a, mut b) = (ring(lossy(3)), ring(lossy(3)));
     run(&mut a);

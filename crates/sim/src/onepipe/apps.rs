@@ -213,7 +213,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let ps_per_byte = engine::ps_per_byte(&self.cfg);
         for (from, src, dst, payload) in out {
             debug_assert_eq!(from, h, "only the host being handled sends");
-            cursor += self.cfg.host_send_ns;
+            cursor += self.cfg.net.host_send_ns;
             let Some(dh) = self.proto.router.host_of(dst) else {
                 self.proto.stats.sends_to_failed += 1;
                 continue;
@@ -227,7 +227,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     + onepipe_proto::wire::FRAMING_LEN) as u64;
                 let hash = flow_hash(self.proto.router.seed, h, dh);
                 let hops = self.topo.path(h, dh, hash).len() as u64;
-                hops * ((bytes * ps_per_byte).div_ceil(1000) + self.cfg.link_delay_ns)
+                hops * ((bytes * ps_per_byte).div_ceil(1000) + self.cfg.net.link_delay_ns)
             };
             let msg = self.proto.plain_msgs.insert(PlainMsg {
                 host: dh,
@@ -344,7 +344,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     failed.entry(p.0).or_insert(ts);
                 }
                 // The host's first processes (the applications' ids), if it rejoined since.
-                let pph = self.cfg.procs_per_host;
+                let pph = self.cfg.net.procs_per_host;
                 for p in h * pph..(h + 1) * pph {
                     failed.entry(p).or_insert(ts);
                 }

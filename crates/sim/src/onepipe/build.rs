@@ -7,6 +7,7 @@ use super::*;
 /// Process ids: the hosts' processes and the spare ids §5.2 rejoins take.
 pub(super) fn proc_ids_max(cfg: &SimConfig, procs: u32) -> Result<u32, String> {
     let spare = cfg
+        .protocol
         .proc_ids_spare
         .unwrap_or(if procs <= 1024 { 3 * procs } else { 0 });
     procs
@@ -41,9 +42,9 @@ pub(super) fn host_config(
     proc_ids_max: u32,
     host_of: &Arc<[u32]>,
 ) -> HostConfig {
-    let pph = cfg.procs_per_host;
+    let pph = cfg.net.procs_per_host;
     let procs = topo.hosts() * pph;
-    let chip = cfg.switch_mode == SwitchMode::Chip;
+    let chip = cfg.net.switch_mode == SwitchMode::Chip;
     let mut hc = HostConfig::new(
         NodeId(h),
         (h * pph..(h + 1) * pph).map(ProcId).collect(),
@@ -53,25 +54,25 @@ pub(super) fn host_config(
     hc.input_link = Some(topo.downlink(h));
     // Spare ids cost nothing until a rejoined host's processes use them.
     hc.senders_stored = procs;
-    hc.beacon_interval_ns = cfg.beacon_interval_ns;
+    hc.beacon_interval_ns = cfg.net.beacon_interval_ns;
     // Issue 37: demand beacons, chip mode only (a CPU or representative switch reads beacons
     // on its own timer).
     if chip {
-        hc.beacon_fast_interval_ns = cfg.fast_beacon_interval_ns;
-        hc.beacon_fast_hold_ns = cfg.beacon_interval_ns;
+        hc.beacon_fast_interval_ns = cfg.net.fast_beacon_interval_ns;
+        hc.beacon_fast_hold_ns = cfg.net.beacon_interval_ns;
     }
     hc.barrier_on_data = chip;
     hc.beacon_always = !chip;
-    hc.mtu_payload = cfg.mtu_payload;
-    hc.reliable.rto_ns = cfg.rto_ns;
-    hc.reliable.rto_max_ns = cfg.rto_max_ns;
-    hc.reliable.dupack_threshold = cfg.dupack_threshold;
-    hc.ack_delay_be_ns = cfg.ack_delay_be_ns;
-    hc.rto_max_ns = cfg.loss_timeout_max_ns;
-    hc.reliable.send_buffer_bytes_max = cfg.send_buffer_bytes;
-    hc.reliable.forward_after_retransmits = cfg.forward_after;
-    hc.deliver_burst_max = cfg.deliver_burst_max;
-    hc.retransmit_burst_max = cfg.retransmit_burst_max;
+    hc.mtu_payload = cfg.net.mtu_payload;
+    hc.reliable.rto_ns = cfg.protocol.rto_ns;
+    hc.reliable.rto_max_ns = cfg.protocol.rto_max_ns;
+    hc.reliable.dupack_threshold = cfg.protocol.dupack_threshold;
+    hc.ack_delay_be_ns = cfg.protocol.ack_delay_be_ns;
+    hc.rto_max_ns = cfg.protocol.loss_timeout_max_ns;
+    hc.reliable.send_buffer_bytes_max = cfg.protocol.send_buffer_bytes;
+    hc.reliable.forward_after_retransmits = cfg.protocol.forward_after;
+    hc.deliver_burst_max = cfg.protocol.deliver_burst_max;
+    hc.retransmit_burst_max = cfg.protocol.retransmit_burst_max;
     hc
 }
 
@@ -83,7 +84,7 @@ pub(super) fn build_hosts(
     clock_seed: u64,
     proc_ids_max: u32,
 ) -> (Vec<HostSt>, Vec<RoleSt>, Vec<Core<OnePipeInput>>) {
-    let pph = cfg.procs_per_host;
+    let pph = cfg.net.procs_per_host;
     let procs = topo.hosts() * pph;
     // §6.1: a host sends the ACKs it owes another host's processes together.
     // Spare ids (for §5.2 rejoins) have no host yet: each is a batch of its own, numbered
@@ -99,12 +100,13 @@ pub(super) fn build_hosts(
         .collect();
     let (mut hosts, mut roles, mut cpus) = (Vec::new(), Vec::new(), Vec::new());
     let costs = Costs {
-        recv_ns: cfg.host_recv_ns,
-        send_ns: cfg.host_send_ns,
-        deliver_ns: cfg.host_deliver_ns,
+        recv_ns: cfg.net.host_recv_ns,
+        send_ns: cfg.net.host_send_ns,
+        deliver_ns: cfg.net.host_deliver_ns,
     };
     for h in 0..topo.hosts() {
         let steps: Vec<(u64, i64)> = cfg
+            .faults
             .clock_steps
             .iter()
             .filter(|s| s.0 == h)
@@ -118,9 +120,9 @@ pub(super) fn build_hosts(
         hosts.push(HostSt {
             host,
             reliable_queued: VecDeque::new(),
-            crash_at: first_at(&cfg.crashes, h),
+            crash_at: first_at(&cfg.faults.crashes, h),
             restart_at: SimTime::MAX,
-            leave_at: first_at(&cfg.leaves, h),
+            leave_at: first_at(&cfg.faults.leaves, h),
             cut_at: SimTime::MAX,
             heal_at: SimTime::MAX,
             last_move: [0; 2],
@@ -156,24 +158,29 @@ pub(super) fn build_switches(
     // processing per layer, plus slack for the skew between the clocks at either end of the
     // hop. (Timer-driven beacons matter in CPU and representative modes; a chip forwards a
     // wave as it arrives and its timer only sweeps stale links.)
-    let slack_ns = (2.0 * cfg.clock_skew_ns) as u64 + cfg.host_recv_ns;
-    let hop_ns = cfg.link_delay_ns
+    let slack_ns = (2.0 * cfg.net.clock_skew_ns) as u64 + cfg.net.host_recv_ns;
+    let hop_ns = cfg.net.link_delay_ns
         + (beacon_wire * ps_per_byte).div_ceil(1000)
-        + cfg.beacon_delay()
+        + cfg.net.beacon_delay()
         + slack_ns;
     let (mut switches, mut roles) = (Vec::new(), Vec::new());
     for n in topo.switches() {
         let node = topo.node(n);
         let mut clock = Clock::new(clock_params, clock_seed, n.0);
-        let mut sc = SwitchConfig::new(n, cfg.switch_mode, node.inputs.len(), node.outputs.len());
-        sc.beacon_interval_ns = cfg.beacon_interval_ns;
-        sc.beacon_min_gap_ns = cfg.beacon_min_gap();
-        if cfg.fast_beacon_interval_ns > 0 && cfg.switch_mode == SwitchMode::Chip {
-            sc.demand_hold_ns = cfg.beacon_interval_ns;
+        let mut sc = SwitchConfig::new(
+            n,
+            cfg.net.switch_mode,
+            node.inputs.len(),
+            node.outputs.len(),
+        );
+        sc.beacon_interval_ns = cfg.net.beacon_interval_ns;
+        sc.beacon_min_gap_ns = cfg.net.beacon_min_gap();
+        if cfg.net.fast_beacon_interval_ns > 0 && cfg.net.switch_mode == SwitchMode::Chip {
+            sc.demand_hold_ns = cfg.net.beacon_interval_ns;
         }
-        sc.beacon_delay_ns = cfg.beacon_delay();
+        sc.beacon_delay_ns = cfg.net.beacon_delay();
         sc.beacon_phase_ns = node.depth as u64 * hop_ns;
-        sc.link_timeout_intervals = cfg.link_timeout_intervals;
+        sc.link_timeout_intervals = cfg.protocol.link_timeout_intervals;
         sc.input_links = node.inputs.clone();
         let sw = Switch::new(sc, Some(router.clone()), clock.local(0));
         switches.push(sw);
@@ -237,7 +244,7 @@ pub(super) fn apply_cuts(
         }
         Ok(hit)
     };
-    for (name, at) in &cfg.cuts {
+    for (name, at) in &cfg.faults.cuts {
         for i in cut_links(name)? {
             links[i].cut_at = links[i].cut_at.min(*at);
         }
@@ -245,8 +252,8 @@ pub(super) fn apply_cuts(
     // Heals (`--cut NAME@T1..T2`): the links of a cut carry again. A host whose own links
     // heal runs §5.2 receiver recovery (it also starts on its own when it hears its switch).
     let mut heals = Vec::new();
-    for (name, at) in &cfg.heals {
-        if !cfg.cuts.iter().any(|c| c.0 == *name) {
+    for (name, at) in &cfg.faults.heals {
+        if !cfg.faults.cuts.iter().any(|c| c.0 == *name) {
             return Err(format!("--cut: '{name}' heals but is never cut"));
         }
         for i in cut_links(name)? {
@@ -286,10 +293,11 @@ pub(super) fn switch_out_links(topo: &Topology) -> (Vec<u32>, Vec<u32>) {
 
 /// The first crash or cut (Fig. 10 measures stalls after it); `SimTime::MAX` if none.
 pub(super) fn first_fault(cfg: &SimConfig) -> SimTime {
-    cfg.crashes
+    cfg.faults
+        .crashes
         .iter()
         .map(|c| c.1)
-        .chain(cfg.cuts.iter().map(|c| c.1))
+        .chain(cfg.faults.cuts.iter().map(|c| c.1))
         .min()
         .unwrap_or(SimTime::MAX)
 }
@@ -306,6 +314,7 @@ pub(super) fn schedule_faults(
         // The first restart after the first crash (later crashes and restarts of the same
         // host are not modelled).
         if let Some(at) = cfg
+            .faults
             .restarts
             .iter()
             .filter(|r| r.0 == h as u32 && r.1 > st.crash_at.min(st.leave_at))
@@ -329,10 +338,10 @@ pub(super) fn new_checker(
     hosts: &[HostSt],
     switches: usize,
 ) -> Option<Checker> {
-    let pph = cfg.procs_per_host;
+    let pph = cfg.net.procs_per_host;
     let mut checker = cfg
         .check
-        .then(|| Checker::new(procs, pph, switches, cfg.reorder_prob == 0.0));
+        .then(|| Checker::new(procs, pph, switches, cfg.faults.reorder_prob == 0.0));
     if let Some(c) = checker.as_mut() {
         // A host cut off is excused like a crashed one (§4.2: best effort promises nothing
         // to or from it).
@@ -351,13 +360,13 @@ pub(super) fn new_controller(
     topo: &Arc<Topology>,
     proc_ids_max: u32,
 ) -> Controller {
-    let pph = cfg.procs_per_host;
+    let pph = cfg.net.procs_per_host;
     Controller::new(
         ControllerConfig {
             procs_of_host: (0..topo.hosts())
                 .map(|h| (h * pph..(h + 1) * pph).map(ProcId).collect())
                 .collect(),
-            settle_ns: cfg.failure_settle_ns,
+            settle_ns: cfg.protocol.failure_settle_ns,
             callback_timeout_ns: 0,
         },
         topo.clone(),

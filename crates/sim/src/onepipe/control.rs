@@ -95,7 +95,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.proto.ctrl_in_flight += 1;
         let i = self.proto.ctrl_msgs.insert((to, msg));
         self.queue.push(
-            t + self.cfg.ctrl_delay_ns,
+            t + self.cfg.net.ctrl_delay_ns,
             Ev::Proto(OnePipeEv::Ctrl { msg: i }),
         );
     }
@@ -143,6 +143,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// If the controller is down at true time `t` (`--controller-down`), when it recovers.
     pub(super) fn controller_down_until(&self, t: SimTime) -> Option<SimTime> {
         self.cfg
+            .faults
             .controller_down
             .iter()
             .filter(|&&(from, to)| from <= t && t < to)

@@ -8,16 +8,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// Builds the scattering of one send of workload slot `slot` into `scratch_scatter` /
     /// `scratch_dsts`.
     pub(super) fn build_scattering(&mut self, slot: u32, seq: u64, issued: SimTime) -> Dsts {
-        let mut payload = BytesMut::with_capacity(self.cfg.msg_size);
+        let mut payload = BytesMut::with_capacity(self.cfg.workload.msg_size);
         payload.put_u64(seq);
         payload.put_u64(issued);
-        payload.resize(self.cfg.msg_size, 0);
+        payload.resize(self.cfg.workload.msg_size, 0);
         let payload = payload.freeze();
         self.proto.scratch_scatter.clear();
         self.proto.scratch_dsts.clear();
         // Destinations are drawn as workload slots, then named by the process each slot is now.
         let n = self.proto.procs;
-        let dsts = match self.cfg.workload {
+        let dsts = match self.cfg.workload.workload {
             WorkloadKind::AllToAll => {
                 self.proto.scratch_dsts.extend(0..n);
                 Dsts::All(n)
@@ -39,7 +39,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
         };
         let dsts = if self.proto.remapped {
-            let pph = self.cfg.procs_per_host;
+            let pph = self.cfg.net.procs_per_host;
             let sh = slot / pph;
             for i in 0..self.proto.scratch_dsts.len() {
                 let d = self.proto.scratch_dsts[i];
@@ -57,7 +57,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             dsts
         };
         // An application told a process failed (§5.2 callback) stops sending to it.
-        let host = &self.proto.hosts[(slot / self.cfg.procs_per_host) as usize].host;
+        let host = &self.proto.hosts[(slot / self.cfg.net.procs_per_host) as usize].host;
         let dsts = if host.failures_known() == 0 {
             dsts
         } else {
@@ -88,7 +88,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let mut cursor = t;
         match input {
             CoreInput::Packet(slot) => {
-                cursor += self.cfg.host_recv_ns;
+                cursor += self.cfg.net.host_recv_ns;
                 let packet = self.take_packet(slot);
                 self.proto.hosts[hi].host.handle(
                     local,
@@ -111,7 +111,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 .host
                 .handle(local, Input::Notice(Notice::LinkUp)),
             CoreInput::Proto(OnePipeInput::AppPlain(m)) => {
-                cursor += self.cfg.host_recv_ns + self.cfg.host_deliver_ns;
+                cursor += self.cfg.net.host_recv_ns + self.cfg.net.host_deliver_ns;
                 self.proto.plain_in_flight -= 1;
                 let msg = self.proto.plain_msgs.take(m);
                 let input = onepipe_apps::AppInput::Deliver {
@@ -123,7 +123,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 self.app_input(t, h, local, msg.dst.0, input);
             }
             CoreInput::Proto(OnePipeInput::Ctrl(m)) => {
-                cursor += self.cfg.host_recv_ns;
+                cursor += self.cfg.net.host_recv_ns;
                 self.proto.ctrl_in_flight -= 1;
                 let (_, msg) = self.proto.ctrl_msgs.take(m);
                 match msg {
@@ -163,7 +163,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
             self.proto.stats.sends_while_leaving += 1;
             return;
         }
-        let reliable = match self.cfg.service {
+        let reliable = match self.cfg.workload.service {
             Service::BestEffort => false,
             Service::Reliable => true,
             Service::Mixed => self.workload_rng.chance(0.5),
@@ -262,14 +262,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
     ) -> SimTime {
         match o {
             Output::Send { packet, .. } => {
-                cursor += self.cfg.host_send_ns;
+                cursor += self.cfg.net.host_send_ns;
                 self.transmit(self.proto.host_uplinks[h as usize], packet, cursor);
             }
             Output::Event(e) => cursor = self.host_event(t, h, local, cursor, released, e),
             Output::Mgmt { to, msg } => {
                 // A relay is charged as a packet sent; a control message is not.
                 if matches!(msg, Mgmt::Relay(_)) {
-                    cursor += self.cfg.host_send_ns;
+                    cursor += self.cfg.net.host_send_ns;
                 }
                 self.send_mgmt(cursor, to, msg);
             }
@@ -292,7 +292,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         let hi = h as usize;
         match e {
             HostEvent::Deliver(d) => {
-                cursor += self.cfg.host_deliver_ns;
+                cursor += self.cfg.net.host_deliver_ns;
                 self.record_delivery(h, &d, cursor, local, released);
                 self.app_deliver(t, h, local, &d);
             }
@@ -393,7 +393,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.proto.stats.delivered += 1;
         self.proto.stats.rejoined_delivered_to += (d.dst.0 >= self.proto.procs) as u64;
         self.proto.stats.rejoined_delivered_from += (d.src.0 >= self.proto.procs) as u64;
-        if cursor <= self.cfg.duration_ns {
+        if cursor <= self.cfg.workload.duration_ns {
             self.proto.stats.delivered_in_period += 1;
         }
         let seq = u64::from_be_bytes(d.payload[..8].try_into().expect("16-byte header"));
