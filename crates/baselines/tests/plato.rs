@@ -348,3 +348,29 @@ fn dropping_two_passed_copies_at_once_reports_neither_4_1() {
     );
     assert!(e.is_idle());
 }
+
+#[test]
+fn a_duplicate_copy_after_its_confirm_is_dropped_not_delivered_again_4_1() {
+    let mut e = PlatoEndpoint::new(config(0, true));
+    let early = Body::Early {
+        msg_id: 0,
+        payload: Bytes::from_static(b"x"),
+    };
+    e.handle(Instant(0), packet(ProcId(1), 0, early.clone()));
+    let batch = Body::OrderBatch {
+        rseq: 0,
+        entries: vec![OrderEntry {
+            gseq: 0,
+            origin: ProcId(1),
+            msg_id: 0,
+        }],
+    };
+    e.handle(Instant(10_000), packet(SEQ, 0, batch));
+    drain(&mut e);
+    // The network delivers the copy a second time, after its confirm.
+    e.handle(Instant(20_000), packet(ProcId(1), 0, early));
+    let outs = drain(&mut e);
+    assert!(events(&outs).is_empty(), "{:?}", events(&outs));
+    assert_eq!(e.stats().dropped_duplicate, 1);
+    assert!(e.is_idle());
+}

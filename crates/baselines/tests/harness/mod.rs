@@ -117,8 +117,8 @@ pub enum Hook {
     Revoke(ProcId, u64, bool),
     /// `confirm`.
     Confirm(ProcId, u64),
-    /// The final delivery (`Deliver`) of (src, k).
-    Final(ProcId, u64),
+    /// The final delivery (`Deliver`) of (src, k), at this place of the total order.
+    Final(ProcId, u64, u64),
 }
 
 #[derive(Clone, Debug)]
@@ -349,7 +349,7 @@ impl Net {
                     key: (seq_or_ts, src),
                     at_ns: self.now,
                 });
-                self.hooks[dst.index()].push(Hook::Final(src, u64::from(k)));
+                self.hooks[dst.index()].push(Hook::Final(src, u64::from(k), seq_or_ts));
             }
             BaseEvent::OptDeliver {
                 dst, src, msg_id, ..
@@ -493,24 +493,42 @@ impl Net {
     /// from the pipeline): a revoke names a message delivered and not yet revoked or confirmed;
     /// a confirm names the first unconfirmed delivery of the view and is followed at once by
     /// that message's final delivery; nothing is delivered twice without a revoke between;
-    /// with `drained`, nothing is left delivered and unconfirmed. Returns (revokes, rollbacks).
+    /// with `drained`, nothing is left delivered and unconfirmed; and no message is delivered
+    /// optimistically once a message after it in the total order was confirmed at that
+    /// receiver. Returns (revokes, rollbacks).
     pub fn check_hooks(&self, drained: bool) -> (u64, u64) {
         let (mut revokes, mut rollbacks) = (0, 0);
+        let place_of: BTreeMap<(ProcId, u64), u64> = self
+            .hooks
+            .iter()
+            .flatten()
+            .filter_map(|h| match *h {
+                Hook::Final(s, m, place) => Some(((s, m), place)),
+                _ => None,
+            })
+            .collect();
         for (r, hooks) in self.hooks.iter().enumerate() {
             let mut view: Vec<(ProcId, u64)> = Vec::new();
             let mut confirming: Option<(ProcId, u64)> = None;
+            let mut last_place: Option<u64> = None;
             for h in hooks {
                 if let Some(c) = confirming.take() {
-                    assert_eq!(
-                        *h,
-                        Hook::Final(c.0, c.1),
-                        "{r}: confirm of {c:?} not delivered next"
-                    );
+                    let Hook::Final(s, m, place) = *h else {
+                        panic!("{r}: confirm of {c:?} not delivered next");
+                    };
+                    assert_eq!((s, m), c, "{r}: confirm of {c:?} not delivered next");
+                    last_place = Some(place);
                     continue;
                 }
                 match *h {
                     Hook::Opt(s, m) => {
                         assert!(!view.contains(&(s, m)), "{r}: {s} {m} delivered twice");
+                        if let (Some(last), Some(&place)) = (last_place, place_of.get(&(s, m))) {
+                            assert!(
+                                place > last,
+                                "{r}: {s} {m} (place {place}) delivered after place {last} was confirmed"
+                            );
+                        }
                         view.push((s, m));
                     }
                     Hook::Revoke(s, m, rb) => {
@@ -528,7 +546,9 @@ impl Net {
                         view.remove(0);
                         confirming = Some((s, m));
                     }
-                    Hook::Final(s, m) => panic!("{r}: final delivery of {s} {m} without a confirm"),
+                    Hook::Final(s, m, _) => {
+                        panic!("{r}: final delivery of {s} {m} without a confirm")
+                    }
                 }
             }
             assert!(confirming.is_none(), "{r}: last confirm not delivered");

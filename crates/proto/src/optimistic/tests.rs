@@ -339,7 +339,11 @@ proptest! {
             }
             while let Some(e) = p.poll() { view.apply(e); }
         }
+        // A correct pipeline takes every place within a few rounds; a stuck one fails here.
+        let mut rounds = 0;
         while next_seq < order.len() {
+            rounds += 1;
+            prop_assert!(rounds < 1_000, "the order stopped being taken at {}", next_seq);
             now += 1;
             if p.sequence(Instant(now), order[next_seq]) { next_seq += 1; }
             waiting.retain(|&w| !p.arrive(Instant(now), w));
