@@ -2,7 +2,18 @@
 
 use crate::cli::parse_duration;
 use clap::Args;
-use onepipe_sim::vopr::{run_seed_with, Outcome, Verdict};
+use onepipe_sim::vopr::{run_plato_seed, run_seed_with, Outcome, Verdict};
+
+/// The flag that replays a seed in the same mode.
+fn mode_flag(a: &VoprArgs) -> &'static str {
+    if a.apps {
+        " --apps"
+    } else if a.plato {
+        " --plato"
+    } else {
+        ""
+    }
+}
 
 /// Flags of `onepipe vopr`.
 #[derive(Args, Debug)]
@@ -25,8 +36,14 @@ pub struct VoprArgs {
     /// synthetic workload, its checkers added to 1Pipe's; a quarter of the rest run the service
     /// on MultiPaxos on direct messages (the network's faults and host crashes, half of them
     /// the leader's). Part of what a seed replays.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "plato")]
     pub apps: bool,
+    /// Run PLATO instead (docs/PLATO.md): each seed draws the swarm's network, workload and
+    /// link faults (loss, duplication, reordering, skew), PLATO or its fixed sequencer, k, the
+    /// batch flush and Δ; the baselines' order checker and PLATO's hooks checker judge it. Part
+    /// of what a seed replays.
+    #[arg(long)]
+    pub plato: bool,
 }
 
 /// What the seeds came to, summed: verdicts, and the faults they drew and what those did.
@@ -173,13 +190,17 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     let mut t = Tally::default();
     let mut first_failure: Option<Verdict> = None;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
-        let o = run_seed_with(seed, a.duration, a.apps);
+        let o = if a.plato {
+            run_plato_seed(seed, a.duration)
+        } else {
+            run_seed_with(seed, a.duration, a.apps)
+        };
         t.add(&o);
         if o.verdict != Verdict::Ok {
             first_failure.get_or_insert(o.verdict);
             println!(
                 "seed {seed}: {:?} — {} — faults {:?} — replay: onepipe vopr --seeds 1 --seed {seed} --duration {}ns{}",
-                o.verdict, o.scenario, o.faults, a.duration, if a.apps { " --apps" } else { "" }
+                o.verdict, o.scenario, o.faults, a.duration, mode_flag(a)
             );
             for d in &o.detail {
                 println!("    {d}");

@@ -625,6 +625,78 @@ impl Outcome {
     }
 }
 
+/// Seed `seed`'s PLATO scenario (`onepipe vopr --plato`): the network, workload and link
+/// faults of the swarm (loss, bursts, targeted loss, duplication, reordering, clock skew; the
+/// baselines model no crashes or cuts), then PLATO or its fixed sequencer with k, the batch
+/// flush, Δ and its adaptation drawn. A pure function of its arguments.
+pub fn plato_scenario(
+    seed: u64,
+    duration_ns: u64,
+) -> (SimConfig, crate::baseline::BaselineConfig, FaultMix) {
+    use onepipe_baselines::Protocol;
+    let mut rng = Rng::new(seed ^ 0x91A7_0000);
+    let cfg = draw_network(&mut rng, seed, duration_ns);
+    let faults = FaultMix {
+        skew_ns: [0.0, 300.0, 2_000.0][pick(&mut rng, 3)],
+        ..FaultMix::default()
+    };
+    let mut d = Draw { rng, cfg, faults };
+    d.cfg.net.clock_skew_ns = d.faults.skew_ns;
+    d.draw_link_faults();
+    if d.cfg.faults.loss_kind == Some(PacketKind::Commit) {
+        // 1Pipe's commit packets have no counterpart here: aim at the data (and the order).
+        d.cfg.faults.loss_kind = Some(PacketKind::Data);
+        d.faults.loss_kind = Some("data".to_string());
+    }
+    let rng = &mut d.rng;
+    let protocol = if rng.chance(0.75) {
+        Protocol::Plato
+    } else {
+        Protocol::PlatoFixed
+    };
+    let mut base = crate::baseline::BaselineConfig::new(protocol);
+    base.plato_k = [1, 2, 10, 20][pick(rng, 4)];
+    base.plato_flush_ns = [5_000, 20_000, 100_000][pick(rng, 3)];
+    base.plato_delta_ns = [500, 2_000, 10_000][pick(rng, 3)];
+    base.plato_adaptive = rng.chance(0.5);
+    (d.cfg, base, d.faults)
+}
+
+/// Runs seed `seed` as [`plato_scenario`] draws it and judges it: a checker's violation (the
+/// baselines' total order, and PLATO's hooks) is a correctness failure, a run that does not
+/// drain a liveness failure.
+pub fn run_plato_seed(seed: u64, duration_ns: u64) -> Outcome {
+    let (cfg, base, faults) = plato_scenario(seed, duration_ns);
+    let scenario = format!(
+        "{} — {} k={} flush={}ns delta={}ns{}",
+        describe(&cfg),
+        base.protocol.name(),
+        base.plato_k,
+        base.plato_flush_ns,
+        base.plato_delta_ns,
+        if base.plato_adaptive { " adaptive" } else { "" }
+    );
+    let mut out = Outcome::new(seed, scenario, faults);
+    let run = || crate::baseline::run_baseline(&cfg, &base, &mut |_| {});
+    let Some(report) = out.caught(run) else {
+        return out;
+    };
+    out.checked_deliveries = report.checked_deliveries;
+    out.packets_lost = report.packets_lost;
+    out.packets_duplicated = report.packets_duplicated;
+    if report.violations > 0 {
+        out.verdict = Verdict::Correctness;
+        out.detail = report.violation_samples;
+    } else if !report.drained {
+        out.verdict = Verdict::Liveness;
+        out.detail.push(format!(
+            "did not drain within {} ns after sending stopped: {} message(s) still undelivered",
+            cfg.workload.drain_ns, report.undrained
+        ));
+    }
+    out
+}
+
 /// Runs seed `seed` with `duration_ns` of sending and judges it.
 pub fn run_seed(seed: u64, duration_ns: u64) -> Outcome {
     run_seed_with(seed, duration_ns, false)
@@ -691,6 +763,19 @@ pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plato_seeds_pass_and_draw_both_protocols() {
+        let mut names = std::collections::BTreeSet::new();
+        for seed in 1..9 {
+            let o = run_plato_seed(seed, 1_000_000);
+            assert_eq!(o.verdict, Verdict::Ok, "seed {seed}: {o:?}");
+            assert!(o.checked_deliveries > 0, "seed {seed}");
+            let protocol = o.scenario.rsplit(" — ").next().unwrap();
+            names.insert(protocol.split(' ').next().unwrap().to_string());
+        }
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
 
     #[test]
     fn a_seed_is_a_pure_function() {
