@@ -301,6 +301,17 @@ struct SimArgs {
     /// Probability that a packet is duplicated on its link (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     dup: f64,
+    /// Receiver overload: a core with this many packets waiting drops the next one, as a full
+    /// kernel receive buffer does [default: 0, unbounded].
+    #[arg(long, default_value_t = 0)]
+    recv_queue: u32,
+    /// Receiver stalls: each core is descheduled for --recv-stall at random times this far
+    /// apart on average (Poisson) [default: never].
+    #[arg(long, default_value = "0ns", value_parser = parse_duration)]
+    recv_stall_every: u64,
+    /// How long one receiver stall lasts.
+    #[arg(long, default_value = "0ns", value_parser = parse_duration)]
+    recv_stall: u64,
     /// Seed of the run: the same seed gives the same trace hash.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -505,6 +516,9 @@ impl SimArgs {
             clock_steps: self.clock_step.clone(),
             controller_down: self.controller_down.clone(),
             blackholes: self.blackhole.clone(),
+            recv_queue_len_max: self.recv_queue,
+            recv_stall_every_ns: self.recv_stall_every,
+            recv_stall_ns: self.recv_stall,
         }
     }
 
@@ -818,10 +832,10 @@ fn print_summary(r: &Report) {
         "  messages    {} sent in {} scatterings, {} delivered, {} dropped late, {} send-failed",
         r.sent, r.scatterings, r.delivered, r.dropped_late, r.send_failed
     );
-    if r.packets_lost + r.packets_duplicated > 0 {
+    if r.packets_lost + r.packets_duplicated + r.recv_overflow > 0 {
         println!(
-            "  faults      {} packets lost, {} duplicated; {} duplicates dropped, {} messages reported lost",
-            r.packets_lost, r.packets_duplicated, r.dropped_duplicate, r.lost_reported
+            "  faults      {} packets lost, {} duplicated, {} dropped at full receive queues ({} receiver stalls); {} duplicates dropped, {} messages reported lost",
+            r.packets_lost, r.packets_duplicated, r.recv_overflow, r.recv_stalls, r.dropped_duplicate, r.lost_reported
         );
     }
     println!(

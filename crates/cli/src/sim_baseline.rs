@@ -208,10 +208,10 @@ fn print_summary(r: &BaseReport) {
         r.delivered,
         r.sends_rejected + r.sends_refused_full
     );
-    if r.packets_lost + r.packets_duplicated + r.reordered_packets > 0 {
+    if r.packets_lost + r.packets_duplicated + r.reordered_packets + r.recv_overflow > 0 {
         println!(
-            "  faults      {} packets lost, {} duplicated, {} reordered; {} NACKs, {} retransmits, {} token retransmits",
-            r.packets_lost, r.packets_duplicated, r.reordered_packets, r.nacks, r.retransmits, r.token_retransmits
+            "  faults      {} packets lost, {} duplicated, {} reordered, {} dropped at full receive queues ({} receiver stalls); {} NACKs, {} retransmits, {} token retransmits",
+            r.packets_lost, r.packets_duplicated, r.reordered_packets, r.recv_overflow, r.recv_stalls, r.nacks, r.retransmits, r.token_retransmits
         );
         println!(
             "  losses      {} given up by receivers, {} sends failed before ordering, {} lost unreported before ordering",

@@ -310,6 +310,21 @@ pub struct NetStats {
     pub packets_cut: u64,
     /// Sends refused: the core's send queue was full, or the protocol pushed back.
     pub sends_rejected: u64,
+    /// Packets dropped at a full receive queue (`FaultConfig::recv_queue_len_max`).
+    pub recv_overflow: u64,
+    /// Receiver stalls (`FaultConfig::recv_stall_every_ns`).
+    pub recv_stalls: u64,
+}
+
+/// Receiver stalls: each core's next stall, drawn from a stream of its own so that every other
+/// draw of the run is what it is without stalls.
+#[derive(Debug)]
+struct Stalls {
+    rng: Rng,
+    every_ns: u64,
+    len_ns: u64,
+    /// Per core, the true time its next stall starts.
+    next: Vec<SimTime>,
 }
 
 /// The random streams of a run, drawn in this order from the seed: the clocks' seed, the
@@ -445,6 +460,8 @@ pub struct Engine<P: Protocol, Q> {
     pub(crate) cpus: Vec<Core<P::Input>>,
     /// Links lose, reorder or duplicate packets (`--loss`, `--reorder-prob`, `--dup`).
     link_faults: bool,
+    /// Receiver stalls, when configured.
+    stalls: Option<Stalls>,
     /// Counters of the network and the workload.
     pub net: NetStats,
     /// The protocol's state.
@@ -486,7 +503,21 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             "every core serves a role"
         );
         let workload_rng = seeds.rng.fork(1);
+        let stalls = (cfg.faults.recv_stall_every_ns > 0).then(|| {
+            let mut rng = Rng::new(cfg.seed ^ 0x57A1_1ED0);
+            let every_ns = cfg.faults.recv_stall_every_ns;
+            let next = (0..cpus.len())
+                .map(|_| poisson_gap(&mut rng, 1e9 / every_ns as f64))
+                .collect();
+            Stalls {
+                rng,
+                every_ns,
+                len_ns: cfg.faults.recv_stall_ns,
+                next,
+            }
+        });
         let mut e = Engine {
+            stalls,
             link_faults: cfg.faults.loss_rate > 0.0
                 || cfg.faults.reorder_prob > 0.0
                 || cfg.faults.dup_rate > 0.0,
@@ -726,12 +757,22 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             P::process(self, t, role, input);
             return;
         };
+        self.apply_stalls(t, cpu);
         let c = &mut self.cpus[cpu as usize];
         debug_assert!(c.roles.contains(&role));
         if c.pending.is_empty() && c.free <= t {
             P::process(self, t, role, input);
             return;
         }
+        let max = self.cfg.faults.recv_queue_len_max;
+        if let CoreInput::Packet(slot) = input {
+            if max > 0 && c.pending_packets >= max {
+                self.net.recv_overflow += 1;
+                self.drop_slot(slot);
+                return;
+            }
+        }
+        let c = &mut self.cpus[cpu as usize];
         match input {
             CoreInput::Send { .. } => c.pending_sends += 1,
             CoreInput::Packet(_) => c.pending_packets += 1,
@@ -812,8 +853,32 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
         }
     }
 
+    /// Core `cpu`'s stalls that started by `t`: each keeps it busy `len_ns` longer (from the
+    /// stall's start if it was idle then).
+    fn apply_stalls(&mut self, t: SimTime, cpu: u32) {
+        let Some(s) = self.stalls.as_mut() else {
+            return;
+        };
+        let c = &mut self.cpus[cpu as usize];
+        let next = &mut s.next[cpu as usize];
+        while *next <= t {
+            c.free = c.free.max(*next) + s.len_ns;
+            self.net.recv_stalls += 1;
+            *next += s.len_ns + poisson_gap(&mut s.rng, 1e9 / s.every_ns as f64);
+        }
+    }
+
     /// Core `cpu` takes its oldest input, or discards the inputs of a role found down.
     fn on_cpu_wake(&mut self, t: SimTime, cpu: u32) {
+        if self.stalls.is_some() {
+            self.apply_stalls(t, cpu);
+            let c = &mut self.cpus[cpu as usize];
+            if c.free > t {
+                // A stall began while the input before was being done: wake when it ends.
+                self.queue.push(c.free, Ev::CpuWake { cpu });
+                return;
+            }
+        }
         let c = &mut self.cpus[cpu as usize];
         c.wake_armed = false;
         // With nothing queued (a restart or a crash emptied it), the wake still checks the

@@ -140,6 +140,10 @@ pub struct Report {
     pub packets_duplicated: u64,
     /// Packets dropped on cut links (`--cut`).
     pub packets_cut: u64,
+    /// Packets dropped at full receive queues (`--recv-queue`).
+    pub recv_overflow: u64,
+    /// Receiver stalls (`--recv-stall-every`).
+    pub recv_stalls: u64,
     /// Duplicates receivers recognised and dropped.
     pub dropped_duplicate: u64,
     /// End-to-end ACKs sent (one per (sender, receiver, service) acknowledged).
@@ -380,6 +384,8 @@ fn report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, ran: Ran) -> Rep
         packets_lost: net.packets_lost,
         packets_duplicated: net.packets_duplicated,
         packets_cut: net.packets_cut,
+        recv_overflow: net.recv_overflow,
+        recv_stalls: net.recv_stalls,
         dropped_duplicate: t.dropped_duplicate,
         acks: t.acks,
         ack_packets: t.ack_packets,

@@ -284,3 +284,25 @@ fn bad_baseline_knobs_name_their_flag() {
     .unwrap_err();
     assert_eq!(e.flag, "--loss-kind");
 }
+
+/// PLATO §3's receiver loss: a bounded receive queue at a core that stalls now and then drops
+/// packets; PLATO and its fixed sequencer repair them and stay correct, every seed the same
+/// way twice.
+#[test]
+fn receiver_overload_drops_packets_and_plato_repairs_them() {
+    for protocol in [Protocol::Plato, Protocol::PlatoFixed] {
+        for seed in 1..4 {
+            let mut cfg = small(TopologySpec::Rack { hosts: 4 }, seed);
+            cfg.net.host_recv_ns = 2_000;
+            cfg.faults.recv_queue_len_max = 8;
+            cfg.faults.recv_stall_every_ns = 200_000;
+            cfg.faults.recv_stall_ns = 50_000;
+            let base = BaselineConfig::new(protocol);
+            let r = run_ok(&cfg, &base);
+            assert!(r.recv_overflow > 0 && r.recv_stalls > 0, "{r:?}");
+            let again = run_ok(&cfg, &base);
+            assert_eq!(r.trace_hash, again.trace_hash);
+            assert_eq!(r.recv_overflow, again.recv_overflow);
+        }
+    }
+}

@@ -103,6 +103,10 @@ pub struct BaseReport {
     pub packets_lost: u64,
     /// Packets the duplication model copied.
     pub packets_duplicated: u64,
+    /// Packets dropped at full receive queues (`--recv-queue`).
+    pub recv_overflow: u64,
+    /// Receiver stalls (`--recv-stall-every`).
+    pub recv_stalls: u64,
     /// Duplicates the roles recognised and dropped.
     pub dropped_duplicate: u64,
     /// Packets the roles dropped as invalid.
@@ -280,6 +284,8 @@ fn report<Q: EventQueue<Ev>>(
         reordered_packets: net.reordered_packets,
         packets_lost: net.packets_lost,
         packets_duplicated: net.packets_duplicated,
+        recv_overflow: net.recv_overflow,
+        recv_stalls: net.recv_stalls,
         dropped_duplicate: totals.dropped_duplicate,
         dropped_invalid: totals.dropped_invalid,
         nacks: totals.nacks_sent,

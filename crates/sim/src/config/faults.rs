@@ -85,6 +85,16 @@ pub struct FaultConfig {
     /// routing does not notice: links stay alive (a black-holed data packet still carries its
     /// barriers on, as a beacon) and no switch reports anything (§5.2 "Controller Forwarding").
     pub blackholes: Vec<(u32, u32, u64)>,
+    /// Receiver overload (PLATO §3: "it is the end-host kernel that gets overwhelmed ... and
+    /// drops packets"): a core holding this many packets waiting drops the next one that
+    /// arrives, as a full kernel receive buffer does (`--recv-queue`; 0: unbounded).
+    pub recv_queue_len_max: u32,
+    /// Receiver stalls: each core is descheduled now and then (Poisson, this mean interval;
+    /// `--recv-stall-every`; 0: never) for `recv_stall_ns`, while packets queue at it — PLATO
+    /// §3's "the receive thread is occasionally context-switched out and loses packets".
+    pub recv_stall_every_ns: u64,
+    /// How long one stall lasts (`--recv-stall`).
+    pub recv_stall_ns: u64,
 }
 
 impl Default for FaultConfig {
@@ -104,6 +114,9 @@ impl Default for FaultConfig {
             clock_steps: Vec::new(),
             controller_down: Vec::new(),
             blackholes: Vec::new(),
+            recv_queue_len_max: 0,
+            recv_stall_every_ns: 0,
+            recv_stall_ns: 0,
         }
     }
 }
@@ -135,6 +148,12 @@ impl FaultConfig {
         }
         if !(0.0..=1.0).contains(&self.dup_rate) {
             return Err(bad("--dup", "must be between 0 and 1"));
+        }
+        if self.recv_stall_every_ns > 0 && self.recv_stall_ns == 0 {
+            return Err(bad(
+                "--recv-stall",
+                "must be positive when --recv-stall-every is set",
+            ));
         }
         Ok(())
     }
