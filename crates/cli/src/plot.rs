@@ -120,18 +120,51 @@ pub fn line_chart(
     series: &[Series],
     font: &'static str,
 ) -> Result<(), String> {
+    line_charts(path, &[(c, series)], 1, font)
+}
+
+/// Draws one line chart per panel on a PNG at `path`: `cols` panels of 960×640 side by side per
+/// row, in the order given (a multi-panel figure such as PLATO's Fig. 8).
+pub fn line_charts(
+    path: &Path,
+    panels: &[(&Chart, &[Series])],
+    cols: usize,
+    font: &'static str,
+) -> Result<(), String> {
     use plotters::prelude::*;
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    if panels.is_empty() || panels.iter().any(|(c, s)| c.axes(s).is_none()) {
+        return Err(format!("{}: nothing to draw", path.display()));
+    }
+    let cols = cols.clamp(1, panels.len());
+    let rows = panels.len().div_ceil(cols);
+    let root = BitMapBackend::new(path, (960 * cols as u32, 640 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let areas = root.split_evenly((rows, cols));
+    for ((c, series), area) in panels.iter().zip(&areas) {
+        draw_line_chart(area, c, series, font).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Draws one line chart on `area`; `c.axes(series)` must show something.
+fn draw_line_chart<DB: plotters::prelude::DrawingBackend>(
+    area: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    c: &Chart,
+    series: &[Series],
+    font: &'static str,
+) -> Result<(), String> {
+    use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| e.to_string();
     let keep = |p: &(f64, f64)| c.shows(p);
     let Some((x_lo, x_hi, y_lo, y_hi)) = c.axes(series) else {
-        return Err(format!("{}: nothing to draw", path.display()));
+        return Err("nothing to draw".to_string());
     };
-    let root = BitMapBackend::new(path, (960, 640)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
     let colors = COLORS;
     macro_rules! draw {
         ($x:expr, $y:expr) => {{
-            let mut chart = ChartBuilder::on(&root)
+            let mut chart = ChartBuilder::on(area)
                 .caption(c.caption, (font, 22))
                 .margin(16)
                 .x_label_area_size(48)
@@ -181,7 +214,6 @@ pub fn line_chart(
         (false, true) => draw!(x_lo..x_hi, (y_lo..y_hi).log_scale()),
         (false, false) => draw!(x_lo..x_hi, y_lo..y_hi),
     }
-    root.present().map_err(|e| err(&e))?;
     Ok(())
 }
 
