@@ -31,7 +31,7 @@
 //! sequencer; a rollback is a revoke at or after Tm, over confirmed deliveries. Every run is
 //! checked; a violation or an undrained run is an error naming the seed.
 
-use crate::plot::{line_charts, Chart, Series};
+use crate::plot::{line_charts, Chart, Panel, Series};
 use clap::Args;
 use onepipe_baselines::Protocol;
 use onepipe_sim::baseline::{run_baseline, BaseReport, BaselineConfig};
@@ -476,7 +476,7 @@ fn series(rows: &[Row], figure: Figure, rate: Option<u32>) -> (Vec<Series>, Vec<
     let mine = |r: &&Row| r.figure == figure && rate.is_none_or(|x| r.job.rate == x);
     let x = |r: &Row| match figure {
         Figure::Fig8 => r.job.delta_ns.unwrap_or(0) as f64 / 1e3,
-        Figure::Fig10 => f64::from(r.job.rate),
+        Figure::Fig10 => f64::from(r.job.rate) / 1e3,
     };
     let (mut lat, mut rb) = (Vec::new(), Vec::new());
     for k in KS {
@@ -496,7 +496,7 @@ fn series(rows: &[Row], figure: Figure, rate: Option<u32>) -> (Vec<Series>, Vec<
         });
         rb.push(Series {
             name: format!("rollbacks (k = {k})"),
-            points: pts(&|r| r.o.rollback_fraction),
+            points: pts(&|r| 100.0 * r.o.rollback_fraction),
         });
         let fixed = |f: &dyn Fn(&Outcome) -> f64| -> Vec<(f64, f64)> {
             match figure {
@@ -522,6 +522,9 @@ fn series(rows: &[Row], figure: Figure, rate: Option<u32>) -> (Vec<Series>, Vec<
     (lat, rb)
 }
 
+/// The rollback panels' y axis: the CSV's fraction, in percent.
+const ROLLBACKS: &str = "rollbacks (% of confirmed deliveries)";
+
 /// A panel of Fig. 8: linear axes, Δ across.
 fn delta_chart<'a>(caption: &'a str, y_desc: &'a str) -> Chart<'a> {
     Chart {
@@ -542,7 +545,7 @@ fn plot_fig8(path: &Path, rows: &[Row], font: &'static str) -> Result<(), String
         .map(|r| {
             (
                 format!("Fig. 8: Δ vs latency, {r} packets/s"),
-                format!("Fig. 8: Δ vs fraction of rollbacks, {r} packets/s"),
+                format!("Fig. 8: Δ vs rollbacks, {r} packets/s"),
             )
         })
         .collect();
@@ -556,13 +559,18 @@ fn plot_fig8(path: &Path, rows: &[Row], font: &'static str) -> Result<(), String
         .collect();
     let rb: Vec<Chart> = captions
         .iter()
-        .map(|(_, c)| delta_chart(c, "fraction of rollbacks"))
+        .map(|(_, c)| delta_chart(c, ROLLBACKS))
         .collect();
-    let panels: Vec<(&Chart, &[Series])> = lat
+    let panel = |chart, series| Panel {
+        chart,
+        series,
+        legend_right: false,
+    };
+    let panels: Vec<Panel> = lat
         .iter()
         .zip(&data)
-        .map(|(c, d)| (c, &d.0[..]))
-        .chain(rb.iter().zip(&data).map(|(c, d)| (c, &d.1[..])))
+        .map(|(c, d)| panel(c, &d.0[..]))
+        .chain(rb.iter().zip(&data).map(|(c, d)| panel(c, &d.1[..])))
         .collect();
     line_charts(path, &panels, FIG8_RATES.len(), font)
 }
@@ -570,27 +578,35 @@ fn plot_fig8(path: &Path, rows: &[Row], font: &'static str) -> Result<(), String
 /// Fig. 10: latency (left) and rollbacks (right) against the rate, Δ = 160 µs.
 fn plot_fig10(path: &Path, rows: &[Row], font: &'static str) -> Result<(), String> {
     let (lat, rb) = series(rows, Figure::Fig10, None);
-    let x_desc = "packets/s in the group (1 KB)";
+    let x_desc = "thousand packets/s in the group (1 KB)";
     let lat_chart = Chart {
         caption: "Fig. 10: rate vs latency, Δ = 160 µs",
         x_desc,
         y_desc: "latency (µs)",
         log_x: false,
         log_y: false,
-        legend_upper: false,
+        legend_upper: true,
     };
     let rb_chart = Chart {
-        caption: "Fig. 10: rate vs fraction of rollbacks, Δ = 160 µs",
+        caption: "Fig. 10: rate vs rollbacks, Δ = 160 µs",
         x_desc,
-        y_desc: "fraction of rollbacks",
+        y_desc: ROLLBACKS,
         log_x: false,
         log_y: false,
         legend_upper: true,
     };
-    line_charts(
-        path,
-        &[(&lat_chart, &lat[..]), (&rb_chart, &rb[..])],
-        2,
-        font,
-    )
+    let panels = [
+        // The lines fall with the rate: the legend goes above their low end.
+        Panel {
+            chart: &lat_chart,
+            series: &lat,
+            legend_right: true,
+        },
+        Panel {
+            chart: &rb_chart,
+            series: &rb,
+            legend_right: true,
+        },
+    ];
+    line_charts(path, &panels, 2, font)
 }
