@@ -46,6 +46,11 @@ pub enum Bench {
     /// lookups) and on plain one-sided verbs (a fence; leader-follower), with 1 and 3 replicas,
     /// and lookups against replicas; writes fig16.csv and two plots.
     Fig16(crate::fig16::Fig16Args),
+    /// PLATO's Figs. 8 and 10 (§5): optimistic delivery against the fixed sequencer with the
+    /// same k on the paper's Emulab 3-switch setting (4 hosts, ~100 µs one-way): latency and
+    /// rollbacks against Δ at 400 and 1,600 packets/s, and against the rate at Δ = 160 µs;
+    /// writes plato.csv and two plots.
+    Plato(crate::bench_plato::PlatoArgs),
 }
 
 /// Flags of `bench loss`.

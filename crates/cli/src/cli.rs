@@ -675,6 +675,7 @@ pub fn main() -> i32 {
                 crate::bench::Bench::Etcd(a) => crate::etcd_bench::etcd(a),
                 crate::bench::Bench::Paxos(a) => crate::paxos::paxos(a),
                 crate::bench::Bench::Fig16(a) => crate::fig16::fig16(a),
+                crate::bench::Bench::Plato(a) => crate::bench_plato::plato(a),
             };
             match result {
                 Ok(()) => 0,

@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_methods)] // a CLI may read files and clocks.
 
 mod bench;
+mod bench_plato;
 mod cli;
 mod etcd_bench;
 mod fig14;

@@ -120,18 +120,67 @@ pub fn line_chart(
     series: &[Series],
     font: &'static str,
 ) -> Result<(), String> {
+    let panel = Panel {
+        chart: c,
+        series,
+        legend_right: false,
+    };
+    line_charts(path, &[panel], 1, font)
+}
+
+/// One chart of a multi-panel figure ([`line_charts`]).
+pub struct Panel<'a> {
+    /// The chart's words and scales.
+    pub chart: &'a Chart<'a>,
+    /// Its lines.
+    pub series: &'a [Series],
+    /// The legend in the right corner (upper or lower as `chart.legend_upper` says), else the
+    /// left one.
+    pub legend_right: bool,
+}
+
+/// Draws one line chart per panel on a PNG at `path`: `cols` panels of 960×640 side by side per
+/// row, in the order given (a multi-panel figure such as PLATO's Fig. 8).
+pub fn line_charts(
+    path: &Path,
+    panels: &[Panel],
+    cols: usize,
+    font: &'static str,
+) -> Result<(), String> {
     use plotters::prelude::*;
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    if panels.is_empty() || panels.iter().any(|p| p.chart.axes(p.series).is_none()) {
+        return Err(format!("{}: nothing to draw", path.display()));
+    }
+    let cols = cols.clamp(1, panels.len());
+    let rows = panels.len().div_ceil(cols);
+    let root = BitMapBackend::new(path, (960 * cols as u32, 640 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let areas = root.split_evenly((rows, cols));
+    for (p, area) in panels.iter().zip(&areas) {
+        draw_line_chart(area, p, font).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Draws `panel` on `area`; its chart must show something of its series.
+fn draw_line_chart<DB: plotters::prelude::DrawingBackend>(
+    area: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    panel: &Panel,
+    font: &'static str,
+) -> Result<(), String> {
+    use plotters::prelude::*;
+    let (c, series) = (panel.chart, panel.series);
+    let err = |e: &dyn std::fmt::Display| e.to_string();
     let keep = |p: &(f64, f64)| c.shows(p);
     let Some((x_lo, x_hi, y_lo, y_hi)) = c.axes(series) else {
-        return Err(format!("{}: nothing to draw", path.display()));
+        return Err("nothing to draw".to_string());
     };
-    let root = BitMapBackend::new(path, (960, 640)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
     let colors = COLORS;
     macro_rules! draw {
         ($x:expr, $y:expr) => {{
-            let mut chart = ChartBuilder::on(&root)
+            let mut chart = ChartBuilder::on(area)
                 .caption(c.caption, (font, 22))
                 .margin(16)
                 .x_label_area_size(48)
@@ -166,10 +215,11 @@ pub fn line_chart(
                 .label_font((font, 15))
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
-                .position(if c.legend_upper {
-                    SeriesLabelPosition::UpperLeft
-                } else {
-                    SeriesLabelPosition::LowerLeft
+                .position(match (c.legend_upper, panel.legend_right) {
+                    (true, false) => SeriesLabelPosition::UpperLeft,
+                    (false, false) => SeriesLabelPosition::LowerLeft,
+                    (true, true) => SeriesLabelPosition::UpperRight,
+                    (false, true) => SeriesLabelPosition::LowerRight,
                 })
                 .draw()
                 .map_err(|e| err(&e))?;
@@ -181,7 +231,6 @@ pub fn line_chart(
         (false, true) => draw!(x_lo..x_hi, (y_lo..y_hi).log_scale()),
         (false, false) => draw!(x_lo..x_hi, y_lo..y_hi),
     }
-    root.present().map_err(|e| err(&e))?;
     Ok(())
 }
 

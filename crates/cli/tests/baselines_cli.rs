@@ -1,5 +1,5 @@
-//! End-to-end tests of `onepipe sim --protocol …` and `onepipe bench fig8 --quick`: they run the
-//! real binary and read what it writes.
+//! End-to-end tests of `onepipe sim --protocol …`, `onepipe bench fig8 --quick` and `onepipe bench
+//! plato --quick`: they run the real binary and read what it writes.
 
 mod common;
 use common::{describe, onepipe, TempDir};
@@ -229,5 +229,85 @@ fn bench_fig8_rejects_bad_selections_naming_the_flag() {
         assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+}
+
+/// `bench plato --quick`: every point of PLATO's Figs. 8 and 10 in the CSV (the fixed sequencer
+/// beside each), and, at the smallest rate, PLATO's median latency below the fixed sequencer's
+/// with the same k (§5: "PLATO always out-performs fixed-sequencer for the corresponding value of
+/// k"): optimistic delivery does not wait for k messages to be ordered.
+#[test]
+fn bench_plato_quick_writes_figs_8_and_10_and_beats_the_fixed_sequencer_5() {
+    let dir = TempDir::new("plato");
+    let out_dir = dir.0.join("out");
+    let args = [
+        "bench",
+        "plato",
+        "--quick",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("fitted to the paper's 100-us one-way ping"),
+        "{stdout}"
+    );
+    let csv = std::fs::read_to_string(out_dir.join("plato.csv")).expect("plato.csv");
+    assert!(csv.starts_with("# "), "the setting heads the CSV: {csv}");
+    let mut lines = csv.lines().filter(|l| !l.starts_with('#'));
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
+    };
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let count = |figure: &str, protocol: &str| {
+        rows.iter()
+            .filter(|r| r[col("figure")] == figure && r[col("protocol")] == protocol)
+            .count()
+    };
+    // Fig. 8: 2 rates × 2 k × 3 Δ, a fixed line per rate and k; Fig. 10: 2 k × 3 rates, both.
+    assert_eq!(count("fig8", "plato"), 12, "{csv}");
+    assert_eq!(count("fig8", "plato-fixed"), 4, "{csv}");
+    assert_eq!(count("fig10", "plato"), 6, "{csv}");
+    assert_eq!(count("fig10", "plato-fixed"), 6, "{csv}");
+    assert_eq!(rows.len(), 28, "{csv}");
+    let num = |r: &Vec<&str>, c: &str| -> f64 { r[col(c)].parse().unwrap() };
+    for r in &rows {
+        assert!(num(r, "delivered") > 0.0, "{r:?}");
+        assert_eq!(num(r, "delivered"), num(r, "sent"), "drained: {r:?}");
+    }
+    let smallest = rows
+        .iter()
+        .map(|r| num(r, "rate_pkts_per_s"))
+        .fold(f64::MAX, f64::min);
+    for k in ["10", "20"] {
+        let at = |protocol: &str| -> Vec<f64> {
+            rows.iter()
+                .filter(|r| r[col("protocol")] == protocol && r[col("k")] == k)
+                .filter(|r| num(r, "rate_pkts_per_s") == smallest)
+                .map(|r| num(r, "latency_p50_ns"))
+                .collect()
+        };
+        let fixed = at("plato-fixed");
+        assert!(!fixed.is_empty(), "k = {k}: {csv}");
+        for plato in at("plato") {
+            assert!(
+                plato < fixed[0],
+                "k = {k}: PLATO p50 {plato} ns, fixed {fixed:?}"
+            );
+        }
+    }
+    let font = std::env::var("ONEPIPE_FONT").is_ok()
+        || std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists();
+    if font {
+        for png in ["plato-fig8.png", "plato-fig10.png"] {
+            let bytes = std::fs::read(out_dir.join(png)).expect(png);
+            assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
+        }
     }
 }
