@@ -301,6 +301,15 @@ struct SimArgs {
     /// Probability that a packet is duplicated on its link (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     dup: f64,
+    /// Optimistic delivery of best-effort messages (PLATO's pipeline on 1Pipe, docs/PLATO.md):
+    /// a message is also delivered on arrival when it came more than this Δ after the previous
+    /// one, revoked if the barrier's order contradicts it, confirmed when the barrier passes it
+    /// [default: 0, off].
+    #[arg(long, default_value = "0ns", value_parser = parse_duration)]
+    optimistic_delta: u64,
+    /// With --optimistic-delta: adapt Δ (PLATO §5).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    optimistic_adaptive: bool,
     /// Receiver overload: a core with this many packets waiting drops the next one, as a full
     /// kernel receive buffer does [default: 0, unbounded].
     #[arg(long, default_value_t = 0)]
@@ -551,6 +560,8 @@ impl SimArgs {
             proc_ids_spare: None,
             deliver_burst_max: ProtocolConfig::default().deliver_burst_max,
             retransmit_burst_max: ProtocolConfig::default().retransmit_burst_max,
+            optimistic_delta_ns: self.optimistic_delta,
+            optimistic_adaptive: self.optimistic_adaptive,
         }
     }
 
@@ -849,6 +860,9 @@ fn print_summary(r: &Report) {
         us(r.latency_ns.p50 as f64),
         us(r.latency_ns.p99 as f64)
     );
+    if let Some(o) = &r.optimistic {
+        crate::sim_baseline::print_optimistic(o);
+    }
     if r.delivered_reliable > 0 {
         print_reliable(r);
     }

@@ -229,16 +229,7 @@ fn print_summary(r: &BaseReport) {
         us(r.latency_ns.p99 as f64)
     );
     if let Some(o) = &r.optimistic {
-        println!(
-            "  optimistic  p50 {}  p99 {} to usable; {} deliveries, {} revoked before Tm, {} rollbacks ({:.3}%); Δ ends at {}",
-            us(o.latency_ns.p50 as f64),
-            us(o.latency_ns.p99 as f64),
-            o.delivered,
-            o.revokes_early,
-            o.rollbacks,
-            o.rollback_fraction * 100.0,
-            us(o.delta_ns_end)
-        );
+        print_optimistic(o);
     }
     crate::cli::print_tail(&crate::cli::Tail {
         drained: r.drained,
@@ -251,4 +242,18 @@ fn print_summary(r: &BaseReport) {
         events_per_wall_s: r.events_per_wall_s,
         trace_hash: &r.trace_hash,
     });
+}
+
+/// The summary's line on optimistic delivery (PLATO, or 1Pipe with `--optimistic-delta`).
+pub(crate) fn print_optimistic(o: &onepipe_sim::optcheck::OptReport) {
+    println!(
+        "  optimistic  p50 {}  p99 {} to usable; {} deliveries, {} revoked before Tm, {} rollbacks ({:.3}%); Δ ends at {}",
+        us(o.latency_ns.p50 as f64),
+        us(o.latency_ns.p99 as f64),
+        o.delivered,
+        o.revokes_early,
+        o.rollbacks,
+        o.rollback_fraction * 100.0,
+        us(o.delta_ns_end)
+    );
 }

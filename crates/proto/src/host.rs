@@ -41,6 +41,7 @@
 mod config;
 mod events;
 mod lifecycle;
+mod optimistic;
 mod reassembly;
 mod receive;
 mod recovery;
@@ -241,6 +242,13 @@ impl Host {
     /// failed (see [`Host::restarted`]).
     pub fn restart_silent(&self) -> bool {
         self.life.silent()
+    }
+
+    /// Δ of each local process's optimistic pipeline now (`HostConfig::optimistic`), ns.
+    pub fn optimistic_delta_ns(&self) -> impl Iterator<Item = u64> + '_ {
+        self.procs
+            .iter()
+            .filter_map(|lp| lp.opt.as_ref().map(|o| o.delta_ns()))
     }
 
     /// The configuration.

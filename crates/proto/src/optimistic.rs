@@ -535,5 +535,20 @@ impl<K: Copy + Eq + core::fmt::Debug> Pipeline<K> {
     }
 }
 
+impl<K: Copy + Ord + core::fmt::Debug> Pipeline<K> {
+    /// [`Pipeline::arrive`] for a driver whose final order is the keys' order (1Pipe's
+    /// `(ts, src, psn)`): an arrival that comes before a delivered, unconfirmed message in that
+    /// order proves the delivery wrong at once, without waiting for the order to say so. That
+    /// message and those delivered after it are revoked and held again (most of the time before
+    /// their Tm: no rollback); then the message arrives as usual.
+    pub fn arrive_ordered(&mut self, now: Instant, key: K) -> bool {
+        if let Some(i) = self.suspicious.iter().position(|d| key < d.key) {
+            let wrong: Vec<_> = self.suspicious.drain(i..).collect();
+            self.hold_again(now, wrong);
+        }
+        self.arrive(now, key)
+    }
+}
+
 #[cfg(test)]
 mod tests;

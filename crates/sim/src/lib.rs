@@ -32,6 +32,7 @@ pub mod direct;
 pub mod engine;
 pub mod metrics;
 pub mod onepipe;
+pub mod optcheck;
 pub mod queue;
 pub mod slab;
 pub mod vopr;
@@ -161,6 +162,8 @@ pub struct Report {
     pub wall_s: f64,
     /// Simulated nanoseconds (sending plus the drain actually needed).
     pub simulated_ns: u64,
+    /// Optimistic delivery (`--optimistic-delta`), when on.
+    pub optimistic: Option<optcheck::OptReport>,
     /// Hash of every send, delivery and failure, in order.
     pub trace_hash: String,
     /// §5.2 rounds the controller ran: hosts declared failed with their failure timestamps,
@@ -252,6 +255,16 @@ fn run_with<Q: EventQueue<Ev>>(
         .collect();
     if let Some(c) = world.proto.checker.as_mut() {
         c.finish(end, cfg.seed, drained);
+    }
+    // A host declared failed, crashed, restarted or gone stops delivering for good: what it
+    // delivered optimistically is left unconfirmed by design, so leftovers are judged only in
+    // runs where every host stayed in.
+    let membership_kept = world.proto.failure_rounds.is_empty()
+        && cfg.faults.crashes.is_empty()
+        && cfg.faults.restarts.is_empty()
+        && cfg.faults.leaves.is_empty();
+    if let Some(o) = world.proto.opt.as_mut() {
+        o.finish(end, drained && membership_kept);
     }
     let ran = Ran {
         cpu_busy,
@@ -410,14 +423,27 @@ fn report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, ran: Ran) -> Rep
 fn fault_report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, recovered: u64) -> Report {
     let s = &world.proto.stats;
     let checker = world.proto.checker.as_ref();
-    let (violations, violation_samples, checked_deliveries) = match checker {
+    let (mut violations, mut violation_samples, checked_deliveries) = match checker {
         Some(c) => (
             c.violation_count(),
-            c.violations().iter().map(|v| v.to_string()).collect(),
+            c.violations()
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>(),
             c.deliveries_checked(),
         ),
         None => (0, Vec::new(), 0),
     };
+    let optimistic = world.proto.opt.as_ref().map(|o| {
+        let (n, samples) = o.violations();
+        violations += n;
+        violation_samples.extend(samples);
+        let deltas: Vec<u64> = world
+            .hosts()
+            .flat_map(|h| h.optimistic_delta_ns())
+            .collect();
+        o.report(&deltas)
+    });
     Report {
         undelivered_reliable: checker.map_or(0, |c| c.undelivered_reliable()),
         violations,
@@ -452,6 +478,7 @@ fn fault_report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, recovered:
         settled_discarded: world.hosts().map(|h| h.stats().settled_discarded).sum(),
         stall_ns_be: world.stall_ns().map_or(0.0, |s| s.0),
         stall_ns_reliable: world.stall_ns().map_or(0.0, |s| s.1),
+        optimistic,
         ..Report::default()
     }
 }

@@ -356,6 +356,8 @@ pub struct OnePipe {
     route_cur: Option<RouteMemo>,
     /// `--app`: the processes' applications, in place of the synthetic workload.
     apps: Option<apps::AppRun>,
+    /// `--optimistic-delta`: the optimistic deliveries' latency, counts and checker.
+    pub opt: Option<optimistic::OptRun>,
 }
 
 /// A routing answer remembered for one event: (switch node, source, destination, output).
@@ -365,6 +367,7 @@ mod apps;
 mod build;
 mod control;
 mod host;
+mod optimistic;
 pub use crate::apps::AppReport;
 use build::{
     apply_cuts, build_hosts, build_switches, first_fault, new_checker, new_controller,
@@ -620,6 +623,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 .app
                 .as_ref()
                 .map(|_| apps::AppRun::new(&cfg, procs, topo.hosts())),
+            opt: (cfg.protocol.optimistic_delta_ns > 0)
+                .then(|| optimistic::OptRun::new(procs, cfg.check)),
         };
         let mut w = Engine::assemble(cfg, topo, queue, seeds, proto, roles, cpus, links);
         w.schedule_recoveries(heals, restarts);

@@ -131,6 +131,12 @@ pub struct HostConfig {
     /// queued packets, so a chain of them would keep the host from the ACKs that end the
     /// burst. 0: no limit.
     pub retransmit_burst_max: u32,
+    /// Optimistic delivery of best-effort messages (PLATO's pipeline, `crate::optimistic`): a
+    /// message is also reported on arrival when the gap since the previous arrival predicts no
+    /// disorder ([`HostEvent::OptDeliver`](crate::host::HostEvent::OptDeliver)), revoked if the
+    /// barrier's order contradicts it, confirmed when the barrier passes it. `None` (the
+    /// default): deliveries only at the barrier.
+    pub optimistic: Option<crate::optimistic::OptConfig>,
 }
 
 /// `ack_delay_be_ns` is at most `rto_ns` divided by this. §2.1: best effort "detects lost
@@ -187,6 +193,7 @@ impl HostConfig {
             relay_channel: false,
             deliver_burst_max: 256,
             retransmit_burst_max: RETRANSMIT_BURST_MAX,
+            optimistic: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! ([`SendError`]), and the counters it keeps ([`HostStats`]).
 
 use crate::ids::{ProcId, Psn};
+use crate::reorder::OrderKey;
 use crate::time::{Instant, Timestamp};
 use crate::wire::NakReason;
 use bytes::Bytes;
@@ -85,6 +86,35 @@ pub enum HostEvent {
         handle: u64,
         /// The local sender.
         src: ProcId,
+    },
+    /// Optimistic delivery (`HostConfig::optimistic`; PLATO's `optdeliver`): a best-effort
+    /// message reported on arrival, before the barrier passes it; the application may use it
+    /// from `usable_at` on (Tm = arrival + Δ). A [`HostEvent::Revoke`] may take it back; a
+    /// [`HostEvent::Confirm`] makes it final. `delivery.barrier` and `delivery.now_ts` are 0:
+    /// no barrier released it, and nothing causal is promised about it.
+    OptDeliver {
+        /// The message.
+        delivery: Delivery,
+        /// Tm.
+        usable_at: Instant,
+    },
+    /// PLATO's `revoke`: the optimistic delivery of `key` to `dst` is taken back (the barrier
+    /// put another message first). It comes again, in its place.
+    Revoke {
+        /// The receiving local process.
+        dst: ProcId,
+        /// The message.
+        key: OrderKey,
+        /// At or after Tm: the application may have used it (a rollback).
+        rollback: bool,
+    },
+    /// PLATO's `confirm`: the optimistic delivery of `key` to `dst` is final; its
+    /// [`HostEvent::Deliver`] follows at once.
+    Confirm {
+        /// The receiving local process.
+        dst: ProcId,
+        /// The message.
+        key: OrderKey,
     },
     /// A reliable scattering left the send buffer: it was stamped `ts` and sent.
     ReliableSent {

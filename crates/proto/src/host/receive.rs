@@ -7,6 +7,7 @@
 //! partially reassembled messages, the barriers and what has been released below them, the
 //! delayed ACKs owed and the senders' trackers the arriving ACKs and NAKs resolve.
 
+use super::optimistic::OptState;
 use super::*;
 
 /// One message waiting in a reorder buffer.
@@ -35,6 +36,8 @@ pub(super) struct LocalProc {
     /// Plain messages the application has room for ([`Host::set_plain_room`]); `usize::MAX`
     /// unbounded.
     pub(super) plain_room: usize,
+    /// Optimistic best-effort delivery (`HostConfig::optimistic`).
+    pub(super) opt: Option<Box<OptState>>,
 }
 
 impl LocalProc {
@@ -58,6 +61,7 @@ impl LocalProc {
             paused: false,
             room: usize::MAX,
             plain_room: usize::MAX,
+            opt: cfg.optimistic.as_ref().map(OptState::new),
         }
     }
 }
@@ -194,8 +198,17 @@ impl Host {
         let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
             return;
         };
+        let payload = self.procs[dst_idx]
+            .opt
+            .is_some()
+            .then(|| item.payload.clone());
         match self.procs[dst_idx].reorder.insert(key, item) {
-            Ok(()) => {}
+            Ok(()) => {
+                let lp = &mut self.procs[dst_idx];
+                if let (Some(o), Some(p)) = (lp.opt.as_mut(), payload) {
+                    o.on_arrival(now, lp.id, key, p, &mut self.outputs);
+                }
+            }
             Err(InsertError::Full) => {
                 self.stats.dropped_full += 1;
                 self.nak(h.dst, h.src, first_psn, h.ts, NakReason::BufferFull);
@@ -610,6 +623,9 @@ impl Host {
                 }
                 self.stats.delivered += 1;
                 let d = best_effort_delivery(lp.id, key, item, barrier, now_ts);
+                if let Some(o) = lp.opt.as_mut() {
+                    o.on_delivery(now, lp.id, &d, &mut self.outputs);
+                }
                 self.outputs.push_back(Output::Event(HostEvent::Deliver(d)));
             }
         }

@@ -186,6 +186,43 @@ fn removing_a_message_never_sequenced_revokes_it_and_releases_those_behind() {
 }
 
 #[test]
+fn an_arrival_before_delivered_ones_in_key_order_revokes_them_at_once() {
+    let mut p = Pipeline::new(OptConfig::fixed(10));
+    p.arrive_ordered(t(0), 'A');
+    p.arrive_ordered(t(100), 'D');
+    p.arrive_ordered(t(200), 'E');
+    drain(&mut p);
+    // C comes before D and E in the order: both are taken back now, E before its Tm (D's
+    // passed when E came, more than Δ later); the order would have said so only at 300.
+    assert!(p.arrive_ordered(t(205), 'C'));
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Revoke {
+                key: 'D',
+                rollback: true
+            },
+            Revoke {
+                key: 'E',
+                rollback: false
+            },
+        ]
+    );
+    for k in ['A', 'C', 'D', 'E'] {
+        p.sequence(t(300), k);
+    }
+    let confirms: Vec<char> = drain(&mut p)
+        .into_iter()
+        .filter_map(|e| match e {
+            Confirm { key } => Some(key),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(confirms, ['A', 'C', 'D', 'E']);
+    assert_eq!(p.stats().rollbacks, 1);
+}
+
+#[test]
 fn full_pipeline_refuses_arrivals_but_not_the_next_in_order() {
     let cfg = OptConfig {
         len_max: 2,

@@ -116,6 +116,11 @@ impl Shared {
             HostEvent::ReliableAborted { handle, .. } => self.push_event(Event::ReliableAborted {
                 handle: SendHandle(handle),
             }),
+            // The endpoint builds its host without `HostConfig::optimistic` (the live API for
+            // optimistic delivery is not there yet): these never come.
+            HostEvent::OptDeliver { .. } | HostEvent::Revoke { .. } | HostEvent::Confirm { .. } => {
+                debug_assert!(false, "optimistic delivery is off in the endpoint");
+            }
             HostEvent::ReliableSent { handle, ts, .. } => {
                 if self.report_reliable_sent {
                     self.push_event(Event::ReliableSent {

@@ -26,15 +26,14 @@
 
 pub mod check;
 pub mod config;
-pub mod optcheck;
 pub mod protocol;
 
 pub use config::BaselineConfig;
 
 use crate::config::{ConfigError, SimConfig};
 use crate::metrics::Summary;
+use crate::optcheck::OptChecker;
 use crate::queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, StdBinaryHeap};
-use optcheck::OptChecker;
 use protocol::{BaseWorld, Ev};
 use serde::Serialize;
 
@@ -135,25 +134,7 @@ pub struct BaseReport {
     pub trace_hash: String,
 }
 
-/// What optimistic delivery did in a PLATO run.
-#[derive(Clone, Debug, Serialize)]
-pub struct OptReport {
-    /// `optdeliver`s (a message revoked and delivered again counts twice).
-    pub delivered: u64,
-    /// Revokes before Tm: free for the application.
-    pub revokes_early: u64,
-    /// Revokes at or after Tm: rollbacks, PLATO's metric.
-    pub rollbacks: u64,
-    /// Rollbacks over confirmed deliveries.
-    pub rollback_fraction: f64,
-    /// Send → usable latency of the confirmed optimistic deliveries: the earlier of Tm and
-    /// the confirm, true time.
-    pub latency_ns: Summary,
-    /// Δ at the end of the run, ns, averaged over the receivers.
-    pub delta_ns_end: f64,
-    /// Violations of the optimistic-delivery checker (`optcheck`); included in `violations`.
-    pub violations: u64,
-}
+pub use crate::optcheck::OptReport;
 
 /// Builds and runs a baseline simulation: `base.protocol` on the network, workload and faults
 /// of `cfg`. `progress` is called now and then with the fraction done.

@@ -37,11 +37,11 @@
 
 use super::check::{BaseChecker, Dsts, LossRules};
 use super::config::{class_of_kind, class_targeted, BaselineConfig};
-use super::optcheck::OptChecker;
 use crate::clock::Clock;
 use crate::config::{SimConfig, WorkloadKind};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
 use crate::metrics::{NsHistogram, TraceHash};
+use crate::optcheck::OptChecker;
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
 use onepipe_baselines::isis::{IsisConfig, IsisEndpoint};
@@ -718,7 +718,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                     c.on_deliver(*cursor, dst.0, src.0, seq, seq_or_ts);
                 }
                 if let Some(c) = self.proto.opt_checker.as_mut() {
-                    c.on_deliver(*cursor, dst.0, (src.0, seq), seq_or_ts);
+                    c.on_deliver(*cursor, dst.0, (src.0, seq), u128::from(seq_or_ts));
                 }
             }
             e @ (BaseEvent::OptDeliver { .. }

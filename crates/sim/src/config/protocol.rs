@@ -47,6 +47,11 @@ pub struct ProtocolConfig {
     /// Most reliable messages a host retransmits per input
     /// (`HostConfig::retransmit_burst_max`; 0: no limit).
     pub retransmit_burst_max: u32,
+    /// Optimistic delivery of best-effort messages (`HostConfig::optimistic`, PLATO's pipeline
+    /// on 1Pipe; `--optimistic-delta`): Δ at the start, ns; 0: off (the default).
+    pub optimistic_delta_ns: u64,
+    /// Adapt Δ as PLATO §5 does (`--optimistic-adaptive`; default on).
+    pub optimistic_adaptive: bool,
 }
 
 impl Default for ProtocolConfig {
@@ -64,6 +69,8 @@ impl Default for ProtocolConfig {
             proc_ids_spare: None,
             deliver_burst_max: 256,
             retransmit_burst_max: RETRANSMIT_BURST_MAX,
+            optimistic_delta_ns: 0,
+            optimistic_adaptive: true,
         }
     }
 }

@@ -73,6 +73,11 @@ pub(super) fn host_config(
     hc.reliable.forward_after_retransmits = cfg.protocol.forward_after;
     hc.deliver_burst_max = cfg.protocol.deliver_burst_max;
     hc.retransmit_burst_max = cfg.protocol.retransmit_burst_max;
+    let delta = cfg.protocol.optimistic_delta_ns;
+    hc.optimistic = (delta > 0).then(|| match cfg.protocol.optimistic_adaptive {
+        true => onepipe_proto::optimistic::OptConfig::adaptive(delta),
+        false => onepipe_proto::optimistic::OptConfig::fixed(delta),
+    });
     hc
 }
 

@@ -293,9 +293,11 @@ impl<Q: EventQueue<Ev>> World<Q> {
         match e {
             HostEvent::Deliver(d) => {
                 cursor += self.cfg.net.host_deliver_ns;
-                self.record_delivery(h, &d, cursor, local, released);
-                self.app_deliver(t, h, local, &d);
+                self.host_deliver(t, h, local, cursor, released, &d);
             }
+            e @ (HostEvent::OptDeliver { .. }
+            | HostEvent::Revoke { .. }
+            | HostEvent::Confirm { .. }) => self.opt_hook(cursor, local, e),
             HostEvent::ReliableSent { handle, src, ts } => {
                 let (queued, proc, seq, dsts) = self.proto.hosts[hi]
                     .reliable_queued
@@ -356,6 +358,30 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
         }
         cursor
+    }
+
+    /// One of the hosts' optimistic hooks at true time `cursor` (its clock read `local`).
+    fn opt_hook(&mut self, cursor: SimTime, local: Instant, e: HostEvent) {
+        let o = self.proto.opt.as_mut().expect("optimistic delivery is on");
+        o.on_hook(cursor, local, e);
+    }
+
+    /// Host `h`'s delivery `d` in the total order, at true time `cursor`: recorded, judged (the
+    /// optimistic checker too, when on) and handed to the applications.
+    fn host_deliver(
+        &mut self,
+        t: SimTime,
+        h: u32,
+        local: Instant,
+        cursor: SimTime,
+        released: (Option<Timestamp>, Option<Timestamp>),
+        d: &onepipe_proto::host::Delivery,
+    ) {
+        self.record_delivery(h, d, cursor, local, released);
+        if let Some(o) = self.proto.opt.as_mut() {
+            o.on_deliver(cursor, d);
+        }
+        self.app_deliver(t, h, local, d);
     }
 
     /// Host `h`'s delivery `d` at `t` (its local time `local`), handed to its applications if

@@ -1,5 +1,5 @@
-//! The checker of optimistic delivery (PLATO's three hooks, `crate::baseline` runs of
-//! `--protocol plato`): what each receiver's application saw, rebuilt from the hooks alone and
+//! The checker of optimistic delivery (PLATO's three hooks: `crate::baseline` runs of
+//! `--protocol plato`, and 1Pipe runs with `--optimistic-delta`): what each receiver's application saw, rebuilt from the hooks alone and
 //! judged against what optimistic delivery promises. It is written from PLATO's §4.1, not from
 //! the pipeline it checks (`onepipe_proto::optimistic`), and never calls it.
 //!
@@ -20,8 +20,29 @@
 //! Counted, not judged: revokes before Tm (free for the application) and after it (rollbacks,
 //! PLATO's metric), from the true times of the revoke and of Tm.
 
-use super::check::Violation;
+use crate::baseline::check::Violation;
+use crate::metrics::Summary;
 use std::collections::BTreeMap;
+
+/// What optimistic delivery did in a run (PLATO, or 1Pipe with `--optimistic-delta`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct OptReport {
+    /// `optdeliver`s (a message revoked and delivered again counts twice).
+    pub delivered: u64,
+    /// Revokes before Tm: free for the application.
+    pub revokes_early: u64,
+    /// Revokes at or after Tm: rollbacks, PLATO's metric.
+    pub rollbacks: u64,
+    /// Rollbacks over confirmed deliveries.
+    pub rollback_fraction: f64,
+    /// Send → usable latency of the confirmed optimistic deliveries: the earlier of Tm and
+    /// the confirm, true time.
+    pub latency_ns: Summary,
+    /// Δ at the end of the run, ns, averaged over the receivers.
+    pub delta_ns_end: f64,
+    /// Violations of the optimistic-delivery checker (`optcheck`); included in `violations`.
+    pub violations: u64,
+}
 
 /// A message: (sender, the workload's sequence number).
 type Msg = (u32, u64);
@@ -35,8 +56,8 @@ struct Receiver {
     tentative: Vec<(Msg, u64)>,
     /// The message just confirmed, whose `Deliver` must come next.
     confirming: Option<Msg>,
-    /// Place (`seq_or_ts`) of the last final delivery.
-    last_place: Option<u64>,
+    /// Place of the last final delivery.
+    last_place: Option<u128>,
 }
 
 /// The optimistic-delivery checker of one run.
@@ -45,9 +66,9 @@ pub struct OptChecker {
     receivers: Vec<Receiver>,
     /// Every optimistic delivery: (receiver, message, place of the receiver's last final
     /// delivery then), judged at the end.
-    opt_log: Vec<(u32, Msg, Option<u64>)>,
+    opt_log: Vec<(u32, Msg, Option<u128>)>,
     /// Each message's place in the total order, from the final deliveries.
-    place_of: BTreeMap<Msg, u64>,
+    place_of: BTreeMap<Msg, u128>,
     /// Revokes before Tm, and at or after it.
     pub revokes_early: u64,
     /// Revokes at or after Tm: rollbacks.
@@ -142,8 +163,10 @@ impl OptChecker {
         }
     }
 
-    /// A final delivery (`Deliver`) of `msg` at `dst`, at place `place` of the total order.
-    pub fn on_deliver(&mut self, t: u64, dst: u32, msg: Msg, place: u64) {
+    /// A final delivery (`Deliver`) of `msg` at `dst`, at place `place` of the total order
+    /// (increasing along it: a sequence number, or 1Pipe's `(ts, src, psn)` packed high to
+    /// low).
+    pub fn on_deliver(&mut self, t: u64, dst: u32, msg: Msg, place: u128) {
         let r = &mut self.receivers[dst as usize];
         let confirmed = r.confirming.take();
         r.last_place = Some(place);
