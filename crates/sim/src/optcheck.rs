@@ -98,6 +98,16 @@ impl OptChecker {
         }
     }
 
+    /// Receiver `dst`'s view (processes that rejoined as new ones have ids past the first
+    /// `procs`: the views grow to them).
+    fn receiver(&mut self, dst: u32) -> &mut Receiver {
+        let i = dst as usize;
+        if i >= self.receivers.len() {
+            self.receivers.resize(i + 1, Receiver::default());
+        }
+        &mut self.receivers[i]
+    }
+
     /// Violations found so far.
     pub fn violation_count(&self) -> u64 {
         self.violation_count
@@ -110,7 +120,7 @@ impl OptChecker {
 
     /// `optdeliver` of `msg` at `dst` at true time `t`, usable from true time `usable_at`.
     pub fn on_opt_deliver(&mut self, t: u64, dst: u32, msg: Msg, usable_at: u64) {
-        let r = &mut self.receivers[dst as usize];
+        let r = self.receiver(dst);
         let twice = r.tentative.iter().any(|(m, _)| *m == msg);
         r.tentative.push((msg, usable_at));
         let last_place = r.last_place;
@@ -122,7 +132,7 @@ impl OptChecker {
 
     /// `revoke` of `msg` at `dst` at true time `t`.
     pub fn on_revoke(&mut self, t: u64, dst: u32, msg: Msg) {
-        let r = &mut self.receivers[dst as usize];
+        let r = self.receiver(dst);
         match r.tentative.iter().position(|(m, _)| *m == msg) {
             Some(i) => {
                 let (_, usable_at) = r.tentative.remove(i);
@@ -142,7 +152,7 @@ impl OptChecker {
 
     /// `confirm` of `msg` at `dst` at true time `t`.
     pub fn on_confirm(&mut self, t: u64, dst: u32, msg: Msg) {
-        let r = &mut self.receivers[dst as usize];
+        let r = self.receiver(dst);
         let first = r.tentative.first().map(|(m, _)| *m);
         let pending = r.confirming.replace(msg);
         if first == Some(msg) {
@@ -167,7 +177,7 @@ impl OptChecker {
     /// (increasing along it: a sequence number, or 1Pipe's `(ts, src, psn)` packed high to
     /// low).
     pub fn on_deliver(&mut self, t: u64, dst: u32, msg: Msg, place: u128) {
-        let r = &mut self.receivers[dst as usize];
+        let r = self.receiver(dst);
         let confirmed = r.confirming.take();
         r.last_place = Some(place);
         self.place_of.insert(msg, place);
