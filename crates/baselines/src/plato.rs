@@ -649,12 +649,12 @@ impl PlatoEndpoint {
     /// Drops direct copies the order has not named for `orphan_timeout_ns`.
     fn drop_orphans(&mut self, now: Instant) {
         let timeout = self.cfg.orphan_timeout_ns;
+        let placed: std::collections::BTreeSet<MsgKey> =
+            self.ordered.iter().map(|p| p.key).collect();
         let orphans: Vec<MsgKey> = self
             .copies
             .iter()
-            .filter(|(k, c)| {
-                c.arrived + timeout <= now && !self.ordered.iter().any(|p| p.key == **k)
-            })
+            .filter(|(k, c)| c.arrived + timeout <= now && !placed.contains(k))
             .map(|(k, _)| *k)
             .collect();
         for k in orphans {
