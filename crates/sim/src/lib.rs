@@ -33,6 +33,7 @@ pub mod engine;
 pub mod metrics;
 pub mod onepipe;
 pub mod optcheck;
+pub mod optimistic;
 pub mod queue;
 pub mod slab;
 pub mod vopr;

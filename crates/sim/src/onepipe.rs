@@ -357,7 +357,7 @@ pub struct OnePipe {
     /// `--app`: the processes' applications, in place of the synthetic workload.
     apps: Option<apps::AppRun>,
     /// `--optimistic-delta`: the optimistic deliveries' latency, counts and checker.
-    pub opt: Option<optimistic::OptRun>,
+    pub opt: Option<crate::optimistic::OptRun>,
 }
 
 /// A routing answer remembered for one event: (switch node, source, destination, output).
@@ -367,7 +367,6 @@ mod apps;
 mod build;
 mod control;
 mod host;
-mod optimistic;
 pub use crate::apps::AppReport;
 use build::{
     apply_cuts, build_hosts, build_switches, first_fault, new_checker, new_controller,
@@ -624,7 +623,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 .as_ref()
                 .map(|_| apps::AppRun::new(&cfg, procs, topo.hosts())),
             opt: (cfg.protocol.optimistic_delta_ns > 0)
-                .then(|| optimistic::OptRun::new(procs, cfg.check)),
+                .then(|| crate::optimistic::OptRun::new(procs, cfg.check)),
         };
         let mut w = Engine::assemble(cfg, topo, queue, seeds, proto, roles, cpus, links);
         w.schedule_recoveries(heals, restarts);

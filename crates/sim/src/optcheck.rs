@@ -42,6 +42,9 @@ pub struct OptReport {
     pub delta_ns_end: f64,
     /// Violations of the optimistic-delivery checker (`optcheck`); included in `violations`.
     pub violations: u64,
+    /// Hash of every hook (kind, receiver, message, true time), in order: pins the optimistic
+    /// deliveries as `trace_hash` pins the final ones.
+    pub hooks_hash: String,
 }
 
 /// A message: (sender, the workload's sequence number).

@@ -32,7 +32,6 @@ pub use config::BaselineConfig;
 
 use crate::config::{ConfigError, SimConfig};
 use crate::metrics::Summary;
-use crate::optcheck::OptChecker;
 use crate::queue::{EventQueue, QuaternaryHeap, QueueKind, RadixHeap, StdBinaryHeap};
 use protocol::{BaseWorld, Ev};
 use serde::Serialize;
@@ -172,8 +171,8 @@ fn run_with<Q: EventQueue<Ev>>(
     if let Some(c) = world.proto.checker.as_mut() {
         c.finish(end, cfg.seed, drained, ordered.as_deref());
     }
-    if let Some(c) = world.proto.opt_checker.as_mut() {
-        c.finish(end, drained);
+    if let Some(o) = world.proto.opt.as_mut() {
+        o.finish(end, drained);
     }
     let wall_s = started.elapsed().as_secs_f64();
     Ok(report(&world, cfg, base, drained, wall_s))
@@ -299,9 +298,10 @@ fn checker_totals<Q: EventQueue<Ev>>(world: &BaseWorld<Q>) -> (u64, Vec<String>,
         ),
         None => (0, Vec::new(), 0, 0, 0),
     };
-    if let Some(c) = &world.proto.opt_checker {
-        violations += c.violation_count();
-        samples.extend(c.violations().iter().map(|v| v.to_string()));
+    if let Some(o) = &world.proto.opt {
+        let (n, more) = o.violations();
+        violations += n;
+        samples.extend(more);
     }
     (violations, samples, checked, undrained, unreported)
 }
@@ -316,22 +316,5 @@ fn opt_report<Q: EventQueue<Ev>>(world: &BaseWorld<Q>) -> Option<OptReport> {
             _ => None,
         })
         .collect();
-    if deltas.is_empty() {
-        return None;
-    }
-    let s = &world.proto.stats;
-    let latency_ns = world.proto.opt_latency.summary();
-    Some(OptReport {
-        delivered: s.opt_delivered,
-        revokes_early: s.revokes_early,
-        rollbacks: s.rollbacks,
-        rollback_fraction: s.rollbacks as f64 / latency_ns.count.max(1) as f64,
-        latency_ns,
-        delta_ns_end: deltas.iter().sum::<u64>() as f64 / deltas.len() as f64,
-        violations: world
-            .proto
-            .opt_checker
-            .as_ref()
-            .map_or(0, OptChecker::violation_count),
-    })
+    world.proto.opt.as_ref().map(|o| o.report(&deltas))
 }

@@ -41,7 +41,7 @@ use crate::clock::Clock;
 use crate::config::{SimConfig, WorkloadKind};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
 use crate::metrics::{NsHistogram, TraceHash};
-use crate::optcheck::OptChecker;
+use crate::optimistic::OptRun;
 use crate::queue::{EventQueue, SimTime};
 use bytes::{BufMut, Bytes, BytesMut};
 use onepipe_baselines::isis::{IsisConfig, IsisEndpoint};
@@ -58,7 +58,6 @@ use onepipe_baselines::{
 };
 use onepipe_proto::topology::{Half, NodeKind, Topology};
 use onepipe_proto::{drive, Input, Instant, Node, NodeId, Output, ProcId};
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -99,21 +98,6 @@ pub struct BaseEngineStats {
     pub lost_reported: u64,
     /// Sends reported lost before being ordered (`BaseEvent::SendFailed`).
     pub send_failed: u64,
-    /// PLATO: optimistic deliveries (`BaseEvent::OptDeliver`).
-    pub opt_delivered: u64,
-    /// PLATO: revokes before Tm (true time).
-    pub revokes_early: u64,
-    /// PLATO: revokes at or after Tm (true time): rollbacks.
-    pub rollbacks: u64,
-}
-
-/// An optimistic delivery not yet confirmed or revoked: the workload's sequence number, when
-/// it was issued, and Tm, all in true time.
-#[derive(Clone, Copy, Debug)]
-struct Tentative {
-    seq: u64,
-    issued: u64,
-    usable_at: u64,
 }
 
 /// A baseline protocol's state in a run: its roles (processes `0..procs`, then the sequencer if
@@ -136,14 +120,8 @@ pub struct Baselines {
     pub checker: Option<BaseChecker>,
     /// Send → deliver latency, true time.
     pub latency: NsHistogram,
-    /// PLATO: send → usable latency of the optimistic delivery that was confirmed (the earlier
-    /// of its Tm and its confirm), true time.
-    pub opt_latency: NsHistogram,
-    /// PLATO's checker, when checks are on and the run is optimistic.
-    pub opt_checker: Option<OptChecker>,
-    /// PLATO: optimistic deliveries not yet confirmed or revoked, by (receiver, sender,
-    /// sender's send counter).
-    tentative: BTreeMap<(u32, u32, u64), Tentative>,
+    /// PLATO's optimistic deliveries: their latency, counts, hash and checker.
+    pub opt: Option<OptRun>,
     /// Hash of every send, delivery and loss report.
     pub trace: TraceHash,
     /// Counters.
@@ -320,10 +298,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             heartbeat_interval_ns,
             checker: cfg.check.then(|| BaseChecker::new(procs, rules)),
             latency: NsHistogram::default(),
-            opt_latency: NsHistogram::default(),
-            opt_checker: (cfg.check && base.protocol == BaseProtocol::Plato)
-                .then(|| OptChecker::new(procs)),
-            tentative: BTreeMap::new(),
+            opt: (base.protocol == BaseProtocol::Plato).then(|| OptRun::new(procs, cfg.check)),
             trace: TraceHash::default(),
             stats: BaseEngineStats::default(),
             base,
@@ -717,8 +692,8 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 if let Some(c) = self.proto.checker.as_mut() {
                     c.on_deliver(*cursor, dst.0, src.0, seq, seq_or_ts);
                 }
-                if let Some(c) = self.proto.opt_checker.as_mut() {
-                    c.on_deliver(*cursor, dst.0, (src.0, seq), u128::from(seq_or_ts));
+                if let Some(o) = self.proto.opt.as_mut() {
+                    o.on_deliver(*cursor, dst.0, src.0, seq, u128::from(seq_or_ts));
                 }
             }
             e @ (BaseEvent::OptDeliver { .. }
@@ -752,6 +727,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     /// One of PLATO's hooks at true time `cursor` (`local`: the role's clock then): the
     /// optimistic latency and revoke counts, and the hooks' checker.
     fn on_opt_event(&mut self, e: BaseEvent, cursor: SimTime, local: Instant) {
+        let o = self.proto.opt.as_mut().expect("only PLATO reports hooks");
         match e {
             BaseEvent::OptDeliver {
                 dst,
@@ -759,51 +735,18 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 msg_id,
                 usable_at,
                 payload,
-            } => {
-                let word = |i: usize| {
-                    payload.get(i..i + 8).map_or(u64::MAX, |b| {
-                        u64::from_be_bytes(b.try_into().expect("8 bytes"))
-                    })
-                };
-                // Tm in true time: as far after now as the role's clock put it.
-                let usable_at = cursor + usable_at.0.saturating_sub(local.0);
-                let t = Tentative {
-                    seq: word(0),
-                    issued: word(8),
-                    usable_at,
-                };
-                self.proto.stats.opt_delivered += 1;
-                self.proto.tentative.insert((dst.0, src.0, msg_id), t);
-                if let Some(c) = self.proto.opt_checker.as_mut() {
-                    c.on_opt_deliver(cursor, dst.0, (src.0, t.seq), usable_at);
-                }
-            }
+            } => o.on_opt_deliver(
+                cursor,
+                local,
+                (dst.0, src.0, msg_id, 0),
+                &payload,
+                usable_at,
+            ),
             BaseEvent::Revoke {
                 dst, src, msg_id, ..
-            } => {
-                let Some(t) = self.proto.tentative.remove(&(dst.0, src.0, msg_id)) else {
-                    panic!("PLATO revoked a message it never delivered: {dst} {src} {msg_id}");
-                };
-                if cursor >= t.usable_at {
-                    self.proto.stats.rollbacks += 1;
-                } else {
-                    self.proto.stats.revokes_early += 1;
-                }
-                if let Some(c) = self.proto.opt_checker.as_mut() {
-                    c.on_revoke(cursor, dst.0, (src.0, t.seq));
-                }
-            }
+            } => o.on_revoke(cursor, (dst.0, src.0, msg_id, 0)),
             BaseEvent::Confirm { dst, src, msg_id } => {
-                let Some(t) = self.proto.tentative.remove(&(dst.0, src.0, msg_id)) else {
-                    panic!("PLATO confirmed a message it never delivered: {dst} {src} {msg_id}");
-                };
-                let usable = t.usable_at.min(cursor);
-                self.proto
-                    .opt_latency
-                    .record(usable.saturating_sub(t.issued));
-                if let Some(c) = self.proto.opt_checker.as_mut() {
-                    c.on_confirm(cursor, dst.0, (src.0, t.seq));
-                }
+                o.on_confirm(cursor, (dst.0, src.0, msg_id, 0))
             }
             _ => unreachable!("not an optimistic hook"),
         }

@@ -363,7 +363,21 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// One of the hosts' optimistic hooks at true time `cursor` (its clock read `local`).
     fn opt_hook(&mut self, cursor: SimTime, local: Instant, e: HostEvent) {
         let o = self.proto.opt.as_mut().expect("optimistic delivery is on");
-        o.on_hook(cursor, local, e);
+        let at = |dst: ProcId, k: onepipe_proto::reorder::OrderKey| {
+            (dst.0, k.src.0, k.ts.raw(), k.psn.0)
+        };
+        match e {
+            HostEvent::OptDeliver {
+                delivery: d,
+                usable_at,
+            } => {
+                let at = (d.dst.0, d.src.0, d.ts.raw(), d.psn.0);
+                o.on_opt_deliver(cursor, local, at, &d.payload, usable_at);
+            }
+            HostEvent::Revoke { dst, key, .. } => o.on_revoke(cursor, at(dst, key)),
+            HostEvent::Confirm { dst, key } => o.on_confirm(cursor, at(dst, key)),
+            other => unreachable!("not an optimistic hook: {other:?}"),
+        }
     }
 
     /// Host `h`'s delivery `d` in the total order, at true time `cursor`: recorded, judged (the
@@ -378,8 +392,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
         d: &onepipe_proto::host::Delivery,
     ) {
         self.record_delivery(h, d, cursor, local, released);
-        if let Some(o) = self.proto.opt.as_mut() {
-            o.on_deliver(cursor, d);
+        if let Some(o) = self.proto.opt.as_mut().filter(|_| !d.reliable) {
+            // 1Pipe's order is (ts, src, then send order: the workload's sequence number).
+            let (seq, _) = crate::optimistic::header(&d.payload);
+            let place =
+                u128::from(d.ts.raw()) << 64 | u128::from(d.src.0) << 32 | u128::from(seq as u32);
+            o.on_deliver(cursor, d.dst.0, d.src.0, seq, place);
         }
         self.app_deliver(t, h, local, d);
     }
