@@ -38,6 +38,7 @@
 use super::check::{BaseChecker, Dsts, LossRules};
 use super::config::{class_of_kind, class_targeted, BaselineConfig};
 use super::optcheck::OptChecker;
+use super::{ArrivalLog, DeliverySample};
 use crate::clock::Clock;
 use crate::config::{SimConfig, WorkloadKind};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
@@ -148,6 +149,10 @@ pub struct Baselines {
     pub trace: TraceHash,
     /// Counters.
     pub stats: BaseEngineStats,
+    /// What arrived where, when [`BaselineConfig::log_arrivals`] is on.
+    pub arrivals: Option<ArrivalLog>,
+    /// Every delivery and rollback, when [`BaselineConfig::log_deliveries`] is on.
+    pub deliveries: Option<Vec<DeliverySample>>,
 }
 
 impl Protocol for Baselines {
@@ -326,6 +331,8 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             tentative: BTreeMap::new(),
             trace: TraceHash::default(),
             stats: BaseEngineStats::default(),
+            arrivals: base.log_arrivals.then(|| ArrivalLog::new(procs)),
+            deliveries: base.log_deliveries.then(Vec::new),
             base,
         };
         Ok(Engine::assemble(
@@ -603,6 +610,9 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             CoreInput::Packet(pkt) => {
                 cursor += self.core(role).costs.recv_ns;
                 let packet = self.take_packet(pkt);
+                if let Some(log) = self.proto.arrivals.as_mut() {
+                    log.on_taken_in(role, &packet);
+                }
                 self.proto.roles[r].handle(local, Input::Packet { port: PORT, packet });
             }
             CoreInput::Timeout => self.proto.roles[r].handle(local, Input::Timeout),
@@ -708,6 +718,10 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 };
                 let (seq, issued) = (word(0), word(8));
                 self.proto.latency.record(cursor.saturating_sub(issued));
+                if self.proto.base.protocol != BaseProtocol::Plato {
+                    // PLATO's deliveries are logged when usable (`on_opt_event`).
+                    self.log_delivery(*cursor, Some(cursor.saturating_sub(issued)), None);
+                }
                 self.proto.trace.add(*cursor);
                 self.proto
                     .trace
@@ -786,6 +800,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 };
                 if cursor >= t.usable_at {
                     self.proto.stats.rollbacks += 1;
+                    self.log_delivery(cursor, None, self.plato_delta_ns(dst.0));
                 } else {
                     self.proto.stats.revokes_early += 1;
                 }
@@ -798,14 +813,56 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                     panic!("PLATO confirmed a message it never delivered: {dst} {src} {msg_id}");
                 };
                 let usable = t.usable_at.min(cursor);
-                self.proto
-                    .opt_latency
-                    .record(usable.saturating_sub(t.issued));
+                let latency_ns = usable.saturating_sub(t.issued);
+                self.proto.opt_latency.record(latency_ns);
+                self.log_delivery(usable, Some(latency_ns), self.plato_delta_ns(dst.0));
                 if let Some(c) = self.proto.opt_checker.as_mut() {
                     c.on_confirm(cursor, dst.0, (src.0, t.seq));
                 }
             }
             _ => unreachable!("not an optimistic hook"),
+        }
+    }
+
+    /// Logs a delivery (with its latency) or a rollback (`None`) at true time `at`, when
+    /// [`BaselineConfig::log_deliveries`] is on.
+    fn log_delivery(&mut self, at: SimTime, latency_ns: Option<u64>, delta_ns: Option<u64>) {
+        if let Some(log) = self.proto.deliveries.as_mut() {
+            log.push(DeliverySample {
+                at_ns: at,
+                latency_ns,
+                delta_ns,
+            });
+        }
+    }
+
+    /// PLATO endpoint `role`'s Δ now, if deliveries are logged (`None` otherwise, or for
+    /// another role).
+    fn plato_delta_ns(&self, role: u32) -> Option<u64> {
+        self.proto.deliveries.as_ref()?;
+        match &self.proto.roles[role as usize] {
+            BaseNode::Plato(e) => e.delta_ns(),
+            _ => None,
+        }
+    }
+}
+
+impl ArrivalLog {
+    /// An empty log for `procs` processes.
+    fn new(procs: u32) -> ArrivalLog {
+        ArrivalLog {
+            early: vec![Vec::new(); procs as usize],
+            packets_taken_in: 0,
+        }
+    }
+
+    /// Process `role`'s core took in `packet`.
+    fn on_taken_in(&mut self, role: u32, packet: &BasePacket) {
+        self.packets_taken_in += 1;
+        if let onepipe_baselines::Body::Early { msg_id, .. } = packet.body {
+            if let Some(order) = self.early.get_mut(role as usize) {
+                order.push((packet.src.0, msg_id));
+            }
         }
     }
 }
