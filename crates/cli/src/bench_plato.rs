@@ -6,6 +6,9 @@
 //!   at 400 and 1,600 packets/s in the group, for k = 10 and 20; the fixed sequencer is a
 //!   horizontal line (it has no Δ).
 //! * **Fig. 10**: the same against the group's rate, 400 … 4,000 packets/s, at Δ = 160 µs.
+//! * **Fig. 3** (swaps and losses against the rate, receiver overload on) is
+//!   [`crate::bench_plato_fig3`]'s; **Figs. 9 and 11** (a load step, Δ fixed and adaptive) are
+//!   [`crate::bench_plato_spike`]'s. `--figs` picks the figures; all five by default.
 //!
 //! **The setting** is the paper's "Emulab 3-switch" (§3.1, §5): two sender-receiver pairs three
 //! switches apart, ~100 µs one-way. Here: 4 hosts on a leaf-spine (2 per leaf, 1 spine: host →
@@ -45,10 +48,15 @@ use std::sync::Mutex;
 /// Flags of `bench plato`.
 #[derive(Args, Debug)]
 pub struct PlatoArgs {
-    /// Directory for plato.csv, plato-fig8.png and plato-fig10.png (created if missing).
+    /// Directory for plato.csv (Figs. 8 and 10), plato-fig3.csv, plato-fig9.csv,
+    /// plato-fig11.csv and a PNG per figure (created if missing).
     #[arg(long, default_value = "plato")]
     pub out: PathBuf,
-    /// A small version (fewer points, 0.5 s of sending) that runs in the test suite.
+    /// The figures to run, of 3, 8, 9, 10 and 11.
+    #[arg(long, value_delimiter = ',', default_value = "3,8,9,10,11")]
+    pub figs: Vec<u32>,
+    /// A small version of each figure (fewer points, 0.5 s of sending per point; Figs. 9 and
+    /// 11 on a 4-s timeline) that runs in the test suite.
     #[arg(long)]
     pub quick: bool,
     /// Seed of every run.
@@ -168,7 +176,13 @@ fn figure_jobs(a: &PlatoArgs) -> Vec<(Figure, Job)> {
         &FIG10_RATES
     };
     let mut out = Vec::new();
-    for rate in FIG8_RATES {
+    let rates8: &[u32] = if a.figs.contains(&8) {
+        &FIG8_RATES
+    } else {
+        &[]
+    };
+    let rates10 = if a.figs.contains(&10) { rates10 } else { &[] };
+    for &rate in rates8 {
         for k in KS {
             for &d in deltas {
                 let job = Job {
@@ -198,8 +212,20 @@ fn figure_jobs(a: &PlatoArgs) -> Vec<(Figure, Job)> {
 
 /// The simulation of `job` (module docs).
 fn config(a: &PlatoArgs, job: Job) -> (SimConfig, BaselineConfig) {
-    let cfg = SimConfig {
-        seed: a.seed,
+    let duration_ns = if a.quick {
+        DURATION_NS_QUICK
+    } else {
+        DURATION_NS
+    };
+    let cfg = setting_config(a.seed, job.rate, duration_ns);
+    (cfg, plato_config(job.k, job.delta_ns))
+}
+
+/// The setting of every figure (module docs): `rate` packets/s in the group, split evenly,
+/// for `duration_ns`.
+pub(crate) fn setting_config(seed: u64, rate: u32, duration_ns: u64) -> SimConfig {
+    SimConfig {
+        seed,
         check: true,
         net: NetworkConfig {
             topology: TopologySpec::LeafSpine {
@@ -214,32 +240,41 @@ fn config(a: &PlatoArgs, job: Job) -> (SimConfig, BaselineConfig) {
             workload: WorkloadKind::AllToAll,
             msg_size: MSG_SIZE,
             // The group's rate split evenly: each send is one broadcast packet of the paper's.
-            rate_per_proc: f64::from(job.rate) / f64::from(HOSTS),
-            duration_ns: if a.quick {
-                DURATION_NS_QUICK
-            } else {
-                DURATION_NS
-            },
+            rate_per_proc: f64::from(rate) / f64::from(HOSTS),
+            duration_ns,
             drain_ns: DRAIN_NS,
             ..Default::default()
         },
         ..SimConfig::default()
-    };
-    let mut base = BaselineConfig::new(job.protocol());
-    base.plato_k = job.k;
-    base.plato_flush_ns = FLUSH_NS;
-    base.plato_adaptive = false;
-    if let Some(d) = job.delta_ns {
-        base.plato_delta_ns = d;
     }
-    (cfg, base)
 }
 
-/// Runs `job`; a violation or an undrained run is an error naming the seed.
-fn run_job(a: &PlatoArgs, job: Job) -> Result<Outcome, String> {
-    let (cfg, base) = config(a, job);
-    let fail = |e: String| format!("{}, seed {}: {e}", job.describe(), cfg.seed);
-    let r: BaseReport = run_baseline(&cfg, &base, &mut |_| {}).map_err(|e| fail(e.to_string()))?;
+/// PLATO with k and a fixed Δ (`Some`), or the fixed sequencer with k (`None`), with the
+/// figures' flush.
+pub(crate) fn plato_config(k: usize, delta_ns: Option<u64>) -> BaselineConfig {
+    let protocol = match delta_ns {
+        Some(_) => Protocol::Plato,
+        None => Protocol::PlatoFixed,
+    };
+    let mut base = BaselineConfig::new(protocol);
+    base.plato_k = k;
+    base.plato_flush_ns = FLUSH_NS;
+    base.plato_adaptive = false;
+    if let Some(d) = delta_ns {
+        base.plato_delta_ns = d;
+    }
+    base
+}
+
+/// Runs `base` on `cfg`; a violation, a run the checkers did not judge or an undrained run is
+/// an error naming `what` and the seed.
+pub(crate) fn run_checked(
+    cfg: &SimConfig,
+    base: &BaselineConfig,
+    what: &str,
+) -> Result<BaseReport, String> {
+    let fail = |e: String| format!("{what}, seed {}: {e}", cfg.seed);
+    let r: BaseReport = run_baseline(cfg, base, &mut |_| {}).map_err(|e| fail(e.to_string()))?;
     if r.violations > 0 {
         return Err(fail(format!(
             "{} violation(s): {:?}",
@@ -256,6 +291,14 @@ fn run_job(a: &PlatoArgs, job: Job) -> Result<Outcome, String> {
             DRAIN_NS / 1_000_000_000
         )));
     }
+    Ok(r)
+}
+
+/// Runs `job` (checked, [`run_checked`]).
+fn run_job(a: &PlatoArgs, job: Job) -> Result<Outcome, String> {
+    let (cfg, base) = config(a, job);
+    let fail = |e: String| format!("{}, seed {}: {e}", job.describe(), cfg.seed);
+    let r = run_checked(&cfg, &base, &job.describe())?;
     let (latency, rollbacks, rollback_fraction, revokes_early) = match (&r.optimistic, job.delta_ns)
     {
         (Some(o), Some(_)) => (
@@ -324,10 +367,30 @@ struct Row<'a> {
     o: &'a Outcome,
 }
 
-/// `bench plato`.
+/// The figures `bench plato` draws.
+pub const FIGS: [u32; 5] = [3, 8, 9, 10, 11];
+
+/// `bench plato`: the figures `--figs` names, each to its CSV and PNG.
 pub fn plato(a: &PlatoArgs) -> Result<(), String> {
+    if let Some(f) = a.figs.iter().find(|f| !FIGS.contains(f)) {
+        return Err(format!("--figs: no Fig. {f}; take some of 3, 8, 9, 10, 11"));
+    }
     std::fs::create_dir_all(&a.out)
         .map_err(|e| format!("--out: cannot create {}: {e}", a.out.display()))?;
+    if a.figs.contains(&8) || a.figs.contains(&10) {
+        figs_8_10(a)?;
+    }
+    if a.figs.contains(&3) {
+        crate::bench_plato_fig3::fig3(a)?;
+    }
+    if a.figs.contains(&9) || a.figs.contains(&11) {
+        crate::bench_plato_spike::spike(a)?;
+    }
+    Ok(())
+}
+
+/// Figs. 8 and 10 (those of them `--figs` names): plato.csv and a PNG each.
+fn figs_8_10(a: &PlatoArgs) -> Result<(), String> {
     let points = figure_jobs(a);
     // A point of both figures (Δ = 160 µs at 400 and 1,600 packets/s) runs once.
     let mut jobs: Vec<Job> = points.iter().map(|&(_, j)| j).collect();
@@ -347,6 +410,7 @@ pub fn plato(a: &PlatoArgs) -> Result<(), String> {
         })
         .collect();
     write_csv(a, &a.out.join("plato.csv"), &rows)?;
+    let drawn = |f: Figure| rows.iter().any(|r| r.figure == f);
     print_table(a, &rows);
     println!(
         "# {} simulations, {:.1} M events, {:.0} s of simulation on {} thread(s), {:.0} s wall",
@@ -358,10 +422,14 @@ pub fn plato(a: &PlatoArgs) -> Result<(), String> {
     );
     match crate::plot::load_font() {
         Some(font) => {
-            plot_fig8(&a.out.join("plato-fig8.png"), &rows, font)?;
-            plot_fig10(&a.out.join("plato-fig10.png"), &rows, font)?;
+            if drawn(Figure::Fig8) {
+                plot_fig8(&a.out.join("plato-fig8.png"), &rows, font)?;
+            }
+            if drawn(Figure::Fig10) {
+                plot_fig10(&a.out.join("plato-fig10.png"), &rows, font)?;
+            }
             println!(
-                "# wrote {}, plato-fig8.png, plato-fig10.png",
+                "# wrote {} and its figures' PNGs",
                 a.out.join("plato.csv").display()
             );
         }

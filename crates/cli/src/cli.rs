@@ -542,6 +542,7 @@ impl SimArgs {
             service: self.service.into(),
             app: None,
             keep_history: false,
+            rate_steps: Vec::new(),
         }
     }
 

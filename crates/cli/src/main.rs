@@ -5,6 +5,8 @@
 
 mod bench;
 mod bench_plato;
+mod bench_plato_fig3;
+mod bench_plato_spike;
 mod cli;
 mod etcd_bench;
 mod fig14;

@@ -235,9 +235,10 @@ fn bench_fig8_rejects_bad_selections_naming_the_flag() {
 /// `bench plato --quick`: every point of PLATO's Figs. 8 and 10 in the CSV (the fixed sequencer
 /// beside each), and, at the smallest rate, PLATO's median latency below the fixed sequencer's
 /// with the same k (§5: "PLATO always out-performs fixed-sequencer for the corresponding value of
-/// k"): optimistic delivery does not wait for k messages to be ordered.
+/// k"): optimistic delivery does not wait for k messages to be ordered. Figs. 3, 9 and 11 are
+/// checked by [`check_plato_figs_3_9_11`].
 #[test]
-fn bench_plato_quick_writes_figs_8_and_10_and_beats_the_fixed_sequencer_5() {
+fn bench_plato_quick_writes_figs_3_8_9_10_11_and_beats_the_fixed_sequencer_5() {
     let dir = TempDir::new("plato");
     let out_dir = dir.0.join("out");
     let args = [
@@ -304,10 +305,77 @@ fn bench_plato_quick_writes_figs_8_and_10_and_beats_the_fixed_sequencer_5() {
     }
     let font = std::env::var("ONEPIPE_FONT").is_ok()
         || std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists();
+    check_plato_figs_3_9_11(&out_dir);
     if font {
-        for png in ["plato-fig8.png", "plato-fig10.png"] {
-            let bytes = std::fs::read(out_dir.join(png)).expect(png);
+        for fig in [3, 8, 9, 10, 11] {
+            let png = format!("plato-fig{fig}.png");
+            let bytes = std::fs::read(out_dir.join(&png)).expect(&png);
             assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
         }
     }
+}
+
+/// A CSV of `bench plato` without its comment lines: the header's columns and the rows.
+fn read_csv(path: &std::path::Path) -> (Vec<String>, Vec<Vec<f64>>) {
+    let csv = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        csv.starts_with("# "),
+        "the setting heads {}",
+        path.display()
+    );
+    let mut lines = csv.lines().filter(|l| !l.starts_with('#'));
+    let header = lines
+        .next()
+        .expect("header")
+        .split(',')
+        .map(String::from)
+        .collect();
+    let rows = lines
+        .map(|l| {
+            l.split(',')
+                .map(|x| x.parse().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    (header, rows)
+}
+
+/// `bench plato --quick`'s Figs. 3, 9 and 11 in `out`: Fig. 3 has a row per rate with swaps
+/// and losses at the highest rate (§3: both rise with the rate); Fig. 9 has PLATO and the
+/// fixed sequencer for k = 10 and 20 over the timeline, PLATO's latency below the fixed
+/// sequencer's before the load step (§5); Fig. 11 has adaptive PLATO's latency, rollbacks and
+/// Δ.
+fn check_plato_figs_3_9_11(out: &std::path::Path) {
+    let (h, rows) = read_csv(&out.join("plato-fig3.csv"));
+    let col = |h: &[String], name: &str| {
+        h.iter()
+            .position(|c| c == name)
+            .unwrap_or_else(|| panic!("no column {name} in {h:?}"))
+    };
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let top = rows.last().expect("a row");
+    assert_eq!(top[col(&h, "rate_pkts_per_s")], 4000.0);
+    assert!(top[col(&h, "swaps_pct")] > 0.0, "{top:?}");
+    assert!(top[col(&h, "losses_pct")] > 0.0, "{top:?}");
+    let (h, rows) = read_csv(&out.join("plato-fig9.csv"));
+    // 4 s of sending, a sample every 10 ms from the first 0.1-s window on.
+    assert_eq!(rows.len(), 391, "{h:?}");
+    for k in [10, 20] {
+        let (plato, fixed) = (
+            col(&h, &format!("plato_k{k}_latency_us")),
+            col(&h, &format!("fixed_k{k}_latency_us")),
+        );
+        col(&h, &format!("plato_k{k}_rollback_fraction"));
+        // Just before the step at 2 s.
+        let before = rows.iter().find(|r| r[0] >= 1.99).expect("a sample at 2 s");
+        assert!(
+            before[plato] > 0.0 && before[plato] < before[fixed],
+            "k = {k}: {before:?} ({h:?})"
+        );
+    }
+    let (h, rows) = read_csv(&out.join("plato-fig11.csv"));
+    assert_eq!(rows.len(), 391);
+    let delta = col(&h, "plato_adaptive_k10_delta_us");
+    assert!(rows.iter().all(|r| r[delta] > 0.0), "Δ in every sample");
+    col(&h, "plato_adaptive_k10_rollback_fraction");
 }

@@ -12,7 +12,7 @@ mod workload;
 pub use faults::{FaultConfig, PacketKind};
 pub use network::{HostLinks, LinkSpec, NetworkConfig, TopologySpec};
 pub use protocol::ProtocolConfig;
-pub use workload::{AppSpec, PaxosSpec, Service, WorkloadConfig, WorkloadKind};
+pub use workload::{AppSpec, PaxosSpec, RateStep, Service, WorkloadConfig, WorkloadKind};
 
 /// A full run description.
 #[derive(Clone, Debug)]
@@ -198,7 +198,8 @@ impl SimConfig {
         Ok(())
     }
 
-    /// The workload and the network: a scattering's destinations among `procs` processes.
+    /// The workload and the network: a scattering's destinations and the rate steps' processes
+    /// among `procs` processes.
     fn validate_scatter(&self, procs: u32) -> Result<(), ConfigError> {
         if let WorkloadKind::Scatter { k } = self.workload.workload {
             if k == 0 || k as u64 > procs as u64 {
@@ -207,6 +208,20 @@ impl SimConfig {
                     format!("must be between 1 and the number of processes ({procs}), got {k}"),
                 ));
             }
+        }
+        if let Some(s) = self
+            .workload
+            .rate_steps
+            .iter()
+            .find(|s| s.procs.end > procs)
+        {
+            return Err(bad(
+                "--rate",
+                format!(
+                    "a rate step names processes {:?}; the run has {procs}",
+                    s.procs
+                ),
+            ));
         }
         Ok(())
     }

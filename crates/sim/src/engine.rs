@@ -540,8 +540,9 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
             e.rearm(r);
         }
         for p in 0..e.proto.senders() {
-            let gap = e.next_gap();
-            e.queue.push(gap, Ev::Send { proc: p });
+            if let Some(at) = e.next_send_after(0, p) {
+                e.queue.push(at, Ev::Send { proc: p });
+            }
         }
         e
     }
@@ -586,6 +587,28 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     /// The time to a process's next send.
     pub(crate) fn next_gap(&mut self) -> SimTime {
         poisson_gap(&mut self.workload_rng, self.cfg.workload.rate_per_proc)
+    }
+
+    /// When process `proc`, which sent (or started) at `t`, sends next: a Poisson gap at its
+    /// rate, or, under [`WorkloadConfig::rate_steps`](crate::WorkloadConfig::rate_steps), at
+    /// the rate of each step in turn (a gap that crosses a step is drawn again from the step,
+    /// exact for a Poisson process); `None` if it never sends again in the sending period.
+    pub(crate) fn next_send_after(&mut self, t: SimTime, proc: u32) -> Option<SimTime> {
+        if self.cfg.workload.rate_steps.is_empty() {
+            return Some(t + self.next_gap());
+        }
+        let mut from = t;
+        while from < self.cfg.workload.duration_ns {
+            let (rate, until) = self.cfg.workload.rate_at(proc, from);
+            if rate > 0.0 {
+                let at = from + poisson_gap(&mut self.workload_rng, rate);
+                if until.is_none_or(|u| at < u) {
+                    return Some(at);
+                }
+            }
+            from = until?;
+        }
+        None
     }
 
     // --- Packets and links -------------------------------------------------------------------
@@ -954,8 +977,9 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
         } else {
             self.input(t, role, CoreInput::Send { proc, issued: t });
         }
-        let gap = self.next_gap();
-        self.queue.push(t + gap, Ev::Send { proc });
+        if let Some(at) = self.next_send_after(t, proc) {
+            self.queue.push(at, Ev::Send { proc });
+        }
     }
 }
 

@@ -40,7 +40,7 @@ pub mod vopr;
 
 pub use config::{
     AppSpec, ConfigError, FaultConfig, HostLinks, LinkSpec, NetworkConfig, PaxosSpec,
-    ProtocolConfig, Service, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind,
+    ProtocolConfig, RateStep, Service, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind,
 };
 
 use metrics::Summary;

@@ -99,10 +99,12 @@ impl OptRun {
             .unwrap_or_else(|| panic!("a hook for {at:?}, never delivered optimistically"))
     }
 
-    /// `revoke` of `at` at true time `cursor`.
-    pub fn on_revoke(&mut self, cursor: SimTime, at: At) {
+    /// `revoke` of `at` at true time `cursor`; returns whether it was a rollback (at or after
+    /// Tm).
+    pub fn on_revoke(&mut self, cursor: SimTime, at: At) -> bool {
         let t = self.take(at);
-        if cursor >= t.usable_at {
+        let rollback = cursor >= t.usable_at;
+        if rollback {
             self.rollbacks += 1;
         } else {
             self.revokes_early += 1;
@@ -111,18 +113,21 @@ impl OptRun {
         if let Some(c) = self.checker.as_mut() {
             c.on_revoke(cursor, at.0, (at.1, t.seq));
         }
+        rollback
     }
 
     /// `confirm` of `at` at true time `cursor`: the earlier of Tm and now is when the
-    /// application could use it for good.
-    pub fn on_confirm(&mut self, cursor: SimTime, at: At) {
+    /// application could use it for good. Returns that instant and the latency to it.
+    pub fn on_confirm(&mut self, cursor: SimTime, at: At) -> (SimTime, u64) {
         let t = self.take(at);
-        self.latency
-            .record(t.usable_at.min(cursor).saturating_sub(t.issued));
+        let usable = t.usable_at.min(cursor);
+        let latency_ns = usable.saturating_sub(t.issued);
+        self.latency.record(latency_ns);
         self.hash(3, at, cursor);
         if let Some(c) = self.checker.as_mut() {
             c.on_confirm(cursor, at.0, (at.1, t.seq));
         }
+        (usable, latency_ns)
     }
 
     /// A final delivery of message `seq` of `src` at `dst`, at place `place` of the total

@@ -52,6 +52,14 @@ pub struct BaselineConfig {
     pub plato_delta_ns: u64,
     /// PLATO: adapt Δ as its §5 does (`--plato-adaptive`; default on).
     pub plato_adaptive: bool,
+    /// Record the order in which each process takes in PLATO's direct copies (`Early`
+    /// packets) and count the packets cores take in ([`BaseReport::arrivals`](super::BaseReport::arrivals);
+    /// PLATO §3's swaps and losses). Off by default; the run is the same either way.
+    pub log_arrivals: bool,
+    /// Record every delivery's time and latency, and every rollback
+    /// ([`BaseReport::deliveries`](super::BaseReport::deliveries); PLATO's Figs. 9 and 11). Off
+    /// by default; the run is the same either way.
+    pub log_deliveries: bool,
 }
 
 impl BaselineConfig {
@@ -69,6 +77,8 @@ impl BaselineConfig {
             plato_flush_ns: 20_000,
             plato_delta_ns: 2_000,
             plato_adaptive: true,
+            log_arrivals: false,
+            log_deliveries: false,
         }
     }
 

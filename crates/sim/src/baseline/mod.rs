@@ -129,11 +129,42 @@ pub struct BaseReport {
     pub simulated_ns: u64,
     /// PLATO's optimistic delivery (`--protocol plato` only).
     pub optimistic: Option<OptReport>,
+    /// What arrived where ([`BaselineConfig::log_arrivals`] only).
+    #[serde(skip)]
+    pub arrivals: Option<ArrivalLog>,
+    /// Every delivery and rollback, in the order they happened
+    /// ([`BaselineConfig::log_deliveries`] only).
+    #[serde(skip)]
+    pub deliveries: Option<Vec<DeliverySample>>,
     /// Hash of every send, delivery and loss report, in order.
     pub trace_hash: String,
 }
 
 pub use crate::optcheck::OptReport;
+
+/// The arrivals of a run with [`BaselineConfig::log_arrivals`].
+#[derive(Clone, Debug, Default)]
+pub struct ArrivalLog {
+    /// Per process, PLATO's direct copies (`Early` packets) in the order its core took them
+    /// in: (sender, the sender's message id). Dropped copies are not in it; resent ones
+    /// neither.
+    pub early: Vec<Vec<(u32, u64)>>,
+    /// Packets every core (the sequencer's too) took in; with
+    /// [`BaseReport::recv_overflow`], the packets that arrived at receive queues.
+    pub packets_taken_in: u64,
+}
+
+/// One delivery or rollback of a run with [`BaselineConfig::log_deliveries`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeliverySample {
+    /// When, true time, ns: a delivery's (PLATO: when it became usable, the earlier of Tm and
+    /// the confirm), or a rollback's.
+    pub at_ns: u64,
+    /// Send → delivery (PLATO: send → usable), ns; `None` for a rollback.
+    pub latency_ns: Option<u64>,
+    /// PLATO: the receiver's Δ then, ns.
+    pub delta_ns: Option<u64>,
+}
 
 /// Builds and runs a baseline simulation: `base.protocol` on the network, workload and faults
 /// of `cfg`. `progress` is called now and then with the fraction done.
@@ -278,6 +309,8 @@ fn report<Q: EventQueue<Ev>>(
         wall_s,
         simulated_ns: end,
         optimistic,
+        arrivals: world.proto.arrivals.clone(),
+        deliveries: world.proto.deliveries.clone(),
         trace_hash: format!("{:016x}", world.proto.trace.value()),
     }
 }

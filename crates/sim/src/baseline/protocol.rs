@@ -37,6 +37,7 @@
 
 use super::check::{BaseChecker, Dsts, LossRules};
 use super::config::{class_of_kind, class_targeted, BaselineConfig};
+use super::{ArrivalLog, DeliverySample};
 use crate::clock::Clock;
 use crate::config::{SimConfig, WorkloadKind};
 use crate::engine::{self, Core, CoreInput, Costs, Engine, Protocol, RoleSt, Seeds};
@@ -126,6 +127,10 @@ pub struct Baselines {
     pub trace: TraceHash,
     /// Counters.
     pub stats: BaseEngineStats,
+    /// What arrived where, when [`BaselineConfig::log_arrivals`] is on.
+    pub arrivals: Option<ArrivalLog>,
+    /// Every delivery and rollback, when [`BaselineConfig::log_deliveries`] is on.
+    pub deliveries: Option<Vec<DeliverySample>>,
 }
 
 impl Protocol for Baselines {
@@ -301,6 +306,8 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             opt: (base.protocol == BaseProtocol::Plato).then(|| OptRun::new(procs, cfg.check)),
             trace: TraceHash::default(),
             stats: BaseEngineStats::default(),
+            arrivals: base.log_arrivals.then(|| ArrivalLog::new(procs)),
+            deliveries: base.log_deliveries.then(Vec::new),
             base,
         };
         Ok(Engine::assemble(
@@ -578,6 +585,9 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             CoreInput::Packet(pkt) => {
                 cursor += self.core(role).costs.recv_ns;
                 let packet = self.take_packet(pkt);
+                if let Some(log) = self.proto.arrivals.as_mut() {
+                    log.on_taken_in(role, &packet);
+                }
                 self.proto.roles[r].handle(local, Input::Packet { port: PORT, packet });
             }
             CoreInput::Timeout => self.proto.roles[r].handle(local, Input::Timeout),
@@ -683,6 +693,10 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 };
                 let (seq, issued) = (word(0), word(8));
                 self.proto.latency.record(cursor.saturating_sub(issued));
+                if self.proto.base.protocol != BaseProtocol::Plato {
+                    // PLATO's deliveries are logged when usable (`on_opt_event`).
+                    self.log_delivery(*cursor, Some(cursor.saturating_sub(issued)), None);
+                }
                 self.proto.trace.add(*cursor);
                 self.proto
                     .trace
@@ -744,11 +758,59 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             ),
             BaseEvent::Revoke {
                 dst, src, msg_id, ..
-            } => o.on_revoke(cursor, (dst.0, src.0, msg_id, 0)),
+            } => {
+                let rollback = o.on_revoke(cursor, (dst.0, src.0, msg_id, 0));
+                if rollback {
+                    self.log_delivery(cursor, None, self.plato_delta_ns(dst.0));
+                }
+            }
             BaseEvent::Confirm { dst, src, msg_id } => {
-                o.on_confirm(cursor, (dst.0, src.0, msg_id, 0))
+                let (usable, latency_ns) = o.on_confirm(cursor, (dst.0, src.0, msg_id, 0));
+                self.log_delivery(usable, Some(latency_ns), self.plato_delta_ns(dst.0));
             }
             _ => unreachable!("not an optimistic hook"),
+        }
+    }
+
+    /// Logs a delivery (with its latency) or a rollback (`None`) at true time `at`, when
+    /// [`BaselineConfig::log_deliveries`] is on.
+    fn log_delivery(&mut self, at: SimTime, latency_ns: Option<u64>, delta_ns: Option<u64>) {
+        if let Some(log) = self.proto.deliveries.as_mut() {
+            log.push(DeliverySample {
+                at_ns: at,
+                latency_ns,
+                delta_ns,
+            });
+        }
+    }
+
+    /// PLATO endpoint `role`'s Δ now, if deliveries are logged (`None` otherwise, or for
+    /// another role).
+    fn plato_delta_ns(&self, role: u32) -> Option<u64> {
+        self.proto.deliveries.as_ref()?;
+        match &self.proto.roles[role as usize] {
+            BaseNode::Plato(e) => e.delta_ns(),
+            _ => None,
+        }
+    }
+}
+
+impl ArrivalLog {
+    /// An empty log for `procs` processes.
+    fn new(procs: u32) -> ArrivalLog {
+        ArrivalLog {
+            early: vec![Vec::new(); procs as usize],
+            packets_taken_in: 0,
+        }
+    }
+
+    /// Process `role`'s core took in `packet`.
+    fn on_taken_in(&mut self, role: u32, packet: &BasePacket) {
+        self.packets_taken_in += 1;
+        if let onepipe_baselines::Body::Early { msg_id, .. } = packet.body {
+            if let Some(order) = self.early.get_mut(role as usize) {
+                order.push((packet.src.0, msg_id));
+            }
         }
     }
 }

@@ -51,6 +51,22 @@ pub struct WorkloadConfig {
     pub app: Option<AppSpec>,
     /// Keep the application's history for `Report::app_history` (`--history`).
     pub keep_history: bool,
+    /// Changes of the send rate over time for some processes (PLATO's Fig. 9 load step), in
+    /// order of `from_ns`. Empty (the default): every process sends at `rate_per_proc` for the
+    /// whole run. The synthetic workload only.
+    pub rate_steps: Vec<RateStep>,
+}
+
+/// From `from_ns` on, processes `procs` send `rate_per_proc` sends per second (Poisson; 0:
+/// silent) until a later step for them ([`WorkloadConfig::rate_steps`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateStep {
+    /// When the step takes effect, true time, ns.
+    pub from_ns: u64,
+    /// The processes it sets the rate of.
+    pub procs: std::ops::Range<u32>,
+    /// Their rate from then on, sends per second (0: they stop sending).
+    pub rate_per_proc: f64,
 }
 
 impl Default for WorkloadConfig {
@@ -64,6 +80,7 @@ impl Default for WorkloadConfig {
             drain_ns: 10_000_000,
             app: None,
             keep_history: false,
+            rate_steps: Vec::new(),
         }
     }
 }
@@ -235,7 +252,41 @@ impl WorkloadConfig {
         if self.duration_ns == 0 {
             return Err(bad("--duration", "must be positive"));
         }
+        self.validate_rate_steps()
+    }
+
+    /// The rate steps: in order of time, each over some processes, at a rate in 0..=1e9.
+    fn validate_rate_steps(&self) -> Result<(), ConfigError> {
+        for (i, s) in self.rate_steps.iter().enumerate() {
+            if s.procs.is_empty() {
+                return Err(bad("--rate", format!("rate step {i}: no processes")));
+            }
+            if !(s.rate_per_proc >= 0.0 && s.rate_per_proc <= 1e9) {
+                return Err(bad(
+                    "--rate",
+                    format!("rate step {i}: the rate must lie in 0..=1e9 messages/s"),
+                ));
+            }
+            if i > 0 && s.from_ns < self.rate_steps[i - 1].from_ns {
+                return Err(bad(
+                    "--rate",
+                    format!("rate step {i}: the steps must be in order of time"),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Process `proc`'s send rate at true time `t` (sends per second; 0: silent), and when it
+    /// next changes (`None`: never), from [`WorkloadConfig::rate_steps`].
+    pub fn rate_at(&self, proc: u32, t: u64) -> (f64, Option<u64>) {
+        let mine = || self.rate_steps.iter().filter(|s| s.procs.contains(&proc));
+        let rate = mine()
+            .take_while(|s| s.from_ns <= t)
+            .last()
+            .map_or(self.rate_per_proc, |s| s.rate_per_proc);
+        let next = mine().map(|s| s.from_ns).find(|&f| f > t);
+        (rate, next)
     }
 }
 

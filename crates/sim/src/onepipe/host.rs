@@ -374,8 +374,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 let at = (d.dst.0, d.src.0, d.ts.raw(), d.psn.0);
                 o.on_opt_deliver(cursor, local, at, &d.payload, usable_at);
             }
-            HostEvent::Revoke { dst, key, .. } => o.on_revoke(cursor, at(dst, key)),
-            HostEvent::Confirm { dst, key } => o.on_confirm(cursor, at(dst, key)),
+            HostEvent::Revoke { dst, key, .. } => {
+                o.on_revoke(cursor, at(dst, key));
+            }
+            HostEvent::Confirm { dst, key } => {
+                o.on_confirm(cursor, at(dst, key));
+            }
             other => unreachable!("not an optimistic hook: {other:?}"),
         }
     }
