@@ -660,7 +660,14 @@ impl PlatoEndpoint {
         for k in orphans {
             self.drop_copy(now, k);
         }
-        self.orphan_at = self.copies.values().map(|c| c.arrived + timeout).min();
+        // Placed copies are no orphans, however long they wait for the ones before them: the
+        // next sweep is due for the oldest copy the order has not named.
+        self.orphan_at = self
+            .copies
+            .iter()
+            .filter(|(k, _)| !placed.contains(k))
+            .map(|(_, c)| c.arrived + timeout)
+            .min();
     }
 }
 

@@ -288,3 +288,21 @@ fn application_seeds_that_found_bugs_pass() {
         assert!(o.faults.app.is_some(), "seed {seed} runs an application");
     }
 }
+
+/// `onepipe vopr --plato` seeds that once failed, at the duration that found them:
+/// * 183 (15 ms): a PLATO copy whose place was known but waited behind a missing one counted
+///   as a possible orphan, so the orphan sweep stayed due at every instant and the run never
+///   got past it. Placed copies are no orphans.
+#[test]
+fn past_plato_swarm_failures_stay_fixed() {
+    for (seed, duration_ns) in [(183u64, 15_000_000)] {
+        let o = onepipe_sim::vopr::run_plato_seed(seed, duration_ns);
+        assert_eq!(
+            o.verdict,
+            Verdict::Ok,
+            "seed {seed}: {} {:#?}",
+            o.scenario,
+            o.detail
+        );
+    }
+}
