@@ -293,9 +293,11 @@ fn application_seeds_that_found_bugs_pass() {
 /// * 183 (15 ms): a PLATO copy whose place was known but waited behind a missing one counted
 ///   as a possible orphan, so the orphan sweep stayed due at every instant and the run never
 ///   got past it. Placed copies are no orphans.
+const PLATO_PINNED: &[(u64, u64)] = &[(183, 15_000_000)];
+
 #[test]
 fn past_plato_swarm_failures_stay_fixed() {
-    for (seed, duration_ns) in [(183u64, 15_000_000)] {
+    for &(seed, duration_ns) in PLATO_PINNED {
         let o = onepipe_sim::vopr::run_plato_seed(seed, duration_ns);
         assert_eq!(
             o.verdict,
