@@ -115,6 +115,16 @@ struct Place {
     key: MsgKey,
     /// When the place was taken, or its message last asked for.
     asked_at: Instant,
+    /// How many times its message was asked for: each wait is twice the one before (up to
+    /// 64 NACK timeouts), so a sequencer slow to answer is not asked ever faster.
+    asks: u32,
+}
+
+impl Place {
+    /// When its message, if still missing, is next asked for.
+    fn ask_due(&self, nack_timeout_ns: u64) -> Instant {
+        self.asked_at + (nack_timeout_ns << self.asks.min(6))
+    }
 }
 
 /// A message that came straight from its sender (or in a resend).
@@ -423,6 +433,7 @@ impl PlatoEndpoint {
                 gseq,
                 key,
                 asked_at: now,
+                asks: 0,
             });
             if let Some(p) = self.pipeline.as_mut() {
                 let taken = p.sequence(now, key);
@@ -572,7 +583,7 @@ impl PlatoEndpoint {
         self.ordered
             .iter()
             .filter(|p| !self.copies.contains_key(&p.key))
-            .map(|p| p.asked_at + self.cfg.nack_timeout_ns)
+            .map(|p| p.ask_due(self.cfg.nack_timeout_ns))
             .min()
     }
 
@@ -603,7 +614,9 @@ impl PlatoEndpoint {
     }
 
     /// NACKs the places whose message has not come for a NACK timeout (a lost direct copy):
-    /// the sequencer answers with a [`Body::Resend`]. At most [`NACKS_PER_ROUND_MAX`] a round.
+    /// the sequencer answers with a [`Body::Resend`]. At most [`NACKS_PER_ROUND_MAX`] a round,
+    /// and each place's waits double (a loaded sequencer's answers come late; asking again at
+    /// a fixed pace turned that into a storm that kept it saturated: `vopr --plato` seed 356).
     fn ask_for_copies(&mut self, now: Instant) {
         let timeout = self.cfg.nack_timeout_ns;
         let mut asked = Vec::new();
@@ -611,8 +624,9 @@ impl PlatoEndpoint {
             if asked.len() >= NACKS_PER_ROUND_MAX {
                 break;
             }
-            if p.asked_at + timeout <= now && !self.copies.contains_key(&p.key) {
+            if p.ask_due(timeout) <= now && !self.copies.contains_key(&p.key) {
                 p.asked_at = now;
+                p.asks += 1;
                 asked.push((p.rseq, p.gseq));
             }
         }

@@ -395,8 +395,12 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             .map(|id| {
                 let mut pc = PlatoConfig::new(ProcId(id), procs);
                 pc.opt = optimistic.then(|| base.plato_opt());
-                // A copy the order has not named long after a batch would have: an orphan.
-                pc.orphan_timeout_ns = 100 * base.plato_flush_ns.max(pc.nack_timeout_ns);
+                // A copy the order has not named long after a batch would have: an orphan. At
+                // least 10 ms: under overload the order trails the copies by milliseconds, and
+                // dropping a copy that is only late makes the sequencer resend it, which
+                // feeds the overload (`vopr --plato` seed 213).
+                let batch_late = 100 * base.plato_flush_ns.max(pc.nack_timeout_ns);
+                pc.orphan_timeout_ns = batch_late.max(10_000_000);
                 BaseNode::Plato(PlatoEndpoint::new(pc))
             })
             .collect();
