@@ -32,8 +32,8 @@
 //! What it is not: fault-tolerant (a failed sequencer stops the group, as in the paper).
 
 use crate::common::{
-    earliest, gap_nacks, validate_send, BaseEvent, BaseSendError, BaseStats, Endpoint, Refused,
-    SeqBuffer, NACKS_PER_ROUND_MAX, PORT,
+    earliest, gap_nacks, validate_send, BaseEvent, BaseSendError, BaseStats, Endpoint, GapTimer,
+    Refused, SeqBuffer, NACKS_PER_ROUND_MAX, NACK_BACKOFF_MAX, PORT,
 };
 use crate::dests::Dests;
 use crate::packet::{BasePacket, Body, OrderEntry, PAYLOAD_LEN_MAX};
@@ -123,7 +123,7 @@ struct Place {
 impl Place {
     /// When its message, if still missing, is next asked for.
     fn ask_due(&self, nack_timeout_ns: u64) -> Instant {
-        self.asked_at + (nack_timeout_ns << self.asks.min(6))
+        self.asked_at + (nack_timeout_ns << self.asks.min(NACK_BACKOFF_MAX))
     }
 }
 
@@ -154,10 +154,8 @@ pub struct PlatoEndpoint {
     /// From the latest sync: (rseq_next, gseq_last + 1).
     tail: Option<(u64, u64)>,
     /// The stream's gap timer (a gap in `rx`, or an announced tail).
-    nack_at: Option<Instant>,
-    /// `rx.next()` when the gap timer was armed: only a gap that made no progress for a whole
-    /// timeout is NACKed.
-    nack_armed_next: u64,
+    /// When the stream's gaps are NACKed.
+    gap_timer: GapTimer,
     /// When the earliest place whose message is missing is due to be asked for.
     copy_nack_at: Option<Instant>,
     orphan_at: Option<Instant>,
@@ -193,8 +191,7 @@ impl PlatoEndpoint {
             pipeline: cfg.opt.clone().map(Pipeline::new),
             last_gseq: None,
             tail: None,
-            nack_at: None,
-            nack_armed_next: 0,
+            gap_timer: GapTimer::default(),
             copy_nack_at: None,
             orphan_at: None,
             dropped_in_queue: Vec::new(),
@@ -588,12 +585,8 @@ impl PlatoEndpoint {
     }
 
     fn arm_nack(&mut self, now: Instant) {
-        if !self.has_gap() {
-            self.nack_at = None;
-        } else if self.nack_at.is_none() {
-            self.nack_at = Some(now + self.cfg.nack_timeout_ns);
-            self.nack_armed_next = self.rx.next();
-        }
+        let (gap, next) = (self.has_gap(), self.rx.next());
+        self.gap_timer.arm(now, gap, next, self.cfg.nack_timeout_ns);
         self.copy_nack_at = self.copy_due();
     }
 
@@ -601,11 +594,8 @@ impl PlatoEndpoint {
         if self.orphan_at.is_some_and(|t| t <= now) {
             self.drop_orphans(now);
         }
-        if self.nack_at.is_some_and(|t| t <= now) {
-            self.nack_at = None;
-            if self.rx.next() == self.nack_armed_next {
-                self.send_gap_nacks();
-            }
+        if self.gap_timer.fire(now, self.rx.next()) {
+            self.send_gap_nacks();
         }
         if self.copy_nack_at.is_some_and(|t| t <= now) {
             self.ask_for_copies(now);
@@ -697,7 +687,7 @@ impl Node for PlatoEndpoint {
             Input::Timeout => self.on_timeout(now),
             Input::Notice(_) => {} // no §5.2 failure handling here
         }
-        debug_assert_eq!(self.has_gap(), self.nack_at.is_some());
+        debug_assert_eq!(self.has_gap(), self.gap_timer.at().is_some());
         debug_assert!(self.copies.len() <= self.cfg.early_len_max + self.ordered.len());
     }
 
@@ -706,7 +696,10 @@ impl Node for PlatoEndpoint {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        earliest(earliest(self.nack_at, self.orphan_at), self.copy_nack_at)
+        earliest(
+            earliest(self.gap_timer.at(), self.orphan_at),
+            self.copy_nack_at,
+        )
     }
 }
 

@@ -35,7 +35,7 @@
 
 use crate::common::{
     answer_nack, dests_in_group, earliest, gap_nacks, validate_send, BaseEvent, BaseSendError,
-    BaseStats, Endpoint, History, Refused, SeqBuffer, Timers, PORT,
+    BaseStats, Endpoint, GapTimer, History, Refused, SeqBuffer, Timers, PORT,
 };
 use crate::dests::Dests;
 use crate::packet::{BasePacket, Body, OrderEntry, ORDER_BATCH_LEN_MAX, PAYLOAD_LEN_MAX};
@@ -600,11 +600,8 @@ pub struct SeqEndpoint {
     last_gseq: Option<u64>,
     /// From the latest sync: (rseq_next, gseq_last + 1).
     tail: Option<(u64, u64)>,
-    nack_at: Option<Instant>,
-    /// The next expected number when the NACK timer was armed: a gap is NACKed only if nothing
-    /// was released for a whole timeout, so a gap that closed and a younger one that opened
-    /// since are not NACKed early.
-    nack_armed_next: u64,
+    /// When the stream's gaps are NACKed.
+    gap_timer: GapTimer,
     out: VecDeque<Output<BasePacket, BaseEvent>>,
     stats: BaseStats,
 }
@@ -628,8 +625,7 @@ impl SeqEndpoint {
             next_msg_id: 0,
             last_gseq: None,
             tail: None,
-            nack_at: None,
-            nack_armed_next: 0,
+            gap_timer: GapTimer::default(),
             out: VecDeque::new(),
             stats: BaseStats::default(),
             cfg,
@@ -766,21 +762,13 @@ impl SeqEndpoint {
     }
 
     fn arm_nack(&mut self, now: Instant) {
-        if !self.has_gap() {
-            self.nack_at = None;
-        } else if self.nack_at.is_none() {
-            self.nack_at = Some(now + self.cfg.nack_timeout_ns);
-            self.nack_armed_next = self.rx.next();
-        }
+        let (gap, next) = (self.has_gap(), self.rx.next());
+        self.gap_timer.arm(now, gap, next, self.cfg.nack_timeout_ns);
     }
 
     fn on_timeout(&mut self, now: Instant) {
-        if self.nack_at.is_none_or(|t| t > now) {
-            return;
-        }
-        self.nack_at = None;
-        if self.rx.next() != self.nack_armed_next {
-            // Progress since arming: the gap being timed closed; time the current one afresh.
+        if !self.gap_timer.fire(now, self.rx.next()) {
+            // Not due, or progress since arming: time the current gap afresh.
             self.arm_nack(now);
             return;
         }
@@ -821,7 +809,7 @@ impl Node for SeqEndpoint {
             Input::Timeout => self.on_timeout(now),
             Input::Notice(_) => {} // no §5.2 failure handling here
         }
-        debug_assert_eq!(self.has_gap(), self.nack_at.is_some());
+        debug_assert_eq!(self.has_gap(), self.gap_timer.at().is_some());
     }
 
     fn poll_output(&mut self) -> Option<Output<BasePacket, BaseEvent>> {
@@ -829,7 +817,7 @@ impl Node for SeqEndpoint {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.nack_at
+        self.gap_timer.at()
     }
 }
 
