@@ -386,12 +386,30 @@ fn up_cut_uplink_forwards_by_the_controller_then_declares_the_host_5_2() {
 
 /// §4.2 and §5.2 with the best-effort service: a dead process's link is removed after the
 /// link timeout, the controller declares it, and the others go on.
+///
+/// With optimistic delivery on (issue 39, PLATO's hooks on 1Pipe): every hook of every
+/// survivor is checked too — what was handed over from the killed process before it died is
+/// confirmed or revoked, nothing is left tentative, and the confirms are the final order.
 #[test]
 fn up_best_effort_survives_a_killed_process_4_2() {
-    let (code, out, r) = up("kill-be", &["--duration", "3s", "--kill", "proc:1@1s"]);
+    let (code, out, r) = up(
+        "kill-be",
+        &[
+            "--duration",
+            "3s",
+            "--kill",
+            "proc:1@1s",
+            "--optimistic-delta",
+            "50us",
+        ],
+    );
     assert_eq!(code, 0, "{out}");
     let r = r.expect("report");
     assert_clean(&r, &out);
+    let o = &r["optimistic"];
+    assert!(u(o, "delivered") > 0, "{out}");
+    assert_eq!(u(o, "violations"), 0, "{out}");
+    assert!(out.contains("optimistic  "), "{out}");
     assert_eq!(procs(&r["declared_failed"]), [1], "{out}");
     for p in [0, 2, 3] {
         let after = r["delivered_after_kills"][format!("p{p}")]
@@ -501,6 +519,10 @@ fn bad_flags_name_the_flag() {
         (&["--blackhole", "1>9@1s"][..], "--blackhole"),
         (&["--blackhole", "1>1@1s"][..], "--blackhole"),
         (&["--layers", "4"][..], "--layers"),
+        (
+            &["--optimistic-delta", "1us", "--service", "reliable"][..],
+            "--optimistic-delta",
+        ),
     ] {
         let out = onepipe().arg("up").args(flags).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{flags:?}");

@@ -104,6 +104,7 @@ mod events;
 mod inbox;
 mod io_thread;
 mod join;
+mod optimistic;
 mod recv;
 mod send;
 #[cfg(test)]
@@ -137,6 +138,7 @@ use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::reliable::ReliableStats;
 use onepipe_proto::time::{Instant, Timestamp};
 use onepipe_proto::wire::{NakReason, Packet};
+pub use optimistic::Optimistic;
 pub use send::Outgoing;
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -178,6 +180,10 @@ pub struct JoinOptions {
     /// protects itself (`auth` on: docs/SECURITY.md); [`crate::LocalCluster::join_options`]
     /// fills it in.
     pub credentials: Option<Credentials>,
+    /// Optimistic delivery of best-effort messages (PLATO's hooks on 1Pipe,
+    /// [`Endpoint::recv_optimistic`], docs/PLATO.md): Δ and its adaptation. `None` (the
+    /// default): off. Ignored on an unordered cluster.
+    pub optimistic: Option<onepipe_proto::optimistic::OptConfig>,
 }
 
 impl Default for JoinOptions {
@@ -196,6 +202,7 @@ impl Default for JoinOptions {
                 ..DriverConfig::default()
             },
             credentials: None,
+            optimistic: None,
         }
     }
 }
@@ -284,6 +291,11 @@ struct Shared {
     rel: BoundedQueue<Message>,
     /// Plain messages ([`Endpoint::send_plain`]), in arrival order.
     plain: BoundedQueue<Message>,
+    /// Optimistic hooks ([`Endpoint::recv_optimistic`]); with optimistic delivery off, never
+    /// written.
+    opt: BoundedQueue<Optimistic>,
+    /// Optimistic delivery is on: the best-effort room also leaves room in `opt`.
+    optimistic: bool,
     events: BoundedQueue<Event>,
     stop: AtomicBool,
     /// Reliable delivery is paused because the reliable queue is full.

@@ -943,3 +943,80 @@ fn wait_activity_wakes_on_a_delivery_after_the_count_was_read() {
     drop(eps);
     local.stop();
 }
+
+/// Issue 39, PLATO's hooks on 1Pipe: with optimistic delivery on, every best-effort message is
+/// handed over optimistically, revoked at most until it is confirmed, and confirmed in the
+/// final order: the confirms at each receiver are exactly its best-effort deliveries, in
+/// order, and nothing is left tentative. The hooks are replayed here against PLATO §4.1's
+/// view (confirmed, then the tentative ones in delivery order), not by the role's pipeline.
+#[test]
+fn optimistic_hooks_deliver_early_and_confirm_the_final_order_plato_4_1() {
+    use onepipe_proto::optimistic::OptConfig;
+    use onepipe_runtime::endpoint::Optimistic;
+    let local = one_rack(3);
+    let opts = JoinOptions {
+        optimistic: Some(OptConfig::fixed(1_000)),
+        ..local.join_options()
+    };
+    let eps = join_all(local.controller_addr(), 3, opts);
+    const N: u32 = 100;
+    for k in 0..N {
+        for e in &eps {
+            e.broadcast_unreliable(k.to_le_bytes().to_vec()).unwrap();
+        }
+    }
+    let mut finals = Vec::new();
+    for e in &eps {
+        let delivered: Vec<(u32, u32)> = receive(e, false, 3 * N as usize).iter().map(id).collect();
+        // Every confirm is queued before its delivery: all are there now.
+        let (mut tentative, mut confirmed) = (Vec::<(Timestamp, ProcId)>::new(), Vec::new());
+        let (mut names, mut optimistic) = (std::collections::HashMap::new(), 0);
+        loop {
+            match e.try_recv_optimistic() {
+                Ok(Optimistic::Deliver { message: m, .. }) => {
+                    let key = (m.ts, m.src);
+                    assert!(
+                        !tentative.contains(&key),
+                        "delivered twice without a revoke"
+                    );
+                    assert!(!m.reliable && m.ordered);
+                    names.insert(key, id(&m));
+                    tentative.push(key);
+                    optimistic += 1;
+                }
+                Ok(Optimistic::Revoke { ts, src, .. }) => {
+                    let at = tentative.iter().position(|k| *k == (ts, src));
+                    tentative.remove(at.expect("a revoke names a tentative message"));
+                }
+                Ok(Optimistic::Confirm { ts, src, .. }) => {
+                    assert_eq!(
+                        tentative.first(),
+                        Some(&(ts, src)),
+                        "confirms in view order"
+                    );
+                    confirmed.push(names[&tentative.remove(0)]);
+                }
+                Ok(other) => panic!("{other:?}"),
+                Err(RecvError::Empty) => break,
+                Err(err) => panic!("{err}"),
+            }
+        }
+        assert!(
+            optimistic >= 3 * N,
+            "every message is handed over optimistically"
+        );
+        assert!(tentative.is_empty(), "left tentative: {tentative:?}");
+        assert_eq!(
+            confirmed,
+            delivered,
+            "p{}: confirmed = final order",
+            e.proc()
+        );
+        finals.push(delivered);
+    }
+    assert!(finals.windows(2).all(|w| w[0] == w[1]), "one total order");
+    for e in eps {
+        e.leave();
+    }
+    local.stop();
+}

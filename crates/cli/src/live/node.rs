@@ -18,14 +18,15 @@
 //! Alone, it starts at once and drains until its barrier is a few beacon intervals past its
 //! own last send.
 
-use super::records::{self, DeliveryRec, FailureRec, NodeRecords, SendRec};
+use super::records::{self, DeliveryRec, FailureRec, HookKind, HookRec, NodeRecords, SendRec};
 use super::supervise;
 use super::{NodeArgs, Service, Workload};
+use onepipe_proto::optimistic::OptConfig;
 use onepipe_proto::rng::Rng;
 use onepipe_proto::{ProcId, Timestamp};
 use onepipe_runtime::clock::monotonic_ns;
 use onepipe_runtime::endpoint::{
-    Endpoint, Event, FailReason, JoinOptions, RecvError, SendError, SendHandle,
+    Endpoint, Event, FailReason, JoinOptions, Optimistic, RecvError, SendError, SendHandle,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -101,6 +102,8 @@ struct Shared {
     stop_receiving: AtomicBool,
     deliveries: [Mutex<Vec<DeliveryRec>>; 2],
     failures: Mutex<Vec<FailureRec>>,
+    /// Optimistic hooks (`--optimistic-delta`), in the order they were taken.
+    hooks: Mutex<Vec<HookRec>>,
     /// Reliable scatterings sent and not yet stamped: handle → (seq, send time, dsts).
     unstamped: Mutex<Stamps>,
     stamped: Mutex<Vec<SendRec>>,
@@ -123,8 +126,8 @@ struct Shared {
     finished: std::sync::atomic::AtomicUsize,
 }
 
-/// The receive threads (one per service) and the event thread.
-const THREADS: usize = 3;
+/// The receive threads (one per service), the event thread and the hooks thread.
+const THREADS: usize = 4;
 
 /// Most recalled scatterings recorded (a recall is rare: a round aborts what was in flight).
 const RECALLED_MAX: usize = 1 << 20;
@@ -166,6 +169,10 @@ pub fn run(args: &NodeArgs) -> i32 {
             let s = shared.clone();
             std::thread::spawn(move || events(&s))
         }))
+        .chain(std::iter::once({
+            let s = shared.clone();
+            std::thread::spawn(move || hooks(&s))
+        }))
         .collect();
     let outcome = drive(args, &shared, &stop, orders.as_ref());
     shared.stop_receiving.store(true, Ordering::SeqCst);
@@ -203,6 +210,13 @@ fn join(args: &NodeArgs) -> Result<Endpoint, i32> {
         // Every notice matters to the checkers: at saturation a burst of loss reports must not
         // overflow the queue.
         event_queue_len_max: 1 << 22,
+        optimistic: (args.work.optimistic_delta > 0).then(|| {
+            let delta = args.work.optimistic_delta;
+            match args.work.optimistic_adaptive {
+                true => OptConfig::adaptive(delta),
+                false => OptConfig::fixed(delta),
+            }
+        }),
         credentials: match super::node_credentials(args) {
             Ok(c) => c,
             Err(e) => {
@@ -227,6 +241,7 @@ impl Shared {
             stop_receiving: AtomicBool::new(false),
             deliveries: [Mutex::new(Vec::new()), Mutex::new(Vec::new())],
             failures: Mutex::new(Vec::new()),
+            hooks: Mutex::new(Vec::new()),
             unstamped: Mutex::new(Stamps::default()),
             stamped: Mutex::new(Vec::new()),
             last_delivery_ns: AtomicU64::new(monotonic_ns()),
@@ -658,6 +673,79 @@ fn receive(s: &Shared, args: &NodeArgs, reliable: bool) {
     s.finished.fetch_add(1, Ordering::SeqCst);
 }
 
+/// The hooks thread: takes optimistic delivery's hooks (`--optimistic-delta`; with it off,
+/// none come) and records them, each with the workload's name for its message.
+fn hooks(s: &Shared) {
+    let mut local = Vec::new();
+    // (ts, src, psn) → the scattering's sequence number, of messages handed over and not yet
+    // confirmed or revoked.
+    let mut names: BTreeMap<(u64, u32, u32), u64> = BTreeMap::new();
+    loop {
+        let h = match s.ep.recv_optimistic(Duration::from_millis(10)) {
+            Ok(h) => h,
+            Err(RecvError::Timeout | RecvError::Empty) => {
+                if s.stop_receiving.load(Ordering::SeqCst) {
+                    break;
+                }
+                continue;
+            }
+            // Closed, or a reason a later runtime adds: nothing more will come.
+            Err(_) => break,
+        };
+        let now = monotonic_ns();
+        let mut rec = HookRec {
+            kind: HookKind::Deliver,
+            src: 0,
+            dst: s.ep.proc().0,
+            seq: 0,
+            at_ns: now,
+            usable_ns: 0,
+            sent_ns: 0,
+            rollback: false,
+        };
+        let key = match h {
+            Optimistic::Deliver {
+                message: m,
+                usable_at,
+            } => {
+                let Some((seq, sent_ns)) = records::read_payload(&m.payload) else {
+                    s.malformed.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let wait = usable_at.saturating_duration_since(std::time::Instant::now());
+                names.insert((m.ts.raw(), m.src.0, m.psn), seq);
+                rec.usable_ns = now.saturating_add(wait.as_nanos() as u64);
+                (rec.src, rec.dst, rec.seq, rec.sent_ns) = (m.src.0, m.dst.0, seq, sent_ns);
+                None
+            }
+            Optimistic::Revoke {
+                ts,
+                src,
+                psn,
+                rollback,
+            } => {
+                (rec.kind, rec.rollback) = (HookKind::Revoke, rollback);
+                Some((ts.raw(), src.0, psn))
+            }
+            Optimistic::Confirm { ts, src, psn } => {
+                rec.kind = HookKind::Confirm;
+                Some((ts.raw(), src.0, psn))
+            }
+            // A hook a later runtime adds: nothing this workload records.
+            _ => continue,
+        };
+        if let Some(key) = key {
+            // A hook for a message never handed over is recorded under a name no message has:
+            // the checker reports it.
+            let seq = names.remove(&key).unwrap_or(u64::MAX);
+            (rec.src, rec.seq) = (key.1, seq);
+        }
+        local.push(rec);
+    }
+    lock(&s.hooks).append(&mut local);
+    s.finished.fetch_add(1, Ordering::SeqCst);
+}
+
 /// The event thread: send failures, reliable stamps, failed processes.
 fn events(s: &Shared) {
     loop {
@@ -773,6 +861,7 @@ fn write_records(args: &NodeArgs, s: &Shared, sends: Vec<SendRec>) -> Result<(),
         sends,
         deliveries,
         failures: std::mem::take(&mut *lock(&s.failures)),
+        hooks: std::mem::take(&mut *lock(&s.hooks)),
     };
     recs.write(path)
         .map_err(|e| Exit::Failed(format!("cannot write {}: {e}", path.display())))?;

@@ -3,7 +3,7 @@
 //! the simulator's checkers over the whole cluster.
 //!
 //! The file is a sequence of fixed-layout little-endian records, each starting with a tag byte
-//! (`S`end, `D`elivery, `F`ailure); the node's counters go beside it as JSON. Reading never
+//! (`S`end, `D`elivery, `F`ailure, optimistic `H`ook); the node's counters go beside it as JSON. Reading never
 //! panics: a short or unknown record is an error naming its offset.
 
 use onepipe_proto::byteio::ByteReader;
@@ -72,6 +72,57 @@ pub struct FailureRec {
     pub at_ns: u64,
 }
 
+/// Which of PLATO's hooks a [`HookRec`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookKind {
+    /// `optdeliver`.
+    Deliver,
+    /// `revoke`.
+    Revoke,
+    /// `confirm`.
+    Confirm,
+}
+
+impl HookKind {
+    fn tag(self) -> u8 {
+        match self {
+            HookKind::Deliver => b'd',
+            HookKind::Revoke => b'r',
+            HookKind::Confirm => b'c',
+        }
+    }
+
+    fn of(tag: u8) -> Option<HookKind> {
+        Some(match tag {
+            b'd' => HookKind::Deliver,
+            b'r' => HookKind::Revoke,
+            b'c' => HookKind::Confirm,
+            _ => return None,
+        })
+    }
+}
+
+/// One optimistic hook the application took (`--optimistic-delta`), in the order it took them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookRec {
+    /// Which hook.
+    pub kind: HookKind,
+    /// The message's sender.
+    pub src: u32,
+    /// The receiver.
+    pub dst: u32,
+    /// Its scattering's sequence number at the sender.
+    pub seq: u64,
+    /// When the application took the hook (monotonic ns).
+    pub at_ns: u64,
+    /// A delivery's Tm (monotonic ns); 0 for the others.
+    pub usable_ns: u64,
+    /// A delivery's send time (monotonic ns, from its payload); 0 for the others.
+    pub sent_ns: u64,
+    /// A revoke at or after Tm, as the role judged it.
+    pub rollback: bool,
+}
+
 /// Everything one node recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeRecords {
@@ -81,6 +132,8 @@ pub struct NodeRecords {
     pub deliveries: Vec<DeliveryRec>,
     /// Send failures.
     pub failures: Vec<FailureRec>,
+    /// Optimistic hooks, in the order the application took them.
+    pub hooks: Vec<HookRec>,
 }
 
 impl NodeRecords {
@@ -127,6 +180,15 @@ impl NodeRecords {
             w.write_all(&f.ts.to_le_bytes())?;
             w.write_all(&[f.reason])?;
             w.write_all(&f.at_ns.to_le_bytes())?;
+        }
+        for h in &self.hooks {
+            w.write_all(&[b'H', h.kind.tag()])?;
+            w.write_all(&h.src.to_le_bytes())?;
+            w.write_all(&h.dst.to_le_bytes())?;
+            for x in [h.seq, h.at_ns, h.usable_ns, h.sent_ns] {
+                w.write_all(&x.to_le_bytes())?;
+            }
+            w.write_all(&[u8::from(h.rollback)])?;
         }
         w.flush()
     }
@@ -213,11 +275,33 @@ impl NodeRecords {
                         at_ns,
                     });
                 }
+                b'H' => out.hooks.push(parse_hook(&mut r).ok_or(start)?),
                 _ => return Err(start),
             }
         }
         Ok(out)
     }
+}
+
+/// A hook record after its `H`.
+fn parse_hook(r: &mut ByteReader<'_>) -> Option<HookRec> {
+    let kind = HookKind::of(r.u8().ok()?)?;
+    let (src, dst) = (r.u32_le().ok()?, r.u32_le().ok()?);
+    let mut x = [0u64; 4];
+    for v in &mut x {
+        *v = r.u64_le().ok()?;
+    }
+    let rollback = r.u8().ok()? != 0;
+    Some(HookRec {
+        kind,
+        src,
+        dst,
+        seq: x[0],
+        at_ns: x[1],
+        usable_ns: x[2],
+        sent_ns: x[3],
+        rollback,
+    })
 }
 
 /// A workload payload of `len` bytes (at least [`PAYLOAD_HEADER_LEN`]).
@@ -276,6 +360,16 @@ mod tests {
                 ts: 7,
                 reason: 1,
                 at_ns: 20,
+            }],
+            hooks: vec![HookRec {
+                kind: HookKind::Revoke,
+                src: 3,
+                dst: 4,
+                seq: 1,
+                at_ns: 21,
+                usable_ns: 22,
+                sent_ns: 23,
+                rollback: true,
             }],
         };
         let dir = std::env::temp_dir().join(format!("onepipe-records-{}", std::process::id()));

@@ -116,10 +116,14 @@ impl Shared {
             HostEvent::ReliableAborted { handle, .. } => self.push_event(Event::ReliableAborted {
                 handle: SendHandle(handle),
             }),
-            // The endpoint builds its host without `HostConfig::optimistic` (the live API for
-            // optimistic delivery is not there yet): these never come.
-            HostEvent::OptDeliver { .. } | HostEvent::Revoke { .. } | HostEvent::Confirm { .. } => {
-                debug_assert!(false, "optimistic delivery is off in the endpoint");
+            // Optimistic delivery's hooks ([`JoinOptions::optimistic`]).
+            e @ (HostEvent::OptDeliver { .. }
+            | HostEvent::Revoke { .. }
+            | HostEvent::Confirm { .. }) => {
+                debug_assert!(self.optimistic, "optimistic delivery is off");
+                if let Ok(o) = Optimistic::of(e, self.clock.now()) {
+                    pending.opt.push_back(o);
+                }
             }
             HostEvent::ReliableSent { handle, ts, .. } => {
                 if self.report_reliable_sent {
@@ -138,7 +142,13 @@ impl Shared {
     /// take stay in `pending.rel` and reliable delivery pauses (the role holds the rest back,
     /// §6.1) until the application makes room.
     fn flush_deliveries(&self, pending: &mut Pending) {
-        let any = !(pending.be.is_empty() && pending.plain.is_empty() && pending.rel.is_empty());
+        let any = !(pending.be.is_empty()
+            && pending.plain.is_empty()
+            && pending.rel.is_empty()
+            && pending.opt.is_empty());
+        // Hooks first: a confirm is in its queue before the message's final delivery is in
+        // the best-effort inbox (unless the application let the hooks' queue fill).
+        self.opt.push_many(&mut pending.opt);
         self.be.push_many(&mut pending.be);
         debug_assert!(pending.be.is_empty(), "the role delivered beyond its room");
         self.plain.push_many(&mut pending.plain);
@@ -170,7 +180,12 @@ impl Shared {
             (true, &self.plain, &self.plain_starved),
         ] {
             let len_max = queue.len_max();
-            let free = len_max.saturating_sub(queue.len());
+            let mut free = len_max.saturating_sub(queue.len());
+            if self.optimistic && !plain {
+                // Every best-effort message admitted may queue a few hooks.
+                let opt_free = self.opt.len_max().saturating_sub(self.opt.len());
+                free = free.min(opt_free / optimistic::HOOKS_PER_MESSAGE);
+            }
             let room = core.role.room(me, plain);
             let low = room <= len_max / 2;
             starved.store(low, Ordering::Relaxed);
@@ -206,6 +221,8 @@ struct Pending {
     be: VecDeque<Message>,
     rel: VecDeque<Message>,
     plain: VecDeque<Message>,
+    /// Optimistic hooks; they stay while the application's queue is full.
+    opt: VecDeque<Optimistic>,
     /// Callback handles made this turn (see [`Shared::callback`]), dropped at its end.
     callbacks: Vec<Callback>,
 }
@@ -370,6 +387,7 @@ pub(super) fn io_loop(mut driver: Driver<CoreNode>, shared: Arc<Shared>) -> io::
     shared.be.close();
     shared.rel.close();
     shared.plain.close();
+    shared.opt.close();
     shared.events.close();
     if let Err(e) = &result {
         error!(proc = shared.proc.0, "I/O thread stopped: {e}");

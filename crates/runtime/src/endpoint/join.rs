@@ -144,6 +144,7 @@ impl Role {
         // §5.2: a failure round completes here once the application's callbacks are done
         // (`Held`), or at once (`Automatic`).
         host_cfg.callbacks_held = opts.failure_callbacks == FailureCallbacks::Held;
+        host_cfg.optimistic = opts.optimistic.clone();
         if !cluster.ordered {
             Role::Unordered(Box::new(UnorderedHost::new(
                 me,
@@ -185,6 +186,12 @@ impl Shared {
             be: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
             rel: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
             plain: BoundedQueue::new(opts.recv_queue_len_max.max(1)),
+            opt: BoundedQueue::new(
+                opts.recv_queue_len_max
+                    .max(1)
+                    .saturating_mul(optimistic::HOOKS_PER_MESSAGE),
+            ),
+            optimistic: opts.optimistic.is_some() && cluster.ordered,
             events: BoundedQueue::new(opts.event_queue_len_max.max(1)),
             stop: AtomicBool::new(false),
             rel_paused: AtomicBool::new(false),

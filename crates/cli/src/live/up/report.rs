@@ -4,6 +4,7 @@
 //! [`super`]'s.
 
 mod feed;
+mod hooks;
 mod print;
 
 use super::{nodes, Role, Run};
@@ -65,6 +66,9 @@ pub struct UpReport {
     /// The endpoints' counters, summed.
     #[serde(flatten)]
     pub sums: EndpointSums,
+    /// Optimistic delivery (`--optimistic-delta`): its hooks, checked; its violations are in
+    /// `violations` too.
+    pub optimistic: Option<hooks::HooksReport>,
     /// Messages delivered per second, all receivers together: `delivered` over
     /// `delivery_span_s`.
     pub throughput_msgs_per_s: f64,
@@ -287,6 +291,14 @@ pub(super) fn report(
     let drained = nodes(&run.roles).all(|i| run.heard[i].gone || run.heard[i].done == Some(true));
     checker.finish(monotonic_ns(), args.work.seed, drained);
     let checked = !args.unordered || args.check;
+    let optimistic = hooks::check(&all, drained, monotonic_ns());
+    let mut checks = ChecksReport::of(&checker, checked, drained);
+    if let Some(o) = &optimistic {
+        checks.violations += o.violations;
+        checks
+            .violation_samples
+            .extend(o.violation_samples.iter().cloned());
+    }
     let duration_s = args.work.duration as f64 / 1e9;
     // Deliveries go on after sending stops (queues drain): divide by the time they took, or an
     // overloaded run that queues seconds of messages would count them as throughput.
@@ -313,8 +325,9 @@ pub(super) fn report(
         scatterings: feed.scatterings,
         delivered: feed.delivered,
         delivered_reliable: feed.delivered_reliable,
-        checks: ChecksReport::of(&checker, checked, drained),
+        checks,
         sums,
+        optimistic,
         throughput_msgs_per_s: feed.delivered as f64 / delivery_span_s,
         delivery_span_s,
         latency_ns: feed.latency.summary(),

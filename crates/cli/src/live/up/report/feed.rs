@@ -283,6 +283,7 @@ mod tests {
                 sends: vec![send(0, p0_ts, p0_at)],
                 deliveries: vec![delivery(1, 0, 10, 20, 5)],
                 failures: Vec::new(),
+                hooks: Vec::new(),
             }),
             Some(NodeRecords {
                 sends: vec![SendRec {
@@ -291,6 +292,7 @@ mod tests {
                 }],
                 deliveries: vec![delivery(1, 1, 10, 20, 5)],
                 failures: Vec::new(),
+                hooks: Vec::new(),
             }),
         ];
         let mut checker = Checker::new(2, 1, 0, true);

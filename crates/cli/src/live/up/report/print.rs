@@ -34,6 +34,18 @@ pub(in super::super) fn finish(args: &UpArgs, r: &UpReport) -> i32 {
             r.blackholed, r.cut_dropped, r.forwarded_by_controller
         );
     }
+    if let Some(o) = &r.optimistic {
+        println!(
+            "  optimistic  {} handed over; usable p50 {} (final delivery p50 {}); {} rollbacks ({:.2}% of confirms), {} revokes before Tm; {} violations",
+            o.delivered,
+            us(o.latency_ns.p50 as f64),
+            us(r.latency_ns.p50 as f64),
+            o.rollbacks,
+            100.0 * o.rollback_fraction,
+            o.revokes_early,
+            o.violations
+        );
+    }
     println!("  checks      {checks}");
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(r).expect("report serializes");
