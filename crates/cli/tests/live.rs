@@ -419,6 +419,22 @@ fn up_best_effort_survives_a_killed_process_4_2() {
     }
 }
 
+/// Issue 39: PLATO on the live transport — process 0 also the sequencer, every other packet a
+/// plain message — judged by the baselines' checker (one total order, agreement, FIFO, nothing
+/// lost unreported) and its hooks by the optimistic checker.
+#[test]
+fn up_protocol_plato_delivers_one_checked_order_with_checked_hooks() {
+    let (code, out, r) = up("plato", &["--protocol", "plato", "--duration", "1s"]);
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_clean(&r, &out);
+    assert_eq!(u(&r, "delivered"), u(&r, "sent"), "{out}");
+    assert!(u(&r, "checked_deliveries") > 0, "{out}");
+    let o = &r["optimistic"];
+    assert!(u(o, "delivered") > 0, "{out}");
+    assert_eq!(u(o, "violations"), 0, "{out}");
+}
+
 /// With the controller killed there is no standby: a later failure is not repaired (nobody is
 /// declared), but best effort still resumes by link removal (§4.2), and `up` says so.
 #[test]
@@ -523,6 +539,11 @@ fn bad_flags_name_the_flag() {
             &["--optimistic-delta", "1us", "--service", "reliable"][..],
             "--optimistic-delta",
         ),
+        (
+            &["--protocol", "plato", "--service", "reliable"][..],
+            "--protocol plato",
+        ),
+        (&["--protocol", "plato", "--plato-k", "0"][..], "--plato-k"),
     ] {
         let out = onepipe().arg("up").args(flags).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{flags:?}");

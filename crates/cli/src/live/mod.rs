@@ -7,6 +7,7 @@ mod app_node;
 mod daemons;
 pub(crate) mod etcd;
 mod node;
+pub mod plato;
 mod records;
 mod supervise;
 mod up;
@@ -201,6 +202,9 @@ pub struct UpArgs {
     /// reordering, delivery on arrival. Best effort only.
     #[arg(long)]
     pub unordered: bool,
+    /// The total-order protocol.
+    #[command(flatten)]
+    pub protocol: plato::ProtocolArgs,
     /// Run the checkers on the unordered baseline too (ordered runs are always checked). The
     /// baseline delivers on arrival and reports no losses, so under load they report order,
     /// agreement and barrier violations and unreported losses, and the run exits 1: what the
@@ -608,6 +612,9 @@ pub struct NodeArgs {
     /// The workload.
     #[command(flatten)]
     pub work: WorkloadArgs,
+    /// The total-order protocol.
+    #[command(flatten)]
+    pub protocol: plato::ProtocolArgs,
     /// Longest wait, after sending stops, for everything to be delivered.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub drain: u64,

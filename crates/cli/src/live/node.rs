@@ -133,14 +133,14 @@ const THREADS: usize = 4;
 const RECALLED_MAX: usize = 1 << 20;
 
 /// Prints a line for `up` (or a person) at once.
-fn say(line: &str) {
+pub(super) fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
 }
 
 pub fn run(args: &NodeArgs) -> i32 {
-    if let Err(e) = args.work.check() {
+    if let Err(e) = args.work.check().and_then(|()| args.protocol.check()) {
         eprintln!("onepipe node: {e}");
         return crate::cli::EXIT_USAGE;
     }
@@ -157,6 +157,15 @@ pub fn run(args: &NodeArgs) -> i32 {
         me.0,
         addr.map_or("?".into(), |a| a.to_string())
     ));
+    if args.protocol.plato() {
+        return match super::plato::run_node(args, ep, &stop, orders.as_ref()) {
+            Ok(()) | Err(Exit::Stopped) => 0,
+            Err(Exit::Failed(e)) => {
+                error!(proc = me.0, "{e}");
+                super::EXIT_RUNTIME
+            }
+        };
+    }
     let shared = Arc::new(Shared::new(ep, n_procs));
     let threads: Vec<_> = [false, true]
         .into_iter()
@@ -256,7 +265,7 @@ impl Shared {
     }
 }
 
-enum Exit {
+pub(super) enum Exit {
     /// Told to stop (signal, end of input, `stop`) before the run finished.
     Stopped,
     Failed(String),
@@ -276,7 +285,7 @@ fn order(orders: &Receiver<String>, stop: &AtomicBool) -> Option<String> {
     }
 }
 
-fn expect_order(
+pub(super) fn expect_order(
     orders: Option<&Receiver<String>>,
     stop: &AtomicBool,
     word: &str,

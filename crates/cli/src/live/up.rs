@@ -381,6 +381,8 @@ impl Run<'_> {
             },
             if a.unordered {
                 "UNORDERED (baseline)"
+            } else if a.protocol.plato() {
+                "unordered transport (PLATO: process 0 is also the sequencer)"
             } else if paxos_live(a) {
                 "unordered (MultiPaxos needs no timestamps)"
             } else {

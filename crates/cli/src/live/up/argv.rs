@@ -77,6 +77,7 @@ impl Run<'_> {
         .into_iter()
         .chain(self.pki_argv())
         .chain(self.app_argv())
+        .chain(a.protocol.argv())
         .collect()
     }
 

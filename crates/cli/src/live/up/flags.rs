@@ -21,7 +21,42 @@ pub(super) fn check_args(args: &UpArgs) -> Result<(), i32> {
         eprintln!("onepipe up: --unordered runs best effort only (the baseline has no reliable service); drop --service reliable");
         return Err(EXIT_USAGE);
     }
+    if let Err(e) = check_protocol(args) {
+        eprintln!("onepipe up: {e}");
+        return Err(EXIT_USAGE);
+    }
     Ok(())
+}
+
+/// `--protocol plato|plato-fixed`: its flags, and what it runs with (best effort, the
+/// synthetic all-to-all workload, no injected faults: PLATO has no failure handling).
+fn check_protocol(args: &UpArgs) -> Result<(), String> {
+    let p = &args.protocol;
+    p.check()?;
+    if !p.plato() {
+        return Ok(());
+    }
+    let flag = p.protocol.name();
+    let refused = [
+        (args.work.service == Service::Reliable, "--service reliable"),
+        (args.unordered, "--unordered"),
+        (args.app.app.is_some(), "--app"),
+        (args.work.optimistic_delta > 0, "--optimistic-delta"),
+        (
+            args.work.workload != super::super::Workload::AllToAll,
+            "--workload",
+        ),
+        (!args.kill.is_empty(), "--kill"),
+        (!args.restart.is_empty(), "--restart"),
+        (!args.cut.is_empty(), "--cut"),
+        (!args.blackhole.is_empty(), "--blackhole"),
+    ];
+    match refused.iter().find(|r| r.0) {
+        Some((_, what)) => Err(format!(
+            "--protocol {flag}: not with {what} (PLATO runs best-effort all-to-all broadcasts and has no failure handling; --plato-delta is its Δ)"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `--app`: its flags are valid, and it runs with what it supports (1Pipe, no injected faults
@@ -231,7 +266,7 @@ pub(super) fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     c.fast_beacon_interval_ns = args.fast_beacon_interval;
     c.aggregator_phase_ns = args.aggregator_phase.unwrap_or(args.beacon_interval / 5);
     c.aggregator_mode = args.aggregator_mode;
-    c.ordered = !args.unordered && !paxos_live(args);
+    c.ordered = !args.unordered && !paxos_live(args) && !args.protocol.plato();
     c.datagram_len_max = args.datagram_len_max.0;
     c.gso = !args.no_gso;
     c.gro = !args.no_gro;

@@ -6,6 +6,7 @@ use crate::live::Workload;
 use onepipe_proto::host::Delivery;
 use onepipe_proto::wire::NakReason;
 use onepipe_proto::{Instant as ProtoInstant, ProcId, Psn, Timestamp};
+use onepipe_sim::baseline::check::{BaseChecker, Dsts as BaseDsts};
 use onepipe_sim::check::{Checker, Dsts};
 use onepipe_sim::metrics::NsHistogram;
 use std::collections::{BTreeMap, BTreeSet};
@@ -193,6 +194,43 @@ impl Feed {
                     let p = current[slot as usize];
                     let reason = nak_reason(f.reason);
                     checker.on_send_failed(t, p, f.dst, Timestamp::new(f.ts), reason);
+                }
+            }
+        }
+    }
+}
+
+impl Feed {
+    /// [`Feed::run`] for a baseline run (`--protocol plato|plato-fixed`): every record to the
+    /// baselines' checker (total order by the sequencer's numbers, agreement, FIFO, no phantom,
+    /// and — drained — nothing lost unreported), in time order, and sums up.
+    pub(super) fn run_base(&mut self, checker: &mut BaseChecker, all: &[Option<NodeRecords>]) {
+        let n = self.procs;
+        for &(t, kind, slot, i) in &self.order {
+            let recs = all[slot as usize]
+                .as_ref()
+                .expect("only recorded processes are fed");
+            match kind {
+                // No §5.2 here: nobody rejoins.
+                Rec::Join => {}
+                Rec::Send => {
+                    let s = &recs.sends[i as usize];
+                    self.scatterings += 1;
+                    self.sent += u64::from(n);
+                    checker.on_send(s.proc, s.seq, BaseDsts::All);
+                }
+                Rec::Delivery => {
+                    let d = &recs.deliveries[i as usize];
+                    self.delivered += 1;
+                    self.last_delivery_ns = self.last_delivery_ns.max(t);
+                    self.latency.record(d.latency_ns);
+                    checker.on_deliver(t, d.dst, d.src, d.seq, d.ts);
+                }
+                Rec::Failure => {
+                    let f = &recs.failures[i as usize];
+                    if f.reason == crate::live::plato::LOST_REASON {
+                        checker.on_lost(f.dst, f.ts);
+                    }
                 }
             }
         }
