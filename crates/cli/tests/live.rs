@@ -132,15 +132,29 @@ fn up_runs_a_two_layer_cluster_whose_deliveries_pass_the_checkers() {
 }
 
 /// §5.1: with the reliable service every message reaches every destination.
+///
+/// With optimistic delivery on (issue 39): every reliable message is also handed over on
+/// arrival, and its hooks are checked — confirmed in the commit barrier's order, nothing left.
 #[test]
 fn up_with_the_reliable_service_delivers_every_message() {
-    let (code, out, r) = up("reliable", &["--service", "reliable", "--layers", "1"]);
+    let flags = [
+        "--service",
+        "reliable",
+        "--layers",
+        "1",
+        "--optimistic-delta",
+        "50us",
+    ];
+    let (code, out, r) = up("reliable", &flags);
     assert_eq!(code, 0, "{out}");
     let r = r.expect("report");
     assert_clean(&r, &out);
     assert_eq!(u(&r, "undelivered_reliable"), 0);
     assert!(u(&r, "delivered_reliable") > 0);
     assert_eq!(u(&r, "delivered"), u(&r, "sent"), "{out}");
+    let o = &r["optimistic"];
+    assert!(u(o, "delivered") >= u(&r, "delivered"), "{out}");
+    assert_eq!(u(o, "violations"), 0, "{out}");
 }
 
 fn procs(v: &Value) -> Vec<u64> {

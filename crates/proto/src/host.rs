@@ -251,6 +251,22 @@ impl Host {
             .filter_map(|lp| lp.opt.as_ref().map(|o| o.delta_ns()))
     }
 
+    /// Messages the optimistic pipelines of the local processes hold (arrived, and neither
+    /// confirmed nor discarded), both services: 0 once everything was delivered.
+    pub fn optimistic_held(&self) -> usize {
+        self.procs
+            .iter()
+            .flat_map(|lp| {
+                [
+                    lp.opt.as_ref(),
+                    lp.rel.as_ref().and_then(|r| r.opt.as_ref()),
+                ]
+            })
+            .flatten()
+            .map(|o| o.held())
+            .sum()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &HostConfig {
         &self.cfg

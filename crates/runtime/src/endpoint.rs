@@ -180,7 +180,7 @@ pub struct JoinOptions {
     /// protects itself (`auth` on: docs/SECURITY.md); [`crate::LocalCluster::join_options`]
     /// fills it in.
     pub credentials: Option<Credentials>,
-    /// Optimistic delivery of best-effort messages (PLATO's hooks on 1Pipe,
+    /// Optimistic delivery, both services (PLATO's hooks on 1Pipe,
     /// [`Endpoint::recv_optimistic`], docs/PLATO.md): Δ and its adaptation. `None` (the
     /// default): off. Ignored on an unordered cluster.
     pub optimistic: Option<onepipe_proto::optimistic::OptConfig>,

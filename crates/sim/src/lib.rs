@@ -258,14 +258,34 @@ fn run_with<Q: EventQueue<Ev>>(
         c.finish(end, cfg.seed, drained);
     }
     // A host declared failed, crashed, restarted or gone stops delivering for good: what it
-    // delivered optimistically is left unconfirmed by design, so leftovers are judged only in
-    // runs where every host stayed in.
-    let membership_kept = world.proto.failure_rounds.is_empty()
-        && cfg.faults.crashes.is_empty()
-        && cfg.faults.restarts.is_empty()
-        && cfg.faults.leaves.is_empty();
+    // delivered optimistically is left unconfirmed by design, so leftovers are judged at the
+    // other hosts' processes only (there, §5.2's discards revoke what never comes).
+    let out: std::collections::BTreeSet<u32> = world
+        .proto
+        .failure_rounds
+        .iter()
+        .flat_map(|r| r.hosts.iter().map(|&(h, _)| h))
+        .chain(cfg.faults.crashes.iter().map(|&(h, _)| h))
+        .chain(cfg.faults.restarts.iter().map(|&(h, _)| h))
+        .chain(cfg.faults.leaves.iter().map(|&(h, _)| h))
+        .collect();
+    let host_of = |p: u32| world.proto.host_of(onepipe_proto::ProcId(p));
+    let judged: Vec<u32> = (0..world.proto.proc_ids_max())
+        .filter(|&p| host_of(p).is_some_and(|h| !out.contains(&h)))
+        .collect();
+    let held: u64 = world
+        .hosts()
+        .enumerate()
+        .filter(|(h, _)| !out.contains(&(*h as u32)))
+        .map(|(_, host)| host.optimistic_held() as u64)
+        .sum();
     if let Some(o) = world.proto.opt.as_mut() {
-        o.finish(end, drained && membership_kept);
+        o.held_end = Some(held);
+        o.finish(end, drained, |view| {
+            judged
+                .binary_search(&(view & !optcheck::reliable_view(0)))
+                .is_ok()
+        });
     }
     let ran = Ran {
         cpu_busy,

@@ -141,6 +141,19 @@ impl Router for TopoRouter {
     }
 }
 
+impl OnePipe {
+    /// The host process `p` runs on now (a process that rejoined runs on its old host under a
+    /// new id), if any.
+    pub fn host_of(&self, p: ProcId) -> Option<u32> {
+        self.router.host_of(p)
+    }
+
+    /// The process ids the run may use (rejoined processes get ids past the first ones).
+    pub fn proc_ids_max(&self) -> u32 {
+        self.router.host_of.len() as u32
+    }
+}
+
 impl TopoRouter {
     fn host_of(&self, p: ProcId) -> Option<u32> {
         let h = self

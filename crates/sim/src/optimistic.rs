@@ -44,6 +44,8 @@ pub struct OptRun {
     revokes_early: u64,
     rollbacks: u64,
     hooks: TraceHash,
+    /// See [`OptReport::held_end`].
+    pub held_end: Option<u64>,
 }
 
 impl OptRun {
@@ -57,6 +59,7 @@ impl OptRun {
             revokes_early: 0,
             rollbacks: 0,
             hooks: TraceHash::default(),
+            held_end: None,
         }
     }
 
@@ -138,10 +141,10 @@ impl OptRun {
         }
     }
 
-    /// The checker's end-of-run judgement.
-    pub fn finish(&mut self, end: SimTime, drained: bool) {
+    /// The checker's end-of-run judgement, of leftovers only in the views `judged` names.
+    pub fn finish(&mut self, end: SimTime, drained: bool, judged: impl Fn(u32) -> bool) {
         if let Some(c) = self.checker.as_mut() {
-            c.finish(end, drained);
+            c.finish_where(end, drained, judged);
         }
     }
 
@@ -157,6 +160,7 @@ impl OptRun {
             delta_ns_end: deltas.iter().sum::<u64>() as f64 / deltas.len().max(1) as f64,
             violations: self.checker.as_ref().map_or(0, OptChecker::violation_count),
             hooks_hash: format!("{:016x}", self.hooks.value()),
+            held_end: self.held_end,
         }
     }
 

@@ -103,7 +103,7 @@ pub struct WorkloadArgs {
     /// Seed of the scatter workload's destination choice.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Optimistic delivery of best-effort messages (PLATO's hooks on 1Pipe, docs/PLATO.md):
+    /// Optimistic delivery (PLATO's hooks on 1Pipe, docs/PLATO.md; both services):
     /// a message is also handed over on arrival when it came more than this Δ after the
     /// previous one, revoked if the barrier's order contradicts it, confirmed when the barrier
     /// passes it. Every hook is recorded and checked (0: off).
@@ -134,9 +134,6 @@ impl WorkloadArgs {
         }
         if self.scatter_k == 0 {
             return Err("--scatter-k: must be at least 1".into());
-        }
-        if self.optimistic_delta > 0 && self.service == Service::Reliable {
-            return Err("--optimistic-delta: optimistic delivery is for best-effort messages (reliable ones are delivered at the commit barrier); drop --service reliable".into());
         }
         Ok(())
     }

@@ -688,7 +688,7 @@ fn hooks(s: &Shared) {
     let mut local = Vec::new();
     // (ts, src, psn) → the scattering's sequence number, of messages handed over and not yet
     // confirmed or revoked.
-    let mut names: BTreeMap<(u64, u32, u32), u64> = BTreeMap::new();
+    let mut names: BTreeMap<(u64, u32, u32, bool), u64> = BTreeMap::new();
     loop {
         let h = match s.ep.recv_optimistic(Duration::from_millis(10)) {
             Ok(h) => h,
@@ -710,6 +710,7 @@ fn hooks(s: &Shared) {
             at_ns: now,
             usable_ns: 0,
             sent_ns: 0,
+            reliable: false,
             rollback: false,
         };
         let key = match h {
@@ -722,23 +723,30 @@ fn hooks(s: &Shared) {
                     continue;
                 };
                 let wait = usable_at.saturating_duration_since(std::time::Instant::now());
-                names.insert((m.ts.raw(), m.src.0, m.psn), seq);
+                names.insert((m.ts.raw(), m.src.0, m.psn, m.reliable), seq);
                 rec.usable_ns = now.saturating_add(wait.as_nanos() as u64);
                 (rec.src, rec.dst, rec.seq, rec.sent_ns) = (m.src.0, m.dst.0, seq, sent_ns);
+                rec.reliable = m.reliable;
                 None
             }
             Optimistic::Revoke {
                 ts,
                 src,
                 psn,
+                reliable,
                 rollback,
             } => {
                 (rec.kind, rec.rollback) = (HookKind::Revoke, rollback);
-                Some((ts.raw(), src.0, psn))
+                Some((ts.raw(), src.0, psn, reliable))
             }
-            Optimistic::Confirm { ts, src, psn } => {
+            Optimistic::Confirm {
+                ts,
+                src,
+                psn,
+                reliable,
+            } => {
                 rec.kind = HookKind::Confirm;
-                Some((ts.raw(), src.0, psn))
+                Some((ts.raw(), src.0, psn, reliable))
             }
             // A hook a later runtime adds: nothing this workload records.
             _ => continue,
@@ -747,7 +755,7 @@ fn hooks(s: &Shared) {
             // A hook for a message never handed over is recorded under a name no message has:
             // the checker reports it.
             let seq = names.remove(&key).unwrap_or(u64::MAX);
-            (rec.src, rec.seq) = (key.1, seq);
+            (rec.src, rec.seq, rec.reliable) = (key.1, seq, key.3);
         }
         local.push(rec);
     }

@@ -334,6 +334,7 @@ impl PlatoNode {
             at_ns: t,
             usable_ns: 0,
             sent_ns: 0,
+            reliable: false,
             rollback: false,
         };
         match e {

@@ -84,21 +84,28 @@ pub enum HookKind {
 }
 
 impl HookKind {
-    fn tag(self) -> u8 {
-        match self {
+    /// Its tag: lower case for a best-effort message, upper case for a reliable one.
+    fn tag(self, reliable: bool) -> u8 {
+        let t = match self {
             HookKind::Deliver => b'd',
             HookKind::Revoke => b'r',
             HookKind::Confirm => b'c',
+        };
+        match reliable {
+            true => t.to_ascii_uppercase(),
+            false => t,
         }
     }
 
-    fn of(tag: u8) -> Option<HookKind> {
-        Some(match tag {
+    /// The kind and service of a tag.
+    fn of(tag: u8) -> Option<(HookKind, bool)> {
+        let kind = match tag.to_ascii_lowercase() {
             b'd' => HookKind::Deliver,
             b'r' => HookKind::Revoke,
             b'c' => HookKind::Confirm,
             _ => return None,
-        })
+        };
+        Some((kind, tag.is_ascii_uppercase()))
     }
 }
 
@@ -119,6 +126,8 @@ pub struct HookRec {
     pub usable_ns: u64,
     /// A delivery's send time (monotonic ns, from its payload); 0 for the others.
     pub sent_ns: u64,
+    /// Of the reliable service.
+    pub reliable: bool,
     /// A revoke at or after Tm, as the role judged it.
     pub rollback: bool,
 }
@@ -182,7 +191,7 @@ impl NodeRecords {
             w.write_all(&f.at_ns.to_le_bytes())?;
         }
         for h in &self.hooks {
-            w.write_all(&[b'H', h.kind.tag()])?;
+            w.write_all(&[b'H', h.kind.tag(h.reliable)])?;
             w.write_all(&h.src.to_le_bytes())?;
             w.write_all(&h.dst.to_le_bytes())?;
             for x in [h.seq, h.at_ns, h.usable_ns, h.sent_ns] {
@@ -285,7 +294,7 @@ impl NodeRecords {
 
 /// A hook record after its `H`.
 fn parse_hook(r: &mut ByteReader<'_>) -> Option<HookRec> {
-    let kind = HookKind::of(r.u8().ok()?)?;
+    let (kind, reliable) = HookKind::of(r.u8().ok()?)?;
     let (src, dst) = (r.u32_le().ok()?, r.u32_le().ok()?);
     let mut x = [0u64; 4];
     for v in &mut x {
@@ -300,6 +309,7 @@ fn parse_hook(r: &mut ByteReader<'_>) -> Option<HookRec> {
         at_ns: x[1],
         usable_ns: x[2],
         sent_ns: x[3],
+        reliable,
         rollback,
     })
 }
@@ -369,6 +379,7 @@ mod tests {
                 at_ns: 21,
                 usable_ns: 22,
                 sent_ns: 23,
+                reliable: true,
                 rollback: true,
             }],
         };

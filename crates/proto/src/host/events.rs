@@ -99,12 +99,15 @@ pub enum HostEvent {
         usable_at: Instant,
     },
     /// PLATO's `revoke`: the optimistic delivery of `key` to `dst` is taken back (the barrier
-    /// put another message first). It comes again, in its place.
+    /// put another message first: it comes again, in its place; or §5.2 discarded it: it never
+    /// comes).
     Revoke {
         /// The receiving local process.
         dst: ProcId,
         /// The message.
         key: OrderKey,
+        /// Of the reliable service (its PSNs are a space of their own).
+        reliable: bool,
         /// At or after Tm: the application may have used it (a rollback).
         rollback: bool,
     },
@@ -115,6 +118,8 @@ pub enum HostEvent {
         dst: ProcId,
         /// The message.
         key: OrderKey,
+        /// Of the reliable service.
+        reliable: bool,
     },
     /// A reliable scattering left the send buffer: it was stamped `ts` and sent.
     ReliableSent {

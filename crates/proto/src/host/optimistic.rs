@@ -9,9 +9,13 @@
 //! just before its [`HostEvent::Deliver`] — and a message delivered ahead of one that the barrier
 //! puts first is revoked ([`HostEvent::Revoke`]).
 //!
+//! Reliable messages have a pipeline of their own per local process: the commit barrier is their
+//! final order (each message it releases is confirmed just before its `Deliver`), and a message
+//! §5.2 discards — from a failed process at or above its failure timestamp, or of a recalled
+//! scattering — is revoked if it was delivered optimistically, and never comes again.
+//!
 //! What it is not: causal. An optimistic delivery is tentative; a process that sends because of
-//! one may stamp its message below it (the barrier has not passed it yet). Reliable messages are
-//! delivered at the commit barrier only.
+//! one may stamp its message below it (the barrier has not passed it yet).
 
 use super::events::{Delivery, HostEvent};
 use crate::failure::Mgmt;
@@ -31,21 +35,29 @@ struct Arrived {
     arrived: Instant,
 }
 
-/// One local process's optimistic best-effort deliveries.
+/// One local process's optimistic deliveries of one service.
 #[derive(Debug)]
 pub(super) struct OptState {
+    /// The reliable service's (its final order is the commit barrier's).
+    reliable: bool,
     pipeline: Pipeline<OrderKey>,
     /// Arrived and unconfirmed; looked up by key only (never iterated).
     arrived: HashMap<OrderKey, Arrived>,
 }
 
 impl OptState {
-    /// An empty pipeline.
-    pub(super) fn new(cfg: &OptConfig) -> Box<OptState> {
+    /// An empty pipeline for the best-effort (`reliable` false) or the reliable service.
+    pub(super) fn new(cfg: &OptConfig, reliable: bool) -> Box<OptState> {
         Box::new(OptState {
+            reliable,
             pipeline: Pipeline::new(cfg.clone()),
             arrived: HashMap::new(),
         })
+    }
+
+    /// Messages arrived and neither confirmed nor discarded.
+    pub(super) fn held(&self) -> usize {
+        self.pipeline.arrived_len()
     }
 
     /// Δ now, ns.
@@ -106,6 +118,20 @@ impl OptState {
         debug_assert_eq!(self.pipeline.sequenced_len(), 0);
     }
 
+    /// §5.2 discarded `key` (to `dst`): it will never be delivered; revoked if it was delivered
+    /// optimistically.
+    pub(super) fn on_discard(
+        &mut self,
+        now: Instant,
+        dst: ProcId,
+        key: OrderKey,
+        out: &mut VecDeque<Output<Packet, HostEvent, Mgmt>>,
+    ) {
+        self.pipeline.remove(now, key);
+        self.arrived.remove(&key);
+        self.report(dst, out);
+    }
+
     /// Turns the pipeline's hooks into host events.
     fn report(&mut self, dst: ProcId, out: &mut VecDeque<Output<Packet, HostEvent, Mgmt>>) {
         while let Some(e) = self.pipeline.poll() {
@@ -119,7 +145,7 @@ impl OptState {
                         psn: key.psn,
                         payload: a.payload.clone(),
                         barrier: Timestamp::new(0),
-                        reliable: false,
+                        reliable: self.reliable,
                         arrived: a.arrived,
                         now_ts: Timestamp::new(0),
                     };
@@ -128,10 +154,19 @@ impl OptState {
                         usable_at,
                     }
                 }
-                OptEvent::Revoke { key, rollback } => HostEvent::Revoke { dst, key, rollback },
+                OptEvent::Revoke { key, rollback } => HostEvent::Revoke {
+                    dst,
+                    key,
+                    reliable: self.reliable,
+                    rollback,
+                },
                 OptEvent::Confirm { key } => {
                     self.arrived.remove(&key);
-                    HostEvent::Confirm { dst, key }
+                    HostEvent::Confirm {
+                        dst,
+                        key,
+                        reliable: self.reliable,
+                    }
                 }
             };
             out.push_back(Output::Event(ev));

@@ -36,7 +36,8 @@ pub(super) struct LocalProc {
     /// Plain messages the application has room for ([`Host::set_plain_room`]); `usize::MAX`
     /// unbounded.
     pub(super) plain_room: usize,
-    /// Optimistic best-effort delivery (`HostConfig::optimistic`).
+    /// Optimistic best-effort delivery (`HostConfig::optimistic`); the reliable one is in
+    /// `rel`.
     pub(super) opt: Option<Box<OptState>>,
 }
 
@@ -61,7 +62,7 @@ impl LocalProc {
             paused: false,
             room: usize::MAX,
             plain_room: usize::MAX,
-            opt: cfg.optimistic.as_ref().map(OptState::new),
+            opt: cfg.optimistic.as_ref().map(|o| OptState::new(o, false)),
         }
     }
 }
@@ -85,6 +86,8 @@ pub(super) struct DeliverBurst {
 pub(super) struct ReliableRecv {
     pub(super) recv: PeerVec<RecvWindow>,
     pub(super) reorder: ReorderBuffer<Buffered>,
+    /// Optimistic reliable delivery (`HostConfig::optimistic`).
+    pub(super) opt: Option<Box<OptState>>,
 }
 
 impl ReliableRecv {
@@ -92,7 +95,8 @@ impl ReliableRecv {
     /// arrives.
     pub(super) fn new(cfg: &HostConfig) -> Box<ReliableRecv> {
         let (recv, reorder) = receive_state(cfg);
-        Box::new(ReliableRecv { recv, reorder })
+        let opt = cfg.optimistic.as_ref().map(|o| OptState::new(o, true));
+        Box::new(ReliableRecv { recv, reorder, opt })
     }
 }
 
@@ -376,9 +380,15 @@ impl Host {
         let Some((key, item)) = self.whole_message(now, h, first_psn, d.payload) else {
             return;
         };
-        let rel = self.procs[dst_idx].rel.as_mut().expect("created above");
+        let lp = &mut self.procs[dst_idx];
+        let rel = lp.rel.as_mut().expect("created above");
+        let payload = rel.opt.is_some().then(|| item.payload.clone());
         match rel.reorder.insert(key, item) {
-            Ok(()) => {}
+            Ok(()) => {
+                if let (Some(o), Some(p)) = (rel.opt.as_mut(), payload) {
+                    o.on_arrival(now, lp.id, key, p, &mut self.outputs);
+                }
+            }
             // Recorded already: the retransmission's duplicate check will absorb a resend, so
             // only a bug lands here.
             Err(_) => self.stats.dropped_invalid += 1,
@@ -538,18 +548,21 @@ impl Host {
                     budget = budget.saturating_sub(1);
                     last = Some(key.ts);
                     self.stats.delivered_reliable += 1;
-                    self.outputs
-                        .push_back(Output::Event(HostEvent::Deliver(Delivery {
-                            dst: lp.id,
-                            src: key.src,
-                            ts: key.ts,
-                            psn: key.psn,
-                            payload: item.payload,
-                            barrier: commit,
-                            reliable: true,
-                            arrived: item.arrived,
-                            now_ts,
-                        })));
+                    let d = Delivery {
+                        dst: lp.id,
+                        src: key.src,
+                        ts: key.ts,
+                        psn: key.psn,
+                        payload: item.payload,
+                        barrier: commit,
+                        reliable: true,
+                        arrived: item.arrived,
+                        now_ts,
+                    };
+                    if let Some(o) = rel.opt.as_mut() {
+                        o.on_delivery(now, lp.id, &d, &mut self.outputs);
+                    }
+                    self.outputs.push_back(Output::Event(HostEvent::Deliver(d)));
                 }
             }
             self.burst.left[RELIABLE] = budget;

@@ -422,16 +422,12 @@ impl Host {
         let gone = |src: ProcId, ts: Timestamp, f: &BTreeMap<ProcId, Timestamp>| {
             f.get(&src).is_some_and(|&t| ts >= t)
         };
-        let f = &self.failed;
-        for lp in &mut self.procs {
-            if let Some(rel) = lp.rel.as_mut() {
-                rel.reorder.retain(|k| !gone(k.src, k.ts, f));
-            }
-        }
-        self.partials.retain(|id, ts| !(id.3 && gone(id.0, ts, f)));
+        let f = self.failed.clone();
+        self.discard_reliable(now, |k| gone(k.src, k.ts, &f));
+        self.partials.retain(|id, ts| !(id.3 && gone(id.0, ts, &f)));
         // Hosts failed now will never answer an earlier recall.
         self.rounds.only_correct(correct);
-        self.recall(round, correct);
+        self.recall(now, round, correct);
         // Callback: with `callbacks_held`, Completed waits for the application's.
         if self.cfg.callbacks_held && !news.is_empty() && !self.life.failed() {
             self.rounds.hold_callbacks(round);
@@ -451,7 +447,7 @@ impl Host {
     /// here, raised as [`HostEvent::Recalled`], and recalled at every other `correct` host
     /// (round `round` waits for their `RecallAck`s); where the relay channel is in use, the
     /// controller records them for the failed receivers' recovery.
-    pub(super) fn recall(&mut self, round: u32, correct: &[NodeId]) {
+    pub(super) fn recall(&mut self, now: Instant, round: u32, correct: &[NodeId]) {
         let f = &self.failed;
         let recalled = self.sender.fail(round, |d| f.contains_key(&d));
         if recalled.groups.is_empty() {
@@ -467,7 +463,7 @@ impl Host {
             .iter()
             .fold(self.clock_ts, |t, g| t.max_wrapping(g.1.plus(1)));
         self.clock_ts = newest;
-        self.discard_groups(&recalled.groups);
+        self.discard_groups(now, &recalled.groups);
         let targets: BTreeSet<NodeId> = correct
             .iter()
             .copied()
@@ -504,14 +500,32 @@ impl Host {
         self.rounds.recall(round, targets);
     }
 
-    /// Removes the messages of aborted scatterings from every local reliable buffer.
-    fn discard_groups(&mut self, groups: &[(ProcId, Timestamp)]) {
+    /// Removes the reliable messages `gone` names from every local reliable buffer; one
+    /// delivered optimistically is revoked.
+    fn discard_reliable(&mut self, now: Instant, gone: impl Fn(&OrderKey) -> bool) {
         for lp in &mut self.procs {
-            if let Some(rel) = lp.rel.as_mut() {
-                rel.reorder
-                    .retain(|k| groups.binary_search(&(k.src, k.ts)).is_err());
+            let Some(rel) = lp.rel.as_mut() else {
+                continue;
+            };
+            let mut removed = Vec::new();
+            rel.reorder.retain(|k| {
+                let keep = !gone(k);
+                if !keep && rel.opt.is_some() {
+                    removed.push(*k);
+                }
+                keep
+            });
+            if let Some(o) = rel.opt.as_mut() {
+                for k in removed {
+                    o.on_discard(now, lp.id, k, &mut self.outputs);
+                }
             }
         }
+    }
+
+    /// Removes the messages of aborted scatterings from every local reliable buffer.
+    fn discard_groups(&mut self, now: Instant, groups: &[(ProcId, Timestamp)]) {
+        self.discard_reliable(now, |k| groups.binary_search(&(k.src, k.ts)).is_ok());
         self.partials
             .retain(|id, ts| !(id.3 && groups.binary_search(&(id.0, ts)).is_ok()));
     }
@@ -528,7 +542,7 @@ impl Host {
     ) {
         let mut groups = groups.to_vec();
         groups.sort_unstable();
-        self.discard_groups(&groups);
+        self.discard_groups(now, &groups);
         for &(src, dst, first, frags) in unacked {
             let Some(dst_idx) = self.local_index(dst) else {
                 continue;

@@ -1,20 +1,21 @@
 //! Optimistic delivery at an endpoint (PLATO's three hooks on 1Pipe, docs/PLATO.md): with
-//! [`JoinOptions::optimistic`] set, a best-effort message is also handed over the moment it is
-//! whole, before the barrier passes it ([`Optimistic::Deliver`]), then either confirmed
-//! ([`Optimistic::Confirm`]) just before its final delivery in the best-effort inbox, or
-//! revoked ([`Optimistic::Revoke`]) when the barrier puts another message first — in which
-//! case it is handed over again, in its place.
+//! [`JoinOptions::optimistic`] set, a message of either service is also handed over the moment
+//! it is whole, before its barrier passes it ([`Optimistic::Deliver`]), then either confirmed
+//! ([`Optimistic::Confirm`]) just before its final delivery in its service's inbox, or revoked
+//! ([`Optimistic::Revoke`]) when the barrier puts another message first — in which case it is
+//! handed over again, in its place — or, for a reliable message, when §5.2 discards it (its
+//! sender failed, or its scattering was recalled): then it never comes.
 //!
-//! The final, ordered best-effort stream ([`Endpoint::best_effort`]) is unchanged and stays
-//! the truth: an application that uses optimistic deliveries rolls back what it did with one
-//! that is revoked. Reliable messages are delivered at the commit barrier only.
+//! The final, ordered streams ([`Endpoint::best_effort`], [`Endpoint::reliable`]) are unchanged
+//! and stay the truth: an application that uses optimistic deliveries rolls back what it did
+//! with one that is revoked.
 //!
 //! Bounded like every inbox: the optimistic queue holds `4 ×`
 //! [`JoinOptions::recv_queue_len_max`] hooks, and while it is fuller than that allows for the
-//! best-effort room the role is granted shrinks with it (a message not read optimistically is
-//! refused with a `BufferFull` NAK, as one the best-effort inbox has no room for). Hooks the
-//! queue cannot take wait in the I/O thread, and the message's final delivery waits behind
-//! them: when a message is in the best-effort inbox its `Confirm` is already in this queue.
+//! best-effort room the role is granted shrinks with it (a best-effort message not read
+//! optimistically is refused with a `BufferFull` NAK, as one the inbox has no room for); reliable
+//! arrivals are bounded by the role's reorder buffer. Hooks the queue cannot take wait in the I/O
+//! thread: normally a message's `Confirm` is in this queue before the message is in its inbox.
 
 use super::*;
 
@@ -36,26 +37,32 @@ pub enum Optimistic {
         /// the message is rolled back.
         usable_at: std::time::Instant,
     },
-    /// `revoke`: the message handed over optimistically is taken back; it comes again.
+    /// `revoke`: the message handed over optimistically is taken back: it comes again, in its
+    /// place — or, for a reliable message §5.2 discarded (its sender failed, or its scattering
+    /// was recalled), never.
     Revoke {
         /// Its timestamp.
         ts: Timestamp,
         /// Its sender.
         src: ProcId,
-        /// Its PSN.
+        /// Its PSN (per service).
         psn: u32,
+        /// Of the reliable service.
+        reliable: bool,
         /// At or after Tm: the application may have used it (a rollback).
         rollback: bool,
     },
-    /// `confirm`: the message handed over optimistically is final; its delivery in the
-    /// best-effort inbox follows.
+    /// `confirm`: the message handed over optimistically is final; its delivery in its
+    /// service's inbox follows.
     Confirm {
         /// Its timestamp.
         ts: Timestamp,
         /// Its sender.
         src: ProcId,
-        /// Its PSN.
+        /// Its PSN (per service).
         psn: u32,
+        /// Of the reliable service.
+        reliable: bool,
     },
 }
 
@@ -73,16 +80,23 @@ impl Optimistic {
                     usable_at: std::time::Instant::now() + wait,
                 }
             }
-            HostEvent::Revoke { key, rollback, .. } => Optimistic::Revoke {
+            HostEvent::Revoke {
+                key,
+                reliable,
+                rollback,
+                ..
+            } => Optimistic::Revoke {
                 ts: key.ts,
                 src: key.src,
                 psn: key.psn.0,
+                reliable,
                 rollback,
             },
-            HostEvent::Confirm { key, .. } => Optimistic::Confirm {
+            HostEvent::Confirm { key, reliable, .. } => Optimistic::Confirm {
                 ts: key.ts,
                 src: key.src,
                 psn: key.psn.0,
+                reliable,
             },
             other => return Err(other),
         })

@@ -203,7 +203,7 @@ fn run_with<Q: EventQueue<Ev>>(
         c.finish(end, cfg.seed, drained, ordered.as_deref());
     }
     if let Some(o) = world.proto.opt.as_mut() {
-        o.finish(end, drained);
+        o.finish(end, drained, |_| true);
     }
     let wall_s = started.elapsed().as_secs_f64();
     Ok(report(&world, cfg, base, drained, wall_s))

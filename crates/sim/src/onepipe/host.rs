@@ -363,22 +363,30 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// One of the hosts' optimistic hooks at true time `cursor` (its clock read `local`).
     fn opt_hook(&mut self, cursor: SimTime, local: Instant, e: HostEvent) {
         let o = self.proto.opt.as_mut().expect("optimistic delivery is on");
-        let at = |dst: ProcId, k: onepipe_proto::reorder::OrderKey| {
-            (dst.0, k.src.0, k.ts.raw(), k.psn.0)
+        // Each service has its own order, so its own view at a receiver.
+        let at = |dst: ProcId, reliable: bool, k: onepipe_proto::reorder::OrderKey| {
+            (view(dst, reliable), k.src.0, k.ts.raw(), k.psn.0)
         };
         match e {
             HostEvent::OptDeliver {
                 delivery: d,
                 usable_at,
             } => {
-                let at = (d.dst.0, d.src.0, d.ts.raw(), d.psn.0);
+                let key = onepipe_proto::reorder::OrderKey {
+                    ts: d.ts,
+                    src: d.src,
+                    psn: d.psn,
+                };
+                let at = at(d.dst, d.reliable, key);
                 o.on_opt_deliver(cursor, local, at, &d.payload, usable_at);
             }
-            HostEvent::Revoke { dst, key, .. } => {
-                o.on_revoke(cursor, at(dst, key));
+            HostEvent::Revoke {
+                dst, key, reliable, ..
+            } => {
+                o.on_revoke(cursor, at(dst, reliable, key));
             }
-            HostEvent::Confirm { dst, key } => {
-                o.on_confirm(cursor, at(dst, key));
+            HostEvent::Confirm { dst, key, reliable } => {
+                o.on_confirm(cursor, at(dst, reliable, key));
             }
             other => unreachable!("not an optimistic hook: {other:?}"),
         }
@@ -396,12 +404,12 @@ impl<Q: EventQueue<Ev>> World<Q> {
         d: &onepipe_proto::host::Delivery,
     ) {
         self.record_delivery(h, d, cursor, local, released);
-        if let Some(o) = self.proto.opt.as_mut().filter(|_| !d.reliable) {
+        if let Some(o) = self.proto.opt.as_mut() {
             // 1Pipe's order is (ts, src, then send order: the workload's sequence number).
             let (seq, _) = crate::optimistic::header(&d.payload);
             let place =
                 u128::from(d.ts.raw()) << 64 | u128::from(d.src.0) << 32 | u128::from(seq as u32);
-            o.on_deliver(cursor, d.dst.0, d.src.0, seq, place);
+            o.on_deliver(cursor, view(d.dst, d.reliable), d.src.0, seq, place);
         }
         self.app_deliver(t, h, local, d);
     }
@@ -522,5 +530,14 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if let Some(c) = self.proto.checker.as_mut() {
             c.on_send(t, h, proc, seq, ts, dsts, reliable);
         }
+    }
+}
+
+/// The optimistic checker's view of process `dst`'s service (`reliable`): its id, or its
+/// reliable view ([`crate::optcheck::reliable_view`]).
+fn view(dst: ProcId, reliable: bool) -> u32 {
+    match reliable {
+        true => crate::optcheck::reliable_view(dst.0),
+        false => dst.0,
     }
 }

@@ -2,14 +2,15 @@
 //! `optdeliver`, `revoke` and `confirm` judged by the simulator's optimistic-delivery checker
 //! (`onepipe_sim::optcheck`, written from PLATO §4.1, not from the role's pipeline), and summed.
 //!
-//! A process's hooks are replayed in the order its application took them. The endpoint queues
-//! a message's `confirm` just before its final delivery, so each confirm is matched here with
-//! the receiver's next best-effort delivery: they must name the same message (the confirms
-//! are the final order), and in a drained run every final delivery has its confirm.
+//! A process's hooks are replayed in the order its application took them, one view per service
+//! (each service is its own total order). The endpoint queues a message's `confirm` just before
+//! its final delivery, so each confirm is matched here with the receiver's next delivery of that
+//! service: they must name the same message (the confirms are the final order), and in a drained
+//! run every final delivery has its confirm.
 
 use crate::live::records::{HookKind, HookRec, NodeRecords};
 use onepipe_sim::metrics::{NsHistogram, Summary};
-use onepipe_sim::optcheck::OptChecker;
+use onepipe_sim::optcheck::{reliable_view, OptChecker};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -90,40 +91,40 @@ impl Replay {
         }
     }
 
-    /// One process's hooks, against its final best-effort deliveries.
+    /// One process's hooks, against its final deliveries.
     fn process(&mut self, recs: &NodeRecords, drained: bool) {
-        // Its final deliveries in order, per receiving id (a rejoin changes it): (sender,
-        // sequence number, place in 1Pipe's (ts, src) order).
+        // Its final deliveries in order, per view (a rejoin changes the receiving id):
+        // (sender, sequence number, place in 1Pipe's (ts, src) order).
         let mut finals: BTreeMap<u32, VecDeque<(u32, u64, u128)>> = BTreeMap::new();
-        for d in recs.deliveries.iter().filter(|d| !d.reliable) {
+        for d in &recs.deliveries {
             let place = u128::from(d.ts) << 32 | u128::from(d.src);
             finals
-                .entry(d.dst)
+                .entry(view(d.dst, d.reliable))
                 .or_default()
                 .push_back((d.src, d.seq, place));
         }
         // Handed over and not yet confirmed or revoked: (usable, sent).
         let mut tentative: BTreeMap<(u32, u32, u64), (u64, u64)> = BTreeMap::new();
         for h in &recs.hooks {
-            let (at, msg) = ((h.dst, h.src, h.seq), (h.src, h.seq));
+            let v = view(h.dst, h.reliable);
+            let (at, msg) = ((v, h.src, h.seq), (h.src, h.seq));
             match h.kind {
                 HookKind::Deliver => {
                     self.delivered += 1;
                     tentative.insert(at, (h.usable_ns, h.sent_ns));
-                    self.checker
-                        .on_opt_deliver(h.at_ns, h.dst, msg, h.usable_ns);
+                    self.checker.on_opt_deliver(h.at_ns, v, msg, h.usable_ns);
                 }
                 HookKind::Revoke => {
                     tentative.remove(&at);
-                    self.checker.on_revoke(h.at_ns, h.dst, msg);
+                    self.checker.on_revoke(h.at_ns, v, msg);
                 }
                 HookKind::Confirm => {
                     if let Some((usable, sent)) = tentative.remove(&at) {
                         self.latency
                             .record(usable.min(h.at_ns).saturating_sub(sent));
                     }
-                    let next = finals.get_mut(&h.dst).and_then(VecDeque::pop_front);
-                    self.confirm(h, next);
+                    let next = finals.get_mut(&v).and_then(VecDeque::pop_front);
+                    self.confirm(h, v, next);
                 }
             }
         }
@@ -136,11 +137,11 @@ impl Replay {
         }
     }
 
-    /// Confirm `h`, which the receiver's next final delivery `next` must match.
-    fn confirm(&mut self, h: &HookRec, next: Option<(u32, u64, u128)>) {
+    /// Confirm `h` (in view `v`), which the view's next final delivery `next` must match.
+    fn confirm(&mut self, h: &HookRec, v: u32, next: Option<(u32, u64, u128)>) {
         let msg = (h.src, h.seq);
         self.confirms += 1;
-        self.checker.on_confirm(h.at_ns, h.dst, msg);
+        self.checker.on_confirm(h.at_ns, v, msg);
         let Some((src, seq, place)) = next else {
             return self.mismatch(format!(
                 "{} confirmed {msg:?}, never delivered finally",
@@ -154,7 +155,15 @@ impl Replay {
                 (src, seq)
             ));
         }
-        self.checker.on_deliver(h.at_ns, h.dst, (src, seq), place);
+        self.checker.on_deliver(h.at_ns, v, (src, seq), place);
+    }
+}
+
+/// The checker's view of receiver `dst`'s service.
+fn view(dst: u32, reliable: bool) -> u32 {
+    match reliable {
+        true => reliable_view(dst),
+        false => dst,
     }
 }
 
@@ -187,6 +196,7 @@ mod tests {
             at_ns,
             usable_ns: at_ns + 5,
             sent_ns: 1,
+            reliable: false,
             rollback: false,
         }
     }
