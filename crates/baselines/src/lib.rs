@@ -53,6 +53,7 @@ pub mod paxos_model;
 pub mod plato;
 pub mod sequencer;
 pub mod token;
+pub mod toto;
 pub mod unordered;
 
 pub use codec::DecodeError;
