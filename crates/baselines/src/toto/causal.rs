@@ -28,8 +28,10 @@
 //!   an idle machine that sent nothing would hold up every agreed message (ToTo needs messages
 //!   that *follow* a candidate). A machine that delivered an agreed message and sent nothing
 //!   since for [`CausalConfig::idle_ns`] sends a heartbeat: an empty causal-only message whose
-//!   ACKs are what it delivered. One that delivered only causal-only messages sends a status
-//!   instead, so heartbeats never answer heartbeats and an idle group falls silent.
+//!   ACKs are what it delivered. One that delivered only causal-only messages (or a duplicate)
+//!   sends a status instead, to their origins only, so heartbeats never answer heartbeats and
+//!   an idle group falls silent. (A machine whose own window is full sends a status to every
+//!   machine in place of the heartbeat it owes, and the heartbeat later.)
 //!
 //! What it is not: membership (§5). A crashed machine stops stability, so its peers' send
 //! windows fill and `send` refuses; the group waits for it for ever.
@@ -171,6 +173,8 @@ pub struct CausalLayer {
     gaps: Vec<Option<Gap>>,
     /// Owed once idle, and since when.
     owed: Option<(Owed, Instant)>,
+    /// Per machine, whether the next status goes to it.
+    status_to: Vec<bool>,
     /// Delivered messages for the layer above, in causal order.
     up: VecDeque<CausalMsg>,
     /// Per origin, its messages in `up`.
@@ -208,6 +212,7 @@ impl CausalLayer {
             want: vec![0; n],
             gaps: vec![None; n],
             owed: None,
+            status_to: vec![false; n],
             up: VecDeque::new(),
             up_len: vec![0; n],
             out: VecDeque::new(),
@@ -290,6 +295,7 @@ impl CausalLayer {
             .collect();
         self.acked.clone_from(&self.delivered);
         self.owed = None;
+        self.status_to.fill(false);
         self.sent += 1;
         self.sent_at = now;
         let seq = self.sent;
@@ -401,7 +407,7 @@ impl CausalLayer {
         if seq <= self.delivered[o] {
             // A duplicate: its sender may not know this machine has it.
             stats.dropped_duplicate += 1;
-            self.owe(now, Owed::Status);
+            self.owe(now, Owed::Status, origin);
             return;
         }
         if seq - self.delivered[o] > self.cfg.window {
@@ -500,7 +506,7 @@ impl CausalLayer {
             } else {
                 Owed::Status
             };
-            self.owe(now, kind);
+            self.owe(now, kind, origin);
         }
         self.up_len[o] += 1;
         self.up.push_back(CausalMsg {
@@ -517,8 +523,10 @@ impl CausalLayer {
         }
     }
 
-    /// Owes a heartbeat or a status from now (a heartbeat outranks a status).
-    fn owe(&mut self, now: Instant, kind: Owed) {
+    /// Owes a heartbeat or a status from now (a heartbeat outranks a status); a status goes
+    /// to `to`, among others.
+    fn owe(&mut self, now: Instant, kind: Owed, to: ProcId) {
+        self.status_to[to.index()] = true;
         self.owed = match self.owed {
             None => Some((kind, now)),
             Some((Owed::Status, since)) if kind == Owed::Heartbeat => Some((kind, since)),
@@ -592,7 +600,7 @@ impl CausalLayer {
         self.resend_unstable(now, stats);
         match self.owed {
             Some((Owed::Status, since)) if now >= since + self.cfg.idle_ns => {
-                self.send_status();
+                self.send_status(false);
                 false
             }
             Some((Owed::Heartbeat, since)) if now >= since + self.cfg.idle_ns => {
@@ -603,7 +611,7 @@ impl CausalLayer {
                     // The window is full of own messages: a status tells what a heartbeat
                     // would (so the others' windows, and then this one, can move), and the
                     // heartbeat is tried again after another idle time.
-                    self.send_status();
+                    self.send_status(true);
                     self.owed = Some((Owed::Heartbeat, now));
                     false
                 }
@@ -671,8 +679,10 @@ impl CausalLayer {
         self.sent_at = now;
     }
 
-    /// Tells every other machine what this one delivered.
-    fn send_status(&mut self) {
+    /// Tells what this machine delivered to the machines whose causal-only messages (or
+    /// duplicates) it took in since its last message — their origins wait for it to call them
+    /// stable — or, `to_all`, to every other machine.
+    fn send_status(&mut self, to_all: bool) {
         // `acked` stays: the next message's ACKs are relative to the previous message, which
         // is how its receivers rebuild its vector time.
         self.owed = None;
@@ -683,7 +693,11 @@ impl CausalLayer {
                 seq: self.delivered[o as usize],
             })
             .collect();
-        for d in (0..self.cfg.procs).filter(|&d| d != self.cfg.id.0) {
+        let to: Vec<u32> = (0..self.cfg.procs)
+            .filter(|&d| d != self.cfg.id.0 && (to_all || self.status_to[d as usize]))
+            .collect();
+        self.status_to.fill(false);
+        for d in to {
             self.out.push_back(BasePacket {
                 src: self.cfg.id,
                 dst: ProcId(d),
