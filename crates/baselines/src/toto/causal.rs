@@ -388,10 +388,14 @@ impl CausalLayer {
         !self.acks_invalid(acks, None)
     }
 
-    /// True if a `Causal` message cannot be one: unknown origin, sequence number 0, or a bad
-    /// ACK list (an origin never ACKs itself: its previous message is implied).
+    /// True if a `Causal` message cannot be one: unknown origin, this machine's own (it never
+    /// misses its own, and a forged one would wait for ever), sequence number 0, or a bad ACK
+    /// list (an origin never ACKs itself: its previous message is implied).
     fn ignore_causal(&self, origin: ProcId, seq: u64, acks: &[CausalAck]) -> bool {
-        origin.0 >= self.cfg.procs || seq == 0 || self.acks_invalid(acks, Some(origin))
+        origin.0 >= self.cfg.procs
+            || origin == self.cfg.id
+            || seq == 0
+            || self.acks_invalid(acks, Some(origin))
     }
 
     fn on_causal(
