@@ -152,8 +152,14 @@ impl TotoEndpoint {
     /// neither moves.
     fn order(&mut self, now: Instant) {
         loop {
+            let mut added = false;
             while let Some(m) = self.causal.poll_deliver() {
                 self.dag.add(m);
+                added = true;
+            }
+            if !added {
+                // The rules read only the DAG: nothing new, nothing to decide.
+                break;
             }
             let mut moved = false;
             while let Some(set) = self.decide() {
