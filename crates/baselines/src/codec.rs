@@ -27,6 +27,11 @@
 //! * `Early`: msg_id u64, length u16, payload. `OrderBatch`: rseq u64, entry count u16 (at
 //!   most [`crate::packet::ORDER_BATCH_LEN_MAX`]), then per entry gseq u64, origin u32,
 //!   msg_id u64. `Resend`: gseq u64, rseq u64, origin u32, msg_id u64, length u16, payload.
+//! * `Causal`: origin u32, seq u64, ack count u16, then per ack origin u32, seq u64, then
+//!   length u16, payload (flag [`flags::AGREED`]). `CausalNack`: origin u32, seq u64, count
+//!   u32. `CausalStatus`: entry count u16, then per entry origin u32, seq u64. Ack lists are
+//!   decoded as they come; the roles refuse unsorted or over-long ones (`Body::plausible` and
+//!   `crate::toto`).
 //!
 //! Absent optional fields are encoded as zeros with their flag clear; decoding refuses unknown
 //! flag bits, unknown opcodes, truncation, and destination lists that are not strictly
@@ -34,8 +39,8 @@
 
 use crate::dests::Dests;
 use crate::packet::{
-    BasePacket, Body, Holding, Opcode, OrderEntry, HEADER_LEN, ORDER_BATCH_LEN_MAX,
-    ORDER_ENTRY_LEN, PAYLOAD_LEN_MAX,
+    BasePacket, Body, CausalAck, Holding, Opcode, OrderEntry, CAUSAL_ACK_LEN, HEADER_LEN,
+    ORDER_BATCH_LEN_MAX, ORDER_ENTRY_LEN, PAYLOAD_LEN_MAX,
 };
 use bytes::Bytes;
 use core::fmt;
@@ -50,6 +55,8 @@ pub mod flags {
     pub const HOLDING: u8 = 1 << 1;
     /// `TokenData`: the receiver is a destination (not a filler).
     pub const ADDRESSED: u8 = 1 << 2;
+    /// `Causal`: an agreed multicast message (clear: a causal-only heartbeat).
+    pub const AGREED: u8 = 1 << 3;
 }
 
 /// Why a buffer is not a valid [`BasePacket`].
@@ -101,6 +108,7 @@ fn allowed_flags(op: Opcode) -> u8 {
         Opcode::Submit => flags::ALL_DESTS,
         Opcode::TokenPass | Opcode::TokenLost => flags::HOLDING,
         Opcode::TokenData => flags::HOLDING | flags::ADDRESSED,
+        Opcode::Causal => flags::AGREED,
         _ => 0,
     }
 }
@@ -185,6 +193,7 @@ fn flag_bits(body: &Body) -> u8 {
             (if prev.is_some() { flags::HOLDING } else { 0 })
                 | (if *addressed { flags::ADDRESSED } else { 0 })
         }
+        Body::Causal { agreed: true, .. } => flags::AGREED,
         _ => 0,
     }
 }
@@ -213,6 +222,47 @@ impl Writer<'_> {
             Body::Early { .. } | Body::OrderBatch { .. } | Body::Resend { .. } => {
                 self.plato_body(body)
             }
+            Body::Causal { .. } | Body::CausalNack { .. } | Body::CausalStatus { .. } => {
+                self.causal_body(body)
+            }
+        }
+    }
+
+    /// Writes a list of causal acknowledgements, count first.
+    fn acks(&mut self, acks: &[CausalAck]) {
+        assert!(
+            acks.len() <= u16::MAX as usize,
+            "ack list too long to encode"
+        );
+        self.u16(acks.len() as u16);
+        for a in acks {
+            self.u32(a.origin.0);
+            self.u64(a.seq);
+        }
+    }
+
+    /// Writes the body of a causal-layer packet.
+    fn causal_body(&mut self, body: &Body) {
+        match body {
+            Body::Causal {
+                origin,
+                seq,
+                acks,
+                payload,
+                ..
+            } => {
+                self.u32(origin.0);
+                self.u64(*seq);
+                self.acks(acks);
+                self.payload(payload);
+            }
+            Body::CausalNack { origin, seq, count } => {
+                self.u32(origin.0);
+                self.u64(*seq);
+                self.u32(*count);
+            }
+            Body::CausalStatus { delivered } => self.acks(delivered),
+            _ => unreachable!("not a causal-layer packet: {body:?}"),
         }
     }
 
@@ -429,7 +479,52 @@ impl Reader<'_> {
                 self.isis_body(op, payload)
             }
             Opcode::Early | Opcode::OrderBatch | Opcode::Resend => self.plato_body(op, payload),
+            Opcode::Causal | Opcode::CausalNack | Opcode::CausalStatus => {
+                self.causal_body(op, flag & flags::AGREED != 0, payload)
+            }
         }
+    }
+
+    /// Reads a count-prefixed list of causal acknowledgements (checked whole before allocating
+    /// for it).
+    fn acks(&mut self) -> Result<Vec<CausalAck>, DecodeError> {
+        let n = self.u16()? as usize;
+        self.0.count(n, CAUSAL_ACK_LEN)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(CausalAck {
+                origin: self.proc()?,
+                seq: self.u64()?,
+            });
+        }
+        Ok(v)
+    }
+
+    /// Reads the body of a causal-layer packet.
+    fn causal_body(
+        &mut self,
+        op: Opcode,
+        agreed: bool,
+        payload: &impl Fn(core::ops::Range<usize>) -> Bytes,
+    ) -> Result<Body, DecodeError> {
+        Ok(match op {
+            Opcode::Causal => Body::Causal {
+                origin: self.proc()?,
+                seq: self.u64()?,
+                agreed,
+                acks: self.acks()?,
+                payload: payload(self.payload()?),
+            },
+            Opcode::CausalNack => Body::CausalNack {
+                origin: self.proc()?,
+                seq: self.u64()?,
+                count: self.u32()?,
+            },
+            Opcode::CausalStatus => Body::CausalStatus {
+                delivered: self.acks()?,
+            },
+            _ => unreachable!("not a causal-layer opcode: {op:?}"),
+        })
     }
 
     /// Reads the body of a PLATO packet; an order batch's entries must all be there (checked
@@ -812,7 +907,35 @@ mod tests {
                     msg_id,
                     payload,
                 }),
+            (any::<u32>(), any::<u64>(), any::<bool>(), acks(), bytes()).prop_map(
+                |(o, seq, agreed, acks, payload)| Body::Causal {
+                    origin: ProcId(o),
+                    seq,
+                    agreed,
+                    acks,
+                    payload,
+                }
+            ),
+            (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(o, seq, count)| {
+                Body::CausalNack {
+                    origin: ProcId(o),
+                    seq,
+                    count,
+                }
+            }),
+            acks().prop_map(|delivered| Body::CausalStatus { delivered }),
         ]
+    }
+
+    fn acks() -> impl Strategy<Value = Vec<CausalAck>> {
+        proptest::collection::vec((any::<u32>(), any::<u64>()), 0..12).prop_map(|v| {
+            v.into_iter()
+                .map(|(o, seq)| CausalAck {
+                    origin: ProcId(o),
+                    seq,
+                })
+                .collect()
+        })
     }
 
     fn packet() -> impl Strategy<Value = BasePacket> {

@@ -19,6 +19,8 @@
 //!   revoke and confirm over a fixed sequencer that sends the order `k` places per packet, and
 //!   the same data path delivering only when the order arrives (its fixed-sequencer baseline):
 //!   [`plato::PlatoEndpoint`] plus [`sequencer::Sequencer`] in batch mode;
+//! * [`toto`] — ToTo (Dolev, Kramer and Malki; agreed multicast with early delivery over a
+//!   causal layer) and the all-ack protocol it is measured against: [`toto::TotoEndpoint`];
 //! * [`unordered`] — 1Pipe's own transport with ordering switched off, what the live
 //!   `onepipe up --unordered` runs: [`unordered::UnorderedHost`] speaks 1Pipe's wire format
 //!   (`onepipe_proto::wire::Packet`, `onepipe_proto::host::HostEvent`) through 1Pipe's
@@ -53,6 +55,7 @@ pub mod paxos_model;
 pub mod plato;
 pub mod sequencer;
 pub mod token;
+pub mod toto;
 pub mod unordered;
 
 pub use codec::DecodeError;
@@ -72,6 +75,7 @@ use sequencer::{
     SequencerPlacement,
 };
 use token::{TokenConfig, TokenEndpoint};
+use toto::{Rule, TotoConfig, TotoEndpoint};
 
 /// Which baseline a group runs (the simulator's `--protocol` values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -92,11 +96,15 @@ pub enum Protocol {
     /// PLATO's data path without the prediction: deliver when the batched order arrives (the
     /// fixed sequencer of PLATO's Figs. 8–10, with the same overhead).
     PlatoFixed,
+    /// ToTo(n, φ) over a causal layer, φ = ⌈n/2⌉ ([`toto`]).
+    Toto,
+    /// All-ack over the same causal layer ([`toto::allack`]).
+    AllAck,
 }
 
 impl Protocol {
     /// Every baseline.
-    pub const ALL: [Protocol; 7] = [
+    pub const ALL: [Protocol; 9] = [
         Protocol::Sequencer,
         Protocol::SequencerSwitch,
         Protocol::Token,
@@ -104,6 +112,8 @@ impl Protocol {
         Protocol::Isis,
         Protocol::Plato,
         Protocol::PlatoFixed,
+        Protocol::Toto,
+        Protocol::AllAck,
     ];
 
     /// The name used on the command line.
@@ -116,6 +126,8 @@ impl Protocol {
             Protocol::Isis => "isis",
             Protocol::Plato => "plato",
             Protocol::PlatoFixed => "plato-fixed",
+            Protocol::Toto => "toto",
+            Protocol::AllAck => "allack",
         }
     }
 
@@ -141,12 +153,15 @@ pub enum BaseNode {
     Isis(IsisEndpoint),
     /// A PLATO endpoint (optimistic or not).
     Plato(PlatoEndpoint),
+    /// A ToTo or all-ack endpoint.
+    Toto(TotoEndpoint),
 }
 
 impl BaseNode {
     /// A group running `protocol` over processes `0..procs` with default knobs, indexed by
     /// process id: endpoints `0..procs`, then, for the sequencer protocols, the sequencer as
-    /// process `procs` (placed on a switch for [`Protocol::SequencerSwitch`]).
+    /// process `procs` (placed on a switch for [`Protocol::SequencerSwitch`]). ToTo takes
+    /// φ = ⌈n/2⌉, and a group of one runs all-ack (no φ suits one machine).
     pub fn group(protocol: Protocol, procs: u32) -> Vec<BaseNode> {
         let ids = (0..procs).map(ProcId);
         match protocol {
@@ -188,6 +203,22 @@ impl BaseNode {
                 nodes.push(BaseNode::Sequencer(Sequencer::new(cfg)));
                 nodes
             }
+            Protocol::Toto | Protocol::AllAck => {
+                // ToTo(n, φ) needs n/2 <= φ < n, which no φ meets for one machine; alone, a
+                // machine orders its own messages, and all-ack does exactly that.
+                let rule = match protocol {
+                    Protocol::Toto if procs >= 2 => Rule::Toto {
+                        phi: toto::toto::default_phi(procs),
+                    },
+                    _ => Rule::AllAck,
+                };
+                ids.map(|id| {
+                    let e = TotoEndpoint::new(TotoConfig::new(id, procs, rule))
+                        .expect("the default φ lies in range for two machines or more");
+                    BaseNode::Toto(e)
+                })
+                .collect()
+            }
         }
     }
 
@@ -200,6 +231,7 @@ impl BaseNode {
             BaseNode::Lamport(e) => e.id(),
             BaseNode::Isis(e) => e.id(),
             BaseNode::Plato(e) => e.id(),
+            BaseNode::Toto(e) => e.id(),
         }
     }
 
@@ -212,6 +244,7 @@ impl BaseNode {
             BaseNode::Lamport(e) => Some(e),
             BaseNode::Isis(e) => Some(e),
             BaseNode::Plato(e) => Some(e),
+            BaseNode::Toto(e) => Some(e),
         }
     }
 
@@ -240,6 +273,7 @@ impl BaseNode {
             BaseNode::Lamport(e) => e.is_idle(),
             BaseNode::Isis(e) => e.is_idle(),
             BaseNode::Plato(e) => e.is_idle(),
+            BaseNode::Toto(e) => e.is_idle(),
         }
     }
 
@@ -252,6 +286,7 @@ impl BaseNode {
             BaseNode::Lamport(e) => e.stats(),
             BaseNode::Isis(e) => Endpoint::stats(e),
             BaseNode::Plato(e) => Endpoint::stats(e),
+            BaseNode::Toto(e) => Endpoint::stats(e),
         }
     }
 }
@@ -269,6 +304,7 @@ impl Node for BaseNode {
             BaseNode::Lamport(n) => n.handle(now, input),
             BaseNode::Isis(n) => n.handle(now, input),
             BaseNode::Plato(n) => n.handle(now, input),
+            BaseNode::Toto(n) => n.handle(now, input),
         }
     }
 
@@ -280,6 +316,7 @@ impl Node for BaseNode {
             BaseNode::Lamport(n) => n.poll_output(),
             BaseNode::Isis(n) => n.poll_output(),
             BaseNode::Plato(n) => n.poll_output(),
+            BaseNode::Toto(n) => n.poll_output(),
         }
     }
 
@@ -291,6 +328,7 @@ impl Node for BaseNode {
             BaseNode::Lamport(n) => n.poll_timeout(),
             BaseNode::Isis(n) => n.poll_timeout(),
             BaseNode::Plato(n) => n.poll_timeout(),
+            BaseNode::Toto(n) => n.poll_timeout(),
         }
     }
 }

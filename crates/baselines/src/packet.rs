@@ -251,7 +251,59 @@ pub enum Body {
         /// The application message.
         payload: Bytes,
     },
+
+    // --- Causal multicast under ToTo and all-ack (Transis §2.1; see `crate::toto`) ----------
+    /// A message of the causal layer, from its origin or retransmitted by anyone holding it:
+    /// the `seq`'th message of `origin`, with the acknowledgements it was sent with.
+    Causal {
+        /// The machine that sent it first.
+        origin: ProcId,
+        /// Its number among `origin`'s messages, from 1 (the paper's `m_{origin,seq}`).
+        seq: u64,
+        /// An agreed multicast message (delivered in the total order), or a causal-only one (a
+        /// heartbeat: empty, never delivered to the application).
+        agreed: bool,
+        /// Transis's piggybacked ACKs: for each machine whose messages `origin` delivered since
+        /// its previous message, the latest one — its direct causal predecessors. Strictly
+        /// ascending by machine, at most [`CAUSAL_ACKS_LEN_MAX`].
+        acks: Vec<CausalAck>,
+        /// The application message (empty for a heartbeat).
+        payload: Bytes,
+    },
+    /// "I am missing `origin`'s messages `seq .. seq + count`": to their origin or to a machine
+    /// whose message acknowledged them; the answer is the [`Body::Causal`] messages themselves.
+    CausalNack {
+        /// Whose messages.
+        origin: ProcId,
+        /// The first missing one.
+        seq: u64,
+        /// How many.
+        count: u32,
+    },
+    /// "I have delivered these": the latest message of each machine this machine delivered,
+    /// outside the causal graph (it needs no acknowledgement), so senders learn what is stable.
+    CausalStatus {
+        /// One entry per machine with anything delivered, strictly ascending, at most
+        /// [`CAUSAL_ACKS_LEN_MAX`].
+        delivered: Vec<CausalAck>,
+    },
 }
+
+/// One acknowledgement of the causal layer: "`origin`'s messages up to `seq`".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CausalAck {
+    /// The machine.
+    pub origin: ProcId,
+    /// Its latest message acknowledged.
+    pub seq: u64,
+}
+
+/// Most acknowledgements one [`Body::Causal`] or [`Body::CausalStatus`] carries (one per
+/// machine of the group at most).
+pub const CAUSAL_ACKS_LEN_MAX: usize = 1_024;
+
+/// Encoded length of one [`CausalAck`]: origin, seq.
+pub const CAUSAL_ACK_LEN: usize = 4 + 8;
 
 /// Most entries one [`Body::OrderBatch`] carries.
 pub const ORDER_BATCH_LEN_MAX: usize = 1_024;
@@ -324,6 +376,12 @@ pub enum Opcode {
     OrderBatch = 20,
     /// [`Body::Resend`].
     Resend = 21,
+    /// [`Body::Causal`].
+    Causal = 40,
+    /// [`Body::CausalNack`].
+    CausalNack = 41,
+    /// [`Body::CausalStatus`].
+    CausalStatus = 42,
 }
 
 impl Opcode {
@@ -352,6 +410,9 @@ impl Opcode {
             19 => Early,
             20 => OrderBatch,
             21 => Resend,
+            40 => Causal,
+            41 => CausalNack,
+            42 => CausalStatus,
             _ => return None,
         })
     }
@@ -390,6 +451,12 @@ impl Opcode {
             Opcode::OrderBatch => 8 + 2,
             // gseq, rseq, origin, msg_id, payload length.
             Opcode::Resend => 8 + 8 + 4 + 8 + 2,
+            // origin, seq, ack count, payload length (the acks lie between the two counts).
+            Opcode::Causal => 4 + 8 + 2 + 2,
+            // origin, seq, count.
+            Opcode::CausalNack => 4 + 8 + 4,
+            // entry count.
+            Opcode::CausalStatus => 2,
         }
     }
 }
@@ -403,16 +470,28 @@ pub enum PacketClass {
     /// `OrderBatch` (the order itself).
     Data,
     /// Loss recovery: `Nack`, `Lost`, `SubmitLost`, `TokenLost`, `ClockRequest`, `SeqSync`,
-    /// `SyncAck`.
+    /// `SyncAck`; the causal layer's `CausalNack` and `CausalStatus`.
     Repair,
     /// The token and its acknowledgement. The token circulates for ever, so a driver waiting
     /// for quiescence must not wait for these.
     Token,
-    /// Lamport clock heartbeats.
+    /// Lamport clock heartbeats; the causal layer's heartbeats (`Causal` messages that are not
+    /// agreed).
     Heartbeat,
     /// ISIS's replies and decisions: `Proposal` and `Final` (its acknowledgements: every
     /// message needs both at every destination).
     Agreement,
+}
+
+impl PacketClass {
+    /// The class of a causal-layer message: an agreed one is data, a heartbeat is background.
+    fn causal(agreed: bool) -> PacketClass {
+        if agreed {
+            PacketClass::Data
+        } else {
+            PacketClass::Heartbeat
+        }
+    }
 }
 
 impl Body {
@@ -440,6 +519,9 @@ impl Body {
             Body::Early { .. } => Opcode::Early,
             Body::OrderBatch { .. } => Opcode::OrderBatch,
             Body::Resend { .. } => Opcode::Resend,
+            Body::Causal { .. } => Opcode::Causal,
+            Body::CausalNack { .. } => Opcode::CausalNack,
+            Body::CausalStatus { .. } => Opcode::CausalStatus,
         }
     }
 
@@ -498,6 +580,13 @@ impl Body {
             Body::Resend {
                 gseq, rseq, msg_id, ..
             } => ok(gseq) && ok(rseq) && ok(msg_id),
+            Body::Causal { seq, acks, .. } => {
+                ok(seq) && acks.len() <= CAUSAL_ACKS_LEN_MAX && acks.iter().all(|a| ok(&a.seq))
+            }
+            Body::CausalNack { seq, .. } => ok(seq),
+            Body::CausalStatus { delivered } => {
+                delivered.len() <= CAUSAL_ACKS_LEN_MAX && delivered.iter().all(|a| ok(&a.seq))
+            }
         }
     }
 
@@ -510,7 +599,8 @@ impl Body {
             | Body::Stamped { payload, .. }
             | Body::Propose { payload, .. }
             | Body::Early { payload, .. }
-            | Body::Resend { payload, .. } => Some(payload),
+            | Body::Resend { payload, .. }
+            | Body::Causal { payload, .. } => Some(payload),
             _ => None,
         }
     }
@@ -535,6 +625,7 @@ impl BasePacket {
             | Body::Resend { .. } => PacketClass::Data,
             Body::TokenPass { .. } | Body::TokenAck { .. } => PacketClass::Token,
             Body::Proposal { .. } | Body::Final { .. } => PacketClass::Agreement,
+            Body::Causal { agreed, .. } => PacketClass::causal(agreed),
             Body::Clock { .. } => PacketClass::Heartbeat,
             Body::SeqSync { .. }
             | Body::SyncAck { .. }
@@ -543,7 +634,9 @@ impl BasePacket {
             | Body::Lost { .. }
             | Body::TokenLost { .. }
             | Body::ClockRequest
-            | Body::FinalRequest { .. } => PacketClass::Repair,
+            | Body::FinalRequest { .. }
+            | Body::CausalNack { .. }
+            | Body::CausalStatus { .. } => PacketClass::Repair,
         }
     }
 
@@ -553,6 +646,8 @@ impl BasePacket {
         let dests = match &self.body {
             Body::Submit { dests, .. } => 4 * dests.as_slice().map_or(0, <[ProcId]>::len),
             Body::OrderBatch { entries, .. } => ORDER_ENTRY_LEN * entries.len(),
+            Body::Causal { acks, .. } => CAUSAL_ACK_LEN * acks.len(),
+            Body::CausalStatus { delivered } => CAUSAL_ACK_LEN * delivered.len(),
             _ => 0,
         };
         let payload = self.body.payload().map_or(0, Bytes::len);
@@ -579,6 +674,8 @@ const _: () = assert!(Opcode::Final.fixed_len() == 16);
 const _: () = assert!(PAYLOAD_LEN_MAX <= u16::MAX as usize);
 const _: () = assert!(ORDER_BATCH_LEN_MAX <= u16::MAX as usize);
 const _: () = assert!(Opcode::Resend.fixed_len() == 30);
+const _: () = assert!(Opcode::Causal.fixed_len() == 16);
+const _: () = assert!(CAUSAL_ACKS_LEN_MAX <= u16::MAX as usize);
 
 #[cfg(test)]
 mod tests {

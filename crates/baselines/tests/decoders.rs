@@ -7,7 +7,7 @@
 //! bound. `robustness.rs` beside it feeds decoded packets to the roles.
 
 use bytes::Bytes;
-use onepipe_baselines::packet::HEADER_LEN;
+use onepipe_baselines::packet::{CausalAck, HEADER_LEN};
 use onepipe_baselines::{BasePacket, Body, DecodeError, Dests, Holding};
 use onepipe_proto::ids::ProcId;
 use onepipe_testalloc::fuzz::{self, ensure, Bound, Rng};
@@ -42,10 +42,19 @@ fn dests(rng: &mut Rng) -> Dests {
     Dests::list((0..n).map(|_| ProcId(rng.interesting() as u32)))
 }
 
+fn acks(rng: &mut Rng) -> Vec<CausalAck> {
+    (0..rng.len(40))
+        .map(|_| CausalAck {
+            origin: ProcId(rng.interesting() as u32),
+            seq: rng.interesting(),
+        })
+        .collect()
+}
+
 /// Any body the encoder can write.
 fn body(rng: &mut Rng) -> Body {
     let x = |rng: &mut Rng| rng.interesting();
-    match rng.below(21) {
+    match rng.below(24) {
         0 => Body::Submit {
             msg_id: x(rng),
             dests: dests(rng),
@@ -134,6 +143,21 @@ fn body(rng: &mut Rng) -> Body {
                     msg_id: x(rng),
                 })
                 .collect(),
+        },
+        20 => Body::Causal {
+            origin: ProcId(rng.u32()),
+            seq: x(rng),
+            agreed: rng.bool(),
+            acks: acks(rng),
+            payload: payload(rng),
+        },
+        21 => Body::CausalNack {
+            origin: ProcId(rng.u32()),
+            seq: x(rng),
+            count: rng.u32(),
+        },
+        22 => Body::CausalStatus {
+            delivered: acks(rng),
         },
         _ => Body::Resend {
             gseq: x(rng),

@@ -35,7 +35,8 @@ enum Command {
     /// check it.
     ///
     /// `--protocol sequencer|sequencer-switch|token|lamport|isis` runs a baseline of the paper's
-    /// Fig. 8 on the same network instead (docs/BASELINES.md).
+    /// Fig. 8 on the same network instead (docs/BASELINES.md); `--protocol toto|allack` runs
+    /// ToTo or all-ack (docs/TOTO.md).
     ///
     /// Durations take a unit: ns, us (or µs), ms, s — e.g. `--beacon-interval 3us`.
     /// Exit codes: 0 ok, 1 a checker found a violation, 2 bad flags or configuration.

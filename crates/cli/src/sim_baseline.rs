@@ -34,6 +34,12 @@ pub enum Proto {
     /// PLATO's data path delivering only when the order arrives: its fixed-sequencer baseline
     /// with the same overhead.
     PlatoFixed,
+    /// ToTo(n, φ): agreed multicast with early delivery over a causal layer (docs/TOTO.md);
+    /// all-to-all only.
+    Toto,
+    /// All-ack over the same causal layer: deliver once every machine has spoken
+    /// (docs/TOTO.md); all-to-all only.
+    Allack,
 }
 
 impl Proto {
@@ -48,6 +54,8 @@ impl Proto {
             Proto::Isis => Some(Protocol::Isis),
             Proto::Plato => Some(Protocol::Plato),
             Proto::PlatoFixed => Some(Protocol::PlatoFixed),
+            Proto::Toto => Some(Protocol::Toto),
+            Proto::Allack => Some(Protocol::AllAck),
         }
     }
 }
@@ -107,6 +115,13 @@ pub struct BaselineArgs {
     /// 1,000 packets below it).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub plato_adaptive: bool,
+    /// ToTo: the threshold φ, n/2 <= φ < n [default: ⌈n/2⌉, the paper's n/2].
+    #[arg(long)]
+    pub toto_phi: Option<u32>,
+    /// ToTo and all-ack: silence after delivering an agreed message before a heartbeat (the
+    /// paper has none; docs/TOTO.md).
+    #[arg(long, default_value = "20us", value_parser = crate::cli::parse_duration)]
+    pub toto_heartbeat: u64,
 }
 
 impl BaselineArgs {
@@ -123,6 +138,8 @@ impl BaselineArgs {
             plato_flush_ns: self.plato_flush,
             plato_delta_ns: self.plato_delta,
             plato_adaptive: self.plato_adaptive,
+            toto_phi: self.toto_phi,
+            toto_heartbeat_ns: self.toto_heartbeat,
             ..BaselineConfig::new(protocol)
         }
     }
@@ -230,6 +247,9 @@ fn print_summary(r: &BaseReport) {
     );
     if let Some(o) = &r.optimistic {
         print_optimistic(o);
+    }
+    if let Some(n) = r.causal_checked {
+        println!("  causal      {n} deliveries checked against what their senders had delivered");
     }
     crate::cli::print_tail(&crate::cli::Tail {
         drained: r.drained,

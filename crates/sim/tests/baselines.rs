@@ -178,6 +178,10 @@ fn same_seed_same_trace_hash_different_seed_different_hash() {
         let base = BaselineConfig::new(protocol);
         let mut cfg = mixed(11); // loss, duplication and reordering
         cfg.net.topology = TopologySpec::FatTree { k: 4 };
+        if matches!(protocol, Protocol::Toto | Protocol::AllAck) {
+            // They multicast every message to every machine.
+            cfg.workload.workload = WorkloadKind::AllToAll;
+        }
         let a = run_ok(&cfg, &base);
         let b = run_ok(&cfg, &base);
         assert_eq!(

@@ -4,11 +4,11 @@
 //! workload, faults, seed — is the [`SimConfig`] a 1Pipe run uses, so both run on the same
 //! footing.
 
-use crate::config::{ConfigError, PacketKind, SimConfig};
+use crate::config::{ConfigError, PacketKind, SimConfig, WorkloadKind};
 use onepipe_baselines::{PacketClass, Protocol};
 
 /// Baseline-specific configuration (`onepipe sim --protocol
-/// sequencer|sequencer-switch|token|lamport|isis|plato|plato-fixed`).
+/// sequencer|sequencer-switch|token|lamport|isis|plato|plato-fixed|toto|allack`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BaselineConfig {
     /// Which protocol.
@@ -56,6 +56,13 @@ pub struct BaselineConfig {
     /// packets) and count the packets cores take in ([`BaseReport::arrivals`](super::BaseReport::arrivals);
     /// PLATO §3's swaps and losses). Off by default; the run is the same either way.
     pub log_arrivals: bool,
+    /// ToTo: the threshold φ (`--toto-phi`), `n/2 ≤ φ < n`. `None`: `⌈n/2⌉`, the least φ
+    /// the paper allows (its φ = n/2 for even n, §4.2 and §6).
+    pub toto_phi: Option<u32>,
+    /// ToTo and all-ack: how long a machine that delivered an agreed message stays silent
+    /// before it sends a heartbeat (`--toto-heartbeat`; default 20 µs). The paper has none
+    /// (docs/TOTO.md).
+    pub toto_heartbeat_ns: u64,
     /// Record every delivery's time and latency, and every rollback
     /// ([`BaseReport::deliveries`](super::BaseReport::deliveries); PLATO's Figs. 9 and 11). Off
     /// by default; the run is the same either way.
@@ -77,6 +84,8 @@ impl BaselineConfig {
             plato_flush_ns: 20_000,
             plato_delta_ns: 2_000,
             plato_adaptive: true,
+            toto_phi: None,
+            toto_heartbeat_ns: 20_000,
             log_arrivals: false,
             log_deliveries: false,
         }
@@ -148,6 +157,7 @@ impl BaselineConfig {
         if self.plato_delta_ns == 0 {
             return bad("--plato-delta", "must be positive");
         }
+        self.validate_toto(sim)?;
         if sim.workload.msg_size > onepipe_baselines::packet::PAYLOAD_LEN_MAX {
             return bad(
                 "--msg-size",
@@ -168,6 +178,45 @@ impl BaselineConfig {
                 "--loss-kind",
                 "commit packets are 1Pipe's; baselines take data, nak (repair), beacon (heartbeat) or ack (token)",
             );
+        }
+        Ok(())
+    }
+}
+
+impl BaselineConfig {
+    /// The ToTo rule of this run for `procs` machines: φ as configured or `⌈n/2⌉`.
+    pub fn toto_rule(&self, procs: u32) -> onepipe_baselines::toto::Rule {
+        use onepipe_baselines::toto::{toto::default_phi, Rule};
+        match self.protocol {
+            Protocol::Toto => Rule::Toto {
+                phi: self.toto_phi.unwrap_or_else(|| default_phi(procs)),
+            },
+            _ => Rule::AllAck,
+        }
+    }
+
+    /// ToTo and all-ack broadcast (every message to every machine), and φ lies in
+    /// `n/2 ≤ φ < n` (§4.2).
+    fn validate_toto(&self, sim: &SimConfig) -> Result<(), ConfigError> {
+        if !matches!(self.protocol, Protocol::Toto | Protocol::AllAck) {
+            return Ok(());
+        }
+        let bad = |flag, message: String| Err(ConfigError { flag, message });
+        if sim.workload.workload != WorkloadKind::AllToAll {
+            return bad(
+                "--workload",
+                "ToTo and all-ack multicast every message to every machine: all-to-all only"
+                    .to_string(),
+            );
+        }
+        if self.toto_heartbeat_ns == 0 {
+            return bad("--toto-heartbeat", "must be positive".to_string());
+        }
+        let procs = sim.net.hosts()? * sim.net.procs_per_host;
+        if let onepipe_baselines::toto::Rule::Toto { phi } = self.toto_rule(procs) {
+            if let Err(e) = onepipe_baselines::toto::toto::check_phi(phi, procs) {
+                return bad("--toto-phi", e.to_string());
+            }
         }
         Ok(())
     }

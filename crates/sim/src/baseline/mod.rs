@@ -1,8 +1,10 @@
 //! The baseline protocols of the paper's scalability comparison (§7.2, Fig. 8) — fixed
-//! sequencer on a host or a switch, token, Lamport timestamps, from `onepipe-baselines` — run on
+//! sequencer on a host or a switch, token, Lamport timestamps, from `onepipe-baselines`, and
+//! ToTo with its all-ack baseline — run on
 //! the same simulated data center as 1Pipe: same topology and ECMP routing, same links and
 //! faults, same host CPU costs, same clocks and workloads (see [`protocol`] for how
-//! it places and charges each role), under their own checkers ([`check`]).
+//! it places and charges each role), under their own checkers ([`check`]; ToTo and all-ack
+//! also [`causal`]).
 //!
 //! ```
 //! use onepipe_baselines::Protocol;
@@ -24,6 +26,7 @@
 //! assert!(report.drained && report.delivered == report.sent);
 //! ```
 
+pub mod causal;
 pub mod check;
 pub mod config;
 pub mod protocol;
@@ -70,6 +73,9 @@ pub struct BaseReport {
     pub checked: bool,
     /// Deliveries the checkers examined.
     pub checked_deliveries: u64,
+    /// Deliveries the causal-order check examined (ToTo and all-ack, checks on); `None`:
+    /// unchecked (the protocol promises no causal order, or checks are off).
+    pub causal_checked: Option<u64>,
     /// Messages receivers gave up on (`Lost`).
     pub lost_reported: u64,
     /// Sends reported lost before being ordered (`SendFailed`).
@@ -278,6 +284,11 @@ fn report<Q: EventQueue<Ev>>(
         violation_samples,
         checked: cfg.check,
         checked_deliveries,
+        causal_checked: world
+            .proto
+            .causal
+            .as_ref()
+            .map(causal::CausalCheck::checked),
         lost_reported: s.lost_reported,
         send_failed: s.send_failed,
         unordered_unreported,
@@ -335,6 +346,10 @@ fn checker_totals<Q: EventQueue<Ev>>(world: &BaseWorld<Q>) -> (u64, Vec<String>,
         let (n, more) = o.violations();
         violations += n;
         samples.extend(more);
+    }
+    if let Some(c) = &world.proto.causal {
+        violations += c.violations();
+        samples.extend(c.samples().iter().cloned());
     }
     (violations, samples, checked, undrained, unreported)
 }

@@ -35,6 +35,7 @@
 //! What it is not: a congestion model. Link queues are unbounded FIFOs as in the 1Pipe engine;
 //! switches forward in zero time (their pipeline latency is part of the link latency).
 
+use super::causal::CausalCheck;
 use super::check::{BaseChecker, Dsts, LossRules};
 use super::config::{class_of_kind, class_targeted, BaselineConfig};
 use super::{ArrivalLog, DeliverySample};
@@ -53,6 +54,7 @@ use onepipe_baselines::sequencer::{
     SequencerPlacement,
 };
 use onepipe_baselines::token::{TokenConfig, TokenEndpoint};
+use onepipe_baselines::toto::{TotoConfig, TotoEndpoint};
 use onepipe_baselines::{
     BaseEvent, BaseNode, BasePacket, BaseSendError, Dests, PacketClass, Protocol as BaseProtocol,
     PORT,
@@ -119,6 +121,9 @@ pub struct Baselines {
     heartbeat_interval_ns: u64,
     /// The checker, when checks are on.
     pub checker: Option<BaseChecker>,
+    /// The causal-order check, when checks are on and the protocol promises causal order
+    /// (ToTo, all-ack).
+    pub causal: Option<CausalCheck>,
     /// Send → deliver latency, true time.
     pub latency: NsHistogram,
     /// PLATO's optimistic deliveries: their latency, counts, hash and checker.
@@ -302,6 +307,9 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             next_seq: vec![0; procs as usize],
             heartbeat_interval_ns,
             checker: cfg.check.then(|| BaseChecker::new(procs, rules)),
+            causal: (cfg.check
+                && matches!(base.protocol, BaseProtocol::Toto | BaseProtocol::AllAck))
+            .then(|| CausalCheck::new(procs)),
             latency: NsHistogram::default(),
             opt: (base.protocol == BaseProtocol::Plato).then(|| OptRun::new(procs, cfg.check)),
             trace: TraceHash::default(),
@@ -384,6 +392,14 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 .map(|id| BaseNode::Isis(IsisEndpoint::new(IsisConfig::new(id, procs))))
                 .collect(),
             BaseProtocol::Plato | BaseProtocol::PlatoFixed => Self::plato_group(base, procs),
+            BaseProtocol::Toto | BaseProtocol::AllAck => ids
+                .map(|id| {
+                    let mut tc = TotoConfig::new(id, procs, base.toto_rule(procs));
+                    tc.causal.idle_ns = base.toto_heartbeat_ns;
+                    let e = TotoEndpoint::new(tc).expect("φ checked by BaselineConfig::validate");
+                    BaseNode::Toto(e)
+                })
+                .collect(),
         }
     }
 
@@ -497,6 +513,15 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                     (0..n).all(|s| {
                         isis(r).received_from(ProcId(s as u32)) >= isis(s).sent_to(ProcId(r as u32))
                     })
+                })
+            }
+            BaseProtocol::Toto | BaseProtocol::AllAck => {
+                let toto = |i: usize| match &self.proto.roles[i] {
+                    BaseNode::Toto(e) => e,
+                    _ => unreachable!("a ToTo group has only ToTo endpoints"),
+                };
+                (0..n).all(|r| {
+                    (0..n).all(|s| toto(r).received_from(ProcId(s as u32)) >= toto(s).sent())
                 })
             }
         }
@@ -670,6 +695,9 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 if let Some(c) = self.proto.checker.as_mut() {
                     c.on_send(p, seq, dsts);
                 }
+                if let Some(c) = self.proto.causal.as_mut() {
+                    c.on_send(p, seq);
+                }
             }
             Err(BaseSendError::Full) => self.proto.stats.sends_refused_full += 1,
             Err(e) => panic!("the simulator's workload sent an invalid message: {e}"),
@@ -709,6 +737,9 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 self.proto.trace.add(seq_or_ts);
                 if let Some(c) = self.proto.checker.as_mut() {
                     c.on_deliver(*cursor, dst.0, src.0, seq, seq_or_ts);
+                }
+                if let Some(c) = self.proto.causal.as_mut() {
+                    c.on_deliver(*cursor, dst.0, src.0, seq);
                 }
                 if let Some(o) = self.proto.opt.as_mut() {
                     o.on_deliver(*cursor, dst.0, src.0, seq, u128::from(seq_or_ts));
