@@ -379,6 +379,7 @@ pub fn plato(a: &PlatoArgs) -> Result<(), String> {
         .map_err(|e| format!("--out: cannot create {}: {e}", a.out.display()))?;
     if a.figs.contains(&8) || a.figs.contains(&10) {
         figs_8_10(a)?;
+        crate::bench_plato_1pipe::onepipe(a)?;
     }
     if a.figs.contains(&3) {
         crate::bench_plato_fig3::fig3(a)?;

@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_plato;
+mod bench_plato_1pipe;
 mod bench_plato_fig3;
 mod bench_plato_spike;
 mod cli;

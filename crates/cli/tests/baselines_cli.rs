@@ -306,12 +306,30 @@ fn bench_plato_quick_writes_figs_3_8_9_10_11_and_beats_the_fixed_sequencer_5() {
     let font = std::env::var("ONEPIPE_FONT").is_ok()
         || std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists();
     check_plato_figs_3_9_11(&out_dir);
+    check_plato_1pipe(&out_dir);
     if font {
-        for fig in [3, 8, 9, 10, 11] {
-            let png = format!("plato-fig{fig}.png");
+        for fig in ["fig3", "fig8", "fig9", "fig10", "fig11", "1pipe"] {
+            let png = format!("plato-{fig}.png");
             let bytes = std::fs::read(out_dir.join(&png)).expect(&png);
             assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
         }
+    }
+}
+
+/// `bench plato --quick`'s optimistic 1Pipe on Figs. 8 and 10's axes: a row per point (2
+/// rates × 3 Δ, and 3 rates), every run checked, and optimistic delivery never later than the
+/// barrier's at the median.
+fn check_plato_1pipe(out: &std::path::Path) {
+    let (header, rows) = read_csv(&out.join("plato-1pipe.csv"));
+    let col = |name: &str| header.iter().position(|h| h == name).expect(name);
+    assert_eq!(rows.len(), 9, "{rows:?}");
+    for r in &rows {
+        let (opt, barrier) = (r[col("latency_p50_ns")], r[col("barrier_latency_p50_ns")]);
+        assert!(
+            opt <= barrier,
+            "optimistic p50 {opt} ns, barrier {barrier} ns: {r:?}"
+        );
+        assert!(r[col("delivered")] > 0.0);
     }
 }
 

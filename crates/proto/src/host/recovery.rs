@@ -207,6 +207,9 @@ impl Host {
                     || recalled.contains(&(key.src, key.ts));
                 if gone {
                     self.stats.settled_discarded += 1;
+                    if let Some(o) = rel.opt.as_mut() {
+                        o.on_discard(now, lp.id, key, &mut self.outputs);
+                    }
                 } else {
                     settled.push((lp.id, key, item));
                 }
@@ -220,23 +223,37 @@ impl Host {
         else {
             return;
         };
-        let bound = bound.plus(1);
+        self.deliver_settled(now, settled, bound.plus(1));
+    }
+
+    /// Delivers what §5.2 receiver recovery settled, in order, released by `bound`.
+    fn deliver_settled(
+        &mut self,
+        now: Instant,
+        settled: Vec<(ProcId, OrderKey, super::receive::Buffered)>,
+        bound: Timestamp,
+    ) {
         let now_ts = self.timestamp_past(now, bound);
         for (dst, key, item) in settled {
             self.stats.delivered_reliable += 1;
             self.stats.settled_delivered += 1;
-            self.outputs
-                .push_back(Output::Event(HostEvent::Deliver(Delivery {
-                    dst,
-                    src: key.src,
-                    ts: key.ts,
-                    psn: key.psn,
-                    payload: item.payload,
-                    barrier: bound,
-                    reliable: true,
-                    arrived: item.arrived,
-                    now_ts,
-                })));
+            let d = Delivery {
+                dst,
+                src: key.src,
+                ts: key.ts,
+                psn: key.psn,
+                payload: item.payload,
+                barrier: bound,
+                reliable: true,
+                arrived: item.arrived,
+                now_ts,
+            };
+            // Settled in order: optimistic delivery confirms each just before it.
+            let opt = self.procs.iter_mut().find(|lp| lp.id == dst);
+            if let Some(o) = opt.and_then(|lp| lp.rel.as_mut()?.opt.as_mut()) {
+                o.on_delivery(now, dst, &d, &mut self.outputs);
+            }
+            self.outputs.push_back(Output::Event(HostEvent::Deliver(d)));
         }
     }
 
