@@ -30,7 +30,7 @@ use std::io::Write;
 use std::path::Path;
 
 /// Sending time of a full run.
-pub const DURATION_NS: u64 = 1_000_000_000;
+pub const DURATION_NS: u64 = 2_000_000_000;
 /// Sending time of `--quick`.
 pub const DURATION_NS_QUICK: u64 = 100_000_000;
 
