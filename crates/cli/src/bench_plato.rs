@@ -163,18 +163,17 @@ struct Outcome {
     wall_s: f64,
 }
 
+/// Fig. 8's Δ axis and Fig. 10's rate axis, full or `--quick`.
+pub(crate) fn axes(a: &PlatoArgs) -> (&'static [u64], &'static [u32]) {
+    match a.quick {
+        true => (&FIG8_DELTAS_NS_QUICK, &FIG10_RATES_QUICK),
+        false => (&FIG8_DELTAS_NS, &FIG10_RATES),
+    }
+}
+
 /// The points of each figure, in plotting order.
 fn figure_jobs(a: &PlatoArgs) -> Vec<(Figure, Job)> {
-    let deltas: &[u64] = if a.quick {
-        &FIG8_DELTAS_NS_QUICK
-    } else {
-        &FIG8_DELTAS_NS
-    };
-    let rates10: &[u32] = if a.quick {
-        &FIG10_RATES_QUICK
-    } else {
-        &FIG10_RATES
-    };
+    let (deltas, rates10) = axes(a);
     let mut out = Vec::new();
     let rates8: &[u32] = if a.figs.contains(&8) {
         &FIG8_RATES

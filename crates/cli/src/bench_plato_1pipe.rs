@@ -21,8 +21,7 @@
 //! naming the seed.
 
 use crate::bench_plato::{
-    setting_config, PlatoArgs, FIG10_DELTA_NS, FIG10_RATES, FIG10_RATES_QUICK, FIG8_DELTAS_NS,
-    FIG8_DELTAS_NS_QUICK, FIG8_RATES, HOSTS, LINK_DELAY_NS, MSG_SIZE,
+    setting_config, PlatoArgs, FIG10_DELTA_NS, FIG8_RATES, HOSTS, LINK_DELAY_NS, MSG_SIZE,
 };
 use crate::plot::{line_charts, Chart, Panel, Series};
 use onepipe_sim::metrics::Summary;
@@ -66,16 +65,7 @@ struct Outcome {
 
 /// The points: (figure, job), in plotting order.
 fn points(a: &PlatoArgs) -> Vec<(&'static str, Job)> {
-    let deltas: &[u64] = if a.quick {
-        &FIG8_DELTAS_NS_QUICK
-    } else {
-        &FIG8_DELTAS_NS
-    };
-    let rates10: &[u32] = if a.quick {
-        &FIG10_RATES_QUICK
-    } else {
-        &FIG10_RATES
-    };
+    let (deltas, rates10) = crate::bench_plato::axes(a);
     let mut out = Vec::new();
     for rate in FIG8_RATES {
         for &delta_ns in deltas {
