@@ -10,7 +10,7 @@
 
 use crate::cli::parse_duration;
 use clap::Args;
-use onepipe_sim::vopr::{run_plato_seed, run_seed_with, Outcome, Verdict};
+use onepipe_sim::vopr::{run_baseline_seed, run_seed_with, BaselineDraw, Outcome, Verdict};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::ops::Range;
@@ -37,6 +37,8 @@ fn mode_flag(a: &VoprArgs) -> &'static str {
         " --apps"
     } else if a.plato {
         " --plato"
+    } else if a.toto {
+        " --toto"
     } else {
         ""
     }
@@ -63,14 +65,20 @@ pub struct VoprArgs {
     /// synthetic workload, its checkers added to 1Pipe's; a quarter of the rest run the service
     /// on MultiPaxos on direct messages (the network's faults and host crashes, half of them
     /// the leader's). Part of what a seed replays.
-    #[arg(long, conflicts_with = "plato")]
+    #[arg(long, conflicts_with_all = ["plato", "toto"])]
     pub apps: bool,
     /// Run PLATO instead (docs/PLATO.md): each seed draws the swarm's network, workload and
     /// link faults (loss, duplication, reordering, skew), PLATO or its fixed sequencer, k, the
     /// batch flush and Δ; the baselines' order checker and PLATO's hooks checker judge it. Part
     /// of what a seed replays.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "toto")]
     pub plato: bool,
+    /// Run ToTo instead (docs/TOTO.md): each seed draws the swarm's network and link faults
+    /// (loss, duplication, reordering, skew), all-to-all sends, ToTo with φ from ⌈n/2⌉ to n − 1
+    /// or all-ack, and the heartbeat interval; the baselines' order checker and the causal-order
+    /// check judge it. Part of what a seed replays.
+    #[arg(long)]
+    pub toto: bool,
     /// Seeds run at once, each on a thread of its own (default: the machine's cores, as
     /// `std::thread::available_parallelism` counts them); 1 runs them one after another on the
     /// main thread. The output is in seed order and the same whatever the number, but for the
@@ -294,7 +302,9 @@ pub fn vopr(a: &VoprArgs) -> i32 {
     let mut first_failure: Option<Verdict> = None;
     let run = |seed| {
         let o = if a.plato {
-            run_plato_seed(seed, a.duration)
+            run_baseline_seed(seed, a.duration, BaselineDraw::Plato)
+        } else if a.toto {
+            run_baseline_seed(seed, a.duration, BaselineDraw::Toto)
         } else {
             run_seed_with(seed, a.duration, a.apps)
         };

@@ -550,10 +550,6 @@ fn bad_flags_name_the_flag() {
         (&["--blackhole", "1>1@1s"][..], "--blackhole"),
         (&["--layers", "4"][..], "--layers"),
         (
-            &["--optimistic-delta", "1us", "--service", "reliable"][..],
-            "--optimistic-delta",
-        ),
-        (
             &["--protocol", "plato", "--service", "reliable"][..],
             "--protocol plato",
         ),

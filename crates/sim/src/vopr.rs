@@ -631,16 +631,31 @@ impl Outcome {
     }
 }
 
-/// Seed `seed`'s PLATO scenario (`onepipe vopr --plato`): the network, workload and link
-/// faults of the swarm (loss, bursts, targeted loss, duplication, reordering, clock skew; the
-/// baselines model no crashes or cuts), then PLATO or its fixed sequencer with k, the batch
-/// flush, Δ and its adaptation drawn. A pure function of its arguments.
-pub fn plato_scenario(
+/// The baseline families `onepipe vopr` draws instead of 1Pipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaselineDraw {
+    /// `--plato`: PLATO or its fixed sequencer.
+    Plato,
+    /// `--toto`: ToTo or all-ack over the causal layer (docs/TOTO.md).
+    Toto,
+}
+
+/// Seed `seed`'s baseline scenario (`onepipe vopr --plato|--toto`): the network, workload and
+/// link faults of the swarm (loss, bursts, targeted loss, duplication, reordering, clock skew;
+/// the baselines model no crashes or cuts), then the family's protocol and its parameters:
+/// PLATO or its fixed sequencer with k, the batch flush, Δ and its adaptation; ToTo (φ from
+/// ⌈n/2⌉ to n − 1) or all-ack, with the heartbeat interval, all-to-all (ToTo broadcasts). A
+/// pure function of its arguments.
+pub fn baseline_scenario(
     seed: u64,
     duration_ns: u64,
+    family: BaselineDraw,
 ) -> (SimConfig, crate::baseline::BaselineConfig, FaultMix) {
-    use onepipe_baselines::Protocol;
-    let mut rng = Rng::new(seed ^ 0x91A7_0000);
+    let salt = match family {
+        BaselineDraw::Plato => 0x91A7_0000,
+        BaselineDraw::Toto => 0x7070_0000,
+    };
+    let mut rng = Rng::new(seed ^ salt);
     let cfg = draw_network(&mut rng, seed, duration_ns);
     let faults = FaultMix {
         skew_ns: [0.0, 300.0, 2_000.0][pick(&mut rng, 3)],
@@ -654,7 +669,24 @@ pub fn plato_scenario(
         d.cfg.faults.loss_kind = Some(PacketKind::Data);
         d.faults.loss_kind = Some("data".to_string());
     }
-    let rng = &mut d.rng;
+    let base = match family {
+        BaselineDraw::Plato => draw_plato(&mut d.rng),
+        BaselineDraw::Toto => draw_toto(&mut d.rng, &mut d.cfg),
+    };
+    (d.cfg, base, d.faults)
+}
+
+/// Seed `seed`'s PLATO scenario (`onepipe vopr --plato`): [`baseline_scenario`]'s.
+pub fn plato_scenario(
+    seed: u64,
+    duration_ns: u64,
+) -> (SimConfig, crate::baseline::BaselineConfig, FaultMix) {
+    baseline_scenario(seed, duration_ns, BaselineDraw::Plato)
+}
+
+/// PLATO or its fixed sequencer, k, the batch flush, Δ and its adaptation.
+fn draw_plato(rng: &mut Rng) -> crate::baseline::BaselineConfig {
+    use onepipe_baselines::Protocol;
     let protocol = if rng.chance(0.75) {
         Protocol::Plato
     } else {
@@ -665,24 +697,59 @@ pub fn plato_scenario(
     base.plato_flush_ns = [5_000, 20_000, 100_000][pick(rng, 3)];
     base.plato_delta_ns = [500, 2_000, 10_000][pick(rng, 3)];
     base.plato_adaptive = rng.chance(0.5);
-    (d.cfg, base, d.faults)
+    base
 }
 
-/// Runs seed `seed` as [`plato_scenario`] draws it and judges it: a checker's violation (the
-/// baselines' total order, and PLATO's hooks) is a correctness failure, a run that does not
-/// drain a liveness failure.
+/// ToTo (φ drawn in ⌈n/2⌉ .. n) or all-ack, the heartbeat interval; all-to-all sends.
+fn draw_toto(rng: &mut Rng, cfg: &mut SimConfig) -> crate::baseline::BaselineConfig {
+    use onepipe_baselines::Protocol;
+    cfg.workload.workload = WorkloadKind::AllToAll;
+    let n = cfg.net.procs().unwrap_or(2);
+    let protocol = if rng.chance(0.75) && n >= 2 {
+        Protocol::Toto
+    } else {
+        Protocol::AllAck
+    };
+    let mut base = crate::baseline::BaselineConfig::new(protocol);
+    if protocol == Protocol::Toto {
+        let least = n.div_ceil(2);
+        base.toto_phi = Some(least + rng.below(u64::from(n - least)) as u32);
+    }
+    base.toto_heartbeat_ns = [5_000, 20_000, 100_000][pick(rng, 3)];
+    base
+}
+
+/// Seed `seed`'s baseline scenario, in words.
+fn describe_baseline(cfg: &SimConfig, base: &crate::baseline::BaselineConfig) -> String {
+    use onepipe_baselines::Protocol;
+    let params = match base.protocol {
+        Protocol::Plato | Protocol::PlatoFixed => format!(
+            "k={} flush={}ns delta={}ns{}",
+            base.plato_k,
+            base.plato_flush_ns,
+            base.plato_delta_ns,
+            if base.plato_adaptive { " adaptive" } else { "" }
+        ),
+        _ => format!(
+            "phi={} heartbeat={}ns",
+            base.toto_phi.map_or("-".to_string(), |p| p.to_string()),
+            base.toto_heartbeat_ns
+        ),
+    };
+    format!("{} — {} {params}", describe(cfg), base.protocol.name())
+}
+
+/// Runs seed `seed` as [`plato_scenario`] draws it and judges it ([`run_baseline_seed`]).
 pub fn run_plato_seed(seed: u64, duration_ns: u64) -> Outcome {
-    let (cfg, base, faults) = plato_scenario(seed, duration_ns);
-    let scenario = format!(
-        "{} — {} k={} flush={}ns delta={}ns{}",
-        describe(&cfg),
-        base.protocol.name(),
-        base.plato_k,
-        base.plato_flush_ns,
-        base.plato_delta_ns,
-        if base.plato_adaptive { " adaptive" } else { "" }
-    );
-    let mut out = Outcome::new(seed, scenario, faults);
+    run_baseline_seed(seed, duration_ns, BaselineDraw::Plato)
+}
+
+/// Runs seed `seed` as [`baseline_scenario`] draws it and judges it: a checker's violation (the
+/// baselines' total order and, per family, PLATO's hooks or causal order) is a correctness
+/// failure, a run that does not drain a liveness failure.
+pub fn run_baseline_seed(seed: u64, duration_ns: u64, family: BaselineDraw) -> Outcome {
+    let (cfg, base, faults) = baseline_scenario(seed, duration_ns, family);
+    let mut out = Outcome::new(seed, describe_baseline(&cfg, &base), faults);
     let run = || crate::baseline::run_baseline(&cfg, &base, &mut |_| {});
     let Some(report) = out.caught(run) else {
         return out;
