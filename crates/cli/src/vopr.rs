@@ -74,7 +74,7 @@ pub struct VoprArgs {
     #[arg(long, conflicts_with = "toto")]
     pub plato: bool,
     /// Run ToTo instead (docs/TOTO.md): each seed draws the swarm's network and link faults
-    /// (loss, duplication, reordering, skew), all-to-all sends, ToTo with φ from ⌈n/2⌉ to n − 1
+    /// (loss, duplication, reordering, skew), all-to-all sends at 2,000–10,000/s per process, ToTo with φ from ⌈n/2⌉ to n − 1
     /// or all-ack, and the heartbeat interval; the baselines' order checker and the causal-order
     /// check judge it. Part of what a seed replays.
     #[arg(long)]

@@ -700,10 +700,14 @@ fn draw_plato(rng: &mut Rng) -> crate::baseline::BaselineConfig {
     base
 }
 
-/// ToTo (φ drawn in ⌈n/2⌉ .. n) or all-ack, the heartbeat interval; all-to-all sends.
+/// ToTo (φ drawn in ⌈n/2⌉ .. n) or all-ack, the heartbeat interval; all-to-all sends at a
+/// rate of their own.
 fn draw_toto(rng: &mut Rng, cfg: &mut SimConfig) -> crate::baseline::BaselineConfig {
     use onepipe_baselines::Protocol;
     cfg.workload.workload = WorkloadKind::AllToAll;
+    // ToTo's rules read the whole pending DAG at every change: a swarm rate (up to 100,000
+    // broadcasts/s per process to 32 processes) made a seed cost ~20 s; these keep it ~1 s.
+    cfg.workload.rate_per_proc = [2_000.0, 5_000.0, 10_000.0][pick(rng, 3)];
     let n = cfg.net.procs().unwrap_or(2);
     let protocol = if rng.chance(0.75) && n >= 2 {
         Protocol::Toto
