@@ -538,6 +538,7 @@ impl SimArgs {
             workload: self.workload_kind(),
             msg_size: self.msg_size,
             rate_per_proc: self.rate,
+            periodic: false,
             duration_ns: self.duration,
             drain_ns: self.drain,
             service: self.service.into(),
