@@ -690,6 +690,7 @@ pub fn main() -> i32 {
                 crate::bench::Bench::Paxos(a) => crate::paxos::paxos(a),
                 crate::bench::Bench::Fig16(a) => crate::fig16::fig16(a),
                 crate::bench::Bench::Plato(a) => crate::bench_plato::plato(a),
+                crate::bench::Bench::Toto(a) => crate::bench_toto::toto(a),
             };
             match result {
                 Ok(()) => 0,
