@@ -51,6 +51,11 @@ pub enum Bench {
     /// rollbacks against Δ at 400 and 1,600 packets/s, and against the rate at Δ = 160 µs;
     /// writes plato.csv and two plots.
     Plato(crate::bench_plato::PlatoArgs),
+    /// ToTo's §6 (Figs. 5–6, Tables 2–5): the index of latency τ of ToTo(8, φ) against
+    /// all-ack at 50–200 messages/s, periodic and Poisson, on a 10 Mb/s rack and a data-centre
+    /// rack, the paper's Eq. 1–2 model against measurement, and ToTo beside 1Pipe, Lamport
+    /// and ISIS; writes toto.csv, toto-tau.csv and two plots.
+    Toto(crate::bench_toto::TotoArgs),
 }
 
 /// Flags of `bench loss`.

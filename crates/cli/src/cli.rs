@@ -538,6 +538,7 @@ impl SimArgs {
             workload: self.workload_kind(),
             msg_size: self.msg_size,
             rate_per_proc: self.rate,
+            periodic: false,
             duration_ns: self.duration,
             drain_ns: self.drain,
             service: self.service.into(),
@@ -689,6 +690,7 @@ pub fn main() -> i32 {
                 crate::bench::Bench::Paxos(a) => crate::paxos::paxos(a),
                 crate::bench::Bench::Fig16(a) => crate::fig16::fig16(a),
                 crate::bench::Bench::Plato(a) => crate::bench_plato::plato(a),
+                crate::bench::Bench::Toto(a) => crate::bench_toto::toto(a),
             };
             match result {
                 Ok(()) => 0,

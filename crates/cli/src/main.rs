@@ -8,6 +8,7 @@ mod bench_plato;
 mod bench_plato_1pipe;
 mod bench_plato_fig3;
 mod bench_plato_spike;
+mod bench_toto;
 mod cli;
 mod etcd_bench;
 mod fig14;

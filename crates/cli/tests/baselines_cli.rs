@@ -1,5 +1,6 @@
-//! End-to-end tests of `onepipe sim --protocol …`, `onepipe bench fig8 --quick` and `onepipe bench
-//! plato --quick`: they run the real binary and read what it writes.
+//! End-to-end tests of `onepipe sim --protocol …`, `onepipe bench fig8 --quick`, `onepipe bench
+//! plato --quick` and `onepipe bench toto --quick`: they run the real binary and read what it
+//! writes.
 
 mod common;
 use common::{describe, onepipe, TempDir};
@@ -396,4 +397,56 @@ fn check_plato_figs_3_9_11(out: &std::path::Path) {
     let delta = col(&h, "plato_adaptive_k10_delta_us");
     assert!(rows.iter().all(|r| r[delta] > 0.0), "Δ in every sample");
     col(&h, "plato_adaptive_k10_rollback_fraction");
+}
+
+/// `bench toto --quick`: every run checked and drained; all-ack's index of latency is n = 8
+/// and ToTo(8, 4)'s lies in φ + 1 ..= n (§6), ToTo beats all-ack at each load (Tables 2–3),
+/// the φ sweep reaches all-ack's τ at φ = 7, and both figures are drawn.
+#[test]
+fn bench_toto_quick_writes_tables_2_5_and_figs_5_6_index_of_latency_6() {
+    let dir = TempDir::new("toto");
+    let out_dir = dir.0.join("out");
+    let args = [
+        "bench",
+        "toto",
+        "--quick",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = onepipe(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let csv = std::fs::read_to_string(out_dir.join("toto.csv")).expect("toto.csv");
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    // 2 networks × 2 sources × 2 loads × 2 protocols, φ = 5..7 × 2 sources, 3 others.
+    assert_eq!(rows.len(), 16 + 6 + 3, "{csv}");
+    let num = |r: &[&str], i: usize| r[i].parse::<f64>().unwrap_or(f64::NAN);
+    for r in &rows {
+        assert_eq!(r[4], r[5], "sent = delivered: {r:?}");
+        match r[3] {
+            "allack" | "toto(phi=7)" => assert_eq!(num(r, 9), 8.0, "{r:?}"),
+            "toto(phi=4)" => {
+                assert!((5.0..8.0).contains(&num(r, 9)), "{r:?}");
+                assert!(num(r, 13) > 1.0, "ToTo beats all-ack: {r:?}");
+            }
+            _ => {}
+        }
+    }
+    let tau = std::fs::read_to_string(out_dir.join("toto-tau.csv")).expect("toto-tau.csv");
+    assert!(tau
+        .lines()
+        .any(|l| l.starts_with("segment,periodic,50,toto(phi=4),5,")));
+    let font = std::env::var("ONEPIPE_FONT").is_ok()
+        || std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists();
+    if font {
+        for fig in ["fig5", "fig6"] {
+            let png = format!("toto-{fig}.png");
+            let bytes = std::fs::read(out_dir.join(&png)).expect(&png);
+            assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
+        }
+    }
 }

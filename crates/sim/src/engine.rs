@@ -594,6 +594,16 @@ impl<P: Protocol, Q: EventQueue<Ev<P::Ev>>> Engine<P, Q> {
     /// the rate of each step in turn (a gap that crosses a step is drawn again from the step,
     /// exact for a Poisson process); `None` if it never sends again in the sending period.
     pub(crate) fn next_send_after(&mut self, t: SimTime, proc: u32) -> Option<SimTime> {
+        if self.cfg.workload.periodic {
+            debug_assert!(self.cfg.workload.rate_steps.is_empty());
+            let period = (1e9 / self.cfg.workload.rate_per_proc).round().max(1.0) as SimTime;
+            // A send is never at 0 (every gap is at least 1 ns): `t == 0` is the start.
+            let gap = match t {
+                0 => 1 + self.workload_rng.below(period),
+                _ => period,
+            };
+            return Some(t + gap);
+        }
         if self.cfg.workload.rate_steps.is_empty() {
             return Some(t + self.next_gap());
         }

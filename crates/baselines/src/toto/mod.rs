@@ -95,6 +95,9 @@ pub struct TotoEndpoint {
     dag: Dag,
     out: VecDeque<Output<BasePacket, BaseEvent>>,
     stats: BaseStats,
+    /// Per delivered agreed message, how many had each (τ, ω): entry `τ · (n + 1) + ω`
+    /// ([`TotoEndpoint::latency_index`]).
+    index: Vec<u64>,
 }
 
 impl TotoEndpoint {
@@ -112,6 +115,7 @@ impl TotoEndpoint {
             dag: Dag::new(cfg.causal.procs, cfg.log_len_max),
             out: VecDeque::new(),
             stats: BaseStats::default(),
+            index: vec![0; (cfg.causal.procs as usize + 1).pow(2)],
             cfg,
         })
     }
@@ -141,6 +145,17 @@ impl TotoEndpoint {
     /// Messages in the DAG: pending ones and those following them.
     pub fn dag_len(&self) -> usize {
         self.dag.len()
+    }
+
+    /// §6's index of latency and DAG width of the messages delivered here: how many agreed
+    /// messages were delivered with each pair (τ, ω), at index `τ · (n + 1) + ω`, both in
+    /// `0..=n`. τ is the number of machines this one had heard from after a pending message
+    /// when it delivered the message's set (`NTail_p`, §4.1: the messages "may be concurrent
+    /// to m, or follow m"); ω is the number of candidates then, machines with a message in
+    /// `DAG_p` concurrent to it (the paper's ω, "the size of the candidate set"). All-ack's τ
+    /// is always n.
+    pub fn latency_index(&self) -> &[u64] {
+        &self.index
     }
 
     /// True when nothing is pending, waiting, unstable or owed.
@@ -185,7 +200,11 @@ impl TotoEndpoint {
     /// Delivers one set, in the order given (lexicographical).
     fn deliver(&mut self, set: &[dag::MsgId]) {
         debug_assert!(set.windows(2).all(|w| w[0] < w[1]));
+        let n = self.dag.procs();
+        let (tau, omega) = (self.dag.tail().len(), self.dag.candidates().len());
+        debug_assert!(tau <= n && omega <= n && set.len() <= omega);
         let (msgs, nact) = self.dag.deliver(set);
+        self.index[tau * (n + 1) + omega] += msgs.len() as u64;
         self.stats.stamped += 1;
         for m in msgs {
             self.stats.delivered += 1;

@@ -63,6 +63,12 @@ pub struct BaselineConfig {
     /// before it sends a heartbeat (`--toto-heartbeat`; default 20 µs). The paper has none
     /// (docs/TOTO.md).
     pub toto_heartbeat_ns: u64,
+    /// ToTo and all-ack: how long the causal layer waits before it NACKs a missing message,
+    /// between NACKs, and before it sends an own message again to a machine that has not shown
+    /// it delivered (default 200 µs, the causal layer's). No flag: `bench toto` raises it
+    /// beside its long heartbeat interval, where a message is shown delivered only by the
+    /// next application message.
+    pub toto_retry_ns: u64,
     /// Record every delivery's time and latency, and every rollback
     /// ([`BaseReport::deliveries`](super::BaseReport::deliveries); PLATO's Figs. 9 and 11). Off
     /// by default; the run is the same either way.
@@ -86,6 +92,7 @@ impl BaselineConfig {
             plato_adaptive: true,
             toto_phi: None,
             toto_heartbeat_ns: 20_000,
+            toto_retry_ns: 200_000,
             log_arrivals: false,
             log_deliveries: false,
         }
@@ -211,6 +218,12 @@ impl BaselineConfig {
         }
         if self.toto_heartbeat_ns == 0 {
             return bad("--toto-heartbeat", "must be positive".to_string());
+        }
+        if self.toto_retry_ns == 0 {
+            return bad(
+                "--toto-heartbeat",
+                "the retry interval must be positive".to_string(),
+            );
         }
         let procs = sim.net.hosts()? * sim.net.procs_per_host;
         if let onepipe_baselines::toto::Rule::Toto { phi } = self.toto_rule(procs) {

@@ -138,6 +138,12 @@ pub struct BaseReport {
     /// What arrived where ([`BaselineConfig::log_arrivals`] only).
     #[serde(skip)]
     pub arrivals: Option<ArrivalLog>,
+    /// ToTo and all-ack (`None` otherwise): how many deliveries during the sending period had
+    /// each pair of §6's index of latency τ and DAG width ω, summed over the machines, at index
+    /// `τ · (procs + 1) + ω` (`TotoEndpoint::latency_index`). The drain is left out: there the
+    /// last messages wait for machines that stopped sending.
+    #[serde(skip)]
+    pub toto_index: Option<Vec<u64>>,
     /// Every delivery and rollback, in the order they happened
     /// ([`BaselineConfig::log_deliveries`] only).
     #[serde(skip)]
@@ -202,7 +208,7 @@ fn run_with<Q: EventQueue<Ev>>(
             flag: "--topology",
             message,
         })?;
-    let drained = drive(&mut world, cfg, progress);
+    let (drained, toto_index) = drive(&mut world, cfg, progress);
     let end = world.now();
     let ordered = world.ordered_per_receiver();
     if let Some(c) = world.proto.checker.as_mut() {
@@ -212,24 +218,28 @@ fn run_with<Q: EventQueue<Ev>>(
         o.finish(end, drained, |_| true);
     }
     let wall_s = started.elapsed().as_secs_f64();
-    Ok(report(&world, cfg, base, drained, wall_s))
+    let mut r = report(&world, cfg, base, drained, wall_s);
+    r.toto_index = toto_index;
+    Ok(r)
 }
 
 /// Runs `world` for the sending period, then drains it (until quiescent or the drain limit);
-/// returns whether it drained.
+/// returns whether it drained, and ToTo's (τ, ω) counts at the end of the sending period
+/// ([`BaseReport::toto_index`]).
 fn drive<Q: EventQueue<Ev>>(
     world: &mut BaseWorld<Q>,
     cfg: &SimConfig,
     progress: &mut dyn FnMut(f64),
-) -> bool {
+) -> (bool, Option<Vec<u64>>) {
     let limit = cfg.workload.duration_ns + cfg.workload.drain_ns;
     let mut report_progress = |t: u64| progress(t as f64 / cfg.workload.duration_ns.max(1) as f64);
     world.run_until(cfg.workload.duration_ns, &mut report_progress);
+    let toto_index = world.toto_index();
     while world.now() < limit && !world.quiescent() {
         let next = (world.now() + DRAIN_STEP_NS).min(limit);
         world.run_until(next, &mut report_progress);
     }
-    world.quiescent()
+    (world.quiescent(), toto_index)
 }
 
 /// The roles' counters, summed.
@@ -321,6 +331,7 @@ fn report<Q: EventQueue<Ev>>(
         simulated_ns: end,
         optimistic,
         arrivals: world.proto.arrivals.clone(),
+        toto_index: None,
         deliveries: world.proto.deliveries.clone(),
         trace_hash: format!("{:016x}", world.proto.trace.value()),
     }

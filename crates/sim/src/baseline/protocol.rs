@@ -396,6 +396,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 .map(|id| {
                     let mut tc = TotoConfig::new(id, procs, base.toto_rule(procs));
                     tc.causal.idle_ns = base.toto_heartbeat_ns;
+                    tc.causal.retry_ns = base.toto_retry_ns;
                     let e = TotoEndpoint::new(tc).expect("φ checked by BaselineConfig::validate");
                     BaseNode::Toto(e)
                 })
@@ -525,6 +526,23 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                 })
             }
         }
+    }
+
+    /// ToTo's and all-ack's (τ, ω) counts summed over the machines
+    /// ([`TotoEndpoint::latency_index`]); `None` for other protocols.
+    pub fn toto_index(&self) -> Option<Vec<u64>> {
+        let mut sum: Option<Vec<u64>> = None;
+        for role in &self.proto.roles[..self.proto.procs as usize] {
+            let BaseNode::Toto(e) = role else {
+                return None;
+            };
+            let counts = e.latency_index();
+            let acc = sum.get_or_insert_with(|| vec![0; counts.len()]);
+            for (a, c) in acc.iter_mut().zip(counts) {
+                *a += c;
+            }
+        }
+        sum
     }
 
     /// Per receiver, how many messages the sequencer ordered for it (sequencer protocols only).

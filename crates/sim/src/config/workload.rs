@@ -39,8 +39,13 @@ pub struct WorkloadConfig {
     pub service: Service,
     /// Message size in bytes.
     pub msg_size: usize,
-    /// Sends (messages or scatterings) per second per process, Poisson.
+    /// Sends (messages or scatterings) per second per process, Poisson (or periodic, below).
     pub rate_per_proc: f64,
+    /// Periodic sends in place of Poisson ones: every process sends every `1 / rate_per_proc`
+    /// exactly, its first send at a uniformly drawn phase within the first period (so the
+    /// processes do not send in lockstep). ToTo's §6 periodic source. Off by default; not with
+    /// `rate_steps`.
+    pub periodic: bool,
     /// How long processes send.
     pub duration_ns: u64,
     /// Longest the run goes on after sending stops, until everything in flight has been
@@ -76,6 +81,7 @@ impl Default for WorkloadConfig {
             service: Service::BestEffort,
             msg_size: 64,
             rate_per_proc: 10_000.0,
+            periodic: false,
             duration_ns: 2_000_000,
             drain_ns: 10_000_000,
             app: None,
@@ -251,6 +257,12 @@ impl WorkloadConfig {
         }
         if self.duration_ns == 0 {
             return Err(bad("--duration", "must be positive"));
+        }
+        if self.periodic && !self.rate_steps.is_empty() {
+            return Err(bad(
+                "--rate",
+                "periodic sends take one rate, not rate steps",
+            ));
         }
         self.validate_rate_steps()
     }
