@@ -212,6 +212,13 @@ impl Membership {
     /// Freezes each of `qs` not yet suspected and sends the grown set to the view.
     fn suspect(&mut self, now: Instant, qs: &[ProcId], causal: &mut CausalLayer) {
         if let Phase::Steady = self.phase {
+            // The others owe a flush from now on: a group stalled on a crashed machine is quiet,
+            // so a live machine may have been silent toward this one for long. Silence counts
+            // from here (a machine that crashed at about the same time as the suspected one is
+            // then suspected `suspect_ns` later, in a second round).
+            for h in &mut self.heard {
+                *h = (*h).max(now);
+            }
             self.phase = Phase::Changing {
                 mine: BTreeMap::new(),
                 flushes: BTreeMap::new(),
