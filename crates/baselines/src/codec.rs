@@ -29,7 +29,8 @@
 //!   msg_id u64. `Resend`: gseq u64, rseq u64, origin u32, msg_id u64, length u16, payload.
 //! * `Causal`: origin u32, seq u64, ack count u16, then per ack origin u32, seq u64, then
 //!   length u16, payload (flag [`flags::AGREED`]). `CausalNack`: origin u32, seq u64, count
-//!   u32. `CausalStatus`: entry count u16, then per entry origin u32, seq u64. Ack lists are
+//!   u32. `CausalStatus`: entry count u16, then per entry origin u32, seq u64. `TotoFlush`,
+//!   `TotoInstall`: epoch u64, then a list as `CausalStatus`'s. Ack lists are
 //!   decoded as they come; the roles refuse unsorted or over-long ones (`Body::plausible` and
 //!   `crate::toto`).
 //!
@@ -222,9 +223,11 @@ impl Writer<'_> {
             Body::Early { .. } | Body::OrderBatch { .. } | Body::Resend { .. } => {
                 self.plato_body(body)
             }
-            Body::Causal { .. } | Body::CausalNack { .. } | Body::CausalStatus { .. } => {
-                self.causal_body(body)
-            }
+            Body::Causal { .. }
+            | Body::CausalNack { .. }
+            | Body::CausalStatus { .. }
+            | Body::TotoFlush { .. }
+            | Body::TotoInstall { .. } => self.causal_body(body),
         }
     }
 
@@ -262,6 +265,10 @@ impl Writer<'_> {
                 self.u32(*count);
             }
             Body::CausalStatus { delivered } => self.acks(delivered),
+            Body::TotoFlush { epoch, crashed: v } | Body::TotoInstall { epoch, cut: v } => {
+                self.u64(*epoch);
+                self.acks(v);
+            }
             _ => unreachable!("not a causal-layer packet: {body:?}"),
         }
     }
@@ -479,9 +486,11 @@ impl Reader<'_> {
                 self.isis_body(op, payload)
             }
             Opcode::Early | Opcode::OrderBatch | Opcode::Resend => self.plato_body(op, payload),
-            Opcode::Causal | Opcode::CausalNack | Opcode::CausalStatus => {
-                self.causal_body(op, flag & flags::AGREED != 0, payload)
-            }
+            Opcode::Causal
+            | Opcode::CausalNack
+            | Opcode::CausalStatus
+            | Opcode::TotoFlush
+            | Opcode::TotoInstall => self.causal_body(op, flag & flags::AGREED != 0, payload),
         }
     }
 
@@ -522,6 +531,14 @@ impl Reader<'_> {
             },
             Opcode::CausalStatus => Body::CausalStatus {
                 delivered: self.acks()?,
+            },
+            Opcode::TotoFlush => Body::TotoFlush {
+                epoch: self.u64()?,
+                crashed: self.acks()?,
+            },
+            Opcode::TotoInstall => Body::TotoInstall {
+                epoch: self.u64()?,
+                cut: self.acks()?,
             },
             _ => unreachable!("not a causal-layer opcode: {op:?}"),
         })
@@ -924,6 +941,8 @@ mod tests {
                 }
             }),
             acks().prop_map(|delivered| Body::CausalStatus { delivered }),
+            (any::<u64>(), acks()).prop_map(|(epoch, crashed)| Body::TotoFlush { epoch, crashed }),
+            (any::<u64>(), acks()).prop_map(|(epoch, cut)| Body::TotoInstall { epoch, cut }),
         ]
     }
 

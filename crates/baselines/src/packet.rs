@@ -287,6 +287,23 @@ pub enum Body {
         /// [`CAUSAL_ACKS_LEN_MAX`].
         delivered: Vec<CausalAck>,
     },
+    /// ToTo's membership (§5.1, Agree): "in view `epoch` I take these machines for crashed,
+    /// and of each I delivered up to `seq`" — one entry per suspected machine, strictly
+    /// ascending. See `crate::toto::member`.
+    TotoFlush {
+        /// The view the change leaves (installed views so far).
+        epoch: u64,
+        /// Per suspected machine, the latest of its messages the sender delivered.
+        crashed: Vec<CausalAck>,
+    },
+    /// ToTo's membership (§5.1, end of Agree): view `epoch` ends without the machines of
+    /// `cut`, and of each the messages up to its `seq` belong to it (virtual synchrony).
+    TotoInstall {
+        /// The view the change leaves.
+        epoch: u64,
+        /// Per crashed machine, its last message every survivor delivers.
+        cut: Vec<CausalAck>,
+    },
 }
 
 /// One acknowledgement of the causal layer: "`origin`'s messages up to `seq`".
@@ -382,6 +399,10 @@ pub enum Opcode {
     CausalNack = 41,
     /// [`Body::CausalStatus`].
     CausalStatus = 42,
+    /// [`Body::TotoFlush`].
+    TotoFlush = 43,
+    /// [`Body::TotoInstall`].
+    TotoInstall = 44,
 }
 
 impl Opcode {
@@ -413,6 +434,8 @@ impl Opcode {
             40 => Causal,
             41 => CausalNack,
             42 => CausalStatus,
+            43 => TotoFlush,
+            44 => TotoInstall,
             _ => return None,
         })
     }
@@ -457,6 +480,8 @@ impl Opcode {
             Opcode::CausalNack => 4 + 8 + 4,
             // entry count.
             Opcode::CausalStatus => 2,
+            // epoch, entry count.
+            Opcode::TotoFlush | Opcode::TotoInstall => 8 + 2,
         }
     }
 }
@@ -522,6 +547,8 @@ impl Body {
             Body::Causal { .. } => Opcode::Causal,
             Body::CausalNack { .. } => Opcode::CausalNack,
             Body::CausalStatus { .. } => Opcode::CausalStatus,
+            Body::TotoFlush { .. } => Opcode::TotoFlush,
+            Body::TotoInstall { .. } => Opcode::TotoInstall,
         }
     }
 
@@ -587,6 +614,9 @@ impl Body {
             Body::CausalStatus { delivered } => {
                 delivered.len() <= CAUSAL_ACKS_LEN_MAX && delivered.iter().all(|a| ok(&a.seq))
             }
+            Body::TotoFlush { epoch, crashed: v } | Body::TotoInstall { epoch, cut: v } => {
+                ok(epoch) && v.len() <= CAUSAL_ACKS_LEN_MAX && v.iter().all(|a| ok(&a.seq))
+            }
         }
     }
 
@@ -636,7 +666,9 @@ impl BasePacket {
             | Body::ClockRequest
             | Body::FinalRequest { .. }
             | Body::CausalNack { .. }
-            | Body::CausalStatus { .. } => PacketClass::Repair,
+            | Body::CausalStatus { .. }
+            | Body::TotoFlush { .. }
+            | Body::TotoInstall { .. } => PacketClass::Repair,
         }
     }
 
@@ -648,6 +680,9 @@ impl BasePacket {
             Body::OrderBatch { entries, .. } => ORDER_ENTRY_LEN * entries.len(),
             Body::Causal { acks, .. } => CAUSAL_ACK_LEN * acks.len(),
             Body::CausalStatus { delivered } => CAUSAL_ACK_LEN * delivered.len(),
+            Body::TotoFlush { crashed: v, .. } | Body::TotoInstall { cut: v, .. } => {
+                CAUSAL_ACK_LEN * v.len()
+            }
             _ => 0,
         };
         let payload = self.body.payload().map_or(0, Bytes::len);

@@ -54,7 +54,7 @@ fn acks(rng: &mut Rng) -> Vec<CausalAck> {
 /// Any body the encoder can write.
 fn body(rng: &mut Rng) -> Body {
     let x = |rng: &mut Rng| rng.interesting();
-    match rng.below(24) {
+    match rng.below(26) {
         0 => Body::Submit {
             msg_id: x(rng),
             dests: dests(rng),
@@ -158,6 +158,14 @@ fn body(rng: &mut Rng) -> Body {
         },
         22 => Body::CausalStatus {
             delivered: acks(rng),
+        },
+        23 => Body::TotoFlush {
+            epoch: x(rng),
+            crashed: acks(rng),
+        },
+        24 => Body::TotoInstall {
+            epoch: x(rng),
+            cut: acks(rng),
         },
         _ => Body::Resend {
             gseq: x(rng),

@@ -11,7 +11,7 @@ use harness::{Net, NetConfig, Workload, SEEDS};
 use onepipe_baselines::toto::causal::{CausalConfig, CausalLayer, CausalMsg};
 use onepipe_baselines::toto::dag::Dag;
 use onepipe_baselines::toto::toto::{self as rules, check_phi, default_phi, future, PhiError};
-use onepipe_baselines::toto::{Rule, TotoConfig, TotoEndpoint};
+use onepipe_baselines::toto::{allack, Rule, TotoConfig, TotoEndpoint};
 use onepipe_baselines::{BaseNode, BasePacket, BaseStats, Body};
 use onepipe_proto::{Instant, ProcId};
 
@@ -62,6 +62,36 @@ fn only_the_sources_are_delivered_once_the_rest_lose_for_good_4_2() {
     assert!(future(&rows[0].vt, &rows[1].vt, 2).is_only_one());
     assert_eq!(rules::sources(&rows, 2), vec![0]);
     assert_eq!(rules::decide(&dag, 2), Some(vec![(ProcId(0), 1)]));
+}
+
+/// §5.2, Fig. 4: machine 0 of n = 4 sent the candidate `m_{0,1}`, machines 1 and 2 a message
+/// following it; machine 3 crashed having sent nothing. With φ = 3 (and all-ack) nothing can
+/// be delivered while 3 is silent: (DEL) 2(a) needs NVT > 3, 2(b) needs NTail = 4. Crash(3)
+/// puts 3 in Tail with ∞ in every VT, and (DEL) 2(b) delivers.
+#[test]
+fn crash_puts_q_in_every_tail_and_del_proceeds_5_2() {
+    let mut dag = Dag::new(4, 64);
+    for (origin, vt, agreed) in [
+        (0, [1, 0, 0, 0], true),
+        (1, [1, 1, 0, 0], false),
+        (2, [1, 0, 1, 0], false),
+    ] {
+        dag.add(CausalMsg {
+            origin: ProcId(origin),
+            seq: 1,
+            vt: vt.to_vec().into(),
+            agreed,
+            payload: Bytes::new(),
+        });
+    }
+    assert_eq!(rules::decide(&dag, 3), None);
+    assert_eq!(allack::decide(&dag), None);
+    dag.crash(ProcId(3));
+    assert!(dag.tail().contains(&ProcId(3)), "Tail_p includes Defunc_p");
+    let rows = rules::table(&dag);
+    assert!(rows.iter().all(|r| r.vt[3] == rules::Vt::Inf), "{rows:?}");
+    assert_eq!(rules::decide(&dag, 3), Some(vec![(ProcId(0), 1)]));
+    assert_eq!(allack::decide(&dag), Some(vec![(ProcId(0), 1)]));
 }
 
 fn layer(id: u32, procs: u32) -> CausalLayer {

@@ -33,8 +33,12 @@
 //!   an idle group falls silent. (A machine whose own window is full sends a status to every
 //!   machine in place of the heartbeat it owes, and the heartbeat later.)
 //!
-//! What it is not: membership (§5). A crashed machine stops stability, so its peers' send
-//! windows fill and `send` refuses; the group waits for it for ever.
+//! * **Crashed machines (§5).** The membership (`super::member`) first *freezes* a suspected
+//!   machine ([`CausalLayer::freeze`]: none of its messages beyond those delivered here is
+//!   delivered any more), then, once the survivors agreed on the cut, *crashes* it
+//!   ([`CausalLayer::crash`]): its messages up to the cut are recovered from the survivors
+//!   (NACKs go to them in turn, never to it), later ones are dropped, and stability, heartbeats
+//!   and retransmissions count only the machines still in the view.
 
 use crate::common::BaseStats;
 use crate::packet::{BasePacket, Body, CausalAck, CAUSAL_ACKS_LEN_MAX};
@@ -165,6 +169,11 @@ pub struct CausalLayer {
     acked: Vec<u64>,
     /// Per origin, messages delivered here and not yet stable (own ones included).
     history: Vec<BTreeMap<u64, Wire>>,
+    /// Per machine, whether it is in the view (not crashed).
+    alive: Vec<bool>,
+    /// Per origin, the latest of its messages that may be delivered (`u64::MAX` unless the
+    /// membership froze or crashed it).
+    limit: Vec<u64>,
     /// Per origin, messages waiting for their predecessors.
     waiting: Vec<BTreeMap<u64, Waiting>>,
     /// Per origin, the latest message known to exist.
@@ -208,6 +217,8 @@ impl CausalLayer {
             resent_mark: vec![0; n],
             acked: vec![0; n],
             history: vec![BTreeMap::new(); n],
+            alive: vec![true; n],
+            limit: vec![u64::MAX; n],
             waiting: vec![BTreeMap::new(); n],
             want: vec![0; n],
             gaps: vec![None; n],
@@ -304,7 +315,10 @@ impl CausalLayer {
             acks,
             payload,
         };
-        for d in (0..self.cfg.procs).filter(|&d| d != me.0) {
+        for d in 0..self.cfg.procs {
+            if d == me.0 || !self.alive[d as usize] {
+                continue;
+            }
             self.resent_mark[d as usize] = self.known[d as usize][me.index()];
             self.emit(ProcId(d), me, seq, &wire);
         }
@@ -327,9 +341,58 @@ impl CausalLayer {
         });
     }
 
-    /// The latest message of `origin` every machine is known to have delivered.
+    /// The latest message of `origin` every machine of the view is known to have delivered.
     fn stable(&self, origin: usize) -> u64 {
-        self.known.iter().map(|k| k[origin]).min().unwrap_or(0)
+        self.known
+            .iter()
+            .zip(&self.alive)
+            .filter(|(_, &a)| a)
+            .map(|(k, _)| k[origin])
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// True if machine `q` is in the view.
+    pub fn is_alive(&self, q: ProcId) -> bool {
+        self.alive[q.index()]
+    }
+
+    /// The latest own message `q` is known to have delivered.
+    pub fn known_own(&self, q: ProcId) -> u64 {
+        self.known[q.index()][self.cfg.id.index()]
+    }
+
+    /// §5.1, Agree: stops delivering `q`'s messages beyond those delivered here (until
+    /// [`CausalLayer::crash`] sets the agreed cut); returns the latest delivered.
+    pub fn freeze(&mut self, q: ProcId) -> u64 {
+        assert!(q != self.cfg.id, "a machine never suspects itself");
+        let o = q.index();
+        self.limit[o] = self.limit[o].min(self.delivered[o]);
+        self.delivered[o]
+    }
+
+    /// §5.1, end of Agree: `q` left the view; its messages up to `cut` are delivered here
+    /// (recovered from the survivors if missing), later ones never. The caller froze `q`
+    /// first, at or below `cut`.
+    pub fn crash(&mut self, now: Instant, q: ProcId, cut: u64) {
+        let o = q.index();
+        assert!(
+            q != self.cfg.id && self.alive[o],
+            "crashing a machine twice"
+        );
+        assert!(self.delivered[o] <= cut, "delivered beyond the agreed cut");
+        self.alive[o] = false;
+        self.limit[o] = cut;
+        self.waiting[o].retain(|&s, _| s <= cut);
+        self.want[o] = cut.max(self.delivered[o]);
+        self.gaps[o] = (self.want[o] > self.delivered[o]).then_some(Gap {
+            since: now,
+            tries: 0,
+            holder: self.cfg.id,
+        });
+        for r in 0..self.cfg.procs as usize {
+            self.collect_stable(r);
+        }
     }
 
     // --- Receiving ---------------------------------------------------------------------------
@@ -341,6 +404,7 @@ impl CausalLayer {
         if p.dst != self.cfg.id
             || p.src.0 >= self.cfg.procs
             || p.src == self.cfg.id
+            || !self.alive[p.src.index()]
             || !p.body.plausible()
         {
             stats.dropped_invalid += 1;
@@ -408,6 +472,11 @@ impl CausalLayer {
         room: Room,
     ) {
         let o = origin.index();
+        if !self.alive[o] && seq > self.limit[o] {
+            // §5: a crashed machine's message beyond the agreed cut is delivered nowhere.
+            stats.dropped_invalid += 1;
+            return;
+        }
         if seq <= self.delivered[o] {
             // A duplicate: its sender may not know this machine has it.
             stats.dropped_duplicate += 1;
@@ -432,7 +501,9 @@ impl CausalLayer {
     /// `m_{origin,seq}` exists, and `holder` has delivered it (or is its origin).
     fn reveal(&mut self, now: Instant, origin: ProcId, seq: u64, holder: ProcId) {
         let o = origin.index();
-        let seq = seq.min(self.delivered[o] + self.cfg.window);
+        let seq = seq
+            .min(self.delivered[o] + self.cfg.window)
+            .min(self.limit[o].max(self.delivered[o]));
         if seq <= self.want[o] || origin == self.cfg.id {
             // Known already; own messages are never missing here.
             return;
@@ -465,10 +536,10 @@ impl CausalLayer {
     /// The next message of origin `o`, if it waits here and every message it ACKs is
     /// delivered.
     fn deliverable(&self, o: usize, room: Room) -> Option<u64> {
-        if self.up_len[o] >= room(ProcId(o as u32)) {
+        let next = self.delivered[o] + 1;
+        if self.up_len[o] >= room(ProcId(o as u32)) || next > self.limit[o] {
             return None;
         }
-        let next = self.delivered[o] + 1;
         let w = self.waiting[o].get(&next)?;
         w.wire
             .acks
@@ -644,7 +715,9 @@ impl CausalLayer {
                 .unwrap_or(self.want[o] + 1);
             let count = (end - seq).min(u64::from(NACK_COUNT_MAX)) as u32;
             let origin = ProcId(o as u32);
-            let dst = if !gap.tries.is_multiple_of(2) && gap.holder != self.cfg.id {
+            let dst = if !self.alive[o] {
+                self.survivor(gap.tries)
+            } else if !gap.tries.is_multiple_of(2) && gap.holder != self.cfg.id {
                 gap.holder
             } else {
                 origin
@@ -663,6 +736,19 @@ impl CausalLayer {
         }
     }
 
+    /// The `k`'th other machine of the view, in turn (a crashed machine's missing messages
+    /// are asked of the survivors; one of them delivered each, §5.1's flush).
+    fn survivor(&self, k: u32) -> ProcId {
+        let others: Vec<u32> = (0..self.cfg.procs)
+            .filter(|&r| r != self.cfg.id.0 && self.alive[r as usize])
+            .collect();
+        assert!(
+            !others.is_empty(),
+            "a crashed machine's gap with no survivor"
+        );
+        ProcId(others[k as usize % others.len()])
+    }
+
     /// Sends the newest own message again to each machine that has not shown it delivered
     /// anything new of ours since the last send, once `retry_ns` passed.
     fn resend_unstable(&mut self, now: Instant, stats: &mut BaseStats) {
@@ -672,7 +758,10 @@ impl CausalLayer {
         let me = self.cfg.id;
         let seq = self.sent;
         let wire = self.history[me.index()][&seq].clone();
-        for d in (0..self.cfg.procs as usize).filter(|&d| d != me.index()) {
+        for d in 0..self.cfg.procs as usize {
+            if d == me.index() || !self.alive[d] {
+                continue;
+            }
             let k = self.known[d][me.index()];
             if k < seq && k == self.resent_mark[d] {
                 stats.retransmitted += 1;
@@ -698,7 +787,11 @@ impl CausalLayer {
             })
             .collect();
         let to: Vec<u32> = (0..self.cfg.procs)
-            .filter(|&d| d != self.cfg.id.0 && (to_all || self.status_to[d as usize]))
+            .filter(|&d| {
+                d != self.cfg.id.0
+                    && self.alive[d as usize]
+                    && (to_all || self.status_to[d as usize])
+            })
             .collect();
         self.status_to.fill(false);
         for d in to {
@@ -721,6 +814,7 @@ impl CausalLayer {
             debug_assert!(self.want[o] >= self.delivered[o]);
             debug_assert!(self.waiting[o].len() as u64 <= self.cfg.window);
             debug_assert!(self.known[me][o] == self.delivered[o]);
+            debug_assert!(self.delivered[o] <= self.limit[o]);
         }
     }
 }

@@ -12,6 +12,10 @@
 //! * the front of `q`'s log is `m_{q,k}`, "the first message from `q` causally following any
 //!   candidate message" of the EVTS definition (§4.1, item 3).
 //!
+//! A machine that crashed (§5.2, Fig. 4) is *defunct*: [`Dag::crash`] comes once all its
+//! messages of the agreed cut are here, and from then on it counts in `Tail_p` whatever its
+//! log holds.
+//!
 //! What it is not: a record of the whole DAG. Delivered messages, and causal-only ones that
 //! follow no pending message, are gone.
 
@@ -31,6 +35,8 @@ pub struct Dag {
     received: Vec<u64>,
     /// Per machine, the latest of its messages up to which every agreed one is delivered.
     done: Vec<u64>,
+    /// `Defunc_p` (§5.2): per machine, whether a Crash(q) event came for it.
+    defunc: Vec<bool>,
     /// Most messages one machine's log holds.
     log_len_max: usize,
     /// Source sets (or candidate sets) delivered so far: the paper's `Nact` (Fig. 3).
@@ -46,6 +52,7 @@ impl Dag {
             logs: vec![VecDeque::new(); n],
             received: vec![0; n],
             done: vec![0; n],
+            defunc: vec![false; n],
             log_len_max,
             nact: 0,
         }
@@ -82,9 +89,28 @@ impl Dag {
         self.logs.iter().all(VecDeque::is_empty)
     }
 
+    /// The latest message of `q` added.
+    pub fn received(&self, q: ProcId) -> u64 {
+        self.received[q.index()]
+    }
+
+    /// True if `q` is in `Defunc_p` (§5.2).
+    pub fn is_defunc(&self, q: usize) -> bool {
+        self.defunc[q]
+    }
+
+    /// §5.2, Fig. 4, Crash(q): "Add q to Defunc_p". The caller added every message of `q` in
+    /// the agreed cut first (the event follows them, like a last message of `q` that follows
+    /// nothing newer), and never adds another.
+    pub fn crash(&mut self, q: ProcId) {
+        assert!(!self.defunc[q.index()], "Crash(q) twice");
+        self.defunc[q.index()] = true;
+    }
+
     /// Adds the next message from the causal layer (after everything it follows).
     pub fn add(&mut self, m: CausalMsg) {
         let q = m.origin.index();
+        assert!(!self.defunc[q], "a message of a defunct machine");
         assert_eq!(
             m.seq,
             self.received[q] + 1,
@@ -129,10 +155,10 @@ impl Dag {
     }
 
     /// §4.1 item 1: `Tail_p`, the union over the candidates — the machines with a message
-    /// following a pending one.
+    /// following a pending one — and, §5.2, `∪ Defunc_p`.
     pub fn tail(&self) -> Vec<ProcId> {
         (0..self.procs())
-            .filter(|&q| !self.logs[q].is_empty())
+            .filter(|&q| !self.logs[q].is_empty() || self.defunc[q])
             .map(|q| ProcId(q as u32))
             .collect()
     }

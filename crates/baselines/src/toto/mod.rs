@@ -7,6 +7,8 @@
 //! * [`dag`] — the part of `DAG_p` still pending: candidates and Tail (§4.1).
 //! * [`toto`](mod@toto) — ToTo(n, φ) (§4): VT and NVT, Win and Future, sources and (DEL).
 //! * [`allack`] — all-ack (§1): wait for a message from every machine, deliver the candidates.
+//! * [`member`] — the membership (§5.1): suspicion by timeout, agreement on the crashed
+//!   machines and their last messages, then Crash(q) into the DAG (§5.2).
 //!
 //! Both rules deliver a *set* of messages at a time, in lexicographical order of the paper's
 //! identifier `<sender, counter>`. The order key of [`BaseEvent::Deliver`] is `(Nact, sender)`:
@@ -22,12 +24,15 @@
 //! every machine has sent a message following a candidate (`NTail_p = n`), which is (DEL)'s
 //! case (b) and all-ack's rule, so a set is delivered.
 //!
-//! What it is not: §5. No membership, no Crash(q) or Defunc, no virtual synchrony: a machine
-//! that stops stops the group. Not on the live transport.
+//! **Crashes (§5).** A machine that stops is suspected, agreed crashed and cut (see
+//! [`member`]); once its messages up to the cut are in the DAG, Crash(q) makes it defunct
+//! (§5.2) and the others go on. What it is not: joins, a configuration change that shrinks
+//! `n`, or the live transport.
 
 pub mod allack;
 pub mod causal;
 pub mod dag;
+pub mod member;
 #[allow(clippy::module_inception)]
 pub mod toto;
 
@@ -36,10 +41,11 @@ mod tests;
 
 use crate::common::{validate_send, BaseEvent, BaseSendError, BaseStats, Endpoint, PORT};
 use crate::dests::Dests;
-use crate::packet::{BasePacket, PAYLOAD_LEN_MAX};
+use crate::packet::{BasePacket, Body, PAYLOAD_LEN_MAX};
 use bytes::Bytes;
 use causal::{CausalConfig, CausalLayer};
 use dag::Dag;
+use member::{MemberConfig, Membership};
 use onepipe_proto::ids::ProcId;
 use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::time::Instant;
@@ -72,6 +78,8 @@ pub struct TotoConfig {
     pub send_queue_len_max: usize,
     /// Largest payload. Default [`PAYLOAD_LEN_MAX`].
     pub payload_len_max: usize,
+    /// The membership's timeouts (§5.1).
+    pub member: MemberConfig,
 }
 
 impl TotoConfig {
@@ -83,6 +91,7 @@ impl TotoConfig {
             log_len_max: 1 << 10,
             send_queue_len_max: 1 << 16,
             payload_len_max: PAYLOAD_LEN_MAX,
+            member: MemberConfig::default(),
         }
     }
 }
@@ -93,6 +102,9 @@ pub struct TotoEndpoint {
     cfg: TotoConfig,
     causal: CausalLayer,
     dag: Dag,
+    member: Membership,
+    /// Crashes installed whose cut is not all in the DAG yet: Crash(q) waits for it (§5.2).
+    crashes: Vec<(ProcId, u64)>,
     out: VecDeque<Output<BasePacket, BaseEvent>>,
     stats: BaseStats,
     /// Per delivered agreed message, how many had each (τ, ω): entry `τ · (n + 1) + ω`
@@ -113,6 +125,13 @@ impl TotoEndpoint {
         Ok(TotoEndpoint {
             causal: CausalLayer::new(cfg.causal.clone()),
             dag: Dag::new(cfg.causal.procs, cfg.log_len_max),
+            member: Membership::new(
+                cfg.member,
+                cfg.causal.id,
+                cfg.causal.procs,
+                cfg.causal.retry_ns,
+            ),
+            crashes: Vec::new(),
             out: VecDeque::new(),
             stats: BaseStats::default(),
             index: vec![0; (cfg.causal.procs as usize + 1).pow(2)],
@@ -158,9 +177,39 @@ impl TotoEndpoint {
         &self.index
     }
 
-    /// True when nothing is pending, waiting, unstable or owed.
+    /// True when nothing is pending, waiting, unstable or owed, and no membership change
+    /// is under way.
     pub fn is_idle(&self) -> bool {
-        self.causal.is_idle() && self.dag.is_empty()
+        self.causal.is_idle()
+            && self.dag.is_empty()
+            && self.member.is_steady()
+            && self.crashes.is_empty()
+    }
+
+    /// Machines installed as crashed here (§5).
+    pub fn crashed(&self) -> u64 {
+        self.member.crashed()
+    }
+
+    /// True if machine `q` is in this machine's view (not installed as crashed).
+    pub fn is_member(&self, q: ProcId) -> bool {
+        self.causal.is_alive(q)
+    }
+
+    /// §5.2, Fig. 4: Crash(q) for each installed crash whose cut is all in the DAG; true if
+    /// any came.
+    fn crash_ready(&mut self) -> bool {
+        let dag = &mut self.dag;
+        let before = self.crashes.len();
+        self.crashes.retain(|&(q, cut)| {
+            debug_assert!(dag.received(q) <= cut);
+            if dag.received(q) < cut {
+                return true;
+            }
+            dag.crash(q);
+            false
+        });
+        self.crashes.len() < before
     }
 
     /// Takes in what the causal layer delivered and delivers every set the rule allows, until
@@ -172,6 +221,7 @@ impl TotoEndpoint {
                 self.dag.add(m);
                 added = true;
             }
+            added |= self.crash_ready();
             if !added {
                 // The rules read only the DAG: nothing new, nothing to decide.
                 break;
@@ -218,14 +268,70 @@ impl TotoEndpoint {
     }
 
     fn on_timeout(&mut self, now: Instant) {
+        let crashed = self.member.on_timeout(now, &mut self.causal);
+        self.on_crashed(now, crashed);
         if self.causal.on_timeout(now, &mut self.stats) && self.dag.has_room(self.cfg.causal.id) {
             self.causal.send(now, false, Bytes::new());
         }
     }
 
+    /// The membership installed these crashes (§5.1): the causal layer now takes their
+    /// messages up to the cut; Crash(q) follows once those are in the DAG.
+    fn on_crashed(&mut self, now: Instant, crashed: Vec<(ProcId, u64)>) {
+        if crashed.is_empty() {
+            return;
+        }
+        self.crashes.extend(crashed);
+        let dag = &self.dag;
+        self.causal.deliver_ready(now, &|o| dag.room(o));
+    }
+
+    /// A packet from the network: the membership's, or the causal layer's.
+    fn on_packet(&mut self, now: Instant, packet: BasePacket) {
+        let src = packet.src;
+        let me = self.cfg.causal.id;
+        let ok = src.0 < self.cfg.causal.procs
+            && src != me
+            && packet.dst == me
+            && self.causal.is_alive(src)
+            && packet.body.plausible();
+        if ok {
+            self.member.heard(now, src);
+        }
+        let crashed = match packet.body {
+            Body::TotoFlush { epoch, crashed } if ok => self.member.on_flush(
+                now,
+                src,
+                (epoch, crashed),
+                &mut self.causal,
+                &mut self.stats,
+            ),
+            Body::TotoInstall { epoch, cut } if ok => {
+                self.member
+                    .on_install(now, (epoch, cut), &mut self.causal, &mut self.stats)
+            }
+            Body::TotoFlush { .. } | Body::TotoInstall { .. } => {
+                self.stats.dropped_invalid += 1;
+                Vec::new()
+            }
+            body => {
+                let dag = &self.dag;
+                let packet = BasePacket { body, ..packet };
+                self.causal
+                    .on_packet(now, packet, &mut self.stats, &|o| dag.room(o));
+                Vec::new()
+            }
+        };
+        self.on_crashed(now, crashed);
+    }
+
     fn after_mutation(&mut self, now: Instant) {
         self.order(now);
         while let Some(packet) = self.causal.poll_packet() {
+            self.stats.packets_sent += 1;
+            self.out.push_back(Output::Send { port: PORT, packet });
+        }
+        while let Some(packet) = self.member.poll_packet() {
             self.stats.packets_sent += 1;
             self.out.push_back(Output::Send { port: PORT, packet });
         }
@@ -242,15 +348,13 @@ impl Node for TotoEndpoint {
     type Mgmt = std::convert::Infallible;
 
     fn handle(&mut self, now: Instant, input: Input<BasePacket>) {
+        self.member.start(now);
         match input {
-            Input::Packet { port, packet } if port == PORT => {
-                let dag = &self.dag;
-                self.causal
-                    .on_packet(now, packet, &mut self.stats, &|o| dag.room(o));
-            }
+            Input::Packet { port, packet } if port == PORT => self.on_packet(now, packet),
             Input::Packet { .. } => self.stats.dropped_invalid += 1,
             Input::Timeout => self.on_timeout(now),
-            Input::Notice(_) => {} // no §5 membership here
+            // The §5 membership is the endpoint's own (`member`): no driver notice needed.
+            Input::Notice(_) => {}
         }
         self.after_mutation(now);
     }
@@ -260,7 +364,11 @@ impl Node for TotoEndpoint {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.causal.poll_timeout()
+        let member = self.member.poll_timeout(&self.causal);
+        [self.causal.poll_timeout(), member]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
@@ -282,6 +390,7 @@ impl Endpoint for TotoEndpoint {
             return Err(BaseSendError::Full);
         }
         self.stats.sends += 1;
+        self.member.start(now);
         self.causal.send(now, true, payload);
         self.after_mutation(now);
         Ok(())

@@ -11,8 +11,10 @@
 //! paper's message identifier `<sender, counter>` (§2); a source set holds at most one message
 //! per sender (a sender's second pending message follows its first), so this is sender order.
 //!
-//! What it is not: §5's membership (Crash(q), Defunc). A static group of `n` machines is
-//! assumed, as in §4: without §5 there is no liveness guarantee if a machine stops.
+//! §5.2: a defunct machine (Crash(q)) is in `Tail_p`, and its entry of `VT_p(m)` is ∞ for
+//! every candidate its log does not already decide ([`vt`]). `n` stays the size of the
+//! group the run started with: the configuration change (which would shrink it) is not
+//! built, so defunct machines stay in `Tail_p` for good.
 
 use super::causal::CausalMsg;
 use super::dag::{Dag, MsgId};
@@ -90,6 +92,9 @@ impl Vt {
 pub fn vt(dag: &Dag, m: &CausalMsg) -> Vec<Vt> {
     (0..dag.procs())
         .map(|q| match dag.first_following(q) {
+            // §5.2, Fig. 4: "if q ∉ Tail_p then set VT_p_i[q] = ∞ for every m_i ∈ M_p" — and
+            // for every later candidate, since q sends nothing more.
+            None if dag.is_defunc(q) => Vt::Inf,
             None => Vt::Bottom,
             Some(first) if first.follows(m.origin, m.seq) => Vt::At(first.seq),
             Some(_) => Vt::Inf,

@@ -24,6 +24,11 @@
 //!     ([`BaseChecker::unordered_unreported`]), not judged;
 //!   - the token's receivers report a lost global number even when it was a filler for another
 //!     destination, so for the token the `Lost` reports are an upper bound.
+//! * with crashed processes (ToTo's §5, [`BaseChecker::on_crash`]), `loss` becomes, per
+//!   message with the run drained: a survivor's message is delivered by every survivor
+//!   (`progress`: the group goes on after the membership change), and a crashed process's
+//!   message by every survivor or by none (`virtual synchrony`, §5.1). What a crashed process
+//!   delivered is held to `order`, `key`, `fifo` and `agreement` like the rest, not to `loss`.
 
 use std::sync::Arc;
 
@@ -75,6 +80,8 @@ struct Msg {
     dsts: Dsts,
     key: Option<u64>,
     deliveries: u32,
+    /// Deliveries at processes that never crash.
+    survivor_deliveries: u32,
     failed: bool,
 }
 
@@ -105,6 +112,8 @@ pub struct BaseChecker {
     violation_count: u64,
     violations: Vec<Violation>,
     undrained: u64,
+    /// Per process, whether it crashes in the run.
+    crashed: Vec<bool>,
 }
 
 impl BaseChecker {
@@ -133,7 +142,13 @@ impl BaseChecker {
             violation_count: 0,
             violations: Vec::new(),
             undrained: 0,
+            crashed: vec![false; n],
         }
+    }
+
+    /// Process `p` crashes at some point of the run (see the module docs).
+    pub fn on_crash(&mut self, p: u32) {
+        self.crashed[p as usize] = true;
     }
 
     fn violate(&mut self, t: u64, kind: &'static str, detail: String) {
@@ -177,6 +192,7 @@ impl BaseChecker {
             dsts,
             key: None,
             deliveries: 0,
+            survivor_deliveries: 0,
             failed: false,
         });
     }
@@ -210,6 +226,9 @@ impl BaseChecker {
             return;
         }
         m.deliveries += 1;
+        if !self.crashed[dst as usize] {
+            m.survivor_deliveries += 1;
+        }
         match m.key {
             None => m.key = Some(seq_or_ts),
             Some(k) if k != seq_or_ts => {
@@ -294,6 +313,10 @@ impl BaseChecker {
             .flatten()
             .filter(|m| !m.failed && m.deliveries == 0)
             .count() as u64;
+        if self.crashed.iter().any(|&c| c) {
+            self.finish_with_crashes(t, seed, drained);
+            return;
+        }
         if !drained {
             self.undrained = expected
                 .iter()
@@ -320,6 +343,39 @@ impl BaseChecker {
                     ),
                 );
             }
+        }
+    }
+
+    /// `finish`'s `loss` check when processes crashed (module docs): per message, a
+    /// survivor's is delivered at every survivor, a crashed process's at every survivor or
+    /// none. Undrained: the deliveries still owed to survivors.
+    fn finish_with_crashes(&mut self, t: u64, seed: u64, drained: bool) {
+        let survivors = self.crashed.iter().filter(|&&c| !c).count() as u32;
+        let mut owed = 0u64;
+        let mut bad: Vec<String> = Vec::new();
+        for (src, sent) in self.msgs.iter().enumerate() {
+            for (seq, m) in sent.iter().enumerate().filter(|(_, m)| !m.failed) {
+                let (got, all_dsts) = (m.survivor_deliveries, matches!(m.dsts, Dsts::All));
+                if got == survivors || !all_dsts || (self.crashed[src] && got == 0) {
+                    continue;
+                }
+                owed += u64::from(survivors - got);
+                let what = if self.crashed[src] {
+                    "a crashed process's message delivered by some survivors only (virtual synchrony)"
+                } else {
+                    "a survivor's message not delivered by every survivor (progress)"
+                };
+                bad.push(format!(
+                    "seed {seed}: ({src}, #{seq}) delivered by {got} of {survivors} survivors: {what}"
+                ));
+            }
+        }
+        if !drained {
+            self.undrained = owed;
+            return;
+        }
+        for detail in bad {
+            self.violate(t, "loss", detail);
         }
     }
 
@@ -466,6 +522,30 @@ mod tests {
         c.on_deliver(1, 0, 0, 1, 0);
         c.finish(2, 1, true, Some(&[2]));
         assert_eq!(c.violation_count(), 1);
+    }
+
+    #[test]
+    fn with_a_crash_survivors_deliver_survivors_messages_and_all_or_none_of_the_crashed() {
+        // Process 2 of 3 crashes: its message #0 reached every survivor, #1 none, #2 one only
+        // (virtual synchrony broken); survivor 1's message #0 missed survivor 0 (progress).
+        let mut c = BaseChecker::new(3, EXACT);
+        c.on_crash(2);
+        for seq in 0..3 {
+            c.on_send(2, seq, Dsts::All);
+        }
+        c.on_send(1, 0, Dsts::All);
+        c.on_send(0, 0, Dsts::All);
+        for r in 0..2 {
+            c.on_deliver(1, r, 2, 0, 1);
+            c.on_deliver(2, r, 0, 0, 2);
+        }
+        c.on_deliver(3, 1, 1, 0, 3);
+        c.on_deliver(3, 1, 2, 2, 4);
+        c.finish(4, 9, true, None);
+        let loss: Vec<&Violation> = c.violations().iter().filter(|v| v.kind == "loss").collect();
+        assert_eq!(loss.len(), 2, "{:?}", c.violations());
+        assert!(loss[0].detail.contains("(1, #0)") && loss[0].detail.contains("progress"));
+        assert!(loss[1].detail.contains("(2, #2)") && loss[1].detail.contains("virtual"));
     }
 
     #[test]

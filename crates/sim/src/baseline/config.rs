@@ -171,10 +171,11 @@ impl BaselineConfig {
                 "a baseline message travels in one packet: at most 65,535 bytes",
             );
         }
-        if !sim.faults.crashes.is_empty() {
+        let fails_over = matches!(self.protocol, Protocol::Toto | Protocol::AllAck);
+        if !sim.faults.crashes.is_empty() && !fails_over {
             return bad(
                 "--crash-host",
-                "the baselines do not fail over (BASELINES.md): crashes are not modelled for them",
+                "the baselines but ToTo and all-ack do not fail over (BASELINES.md): crashes are not modelled for them",
             );
         }
         if !sim.faults.cuts.is_empty() {
@@ -225,7 +226,18 @@ impl BaselineConfig {
                 "the retry interval must be positive".to_string(),
             );
         }
-        let procs = sim.net.hosts()? * sim.net.procs_per_host;
+        let hosts = sim.net.hosts()?;
+        let mut crashed: Vec<u32> = sim.faults.crashes.iter().map(|c| c.0).collect();
+        crashed.sort_unstable();
+        crashed.dedup();
+        if crashed.len() as u32 >= hosts {
+            return bad(
+                "--crash-host",
+                "ToTo's membership (§5) needs a survivor: at least one host must not crash"
+                    .to_string(),
+            );
+        }
+        let procs = hosts * sim.net.procs_per_host;
         if let onepipe_baselines::toto::Rule::Toto { phi } = self.toto_rule(procs) {
             if let Err(e) = onepipe_baselines::toto::toto::check_phi(phi, procs) {
                 return bad("--toto-phi", e.to_string());

@@ -32,6 +32,11 @@
 //! are refused: lossless backpressure (PFC in the paper's RoCEv2 testbed) instead of a queue
 //! that grows for the whole run.
 //!
+//! **Crashes** (`--crash-host`, ToTo and all-ack only: the others do not fail over): from its
+//! crash time a host's processes take in nothing (packets to them are dropped), send nothing,
+//! and their timers and workload stop. The survivors' membership (ToTo §5) does the rest; the
+//! checkers are told who crashes ([`BaseChecker::on_crash`]).
+//!
 //! What it is not: a congestion model. Link queues are unbounded FIFOs as in the 1Pipe engine;
 //! switches forward in zero time (their pipeline latency is part of the link latency).
 
@@ -136,6 +141,20 @@ pub struct Baselines {
     pub arrivals: Option<ArrivalLog>,
     /// Every delivery and rollback, when [`BaselineConfig::log_deliveries`] is on.
     pub deliveries: Option<Vec<DeliverySample>>,
+    /// Per process, when its host crashes (`--crash-host`, ToTo and all-ack only): from then
+    /// on it takes in nothing, sends nothing and its timers stop.
+    crash_at: Vec<Option<SimTime>>,
+}
+
+impl Baselines {
+    /// Process `role`'s host has crashed by `t` (the sequencer never does).
+    fn dead(&self, role: u32, t: SimTime) -> bool {
+        self.crash_at
+            .get(role as usize)
+            .copied()
+            .flatten()
+            .is_some_and(|at| t >= at)
+    }
 }
 
 impl Protocol for Baselines {
@@ -178,6 +197,10 @@ impl Protocol for Baselines {
         self.roles[role as usize].poll_timeout()
     }
 
+    fn down(&self, role: u32, t: SimTime) -> bool {
+        self.dead(role, t)
+    }
+
     #[inline]
     fn arrive<Q: EventQueue<Ev>>(e: &mut BaseWorld<Q>, t: SimTime, link: u32, slot: u32) {
         e.on_arrive(t, link, slot);
@@ -216,6 +239,43 @@ pub fn sequencer_switch(topo: &Topology) -> NodeId {
     is(Half::Top)
         .or_else(|| is(Half::Up))
         .expect("a topology has at least one switch")
+}
+
+/// The checker of a run with checks on, told which processes crash (`crash_at`, per
+/// process).
+fn new_checker(
+    cfg: &SimConfig,
+    base: &BaselineConfig,
+    crash_at: &[Option<SimTime>],
+) -> Option<BaseChecker> {
+    let rules = LossRules {
+        lost_is_exact: base.protocol != BaseProtocol::Token,
+    };
+    let mut c = cfg
+        .check
+        .then(|| BaseChecker::new(crash_at.len() as u32, rules))?;
+    for (p, at) in crash_at.iter().enumerate() {
+        if at.is_some() {
+            c.on_crash(p as u32);
+        }
+    }
+    Some(c)
+}
+
+/// Per process of `procs`, when its host crashes (`--crash-host`; the earliest if named
+/// twice), if it does.
+fn crash_times(cfg: &SimConfig, procs: u32) -> Vec<Option<SimTime>> {
+    let pph = cfg.net.procs_per_host;
+    (0..procs)
+        .map(|p| {
+            cfg.faults
+                .crashes
+                .iter()
+                .filter(|c| c.0 == p / pph)
+                .map(|c| c.1)
+                .min()
+        })
+        .collect()
 }
 
 /// Per node, an output link on an up path to `target` (`NO_LINK` where there is none): a
@@ -292,9 +352,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             BaseProtocol::SequencerSwitch => paths_toward(&topo, switch_node),
             _ => Vec::new(),
         };
-        let rules = LossRules {
-            lost_is_exact: base.protocol != BaseProtocol::Token,
-        };
+        let crash_at = crash_times(&cfg, procs);
         let proto = Baselines {
             loss_class: cfg.faults.loss_kind.and_then(class_of_kind),
             procs,
@@ -306,7 +364,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             route_seed: seeds.route,
             next_seq: vec![0; procs as usize],
             heartbeat_interval_ns,
-            checker: cfg.check.then(|| BaseChecker::new(procs, rules)),
+            checker: new_checker(&cfg, &base, &crash_at),
             causal: (cfg.check
                 && matches!(base.protocol, BaseProtocol::Toto | BaseProtocol::AllAck))
             .then(|| CausalCheck::new(procs)),
@@ -316,6 +374,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
             stats: BaseEngineStats::default(),
             arrivals: base.log_arrivals.then(|| ArrivalLog::new(procs)),
             deliveries: base.log_deliveries.then(Vec::new),
+            crash_at,
             base,
         };
         Ok(Engine::assemble(
@@ -459,9 +518,15 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
     /// no send waiting, and every role idle (nothing buffered, queued or being repaired, no
     /// heartbeat or sync due). A run drains until then, so undelivered messages are losses.
     pub fn quiescent(&self) -> bool {
+        let now = self.now();
         self.live == 0
             && self.cpus.iter().all(|c| c.pending_sends == 0)
-            && self.proto.roles.iter().all(BaseNode::is_idle)
+            && self
+                .proto
+                .roles
+                .iter()
+                .enumerate()
+                .all(|(r, role)| self.proto.dead(r as u32, now) || role.is_idle())
             && self.caught_up()
     }
 
@@ -521,8 +586,16 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                     BaseNode::Toto(e) => e,
                     _ => unreachable!("a ToTo group has only ToTo endpoints"),
                 };
-                (0..n).all(|r| {
-                    (0..n).all(|s| toto(r).received_from(ProcId(s as u32)) >= toto(s).sent())
+                // A crashed machine is left out: the survivors are idle only once they agreed
+                // on its cut and delivered up to it (§5).
+                let now = self.now();
+                let alive: Vec<usize> = (0..n)
+                    .filter(|&p| !self.proto.dead(p as u32, now))
+                    .collect();
+                alive.iter().all(|&r| {
+                    alive
+                        .iter()
+                        .all(|&s| toto(r).received_from(ProcId(s as u32)) >= toto(s).sent())
                 })
             }
         }
