@@ -42,8 +42,6 @@ use onepipe_sim::metrics::Summary;
 use onepipe_sim::{NetworkConfig, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// Flags of `bench plato`.
 #[derive(Args, Debug)]
@@ -322,41 +320,19 @@ fn run_job(a: &PlatoArgs, job: Job) -> Result<Outcome, String> {
     })
 }
 
-/// Runs every job on `a.jobs` threads, slowest first, with a progress bar.
+/// Runs every job on `a.jobs` threads, the highest rates (the most events) first, with a
+/// progress bar ([`crate::sweep::run_points`]), checked.
 fn run_all(a: &PlatoArgs, jobs: &[Job]) -> Result<Vec<Outcome>, String> {
-    let bar = indicatif::ProgressBar::new(jobs.len() as u64);
-    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} plato [{bar:40}] {pos}/{len} points ({elapsed}, ~{eta} left) {msg}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    // The highest rates have the most events: first, so the last to finish are short.
-    order.sort_by_key(|&i| std::cmp::Reverse(jobs[i].rate));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Outcome, String>>>> = Mutex::new(vec![None; jobs.len()]);
-    std::thread::scope(|s| {
-        for _ in 0..a.jobs.max(1) {
-            s.spawn(|| loop {
-                let n = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&i) = order.get(n) else { break };
-                bar.set_message(jobs[i].describe());
-                let r = run_job(a, jobs[i]);
-                results.lock().expect("no worker panicked")[i] = Some(r);
-                bar.inc(1);
-            });
-        }
-    });
-    bar.finish_and_clear();
-    results
-        .into_inner()
-        .expect("no worker panicked")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect()
+    crate::sweep::run_points(
+        "plato",
+        jobs,
+        a.jobs,
+        |j| u64::from(j.rate),
+        |j| j.describe(),
+        |&j| run_job(a, j),
+    )
+    .into_iter()
+    .collect()
 }
 
 /// One row of plato.csv: a point of a figure and what its run measured.

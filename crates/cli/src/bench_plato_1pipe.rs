@@ -119,26 +119,18 @@ fn run_job(a: &PlatoArgs, job: Job) -> Result<Outcome, String> {
     })
 }
 
-/// Runs every job on `a.jobs` threads.
+/// Runs every job on `a.jobs` threads ([`crate::sweep::run_points`]), checked.
 fn run_all(a: &PlatoArgs, jobs: &[Job]) -> Result<Vec<Outcome>, String> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(vec![None; jobs.len()]);
-    std::thread::scope(|s| {
-        for _ in 0..a.jobs.max(1) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&job) = jobs.get(i) else { break };
-                let r = run_job(a, job);
-                results.lock().expect("no worker panicked")[i] = Some(r);
-            });
-        }
-    });
-    results
-        .into_inner()
-        .expect("no worker panicked")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect()
+    crate::sweep::run_points(
+        "plato 1pipe",
+        jobs,
+        a.jobs,
+        |j| u64::from(j.rate),
+        |j| j.describe(),
+        |&j| run_job(a, j),
+    )
+    .into_iter()
+    .collect()
 }
 
 /// Optimistic 1Pipe on Figs. 8 and 10's axes: plato-1pipe.csv, a table, and plato-1pipe.png.

@@ -44,8 +44,6 @@ use onepipe_sim::baseline::{run_baseline, BaseReport, BaselineConfig};
 use onepipe_sim::{NetworkConfig, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// Flags of `bench toto`.
 #[derive(Args, Debug)]
@@ -391,26 +389,18 @@ fn check_run(checked: bool, drained: bool, violations: u64, samples: String) -> 
     Ok(())
 }
 
-/// Runs every job on `a.jobs` threads.
+/// Runs every job on `a.jobs` threads ([`crate::sweep::run_points`]), checked.
 fn run_all(a: &TotoArgs, jobs: &[Job]) -> Result<Vec<Outcome>, String> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Outcome, String>>>> = Mutex::new(vec![None; jobs.len()]);
-    std::thread::scope(|s| {
-        for _ in 0..a.jobs.max(1) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&job) = jobs.get(i) else { break };
-                let r = run_job(a, job);
-                results.lock().expect("no worker panicked")[i] = Some(r);
-            });
-        }
-    });
-    results
-        .into_inner()
-        .expect("no worker panicked")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect()
+    crate::sweep::run_points(
+        "toto",
+        jobs,
+        a.jobs,
+        |j| u64::from(j.rate),
+        |j| j.describe(),
+        |&j| run_job(a, j),
+    )
+    .into_iter()
+    .collect()
 }
 
 /// §6's joint distribution of (τ, ω): the fraction of deliveries with each pair.
