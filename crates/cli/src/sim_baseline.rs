@@ -122,6 +122,11 @@ pub struct BaselineArgs {
     /// paper has none; docs/TOTO.md).
     #[arg(long, default_value = "20us", value_parser = crate::cli::parse_duration)]
     pub toto_heartbeat: u64,
+    /// ToTo and all-ack: silence of a machine, while another waits on it, before it is
+    /// suspected and agreed crashed (§5.1) [default: 5 ms, and at least 4 heartbeats and 4
+    /// causal retries].
+    #[arg(long, value_parser = crate::cli::parse_duration)]
+    pub toto_suspect: Option<u64>,
 }
 
 impl BaselineArgs {
@@ -140,6 +145,7 @@ impl BaselineArgs {
             plato_adaptive: self.plato_adaptive,
             toto_phi: self.toto_phi,
             toto_heartbeat_ns: self.toto_heartbeat,
+            toto_suspect_ns: self.toto_suspect,
             ..BaselineConfig::new(protocol)
         }
     }

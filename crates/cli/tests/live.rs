@@ -449,6 +449,37 @@ fn up_protocol_plato_delivers_one_checked_order_with_checked_hooks() {
     assert_eq!(u(o, "violations"), 0, "{out}");
 }
 
+/// Issue 40: ToTo on the live transport, each packet a plain message, with a process killed
+/// mid-load: the survivors suspect it, agree it crashed and go on (§5); judged by the
+/// baselines' checker (one total order, agreement, a survivor's message at every survivor, a
+/// killed one's at all or none) and the causal check.
+#[test]
+fn up_protocol_toto_survives_a_killed_process_5() {
+    let (code, out, r) = up(
+        "toto-kill",
+        &[
+            "--protocol",
+            "toto",
+            "--duration",
+            "2s",
+            "--kill",
+            "proc:2@700ms",
+            "--toto-suspect",
+            "200ms",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = r.expect("report");
+    assert_clean(&r, &out);
+    assert!(u(&r, "checked_deliveries") > 0, "{out}");
+    for p in [0, 1, 3] {
+        let after = r["delivered_after_kills"][format!("p{p}")]
+            .as_u64()
+            .unwrap();
+        assert!(after > 0, "p{p} delivered nothing after the kill: {out}");
+    }
+}
+
 /// With the controller killed there is no standby: a later failure is not repaired (nobody is
 /// declared), but best effort still resumes by link removal (§4.2), and `up` says so.
 #[test]
@@ -554,6 +585,19 @@ fn bad_flags_name_the_flag() {
             "--protocol plato",
         ),
         (&["--protocol", "plato", "--plato-k", "0"][..], "--plato-k"),
+        (
+            &["--protocol", "plato", "--kill", "proc:1@1s"][..],
+            "--protocol plato",
+        ),
+        (&["--protocol", "toto", "--toto-phi", "1"][..], "--toto-phi"),
+        (
+            &["--protocol", "toto", "--pause", "proc:1@1s..2s"][..],
+            "--protocol toto",
+        ),
+        (
+            &["--protocol", "allack", "--toto-suspect", "1ms"][..],
+            "--toto-suspect",
+        ),
     ] {
         let out = onepipe().arg("up").args(flags).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{flags:?}");

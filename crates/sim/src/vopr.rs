@@ -673,6 +673,13 @@ pub fn baseline_scenario(
         BaselineDraw::Plato => draw_plato(&mut d.rng),
         BaselineDraw::Toto => draw_toto(&mut d.rng, &mut d.cfg),
     };
+    if family == BaselineDraw::Toto {
+        // §5: ToTo and all-ack fail over (the others do not): one or two hosts crash
+        // mid-load, never all.
+        if let Ok(hosts) = d.cfg.net.hosts() {
+            d.draw_crashes(hosts);
+        }
+    }
     (d.cfg, base, d.faults)
 }
 

@@ -157,6 +157,9 @@ pub struct CausalLayer {
     sent: u64,
     /// When the newest own message was sent (or last re-sent).
     sent_at: Instant,
+    /// Resends of the newest own message since it was sent or since every machine last showed
+    /// progress: the next waits [`CausalLayer::backoff`] of them.
+    resend_tries: u32,
     /// Per origin, its messages delivered here (the latest delivered sequence number).
     delivered: Vec<u64>,
     /// Per origin, the vector time of its latest delivered message.
@@ -211,6 +214,7 @@ impl CausalLayer {
         CausalLayer {
             sent: 0,
             sent_at: Instant(0),
+            resend_tries: 0,
             delivered: vec![0; n],
             last_vt: vec![zero; n],
             known: vec![vec![0; n]; n],
@@ -286,9 +290,10 @@ impl CausalLayer {
             .gaps
             .iter()
             .flatten()
-            .map(|g| g.since + self.cfg.retry_ns)
+            .map(|g| g.since + self.backoff(g.tries))
             .min();
-        let resend = (self.unstable_len() > 0).then_some(self.sent_at + self.cfg.retry_ns);
+        let resend =
+            (self.unstable_len() > 0).then_some(self.sent_at + self.backoff(self.resend_tries));
         [owed, gap, resend].into_iter().flatten().min()
     }
 
@@ -309,6 +314,7 @@ impl CausalLayer {
         self.status_to.fill(false);
         self.sent += 1;
         self.sent_at = now;
+        self.resend_tries = 0;
         let seq = self.sent;
         let wire = Wire {
             agreed,
@@ -700,7 +706,7 @@ impl CausalLayer {
     fn ask_for_gaps(&mut self, now: Instant, stats: &mut BaseStats) {
         for o in 0..self.cfg.procs as usize {
             let Some(gap) = self.gaps[o] else { continue };
-            if now < gap.since + self.cfg.retry_ns {
+            if now < gap.since + self.backoff(gap.tries) {
                 continue;
             }
             let first = self.delivered[o] + 1;
@@ -749,12 +755,27 @@ impl CausalLayer {
         ProcId(others[k as usize % others.len()])
     }
 
+    /// The wait before a retry after `tries` retries without progress: `retry_ns`, doubling
+    /// with each, up to the heartbeat interval `idle_ns` — a machine that took in a duplicate
+    /// or a message with nothing new to say answers within `idle_ns` (its status or
+    /// heartbeat), so retrying faster than that only repeats the question. With the default
+    /// `idle_ns` below `retry_ns` it is always `retry_ns`. The membership's suspicion timeout
+    /// is at least 4 × both, so a retry that waits does not make a live machine look silent.
+    fn backoff(&self, tries: u32) -> u64 {
+        let cap = self.cfg.retry_ns.max(self.cfg.idle_ns);
+        self.cfg
+            .retry_ns
+            .saturating_mul(1 << tries.min(32))
+            .min(cap)
+    }
+
     /// Sends the newest own message again to each machine that has not shown it delivered
     /// anything new of ours since the last send, once `retry_ns` passed.
     fn resend_unstable(&mut self, now: Instant, stats: &mut BaseStats) {
-        if self.unstable_len() == 0 || now < self.sent_at + self.cfg.retry_ns {
+        if self.unstable_len() == 0 || now < self.sent_at + self.backoff(self.resend_tries) {
             return;
         }
+        let mut resent = false;
         let me = self.cfg.id;
         let seq = self.sent;
         let wire = self.history[me.index()][&seq].clone();
@@ -765,10 +786,12 @@ impl CausalLayer {
             let k = self.known[d][me.index()];
             if k < seq && k == self.resent_mark[d] {
                 stats.retransmitted += 1;
+                resent = true;
                 self.emit(ProcId(d as u32), me, seq, &wire);
             }
             self.resent_mark[d] = k;
         }
+        self.resend_tries = if resent { self.resend_tries + 1 } else { 0 };
         self.sent_at = now;
     }
 

@@ -291,6 +291,38 @@ fn an_idle_machine_heartbeats_after_an_agreed_message_and_only_then() {
     );
 }
 
+/// An own message nobody shows delivered is sent again after `retry_ns`, then after twice as
+/// long each time, up to the heartbeat interval (a machine that took it in answers within
+/// that); with the heartbeat below the retry interval (the default) the pace stays `retry_ns`.
+#[test]
+fn resends_back_off_up_to_the_heartbeat_interval() {
+    let resend_times = |idle_ns: u64| {
+        let mut cfg = CausalConfig::new(ProcId(0), 2);
+        cfg.retry_ns = 100;
+        cfg.idle_ns = idle_ns;
+        let mut l = CausalLayer::new(cfg);
+        let mut stats = BaseStats::default();
+        l.send(Instant(0), true, Bytes::new());
+        packets(&mut l);
+        let mut at = Vec::new();
+        while let Some(t) = l.poll_timeout().filter(|t| t.0 <= 5_000) {
+            l.on_timeout(t, &mut stats);
+            if !packets_to(&mut l, 1).is_empty() {
+                at.push(t.0);
+            }
+        }
+        at
+    };
+    assert_eq!(
+        resend_times(1_000),
+        [100, 300, 700, 1_500, 2_500, 3_500, 4_500]
+    );
+    assert_eq!(
+        resend_times(20),
+        (1..=50).map(|k| k * 100).collect::<Vec<u64>>()
+    );
+}
+
 // --- Whole endpoints on a tiny network -------------------------------------------------------
 
 /// A hand-driven network of endpoints: packets in flight are taken in an order the test's

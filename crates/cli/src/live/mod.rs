@@ -4,10 +4,10 @@
 //! `onepipe-runtime`; this module is their command lines, the workload, and the orchestration.
 
 mod app_node;
+pub mod baseline;
 mod daemons;
 pub(crate) mod etcd;
 mod node;
-pub mod plato;
 mod records;
 mod supervise;
 mod up;
@@ -201,7 +201,7 @@ pub struct UpArgs {
     pub unordered: bool,
     /// The total-order protocol.
     #[command(flatten)]
-    pub protocol: plato::ProtocolArgs,
+    pub protocol: baseline::ProtocolArgs,
     /// Run the checkers on the unordered baseline too (ordered runs are always checked). The
     /// baseline delivers on arrival and reports no losses, so under load they report order,
     /// agreement and barrier violations and unreported losses, and the run exits 1: what the
@@ -611,7 +611,7 @@ pub struct NodeArgs {
     pub work: WorkloadArgs,
     /// The total-order protocol.
     #[command(flatten)]
-    pub protocol: plato::ProtocolArgs,
+    pub protocol: baseline::ProtocolArgs,
     /// Longest wait, after sending stops, for everything to be delivered.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub drain: u64,

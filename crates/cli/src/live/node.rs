@@ -157,8 +157,8 @@ pub fn run(args: &NodeArgs) -> i32 {
         me.0,
         addr.map_or("?".into(), |a| a.to_string())
     ));
-    if args.protocol.plato() {
-        return match super::plato::run_node(args, ep, &stop, orders.as_ref()) {
+    if args.protocol.baseline() {
+        return match super::baseline::run_node(args, ep, &stop, orders.as_ref()) {
             Ok(()) | Err(Exit::Stopped) => 0,
             Err(Exit::Failed(e)) => {
                 error!(proc = me.0, "{e}");

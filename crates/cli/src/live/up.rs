@@ -383,6 +383,8 @@ impl Run<'_> {
                 "UNORDERED (baseline)"
             } else if a.protocol.plato() {
                 "unordered transport (PLATO: process 0 is also the sequencer)"
+            } else if a.protocol.toto() {
+                "unordered transport (ToTo/all-ack: causal layer and ordering in every process)"
             } else if paxos_live(a) {
                 "unordered (MultiPaxos needs no timestamps)"
             } else {

@@ -69,6 +69,10 @@ pub struct BaselineConfig {
     /// beside its long heartbeat interval, where a message is shown delivered only by the
     /// next application message.
     pub toto_retry_ns: u64,
+    /// ToTo and all-ack: how long a machine may be silent, while another waits on it, before
+    /// it is suspected and agreed crashed (§5.1; `--toto-suspect`). `None`: 5 ms, and at least
+    /// 4 heartbeats and 4 retries.
+    pub toto_suspect_ns: Option<u64>,
     /// Record every delivery's time and latency, and every rollback
     /// ([`BaseReport::deliveries`](super::BaseReport::deliveries); PLATO's Figs. 9 and 11). Off
     /// by default; the run is the same either way.
@@ -93,6 +97,7 @@ impl BaselineConfig {
             toto_phi: None,
             toto_heartbeat_ns: 20_000,
             toto_retry_ns: 200_000,
+            toto_suspect_ns: None,
             log_arrivals: false,
             log_deliveries: false,
         }
@@ -203,6 +208,20 @@ impl BaselineConfig {
         }
     }
 
+    /// ToTo and all-ack: the least suspicion timeout — a live machine may be silent for a
+    /// heartbeat, and its repairs come a retry apart.
+    fn toto_suspect_floor_ns(&self) -> u64 {
+        4 * self.toto_heartbeat_ns.max(self.toto_retry_ns)
+    }
+
+    /// ToTo's and all-ack's suspicion timeout (§5.1): [`BaselineConfig::toto_suspect_ns`], or
+    /// the membership's default raised to the floor.
+    pub fn toto_suspect(&self) -> u64 {
+        let default = onepipe_baselines::toto::member::MemberConfig::default().suspect_ns;
+        self.toto_suspect_ns
+            .unwrap_or_else(|| default.max(self.toto_suspect_floor_ns()))
+    }
+
     /// ToTo and all-ack broadcast (every message to every machine), and φ lies in
     /// `n/2 ≤ φ < n` (§4.2).
     fn validate_toto(&self, sim: &SimConfig) -> Result<(), ConfigError> {
@@ -224,6 +243,18 @@ impl BaselineConfig {
             return bad(
                 "--toto-heartbeat",
                 "the retry interval must be positive".to_string(),
+            );
+        }
+        if self
+            .toto_suspect_ns
+            .is_some_and(|s| s < self.toto_suspect_floor_ns())
+        {
+            return bad(
+                "--toto-suspect",
+                format!(
+                    "must be at least 4 × the longer of the heartbeat and the retry interval ({} ns), or live machines are suspected",
+                    self.toto_suspect_floor_ns()
+                ),
             );
         }
         let hosts = sim.net.hosts()?;

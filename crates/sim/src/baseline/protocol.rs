@@ -456,12 +456,7 @@ impl<Q: EventQueue<Ev>> BaseWorld<Q> {
                     let mut tc = TotoConfig::new(id, procs, base.toto_rule(procs));
                     tc.causal.idle_ns = base.toto_heartbeat_ns;
                     tc.causal.retry_ns = base.toto_retry_ns;
-                    // A live machine may be silent for a heartbeat, and its repairs come a
-                    // retry apart: suspicion waits for several of each (`bench toto` turns
-                    // both up to seconds, beyond the 5-ms default).
-                    tc.member.suspect_ns = (tc.member.suspect_ns)
-                        .max(4 * base.toto_heartbeat_ns)
-                        .max(4 * base.toto_retry_ns);
+                    tc.member.suspect_ns = base.toto_suspect();
                     let e = TotoEndpoint::new(tc).expect("φ checked by BaselineConfig::validate");
                     BaseNode::Toto(e)
                 })

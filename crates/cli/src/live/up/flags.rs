@@ -28,14 +28,16 @@ pub(super) fn check_args(args: &UpArgs) -> Result<(), i32> {
     Ok(())
 }
 
-/// `--protocol plato|plato-fixed`: its flags, and what it runs with (best effort, the
-/// synthetic all-to-all workload, no injected faults: PLATO has no failure handling).
+/// `--protocol plato|plato-fixed|toto|allack`: its flags, and what it runs with (best effort,
+/// the synthetic all-to-all workload, no injected faults but killed processes for ToTo and
+/// all-ack: PLATO has no failure handling, and ToTo's §5 has no joins).
 fn check_protocol(args: &UpArgs) -> Result<(), String> {
     let p = &args.protocol;
     p.check()?;
-    if !p.plato() {
+    if !p.baseline() {
         return Ok(());
     }
+    p.check_phi(args.layout.hosts * args.layout.procs_per_host)?;
     let flag = p.protocol.name();
     let refused = [
         (args.work.service == Service::Reliable, "--service reliable"),
@@ -46,15 +48,25 @@ fn check_protocol(args: &UpArgs) -> Result<(), String> {
             args.work.workload != super::super::Workload::AllToAll,
             "--workload",
         ),
-        (!args.kill.is_empty(), "--kill"),
+        (!args.kill.is_empty() && !p.toto(), "--kill"),
+        (
+            args.kill
+                .iter()
+                .any(|k| !matches!(k.target, KillTarget::Proc(_)))
+                || args.kill.iter().any(|k| k.at_ns.is_none()),
+            "--kill other than proc:N@TIME",
+        ),
         (!args.restart.is_empty(), "--restart"),
+        (!args.pause.is_empty(), "--pause"),
         (!args.cut.is_empty(), "--cut"),
         (!args.blackhole.is_empty(), "--blackhole"),
     ];
+    let why = match p.toto() {
+        true => "ToTo and all-ack run best-effort all-to-all broadcasts; a killed process is agreed crashed (§5), but nobody joins, so a paused or restarted one could not come back",
+        false => "PLATO runs best-effort all-to-all broadcasts and has no failure handling; --plato-delta is its Δ",
+    };
     match refused.iter().find(|r| r.0) {
-        Some((_, what)) => Err(format!(
-            "--protocol {flag}: not with {what} (PLATO runs best-effort all-to-all broadcasts and has no failure handling; --plato-delta is its Δ)"
-        )),
+        Some((_, what)) => Err(format!("--protocol {flag}: not with {what} ({why})")),
         None => Ok(()),
     }
 }
@@ -266,7 +278,7 @@ pub(super) fn cluster(args: &UpArgs) -> Result<Cluster, String> {
     c.fast_beacon_interval_ns = args.fast_beacon_interval;
     c.aggregator_phase_ns = args.aggregator_phase.unwrap_or(args.beacon_interval / 5);
     c.aggregator_mode = args.aggregator_mode;
-    c.ordered = !args.unordered && !paxos_live(args) && !args.protocol.plato();
+    c.ordered = !args.unordered && !paxos_live(args) && !args.protocol.baseline();
     c.datagram_len_max = args.datagram_len_max.0;
     c.gso = !args.no_gso;
     c.gro = !args.no_gro;

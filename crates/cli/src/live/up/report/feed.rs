@@ -6,6 +6,7 @@ use crate::live::Workload;
 use onepipe_proto::host::Delivery;
 use onepipe_proto::wire::NakReason;
 use onepipe_proto::{Instant as ProtoInstant, ProcId, Psn, Timestamp};
+use onepipe_sim::baseline::causal::CausalCheck;
 use onepipe_sim::baseline::check::{BaseChecker, Dsts as BaseDsts};
 use onepipe_sim::check::{Checker, Dsts};
 use onepipe_sim::metrics::NsHistogram;
@@ -201,11 +202,37 @@ impl Feed {
 }
 
 impl Feed {
-    /// [`Feed::run`] for a baseline run (`--protocol plato|plato-fixed`): every record to the
-    /// baselines' checker (total order by the sequencer's numbers, agreement, FIFO, no phantom,
-    /// and — drained — nothing lost unreported), in time order, and sums up.
-    pub(super) fn run_base(&mut self, checker: &mut BaseChecker, all: &[Option<NodeRecords>]) {
+    /// [`Feed::run`] for a baseline run (`--protocol plato|plato-fixed|toto|allack`): every
+    /// record to the baselines' checker (total order by the protocol's keys, agreement, FIFO,
+    /// no phantom, and — drained — nothing lost unreported, or with `killed` processes: a
+    /// survivor's message at every survivor, a killed one's at every survivor or none) and to
+    /// the `causal` check if given, in time order, and sums up. A killed process left no
+    /// records: its broadcasts are rebuilt from what the others delivered (numbered up to the
+    /// highest delivered anywhere) and fed first, as having followed nothing but its own.
+    pub(super) fn run_base(
+        &mut self,
+        checker: &mut BaseChecker,
+        mut causal: Option<&mut CausalCheck>,
+        all: &[Option<NodeRecords>],
+        killed: &BTreeSet<u32>,
+    ) {
         let n = self.procs;
+        for &p in killed {
+            let sent = all
+                .iter()
+                .flatten()
+                .flat_map(|r| &r.deliveries)
+                .filter(|d| d.src == p)
+                .map(|d| d.seq + 1)
+                .max()
+                .unwrap_or(0);
+            for seq in 0..sent {
+                checker.on_send(p, seq, BaseDsts::All);
+                if let Some(c) = causal.as_deref_mut() {
+                    c.on_send(p, seq);
+                }
+            }
+        }
         for &(t, kind, slot, i) in &self.order {
             let recs = all[slot as usize]
                 .as_ref()
@@ -218,6 +245,9 @@ impl Feed {
                     self.scatterings += 1;
                     self.sent += u64::from(n);
                     checker.on_send(s.proc, s.seq, BaseDsts::All);
+                    if let Some(c) = causal.as_deref_mut() {
+                        c.on_send(s.proc, s.seq);
+                    }
                 }
                 Rec::Delivery => {
                     let d = &recs.deliveries[i as usize];
@@ -225,10 +255,13 @@ impl Feed {
                     self.last_delivery_ns = self.last_delivery_ns.max(t);
                     self.latency.record(d.latency_ns);
                     checker.on_deliver(t, d.dst, d.src, d.seq, d.ts);
+                    if let Some(c) = causal.as_deref_mut() {
+                        c.on_deliver(t, d.dst, d.src, d.seq);
+                    }
                 }
                 Rec::Failure => {
                     let f = &recs.failures[i as usize];
-                    if f.reason == crate::live::plato::LOST_REASON {
+                    if f.reason == crate::live::baseline::LOST_REASON {
                         checker.on_lost(f.dst, f.ts);
                     }
                 }

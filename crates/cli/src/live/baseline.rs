@@ -1,11 +1,18 @@
-//! `onepipe up --protocol plato|plato-fixed`: PLATO (docs/PLATO.md) on the live transport.
+//! `onepipe up --protocol plato|plato-fixed|toto|allack`: the baselines' roles on the live
+//! transport, one driver for all of them.
 //!
 //! The cluster runs unordered (no beacons, no barrier): each baseline packet is one plain
 //! message ([`Endpoint::send_plain`]) carrying the baselines' wire encoding, so the datagrams,
-//! coalescing, keys and sealing are the same as every live run's. Every process runs a
-//! [`PlatoEndpoint`] (optimistic with `plato`, delivering only at the order with `plato-fixed`);
-//! process 0 runs the [`Sequencer`] too, at baseline id `procs` — PLATO's sequencer is a machine
-//! of its own, here it shares process 0's socket and thread (said in the report).
+//! coalescing, keys and sealing are the same as every live run's. Every process runs one role
+//! ([`LiveRole`]):
+//!
+//! * `plato`, `plato-fixed`: a [`PlatoEndpoint`] (optimistic with `plato`, delivering only at
+//!   the order with `plato-fixed`; docs/PLATO.md); process 0 runs the [`Sequencer`] too, at
+//!   baseline id `procs` — PLATO's sequencer is a machine of its own, here it shares process
+//!   0's socket and thread (said in the report).
+//! * `toto`, `allack`: a [`TotoEndpoint`] (ToTo(n, φ) or all-ack over the causal layer;
+//!   docs/TOTO.md). A killed process is suspected after `--toto-suspect` of silence and
+//!   agreed crashed (§5); the others go on.
 //!
 //! A packet is believed only if its claimed sender is the authenticated sender of the plain
 //! message that carried it (the sequencer's packets come from process 0); anything else, and
@@ -17,11 +24,12 @@ use super::records::{self, DeliveryRec, FailureRec, HookKind, HookRec, NodeRecor
 use super::NodeArgs;
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
-use onepipe_baselines::common::{BaseEvent, Endpoint as _};
+use onepipe_baselines::common::{BaseEvent, Endpoint as BaseEndpoint};
 use onepipe_baselines::dests::Dests;
 use onepipe_baselines::packet::BasePacket;
 use onepipe_baselines::plato::{PlatoConfig, PlatoEndpoint};
 use onepipe_baselines::sequencer::{OrderBatchConfig, Sequencer, SequencerConfig};
+use onepipe_baselines::toto::{toto::default_phi, Rule, TotoConfig, TotoEndpoint};
 use onepipe_proto::drive;
 use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::optimistic::OptConfig;
@@ -46,6 +54,11 @@ pub enum LiveProtocol {
     Plato,
     /// PLATO's data path delivering only when the order arrives: its fixed-sequencer baseline.
     PlatoFixed,
+    /// ToTo(n, φ): agreed multicast with early delivery over a causal layer (docs/TOTO.md).
+    Toto,
+    /// All-ack on the same causal layer: deliver once every machine was heard from.
+    #[value(name = "allack")]
+    AllAck,
 }
 
 impl LiveProtocol {
@@ -55,6 +68,8 @@ impl LiveProtocol {
             LiveProtocol::OnePipe => "1pipe",
             LiveProtocol::Plato => "plato",
             LiveProtocol::PlatoFixed => "plato-fixed",
+            LiveProtocol::Toto => "toto",
+            LiveProtocol::AllAck => "allack",
         }
     }
 }
@@ -62,8 +77,9 @@ impl LiveProtocol {
 /// The protocol flags shared by `up` and `node`.
 #[derive(Args, Clone, Debug)]
 pub struct ProtocolArgs {
-    /// Total-order protocol. `plato` and `plato-fixed` run on the unordered transport, best
-    /// effort, with process 0 also the sequencer (docs/PLATO.md).
+    /// Total-order protocol. The baselines (`plato`, `plato-fixed`, `toto`, `allack`) run on
+    /// the unordered transport, best effort, all-to-all; with `plato*` process 0 is also the
+    /// sequencer (docs/PLATO.md, docs/TOTO.md).
     #[arg(long, value_enum, default_value = "1pipe")]
     pub protocol: LiveProtocol,
     /// PLATO: places per sequencing packet, PLATO's k.
@@ -79,12 +95,40 @@ pub struct ProtocolArgs {
     /// PLATO: adapt Δ (PLATO §5).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub plato_adaptive: bool,
+    /// ToTo: the threshold φ, n/2 ≤ φ < n (default ⌈n/2⌉, the fastest).
+    #[arg(long)]
+    pub toto_phi: Option<u32>,
+    /// ToTo, all-ack: silence after delivering something before a machine sends a heartbeat
+    /// (the paper has none; without it delivery waits for others to speak).
+    #[arg(long, default_value = "200us", value_parser = super::duration)]
+    pub toto_heartbeat: u64,
+    /// ToTo, all-ack: wait before a missing message is asked for, and before an own message is
+    /// sent again to a machine that has not shown it delivered (doubling while nothing changes).
+    #[arg(long, default_value = "2ms", value_parser = super::duration)]
+    pub toto_retry: u64,
+    /// ToTo, all-ack: silence of a machine, while someone waits on it, before it is suspected
+    /// and agreed crashed (§5.1). A machine paused longer is excluded for good.
+    #[arg(long, default_value = "500ms", value_parser = super::duration)]
+    pub toto_suspect: u64,
 }
 
 impl ProtocolArgs {
+    /// A baseline on the unordered transport (not 1Pipe).
+    pub fn baseline(&self) -> bool {
+        self.protocol != LiveProtocol::OnePipe
+    }
+
     /// PLATO or its fixed sequencer.
     pub fn plato(&self) -> bool {
-        self.protocol != LiveProtocol::OnePipe
+        matches!(
+            self.protocol,
+            LiveProtocol::Plato | LiveProtocol::PlatoFixed
+        )
+    }
+
+    /// ToTo or all-ack.
+    pub fn toto(&self) -> bool {
+        matches!(self.protocol, LiveProtocol::Toto | LiveProtocol::AllAck)
     }
 
     /// Checks the flags; the message names the flag.
@@ -96,21 +140,45 @@ impl ProtocolArgs {
         if self.plato_flush == 0 || self.plato_delta == 0 {
             return Err("--plato-flush, --plato-delta: must be positive".into());
         }
+        if self.toto_heartbeat == 0 || self.toto_retry == 0 {
+            return Err("--toto-heartbeat, --toto-retry: must be positive".into());
+        }
+        if self.toto_suspect < 4 * self.toto_heartbeat.max(self.toto_retry) {
+            return Err(format!(
+                "--toto-suspect: must be at least 4 × the longer of --toto-heartbeat and --toto-retry ({} ns), or live machines are suspected",
+                4 * self.toto_heartbeat.max(self.toto_retry)
+            ));
+        }
         Ok(())
+    }
+
+    /// Checks φ against a group of `procs`; the message names the flag.
+    pub fn check_phi(&self, procs: u32) -> Result<(), String> {
+        match (self.protocol, self.toto_phi) {
+            (LiveProtocol::Toto, Some(phi)) => onepipe_baselines::toto::toto::check_phi(phi, procs)
+                .map_err(|e| format!("--toto-phi: {e}")),
+            _ => Ok(()),
+        }
     }
 
     /// The command-line flags that give a node these settings.
     pub fn argv(&self) -> Vec<String> {
-        [
+        let mut v: Vec<(&str, String)> = vec![
             ("--protocol", self.protocol.name().to_string()),
             ("--plato-k", self.plato_k.to_string()),
             ("--plato-flush", format!("{}ns", self.plato_flush)),
             ("--plato-delta", format!("{}ns", self.plato_delta)),
             ("--plato-adaptive", self.plato_adaptive.to_string()),
-        ]
-        .into_iter()
-        .flat_map(|(k, v)| [k.to_string(), v])
-        .collect()
+            ("--toto-heartbeat", format!("{}ns", self.toto_heartbeat)),
+            ("--toto-retry", format!("{}ns", self.toto_retry)),
+            ("--toto-suspect", format!("{}ns", self.toto_suspect)),
+        ];
+        if let Some(phi) = self.toto_phi {
+            v.push(("--toto-phi", phi.to_string()));
+        }
+        v.into_iter()
+            .flat_map(|(k, v)| [k.to_string(), v])
+            .collect()
     }
 }
 
@@ -122,19 +190,41 @@ const NACK_TIMEOUT_NS: u64 = 1_000_000;
 /// simulator's 20 µs would be a plain message per receiver every 20 µs).
 const SYNC_INTERVAL_NS: u64 = 1_000_000;
 
-/// Drained: nothing came and nothing was delivered for this long after sending stopped.
+/// Drained: nothing came and nothing was delivered for this long after sending stopped, and
+/// the role has nothing in flight ([`LiveRole::settled`]).
 const QUIET_NS: u64 = 300_000_000;
 
 /// Most messages taken from the inbox per turn.
 const BATCH_LEN: usize = 256;
 
-/// One process of a live PLATO run.
-struct PlatoNode {
+/// What the live driver needs of a baseline role beyond the baselines' `Endpoint`.
+pub(super) trait LiveRole: BaseEndpoint {
+    /// Nothing pending, unacknowledged or under repair: once quiet too, the run is drained
+    /// here.
+    fn settled(&self) -> bool;
+}
+
+impl LiveRole for PlatoEndpoint {
+    fn settled(&self) -> bool {
+        // What PLATO still waits for (an order, a copy) is repaired by NACKs, which are
+        // traffic: quiet is enough.
+        true
+    }
+}
+
+impl LiveRole for TotoEndpoint {
+    fn settled(&self) -> bool {
+        self.is_idle()
+    }
+}
+
+/// One process of a live baseline run.
+struct BaseNode<R: LiveRole> {
     ep: Endpoint,
     me: u32,
     procs: u32,
-    role: PlatoEndpoint,
-    /// On process 0: the sequencer (baseline id `procs`).
+    role: R,
+    /// PLATO, on process 0: the sequencer (baseline id `procs`).
     sequencer: Option<Sequencer>,
     /// Packets between the two roles of process 0, which never leave it.
     local: VecDeque<BasePacket>,
@@ -158,28 +248,49 @@ fn now() -> Instant {
     Instant(monotonic_ns())
 }
 
-impl PlatoNode {
-    fn new(args: &NodeArgs, ep: Endpoint) -> PlatoNode {
+/// PLATO's endpoint, and on process 0 its sequencer.
+fn plato_roles(args: &NodeArgs, me: u32, procs: u32) -> (PlatoEndpoint, Option<Sequencer>) {
+    let p = &args.protocol;
+    let mut pc = PlatoConfig::new(ProcId(me), procs);
+    pc.opt = (p.protocol == LiveProtocol::Plato).then(|| match p.plato_adaptive {
+        true => OptConfig::adaptive(p.plato_delta),
+        false => OptConfig::fixed(p.plato_delta),
+    });
+    pc.nack_timeout_ns = NACK_TIMEOUT_NS;
+    pc.orphan_timeout_ns = pc.orphan_timeout_ns.max(100 * p.plato_flush);
+    let sequencer = (me == 0).then(|| {
+        let mut sc = SequencerConfig::new(procs);
+        sc.sync_interval_ns = SYNC_INTERVAL_NS;
+        sc.order_batch = Some(OrderBatchConfig {
+            k: p.plato_k,
+            flush_ns: p.plato_flush,
+        });
+        Sequencer::new(sc)
+    });
+    (PlatoEndpoint::new(pc), sequencer)
+}
+
+/// ToTo's or all-ack's machine `me`.
+fn toto_role(args: &NodeArgs, me: u32, procs: u32) -> Result<TotoEndpoint, Exit> {
+    let p = &args.protocol;
+    let rule = match p.protocol {
+        LiveProtocol::AllAck => Rule::AllAck,
+        _ => Rule::Toto {
+            phi: p.toto_phi.unwrap_or_else(|| default_phi(procs)),
+        },
+    };
+    let mut tc = TotoConfig::new(ProcId(me), procs, rule);
+    tc.causal.idle_ns = p.toto_heartbeat;
+    tc.causal.retry_ns = p.toto_retry;
+    tc.member.suspect_ns = p.toto_suspect;
+    TotoEndpoint::new(tc).map_err(|e| Exit::Failed(format!("--toto-phi: {e}")))
+}
+
+impl<R: LiveRole> BaseNode<R> {
+    fn new(ep: Endpoint, role: R, sequencer: Option<Sequencer>) -> BaseNode<R> {
         let (me, procs) = (ep.proc().0, ep.cluster().procs());
-        let p = &args.protocol;
-        let mut pc = PlatoConfig::new(ProcId(me), procs);
-        pc.opt = (p.protocol == LiveProtocol::Plato).then(|| match p.plato_adaptive {
-            true => OptConfig::adaptive(p.plato_delta),
-            false => OptConfig::fixed(p.plato_delta),
-        });
-        pc.nack_timeout_ns = NACK_TIMEOUT_NS;
-        pc.orphan_timeout_ns = pc.orphan_timeout_ns.max(100 * p.plato_flush);
-        let sequencer = (me == 0).then(|| {
-            let mut sc = SequencerConfig::new(procs);
-            sc.sync_interval_ns = SYNC_INTERVAL_NS;
-            sc.order_batch = Some(OrderBatchConfig {
-                k: p.plato_k,
-                flush_ns: p.plato_flush,
-            });
-            Sequencer::new(sc)
-        });
-        PlatoNode {
-            role: PlatoEndpoint::new(pc),
+        BaseNode {
+            role,
             sequencer,
             local: VecDeque::new(),
             recs: NodeRecords::default(),
@@ -276,18 +387,16 @@ impl PlatoNode {
         }
     }
 
+    fn sequencer(&mut self) -> &mut Sequencer {
+        self.sequencer.as_mut().expect("drained only where it runs")
+    }
+
     /// Sends and records what the roles put out, until both are quiet.
     fn drain(&mut self) {
-        fn role(n: &mut PlatoNode) -> &mut PlatoEndpoint {
-            &mut n.role
-        }
-        fn sequencer(n: &mut PlatoNode) -> &mut Sequencer {
-            n.sequencer.as_mut().expect("drained only where it runs")
-        }
         loop {
-            let mut any = drive::drain_in(self, role, PlatoNode::output);
+            let mut any = drive::drain_in(self, |n| &mut n.role, BaseNode::output);
             if self.sequencer.is_some() {
-                any += drive::drain_in(self, sequencer, PlatoNode::output);
+                any += drive::drain_in(self, Self::sequencer, BaseNode::output);
             }
             while let Some(p) = self.local.pop_front() {
                 any += 1;
@@ -478,25 +587,41 @@ enum Phase {
     Done,
 }
 
-/// A node of a live PLATO run: joined, waits for `start`, sends, drains, writes its records,
-/// and serves the others (process 0 is their sequencer) until `stop`.
+/// A node of a live baseline run: joined, waits for `start`, sends, drains, writes its
+/// records, and serves the others (with PLATO, process 0 is their sequencer) until `stop`.
 pub(super) fn run_node(
     args: &NodeArgs,
     ep: Endpoint,
     stop: &AtomicBool,
     orders: Option<&Receiver<String>>,
 ) -> Result<(), Exit> {
-    let mut n = PlatoNode::new(args, ep);
+    let (me, procs) = (ep.proc().0, ep.cluster().procs());
+    if args.protocol.plato() {
+        let (role, sequencer) = plato_roles(args, me, procs);
+        run(args, BaseNode::new(ep, role, sequencer), stop, orders)
+    } else {
+        let role = toto_role(args, me, procs)?;
+        run(args, BaseNode::new(ep, role, None), stop, orders)
+    }
+}
+
+/// Drives `n` through its run, then leaves the cluster.
+fn run<R: LiveRole>(
+    args: &NodeArgs,
+    mut n: BaseNode<R>,
+    stop: &AtomicBool,
+    orders: Option<&Receiver<String>>,
+) -> Result<(), Exit> {
     let r = drive(args, &mut n, stop, orders);
-    let PlatoNode { ep, .. } = n;
+    let BaseNode { ep, .. } = n;
     ep.leave();
     r
 }
 
 /// [`run_node`]'s loop.
-fn drive(
+fn drive<R: LiveRole>(
     args: &NodeArgs,
-    n: &mut PlatoNode,
+    n: &mut BaseNode<R>,
     stop: &AtomicBool,
     orders: Option<&Receiver<String>>,
 ) -> Result<(), Exit> {
@@ -531,7 +656,7 @@ fn drive(
                 _ => Phase::Sent,
             },
             Phase::Draining(limit) => {
-                let quiet = t.saturating_sub(n.last_activity_ns) >= QUIET_NS;
+                let quiet = t.saturating_sub(n.last_activity_ns) >= QUIET_NS && n.role.settled();
                 if quiet || t >= limit {
                     n.write(args)?;
                     say(&format!("done {quiet}"));
