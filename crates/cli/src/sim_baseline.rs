@@ -273,13 +273,20 @@ fn print_summary(r: &BaseReport) {
 /// The summary's line on optimistic delivery (PLATO, or 1Pipe with `--optimistic-delta`).
 pub(crate) fn print_optimistic(o: &onepipe_sim::optcheck::OptReport) {
     println!(
-        "  optimistic  p50 {}  p99 {} to usable; {} deliveries, {} revoked before Tm, {} rollbacks ({:.3}%); Δ ends at {}",
+        "  optimistic  p50 {}  p99 {} to usable; {} deliveries, {} revoked before Tm, {} rollbacks ({:.3}%); Δ ends at {}{}",
         us(o.latency_ns.p50 as f64),
         us(o.latency_ns.p99 as f64),
         o.delivered,
         o.revokes_early,
         o.rollbacks,
         o.rollback_fraction * 100.0,
-        us(o.delta_ns_end)
+        us(o.delta_ns_end),
+        match o.unjudged_end {
+            None => "; hooks unchecked (checks off)".to_string(),
+            Some(0) => String::new(),
+            Some(n) => format!(
+                "; what {n} view(s) held at the end unchecked (not drained, or the process left)"
+            ),
+        }
     );
 }

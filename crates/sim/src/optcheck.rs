@@ -46,6 +46,10 @@ pub struct OptReport {
     /// runs; 0 in a drained run: everything arrived was confirmed, or revoked when §5.2
     /// discarded it). `None` where not measured (PLATO).
     pub held_end: Option<u64>,
+    /// Views (a receiver's, or one service's at a receiver) whose tentative deliveries at the
+    /// end were not judged — the run did not drain, or the process left it (crashed, declared
+    /// failed): what they still held is unchecked, not clean. `None`: the checker did not run.
+    pub unjudged_end: Option<u64>,
     /// Hash of every hook (kind, receiver, message, true time), in order: pins the optimistic
     /// deliveries as `trace_hash` pins the final ones.
     pub hooks_hash: String,
@@ -90,6 +94,8 @@ pub struct OptChecker {
     pub rollbacks: u64,
     violation_count: u64,
     violations: Vec<Violation>,
+    /// Views whose leftovers [`OptChecker::finish_where`] did not judge.
+    unjudged_end: u64,
 }
 
 impl OptChecker {
@@ -103,7 +109,14 @@ impl OptChecker {
             rollbacks: 0,
             violation_count: 0,
             violations: Vec::new(),
+            unjudged_end: 0,
         }
+    }
+
+    /// Views whose tentative deliveries at the end were not judged (see
+    /// [`OptReport::unjudged_end`]).
+    pub fn unjudged_end(&self) -> u64 {
+        self.unjudged_end
     }
 
     fn violate(&mut self, t: u64, kind: &'static str, detail: String) {
@@ -225,6 +238,12 @@ impl OptChecker {
                 );
             }
         }
+        let unjudged = self
+            .receivers
+            .keys()
+            .filter(|&&dst| !drained || !judged(dst))
+            .count();
+        self.unjudged_end = unjudged as u64;
         if !drained {
             return;
         }

@@ -161,6 +161,7 @@ impl OptRun {
             violations: self.checker.as_ref().map_or(0, OptChecker::violation_count),
             hooks_hash: format!("{:016x}", self.hooks.value()),
             held_end: self.held_end,
+            unjudged_end: self.checker.as_ref().map(OptChecker::unjudged_end),
         }
     }
 
