@@ -8,13 +8,14 @@
 #
 #   scripts/netns-cluster.sh --hosts N --layers 1|2 [--rack-size K] [--mtu 1500|9000]
 #       [--loss LINK=RATE]... [--dup LINK=RATE]... [--cut LINK@T]... [--kill proc:N@T]...
-#       [--service be|reliable] [--duration 5s] [--rate R] [--keep] [--bin PATH]
+#       [--service be|reliable] [--duration 5s] [--rate R] [--keep] [--bin PATH] [-- UP_FLAGS...]
 #
 # LINK is a member's cable to its bridge: `hN` (host N), an aggregator's name (`tor-0`,
 # `spine-0`) or `controller`. --loss drops RATE of the IPv4 packets in each direction of it
 # (an htb leaf with `pfifo limit 0`, chosen by a classic-BPF filter on `ld rand`); --dup sends
 # RATE more of them twice (the same filter with a `mirred` mirror action); --cut sets the cable
-# down T after sending starts. --kill is `onepipe up`'s. Needs root; installs ethtool and jq if
+# down T after sending starts. --kill, and whatever follows `--`, are `onepipe up`'s flags
+# (`-- --restart proc:3@4s --msg-size 1000`). Needs root; installs ethtool and jq if
 # missing. Everything is torn down at the end, also on failure or Ctrl-C, and a run that was
 # killed is cleaned up by the next one. The exit code is `onepipe up`'s (0 clean, 1 a
 # violation or not drained, 2 bad flags, 3 a process failed); 4: this machine cannot run it.
@@ -24,10 +25,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2; exit 2; }
 
 hosts=4 layers=2 rack_size=2 mtu=1500 service=be duration=5s rate=2000 keep=0 bin=""
-loss=() dup=() cuts=() kills=()
+loss=() dup=() cuts=() kills=() extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --bin) bin=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
     -h|--help) usage ;;
     *) echo "netns-cluster: unknown flag $1" >&2; usage ;;
   esac
@@ -210,6 +212,7 @@ up_args=(up --cluster "$dir/cluster.toml" --spawn "ip netns exec $prefix-{host}"
          --rate "$rate" --json "$dir/up.json")
 for k in "${kills[@]}"; do up_args+=(--kill "$k"); done
 [ "$keep" = 1 ] && up_args+=(--keep)
+up_args+=("${extra[@]}")
 echo "netns-cluster: $hosts hosts, $layers layer(s), MTU $mtu, $(echo "$members" | wc -l) namespaces + $fabric; cluster file $dir/cluster.toml"
 echo "$members" | awk '{printf "  %-12s %-12s %s\n", $1, $2, $3}'
 mkfifo "$dir/up.out"
