@@ -61,6 +61,17 @@ phase "cargo test (--all-features)"
 cargo test --workspace --all-targets --all-features 2>&1 | tee -a "$log"
 phase "doc tests (--all-features)"
 cargo test --workspace --doc --all-features 2>&1 | tee -a "$log"
+# A cluster across Linux network namespaces (scripts/netns-cluster.sh, docs/DEPLOY.md): 4 hosts
+# and 3 aggregators each in a network stack of its own, MTU 1,500, 10^-3 loss on one cable, run
+# by the debug binary the tests above built. Needs root and `ip netns`; says so and skips
+# otherwise.
+phase "network namespaces: 4 hosts, 2 layers, MTU 1,500, 10^-3 loss on h1's cable (scripts/netns-cluster.sh)"
+if [ "$(id -u)" = 0 ] && ip netns add onepipe-probe-$$ 2>/dev/null && ip netns del onepipe-probe-$$; then
+  ONEPIPE_NETNS_PREFIX=onpt scripts/netns-cluster.sh --hosts 4 --layers 2 --duration 3s --rate 500 \
+    --loss h1=0.001 --bin target/debug/onepipe
+else
+  echo "skipped: the network-namespace cluster needs root and a kernel that lets it create network namespaces (ip netns add)"
+fi
 phase "planted bugs (each must make the suite fail)"
 scripts/planted-bugs.sh | tee -a "$log"
 

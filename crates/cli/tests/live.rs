@@ -9,7 +9,8 @@
 //!   process behind.
 //! * `--kill` (§5.2): a dead process and a dead rack aggregator are declared failed, the rest
 //!   keep delivering, and restricted failure atomicity holds (reliable and best effort).
-//! * Cluster files: `onepipe topology` writes one that parses; an error names field and line.
+//! * Cluster files: `onepipe topology` writes one that parses; an error names field and line;
+//!   `up --cluster` runs a given one, each member behind `--spawn`'s prefix.
 //!
 //! Runs are short (about a second of sending at a modest rate) and every wait has a generous
 //! deadline: the machine is shared and has two cores. Nothing asserts speed.
@@ -751,6 +752,37 @@ fn topology_writes_a_cluster_file_that_parses() {
         .unwrap();
     let c = onepipe_runtime::Cluster::parse(&String::from_utf8(one.stdout).unwrap()).unwrap();
     assert_eq!(c.aggregators.len(), 1);
+}
+
+/// docs/DEPLOY.md: `up --cluster FILE --spawn PREFIX` runs the operator's file (its keys from
+/// `topology --pki`) with every member behind the prefix, checked as any `up` run; a file whose
+/// process count the flags contradict is refused before anything starts.
+#[test]
+fn up_runs_a_given_cluster_file_with_each_member_behind_the_spawn_prefix() {
+    let dir = TempDir::new("given-file");
+    let file = dir.path("cluster.toml");
+    let topology = onepipe()
+        .current_dir(&dir.0)
+        .args(["topology", "--hosts", "2", "--layers", "1"])
+        .args(["--controller", "127.0.0.1:0", "--pki", "pki"])
+        .output()
+        .unwrap();
+    assert!(topology.status.success());
+    std::fs::write(&file, topology.stdout).unwrap();
+    let given = ["--cluster", file.to_str().unwrap(), "--hosts", "2"];
+    let spawn = ["--spawn", "env ONEPIPE_MEMBER={member} ONEPIPE_HOST={host}"];
+    let (code, out, report) = up("given", &[&given[..], &spawn[..]].concat());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("cluster file"), "{out}");
+    let r = report.expect("a report");
+    assert_clean(&r, &out);
+    assert!(u(&r, "delivered") > 0, "{out}");
+    let (code, out, _) = up("given-refused", &["--cluster", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("--cluster") && out.contains("2 processes"),
+        "{out}"
+    );
 }
 
 /// docs/SECURITY.md: a hand-started cluster refuses to start without keys unless its file says

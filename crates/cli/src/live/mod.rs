@@ -324,6 +324,20 @@ pub struct UpArgs {
     /// everyone; nothing stalls) [default: the cluster file's 1h].
     #[arg(long, value_parser = duration)]
     pub rotate_keys_every: Option<u64>,
+    /// Run the cluster this file describes (its addresses, settings and keys; docs/DEPLOY.md)
+    /// instead of writing a loopback one: the flags that shape a generated cluster
+    /// (`--layers`, `--beacon-interval`, `--auth`, `--datagram-len-max`, …) do not apply, and
+    /// `--hosts` × `--procs-per-host` must be its number of processes.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+    /// Start every member through this command prefix (split at spaces; `{member}` becomes
+    /// `controller`, the aggregator's name or `pN`, `{host}` becomes `hN` for a process on
+    /// host N and the member's name otherwise), e.g. `--spawn 'ip netns exec ns-{host}'`
+    /// (scripts/netns-cluster.sh). The prefix must keep the member's standard input and
+    /// output connected to `up` (`ip netns exec` execs it; `ssh HOST` forwards them), and
+    /// the run directory must be at the same path for every member.
+    #[arg(long, value_name = "PREFIX")]
+    pub spawn: Option<String>,
 }
 
 fn auth_mode(s: &str) -> Result<onepipe_runtime::auth::AuthMode, String> {

@@ -1,8 +1,10 @@
 //! `onepipe up`: a whole local cluster in one command.
 //!
 //! It writes a cluster file (two layers by default: racks of `--rack-size` hosts under `tor-N`,
-//! joined by `spine-0`), starts the controller, every aggregator and every endpoint as separate
-//! OS processes of this same binary on 127.0.0.1, runs the workload on every endpoint at once,
+//! joined by `spine-0`) — or takes the operator's with `--cluster` (`given`) —, starts the
+//! controller, every aggregator and every endpoint as separate OS processes of this same binary
+//! on 127.0.0.1 (or behind `--spawn`'s command prefix, e.g. in a network namespace of their own:
+//! scripts/netns-cluster.sh), runs the workload on every endpoint at once,
 //! collects every send, delivery and failure, runs the simulator's checkers over them, prints a
 //! summary and (with `--json`) a report, and stops everything.
 //!
@@ -25,6 +27,7 @@ mod argv;
 mod events;
 mod faults;
 mod flags;
+mod given;
 mod report;
 
 use super::supervise::{self, Child, ChildLine};
@@ -41,7 +44,6 @@ use onepipe_runtime::cluster::{format_duration, Cluster};
 use report::{finish, report};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -96,6 +98,12 @@ struct Run<'a> {
     args: &'a UpArgs,
     exe: PathBuf,
     dir: PathBuf,
+    /// The cluster file every daemon is given.
+    config: PathBuf,
+    /// The key directory, when the cluster is protected.
+    pki: Option<PathBuf>,
+    /// Each process's host (`hN`, for `--spawn`'s `{host}`), by process id.
+    host_of: Vec<String>,
     stop: &'a AtomicBool,
     deadline: Instant,
     children: Vec<Child>,
@@ -145,7 +153,7 @@ pub fn run(args: &UpArgs) -> i32 {
         return code;
     }
     let started = Instant::now();
-    let (mut cluster, exe) = match prepare(args) {
+    let (mut cluster, exe, given) = match prepare(args) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -167,7 +175,9 @@ pub fn run(args: &UpArgs) -> i32 {
         .deadline
         .unwrap_or(args.work.duration + args.drain + 60_000_000_000);
     let deadline = started + Duration::from_nanos(deadline_ns);
+    let config = given.unwrap_or_else(|| dir.join("cluster.toml"));
     let mut run = Run::new(args, exe, dir.clone(), &stop, deadline, etcd, &cluster);
+    run.config = config;
     let outcome = run.execute(&cluster);
     let clean = run.shutdown();
     let code = conclude(args, &cluster, &run, started, outcome, clean);
@@ -180,11 +190,15 @@ pub fn run(args: &UpArgs) -> i32 {
     code
 }
 
-/// The cluster the flags describe, with every flag about its members checked against it, and
-/// this executable (the children run it); the exit code if one is refused (said on standard
-/// error).
-fn prepare(args: &UpArgs) -> Result<(Cluster, PathBuf), i32> {
-    let cluster = cluster(args).map_err(|e| {
+/// The cluster the flags describe (or `--cluster`'s file, and its path), with every flag about
+/// its members checked against it, and this executable (the children run it); the exit code if
+/// one is refused (said on standard error).
+fn prepare(args: &UpArgs) -> Result<(Cluster, PathBuf, Option<PathBuf>), i32> {
+    let (cluster, given) = match &args.cluster {
+        Some(file) => given::load(args, file).map(|(c, path)| (c, Some(path))),
+        None => cluster(args).map(|c| (c, None)),
+    }
+    .map_err(|e| {
         eprintln!("onepipe up: {e}");
         EXIT_USAGE
     })?;
@@ -207,11 +221,12 @@ fn prepare(args: &UpArgs) -> Result<(Cluster, PathBuf), i32> {
         eprintln!("onepipe up: --restart: {e}");
         return Err(EXIT_USAGE);
     }
-    Ok((cluster, exe))
+    Ok((cluster, exe, given))
 }
 
 /// The run directory, with the run's protection (`protect`) and its cluster file written in
-/// it; the exit code if it cannot be (said on standard error, nothing left behind).
+/// it (with `--cluster`, only the directory: the file and its keys are the operator's); the
+/// exit code if it cannot be (said on standard error, nothing left behind).
 fn make_dir(args: &UpArgs, cluster: &mut Cluster) -> Result<PathBuf, i32> {
     let dir = std::env::temp_dir().join(format!(
         "onepipe-up-{}-{}",
@@ -220,9 +235,12 @@ fn make_dir(args: &UpArgs, cluster: &mut Cluster) -> Result<PathBuf, i32> {
     ));
     if let Err(e) = std::fs::create_dir_all(&dir)
         .map_err(|e| e.to_string())
-        .and_then(|_| protect(args, cluster, &dir))
-        .and_then(|_| {
-            std::fs::write(dir.join("cluster.toml"), cluster.to_toml()).map_err(|e| e.to_string())
+        .and_then(|_| match args.cluster {
+            Some(_) => Ok(()),
+            None => protect(args, cluster, &dir).and_then(|_| {
+                std::fs::write(dir.join("cluster.toml"), cluster.to_toml())
+                    .map_err(|e| e.to_string())
+            }),
         })
     {
         eprintln!("onepipe up: cannot write {}: {e}", dir.display());
@@ -298,6 +316,17 @@ impl<'a> Run<'a> {
         Run {
             args,
             exe,
+            config: dir.join("cluster.toml"),
+            pki: cluster
+                .auth
+                .as_ref()
+                .filter(|a| a.mode.seals())
+                .and_then(|a| a.pki.clone()),
+            host_of: cluster
+                .processes
+                .iter()
+                .map(|p| format!("h{}", p.host))
+                .collect(),
             dir,
             stop,
             deadline,
@@ -339,7 +368,12 @@ impl Run<'_> {
             Role::Aggregator(n) => n.clone(),
             Role::Node(p) => format!("p{p}"),
         };
-        let mut cmd = Command::new(&self.exe);
+        let host = match &role {
+            Role::Node(p) => self.host_of.get(*p as usize).cloned(),
+            _ => None,
+        };
+        let host = host.unwrap_or_else(|| name.clone());
+        let mut cmd = given::command(self.args.spawn.as_deref(), &name, &host, &self.exe);
         cmd.args(args);
         let index = self.children.len();
         let child = Child::spawn(&name, cmd, index, self.tx.clone())
@@ -353,7 +387,7 @@ impl Run<'_> {
     /// Starts the controllers, the aggregators and the endpoints, runs the workload on every
     /// endpoint at once, and drains it.
     fn execute(&mut self, cluster: &Cluster) -> Result<(), Abort> {
-        let config = self.dir.join("cluster.toml").display().to_string();
+        let config = self.config.display().to_string();
         self.print_cluster(cluster);
         let controller = self.start_controllers(&config)?;
         self.start_members(cluster, &config, controller)?;
@@ -367,7 +401,10 @@ impl Run<'_> {
     /// The first line: the cluster's shape, its beacons, ordering and protection.
     fn print_cluster(&self, cluster: &Cluster) {
         let a = self.args;
-        let shape = a.layout.describe();
+        let shape = match &a.cluster {
+            Some(_) => format!("cluster file {}", self.config.display()),
+            None => a.layout.describe(),
+        };
         println!(
             "onepipe up: {} hosts × {} process(es), {shape} ({} {} aggregators), {} beacons{}, {}, {}",
             a.layout.hosts,
@@ -394,7 +431,7 @@ impl Run<'_> {
                 onepipe_runtime::auth::AuthMode::Off => "auth off (nothing protected)".to_string(),
                 mode => format!(
                     "auth {mode} (datagrams sealed per link, control on TLS; keys in {})",
-                    self.dir.join("pki").display()
+                    self.pki.as_deref().unwrap_or(&self.dir).display()
                 ),
             },
         );

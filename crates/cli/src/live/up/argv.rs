@@ -9,15 +9,7 @@ impl Run<'_> {
     /// The command line of controller `c`'s `onepipe controller` (with `--etcd`, its election's
     /// flags).
     pub(super) fn controller_argv(&self, c: usize, config: &str) -> Vec<String> {
-        let mut argv = strings(&[
-            "controller",
-            "--config",
-            config,
-            "--listen",
-            "127.0.0.1:0",
-            "--supervised",
-            "--quiet",
-        ]);
+        let mut argv = strings(&["controller", "--config", config, "--supervised", "--quiet"]);
         if let Some((url, key)) = &self.etcd {
             let name = format!("controller-{c}");
             argv.extend(strings(&[
@@ -83,9 +75,9 @@ impl Run<'_> {
 
     /// `--pki DIR` for a node, when the run is protected.
     fn pki_argv(&self) -> Vec<String> {
-        match self.args.auth.seals() {
-            true => strings(&["--pki", &self.dir.join("pki").display().to_string()]),
-            false => Vec::new(),
+        match &self.pki {
+            Some(dir) => strings(&["--pki", &dir.display().to_string()]),
+            None => Vec::new(),
         }
     }
 

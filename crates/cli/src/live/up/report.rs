@@ -336,7 +336,7 @@ pub(super) fn report(
         delivery_span_s,
         latency_ns: feed.latency.summary(),
         transport,
-        auth: AuthSummary::of(&run.args.auth.to_string(), &counters),
+        auth: AuthSummary::of(&cluster.auth_mode().to_string(), &counters),
         forwarded_by_controller: controller_stat(run, "forwarded"),
         blackholed: aggregator_stat(run, "blackholed"),
         cut_dropped: aggregator_stat(run, "cut_dropped"),
