@@ -19,37 +19,15 @@
 mod common;
 
 use common::up::{alive, Running};
+use common::TempDir;
 use serde_json::Value;
 use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 fn onepipe() -> Command {
     Command::new(env!("CARGO_BIN_EXE_onepipe"))
-}
-
-/// A scratch directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("onepipe-live-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn path(&self, f: &str) -> PathBuf {
-        self.0.join(f)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// `onepipe up` with a small cluster and `extra` flags (which replace the defaults they name),
