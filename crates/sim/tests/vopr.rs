@@ -313,3 +313,29 @@ fn past_plato_swarm_failures_stay_fixed() {
         );
     }
 }
+
+/// `onepipe vopr --toto`'s first seeds, short: ToTo or all-ack under the swarm's link faults,
+/// some with one or two hosts crashing mid-load (§5); every seed ordered, causal, drained.
+#[test]
+fn toto_swarm_seeds_with_crashes_pass_5() {
+    let mut crashes = 0;
+    for seed in 1..=8 {
+        let o = onepipe_sim::vopr::run_baseline_seed(
+            seed,
+            1_000_000,
+            onepipe_sim::vopr::BaselineDraw::Toto,
+        );
+        assert_eq!(
+            o.verdict,
+            Verdict::Ok,
+            "seed {seed}: {} {:#?}",
+            o.scenario,
+            o.detail
+        );
+        crashes += o.faults.host_crashes;
+    }
+    assert!(
+        crashes > 0,
+        "no seed drew a crash: the test proves nothing of §5"
+    );
+}
