@@ -192,6 +192,9 @@ fn ask(
                 metrics,
             })) => return Ok((members, malformed, metrics)),
             Ok(Some(FromController::Error { message })) => return Err(message),
+            Ok(Some(FromController::Standby { .. })) => {
+                return Err("a standby, not the leader".into())
+            }
             Ok(_) => {}
             Err(e) => return Err(e.to_string()),
         }
