@@ -68,6 +68,10 @@ enum Command {
     Node(Box<crate::live::NodeArgs>),
     /// Print a cluster file for a local cluster (racks under tor-N, joined by spine-0).
     Topology(crate::live::TopologyArgs),
+    /// Show a running cluster: the controller's members, every daemon's metrics (barrier lag,
+    /// deliveries, datagrams, drops, failures) in one table; --watch refreshes with rates,
+    /// --json prints JSON. Exit code 3 when no controller answers.
+    Status(crate::live::StatusArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -678,6 +682,7 @@ pub fn main() -> i32 {
         Command::Agg(a) => crate::live::agg(&a),
         Command::Node(a) => crate::live::node(&a),
         Command::Topology(a) => crate::live::topology(&a),
+        Command::Status(a) => crate::live::status(&a),
         Command::Bench(b) => {
             let result = match &b {
                 crate::bench::Bench::Loss(a) => crate::bench::loss(a),

@@ -278,6 +278,22 @@ impl Aggregator {
         self.inputs.get(port.index()).copied()
     }
 
+    /// Number of input ports (the peers below, and the parent's on a split aggregator).
+    pub fn inputs_len(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Input `port`'s registers — the best-effort (§4.1) and commit (§5.1) barriers its link
+    /// last reported, as its half holds them; `None` for a port that is not an input.
+    pub fn input_registers(&self, port: PortId) -> Option<(Option<Timestamp>, Option<Timestamp>)> {
+        let (half, p) = self.input_half(port)?;
+        let sw = match half {
+            Half::Up => &self.up,
+            Half::Down => self.down.as_ref()?,
+        };
+        Some((sw.register(p), sw.commit_register(p)))
+    }
+
     /// Inputs the controller's Resume removed from the commit minimum (§5.2), both halves.
     pub fn commit_inputs_removed(&self) -> u64 {
         let removed = |sw: &Switch| {

@@ -30,7 +30,9 @@ use onepipe_proto::switch::SwitchConfig;
 use onepipe_proto::time::Instant;
 use std::sync::Arc;
 
-pub use daemon::{run_aggregator, AggregatorDaemon, AggregatorFaults, AggregatorReport, Fault};
+pub use daemon::{
+    run_aggregator, AggregatorDaemon, AggregatorFaults, AggregatorReport, Fault, TELEMETRY_INTERVAL,
+};
 
 /// One neighbour of an aggregator: the far end of one of its ports.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,8 @@
 //!   Bound { addr }                  ─────▶   (the address actually bound)
 //!                                   ◀─────   Ready { cluster }          once every member is bound:
 //!                                            the cluster with every address filled in
-//!   Health { counters } (every ~1 s) ────▶   kept for `Status`
+//!   Health { counters, metrics }    ─────▶   kept for `Status` (every ~1 s; `metrics`: the
+//!                                            member's `GET /metrics` address, if any)
 //!                                   ◀─────   Down { member, reason }    a member left or was lost
 //!   Leave                           ─────▶
 //! ```
@@ -115,6 +116,11 @@ pub enum ToController {
     Health {
         /// Named counters.
         counters: BTreeMap<String, u64>,
+        /// The member's management HTTP endpoint (`GET /metrics`), if it serves one. Absent
+        /// from the line when `None`, and optional when read: members that do not say it are
+        /// still understood.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metrics: Option<SocketAddr>,
     },
     /// The member is leaving on purpose. A process that flushed its reliable sends first
     /// gives `last`, a timestamp above everything it sent: the controller takes it out at
@@ -210,6 +216,10 @@ pub enum FromController {
         members: Vec<MemberStatus>,
         /// Control lines the controller could not read, since it started.
         malformed: u64,
+        /// The controller's own management HTTP endpoint, if it serves one (absent from the
+        /// line when `None`, and optional when read).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metrics: Option<SocketAddr>,
     },
     /// A §5.2 control message for this member ([`crate::failure`]): Failure, Recall,
     /// RecallAck or Resume.
@@ -322,6 +332,10 @@ pub struct MemberStatus {
     pub last_seen_ms: Option<u64>,
     /// Its last `Health` counters.
     pub counters: BTreeMap<String, u64>,
+    /// Its management HTTP endpoint, as its last `Health` said (`None`: it serves none, or
+    /// has not said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Writes one message as a line.
@@ -813,8 +827,9 @@ impl ControlClient {
             if left.is_zero() {
                 return Err(JoinError::Timeout);
             }
-            if let Some(FromController::Status { members, malformed }) =
-                c.recv(left.min(Duration::from_millis(100)))?
+            if let Some(FromController::Status {
+                members, malformed, ..
+            }) = c.recv(left.min(Duration::from_millis(100)))?
             {
                 return Ok((members, malformed));
             }
@@ -839,6 +854,10 @@ mod tests {
                 addr: "127.0.0.1:9".parse().unwrap(),
             },
             ToController::Leave { last: Some(7) },
+            ToController::Health {
+                counters: [("delivered".to_string(), 3)].into(),
+                metrics: Some("127.0.0.1:9100".parse().unwrap()),
+            },
             ToController::Rejoin {
                 member: Member::Aggregator("tor-0".into()),
                 addr: "127.0.0.1:9".parse().unwrap(),
@@ -855,6 +874,26 @@ mod tests {
             assert_eq!(&parse_line::<ToController>(&buf).unwrap(), m);
         }
         assert!(!read_line(&mut r, &mut buf).unwrap());
+    }
+
+    #[test]
+    fn health_without_a_metrics_address_still_decodes() {
+        let old = br#"{"type":"health","counters":{"delivered":3}}"#;
+        let msg: ToController = parse_line(old).unwrap();
+        assert_eq!(
+            msg,
+            ToController::Health {
+                counters: [("delivered".to_string(), 3)].into(),
+                metrics: None,
+            }
+        );
+        let mut wire = Vec::new();
+        write_line(&mut wire, &msg).unwrap();
+        assert_eq!(
+            wire.strip_suffix(b"\n").unwrap(),
+            &old[..],
+            "no field when None"
+        );
     }
 
     #[test]

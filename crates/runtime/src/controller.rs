@@ -243,6 +243,8 @@ struct Slot {
     rejoin: bool,
     last_seen: Option<Instant>,
     counters: BTreeMap<String, u64>,
+    /// The member's management HTTP endpoint, from its last `Health`.
+    metrics: Option<SocketAddr>,
     conn: Option<u64>,
 }
 
@@ -327,6 +329,9 @@ struct State {
     view_epoch: u64,
     /// The members of the view last announced.
     announced: BTreeSet<u32>,
+    /// The management HTTP endpoint serving this controller's metrics, if any (said in
+    /// `Status` replies).
+    metrics: Option<SocketAddr>,
 }
 
 /// The store's metadata key holding the highest key epoch handed out.
@@ -421,6 +426,7 @@ impl Controller {
             tls_refused: 0,
             view_epoch: 0,
             announced: BTreeSet::new(),
+            metrics: None,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let accept = {
@@ -456,6 +462,12 @@ impl Controller {
     pub fn status(&self) -> (Vec<MemberStatus>, u64) {
         let st = self.state.lock().expect("controller state");
         (st.status(), st.malformed)
+    }
+
+    /// Says that this controller's metrics are served at `addr` (its `Status` replies tell
+    /// `onepipe status` where to scrape).
+    pub fn set_metrics_addr(&self, addr: Option<SocketAddr>) {
+        self.state.lock().expect("controller state").metrics = addr;
     }
 
     /// The failure procedure's rounds so far (§5.2): who was declared failed, with which
@@ -564,6 +576,7 @@ impl Slot {
             rejoin: false,
             last_seen: None,
             counters: BTreeMap::new(),
+            metrics: None,
             conn: None,
         }
     }
@@ -582,6 +595,7 @@ impl State {
                     .last_seen
                     .map(|t| now.saturating_duration_since(t).as_millis() as u64),
                 counters: s.counters.clone(),
+                metrics: s.metrics,
             })
             .collect()
     }
@@ -601,10 +615,11 @@ impl State {
         match msg {
             ToController::Join { member } => self.on_join(id, member),
             ToController::Bound { addr } => self.on_bound(id, addr),
-            ToController::Health { counters } => {
+            ToController::Health { counters, metrics } => {
                 if let Some(m) = self.conns.get(&id).and_then(|c| c.member.clone()) {
                     if let Some(s) = self.slots.get_mut(&m) {
                         s.counters = counters;
+                        s.metrics = metrics;
                     }
                 }
             }
@@ -620,6 +635,7 @@ impl State {
                 let msg = FromController::Status {
                     members: self.status(),
                     malformed: self.malformed,
+                    metrics: self.metrics,
                 };
                 self.reply(id, &msg);
             }

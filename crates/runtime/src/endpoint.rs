@@ -120,7 +120,7 @@ use crate::failure::{LiveTopology, WireCtrl, WireRelay};
 use crate::keys::member_ix;
 use crate::ports::PortTable;
 use crate::queue::{BoundedQueue, PopError};
-use crate::stats::DriverStats;
+use crate::stats::{DriverStats, LinkBarriers, Telemetry, TelemetrySnapshot};
 use crate::sys::{bind_udp, Waker};
 use crate::tls::Credentials;
 use bytes::Bytes;
@@ -184,6 +184,13 @@ pub struct JoinOptions {
     /// [`Endpoint::recv_optimistic`], docs/PLATO.md): Δ and its adaptation. `None` (the
     /// default): off. Ignored on an unordered cluster.
     pub optimistic: Option<onepipe_proto::optimistic::OptConfig>,
+    /// Where to publish this process's counters and barriers for a metrics endpoint the
+    /// application serves (`onepipe node --metrics` does: docs/LIVE.md, "Metrics and
+    /// status"). The control thread copies them in every
+    /// [`crate::aggregator::TELEMETRY_INTERVAL`], and says the endpoint's address
+    /// ([`Telemetry::metrics_addr`]) to the controller with every health report, so that
+    /// `onepipe status` can find it. `None` (the default): nothing is published.
+    pub telemetry: Option<Arc<Telemetry>>,
 }
 
 impl Default for JoinOptions {
@@ -203,6 +210,7 @@ impl Default for JoinOptions {
             },
             credentials: None,
             optimistic: None,
+            telemetry: None,
         }
     }
 }
@@ -223,6 +231,51 @@ pub struct EndpointStats {
     pub events_dropped: u64,
     /// §5.2 control messages dropped because the queue to the control thread was full.
     pub control_dropped: u64,
+}
+
+impl EndpointStats {
+    /// The counters by name: the role's, the reliable sender's and the transport's (what the
+    /// endpoint reports to the controller in `Health`, and what a metrics endpoint serves).
+    pub fn counters(&self) -> std::collections::BTreeMap<String, u64> {
+        let (h, r) = (&self.host, &self.reliable);
+        let mut m = self.driver.counters();
+        m.extend(
+            [
+                ("messages_sent", h.messages_sent),
+                ("plain_sent", h.plain_sent),
+                ("data_packets_sent", h.packets_sent),
+                ("beacons_sent", h.beacons_sent),
+                ("beacons_fast", h.beacons_fast),
+                ("delivered", h.delivered),
+                ("delivered_plain", h.delivered_plain),
+                ("delivered_reliable", h.delivered_reliable),
+                ("dropped_late", h.dropped_late),
+                ("dropped_incomplete", h.dropped_incomplete),
+                ("dropped_full", h.dropped_full),
+                ("dropped_invalid", h.dropped_invalid),
+                ("dropped_duplicate", h.dropped_duplicate),
+                ("naks_sent", h.naks_sent),
+                ("send_failed", h.send_failed),
+                ("acks_sent", h.acks_sent),
+                ("acks_received", h.acks_received),
+                ("lost", h.lost),
+                ("uplink_failures", h.uplink_failures),
+                ("forwarded", h.forwarded),
+                ("rejoined", h.rejoined),
+                ("retransmits", r.retransmits),
+                ("fast_retransmits", r.fast_retransmits),
+                ("window_cuts", r.window_cuts),
+                ("recalled", r.recalled),
+                ("reliable_refused_full", r.refused_full),
+                ("recv_refused_full", self.recv_refused_full),
+                ("events_dropped", self.events_dropped),
+                ("control_dropped", self.control_dropped),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v)),
+        );
+        m
+    }
 }
 
 /// The role an endpoint runs: the 1Pipe host, or the unordered baseline.

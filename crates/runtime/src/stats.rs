@@ -123,3 +123,60 @@ impl DriverStats {
         }
     }
 }
+
+/// One input link's barriers, as a daemon last saw them (for its metrics endpoint).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkBarriers {
+    /// The input port (the aggregator's port number; 0 for an endpoint's one uplink).
+    pub link: u32,
+    /// The best-effort barrier on it (§4.1), raw timestamp ns; `None` before the first.
+    pub barrier: Option<u64>,
+    /// The commit barrier on it (§5.1).
+    pub commit_barrier: Option<u64>,
+    /// How far the best-effort barrier trails the daemon's clock (ns; negative when it is
+    /// ahead, as a skewed clock can make it).
+    pub barrier_lag_ns: Option<i64>,
+}
+
+/// What a running daemon last published for its metrics endpoint: its counters and its input
+/// links' barriers. The daemon's loop copies them in now and then ([`Telemetry::publish`]);
+/// another thread reads a copy ([`Telemetry::latest`]) without ever touching the role.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TelemetrySnapshot {
+    /// The counters by name, as in the daemon's `Health` message.
+    pub counters: std::collections::BTreeMap<String, u64>,
+    /// Per input link.
+    pub links: Vec<LinkBarriers>,
+}
+
+/// The hand-over point between a daemon's loop and its metrics endpoint: where the endpoint
+/// is (reported to the controller in `Health`), and the last snapshot.
+#[derive(Debug, Default)]
+pub struct Telemetry {
+    /// The management HTTP endpoint's address, if the daemon serves one.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    latest: std::sync::Mutex<TelemetrySnapshot>,
+}
+
+impl Telemetry {
+    /// A hand-over point for a daemon whose metrics endpoint is at `metrics_addr`.
+    pub fn new(metrics_addr: Option<std::net::SocketAddr>) -> Telemetry {
+        Telemetry {
+            metrics_addr,
+            latest: Default::default(),
+        }
+    }
+
+    /// Replaces the snapshot (the daemon's loop; the lock is held for one move).
+    pub fn publish(&self, snapshot: TelemetrySnapshot) {
+        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = snapshot;
+    }
+
+    /// A copy of the last snapshot.
+    pub fn latest(&self) -> TelemetrySnapshot {
+        self.latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}

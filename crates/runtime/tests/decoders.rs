@@ -396,6 +396,7 @@ fn to_controller(rng: &mut Rng) -> ToController {
         1 => ToController::Bound { addr: addr(rng) },
         2 => ToController::Health {
             counters: counters(rng),
+            metrics: rng.bool().then(|| addr(rng)),
         },
         3 => ToController::Leave {
             last: (rng.below(2) == 0).then(|| rng.u64()),
@@ -447,8 +448,10 @@ fn from_controller(rng: &mut Rng) -> FromController {
                 addr: r.bool().then(|| addr(r)),
                 last_seen_ms: r.bool().then(|| r.interesting()),
                 counters: counters(r),
+                metrics: r.bool().then(|| addr(r)),
             }),
             malformed: rng.interesting(),
+            metrics: rng.bool().then(|| addr(rng)),
         },
         4 => FromController::Ctrl {
             msg: wire_ctrl(rng),

@@ -396,7 +396,10 @@ fn the_controller_assigns_ids_refuses_a_taken_one_and_counts_garbage() {
     line.clear();
     r.read_line(&mut line).unwrap();
     let reply: FromController = serde_json::from_str(&line).unwrap();
-    let FromController::Status { members, malformed } = reply else {
+    let FromController::Status {
+        members, malformed, ..
+    } = reply
+    else {
         panic!("{reply:?}");
     };
     assert_eq!(malformed, 1);

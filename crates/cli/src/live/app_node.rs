@@ -310,20 +310,21 @@ impl App for Box<dyn NodeApp> {
 }
 
 /// Runs the node; the exit code.
-pub fn run(args: &NodeArgs) -> i32 {
+pub fn run(args: &NodeArgs, metrics: &super::daemons::NodeMetrics) -> i32 {
     if let Err(code) = check_app(args) {
         return code;
     }
     let (stop, orders) = supervise::install(args.supervised);
-    let ep = match join(args) {
+    let ep = match join(args, metrics) {
         Ok(ep) => ep,
         Err(code) => return code,
     };
     let me = ep.proc().0;
     let addr = ep.cluster().process(me).map(|p| p.addr);
     say(&format!(
-        "ready {me} {}",
-        addr.map_or("?".into(), |a| a.to_string())
+        "ready {me} {}{}",
+        addr.map_or("?".into(), |a| a.to_string()),
+        super::daemons::metrics_suffix(metrics.1.as_ref())
     ));
     // The start order, or at once when alone.
     let t0 = match &orders {
@@ -375,8 +376,9 @@ fn check_app(args: &NodeArgs) -> Result<(), i32> {
 
 /// Joins the cluster as `args` say; the exit code if it cannot (said on standard error or in
 /// the log).
-fn join(args: &NodeArgs) -> Result<Endpoint, i32> {
+fn join(args: &NodeArgs, metrics: &super::daemons::NodeMetrics) -> Result<Endpoint, i32> {
     let opts = JoinOptions {
+        telemetry: super::node_telemetry(metrics),
         proc: args.proc,
         report_reliable_sent: true,
         event_queue_len_max: 1 << 20,

@@ -1,26 +1,31 @@
 //! `onepipe controller`, `onepipe agg` and `onepipe topology`: thin command lines over the
 //! runtime's controller and aggregator. Each daemon prints one line when it is up (`listening
-//! ADDR`, `ready ADDR`) and one `stats {json}` line when it stops, on standard output, for
+//! ADDR`, `ready ADDR`, followed by `metrics ADDR` while it serves `GET /metrics`: see
+//! `super::metrics`) and one `stats {json}` line when it stops, on standard output, for
 //! `onepipe up` and for scripts. Their log goes to standard error through `tracing` (see
 //! `crate::cli::init_logs`); a bad command line or cluster file is a plain error message and
 //! exit code 2, as for every command.
 
+use super::metrics::{self, Sample, Server};
 use super::supervise;
 use super::{AggArgs, ControllerArgs, TopologyArgs};
 use crate::cli::EXIT_USAGE;
 use onepipe_proto::ids::ProcId;
-use onepipe_runtime::aggregator::{run_aggregator, AggregatorFaults, Fault};
+use onepipe_runtime::aggregator::{run_aggregator, AggregatorFaults, Fault, TELEMETRY_INTERVAL};
 use onepipe_runtime::auth::ClusterSecret;
 use onepipe_runtime::cluster::{AuthConfig, Cluster};
 use onepipe_runtime::controller::{Controller, ControllerSecurity, HaOptions, NO_AUTH_SECTION};
+use onepipe_runtime::stats::{Telemetry, TelemetrySnapshot};
 use onepipe_runtime::tls::{Credentials, Pki, ANY_PROCESS, CONTROLLER, OPERATOR};
 use onepipe_runtime::DriverConfig;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::{error, warn};
 
@@ -72,11 +77,30 @@ pub fn controller(args: &ControllerArgs) -> i32 {
             return super::EXIT_RUNTIME;
         }
     };
-    say(&format!("listening {}", controller.addr()));
+    let board: Arc<Mutex<Vec<Sample>>> = Arc::default();
+    let server = {
+        let board = board.clone();
+        let source = Box::new(move || board.lock().unwrap_or_else(|e| e.into_inner()).clone());
+        match args.metrics.0.map(|bind| Server::start(bind, source)) {
+            None => None,
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                error!("--metrics: cannot listen: {e}");
+                controller.stop();
+                return super::EXIT_RUNTIME;
+            }
+        }
+    };
+    controller.set_metrics_addr(server.as_ref().map(Server::addr));
+    say(&format!(
+        "listening {}{}",
+        controller.addr(),
+        metrics_suffix(server.as_ref())
+    ));
     if let Err(why) = controller.failure_handling() {
         say(&format!("event no-failure-handling {why}"));
     }
-    if let Err(code) = say_events(&controller, &ha.name, &stop) {
+    if let Err(code) = say_events(&controller, &ha.name, &stop, &board) {
         controller.stop();
         return code;
     }
@@ -87,10 +111,21 @@ pub fn controller(args: &ControllerArgs) -> i32 {
 /// Says leadership and §5.2 rounds as they happen (`up` reads them: if this process is
 /// killed later, what it decided is not lost with it) until told to stop; the exit code if
 /// the controller was deposed (the caller stops it and exits).
-fn say_events(controller: &Controller, name: &str, stop: &AtomicBool) -> Result<(), i32> {
+fn say_events(
+    controller: &Controller,
+    name: &str,
+    stop: &AtomicBool,
+    board: &Mutex<Vec<Sample>>,
+) -> Result<(), i32> {
     let (mut leading, mut detected, mut declared, mut resumed) = (false, 0, 0, 0);
+    let mut published = std::time::Instant::now();
+    *board.lock().unwrap_or_else(|e| e.into_inner()) = controller_samples(controller);
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
+        if published.elapsed() >= TELEMETRY_INTERVAL {
+            published = std::time::Instant::now();
+            *board.lock().unwrap_or_else(|e| e.into_inner()) = controller_samples(controller);
+        }
         if let Some(why) = controller.deposed() {
             say(&format!("event deposed {why}"));
             error!(controller = %name, "deposed, exiting: {why}");
@@ -121,6 +156,65 @@ fn say_events(controller: &Controller, name: &str, stop: &AtomicBool) -> Result<
         resumed = rounds.iter().filter(|r| r.resumed_ms.is_some()).count();
     }
     Ok(())
+}
+
+/// ` metrics ADDR` after a daemon's first line, when it serves metrics.
+pub(super) fn metrics_suffix(server: Option<&Server>) -> String {
+    server.map_or(String::new(), |s| format!(" metrics {}", s.addr()))
+}
+
+/// The controller's metrics: its members by state and when each was last heard, the §5.2
+/// rounds, and its counters.
+fn controller_samples(controller: &Controller) -> Vec<Sample> {
+    let (members, malformed) = controller.status();
+    let rounds = controller.failure_rounds();
+    let resumed = rounds.iter().filter(|r| r.resumed_ms.is_some()).count();
+    let (tls_refused, keys) = controller.auth_stats();
+    let counters: BTreeMap<String, u64> = [
+        ("controller_malformed_lines", malformed),
+        ("controller_forwarded", controller.forwarded()),
+        ("controller_tls_refused", tls_refused),
+        ("key_rotations", keys.rotations),
+        ("failure_detected", controller.detected()),
+        ("failure_rounds_declared", rounds.len() as u64),
+        ("failure_rounds_resumed", resumed as u64),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut states: BTreeMap<&str, u64> = BTreeMap::new();
+    for m in &members {
+        *states.entry(m.state.as_str()).or_default() += 1;
+    }
+    let mut out = metrics::samples(&TelemetrySnapshot {
+        counters,
+        links: Vec::new(),
+    });
+    out.extend(states.into_iter().map(|(state, n)| {
+        Sample::gauge(
+            "controller_members",
+            "Members of the cluster file, by state",
+            n as f64,
+        )
+        .label("state", state)
+    }));
+    out.extend(members.iter().filter_map(|m| {
+        let ms = m.last_seen_ms?;
+        Some(
+            Sample::gauge(
+                "member_last_heard_seconds",
+                "Time since the controller last heard from a member",
+                ms as f64 / 1e3,
+            )
+            .label("member", &m.member.to_string()),
+        )
+    }));
+    out.push(Sample::gauge(
+        "controller_leading",
+        "1 while this controller leads",
+        u64::from(controller.leading()) as f64,
+    ));
+    out
 }
 
 /// Stops the controller and says its counters (the `stats` line).
@@ -286,6 +380,13 @@ pub fn agg(args: &AggArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let (telemetry, server) = match serve_telemetry(args.metrics.0) {
+        Ok(t) => t,
+        Err(e) => {
+            error!("--metrics: cannot listen: {e}");
+            return super::EXIT_RUNTIME;
+        }
+    };
     let result = run_aggregator(
         &controllers,
         &args.id,
@@ -294,8 +395,9 @@ pub fn agg(args: &AggArgs) -> i32 {
         &stop,
         &faults,
         &mut |addr| {
-            say(&format!("ready {addr}"));
+            say(&format!("ready {addr}{}", metrics_suffix(server.as_ref())));
         },
+        &telemetry,
     );
     match result {
         Ok(report) => {
@@ -314,6 +416,24 @@ pub fn agg(args: &AggArgs) -> i32 {
             super::EXIT_RUNTIME
         }
     }
+}
+
+/// A daemon's metrics: the hand-over point its loop publishes into, and the endpoint serving
+/// them (`None` with `--metrics off`).
+pub(super) type NodeMetrics = (Arc<Telemetry>, Option<Server>);
+
+/// The hand-over point for a daemon's metrics, and the endpoint serving them on `bind` (none
+/// when `None`).
+pub(super) fn serve_telemetry(bind: Option<SocketAddr>) -> std::io::Result<NodeMetrics> {
+    let Some(bind) = bind else {
+        return Ok((Arc::new(Telemetry::new(None)), None));
+    };
+    // Bound first: the address goes into the telemetry the daemon reports to the controller.
+    let listener = std::net::TcpListener::bind(bind)?;
+    let telemetry = Arc::new(Telemetry::new(Some(listener.local_addr()?)));
+    let t = telemetry.clone();
+    let server = Server::on(listener, Box::new(move || metrics::samples(&t.latest())))?;
+    Ok((telemetry, Some(server)))
 }
 
 /// Starts the thread that reads `up`'s orders (`blackhole A B`, `cut A`) and adds each

@@ -1,5 +1,6 @@
 //! The live cluster's subcommands: `onepipe up` (a whole local cluster in one command),
-//! `onepipe controller`, `onepipe agg`, `onepipe node` (the daemons it starts) and `onepipe
+//! `onepipe controller`, `onepipe agg`, `onepipe node` (the daemons it starts, each with a
+//! `GET /metrics` endpoint), `onepipe status` (a running cluster in one table) and `onepipe
 //! topology` (a cluster file). The protocol, transport and daemons' cores live in
 //! `onepipe-runtime`; this module is their command lines, the workload, and the orchestration.
 
@@ -7,8 +8,10 @@ mod app_node;
 pub mod baseline;
 mod daemons;
 pub(crate) mod etcd;
+mod metrics;
 mod node;
 mod records;
+mod status;
 mod supervise;
 mod up;
 
@@ -24,6 +27,14 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 
 fn duration(s: &str) -> Result<u64, String> {
     parse_duration_ns(s)
+}
+
+/// `--metrics`: where a daemon serves `GET /metrics`, or `None` (`off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricsAddr(pub Option<SocketAddr>);
+
+fn metrics_addr(s: &str) -> Result<MetricsAddr, String> {
+    metrics::metrics_flag(s).map(MetricsAddr)
 }
 
 /// `--datagram-len-max`: bytes, or `None` for the route MTU's.
@@ -571,6 +582,11 @@ pub struct ControllerArgs {
     /// `ca.crt`, `controller.crt`, `controller.key` and the cluster secret `secret`.
     #[arg(long, value_name = "DIR")]
     pub pki: Option<PathBuf>,
+    /// Serve `GET /metrics` (Prometheus text format, docs/LIVE.md "Metrics and status") on
+    /// this address (port 0: any free port), or `off`. The address bound is said after the
+    /// daemon's first line (`... metrics ADDR`) and to the controller.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:0", value_parser = metrics_addr)]
+    pub metrics: MetricsAddr,
 }
 
 /// `onepipe agg`.
@@ -590,6 +606,11 @@ pub struct AggArgs {
     /// file's.
     #[arg(long, value_name = "ADDR[,ADDR..]", value_delimiter = ',')]
     pub controller: Vec<SocketAddr>,
+    /// Serve `GET /metrics` (Prometheus text format, docs/LIVE.md "Metrics and status") on
+    /// this address (port 0: any free port), or `off`. The address bound is said after the
+    /// daemon's first line (`... metrics ADDR`) and to the controller.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:0", value_parser = metrics_addr)]
+    pub metrics: MetricsAddr,
     /// Started by `onepipe up`: exit when standard input closes or the parent dies.
     #[arg(long, hide = true)]
     pub supervised: bool,
@@ -642,6 +663,11 @@ pub struct NodeArgs {
     /// machine with fewer cores than processes it takes CPU from the others.
     #[arg(long, default_value_t = 0)]
     pub app_spin: u32,
+    /// Serve `GET /metrics` (Prometheus text format, docs/LIVE.md "Metrics and status") on
+    /// this address (port 0: any free port), or `off`. The address bound is said after the
+    /// daemon's first line (`... metrics ADDR`) and to the controller.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:0", value_parser = metrics_addr)]
+    pub metrics: MetricsAddr,
     /// Started by `onepipe up`: wait for `start`, `drain` and `stop` on standard input; exit
     /// when it closes or the parent dies.
     #[arg(long, hide = true)]
@@ -702,11 +728,34 @@ fn node_credentials(args: &NodeArgs) -> Result<Option<onepipe_runtime::tls::Cred
 
 /// `onepipe node`.
 pub fn node(args: &NodeArgs) -> i32 {
+    let metrics = match daemons::serve_telemetry(args.metrics.0) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("onepipe node: --metrics: {e}");
+            return EXIT_RUNTIME;
+        }
+    };
     if args.app.app.is_some() {
-        return app_node::run(args);
+        return app_node::run(args, &metrics);
     }
-    node::run(args)
+    node::run(args, &metrics)
 }
+
+/// The endpoint's telemetry, when it serves metrics ([`JoinOptions::telemetry`]).
+///
+/// [`JoinOptions::telemetry`]: onepipe_runtime::endpoint::JoinOptions::telemetry
+fn node_telemetry(
+    metrics: &daemons::NodeMetrics,
+) -> Option<std::sync::Arc<onepipe_runtime::stats::Telemetry>> {
+    metrics.1.as_ref().map(|_| metrics.0.clone())
+}
+
+/// `onepipe status`.
+pub fn status(args: &StatusArgs) -> i32 {
+    status::run(args)
+}
+
+pub use status::StatusArgs;
 
 /// `onepipe topology`.
 pub fn topology(args: &TopologyArgs) -> i32 {

@@ -6,7 +6,7 @@
 //! starts, stops sending and stops draining at the same moments:
 //!
 //! ```text
-//! node → up   ready <proc> <udp addr>
+//! node → up   ready <proc> <udp addr> [metrics <addr>]
 //! up → node   start <t0>           (CLOCK_MONOTONIC ns: when to start sending)
 //! node → up   sent <max ts> <n>    (sending ended and every own send is resolved)
 //! up → node   drain <M>            (the largest timestamp anyone sent)
@@ -139,13 +139,13 @@ pub(super) fn say(line: &str) {
     let _ = out.flush();
 }
 
-pub fn run(args: &NodeArgs) -> i32 {
+pub fn run(args: &NodeArgs, metrics: &super::daemons::NodeMetrics) -> i32 {
     if let Err(e) = args.work.check().and_then(|()| args.protocol.check()) {
         eprintln!("onepipe node: {e}");
         return crate::cli::EXIT_USAGE;
     }
     let (stop, orders) = supervise::install(args.supervised);
-    let ep = match join(args) {
+    let ep = match join(args, metrics) {
         Ok(ep) => ep,
         Err(code) => return code,
     };
@@ -153,9 +153,10 @@ pub fn run(args: &NodeArgs) -> i32 {
     let n_procs = ep.cluster().procs();
     let addr = ep.cluster().process(me.0).map(|p| p.addr);
     say(&format!(
-        "ready {} {}",
+        "ready {} {}{}",
         me.0,
-        addr.map_or("?".into(), |a| a.to_string())
+        addr.map_or("?".into(), |a| a.to_string()),
+        super::daemons::metrics_suffix(metrics.1.as_ref())
     ));
     if args.protocol.baseline() {
         return match super::baseline::run_node(args, ep, &stop, orders.as_ref()) {
@@ -211,8 +212,9 @@ pub fn run(args: &NodeArgs) -> i32 {
 
 /// Joins the cluster as `args` say; the exit code if it cannot (said on standard error or in
 /// the log).
-fn join(args: &NodeArgs) -> Result<Endpoint, i32> {
+fn join(args: &NodeArgs, metrics: &super::daemons::NodeMetrics) -> Result<Endpoint, i32> {
     let opts = JoinOptions {
+        telemetry: super::node_telemetry(metrics),
         proc: args.proc,
         restarted: args.restarted,
         report_reliable_sent: args.work.service == Service::Reliable,

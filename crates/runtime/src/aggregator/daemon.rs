@@ -14,7 +14,7 @@ use crate::driver::Driver;
 use crate::failure::{WireCtrl, WireRelay};
 use crate::faults::Filtered;
 use crate::keys::{aggregator_links, member_ix};
-use crate::stats::DriverStats;
+use crate::stats::{DriverStats, LinkBarriers, Telemetry, TelemetrySnapshot};
 use crate::sys::bind_udp;
 use crate::tls::Credentials;
 use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest};
@@ -128,7 +128,9 @@ impl AggregatorFaults {
 /// set. `on_ready` is called with the bound address once the cluster is ready. When the control
 /// connection is lost, a thread of its own re-registers with whichever controller leads then
 /// (same name, same address) while the data path runs on, and the §5.2 reports sent so far go
-/// again (a new leader may not have logged them; it ignores a report it knows).
+/// again (a new leader may not have logged them; it ignores a report it knows). Every
+/// [`TELEMETRY_INTERVAL`] the loop publishes its counters and input barriers into `telemetry`
+/// (for a metrics endpoint), whose address goes to the controller with the health reports.
 ///
 /// # Errors
 /// Joining failed, the socket could not be bound, or the poller failed.
@@ -141,6 +143,7 @@ pub fn run_aggregator(
     stop: &AtomicBool,
     faults: &AggregatorFaults,
     on_ready: &mut dyn FnMut(SocketAddr),
+    telemetry: &Telemetry,
 ) -> Result<AggregatorReport, JoinError> {
     let mut daemon = Daemon::join(controllers, name, cfg, tls, stop)?;
     let addr = daemon.addr;
@@ -153,7 +156,7 @@ pub fn run_aggregator(
         daemon.apply_faults(faults);
         daemon.take_control();
         daemon.send_reports();
-        daemon.send_health();
+        daemon.send_health(telemetry);
         daemon.rejoin()?;
     }
     Ok(daemon.finish())
@@ -182,6 +185,8 @@ struct Daemon<'a> {
     connected: bool,
     rejoining: Option<JoinHandle<Option<ControlClient>>>,
     last_health: std::time::Instant,
+    /// When the loop last published to its [`Telemetry`].
+    last_published: std::time::Instant,
 }
 
 impl<'a> Daemon<'a> {
@@ -250,6 +255,7 @@ impl<'a> Daemon<'a> {
             connected: true,
             rejoining: None,
             last_health: std::time::Instant::now(),
+            last_published: std::time::Instant::now(),
         })
     }
 
@@ -375,21 +381,44 @@ impl<'a> Daemon<'a> {
         }
     }
 
-    /// The counters to the controller, once a second.
-    fn send_health(&mut self) {
-        if self.last_health.elapsed() >= Duration::from_secs(1) {
-            self.last_health = std::time::Instant::now();
-            let node = &self.driver.node().role;
-            let counters = counters(
-                &self.driver.stats(),
-                &node.stats(),
-                node.commit_inputs_removed(),
-            );
-            self.connected &= self
-                .control
-                .send(&ToController::Health { counters })
-                .is_ok();
+    /// The counters and input barriers to `telemetry` every [`TELEMETRY_INTERVAL`], and the
+    /// counters to the controller once a second.
+    fn send_health(&mut self, telemetry: &Telemetry) {
+        let health = self.last_health.elapsed() >= Duration::from_secs(1);
+        if !health && self.last_published.elapsed() < TELEMETRY_INTERVAL {
+            return;
         }
+        self.last_published = std::time::Instant::now();
+        let Filtered { filter, role } = self.driver.node();
+        let mut counters = counters(
+            &self.driver.stats(),
+            &role.stats(),
+            role.commit_inputs_removed(),
+        );
+        counters.insert("blackholed".into(), filter.blackholed());
+        counters.insert("cut_dropped".into(), filter.cut_dropped());
+        counters.insert("spoofed_src".into(), role.spoofed_dropped());
+        let now = self.driver.now().timestamp();
+        let links = (0..role.inputs_len() as u32)
+            .filter_map(|port| {
+                let (be, commit) = role.input_registers(PortId(port))?;
+                Some(LinkBarriers {
+                    link: port,
+                    barrier: be.map(|t| t.raw()),
+                    commit_barrier: commit.map(|t| t.raw()),
+                    barrier_lag_ns: be.map(|t| now.signed_distance(t)),
+                })
+            })
+            .collect();
+        if health {
+            self.last_health = self.last_published;
+            let msg = ToController::Health {
+                counters: counters.clone(),
+                metrics: telemetry.metrics_addr,
+            };
+            self.connected &= self.control.send(&msg).is_ok();
+        }
+        telemetry.publish(TelemetrySnapshot { counters, links });
     }
 
     /// The controller is gone: re-register with whoever leads, off the data path's thread;
@@ -473,6 +502,7 @@ impl<'a> Daemon<'a> {
         };
         let _ = control.send(&ToController::Health {
             counters: report.counters(),
+            metrics: None,
         });
         control.leave();
         // The reader reads on until the controller closes (or briefly, if it does not): a socket
@@ -492,6 +522,9 @@ impl<'a> Daemon<'a> {
         report
     }
 }
+
+/// How often the loop publishes its counters and barriers for a metrics endpoint.
+pub const TELEMETRY_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Most §5.2 reports an aggregator keeps to send again after a controller failover (one per
 /// input link at most, as a link is reported once).
@@ -574,6 +607,7 @@ impl AggregatorDaemon {
                     &stop2,
                     &faults,
                     &mut |_| {},
+                    &Telemetry::default(),
                 )
             })?;
         Ok(AggregatorDaemon {

@@ -18,6 +18,8 @@ pub(super) struct ControlLink {
     pub(super) tls: Option<Credentials>,
     /// Where key updates go for the I/O thread, when datagrams are sealed.
     pub(super) keys: Option<Arc<KeyInbox>>,
+    /// Where to publish for the application's metrics endpoint ([`JoinOptions::telemetry`]).
+    pub(super) telemetry: Option<Arc<Telemetry>>,
 }
 
 /// Most §5.2 messages an endpoint keeps to re-send after a controller failover.
@@ -55,6 +57,7 @@ impl ControlLink {
 /// messages both ways; re-registration when the controller is lost.
 pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, shared: Arc<Shared>) {
     let mut last_health: Option<std::time::Instant> = None;
+    let mut last_published: Option<std::time::Instant> = None;
     let mut connected = true;
     // Logged once per loss, not once per attempt.
     let mut searching = false;
@@ -70,7 +73,14 @@ pub(super) fn control_loop(mut control: ControlClient, mut link: ControlLink, sh
         }
         if last_health.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             last_health = Some(std::time::Instant::now());
-            connected = send_health(&mut control, &shared);
+            let metrics = link.telemetry.as_ref().and_then(|t| t.metrics_addr);
+            connected = send_health(&mut control, &shared, metrics);
+        }
+        if let Some(t) = &link.telemetry {
+            if last_published.is_none_or(|p| p.elapsed() >= crate::aggregator::TELEMETRY_INTERVAL) {
+                last_published = Some(std::time::Instant::now());
+                publish(&shared, t);
+            }
         }
         let out: Vec<ToController> =
             std::mem::take(&mut *shared.control_out.lock().unwrap_or_else(|e| e.into_inner()))
@@ -123,23 +133,30 @@ fn find_leader(link: &ControlLink, shared: &Shared, searching: &mut bool) -> Opt
     }
 }
 
-/// Sends this endpoint's counters to the controller: whether the connection took them.
-fn send_health(control: &mut ControlClient, shared: &Shared) -> bool {
-    let s = shared.stats();
-    let counters: BTreeMap<String, u64> = [
-        ("delivered", s.host.delivered),
-        ("messages_sent", s.host.messages_sent),
-        ("dropped_late", s.host.dropped_late),
-        ("send_failed", s.host.send_failed),
-        ("retransmits", s.reliable.retransmits),
-        ("recv_refused_full", s.recv_refused_full),
-        ("decode_errors", s.driver.decode_errors),
-        ("unknown_source", s.driver.unknown_source),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    control.send(&ToController::Health { counters }).is_ok()
+/// Sends this endpoint's counters (and where its metrics are served, if anywhere) to the
+/// controller: whether the connection took them.
+fn send_health(control: &mut ControlClient, shared: &Shared, metrics: Option<SocketAddr>) -> bool {
+    let counters = shared.stats().counters();
+    control
+        .send(&ToController::Health { counters, metrics })
+        .is_ok()
+}
+
+/// This endpoint's counters and its uplink's barriers, to `telemetry`.
+fn publish(shared: &Shared, telemetry: &Telemetry) {
+    let counters = shared.stats().counters();
+    let now = shared.clock.now().timestamp();
+    let barrier = shared.published(0);
+    let link = LinkBarriers {
+        link: 0,
+        barrier: barrier.map(|b| b.raw()),
+        commit_barrier: shared.published(1).map(|b| b.raw()),
+        barrier_lag_ns: barrier.map(|b| now.signed_distance(b)),
+    };
+    telemetry.publish(TelemetrySnapshot {
+        counters,
+        links: vec![link],
+    });
 }
 
 /// One message from the controller; returns whether the connection is still good (an answer

@@ -86,6 +86,7 @@ impl Endpoint {
             history: VecDeque::new(),
             tls: opts.credentials.clone(),
             keys,
+            telemetry: opts.telemetry.clone(),
         };
         let (io, control) = start_threads(id, driver, control, link, &shared)?;
         let endpoint = Endpoint {
