@@ -34,6 +34,7 @@
 //! for faults: cut links and black holes are the driver's, applied before packets reach it.
 
 use crate::failure::Mgmt;
+use crate::gaps::BarrierGaps;
 use crate::ids::{PortId, ProcId};
 use crate::node::{Input, Node, Output};
 use crate::switch::{Switch, SwitchConfig, SwitchStats};
@@ -292,6 +293,16 @@ impl Aggregator {
             Half::Down => self.down.as_ref()?,
         };
         Some((sw.register(p), sw.commit_register(p)))
+    }
+
+    /// When barriers arrived on input `port`, as its half saw them
+    /// ([`Switch::input_gaps`]); `None` for a port that is not an input.
+    pub fn input_gaps(&self, port: PortId) -> Option<BarrierGaps> {
+        let (half, p) = self.input_half(port)?;
+        match half {
+            Half::Up => self.up.input_gaps(p),
+            Half::Down => self.down.as_ref()?.input_gaps(p),
+        }
     }
 
     /// Inputs the controller's Resume removed from the commit minimum (§5.2), both halves.

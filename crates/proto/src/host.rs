@@ -51,10 +51,11 @@ mod uplink;
 
 use crate::ack::{AckBatcher, AckOwed, RecvWindow, SendTracker};
 use crate::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
+use crate::gaps::BarrierGaps;
 use crate::ids::{NodeId, PortId, ProcId, Psn};
 use crate::node::{Input, Node, Notice, Output};
 use crate::peers::PeerVec;
-use crate::reliable::{ReliableSender, ReliableStats, Rtt, Transmit, WINDOW_MAX};
+use crate::reliable::{ReliableSender, ReliableStats, ReliableWindow, Rtt, Transmit, WINDOW_MAX};
 use crate::reorder::{InsertError, OrderKey, ReorderBuffer};
 use crate::time::{Barrier, Instant, Timestamp};
 use crate::wire::{flags, Ack, AckBatch, Beacon, DataHeader, DataPacket, Nak, NakReason, Packet};
@@ -130,6 +131,8 @@ pub struct Host {
     recent_naks: VecDeque<(ProcId, ProcId, Psn)>,
     /// The first-hop switch's liveness and the beacon schedule (§4.2).
     uplink: Uplink,
+    /// When barriers arrived on the uplink (beacons and barrier-carrying data), for metrics.
+    uplink_gaps: BarrierGaps,
     /// Fast beacons are wanted until then at least (`HostConfig::beacon_fast_hold_ns` after
     /// the last ordered send).
     fast_until: Instant,
@@ -200,6 +203,7 @@ impl Host {
             acks_out: Vec::new(),
             recent_naks: VecDeque::with_capacity(RECENT_NAKS_MAX),
             uplink,
+            uplink_gaps: BarrierGaps::default(),
             fast_until: now,
             demand_until: now,
             fast_on: false,
@@ -302,6 +306,16 @@ impl Host {
     /// Counters of the reliable sender.
     pub fn reliable_stats(&self) -> &ReliableStats {
         self.sender.stats()
+    }
+
+    /// The reliable sender's windows now, summed over its (sender, destination) pairs.
+    pub fn reliable_send_window(&self) -> ReliableWindow {
+        self.sender.window()
+    }
+
+    /// When barriers arrived on the uplink (beacons and barrier-carrying data).
+    pub fn uplink_gaps(&self) -> BarrierGaps {
+        self.uplink_gaps
     }
 
     /// Reliable scatterings queued and messages unacknowledged: (queued, unacked).

@@ -19,6 +19,7 @@ pub mod app;
 pub mod byteio;
 pub mod drive;
 pub mod failure;
+pub mod gaps;
 pub mod host;
 pub mod ids;
 pub mod node;

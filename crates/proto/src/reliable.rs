@@ -109,6 +109,24 @@ pub struct ReliableStats {
     pub forwarded: u64,
 }
 
+/// The reliable sender's windows at one moment, summed over its (sender, destination) pairs
+/// (a pair exists once its sender first sent to its destination).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReliableWindow {
+    /// (Sender, destination) pairs.
+    pub pairs: u32,
+    /// Packets in flight: sent, neither acknowledged nor recalled.
+    pub in_flight_packets: u64,
+    /// The pairs' windows: each min(cwnd, rwnd, [`WINDOW_MAX`]) packets.
+    pub limit_packets: u64,
+    /// Messages sent and not yet acknowledged.
+    pub unacked_messages: u64,
+    /// Payload bytes held, queued and in flight.
+    pub buffered_bytes: u64,
+    /// Their limit, `send_buffer_bytes_max`.
+    pub buffer_limit_bytes: u64,
+}
+
 /// A reliable message in flight, awaiting its ACK.
 #[derive(Debug)]
 struct InFlight {
@@ -439,6 +457,19 @@ impl ReliableSender {
     /// Payload bytes held (queued and in flight).
     pub fn buffered_bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// The windows now, summed over the pairs (linear in them: for metrics, not the data
+    /// path).
+    pub fn window(&self) -> ReliableWindow {
+        ReliableWindow {
+            pairs: self.pairs.len() as u32,
+            in_flight_packets: self.pairs.iter().map(|p| p.in_flight as u64).sum(),
+            limit_packets: self.pairs.iter().map(|p| p.window() as u64).sum(),
+            unacked_messages: self.unacked as u64,
+            buffered_bytes: self.bytes as u64,
+            buffer_limit_bytes: self.cfg.send_buffer_bytes_max as u64,
+        }
     }
 
     /// Scatterings waiting for credits.

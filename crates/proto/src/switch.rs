@@ -38,6 +38,7 @@
 //! nothing during a beacon interval.
 
 use crate::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
+use crate::gaps::BarrierGaps;
 use crate::ids::{LinkId, NodeId, PortId, ProcId};
 use crate::node::{Input, Node, Output};
 use crate::time::{next_tick, Instant, Timestamp};
@@ -470,6 +471,9 @@ pub struct Switch {
     flush_at: Option<Instant>,
     /// Beacons ask for demand until then ([`SwitchConfig::demand_hold_ns`]).
     demand_until: Instant,
+    /// Per input link, when barriers arrived on it, for metrics (apart from `agg`: a packet's
+    /// hot path reads nothing of it).
+    gaps: Vec<BarrierGaps>,
     outputs: VecDeque<Output<Packet, Infallible, Mgmt>>,
     stats: SwitchStats,
 }
@@ -498,6 +502,7 @@ impl Switch {
             next_beacon: next_tick(now, cfg.beacon_interval_ns, cfg.beacon_phase_ns),
             flush_at: None,
             demand_until: now,
+            gaps: vec![BarrierGaps::default(); cfg.inputs],
             outputs: VecDeque::new(),
             stats: SwitchStats::default(),
             router,
@@ -575,6 +580,14 @@ impl Switch {
     /// Barriers dropped as implausible leaps ahead of the output ([`BARRIER_JUMP_MAX_NS`]).
     pub fn barriers_rejected(&self) -> u64 {
         self.agg.garbage
+    }
+
+    /// When barriers arrived on input `port` (beacons, and in chip mode barrier-carrying data),
+    /// as [`Node::handle`] saw them: a driver that moves data in place with
+    /// [`Switch::forward`], which reads no clock, leaves its data out. `None` for a port that
+    /// is not an input.
+    pub fn input_gaps(&self, port: PortId) -> Option<BarrierGaps> {
+        self.gaps.get(port.index()).copied()
     }
 
     /// Whether input link `port` has been removed after a timeout (§4.2).
@@ -793,8 +806,15 @@ impl Switch {
                 self.stats.dropped += 1;
                 return;
             }
+            self.gaps[port.index()].heard(now);
             self.on_beacon(now, port, b);
             return;
+        }
+        if let (Packet::Data(d), Some(g)) = (&packet, self.gaps.get_mut(port.index())) {
+            let h = &d.header;
+            if self.cfg.mode.rewrites_data() && (h.barrier().is_some() || h.commit().is_some()) {
+                g.heard(now);
+            }
         }
         if let Some(out) = self.forward(port, &mut packet) {
             self.outputs.push_back(Output::Send { port: out, packet });

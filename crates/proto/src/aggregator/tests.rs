@@ -240,3 +240,24 @@ fn forwarded_data_carries_the_minimum_over_inputs_not_its_senders_barrier_eq_4_1
     assert_eq!(data_out(&mut tor, 1, beacon(3)), []);
     assert_eq!(data_out(&mut tor, 0, stamped), [(PortId(2), Some(3))]);
 }
+
+/// Each input port's barrier gaps are its half's: the parent's port is the down half's input 1,
+/// and a loopback is no port of the aggregator.
+#[test]
+fn each_input_port_keeps_its_own_barrier_gaps_in_its_half_4_2() {
+    let mut tor = tor0();
+    for (at, port) in [(10, 0), (40, 0), (20, 2), (90, 2), (100, 2)] {
+        tor.handle(
+            Instant(at),
+            Input::Packet {
+                port: PortId(port),
+                packet: beacon(at),
+            },
+        );
+    }
+    let gaps = |p: u32| tor.input_gaps(PortId(p)).map(|g| (g.gap_max_ns, g.last));
+    assert_eq!(gaps(0), Some((30, Some(Instant(40)))));
+    assert_eq!(gaps(1), Some((0, None)), "p1 never spoke");
+    assert_eq!(gaps(2), Some((70, Some(Instant(100)))));
+    assert_eq!(gaps(3), None, "not an input");
+}

@@ -6,6 +6,7 @@ use crate::reorder::OrderKey;
 use crate::time::{Instant, Timestamp};
 use crate::wire::NakReason;
 use bytes::Bytes;
+use std::collections::BTreeMap;
 
 #[cfg(doc)]
 use crate::host::Host;
@@ -195,6 +196,15 @@ pub struct HostStats {
     pub delivered_plain: u64,
     /// Packets dropped because they arrived below the barrier (§4.1).
     pub dropped_late: u64,
+    /// `dropped_late` by sender, for the senders that had one. Bounded by `senders_max`: a
+    /// packet from a sender outside it is dropped as invalid before its lateness is looked at.
+    pub dropped_late_by_sender: BTreeMap<ProcId, u64>,
+    /// Messages delivered from a reorder buffer (both services, and §5.2 settling).
+    pub reorder_holds: u64,
+    /// Their time in the buffer summed, ns: from arrival (the message whole) to delivery.
+    pub reorder_hold_ns: u64,
+    /// The longest of those times, ns.
+    pub reorder_hold_ns_max: u64,
     /// Messages dropped because a fragment never came before the barrier passed them.
     pub dropped_incomplete: u64,
     /// Messages dropped because a reorder or reassembly buffer was full.
@@ -236,4 +246,22 @@ pub struct HostStats {
     pub rejoined: u64,
     /// §5.2: other hosts' rejoins it heard of (`RelayMsg::PeerJoined`).
     pub peers_joined: u64,
+}
+
+impl HostStats {
+    /// A message that arrived at `arrived` left a reorder buffer at `now`: its hold is counted
+    /// (zero if the clock stepped back meanwhile).
+    #[inline]
+    pub(crate) fn held(&mut self, arrived: Instant, now: Instant) {
+        let ns = now.saturating_since(arrived);
+        self.reorder_holds += 1;
+        self.reorder_hold_ns = self.reorder_hold_ns.saturating_add(ns);
+        self.reorder_hold_ns_max = self.reorder_hold_ns_max.max(ns);
+    }
+
+    /// A packet from `src` arrived below the barrier (§4.1) and was dropped.
+    pub(crate) fn late(&mut self, src: ProcId) {
+        self.dropped_late += 1;
+        *self.dropped_late_by_sender.entry(src).or_insert(0) += 1;
+    }
 }

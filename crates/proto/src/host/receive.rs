@@ -128,6 +128,9 @@ impl Host {
             Packet::Data(d) => {
                 let barrier = d.header.barrier();
                 let commit = d.header.commit();
+                if barrier.is_some() || commit.is_some() {
+                    self.uplink_gaps.heard(now);
+                }
                 self.on_data(now, d);
                 if let Some(b) = barrier {
                     self.raise_barrier(b);
@@ -137,6 +140,7 @@ impl Host {
                 }
             }
             Packet::Beacon(b) => {
+                self.uplink_gaps.heard(now);
                 self.raise_barrier(b.barrier);
                 self.raise_commit(b.commit);
                 if b.demand {
@@ -183,7 +187,7 @@ impl Host {
         // covering the packet would tell the sender it arrived. Unrecorded, it times out and
         // is reported lost instead.
         if self.barrier.is_some_and(|b| h.ts < b) {
-            self.stats.dropped_late += 1;
+            self.stats.late(h.src);
             self.partials.remove(&(h.src, h.dst, first_psn, false));
             self.nak(h.dst, h.src, first_psn, h.ts, NakReason::Late);
             return;
@@ -548,6 +552,7 @@ impl Host {
                     budget = budget.saturating_sub(1);
                     last = Some(key.ts);
                     self.stats.delivered_reliable += 1;
+                    self.stats.held(item.arrived, now);
                     let d = Delivery {
                         dst: lp.id,
                         src: key.src,
@@ -635,6 +640,7 @@ impl Host {
                     lp.room -= 1;
                 }
                 self.stats.delivered += 1;
+                self.stats.held(item.arrived, now);
                 let d = best_effort_delivery(lp.id, key, item, barrier, now_ts);
                 if let Some(o) = lp.opt.as_mut() {
                     o.on_delivery(now, lp.id, &d, &mut self.outputs);

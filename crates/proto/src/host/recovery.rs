@@ -237,6 +237,7 @@ impl Host {
         for (dst, key, item) in settled {
             self.stats.delivered_reliable += 1;
             self.stats.settled_delivered += 1;
+            self.stats.held(item.arrived, now);
             let d = Delivery {
                 dst,
                 src: key.src,

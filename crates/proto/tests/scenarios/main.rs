@@ -487,6 +487,7 @@ impl Rack {
 mod acks;
 mod failures;
 mod host_order;
+mod metrics;
 mod services;
 mod switches;
 mod untrusted_input;
