@@ -303,14 +303,62 @@ fn every_daemon_serves_metrics_and_status_shows_the_same_members_and_numbers() {
         }
     }
     for p in ["p0", "p1"] {
+        let ours = &scrapes[p];
+        assert!(ours[QUIET[0]] > 0.0, "{p} delivered: {ours:?}");
+        for series in [
+            "onepipe_link_barrier_lag_seconds{link=\"0\"}",
+            "onepipe_link_beacon_gap_seconds{link=\"0\"}",
+            "onepipe_link_beacon_gap_seconds_max{link=\"0\"}",
+            "onepipe_reorder_messages",
+            "onepipe_reorder_messages_peak",
+            "onepipe_reorder_holds_total",
+            "onepipe_reorder_hold_seconds_total",
+            "onepipe_reorder_hold_seconds_max",
+            "onepipe_reliable_window_in_flight_packets",
+            "onepipe_reliable_window_limit_packets",
+            "onepipe_reliable_window_buffer_limit_bytes",
+        ] {
+            assert!(ours.contains_key(series), "{p}: no {series} in {ours:?}");
+        }
+        // Every message delivered waited in the reorder buffer; drained, none waits now.
+        let reliable = "onepipe_delivered_messages_total{service=\"reliable\"}";
+        let delivered = ours[QUIET[0]] + ours.get(reliable).copied().unwrap_or(0.0);
+        assert_eq!(ours["onepipe_reorder_holds_total"], delivered, "{p}");
+        assert!(ours["onepipe_reorder_hold_seconds_total"] > 0.0, "{p}");
+        assert_eq!(ours["onepipe_reorder_messages"], 0.0, "{p}");
+        assert!(ours["onepipe_reorder_messages_peak"] >= 1.0, "{p}");
+        // Beacons came on the uplink, more than one.
         assert!(
-            scrapes[p][QUIET[0]] > 0.0,
-            "{p} delivered: {:?}",
-            scrapes[p]
+            ours["onepipe_link_beacon_gap_seconds_max{link=\"0\"}"] > 0.0,
+            "{p}"
         );
-        assert!(scrapes[p].contains_key("onepipe_link_barrier_lag_seconds{link=\"0\"}"));
+        // Late drops by sender add up to the late drops (none, in a fault-free run).
+        let by_sender: f64 = ours
+            .iter()
+            .filter(|(k, _)| k.starts_with("onepipe_late_dropped_packets_by_sender_total{"))
+            .map(|(_, v)| v)
+            .sum();
+        assert_eq!(by_sender, ours[QUIET[2]], "{p}");
+        // And status shows the same families in the member's scrape.
+        let m = members.iter().find(|m| m["member"] == *p).unwrap();
+        for series in [
+            "onepipe_reorder_holds_total",
+            "onepipe_reorder_messages_peak",
+        ] {
+            assert_eq!(
+                m["metrics"][series].as_f64(),
+                Some(ours[series]),
+                "{p} {series}"
+            );
+        }
     }
-    assert!(scrapes["tor-0"].contains_key("onepipe_link_barrier_lag_seconds{link=\"1\"}"));
+    // The root aggregator's two input links, each with its barrier and its gaps.
+    for link in 0..2 {
+        for family in ["link_barrier_lag_seconds", "link_beacon_gap_seconds_max"] {
+            let series = format!("onepipe_{family}{{link=\"{link}\"}}");
+            assert!(scrapes["tor-0"].contains_key(&series), "tor-0: no {series}");
+        }
+    }
     assert_eq!(
         scrapes["controller"]["onepipe_controller_members{state=\"bound\"}"],
         3.0

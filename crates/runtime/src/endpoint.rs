@@ -132,10 +132,11 @@ pub use events::{
 pub use inbox::Inbox;
 use onepipe_baselines::unordered::UnorderedHost;
 use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest, RelayMsg};
+use onepipe_proto::gaps::BarrierGaps;
 use onepipe_proto::host::{Host, HostEvent, HostStats, UPLINK};
 use onepipe_proto::ids::{NodeId, ProcId};
 use onepipe_proto::node::{Input, Node, Output};
-use onepipe_proto::reliable::ReliableStats;
+use onepipe_proto::reliable::{ReliableStats, ReliableWindow};
 use onepipe_proto::time::{Instant, Timestamp};
 use onepipe_proto::wire::{NakReason, Packet};
 pub use optimistic::Optimistic;
@@ -231,13 +232,22 @@ pub struct EndpointStats {
     pub events_dropped: u64,
     /// §5.2 control messages dropped because the queue to the control thread was full.
     pub control_dropped: u64,
+    /// Messages the role holds for reordering now (`Host::reorder_len`).
+    pub reorder_len: u64,
+    /// The most one of its reorder buffers ever held (`Host::reorder_len_peak`).
+    pub reorder_len_peak: u64,
+    /// The reliable sender's windows now (`Host::reliable_send_window`).
+    pub reliable_window: ReliableWindow,
+    /// When barriers arrived on the uplink (`Host::uplink_gaps`).
+    pub uplink_gaps: BarrierGaps,
 }
 
 impl EndpointStats {
     /// The counters by name: the role's, the reliable sender's and the transport's (what the
-    /// endpoint reports to the controller in `Health`, and what a metrics endpoint serves).
+    /// endpoint reports to the controller in `Health`, and what a metrics endpoint serves),
+    /// with a few levels among them (`reorder_len`, `reliable_window_*`).
     pub fn counters(&self) -> std::collections::BTreeMap<String, u64> {
-        let (h, r) = (&self.host, &self.reliable);
+        let (h, r, w) = (&self.host, &self.reliable, &self.reliable_window);
         let mut m = self.driver.counters();
         m.extend(
             [
@@ -270,6 +280,17 @@ impl EndpointStats {
                 ("recv_refused_full", self.recv_refused_full),
                 ("events_dropped", self.events_dropped),
                 ("control_dropped", self.control_dropped),
+                ("reorder_len", self.reorder_len),
+                ("reorder_len_peak", self.reorder_len_peak),
+                ("reorder_holds", h.reorder_holds),
+                ("reorder_hold_ns", h.reorder_hold_ns),
+                ("reorder_hold_ns_max", h.reorder_hold_ns_max),
+                ("reliable_window_pairs", u64::from(w.pairs)),
+                ("reliable_window_in_flight_packets", w.in_flight_packets),
+                ("reliable_window_limit_packets", w.limit_packets),
+                ("reliable_window_unacked_messages", w.unacked_messages),
+                ("reliable_window_buffered_bytes", w.buffered_bytes),
+                ("reliable_window_buffer_limit_bytes", w.buffer_limit_bytes),
             ]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v)),
@@ -610,10 +631,19 @@ impl Shared {
     }
 
     fn stats(&self) -> EndpointStats {
-        let (host, reliable) = match &self.lock().role {
-            Role::Ordered(h) => (h.stats().clone(), h.reliable_stats().clone()),
-            Role::Unordered(h) => (h.stats().clone(), ReliableStats::default()),
-        };
+        let mut stats = EndpointStats::default();
+        match &self.lock().role {
+            Role::Ordered(h) => {
+                stats.host = h.stats().clone();
+                stats.reliable = h.reliable_stats().clone();
+                stats.reorder_len = h.reorder_len() as u64;
+                stats.reorder_len_peak = h.reorder_len_peak() as u64;
+                stats.reliable_window = h.reliable_send_window();
+                stats.uplink_gaps = h.uplink_gaps();
+            }
+            Role::Unordered(h) => stats.host = h.stats().clone(),
+        }
+        let (host, reliable) = (stats.host, stats.reliable);
         EndpointStats {
             recv_refused_full: host.dropped_full,
             host,
@@ -625,6 +655,7 @@ impl Shared {
                 .clone(),
             events_dropped: self.events_dropped.load(Ordering::Relaxed),
             control_dropped: self.control_dropped.load(Ordering::Relaxed),
+            ..stats
         }
     }
 

@@ -1,6 +1,8 @@
 //! Counters a driver keeps. Never reset; never logged per packet (read them instead).
 
 use crate::coalesce::CoalesceStats;
+use onepipe_proto::gaps::BarrierGaps;
+use onepipe_proto::time::Instant;
 
 /// What a [`crate::Driver`] has done, counted. Packets are 1Pipe packets; datagrams are UDP
 /// datagrams, each carrying one or more packets.
@@ -136,6 +138,24 @@ pub struct LinkBarriers {
     /// How far the best-effort barrier trails the daemon's clock (ns; negative when it is
     /// ahead, as a skewed clock can make it).
     pub barrier_lag_ns: Option<i64>,
+    /// The largest interval between two consecutive barrier updates (beacons or
+    /// barrier-carrying data) received on the link since the start, ns (§4.2); `None` before
+    /// the first update.
+    pub barrier_gap_ns_max: Option<u64>,
+    /// The time since the last one, ns.
+    pub since_barrier_ns: Option<u64>,
+}
+
+impl LinkBarriers {
+    /// The gap fields from a role's [`BarrierGaps`] for the link, at `now` on the role's
+    /// clock.
+    pub fn with_gaps(mut self, gaps: Option<BarrierGaps>, now: Instant) -> LinkBarriers {
+        if let Some(g) = gaps.filter(|g| g.last.is_some()) {
+            self.barrier_gap_ns_max = Some(g.gap_max_ns);
+            self.since_barrier_ns = g.since_ns(now);
+        }
+        self
+    }
 }
 
 /// What a running daemon last published for its metrics endpoint: its counters and its input
@@ -147,6 +167,9 @@ pub struct TelemetrySnapshot {
     pub counters: std::collections::BTreeMap<String, u64>,
     /// Per input link.
     pub links: Vec<LinkBarriers>,
+    /// Packets dropped below the barrier (§4.1), by sending process id: an endpoint's, for
+    /// the senders that had one.
+    pub late_dropped_by_sender: std::collections::BTreeMap<u32, u64>,
 }
 
 /// The hand-over point between a daemon's loop and its metrics endpoint: where the endpoint

@@ -188,7 +188,7 @@ fn controller_samples(controller: &Controller) -> Vec<Sample> {
     }
     let mut out = metrics::samples(&TelemetrySnapshot {
         counters,
-        links: Vec::new(),
+        ..TelemetrySnapshot::default()
     });
     out.extend(states.into_iter().map(|(state, n)| {
         Sample::gauge(

@@ -10,7 +10,7 @@
 //! and nothing a peer sends can panic it. It is not a general HTTP server: no keep-alive, no
 //! chunked bodies, no TLS (bind it to loopback or a management network).
 
-use onepipe_runtime::stats::TelemetrySnapshot;
+use onepipe_runtime::stats::{LinkBarriers, TelemetrySnapshot};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -95,7 +95,7 @@ const AUTH_REASONS: [&str; 8] = [
 
 /// Counters served under a name and help of their own; every other counter a daemon keeps is
 /// served as `onepipe_<counter>_total` with a generic help.
-const NAMED: [(&str, &str, &str); 24] = [
+const NAMED: [(&str, &str, &str); 25] = [
     ("datagrams_sent", "datagrams_sent", "UDP datagrams handed to the kernel"),
     ("datagrams_received", "datagrams_received", "UDP datagrams received from known addresses"),
     ("packets_sent", "packets_sent", "1Pipe packets in the datagrams sent"),
@@ -120,10 +120,27 @@ const NAMED: [(&str, &str, &str); 24] = [
     ("forwarded", "forwarded", "Packets forwarded (aggregators), or messages handed to the controller to forward (section 5.2)"),
     ("links_removed", "links_removed", "Input links removed after falling silent (section 4.2)"),
     ("uplink_failures", "uplink_failures", "Times the first-hop aggregator fell silent (section 4.2)"),
+    ("reorder_holds", "reorder_holds", "Messages delivered from a reorder buffer, whose holds reorder_hold_seconds sums"),
+];
+
+/// Counters of nanoseconds, served in seconds: (counter, family, help, a counter or a gauge).
+const NANOSECONDS: [(&str, &str, &str, bool); 2] = [
+    (
+        "reorder_hold_ns",
+        "reorder_hold_seconds",
+        "Time messages waited in a reorder buffer, from arrival to delivery, summed (section 4.1)",
+        true,
+    ),
+    (
+        "reorder_hold_ns_max",
+        "reorder_hold_seconds_max",
+        "The longest a message waited in a reorder buffer",
+        false,
+    ),
 ];
 
 /// Counters that are levels, not counts: served as gauges.
-const GAUGES: [(&str, &str, &str); 5] = [
+const GAUGES: [(&str, &str, &str); 13] = [
     (
         "datagram_len_max",
         "datagram_len_max_bytes",
@@ -145,6 +162,46 @@ const GAUGES: [(&str, &str, &str); 5] = [
         "auth_reorder_depth_max",
         "Deepest reordering the replay window has seen",
     ),
+    (
+        "reorder_len",
+        "reorder_messages",
+        "Messages held in the reorder buffers now (section 4.1)",
+    ),
+    (
+        "reorder_len_peak",
+        "reorder_messages_peak",
+        "The most messages one reorder buffer has held",
+    ),
+    (
+        "reliable_window_pairs",
+        "reliable_window_pairs",
+        "(Sender, destination) pairs of the reliable sender (section 5.1)",
+    ),
+    (
+        "reliable_window_in_flight_packets",
+        "reliable_window_in_flight_packets",
+        "Reliable packets in flight, summed over the pairs",
+    ),
+    (
+        "reliable_window_limit_packets",
+        "reliable_window_limit_packets",
+        "The pairs' windows, min(cwnd, rwnd, 64) packets each, summed",
+    ),
+    (
+        "reliable_window_unacked_messages",
+        "reliable_window_unacked_messages",
+        "Reliable messages sent and not yet acknowledged",
+    ),
+    (
+        "reliable_window_buffered_bytes",
+        "reliable_window_buffered_bytes",
+        "Payload bytes in the reliable send buffer, queued and in flight",
+    ),
+    (
+        "reliable_window_buffer_limit_bytes",
+        "reliable_window_buffer_limit_bytes",
+        "The reliable send buffer's limit (send_buffer_bytes_max)",
+    ),
 ];
 
 /// The samples for a member's counters (as its `Health` names them) and input links.
@@ -152,42 +209,7 @@ pub fn samples(snapshot: &TelemetrySnapshot) -> Vec<Sample> {
     let c = &snapshot.counters;
     let mut out = Vec::new();
     for (key, v) in c {
-        let v = *v as f64;
-        if let Some(reason) = key
-            .strip_prefix("auth_")
-            .filter(|r| AUTH_REASONS.contains(r))
-        {
-            out.push(
-                Sample::new(
-                    "auth_refused_datagrams",
-                    "Datagrams refused by authentication, by reason",
-                    true,
-                    v,
-                )
-                .label("reason", reason),
-            );
-        } else if let Some(service) = delivered_service(key) {
-            out.push(
-                Sample::new(
-                    "delivered_messages",
-                    "Messages delivered to the application, by service",
-                    true,
-                    v,
-                )
-                .label("service", service),
-            );
-        } else if let Some((_, name, help)) = GAUGES.iter().find(|g| g.0 == key) {
-            out.push(Sample::new(name, help, false, v));
-        } else if let Some((_, name, help)) = NAMED.iter().find(|n| n.0 == key) {
-            out.push(Sample::new(name, help, true, v));
-        } else {
-            out.push(Sample::new(
-                key,
-                &format!("The daemon's `{key}` counter"),
-                true,
-                v,
-            ));
-        }
+        out.push(counter_sample(key, *v as f64));
     }
     let (sent, datagrams) = (c.get("packets_sent"), c.get("datagrams_sent"));
     if let (Some(&p), Some(&d)) = (sent, datagrams) {
@@ -199,8 +221,20 @@ pub fn samples(snapshot: &TelemetrySnapshot) -> Vec<Sample> {
             ratio,
         ));
     }
+    for (sender, &n) in &snapshot.late_dropped_by_sender {
+        out.push(
+            Sample::new(
+                "late_dropped_packets_by_sender",
+                "Packets dropped below the barrier, by sending process (section 4.1)",
+                true,
+                n as f64,
+            )
+            .label("sender", &sender.to_string()),
+        );
+    }
     for l in &snapshot.links {
         let link = l.link.to_string();
+        link_gaps(l, &link, &mut out);
         for (which, b) in [("best_effort", l.barrier), ("commit", l.commit_barrier)] {
             if let Some(b) = b {
                 out.push(
@@ -223,6 +257,52 @@ pub fn samples(snapshot: &TelemetrySnapshot) -> Vec<Sample> {
         }
     }
     out
+}
+
+/// The sample for one counter of a member, by its name (see [`NAMED`], [`GAUGES`],
+/// [`NANOSECONDS`]).
+fn counter_sample(key: &str, v: f64) -> Sample {
+    if let Some(reason) = key
+        .strip_prefix("auth_")
+        .filter(|r| AUTH_REASONS.contains(r))
+    {
+        Sample::new(
+            "auth_refused_datagrams",
+            "Datagrams refused by authentication, by reason",
+            true,
+            v,
+        )
+        .label("reason", reason)
+    } else if let Some(service) = delivered_service(key) {
+        Sample::new(
+            "delivered_messages",
+            "Messages delivered to the application, by service",
+            true,
+            v,
+        )
+        .label("service", service)
+    } else if let Some(&(_, name, help, counter)) = NANOSECONDS.iter().find(|n| n.0 == key) {
+        Sample::new(name, help, counter, v / 1e9)
+    } else if let Some((_, name, help)) = GAUGES.iter().find(|g| g.0 == key) {
+        Sample::new(name, help, false, v)
+    } else if let Some((_, name, help)) = NAMED.iter().find(|n| n.0 == key) {
+        Sample::new(name, help, true, v)
+    } else {
+        Sample::new(key, &format!("The daemon's `{key}` counter"), true, v)
+    }
+}
+
+/// A link's gaps between barrier updates (§4.2): the largest, and the one open now.
+fn link_gaps(l: &LinkBarriers, link: &str, out: &mut Vec<Sample>) {
+    let gaps = [
+        (l.barrier_gap_ns_max, "link_beacon_gap_seconds_max", "The largest interval between two barrier updates (beacons or barrier-carrying data) on an input link (section 4.2)"),
+        (l.since_barrier_ns, "link_beacon_gap_seconds", "Time since an input link's last barrier update"),
+    ];
+    for (ns, name, help) in gaps {
+        if let Some(ns) = ns {
+            out.push(Sample::gauge(name, help, ns as f64 / 1e9).label("link", link));
+        }
+    }
 }
 
 /// The service a `delivered*` counter counts.
@@ -249,7 +329,14 @@ pub fn render(samples: &[Sample]) -> String {
     }
     let mut registry = Registry::with_prefix("onepipe");
     for (name, (help, counter, values)) in families {
-        if counter {
+        if counter && name.ends_with("_seconds") {
+            // Times are fractions of seconds.
+            let family = Family::<Labels, Counter<f64, AtomicU64>>::default();
+            for (labels, v) in values {
+                family.get_or_create(labels).inc_by(v);
+            }
+            registry.register(name, help, family);
+        } else if counter {
             // Counters are counts: whole numbers, written as such.
             let family = Family::<Labels, Counter>::default();
             for (labels, v) in values {
@@ -427,7 +514,6 @@ fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use onepipe_runtime::stats::LinkBarriers;
 
     fn snapshot() -> TelemetrySnapshot {
         TelemetrySnapshot {
@@ -438,6 +524,10 @@ mod tests {
                 ("packets_sent", 10),
                 ("gso", 1),
                 ("turns", 99),
+                ("reorder_len", 3),
+                ("reorder_hold_ns", 1_500_000),
+                ("reorder_hold_ns_max", 250_000),
+                ("reliable_window_limit_packets", 64),
             ]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
@@ -447,7 +537,10 @@ mod tests {
                 barrier: Some(2_000_000_000),
                 commit_barrier: None,
                 barrier_lag_ns: Some(1_500),
+                barrier_gap_ns_max: Some(2_000_000),
+                since_barrier_ns: Some(500_000),
             }],
+            late_dropped_by_sender: [(4, 2)].into_iter().collect(),
         }
     }
 
@@ -465,6 +558,14 @@ mod tests {
             "onepipe_turns_total 99",
             "onepipe_link_barrier_seconds{link=\"3\",barrier=\"best_effort\"} 2.0",
             "onepipe_link_barrier_lag_seconds{link=\"3\"} 0.0000015",
+            "# TYPE onepipe_reorder_messages gauge",
+            "onepipe_reorder_messages 3.0",
+            "onepipe_reorder_hold_seconds_total 0.0015",
+            "onepipe_reorder_hold_seconds_max 0.00025",
+            "onepipe_reliable_window_limit_packets 64.0",
+            "onepipe_late_dropped_packets_by_sender_total{sender=\"4\"} 2",
+            "onepipe_link_beacon_gap_seconds_max{link=\"3\"} 0.002",
+            "onepipe_link_beacon_gap_seconds{link=\"3\"} 0.0005",
         ] {
             assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
         }

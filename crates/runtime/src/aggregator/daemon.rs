@@ -398,16 +398,21 @@ impl<'a> Daemon<'a> {
         counters.insert("blackholed".into(), filter.blackholed());
         counters.insert("cut_dropped".into(), filter.cut_dropped());
         counters.insert("spoofed_src".into(), role.spoofed_dropped());
-        let now = self.driver.now().timestamp();
+        let clock = self.driver.now();
+        let now = clock.timestamp();
         let links = (0..role.inputs_len() as u32)
             .filter_map(|port| {
                 let (be, commit) = role.input_registers(PortId(port))?;
-                Some(LinkBarriers {
-                    link: port,
-                    barrier: be.map(|t| t.raw()),
-                    commit_barrier: commit.map(|t| t.raw()),
-                    barrier_lag_ns: be.map(|t| now.signed_distance(t)),
-                })
+                Some(
+                    LinkBarriers {
+                        link: port,
+                        barrier: be.map(|t| t.raw()),
+                        commit_barrier: commit.map(|t| t.raw()),
+                        barrier_lag_ns: be.map(|t| now.signed_distance(t)),
+                        ..LinkBarriers::default()
+                    }
+                    .with_gaps(role.input_gaps(PortId(port)), clock),
+                )
             })
             .collect();
         if health {
@@ -418,7 +423,11 @@ impl<'a> Daemon<'a> {
             };
             self.connected &= self.control.send(&msg).is_ok();
         }
-        telemetry.publish(TelemetrySnapshot { counters, links });
+        telemetry.publish(TelemetrySnapshot {
+            counters,
+            links,
+            ..TelemetrySnapshot::default()
+        });
     }
 
     /// The controller is gone: re-register with whoever leads, off the data path's thread;

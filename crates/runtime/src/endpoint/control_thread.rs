@@ -144,18 +144,23 @@ fn send_health(control: &mut ControlClient, shared: &Shared, metrics: Option<Soc
 
 /// This endpoint's counters and its uplink's barriers, to `telemetry`.
 fn publish(shared: &Shared, telemetry: &Telemetry) {
-    let counters = shared.stats().counters();
-    let now = shared.clock.now().timestamp();
+    let stats = shared.stats();
+    let clock = shared.clock.now();
+    let now = clock.timestamp();
     let barrier = shared.published(0);
     let link = LinkBarriers {
         link: 0,
         barrier: barrier.map(|b| b.raw()),
         commit_barrier: shared.published(1).map(|b| b.raw()),
         barrier_lag_ns: barrier.map(|b| now.signed_distance(b)),
-    };
+        ..LinkBarriers::default()
+    }
+    .with_gaps(Some(stats.uplink_gaps), clock);
+    let late = &stats.host.dropped_late_by_sender;
     telemetry.publish(TelemetrySnapshot {
-        counters,
+        counters: stats.counters(),
         links: vec![link],
+        late_dropped_by_sender: late.iter().map(|(p, &n)| (p.0, n)).collect(),
     });
 }
 
