@@ -643,20 +643,15 @@ impl Shared {
             }
             Role::Unordered(h) => stats.host = h.stats().clone(),
         }
-        let (host, reliable) = (stats.host, stats.reliable);
-        EndpointStats {
-            recv_refused_full: host.dropped_full,
-            host,
-            reliable,
-            driver: self
-                .driver_stats
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-            events_dropped: self.events_dropped.load(Ordering::Relaxed),
-            control_dropped: self.control_dropped.load(Ordering::Relaxed),
-            ..stats
-        }
+        stats.recv_refused_full = stats.host.dropped_full;
+        stats.driver = self
+            .driver_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        stats.events_dropped = self.events_dropped.load(Ordering::Relaxed);
+        stats.control_dropped = self.control_dropped.load(Ordering::Relaxed);
+        stats
     }
 
     /// Queues a management message of the role for the control thread. Of the relays, §5.2
