@@ -22,7 +22,7 @@ if ! command -v etcd >/dev/null 2>&1 || ! command -v protoc >/dev/null 2>&1; the
 fi
 
 # Each phase says when it starts (seconds since the suite began): CI must finish inside 15 minutes
-# on 2 cores (833 s on a fresh clone at e1d92ef, docs/BENCHMARKS.md "The suite"), and these lines say where
+# on 2 cores (the current figure: docs/BENCHMARKS.md "The suite"), and these lines say where
 # the time goes.
 phase() { echo "== [${SECONDS}s] $*"; }
 # The builds (tests with every feature, then each planted bug's rebuild) need about 10 GB under
