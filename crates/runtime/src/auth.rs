@@ -441,6 +441,18 @@ pub struct AuthStats {
     pub epoch: u64,
 }
 
+/// The reasons a datagram is refused (an [`AuthFailure`] each), as the `auth_<reason>`
+/// counters of [`AuthStats::counters`] name them.
+pub const REFUSAL_REASONS: [&str; 7] = [
+    "short",
+    "bad_header",
+    "unknown_link",
+    "wrong_link",
+    "unknown_epoch",
+    "bad_tag",
+    "replay",
+];
+
 impl AuthStats {
     /// Datagrams refused, whatever the reason.
     pub fn refused(&self) -> u64 {

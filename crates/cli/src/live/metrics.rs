@@ -81,18 +81,6 @@ impl Sample {
     }
 }
 
-/// The authentication refusals by reason (`auth_<reason>` counters of `AuthStats`).
-const AUTH_REASONS: [&str; 8] = [
-    "short",
-    "bad_header",
-    "unknown_link",
-    "wrong_link",
-    "unknown_epoch",
-    "bad_tag",
-    "replay",
-    "no_key",
-];
-
 /// Counters served under a name and help of their own; every other counter a daemon keeps is
 /// served as `onepipe_<counter>_total` with a generic help.
 const NAMED: [(&str, &str, &str); 25] = [
@@ -264,7 +252,7 @@ pub fn samples(snapshot: &TelemetrySnapshot) -> Vec<Sample> {
 fn counter_sample(key: &str, v: f64) -> Sample {
     if let Some(reason) = key
         .strip_prefix("auth_")
-        .filter(|r| AUTH_REASONS.contains(r))
+        .filter(|r| *r == "no_key" || onepipe_runtime::auth::REFUSAL_REASONS.contains(r))
     {
         Sample::new(
             "auth_refused_datagrams",

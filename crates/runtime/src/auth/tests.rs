@@ -518,3 +518,33 @@ fn datagrams_that_arrive_out_of_order_open_and_are_counted() {
     }
     assert_eq!((b.stats().reordered, b.stats().reorder_depth_max), (2, 2));
 }
+
+/// Every refusal reason is a counter of `AuthStats::counters`, and `refused` sums exactly them.
+#[test]
+fn refusal_reasons_name_the_counters_refused_sums() {
+    let names: Vec<&str> = AuthStats::default()
+        .counters()
+        .iter()
+        .map(|(k, _)| *k)
+        .collect();
+    for r in REFUSAL_REASONS {
+        assert!(names.contains(&format!("auth_{r}").as_str()), "{r}");
+    }
+    let mut s = AuthStats::default();
+    for (i, f) in [
+        AuthFailure::Short,
+        AuthFailure::BadHeader,
+        AuthFailure::UnknownLink,
+        AuthFailure::WrongLink,
+        AuthFailure::UnknownEpoch,
+        AuthFailure::BadTag,
+        AuthFailure::Replay,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        s.count(f);
+        assert_eq!(s.refused(), i as u64 + 1);
+    }
+    assert_eq!(REFUSAL_REASONS.len(), 7);
+}

@@ -713,18 +713,10 @@ pub struct AuthSummary {
 impl AuthSummary {
     fn of(mode: &str, counters: &BTreeMap<String, BTreeMap<String, u64>>) -> AuthSummary {
         let total = |k: &str| -> u64 { counters.values().filter_map(|c| c.get(k)).sum() };
-        let refused: BTreeMap<String, u64> = [
-            "short",
-            "bad_header",
-            "unknown_link",
-            "wrong_link",
-            "unknown_epoch",
-            "bad_tag",
-            "replay",
-        ]
-        .iter()
-        .map(|r| (r.to_string(), total(&format!("auth_{r}"))))
-        .collect();
+        let refused: BTreeMap<String, u64> = onepipe_runtime::auth::REFUSAL_REASONS
+            .iter()
+            .map(|r| (r.to_string(), total(&format!("auth_{r}"))))
+            .collect();
         AuthSummary {
             mode: mode.to_string(),
             sealed: total("auth_sealed"),
