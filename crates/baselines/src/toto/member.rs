@@ -48,6 +48,13 @@ pub struct MemberConfig {
     pub suspect_ns: u64,
 }
 
+/// The least suspicion timeout for a causal layer that heartbeats after `idle_ns` and retries
+/// after `retry_ns`: a live machine may be silent for a heartbeat, and its retries back off up
+/// to the heartbeat interval, so suspicion waits at least 4 of the longer.
+pub fn suspect_floor_ns(idle_ns: u64, retry_ns: u64) -> u64 {
+    4 * idle_ns.max(retry_ns)
+}
+
 impl Default for MemberConfig {
     fn default() -> MemberConfig {
         MemberConfig {

@@ -143,10 +143,11 @@ impl ProtocolArgs {
         if self.toto_heartbeat == 0 || self.toto_retry == 0 {
             return Err("--toto-heartbeat, --toto-retry: must be positive".into());
         }
-        if self.toto_suspect < 4 * self.toto_heartbeat.max(self.toto_retry) {
+        let floor =
+            onepipe_baselines::toto::member::suspect_floor_ns(self.toto_heartbeat, self.toto_retry);
+        if self.toto_suspect < floor {
             return Err(format!(
-                "--toto-suspect: must be at least 4 × the longer of --toto-heartbeat and --toto-retry ({} ns), or live machines are suspected",
-                4 * self.toto_heartbeat.max(self.toto_retry)
+                "--toto-suspect: must be at least 4 × the longer of --toto-heartbeat and --toto-retry ({floor} ns), or live machines are suspected"
             ));
         }
         Ok(())

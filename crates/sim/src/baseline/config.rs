@@ -211,7 +211,10 @@ impl BaselineConfig {
     /// ToTo and all-ack: the least suspicion timeout — a live machine may be silent for a
     /// heartbeat, and its repairs come a retry apart.
     fn toto_suspect_floor_ns(&self) -> u64 {
-        4 * self.toto_heartbeat_ns.max(self.toto_retry_ns)
+        onepipe_baselines::toto::member::suspect_floor_ns(
+            self.toto_heartbeat_ns,
+            self.toto_retry_ns,
+        )
     }
 
     /// ToTo's and all-ack's suspicion timeout (§5.1): [`BaselineConfig::toto_suspect_ns`], or
