@@ -745,3 +745,32 @@ fn a_round_waits_for_callbacks_and_a_host_that_never_completes_is_declared_5_2()
         "{out:?}"
     );
 }
+
+/// §5.2 callbacks, issue 35: a host's callback clock starts when its application takes the
+/// notification (`CallbackTaken`), not at the Broadcast — an application that read its events
+/// late still has the whole `callback_timeout_ns` for its callbacks, and is taken for failed only
+/// once that has passed since it took them.
+#[test]
+fn the_callback_clock_restarts_when_the_application_takes_the_notification_5_2() {
+    let topo = Arc::new(Topology::leaf_spine(4, 2, 2).unwrap());
+    let mut c = controller(&topo);
+    c.cfg.callback_timeout_ns = 10_000;
+    uplink_down(&mut c, &topo, 1, 500);
+    c.handle(Instant(1_000), Input::Timeout);
+    drain(&mut c);
+    complete_round(&mut c, 2_000, 1, [0, 2]);
+    // Host 3's application takes the notification at 8 µs: its deadline is 18 µs, not 11 µs.
+    c.on_ctrl_msg(
+        Instant(8_000),
+        CtrlMsg::CallbackTaken {
+            round: 1,
+            host: NodeId(3),
+        },
+    );
+    assert_eq!(c.poll_timeout(), Some(Instant(18_000)));
+    c.handle(Instant(12_000), Input::Timeout);
+    drain(&mut c);
+    assert_eq!(c.late_hosts().count(), 0, "still inside its callback time");
+    c.handle(Instant(18_000), Input::Timeout);
+    assert_eq!(c.late_hosts().collect::<Vec<_>>(), vec![NodeId(3)]);
+}

@@ -488,6 +488,7 @@ mod acks;
 mod failures;
 mod host_order;
 mod metrics;
+mod receiver_edges;
 mod services;
 mod switches;
 mod untrusted_input;
