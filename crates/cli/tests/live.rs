@@ -451,6 +451,10 @@ fn up_protocol_toto_survives_a_killed_process_5() {
     let r = r.expect("report");
     assert_clean(&r, &out);
     assert!(u(&r, "checked_deliveries") > 0, "{out}");
+    // What the killed process had delivered died with it: its messages' causal order is
+    // reported unchecked, never counted as checked.
+    assert!(u(&r, "causal_unchecked") > 0, "{out}");
+    assert!(out.contains("causal order unchecked for the"), "{out}");
     for p in [0, 1, 3] {
         let after = r["delivered_after_kills"][format!("p{p}")]
             .as_u64()

@@ -115,6 +115,11 @@ pub struct ChecksReport {
     pub undrained: u64,
     /// The first of them: sender, scattering, timestamp, destinations still open.
     pub undrained_samples: Vec<String>,
+    /// Messages whose causal dependencies went unchecked (ToTo and all-ack with `--kill`): a
+    /// killed sender's messages are rebuilt from what the survivors delivered, and what it had
+    /// delivered before it sent them died with it, so the causal check sees them following
+    /// only their sender's earlier messages. Order, agreement and all-or-none judge them fully.
+    pub causal_unchecked: u64,
 }
 
 /// The endpoints' counters, summed over every process (a group of [`UpReport`]'s keys).
@@ -559,7 +564,7 @@ fn base_checks(
         .protocol
         .toto()
         .then(|| onepipe_sim::baseline::causal::CausalCheck::new(n));
-    feed.run_base(&mut checker, causal.as_mut(), all, killed);
+    let rebuilt = feed.run_base(&mut checker, causal.as_mut(), all, killed);
     let ordered: Option<Vec<u64>> = match args.protocol.plato() {
         true => {
             let (_, p0) = read_node(run, 0)?;
@@ -585,6 +590,7 @@ fn base_checks(
         drained,
         undrained: checker.undrained(),
         undrained_samples: Vec::new(),
+        causal_unchecked: if causal.is_some() { rebuilt } else { 0 },
     })
 }
 
@@ -613,6 +619,7 @@ impl ChecksReport {
             drained,
             undrained: checker.undrained(),
             undrained_samples: checker.undrained_samples().to_vec(),
+            causal_unchecked: 0,
         }
     }
 }

@@ -209,14 +209,16 @@ impl Feed {
     /// the `causal` check if given, in time order, and sums up. A killed process left no
     /// records: its broadcasts are rebuilt from what the others delivered (numbered up to the
     /// highest delivered anywhere) and fed first, as having followed nothing but its own.
+    /// Returns how many were rebuilt: their causal dependencies are unchecked.
     pub(super) fn run_base(
         &mut self,
         checker: &mut BaseChecker,
         mut causal: Option<&mut CausalCheck>,
         all: &[Option<NodeRecords>],
         killed: &BTreeSet<u32>,
-    ) {
+    ) -> u64 {
         let n = self.procs;
+        let mut rebuilt = 0;
         for &p in killed {
             let sent = all
                 .iter()
@@ -226,6 +228,7 @@ impl Feed {
                 .map(|d| d.seq + 1)
                 .max()
                 .unwrap_or(0);
+            rebuilt += sent;
             for seq in 0..sent {
                 checker.on_send(p, seq, BaseDsts::All);
                 if let Some(c) = causal.as_deref_mut() {
@@ -267,6 +270,7 @@ impl Feed {
                 }
             }
         }
+        rebuilt
     }
 }
 

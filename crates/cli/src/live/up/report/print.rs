@@ -20,10 +20,17 @@ pub(in super::super) fn finish(args: &UpArgs, r: &UpReport) -> i32 {
         );
     }
     let checks = if r.checks.checked {
-        format!(
+        let mut c = format!(
             "{} violations in {} checked deliveries",
             r.checks.violations, r.checks.checked_deliveries
-        )
+        );
+        if r.checks.causal_unchecked > 0 {
+            c += &format!(
+                "; causal order unchecked for the {} messages of killed senders (rebuilt from the survivors' deliveries)",
+                r.checks.causal_unchecked
+            );
+        }
+        c
     } else {
         "off (--unordered: delivery order is the baseline's; --check runs them)".to_string()
     };
