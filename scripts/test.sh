@@ -36,19 +36,23 @@ phase "size rules and the driving contract (crates/lint: files <= 1,200 lines, n
 cargo run -q -p onepipe-lint
 phase "cargo fmt --check"
 cargo fmt --all -- --check
+# Clippy and rustdoc run under the test profile (`--profile test`: the same code and cfgs, since
+# debug assertions are on in both), so that the dependencies' build-script runs (aws-lc's C
+# build above all) and the proc macros they compile are the ones the test build below reuses,
+# not a second set for the dev profile (docs/BENCHMARKS.md, "The suite").
 phase "cargo clippy -D warnings (default features)"
-cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --profile test -- -D warnings
 # Every feature at once (etcd: the controller store; tokio: async receive): one more check build
 # instead of one per feature.
 phase "cargo clippy -D warnings (--all-features: etcd, tokio)"
-cargo clippy --workspace --all-targets --all-features -- -D warnings
+cargo clippy --workspace --all-targets --all-features --profile test -- -D warnings
 phase "the library is only a library (no command-line, plotting or progress-bar crates, no simulator)"
 if cargo tree -q -p onepipe -e normal --all-features | grep -E '(^|[^a-z_-])(clap|plotters|indicatif|onepipe-sim) v'; then
   echo "the onepipe library pulls in a command-line crate or the simulator (see above)" >&2
   exit 1
 fi
 phase "cargo doc -D warnings"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet --profile test
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # The tests build once, with every feature: besides the default build's tests this runs the
