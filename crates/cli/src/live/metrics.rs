@@ -28,7 +28,9 @@ use tracing::debug;
 /// The longest request head (request line and headers) read, in bytes; a longer one is
 /// answered 400.
 pub const REQUEST_LEN_MAX: usize = 8 << 10;
-/// How long a connection may take to send its request.
+/// How long a connection may take to send its whole request head, however it trickles in (a
+/// deadline, not a timeout per read: a peer sending a byte now and then is cut off all the
+/// same), and the longest one write of the answer may block.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// The `Content-Type` of a scrape: the OpenMetrics text `prometheus-client` writes.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -372,6 +374,15 @@ impl Server {
         listener: TcpListener,
         source: Box<dyn Fn() -> Vec<Sample> + Send>,
     ) -> io::Result<Server> {
+        Server::with_timeout(listener, source, REQUEST_TIMEOUT)
+    }
+
+    /// [`Server::on`] with `timeout` in place of [`REQUEST_TIMEOUT`].
+    fn with_timeout(
+        listener: TcpListener,
+        source: Box<dyn Fn() -> Vec<Sample> + Send>,
+        timeout: Duration,
+    ) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -382,7 +393,7 @@ impl Server {
                 while !flag.load(Ordering::SeqCst) {
                     match listener.accept() {
                         Ok((stream, peer)) => {
-                            if let Err(e) = serve(stream, &*source) {
+                            if let Err(e) = serve(stream, &*source, timeout) {
                                 debug!(%peer, "metrics request: {e}");
                             }
                         }
@@ -419,11 +430,14 @@ impl Drop for Server {
 }
 
 /// Reads one request and answers it; the connection closes after.
-fn serve(mut stream: TcpStream, source: &dyn Fn() -> Vec<Sample>) -> io::Result<()> {
+fn serve(
+    mut stream: TcpStream,
+    source: &dyn Fn() -> Vec<Sample>,
+    timeout: Duration,
+) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
-    let head = match read_head(&mut stream) {
+    stream.set_write_timeout(Some(timeout))?;
+    let head = match read_head(&mut stream, std::time::Instant::now() + timeout) {
         Ok(head) => head,
         Err(e) if e.kind() == io::ErrorKind::InvalidData => {
             return respond(
@@ -464,14 +478,20 @@ fn serve(mut stream: TcpStream, source: &dyn Fn() -> Vec<Sample>) -> io::Result<
 }
 
 /// The request head, up to the empty line; `InvalidData` if it is longer than
-/// [`REQUEST_LEN_MAX`], not text, or the peer closed before finishing it.
-fn read_head(stream: &mut TcpStream) -> io::Result<String> {
+/// [`REQUEST_LEN_MAX`], not text, or the peer closed before finishing it; `TimedOut` if it is
+/// not whole by `deadline`.
+fn read_head(stream: &mut TcpStream, deadline: std::time::Instant) -> io::Result<String> {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     loop {
         if head.ends_with(b"\r\n\r\n") || head.ends_with(b"\n\n") {
             break;
         }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "request too slow"));
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf)?;
         if n == 0 {
             return Err(io::Error::new(
@@ -591,6 +611,32 @@ mod tests {
         drop(TcpStream::connect(s.addr()).unwrap());
         let again = ask(s.addr(), b"GET /metrics HTTP/1.0\r\n\r\n");
         assert!(again.starts_with("HTTP/1.1 200 OK\r\n"), "{again}");
+    }
+
+    /// A peer that trickles its request a byte at a time holds the endpoint for the request
+    /// deadline at most, not for a timeout per byte: a scrape right after is answered.
+    #[test]
+    fn a_request_trickled_in_is_cut_off_at_the_deadline() {
+        let timeout = Duration::from_millis(200);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = Server::with_timeout(listener, Box::new(|| samples(&snapshot())), timeout).unwrap();
+        let mut slow = TcpStream::connect(s.addr()).unwrap();
+        let mut cut_off = false;
+        for b in b"GET /metrics HTTP/1.1\r\nHost: a-very-slow-peer\r\n\r\n" {
+            std::thread::sleep(Duration::from_millis(40));
+            if slow.write_all(&[*b]).is_err() {
+                cut_off = true;
+                break;
+            }
+        }
+        let mut rest = Vec::new();
+        let _ = slow.read_to_end(&mut rest);
+        assert!(
+            cut_off || rest.is_empty(),
+            "answered a trickled request: {rest:?}"
+        );
+        let ok = ask(s.addr(), b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
     }
 
     #[test]
