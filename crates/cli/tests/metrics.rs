@@ -255,6 +255,15 @@ fn every_daemon_serves_metrics_and_status_shows_the_same_members_and_numbers() {
         String::from_utf8_lossy(&status.stderr)
     );
     let report: Value = serde_json::from_str(&text).unwrap();
+    // The table names the same numbers' columns.
+    let table = onepipe()
+        .args(["status", "--controller", &control, "--pki", &pki_s])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    for column in ["HOLD_MAX", "BARRIER LAG", "LARGEST GAP"] {
+        assert!(table.contains(column), "no {column} in:\n{table}");
+    }
 
     // The same members, each with the metrics address it printed.
     let members = report["members"].as_array().unwrap();
@@ -339,8 +348,20 @@ fn every_daemon_serves_metrics_and_status_shows_the_same_members_and_numbers() {
             .map(|(_, v)| v)
             .sum();
         assert_eq!(by_sender, ours[QUIET[2]], "{p}");
-        // And status shows the same families in the member's scrape.
+        // And status shows the same families in the member's scrape, and picks out the
+        // largest hold and each link's largest gap between barrier updates.
         let m = members.iter().find(|m| m["member"] == *p).unwrap();
+        assert_eq!(
+            m["reorder_hold_max_seconds"].as_f64(),
+            Some(ours["onepipe_reorder_hold_seconds_max"]),
+            "{p}"
+        );
+        let gap = m["links"][0]["gap_max_seconds"].as_f64();
+        assert_eq!(
+            gap,
+            Some(ours["onepipe_link_beacon_gap_seconds_max{link=\"0\"}"]),
+            "{p}: {m}"
+        );
         for series in [
             "onepipe_reorder_holds_total",
             "onepipe_reorder_messages_peak",

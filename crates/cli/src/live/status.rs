@@ -336,8 +336,13 @@ fn member_json(m: &Seen, before: Option<&View>, secs: Option<f64>) -> Value {
     let links: Vec<Value> = scrape
         .map(|s| {
             s.iter()
-                .filter(|(k, _)| k.starts_with("onepipe_link_barrier_lag_seconds{"))
-                .map(|(k, v)| json!({ "series": k, "lag_seconds": v }))
+                .filter_map(|(k, v)| {
+                    let labels = k
+                        .strip_prefix("onepipe_link_barrier_lag_seconds")
+                        .filter(|l| l.starts_with('{'))?;
+                    let gap = s.get(&format!("onepipe_link_beacon_gap_seconds_max{labels}"));
+                    Some(json!({ "series": k, "lag_seconds": v, "gap_max_seconds": gap }))
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -353,6 +358,7 @@ fn member_json(m: &Seen, before: Option<&View>, secs: Option<f64>) -> Value {
         "totals": totals,
         "rates": if secs.is_some() { Value::Object(rates) } else { Value::Null },
         "links": links,
+        "reorder_hold_max_seconds": scrape.and_then(|s| total(s, "onepipe_reorder_hold_seconds_max")),
         "metrics": scrape,
     })
 }
@@ -389,6 +395,7 @@ fn table(r: &Value) -> String {
             k
         }
     }));
+    rows[0].push("HOLD_MAX".into());
     for m in &members {
         let mut row = vec![
             m["member"].as_str().unwrap_or("?").to_string(),
@@ -413,6 +420,7 @@ fn table(r: &Value) -> String {
             };
             row.push(cell);
         }
+        row.push(micros(&m["reorder_hold_max_seconds"]));
         rows.push(row);
     }
     out += &columns(&rows);
@@ -433,12 +441,24 @@ fn table(r: &Value) -> String {
     out
 }
 
-/// The links' table: each member's input links and their barrier lag.
+/// Seconds as microseconds with one decimal (milliseconds with two from 1 ms up), `-` if
+/// absent.
+fn micros(v: &Value) -> String {
+    match v.as_f64() {
+        None => "-".into(),
+        Some(x) if x >= 1e-3 => format!("{:.2} ms", x * 1e3),
+        Some(x) => format!("{:.1} µs", x * 1e6),
+    }
+}
+
+/// The links' table: each member's input links, their barrier lag and the largest gap between
+/// two barrier updates (§4.2).
 fn link_rows(members: &[Value]) -> Vec<Vec<String>> {
     let mut links = vec![vec![
         "MEMBER".to_string(),
         "LINK".into(),
         "BARRIER LAG".into(),
+        "LARGEST GAP".into(),
     ]];
     for m in members {
         for l in m["links"].as_array().into_iter().flatten() {
@@ -448,11 +468,11 @@ fn link_rows(members: &[Value]) -> Vec<Vec<String>> {
                 .nth(1)
                 .and_then(|s| s.split('"').next())
                 .unwrap_or("?");
-            let lag = l["lag_seconds"].as_f64().unwrap_or(f64::NAN);
             links.push(vec![
                 m["member"].as_str().unwrap_or("?").into(),
                 link.into(),
-                format!("{:.1} µs", lag * 1e6),
+                micros(&l["lag_seconds"]),
+                micros(&l["gap_max_seconds"]),
             ]);
         }
     }
