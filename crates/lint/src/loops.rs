@@ -7,8 +7,8 @@
 //! non-test code is a breach, except inside a `fn poll_output` or `fn poll_send` (a `Node` or an
 //! `App` that wraps another hands its outputs on one at a time: that is the contract, not a
 //! loop). Roles that drain the roles they wrap as part of being roles (the aggregator's two
-//! switches, `AppNode`'s application) live in proto, and applications that compose
-//! applications (chain replication's store) in apps: both outside this rule.
+//! switches, `AppNode`'s application) live in proto, and the applications' own code and tests
+//! in apps: both outside this rule.
 
 use crate::roles::{source_files, Breach, DRIVERS};
 use crate::{functions_of, test_lines};

@@ -9,10 +9,10 @@
 //! **Two faces.** An application's author implements [`App`]: typed inputs, payloads borrowed,
 //! one `handle` per input, `poll_send` until `None`, `poll_timeout`. A driver never calls `App`:
 //! it wraps the application in an [`AppNode`] and runs that as any other role, by the loop of
-//! [`crate::drive`] (issue 38, item 1: one contract). Applications that compose applications
-//! (`onepipe-apps`'s chain replication running its store, the non-transactional store's
-//! clients) call the `App`s they hold directly: they are applications, not drivers, and
-//! `onepipe-lint` checks only the driver crates.
+//! [`crate::drive`] (issue 38, item 1: one contract). Code inside `onepipe-apps` may call `App`
+//! directly — its scripted unit tests do (`repl::chain`'s, `kv::nontx`'s), as would an
+//! application composed of applications: that is the application's own code, not a driver's,
+//! and `onepipe-lint` checks only the driver crates.
 
 use bytes::Bytes;
 use std::convert::Infallible;
