@@ -30,8 +30,9 @@
 //!   micro-operations, `invoke` then `ok`/`fail`/`info`), and [`depgraph`], a checker that reads
 //!   such a history alone and looks for dependency cycles (Adya's anomalies, as Elle infers them).
 //!
-//! The driving contract ([`App`]) mirrors `onepipe_proto::Node`'s: feed one input with
-//! [`App::handle`], drain [`App::poll_send`] until `None`, re-arm from [`App::poll_timeout`].
+//! An application implements [`App`] (feed one input with [`App::handle`], drain
+//! [`App::poll_send`] until `None`, re-arm from [`App::poll_timeout`]); the simulator and the
+//! runtime drive it as an `onepipe_proto::app::AppNode`, a `Node` like every protocol role.
 
 pub mod depgraph;
 pub mod hashtable;

@@ -1,10 +1,14 @@
 //! The loop's rule (issue 38, item 2): a driver drains a role only through `onepipe_proto::drive`,
-//! the loop written once (`crates/proto/src/drive.rs`), never by a `poll_output` loop of its own.
+//! the loop written once (`crates/proto/src/drive.rs`), never by a `poll_output` loop of its own;
+//! nor an application by a `poll_send` loop (applications are driven as `AppNode`s, issue 38
+//! item 1).
 //!
-//! Read from the source text: every `.poll_output()` call in a driver crate's non-test code is a
-//! breach, except inside a `fn poll_output` (a `Node` that wraps another hands its outputs on
-//! one at a time: that is the contract, not a loop). Roles that drain the roles they wrap as
-//! part of being roles (the aggregator's two switches) live in proto, outside this rule.
+//! Read from the source text: every `.poll_output()` or `.poll_send()` call in a driver crate's
+//! non-test code is a breach, except inside a `fn poll_output` or `fn poll_send` (a `Node` or an
+//! `App` that wraps another hands its outputs on one at a time: that is the contract, not a
+//! loop). Roles that drain the roles they wrap as part of being roles (the aggregator's two
+//! switches, `AppNode`'s application) live in proto, and the applications' own code and tests
+//! in apps: both outside this rule.
 
 use crate::roles::{source_files, Breach, DRIVERS};
 use crate::{functions_of, test_lines};
@@ -15,47 +19,53 @@ use std::path::Path;
 /// wraps.
 const MORE_DRIVERS: &[&str] = &["crates/ctrlstore/src"];
 
-/// Every `.poll_output()` call in the drivers' non-test code outside a `fn poll_output`.
+/// The drains a driver leaves to `onepipe_proto::drive`: a role's outputs, an application's
+/// sends.
+const DRAINS: &[&str] = &["poll_output", "poll_send"];
+
+/// Every `.poll_output()` or `.poll_send()` call in the drivers' non-test code outside a
+/// function of one of those names.
 pub fn breaches(root: &Path) -> Result<Vec<Breach>, String> {
     let dirs: Vec<&str> = DRIVERS.iter().chain(MORE_DRIVERS).copied().collect();
     let mut out = Vec::new();
     for path in &source_files(root, &dirs)? {
         let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        out.extend(lines_breaking(&text).into_iter().map(|line| Breach {
-            file: path.clone(),
-            line,
-            name: "poll_output".into(),
-        }));
+        out.extend(
+            lines_breaking(&text)
+                .into_iter()
+                .map(|(line, name)| Breach {
+                    file: path.clone(),
+                    line,
+                    name: name.into(),
+                }),
+        );
     }
     Ok(out)
 }
 
-/// The (1-based) lines of `text` that call `.poll_output()` outside tests and outside a
-/// `fn poll_output`.
-fn lines_breaking(text: &str) -> Vec<usize> {
+/// The (1-based) lines of `text` that call one of [`DRAINS`] outside tests and outside a
+/// function of one of their names, each with the name it calls.
+fn lines_breaking(text: &str) -> Vec<(usize, &'static str)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut exempt = test_lines(&lines);
     for f in functions_of(text)
         .into_iter()
-        .filter(|f| f.name == "poll_output")
+        .filter(|f| DRAINS.contains(&f.name.as_str()))
     {
         exempt[f.line - 1..f.line - 1 + f.lines]
             .iter_mut()
             .for_each(|e| *e = true);
     }
-    lines
-        .iter()
-        .enumerate()
-        .filter(|&(i, line)| {
-            !exempt[i]
-                && line
-                    .split("//")
-                    .next()
-                    .unwrap_or("")
-                    .contains(".poll_output()")
-        })
-        .map(|(i, _)| i + 1)
-        .collect()
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        for name in DRAINS {
+            if !exempt[i] && code.contains(&format!(".{name}()")) {
+                out.push((i + 1, *name));
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -89,6 +99,45 @@ mod tests {
     }
 }
 ";
-        assert_eq!(lines_breaking(text), [2, 7]);
+        assert_eq!(
+            lines_breaking(text),
+            [(2, "poll_output"), (7, "poll_output")]
+        );
+    }
+
+    #[test]
+    fn a_drivers_own_poll_send_loop_breaks_the_rule_as_a_poll_output_loop_does() {
+        let text = "\
+fn drain_app(&mut self, p: usize) {
+    while let Some(s) = self.apps.app(p).poll_send() {
+        self.send(s);
+    }
+}
+fn sends(&mut self) -> Vec<AppSend> {
+    std::iter::from_fn(|| self.app.poll_send()).collect() // nor an iterator
+}
+impl App for Wrapper {
+    fn poll_send(&mut self) -> Option<AppSend> {
+        self.0.poll_send()
+    }
+}
+impl Node for AppNode<A> {
+    fn poll_output(&mut self) -> Option<O> {
+        let s = self.app.poll_send()?;
+        Some(Output::Send { port: HOST_PORT, packet: AppIo::Send(s) })
+    }
+}
+fn ok(&mut self) {
+    // a comment may say .poll_send()
+    drive::drain_in(self, |w| w.app_node(p), |w, o| w.app_send(o));
+}
+#[cfg(test)]
+mod tests {
+    fn drain(a: &mut A) {
+        while a.poll_send().is_some() {}
+    }
+}
+";
+        assert_eq!(lines_breaking(text), [(2, "poll_send"), (7, "poll_send")]);
     }
 }

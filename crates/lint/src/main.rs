@@ -9,8 +9,8 @@
 //! its `fn` line's indentation followed by `}`. A function is a test's when its file is a test
 //! file (under a `tests/` or `benches/` folder, or named `tests.rs`), when it carries `#[test]`,
 //! or when it sits inside a `#[cfg(test)]` item. The contract's rule is in `roles.rs`; the loop's
-//! rule (drivers drain roles through `onepipe_proto::drive` only) in `loops.rs`. Exit 0 when
-//! every rule holds, 1 with one line per breach, 2 on bad usage.
+//! rule (drivers drain roles and applications through `onepipe_proto::drive` only) in
+//! `loops.rs`. Exit 0 when every rule holds, 1 with one line per breach, 2 on bad usage.
 
 #![forbid(unsafe_code)]
 #![allow(clippy::disallowed_methods)] // a source checker: reading files is its job
@@ -34,8 +34,8 @@ usage: onepipe-lint [--root DIR] [--max-file N] [--max-fn N] [--all]
 
 Besides the sizes, every call in the simulator, runtime, library or CLI of a role's public
 `&mut self` method must be one crates/proto/src/node.rs lists under **Direct calls**, and none
-of their non-test code may drain a role with its own `.poll_output()` loop (onepipe_proto::drive
-is the loop).
+of their non-test code may drain a role with its own `.poll_output()` loop, nor an application
+with its own `.poll_send()` loop (onepipe_proto::drive is the loop).
 
 Exit 0 when every rule holds, 1 with one line per breach (longest first), 2 on bad usage.";
 

@@ -28,7 +28,7 @@ use bytes::Bytes;
 use onepipe_apps::kv::codec::{OPS_MAX, VALUE_LEN_MAX};
 use onepipe_apps::kv::workload::{KvWorkload, TxnGen};
 use onepipe_apps::kv::{ClientOp, Key, KvConfig, KvProcess, KvStats, Outcome};
-use onepipe_proto::{Instant, ProcId, Timestamp};
+use onepipe_proto::{ProcId, Timestamp};
 use onepipe_runtime::apphost::AppHost;
 use onepipe_runtime::clock::monotonic_ns;
 use onepipe_runtime::endpoint::Endpoint;
@@ -248,9 +248,8 @@ impl<'e> KvClient<'e> {
     #[allow(clippy::disallowed_methods)]
     fn run(&mut self, ops: Vec<ClientOp>) -> Result<TxnResult, KvError> {
         self.check(&ops)?;
-        let now = Instant(monotonic_ns());
         // The process's clock moves with its inputs: tell it the time before it stamps `call`.
-        onepipe_apps::App::handle(self.host.app_mut(), now, onepipe_apps::AppInput::Timeout);
+        self.host.tell_time();
         let txn = self.host.app_mut().submit(ops);
         let deadline = monotonic_ns().saturating_add(self.timeout.as_nanos() as u64);
         loop {

@@ -20,6 +20,13 @@
 //! engine re-arms every role through its `Protocol`, whose deadline for a host also folds in
 //! its applications' timers.
 //!
+//! With [`turn_in`] and [`drain_in`] the sink may answer an output with an input to the same
+//! node: an application's send ([`crate::app::AppNode`]) is answered with its timestamp before
+//! the application is asked for its next one, as the simulator and the application host do.
+//! The loop goes on draining, so what the answer produced comes out in the same turn. The node
+//! may be a trait object (`N: ?Sized`): the simulator holds a run's applications, of one type
+//! per run, behind [`crate::app::DynAppNode`].
+//!
 //! The functions are generic and inlined: on the simulator's hot path they cost what the
 //! hand-written loop did (no boxing, no allocation). They are not a scheduler: which input comes
 //! next, and when, is the driver's.
@@ -47,7 +54,7 @@ pub struct Turn {
 /// an input (without one, the outputs of a mutation made otherwise, e.g. an application
 /// command), every output to `sink` in order, then the deadline.
 #[inline]
-pub fn turn<N: Node>(
+pub fn turn<N: Node + ?Sized>(
     node: &mut N,
     input: Option<Timed<N>>,
     mut sink: impl FnMut(NodeOutput<N>),
@@ -69,7 +76,7 @@ pub fn turn<N: Node>(
 /// [`turn`] for a node inside the driver's state `ctx`: `node` finds it there for each call,
 /// and `sink` is given `ctx` with each output.
 #[inline]
-pub fn turn_in<C, N: Node>(
+pub fn turn_in<C, N: Node + ?Sized>(
     ctx: &mut C,
     node: impl Fn(&mut C) -> &mut N,
     input: Option<Timed<N>>,
@@ -88,7 +95,7 @@ pub fn turn_in<C, N: Node>(
 /// Step 2 alone for a node inside `ctx`: every output to `sink` in order. Returns how many.
 /// The caller reads the deadline and re-arms.
 #[inline]
-pub fn drain_in<C, N: Node>(
+pub fn drain_in<C, N: Node + ?Sized>(
     ctx: &mut C,
     node: impl Fn(&mut C) -> &mut N,
     mut sink: impl FnMut(&mut C, NodeOutput<N>),

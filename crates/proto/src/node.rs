@@ -5,7 +5,7 @@
 //!
 //! 1. a mutation: `handle(now, input)`, or an application command such as
 //!    [`crate::host::Host::send`];
-//! 2. drain [`Node::poll_output`] until it returns `None`;
+//! 2. drain [`Node::poll_output`] until it returns `None` (for an application, its sends);
 //! 3. read [`Node::poll_timeout`] and arm a timer for it, replacing any earlier one.
 //!
 //! **The loop** is written once, in [`crate::drive`]: [`crate::drive::turn`] (a node held apart
@@ -24,6 +24,13 @@
 //! messages on the management network ([`Input::Mgmt`], [`Output::Mgmt`]). A role builds every
 //! protocol message itself; a driver only carries them. Roles without a control plane set
 //! [`Node::Mgmt`] to [`std::convert::Infallible`], and their drivers match no management arms.
+//!
+//! **Applications are `Node`s too.** An application is written against [`crate::app::App`]
+//! (typed inputs, borrowed payloads), and driven as a [`crate::app::AppNode`]: its host
+//! interface — deliveries, send stamps, refusals, losses, the released commit barrier, failed
+//! processes in; the sends it asks for out — as [`crate::app::AppIo`] packets on one port,
+//! [`crate::app::HOST_PORT`], its timer as [`Input::Timeout`]. Drivers run it with the same
+//! loop as every role, and write no `poll_send` loop of their own either.
 //!
 //! What a driver must keep, and nothing more:
 //!
@@ -54,6 +61,9 @@
 //!   in place in its slab slot, with the route the driver already looked up.
 //! * `uplink_heard` — the simulated NIC: a packet from the first-hop switch is queued behind a
 //!   busy CPU, so §4.2's silence count must not call the switch dead.
+//! * `get_mut` — of an [`crate::app::AppNode`], for what is not the host interface: a checker
+//!   taking an application's records of what it committed (`poll_committed`, `poll_done`), and
+//!   `onepipe::kv`'s client commands (`submit`, `poll_outcome`); the node is drained after.
 //!
 //! Set-up is construction: a role is built complete, with by-value builders where a driver adds
 //! to it before its first input (`Controller::with_relay`, `Host::with_stats`), so no set-up

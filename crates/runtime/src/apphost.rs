@@ -1,6 +1,10 @@
 //! [`AppHost`]: runs a sans-IO application ([`onepipe_proto::app::App`]) on a live [`Endpoint`] — the
 //! live counterpart of the simulator's application driver (`onepipe_sim::onepipe::apps`).
 //!
+//! The application is held as an [`AppNode`] and driven by the loop every role is driven by
+//! ([`onepipe_proto::drive::turn_in`]): each input is handed in, then the sends it asked for
+//! are carried out (step 5) before the next input, each answered as soon as it is known.
+//!
 //! One [`AppHost::turn`] takes everything the endpoint has for the application and feeds it in:
 //!
 //! 1. **Reliable deliveries and the commit barrier.** The commit barrier is read *before* the
@@ -16,7 +20,9 @@
 //!    with [`FailReason::Failed`] (the §5.2 callback, with the failure timestamp; the round's
 //!    callback handle is released once the application has taken it), `ReliableSent` (the stamp of a reliable send: `Sent`), `ReliableAborted` (`Refused`).
 //! 4. The application's timer, when due.
-//! 5. Its sends: best effort is stamped at once (`Sent`); reliable waits for `ReliableSent`;
+//! 5. Its sends, after each input (and once more at the end of the turn, for what the
+//!    application asked for between turns, [`AppHost::app_mut`]): best effort is stamped at
+//!    once (`Sent`); reliable waits for `ReliableSent`;
 //!    an unordered one ([`onepipe_proto::app::AppSend::ordered`] false, best effort whatever
 //!    `reliable` says) goes by [`Endpoint::send_plain`] and is `Sent` at once with the
 //!    endpoint's timestamp; a refused send (a full buffer, a failed destination) is `Refused`.
@@ -28,8 +34,8 @@
 
 use crate::clock::monotonic_ns;
 use crate::endpoint::{Endpoint, Event, FailReason, Message, SendError, SendHandle};
-use onepipe_proto::app::{App, AppInput};
-use onepipe_proto::{Instant, Timestamp};
+use onepipe_proto::app::{App, AppIo, AppNode, AppSend};
+use onepipe_proto::{drive, Input, Instant, Node, Timestamp};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -60,7 +66,7 @@ pub struct AppHostStats {
 /// An application on an endpoint.
 pub struct AppHost<'e, A: App> {
     ep: &'e Endpoint,
-    app: A,
+    app: AppNode<A>,
     /// Reliable sends not yet stamped: handle → the application's tag.
     tags: HashMap<SendHandle, u64>,
     released: Option<Timestamp>,
@@ -72,7 +78,7 @@ impl<'e, A: App> AppHost<'e, A> {
     pub fn new(ep: &'e Endpoint, app: A) -> AppHost<'e, A> {
         AppHost {
             ep,
-            app,
+            app: AppNode::new(app),
             tags: HashMap::new(),
             released: None,
             stats: AppHostStats::default(),
@@ -81,13 +87,20 @@ impl<'e, A: App> AppHost<'e, A> {
 
     /// The application.
     pub fn app(&self) -> &A {
-        &self.app
+        self.app.get_ref()
     }
 
     /// The application, to act on it between turns (then [`AppHost::turn`] carries out what it
     /// asked for).
     pub fn app_mut(&mut self) -> &mut A {
-        &mut self.app
+        self.app.get_mut()
+    }
+
+    /// Hands the application the time now, as its timer's input whether or not that is due
+    /// (an application's clock moves with its inputs), then carries out what it sends: before
+    /// a command given through [`AppHost::app_mut`] that reads the application's clock.
+    pub fn tell_time(&mut self) {
+        self.feed(Some(Input::Timeout));
     }
 
     /// The counters.
@@ -102,21 +115,36 @@ impl<'e, A: App> AppHost<'e, A> {
 
     /// The application back.
     pub fn into_app(self) -> A {
-        self.app
+        self.app.into_inner()
     }
 
     fn now() -> Instant {
         Instant(monotonic_ns())
     }
 
-    fn deliver(app: &mut A, m: &Message) {
-        let input = AppInput::Deliver {
+    /// Hands the application `input` (`None`: nothing, only what it asked for since), then
+    /// carries out its sends. Returns whether it sent anything.
+    fn feed(&mut self, input: Option<Input<AppIo>>) -> bool {
+        let input = input.map(|i| (Self::now(), i));
+        let t = drive::turn_in(
+            self,
+            |h| &mut h.app,
+            input,
+            |h, o| {
+                h.send(AppSend::from_output(o));
+            },
+        );
+        t.outputs > 0
+    }
+
+    fn deliver(&mut self, m: Message) {
+        let input = AppIo::Deliver {
             src: m.src,
             ts: m.ts,
             reliable: m.reliable,
-            payload: &m.payload,
+            payload: m.payload,
         };
-        app.handle(Self::now(), input);
+        self.feed(Some(input.input()));
     }
 
     /// One turn (the module's steps 1–5). Returns whether anything happened.
@@ -137,40 +165,39 @@ impl<'e, A: App> AppHost<'e, A> {
             busy = true;
             self.event(e);
         }
-        for m in &reliable {
-            Self::deliver(&mut self.app, m);
-        }
         self.stats.delivered_reliable += reliable.len() as u64;
+        for m in reliable {
+            self.deliver(m);
+        }
         if let Some(b) = barrier.filter(|&b| self.released.is_none_or(|r| r < b)) {
             self.released = Some(b);
-            self.app
-                .handle(Self::now(), AppInput::CommitReleased { ts: b });
+            self.feed(Some(AppIo::CommitReleased { ts: b }.input()));
             busy = true;
         }
         // 2. Best effort.
-        for m in &be {
-            Self::deliver(&mut self.app, m);
-        }
         self.stats.delivered_be += be.len() as u64;
-        for m in &plain {
-            debug_assert!(!m.ordered && !m.reliable);
-            Self::deliver(&mut self.app, m);
+        for m in be {
+            self.deliver(m);
         }
         self.stats.delivered_plain += plain.len() as u64;
+        for m in plain {
+            debug_assert!(!m.ordered && !m.reliable);
+            self.deliver(m);
+        }
         // 4. The timer.
         if self.app.poll_timeout().is_some_and(|t| t <= Self::now()) {
-            self.app.handle(Self::now(), AppInput::Timeout);
+            self.feed(Some(Input::Timeout));
             busy = true;
         }
-        // 5. Sends (answering one may produce more).
-        busy | self.send_all()
+        // 5. What the application asked for between turns.
+        busy | self.feed(None)
     }
 
     fn event(&mut self, e: Event) {
         let input = match e {
             Event::SendFailed { dst, ts, .. } => {
                 self.stats.send_failed += 1;
-                AppInput::SendFailed { dst, ts }
+                AppIo::SendFailed { dst, ts }
             }
             Event::ProcessFailed {
                 proc,
@@ -179,63 +206,59 @@ impl<'e, A: App> AppHost<'e, A> {
                 callback,
             } => {
                 self.stats.proc_failed += 1;
-                self.app
-                    .handle(Self::now(), AppInput::ProcFailed { proc, ts });
+                self.feed(Some(AppIo::ProcFailed { proc, ts }.input()));
                 // §5.2: the application has acted on it; the round may resume here.
                 drop(callback);
                 return;
             }
             Event::ReliableSent { handle, ts } => match self.tags.remove(&handle) {
-                Some(tag) => AppInput::Sent { tag, ts },
+                Some(tag) => AppIo::Sent { tag, ts },
                 None => return,
             },
             Event::ReliableAborted { handle } => match self.tags.remove(&handle) {
-                Some(tag) => AppInput::Refused { tag },
+                Some(tag) => AppIo::Refused { tag },
                 None => return,
             },
             _ => return,
         };
-        self.app.handle(Self::now(), input);
+        self.feed(Some(input.input()));
     }
 
-    fn send_all(&mut self) -> bool {
-        let mut any = false;
-        while let Some(s) = self.app.poll_send() {
-            any = true;
-            // An unordered send is best effort whatever `reliable` says (`AppSend::ordered`).
-            let answer = if !s.ordered {
-                self.stats.sent_plain += 1;
-                match self.ep.send_plain(&s.parts) {
-                    Ok(ts) => Some(AppInput::Sent { tag: s.tag, ts }),
-                    Err(e) => Some(self.refused(s.tag, &e)),
-                }
-            } else if s.reliable {
-                match self.ep.send_reliable(&s.parts) {
-                    Ok(handle) => {
-                        self.tags.insert(handle, s.tag);
-                        None
-                    }
-                    Err(e) => Some(self.refused(s.tag, &e)),
-                }
-            } else {
-                match self.ep.send_unreliable(&s.parts) {
-                    Ok(ts) => Some(AppInput::Sent { tag: s.tag, ts }),
-                    Err(e) => Some(self.refused(s.tag, &e)),
-                }
-            };
-            if let Some(input) = answer {
-                self.app.handle(Self::now(), input);
+    /// Carries out one send of the application's, and answers it at once when its stamp or
+    /// refusal is known (the loop in [`AppHost::feed`] then drains what the answer produced).
+    fn send(&mut self, s: AppSend) {
+        // An unordered send is best effort whatever `reliable` says (`AppSend::ordered`).
+        let answer = if !s.ordered {
+            self.stats.sent_plain += 1;
+            match self.ep.send_plain(&s.parts) {
+                Ok(ts) => Some(AppIo::Sent { tag: s.tag, ts }),
+                Err(e) => Some(self.refused(s.tag, &e)),
             }
+        } else if s.reliable {
+            match self.ep.send_reliable(&s.parts) {
+                Ok(handle) => {
+                    self.tags.insert(handle, s.tag);
+                    None
+                }
+                Err(e) => Some(self.refused(s.tag, &e)),
+            }
+        } else {
+            match self.ep.send_unreliable(&s.parts) {
+                Ok(ts) => Some(AppIo::Sent { tag: s.tag, ts }),
+                Err(e) => Some(self.refused(s.tag, &e)),
+            }
+        };
+        if let Some(answer) = answer {
+            self.app.handle(Self::now(), answer.input());
         }
-        any
     }
 
-    fn refused(&mut self, tag: u64, e: &SendError) -> AppInput<'static> {
+    fn refused(&mut self, tag: u64, e: &SendError) -> AppIo {
         match e {
             SendError::Full => self.stats.refused_full += 1,
             _ => self.stats.refused_other += 1,
         }
-        AppInput::Refused { tag }
+        AppIo::Refused { tag }
     }
 
     /// Turns until `done(app)` holds or `timeout` passes; between idle turns it sleeps until
@@ -249,7 +272,7 @@ impl<'e, A: App> AppHost<'e, A> {
     ) -> bool {
         let until = monotonic_ns().saturating_add(timeout.as_nanos() as u64);
         loop {
-            if done(&self.app) {
+            if done(self.app.get_ref()) {
                 return true;
             }
             let now = monotonic_ns();

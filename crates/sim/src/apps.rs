@@ -19,8 +19,9 @@ use onepipe_apps::tpcc::check::TpccChecker;
 use onepipe_apps::tpcc::db::TpccLayout;
 use onepipe_apps::tpcc::gen::{TpccWorkload, TxnGen as TpccGen};
 use onepipe_apps::tpcc::{TpccApp, TpccCommitted, TpccConfig, TpccStats, TpccTxnKind};
-use onepipe_apps::App;
+use onepipe_proto::app::{AppNode, DynAppNode};
 use onepipe_proto::rng::Rng;
+use onepipe_proto::Node;
 use onepipe_proto::{Instant, ProcId};
 use std::collections::HashMap;
 
@@ -28,8 +29,8 @@ use std::collections::HashMap;
 pub(crate) trait AppSet {
     /// Processes.
     fn len(&self) -> usize;
-    /// Process `p`'s application.
-    fn app(&mut self, p: usize) -> &mut dyn App;
+    /// Process `p`'s application, as the node a driver runs.
+    fn node(&mut self, p: usize) -> &mut DynAppNode;
     /// Process `p`'s next timer.
     fn poll_timeout(&self, p: usize) -> Option<Instant>;
     /// Takes what process `p` committed since the last call into the run's records; `trace`
@@ -58,7 +59,7 @@ pub(crate) trait AppSet {
 
 /// The key-value store's processes (any system's) and their records.
 pub(crate) struct KvSet {
-    pub(crate) procs: Vec<Box<dyn TxnApp>>,
+    pub(crate) procs: Vec<AppNode<Box<dyn TxnApp>>>,
     rec: TxnRecorder,
 }
 
@@ -66,7 +67,7 @@ impl KvSet {
     /// `procs` of a run of `cfg`.
     pub(crate) fn new(cfg: &SimConfig, procs: Vec<Box<dyn TxnApp>>) -> KvSet {
         KvSet {
-            procs,
+            procs: procs.into_iter().map(AppNode::new).collect(),
             rec: TxnRecorder::new(cfg),
         }
     }
@@ -76,20 +77,20 @@ impl AppSet for KvSet {
     fn len(&self) -> usize {
         self.procs.len()
     }
-    fn app(&mut self, p: usize) -> &mut dyn App {
-        &mut *self.procs[p]
+    fn node(&mut self, p: usize) -> &mut DynAppNode {
+        &mut self.procs[p]
     }
     fn poll_timeout(&self, p: usize) -> Option<Instant> {
         self.procs.get(p)?.poll_timeout()
     }
     fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64)) {
-        while let Some(c) = self.procs[p].poll_committed() {
+        while let Some(c) = self.procs[p].get_mut().poll_committed() {
             trace(c.txn, c.return_ns);
             self.rec.record(c);
         }
     }
     fn proc_idle(&self, p: usize) -> bool {
-        self.procs[p].idle()
+        self.procs[p].get_ref().idle()
     }
     fn report(
         &self,
@@ -103,15 +104,21 @@ impl AppSet for KvSet {
         // the writes that were applied; a scattering §5.2 recalled or discarded takes no place.
         let unfinished = unfinished_from_logs(
             self.rec.committed(),
-            self.procs.iter().flat_map(|p| p.applied()),
+            self.procs
+                .iter()
+                .map(AppNode::get_ref)
+                .flat_map(|p| p.applied()),
         );
-        let stats = self.procs.iter().map(|p| p.stats());
+        let stats = self.procs.iter().map(AppNode::get_ref).map(|p| p.stats());
         self.rec.report(system, stats, &unfinished, check, skew_ns)
     }
     fn history_json(&self) -> Option<String> {
         let unfinished = unfinished_from_logs(
             self.rec.committed(),
-            self.procs.iter().flat_map(|p| p.applied()),
+            self.procs
+                .iter()
+                .map(AppNode::get_ref)
+                .flat_map(|p| p.applied()),
         );
         Some(self.rec.history_json(&unfinished))
     }
@@ -129,7 +136,7 @@ fn busy(idle: impl Iterator<Item = bool>) -> String {
 
 /// TPC-C's processes (any system's), their checker, latency by kind and throughput.
 pub(crate) struct TpccSet {
-    pub(crate) procs: Vec<Box<dyn TpccApp>>,
+    pub(crate) procs: Vec<AppNode<Box<dyn TpccApp>>>,
     checker: TpccChecker,
     /// New-Order, Payment.
     latency: [NsHistogram; 2],
@@ -148,7 +155,7 @@ impl TpccSet {
         let layout =
             TpccLayout::for_procs(procs.len() as u32, onepipe_apps::tpcc::db::REPLICAS_DEFAULT);
         TpccSet {
-            procs,
+            procs: procs.into_iter().map(AppNode::new).collect(),
             checker: TpccChecker::new(workload.scale, workload.seed, layout),
             latency: Default::default(),
             committed_in_period: 0,
@@ -172,20 +179,20 @@ impl AppSet for TpccSet {
     fn len(&self) -> usize {
         self.procs.len()
     }
-    fn app(&mut self, p: usize) -> &mut dyn App {
-        &mut *self.procs[p]
+    fn node(&mut self, p: usize) -> &mut DynAppNode {
+        &mut self.procs[p]
     }
     fn poll_timeout(&self, p: usize) -> Option<Instant> {
         self.procs.get(p)?.poll_timeout()
     }
     fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64)) {
-        while let Some(c) = self.procs[p].poll_committed() {
+        while let Some(c) = self.procs[p].get_mut().poll_committed() {
             trace(c.txn, c.return_ns);
             self.record(c);
         }
     }
     fn proc_idle(&self, p: usize) -> bool {
-        self.procs[p].idle()
+        self.procs[p].get_ref().idle()
     }
     fn report(
         &self,
@@ -195,12 +202,16 @@ impl AppSet for TpccSet {
         failed: &HashMap<u32, u64>,
     ) -> AppReport {
         let mut s = TpccStats::default();
-        self.procs.iter().for_each(|p| s += p.stats());
+        self.procs
+            .iter()
+            .map(AppNode::get_ref)
+            .for_each(|p| s += p.stats());
         // As for the store: a failed initiator's transactions stamped at or above its failure
         // timestamp were discarded everywhere. Only live replicas' states are compared.
         let unfinished: Vec<TpccCommitted> = self
             .procs
             .iter()
+            .map(AppNode::get_ref)
             .flat_map(|p| p.unfinished())
             .filter(|u| failed.get(&u.client).is_none_or(|&f| u.key < f))
             .collect();
@@ -211,12 +222,14 @@ impl AppSet for TpccSet {
         let settled = self
             .procs
             .iter()
+            .map(AppNode::get_ref)
             .enumerate()
             .filter(|(p, _)| live(p))
             .all(|(_, a)| a.idle());
         let replicas: Vec<(u32, &onepipe_apps::tpcc::db::Shard)> = self
             .procs
             .iter()
+            .map(AppNode::get_ref)
             .enumerate()
             .filter(|(p, _)| settled && live(p))
             .filter_map(|(_, a)| a.shard())
@@ -256,8 +269,12 @@ impl AppSet for TpccSet {
     fn history_json(&self) -> Option<String> {
         // Every transaction still open: those of a failed initiator stamped at or above its
         // failure timestamp took no effect, which an `info` operation allows.
-        let unfinished: Vec<TpccCommitted> =
-            self.procs.iter().flat_map(|p| p.unfinished()).collect();
+        let unfinished: Vec<TpccCommitted> = self
+            .procs
+            .iter()
+            .map(AppNode::get_ref)
+            .flat_map(|p| p.unfinished())
+            .collect();
         Some(self.checker.history_json(&unfinished))
     }
 }
@@ -321,7 +338,7 @@ pub fn tpcc_checks(v: &onepipe_apps::tpcc::check::TpccVerdict, settled: bool) ->
 
 /// The replicated key-value service's processes (any scheme's) and what they completed.
 pub(crate) struct ReplSet {
-    pub(crate) procs: Vec<Box<dyn ReplApp>>,
+    pub(crate) procs: Vec<AppNode<Box<dyn ReplApp>>>,
     done: Vec<ReplDone>,
     latency: [NsHistogram; 2],
     in_period: u64,
@@ -333,7 +350,7 @@ impl ReplSet {
     /// `procs` of a run of `cfg`.
     pub(crate) fn new(cfg: &SimConfig, procs: Vec<Box<dyn ReplApp>>) -> ReplSet {
         ReplSet {
-            procs,
+            procs: procs.into_iter().map(AppNode::new).collect(),
             done: Vec::new(),
             latency: Default::default(),
             in_period: 0,
@@ -349,13 +366,19 @@ impl ReplSet {
     fn check(&self, r: &mut AppReport, skew_ns: u64, failed: &HashMap<u32, u64>) {
         // Writes still open (a client that failed, or a run that did not drain) may or may not
         // have taken effect.
-        let maybe: Vec<MaybeOp> = self.procs.iter().flat_map(|p| p.open_writes()).collect();
+        let maybe: Vec<MaybeOp> = self
+            .procs
+            .iter()
+            .map(AppNode::get_ref)
+            .flat_map(|p| p.open_writes())
+            .collect();
         let v = lincheck::check(&self.done, &maybe, skew_ns, LIN_BUDGET);
         let g = lincheck::graph_verdict(&self.done, &maybe, skew_ns);
         // Logs of the replicas still alive.
         let logs: Vec<ReplicaLog> = self
             .procs
             .iter()
+            .map(AppNode::get_ref)
             .filter_map(|p| p.replica_log())
             .filter(|l| !failed.contains_key(&l.replica))
             .collect();
@@ -364,6 +387,7 @@ impl ReplSet {
         let replicas = self
             .procs
             .iter()
+            .map(AppNode::get_ref)
             .filter(|p| p.replica_log().is_some())
             .count();
         let durable = logs.len() > replicas / 2;
@@ -411,7 +435,12 @@ impl ReplSet {
 
     /// The MultiPaxos counters summed over the processes, if they run MultiPaxos.
     fn paxos_stats(&self) -> Option<PaxosStats> {
-        let mut all = self.procs.iter().filter_map(|p| p.paxos_stats()).peekable();
+        let mut all = self
+            .procs
+            .iter()
+            .map(AppNode::get_ref)
+            .filter_map(|p| p.paxos_stats())
+            .peekable();
         all.peek()?;
         let mut sum = PaxosStats::default();
         all.for_each(|s| sum += &s);
@@ -427,14 +456,14 @@ impl AppSet for ReplSet {
     fn len(&self) -> usize {
         self.procs.len()
     }
-    fn app(&mut self, p: usize) -> &mut dyn App {
-        &mut *self.procs[p]
+    fn node(&mut self, p: usize) -> &mut DynAppNode {
+        &mut self.procs[p]
     }
     fn poll_timeout(&self, p: usize) -> Option<Instant> {
         self.procs.get(p)?.poll_timeout()
     }
     fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64)) {
-        while let Some(d) = self.procs[p].poll_done() {
+        while let Some(d) = self.procs[p].get_mut().poll_done() {
             trace((u64::from(d.client) << 40) | d.id, d.return_ns);
             self.latency[usize::from(d.cmd.is_write())]
                 .record(d.return_ns.saturating_sub(d.call_ns));
@@ -445,11 +474,11 @@ impl AppSet for ReplSet {
         }
     }
     fn proc_idle(&self, p: usize) -> bool {
-        self.procs[p].idle()
+        self.procs[p].get_ref().idle()
     }
     fn describe(&self) -> String {
         let mut s = busy((0..self.len()).map(|p| self.proc_idle(p)));
-        for (p, proc) in self.procs.iter().enumerate() {
+        for (p, proc) in self.procs.iter().map(AppNode::get_ref).enumerate() {
             let state = proc.debug_state();
             if !state.is_empty() {
                 s.push_str(&format!("\n    p{p}: {state}"));
@@ -465,13 +494,14 @@ impl AppSet for ReplSet {
         failed: &HashMap<u32, u64>,
     ) -> AppReport {
         let mut stats = ReplStats::default();
-        for p in &self.procs {
+        for p in self.procs.iter().map(AppNode::get_ref) {
             stats += p.stats();
         }
         let secs = self.duration_ns.max(1) as f64 / 1e9;
         let clients = self
             .procs
             .iter()
+            .map(AppNode::get_ref)
             .filter(|p| p.replica_log().is_none())
             .count()
             .max(1);
@@ -497,7 +527,12 @@ impl AppSet for ReplSet {
         r
     }
     fn history_json(&self) -> Option<String> {
-        let maybe: Vec<MaybeOp> = self.procs.iter().flat_map(|p| p.open_writes()).collect();
+        let maybe: Vec<MaybeOp> = self
+            .procs
+            .iter()
+            .map(AppNode::get_ref)
+            .flat_map(|p| p.open_writes())
+            .collect();
         Some(lincheck::history_json(&self.done, &maybe))
     }
 }

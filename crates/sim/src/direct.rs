@@ -38,7 +38,8 @@ use onepipe_apps::repl::chain::ChainProcess;
 use onepipe_apps::repl::paxos::{PaxosConfig, PaxosProcess};
 use onepipe_apps::repl::ReplApp;
 use onepipe_apps::tpcc::{TpccApp, TpccLockProcess, TpccOccProcess, TpccProcess};
-use onepipe_apps::AppInput;
+use onepipe_proto::app::{AppIo, AppSend};
+use onepipe_proto::{drive, Input};
 use onepipe_proto::{Instant, ProcId, Timestamp};
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -330,44 +331,48 @@ impl<Q: EventQueue<Ev>> DirectWorld<Q> {
     }
 
     /// One input at process `p`'s core: the application takes it, then its sends go out, each
-    /// charged.
+    /// charged and answered with its stamp before the next is asked for.
     fn app_process(&mut self, t: SimTime, p: u32, input: CoreInput<Infallible>) {
         let local = self.local(p, t);
         let costs = self.core(p).costs;
         let mut cursor = t;
-        match input {
+        let input = match input {
             CoreInput::Packet(slot) => {
                 cursor += costs.recv_ns + costs.deliver_ns;
                 let m = self.take_packet(slot);
                 // Plain messages carry no order: `ts` is what the sender was told at its send
                 // (its exact clock then).
-                let input = AppInput::Deliver {
+                let deliver = AppIo::Deliver {
                     src: ProcId(m.src),
                     ts: Timestamp::new(m.ts),
                     reliable: true,
-                    payload: &m.payload,
+                    payload: m.payload,
                 };
-                self.proto.apps.app(p as usize).handle(local, input);
+                Some(deliver.input())
             }
-            CoreInput::Timeout => self
-                .proto
-                .apps
-                .app(p as usize)
-                .handle(local, AppInput::Timeout),
-            CoreInput::Send { .. } => {}
+            CoreInput::Timeout => Some(Input::Timeout),
+            CoreInput::Send { .. } => None,
             CoreInput::Proto(x) => match x {},
+        };
+        if let Some(input) = input {
+            self.proto.apps.node(p as usize).handle(local, input);
         }
-        while let Some(s) = self.proto.apps.app(p as usize).poll_send() {
-            for (dst, payload) in s.parts {
-                cursor += costs.send_ns;
-                self.send_message(cursor, p, dst.0, local.as_nanos(), payload);
-            }
-            let sent = AppInput::Sent {
-                tag: s.tag,
-                ts: Timestamp::new(local.as_nanos()),
-            };
-            self.proto.apps.app(p as usize).handle(local, sent);
-        }
+        drive::drain_in(
+            self,
+            |e| e.proto.apps.node(p as usize),
+            |e, o| {
+                let s = AppSend::from_output(o);
+                for (dst, payload) in s.parts {
+                    cursor += costs.send_ns;
+                    e.send_message(cursor, p, dst.0, local.as_nanos(), payload);
+                }
+                let sent = AppIo::Sent {
+                    tag: s.tag,
+                    ts: Timestamp::new(local.as_nanos()),
+                };
+                e.proto.apps.node(p as usize).handle(local, sent.input());
+            },
+        );
         let trace = &mut self.proto.trace;
         self.proto.apps.collect(p as usize, &mut |txn, ret| {
             trace.add(txn);

@@ -297,18 +297,6 @@ fn application(
     }
 }
 
-impl App for Box<dyn NodeApp> {
-    fn handle(&mut self, now: Instant, input: AppInput<'_>) {
-        (**self).handle(now, input);
-    }
-    fn poll_send(&mut self) -> Option<AppSend> {
-        (**self).poll_send()
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        (**self).poll_timeout()
-    }
-}
-
 /// Runs the node; the exit code.
 pub fn run(args: &NodeArgs, metrics: &super::daemons::NodeMetrics) -> i32 {
     if let Err(code) = check_app(args) {

@@ -10,14 +10,15 @@ use onepipe_apps::hashtable::check::check_run;
 use onepipe_apps::hashtable::{HtConfig, HtLayout, HtMode, HtProcess, HtStats, HtWorkload, Table};
 use onepipe_apps::repl::lincheck::MaybeOp;
 use onepipe_apps::repl::ReplDone;
-use onepipe_apps::App;
+use onepipe_proto::app::{AppNode, DynAppNode};
 use onepipe_proto::rng::Rng;
+use onepipe_proto::Node;
 use onepipe_proto::{Instant, ProcId};
 use std::collections::HashMap;
 
 /// The hash table's processes of a run and what their clients completed.
 pub(crate) struct HtSet {
-    procs: Vec<HtProcess>,
+    procs: Vec<AppNode<HtProcess>>,
     layout: HtLayout,
     workload: HtWorkload,
     done: Vec<ReplDone>,
@@ -45,7 +46,7 @@ pub(crate) fn ht_set(cfg: &SimConfig, procs: u32, mode: HtMode) -> Option<HtSet>
             let mut c = HtConfig::new(ProcId(p), mode, *layout, workload.clone(), *window);
             c.start = Instant(cfg.net.clock_epoch_ns);
             c.stop = Instant(cfg.net.clock_epoch_ns + cfg.workload.duration_ns);
-            HtProcess::new(c, seeds.next_u64())
+            AppNode::new(HtProcess::new(c, seeds.next_u64()))
         })
         .collect();
     Some(HtSet {
@@ -64,14 +65,14 @@ impl AppSet for HtSet {
     fn len(&self) -> usize {
         self.procs.len()
     }
-    fn app(&mut self, p: usize) -> &mut dyn App {
+    fn node(&mut self, p: usize) -> &mut DynAppNode {
         &mut self.procs[p]
     }
     fn poll_timeout(&self, p: usize) -> Option<Instant> {
         self.procs.get(p)?.poll_timeout()
     }
     fn collect(&mut self, p: usize, trace: &mut dyn FnMut(u64, u64)) {
-        while let Some(d) = self.procs[p].poll_done() {
+        while let Some(d) = self.procs[p].get_mut().poll_done() {
             trace((u64::from(d.client) << 40) | d.id, d.return_ns);
             let k = usize::from(d.cmd.is_write());
             self.latency[k].record(d.return_ns.saturating_sub(d.call_ns));
@@ -82,7 +83,7 @@ impl AppSet for HtSet {
         }
     }
     fn proc_idle(&self, p: usize) -> bool {
-        self.procs[p].idle()
+        self.procs[p].get_ref().idle()
     }
     fn report(
         &self,
@@ -92,7 +93,7 @@ impl AppSet for HtSet {
         _failed: &HashMap<u32, u64>,
     ) -> AppReport {
         let mut stats = HtStats::default();
-        for p in &self.procs {
+        for p in self.procs.iter().map(AppNode::get_ref) {
             stats += p.stats();
         }
         let secs = self.duration_ns.max(1) as f64 / 1e9;
@@ -118,9 +119,18 @@ impl AppSet for HtSet {
         if !check {
             return r;
         }
-        let maybe: Vec<MaybeOp> = self.procs.iter().flat_map(|p| p.open_inserts()).collect();
-        let tables: Vec<(u32, u32, &Table)> =
-            self.procs.iter().filter_map(HtProcess::table).collect();
+        let maybe: Vec<MaybeOp> = self
+            .procs
+            .iter()
+            .map(AppNode::get_ref)
+            .flat_map(|p| p.open_inserts())
+            .collect();
+        let tables: Vec<(u32, u32, &Table)> = self
+            .procs
+            .iter()
+            .map(AppNode::get_ref)
+            .filter_map(HtProcess::table)
+            .collect();
         let v = check_run(
             &self.layout,
             &self.workload,

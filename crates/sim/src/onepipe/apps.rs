@@ -1,9 +1,10 @@
 //! Applications on the simulated 1Pipe hosts (`--app`): each process runs an application role
-//! (`onepipe_apps::App`) in place of the synthetic workload. The host's core charges its
-//! deliveries and sends as for any traffic; what the application hands in goes out through the
-//! host's `send` or `send_reliable`, each part behind the 16-byte header the synthetic workload
-//! uses (scattering id, send time), so 1Pipe's own checkers judge the application's traffic as
-//! they judge the synthetic one. The application's checker judges the application.
+//! (an `onepipe_apps::App`, driven as its `AppNode`) in place of the synthetic workload. The
+//! host's core charges its deliveries and sends as for any traffic; what the application hands
+//! in goes out through the host's `send` or `send_reliable`, each part behind the 16-byte header
+//! the synthetic workload uses (scattering id, send time), so 1Pipe's own checkers judge the
+//! application's traffic as they judge the synthetic one. The application's checker judges the
+//! application.
 
 use super::*;
 use crate::apps::{ht_set, kv_processes, repl_set, tpcc_set, AppReport, AppSet, KvSet};
@@ -12,7 +13,7 @@ use onepipe_apps::kv::{KvProcess, TxnApp};
 use onepipe_apps::repl::onertt::OneRttProcess;
 use onepipe_apps::repl::ReplApp;
 use onepipe_apps::tpcc::{TpccApp, TpccProcess};
-use onepipe_apps::{AppInput, AppSend};
+use onepipe_proto::app::{AppIo, AppSend, DynAppNode};
 use std::collections::HashMap;
 
 /// The applications of a run.
@@ -89,14 +90,15 @@ impl AppRun {
 }
 
 impl<Q: EventQueue<Ev>> World<Q> {
-    /// Hands `input` to process `proc`'s application on host `h`, then carries out what it asks.
+    /// Hands `input` to process `proc`'s application on host `h`, carries out its sends (each
+    /// answered before the next is asked for), then records what it committed.
     pub(super) fn app_input(
         &mut self,
         t: SimTime,
         h: u32,
         local: Instant,
         proc: u32,
-        input: AppInput<'_>,
+        input: Input<AppIo>,
     ) {
         let Some(apps) = self.proto.apps.as_mut() else {
             return;
@@ -105,40 +107,37 @@ impl<Q: EventQueue<Ev>> World<Q> {
             // A process that rejoined under a new id runs no application.
             return;
         }
-        apps.set.app(proc as usize).handle(local, input);
-        self.drain_app(t, h, local, proc);
+        apps.set.node(proc as usize).handle(local, input);
+        drive::drain_in(
+            self,
+            |w| w.app_node(proc),
+            |w, o| w.app_send(t, h, local, proc, AppSend::from_output(o)),
+        );
+        if let Some(apps) = self.proto.apps.as_mut() {
+            apps.set.collect(proc as usize, &mut |_, _| {});
+        }
     }
 
-    /// Carries out process `proc`'s sends and records what it committed.
-    fn drain_app(&mut self, t: SimTime, h: u32, local: Instant, proc: u32) {
-        loop {
-            let Some(apps) = self.proto.apps.as_mut() else {
-                return;
-            };
-            if let Some(s) = apps.set.app(proc as usize).poll_send() {
-                self.app_send(t, h, local, proc, s);
-                continue;
-            }
-            apps.set.collect(proc as usize, &mut |_, _| {});
-            return;
-        }
+    /// Process `proc`'s application, of a run that has applications.
+    fn app_node(&mut self, proc: u32) -> &mut DynAppNode {
+        let apps = self.proto.apps.as_mut().expect("a run with applications");
+        apps.set.node(proc as usize)
     }
 
     /// One send of process `proc`'s application: each part behind the synthetic workload's
     /// header, through the host; an unordered one ([`AppSend::ordered`] false) waits for
-    /// [`World::send_plain`], outside 1Pipe.
+    /// [`World::send_plain`], outside 1Pipe. The application hears at once of its stamp or its
+    /// refusal (a reliable send's stamp comes later, [`World::app_reliable_sent`]).
     fn app_send(&mut self, t: SimTime, h: u32, local: Instant, proc: u32, s: AppSend) {
         if !s.ordered {
             for (d, body) in s.parts {
                 self.proto.plain_out.push((h, proc, d, body));
             }
-            let sent = AppInput::Sent {
+            let sent = AppIo::Sent {
                 tag: s.tag,
                 ts: Timestamp::new(local.as_nanos()),
             };
-            if let Some(apps) = self.proto.apps.as_mut() {
-                apps.set.app(proc as usize).handle(local, sent);
-            }
+            self.app_node(proc).handle(local, sent.input());
             return;
         }
         let seq = self.proto.scatter_seq[proc as usize];
@@ -170,7 +169,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 match stamped {
                     Ok(ts) => {
                         self.record_send(t, h, proc, seq, ts, dsts, false);
-                        Some(AppInput::Sent { tag: s.tag, ts })
+                        Some(AppIo::Sent { tag: s.tag, ts })
                     }
                     Err(handle) => {
                         if let Some(apps) = self.proto.apps.as_mut() {
@@ -185,16 +184,17 @@ impl<Q: EventQueue<Ev>> World<Q> {
             }
             Err(onepipe_proto::host::SendError::Full) => {
                 self.proto.stats.sends_refused_full += 1;
-                Some(AppInput::Refused { tag: s.tag })
+                Some(AppIo::Refused { tag: s.tag })
             }
             Err(_) => {
                 self.proto.stats.sends_to_failed += 1;
-                Some(AppInput::Refused { tag: s.tag })
+                Some(AppIo::Refused { tag: s.tag })
             }
         };
-        // What the application hears of it; what it sends in turn, `drain_app` carries out.
-        if let (Some(input), Some(apps)) = (answer, self.proto.apps.as_mut()) {
-            apps.set.app(proc as usize).handle(local, input);
+        // What the application hears of it; what it sends in turn, the drain in `app_input`
+        // carries out.
+        if let Some(answer) = answer {
+            self.app_node(proc).handle(local, answer.input());
         }
     }
 
@@ -261,7 +261,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         else {
             return;
         };
-        self.app_input(t, h, local, proc, AppInput::Sent { tag, ts });
+        self.app_input(t, h, local, proc, AppIo::Sent { tag, ts }.input());
     }
 
     /// Host `h` aborted its reliable send `handle` (a destination failed).
@@ -281,7 +281,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         else {
             return;
         };
-        self.app_input(t, h, local, proc, AppInput::Refused { tag });
+        self.app_input(t, h, local, proc, AppIo::Refused { tag }.input());
     }
 
     /// Host `h`'s processes: each whose application timer is due runs it.
@@ -295,22 +295,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 .and_then(|a| a.set.poll_timeout(p.index()))
                 .is_some_and(|d| d <= local);
             if due {
-                self.app_input(t, h, local, p.0, AppInput::Timeout);
+                self.app_input(t, h, local, p.0, Input::Timeout);
             }
         }
     }
 
-    /// Every process of host `h` hears of `input` (a failure).
-    pub(super) fn app_broadcast(
-        &mut self,
-        t: SimTime,
-        h: u32,
-        local: Instant,
-        input: AppInput<'_>,
-    ) {
+    /// Every process of host `h` hears of `input` (a failure, the released commit barrier).
+    pub(super) fn app_broadcast(&mut self, t: SimTime, h: u32, local: Instant, input: AppIo) {
         let procs = self.proto.hosts[h as usize].host.config().procs.clone();
         for p in procs {
-            self.app_input(t, h, local, p.0, input);
+            self.app_input(t, h, local, p.0, input.clone().input());
         }
     }
 
@@ -329,7 +323,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         }
         apps.released[h as usize] = now;
         if let Some(ts) = now {
-            self.app_broadcast(t, h, local, AppInput::CommitReleased { ts });
+            self.app_broadcast(t, h, local, AppIo::CommitReleased { ts });
         }
         true
     }

@@ -3,6 +3,7 @@
 //! what is recorded of them for the checkers and the trace hash.
 
 use super::*;
+use onepipe_proto::app::AppIo;
 
 impl<Q: EventQueue<Ev>> World<Q> {
     /// Builds the scattering of one send of workload slot `slot` into `scratch_scatter` /
@@ -114,13 +115,13 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 cursor += self.cfg.net.host_recv_ns + self.cfg.net.host_deliver_ns;
                 self.proto.plain_in_flight -= 1;
                 let msg = self.proto.plain_msgs.take(m);
-                let input = onepipe_apps::AppInput::Deliver {
+                let input = AppIo::Deliver {
                     src: msg.src,
                     ts: msg.ts,
                     reliable: false,
-                    payload: &msg.payload,
+                    payload: msg.payload,
                 };
-                self.app_input(t, h, local, msg.dst.0, input);
+                self.app_input(t, h, local, msg.dst.0, input.input());
             }
             CoreInput::Proto(OnePipeInput::Ctrl(m)) => {
                 cursor += self.cfg.net.host_recv_ns;
@@ -322,7 +323,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                     .trace
                     .add(0xFA1D ^ (proc.0 as u64) << 32 ^ h as u64);
                 self.proto.trace.add(ts.raw());
-                let input = onepipe_apps::AppInput::ProcFailed { proc, ts };
+                let input = AppIo::ProcFailed { proc, ts };
                 self.app_broadcast(t, h, local, input);
             }
             HostEvent::Recalled { src, ts } => {
@@ -348,8 +349,8 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 if let Some(c) = self.proto.checker.as_mut() {
                     c.on_send_failed(cursor, src.0, dst.0, ts, reason);
                 }
-                let input = onepipe_apps::AppInput::SendFailed { dst, ts };
-                self.app_input(t, h, local, src.0, input);
+                let input = AppIo::SendFailed { dst, ts };
+                self.app_input(t, h, local, src.0, input.input());
             }
             // The simulator carries applications' plain messages beside the hosts
             // (`World::send_plain`); no host here is ever asked to send one.
@@ -424,13 +425,19 @@ impl<Q: EventQueue<Ev>> World<Q> {
         d: &onepipe_proto::host::Delivery,
     ) {
         if self.proto.apps.is_some() {
-            let input = onepipe_apps::AppInput::Deliver {
+            // The same bytes, not a copy: a slice of the delivery's payload.
+            let payload = if d.payload.len() >= PAYLOAD_HEADER_LEN {
+                d.payload.slice(PAYLOAD_HEADER_LEN..)
+            } else {
+                Bytes::new()
+            };
+            let input = AppIo::Deliver {
                 src: d.src,
                 ts: d.ts,
                 reliable: d.reliable,
-                payload: d.payload.get(PAYLOAD_HEADER_LEN..).unwrap_or_default(),
+                payload,
             };
-            self.app_input(t, h, local, d.dst.0, input);
+            self.app_input(t, h, local, d.dst.0, input.input());
         }
     }
 
