@@ -2,7 +2,8 @@
 # Pins the simulator's behaviour for a refactor (STYLE: "refactor in one step with the behaviour
 # pinned"): prints the trace hash of the Fig. 9a command and of eleven §5.2 failure scenarios
 # (crash, restart, heal, one-direction cut, blackhole, controller outage, best effort, ToR cut,
-# rack and leaf-spine rejoin, skew) and of every baseline protocol, one line each, and the violations of each. Run it before and
+# rack and leaf-spine rejoin, skew), of every baseline protocol and of each application on each
+# of its systems, one line each, and the violations of each. Run it before and
 # after a change and diff; `--check` diffs against scripts/pin-hashes.expected (exit 1 if any
 # line changed — then the change altered behaviour, and the commit must say why).
 # Needs a release build: cargo build --release -p onepipe-cli (B=path to use another binary).
@@ -47,6 +48,30 @@ pins() {
   common="--topology leaf-spine --hosts 8 --spines 2 --procs-per-host 4 --workload scatter --scatter-k 3 --rate 50000 --duration 2ms --seed 3"
   run --protocol sequencer
   run --protocol lamport --clock-skew 1us
+  # PLATO and ToTo (with all-ack), fault-free and with loss.
+  common="--topology leaf-spine --hosts 8 --spines 2 --procs-per-host 1 --workload all-to-all --rate 20000 --duration 2ms --seed 4"
+  for p in plato toto allack; do
+    run --protocol $p
+    run --protocol $p --loss 0.01
+  done
+  # The applications (docs/APPS.md) on 1Pipe and on each of their baselines, and with faults.
+  common="--topology fat-tree --k 4 --procs-per-host 2 --duration 1ms --seed 3"
+  run --app kv --system 1pipe
+  run --app kv --system farm
+  run --app kv --system nontx
+  run --app tpcc --system 1pipe
+  run --app tpcc --system 2pl
+  run --app tpcc --system occ
+  run --app replkv --system 1pipe
+  run --app replkv --system chain
+  run --app replkv --system paxos
+  run --app hashtable --system 1pipe
+  run --app hashtable --system rdma
+  run --app kv --system 1pipe --loss 0.01
+  run --app kv --system farm --loss 0.01
+  run --app replkv --system 1pipe --crash-host 2@300us
+  common="--topology fat-tree --k 4 --procs-per-host 2 --duration 1ms --seed 1"
+  run --app tpcc --system 1pipe --crash-host 1@400us
 }
 if [ "${1:-}" = "--check" ]; then
   pins > "$tmp/now"
