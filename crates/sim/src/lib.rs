@@ -39,7 +39,7 @@ pub mod slab;
 pub mod vopr;
 
 pub use config::{
-    AppSpec, ConfigError, FaultConfig, HostLinks, LinkSpec, NetworkConfig, PaxosSpec,
+    AppSpec, ConfigError, Fabric, FaultConfig, HostLinks, LinkSpec, NetworkConfig, PaxosSpec,
     ProtocolConfig, RateStep, Service, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind,
 };
 
