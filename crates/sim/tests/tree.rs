@@ -85,6 +85,24 @@ fn a_crashed_host_is_declared_from_the_aggregators_reports_and_the_rest_resume_5
     }
 }
 
+/// A host that left and restarts rejoins as new processes (§5.2 rejoin): the controller's
+/// `Admit` reaches each half of the path it names (VOPR `--tree` seed 2045), and the rejoined
+/// host's link cut later is a failure like any other.
+#[test]
+fn a_host_that_left_rejoins_through_both_halves_and_fails_again_5_2() {
+    let mut c = cfg(3, 2, Service::Reliable);
+    c.workload.duration_ns = 5_000_000;
+    c.faults.leaves = vec![(2, 19_900)];
+    c.faults.restarts = vec![(2, 2_500_000)];
+    let r = run_ok(&c);
+    assert_eq!(r.rejoined, 1);
+    assert!(r.rejoined_delivered_to > 0 && r.rejoined_delivered_from > 0);
+    c.faults.cuts = vec![("host-2".into(), 3_200_000)];
+    let r = run_ok(&c);
+    assert_eq!(r.rejoined, 1);
+    assert_eq!(r.undelivered_reliable, 0);
+}
+
 #[test]
 fn a_lossy_tree_passes_the_checkers_and_reliable_delivers_everything() {
     let mut c = cfg(3, 2, Service::Reliable);

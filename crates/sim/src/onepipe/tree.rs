@@ -19,8 +19,8 @@
 //!
 //! **Faults** are the engine's, outside the role: loss and reordering on links, cut links,
 //! crashed and restarted hosts, clock skew and steps. The controller addresses an aggregator
-//! by its graph nodes; a message goes to it once, by its first node, as the live controller
-//! sends it once per aggregator.
+//! by its graph nodes; as the live controller does, a control message goes to it once, by its
+//! first node, and a relay (`Admit`) by whichever node it names.
 
 use super::*;
 use onepipe_proto::aggregator::tree::{AggTree, TreeGraph};
@@ -181,14 +181,16 @@ impl<Q: EventQueue<Ev>> World<Q> {
         self.rearm(role);
     }
 
-    /// A control message for graph node `n`, a half of an aggregator: handed to its role once,
-    /// by the aggregator's first node (the live controller sends once per aggregator).
+    /// A management message for graph node `n`, a half of an aggregator, handed to its role as
+    /// the live controller sends it: a relay (`Admit`) to whichever half it names, a control
+    /// message once per aggregator, by its first node (a `Resume` names every dead link, and
+    /// both halves take it).
     pub(super) fn tree_ctrl(&mut self, t: SimTime, n: NodeId, msg: Mgmt) {
         let fabric = self.proto.tree.as_ref().expect("a tree run");
         let Some(a) = fabric.graph.aggregator_of(n) else {
             return;
         };
-        if fabric.graph.nodes_of(a).first() != Some(&n) {
+        if matches!(msg, Mgmt::Ctrl(_)) && fabric.graph.nodes_of(a).first() != Some(&n) {
             return;
         }
         let role = self.topo.hosts() + a as u32;
