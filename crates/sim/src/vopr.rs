@@ -13,6 +13,10 @@
 //! resume — clock steps (a host's clock jumps 1–50 µs forward or back) and controller outages
 //! (it loses what is sent to it for 10–500 µs, then resumes from its state). Every fault stays on for the whole run — the drain phase is the "liveness" phase
 //! under the same faults, which is stricter than healing first.
+//!
+//! [`tree_scenario`] (`onepipe vopr --tree`) draws the same kinds of faults for 1Pipe on the
+//! simulator's tree fabric, where the aggregators run the live runtime's role; it has a
+//! generator of its own, so the swarm's seeds keep their scenarios.
 
 use crate::config::{
     ConfigError, Fabric, NetworkConfig, PacketKind, Service, SimConfig, TopologySpec,
