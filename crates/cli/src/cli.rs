@@ -5,8 +5,8 @@ use onepipe_proto::switch::SwitchMode;
 use onepipe_sim::config::PacketKind;
 use onepipe_sim::queue::QueueKind;
 use onepipe_sim::{
-    run, FaultConfig, NetworkConfig, ProtocolConfig, Report, Service, SimConfig, TopologySpec,
-    WorkloadConfig, WorkloadKind,
+    run, Fabric, FaultConfig, NetworkConfig, ProtocolConfig, Report, Service, SimConfig,
+    TopologySpec, WorkloadConfig, WorkloadKind,
 };
 use std::path::PathBuf;
 
@@ -85,6 +85,17 @@ enum Topo {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
+enum FabricArg {
+    /// The topology's multi-rooted Clos: each switch half a switch role, data by ECMP.
+    Clos,
+    /// A tree of the live runtime's aggregators (one role per aggregator, as `onepipe up`
+    /// runs them), laid out as `onepipe up --layers` lays out a cluster: --topology rack or
+    /// leaf-spine gives the hosts (--hosts) and racks (--rack-size); --layers; chip or host
+    /// --switch; one process per host.
+    Tree,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum Workload {
     /// Every process broadcasts to every process (Fig. 8).
     AllToAll,
@@ -157,6 +168,13 @@ struct SimArgs {
     /// Spine switches (leaf-spine).
     #[arg(long, default_value_t = 2)]
     spines: u32,
+    /// What carries the packets (docs/ARCHITECTURE.md, "Two fabrics").
+    #[arg(long, value_enum, default_value = "clos")]
+    fabric: FabricArg,
+    /// Layers of aggregators with --fabric tree: 1 (one aggregator), 2 (racks under a spine)
+    /// or 3 (racks in pods of two under a core).
+    #[arg(long, default_value_t = 2)]
+    layers: u8,
     /// Processes per host.
     #[arg(long, default_value_t = 1)]
     procs_per_host: u32,
@@ -484,6 +502,12 @@ impl SimArgs {
     fn net_config(&self) -> NetworkConfig {
         NetworkConfig {
             topology: self.topology_spec(),
+            fabric: match self.fabric {
+                FabricArg::Clos => Fabric::Clos,
+                FabricArg::Tree => Fabric::Tree {
+                    layers: self.layers,
+                },
+            },
             procs_per_host: self.procs_per_host,
             switch_mode: self.switch_mode.into(),
             beacon_interval_ns: self.beacon_interval,

@@ -10,7 +10,9 @@
 
 use crate::cli::parse_duration;
 use clap::Args;
-use onepipe_sim::vopr::{run_baseline_seed, run_seed_with, BaselineDraw, Outcome, Verdict};
+use onepipe_sim::vopr::{
+    run_baseline_seed, run_seed_with, run_tree_seed, BaselineDraw, Outcome, Verdict,
+};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::ops::Range;
@@ -39,6 +41,8 @@ fn mode_flag(a: &VoprArgs) -> &'static str {
         " --plato"
     } else if a.toto {
         " --toto"
+    } else if a.tree {
+        " --tree"
     } else {
         ""
     }
@@ -65,20 +69,27 @@ pub struct VoprArgs {
     /// synthetic workload, its checkers added to 1Pipe's; a quarter of the rest run the service
     /// on MultiPaxos on direct messages (the network's faults and host crashes, half of them
     /// the leader's). Part of what a seed replays.
-    #[arg(long, conflicts_with_all = ["plato", "toto"])]
+    #[arg(long, conflicts_with_all = ["plato", "toto", "tree"])]
     pub apps: bool,
     /// Run PLATO instead (docs/PLATO.md): each seed draws the swarm's network, workload and
     /// link faults (loss, duplication, reordering, skew), PLATO or its fixed sequencer, k, the
     /// batch flush and Δ; the baselines' order checker and PLATO's hooks checker judge it. Part
     /// of what a seed replays.
-    #[arg(long, conflicts_with = "toto")]
+    #[arg(long, conflicts_with_all = ["toto", "tree"])]
     pub plato: bool,
     /// Run ToTo instead (docs/TOTO.md): each seed draws the swarm's network and link faults
     /// (loss, duplication, reordering, skew), all-to-all sends at 2,000–10,000/s per process, ToTo with φ from ⌈n/2⌉ to n − 1
     /// or all-ack, and the heartbeat interval; the baselines' order checker and the causal-order
     /// check judge it. Part of what a seed replays.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tree")]
     pub toto: bool,
+    /// Run 1Pipe on the simulator's tree fabric instead (docs/ARCHITECTURE.md): each seed
+    /// draws a tree of the live runtime's aggregators (1–3 layers, 2–12 hosts, chip or host
+    /// mode), the swarm's traffic and the faults that make sense on a tree (loss, duplication,
+    /// reordering, skew and clock steps, host crashes and restarts, cuts and heals, controller
+    /// outages, leaves); 1Pipe's checkers judge it. Part of what a seed replays.
+    #[arg(long)]
+    pub tree: bool,
     /// Seeds run at once, each on a thread of its own (default: the machine's cores, as
     /// `std::thread::available_parallelism` counts them); 1 runs them one after another on the
     /// main thread. The output is in seed order and the same whatever the number, but for the
@@ -305,6 +316,8 @@ pub fn vopr(a: &VoprArgs) -> i32 {
             run_baseline_seed(seed, a.duration, BaselineDraw::Plato)
         } else if a.toto {
             run_baseline_seed(seed, a.duration, BaselineDraw::Toto)
+        } else if a.tree {
+            run_tree_seed(seed, a.duration)
         } else {
             run_seed_with(seed, a.duration, a.apps)
         };

@@ -15,8 +15,10 @@
 //! processes and child aggregators) on ports `0..below`, the parent on port `below` — so one
 //! socket serves it: packets from a peer arrive on its port, whichever half they are for, and
 //! the loopback link never leaves the role. It is built from its parts: each half's
-//! [`SwitchConfig`] and [`ProcessRouter`] ([`Aggregator::root`], [`Aggregator::split`]); where
-//! they come from (a cluster file) is the driver's business.
+//! [`SwitchConfig`] and [`ProcessRouter`] ([`Aggregator::root`], [`Aggregator::split`]), which
+//! [`tree::AggTree`] builds from a description of the whole tree — the one builder the live
+//! runtime and the simulator's tree fabric share; what the description comes from (a cluster
+//! file, a simulated layout) is the driver's business.
 //!
 //! Reverse-path filtering: a packet that names its sending process must arrive on the port that
 //! leads to that process, or it is dropped and counted ([`Aggregator::spoofed_dropped`]).
@@ -45,11 +47,12 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 mod router;
+pub mod tree;
 
 pub use router::ProcessRouter;
 
 /// One of an aggregator's two halves (§3.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Half {
     /// What climbs: the peers below in, the loopback and the parent out (the root's only node).
     Up,

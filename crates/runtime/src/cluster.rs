@@ -67,6 +67,8 @@ use crate::auth::AuthMode;
 use crate::clock::ClockSource;
 use crate::config::{DriverConfig, DATAGRAM_LEN_MIN, GSO_SEGMENTS_MAX, UDP_PAYLOAD_MAX};
 use crate::roles::{AggregatorMode, LiveRoles};
+use onepipe_proto::aggregator::tree::AggTree;
+use onepipe_proto::topology::TreeSwitch;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -421,26 +423,19 @@ impl Cluster {
         v
     }
 
-    /// Hops from the hosts up to `name`'s upward half (the root's one node): 1 for an
-    /// aggregator with only processes below it.
-    pub fn up_depth(&self, name: &str) -> u32 {
-        1 + self
-            .children(name)
+    /// The cluster's tree of aggregators as the one builder of their roles takes it
+    /// ([`AggTree`]): per aggregator, in file order, its parent and its attached processes by
+    /// id; process ids up to [`Cluster::proc_ids_max`].
+    pub fn tree(&self) -> AggTree {
+        let aggs = self
+            .aggregators
             .iter()
-            .map(|c| self.up_depth(&c.name))
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Hops from the hosts to `name`'s downward half: one more than the later of its own
-    /// upward half and its parent's downward half (the root has no downward half: its depth is
-    /// its upward one).
-    pub fn down_depth(&self, name: &str) -> u32 {
-        let up = self.up_depth(name);
-        match self.aggregator(name).and_then(|a| a.parent.as_deref()) {
-            None => up,
-            Some(p) => 1 + up.max(self.down_depth(p)),
-        }
+            .map(|a| TreeSwitch {
+                parent: a.parent.as_deref().and_then(|p| self.aggregator_index(p)),
+                hosts: self.attached(&a.name),
+            })
+            .collect();
+        AggTree::new(self.procs(), self.proc_ids_max(), aggs)
     }
 
     /// The live role settings of this cluster.

@@ -35,7 +35,7 @@
 //!   the heads of the dead links and their `Admitted` come back; on `Joined` every member hears
 //!   `FromController::Joined` (aggregators route the new id as the old one).
 //!
-//! Every tree a cluster file describes has a routing graph ([`LiveTopology::of`]); should one
+//! Every tree a cluster file describes has a routing graph ([`Cluster::graph`](crate::cluster::Cluster::graph)); should one
 //! not, the cluster runs without the procedure (the reason is logged and kept for
 //! `failure_handling`).
 //!
@@ -531,7 +531,7 @@ impl Controller {
     /// Whether this cluster has failure handling (§5.2), or why not.
     ///
     /// # Errors
-    /// The cluster's shape has no routing graph ([`LiveTopology::of`]).
+    /// The cluster's shape has no routing graph ([`Cluster::graph`](crate::cluster::Cluster::graph)).
     pub fn failure_handling(&self) -> Result<(), String> {
         let st = self.state.lock().expect("controller state");
         st.failure.as_ref().map(|_| ()).map_err(Clone::clone)

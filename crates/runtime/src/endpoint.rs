@@ -116,7 +116,7 @@ use crate::cluster::Cluster;
 use crate::config::DriverConfig;
 use crate::control::{ControlClient, FromController, JoinAs, JoinError, Member, ToController};
 use crate::driver::Driver;
-use crate::failure::{LiveTopology, WireCtrl, WireRelay};
+use crate::failure::{WireCtrl, WireRelay};
 use crate::keys::member_ix;
 use crate::ports::PortTable;
 use crate::queue::{BoundedQueue, PopError};

@@ -5,11 +5,13 @@
 //! `onepipe_proto::failure` (the controller) and `onepipe_proto::host::Host` (the
 //! hosts), unchanged from the simulator. This module gives it what the live runtime must:
 //!
-//! * [`LiveTopology`]: the cluster's tree of aggregators as a `onepipe_proto::topology::Topology`
-//!   routing graph (§3.1, Fig. 3), with each process a host of its own, and the map between the
-//!   graph's links and the ports the aggregators and endpoints report a silent input on. Every
-//!   tree a cluster file can describe has one ([`Topology::tree`]: any depth, processes on any
-//!   aggregator, racks of any size); a file that is not one tree is refused when it is parsed.
+//! * [`LiveTopology`] ([`Cluster::graph`]): the cluster's tree of aggregators as a
+//!   `onepipe_proto::topology::Topology` routing graph (§3.1, Fig. 3), with each process a host
+//!   of its own, and the map between the graph's links and the ports the aggregators and
+//!   endpoints report a silent input on — built by `onepipe_proto::aggregator::tree`, the
+//!   builder the aggregators' roles come from. Every tree a cluster file can describe has one
+//!   (`Topology::tree`: any depth, processes on any aggregator, racks of any size); a file that
+//!   is not one tree is refused when it is parsed.
 //! * [`WireCtrl`] and [`WireRelay`]: `onepipe_proto::failure::{CtrlMsg, RelayMsg}` as they
 //!   travel on the control connection — the bytes of `onepipe_proto::failure::codec` (the
 //!   encoding the controller store logs too), as a JSON string of lowercase hex. A `WireCtrl`
@@ -27,109 +29,23 @@
 
 use crate::cluster::Cluster;
 use core::fmt;
+use onepipe_proto::aggregator::tree::TreeGraph;
 use onepipe_proto::failure::{codec, CtrlMsg, RelayMsg};
-use onepipe_proto::ids::{LinkId, NodeId, PortId};
-use onepipe_proto::topology::{Topology, TreeSwitch};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
-/// Which half of a split aggregator (the root is one node, reported as `Up`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum AggHalf {
-    /// Aggregates what climbs: the processes' uplinks and the children's up halves.
-    Up,
-    /// Aggregates what descends: the loopback (port 0) and the parent (port 1).
-    Down,
-}
+/// The routing graph of a live cluster and its id maps ([`Cluster::graph`]): the graph of the
+/// one builder of an aggregator tree's roles. See the module docs.
+pub type LiveTopology = TreeGraph;
 
-/// The routing graph of a live cluster and its id maps. See the module docs.
-#[derive(Clone, Debug)]
-pub struct LiveTopology {
-    topo: Arc<Topology>,
-    /// Per aggregator (cluster index): (half, that half's input port) → graph link.
-    inputs: Vec<BTreeMap<(AggHalf, u32), LinkId>>,
-    /// Per aggregator: the graph nodes it stands for (the halves, or the root's one node).
-    nodes: Vec<Vec<NodeId>>,
-}
-
-impl LiveTopology {
-    /// The graph of `cluster`, or why it has none (a shape the module docs do not list).
+impl Cluster {
+    /// The routing graph of the cluster's tree ([`Cluster::tree`]), or why it has none (a
+    /// shape the module docs do not list).
     ///
     /// # Errors
     /// The cluster's shape cannot be expressed (the message says how it differs).
-    pub fn of(cluster: &Cluster) -> Result<LiveTopology, String> {
-        let switches: Vec<TreeSwitch> = cluster
-            .aggregators
-            .iter()
-            .map(|a| TreeSwitch {
-                parent: a
-                    .parent
-                    .as_deref()
-                    .and_then(|p| cluster.aggregator_index(p)),
-                hosts: cluster.attached(&a.name),
-            })
-            .collect();
-        let (topo, links) =
-            Topology::tree(cluster.procs(), &switches).map_err(|e| e.to_string())?;
-        // An aggregator's up inputs are its attached processes, then its children, in
-        // `Cluster::children` order — the order `Placement::of` gives the aggregator's ports; the tree's
-        // children are in the same (file) order.
-        let inputs = (0..switches.len())
-            .map(|a| {
-                let up = links.up_inputs[a].iter().enumerate();
-                let down = links.down_inputs[a].iter().enumerate();
-                up.map(|(p, &l)| ((AggHalf::Up, p as u32), l))
-                    .chain(down.map(|(p, &l)| ((AggHalf::Down, p as u32), l)))
-                    .collect()
-            })
-            .collect();
-        Ok(LiveTopology {
-            topo: Arc::new(topo),
-            inputs,
-            nodes: links.nodes,
-        })
-    }
-
-    /// The routing graph.
-    pub fn topology(&self) -> &Arc<Topology> {
-        &self.topo
-    }
-
-    /// The graph link that enters input `port` of `half` of aggregator `agg` (cluster index).
-    pub fn input_link(&self, agg: usize, half: AggHalf, port: PortId) -> Option<LinkId> {
-        self.inputs.get(agg)?.get(&(half, port.0)).copied()
-    }
-
-    /// The aggregator `agg`'s (half, input port) that `link` enters, if it enters `agg`.
-    pub fn input_port(&self, agg: usize, link: LinkId) -> Option<(AggHalf, PortId)> {
-        self.inputs
-            .get(agg)?
-            .iter()
-            .find(|(_, &l)| l == link)
-            .map(|(&(h, p), _)| (h, PortId(p)))
-    }
-
-    /// The graph node that receives on `link` (the reporter of a `LinkDown` for it).
-    pub fn link_head(&self, link: LinkId) -> Option<NodeId> {
-        self.topo.links().get(link.index()).map(|l| l.to)
-    }
-
-    /// The aggregator (cluster index) a graph switch node belongs to.
-    pub fn aggregator_of(&self, node: NodeId) -> Option<usize> {
-        self.nodes.iter().position(|ns| ns.contains(&node))
-    }
-
-    /// The graph nodes aggregator `agg` stands for.
-    pub fn nodes_of(&self, agg: usize) -> &[NodeId] {
-        self.nodes.get(agg).map_or(&[], Vec::as_slice)
-    }
-
-    /// Process `p`'s input link (its downlink): what its endpoint reports when its aggregator
-    /// falls silent.
-    pub fn downlink(&self, p: u32) -> Option<LinkId> {
-        (p < self.topo.hosts()).then(|| self.topo.downlink(p))
+    pub fn graph(&self) -> Result<LiveTopology, String> {
+        self.tree().graph().map_err(|e| e.to_string())
     }
 }
 
@@ -249,7 +165,8 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use crate::cluster::LocalLayout;
-    use onepipe_proto::ids::{ProcId, Psn};
+    use onepipe_proto::aggregator::Half as AggHalf;
+    use onepipe_proto::ids::{LinkId, NodeId, PortId, ProcId, Psn};
     use onepipe_proto::time::Timestamp;
 
     fn generated(hosts: u32, pph: u32, layers: u8) -> Cluster {
@@ -265,7 +182,7 @@ mod tests {
     #[test]
     fn a_two_layer_cluster_is_a_leaf_spine_whose_links_match_the_aggregators_ports_3_1() {
         let c = generated(4, 2, 2);
-        let lt = LiveTopology::of(&c).unwrap();
+        let lt = c.graph().unwrap();
         let topo = lt.topology();
         assert_eq!(topo.hosts(), 8);
         let tor1 = c.aggregator_index("tor-1").unwrap();
@@ -297,7 +214,7 @@ mod tests {
     /// Every graph link enters exactly one (aggregator, half, port) or is a process's
     /// downlink, and each mapping names the aggregator the link enters.
     fn assert_maps_every_link(c: &Cluster, what: &str) {
-        let lt = LiveTopology::of(c).unwrap();
+        let lt = c.graph().unwrap();
         let topo = lt.topology();
         let mut seen = vec![0; topo.links().len()];
         for (a, spec) in c.aggregators.iter().enumerate() {
@@ -358,7 +275,7 @@ mod tests {
         assert_maps_every_link(&odd, "odd");
         // Three layers: agg-1's down half hears the core on port 1, and tor-2 is its first child.
         let c = generated(8, 1, 3);
-        let lt = LiveTopology::of(&c).unwrap();
+        let lt = c.graph().unwrap();
         let agg1 = c.aggregator_index("agg-1").unwrap();
         let core = c.aggregator_index("core-0").unwrap();
         let l = lt.input_link(agg1, AggHalf::Down, PortId(1)).unwrap();
@@ -373,14 +290,14 @@ mod tests {
     #[test]
     fn one_aggregator_is_one_node_for_all_its_processes() {
         let c = generated(3, 1, 1);
-        let lt = LiveTopology::of(&c).unwrap();
+        let lt = c.graph().unwrap();
         assert_eq!(lt.topology().hosts(), 3);
         assert_eq!(
             lt.input_link(0, AggHalf::Up, PortId(2)),
             Some(lt.topology().uplink(2))
         );
         // A short last rack is a tree like any other.
-        assert!(LiveTopology::of(&generated(5, 1, 2)).is_ok());
+        assert!(generated(5, 1, 2).graph().is_ok());
     }
 
     #[test]

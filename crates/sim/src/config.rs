@@ -10,7 +10,7 @@ mod protocol;
 mod workload;
 
 pub use faults::{FaultConfig, PacketKind};
-pub use network::{HostLinks, LinkSpec, NetworkConfig, TopologySpec};
+pub use network::{Fabric, HostLinks, LinkSpec, NetworkConfig, TopologySpec, TREE_POD_RACKS};
 pub use protocol::ProtocolConfig;
 pub use workload::{AppSpec, PaxosSpec, RateStep, Service, WorkloadConfig, WorkloadKind};
 
@@ -85,7 +85,8 @@ impl SimConfig {
     /// ([`FaultConfig::validate`]), the workload ([`WorkloadConfig::validate`]), the protocol
     /// ([`ProtocolConfig::validate`]) — and then come the checks that need several parts (the
     /// application and the send buffer against the processes, the faults' hosts against the
-    /// topology, link timeouts against the faults, scatterings against the processes). For a
+    /// topology, link timeouts against the faults, scatterings against the processes, the tree
+    /// fabric against the faults and the workload). For a
     /// configuration with several errors, the first error reported is the first in that order.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.net.validate()?;
@@ -97,7 +98,24 @@ impl SimConfig {
         self.validate_send_buffer(procs)?;
         self.validate_fault_hosts()?;
         self.validate_link_timeout()?;
-        self.validate_scatter(procs)
+        self.validate_scatter(procs)?;
+        self.validate_tree_fabric()
+    }
+
+    /// The network's fabric and the rest: a tree of aggregators routes by its own tables, so
+    /// what works on the Clos's routes does not run there — route black holes (the Clos
+    /// router's) and applications (their unordered replies are timed by Clos hops).
+    fn validate_tree_fabric(&self) -> Result<(), ConfigError> {
+        if self.net.fabric == Fabric::Clos {
+            return Ok(());
+        }
+        if !self.faults.blackholes.is_empty() {
+            return Err(bad("--blackhole", "runs on the Clos fabric only"));
+        }
+        if self.workload.app.is_some() {
+            return Err(bad("--app", "runs on the Clos fabric only"));
+        }
+        Ok(())
     }
 
     /// The workload and the network: an application's processes among the `procs` there are.

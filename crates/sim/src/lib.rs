@@ -39,7 +39,7 @@ pub mod slab;
 pub mod vopr;
 
 pub use config::{
-    AppSpec, ConfigError, FaultConfig, HostLinks, LinkSpec, NetworkConfig, PaxosSpec,
+    AppSpec, ConfigError, Fabric, FaultConfig, HostLinks, LinkSpec, NetworkConfig, PaxosSpec,
     ProtocolConfig, RateStep, Service, SimConfig, TopologySpec, WorkloadConfig, WorkloadKind,
 };
 
@@ -475,7 +475,14 @@ fn fault_report<Q: EventQueue<Ev>>(world: &World<Q>, cfg: &SimConfig, recovered:
         undrained_stale: checker.map_or(0, |c| c.undrained_stale()),
         undrained_samples: checker.map_or_else(Vec::new, |c| c.undrained_samples().to_vec()),
         send_failed: s.send_failed,
-        links_removed: world.switches().map(|w| w.stats().links_removed).sum(),
+        links_removed: world
+            .switches()
+            .map(|w| w.stats().links_removed)
+            .sum::<u64>()
+            + world
+                .aggregators()
+                .map(|a| a.stats().links_removed)
+                .sum::<u64>(),
         failure_rounds: world.proto.failure_rounds.clone(),
         recalled: s.recalled,
         proc_failed_callbacks: s.proc_failed_callbacks,

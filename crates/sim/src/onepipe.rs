@@ -7,7 +7,9 @@
 //! turn, so beacons are not starved), and while one long input keeps the core busy past it,
 //! the host's NIC sends keep-alive beacons (`World::keepalive`; §7.1 gives the NIC's beacons a
 //! core of their own). Switches are roles without a core: a data packet or a NAK
-//! is forwarded in place ([`Switch::forward_routed`]), a beacon or a timeout handled at once. The
+//! is forwarded in place ([`Switch::forward_routed`]), a beacon or a timeout handled at once. On
+//! the tree fabric (`--fabric tree`, the `tree` module) the switches are the live runtime's
+//! aggregators, each a role without a core that takes every input through `Node`. The
 //! controller is off the network, on the management network (`ctrl_delay_ns` per message), and
 //! runs on true time.
 //!
@@ -309,6 +311,8 @@ impl HostSt {
 pub struct OnePipe {
     hosts: Vec<HostSt>,
     switches: Vec<Switch>,
+    /// `--fabric tree`: the aggregators, in place of `switches`.
+    tree: Option<tree::TreeFabric>,
     /// Per link, the last barrier it carried out of a switch (the checker's).
     link_barrier: Vec<Option<Timestamp>>,
     scatter_seq: Vec<u64>,
@@ -380,6 +384,7 @@ mod apps;
 mod build;
 mod control;
 mod host;
+mod tree;
 pub use crate::apps::AppReport;
 use build::{
     apply_cuts, build_hosts, build_switches, first_fault, new_checker, new_controller,
@@ -446,7 +451,10 @@ impl Protocol for OnePipe {
                     st.host.poll_timeout().into_iter().chain(app).min()
                 }
             },
-            None => self.switches[role as usize - self.hosts.len()].poll_timeout(),
+            None => match &self.tree {
+                Some(f) => f.aggs[role as usize - self.hosts.len()].poll_timeout(),
+                None => self.switches[role as usize - self.hosts.len()].poll_timeout(),
+            },
         }
     }
 
@@ -579,26 +587,35 @@ impl<Q: EventQueue<Ev>> World<Q> {
     /// router, the hosts, the switches, the links and their faults, the controller, then the
     /// first events.
     pub fn new(cfg: SimConfig, queue: Q) -> Result<World<Q>, String> {
-        let topo = Arc::new(cfg.net.topology.build()?);
+        let seeds = Seeds::new(cfg.seed);
+        let tree = tree::TreeBuilt::of(&cfg, seeds.clock)?;
+        let topo = match &tree {
+            Some(t) => t.topology(),
+            None => Arc::new(cfg.net.topology.build()?),
+        };
         let pph = cfg.net.procs_per_host;
         let procs = topo.hosts() * pph;
         let proc_ids_max = proc_ids_max(&cfg, procs)?;
-        let seeds = Seeds::new(cfg.seed);
         let topo_router = Arc::new(TopoRouter::new(&topo, pph, proc_ids_max, seeds.route));
         let (mut hosts, mut roles, cpus) = build_hosts(&cfg, &topo, seeds.clock, proc_ids_max);
-        let (switches, switch_roles) =
-            build_switches(&cfg, &topo, seeds.clock, topo_router.clone());
+        let (switches, switch_roles) = match tree {
+            Some(_) => (Vec::new(), Vec::new()),
+            None => build_switches(&cfg, &topo, seeds.clock, topo_router.clone()),
+        };
         roles.extend(switch_roles);
         let mut links = engine::build_links(&cfg, &topo);
+        let tree = tree.map(|t| t.wire(&mut roles, &mut links));
         let heals = apply_cuts(&cfg, &topo, &mut links)?;
         let restarts = schedule_faults(&cfg, &topo, &mut hosts, &links);
         let host_uplinks = (0..topo.hosts()).map(|h| topo.uplink(h).0).collect();
         let (switch_out_base, switch_out_links) = switch_out_links(&topo);
-        let checker = new_checker(&cfg, procs, &hosts, switches.len());
+        let aggs = tree.as_ref().map_or(0, |f| f.aggs.len());
+        let checker = new_checker(&cfg, procs, &hosts, switches.len() + aggs);
         let controller = new_controller(&cfg, &topo, proc_ids_max);
         let proto = OnePipe {
             hosts,
             switches,
+            tree,
             link_barrier: vec![None; links.len()],
             scatter_seq: vec![0; proc_ids_max as usize],
             host_uplinks,
@@ -738,7 +755,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
         };
         if node < self.topo.hosts() {
             self.prefetch_host(stage, ev, node, packet);
-        } else {
+        } else if self.proto.tree.is_none() {
             self.prefetch_switch(stage, node, packet, link);
         }
     }
@@ -867,6 +884,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
         if to < self.topo.hosts() {
             debug_assert_eq!(port, UPLINK.0);
             self.input(t, to, CoreInput::Packet(slot));
+            return;
+        }
+        if self.proto.tree.is_some() {
+            self.tree_arrive(t, to, port, slot);
             return;
         }
         let si = (to - self.topo.hosts()) as usize;
@@ -1039,6 +1060,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
     }
 
     fn switch_handle(&mut self, t: SimTime, node: u32, input: Input<Packet, Mgmt>) {
+        if self.proto.tree.is_some() {
+            self.agg_handle(t, node, input);
+            return;
+        }
         let si = (node - self.topo.hosts()) as usize;
         let local = self.local(node, t);
         self.proto.switches[si].handle(local, input);

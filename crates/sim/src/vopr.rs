@@ -13,10 +13,14 @@
 //! resume — clock steps (a host's clock jumps 1–50 µs forward or back) and controller outages
 //! (it loses what is sent to it for 10–500 µs, then resumes from its state). Every fault stays on for the whole run — the drain phase is the "liveness" phase
 //! under the same faults, which is stricter than healing first.
+//!
+//! [`tree_scenario`] (`onepipe vopr --tree`) draws the same kinds of faults for 1Pipe on the
+//! simulator's tree fabric, where the aggregators run the live runtime's role; it has a
+//! generator of its own, so the swarm's seeds keep their scenarios.
 
 use crate::config::{
-    ConfigError, NetworkConfig, PacketKind, Service, SimConfig, TopologySpec, WorkloadConfig,
-    WorkloadKind,
+    ConfigError, Fabric, NetworkConfig, PacketKind, Service, SimConfig, TopologySpec,
+    WorkloadConfig, WorkloadKind,
 };
 use crate::{run, Report};
 use onepipe_proto::rng::Rng;
@@ -206,12 +210,7 @@ fn draw_network(rng: &mut Rng, seed: u64, duration_ns: u64) -> SimConfig {
     };
     let procs_per_host = 1 + rng.below(2) as u32;
     let switch_mode = [SwitchMode::Chip, SwitchMode::Cpu, SwitchMode::Host][pick(rng, 3)];
-    let workload = match pick(rng, 3) {
-        0 => WorkloadKind::AllToAll,
-        1 => WorkloadKind::OneToOne,
-        _ => WorkloadKind::Scatter { k: 2 },
-    };
-    let rate_per_proc = [20_000.0, 50_000.0, 100_000.0][pick(rng, 3)];
+    let (workload, rate_per_proc) = draw_traffic(rng);
     SimConfig {
         seed,
         net: NetworkConfig {
@@ -229,6 +228,90 @@ fn draw_network(rng: &mut Rng, seed: u64, duration_ns: u64) -> SimConfig {
         },
         ..SimConfig::default()
     }
+}
+
+/// The traffic of a seed: the pattern, then the rate per process.
+fn draw_traffic(rng: &mut Rng) -> (WorkloadKind, f64) {
+    let workload = match pick(rng, 3) {
+        0 => WorkloadKind::AllToAll,
+        1 => WorkloadKind::OneToOne,
+        _ => WorkloadKind::Scatter { k: 2 },
+    };
+    (workload, [20_000.0, 50_000.0, 100_000.0][pick(rng, 3)])
+}
+
+/// Seed `seed`'s scenario on the tree fabric (`onepipe vopr --tree`): the live runtime's
+/// aggregators in a tree of 1–3 layers over 2–12 hosts in racks of 2–4 (one process per host,
+/// chip or host-representative aggregators), the swarm's traffic, and the faults that make
+/// sense on a tree, drawn as the swarm draws them — link loss, duplication and reordering,
+/// clock skew and steps, host crashes and restarts, cuts of a host's links, an aggregator or
+/// an aggregator-to-aggregator link and their heals, controller outages, leaves and joins —
+/// under every service. A pure function of its arguments, from a generator of its own: plain
+/// `vopr`'s seeds keep their scenarios.
+pub fn tree_scenario(seed: u64, duration_ns: u64) -> (SimConfig, FaultMix) {
+    let mut rng = Rng::new(seed ^ 0x7EE0_0000);
+    let layers = 1 + rng.below(3) as u8;
+    let hosts = 2 + rng.below(11) as u32;
+    let rack_size = 2 + rng.below(3) as u32;
+    let switch_mode = [SwitchMode::Chip, SwitchMode::Host][pick(&mut rng, 2)];
+    let (workload, rate_per_proc) = draw_traffic(&mut rng);
+    let cfg = SimConfig {
+        seed,
+        net: NetworkConfig {
+            topology: TopologySpec::LeafSpine {
+                hosts,
+                rack_size,
+                spines: 1,
+            },
+            fabric: Fabric::Tree { layers },
+            switch_mode,
+            ..Default::default()
+        },
+        workload: WorkloadConfig {
+            workload,
+            rate_per_proc,
+            duration_ns,
+            drain_ns: 30_000_000,
+            ..Default::default()
+        },
+        ..SimConfig::default()
+    };
+    let faults = FaultMix {
+        skew_ns: [0.0, 300.0, 2_000.0][pick(&mut rng, 3)],
+        ..FaultMix::default()
+    };
+    let mut d = Draw { rng, cfg, faults };
+    d.cfg.net.clock_skew_ns = d.faults.skew_ns;
+    d.draw_link_faults();
+    d.draw_crashes(hosts);
+    if d.rng.chance(0.3) {
+        d.draw_cut();
+    }
+    d.cfg.workload.service =
+        [Service::BestEffort, Service::Reliable, Service::Mixed][pick(&mut d.rng, 3)];
+    d.draw_clock_steps(hosts);
+    d.draw_controller_down();
+    d.draw_recoveries();
+    let Draw {
+        mut cfg,
+        mut faults,
+        ..
+    } = d;
+    draw_leaves(seed, &mut cfg, &mut faults);
+    (cfg, faults)
+}
+
+/// The routing graph a run's nodes are named in (what `--cut` names): the tree fabric's
+/// graph, or the topology's.
+fn named_graph(net: &NetworkConfig) -> Result<onepipe_proto::topology::Topology, String> {
+    let Some(layout) = net.tree_layout() else {
+        return net.topology.build();
+    };
+    let hosts = net.hosts().map_err(|e| e.to_string())?;
+    let specs = layout.into_iter().map(|l| l.1).collect();
+    let tree = onepipe_proto::aggregator::tree::AggTree::new(hosts, hosts, specs);
+    let graph = tree.graph().map_err(|e| e.to_string())?;
+    Ok(graph.topology().as_ref().clone())
 }
 
 /// A seed's scenario while it is drawn: the generator, and the configuration and faults so far.
@@ -288,11 +371,11 @@ impl Draw {
     }
 
     /// Cuts a host's links, a whole physical switch or one switch-to-switch link (names from
-    /// the topology itself).
+    /// the topology itself, or the tree fabric's graph).
     fn draw_cut(&mut self) {
         let (rng, cfg, faults) = (&mut self.rng, &mut self.cfg, &mut self.faults);
         let duration_ns = cfg.workload.duration_ns;
-        let Ok(topo) = cfg.net.topology.build() else {
+        let Ok(topo) = named_graph(&cfg.net) else {
             return;
         };
         let names: Vec<String> = topo
@@ -530,8 +613,12 @@ fn draw_replkv(
 
 fn describe(cfg: &SimConfig) -> String {
     format!(
-        "{:?}, {} procs/host, {} switches{}, {:?}, {:?}, {} sends/s per process, crashes {:?}, leaves {:?}, restarts {:?}, cuts {:?}, heals {:?}, clock steps {:?}, controller down {:?}",
+        "{:?}{}, {} procs/host, {} switches{}, {:?}, {:?}, {} sends/s per process, crashes {:?}, leaves {:?}, restarts {:?}, cuts {:?}, heals {:?}, clock steps {:?}, controller down {:?}",
         cfg.net.topology,
+        match cfg.net.fabric {
+            Fabric::Clos => String::new(),
+            Fabric::Tree { layers } => format!(" as a tree of {layers} layers"),
+        },
         cfg.net.procs_per_host,
         cfg.net.switch_mode,
         match cfg.net.fast_beacon_interval_ns {
@@ -793,8 +880,21 @@ pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
     if faults.direct {
         return run_direct_seed(seed, &cfg, faults);
     }
-    let mut out = Outcome::new(seed, describe(&cfg), faults);
-    let Some(report): Option<Report> = out.caught(|| run(&cfg, &mut |_| {})) else {
+    judge(seed, &cfg, faults)
+}
+
+/// Runs seed `seed` as [`tree_scenario`] draws it and judges it as every 1Pipe seed is.
+pub fn run_tree_seed(seed: u64, duration_ns: u64) -> Outcome {
+    let (cfg, faults) = tree_scenario(seed, duration_ns);
+    judge(seed, &cfg, faults)
+}
+
+/// Runs 1Pipe seed `seed` on `cfg` and judges it: a checker's violation (1Pipe's or its
+/// application's) is a correctness failure, a run that does not drain a liveness failure
+/// (unless its replicated service lost a majority and nothing went stale).
+fn judge(seed: u64, cfg: &SimConfig, faults: FaultMix) -> Outcome {
+    let mut out = Outcome::new(seed, describe(cfg), faults);
+    let Some(report): Option<Report> = out.caught(|| run(cfg, &mut |_| {})) else {
         return out;
     };
     out.checked_deliveries = report.checked_deliveries;
@@ -822,7 +922,7 @@ pub fn run_seed_with(seed: u64, duration_ns: u64, apps: bool) -> Outcome {
         .failure_rounds
         .iter()
         .flat_map(|r| r.hosts.iter().map(|h| h.0));
-    let majority_lost = majority_lost(&cfg, declared);
+    let majority_lost = majority_lost(cfg, declared);
     if report.violations > 0 || app_violations > 0 {
         out.verdict = Verdict::Correctness;
         out.detail = report.violation_samples;

@@ -2,6 +2,7 @@ use super::*;
 use crate::cluster::LocalLayout;
 use onepipe_proto::aggregator::Half;
 use onepipe_proto::failure::{CtrlMsg, Mgmt, MgmtDest};
+use onepipe_proto::ids::NodeId;
 use onepipe_proto::node::{Input, Node, Output};
 use onepipe_proto::time::Timestamp;
 use onepipe_proto::wire::{Beacon, Packet};
@@ -88,10 +89,10 @@ fn silent_inputs_are_reported_on_the_aggregators_ports_and_resume_removes_them_5
             }
         }
     }
-    let live = LiveTopology::of(&c).unwrap();
+    let live = c.graph().unwrap();
     let index = c.aggregator_index("tor-1").unwrap();
-    let p3 = live.input_link(index, AggHalf::Up, PortId(1)).unwrap();
-    let parent = live.input_link(index, AggHalf::Down, PortId(1)).unwrap();
+    let p3 = live.input_link(index, Half::Up, PortId(1)).unwrap();
+    let parent = live.input_link(index, Half::Down, PortId(1)).unwrap();
     let head = |l| live.link_head(l).unwrap();
     assert_eq!(
         reported,

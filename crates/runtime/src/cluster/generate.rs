@@ -2,12 +2,15 @@
 //! renders any cluster in the file format (which [`Cluster::parse`] reads back).
 
 use super::*;
+use onepipe_proto::aggregator::tree::layered;
 use std::fmt::Write;
 
 impl Cluster {
     /// A local cluster laid out as `layout` says: processes `0..hosts × procs_per_host`
     /// numbered host by host, aggregators `tor-0`, `tor-1`, … (and `spine-0` with two
-    /// layers; `agg-0`, `agg-1`, … and `core-0` with three), every address on 127.0.0.1 with port 0 (any free port).
+    /// layers; `agg-0`, `agg-1`, … and `core-0` with three) as the one rule for a layered tree
+    /// places them (`onepipe_proto::aggregator::tree::layered`, which the simulator's tree
+    /// fabric follows too), every address on 127.0.0.1 with port 0 (any free port).
     ///
     /// ```
     /// use onepipe_runtime::cluster::{Cluster, LocalLayout};
@@ -24,12 +27,19 @@ impl Cluster {
     pub fn generate(layout: &LocalLayout) -> Result<Cluster, ClusterError> {
         let procs = check_layout(layout)?;
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
-        let rack_size = if layout.layers == 1 {
-            layout.hosts
-        } else {
-            layout.rack_size
-        };
-        let aggregators = local_aggregators(layout, rack_size, any);
+        let tree = layered(
+            layout.hosts,
+            layout.layers,
+            layout.rack_size,
+            layout.pod_racks,
+        );
+        let aggregators = local_aggregators(&tree, any);
+        let mut tor_of = vec![""; layout.hosts as usize];
+        for (name, spec) in &tree {
+            for &h in &spec.hosts {
+                tor_of[h as usize] = name;
+            }
+        }
         let processes = (0..procs as u32)
             .map(|id| {
                 let host = id / layout.procs_per_host;
@@ -37,7 +47,7 @@ impl Cluster {
                     id,
                     host,
                     addr: any,
-                    aggregator: format!("tor-{}", host / rack_size),
+                    aggregator: tor_of[host as usize].to_string(),
                 }
             })
             .collect();
@@ -216,34 +226,14 @@ fn check_layout(layout: &LocalLayout) -> Result<u64, ClusterError> {
     Ok(procs)
 }
 
-/// The aggregators of `layout`, racks of `rack_size` hosts, every one at `any`: the racks'
-/// `tor-N`, then `spine-0`, or the pods' `agg-N` and `core-0`.
-fn local_aggregators(layout: &LocalLayout, rack_size: u32, any: SocketAddr) -> Vec<AggregatorSpec> {
-    let racks = layout.hosts.div_ceil(rack_size);
-    let pods = racks.div_ceil(layout.pod_racks);
-    let agg = |name: String, parent: Option<String>| AggregatorSpec {
-        name,
-        addr: any,
-        parent,
-    };
-    let mut aggregators: Vec<AggregatorSpec> = (0..racks)
-        .map(|r| {
-            let parent = match layout.layers {
-                1 => None,
-                2 => Some("spine-0".to_string()),
-                _ => Some(format!("agg-{}", r / layout.pod_racks)),
-            };
-            agg(format!("tor-{r}"), parent)
+/// The aggregators of the layered `tree` ([`layered`]: the racks' `tor-N`, then `spine-0`, or
+/// the pods' `agg-N` and `core-0`), every one at `any`.
+fn local_aggregators(tree: &[(String, TreeSwitch)], any: SocketAddr) -> Vec<AggregatorSpec> {
+    tree.iter()
+        .map(|(name, spec)| AggregatorSpec {
+            name: name.clone(),
+            addr: any,
+            parent: spec.parent.map(|p| tree[p].0.clone()),
         })
-        .collect();
-    match layout.layers {
-        1 => {}
-        2 => aggregators.push(agg("spine-0".into(), None)),
-        _ => {
-            aggregators
-                .extend((0..pods).map(|p| agg(format!("agg-{p}"), Some("core-0".to_string()))));
-            aggregators.push(agg("core-0".into(), None));
-        }
-    }
-    aggregators
+        .collect()
 }

@@ -31,10 +31,11 @@ fn a_generated_cluster_round_trips_through_toml() {
 #[test]
 fn depths_follow_the_tree_and_beacon_waves_climb_then_descend() {
     let c = two_layers();
-    assert_eq!(c.up_depth("tor-0"), 1);
-    assert_eq!(c.up_depth("spine-0"), 2);
-    assert_eq!(c.down_depth("spine-0"), 2);
-    assert_eq!(c.down_depth("tor-0"), 3);
+    let (tree, at) = (c.tree(), |name| c.aggregator_index(name).unwrap());
+    assert_eq!(tree.up_depth(at("tor-0")), 1);
+    assert_eq!(tree.up_depth(at("spine-0")), 2);
+    assert_eq!(tree.down_depth(at("spine-0")), 2);
+    assert_eq!(tree.down_depth(at("tor-0")), 3);
 }
 
 /// Replaces the first occurrence of `from` in a generated file.

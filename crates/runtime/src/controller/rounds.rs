@@ -11,7 +11,7 @@ use onepipe_proto::{drive, Input, Node};
 /// failed component times it out after the same silence, so their reports arrive within a few
 /// beacon intervals (and scheduling delays) of one another.
 pub(super) fn failure_procedure(cluster: &Cluster) -> Result<Failure, String> {
-    let live = LiveTopology::of(cluster)?;
+    let live = cluster.graph()?;
     let cfg = ControllerConfig {
         procs_of_host: (0..cluster.procs()).map(|p| vec![ProcId(p)]).collect(),
         settle_ns: (cluster.link_timeout_ns / 2).max(20 * cluster.beacon_interval_ns),

@@ -141,7 +141,7 @@ impl Role {
         let ids = cluster.proc_ids_max();
         let mut host_cfg = roles.host_config(NodeId(id), vec![me], ids, driver_cfg);
         // §5.2 Detect: a silent aggregator is reported as this process's input link.
-        host_cfg.input_link = LiveTopology::of(cluster).ok().and_then(|t| t.downlink(id));
+        host_cfg.input_link = cluster.graph().ok().and_then(|t| t.downlink(id));
         // §5.2: a failure round completes here once the application's callbacks are done
         // (`Held`), or at once (`Automatic`).
         host_cfg.callbacks_held = opts.failure_callbacks == FailureCallbacks::Held;

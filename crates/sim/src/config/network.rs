@@ -51,6 +51,28 @@ impl TopologySpec {
     }
 }
 
+/// Which fabric carries the packets ([`NetworkConfig::fabric`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fabric {
+    /// The topology's multi-rooted Clos (§3.1, Fig. 3): each logical half of a switch is a
+    /// `Switch` of its own, and data is routed by ECMP.
+    #[default]
+    Clos,
+    /// A tree of aggregators, each one node running the live runtime's role
+    /// (`onepipe_proto::aggregator::Aggregator`, one port per peer), laid out as `onepipe up
+    /// --layers` lays out a local cluster (`onepipe_proto::aggregator::tree::layered`): the
+    /// topology's hosts (`--topology rack` or `leaf-spine`, `--hosts`) in racks of its
+    /// `--rack-size` (every host in one rack with one layer; `--spines` is not used), pods of
+    /// [`TREE_POD_RACKS`] racks, one process per host.
+    Tree {
+        /// Layers of aggregators: 1, 2 or 3 (`--layers`).
+        layers: u8,
+    },
+}
+
+/// Racks per pod of a three-layer tree fabric (`onepipe up`'s default `--pod-racks`).
+pub const TREE_POD_RACKS: u32 = 2;
+
 /// One direction of a host's link, when it differs from the run's `link_gbps` and
 /// `link_delay_ns` ([`HostLinks`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -79,6 +101,9 @@ pub struct HostLinks {
 pub struct NetworkConfig {
     /// The network.
     pub topology: TopologySpec,
+    /// What carries the packets over it: the topology's Clos (the default) or a tree of
+    /// the live runtime's aggregators.
+    pub fabric: Fabric,
     /// Processes per host.
     pub procs_per_host: u32,
     /// Switch incarnation (§6.2).
@@ -135,6 +160,7 @@ impl Default for NetworkConfig {
     fn default() -> Self {
         NetworkConfig {
             topology: TopologySpec::FatTree { k: 4 },
+            fabric: Fabric::Clos,
             procs_per_host: 1,
             switch_mode: SwitchMode::Chip,
             beacon_interval_ns: onepipe_proto::time::BEACON_INTERVAL_NS_DEFAULT,
@@ -163,7 +189,7 @@ impl Default for NetworkConfig {
 
 impl NetworkConfig {
     /// Checks the network alone; the error names the first bad flag, in a fixed order: processes
-    /// per host, beacons, clocks, links, packets, then the network's size.
+    /// per host, beacons, clocks, links, packets, then the network's size and fabric.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_procs_per_host()?;
         self.validate_beacons()?;
@@ -172,6 +198,7 @@ impl NetworkConfig {
         self.validate_sync_and_mtu()?;
         // The network's size: the topology's own arguments, and processes a receiver can order.
         let procs = self.procs()?;
+        self.validate_fabric()?;
         self.validate_state_size(procs)
     }
 
@@ -241,6 +268,61 @@ impl NetworkConfig {
             return Err(bad("--mtu", "payload per packet must be 1..=65535 bytes"));
         }
         Ok(())
+    }
+
+    /// The tree fabric: a tree of the live runtime's aggregators over a rack's or a
+    /// leaf-spine's hosts, one process per host (a live cluster's processes are hosts of their
+    /// own to the aggregators), in the incarnations a live aggregator runs: chip (§6.2.1,
+    /// barriers on data) or host representative (§6.2.3) — not §6.2.2's switch CPU, which an
+    /// aggregator daemon is not.
+    fn validate_fabric(&self) -> Result<(), ConfigError> {
+        let Fabric::Tree { layers } = self.fabric else {
+            return Ok(());
+        };
+        if !(1..=3).contains(&layers) {
+            return Err(bad("--layers", format!("must be 1, 2 or 3, got {layers}")));
+        }
+        if matches!(self.topology, TopologySpec::FatTree { .. }) {
+            return Err(bad(
+                "--fabric",
+                "a tree's hosts come from --topology rack or leaf-spine (--hosts, --rack-size)",
+            ));
+        }
+        if self.procs_per_host != 1 {
+            return Err(bad(
+                "--procs-per-host",
+                "must be 1 with --fabric tree (each process is a host of its own)",
+            ));
+        }
+        if self.switch_mode == SwitchMode::Cpu {
+            return Err(bad(
+                "--switch",
+                "a tree's aggregators run chip or host mode, as live aggregators do",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The tree fabric's aggregators ([`Fabric::Tree`]) with their names, in list order; `None`
+    /// for the Clos (or a tree over a fat tree's hosts, which [`NetworkConfig::validate`]
+    /// refuses).
+    pub fn tree_layout(&self) -> Option<Vec<(String, onepipe_proto::topology::TreeSwitch)>> {
+        let Fabric::Tree { layers } = self.fabric else {
+            return None;
+        };
+        let (hosts, rack_size) = match self.topology {
+            TopologySpec::Rack { hosts } => (hosts, hosts),
+            TopologySpec::LeafSpine {
+                hosts, rack_size, ..
+            } => (hosts, rack_size),
+            TopologySpec::FatTree { .. } => return None,
+        };
+        Some(onepipe_proto::aggregator::tree::layered(
+            hosts,
+            layers,
+            rack_size,
+            TREE_POD_RACKS,
+        ))
     }
 
     /// The per-sender state every host keeps for every one of `procs` processes.

@@ -150,6 +150,27 @@ pub(super) fn build_switches(
 ) -> (Vec<Switch>, Vec<RoleSt>) {
     let router: Arc<dyn Router> = router;
     let clock_params = engine::clock_params(cfg);
+    let hop_ns = beacon_hop_ns(cfg);
+    let (mut switches, mut roles) = (Vec::new(), Vec::new());
+    for n in topo.switches() {
+        let node = topo.node(n);
+        let mut clock = Clock::new(clock_params, clock_seed, n.0);
+        let (inputs, outputs) = (node.inputs.len(), node.outputs.len());
+        let mut sc = switch_config(cfg, hop_ns, n, node.depth, inputs, outputs);
+        sc.input_links = node.inputs.clone();
+        let sw = Switch::new(sc, Some(router.clone()), clock.local(0));
+        switches.push(sw);
+        roles.push(RoleSt::new(clock, None));
+    }
+    (switches, roles)
+}
+
+/// §4.2: beacons are sent at synchronized times, and a switch `d` links above the hosts fires
+/// once the wave from below has arrived: one hop of latency, serialization and processing per
+/// layer, plus slack for the skew between the clocks at either end of the hop. (Timer-driven
+/// beacons matter in CPU and representative modes; a chip forwards a wave as it arrives and
+/// its timer only sweeps stale links.) Returns that hop, ns.
+pub(super) fn beacon_hop_ns(cfg: &SimConfig) -> u64 {
     let beacon_wire = Packet::Beacon(onepipe_proto::wire::Beacon {
         from: NodeId(0),
         barrier: Timestamp::new(0),
@@ -158,40 +179,34 @@ pub(super) fn build_switches(
     })
     .wire_len() as u64;
     let ps_per_byte = engine::ps_per_byte(cfg);
-    // §4.2: beacons are sent at synchronized times, and a switch `d` links above the hosts
-    // fires once the wave from below has arrived: one hop of latency, serialization and
-    // processing per layer, plus slack for the skew between the clocks at either end of the
-    // hop. (Timer-driven beacons matter in CPU and representative modes; a chip forwards a
-    // wave as it arrives and its timer only sweeps stale links.)
     let slack_ns = (2.0 * cfg.net.clock_skew_ns) as u64 + cfg.net.host_recv_ns;
-    let hop_ns = cfg.net.link_delay_ns
+    cfg.net.link_delay_ns
         + (beacon_wire * ps_per_byte).div_ceil(1000)
         + cfg.net.beacon_delay()
-        + slack_ns;
-    let (mut switches, mut roles) = (Vec::new(), Vec::new());
-    for n in topo.switches() {
-        let node = topo.node(n);
-        let mut clock = Clock::new(clock_params, clock_seed, n.0);
-        let mut sc = SwitchConfig::new(
-            n,
-            cfg.net.switch_mode,
-            node.inputs.len(),
-            node.outputs.len(),
-        );
-        sc.beacon_interval_ns = cfg.net.beacon_interval_ns;
-        sc.beacon_min_gap_ns = cfg.net.beacon_min_gap();
-        if cfg.net.fast_beacon_interval_ns > 0 && cfg.net.switch_mode == SwitchMode::Chip {
-            sc.demand_hold_ns = cfg.net.beacon_interval_ns;
-        }
-        sc.beacon_delay_ns = cfg.net.beacon_delay();
-        sc.beacon_phase_ns = node.depth as u64 * hop_ns;
-        sc.link_timeout_intervals = cfg.protocol.link_timeout_intervals;
-        sc.input_links = node.inputs.clone();
-        let sw = Switch::new(sc, Some(router.clone()), clock.local(0));
-        switches.push(sw);
-        roles.push(RoleSt::new(clock, None));
+        + slack_ns
+}
+
+/// The configuration of a switch (or an aggregator's half) `node`, `depth` hops above the
+/// hosts, with `inputs` and `outputs` ports: the run's incarnation and beacons, its timed
+/// beacons phased `depth` hops of `hop_ns` after each tick ([`beacon_hop_ns`]).
+pub(super) fn switch_config(
+    cfg: &SimConfig,
+    hop_ns: u64,
+    node: NodeId,
+    depth: u32,
+    inputs: usize,
+    outputs: usize,
+) -> SwitchConfig {
+    let mut sc = SwitchConfig::new(node, cfg.net.switch_mode, inputs, outputs);
+    sc.beacon_interval_ns = cfg.net.beacon_interval_ns;
+    sc.beacon_min_gap_ns = cfg.net.beacon_min_gap();
+    if cfg.net.fast_beacon_interval_ns > 0 && cfg.net.switch_mode == SwitchMode::Chip {
+        sc.demand_hold_ns = cfg.net.beacon_interval_ns;
     }
-    (switches, roles)
+    sc.beacon_delay_ns = cfg.net.beacon_delay();
+    sc.beacon_phase_ns = depth as u64 * hop_ns;
+    sc.link_timeout_intervals = cfg.protocol.link_timeout_intervals;
+    sc
 }
 
 /// `--cut NAME@T[..HEAL]`: marks the links cut (and healed); returns the hosts whose own links

@@ -51,6 +51,7 @@ impl<Q: EventQueue<Ev>> World<Q> {
                 }
                 self.proto.trace.add(0x101E ^ (p as u64) << 32 ^ h as u64);
             }
+            self.tree_rejoined(h, &procs);
             self.proto.remapped = true;
             self.proto.stats.rejoined += 1;
             if let Some(c) = self.proto.checker.as_mut() {
@@ -135,7 +136,10 @@ impl<Q: EventQueue<Ev>> World<Q> {
             MgmtDest::Node(n) => {
                 let (_, msg) = self.proto.ctrl_msgs.take(i);
                 self.proto.ctrl_in_flight -= 1;
-                self.switch_handle(t, n.0, Input::Mgmt(msg));
+                match self.proto.tree {
+                    Some(_) => self.tree_ctrl(t, n, msg),
+                    None => self.switch_handle(t, n.0, Input::Mgmt(msg)),
+                }
             }
         }
     }
