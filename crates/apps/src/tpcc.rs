@@ -462,6 +462,11 @@ pub trait TpccApp: App {
     /// The shard it keeps as a replica, with its id; `None` for a pure initiator (or a process
     /// told it failed).
     fn shard(&self) -> Option<(u32, &db::Shard)>;
+    /// What its replica applied, in order, with what it answered
+    /// ([`onepipe::TpccConfig::log_applied`]; empty if it logs nothing or keeps no shard).
+    fn applied(&self) -> &[onepipe::AppliedTxn] {
+        &[]
+    }
 }
 
 #[cfg(test)]

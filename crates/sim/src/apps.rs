@@ -173,6 +173,17 @@ impl TpccSet {
         self.committed_in_period += u64::from(c.return_ns <= self.stop_ns);
         self.checker.on_commit(c);
     }
+
+    /// The initiators' `open` transactions completed by the replicas' logs: the answers a
+    /// failed initiator never heard, and what was applied that no initiator reports
+    /// ([`onepipe_apps::tpcc::check::complete_from_logs`]).
+    fn completed(&self, open: Vec<TpccCommitted>) -> Vec<TpccCommitted> {
+        onepipe_apps::tpcc::check::complete_from_logs(
+            open,
+            self.checker.committed().iter(),
+            self.procs.iter().map(|p| p.get_ref().applied()),
+        )
+    }
 }
 
 impl AppSet for TpccSet {
@@ -208,13 +219,14 @@ impl AppSet for TpccSet {
             .for_each(|p| s += p.stats());
         // As for the store: a failed initiator's transactions stamped at or above its failure
         // timestamp were discarded everywhere. Only live replicas' states are compared.
-        let unfinished: Vec<TpccCommitted> = self
+        let open: Vec<TpccCommitted> = self
             .procs
             .iter()
             .map(AppNode::get_ref)
             .flat_map(|p| p.unfinished())
             .filter(|u| failed.get(&u.client).is_none_or(|&f| u.key < f))
             .collect();
+        let unfinished = self.completed(open);
         // Replicas are compared only once every live process is idle: mid-run, a 2PL primary
         // has executed a part in place that may still abort, a backup lags its primary, a
         // 1Pipe replica has not yet been delivered what its siblings have.
@@ -269,13 +281,13 @@ impl AppSet for TpccSet {
     fn history_json(&self) -> Option<String> {
         // Every transaction still open: those of a failed initiator stamped at or above its
         // failure timestamp took no effect, which an `info` operation allows.
-        let unfinished: Vec<TpccCommitted> = self
+        let open: Vec<TpccCommitted> = self
             .procs
             .iter()
             .map(AppNode::get_ref)
             .flat_map(|p| p.unfinished())
             .collect();
-        Some(self.checker.history_json(&unfinished))
+        Some(self.checker.history_json(&self.completed(open)))
     }
 }
 
@@ -887,6 +899,9 @@ pub(crate) fn tpcc_set(
             let mut tc = TpccConfig::new(ProcId(p), procs, workload.clone(), *window);
             tc.start = Instant(cfg.net.clock_epoch_ns);
             tc.stop = Instant(cfg.net.clock_epoch_ns + cfg.workload.duration_ns);
+            // The answers a failed initiator never heard come from its replicas' logs
+            // (`TpccSet::completed`).
+            tc.log_applied = true;
             let gen = TpccGen::new(workload.clone(), tc.home_warehouse(), seeds.next_u64());
             make(tc, gen)
         })

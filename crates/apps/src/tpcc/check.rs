@@ -667,6 +667,43 @@ pub fn unfinished_from_logs<'a>(
     open.into_values().collect()
 }
 
+/// `unfinished`, the records of the transactions the initiators left open (stamped, bound to
+/// take effect), completed by what the replicas logged ([`unfinished_from_logs`] of `committed`
+/// and `logs`): each record takes the answers of the shards its initiator never heard, and a
+/// transaction some replica applied that no initiator reports — stamped after its initiator last
+/// heard — is added. An initiator that fails leaves its open transactions' answers unheard; the
+/// history ([`super::history`]) then takes their writes from the replicas, which applied them,
+/// instead of inferring them (several unread writes on one row in a row cannot be inferred).
+pub fn complete_from_logs<'a>(
+    mut unfinished: Vec<TpccCommitted>,
+    committed: impl Iterator<Item = &'a TpccCommitted>,
+    logs: impl Iterator<Item = &'a [super::onepipe::AppliedTxn]>,
+) -> Vec<TpccCommitted> {
+    let at: BTreeMap<u64, usize> = unfinished
+        .iter()
+        .enumerate()
+        .map(|(i, u)| (u.txn, i))
+        .collect();
+    for logged in unfinished_from_logs(committed, logs) {
+        let Some(&i) = at.get(&logged.txn) else {
+            unfinished.push(logged);
+            continue;
+        };
+        let u = &mut unfinished[i];
+        assert_eq!(
+            u.input, logged.input,
+            "{:#x}: one transaction, one input",
+            u.txn
+        );
+        for (shard, part) in logged.results {
+            if let Err(at) = u.results.binary_search_by_key(&shard, |r| r.0) {
+                u.results.insert(at, (shard, part));
+            }
+        }
+    }
+    unfinished
+}
+
 /// What shard `shard` of `layout` should answer for `input`, by the reference's `outcome`: the
 /// fields of the rows that shard holds, named as [`got_fields`] names them.
 ///

@@ -23,14 +23,15 @@
 //!
 //! **Unknown outcomes.** A transaction bound to take effect whose initiator never heard all its
 //! answers (`unfinished`) is an `info` operation: its reads are unknown. The values it wrote are
-//! those its answers show — the ones its initiator heard, and, from the live runtime, what the
-//! replicas that applied it logged ([`super::check::unfinished_from_logs`]). On rows no answer
-//! shows, it chose none. Those are inferred from the
-//! history alone, as Elle infers versions: a value some operation read that no operation is
+//! those its answers show — the ones its initiator heard, and what the replicas that applied it
+//! logged (the simulator: [`super::check::complete_from_logs`]; the live runtime:
+//! [`super::check::unfinished_from_logs`]). On rows no answer shows, it chose none. Those are
+//! inferred from the history alone, as Elle infers versions: a value some operation read that no operation is
 //! known to have written is the write of an `info` operation on that row whose increment leads
 //! to it from a known value (or from another value inferred so). What cannot be inferred was
 //! read by nobody, or only through another such write nobody read; the second leaves a read the
-//! checker calls garbage, which a run with no failed initiator cannot have.
+//! checker calls garbage, which a run with no failed initiator, or with the replicas' logs,
+//! cannot have.
 
 use super::reference::Population;
 use super::{CustomerSelector, PartResult, TpccCommitted, TxnInput};

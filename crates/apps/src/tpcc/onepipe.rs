@@ -62,7 +62,8 @@ pub struct TpccConfig {
     pub retry_ns: u64,
     /// The replica logs every transaction it applies ([`TpccProcess::applied`]): a checker then
     /// places the transactions of an initiator that died before it said what it committed (the
-    /// live cluster under `--kill`).
+    /// live cluster under `--kill`), and takes the answers a failed initiator never heard (the
+    /// simulator).
     pub log_applied: bool,
 }
 
@@ -794,6 +795,10 @@ impl TpccApp for TpccProcess {
             return None;
         }
         self.replica.as_ref().map(|r| (r.id, &r.shard))
+    }
+
+    fn applied(&self) -> &[AppliedTxn] {
+        TpccProcess::applied(self)
     }
 }
 

@@ -274,6 +274,79 @@ fn an_unfinished_transaction_takes_effect_in_its_place() {
     );
 }
 
+/// §5.2: an initiator that fails leaves its stamped transactions open, bound to take effect,
+/// with answers it never heard. Two of its Payments of one warehouse in a row write `W_YTD`
+/// twice where nobody reads the first write: the history cannot infer both, and the next read
+/// of `W_YTD` is garbage — unless the answers come from the replicas that applied them.
+#[test]
+fn a_failed_initiator_s_unheard_answers_come_from_the_replicas_logs_5_2() {
+    let d = direct(200, None);
+    let payment_of = |c: &TpccCommitted| match &c.input {
+        TxnInput::Payment(p) => Some(p.w_id),
+        TxnInput::NewOrder(_) => None,
+    };
+    // Two Payments of one warehouse with no other between them, and a third after.
+    let (i, j) = (0..d.history.len())
+        .find_map(|i| {
+            let w = payment_of(&d.history[i])?;
+            let mut next =
+                (i + 1..d.history.len()).filter(|&k| payment_of(&d.history[k]) == Some(w));
+            let j = next.next()?;
+            next.next().map(|_| (i, j))
+        })
+        .expect("Payments of one warehouse");
+    let mut committed = d.history.clone();
+    let open: Vec<TpccCommitted> = [j, i]
+        .iter()
+        .map(|&k| {
+            let mut u = committed.remove(k);
+            u.results.clear();
+            u.return_ns = u64::MAX;
+            u
+        })
+        .collect();
+    let mut c = TpccChecker::new(d.w.scale, d.w.seed, TpccLayout::new(3, 2));
+    for x in committed {
+        c.on_commit(x);
+    }
+    let rs: Vec<(u32, &Shard)> = d.replicas.iter().map(|(s, r)| (*s, r)).collect();
+    let unheard = c.verdict_with(&open, &rs, 0);
+    assert!(
+        unheard
+            .by_kind
+            .get("dependency-graph")
+            .is_some_and(|&n| n > 0),
+        "{:?}",
+        unheard.samples
+    );
+    // The replicas' logs: each shard's answer to each of the two.
+    let logs: Vec<Vec<onepipe::AppliedTxn>> = [i, j]
+        .iter()
+        .flat_map(|&k| {
+            let h = &d.history[k];
+            h.results.iter().map(move |(shard, r)| {
+                vec![onepipe::AppliedTxn {
+                    txn: h.txn,
+                    client: h.client,
+                    ts: h.key,
+                    input: h.input.clone(),
+                    answer: Some((*shard, r.clone())),
+                }]
+            })
+        })
+        .collect();
+    let completed =
+        check::complete_from_logs(open, c.committed().iter(), logs.iter().map(Vec::as_slice));
+    assert_eq!(completed.len(), 2);
+    let v = c.verdict_with(&completed, &rs, 0);
+    assert_eq!(
+        (v.violations, v.checks.unfinished),
+        (0, 2),
+        "{:?}",
+        v.samples
+    );
+}
+
 // --- The checker's own checks: each must catch its corruption -------------------------------
 
 /// The final rows of one replica of every shard of `d` (processes 0..3 are replica 0 of shards
