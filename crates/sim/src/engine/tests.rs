@@ -341,3 +341,20 @@ fn link_loss_drops_counted_packets_and_the_run_is_deterministic() {
         "seed 3: same seed, same run"
     );
 }
+
+/// Links serialize: packets put on one link at one instant leave one after another, each its
+/// wire length at the link rate after the one before, and arrive in that order one link delay
+/// later (what makes a loaded link queue, as the pinned traces assume).
+#[test]
+fn packets_put_on_a_link_together_leave_one_serialization_apart() {
+    let mut e = ring(cfg(1));
+    let link = e.topo.uplink(0).0;
+    let ser = {
+        let l = &e.links[link as usize];
+        (Ring::wire_len(&(1, 0)) as u64 * l.ps_per_byte).div_ceil(1000)
+    };
+    assert!(ser > 0, "a packet takes time on the wire");
+    let t = 5_000;
+    let done: Vec<SimTime> = (0..3).map(|i| e.transmit(link, (1, i), t)).collect();
+    assert_eq!(done, vec![t + ser, t + 2 * ser, t + 3 * ser]);
+}
