@@ -420,7 +420,7 @@ fn table(r: &Value) -> String {
             };
             row.push(cell);
         }
-        row.push(micros(&m["reorder_hold_max_seconds"]));
+        row.push(seconds_text(&m["reorder_hold_max_seconds"]));
         rows.push(row);
     }
     out += &columns(&rows);
@@ -441,9 +441,9 @@ fn table(r: &Value) -> String {
     out
 }
 
-/// Seconds as microseconds with one decimal (milliseconds with two from 1 ms up), `-` if
+/// Seconds as text: microseconds with one decimal, milliseconds with two from 1 ms up; `-` if
 /// absent.
-fn micros(v: &Value) -> String {
+fn seconds_text(v: &Value) -> String {
     match v.as_f64() {
         None => "-".into(),
         Some(x) if x >= 1e-3 => format!("{:.2} ms", x * 1e3),
@@ -471,8 +471,8 @@ fn link_rows(members: &[Value]) -> Vec<Vec<String>> {
             links.push(vec![
                 m["member"].as_str().unwrap_or("?").into(),
                 link.into(),
-                micros(&l["lag_seconds"]),
-                micros(&l["gap_max_seconds"]),
+                seconds_text(&l["lag_seconds"]),
+                seconds_text(&l["gap_max_seconds"]),
             ]);
         }
     }
